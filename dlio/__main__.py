@@ -1,0 +1,3 @@
+from dlio.cli import main
+
+main()

@@ -1,0 +1,136 @@
+# The only place that declares the C API (src/dlio_core/include/dlio_core/*.h).
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
+
+cdef extern from "dlio_core/dlio_core.h" nogil:
+    uint64_t dc_now_ns()
+    double dc_timer_overhead_ns(unsigned n)
+    const char *dc_timer_source()
+
+    enum: DC_HIST_NR
+    struct dc_hist:
+        uint64_t count
+        uint64_t min
+        uint64_t max
+        double sum
+        double sumsq
+        uint64_t bucket[1]
+    void dc_hist_init(dc_hist *h)
+    unsigned dc_hist_index(uint64_t ns)
+    uint64_t dc_hist_value(unsigned idx)
+    void dc_hist_add(dc_hist *h, uint64_t ns)
+    uint64_t dc_hist_percentile(const dc_hist *h, double p)
+
+    uint64_t dc_compute(uint64_t ns, int mode)
+
+    void dc_fill_random(void *buf, size_t len, uint64_t seed)
+    int dc_write_random(int fd, uint64_t offset, uint64_t len, uint64_t seed, size_t chunk)
+    uint32_t dc_crc32c(uint32_t crc, const void *buf, size_t len)
+
+    int dc_dio_align(const char *path, uint32_t *mem_align, uint32_t *offset_align, int *from_statx)
+    int dc_drop_file_cache(const char *path)
+    int dc_drop_all_caches()
+
+    enum:
+        DC_CAP_ASYNC
+        DC_CAP_DIRECT
+        DC_CAP_WRITE
+        DC_CAP_NOIO
+        DC_ENG_REGBUFS
+        DC_ENG_REGFILES
+        DC_ENG_SQPOLL
+    struct dc_engine_ops:
+        const char *name
+        unsigned caps
+    unsigned dc_engine_count()
+    const dc_engine_ops *dc_engine_at(unsigned i)
+    int dc_engine_available(const char *name, char *why, size_t whylen)
+
+    struct dc_engine_opts:
+        unsigned qd
+        unsigned flags
+        uint64_t delay_ns
+        uint64_t fail_nth
+        int fail_errno
+        unsigned used_flags
+
+    struct dc_op:
+        uint32_t file
+        uint8_t op
+        uint8_t flags
+        uint16_t pad
+        uint64_t offset
+        uint64_t length
+
+    struct dc_step:
+        uint64_t first_op
+        uint32_t nops
+        uint32_t nsamples
+        uint64_t compute_ns
+
+    struct dc_progress:
+        uint64_t ops
+        uint64_t bytes
+        uint64_t steps
+
+    struct dc_run_config:
+        const char *engine
+        dc_engine_opts eng
+        unsigned threads
+        int direct
+        const char *const *paths
+        uint32_t npaths
+        const dc_op *ops
+        uint64_t nops
+        uint64_t max_len
+        const uint64_t *thread_first_op
+        uint64_t runtime_ns
+        uint64_t ramp_ns
+        uint64_t bytes_limit
+        int loop
+        const dc_step *steps
+        uint64_t nsteps
+        unsigned prefetch
+        int compute_mode
+        uint64_t preprocess_ns_per_sample
+        int (*step_hook)(void *ctx, uint64_t step) noexcept
+        void *hook_ctx
+        volatile int *stop
+        dc_progress *progress
+
+    struct dc_error:
+        int err
+        uint32_t file
+        uint64_t offset
+        char what[32]
+
+    struct dc_thread_stats:
+        uint64_t ops
+        uint64_t bytes
+        uint64_t errors
+        uint64_t cpu_ns
+
+    struct dc_step_times:
+        uint64_t t_fetch
+        uint64_t t_ready
+        uint64_t t_end
+        uint64_t compute_ns
+        uint64_t bytes
+
+    struct dc_run_result:
+        uint64_t t_start
+        uint64_t t_end
+        uint64_t ops
+        uint64_t bytes
+        uint64_t errors
+        uint64_t steps_done
+        int stopped
+        dc_hist lat
+        dc_hist sample_lat
+        dc_thread_stats *threads
+        dc_step_times *step_times
+        dc_error error
+        unsigned qd_used
+        unsigned eng_flags_used
+
+    int dc_run_io(const dc_run_config *cfg, dc_run_result *result)
+    int dc_run_train(const dc_run_config *cfg, dc_run_result *result)

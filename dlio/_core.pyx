@@ -1,0 +1,364 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The binding to the C core (src/dlio_core). Declarations live in _core.pxd only.
+
+The GIL is released once around a whole run (Run.execute); nothing in the C core calls back into
+Python except the optional per-step hook (an MPI barrier), once per step, never per read.
+A C status (-errno) becomes an OSError subclass (errno picks FileNotFoundError, PermissionError ...)
+carrying the path and offset; RunError keeps the partial results of a failed run.
+"""
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport malloc, calloc, free
+from libc.string cimport memset, memcpy
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_SIMPLE, PyBUF_ANY_CONTIGUOUS
+
+import os
+import numpy as np
+cimport numpy as cnp
+
+from dlio._core cimport *
+
+cnp.import_array()
+
+HIST_NR = DC_HIST_NR
+CAP_ASYNC = DC_CAP_ASYNC
+CAP_DIRECT = DC_CAP_DIRECT
+CAP_WRITE = DC_CAP_WRITE
+CAP_NOIO = DC_CAP_NOIO
+ENG_REGBUFS = DC_ENG_REGBUFS
+ENG_REGFILES = DC_ENG_REGFILES
+ENG_SQPOLL = DC_ENG_SQPOLL
+
+OP_DTYPE = np.dtype([("file", "<u4"), ("op", "u1"), ("flags", "u1"), ("pad", "<u2"),
+                     ("offset", "<u8"), ("length", "<u8")])
+STEP_DTYPE = np.dtype([("first_op", "<u8"), ("nops", "<u4"), ("nsamples", "<u4"), ("compute_ns", "<u8")])
+OP_READ = 0
+OP_WRITE = 1
+OPF_OPEN = 1
+OPF_CLOSE = 2
+
+
+class RunError(OSError):
+    """A run stopped on an error. .result holds what was measured up to it; .path/.offset/.what say where."""
+
+    def __init__(self, err, message, path=None, offset=None, what=None, result=None):
+        super().__init__(err, message, path)
+        self.offset = offset
+        self.what = what
+        self.result = result
+
+
+cdef int _check(int rc, what, path=None) except -1:
+    if rc < 0:
+        raise OSError(-rc, f"{what}: {os.strerror(-rc)}", path)
+    return rc
+
+
+def now_ns():
+    return dc_now_ns()
+
+
+def timer_overhead_ns(unsigned n=1000000):
+    return dc_timer_overhead_ns(n)
+
+
+def timer_source():
+    return dc_timer_source().decode()
+
+
+def compute(uint64_t ns, int mode=0):
+    """Emulate ns of compute (0 = spin, 1 = hybrid); returns the achieved ns."""
+    cdef uint64_t got
+    with nogil:
+        got = dc_compute(ns, mode)
+    return got
+
+
+def fill_random(buf, uint64_t seed):
+    """Fill a writable contiguous buffer with deterministic pseudo-random bytes (GIL released)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+    try:
+        with nogil:
+            dc_fill_random(view.buf, <size_t>view.len, seed)
+    finally:
+        PyBuffer_Release(&view)
+
+
+def write_random(int fd, uint64_t offset, uint64_t length, uint64_t seed, size_t chunk=1 << 20):
+    """Write length pseudo-random bytes (the stream of seed) to fd at offset (GIL released)."""
+    cdef int rc
+    with nogil:
+        rc = dc_write_random(fd, offset, length, seed, chunk)
+    _check(rc, "write")
+
+
+def crc32c(data, uint32_t crc=0):
+    cdef Py_buffer view
+    cdef uint32_t out
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE | PyBUF_ANY_CONTIGUOUS)
+    try:
+        with nogil:
+            out = dc_crc32c(crc, view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return out
+
+
+def dio_align(path):
+    """(memory alignment, offset alignment, from_statx) for O_DIRECT on path."""
+    cdef uint32_t mem = 0, off = 0
+    cdef int from_statx = 0
+    b = os.fsencode(path)
+    _check(dc_dio_align(b, &mem, &off, &from_statx), "statx", path)
+    return mem, off, bool(from_statx)
+
+
+def drop_file_cache(path):
+    b = os.fsencode(path)
+    cdef const char *cb = b
+    cdef int rc
+    with nogil:
+        rc = dc_drop_file_cache(cb)
+    _check(rc, "posix_fadvise(DONTNEED)", path)
+
+
+def drop_all_caches():
+    cdef int rc
+    with nogil:
+        rc = dc_drop_all_caches()
+    _check(rc, "drop_caches", "/proc/sys/vm/drop_caches")
+
+
+def engines():
+    """[(name, caps, available, why)] for every engine the registry knows, compiled in or not."""
+    cdef char why[256]
+    cdef const dc_engine_ops *ops
+    out = []
+    names = []
+    for i in range(dc_engine_count()):
+        ops = dc_engine_at(i)
+        names.append((ops.name.decode(), ops.caps))
+    if "io_uring" not in [n for n, _ in names]:
+        names.insert(1, ("io_uring", DC_CAP_ASYNC | DC_CAP_DIRECT | DC_CAP_WRITE))
+    for name, caps in names:
+        why[0] = 0
+        rc = dc_engine_available(name.encode(), why, sizeof(why))
+        out.append((name, caps, rc == 0, why.decode(errors="replace") if rc != 0 else ""))
+    return out
+
+
+def hist_bucket_values():
+    """Midpoint in ns of each histogram bucket (numpy uint64, length HIST_NR)."""
+    out = np.empty(DC_HIST_NR, dtype=np.uint64)
+    cdef uint64_t[::1] v = out
+    for i in range(DC_HIST_NR):
+        v[i] = dc_hist_value(i)
+    return out
+
+
+def hist_index(uint64_t ns):
+    return dc_hist_index(ns)
+
+
+cdef dict _hist_dict(const dc_hist *h):
+    buckets = np.empty(DC_HIST_NR, dtype=np.uint64)
+    cdef uint64_t[::1] b = buckets
+    memcpy(&b[0], &h.bucket[0], DC_HIST_NR * sizeof(uint64_t))
+    return {"count": h.count, "min": h.min if h.count else 0, "max": h.max,
+            "sum": h.sum, "sumsq": h.sumsq, "buckets": buckets}
+
+
+def hist_from_values(values):
+    """Histogram (the dict Run returns) of the given ns values, built by the C code (for tests)."""
+    cdef dc_hist *h = <dc_hist *>malloc(sizeof(dc_hist))
+    if h == NULL:
+        raise MemoryError()
+    try:
+        dc_hist_init(h)
+        for v in values:
+            dc_hist_add(h, <uint64_t>v)
+        d = _hist_dict(h)
+        d["c_percentiles"] = {p: dc_hist_percentile(h, p) for p in (0.0, 50.0, 90.0, 99.0, 99.9, 100.0)}
+        return d
+    finally:
+        free(h)
+
+
+cdef int _py_step_hook(void *ctx, uint64_t step) noexcept with gil:
+    try:
+        (<object>ctx)(step)
+        return 0
+    except BaseException:
+        return -5  # -EIO: the hook (an MPI barrier) failed; the runner stops
+
+
+cdef class Run:
+    """One execution of a plan by the C runner. Holds (pins) every buffer C touches.
+
+    kind: "io" or "train". Call execute() from any thread (it releases the GIL for the whole run);
+    request_stop() and progress() may be called from another thread meanwhile.
+    """
+    cdef dc_run_config cfg
+    cdef dc_run_result res
+    cdef dc_progress prog
+    cdef volatile int stop_flag
+    cdef const char **cpaths
+    cdef object keep          # Python objects whose memory C reads
+    cdef object step_hook
+    cdef readonly str kind
+    cdef readonly list paths
+    cdef readonly object nthreads_stats
+    cdef dc_thread_stats *tstats
+    cdef dc_step_times *stimes
+    cdef bint executed
+
+    def __cinit__(self):
+        self.cpaths = NULL
+        self.tstats = NULL
+        self.stimes = NULL
+        memset(&self.cfg, 0, sizeof(self.cfg))
+        memset(&self.res, 0, sizeof(self.res))
+        memset(&self.prog, 0, sizeof(self.prog))
+
+    def __init__(self, str kind, str engine, paths, ops, *, unsigned threads=1, unsigned qd=1,
+                 bint direct=False, thread_first_op=None, uint64_t runtime_ns=0, uint64_t ramp_ns=0,
+                 uint64_t bytes_limit=0, bint loop=False, steps=None, unsigned prefetch=2,
+                 int compute_mode=0, uint64_t preprocess_ns=0, unsigned eng_flags=0,
+                 uint64_t delay_ns=0, uint64_t fail_nth=0, int fail_errno=0, step_hook=None):
+        if kind not in ("io", "train"):
+            raise ValueError(f"kind must be 'io' or 'train', not {kind!r}")
+        self.kind = kind
+        self.paths = list(paths)
+        ops = np.ascontiguousarray(ops, dtype=OP_DTYPE)
+        bpaths = [os.fsencode(p) for p in self.paths]
+        self.cpaths = <const char **>malloc(max(1, len(bpaths)) * sizeof(char *))
+        if self.cpaths == NULL:
+            raise MemoryError()
+        for i, b in enumerate(bpaths):
+            self.cpaths[i] = b
+        keep = [ops, bpaths]
+        self.step_hook = step_hook
+        eb = engine.encode()
+        keep.append(eb)
+
+        self.cfg.engine = eb
+        self.cfg.eng.qd = qd
+        self.cfg.eng.flags = eng_flags
+        self.cfg.eng.delay_ns = delay_ns
+        self.cfg.eng.fail_nth = fail_nth
+        self.cfg.eng.fail_errno = fail_errno
+        self.cfg.threads = threads
+        self.cfg.direct = direct
+        self.cfg.paths = self.cpaths
+        self.cfg.npaths = len(bpaths)
+        cdef cnp.ndarray opsa = ops
+        self.cfg.ops = <const dc_op *>cnp.PyArray_DATA(opsa) if len(ops) else NULL
+        self.cfg.nops = len(ops)
+        self.cfg.max_len = int(ops["length"].max()) if len(ops) else 0
+        self.cfg.stop = &self.stop_flag
+        self.cfg.progress = &self.prog
+        cdef cnp.ndarray tfo, sta
+        cdef unsigned nstats
+        if kind == "io":
+            if thread_first_op is None:
+                thread_first_op = np.linspace(0, len(ops), threads + 1).astype(np.uint64)
+            tfo = np.ascontiguousarray(thread_first_op, dtype=np.uint64)
+            if len(tfo) != threads + 1:
+                raise ValueError("thread_first_op needs threads + 1 entries")
+            keep.append(tfo)
+            self.cfg.thread_first_op = <const uint64_t *>cnp.PyArray_DATA(tfo)
+            self.cfg.runtime_ns = runtime_ns
+            self.cfg.ramp_ns = ramp_ns
+            self.cfg.bytes_limit = bytes_limit
+            self.cfg.loop = loop
+            nstats = threads
+        else:
+            if steps is None:
+                raise ValueError("a train run needs steps")
+            sta = np.ascontiguousarray(steps, dtype=STEP_DTYPE)
+            keep.append(sta)
+            self.cfg.steps = <const dc_step *>cnp.PyArray_DATA(sta) if len(sta) else NULL
+            self.cfg.nsteps = len(sta)
+            self.cfg.prefetch = prefetch
+            self.cfg.compute_mode = compute_mode
+            self.cfg.preprocess_ns_per_sample = preprocess_ns
+            if step_hook is not None:
+                self.cfg.step_hook = _py_step_hook
+                self.cfg.hook_ctx = <void *>step_hook
+            nstats = threads if threads > 0 else 1
+            self.stimes = <dc_step_times *>calloc(max(1, len(sta)), sizeof(dc_step_times))
+            if self.stimes == NULL:
+                raise MemoryError()
+        self.nthreads_stats = nstats
+        self.tstats = <dc_thread_stats *>calloc(max(1, nstats), sizeof(dc_thread_stats))
+        if self.tstats == NULL:
+            raise MemoryError()
+        self.res.threads = self.tstats
+        self.res.step_times = self.stimes
+        self.keep = keep
+
+    def __dealloc__(self):
+        free(self.cpaths)
+        free(self.tstats)
+        free(self.stimes)
+
+    def request_stop(self):
+        self.stop_flag = 1
+
+    def progress(self):
+        """(ops, bytes, steps) so far: relaxed reads of counters the C threads update."""
+        return (__atomic_load_u64(&self.prog.ops), __atomic_load_u64(&self.prog.bytes),
+                __atomic_load_u64(&self.prog.steps))
+
+    def execute(self):
+        """Run the plan (GIL released throughout). Returns the result dict; raises RunError."""
+        if self.executed:
+            raise RuntimeError("a Run executes once")
+        self.executed = True
+        cdef int rc
+        if self.kind == "io":
+            with nogil:
+                rc = dc_run_io(&self.cfg, &self.res)
+        else:
+            with nogil:
+                rc = dc_run_train(&self.cfg, &self.res)
+        result = self._result()
+        if rc < 0:
+            e = self.res.error
+            err = e.err if e.err else -rc
+            path = self.paths[e.file] if e.file < len(self.paths) else None
+            what = e.what.decode(errors="replace") or "run"
+            msg = f"{what} failed: {os.strerror(err)}"
+            if path is not None:
+                msg += f" ({path} at offset {e.offset})"
+            raise RunError(err, msg, path=path, offset=e.offset, what=what, result=result)
+        return result
+
+    cdef dict _result(self):
+        threads = [{"ops": self.tstats[i].ops, "bytes": self.tstats[i].bytes,
+                    "errors": self.tstats[i].errors, "cpu_ns": self.tstats[i].cpu_ns}
+                   for i in range(self.nthreads_stats)]
+        out = {"t_start": self.res.t_start, "t_end": self.res.t_end, "ops": self.res.ops,
+               "bytes": self.res.bytes, "errors": self.res.errors, "steps_done": self.res.steps_done,
+               "stopped": bool(self.res.stopped), "lat": _hist_dict(&self.res.lat),
+               "threads": threads, "qd_used": self.res.qd_used,
+               "eng_flags_used": self.res.eng_flags_used}
+        cdef uint64_t[:, ::1] st
+        if self.kind == "train":
+            out["sample_lat"] = _hist_dict(&self.res.sample_lat)
+            n = self.cfg.nsteps
+            arr = np.zeros((n, 5), dtype=np.uint64)
+            if n:
+                st = arr
+                memcpy(&st[0, 0], self.stimes, n * sizeof(dc_step_times))
+            out["step_times"] = {"t_fetch": arr[:, 0], "t_ready": arr[:, 1], "t_end": arr[:, 2],
+                                 "compute_ns": arr[:, 3], "bytes": arr[:, 4]}
+        return out
+
+
+cdef extern from *:
+    """
+    static inline unsigned long long __atomic_load_u64(unsigned long long *p)
+    { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+    """
+    unsigned long long __atomic_load_u64(uint64_t *p) nogil

@@ -1,0 +1,97 @@
+"""`dlio-fast ceiling`: the best a filesystem can do, found by a bounded search.
+
+Three figures: sequential read and write bandwidth (1 MiB transfers) and 4 KiB random-read IOPS.
+For each engine the search doubles the queue depth (async engines) and then the thread count,
+and stops a direction as soon as doubling gains less than GAIN (5 %): more depth that does not
+help only adds latency. The page cache is kept out of the way with O_DIRECT where the filesystem
+allows it, else by dropping the files' pages before every probe.
+"""
+import os
+
+from dlio import _core, iobench, iofiles, output
+from dlio.cli_format import point_line, POINT_HEADER
+
+GAIN = 1.05
+TARGETS = (
+    ("seq_read", "read", 1 << 20, "bw_MiB_s"),
+    ("seq_write", "write", 1 << 20, "bw_MiB_s"),
+    ("rand_read_4k", "randread", 4096, "iops"),
+)
+MAX_QD = 256
+
+
+def usable_engines():
+    return [n for n, caps, ok, _ in _core.engines() if ok and n in ("io_uring", "posix")]
+
+
+def direct_ok(folder):
+    try:
+        iobench.check_direct(folder)
+        return True
+    except Exception:
+        return False
+
+
+def search(target, fileset, runtime_ns, max_threads, direct, engines, probe):
+    """Best record for one target over engines x qd x threads (doubling, stop on < GAIN)."""
+    name, rw, bs, metric = target
+    best = None
+    for eng in engines:
+        is_async = bool(dict((n, c) for n, c, _, _ in _core.engines())[eng] & _core.CAP_ASYNC)
+        cur = probe(iobench.Point(rw, bs, eng, 1, 1, direct))
+        # Depth first (async engines only), then threads at the best depth.
+        if is_async:
+            qd = 1
+            while qd * 2 <= MAX_QD:
+                nxt = probe(iobench.Point(rw, bs, eng, qd * 2, 1, direct))
+                if nxt[metric] < cur[metric] * GAIN:
+                    break
+                cur, qd = nxt, qd * 2
+        threads = 1
+        while threads * 2 <= max_threads:
+            nxt = probe(iobench.Point(rw, bs, eng, cur["qd"], threads * 2, direct))
+            if nxt[metric] < cur[metric] * GAIN:
+                break
+            cur, threads = nxt, threads * 2
+        if best is None or cur[metric] > best[metric]:
+            best = cur
+    return best
+
+
+def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo):
+    iofiles.check_writable_dir(path)
+    direct = direct_ok(path)
+    cache = "keep" if direct else "drop"
+    engines = usable_engines()
+    echo(f"# ceiling of {path}: {'O_DIRECT' if direct else 'buffered, page cache dropped per probe'}; "
+         f"engines {', '.join(engines)}; up to {max_threads} threads, qd up to {MAX_QD}")
+    fileset = iofiles.prepare([path], max_threads, file_size)
+    budget = iobench.Budget(runtime_ns=runtime_ns)
+    probes = []
+
+    def probe(pt):
+        rec = iobench.run_point(pt, fileset, budget, cache)
+        probes.append(rec)
+        echo(point_line(rec))
+        return rec
+
+    doc = {"schema": "dlio-fast.ceiling/1", "environment": output.environment(), "path": path,
+           "direct": direct, "complete": False, "best": {}, "probes": probes}
+    echo(POINT_HEADER)
+    try:
+        for target in TARGETS:
+            best = search(target, fileset, runtime_ns, max_threads, direct, engines, probe)
+            doc["best"][target[0]] = best
+        doc["complete"] = True
+    finally:
+        if json_path:
+            output.write_json(json_path, doc)
+        if not keep:
+            fileset.cleanup()
+    echo("")
+    for name, _, _, metric in TARGETS:
+        b = doc["best"][name]
+        fig = f"{b['bw_MiB_s']:.1f} MiB/s" if metric == "bw_MiB_s" else f"{b['iops']:.0f} IOPS"
+        echo(f"{name:<13} {fig:>16}   engine {b['engine']}, qd {b['qd']}, threads {b['threads']}, "
+             f"p99 {b['lat_ns']['p99'] / 1e3:.1f} us")
+    return doc

@@ -1,0 +1,265 @@
+"""The command line. Parsing and printing only: the work is in the modules each command calls."""
+import os
+import sys
+
+import click
+
+import dlio
+from dlio.errors import DlioError
+from dlio.cli_format import IO_COLUMNS, POINT_HEADER, flat_point, point_line
+from dlio.units import fmt_size, parse_duration_ns, parse_size
+
+
+class SizeList(click.ParamType):
+    """'4k,1m' -> [4096, 1048576]; repeated options add up."""
+    name = "SIZE[,SIZE...]"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        try:
+            return [parse_size(v) for v in str(value).split(",") if v.strip()]
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+class IntList(click.ParamType):
+    name = "N[,N...]"
+
+    def __init__(self, lo=1, hi=None):
+        self.lo, self.hi = lo, hi
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        out = []
+        for v in str(value).split(","):
+            v = v.strip()
+            if not v:
+                continue
+            try:
+                n = int(v)
+            except ValueError:
+                self.fail(f"{v!r} is not a whole number", param, ctx)
+            if n < self.lo or (self.hi is not None and n > self.hi):
+                self.fail(f"{n} is out of range {self.lo}..{self.hi if self.hi else 'inf'}", param, ctx)
+            out.append(n)
+        return out
+
+
+class ChoiceList(click.ParamType):
+    name = "CHOICE[,CHOICE...]"
+
+    def __init__(self, choices):
+        self.choices = choices
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        out = []
+        for v in str(value).split(","):
+            v = v.strip()
+            if v and v not in self.choices:
+                self.fail(f"{v!r} is not one of {', '.join(self.choices)}", param, ctx)
+            if v:
+                out.append(v)
+        return out
+
+
+class Size(click.ParamType):
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):
+        try:
+            return parse_size(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+class Duration(click.ParamType):
+    name = "DURATION"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_duration_ns(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+def flatten(lists):
+    return [x for sub in lists for x in sub]
+
+
+def err(msg):
+    click.echo(msg, err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(dlio.__version__, prog_name="dlio-fast")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks on errors.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
+@click.pass_context
+def cli(ctx, debug, quiet):
+    """dlio-fast: deep-learning training I/O emulation and filesystem microbenchmarks."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+    ctx.obj["quiet"] = quiet
+
+
+@cli.command()
+def engines():
+    """List the I/O engines, whether each can run here, and why not."""
+    from dlio import _core
+    for name, caps, ok, why in _core.engines():
+        flags = []
+        if caps & _core.CAP_ASYNC:
+            flags.append("async")
+        if caps & _core.CAP_DIRECT:
+            flags.append("O_DIRECT")
+        if caps & _core.CAP_WRITE:
+            flags.append("write")
+        if caps & _core.CAP_NOIO:
+            flags.append("no I/O")
+        state = "available" if ok else f"unavailable: {why}"
+        click.echo(f"{name:<10} {','.join(flags):<24} {state}")
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--rw", "rw", multiple=True, type=ChoiceList(["read", "randread", "write", "randwrite"]),
+              default=["read"], help="Access pattern(s): read, randread, write, randwrite.")
+@click.option("--bs", multiple=True, type=SizeList(), default=["4k"], help="Transfer size(s), 4k..64m.")
+@click.option("--engine", multiple=True, type=ChoiceList(["posix", "io_uring", "mmap", "null"]),
+              default=["posix"], help="Engine(s): posix, io_uring, mmap, null.")
+@click.option("--qd", multiple=True, type=IntList(1, 1024), default=["1"], help="Queue depth(s) per thread.")
+@click.option("--threads", multiple=True, type=IntList(1, 1024), default=["1"], help="Thread count(s).")
+@click.option("--direct/--buffered", default=False, help="O_DIRECT (page cache bypassed) or buffered.")
+@click.option("--file-size", type=Size(), default="256m", show_default=True,
+              help="Size of each test file created in a folder (one per thread).")
+@click.option("--runtime", type=Duration(), default=None, help="Measured time per point (default 5s).")
+@click.option("--size", type=Size(), default=None, help="Bytes per point instead of a runtime.")
+@click.option("--ramp", type=Duration(), default="0", help="Warm-up per point, run but not counted.")
+@click.option("--cache", type=click.Choice(["keep", "drop"]), default="keep", show_default=True,
+              help="drop: posix_fadvise(DONTNEED) each file before each point (and the whole page cache as root).")
+@click.option("--fixedbufs", is_flag=True, help="io_uring: registered buffers.")
+@click.option("--regfiles", is_flag=True, help="io_uring: registered files.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write results as CSV.")
+@click.option("--keep", is_flag=True, help="Keep the test files created in the folder.")
+@click.pass_context
+def io(ctx, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size, ramp, cache,
+       fixedbufs, regfiles, json_path, csv_path, keep):
+    """Microbenchmark a grid of transfer size x pattern x engine x queue depth x threads on PATH.
+
+    PATH is a folder (test files are created in it, fully written, and removed afterwards unless
+    --keep) or one or more existing files (read as they are).
+    """
+    from dlio import iobench, iofiles, output
+    from dlio._core import ENG_REGBUFS, ENG_REGFILES
+    rws, bss, engs = flatten(rw), flatten(bs), flatten(engine)
+    qds, thrs = flatten(qd), flatten(threads)
+    for b in bss:
+        if b < 512 or b > 64 << 20:
+            raise DlioError(f"--bs {fmt_size(b)}: transfer size must be between 512 bytes and 64 MiB")
+    if runtime is not None and size is not None:
+        raise DlioError("give --runtime or --size, not both")
+    if runtime is None and size is None:
+        runtime = 5_000_000_000
+    budget = iobench.Budget(runtime_ns=runtime or 0, ramp_ns=ramp, size=size or 0)
+    for e in engs:
+        iobench.check_engine(e, direct)
+    writes = any(r in ("write", "randwrite") for r in rws)
+    for p in (json_path, csv_path):
+        if p:
+            output.check_output_path(p)
+    if direct:
+        iobench.check_direct(paths[0])
+    if writes and not (len(paths) == 1 and os.path.isdir(paths[0])):
+        raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
+    fileset = iofiles.prepare(list(paths), max(thrs), file_size)
+    flags = (ENG_REGBUFS if fixedbufs else 0) | (ENG_REGFILES if regfiles else 0)
+    quiet = ctx.obj["quiet"]
+    records = []
+    doc = {"schema": "dlio-fast.io/1", "environment": output.environment(),
+           "paths": list(paths), "files": fileset.paths, "complete": False, "points": records}
+    click.echo(POINT_HEADER)
+    try:
+        for r in rws:
+            for b in bss:
+                for e in engs:
+                    for q in qds:
+                        for t in thrs:
+                            pt = iobench.Point(r, b, e, q, t, direct)
+                            rec = iobench.run_point(pt, fileset, budget, cache, eng_flags=flags)
+                            records.append(rec)
+                            click.echo(point_line(rec))
+        doc["complete"] = True
+    finally:
+        if json_path:
+            output.write_json(json_path, doc)
+        if csv_path:
+            output.write_csv(csv_path, [flat_point(r) for r in records], IO_COLUMNS)
+        if not keep:
+            fileset.cleanup()
+
+
+@cli.command()
+@click.argument("path")
+@click.option("--runtime", type=Duration(), default="2s", show_default=True, help="Measured time per probe.")
+@click.option("--file-size", type=Size(), default="512m", show_default=True, help="Size of each test file.")
+@click.option("--max-threads", type=click.IntRange(1, 256), default=None, help="Upper bound of the thread search (default: CPUs).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON.")
+@click.option("--keep", is_flag=True, help="Keep the test files.")
+@click.pass_context
+def ceiling(ctx, path, runtime, file_size, max_threads, json_path, keep):
+    """Find the best sequential read/write bandwidth and 4 KiB random-read IOPS of PATH's filesystem."""
+    from dlio import ceiling as ceil_mod
+    from dlio import output
+    if json_path:
+        output.check_output_path(json_path)
+    ceil_mod.run(path, runtime, file_size, max_threads or os.cpu_count() or 1, json_path, keep,
+                 echo=click.echo)
+
+
+def main(argv=None):
+    """Entry point: bad input is one line on stderr and exit 2, never a traceback (unless --debug)."""
+    from dlio.runexec import Interrupted
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        cli.main(args=args, prog_name="dlio-fast", standalone_mode=False)
+    except click.exceptions.Abort:
+        err("dlio-fast: aborted")
+        sys.exit(130)
+    except click.ClickException as e:
+        # one line, no usage block: the message names the option and the value
+        cmd = f" {e.ctx.command_path.split(' ', 1)[1]}" if getattr(e, "ctx", None) and " " in e.ctx.command_path else ""
+        err(f"dlio-fast{cmd}: error: {e.format_message()}")
+        sys.exit(e.exit_code)
+    except Interrupted as e:
+        err(f"dlio-fast: {e}; partial results were written")
+        sys.exit(128 + e.signum)
+    except DlioError as e:
+        if debug:
+            raise
+        err(f"dlio-fast: error: {e}")
+        sys.exit(e.exit_code)
+    except OSError as e:
+        if debug:
+            raise
+        where = f" ({e.filename})" if e.filename and str(e.filename) not in str(e) else ""
+        err(f"dlio-fast: error: {e.strerror or e}{where}")
+        sys.exit(1)
+    except ValueError as e:  # ConfigError is a ValueError
+        if debug:
+            raise
+        err(f"dlio-fast: error: {e}")
+        sys.exit(2)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+
+
+if __name__ == "__main__":
+    main()

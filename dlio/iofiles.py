@@ -1,0 +1,98 @@
+"""Test files for `dlio-fast io` / `ceiling`: created fully written (no sparse holes), or given.
+
+A read of a never-written region returns zeros without touching the device, so every byte of a
+file we create is written first (with the C core's fast fill, GIL released), and files we did not
+create are used as they are, read only unless the user asks for writes on them.
+"""
+import os
+
+from dlio import _core
+from dlio.errors import DlioError
+
+PREFIX = "dlio-fast-io"
+
+
+class FileSet:
+    """The files of one io run. created: paths we made (removed by cleanup unless keep)."""
+
+    def __init__(self, paths, sizes, created=()):
+        self.paths = list(paths)
+        self.sizes = list(sizes)
+        self.created = list(created)
+
+    def cleanup(self):
+        for p in self.created:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+        self.created = []
+
+
+def check_writable_dir(path):
+    if not os.path.isdir(path):
+        raise DlioError(f"{path}: no such directory (create it, or give an existing folder or files)")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise DlioError(f"{path}: folder is not writable (choose another folder or fix its permissions)")
+
+
+def prepare(targets, nfiles, file_size, seed=1):
+    """targets: one directory (files are created there) or existing regular files."""
+    if not targets:
+        raise DlioError("give a folder to test in, or existing files")
+    if len(targets) == 1 and os.path.isdir(targets[0]):
+        folder = targets[0]
+        check_writable_dir(folder)
+        if file_size <= 0:
+            raise DlioError("--file-size must be positive")
+        need = nfiles * file_size
+        st = os.statvfs(folder)
+        free = st.f_bavail * st.f_frsize
+        existing = sum(os.path.getsize(p) for p in _paths(folder, nfiles) if os.path.exists(p))
+        if need - existing > free:
+            raise DlioError(f"{folder}: needs {need / 2**30:.2f} GiB for {nfiles} test file(s) of "
+                            f"{file_size / 2**30:.2f} GiB but only {free / 2**30:.2f} GiB is free "
+                            "(use a smaller --file-size or fewer --threads)")
+        paths, created = [], []
+        for i, p in enumerate(_paths(folder, nfiles)):
+            if not (os.path.exists(p) and os.path.getsize(p) == file_size):
+                _write_full(p, file_size, seed + i)
+                created.append(p)
+            else:
+                created.append(p)  # ours by name: removed too unless --keep
+            paths.append(p)
+        return FileSet(paths, [file_size] * nfiles, created)
+    sizes = []
+    for p in targets:
+        if not os.path.exists(p):
+            raise DlioError(f"{p}: no such file or directory")
+        if not os.path.isfile(p):
+            raise DlioError(f"{p}: not a regular file (give one folder, or regular files)")
+        if not os.access(p, os.R_OK):
+            raise DlioError(f"{p}: permission denied (cannot read it)")
+        size = os.path.getsize(p)
+        if size == 0:
+            raise DlioError(f"{p}: file is empty")
+        sizes.append(size)
+    return FileSet(targets, sizes)
+
+
+def _paths(folder, n):
+    return [os.path.join(folder, f"{PREFIX}.{i}.dat") for i in range(n)]
+
+
+def _write_full(path, size, seed):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _core.write_random(fd, 0, size, seed, 4 << 20)
+        os.fsync(fd)
+    except OSError as e:
+        os.close(fd)
+        os.unlink(tmp)
+        if e.errno == 28:
+            raise DlioError(f"{path}: no space left on device while writing a {size} byte test file "
+                            "(use a smaller --file-size)") from None
+        raise
+    os.close(fd)
+    os.replace(tmp, path)

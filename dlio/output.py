@@ -1,0 +1,69 @@
+"""Writing result files: atomically (temp file + rename), one valid document each."""
+import csv
+import io
+import json
+import os
+import platform
+import socket
+import time
+
+import numpy as np
+
+import dlio
+
+
+def _default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def atomic_write_text(path, text):
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_json(path, doc):
+    atomic_write_text(path, json.dumps(doc, indent=2, default=_default, allow_nan=False) + "\n")
+
+
+def write_csv(path, rows, columns):
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([r.get(c, "") for c in columns])
+    atomic_write_text(path, buf.getvalue())
+
+
+def check_output_path(path):
+    """Fail before measuring if a result file could not be written."""
+    from dlio.errors import DlioError
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(folder):
+        raise DlioError(f"{path}: folder {folder} does not exist (create it first)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise DlioError(f"{path}: folder {folder} is not writable (choose another output path)")
+
+
+def environment():
+    """Where and with what a result was measured."""
+    from dlio import _core
+    return {
+        "dlio_fast_version": dlio.__version__,
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "clock": _core.timer_source(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }

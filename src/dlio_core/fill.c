@@ -1,0 +1,141 @@
+/* Deterministic byte fill (xoshiro256**) and CRC32C: see fill.h. */
+#include "dlio_core/fill.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static inline uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+static inline uint64_t splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+struct xoshiro {
+	uint64_t s[4];
+};
+
+static void xo_seed(struct xoshiro *x, uint64_t seed)
+{
+	for (int i = 0; i < 4; i++)
+		x->s[i] = splitmix64(&seed);
+}
+
+static inline uint64_t xo_next(struct xoshiro *x)
+{
+	uint64_t *s = x->s;
+	uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return r;
+}
+
+static void xo_fill(struct xoshiro *x, unsigned char *p, size_t len)
+{
+	while (len >= 8) {
+		uint64_t v = xo_next(x);
+		memcpy(p, &v, 8);
+		p += 8;
+		len -= 8;
+	}
+	if (len) {
+		uint64_t v = xo_next(x);
+		memcpy(p, &v, len);
+	}
+}
+
+void dc_fill_random(void *buf, size_t len, uint64_t seed)
+{
+	struct xoshiro x;
+	xo_seed(&x, seed);
+	xo_fill(&x, buf, len);
+}
+
+int dc_write_random(int fd, uint64_t offset, uint64_t len, uint64_t seed, size_t chunk)
+{
+	if (chunk == 0)
+		chunk = 1u << 20;
+	if (chunk > len && len > 0)
+		chunk = (size_t)len;
+	unsigned char *buf = NULL;
+	if (posix_memalign((void **)&buf, 4096, chunk ? chunk : 1))
+		return -ENOMEM;
+	struct xoshiro x;
+	xo_seed(&x, seed);
+	int rc = 0;
+	while (len > 0) {
+		size_t n = len < chunk ? (size_t)len : chunk;
+		xo_fill(&x, buf, n);
+		size_t done = 0;
+		while (done < n) {
+			ssize_t w = pwrite(fd, buf + done, n - done, (off_t)(offset + done));
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				rc = -errno;
+				goto out;
+			}
+			if (w == 0) {
+				rc = -EIO;
+				goto out;
+			}
+			done += (size_t)w;
+		}
+		offset += n;
+		len -= n;
+	}
+out:
+	free(buf);
+	return rc;
+}
+
+/* CRC32C, slicing-by-8 tables built once (TFRecord needs it for every record it frames). */
+static uint32_t crc_table[8][256];
+static int crc_ready;
+
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+		crc_table[0][i] = c;
+	}
+	for (uint32_t i = 0; i < 256; i++)
+		for (int t = 1; t < 8; t++)
+			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+	__atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
+}
+
+uint32_t dc_crc32c(uint32_t crc, const void *data, size_t len)
+{
+	if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE))
+		crc_init();  /* idempotent: a race only builds the same table twice */
+	const unsigned char *p = data;
+	crc = ~crc;
+	while (len >= 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		v ^= crc;
+		crc = crc_table[7][v & 0xff] ^ crc_table[6][(v >> 8) & 0xff] ^ crc_table[5][(v >> 16) & 0xff] ^
+		      crc_table[4][(v >> 24) & 0xff] ^ crc_table[3][(v >> 32) & 0xff] ^
+		      crc_table[2][(v >> 40) & 0xff] ^ crc_table[1][(v >> 48) & 0xff] ^ crc_table[0][v >> 56];
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
+	return ~crc;
+}

@@ -1,0 +1,42 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """Run the dlio-fast CLI in-process through main(): (exit status, stdout, stderr)."""
+    from dlio.cli import main
+
+    def run(*args):
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        out = capsys.readouterr()
+        return code, out.out, out.err
+    return run
+
+
+@pytest.fixture
+def dlio_cmd():
+    """Run dlio-fast in a subprocess: (exit status, stdout, stderr)."""
+    def run(*args, env=None, timeout=300, cwd=None):
+        e = dict(os.environ)
+        if env:
+            e.update(env)
+        p = subprocess.run([sys.executable, "-m", "dlio", *map(str, args)], capture_output=True,
+                           text=True, env=e, timeout=timeout, cwd=cwd)
+        return p.returncode, p.stdout, p.stderr
+    return run
+
+
+def one_line(text):
+    """The message is one non-empty line with no traceback."""
+    lines = [l for l in text.strip().splitlines() if l.strip()]
+    assert len(lines) == 1, text
+    assert "Traceback" not in text
+    return lines[0]
