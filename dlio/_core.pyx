@@ -41,10 +41,14 @@ class RunError(OSError):
     """A run stopped on an error. .result holds what was measured up to it; .path/.offset/.what say where."""
 
     def __init__(self, err, message, path=None, offset=None, what=None, result=None):
-        super().__init__(err, message, path)
+        super().__init__(err, message)
+        self.filename = path
         self.offset = offset
         self.what = what
         self.result = result
+
+    def __str__(self):
+        return self.strerror
 
 
 cdef int _check(int rc, what, path=None) except -1:
@@ -307,8 +311,8 @@ cdef class Run:
 
     def progress(self):
         """(ops, bytes, steps) so far: relaxed reads of counters the C threads update."""
-        return (__atomic_load_u64(&self.prog.ops), __atomic_load_u64(&self.prog.bytes),
-                __atomic_load_u64(&self.prog.steps))
+        return (dc_load_relaxed_u64(&self.prog.ops), dc_load_relaxed_u64(&self.prog.bytes),
+                dc_load_relaxed_u64(&self.prog.steps))
 
     def execute(self):
         """Run the plan (GIL released throughout). Returns the result dict; raises RunError."""
@@ -328,7 +332,9 @@ cdef class Run:
             err = e.err if e.err else -rc
             path = self.paths[e.file] if e.file < len(self.paths) else None
             what = e.what.decode(errors="replace") or "run"
-            msg = f"{what} failed: {os.strerror(err)}"
+            reason = ("unexpected end of file (the file is shorter than the plan expects)"
+                      if err == 61 else os.strerror(err))
+            msg = f"{what} failed: {reason}"
             if path is not None:
                 msg += f" ({path} at offset {e.offset})"
             raise RunError(err, msg, path=path, offset=e.offset, what=what, result=result)
@@ -358,7 +364,8 @@ cdef class Run:
 
 cdef extern from *:
     """
-    static inline unsigned long long __atomic_load_u64(unsigned long long *p)
+    #include <stdint.h>
+    static inline uint64_t dc_load_relaxed_u64(uint64_t *p)
     { return __atomic_load_n(p, __ATOMIC_RELAXED); }
     """
-    unsigned long long __atomic_load_u64(uint64_t *p) nogil
+    uint64_t dc_load_relaxed_u64(uint64_t *p) nogil

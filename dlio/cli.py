@@ -223,6 +223,112 @@ def ceiling(ctx, path, runtime, file_size, max_threads, json_path, keep):
                  echo=click.echo)
 
 
+def _load(workload_name, config_file, sets, overrides, scale, extra=()):
+    from dlio.config import load_config
+    return load_config(workload=workload_name, config_file=config_file, sets=list(extra) + list(sets),
+                       dlio_overrides=list(overrides), scale=scale)
+
+
+def workload_options(f):
+    f = click.option("--scale", type=float, default=None,
+                     help="Shrink (or grow) the dataset: number of files x F, same sample size, batch and compute.")(f)
+    f = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                     help="Override a config key, e.g. --set dataset.num_files_train=16 (repeatable).")(f)
+    f = click.option("--config", "config_file", type=click.Path(dir_okay=False),
+                     help="A DLIO workload YAML file.")(f)
+    f = click.option("--workload", "-w", "workload_name", help="A built-in workload (dlio-fast workloads).")(f)
+    f = click.argument("overrides", nargs=-1)(f)
+    return f
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@workload_options
+@click.option("--output", "-o", type=click.Path(file_okay=False), help="Output folder (default output/{workload}/{time}).")
+@click.option("--engine", type=click.Choice(["posix", "odirect", "io_uring", "mmap", "null"]), default=None,
+              help="I/O engine of the readers (default posix, what framework readers use).")
+@click.option("--qd", type=click.IntRange(1, 1024), default=None, help="Reads in flight per reader thread.")
+@click.option("--cache", type=click.Choice(["keep", "drop"]), default=None,
+              help="drop: drop the dataset's cached pages before each epoch.")
+@click.option("--dry-run", is_flag=True, help="Print the resolved config and the dataset plan; touch nothing.")
+@click.pass_context
+def run(ctx, overrides, workload_name, config_file, sets, scale, output, engine, qd, cache, dry_run):
+    """Emulate a training workload: generate the data if missing, train, report (DLIO-compatible).
+
+    OVERRIDES in DLIO's spelling are accepted too: ++workload.dataset.num_files_train=16
+    """
+    from dlio import mpi, runcmd
+    from dlio.progress import Progress
+    extra = [f"dlio_fast.{k}={v}" for k, v in (("engine", engine), ("qd", qd), ("cache", cache)) if v is not None]
+    if workload_name is None and config_file is None and not any("workload=" in o for o in overrides):
+        raise DlioError("say which workload: --workload NAME (see dlio-fast workloads) or --config FILE.yaml")
+    cfg = _load(workload_name, config_file, sets, overrides, scale, extra)
+    comm = mpi.world()
+    quiet = ctx.obj["quiet"]
+    progress = Progress() if comm.rank == 0 and not quiet else None
+    echo = click.echo if comm.rank == 0 else (lambda *a, **k: None)
+    runcmd.run(cfg, comm, echo, err, progress, output, dry_run)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@workload_options
+@click.option("--threads", type=click.IntRange(1, 256), default=None, help="Writer threads per rank (default: CPUs).")
+@click.pass_context
+def generate(ctx, overrides, workload_name, config_file, sets, scale, threads):
+    """Generate a workload's dataset (DLIO's layout and formats); complete files are kept."""
+    from dlio import mpi, runcmd, workload
+    from dlio.progress import Progress
+    if workload_name is None and config_file is None and not any("workload=" in o for o in overrides):
+        raise DlioError("say which workload: --workload NAME (see dlio-fast workloads) or --config FILE.yaml")
+    cfg = _load(workload_name, config_file, sets, overrides, scale)
+    comm = mpi.world()
+    progress = Progress() if comm.rank == 0 and not ctx.obj["quiet"] else None
+    echo = click.echo if comm.rank == 0 else (lambda *a, **k: None)
+    runcmd.generate(cfg, workload.dataset_spec(cfg), comm, echo, progress, threads)
+
+
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def workloads(ctx):
+    """List the built-in workloads (format, files, sample size, dataset size, batch, compute)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from dlio import dataset, workload
+    from dlio.config import load_config
+    from dlio.workloads import list_workloads
+    click.echo(f"{'workload':<20} {'format':<20} {'files':>9} {'spf':>9} {'sample':>10} {'dataset':>10} "
+               f"{'batch':>6} {'compute s':>10}")
+    for name in list_workloads():
+        cfg = load_config(workload=name, env={})
+        d = cfg.dataset
+        if cfg.is_checkpoint_only():
+            click.echo(f"{name:<20} {'(checkpoint only)':<20}")
+            continue
+        size = dataset.dataset_bytes(workload.dataset_spec(cfg))
+        click.echo(f"{name:<20} {d.format:<20} {d.num_files_train:>9} {d.num_samples_per_file:>9} "
+                   f"{_human(cfg.record_bytes()):>10} {_human(size):>10} {cfg.reader.batch_size:>6} "
+                   f"{cfg.train.computation_time.mean():>10.4g}")
+
+
+def _human(n):
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024
+
+
+@workloads.command("show")
+@click.argument("name")
+def workloads_show(name):
+    """Print a built-in workload's YAML."""
+    from dlio.workloads import list_workloads, workload_text
+    if name not in list_workloads():
+        import difflib
+        near = difflib.get_close_matches(name, list_workloads(), n=1)
+        raise DlioError(f"unknown workload {name!r}" + (f"; did you mean {near[0]}?" if near else ""))
+    click.echo(workload_text(name).rstrip())
+
+
 def main(argv=None):
     """Entry point: bad input is one line on stderr and exit 2, never a traceback (unless --debug)."""
     from dlio.runexec import Interrupted

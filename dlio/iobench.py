@@ -98,7 +98,7 @@ def point_record(point, res, ru0, ru1, wall_ns, cache_note):
     ops = res["ops"]
     lat = stats.summary(res["lat"])
     return {
-        "rw": point.rw, "bs": point.bs, "engine": point.engine, "qd": point.qd,
+        "rw": point.rw, "bs": point.bs, "engine": point.engine, "qd": point.qd, "qd_used": res["qd_used"],
         "threads": point.threads, "direct": point.direct, "cache": cache_note,
         "runtime_s": window / 1e9, "ops": ops, "bytes": res["bytes"], "errors": res["errors"],
         "bw_bytes_s": res["bytes"] / (window / 1e9), "bw_MiB_s": res["bytes"] / 2**20 / (window / 1e9),

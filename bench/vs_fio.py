@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""dlio-fast io next to fio on the same points, alternating runs, ratios printed per point.
+
+Needs fio on the PATH (apt-get install fio); installs nothing itself. Points (issue 2):
+  seq-1m-cached   1 MiB sequential read, buffered, file in the page cache, psync vs posix
+  rand-4k-uring   4 KiB random read, io_uring qd 32, O_DIRECT (ext4)
+  seq-128k-psync  128 KiB sequential read, buffered, cached, psync vs posix
+Goal: dlio-fast >= 0.97x fio's bandwidth and IOPS on every point, CPU per I/O no higher.
+Each point runs fio and dlio-fast alternately --repeats times; the median of each is compared.
+Usage: python bench/vs_fio.py [--dir /var/tmp/dlio-fast-bench] [--runtime 5] [--repeats 3]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+POINTS = [
+    # name, rw, bs, fio engine, dlio-fast engine, qd, direct, cached
+    ("seq-1m-cached", "read", "1m", "psync", "posix", 1, False, True),
+    ("rand-4k-uring-qd32", "randread", "4k", "io_uring", "io_uring", 32, True, False),
+    ("seq-128k-psync", "read", "128k", "psync", "posix", 1, False, True),
+]
+
+
+def run_fio(path, size, rw, bs, engine, qd, direct, runtime):
+    cmd = ["fio", "--name=p", f"--filename={path}", f"--size={size}", f"--rw={rw}", f"--bs={bs}",
+           f"--ioengine={engine}", f"--iodepth={qd}", f"--direct={int(direct)}", "--invalidate=0",
+           "--time_based", f"--runtime={runtime}", "--output-format=json", "--randrepeat=0"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    job = json.loads(out[out.index("{"):])["jobs"][0]
+    r = job["read"]
+    secs = job["job_runtime"] / 1000.0
+    cpu_s = (job["usr_cpu"] + job["sys_cpu"]) / 100.0 * secs
+    return {"MiB_s": r["bw_bytes"] / 2**20, "iops": r["iops"], "cpu_us_per_io": cpu_s / max(1, r["total_ios"]) * 1e6,
+            "p50_us": r["clat_ns"]["percentile"]["50.000000"] / 1e3,
+            "p99_us": r["clat_ns"]["percentile"]["99.000000"] / 1e3}
+
+
+def run_dlio(path, rw, bs, engine, qd, direct, runtime, tmp):
+    js = os.path.join(tmp, "d.json")
+    cmd = [sys.executable, "-m", "dlio", "io", path, f"--rw={rw}", f"--bs={bs}", f"--engine={engine}",
+           f"--qd={qd}", "--direct" if direct else "--buffered", f"--runtime={runtime}s", "--json", js]
+    subprocess.run(cmd, capture_output=True, text=True, check=True)
+    p = json.load(open(js))["points"][0]
+    return {"MiB_s": p["bw_MiB_s"], "iops": p["iops"], "cpu_us_per_io": p["cpu_us_per_io"],
+            "p50_us": p["lat_ns"]["p50"] / 1e3, "p99_us": p["lat_ns"]["p99"] / 1e3}
+
+
+def median(runs, key):
+    return statistics.median(r[key] for r in runs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", default="/var/tmp/dlio-fast-bench")
+    ap.add_argument("--size", default="1g")
+    ap.add_argument("--runtime", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    if not shutil.which("fio"):
+        sys.exit("fio is not on the PATH: apt-get install fio")
+    os.makedirs(a.dir, exist_ok=True)
+    path = os.path.join(a.dir, "vs_fio.dat")
+    # one fully written file both tools read (fio lays it out if missing)
+    subprocess.run(["fio", "--name=lay", f"--filename={path}", f"--size={a.size}", "--rw=write",
+                    "--bs=1m", "--end_fsync=1", "--output-format=terse"], capture_output=True, check=True)
+    print(f"file {path} ({a.size}), {a.runtime}s per run, {a.repeats} alternating repeats, medians")
+    print(f"{'point':<20} {'fio MiB/s':>10} {'dlio MiB/s':>10} {'ratio':>6} {'fio IOPS':>10} {'dlio IOPS':>10} "
+          f"{'fio cpu/io':>10} {'dlio cpu/io':>11} {'fio p50':>8} {'dlio p50':>8}  verdict")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, rw, bs, fio_eng, eng, qd, direct, cached in POINTS:
+            if cached:  # warm the page cache so both read from memory
+                subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
+            f_runs, d_runs = [], []
+            for _ in range(a.repeats):
+                f_runs.append(run_fio(path, a.size, rw, bs, fio_eng, qd, direct, a.runtime))
+                d_runs.append(run_dlio(path, rw, bs, eng, qd, direct, a.runtime, tmp))
+            fb, db = median(f_runs, "MiB_s"), median(d_runs, "MiB_s")
+            fc, dc = median(f_runs, "cpu_us_per_io"), median(d_runs, "cpu_us_per_io")
+            ratio = db / fb
+            ok = ratio >= 0.97 and dc <= fc * 1.0
+            print(f"{name:<20} {fb:>10.1f} {db:>10.1f} {ratio:>6.3f} {median(f_runs, 'iops'):>10.0f} "
+                  f"{median(d_runs, 'iops'):>10.0f} {fc:>9.2f}us {dc:>10.2f}us {median(f_runs, 'p50_us'):>7.1f}u "
+                  f"{median(d_runs, 'p50_us'):>7.1f}u  {'ok' if ok else 'MISSED (goal >= 0.97x, cpu <= fio)'}")
+
+
+if __name__ == "__main__":
+    main()

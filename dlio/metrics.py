@@ -1,0 +1,83 @@
+"""Training metrics from the runner's per-step timestamps: DLIO's formulas and exact ones.
+
+DLIO compatibility (dlio-facts 3.3), per block of n steps on one rank:
+    load[i]    = time waiting for batch i (our t_ready - t_fetch)
+    compute[i] = measured compute of step i;  proc[i] = load[i] + compute[i]
+    T          = block wall time - sum(proc[:s]) - sum(proc[e+1:]),  s = exclude_start_steps,
+                 e = n - 1 - exclude_end_steps
+    AU         = 100 * sum(compute[s:e+1]) / T
+    throughput = (n - 2) * batch / T       (DLIO's hard-coded -2, kept in compat figures)
+Exact figures use one window for everything: from the fetch of the first counted step to the end
+of the last counted step, on the monotonic clock; MB/s come from the bytes the runner read.
+"""
+import numpy as np
+
+
+def _arrays(st):
+    t_fetch = np.asarray(st["t_fetch"], dtype=np.int64)
+    t_ready = np.asarray(st["t_ready"], dtype=np.int64)
+    t_end = np.asarray(st["t_end"], dtype=np.int64)
+    compute = np.asarray(st["compute_ns"], dtype=np.int64)
+    nbytes = np.asarray(st["bytes"], dtype=np.int64)
+    return t_fetch, t_ready, t_end, compute, nbytes
+
+
+def counted_range(n, exclude_start, exclude_end):
+    """[s, e] inclusive indices of the steps that count; all steps when too few remain."""
+    s, e = exclude_start, n - 1 - exclude_end
+    if e < s:
+        return 0, n - 1
+    return s, e
+
+
+def block_metrics(st, batch, exclude_start=1, exclude_end=0):
+    """Both sets of figures for one block (one rank). st: the runner's step_times arrays."""
+    t_fetch, t_ready, t_end, compute, nbytes = _arrays(st)
+    n = len(t_fetch)
+    if n == 0:
+        return {"steps": 0, "au": 0.0, "throughput": 0.0, "exact": None}
+    load = (t_ready - t_fetch) / 1e9
+    comp = compute / 1e9
+    proc = load + comp
+    s, e = counted_range(n, exclude_start, exclude_end)
+    wall = (t_end[-1] - t_fetch[0]) / 1e9
+    T = wall - proc[:s].sum() - proc[e + 1:].sum()
+    csum = comp[s:e + 1].sum()
+    au = 100.0 * csum / T if csum > 0 and T > 0 else 0.0
+    thr = (n - 2) * batch / T if T > 0 and n > 2 else 0.0
+    window = (t_end[e] - t_fetch[s]) / 1e9
+    counted = e - s + 1
+    wait = load[s:e + 1]
+    exact = {
+        "window_s": window,
+        "steps": int(counted),
+        "au_percentage": 100.0 * csum / window if window > 0 else 0.0,
+        "samples_per_second": counted * batch / window if window > 0 else 0.0,
+        "bytes": int(nbytes[s:e + 1].sum()),
+        "bytes_per_second": nbytes[s:e + 1].sum() / window if window > 0 else 0.0,
+        "io_wait_mean_s": float(wait.mean()) if counted else 0.0,
+        "io_wait_p99_s": float(np.percentile(wait, 99)) if counted else 0.0,
+        "io_wait_max_s": float(wait.max()) if counted else 0.0,
+        "compute_mean_s": float(comp[s:e + 1].mean()) if counted else 0.0,
+        "compute_total_s": float(csum),
+    }
+    return {
+        "steps": n, "start_ns": int(t_fetch[0]), "end_ns": int(t_end[-1]), "duration_s": wall,
+        "load": load.tolist(), "compute": comp.tolist(), "proc": proc.tolist(),
+        "au": au, "throughput": thr, "exact": exact,
+    }
+
+
+def eval_metrics(st, batch):
+    """DLIO's eval figures: AU with the same formula (exclusions), throughput n*batch/duration."""
+    m = block_metrics(st, batch)
+    if m["steps"]:
+        m["throughput"] = m["steps"] * batch / m["duration_s"] if m["duration_s"] > 0 else 0.0
+    return m
+
+
+def mean_std(values):
+    a = np.asarray(values, dtype=np.float64)
+    if len(a) == 0:
+        return 0.0, 0.0
+    return float(a.mean()), float(a.std())

@@ -1,0 +1,252 @@
+"""Config -> per-rank, per-epoch plan: which bytes are read, in what order, in which step.
+
+Numpy only, O(samples), no Python loop per sample. The result crosses into C as two flat arrays:
+`ops` (one record per read: file, offset, length, open/close flags) and `steps` (one record per
+batch: its ops, its sample count, its compute time).
+
+What a sample costs is decided by the format (dlio/formats): the whole file for npz / npy / jpeg /
+png / csv (what numpy / Pillow / pandas read per sample), the sample's slice(s) for hdf5 and
+indexed_binary, the framed records for tfrecord, read in `transfer_size` chunks as TensorFlow's
+buffered reader does. A sample's file is opened before its first read and closed after its last
+(PyTorch-style on-demand readers); very large reads are split into MAX_TRANSFER pieces so that
+memory stays bounded by threads x queue depth x MAX_TRANSFER, not by the sample size.
+
+Order and sharding. The index loaders (pytorch, dali) are modelled on DistributedSampler with
+drop_last: one global sequence of samples (files in order, or shuffled when file_shuffle is on;
+then samples shuffled globally when sample_shuffle is on, with the same seed on every rank), each
+rank takes a contiguous block of floor(total / ranks) samples, and steps = block // batch, the same
+on every rank (so uneven datasets never deadlock). Where DLIO differs on purpose (dlio-facts 9):
+DLIO's index loaders ignore both shuffle settings and read ascending every epoch; set
+`dlio_fast.compat_dlio_order: true` to get that order. tfrecord is sharded by file round-robin and
+read sequentially (a shuffle buffer reorders records in memory, not on disk), as tf.data does.
+"""
+import dataclasses
+
+import numpy as np
+
+from dlio import _core
+
+MAX_TRANSFER = 4 << 20   # split larger reads (bounded memory; the kernel splits them anyway)
+TF_BUFFER = 256 << 10    # TFRecordDataset's default read buffer
+
+
+@dataclasses.dataclass
+class EpochPlan:
+    ops: np.ndarray          # _core.OP_DTYPE
+    steps: np.ndarray        # _core.STEP_DTYPE
+    samples: np.ndarray      # global sample ids read by this rank, in order (file*spf + index)
+    nominal_bytes: int       # bytes of the ranges the plan reads
+
+    @property
+    def nsteps(self):
+        return len(self.steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """What the planner needs to know about one split of a dataset on disk."""
+    nfiles: int
+    spf: int
+    file_size: np.ndarray                 # uint64 per file
+    whole_file: bool                      # a sample is its whole file
+    range_file: np.ndarray = None         # flat byte ranges per (file, sample), sorted
+    range_sample: np.ndarray = None
+    range_offset: np.ndarray = None
+    range_length: np.ndarray = None
+    sequential: bool = False              # tfrecord: records streamed in file order
+    no_io: bool = False                   # synthetic
+
+
+def seed_for(seed, epoch, change_epoch):
+    return int(seed) + (int(epoch) if change_epoch else 0)
+
+
+def sample_order(nfiles, spf, file_shuffle, sample_shuffle, seed, epoch, seed_change_epoch,
+                 random_seed=None, compat=False):
+    """The global sequence of sample ids (file * spf + index) for an epoch, same on every rank.
+
+    *_shuffle: 'off' | 'seed' | 'random'. 'random' uses random_seed, which the caller must make
+    the same on every rank (rank 0 draws it and broadcasts).
+    """
+    if compat:
+        return np.arange(nfiles * spf, dtype=np.int64)
+    files = np.arange(nfiles, dtype=np.int64)
+    s = seed_for(seed, epoch, seed_change_epoch)
+    if file_shuffle != "off":
+        rng = np.random.default_rng(s if file_shuffle == "seed" else (random_seed, epoch, 1))
+        files = rng.permutation(files)
+    seq = (files[:, None] * spf + np.arange(spf, dtype=np.int64)[None, :]).ravel()
+    if sample_shuffle != "off":
+        rng = np.random.default_rng((s, 2) if sample_shuffle == "seed" else (random_seed, epoch, 2))
+        seq = rng.permutation(seq)
+    return seq
+
+
+def shard(seq, rank, size, batch, max_steps=-1):
+    """This rank's samples: a contiguous block of floor(total / size), cut to whole batches."""
+    per_rank = len(seq) // size
+    steps = per_rank // batch
+    if max_steps is not None and max_steps > 0:
+        steps = min(steps, max_steps)
+    start = rank * per_rank
+    return seq[start:start + steps * batch], steps
+
+
+def shard_files_round_robin(nfiles, rank, size):
+    """tf.data's shard(size, rank) over the file list (only when files >= ranks)."""
+    return np.arange(rank, nfiles, size, dtype=np.int64) if nfiles >= size else np.arange(nfiles)
+
+
+def _split_large(file, offset, length, flags, limit):
+    """Split ranges longer than limit into pieces; OPEN stays on the first, CLOSE on the last."""
+    pieces = np.maximum(1, (length + limit - 1) // limit).astype(np.int64)
+    if pieces.max(initial=1) == 1:
+        return file, offset, length, flags
+    idx = np.repeat(np.arange(len(length)), pieces)
+    first = np.concatenate([[0], np.cumsum(pieces)[:-1]])
+    k = np.arange(len(idx)) - np.repeat(first, pieces)          # piece number within its range
+    off = offset[idx] + k.astype(np.uint64) * np.uint64(limit)
+    end = offset[idx] + length[idx]
+    ln = np.minimum(np.uint64(limit), end - off)
+    is_first = k == 0
+    is_last = k == pieces[idx] - 1
+    fl = np.where(is_first, flags[idx] & _core.OPF_OPEN, 0) | np.where(is_last, flags[idx] & _core.OPF_CLOSE, 0)
+    return file[idx], off, ln, fl.astype(np.uint8)
+
+
+def sample_ops(samples, layout, max_transfer=MAX_TRANSFER):
+    """Ops for the samples in order and the number of ops per sample."""
+    n = len(samples)
+    files = (samples // layout.spf).astype(np.int64)
+    if layout.no_io:
+        return np.zeros(0, dtype=_core.OP_DTYPE), np.zeros(n, dtype=np.int64)
+    if layout.whole_file:
+        file = files
+        offset = np.zeros(n, dtype=np.uint64)
+        length = layout.file_size[files].astype(np.uint64)
+        flags = np.full(n, _core.OPF_OPEN | _core.OPF_CLOSE, dtype=np.uint8)
+        owner = np.arange(n)
+    else:
+        key = layout.range_file.astype(np.int64) * layout.spf + layout.range_sample.astype(np.int64)
+        first = np.searchsorted(key, samples, side="left")
+        last = np.searchsorted(key, samples, side="right")
+        count = last - first
+        if (count == 0).any():
+            bad = samples[count == 0][0]
+            raise ValueError(f"no byte ranges known for sample {bad % layout.spf} of file {bad // layout.spf}")
+        owner = np.repeat(np.arange(n), count)
+        starts = np.repeat(first, count)
+        k = np.arange(len(owner)) - np.repeat(np.concatenate([[0], np.cumsum(count)[:-1]]), count)
+        ridx = starts + k
+        file = layout.range_file[ridx].astype(np.int64)
+        offset = layout.range_offset[ridx].astype(np.uint64)
+        length = layout.range_length[ridx].astype(np.uint64)
+        is_first = k == 0
+        is_last = k == np.repeat(count, count) - 1
+        flags = (np.where(is_first, _core.OPF_OPEN, 0) | np.where(is_last, _core.OPF_CLOSE, 0)).astype(np.uint8)
+    file, offset, length, flags = _split_large(file, offset, length, flags, max_transfer)
+    ops = np.zeros(len(file), dtype=_core.OP_DTYPE)
+    ops["file"] = file
+    ops["offset"] = offset
+    ops["length"] = length
+    ops["flags"] = flags
+    return ops, _ops_per_group(flags, n)
+
+
+def _ops_per_group(flags, ngroups):
+    """Ops per sample (or per file run): each group starts with an OPEN op."""
+    opens = np.flatnonzero(flags & _core.OPF_OPEN)
+    if len(opens) != ngroups:
+        raise AssertionError(f"{len(opens)} opens for {ngroups} groups")
+    return np.diff(np.append(opens, len(flags))).astype(np.int64)
+
+
+def stream_ops(samples, layout, batch, transfer=TF_BUFFER):
+    """tfrecord: per batch, each run of consecutive records of one file is read as one stream
+    (open, sequential reads of `transfer` bytes, close), as TFRecordDataset's buffered reader does.
+    Returns ops and the ops per batch."""
+    n = len(samples)
+    key = layout.range_file.astype(np.int64) * layout.spf + layout.range_sample.astype(np.int64)
+    ridx = np.searchsorted(key, samples)
+    if n and (ridx >= len(key)).any() or n and (key[np.minimum(ridx, len(key) - 1)] != samples).any():
+        raise ValueError("tfrecord index does not cover every record")
+    file = layout.range_file[ridx].astype(np.int64)
+    start = layout.range_offset[ridx].astype(np.uint64)
+    end = start + layout.range_length[ridx].astype(np.uint64)
+    pos = np.arange(n)
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = (file[1:] != file[:-1]) | (pos[1:] % batch == 0) | (start[1:] != end[:-1])
+    run_id = np.cumsum(new_run) - 1
+    firsts = np.flatnonzero(new_run)
+    lasts = np.append(firsts[1:], n) - 1
+    rf, ro = file[firsts], start[firsts]
+    rl = end[lasts] - ro
+    flags = np.full(len(firsts), _core.OPF_OPEN | _core.OPF_CLOSE, dtype=np.uint8)
+    f2, o2, l2, fl2 = _split_large(rf, ro, rl, flags, transfer)
+    ops = np.zeros(len(f2), dtype=_core.OP_DTYPE)
+    ops["file"], ops["offset"], ops["length"], ops["flags"] = f2, o2, l2, fl2
+    per_run = _ops_per_group(fl2, len(firsts))
+    run_batch = firsts // batch
+    per_batch = np.bincount(run_batch, weights=per_run, minlength=n // batch).astype(np.int64)
+    del run_id
+    return ops, per_batch
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The planner's view of a config for one split (train or eval)."""
+    batch: int
+    file_shuffle: str = "off"
+    sample_shuffle: str = "off"
+    seed: int = 123
+    seed_change_epoch: bool = True
+    max_steps: int = -1              # total_training_steps (per epoch, as DLIO), -1 = all
+    compat_dlio_order: bool = False
+    transfer_size: int = TF_BUFFER
+    max_transfer: int = MAX_TRANSFER
+
+
+def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None):
+    """The plan of one rank for one epoch of one split.
+
+    time_spec.draw(rng, n) gives the per-step compute seconds; the draws are seeded by (seed,
+    epoch, rank) so a run is reproducible and ranks differ as real accelerators do.
+    """
+    s = settings
+    if layout.sequential:
+        files = shard_files_round_robin(layout.nfiles, rank, size)
+        if s.file_shuffle != "off" and not s.compat_dlio_order:
+            rng = np.random.default_rng(seed_for(s.seed, epoch, s.seed_change_epoch))
+            files = rng.permutation(files)
+        seq = (files[:, None] * layout.spf + np.arange(layout.spf)[None, :]).ravel()
+        if layout.nfiles < size:   # fewer files than ranks: records are sharded instead
+            seq = seq[rank::size]
+        # every rank must take the same number of steps (the per-step barrier)
+        per_rank = _min_records_per_rank(layout, size) if layout.nfiles >= size else len(seq)
+        steps = per_rank // s.batch
+        if s.max_steps > 0:
+            steps = min(steps, s.max_steps)
+        samples = seq[:steps * s.batch]
+        ops, per_batch = stream_ops(samples, layout, s.batch, s.transfer_size)
+    else:
+        seq = sample_order(layout.nfiles, layout.spf, s.file_shuffle, s.sample_shuffle, s.seed,
+                           epoch, s.seed_change_epoch, random_seed, s.compat_dlio_order)
+        samples, steps = shard(seq, rank, size, s.batch, s.max_steps)
+        ops, per_sample = sample_ops(samples, layout, s.max_transfer)
+        per_batch = per_sample.reshape(steps, s.batch).sum(axis=1) if steps else np.zeros(0, np.int64)
+    plan_steps = np.zeros(steps, dtype=_core.STEP_DTYPE)
+    if steps:
+        plan_steps["nops"] = per_batch
+        plan_steps["first_op"] = np.concatenate([[0], np.cumsum(per_batch)[:-1]])
+        plan_steps["nsamples"] = s.batch
+        rng = np.random.default_rng((s.seed, epoch, rank, 7))
+        secs = np.asarray(time_spec.draw(rng, steps), dtype=np.float64)
+        plan_steps["compute_ns"] = np.rint(np.maximum(secs, 0.0) * 1e9).astype(np.uint64)
+    return EpochPlan(ops=ops, steps=plan_steps, samples=samples,
+                     nominal_bytes=int(ops["length"].sum()) if len(ops) else 0)
+
+
+def _min_records_per_rank(layout, size):
+    """Fewest records any rank gets under file round-robin (all ranks step together)."""
+    per = [len(range(r, layout.nfiles, size)) for r in range(size)]
+    return min(per) * layout.spf

@@ -1,0 +1,48 @@
+"""Live progress on stderr: one line redrawn in place, only on a terminal, only on rank 0."""
+import sys
+import time
+
+
+class Progress:
+    def __init__(self, enabled=None, stream=None):
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.t0 = None
+        self.key = None
+        self.shown = False
+
+    def _draw(self, text):
+        if self.enabled:
+            self.stream.write("\r\x1b[2K" + text)
+            self.stream.flush()
+            self.shown = True
+
+    def done(self):
+        if self.enabled and self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.shown = False
+
+    def generation(self, nbytes, nfiles, total_bytes, total_files):
+        if self.key != "gen":
+            self.key, self.t0 = "gen", time.monotonic()
+        dt = max(1e-6, time.monotonic() - self.t0)
+        pct = 100.0 * nbytes / total_bytes if total_bytes else 100.0
+        self._draw(f"generating {nfiles}/{total_files} files  {pct:5.1f} %  {nbytes / 2**20 / dt:8.1f} MiB/s")
+
+    def training(self, split, epoch, run, plan):
+        """on_tick of a training run: steps, samples/s, MiB/s and the AU so far."""
+        key = (split, epoch)
+        if self.key != key:
+            self.key, self.t0 = key, time.monotonic()
+        ops, nbytes, steps = run.progress()
+        dt = max(1e-6, time.monotonic() - self.t0)
+        n = len(plan.steps)
+        batch = int(plan.steps["nsamples"][0]) if n else 0
+        compute = float(plan.steps["compute_ns"][:steps].sum()) / 1e9 if steps else 0.0
+        au = 100.0 * compute / dt
+        width = 24
+        fill = int(width * steps / n) if n else width
+        bar = "#" * fill + "." * (width - fill)
+        self._draw(f"epoch {epoch} {split:<5} [{bar}] {steps}/{n} steps  {steps * batch / dt:10.1f} samples/s  "
+                   f"{nbytes / 2**20 / dt:9.1f} MiB/s  AU {au:5.1f} %")

@@ -1,0 +1,174 @@
+"""What `dlio-fast run` and `dlio-fast generate` do, start to end, on every rank."""
+import os
+import socket
+import time
+
+import numpy as np
+
+from dlio import dataset, report, workload
+from dlio.errors import DlioError, DlioRunError
+from dlio.runexec import Interrupted
+
+RAM_FACTOR = 5   # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
+
+
+def output_folder(cfg, given, comm):
+    """--output, else output.folder, else output/{workload}/{timestamp} (the same on every rank)."""
+    folder = given or cfg.output.folder
+    if not folder:
+        stamp = comm.bcast(time.strftime("%Y%m%d-%H%M%S"))
+        folder = os.path.join("output", cfg.workload or cfg.model.name or "run", stamp)
+    return folder
+
+
+def prepare_output(folder, comm):
+    """Create and test the output folder before measuring anything."""
+    problem = None
+    if comm.rank == 0:
+        try:
+            os.makedirs(folder, exist_ok=True)
+            probe = os.path.join(folder, f".write-test-{os.getpid()}")
+            with open(probe, "w") as f:
+                f.write("x")
+            os.unlink(probe)
+        except OSError as e:
+            problem = f"{folder}: output folder is not writable ({e.strerror}); choose another with --output"
+    problem = comm.bcast(problem)
+    if problem:
+        raise DlioError(problem)
+
+
+def describe(cfg, spec, comm_size):
+    """The --dry-run report: resolved settings, size on disk, files/samples per rank, steps."""
+    nbytes = dataset.dataset_bytes(spec)
+    present = data_present(spec)
+    total = spec.num_files_train * spec.num_samples_per_file
+    lines = [
+        f"workload            {cfg.workload or cfg.config_file or '-'} (scale {cfg.scale:g})",
+        f"data folder         {spec.data_folder} ({'present' if present else 'missing: run generates it'})",
+        f"format              {spec.format}, {spec.num_files_train} train + {spec.num_files_eval} eval files, "
+        f"{spec.num_samples_per_file} samples per file",
+        f"size on disk        {nbytes / 2**30:.2f} GiB (record {cfg.record_bytes():g} bytes)",
+        f"ranks               {comm_size}: {spec.num_files_train / comm_size:g} files and "
+        f"{total // comm_size} samples per rank",
+        f"steps per epoch     {cfg.steps_per_epoch(comm_size)} (batch {cfg.reader.batch_size}), "
+        f"{cfg.train.epochs} epochs, compute {cfg.train.computation_time.mean():g} s per step",
+        f"reader              {cfg.reader.read_threads} threads, prefetch {cfg.reader.prefetch_size}, "
+        f"engine {cfg.dlio_fast.engine} qd {cfg.dlio_fast.qd}, cache {cfg.dlio_fast.cache}",
+    ]
+    return lines, nbytes, present
+
+
+def data_present(spec):
+    """Every file of both splits is there with the expected count (a cheap listing check)."""
+    for split in ("train", "valid"):
+        n = spec.num_files(split)
+        if n == 0:
+            continue
+        paths = dataset.file_paths(spec, split)
+        if not (os.path.exists(paths[0]) and os.path.exists(paths[-1])):
+            return False
+    return True
+
+
+def generate(cfg, spec, comm, echo, progress, threads=None):
+    total_bytes = dataset.dataset_bytes(spec)
+    total_files = spec.num_files_train + spec.num_files_eval
+    echo(f"Starting data generation: {total_files} files, {total_bytes / 2**30:.2f} GiB in {spec.data_folder}")
+    t0 = time.monotonic()
+    cb = None
+    if progress is not None and comm.rank == 0:
+        cb = lambda b, f: progress.generation(b * comm.size, f * comm.size, total_bytes, total_files)  # noqa: E731
+    res = dataset.generate(spec, threads=threads or max(2, os.cpu_count() or 2), rank=comm.rank,
+                           size=comm.size, progress=cb, barrier=comm.barrier)
+    if progress is not None:
+        progress.done()
+    written = sum(comm.allgather(res.bytes_written))
+    dt = time.monotonic() - t0
+    echo(f"Generation done: {written / 2**30:.2f} GiB written in {dt:.1f} s "
+         f"({written / 2**20 / max(dt, 1e-9):.0f} MiB/s), {sum(comm.allgather(res.files_skipped))} files already complete")
+
+
+def cache_warning(spec, nbytes, echo, warn):
+    host = workload.host_info()
+    if nbytes < RAM_FACTOR * host["memory_bytes"]:
+        warn(f"warning: the dataset ({nbytes / 2**30:.2f} GiB) is smaller than {RAM_FACTOR}x this host's RAM "
+             f"({host['memory_GB']:.1f} GiB): reads after the first epoch may come from the page cache, "
+             "not storage (use --cache drop, O_DIRECT, or a larger dataset)")
+
+
+def build_result(cfg, spec, comm, rank_records, start, end, complete, reason, nbytes):
+    host = workload.host_info()
+    engine, direct = workload.engine_choice(cfg)
+    return {
+        "schema": report.SCHEMA, "complete": complete, "reason": reason,
+        "workload": cfg.workload, "config_file": cfg.config_file, "scale": cfg.scale,
+        "model": cfg.model.name, "start": start, "end": end,
+        "comm_size": comm.size, "hostnames": [r["hostname"] for r in rank_records],
+        "host": host,
+        "settings": {
+            "engine": engine, "direct": direct, "qd": cfg.dlio_fast.qd, "cache": cfg.dlio_fast.cache,
+            "read_threads": cfg.reader.read_threads, "prefetch_size": cfg.reader.prefetch_size,
+            "batch_size": cfg.reader.batch_size, "batch_size_eval": cfg.reader.batch_size_eval,
+            "compute_mode": cfg.dlio_fast.compute_mode,
+            "computation_time_mean_s": cfg.train.computation_time.mean(),
+            "record_length_bytes": float(cfg.record_bytes()), "metric_au": cfg.metric.au,
+            "exclude_start_steps": cfg.output.metric.exclude_start_steps,
+            "exclude_end_steps": cfg.output.metric.exclude_end_steps,
+        },
+        "dataset": {"folder": spec.data_folder, "format": spec.format,
+                    "num_files_train": spec.num_files_train, "num_files_eval": spec.num_files_eval,
+                    "num_samples_per_file": spec.num_samples_per_file, "bytes_on_disk": nbytes},
+        "environment": __import__("dlio.output", fromlist=["environment"]).environment(),
+        "ranks": rank_records,
+    }
+
+
+def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False):
+    """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None."""
+    spec = workload.dataset_spec(cfg)
+    if dry_run:
+        lines, _, _ = describe(cfg, spec, comm.size)
+        if comm.rank == 0:
+            echo(cfg.to_yaml().rstrip())
+            echo("---")
+            for line in lines:
+                echo(line)
+        return None
+    folder = output_folder(cfg, output, comm)
+    prepare_output(folder, comm)
+    echo(f"Running dlio-fast [{'Generating data & ' if cfg.workflow.generate_data else ''}Training"
+         f"{' & Evaluation' if cfg.workflow.evaluation else ''}] with {comm.size} process(es)")
+    if cfg.workflow.generate_data or not comm.bcast(data_present(spec)):
+        generate(cfg, spec, comm, echo, progress)
+    comm.barrier()
+    nbytes = dataset.dataset_bytes(spec)
+    if comm.rank == 0:
+        cache_warning(spec, nbytes, echo, warn)
+    start = workload.iso_now()
+    complete, reason, rank_rec, failure = True, None, None, None
+    if cfg.workflow.train:
+        try:
+            rank_rec = workload.run_training(cfg, comm, echo, progress.training if progress else None)
+        except (Interrupted, DlioRunError) as e:
+            complete, reason, failure = False, str(e), e
+            rank_rec = getattr(e, "rank_record", None) or {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": []}
+        finally:
+            if progress is not None:
+                progress.done()
+    else:
+        rank_rec = {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": []}
+    end = workload.iso_now()
+    records = comm.gather(rank_rec)
+    if comm.rank == 0:
+        result = build_result(cfg, spec, comm, records, start, end, complete, reason, nbytes)
+        report.write_all(result, folder, cfg.to_yaml())
+        if any(r["epochs"] for r in records):
+            for line in report.metric_lines(result):
+                echo(line)
+            for line in report.exact_table(result):
+                echo(line)
+        echo(f"Saved outputs in {folder}{'' if complete else ' (partial: ' + str(reason) + ')'}")
+    if failure is not None:
+        raise failure
+    return folder if comm.rank == 0 else None

@@ -1,0 +1,226 @@
+"""`dlio-fast run`: generate (or reuse) the dataset, replay the training loop, build the Result.
+
+Per epoch: plan (numpy, dlio.planner) -> one C run with the GIL released (reader threads, bounded
+prefetch, trainer spinning each step's compute, MPI barrier per step) -> per-step timestamps ->
+metrics. Evaluation is a second C run on the valid split with no per-step barrier (as DLIO).
+Everything measured goes into one Result dict; dlio.report renders it.
+"""
+import os
+import platform
+import resource
+import socket
+import time
+
+import numpy as np
+
+from dlio import _core, dataset, metrics, planner, stats
+from dlio.errors import DlioError, DlioRunError
+from dlio.formats import get_format
+from dlio.runexec import Interrupted, execute
+
+
+def iso_now():
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime()) + f".{int(time.time() * 1e6) % 1000000:06d}"
+
+
+def dataset_spec(cfg):
+    d = cfg.dataset
+    return dataset.DatasetSpec(
+        data_folder=d.data_folder.rstrip("/") or ".", format=d.format,
+        num_files_train=d.num_files_train, num_files_eval=d.num_files_eval,
+        num_samples_per_file=d.num_samples_per_file, record_length_bytes=d.record_length_bytes,
+        record_length_bytes_stdev=d.record_length_bytes_stdev, record_dims=tuple(d.record_dims),
+        record_element_type=d.record_element_type, num_subfolders_train=d.num_subfolders_train,
+        num_subfolders_eval=d.num_subfolders_eval, file_prefix=d.file_prefix,
+        compression=d.compression, compression_level=d.compression_level,
+        hdf5_chunk_dims=tuple(d.hdf5.chunk_dims), hdf5_num_dset_per_record=d.hdf5.num_dset_per_record,
+        hdf5_max_shape=tuple(d.hdf5.max_shape),
+    )
+
+
+def layout_for(spec, split):
+    """The planner's view of one split, from the dataset manifest (made at generation or by scan)."""
+    fmt = get_format(spec.format)
+    m = dataset.load_manifest(spec, split)
+    nfiles = spec.num_files_train if split == "train" else spec.num_files_eval
+    kw = {}
+    if not fmt.WHOLE_FILE and spec.format != "synthetic":
+        kw = dict(range_file=m.range_file, range_sample=m.range_sample, range_offset=m.range_offset,
+                  range_length=m.range_length)
+    return planner.Layout(nfiles=nfiles, spf=spec.num_samples_per_file,
+                          file_size=np.asarray(m.file_size, dtype=np.uint64),
+                          whole_file=bool(fmt.WHOLE_FILE), sequential=spec.format == "tfrecord",
+                          no_io=spec.format == "synthetic" or cfg_loader_synthetic(spec), **kw)
+
+
+def cfg_loader_synthetic(spec):
+    return False
+
+
+def engine_choice(cfg):
+    """(engine, direct): dlio_fast.engine, with reader.odirect meaning O_DIRECT (DLIO's key)."""
+    name = cfg.dlio_fast.engine
+    direct = bool(cfg.reader.odirect) or name == "odirect"
+    engine = "posix" if name == "odirect" else name
+    return engine, direct
+
+
+def host_info():
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    proc = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    proc = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu_count": os.cpu_count(), "processor_name": proc, "memory_bytes": mem,
+            "memory_GB": mem / 1024 ** 3}
+
+
+class Trainer:
+    """Runs the epochs of one rank. echo/progress are rank 0's console callbacks."""
+
+    def __init__(self, cfg, comm, echo, progress=None):
+        self.cfg = cfg
+        self.comm = comm
+        self.echo = echo if comm.rank == 0 else (lambda *a, **k: None)
+        self.progress = progress
+        self.spec = dataset_spec(cfg)
+        self.engine, self.direct = engine_choice(cfg)
+
+    def settings(self, split):
+        r, t = self.cfg.reader, self.cfg.train
+        return planner.Settings(
+            batch=r.batch_size if split == "train" else r.batch_size_eval,
+            file_shuffle=r.file_shuffle, sample_shuffle=r.sample_shuffle, seed=t.seed,
+            seed_change_epoch=t.seed_change_epoch,
+            max_steps=t.total_training_steps if split == "train" else -1,
+            compat_dlio_order=self.cfg.dlio_fast.compat_dlio_order,
+            transfer_size=r.transfer_size or planner.TF_BUFFER)
+
+    def run_split(self, split, layout, paths, epoch, random_seed):
+        """One C run over one epoch of a split. Returns (block metrics, raw result, plan)."""
+        cfg = self.cfg
+        st = self.settings(split)
+        spec_time = cfg.train.computation_time if split == "train" else cfg.evaluation.eval_time
+        plan = planner.epoch_plan(layout, st, spec_time, self.comm.rank, self.comm.size, epoch, random_seed)
+        hook = None
+        if split == "train" and self.comm.size > 1:
+            hook = lambda step: self.comm.barrier()  # noqa: E731 (DLIO's per-step allreduce stand-in)
+        pre = cfg.reader.preprocess_time.mean() if cfg.reader.preprocess_time is not None else 0.0
+        run = _core.Run("train", self.engine, paths, plan.ops, threads=cfg.reader.read_threads,
+                        qd=cfg.dlio_fast.qd, direct=self.direct, steps=plan.steps,
+                        prefetch=max(1, cfg.reader.prefetch_size),
+                        compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
+                        preprocess_ns=int(pre * 1e9), step_hook=hook)
+        tick = (lambda run: self.progress(split, epoch, run, plan)) if self.progress else None
+        try:
+            res = execute(run, on_tick=tick)
+        except (Interrupted, _core.RunError) as e:
+            e.plan, e.settings = plan, st   # the caller keeps the steps measured so far
+            raise
+        return res, plan, st
+
+    def drop_cache(self, paths):
+        if self.cfg.dlio_fast.cache != "drop":
+            return
+        for p in paths:
+            try:
+                _core.drop_file_cache(p)
+            except OSError:
+                pass
+        try:
+            _core.drop_all_caches()
+        except OSError:
+            pass
+
+
+def _epoch_record(epoch, res, plan, settings, excl, cpu_s, start_iso):
+    done = int(res["steps_done"])
+    st = {k: v[:done] for k, v in res["step_times"].items()}   # an interrupted epoch: steps done
+    block = metrics.block_metrics(st, settings.batch, *excl)
+    return {
+        "epoch": epoch, "start": start_iso, "train_end": iso_now(), "end": None,
+        "duration_s": block.get("duration_s", 0.0),
+        "train": block if block["steps"] else None, "eval": None,
+        "lat": stats.to_json(res["lat"]), "sample_lat": stats.to_json(res["sample_lat"]),
+        "bytes": int(res["bytes"]), "ops": int(res["ops"]),
+        "samples": int(res["steps_done"]) * settings.batch,
+        "steps_planned": len(plan.steps), "steps_done": int(res["steps_done"]),
+        "plan_bytes": plan.nominal_bytes, "cpu_s": cpu_s, "complete": not res["stopped"],
+    }
+
+
+def cpu_seconds():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def run_training(cfg, comm, echo, progress=None):
+    """Train (and evaluate) on an existing dataset. Returns this rank's record and settings.
+
+    On Ctrl-C / SIGTERM / a failing rank, the epochs measured so far are kept and the exception
+    carries them (.rank_record) so that the caller writes partial results.
+    """
+    tr = Trainer(cfg, comm, echo, progress)
+    spec = tr.spec
+    layout = layout_for(spec, "train")
+    paths = dataset.file_paths(spec, "train")
+    eval_on = cfg.workflow.evaluation and spec.num_files_eval > 0
+    if eval_on:
+        layout_eval = layout_for(spec, "valid")
+        paths_eval = dataset.file_paths(spec, "valid")
+    excl = (cfg.output.metric.exclude_start_steps, cfg.output.metric.exclude_end_steps)
+    random_seed = comm.bcast(int(np.random.SeedSequence().entropy % (2 ** 63)))
+    rank_rec = {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": []}
+    next_eval = cfg.evaluation.eval_after_epoch
+    steps0 = None
+    try:
+        for epoch in range(1, cfg.train.epochs + 1):
+            tr.drop_cache(paths)
+            comm.barrier()
+            start_iso = iso_now()
+            cpu0 = cpu_seconds()
+            res, plan, st = tr.run_split("train", layout, paths, epoch, random_seed)
+            if steps0 is None:
+                steps0 = len(plan.steps)
+                tr.echo(f"Max steps per epoch: {steps0} = {spec.num_samples_per_file} * "
+                        f"{spec.num_files_train} / {st.batch} / {comm.size} (samples per file * num files / "
+                        "batch size / comm size)")
+            rec = _epoch_record(epoch, res, plan, st, excl, cpu_seconds() - cpu0, start_iso)
+            rank_rec["epochs"].append(rec)
+            if rec["train"]:
+                b = rec["train"]
+                tr.echo(f"Ending epoch {epoch} - {rec['steps_done']} steps completed in {b['duration_s']:.2f} s")
+                tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {b['au']:.4f}")
+                tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): {b['throughput'] * comm.size:.4f}")
+            comm.barrier()
+            if eval_on and epoch >= next_eval:
+                rec["eval_start"] = iso_now()
+                cpu0 = cpu_seconds()
+                eres, eplan, est = tr.run_split("valid", layout_eval, paths_eval, epoch, random_seed)
+                rec["eval"] = metrics.eval_metrics(eres["step_times"], est.batch) if len(eplan.steps) else None
+                rec["cpu_s"] += cpu_seconds() - cpu0
+                rec["bytes"] += int(eres["bytes"])
+                next_eval += cfg.evaluation.epochs_between_evals
+                if rec["eval"]:
+                    tr.echo(f"Epoch {epoch} [Eval] Accelerator Utilization [AU] (%): {rec['eval']['au']:.4f}")
+                    tr.echo(f"Epoch {epoch} [Eval] Throughput (samples/second): {rec['eval']['throughput'] * comm.size:.4f}")
+            rec["end"] = iso_now()
+    except (Interrupted, _core.RunError) as e:
+        partial = getattr(e, "result", None)
+        if partial is not None and getattr(e, "plan", None) is not None and partial["steps_done"]:
+            rec = _epoch_record(len(rank_rec["epochs"]) + 1, partial, e.plan, e.settings, excl, 0.0, iso_now())
+            rec["complete"] = False
+            rec["end"] = iso_now()
+            rank_rec["epochs"].append(rec)
+        if isinstance(e, Interrupted):
+            e.rank_record = rank_rec
+            raise
+        err = DlioRunError(f"rank {comm.rank}: {e.strerror}")
+        err.rank_record = rank_rec
+        raise err from None
+    return rank_rec
