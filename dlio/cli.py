@@ -329,40 +329,55 @@ def workloads_show(name):
     click.echo(workload_text(name).rstrip())
 
 
+def _rank_and_size():
+    from dlio import mpi
+    w = mpi._WORLD
+    return (w.rank, w.size, w) if w is not None else (0, 1, None)
+
+
+def _fail(message, code, rank_specific=False):
+    """Print an error once and exit. Under MPI: an error every rank hits (bad config) is printed by
+    rank 0 only; an error of one rank (its file, its I/O) is printed by that rank, which then aborts
+    the job so that the other ranks do not wait for it forever."""
+    rank, size, world = _rank_and_size()
+    if size > 1 and rank_specific:
+        err(f"dlio-fast: rank {rank}: {message}")
+        sys.stderr.flush()
+        world.abort(code)
+    if rank == 0:
+        err(f"dlio-fast: {message}")
+    sys.exit(code)
+
+
 def main(argv=None):
     """Entry point: bad input is one line on stderr and exit 2, never a traceback (unless --debug)."""
+    from dlio.errors import DlioRunError
     from dlio.runexec import Interrupted
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
         cli.main(args=args, prog_name="dlio-fast", standalone_mode=False)
     except click.exceptions.Abort:
-        err("dlio-fast: aborted")
-        sys.exit(130)
+        _fail("aborted", 130)
     except click.ClickException as e:
         # one line, no usage block: the message names the option and the value
-        cmd = f" {e.ctx.command_path.split(' ', 1)[1]}" if getattr(e, "ctx", None) and " " in e.ctx.command_path else ""
-        err(f"dlio-fast{cmd}: error: {e.format_message()}")
-        sys.exit(e.exit_code)
+        cmd = e.ctx.command_path.split(" ", 1)[1] + ": " if getattr(e, "ctx", None) and " " in e.ctx.command_path else ""
+        _fail(f"{cmd}error: {e.format_message()}", e.exit_code)
     except Interrupted as e:
-        err(f"dlio-fast: {e}; partial results were written")
-        sys.exit(128 + e.signum)
+        _fail(f"{e}; the results measured so far were written (marked incomplete)", 128 + e.signum)
     except DlioError as e:
         if debug:
             raise
-        err(f"dlio-fast: error: {e}")
-        sys.exit(e.exit_code)
+        _fail(f"error: {e}", e.exit_code, rank_specific=isinstance(e, DlioRunError))
     except OSError as e:
         if debug:
             raise
         where = f" ({e.filename})" if e.filename and str(e.filename) not in str(e) else ""
-        err(f"dlio-fast: error: {e.strerror or e}{where}")
-        sys.exit(1)
+        _fail(f"error: {e.strerror or e}{where}", 1, rank_specific=True)
     except ValueError as e:  # ConfigError is a ValueError
         if debug:
             raise
-        err(f"dlio-fast: error: {e}")
-        sys.exit(2)
+        _fail(f"error: {e}", 2)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
 

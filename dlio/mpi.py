@@ -25,6 +25,17 @@ class Comm:
         if self.comm is not None and self.size > 1:
             self.comm.Barrier()
 
+    def barrier_or_stop(self, stop_event, poll_s=0.0):
+        """A barrier that gives up when stop_event is set (Ctrl-C while another rank is gone):
+        returns False then. Used as the per-step hook, where a plain Barrier could wait forever."""
+        if self.comm is None or self.size == 1:
+            return True
+        req = self.comm.Ibarrier()
+        while not req.Test():
+            if stop_event.is_set():
+                return False
+        return True
+
     def bcast(self, obj, root=0):
         return self.comm.bcast(obj, root=root) if self.is_mpi else obj
 

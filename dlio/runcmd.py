@@ -124,6 +124,16 @@ def build_result(cfg, spec, comm, rank_records, start, end, complete, reason, nb
     }
 
 
+def write_rank_partial(cfg, spec, comm, rank_rec, folder, start, end, reason, nbytes):
+    """This rank's own output files of an interrupted or failed multi-rank run."""
+    result = build_result(cfg, spec, comm, [rank_rec], start, end, False, reason, nbytes)
+    os.makedirs(folder, exist_ok=True)
+    from dlio import output as out
+    out.write_json(os.path.join(folder, f"{comm.rank}_output.json"), report.rank_output(result, 0))
+    out.write_json(os.path.join(folder, f"{comm.rank}_per_epoch_stats.json"), report.per_epoch_stats(result, 0))
+    out.write_json(os.path.join(folder, f"dlio-fast.rank{comm.rank}.json"), report.dlio_fast_doc(result))
+
+
 def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False):
     """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None."""
     spec = workload.dataset_spec(cfg)
@@ -159,6 +169,11 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False):
     else:
         rank_rec = {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": []}
     end = workload.iso_now()
+    if failure is not None and comm.size > 1:
+        # Another rank may be gone or stuck: no collective operation from here on. Each rank
+        # keeps what it measured in its own files; a failed rank's error then aborts the job.
+        write_rank_partial(cfg, spec, comm, rank_rec, folder, start, end, reason, nbytes)
+        raise failure
     records = comm.gather(rank_rec)
     if comm.rank == 0:
         result = build_result(cfg, spec, comm, records, start, end, complete, reason, nbytes)

@@ -7,6 +7,9 @@ second, keeping what it measured) and re-raise as Interrupted with the partial r
 import signal
 import threading
 
+# Set when a stop signal arrived: code that waits outside the C runner (an MPI barrier) checks it.
+STOP = threading.Event()
+
 
 class Interrupted(Exception):
     """The run was stopped by a signal. .result holds the partial result, .signum the signal."""
@@ -31,6 +34,7 @@ def execute(run, on_tick=None, tick_s=0.25):
 
     def handler(signum, frame):
         caught.append(signum)
+        STOP.set()
         run.request_stop()
 
     main = threading.current_thread() is threading.main_thread()

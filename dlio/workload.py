@@ -105,7 +105,7 @@ class Trainer:
         plan = planner.epoch_plan(layout, st, spec_time, self.comm.rank, self.comm.size, epoch, random_seed)
         hook = None
         if split == "train" and self.comm.size > 1:
-            hook = lambda step: self.comm.barrier()  # noqa: E731 (DLIO's per-step allreduce stand-in)
+            hook = self._step_barrier   # DLIO's per-step allreduce stand-in
         pre = cfg.reader.preprocess_time.mean() if cfg.reader.preprocess_time is not None else 0.0
         run = _core.Run("train", self.engine, paths, plan.ops, threads=cfg.reader.read_threads,
                         qd=cfg.dlio_fast.qd, direct=self.direct, steps=plan.steps,
@@ -119,6 +119,11 @@ class Trainer:
             e.plan, e.settings = plan, st   # the caller keeps the steps measured so far
             raise
         return res, plan, st
+
+    def _step_barrier(self, step):
+        from dlio.runexec import STOP
+        if not self.comm.barrier_or_stop(STOP):
+            raise InterruptedError("stopped while waiting for the other ranks")
 
     def drop_cache(self, paths):
         if self.cfg.dlio_fast.cache != "drop":

@@ -69,6 +69,10 @@ int dc_write_random(int fd, uint64_t offset, uint64_t len, uint64_t seed, size_t
 		chunk = 1u << 20;
 	if (chunk > len && len > 0)
 		chunk = (size_t)len;
+	/* Whole 64-bit words per chunk, so that the stream equals dc_fill_random(seed) byte for byte
+	 * (xo_fill drops the unused tail of a chunk's last word). */
+	if (chunk >= 8)
+		chunk &= ~(size_t)7;
 	unsigned char *buf = NULL;
 	if (posix_memalign((void **)&buf, 4096, chunk ? chunk : 1))
 		return -ENOMEM;

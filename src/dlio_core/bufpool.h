@@ -1,0 +1,25 @@
+/* Aligned request buffers: one per slot, carved from one allocation made before the clock starts. */
+#ifndef DLIO_CORE_BUFPOOL_H
+#define DLIO_CORE_BUFPOOL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "dlio_core/engine.h"
+
+struct dc_bufpool {
+	void *mem;
+	size_t size;
+	uint64_t cap;  /* bytes per slot */
+};
+
+/* Capacity of one slot buffer for requests up to max_len bytes at O_DIRECT alignment dio_align:
+ * max_len rounded up to the page plus 2 * dio_align (the aligned superset of an unaligned read). */
+uint64_t dc_bufpool_slot_cap(uint64_t max_len, uint32_t dio_align);
+
+/* Allocate n buffers of dc_bufpool_slot_cap() bytes, aligned to DC_BUF_ALIGN, and hang them on
+ * slots[i].buf / .cap / .index. fill != 0: fill with dc_fill_random(seed + i) (write data), else
+ * zero them (so no page fault lands in the measured loop). 0 or -ENOMEM. */
+int dc_bufpool_init(struct dc_bufpool *bp, struct dc_io *slots, unsigned n, uint64_t max_len,
+		    uint32_t dio_align, int fill, uint64_t seed);
+void dc_bufpool_free(struct dc_bufpool *bp);
+
+#endif

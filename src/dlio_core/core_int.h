@@ -1,0 +1,96 @@
+/* Private to the C core: helpers shared by the engines, the registry and the runner.
+ * Nothing here is part of the public API (include/dlio_core/ is).
+ */
+#ifndef DLIO_CORE_INT_H
+#define DLIO_CORE_INT_H
+#include <stdint.h>
+#include "dlio_core/engine.h"
+#include "dlio_core/hist.h"
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define DC_BUF_ALIGN 4096u          /* slot buffers: page aligned, enough for any O_DIRECT */
+#define DC_DIO_DEFAULT_ALIGN 4096u  /* when statx cannot tell */
+
+/* hist.c's index math, inline for the runner's per-request path. */
+static inline unsigned dc_hist_index_inline(uint64_t ns)
+{
+	unsigned msb, error_bits, idx;
+
+	/* Below 2^(BITS+1) every value has its own bucket. */
+	if (ns < (2u * DC_HIST_VAL))
+		return (unsigned)ns;
+	msb = 63u - (unsigned)__builtin_clzll(ns);
+	error_bits = msb - DC_HIST_BITS;
+	idx = ((error_bits + 1) << DC_HIST_BITS) + (unsigned)((ns >> error_bits) & (DC_HIST_VAL - 1));
+	/* Past 2^38 ns everything saturates into the last bucket (max/sum stay exact). */
+	return idx < DC_HIST_NR - 1 ? idx : DC_HIST_NR - 1;
+}
+
+static inline void dc_hist_add_inline(struct dc_hist *h, uint64_t ns)
+{
+	double v = (double)ns;
+
+	h->count++;
+	if (unlikely(ns < h->min))
+		h->min = ns;
+	if (unlikely(ns > h->max))
+		h->max = ns;
+	h->sum += v;
+	h->sumsq += v * v;
+	h->bucket[dc_hist_index_inline(ns)]++;
+}
+
+/* The engines (one file each under engines/). */
+extern const struct dc_engine_ops dc_posix_ops;
+extern const struct dc_engine_ops dc_mmap_ops;
+extern const struct dc_engine_ops dc_null_ops;
+#ifdef DC_HAVE_LIBURING
+extern const struct dc_engine_ops dc_uring_ops;
+#endif
+
+/* fsutil.c: size and O_DIRECT alignment of an open file with one statx (AT_EMPTY_PATH). */
+int dc_fd_info(int fd, uint64_t *size, uint32_t *mem_align, uint32_t *off_align);
+
+/* engines/posix.c: open and close for the fd-based engines (posix, io_uring, mmap). Fills fd,
+ * size and the alignments; write opens O_RDWR|O_CREAT. 0 or -errno. */
+int dc_fd_open(struct dc_file *f, int write);
+int dc_fd_close(struct dc_file *f);
+
+/* Where an O_DIRECT read really goes. The kernel wants offset and length aligned to off_align, so
+ * we read the aligned superset [start, start + total) and the wanted bytes begin skip bytes into
+ * the buffer. Buffered files (off_align 1) give start = offset, skip = 0, total = len. */
+struct dc_span {
+	uint64_t start;  /* aligned file offset of the read */
+	uint64_t total;  /* aligned length of the read */
+	uint64_t need;   /* skip + len: bytes that must arrive for the request to succeed */
+	uint32_t skip;   /* wanted bytes start here in the buffer (io->buf_off) */
+};
+
+static inline void dc_dio_span(const struct dc_io *io, struct dc_span *s)
+{
+	uint64_t a = io->file->off_align;
+
+	if (a <= 1) {
+		s->start = io->offset;
+		s->total = io->len;
+		s->skip = 0;
+	} else {
+		uint64_t end = io->offset + io->len;
+
+		s->start = io->offset - io->offset % a;
+		end += (a - end % a) % a;
+		s->total = end - s->start;
+		s->skip = (uint32_t)(io->offset - s->start);
+	}
+	s->need = s->skip + io->len;
+}
+
+/* Capacity of io->buf: the runner sets cap; 0 means the header's promise, len + 2 * off_align. */
+static inline uint64_t dc_io_cap(const struct dc_io *io)
+{
+	return io->cap ? io->cap : io->len + 2ull * io->file->off_align;
+}
+
+#endif

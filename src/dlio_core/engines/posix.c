@@ -1,0 +1,176 @@
+/* posix: pread/pwrite through libc (so LD_PRELOAD profilers such as Darshan see them), buffered
+ * or O_DIRECT. Synchronous: every request completes inside submit().
+ *
+ * O_DIRECT wants the file offset and length aligned (statx STATX_DIOALIGN, else 4096). A read at
+ * an unaligned offset or of an unaligned length reads the aligned superset into the slot buffer
+ * (capacity len + 2 * off_align) and reports where the wanted bytes start in io->buf_off, so the
+ * bytes are really read and nothing is copied. Writes must be aligned under O_DIRECT (-EINVAL
+ * otherwise): the planner aligns them, and a read-modify-write would measure something else.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "../core_int.h"
+
+struct dc_engine {
+	unsigned long reqs;  /* only so the instance is not empty */
+};
+
+int dc_fd_open(struct dc_file *f, int write)
+{
+	int flags = (write ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC;
+	uint32_t mem = 1, off = 1;
+	int fd, ret;
+
+	if (f->direct)
+		flags |= O_DIRECT;
+	fd = open(f->path, flags, 0644);
+	if (fd < 0)
+		return -errno;
+	ret = dc_fd_info(fd, &f->size, &mem, &off);
+	if (ret < 0) {
+		close(fd);
+		return ret;
+	}
+	f->fd = fd;
+	f->map = NULL;
+	f->reg_index = -1;
+	f->mem_align = f->direct ? mem : 1;
+	f->off_align = f->direct ? off : 1;
+	return 0;
+}
+
+int dc_fd_close(struct dc_file *f)
+{
+	int ret = 0;
+
+	if (f->fd < 0)
+		return 0;
+	/* Linux releases the fd even when close() fails; never retry it. */
+	if (close(f->fd) < 0 && errno != EINTR)
+		ret = -errno;
+	f->fd = -1;
+	return ret;
+}
+
+static int posix_available(char *why, size_t whylen)
+{
+	(void)why;
+	(void)whylen;
+	return 0;
+}
+
+static int posix_init(struct dc_engine **out, const struct dc_engine_opts *opts, struct dc_io *slots,
+		      unsigned nslots)
+{
+	(void)opts;
+	(void)slots;
+	(void)nslots;
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+static void posix_cleanup(struct dc_engine *e)
+{
+	free(e);
+}
+
+static int posix_open(struct dc_engine *e, struct dc_file *f, int write)
+{
+	(void)e;
+	return dc_fd_open(f, write);
+}
+
+static int posix_close(struct dc_engine *e, struct dc_file *f)
+{
+	(void)e;
+	return dc_fd_close(f);
+}
+
+/* pread until want bytes are in, EOF, or an error. Returns bytes read or -errno. Under O_DIRECT
+ * a short read that ends off the alignment can only be the end of the file (the next pread at that
+ * offset would be refused), so it ends the loop like EOF does. */
+static int64_t read_full(const struct dc_file *f, char *buf, uint64_t want, uint64_t off)
+{
+	uint64_t done = 0;
+
+	while (done < want) {
+		ssize_t r = pread(f->fd, buf + done, want - done, (off_t)(off + done));
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			break;
+		done += (uint64_t)r;
+		if (f->off_align > 1 && done % f->off_align)
+			break;
+	}
+	return (int64_t)done;
+}
+
+static int64_t posix_read(struct dc_io *io)
+{
+	struct dc_span s;
+	int64_t got;
+
+	dc_dio_span(io, &s);
+	io->buf_off = s.skip;
+	if (unlikely(s.total > dc_io_cap(io)))
+		return -EINVAL;
+	got = read_full(io->file, io->buf, s.total, s.start);
+	if (got < 0)
+		return got;
+	/* Short at the end of the file is fine as long as the wanted bytes arrived (the aligned
+	 * superset of a tail may reach past EOF). */
+	if ((uint64_t)got < s.need)
+		return -ENODATA;
+	return (int64_t)io->len;
+}
+
+static int64_t posix_write(struct dc_io *io)
+{
+	const struct dc_file *f = io->file;
+	const char *buf = io->buf;
+	uint64_t done = 0;
+
+	io->buf_off = 0;
+	if (f->off_align > 1 && (io->offset % f->off_align || io->len % f->off_align))
+		return -EINVAL;
+	while (done < io->len) {
+		ssize_t w = pwrite(f->fd, buf + done, io->len - done, (off_t)(io->offset + done));
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (w == 0)
+			return -EIO;
+		done += (uint64_t)w;
+	}
+	return (int64_t)done;
+}
+
+static int posix_submit(struct dc_engine *e, struct dc_io *io)
+{
+	(void)e;
+	io->res = io->op == DC_OP_WRITE ? posix_write(io) : posix_read(io);
+	return 1;
+}
+
+const struct dc_engine_ops dc_posix_ops = {
+	.name = "posix",
+	.caps = DC_CAP_DIRECT | DC_CAP_WRITE,
+	.available = posix_available,
+	.init = posix_init,
+	.open = posix_open,
+	.close = posix_close,
+	.submit = posix_submit,
+	.reap = NULL,
+	.cleanup = posix_cleanup,
+};

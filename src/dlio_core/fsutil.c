@@ -1,0 +1,136 @@
+/* Filesystem helpers: O_DIRECT alignment from statx, page-cache control. See fsutil.h. */
+#include "dlio_core/fsutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core_int.h"
+
+/*
+ * STATX_DIOALIGN (Linux 6.1) reports the memory and file-offset alignment O_DIRECT needs. Old
+ * headers lack both the flag and the two fields; the kernel ABI fixes their place in struct statx
+ * (offsets 0x98 and 0x9c, inside what older headers call spare space), so read them from there.
+ */
+#ifndef STATX_DIOALIGN
+#define STATX_DIOALIGN 0x00002000U
+#define DC_STATX_RAW_DIO 1
+#endif
+
+static void statx_dio(const struct statx *stx, uint32_t *mem, uint32_t *off)
+{
+#ifdef DC_STATX_RAW_DIO
+	_Static_assert(sizeof(struct statx) >= 0xa0, "struct statx too small");
+	memcpy(mem, (const char *)stx + 0x98, sizeof(*mem));
+	memcpy(off, (const char *)stx + 0x9c, sizeof(*off));
+#else
+	*mem = stx->stx_dio_mem_align;
+	*off = stx->stx_dio_offset_align;
+#endif
+}
+
+static int from_statx(int dirfd, const char *path, int flags, uint64_t *size, uint32_t *mem_align,
+		      uint32_t *off_align)
+{
+	struct statx stx;
+	uint32_t m = 0, o = 0;
+	int got = 0;
+
+	memset(&stx, 0, sizeof(stx));
+	if (statx(dirfd, path, flags, STATX_SIZE | STATX_DIOALIGN, &stx) < 0) {
+		struct stat st;
+
+		if (errno != ENOSYS)
+			return -errno;
+		/* Pre-4.11 kernel: no statx at all. */
+		if ((flags & AT_EMPTY_PATH ? fstat(dirfd, &st) : stat(path, &st)) < 0)
+			return -errno;
+		if (size)
+			*size = (uint64_t)st.st_size;
+	} else {
+		if (size)
+			*size = stx.stx_size;
+		if (stx.stx_mask & STATX_DIOALIGN)
+			statx_dio(&stx, &m, &o);
+	}
+	/* 0 means the file does not support O_DIRECT (the open will say so); we still report a
+	 * usable default so the caller sizes buffers sensibly. */
+	if (m && o)
+		got = 1;
+	*mem_align = got ? m : DC_DIO_DEFAULT_ALIGN;
+	*off_align = got ? o : DC_DIO_DEFAULT_ALIGN;
+	return got;
+}
+
+int dc_dio_align(const char *path, uint32_t *mem_align, uint32_t *offset_align, int *from)
+{
+	uint32_t m, o;
+	int ret;
+
+	if (!path)
+		return -EINVAL;
+	ret = from_statx(AT_FDCWD, path, 0, NULL, &m, &o);
+	if (ret < 0)
+		return ret;
+	if (mem_align)
+		*mem_align = m;
+	if (offset_align)
+		*offset_align = o;
+	if (from)
+		*from = ret;
+	return 0;
+}
+
+int dc_fd_info(int fd, uint64_t *size, uint32_t *mem_align, uint32_t *off_align)
+{
+	int ret = from_statx(fd, "", AT_EMPTY_PATH, size, mem_align, off_align);
+
+	return ret < 0 ? ret : 0;
+}
+
+int dc_drop_file_cache(const char *path)
+{
+	int fd, ret = 0;
+
+	if (!path)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	/* DONTNEED skips dirty pages: write them back first or they stay cached. */
+	if (fdatasync(fd) < 0 && errno != EINVAL && errno != EROFS)
+		ret = -errno;
+	if (!ret) {
+		int e = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+
+		if (e)
+			ret = -e;
+	}
+	close(fd);
+	return ret;
+}
+
+int dc_drop_all_caches(void)
+{
+	int fd;
+	ssize_t w;
+
+	sync();
+	fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	do {
+		w = write(fd, "3", 1);
+	} while (w < 0 && errno == EINTR);
+	if (w < 0) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	close(fd);
+	return w == 1 ? 0 : -EIO;
+}

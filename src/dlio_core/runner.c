@@ -1,0 +1,362 @@
+/* The runner's common machinery: config checks, per-thread setup before the clock starts, the
+ * start gate, the first-error record and the result. The two hot loops are in runner_io.c
+ * (dc_run_io) and runner_train.c (dc_run_train).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dlio_core/fill.h"
+#include "dlio_core/fsutil.h"
+#include "dlio_core/timer.h"
+#include "runner_int.h"
+
+uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void set_what(struct dc_error *e, const char *what)
+{
+	strncpy(e->what, what, sizeof(e->what) - 1);
+	e->what[sizeof(e->what) - 1] = '\0';
+}
+
+/* Only the first error is kept: later ones are usually consequences of it. Everyone is woken so
+ * the run stops promptly (a trainer waiting for a batch, readers waiting for room). */
+void run_fail(struct dc_run *r, int err, uint32_t file, uint64_t offset, const char *what)
+{
+	struct dc_error *e = &r->res->error;
+
+	pthread_mutex_lock(&r->lock);
+	if (!e->err) {
+		e->err = err > 0 ? err : EIO;
+		e->file = file;
+		e->offset = offset;
+		set_what(e, what);
+	}
+	__atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&r->cond);
+	pthread_cond_broadcast(&r->space);
+	pthread_mutex_unlock(&r->lock);
+}
+
+void worker_io_error(struct dc_worker *w, const struct dc_io *io)
+{
+	struct dc_run *r = w->run;
+	const struct dc_op *op = &r->cfg->ops[io->user];
+	int wr = io->op == DC_OP_WRITE;
+
+	w->errors++;
+	if (io->res < 0)
+		run_fail(r, (int)-io->res, op->file, op->offset, wr ? "write" : "read");
+	else
+		run_fail(r, EIO, op->file, op->offset, wr ? "short write" : "short read");
+}
+
+/* Refuse what would crash or hang later; these checks are O(nops) and run before the clock. */
+static int check_config(struct dc_run *r, int train)
+{
+	const struct dc_run_config *cfg = r->cfg;
+	unsigned caps;
+
+	if (!cfg->engine || (cfg->nops && !cfg->ops) || (cfg->npaths && !cfg->paths))
+		return -EINVAL;
+	if (cfg->eng.qd < 1 || cfg->eng.qd > 1024)
+		return -EINVAL;
+	r->ops = dc_engine_find(cfg->engine);
+	if (!r->ops)
+		return -ENOENT;
+	caps = r->ops->caps;
+	for (uint64_t i = 0; i < cfg->nops; i++) {
+		const struct dc_op *op = &cfg->ops[i];
+
+		if (op->file >= cfg->npaths || op->length > cfg->max_len || op->op > DC_OP_WRITE)
+			return -EINVAL;
+		if (op->op == DC_OP_WRITE)
+			r->has_writes = 1;
+	}
+	if (r->has_writes && !(caps & DC_CAP_WRITE))
+		return -EOPNOTSUPP;
+	if (cfg->direct && !(caps & DC_CAP_DIRECT))
+		return -EOPNOTSUPP;
+	if (!train) {
+		const uint64_t *f = cfg->thread_first_op;
+
+		if (cfg->threads < 1 || !f)
+			return -EINVAL;
+		for (unsigned t = 0; t < cfg->threads; t++)
+			if (f[t] > f[t + 1] || f[t + 1] > cfg->nops)
+				return -EINVAL;
+		return 0;
+	}
+	if (cfg->nsteps && (!cfg->steps || !r->res->step_times))
+		return -EINVAL;
+	for (uint64_t k = 0; k < cfg->nsteps; k++) {
+		const struct dc_step *st = &cfg->steps[k];
+		int in_sample = 0;
+
+		if (st->first_op > cfg->nops || st->nops > cfg->nops - st->first_op)
+			return -EINVAL;
+		/* Ops outside an OPEN..CLOSE pair use files the reader keeps open. */
+		for (uint64_t i = st->first_op; i < st->first_op + st->nops; i++) {
+			uint8_t fl = cfg->ops[i].flags;
+
+			if (fl & DC_OPF_OPEN)
+				in_sample = 1;
+			if (!in_sample)
+				r->need_files = 1;
+			if (fl & DC_OPF_CLOSE)
+				in_sample = 0;
+		}
+	}
+	return 0;
+}
+
+static void init_result(struct dc_run_result *res, unsigned nthreads, uint64_t nsteps)
+{
+	res->t_start = res->t_end = 0;
+	res->ops = res->bytes = res->errors = 0;
+	res->steps_done = 0;
+	res->stopped = 0;
+	dc_hist_init(&res->lat);
+	dc_hist_init(&res->sample_lat);
+	memset(&res->error, 0, sizeof(res->error));
+	res->error.file = UINT32_MAX;
+	res->qd_used = 0;
+	res->eng_flags_used = 0;
+	if (res->threads)
+		memset(res->threads, 0, sizeof(*res->threads) * nthreads);
+	if (res->step_times && nsteps)
+		memset(res->step_times, 0, sizeof(*res->step_times) * nsteps);
+}
+
+int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run_result *res,
+		int train)
+{
+	pthread_condattr_t ca;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->cfg = cfg;
+	r->res = res;
+	pthread_mutex_init(&r->lock, NULL);
+	/* Timed waits on the monotonic clock, so a wall-clock step cannot stall a stop check. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->cond, &ca);
+	pthread_cond_init(&r->space, &ca);
+	pthread_condattr_destroy(&ca);
+
+	r->nworkers = train ? (cfg->threads ? cfg->threads : 1) : cfg->threads;
+	init_result(res, r->nworkers, train ? cfg->nsteps : 0);
+
+	ret = check_config(r, train);
+	if (ret < 0) {
+		run_fail(r, -ret, UINT32_MAX, 0, ret == -ENOENT ? "engine" : "config");
+		return ret;
+	}
+	{
+		char why[256];
+
+		ret = dc_engine_available(cfg->engine, why, sizeof(why));
+		if (ret < 0) {
+			run_fail(r, -ret, UINT32_MAX, 0, "engine");
+			return ret;
+		}
+	}
+	/* O_DIRECT buffers need room for the aligned superset of an unaligned read. */
+	r->dio_align = DC_DIO_DEFAULT_ALIGN;
+	if (cfg->direct && cfg->npaths && !(r->ops->caps & DC_CAP_NOIO)) {
+		uint32_t mem, off;
+
+		if (dc_dio_align(cfg->paths[0], &mem, &off, NULL) == 0 && off > r->dio_align)
+			r->dio_align = off;
+	}
+	r->w = calloc(r->nworkers, sizeof(*r->w));
+	if (train) {
+		r->ready = calloc(cfg->nsteps ? cfg->nsteps : 1, 1);
+		r->step_bytes = calloc(cfg->nsteps ? cfg->nsteps : 1, sizeof(*r->step_bytes));
+	}
+	if (!r->w || (train && (!r->ready || !r->step_bytes))) {
+		run_fail(r, ENOMEM, UINT32_MAX, 0, "memory");
+		return -ENOMEM;
+	}
+	for (unsigned t = 0; t < r->nworkers; t++) {
+		r->w[t].run = r;
+		r->w[t].id = t;
+	}
+	return 0;
+}
+
+void run_destroy(struct dc_run *r)
+{
+	if (r->w) {
+		for (unsigned t = 0; t < r->nworkers; t++) {
+			free(r->w[t].lat);
+			free(r->w[t].slat);
+		}
+	}
+	free(r->w);
+	free(r->ready);
+	free(r->step_bytes);
+	pthread_cond_destroy(&r->cond);
+	pthread_cond_destroy(&r->space);
+	pthread_mutex_destroy(&r->lock);
+}
+
+/* Everything a worker needs, made before the clock starts: slots, their buffers (written once
+ * with random data when the plan writes), the engine instance, histograms, sample table. */
+int worker_setup(struct dc_worker *w)
+{
+	struct dc_run *r = w->run;
+	const struct dc_run_config *cfg = r->cfg;
+	unsigned n = (r->ops->caps & DC_CAP_ASYNC) ? cfg->eng.qd : 1;
+	int ret;
+
+	w->nslots = n;
+	w->lat = malloc(sizeof(*w->lat));
+	w->slat = malloc(sizeof(*w->slat));
+	w->slots = calloc(n, sizeof(*w->slots));
+	w->free = calloc(n, sizeof(*w->free));
+	w->done = calloc(n, sizeof(*w->done));
+	w->io_sample = calloc(n, sizeof(*w->io_sample));
+	w->samples = calloc(n + 2, sizeof(*w->samples));
+	if (!w->lat || !w->slat || !w->slots || !w->free || !w->done || !w->io_sample || !w->samples)
+		return -ENOMEM;
+	dc_hist_init(w->lat);
+	dc_hist_init(w->slat);
+	ret = dc_bufpool_init(&w->pool, w->slots, n, cfg->max_len, r->dio_align, r->has_writes,
+			      0x5eed0000ull + ((uint64_t)w->id << 16));
+	if (ret < 0)
+		return ret;
+	for (unsigned i = 0; i < n; i++)
+		w->free[i] = &w->slots[n - 1 - i];
+	w->nfree = n;
+	for (unsigned i = 0; i < n + 2; i++) {
+		w->samples[i].file.fd = -1;
+		w->samples[i].next_free = i + 1 < n + 2 ? &w->samples[i + 1] : NULL;
+	}
+	w->free_samples = &w->samples[0];
+	w->eo = cfg->eng;
+	w->eo.used_flags = 0;
+	ret = r->ops->init(&w->eng, &w->eo, w->slots, n);
+	if (ret < 0) {
+		w->eng = NULL;
+		return ret;
+	}
+	return 0;
+}
+
+void worker_teardown(struct dc_worker *w)
+{
+	if (w->eng)
+		w->run->ops->cleanup(w->eng);
+	w->eng = NULL;
+	dc_bufpool_free(&w->pool);
+	free(w->slots);
+	free(w->free);
+	free(w->done);
+	free(w->io_sample);
+	free(w->samples);
+	free(w->files);
+	w->slots = NULL;
+	w->free = w->done = NULL;
+	w->io_sample = NULL;
+	w->samples = NULL;
+	w->files = NULL;
+}
+
+/* Workers report in (setup done, or failed with the error recorded) and wait for the common
+ * start. 0 = go. */
+int gate_wait(struct dc_worker *w)
+{
+	struct dc_run *r = w->run;
+	int go;
+
+	pthread_mutex_lock(&r->lock);
+	r->nready++;
+	pthread_cond_broadcast(&r->cond);
+	while (!r->go)
+		pthread_cond_wait(&r->cond, &r->lock);
+	go = r->go;
+	pthread_mutex_unlock(&r->lock);
+	return go > 0 ? 0 : -1;
+}
+
+/* Wait until every created worker has reported, then start the clock (or abort). */
+int gate_open(struct dc_run *r)
+{
+	int failed;
+
+	pthread_mutex_lock(&r->lock);
+	while (r->nready < r->ncreated)
+		pthread_cond_wait(&r->cond, &r->lock);
+	failed = __atomic_load_n(&r->failed, __ATOMIC_RELAXED);
+	if (!failed) {
+		r->t0 = dc_now_ns();
+		r->t_ramp_end = r->t0 + r->cfg->ramp_ns;
+		r->t_stop = r->cfg->runtime_ns ? r->t_ramp_end + r->cfg->runtime_ns : UINT64_MAX;
+	}
+	r->go = failed ? -1 : 1;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	return failed ? -1 : 0;
+}
+
+/* Push this worker's new completions to the live progress counters (relaxed: a watcher only
+ * needs eventually-right numbers). */
+void worker_publish(struct dc_worker *w)
+{
+	struct dc_progress *p = w->run->cfg->progress;
+
+	w->since_pub = 0;
+	if (!p)
+		return;
+	__atomic_fetch_add(&p->ops, w->ops - w->pub_ops, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&p->bytes, w->bytes - w->pub_bytes, __ATOMIC_RELAXED);
+	w->pub_ops = w->ops;
+	w->pub_bytes = w->bytes;
+}
+
+/* Merge the per-thread numbers into the result (after every worker has been joined). */
+void run_collect(struct dc_run *r)
+{
+	struct dc_run_result *res = r->res;
+
+	for (unsigned t = 0; t < r->nworkers; t++) {
+		struct dc_worker *w = &r->w[t];
+
+		res->ops += w->ops;
+		res->bytes += w->bytes;
+		res->errors += w->errors;
+		if (w->lat)
+			dc_hist_merge(&res->lat, w->lat);
+		if (w->slat)
+			dc_hist_merge(&res->sample_lat, w->slat);
+		if (res->threads) {
+			res->threads[t].ops = w->ops;
+			res->threads[t].bytes = w->bytes;
+			res->threads[t].errors = w->errors;
+			res->threads[t].cpu_ns = w->cpu_ns;
+		}
+	}
+	if (r->nworkers) {
+		res->qd_used = r->w[0].nslots;
+		res->eng_flags_used = r->w[0].eo.used_flags;
+	}
+	res->stopped = r->cfg->stop && *r->cfg->stop;
+}
+
+int run_finish(struct dc_run *r)
+{
+	int err = r->res->error.err;
+
+	run_destroy(r);
+	return err ? -err : 0;
+}

@@ -1,0 +1,111 @@
+/* Private to the runner (runner.c: setup, start gate, errors, results; runner_io.c: dc_run_io;
+ * runner_train.c: dc_run_train).
+ */
+#ifndef DLIO_CORE_RUNNER_INT_H
+#define DLIO_CORE_RUNNER_INT_H
+#include <pthread.h>
+#include <stdint.h>
+
+#include "bufpool.h"
+#include "core_int.h"
+#include "dlio_core/run.h"
+
+#define RUN_PROGRESS_EVERY 64  /* completions between updates of the shared progress counters */
+
+struct dc_run;
+
+/* train: one sample in flight (open .. all its ops done .. close). */
+struct dc_sample {
+	struct dc_file file;
+	uint64_t t_open;
+	uint32_t file_idx;     /* index into the run's paths */
+	unsigned outstanding;  /* ops issued and not completed */
+	int closing;           /* its last op was issued: close when outstanding reaches 0 */
+	int failed;
+	struct dc_sample *next_free;
+};
+
+/* One thread's state: its engine instance, slots and buffers, counters and histograms. */
+struct dc_worker {
+	struct dc_run *run;
+	unsigned id;
+	pthread_t tid;
+	int created;
+	struct dc_engine *eng;
+	struct dc_engine_opts eo;     /* writable copy: the engine reports used_flags in it */
+	struct dc_io *slots;
+	unsigned nslots;              /* queue depth in use (1 for synchronous engines) */
+	struct dc_io **free;          /* stack of idle slots */
+	unsigned nfree;
+	struct dc_io **done;          /* reap() output */
+	struct dc_bufpool pool;
+	struct dc_hist *lat;
+	struct dc_hist *slat;         /* train: sample latency */
+	struct dc_file *files;        /* io: one per path; train: files used outside samples */
+	/* train */
+	struct dc_sample *samples;
+	struct dc_sample *free_samples;
+	struct dc_sample **io_sample; /* per slot: the sample its request belongs to */
+	unsigned step_samples;        /* samples closed in the current step */
+	uint64_t step_bytes;
+	/* counters (measured window) */
+	uint64_t ops, bytes, errors;
+	uint64_t pub_ops, pub_bytes;  /* already added to cfg->progress */
+	unsigned since_pub;
+	uint64_t cpu_ns;
+	uint64_t t_end;
+};
+
+struct dc_run {
+	const struct dc_run_config *cfg;
+	struct dc_run_result *res;
+	const struct dc_engine_ops *ops;
+	struct dc_worker *w;
+	unsigned nworkers;            /* threads created (io: threads; train: readers, or 1) */
+	unsigned ncreated;
+	uint32_t dio_align;
+	int has_writes;
+	int need_files;               /* train: some ops lie outside an OPEN..CLOSE sample */
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;          /* start gate; train: a step became ready */
+	pthread_cond_t space;         /* train: the trainer consumed a step */
+	unsigned nready;
+	int go;                       /* 1 = run, -1 = abort */
+
+	uint64_t t0, t_ramp_end, t_stop;
+	int loop;                     /* io: cycle through the ops */
+	int failed;                   /* atomic: an error was recorded */
+	int quit;                     /* atomic: train: the trainer is done */
+	uint64_t claimed;             /* atomic: io: bytes_limit handed out */
+
+	/* train */
+	uint8_t *ready;               /* per step, under lock */
+	uint64_t *step_bytes;         /* per step, written by its reader before ready */
+	uint64_t consumed;            /* steps the trainer has taken, under lock */
+};
+
+static inline int run_should_stop(const struct dc_run *r)
+{
+	const volatile int *stop = r->cfg->stop;
+
+	return (stop && *stop) || __atomic_load_n(&r->failed, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&r->quit, __ATOMIC_RELAXED);
+}
+
+/* runner.c */
+int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run_result *res,
+		int train);
+void run_destroy(struct dc_run *r);
+void run_fail(struct dc_run *r, int err, uint32_t file, uint64_t offset, const char *what);
+void worker_io_error(struct dc_worker *w, const struct dc_io *io);
+int worker_setup(struct dc_worker *w);
+void worker_teardown(struct dc_worker *w);
+int gate_wait(struct dc_worker *w);
+int gate_open(struct dc_run *r);
+void worker_publish(struct dc_worker *w);
+void run_collect(struct dc_run *r);
+uint64_t thread_cpu_ns(void);
+int run_finish(struct dc_run *r);
+
+#endif

@@ -1,0 +1,322 @@
+/* dc_run_io: the fio-like shape. Each worker thread owns ops [f[t], f[t+1]), opens their files
+ * once, and cycles through them keeping up to qd requests in flight until the runtime or the
+ * byte budget is spent (or once through). Requests issued during the ramp are run, not counted.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlio_core/timer.h"
+#include "runner_int.h"
+
+/* Open, once, every file this worker's op range touches (read-write if it writes to it). */
+static int io_open_files(struct dc_worker *w)
+{
+	struct dc_run *r = w->run;
+	const struct dc_run_config *cfg = r->cfg;
+	uint64_t first = cfg->thread_first_op[w->id], last = cfg->thread_first_op[w->id + 1];
+	uint8_t *use;
+	int ret = 0;
+
+	if (!cfg->npaths)
+		return 0;
+	w->files = calloc(cfg->npaths, sizeof(*w->files));
+	use = calloc(cfg->npaths, 1);
+	if (!w->files || !use) {
+		free(use);
+		run_fail(r, ENOMEM, UINT32_MAX, 0, "memory");
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < cfg->npaths; i++) {
+		w->files[i].path = cfg->paths[i];
+		w->files[i].fd = -1;
+		w->files[i].direct = cfg->direct;
+		w->files[i].reg_index = -1;
+	}
+	for (uint64_t i = first; i < last; i++)
+		use[cfg->ops[i].file] |= 1 | (cfg->ops[i].op == DC_OP_WRITE ? 2 : 0);
+	for (uint32_t i = 0; i < cfg->npaths && !ret; i++) {
+		if (!use[i])
+			continue;
+		ret = r->ops->open(w->eng, &w->files[i], use[i] & 2);
+		if (ret < 0) {
+			w->files[i].fd = -1;
+			run_fail(r, -ret, i, 0, "open");
+		}
+	}
+	free(use);
+	return ret;
+}
+
+static void io_close_files(struct dc_worker *w)
+{
+	const struct dc_run_config *cfg = w->run->cfg;
+
+	if (!w->files || !w->eng)
+		return;
+	for (uint32_t i = 0; i < cfg->npaths; i++) {
+		if (w->files[i].fd < 0)
+			continue;
+		if (w->run->ops->close(w->eng, &w->files[i]) < 0)
+			w->files[i].fd = -1;
+	}
+}
+
+/* bytes_limit is shared by all threads: claim it in chunks so the common counter is touched once
+ * per ~64 requests, not per request. Returns the bytes granted (0 = budget spent). */
+static int64_t io_claim(struct dc_run *r)
+{
+	uint64_t limit = r->cfg->bytes_limit;
+	uint64_t chunk = 64 * (r->cfg->max_len ? r->cfg->max_len : 1);
+	uint64_t prev = __atomic_fetch_add(&r->claimed, chunk, __ATOMIC_RELAXED);
+
+	if (prev >= limit)
+		return 0;
+	return (int64_t)(limit - prev < chunk ? limit - prev : chunk);
+}
+
+static inline void io_complete(struct dc_worker *w, struct dc_io *io, uint64_t now, uint64_t t_ramp)
+{
+	if (likely(io->res == (int64_t)io->len)) {
+		/* Only requests issued after the ramp count. */
+		if (likely(io->t_issue >= t_ramp)) {
+			w->ops++;
+			w->bytes += io->len;
+			dc_hist_add_inline(w->lat, now - io->t_issue);
+			if (unlikely(++w->since_pub >= RUN_PROGRESS_EVERY))
+				worker_publish(w);
+		}
+	} else {
+		worker_io_error(w, io);
+	}
+}
+
+/*
+ * Synchronous engines (posix, mmap, null): one slot, the request completes inside submit(). This
+ * is the loop whose cost the null engine measures, so it is kept flat: the counters live in
+ * registers, one indirect call per request, two timestamps, no atomics but a relaxed load.
+ */
+static void io_loop_sync(struct dc_worker *w)
+{
+	struct dc_run *r = w->run;
+	const struct dc_run_config *cfg = r->cfg;
+	const struct dc_op *ops = cfg->ops;
+	const uint64_t first = cfg->thread_first_op[w->id], last = cfg->thread_first_op[w->id + 1];
+	const uint64_t t_ramp = r->t_ramp_end, t_stop = r->t_stop;
+	const int loop = r->loop, limited = cfg->bytes_limit != 0;
+	const volatile int *stop = cfg->stop;
+	int (*submit)(struct dc_engine *, struct dc_io *) = r->ops->submit;
+	struct dc_engine *eng = w->eng;
+	struct dc_file *files = w->files;
+	struct dc_hist *lat = w->lat;
+	struct dc_io *io = &w->slots[0];
+	uint64_t idx = first, nops = 0, nbytes = 0;
+	int64_t budget = 0;
+	unsigned since = 0;
+
+	if (first >= last)
+		goto out;
+	for (;;) {
+		const struct dc_op *op;
+		uint64_t now, done;
+		int ret;
+
+		if (unlikely(idx == last)) {
+			if (!loop)
+				break;
+			idx = first;
+		}
+		if (unlikely((stop && *stop) || __atomic_load_n(&r->failed, __ATOMIC_RELAXED)))
+			break;
+		now = dc_now_ns();
+		if (unlikely(now >= t_stop))
+			break;
+		op = &ops[idx];
+		if (limited && now >= t_ramp) {
+			if (budget <= 0 && (budget = io_claim(r)) <= 0)
+				break;
+			budget -= (int64_t)op->length;
+		}
+		io->file = &files[op->file];
+		io->offset = op->offset;
+		io->len = op->length;
+		io->op = op->op;
+		io->user = idx++;
+		io->t_issue = now;
+		ret = submit(eng, io);
+		done = dc_now_ns();
+		if (likely(ret == 1 && io->res == (int64_t)io->len)) {
+			if (likely(now >= t_ramp)) {
+				nops++;
+				nbytes += io->len;
+				dc_hist_add_inline(lat, done - now);
+				if (unlikely(++since >= RUN_PROGRESS_EVERY)) {
+					since = 0;
+					w->ops = nops;
+					w->bytes = nbytes;
+					worker_publish(w);
+				}
+			}
+		} else if (ret == 1) {
+			w->ops = nops;
+			w->bytes = nbytes;
+			worker_io_error(w, io);
+			break;
+		} else {
+			w->errors++;
+			run_fail(r, ret < 0 ? -ret : EIO, op->file, op->offset, "submit");
+			break;
+		}
+	}
+out:
+	w->ops = nops;
+	w->bytes = nbytes;
+	w->t_end = dc_now_ns();
+	worker_publish(w);
+}
+
+static void io_loop(struct dc_worker *w)
+{
+	struct dc_run *r = w->run;
+	const struct dc_run_config *cfg = r->cfg;
+	const struct dc_op *ops = cfg->ops;
+	const uint64_t first = cfg->thread_first_op[w->id], last = cfg->thread_first_op[w->id + 1];
+	const uint64_t t_ramp = r->t_ramp_end, t_stop = r->t_stop;
+	const int loop = r->loop, limited = cfg->bytes_limit != 0;
+	const volatile int *stop = cfg->stop;
+	int (*submit)(struct dc_engine *, struct dc_io *) = r->ops->submit;
+	const unsigned qd = w->nslots;
+	uint64_t idx = first;
+	unsigned inflight = 0;
+	int64_t budget = 0;
+	int issuing = first < last;
+
+	while (issuing || inflight) {
+		while (issuing && inflight < qd) {
+			const struct dc_op *op;
+			struct dc_io *io;
+			uint64_t now;
+			int ret;
+
+			if (unlikely(idx == last)) {
+				if (!loop) {
+					issuing = 0;
+					break;
+				}
+				idx = first;
+			}
+			/* Checked between requests, so a stop lands within one request. */
+			if (unlikely((stop && *stop) || __atomic_load_n(&r->failed, __ATOMIC_RELAXED))) {
+				issuing = 0;
+				break;
+			}
+			now = dc_now_ns();
+			if (unlikely(now >= t_stop)) {
+				issuing = 0;
+				break;
+			}
+			op = &ops[idx];
+			if (limited && now >= t_ramp) {
+				if (budget <= 0 && (budget = io_claim(r)) <= 0) {
+					issuing = 0;
+					break;
+				}
+				budget -= (int64_t)op->length;
+			}
+			io = w->free[--w->nfree];
+			io->file = &w->files[op->file];
+			io->offset = op->offset;
+			io->len = op->length;
+			io->op = op->op;
+			io->user = idx++;
+			io->t_issue = now;
+			ret = submit(w->eng, io);
+			if (likely(ret == 1)) {
+				io_complete(w, io, dc_now_ns(), t_ramp);
+				w->free[w->nfree++] = io;
+			} else if (ret == 0) {
+				inflight++;
+			} else {
+				w->free[w->nfree++] = io;
+				w->errors++;
+				run_fail(r, -ret, op->file, op->offset, "submit");
+				issuing = 0;
+			}
+		}
+		if (inflight) {
+			int n = r->ops->reap(w->eng, 1, w->done, qd);
+			uint64_t now = dc_now_ns();
+
+			if (unlikely(n < 0)) {
+				/* The ring is unusable; cleanup cancels what is still in flight. */
+				run_fail(r, -n, UINT32_MAX, 0, "reap");
+				break;
+			}
+			for (int i = 0; i < n; i++) {
+				io_complete(w, w->done[i], now, t_ramp);
+				w->free[w->nfree++] = w->done[i];
+			}
+			inflight -= (unsigned)n;
+		}
+	}
+	w->t_end = dc_now_ns();
+	worker_publish(w);
+}
+
+static void *io_worker(void *arg)
+{
+	struct dc_worker *w = arg;
+	struct dc_run *r = w->run;
+	int ret = worker_setup(w);
+
+	if (ret < 0)
+		run_fail(r, -ret, UINT32_MAX, 0, ret == -ENOMEM ? "memory" : "engine init");
+	else
+		io_open_files(w);  /* a failure is recorded and aborts the gate */
+	if (gate_wait(w) == 0) {
+		uint64_t cpu0 = thread_cpu_ns();
+
+		if (r->ops->caps & DC_CAP_ASYNC)
+			io_loop(w);
+		else
+			io_loop_sync(w);
+		w->cpu_ns = thread_cpu_ns() - cpu0;
+	}
+	io_close_files(w);
+	worker_teardown(w);
+	return NULL;
+}
+
+int dc_run_io(const struct dc_run_config *cfg, struct dc_run_result *res)
+{
+	struct dc_run r;
+	int ret = run_prepare(&r, cfg, res, 0);
+
+	if (ret < 0) {
+		run_destroy(&r);
+		return ret;
+	}
+	/* Without a runtime or a byte budget, "loop" would never end: one pass. */
+	r.loop = cfg->loop && (cfg->runtime_ns || cfg->bytes_limit);
+	for (unsigned t = 0; t < r.nworkers; t++) {
+		ret = pthread_create(&r.w[t].tid, NULL, io_worker, &r.w[t]);
+		if (ret) {
+			run_fail(&r, ret, UINT32_MAX, 0, "thread");
+			break;
+		}
+		r.w[t].created = 1;
+		r.ncreated++;
+	}
+	gate_open(&r);
+	for (unsigned t = 0; t < r.nworkers; t++)
+		if (r.w[t].created)
+			pthread_join(r.w[t].tid, NULL);
+
+	res->t_start = r.t_ramp_end;
+	res->t_end = r.t_ramp_end;
+	for (unsigned t = 0; t < r.nworkers; t++)
+		if (r.w[t].t_end > res->t_end)
+			res->t_end = r.w[t].t_end;
+	run_collect(&r);
+	return run_finish(&r);
+}

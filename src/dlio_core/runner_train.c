@@ -1,0 +1,427 @@
+/* dc_run_train: the DLIO/PyTorch shape. Reader threads read steps k = t, t+T, ... and publish
+ * them; the calling thread is the trainer, which takes the steps in order, records how long it
+ * waited, spins the step's compute time and calls the step hook. At most `prefetch` finished
+ * steps may wait beyond the one the trainer is about to take (bounded prefetch).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dlio_core/compute.h"
+#include "dlio_core/timer.h"
+#include "runner_int.h"
+
+#define TRAIN_POLL_NS    50000000ull  /* timed waits and compute chunks: stop checks this often */
+
+static void wait_a_while(struct dc_run *r, pthread_cond_t *cv)
+{
+	struct timespec ts;
+	uint64_t t = dc_now_ns() + TRAIN_POLL_NS;
+
+	ts.tv_sec = (time_t)(t / 1000000000ull);
+	ts.tv_nsec = (long)(t % 1000000000ull);
+	pthread_cond_timedwait(cv, &r->lock, &ts);
+}
+
+static struct dc_sample *sample_get(struct dc_worker *w)
+{
+	struct dc_sample *s = w->free_samples;
+
+	/* Cannot run out: a live sample holds an in-flight op, or is the one being issued. */
+	w->free_samples = s->next_free;
+	s->outstanding = 0;
+	s->closing = 0;
+	s->failed = 0;
+	return s;
+}
+
+/* Close a sample once its last op was issued and all its ops completed. */
+static void sample_maybe_finish(struct dc_worker *w, struct dc_sample *s)
+{
+	struct dc_run *r = w->run;
+	int ret;
+
+	if (!s->closing || s->outstanding)
+		return;
+	ret = r->ops->close(w->eng, &s->file);
+	if (ret < 0 && !s->failed) {
+		s->failed = 1;
+		run_fail(r, -ret, s->file_idx, 0, "close");
+	}
+	if (!s->failed) {
+		dc_hist_add(w->slat, dc_now_ns() - s->t_open);
+		w->step_samples++;
+		if (r->cfg->preprocess_ns_per_sample && !run_should_stop(r))
+			dc_compute(r->cfg->preprocess_ns_per_sample, DC_COMPUTE_SPIN);
+	}
+	s->file.fd = -1;
+	s->next_free = w->free_samples;
+	w->free_samples = s;
+}
+
+static void train_complete(struct dc_worker *w, struct dc_io *io, uint64_t now)
+{
+	struct dc_sample *s = w->io_sample[io->index];
+
+	if (likely(io->res == (int64_t)io->len)) {
+		w->ops++;
+		w->bytes += io->len;
+		w->step_bytes += io->len;
+		dc_hist_add(w->lat, now - io->t_issue);
+		if (unlikely(++w->since_pub >= RUN_PROGRESS_EVERY))
+			worker_publish(w);
+	} else {
+		worker_io_error(w, io);
+		if (s)
+			s->failed = 1;
+	}
+	w->free[w->nfree++] = io;
+	if (s) {
+		s->outstanding--;
+		sample_maybe_finish(w, s);
+	}
+}
+
+/* A file used outside an OPEN..CLOSE sample: opened on first use, kept until the end. */
+static struct dc_file *persistent_file(struct dc_worker *w, const struct dc_op *op)
+{
+	struct dc_run *r = w->run;
+	struct dc_file *f = &w->files[op->file];
+	int ret;
+
+	if (f->fd >= 0)
+		return f;
+	f->path = r->cfg->paths[op->file];
+	f->direct = r->cfg->direct;
+	ret = r->ops->open(w->eng, f, op->op == DC_OP_WRITE);
+	if (ret < 0) {
+		f->fd = -1;
+		run_fail(r, -ret, op->file, op->offset, "open");
+		return NULL;
+	}
+	return f;
+}
+
+/* Read step k with up to qd requests in flight; samples may overlap. 0, or -1 when stopped or
+ * failed (the error is recorded). Everything in flight is drained before returning. */
+static int read_step(struct dc_worker *w, uint64_t k)
+{
+	struct dc_run *r = w->run;
+	const struct dc_run_config *cfg = r->cfg;
+	const struct dc_step *st = &cfg->steps[k];
+	const struct dc_op *ops = cfg->ops;
+	uint64_t i = st->first_op, end = st->first_op + st->nops;
+	struct dc_sample *cur = NULL;
+	unsigned inflight = 0, qd = w->nslots;
+	int halt = 0;
+
+	w->step_bytes = 0;
+	w->step_samples = 0;
+	for (;;) {
+		while (!halt && i < end && inflight < qd) {
+			const struct dc_op *op = &ops[i];
+			struct dc_file *f;
+			struct dc_io *io;
+			int ret;
+
+			if (run_should_stop(r)) {
+				halt = 1;
+				break;
+			}
+			if (op->flags & DC_OPF_OPEN) {
+				if (cur) {  /* previous sample had no CLOSE: it ends here */
+					cur->closing = 1;
+					sample_maybe_finish(w, cur);
+				}
+				cur = sample_get(w);
+				cur->file.path = cfg->paths[op->file];
+				cur->file.direct = cfg->direct;
+				cur->file_idx = op->file;
+				cur->t_open = dc_now_ns();
+				ret = r->ops->open(w->eng, &cur->file, op->op == DC_OP_WRITE);
+				if (ret < 0) {
+					cur->file.fd = -1;
+					cur->next_free = w->free_samples;
+					w->free_samples = cur;
+					cur = NULL;
+					run_fail(r, -ret, op->file, op->offset, "open");
+					halt = 1;
+					break;
+				}
+			}
+			if (cur) {
+				f = &cur->file;
+			} else {
+				f = persistent_file(w, op);
+				if (!f) {
+					halt = 1;
+					break;
+				}
+			}
+			io = w->free[--w->nfree];
+			io->file = f;
+			io->offset = op->offset;
+			io->len = op->length;
+			io->op = op->op;
+			io->user = i++;
+			w->io_sample[io->index] = cur;
+			if (cur) {
+				cur->outstanding++;
+				if (op->flags & DC_OPF_CLOSE) {
+					cur->closing = 1;
+					cur = NULL;
+				}
+			}
+			io->t_issue = dc_now_ns();
+			ret = r->ops->submit(w->eng, io);
+			if (likely(ret == 1)) {
+				train_complete(w, io, dc_now_ns());
+			} else if (ret == 0) {
+				inflight++;
+			} else {
+				struct dc_sample *s = w->io_sample[io->index];
+
+				w->errors++;
+				w->free[w->nfree++] = io;
+				run_fail(r, -ret, op->file, op->offset, "submit");
+				if (s) {
+					s->failed = 1;
+					s->outstanding--;
+					sample_maybe_finish(w, s);
+				}
+				halt = 1;
+			}
+		}
+		if (!inflight)
+			break;
+		{
+			int n = r->ops->reap(w->eng, 1, w->done, qd);
+			uint64_t now = dc_now_ns();
+
+			if (unlikely(n < 0)) {
+				run_fail(r, -n, UINT32_MAX, 0, "reap");
+				return -1;
+			}
+			for (int j = 0; j < n; j++)
+				train_complete(w, w->done[j], now);
+			inflight -= (unsigned)n;
+		}
+	}
+	if (cur) {  /* the step ended inside a sample: close it */
+		cur->closing = 1;
+		sample_maybe_finish(w, cur);
+	}
+	if (halt || run_should_stop(r))
+		return -1;
+	/* Samples the plan did not mark (no OPEN/CLOSE) still get their preprocessing. */
+	if (cfg->preprocess_ns_per_sample && w->step_samples < st->nsamples)
+		dc_compute(cfg->preprocess_ns_per_sample * (st->nsamples - w->step_samples),
+			   DC_COMPUTE_SPIN);
+	r->step_bytes[k] = w->step_bytes;
+	return 0;
+}
+
+static void close_persistent(struct dc_worker *w)
+{
+	const struct dc_run_config *cfg = w->run->cfg;
+
+	if (!w->files || !w->eng)
+		return;
+	for (uint32_t i = 0; i < cfg->npaths; i++)
+		if (w->files[i].fd >= 0)
+			w->run->ops->close(w->eng, &w->files[i]);
+}
+
+static int train_worker_setup(struct dc_worker *w)
+{
+	struct dc_run *r = w->run;
+	int ret = worker_setup(w);
+
+	if (ret < 0) {
+		run_fail(r, -ret, UINT32_MAX, 0, ret == -ENOMEM ? "memory" : "engine init");
+		return ret;
+	}
+	if (r->need_files && r->cfg->npaths) {
+		w->files = calloc(r->cfg->npaths, sizeof(*w->files));
+		if (!w->files) {
+			run_fail(r, ENOMEM, UINT32_MAX, 0, "memory");
+			return -ENOMEM;
+		}
+		for (uint32_t i = 0; i < r->cfg->npaths; i++) {
+			w->files[i].fd = -1;
+			w->files[i].reg_index = -1;
+		}
+	}
+	return 0;
+}
+
+static void *reader(void *arg)
+{
+	struct dc_worker *w = arg;
+	struct dc_run *r = w->run;
+	const struct dc_run_config *cfg = r->cfg;
+	const uint64_t prefetch = cfg->prefetch ? cfg->prefetch : 1;
+
+	/* A setup failure is recorded in the run, which makes the gate abort for everyone. */
+	train_worker_setup(w);
+	if (gate_wait(w) == 0) {
+		uint64_t cpu0 = thread_cpu_ns();
+
+		for (uint64_t k = w->id; k < cfg->nsteps; k += r->nworkers) {
+			int ok;
+
+			/* Bounded prefetch: step k may be read once the trainer has taken k - prefetch. */
+			pthread_mutex_lock(&r->lock);
+			while (k > r->consumed + prefetch && !run_should_stop(r))
+				wait_a_while(r, &r->space);
+			pthread_mutex_unlock(&r->lock);
+			if (run_should_stop(r))
+				break;
+			ok = read_step(w, k) == 0;
+			if (!ok)
+				break;
+			pthread_mutex_lock(&r->lock);
+			r->ready[k] = 1;
+			pthread_cond_broadcast(&r->cond);
+			pthread_mutex_unlock(&r->lock);
+		}
+		w->cpu_ns = thread_cpu_ns() - cpu0;
+	}
+	worker_publish(w);
+	close_persistent(w);
+	worker_teardown(w);
+	return NULL;
+}
+
+/* The step's compute from t0 (when the batch was in hand) in chunks, so a stop or a reader's
+ * failure ends it within TRAIN_POLL_NS. */
+static uint64_t train_compute(struct dc_run *r, uint64_t t0, uint64_t ns)
+{
+	uint64_t deadline = t0 + ns, now = dc_now_ns();
+
+	if (!ns)
+		return 0;
+	for (;;) {
+		uint64_t until = now + TRAIN_POLL_NS < deadline ? now + TRAIN_POLL_NS : deadline;
+
+		now = dc_compute_until(until, r->cfg->compute_mode);
+		if (now >= deadline || run_should_stop(r))
+			break;
+	}
+	return now - t0;
+}
+
+static void trainer(struct dc_run *r)
+{
+	const struct dc_run_config *cfg = r->cfg;
+	struct dc_run_result *res = r->res;
+	struct dc_worker *self = cfg->threads ? NULL : &r->w[0];
+
+	for (uint64_t k = 0; k < cfg->nsteps; k++) {
+		struct dc_step_times *st = &res->step_times[k];
+		uint64_t want = cfg->steps[k].compute_ns;
+		int ready;
+
+		if (run_should_stop(r))
+			break;
+		st->t_fetch = dc_now_ns();
+		if (self) {
+			/* No readers (num_workers=0): the whole read is exposed wait. */
+			ready = read_step(self, k) == 0;
+			st->t_ready = dc_now_ns();
+		} else {
+			pthread_mutex_lock(&r->lock);
+			while (!r->ready[k] && !run_should_stop(r))
+				wait_a_while(r, &r->cond);
+			ready = r->ready[k];
+			if (ready)
+				r->consumed = k + 1;
+			pthread_mutex_unlock(&r->lock);
+			st->t_ready = dc_now_ns();
+			/* Waking a reader costs a futex syscall (10-20 us on a VM). It is done after the
+			 * batch is in hand and inside the step's compute window (the compute deadline is
+			 * absolute from t_ready), as a real loader's refill overlaps the accelerator. */
+			if (ready)
+				pthread_cond_broadcast(&r->space);
+		}
+		if (!ready)
+			break;
+		st->bytes = r->step_bytes[k];
+		st->compute_ns = train_compute(r, st->t_ready, want);
+		if (st->compute_ns < want) {  /* cut short by a stop or a failure */
+			st->t_end = dc_now_ns();
+			break;
+		}
+		if (cfg->step_hook) {
+			int ret = cfg->step_hook(cfg->hook_ctx, k);
+
+			if (ret) {
+				run_fail(r, ret < 0 ? -ret : ret, UINT32_MAX, 0, "step hook");
+				st->t_end = dc_now_ns();
+				break;
+			}
+		}
+		st->t_end = dc_now_ns();
+		res->steps_done++;
+		if (cfg->progress)
+			__atomic_fetch_add(&cfg->progress->steps, 1, __ATOMIC_RELAXED);
+	}
+	/* Readers still waiting for room or reading ahead leave now. */
+	pthread_mutex_lock(&r->lock);
+	__atomic_store_n(&r->quit, 1, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&r->space);
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
+
+int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *res)
+{
+	struct dc_run r;
+	int ret = run_prepare(&r, cfg, res, 1);
+
+	if (ret < 0) {
+		run_destroy(&r);
+		return ret;
+	}
+	if (!cfg->threads) {
+		struct dc_worker *w = &r.w[0];
+
+		/* The trainer reads: its engine instance lives on this thread. */
+		if (train_worker_setup(w) == 0) {
+			uint64_t cpu0 = thread_cpu_ns();
+
+			r.t0 = dc_now_ns();
+			trainer(&r);
+			res->t_end = dc_now_ns();
+			w->cpu_ns = thread_cpu_ns() - cpu0;
+		}
+		worker_publish(w);
+		close_persistent(w);
+		worker_teardown(w);
+	} else {
+		for (unsigned t = 0; t < r.nworkers; t++) {
+			ret = pthread_create(&r.w[t].tid, NULL, reader, &r.w[t]);
+			if (ret) {
+				run_fail(&r, ret, UINT32_MAX, 0, "thread");
+				break;
+			}
+			r.w[t].created = 1;
+			r.ncreated++;
+		}
+		if (gate_open(&r) == 0) {
+			trainer(&r);
+			res->t_end = dc_now_ns();
+		} else {
+			__atomic_store_n(&r.quit, 1, __ATOMIC_RELAXED);
+		}
+		for (unsigned t = 0; t < r.nworkers; t++)
+			if (r.w[t].created)
+				pthread_join(r.w[t].tid, NULL);
+	}
+	res->t_start = r.t0;
+	if (res->t_end < res->t_start)
+		res->t_end = res->t_start;
+	run_collect(&r);
+	return run_finish(&r);
+}
