@@ -249,16 +249,19 @@ def workload_options(f):
 @click.option("--qd", type=click.IntRange(1, 1024), default=None, help="Reads in flight per reader thread.")
 @click.option("--cache", type=click.Choice(["keep", "drop"]), default=None,
               help="drop: drop the dataset's cached pages before each epoch.")
+@click.option("--skip-bad-files", is_flag=True, default=None,
+              help="Leave out missing / unreadable / changed files (counted in the results) instead of stopping.")
 @click.option("--dry-run", is_flag=True, help="Print the resolved config and the dataset plan; touch nothing.")
 @click.pass_context
-def run(ctx, overrides, workload_name, config_file, sets, scale, output, engine, qd, cache, dry_run):
+def run(ctx, overrides, workload_name, config_file, sets, scale, output, engine, qd, cache, skip_bad_files, dry_run):
     """Emulate a training workload: generate the data if missing, train, report (DLIO-compatible).
 
     OVERRIDES in DLIO's spelling are accepted too: ++workload.dataset.num_files_train=16
     """
     from dlio import mpi, runcmd
     from dlio.progress import Progress
-    extra = [f"dlio_fast.{k}={v}" for k, v in (("engine", engine), ("qd", qd), ("cache", cache)) if v is not None]
+    extra = [f"dlio_fast.{k}={v}" for k, v in (("engine", engine), ("qd", qd), ("cache", cache),
+                                               ("skip_bad_files", skip_bad_files)) if v is not None]
     if workload_name is None and config_file is None and not any("workload=" in o for o in overrides):
         raise DlioError("say which workload: --workload NAME (see dlio-fast workloads) or --config FILE.yaml")
     cfg = _load(workload_name, config_file, sets, overrides, scale, extra)
@@ -272,8 +275,9 @@ def run(ctx, overrides, workload_name, config_file, sets, scale, output, engine,
 @cli.command(context_settings={"ignore_unknown_options": True})
 @workload_options
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="Writer threads per rank (default: CPUs).")
+@click.option("--checksum", is_flag=True, help="Record CRC32C of every file and sample (for dlio-fast verify).")
 @click.pass_context
-def generate(ctx, overrides, workload_name, config_file, sets, scale, threads):
+def generate(ctx, overrides, workload_name, config_file, sets, scale, threads, checksum):
     """Generate a workload's dataset (DLIO's layout and formats); complete files are kept."""
     from dlio import mpi, runcmd, workload
     from dlio.progress import Progress
@@ -283,7 +287,30 @@ def generate(ctx, overrides, workload_name, config_file, sets, scale, threads):
     comm = mpi.world()
     progress = Progress() if comm.rank == 0 and not ctx.obj["quiet"] else None
     echo = click.echo if comm.rank == 0 else (lambda *a, **k: None)
-    runcmd.generate(cfg, workload.dataset_spec(cfg), comm, echo, progress, threads)
+    runcmd.generate(cfg, workload.dataset_spec(cfg), comm, echo, progress, threads, checksum=checksum)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.option("--data", "data_folder", type=click.Path(file_okay=False), default=None,
+              help="The dataset folder (default: the workload's dataset.data_folder).")
+@workload_options
+def verify(data_folder, overrides, workload_name, config_file, sets, scale):
+    """Check a dataset against its format (and its checksums when generated with --checksum)."""
+    from dlio import verify as verify_mod, workload
+    if workload_name is None and config_file is None and not any("workload=" in o for o in overrides):
+        raise DlioError("say which workload the data belongs to: --workload NAME or --config FILE.yaml")
+    extra = [f"dataset.data_folder={data_folder}"] if data_folder else []
+    cfg = _load(workload_name, config_file, sets, overrides, scale, extra)
+    spec = workload.dataset_spec(cfg)
+    if not os.path.isdir(spec.data_folder):
+        raise DlioError(f"{spec.data_folder}: no such dataset folder")
+    checked, problems = verify_mod.verify(spec)
+    for path, what in problems:
+        click.echo(f"BAD  {path}: {what}")
+    sums = "with content checksums" if verify_mod.has_checksums(spec) else "no checksums recorded"
+    click.echo(f"{checked} files checked ({spec.format}, {sums}): {len(problems)} bad")
+    if problems:
+        sys.exit(1)
 
 
 @cli.group(invoke_without_command=True)

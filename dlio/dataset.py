@@ -586,7 +586,10 @@ def load_manifest(spec, split, cache=True, checksum=False):
             _try_save(spec, m, cache)
             return m
     m = scan_manifest(spec, split, checksum=checksum)
-    _try_save(spec, m, cache)
+    # A manifest written at generation is the record of what the files should be: a scan of files
+    # that changed since must not replace it (that would make a truncated file look complete).
+    if _load_saved(spec, split, check=False) is None:
+        _try_save(spec, m, cache)
     return m
 
 

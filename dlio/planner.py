@@ -55,6 +55,7 @@ class Layout:
     range_length: np.ndarray = None
     sequential: bool = False              # tfrecord: records streamed in file order
     no_io: bool = False                   # synthetic
+    bad: np.ndarray = None                # files to leave out (--skip-bad-files), bool per file
 
 
 def seed_for(seed, epoch, change_epoch):
@@ -136,7 +137,7 @@ def sample_ops(samples, layout, max_transfer=MAX_TRANSFER):
             raise ValueError(f"no byte ranges known for sample {bad % layout.spf} of file {bad // layout.spf}")
         owner = np.repeat(np.arange(n), count)
         starts = np.repeat(first, count)
-        k = np.arange(len(owner)) - np.repeat(np.concatenate([[0], np.cumsum(count)[:-1]]), count)
+        k = np.arange(len(owner)) - np.repeat(np.cumsum(count) - count, count)   # range number in its sample
         ridx = starts + k
         file = layout.range_file[ridx].astype(np.int64)
         offset = layout.range_offset[ridx].astype(np.uint64)
@@ -166,6 +167,8 @@ def stream_ops(samples, layout, batch, transfer=TF_BUFFER):
     (open, sequential reads of `transfer` bytes, close), as TFRecordDataset's buffered reader does.
     Returns ops and the ops per batch."""
     n = len(samples)
+    if n == 0:
+        return np.zeros(0, dtype=_core.OP_DTYPE), np.zeros(0, dtype=np.int64)
     key = layout.range_file.astype(np.int64) * layout.spf + layout.range_sample.astype(np.int64)
     ridx = np.searchsorted(key, samples)
     if n and (ridx >= len(key)).any() or n and (key[np.minimum(ridx, len(key) - 1)] != samples).any():
@@ -215,22 +218,30 @@ def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None)
     s = settings
     if layout.sequential:
         files = shard_files_round_robin(layout.nfiles, rank, size)
+        if layout.bad is not None:
+            files = files[~layout.bad[files]]
         if s.file_shuffle != "off" and not s.compat_dlio_order:
             rng = np.random.default_rng(seed_for(s.seed, epoch, s.seed_change_epoch))
             files = rng.permutation(files)
         seq = (files[:, None] * layout.spf + np.arange(layout.spf)[None, :]).ravel()
         if layout.nfiles < size:   # fewer files than ranks: records are sharded instead
             seq = seq[rank::size]
-        # every rank must take the same number of steps (the per-step barrier)
-        per_rank = _min_records_per_rank(layout, size) if layout.nfiles >= size else len(seq)
-        steps = per_rank // s.batch
+        # Every rank takes DLIO's floor(records / (batch * ranks)) steps (the per-step barrier needs
+        # the same count everywhere); a rank with fewer records wraps around its own files, as
+        # tf.data's .repeat() does.
+        good = layout.nfiles - (int(layout.bad.sum()) if layout.bad is not None else 0)
+        steps = good * layout.spf // (s.batch * size)
         if s.max_steps > 0:
             steps = min(steps, s.max_steps)
-        samples = seq[:steps * s.batch]
+        if steps and not len(seq):
+            raise ValueError(f"rank {rank} has no tfrecord files to read (all of its files are bad)")
+        samples = np.resize(seq, steps * s.batch) if steps else seq[:0]
         ops, per_batch = stream_ops(samples, layout, s.batch, s.transfer_size)
     else:
         seq = sample_order(layout.nfiles, layout.spf, s.file_shuffle, s.sample_shuffle, s.seed,
                            epoch, s.seed_change_epoch, random_seed, s.compat_dlio_order)
+        if layout.bad is not None:
+            seq = seq[~layout.bad[seq // layout.spf]]
         samples, steps = shard(seq, rank, size, s.batch, s.max_steps)
         ops, per_sample = sample_ops(samples, layout, s.max_transfer)
         per_batch = per_sample.reshape(steps, s.batch).sum(axis=1) if steps else np.zeros(0, np.int64)
@@ -244,9 +255,3 @@ def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None)
         plan_steps["compute_ns"] = np.rint(np.maximum(secs, 0.0) * 1e9).astype(np.uint64)
     return EpochPlan(ops=ops, steps=plan_steps, samples=samples,
                      nominal_bytes=int(ops["length"].sum()) if len(ops) else 0)
-
-
-def _min_records_per_rank(layout, size):
-    """Fewest records any rank gets under file round-robin (all ranks step together)."""
-    per = [len(range(r, layout.nfiles, size)) for r in range(size)]
-    return min(per) * layout.spf

@@ -58,6 +58,11 @@ def eval_figures(result):
     return au, thr
 
 
+def _per_host_bytes(result):
+    """Dataset bytes per host (DLIO's data_size_per_host): what one host's page cache could hold."""
+    return result["dataset"]["bytes_on_disk"] / max(1, len(set(result["hostnames"])))
+
+
 def summary(result):
     """DLIO's summary.json."""
     s = result["settings"]
@@ -100,9 +105,10 @@ def summary(result):
         "num_files_train": d["num_files_train"], "num_files_eval": d["num_files_eval"],
         "num_samples_per_file": d["num_samples_per_file"],
         "host_cpu_count": [host["cpu_count"]], "host_processor_name": host["processor_name"],
+        "host_cpuinfo": host.get("cpuinfo", {}), "host_meminfo": host.get("meminfo", {}),
         "host_memory_GB": [host["memory_GB"]],
-        "data_size_per_host_GB": d["bytes_on_disk"] / 1024 ** 3 / max(1, len(set(result["hostnames"]))),
-        "potential_caching": [int(d["bytes_on_disk"] <= host["memory_bytes"])],
+        "data_size_per_host_GB": _per_host_bytes(result) / 1024 ** 3,
+        "potential_caching": [int(_per_host_bytes(result) <= host["memory_bytes"])],
         "metric": m,
     }
 
@@ -113,7 +119,8 @@ def rank_output(result, r):
     out = {"hostname": rank["hostname"], "host_cpu_count": result["host"]["cpu_count"],
            "host_processor_name": result["host"]["processor_name"],
            "host_memory_GB": result["host"]["memory_GB"],
-           "potential_caching": int(result["dataset"]["bytes_on_disk"] <= result["host"]["memory_bytes"])}
+           "host_cpuinfo": result["host"].get("cpuinfo", {}), "host_meminfo": result["host"].get("meminfo", {}),
+           "potential_caching": int(_per_host_bytes(result) <= result["host"]["memory_bytes"])}
     for ep in rank["epochs"]:
         t = ep.get("train")
         if not t:
@@ -156,7 +163,10 @@ def exact(result):
     blocks = [ep["train"] for r in result["ranks"] for ep in r["epochs"] if ep.get("train")]
     waits_mean = [b["exact"]["io_wait_mean_s"] for b in blocks]
     waits_p99 = [b["exact"]["io_wait_p99_s"] for b in blocks]
-    samples = sum(ep["samples"] for r in result["ranks"] for ep in r["epochs"])
+    # cpu_s of an epoch includes its evaluation (dlio.workload), so its samples count too
+    bse = result["settings"].get("batch_size_eval", 0)
+    samples = sum(ep["samples"] + (ep["eval"]["steps"] * bse if ep.get("eval") else 0)
+                  for r in result["ranks"] for ep in r["epochs"])
     cpu = sum(ep["cpu_s"] for r in result["ranks"] for ep in r["epochs"])
     per_rank = []
     for r in result["ranks"]:

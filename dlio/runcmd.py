@@ -71,7 +71,7 @@ def data_present(spec):
     return True
 
 
-def generate(cfg, spec, comm, echo, progress, threads=None):
+def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False):
     total_bytes = dataset.dataset_bytes(spec)
     total_files = spec.num_files_train + spec.num_files_eval
     echo(f"Starting data generation: {total_files} files, {total_bytes / 2**30:.2f} GiB in {spec.data_folder}")
@@ -80,7 +80,7 @@ def generate(cfg, spec, comm, echo, progress, threads=None):
     if progress is not None and comm.rank == 0:
         cb = lambda b, f: progress.generation(b * comm.size, f * comm.size, total_bytes, total_files)  # noqa: E731
     res = dataset.generate(spec, threads=threads or max(2, os.cpu_count() or 2), rank=comm.rank,
-                           size=comm.size, progress=cb, barrier=comm.barrier)
+                           size=comm.size, progress=cb, barrier=comm.barrier, checksum=checksum)
     if progress is not None:
         progress.done()
     written = sum(comm.allgather(res.bytes_written))

@@ -251,6 +251,10 @@ KEYS: Tuple[Key, ...] = (
     K("dlio_fast.compat_dlio_order", "bool", False,
       "true: DLIO's index-loader order (contiguous, ascending, unshuffled per rank); false: honour the shuffles",
       io=True),
+    K("dlio_fast.skip_bad_files", "bool", False,
+      "leave out files that are missing, unreadable or changed since generation (counted), instead of stopping"),
+    K("dlio_fast.plots", "bool", False, "write PNG plots into the output folder after the run"),
+    K("dlio_fast.trace", "bool", False, "write Chrome-trace / DFTracer .pfw files per rank"),
     K("dlio_fast.seed", "int", 10, "seed for generated sample shapes and content (DLIO seeds shapes with 10)",
       lo=0, hi=2**32 - 1),
 )

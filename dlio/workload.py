@@ -5,6 +5,7 @@ prefetch, trainer spinning each step's compute, MPI barrier per step) -> per-ste
 metrics. Evaluation is a second C run on the valid split with no per-step barrier (as DLIO).
 Everything measured goes into one Result dict; dlio.report renders it.
 """
+import dataclasses
 import os
 import platform
 import resource
@@ -38,19 +39,51 @@ def dataset_spec(cfg):
     )
 
 
-def layout_for(spec, split, no_io=False):
-    """The planner's view of one split, from the dataset manifest (made at generation or by scan)."""
+def check_files(paths, recorded_sizes):
+    """Boolean mask of files that are missing, unreadable or not the size recorded at generation
+    (truncated, or changed under us), and the first problem as text. One stat per file."""
+    bad = np.zeros(len(paths), dtype=bool)
+    first = None
+    for i, p in enumerate(paths):
+        try:
+            size = os.stat(p).st_size
+        except OSError as e:
+            bad[i] = True
+            first = first or f"{p}: {e.strerror}"
+            continue
+        if size != int(recorded_sizes[i]):
+            bad[i] = True
+            first = first or (f"{p}: {size} bytes, but {int(recorded_sizes[i])} were recorded when the "
+                              "dataset was made (truncated or changed)")
+        elif not os.access(p, os.R_OK):
+            bad[i] = True
+            first = first or f"{p}: not readable (permissions)"
+    return bad, first
+
+
+def layout_for(spec, split, no_io=False, skip_bad_files=False):
+    """The planner's view of one split, from the dataset manifest (made at generation or by scan).
+
+    The files on disk are checked against the sizes recorded when the dataset was made: a bad file
+    stops the run with its path, or with skip_bad_files its samples are left out of every epoch
+    (and counted in the results)."""
     fmt = get_format(spec.format)
-    m = dataset.load_manifest(spec, split)
+    saved = dataset._load_saved(spec, split, check=False)
+    m = saved if saved is not None else dataset.load_manifest(spec, split)
     nfiles = spec.num_files_train if split == "train" else spec.num_files_eval
+    bad, problem = check_files(m.paths, m.file_size)
+    if problem and not skip_bad_files:
+        raise DlioError(f"{problem}; regenerate with dlio-fast generate, check with dlio-fast verify, "
+                        "or run with --skip-bad-files")
     kw = {}
     if not fmt.WHOLE_FILE and spec.format != "synthetic":
         kw = dict(range_file=m.range_file, range_sample=m.range_sample, range_offset=m.range_offset,
                   range_length=m.range_length)
-    return planner.Layout(nfiles=nfiles, spf=spec.num_samples_per_file,
-                          file_size=np.asarray(m.file_size, dtype=np.uint64),
-                          whole_file=bool(fmt.WHOLE_FILE), sequential=spec.format == "tfrecord",
-                          no_io=no_io or spec.format == "synthetic", **kw)
+    layout = planner.Layout(nfiles=nfiles, spf=spec.num_samples_per_file,
+                            file_size=np.asarray(m.file_size, dtype=np.uint64),
+                            whole_file=bool(fmt.WHOLE_FILE), sequential=spec.format == "tfrecord",
+                            no_io=no_io or spec.format == "synthetic", **kw)
+    return layout, bad
 
 
 def engine_choice(cfg):
@@ -139,9 +172,14 @@ class Trainer:
             pass
 
 
-def benchmark_cpu(process_cpu_s, res, compute_mode):
-    """CPU the benchmark itself spent: the process's CPU minus the emulated accelerator's spin
-    (which is CPU by design: spin mode spins all of it, hybrid mode the last DC_COMPUTE_SPIN_NS)."""
+def benchmark_cpu(process_cpu_s, res, compute_mode, read_threads):
+    """CPU seconds the benchmark itself spent reading (not the emulated accelerator's spin).
+
+    With reader threads: their thread CPU time, measured by the C core (CLOCK_THREAD_CPUTIME_ID).
+    Without (read_threads 0, the trainer reads): the process CPU minus the compute spun (spin mode
+    spins all of it, hybrid the last 100 us of each step)."""
+    if read_threads > 0:
+        return sum(t["cpu_ns"] for t in res["threads"]) / 1e9
     done = int(res["steps_done"])
     comp = np.asarray(res["step_times"]["compute_ns"][:done], dtype=np.float64)
     spun = comp if compute_mode == 0 else np.minimum(comp, 100_000.0)
@@ -178,15 +216,20 @@ def run_training(cfg, comm, echo, progress=None):
     tr = Trainer(cfg, comm, echo, progress)
     spec = tr.spec
     no_io = cfg.reader.data_loader == "synthetic"   # DLIO's synthetic loader reads nothing
-    layout = layout_for(spec, "train", no_io)
+    skip = cfg.dlio_fast.skip_bad_files
+    layout, bad_train = layout_for(spec, "train", no_io, skip)
     paths = dataset.file_paths(spec, "train")
     eval_on = cfg.workflow.evaluation and spec.num_files_eval > 0
     if eval_on:
-        layout_eval = layout_for(spec, "valid", no_io)
+        layout_eval, _ = layout_for(spec, "valid", no_io, skip)
         paths_eval = dataset.file_paths(spec, "valid")
     excl = (cfg.output.metric.exclude_start_steps, cfg.output.metric.exclude_end_steps)
     random_seed = comm.bcast(int(np.random.SeedSequence().entropy % (2 ** 63)))
-    rank_rec = {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": []}
+    rank_rec = {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": [],
+                "bad_files": [paths[i] for i in np.flatnonzero(bad_train)]}
+    if bad_train.any():
+        tr.echo(f"Skipping {int(bad_train.sum())} bad file(s) (--skip-bad-files), e.g. {paths[np.flatnonzero(bad_train)[0]]}")
+        layout = dataclasses.replace(layout, bad=bad_train)
     next_eval = cfg.evaluation.eval_after_epoch
     steps0 = None
     try:
@@ -202,7 +245,7 @@ def run_training(cfg, comm, echo, progress=None):
                         f"{spec.num_files_train} / {st.batch} / {comm.size} (samples per file * num files / "
                         "batch size / comm size)")
             mode = 1 if cfg.dlio_fast.compute_mode == "hybrid" else 0
-            rec = _epoch_record(epoch, res, plan, st, excl, benchmark_cpu(cpu_seconds() - cpu0, res, mode), start_iso)
+            rec = _epoch_record(epoch, res, plan, st, excl, benchmark_cpu(cpu_seconds() - cpu0, res, mode, cfg.reader.read_threads), start_iso)
             rank_rec["epochs"].append(rec)
             if rec["train"]:
                 b = rec["train"]
@@ -215,7 +258,7 @@ def run_training(cfg, comm, echo, progress=None):
                 cpu0 = cpu_seconds()
                 eres, eplan, est = tr.run_split("valid", layout_eval, paths_eval, epoch, random_seed)
                 rec["eval"] = metrics.eval_metrics(eres["step_times"], est.batch) if len(eplan.steps) else None
-                rec["cpu_s"] += benchmark_cpu(cpu_seconds() - cpu0, eres, mode)
+                rec["cpu_s"] += benchmark_cpu(cpu_seconds() - cpu0, eres, mode, cfg.reader.read_threads)
                 rec["bytes"] += int(eres["bytes"])
                 next_eval += cfg.evaluation.epochs_between_evals
                 if rec["eval"]:
