@@ -35,8 +35,9 @@ def dlio_cmd():
 
 
 def one_line(text):
-    """The message is one non-empty line with no traceback."""
-    lines = [l for l in text.strip().splitlines() if l.strip()]
+    """The error is one non-empty line with no traceback (warnings printed before it aside)."""
+    assert "Traceback" not in text
+    lines = [l for l in text.strip().splitlines() if l.strip() and not l.startswith("warning:")]
     assert len(lines) == 1, text
     assert "Traceback" not in text
     return lines[0]
