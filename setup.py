@@ -1,14 +1,20 @@
-"""Build the one extension module, dlio._core: the C core sources plus the Cython binding.
+"""Build the extension modules: dlio._core (the C core sources plus the Cython binding) and, when
+an MPI compiler is found, dlio._mpiio (the MPI-IO engine, linked to libmpi; the core never is).
 
 Optional parts are found here, not guessed at run time:
   liburing  pkg-config, else the usual header paths  -> DC_HAVE_LIBURING, io_uring engine
-Set DLIO_FAST_NO_URING=1 to build without io_uring even when liburing is present.
+  MPI       $MPICC, else $MPI_DIR/bin/mpicc, else the mpicc next to this Python (the mpich wheel
+            puts it there), else mpicc on PATH; its -show/--showme flags -> dlio._mpiio
+Set DLIO_FAST_NO_URING=1 to build without io_uring even when liburing is present, and
+DLIO_FAST_NO_MPI=1 to build without the MPI-IO engine.
 Extra compiler flags: DLIO_FAST_CFLAGS.
 """
 import glob
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -40,7 +46,67 @@ def find_liburing():
     return None
 
 
-sources = sorted(glob.glob(f"{CORE}/*.c")) + sorted(glob.glob(f"{CORE}/engines/*.c"))
+def mpi_compiler():
+    """Path of the MPI C compiler wrapper to take flags from, or None."""
+    if os.environ.get("MPICC"):
+        return shutil.which(os.environ["MPICC"]) or os.environ["MPICC"]
+    if os.environ.get("MPI_DIR"):
+        cand = os.path.join(os.environ["MPI_DIR"], "bin", "mpicc")
+        if os.access(cand, os.X_OK):
+            return cand
+    cand = os.path.join(os.path.dirname(sys.executable), "mpicc")
+    if os.access(cand, os.X_OK):
+        return cand
+    return shutil.which("mpicc")
+
+
+def find_mpi():
+    """(include dirs, library dirs, libraries, extra link args) from the MPI compiler, or None."""
+    if os.environ.get("DLIO_FAST_NO_MPI"):
+        return None
+    cc = mpi_compiler()
+    if not cc:
+        return None
+    words = None
+    for flag in ("-show", "--showme"):   # MPICH / Intel MPI, Open MPI
+        try:
+            out = subprocess.check_output([cc, flag], text=True, stderr=subprocess.DEVNULL)
+        except (OSError, subprocess.CalledProcessError):
+            continue
+        words = shlex.split(out)[1:]     # drop the underlying compiler
+        break
+    if words is None:
+        return None
+    incs, libdirs, libs, link = [], [], [], []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.startswith("-I"):
+            incs.append(w[2:])
+        elif w.startswith("-L"):
+            libdirs.append(w[2:])
+        elif w.startswith("-l"):
+            libs.append(w[2:])
+        elif w.startswith("-Wl,"):
+            link.append(w)
+        elif w == "-Xlinker" and i + 1 < len(words):
+            link += [w, words[i + 1]]
+            i += 1
+        i += 1
+    if not any(os.path.exists(os.path.join(d, "mpi.h")) for d in incs + ["/usr/include"]):
+        return None
+    if "mpi" not in libs:
+        libs.append("mpi")
+    # Find libmpi at run time without LD_LIBRARY_PATH (the wheel's lib/ is not on the loader path).
+    link += [f"-Wl,-rpath,{d}" for d in libdirs]
+    # ... and where the mpich wheel puts it when dlio-fast is installed next to it
+    # (<prefix>/lib/pythonX.Y/site-packages/dlio -> <prefix>/lib), even if built elsewhere.
+    link.append("-Wl,-rpath,$ORIGIN/../../..")
+    return incs, libdirs, libs, link
+
+
+sources = sorted(glob.glob(f"{CORE}/*.c")) + sorted(
+    f for f in glob.glob(f"{CORE}/engines/*.c") if not f.endswith("/mpiio.c"))
 macros = [("_GNU_SOURCE", None)]
 cflags = ["-std=gnu11", "-O2", "-Wall", "-Wno-unused-function"]
 cflags += os.environ.get("DLIO_FAST_CFLAGS", "").split()
@@ -66,6 +132,24 @@ ext = Extension(
     extra_link_args=ldflags,
 )
 
+exts = [ext]
+mpi = find_mpi()
+if mpi:
+    exts.append(Extension(
+        "dlio._mpiio",
+        sources=["dlio/_mpiio.pyx", f"{CORE}/engines/mpiio.c"],
+        include_dirs=[f"{CORE}/include", f"{CORE}"] + mpi[0],
+        library_dirs=mpi[1],
+        libraries=mpi[2],
+        define_macros=macros,
+        extra_compile_args=cflags,
+        extra_link_args=ldflags + mpi[3],
+    ))
+    print(f"dlio-fast: building the MPI-IO engine (MPI compiler {mpi_compiler()})")
+else:
+    print("dlio-fast: no MPI compiler found, MPI-IO engine not built (pip install mpich mpi4py, "
+          "or set MPICC / MPI_DIR, then reinstall)")
+
 setup(
-    ext_modules=cythonize([ext], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}),
+    ext_modules=cythonize(exts, language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}),
 )

@@ -44,6 +44,7 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
     unsigned dc_engine_count()
     const dc_engine_ops *dc_engine_at(unsigned i)
     int dc_engine_available(const char *name, char *why, size_t whylen)
+    int dc_engine_register(const dc_engine_ops *ops)
 
     struct dc_engine_opts:
         unsigned qd
@@ -52,6 +53,8 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         uint64_t fail_nth
         int fail_errno
         unsigned used_flags
+        void *mpi_comm
+        const char *const *hints
 
     struct dc_op:
         uint32_t file
@@ -71,6 +74,40 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         uint64_t ops
         uint64_t bytes
         uint64_t steps
+
+    enum:
+        DC_TR_READ
+        DC_TR_WRITE
+        DC_TR_SAMPLE
+        DC_TR_FETCH
+        DC_TR_COMPUTE
+    struct dc_trace_event:
+        uint64_t t_start
+        uint64_t dur
+        uint64_t offset
+        uint64_t bytes
+        uint64_t step
+        uint32_t file
+        uint16_t tid
+        uint8_t kind
+        uint8_t pad
+    struct dc_trace_buf:
+        dc_trace_event *ev
+        uint64_t n
+        uint64_t cap
+        uint64_t dropped
+    struct dc_trace:
+        uint64_t cap
+        dc_trace_buf *bufs
+        unsigned nbufs
+    int dc_trace_alloc(dc_trace *tr, unsigned nbufs, const uint64_t *caps, uint64_t cap)
+    void dc_trace_free(dc_trace *tr)
+    uint64_t dc_trace_count(const dc_trace *tr)
+    uint64_t dc_trace_dropped(const dc_trace *tr)
+    int dc_trace_write_pfw(int fd, const dc_trace_event *ev, size_t n, const char *const *paths,
+                           int pid, uint64_t t0_ns, uint64_t *id_base)
+    int dc_json_escape(const char *s, char *out, size_t outlen)
+    uint32_t dc_trace_fhash(const char *path)
 
     struct dc_run_config:
         const char *engine
@@ -96,6 +133,7 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         void *hook_ctx
         volatile int *stop
         dc_progress *progress
+        dc_trace *trace
 
     struct dc_error:
         int err

@@ -10,6 +10,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset, memcpy
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_SIMPLE, PyBUF_ANY_CONTIGUOUS
+from cpython.pycapsule cimport PyCapsule_GetPointer
 
 import os
 import numpy as np
@@ -31,6 +32,9 @@ ENG_SQPOLL = DC_ENG_SQPOLL
 OP_DTYPE = np.dtype([("file", "<u4"), ("op", "u1"), ("flags", "u1"), ("pad", "<u2"),
                      ("offset", "<u8"), ("length", "<u8")])
 STEP_DTYPE = np.dtype([("first_op", "<u8"), ("nops", "<u4"), ("nsamples", "<u4"), ("compute_ns", "<u8")])
+TRACE_DTYPE = np.dtype([("t_start", "<u8"), ("dur", "<u8"), ("offset", "<u8"), ("bytes", "<u8"),
+                        ("step", "<u8"), ("file", "<u4"), ("tid", "<u2"), ("kind", "u1"), ("pad", "u1")])
+TR_READ, TR_WRITE, TR_SAMPLE, TR_FETCH, TR_COMPUTE = DC_TR_READ, DC_TR_WRITE, DC_TR_SAMPLE, DC_TR_FETCH, DC_TR_COMPUTE
 OP_READ = 0
 OP_WRITE = 1
 OPF_OPEN = 1
@@ -144,11 +148,27 @@ def engines():
         names.append((ops.name.decode(), ops.caps))
     if "io_uring" not in [n for n, _ in names]:
         names.insert(1, ("io_uring", DC_CAP_ASYNC | DC_CAP_DIRECT | DC_CAP_WRITE))
+    mpiio_why = None
+    if "mpiio" not in [n for n, _ in names]:
+        # The MPI-IO engine is a separate extension (dlio._mpiio); dlio.mpi registers it, or says why not.
+        from dlio import mpi
+        mpiio_why = mpi.register_mpiio()
+        if mpiio_why is None:
+            return engines()
     for name, caps in names:
         why[0] = 0
         rc = dc_engine_available(name.encode(), why, sizeof(why))
         out.append((name, caps, rc == 0, why.decode(errors="replace") if rc != 0 else ""))
+    if mpiio_why is not None:
+        out.append(("mpiio", DC_CAP_WRITE, False, mpiio_why))
     return out
+
+
+def register_engine(capsule):
+    """Add an engine built outside the core: a PyCapsule named "dlio_core.engine_ops" holding a
+    const struct dc_engine_ops * that lives as long as the process. The same name twice is a no-op."""
+    cdef const dc_engine_ops *ops = <const dc_engine_ops *>PyCapsule_GetPointer(capsule, "dlio_core.engine_ops")
+    _check(dc_engine_register(ops), "register engine")
 
 
 def hist_bucket_values():
@@ -196,6 +216,13 @@ cdef int _py_step_hook(void *ctx, uint64_t step) noexcept with gil:
         return -5  # -EIO: the hook (an MPI barrier) failed; the runner stops
 
 
+# A C step hook handed over as a PyCapsule named "dlio_core.step_hook" (e.g. dlio._mpiio's MPI
+# barrier): it points to this pair, which must live as long as the capsule.
+cdef struct c_step_hook_pair:
+    int (*fn)(void *ctx, uint64_t step) noexcept nogil
+    void *ctx
+
+
 cdef class Run:
     """One execution of a plan by the C runner. Holds (pins) every buffer C touches.
 
@@ -205,8 +232,10 @@ cdef class Run:
     cdef dc_run_config cfg
     cdef dc_run_result res
     cdef dc_progress prog
+    cdef dc_trace tr          # tracing buffers (allocated by the C run when cfg.trace is set)
     cdef volatile int stop_flag
     cdef const char **cpaths
+    cdef const char **chints
     cdef object keep          # Python objects whose memory C reads
     cdef object step_hook
     cdef readonly str kind
@@ -218,17 +247,26 @@ cdef class Run:
 
     def __cinit__(self):
         self.cpaths = NULL
+        self.chints = NULL
         self.tstats = NULL
         self.stimes = NULL
         memset(&self.cfg, 0, sizeof(self.cfg))
         memset(&self.res, 0, sizeof(self.res))
         memset(&self.prog, 0, sizeof(self.prog))
+        memset(&self.tr, 0, sizeof(self.tr))
 
     def __init__(self, str kind, str engine, paths, ops, *, unsigned threads=1, unsigned qd=1,
                  bint direct=False, thread_first_op=None, uint64_t runtime_ns=0, uint64_t ramp_ns=0,
                  uint64_t bytes_limit=0, bint loop=False, steps=None, unsigned prefetch=2,
                  int compute_mode=0, uint64_t preprocess_ns=0, unsigned eng_flags=0,
-                 uint64_t delay_ns=0, uint64_t fail_nth=0, int fail_errno=0, step_hook=None):
+                 uint64_t delay_ns=0, uint64_t fail_nth=0, int fail_errno=0, step_hook=None,
+                 c_step_hook=None, size_t mpi_comm=0, hints=None, trace=False):
+        """c_step_hook: a "dlio_core.step_hook" capsule, called by the trainer without the GIL
+        (instead of step_hook). mpi_comm: address of an MPI_Comm (mpi4py's MPI._addressof(comm))
+        for collective MPI-IO, 0 for independent. hints: [(key, value)] MPI-IO hints.
+        trace: True = record every request, sample, batch fetch and compute in per-thread C
+        buffers sized from the plan (an int: that many events per thread); the result then has
+        "trace" (numpy TRACE_DTYPE) and "trace_dropped"."""
         if kind not in ("io", "train"):
             raise ValueError(f"kind must be 'io' or 'train', not {kind!r}")
         self.kind = kind
@@ -251,6 +289,18 @@ cdef class Run:
         self.cfg.eng.delay_ns = delay_ns
         self.cfg.eng.fail_nth = fail_nth
         self.cfg.eng.fail_errno = fail_errno
+        self.cfg.eng.mpi_comm = <void *>mpi_comm
+        if hints:
+            bh = [os.fsencode(str(x)) for kv in hints for x in kv]
+            self.chints = <const char **>malloc((len(bh) + 2) * sizeof(char *))
+            if self.chints == NULL:
+                raise MemoryError()
+            for i, b in enumerate(bh):
+                self.chints[i] = b
+            self.chints[len(bh)] = NULL
+            self.chints[len(bh) + 1] = NULL
+            keep.append(bh)
+            self.cfg.eng.hints = self.chints
         self.cfg.threads = threads
         self.cfg.direct = direct
         self.cfg.paths = self.cpaths
@@ -286,9 +336,16 @@ cdef class Run:
             self.cfg.prefetch = prefetch
             self.cfg.compute_mode = compute_mode
             self.cfg.preprocess_ns_per_sample = preprocess_ns
+            if step_hook is not None and c_step_hook is not None:
+                raise ValueError("give step_hook or c_step_hook, not both")
             if step_hook is not None:
                 self.cfg.step_hook = _py_step_hook
                 self.cfg.hook_ctx = <void *>step_hook
+            elif c_step_hook is not None:
+                pair = <c_step_hook_pair *>PyCapsule_GetPointer(c_step_hook, "dlio_core.step_hook")
+                self.cfg.step_hook = pair.fn
+                self.cfg.hook_ctx = pair.ctx
+                keep.append(c_step_hook)
             nstats = threads if threads > 0 else 1
             self.stimes = <dc_step_times *>calloc(max(1, len(sta)), sizeof(dc_step_times))
             if self.stimes == NULL:
@@ -300,11 +357,16 @@ cdef class Run:
         self.res.threads = self.tstats
         self.res.step_times = self.stimes
         self.keep = keep
+        if trace:
+            self.tr.cap = 0 if trace is True else <uint64_t>int(trace)
+            self.cfg.trace = &self.tr
 
     def __dealloc__(self):
         free(self.cpaths)
+        free(self.chints)
         free(self.tstats)
         free(self.stimes)
+        dc_trace_free(&self.tr)
 
     def request_stop(self):
         self.stop_flag = 1
@@ -359,7 +421,78 @@ cdef class Run:
                 memcpy(&st[0, 0], self.stimes, n * sizeof(dc_step_times))
             out["step_times"] = {"t_fetch": arr[:, 0], "t_ready": arr[:, 1], "t_end": arr[:, 2],
                                  "compute_ns": arr[:, 3], "bytes": arr[:, 4]}
+        if self.cfg.trace != NULL:
+            out["trace_dropped"] = dc_trace_dropped(&self.tr)
+            out["trace"] = self._trace_events()
         return out
+
+    cdef object _trace_events(self):
+        """The recorded events of every thread, in one TRACE_DTYPE array (buffers then freed)."""
+        cdef uint64_t n = dc_trace_count(&self.tr), at = 0
+        cdef unsigned b
+        cdef cnp.ndarray ev = np.empty(n, dtype=TRACE_DTYPE)
+        cdef char *dst = <char *>cnp.PyArray_DATA(ev)
+        for b in range(self.tr.nbufs):
+            if self.tr.bufs[b].n:
+                memcpy(dst + at * sizeof(dc_trace_event), self.tr.bufs[b].ev,
+                       self.tr.bufs[b].n * sizeof(dc_trace_event))
+                at += self.tr.bufs[b].n
+        dc_trace_free(&self.tr)
+        return ev
+
+
+
+def write_trace(path, events, paths, int pid, uint64_t t0_ns, uint64_t id_base=0):
+    """Append events (TRACE_DTYPE) to the .pfw file path as DFTracer JSON lines, formatted and
+    written in bulk by the C writer with the GIL released. paths: the run's path table; pid: the
+    rank; t0_ns: added to every time (epoch ns - dc_now_ns()). Returns the next line id."""
+    if sizeof(dc_trace_event) != TRACE_DTYPE.itemsize:
+        raise RuntimeError("TRACE_DTYPE does not match struct dc_trace_event")
+    cdef cnp.ndarray ev = np.ascontiguousarray(events, dtype=TRACE_DTYPE)
+    bpaths = [os.fsencode(p) for p in paths]
+    cdef const char **cp = <const char **>malloc(max(1, len(bpaths)) * sizeof(char *))
+    if cp == NULL:
+        raise MemoryError()
+    cdef size_t n = len(ev)
+    cdef const dc_trace_event *evp = <const dc_trace_event *>cnp.PyArray_DATA(ev)
+    cdef uint64_t next_id = id_base
+    cdef int rc, fd
+    try:
+        for i, b in enumerate(bpaths):
+            cp[i] = b
+        if n and len(bpaths) == 0 and (ev["file"] != 0xFFFFFFFF).any():
+            raise ValueError("events name files but no paths were given")
+        if n and len(bpaths) and int(ev["file"][ev["file"] != 0xFFFFFFFF].max(initial=0)) >= len(bpaths):
+            raise ValueError("an event's file index is outside the path table")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            with nogil:
+                rc = dc_trace_write_pfw(fd, evp, n, cp, pid, t0_ns, &next_id)
+        finally:
+            os.close(fd)
+        _check(rc, "write trace", path)
+    finally:
+        free(cp)
+    return next_id
+
+
+def json_escape(s):
+    """The C writer's JSON escaping of s (bytes or str), for tests."""
+    b = os.fsencode(s) if isinstance(s, str) else bytes(s)
+    cdef size_t cap = len(b) * 6 + 1
+    cdef char *out = <char *>malloc(cap)
+    if out == NULL:
+        raise MemoryError()
+    try:
+        n = dc_json_escape(b, out, cap)
+        _check(n, "json escape")
+        return out[:n].decode("utf-8", errors="surrogateescape")
+    finally:
+        free(out)
+
+
+def trace_fhash(path):
+    return dc_trace_fhash(os.fsencode(path))
 
 
 cdef extern from *:

@@ -131,8 +131,8 @@ def engines():
 @click.option("--rw", "rw", multiple=True, type=ChoiceList(["read", "randread", "write", "randwrite"]),
               default=["read"], help="Access pattern(s): read, randread, write, randwrite.")
 @click.option("--bs", multiple=True, type=SizeList(), default=["4k"], help="Transfer size(s), 4k..64m.")
-@click.option("--engine", multiple=True, type=ChoiceList(["posix", "io_uring", "mmap", "null"]),
-              default=["posix"], help="Engine(s): posix, io_uring, mmap, null.")
+@click.option("--engine", multiple=True, type=ChoiceList(["posix", "io_uring", "mmap", "null", "mpiio"]),
+              default=["posix"], help="Engine(s): posix, io_uring, mmap, null; or mpiio alone, under mpiexec.")
 @click.option("--qd", multiple=True, type=IntList(1, 1024), default=["1"], help="Queue depth(s) per thread.")
 @click.option("--threads", multiple=True, type=IntList(1, 1024), default=["1"], help="Thread count(s).")
 @click.option("--direct/--buffered", default=False, help="O_DIRECT (page cache bypassed) or buffered.")
@@ -148,9 +148,16 @@ def engines():
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write results as CSV.")
 @click.option("--keep", is_flag=True, help="Keep the test files created in the folder.")
+@click.option("--layout", multiple=True, type=ChoiceList(["fpp", "segmented", "strided"]), default=["fpp"],
+              help="mpiio: file per process, or one shared file in segments or strided (IOR -F / -s).")
+@click.option("--collective/--independent", default=False,
+              help="mpiio: MPI_File_read_at_all / write_at_all, or read_at / write_at (default).")
+@click.option("--reorder", is_flag=True, help="mpiio: each rank reads what another rank wrote (IOR -C).")
+@click.option("--mpiio-hint", "mpiio_hints", multiple=True, metavar="KEY=VALUE",
+              help="mpiio: an MPI-IO hint for MPI_File_open, e.g. romio_cb_read=enable (repeatable).")
 @click.pass_context
 def io(ctx, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size, ramp, cache,
-       fixedbufs, regfiles, json_path, csv_path, keep):
+       fixedbufs, regfiles, json_path, csv_path, keep, layout, collective, reorder, mpiio_hints):
     """Microbenchmark a grid of transfer size x pattern x engine x queue depth x threads on PATH.
 
     PATH is a folder (test files are created in it, fully written, and removed afterwards unless
@@ -165,6 +172,17 @@ def io(ctx, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size
             raise DlioError(f"--bs {fmt_size(b)}: transfer size must be between 512 bytes and 64 MiB")
     if runtime is not None and size is not None:
         raise DlioError("give --runtime or --size, not both")
+    if "mpiio" in engs:
+        # IOR-style points under mpiexec (dlio/ior.py): a fixed amount of work unless --runtime.
+        if engs != ["mpiio"] or direct or flatten(qd) != [1]:
+            raise DlioError("--engine mpiio runs alone, buffered, at queue depth 1 (one MPI call at a time)")
+        from dlio import ior
+        for p in (json_path, csv_path):
+            if p:
+                __import__("dlio.output", fromlist=["x"]).check_output_path(p)
+        ior.main(list(paths), rws, bss, flatten(layout), collective, reorder, mpiio_hints, thrs,
+                 file_size, runtime or 0, ramp, size or 0, cache, json_path, csv_path, keep, click.echo)
+        return
     if runtime is None and size is None:
         runtime = 5_000_000_000
     budget = iobench.Budget(runtime_ns=runtime or 0, ramp_ns=ramp, size=size or 0)
@@ -249,11 +267,15 @@ def workload_options(f):
 @click.option("--qd", type=click.IntRange(1, 1024), default=None, help="Reads in flight per reader thread.")
 @click.option("--cache", type=click.Choice(["keep", "drop"]), default=None,
               help="drop: drop the dataset's cached pages before each epoch.")
+@click.option("--plots", is_flag=True, default=None, help="Write PNG plots into the output folder.")
 @click.option("--skip-bad-files", is_flag=True, default=None,
               help="Leave out missing / unreadable / changed files (counted in the results) instead of stopping.")
 @click.option("--dry-run", is_flag=True, help="Print the resolved config and the dataset plan; touch nothing.")
+@click.option("--trace", is_flag=True,
+              help="Write trace-{rank}-of-{size}.pfw (DFTracer / Perfetto JSON lines: every read, fetch, compute) in the output folder.")
 @click.pass_context
-def run(ctx, overrides, workload_name, config_file, sets, scale, output, engine, qd, cache, skip_bad_files, dry_run):
+def run(ctx, overrides, workload_name, config_file, sets, scale, output, engine, qd, cache, plots, skip_bad_files, dry_run,
+        trace):
     """Emulate a training workload: generate the data if missing, train, report (DLIO-compatible).
 
     OVERRIDES in DLIO's spelling are accepted too: ++workload.dataset.num_files_train=16
@@ -261,7 +283,8 @@ def run(ctx, overrides, workload_name, config_file, sets, scale, output, engine,
     from dlio import mpi, runcmd
     from dlio.progress import Progress
     extra = [f"dlio_fast.{k}={v}" for k, v in (("engine", engine), ("qd", qd), ("cache", cache),
-                                               ("skip_bad_files", skip_bad_files)) if v is not None]
+                                               ("skip_bad_files", skip_bad_files), ("plots", plots))
+             if v is not None]
     if workload_name is None and config_file is None and not any("workload=" in o for o in overrides):
         raise DlioError("say which workload: --workload NAME (see dlio-fast workloads) or --config FILE.yaml")
     cfg = _load(workload_name, config_file, sets, overrides, scale, extra)
@@ -269,7 +292,7 @@ def run(ctx, overrides, workload_name, config_file, sets, scale, output, engine,
     quiet = ctx.obj["quiet"]
     progress = Progress() if comm.rank == 0 and not quiet else None
     echo = click.echo if comm.rank == 0 else (lambda *a, **k: None)
-    runcmd.run(cfg, comm, echo, err, progress, output, dry_run)
+    runcmd.run(cfg, comm, echo, err, progress, output, dry_run, trace=trace)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
@@ -356,6 +379,15 @@ def workloads_show(name):
     click.echo(workload_text(name).rstrip())
 
 
+def _register_report_commands():
+    from dlio.cli_report import check, report
+    cli.add_command(report)
+    cli.add_command(check)
+
+
+_register_report_commands()
+
+
 def _rank_and_size():
     from dlio import mpi
     w = mpi._WORLD
@@ -383,7 +415,9 @@ def main(argv=None):
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
-        cli.main(args=args, prog_name="dlio-fast", standalone_mode=False)
+        rc = cli.main(args=args, prog_name="dlio-fast", standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except click.exceptions.Abort:
         _fail("aborted", 130)
     except click.ClickException as e:

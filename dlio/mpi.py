@@ -2,8 +2,14 @@
 
 mpi4py is imported only when the process was started by an MPI launcher (the PMI/MPI environment
 variables say so), so a plain `dlio-fast run` never pays MPI's start-up or needs a launcher.
+
+The MPI-IO engine and the trainer's C step barrier live in dlio._mpiio, a separate extension linked
+to libmpi (dlio._core never is). Under MPI it is imported and its engine registered with the core;
+register_mpiio() says why not when it cannot be.
 """
+import importlib.util
 import os
+import sys
 
 _LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID",
                   "SLURM_PROCID", "HYDRA_CONTROL_FD", "PMI_FD")
@@ -56,6 +62,17 @@ class Comm:
         if self.is_mpi:
             self.comm.Abort(code)
 
+    def step_barrier(self):
+        """The per-step barrier as a C hook (dlio._mpiio.StepBarrier: MPI_Ibarrier + MPI_Test
+        without the GIL, stoppable), or None when it cannot be used (then the caller keeps the
+        Python barrier_or_stop)."""
+        if not self.is_mpi or mpiio_module() is None:
+            return None
+        mod = mpiio_module()
+        if mod.thread_level() not in ("serialized", "multiple"):
+            return None   # the runner's trainer is not the main thread
+        return mod.StepBarrier(self.comm)
+
 
 _WORLD = None
 
@@ -64,16 +81,60 @@ def launched_by_mpi(env=os.environ):
     return any(v in env for v in _LAUNCHER_VARS)
 
 
-def world():
-    """COMM_WORLD when launched under MPI with mpi4py importable; else a single rank."""
+def world(force=False):
+    """COMM_WORLD when launched under MPI with mpi4py importable; else a single rank.
+
+    force: initialise MPI through mpi4py even without a launcher (MPI's singleton start: one rank),
+    for what needs MPI itself, such as the MPI-IO engine."""
     global _WORLD
-    if _WORLD is None:
+    if _WORLD is None or (force and _WORLD.comm is None):
         comm = None
-        if launched_by_mpi():
+        if launched_by_mpi() or force:
             try:
                 from mpi4py import MPI
                 comm = MPI.COMM_WORLD
             except ImportError:
                 comm = None
         _WORLD = Comm(comm)
+        if comm is not None:
+            register_mpiio()
     return _WORLD
+
+
+NOT_BUILT = ("not built: no MPI compiler found at build time (pip install mpich mpi4py, then "
+             "reinstall dlio-fast)")
+_MPIIO = {"done": False, "module": None, "why": None}
+
+
+def mpiio_module():
+    """dlio._mpiio once register_mpiio() succeeded, else None."""
+    return _MPIIO["module"]
+
+
+def register_mpiio():
+    """Import dlio._mpiio and register its engine with the core. None when done (or already
+    done), else the reason it is unavailable (a sentence a person can act on)."""
+    if _MPIIO["done"]:
+        return _MPIIO["why"]
+    why, mod = None, None
+    if importlib.util.find_spec("dlio._mpiio") is None:
+        why = NOT_BUILT
+    else:
+        try:
+            from dlio import _mpiio as mod
+        except ImportError as e:
+            why, mod = f"import dlio._mpiio failed: {e}", None
+    if mod is not None and "mpi4py.MPI" in sys.modules:
+        # Both must use one MPI library: mpi4py built against one MPI, dlio._mpiio against another
+        # would crash at the first call.
+        theirs = sys.modules["mpi4py.MPI"].Get_library_version().strip()
+        ours = mod.library_version().strip()
+        if theirs.splitlines()[:1] != ours.splitlines()[:1]:
+            why, mod = (f"dlio._mpiio was built against '{ours.splitlines()[0] if ours else '?'}' but "
+                        f"mpi4py uses '{theirs.splitlines()[0]}' (rebuild dlio-fast with that MPI's "
+                        "mpicc: MPICC=/path/to/mpicc pip install --no-binary dlio-fast .)"), None
+    if mod is not None:
+        from dlio import _core
+        _core.register_engine(mod.engine_capsule())
+    _MPIIO.update(done=True, module=mod, why=why)
+    return why

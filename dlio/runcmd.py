@@ -134,8 +134,9 @@ def write_rank_partial(cfg, spec, comm, rank_rec, folder, start, end, reason, nb
     out.write_json(os.path.join(folder, f"dlio-fast.rank{comm.rank}.json"), report.dlio_fast_doc(result))
 
 
-def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False):
-    """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None."""
+def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=False):
+    """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None.
+    trace: write this rank's trace-{rank}-of-{size}.pfw in the output folder (dlio.trace)."""
     spec = workload.dataset_spec(cfg)
     if dry_run:
         lines, _, _ = describe(cfg, spec, comm.size)
@@ -147,10 +148,16 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False):
         return None
     folder = output_folder(cfg, output, comm)
     prepare_output(folder, comm)
+    tracer = None
+    if trace:
+        from dlio.trace import Tracer
+        tracer = Tracer(folder, comm.rank, comm.size)
     echo(f"Running dlio-fast [{'Generating data & ' if cfg.workflow.generate_data else ''}Training"
          f"{' & Evaluation' if cfg.workflow.evaluation else ''}] with {comm.size} process(es)")
     if cfg.workflow.generate_data or not comm.bcast(data_present(spec)):
-        generate(cfg, spec, comm, echo, progress)
+        from dlio.trace import maybe_phase
+        with maybe_phase(tracer, "generate"):
+            generate(cfg, spec, comm, echo, progress)
     comm.barrier()
     nbytes = dataset.dataset_bytes(spec)
     if comm.rank == 0:
@@ -159,7 +166,8 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False):
     complete, reason, rank_rec, failure = True, None, None, None
     if cfg.workflow.train:
         try:
-            rank_rec = workload.run_training(cfg, comm, echo, progress.training if progress else None)
+            rank_rec = workload.run_training(cfg, comm, echo, progress.training if progress else None,
+                                             tracer=tracer)
         except (Interrupted, DlioRunError) as e:
             complete, reason, failure = False, str(e), e
             rank_rec = getattr(e, "rank_record", None) or {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": []}
@@ -169,6 +177,10 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False):
     else:
         rank_rec = {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": []}
     end = workload.iso_now()
+    if tracer is not None:
+        tracer.close()
+        echo(f"Trace: {tracer.path} ({tracer.events} events"
+             f"{f', {tracer.dropped} dropped: buffers full' if tracer.dropped else ''})")
     if failure is not None and comm.size > 1:
         # Another rank may be gone or stuck: no collective operation from here on. Each rank
         # keeps what it measured in its own files; a failed rank's error then aborts the job.
@@ -178,6 +190,10 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False):
     if comm.rank == 0:
         result = build_result(cfg, spec, comm, records, start, end, complete, reason, nbytes)
         report.write_all(result, folder, cfg.to_yaml())
+        if cfg.dlio_fast.plots:
+            from dlio import plots
+            made = plots.make_all(result, folder, summary=report.summary(result))
+            echo(f"Plots: {', '.join(os.path.basename(p) for p in made)}")
         if any(r["epochs"] for r in records):
             for line in report.metric_lines(result):
                 echo(line)

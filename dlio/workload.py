@@ -112,8 +112,9 @@ def host_info():
 class Trainer:
     """Runs the epochs of one rank. echo/progress are rank 0's console callbacks."""
 
-    def __init__(self, cfg, comm, echo, progress=None):
+    def __init__(self, cfg, comm, echo, progress=None, tracer=None):
         self.cfg = cfg
+        self.tracer = tracer   # dlio.trace.Tracer, or None
         self.comm = comm
         self.echo = echo if comm.rank == 0 else (lambda *a, **k: None)
         self.progress = progress
@@ -136,22 +137,47 @@ class Trainer:
         st = self.settings(split)
         spec_time = cfg.train.computation_time if split == "train" else cfg.evaluation.eval_time
         plan = planner.epoch_plan(layout, st, spec_time, self.comm.rank, self.comm.size, epoch, random_seed)
-        hook = None
+        hook = c_hook = barrier = None
         if split == "train" and self.comm.size > 1:
-            hook = self._step_barrier   # DLIO's per-step allreduce stand-in
+            # DLIO's per-step allreduce stand-in: a C MPI barrier called by the trainer thread
+            # without the GIL (dlio._mpiio), else the Python Ibarrier that watches the stop event.
+            barrier = self.comm.step_barrier()
+            if barrier is not None:
+                c_hook = barrier.capsule()
+            else:
+                hook = self._step_barrier
         pre = cfg.reader.preprocess_time.mean() if cfg.reader.preprocess_time is not None else 0.0
         run = _core.Run("train", self.engine, paths, plan.ops, threads=cfg.reader.read_threads,
                         qd=cfg.dlio_fast.qd, direct=self.direct, steps=plan.steps,
                         prefetch=max(1, cfg.reader.prefetch_size),
                         compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
-                        preprocess_ns=int(pre * 1e9), step_hook=hook)
+                        preprocess_ns=int(pre * 1e9), step_hook=hook, c_step_hook=c_hook,
+                        trace=self.tracer is not None)
         tick = (lambda run: self.progress(split, epoch, run, plan)) if self.progress else None
+        if barrier is not None:
+            tick = self._stop_barrier_tick(barrier, tick)
         try:
             res = execute(run, on_tick=tick)
         except (Interrupted, _core.RunError) as e:
             e.plan, e.settings = plan, st   # the caller keeps the steps measured so far
+            if self.tracer is not None and getattr(e, "result", None) is not None:
+                self.tracer.add_run(e.result, paths, "train" if split == "train" else "eval", epoch=epoch)
             raise
+        if self.tracer is not None:
+            self.tracer.add_run(res, paths, "train" if split == "train" else "eval", epoch=epoch)
         return res, plan, st
+
+    @staticmethod
+    def _stop_barrier_tick(barrier, tick):
+        """On Ctrl-C / SIGTERM, also release the C barrier (another rank may never arrive)."""
+        from dlio.runexec import STOP
+
+        def on_tick(run):
+            if STOP.is_set():
+                barrier.stop()
+            if tick is not None:
+                tick(run)
+        return on_tick
 
     def _step_barrier(self, step):
         from dlio.runexec import STOP
@@ -207,13 +233,13 @@ def cpu_seconds():
     return r.ru_utime + r.ru_stime
 
 
-def run_training(cfg, comm, echo, progress=None):
+def run_training(cfg, comm, echo, progress=None, tracer=None):
     """Train (and evaluate) on an existing dataset. Returns this rank's record and settings.
 
     On Ctrl-C / SIGTERM / a failing rank, the epochs measured so far are kept and the exception
     carries them (.rank_record) so that the caller writes partial results.
     """
-    tr = Trainer(cfg, comm, echo, progress)
+    tr = Trainer(cfg, comm, echo, progress, tracer)
     spec = tr.spec
     no_io = cfg.reader.data_loader == "synthetic"   # DLIO's synthetic loader reads nothing
     skip = cfg.dlio_fast.skip_bad_files
@@ -237,6 +263,7 @@ def run_training(cfg, comm, echo, progress=None):
             tr.drop_cache(paths)
             comm.barrier()
             start_iso = iso_now()
+            t_epoch = _core.now_ns()
             cpu0 = cpu_seconds()
             res, plan, st = tr.run_split("train", layout, paths, epoch, random_seed)
             if steps0 is None:
@@ -265,6 +292,8 @@ def run_training(cfg, comm, echo, progress=None):
                     tr.echo(f"Epoch {epoch} [Eval] Accelerator Utilization [AU] (%): {rec['eval']['au']:.4f}")
                     tr.echo(f"Epoch {epoch} [Eval] Throughput (samples/second): {rec['eval']['throughput'] * comm.size:.4f}")
             rec["end"] = iso_now()
+            if tracer is not None:
+                tracer.span("epoch", t_epoch, _core.now_ns() - t_epoch, epoch=epoch)
     except (Interrupted, _core.RunError) as e:
         partial = getattr(e, "result", None)
         if partial is not None and getattr(e, "plan", None) is not None and partial["steps_done"]:

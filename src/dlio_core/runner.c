@@ -136,6 +136,58 @@ static void init_result(struct dc_run_result *res, unsigned nthreads, uint64_t n
 		memset(res->step_times, 0, sizeof(*res->step_times) * nsteps);
 }
 
+/* Per-thread trace buffers, sized from the plan and allocated (and touched) before the clock. */
+#define TRACE_MARGIN 16
+#define TRACE_IO_LOOP_MIN (1ull << 20)
+static int trace_setup(struct dc_run *r, int train)
+{
+	const struct dc_run_config *cfg = r->cfg;
+	struct dc_trace *tr = cfg->trace;
+	unsigned nbufs = train ? (cfg->threads ? 1 + r->nworkers : 1) : r->nworkers;
+	uint64_t *caps = calloc(nbufs, sizeof(*caps));
+	int ret;
+
+	if (!caps)
+		return -ENOMEM;
+	if (train) {
+		/* One event per op and per sample of a reader's steps; two per step for the trainer. */
+		for (uint64_t k = 0; k < cfg->nsteps; k++) {
+			const struct dc_step *st = &cfg->steps[k];
+			unsigned b = cfg->threads ? 1 + (unsigned)(k % r->nworkers) : 0;
+			uint64_t opens = 0;
+
+			for (uint64_t i = st->first_op; i < st->first_op + st->nops; i++)
+				opens += (cfg->ops[i].flags & DC_OPF_OPEN) != 0;
+			caps[b] += st->nops + opens;
+			caps[0] += 2;
+		}
+	} else {
+		for (unsigned t = 0; t < nbufs; t++) {
+			uint64_t n = cfg->thread_first_op[t + 1] - cfg->thread_first_op[t];
+
+			if (cfg->loop && (cfg->runtime_ns || cfg->bytes_limit) && n < TRACE_IO_LOOP_MIN)
+				n = TRACE_IO_LOOP_MIN;
+			caps[t] = n;
+		}
+	}
+	for (unsigned b = 0; b < nbufs; b++)
+		caps[b] = tr->cap ? tr->cap : caps[b] + TRACE_MARGIN;
+	dc_trace_free(tr);
+	ret = dc_trace_alloc(tr, nbufs, caps, 0);
+	free(caps);
+	if (ret < 0)
+		return ret;
+	for (unsigned t = 0; t < r->nworkers; t++) {
+		unsigned b = train ? (cfg->threads ? 1 + t : 0) : t;
+
+		r->w[t].tb = &tr->bufs[b];
+		r->w[t].trace_tid = (uint16_t)b;
+	}
+	if (train)
+		r->ttb = &tr->bufs[0];
+	return 0;
+}
+
 int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run_result *res,
 		int train)
 {
@@ -190,6 +242,13 @@ int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run
 	for (unsigned t = 0; t < r->nworkers; t++) {
 		r->w[t].run = r;
 		r->w[t].id = t;
+	}
+	if (cfg->trace) {
+		ret = trace_setup(r, train);
+		if (ret < 0) {
+			run_fail(r, -ret, UINT32_MAX, 0, "memory");
+			return ret;
+		}
 	}
 	return 0;
 }

@@ -22,6 +22,7 @@ struct dc_sample {
 	unsigned outstanding;  /* ops issued and not completed */
 	int closing;           /* its last op was issued: close when outstanding reaches 0 */
 	int failed;
+	uint64_t bytes;        /* traced: bytes read for this sample */
 	struct dc_sample *next_free;
 };
 
@@ -54,6 +55,10 @@ struct dc_worker {
 	unsigned since_pub;
 	uint64_t cpu_ns;
 	uint64_t t_end;
+	/* tracing (NULL = off) */
+	struct dc_trace_buf *tb;
+	uint16_t trace_tid;
+	uint64_t cur_step;            /* train: the step being read */
 };
 
 struct dc_run {
@@ -83,6 +88,7 @@ struct dc_run {
 	uint8_t *ready;               /* per step, under lock */
 	uint64_t *step_bytes;         /* per step, written by its reader before ready */
 	uint64_t consumed;            /* steps the trainer has taken, under lock */
+	struct dc_trace_buf *ttb;     /* train: the trainer's trace buffer (NULL = off) */
 };
 
 static inline int run_should_stop(const struct dc_run *r)

@@ -33,6 +33,7 @@ static struct dc_sample *sample_get(struct dc_worker *w)
 	s->outstanding = 0;
 	s->closing = 0;
 	s->failed = 0;
+	s->bytes = 0;
 	return s;
 }
 
@@ -50,7 +51,12 @@ static void sample_maybe_finish(struct dc_worker *w, struct dc_sample *s)
 		run_fail(r, -ret, s->file_idx, 0, "close");
 	}
 	if (!s->failed) {
-		dc_hist_add(w->slat, dc_now_ns() - s->t_open);
+		uint64_t now = dc_now_ns();
+
+		dc_hist_add(w->slat, now - s->t_open);
+		if (unlikely(w->tb))
+			dc_trace_add(w->tb, DC_TR_SAMPLE, w->trace_tid, s->t_open, now - s->t_open,
+				     s->file_idx, 0, s->bytes, w->cur_step);
 		w->step_samples++;
 		if (r->cfg->preprocess_ns_per_sample && !run_should_stop(r))
 			dc_compute(r->cfg->preprocess_ns_per_sample, DC_COMPUTE_SPIN);
@@ -69,6 +75,12 @@ static void train_complete(struct dc_worker *w, struct dc_io *io, uint64_t now)
 		w->bytes += io->len;
 		w->step_bytes += io->len;
 		dc_hist_add(w->lat, now - io->t_issue);
+		if (unlikely(w->tb)) {
+			dc_trace_add(w->tb, io->op, w->trace_tid, io->t_issue, now - io->t_issue,
+				     w->run->cfg->ops[io->user].file, io->offset, io->len, w->cur_step);
+			if (s)
+				s->bytes += io->len;
+		}
 		if (unlikely(++w->since_pub >= RUN_PROGRESS_EVERY))
 			worker_publish(w);
 	} else {
@@ -118,6 +130,7 @@ static int read_step(struct dc_worker *w, uint64_t k)
 
 	w->step_bytes = 0;
 	w->step_samples = 0;
+	w->cur_step = k;
 	for (;;) {
 		while (!halt && i < end && inflight < qd) {
 			const struct dc_op *op = &ops[i];
@@ -348,7 +361,13 @@ static void trainer(struct dc_run *r)
 		if (!ready)
 			break;
 		st->bytes = r->step_bytes[k];
+		if (r->ttb)
+			dc_trace_add(r->ttb, DC_TR_FETCH, 0, st->t_fetch, st->t_ready - st->t_fetch,
+				     DC_TRACE_NONE32, 0, st->bytes, k);
 		st->compute_ns = train_compute(r, st->t_ready, want);
+		if (r->ttb && st->compute_ns >= want)
+			dc_trace_add(r->ttb, DC_TR_COMPUTE, 0, st->t_ready, st->compute_ns,
+				     DC_TRACE_NONE32, 0, 0, k);
 		if (st->compute_ns < want) {  /* cut short by a stop or a failure */
 			st->t_end = dc_now_ns();
 			break;

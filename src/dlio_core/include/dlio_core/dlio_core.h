@@ -24,5 +24,6 @@
 #include "dlio_core/fill.h"
 #include "dlio_core/fsutil.h"
 #include "dlio_core/run.h"
+#include "dlio_core/trace.h"
 
 #endif

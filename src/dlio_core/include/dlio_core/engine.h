@@ -72,6 +72,12 @@ struct dc_engine_opts {
 	uint64_t fail_nth;    /* null engine fault injection: fail request number fail_nth (1-based; 0 = never) */
 	int fail_errno;       /* ... with this errno (EIO by default); -1 = a short read instead */
 	unsigned used_flags;  /* OUT: what the engine actually got (io_uring setup fallbacks) */
+	/* Added for the MPI-IO engine (additive; NULL for the others): */
+	void *mpi_comm;       /* mpiio: pointer to an MPI_Comm. NULL = independent I/O (files opened on
+	                       * MPI_COMM_SELF, MPI_File_read_at); else every rank of it opens the same
+	                       * files and calls MPI_File_read_at_all / write_at_all the same number of
+	                       * times (collective) */
+	const char *const *hints; /* mpiio: MPI_Info hints as key, value, key, value ..., NULL */
 };
 
 struct dc_engine;  /* private to each engine file */
@@ -95,7 +101,7 @@ struct dc_engine_ops {
 	void (*cleanup)(struct dc_engine *e);
 };
 
-/* Registry (engine.c): the compiled-in engines in a fixed order. */
+/* Registry (engine.c): the compiled-in engines in a fixed order, then the registered ones. */
 unsigned dc_engine_count(void);
 const struct dc_engine_ops *dc_engine_at(unsigned i);
 /* NULL if no engine of that name is compiled in. */
@@ -103,5 +109,9 @@ const struct dc_engine_ops *dc_engine_find(const char *name);
 /* 0 if usable here, else -errno with the reason in why ("not compiled in: install liburing-dev
  * and reinstall", "io_uring disabled by kernel.io_uring_disabled=2", ...). Unknown names: -ENOENT. */
 int dc_engine_available(const char *name, char *why, size_t whylen);
+/* Add an engine built outside the core (the MPI-IO engine lives in its own extension so that the
+ * core never links libmpi). The table must outlive the process's use of it. 0 = added (or that name
+ * is already known: a no-op); -EINVAL = a mandatory hook is missing; -ENOSPC = table full. */
+int dc_engine_register(const struct dc_engine_ops *ops);
 
 #endif

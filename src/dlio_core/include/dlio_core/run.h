@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include "dlio_core/engine.h"
 #include "dlio_core/hist.h"
+#include "dlio_core/trace.h"
 
 /* Op flags (struct dc_op.flags). */
 #define DC_OPF_OPEN  (1u << 0)  /* train: open the file before this op (first op of a sample) */
@@ -85,6 +86,11 @@ struct dc_run_config {
 
 	volatile int *stop;          /* set non-zero (e.g. from another thread) to stop early */
 	struct dc_progress *progress;/* may be NULL */
+	struct dc_trace *trace;      /* NULL = no tracing; else zeroed (cap may be set): the run
+	                              * allocates its per-thread buffers before the clock starts and
+	                              * records every request, sample, fetch and compute (trace.h).
+	                              * train: buffer 0 is the trainer, 1 + t reader t (one buffer
+	                              * when threads == 0); io: buffer t is worker t. */
 };
 
 /* Where and why a run failed. */

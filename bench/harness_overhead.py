@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""What the training harness costs in bandwidth: a workload's read MiB/s next to plain reads of
+the same files.
+
+For each case, on tmpfs (/dev/shm: the page cache is the storage, so only the readers' own cost
+is left), with computation_time 0:
+  workload   `dlio-fast run` (training loop: reader threads, prefetch queue, trainer), MiB/s from
+             the bytes actually read over whole epochs (dlio-fast.json ranks[].epochs[].bytes /
+             duration_s; metrics.MiB_per_second_mean is printed too, but its window misses the
+             prefetched reads, see whole_epochs())
+  io         `dlio-fast io FILES --rw read --bs 4m --engine posix --threads T --buffered`, one
+             pass worth of bytes (--size = the files' total). Two limits of `dlio-fast io` show here:
+             thread t reads only file t (files past T are not read; it cycles its file) and a file
+             smaller than --bs is refused, so for 2.8 MB files --bs drops to 2 MiB (tails unread)
+  fio        fio psync, bs 4m (2 MiB for 2.8 MB files: fio reads only whole blocks, nothing of a
+             file smaller than bs), numjobs T, buffered, on the same files (--opendir of hard
+             links, read one after the other, each job reads every file once), group bandwidth
+with T = the workload's read_threads. The three run alternately --repeats times; medians.
+Cases:
+  unet3d      unet3d_h100: npz, 16 files of ~140 MB (its size spread), 4 readers, batch 7
+  cosmoflow   cosmoflow_h100: 256 one-sample files of 2.8 MB, 4 readers, batch 1 (tfrecord:
+              read as TFRecordDataset does, in 256 KiB transfers; --cosmo-format npz to read
+              whole files in up to 4 MiB pieces instead)
+Goal: workload bandwidth >= 0.9x fio's.
+Needs fio on the PATH for the fio column (apt-get install fio); without it that column is skipped.
+Usage: python bench/harness_overhead.py [--cases unet3d,cosmoflow] [--epochs 3] [--repeats 3]
+                                        [--unet3d-files 16] [--cosmo-files 256] [--dir /dev/shm/...]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def dlio(args, check=True):
+    p = subprocess.run([sys.executable, "-m", "dlio", "-q"] + args, cwd=ROOT, capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"dlio-fast {' '.join(args[:2])} ... exited {p.returncode}:\n{p.stderr.strip()[-2000:]}")
+    return p
+
+
+def case_sets(name, a, folder):
+    if name == "unet3d":
+        wl, sets = "unet3d_h100", [f"dataset.num_files_train={a.unet3d_files}"]
+    else:
+        wl, sets = "cosmoflow_h100", [f"dataset.num_files_train={a.cosmo_files}", f"dataset.format={a.cosmo_format}"]
+        if a.cosmo_format != "tfrecord":
+            sets.append("reader.data_loader=pytorch")
+    sets += [f"dataset.data_folder={folder}", "dataset.num_files_eval=0", "train.computation_time=0",
+             f"train.epochs={a.epochs}", "workflow.checkpoint=False", "workflow.evaluation=False",
+             "workflow.generate_data=False"]
+    args = ["--workload", wl]
+    for s in sets:
+        args += ["--set", s]
+    return args
+
+
+def train_files(folder, ext):
+    out = []
+    for dirpath, dirnames, files in os.walk(os.path.join(folder, "train")):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "index"]
+        out += [os.path.join(dirpath, f) for f in files if f.endswith("." + ext)]
+    return sorted(out)
+
+
+def whole_epochs(doc):
+    """Bytes really read / wall time, over whole epochs of all ranks (from dlio-fast.json's
+    per-epoch records). metrics.MiB_per_second_mean is not used: its window starts at the fetch of
+    the first counted step, after the readers have already prefetched, so with few steps per
+    epoch it is inflated without bound (dlio/metrics.py block_metrics)."""
+    eps = [e for r in doc["ranks"] for e in r["epochs"] if e.get("train")]
+    secs = max(1e-9, sum(e["duration_s"] for e in eps) / max(1, len(doc["ranks"])))
+    return sum(e["bytes"] for e in eps) / secs / 2**20
+
+
+def run_workload(wl_args, out):
+    dlio(["run"] + wl_args + ["-o", out])
+    doc = json.load(open(os.path.join(out, "dlio-fast.json")))
+    return whole_epochs(doc), doc["settings"]["read_threads"], doc["metrics"]["MiB_per_second_mean"]
+
+
+def io_bs(files):
+    """4 MiB, or the largest power of two that fits the smallest file: `dlio-fast io` refuses a
+    file smaller than --bs, and fio reads nothing of it (both read whole blocks only)."""
+    smallest = min(os.path.getsize(f) for f in files)
+    bs = 4 << 20
+    while bs > smallest and bs > 4096:
+        bs //= 2
+    return bs
+
+
+def run_io(files, threads, total, js):
+    dlio(["io", *files, "--rw", "read", "--bs", str(io_bs(files)), "--engine", "posix", "--threads", str(threads),
+          "--buffered", f"--size={total}", "--json", js])
+    return json.load(open(js))["points"][0]["bw_MiB_s"]
+
+
+def run_fio(files, threads, tmp):
+    """fio reads exactly these files: a folder of hard links to them (same filesystem), given as
+    --opendir (a --filename list this long is refused; fio does not size symlinks)."""
+    links = tmp
+    if not os.path.isdir(links):
+        os.makedirs(links)
+        for k, f in enumerate(files):
+            os.link(f, os.path.join(links, f"{k:06d}-{os.path.basename(f)}"))
+    cmd = ["fio", "--name=seq", f"--opendir={links}", "--rw=read", f"--bs={io_bs(files)}", "--ioengine=psync",
+           f"--numjobs={threads}", "--direct=0", "--invalidate=0", "--file_service_type=sequential",
+           "--group_reporting", "--output-format=json"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"fio exited {p.returncode}: {(p.stderr or p.stdout).strip()[-1500:]}")
+    out = p.stdout
+    job = json.loads(out[out.index("{"):])["jobs"][0]["read"]
+    if job["io_bytes"] <= 0:
+        raise RuntimeError("fio read nothing")
+    return job["bw_bytes"] / 2**20
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="unet3d,cosmoflow")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--unet3d-files", type=int, default=16)
+    ap.add_argument("--cosmo-files", type=int, default=256)
+    ap.add_argument("--cosmo-format", default="tfrecord", choices=["tfrecord", "npz", "hdf5"])
+    ap.add_argument("--dir", default="/dev/shm/dlio-fast-harness")
+    ap.add_argument("--keep", action="store_true", help="keep the datasets")
+    a = ap.parse_args()
+    print("load average before: %.2f %.2f %.2f (%d CPUs; other work on the machine skews timings)"
+          % (*os.getloadavg(), os.cpu_count()))
+    have_fio = shutil.which("fio") is not None
+    if not have_fio:
+        print("fio is not on the PATH (apt-get install fio): the fio column is skipped")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
+        for name in [c.strip() for c in a.cases.split(",") if c.strip()]:
+            if name not in ("unet3d", "cosmoflow"):
+                sys.exit(f"unknown case {name!r} (unet3d, cosmoflow)")
+            folder = os.path.join(a.dir, name if name == "unet3d" else f"{name}-{a.cosmo_format}")
+            wl_args = case_sets(name, a, folder)
+            dlio(["generate"] + wl_args)
+            ext = "npz" if name == "unet3d" else a.cosmo_format.replace("hdf5", "hdf5")
+            files = train_files(folder, ext)
+            total = sum(os.path.getsize(f) for f in files)
+            subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)   # warm (tmpfs: no-op)
+            w, i, f, wm_rep = [], [], [], []
+            threads = None
+            for r in range(a.repeats):
+                bw, threads, rep = run_workload(wl_args, os.path.join(tmp, f"{name}-{r}"))
+                w.append(bw)
+                wm_rep.append(rep)
+                i.append(run_io(files, threads, total, os.path.join(tmp, "io.json")))
+                if have_fio:
+                    f.append(run_fio(files, threads, os.path.join(a.dir, f".fio-links-{name}-{os.getpid()}")))
+            shutil.rmtree(os.path.join(a.dir, f".fio-links-{name}-{os.getpid()}"), ignore_errors=True)
+            rows.append((name, len(files), total, threads, w, i, f, io_bs(files), wm_rep))
+    print(f"tmpfs {a.dir}, computation_time 0, {a.epochs} epochs per workload run, "
+          f"{a.repeats} alternating repeats, medians (MiB/s)")
+    print(f"{'case':<10} {'files':>6} {'GiB':>6} {'thr':>4} {'workload':>9} {'io':>8} {'fio':>8} "
+          f"{'wl/io':>6} {'wl/fio':>7} {'io/fio':>7}  {'goal':<14} verdict")
+    for name, nf, total, thr, w, i, f, bs, rep in rows:
+        wm, im = statistics.median(w), statistics.median(i)
+        fm = statistics.median(f) if f else None
+        ratio = wm / fm if fm else None
+        verdict = "n/a (no fio)" if fm is None else ("ok" if ratio >= 0.9 else "MISSED")
+        print(f"{name:<10} {nf:>6} {total / 2**30:>6.2f} {thr:>4} {wm:>9.0f} {im:>8.0f} "
+              f"{fm if fm else float('nan'):>8.0f} {wm / im:>6.2f} {ratio if ratio else float('nan'):>7.2f} "
+              f"{im / fm if fm else float('nan'):>7.2f}  {'wl >= 0.9x fio':<14} {verdict}")
+        print(f"{'':<10} io/fio bs {bs >> 10} KiB; runs: workload {' '.join(f'{x:.0f}' for x in w)} | io {' '.join(f'{x:.0f}' for x in i)}"
+              + (f" | fio {' '.join(f'{x:.0f}' for x in f)}" if f else "")
+              + f" | dlio-fast.json MiB_per_second_mean {' '.join(f'{x:.0f}' for x in rep)}")
+    if not a.keep:
+        shutil.rmtree(a.dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""MPI scaling: dlio-fast on 1, 2, 4 ranks (mpiexec) next to fio with numjobs 1, 2, 4 on the same files.
+
+For each folder (a tmpfs and a disk by default) and each N: `mpiexec -n N dlio-fast io --engine mpiio
+--layout fpp` reads N files, one per rank, sequentially (MPI_File_read_at, independent), time
+based; then fio reads the same N files with numjobs=N (psync, one file per job, group_reporting).
+Both read buffered from the page cache (the files are warmed first), so the figure is what each
+tool's own path costs at that parallelism. Runs alternate (dlio-fast, fio) --repeats times; the
+medians of the aggregate MiB/s are compared (dlio-fast: IOR's all bytes / (last end - first start)).
+Goal (issue 4): every point >= 0.9x fio.
+Needs fio and mpiexec on the PATH; installs nothing.
+Usage: python bench/mpi_scaling.py [--dirs /dev/shm/x,/var/tmp/x] [--ranks 1,2,4] [--file-size 256m]
+       [--bs 1m] [--runtime 3] [--repeats 3]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def env():
+    e = dict(os.environ)
+    e["PYTHONPATH"] = ROOT + os.pathsep + e.get("PYTHONPATH", "")
+    return e
+
+
+def dlio_point(folder, n, bs, file_size, runtime, js, keep=True):
+    cmd = ["mpiexec", "-n", str(n), sys.executable, "-m", "dlio", "-q", "io", folder, "--engine", "mpiio",
+           "--layout", "fpp", "--independent", "--rw", "read", f"--bs={bs}", f"--file-size={file_size}",
+           f"--runtime={runtime}s", "--json", js]
+    if keep:
+        cmd.append("--keep")
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env(), cwd=ROOT)
+    if p.returncode:
+        sys.exit(f"dlio-fast failed:\n{p.stderr}")
+    pt = json.load(open(js))["points"][0]
+    return pt["bw_MiB_s"], pt
+
+
+def fio_point(folder, n, bs, file_size, runtime):
+    cmd = ["fio", "--name=p", f"--directory={folder}", "--filename_format=dlio-fast-ior.$jobnum.dat",
+           f"--numjobs={n}", f"--size={file_size}", "--rw=read", f"--bs={bs}", "--ioengine=psync",
+           "--direct=0", "--invalidate=0", "--time_based", f"--runtime={runtime}", "--group_reporting",
+           "--output-format=json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    job = json.loads(out[out.index("{"):])["jobs"][0]
+    return job["read"]["bw_bytes"] / 2**20
+
+
+def warm(folder, n):
+    for r in range(n):
+        with open(os.path.join(folder, f"dlio-fast-ior.{r}.dat"), "rb") as f:
+            while f.read(8 << 20):
+                pass
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dirs", default="/dev/shm/dlio-fast-mpi,/var/tmp/dlio-fast-mpi")
+    ap.add_argument("--ranks", default="1,2,4")
+    ap.add_argument("--file-size", default="256m")
+    ap.add_argument("--bs", default="1m")
+    ap.add_argument("--runtime", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    for tool in ("fio", "mpiexec"):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is not on the PATH")
+    ranks = [int(x) for x in a.ranks.split(",")]
+    print(f"fpp sequential read, bs {a.bs}, {a.file_size} per rank, buffered (cached), {a.runtime}s per run, "
+          f"{a.repeats} alternating repeats, medians; {os.cpu_count()} CPUs")
+    print(f"{'folder':<26} {'N':>2} {'dlio MiB/s':>11} {'fio MiB/s':>10} {'ratio':>6} {'sum ranks':>10} "
+          f"{'slowest s':>9}  verdict")
+    worst = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for folder in a.dirs.split(","):
+            os.makedirs(folder, exist_ok=True)
+            # the files: made once by dlio-fast with the most ranks (rank r writes file r), kept
+            dlio_point(folder, max(ranks), a.bs, a.file_size, 1, os.path.join(tmp, "w.json"))
+            for n in ranks:
+                warm(folder, n)
+                d_runs, f_runs, last = [], [], None
+                for _ in range(a.repeats):
+                    bw, last = dlio_point(folder, n, a.bs, a.file_size, a.runtime, os.path.join(tmp, "d.json"))
+                    d_runs.append(bw)
+                    f_runs.append(fio_point(folder, n, a.bs, a.file_size, a.runtime))
+                d, f = statistics.median(d_runs), statistics.median(f_runs)
+                ratio = d / f if f else float("inf")
+                worst = ratio if worst is None else min(worst, ratio)
+                print(f"{folder:<26} {n:>2} {d:>11.0f} {f:>10.0f} {ratio:>6.2f} "
+                      f"{last['bw_sum_of_ranks_MiB_s']:>10.0f} {last['slowest_rank_s']:>9.2f}  "
+                      f"{'ok' if ratio >= 0.9 else 'BELOW 0.9x'}")
+            for r in range(max(ranks)):
+                try:
+                    os.unlink(os.path.join(folder, f"dlio-fast-ior.{r}.dat"))
+                except FileNotFoundError:
+                    pass
+    print(f"worst ratio {worst:.2f} (goal >= 0.90)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Planning cost at full scale: one ImageNet epoch (1,281,167 samples) for all 8 ranks.
+
+Builds a dlio.planner.Layout by hand (no files on disk): 1,281,167 one-sample JPEG files whose
+sizes follow DLIO's size distribution for the built-in imagenet workload (DLIO's seeded normal
+draw of the two image sides, dlio.dataset.file_dims, times the jpeg format's size estimate),
+then plans epoch 1 of all 8 ranks with the workload's settings (batch 400, file and sample
+shuffle on, ResNet-50 compute draws) with dlio.planner.epoch_plan, keeping all 8 plans.
+
+Measures: wall time (best of --repeats, no tracing), peak Python-heap memory of the 8 plans
+(tracemalloc, which numpy reports its buffers to) and the process's ru_maxrss growth during the
+first (traced) pass. The input Layout (10 MB of file sizes) is built before and not counted.
+Also shown: one rank alone (what each rank of a real MPI run plans).
+Goal: all 8 ranks' plans in < 1 s and < 64 MB.
+Usage: python bench/planning.py [--samples 1281167] [--ranks 8] [--repeats 3]
+"""
+import argparse
+import gc
+import os
+import resource
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+try:
+    import dlio  # noqa: F401
+except ImportError:  # run from bench/ without installing: use the in-place build next to it
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from dlio import dataset, planner, workload  # noqa: E402
+from dlio.config import load_config  # noqa: E402
+from dlio.formats import get_format  # noqa: E402
+
+
+def build(samples):
+    cfg = load_config(workload="imagenet", env={}, sets=[f"dataset.num_files_train={samples}"])
+    spec = workload.dataset_spec(cfg)
+    dims = dataset.file_dims(spec, "train")
+    sizes = np.asarray(get_format(spec.format).module.estimate_sizes(dims, 1, spec), dtype=np.uint64)
+    layout = planner.Layout(nfiles=spec.num_files_train, spf=1, file_size=sizes, whole_file=True)
+    r, t = cfg.reader, cfg.train
+    settings = planner.Settings(batch=r.batch_size, file_shuffle=r.file_shuffle, sample_shuffle=r.sample_shuffle,
+                                seed=t.seed, seed_change_epoch=t.seed_change_epoch,
+                                max_steps=t.total_training_steps)
+    return layout, settings, t.computation_time, cfg
+
+
+def plan_all(layout, settings, time_spec, ranks, which=None):
+    return [planner.epoch_plan(layout, settings, time_spec, rank, ranks, epoch=1, random_seed=1)
+            for rank in (range(ranks) if which is None else [which])]
+
+
+def maxrss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--samples", type=int, default=1_281_167)
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    print("load average before: %.2f %.2f %.2f (%d CPUs; other work on the machine skews timings)"
+          % (*os.getloadavg(), os.cpu_count()))
+    t0 = time.perf_counter()
+    layout, settings, time_spec, cfg = build(a.samples)
+    print(f"layout: {layout.nfiles} jpeg files, mean {layout.file_size.mean() / 1024:.1f} KiB "
+          f"(sd {layout.file_size.std() / 1024:.1f} KiB), built in {time.perf_counter() - t0:.2f} s (not counted); "
+          f"batch {settings.batch}, shuffle files={settings.file_shuffle} samples={settings.sample_shuffle}, "
+          f"{a.ranks} ranks")
+
+    # memory first (ru_maxrss only grows: measure it before anything else allocates a plan)
+    gc.collect()
+    rss0 = maxrss_mb()
+    tracemalloc.start()
+    plans = plan_all(layout, settings, time_spec, a.ranks)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    rss_delta = maxrss_mb() - rss0
+    held = sum(p.ops.nbytes + p.steps.nbytes + p.samples.nbytes for p in plans)
+    nops = sum(len(p.ops) for p in plans)
+    nsteps = sum(p.nsteps for p in plans)
+    del plans
+    gc.collect()
+    tracemalloc.start()
+    one = plan_all(layout, settings, time_spec, a.ranks, which=0)
+    _, peak1 = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del one
+
+    times, times1 = [], []
+    for _ in range(a.repeats):
+        gc.collect()
+        t = time.perf_counter()
+        plans = plan_all(layout, settings, time_spec, a.ranks)
+        times.append(time.perf_counter() - t)
+        del plans
+        t = time.perf_counter()
+        plan_all(layout, settings, time_spec, a.ranks, which=0)
+        times1.append(time.perf_counter() - t)
+    best, best1 = min(times), min(times1)
+    mb = 2 ** 20
+    print(f"plans: {nops} reads, {nsteps} steps in all; arrays held {held / mb:.1f} MiB")
+    print(f"{'what':<34} {'measured':>12} {'goal':>8}  verdict")
+    print(f"{'time, all ranks (best of %d)' % a.repeats:<34} {best:>10.3f} s {'< 1 s':>8}  "
+          f"{'ok' if best < 1.0 else 'MISSED'}")
+    print(f"{'peak memory, all ranks (tracemalloc)':<34} {peak / mb:>9.1f} MiB {'< 64 MB':>8}  "
+          f"{'ok' if peak < 64e6 else 'MISSED'}")
+    print(f"{'ru_maxrss growth, all ranks':<34} {rss_delta:>9.1f} MiB {'< 64 MB':>8}  "
+          f"{'ok' if rss_delta * mb < 64e6 else 'MISSED'}")
+    print(f"{'time, one rank (best of %d)' % a.repeats:<34} {best1:>10.3f} s {'':>8}  (info)")
+    print(f"{'peak memory, one rank (tracemalloc)':<34} {peak1 / mb:>9.1f} MiB {'':>8}  (info)")
+
+
+if __name__ == "__main__":
+    main()
