@@ -5,7 +5,7 @@ Builds a dlio.planner.Layout by hand (no files on disk): 1,281,167 one-sample JP
 sizes follow DLIO's size distribution for the built-in imagenet workload (DLIO's seeded normal
 draw of the two image sides, dlio.dataset.file_dims, times the jpeg format's size estimate),
 then plans epoch 1 of all 8 ranks with the workload's settings (batch 400, file and sample
-shuffle on, ResNet-50 compute draws) with dlio.planner.epoch_plan, keeping all 8 plans.
+shuffle on, ResNet-50 compute draws) with dlio.planner.epoch_plans (the global order once, then each rank's shard), keeping all 8 plans.
 
 Measures: wall time (best of --repeats, no tracing), peak Python-heap memory of the 8 plans
 (tracemalloc, which numpy reports its buffers to) and the process's ru_maxrss growth during the
@@ -47,8 +47,8 @@ def build(samples):
 
 
 def plan_all(layout, settings, time_spec, ranks, which=None):
-    return [planner.epoch_plan(layout, settings, time_spec, rank, ranks, epoch=1, random_seed=1)
-            for rank in (range(ranks) if which is None else [which])]
+    return planner.epoch_plans(layout, settings, time_spec, ranks, epoch=1, random_seed=1,
+                               ranks=None if which is None else [which])
 
 
 def maxrss_mb():

@@ -21,6 +21,7 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
     uint64_t dc_hist_percentile(const dc_hist *h, double p)
 
     uint64_t dc_compute(uint64_t ns, int mode)
+    enum: DC_COMPUTE_SPIN_NS
 
     void dc_fill_random(void *buf, size_t len, uint64_t seed)
     int dc_write_random(int fd, uint64_t offset, uint64_t len, uint64_t seed, size_t chunk)

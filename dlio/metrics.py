@@ -7,8 +7,11 @@ DLIO compatibility (dlio-facts 3.3), per block of n steps on one rank:
                  e = n - 1 - exclude_end_steps
     AU         = 100 * sum(compute[s:e+1]) / T
     throughput = (n - 2) * batch / T       (DLIO's hard-coded -2, kept in compat figures)
-Exact figures use one window for everything: from the fetch of the first counted step to the end
-of the last counted step, on the monotonic clock; MB/s come from the bytes the runner read.
+Exact figures use one window for everything, the whole block on the monotonic clock: from the
+trainer's first fetch (when the readers start too) to the end of the last step. Every byte of
+the block is read inside it, so bytes / window is never inflated by prefetching (a window that
+skipped the first step would count batches read before it began); the first step's wait is
+storage time too, so it is not excluded. MB/s come from the bytes the runner read.
 """
 import numpy as np
 
@@ -45,21 +48,20 @@ def block_metrics(st, batch, exclude_start=1, exclude_end=0):
     csum = comp[s:e + 1].sum()
     au = 100.0 * csum / T if csum > 0 and T > 0 else 0.0
     thr = (n - 2) * batch / T if T > 0 and n > 2 else 0.0
-    window = (t_end[e] - t_fetch[s]) / 1e9
-    counted = e - s + 1
-    wait = load[s:e + 1]
+    window = wall
+    total_compute = comp.sum()
     exact = {
         "window_s": window,
-        "steps": int(counted),
-        "au_percentage": 100.0 * csum / window if window > 0 else 0.0,
-        "samples_per_second": counted * batch / window if window > 0 else 0.0,
-        "bytes": int(nbytes[s:e + 1].sum()),
-        "bytes_per_second": nbytes[s:e + 1].sum() / window if window > 0 else 0.0,
-        "io_wait_mean_s": float(wait.mean()) if counted else 0.0,
-        "io_wait_p99_s": float(np.percentile(wait, 99)) if counted else 0.0,
-        "io_wait_max_s": float(wait.max()) if counted else 0.0,
-        "compute_mean_s": float(comp[s:e + 1].mean()) if counted else 0.0,
-        "compute_total_s": float(csum),
+        "steps": int(n),
+        "au_percentage": 100.0 * total_compute / window if window > 0 else 0.0,
+        "samples_per_second": n * batch / window if window > 0 else 0.0,
+        "bytes": int(nbytes.sum()),
+        "bytes_per_second": nbytes.sum() / window if window > 0 else 0.0,
+        "io_wait_mean_s": float(load.mean()),
+        "io_wait_p99_s": float(np.percentile(load, 99)),
+        "io_wait_max_s": float(load.max()),
+        "compute_mean_s": float(comp.mean()),
+        "compute_total_s": float(total_compute),
     }
     return {
         "steps": n, "start_ns": int(t_fetch[0]), "end_ns": int(t_end[-1]), "duration_s": wall,

@@ -69,17 +69,19 @@ def sample_order(nfiles, spf, file_shuffle, sample_shuffle, seed, epoch, seed_ch
     *_shuffle: 'off' | 'seed' | 'random'. 'random' uses random_seed, which the caller must make
     the same on every rank (rank 0 draws it and broadcasts).
     """
+    total = nfiles * spf
+    dtype = np.int32 if total < 2 ** 31 else np.int64   # half the memory for ImageNet-sized plans
     if compat:
-        return np.arange(nfiles * spf, dtype=np.int64)
-    files = np.arange(nfiles, dtype=np.int64)
+        return np.arange(total, dtype=dtype)
+    files = np.arange(nfiles, dtype=dtype)
     s = seed_for(seed, epoch, seed_change_epoch)
     if file_shuffle != "off":
         rng = np.random.default_rng(s if file_shuffle == "seed" else (random_seed, epoch, 1))
-        files = rng.permutation(files)
-    seq = (files[:, None] * spf + np.arange(spf, dtype=np.int64)[None, :]).ravel()
+        rng.shuffle(files)
+    seq = files if spf == 1 else (files[:, None] * spf + np.arange(spf, dtype=dtype)[None, :]).ravel()
     if sample_shuffle != "off":
         rng = np.random.default_rng((s, 2) if sample_shuffle == "seed" else (random_seed, epoch, 2))
-        seq = rng.permutation(seq)
+        rng.shuffle(seq)   # in place: no second copy of the global order
     return seq
 
 
@@ -209,7 +211,18 @@ class Settings:
     max_transfer: int = MAX_TRANSFER
 
 
-def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None):
+def epoch_plans(layout, settings, time_spec, size, epoch, random_seed=None, ranks=None):
+    """Plans of several ranks (all by default) for one epoch, the global order computed once."""
+    s = settings
+    order = None
+    if not layout.sequential:
+        order = sample_order(layout.nfiles, layout.spf, s.file_shuffle, s.sample_shuffle, s.seed,
+                             epoch, s.seed_change_epoch, random_seed, s.compat_dlio_order)
+    return [epoch_plan(layout, settings, time_spec, r, size, epoch, random_seed, order=order)
+            for r in (range(size) if ranks is None else ranks)]
+
+
+def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None, order=None):
     """The plan of one rank for one epoch of one split.
 
     time_spec.draw(rng, n) gives the per-step compute seconds; the draws are seeded by (seed,
@@ -238,8 +251,9 @@ def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None)
         samples = np.resize(seq, steps * s.batch) if steps else seq[:0]
         ops, per_batch = stream_ops(samples, layout, s.batch, s.transfer_size)
     else:
-        seq = sample_order(layout.nfiles, layout.spf, s.file_shuffle, s.sample_shuffle, s.seed,
-                           epoch, s.seed_change_epoch, random_seed, s.compat_dlio_order)
+        seq = order if order is not None else sample_order(
+            layout.nfiles, layout.spf, s.file_shuffle, s.sample_shuffle, s.seed, epoch,
+            s.seed_change_epoch, random_seed, s.compat_dlio_order)
         if layout.bad is not None:
             seq = seq[~layout.bad[seq // layout.spf]]
         samples, steps = shard(seq, rank, size, s.batch, s.max_steps)

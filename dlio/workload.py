@@ -208,7 +208,7 @@ def benchmark_cpu(process_cpu_s, res, compute_mode, read_threads):
         return sum(t["cpu_ns"] for t in res["threads"]) / 1e9
     done = int(res["steps_done"])
     comp = np.asarray(res["step_times"]["compute_ns"][:done], dtype=np.float64)
-    spun = comp if compute_mode == 0 else np.minimum(comp, 100_000.0)
+    spun = comp if compute_mode == 0 else np.minimum(comp, float(_core.COMPUTE_SPIN_NS))
     return max(0.0, process_cpu_s - spun.sum() / 1e9)
 
 

@@ -63,25 +63,34 @@ def test_block_metrics_equal_dlio_formula(hook_ms):
 
 
 def test_block_metrics_exact_window():
+    """Exact figures use the whole block: first fetch .. end of the last step, all steps."""
     hook = 0.5
     st = synth(LOADS, COMPS, hook)
     m = metrics.block_metrics(st, batch=4)
     x = m["exact"]
-    # window: fetch of step 1 .. end of step 7
-    window = (sum(LOADS[1:]) + sum(COMPS[1:]) + 7 * hook) / 1e3
+    window = (sum(LOADS) + sum(COMPS) + 8 * hook) / 1e3
     assert x["window_s"] == pytest.approx(window, rel=1e-12)
-    assert x["steps"] == 7
-    assert x["au_percentage"] == pytest.approx(100 * sum(COMPS[1:]) / 1e3 / window, rel=1e-12)
-    assert x["samples_per_second"] == pytest.approx(7 * 4 / window, rel=1e-12)
-    nb = sum(4096 * (i + 1) for i in range(1, 8))
+    assert x["steps"] == 8
+    assert x["au_percentage"] == pytest.approx(100 * sum(COMPS) / 1e3 / window, rel=1e-12)
+    assert x["samples_per_second"] == pytest.approx(8 * 4 / window, rel=1e-12)
+    nb = sum(4096 * (i + 1) for i in range(8))
     assert x["bytes"] == nb
     assert x["bytes_per_second"] == pytest.approx(nb / window, rel=1e-12)
-    waits = np.array(LOADS[1:]) / 1e3
+    waits = np.array(LOADS) / 1e3
     assert x["io_wait_mean_s"] == pytest.approx(waits.mean(), rel=1e-12)
-    assert x["io_wait_max_s"] == pytest.approx(0.007, rel=1e-12)
+    assert x["io_wait_max_s"] == pytest.approx(max(LOADS) / 1e3, rel=1e-12)
     assert x["io_wait_p99_s"] == pytest.approx(np.percentile(waits, 99), rel=1e-12)
-    assert x["compute_total_s"] == pytest.approx(sum(COMPS[1:]) / 1e3, rel=1e-12)
-    assert x["compute_mean_s"] == pytest.approx(sum(COMPS[1:]) / 7e3, rel=1e-12)
+    assert x["compute_total_s"] == pytest.approx(sum(COMPS) / 1e3, rel=1e-12)
+    assert x["compute_mean_s"] == pytest.approx(sum(COMPS) / 8e3, rel=1e-12)
+
+
+def test_exact_bandwidth_not_inflated_by_prefetch():
+    """Two steps, compute 0, both batches read before step 1 begins (prefetch): bytes over the
+    whole block, never over a window that starts after the reads (helper bench bug)."""
+    st = synth([10.0, 0.001], [0.0, 0.0])
+    m = metrics.block_metrics(st, batch=1)
+    total_bytes = 4096 + 8192
+    assert m["exact"]["bytes_per_second"] == pytest.approx(total_bytes / (10.001 / 1e3), rel=1e-9)
 
 
 def test_block_metrics_exclude_end_steps():
@@ -91,8 +100,8 @@ def test_block_metrics_exclude_end_steps():
     assert m["au"] == pytest.approx(au, rel=1e-12)
     # DLIO's "-2" is hard-coded regardless of the exclusions
     assert m["throughput"] == pytest.approx((8 - 2) * 2 / T, rel=1e-12)
-    assert m["exact"]["steps"] == 5
-    w = (sum(LOADS[2:7]) + sum(COMPS[2:7])) / 1e3
+    assert m["exact"]["steps"] == 8          # exact figures ignore the exclusions
+    w = (sum(LOADS) + sum(COMPS)) / 1e3
     assert m["exact"]["window_s"] == pytest.approx(w, rel=1e-12)
 
 
@@ -193,7 +202,7 @@ def test_null_engine_run_matches_plan(threads, prefetch):
     if threads == 0:
         # a bound that cannot flake: the wait is at least the reads' delay
         assert m["au"] <= 100.0 * c / (c + (NSTEPS - 1) * BATCH * 3 * DELAY_NS) + 1e-9
-    assert m["exact"]["bytes"] == (NSTEPS - 1) * BATCH * FSIZE
+    assert m["exact"]["bytes"] == NSTEPS * BATCH * FSIZE
 
 
 def test_null_engine_no_delay_no_wait_bound():
@@ -204,4 +213,4 @@ def test_null_engine_no_delay_no_wait_bound():
     assert res["steps_done"] == NSTEPS and res["bytes"] == NSTEPS * BATCH * FSIZE
     m = metrics.block_metrics(res["step_times"], BATCH)
     assert 0 < m["au"] <= 100.0
-    assert m["exact"]["compute_total_s"] >= (NSTEPS - 1) * COMPUTE_S
+    assert m["exact"]["compute_total_s"] >= NSTEPS * COMPUTE_S

@@ -4,9 +4,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core_int.h"
 #include "dlio_core/fill.h"
+
+#define DC_HUGE_PAGE (2u << 20)
 
 uint64_t dc_bufpool_slot_cap(uint64_t max_len, uint32_t dio_align)
 {
@@ -31,8 +34,18 @@ int dc_bufpool_init(struct dc_bufpool *bp, struct dc_io *slots, unsigned n, uint
 		return -EINVAL;
 	if (cap > SIZE_MAX / n)
 		return -ENOMEM;
-	if (posix_memalign((void **)&mem, DC_BUF_ALIGN, (size_t)cap * n))
+	/* Large pools are aligned to 2 MiB and asked to be backed by transparent huge pages (when
+	 * THP is in madvise mode): a copy from the page cache into a buffer then takes far fewer TLB
+	 * misses. fio's malloc'd buffers lack this (with --iomem_align=2m it reads cached 1 MiB
+	 * blocks several times faster here), so this is what "as fast as the memory allows" means. */
+	size_t align = (size_t)cap * n >= DC_HUGE_PAGE ? DC_HUGE_PAGE : DC_BUF_ALIGN;
+
+	if (posix_memalign((void **)&mem, align, (size_t)cap * n))
 		return -ENOMEM;
+#ifdef MADV_HUGEPAGE
+	if (align == DC_HUGE_PAGE)
+		(void)madvise(mem, (size_t)cap * n, MADV_HUGEPAGE);  /* a hint: failure is fine */
+#endif
 	for (unsigned i = 0; i < n; i++) {
 		unsigned char *b = mem + (size_t)cap * i;
 

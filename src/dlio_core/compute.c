@@ -2,6 +2,7 @@
 #include "dlio_core/compute.h"
 
 #include <errno.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "dlio_core/timer.h"
@@ -23,7 +24,14 @@ uint64_t dc_compute_until(uint64_t deadline_ns, int mode)
 	uint64_t now = dc_now_ns();
 
 	if (mode == DC_COMPUTE_HYBRID && deadline_ns > now + DC_COMPUTE_SPIN_NS) {
+		static __thread int slack_set;
 		uint64_t wake = deadline_ns - DC_COMPUTE_SPIN_NS;
+
+		/* The default 50 us timer slack would make every sleep late by up to that much. */
+		if (!slack_set) {
+			(void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+			slack_set = 1;
+		}
 		struct timespec ts = {
 			.tv_sec = (time_t)(wake / 1000000000ull),
 			.tv_nsec = (long)(wake % 1000000000ull),
