@@ -100,12 +100,14 @@ def err(msg):
 @click.version_option(dlio.__version__, prog_name="dlio-fast")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
+@click.option("-v", "--verbose", is_flag=True, help="Per-step lines (DLIO's INFO level) after each epoch.")
 @click.pass_context
-def cli(ctx, debug, quiet):
+def cli(ctx, debug, quiet, verbose):
     """dlio-fast: deep-learning training I/O emulation and filesystem microbenchmarks."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
     ctx.obj["quiet"] = quiet
+    ctx.obj["verbose"] = verbose
 
 
 @cli.command()
@@ -198,7 +200,8 @@ def io(ctx, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size
         raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
     fileset = iofiles.prepare(list(paths), max(thrs), file_size)
     flags = (ENG_REGBUFS if fixedbufs else 0) | (ENG_REGFILES if regfiles else 0)
-    quiet = ctx.obj["quiet"]
+    from dlio.progress import Progress
+    progress = None if ctx.obj["quiet"] else Progress()
     records = []
     doc = {"schema": "dlio-fast.io/1", "environment": output.environment(),
            "paths": list(paths), "files": fileset.paths, "complete": False, "points": records}
@@ -210,7 +213,10 @@ def io(ctx, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size
                     for q in qds:
                         for t in thrs:
                             pt = iobench.Point(r, b, e, q, t, direct)
-                            rec = iobench.run_point(pt, fileset, budget, cache, eng_flags=flags)
+                            tick = progress.io_point(pt, budget) if progress else None
+                            rec = iobench.run_point(pt, fileset, budget, cache, on_tick=tick, eng_flags=flags)
+                            if progress:
+                                progress.done()
                             records.append(rec)
                             click.echo(point_line(rec))
         doc["complete"] = True
@@ -292,7 +298,7 @@ def run(ctx, overrides, workload_name, config_file, sets, scale, output, engine,
     quiet = ctx.obj["quiet"]
     progress = Progress() if comm.rank == 0 and not quiet else None
     echo = click.echo if comm.rank == 0 else (lambda *a, **k: None)
-    runcmd.run(cfg, comm, echo, err, progress, output, dry_run, trace=trace)
+    runcmd.run(cfg, comm, echo, err, progress, output, dry_run, trace=trace, verbose=ctx.obj["verbose"])
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})

@@ -46,3 +46,20 @@ class Progress:
         bar = "#" * fill + "." * (width - fill)
         self._draw(f"epoch {epoch} {split:<5} [{bar}] {steps}/{n} steps  {steps * batch / dt:10.1f} samples/s  "
                    f"{nbytes / 2**20 / dt:9.1f} MiB/s  AU {au:5.1f} %")
+
+    def io_point(self, point, budget):
+        """on_tick for one `io` point: MiB/s and IOPS so far, and how much of the budget is spent."""
+        t0 = time.monotonic()
+
+        def tick(run):
+            ops, nbytes, _ = run.progress()
+            dt = max(1e-6, time.monotonic() - t0)
+            if budget.size:
+                pct = 100.0 * nbytes / budget.size
+            elif budget.runtime_ns:
+                pct = 100.0 * dt * 1e9 / (budget.runtime_ns + budget.ramp_ns)
+            else:
+                pct = 0.0
+            self._draw(f"{point.rw} bs {point.bs} {point.engine} qd {point.qd} x{point.threads}: "
+                       f"{min(pct, 100.0):5.1f} %  {nbytes / 2**20 / dt:9.1f} MiB/s  {ops / dt:10.0f} IOPS")
+        return tick

@@ -134,7 +134,7 @@ def write_rank_partial(cfg, spec, comm, rank_rec, folder, start, end, reason, nb
     out.write_json(os.path.join(folder, f"dlio-fast.rank{comm.rank}.json"), report.dlio_fast_doc(result))
 
 
-def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=False):
+def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=False, verbose=False):
     """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None.
     trace: write this rank's trace-{rank}-of-{size}.pfw in the output folder (dlio.trace)."""
     spec = workload.dataset_spec(cfg)
@@ -167,7 +167,7 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=
     if cfg.workflow.train:
         try:
             rank_rec = workload.run_training(cfg, comm, echo, progress.training if progress else None,
-                                             tracer=tracer)
+                                             tracer=tracer, verbose=verbose)
         except (Interrupted, DlioRunError) as e:
             complete, reason, failure = False, str(e), e
             rank_rec = getattr(e, "rank_record", None) or {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": []}

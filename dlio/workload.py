@@ -233,7 +233,14 @@ def cpu_seconds():
     return r.ru_utime + r.ru_stime
 
 
-def run_training(cfg, comm, echo, progress=None, tracer=None):
+def step_lines(rank, block, batch):
+    """DLIO's per-step INFO lines for one block (printed with --verbose)."""
+    for i, (ld, pr) in enumerate(zip(block["load"], block["proc"]), start=1):
+        yield f"Rank {rank} step {i}: loaded {batch} samples in {ld:.6f} s"
+        yield f"Rank {rank} step {i}: processed {batch} samples in {pr:.6f} s"
+
+
+def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
     """Train (and evaluate) on an existing dataset. Returns this rank's record and settings.
 
     On Ctrl-C / SIGTERM / a failing rank, the epochs measured so far are kept and the exception
@@ -274,6 +281,8 @@ def run_training(cfg, comm, echo, progress=None, tracer=None):
             mode = 1 if cfg.dlio_fast.compute_mode == "hybrid" else 0
             rec = _epoch_record(epoch, res, plan, st, excl, benchmark_cpu(cpu_seconds() - cpu0, res, mode, cfg.reader.read_threads), start_iso)
             rank_rec["epochs"].append(rec)
+            if verbose and rec["train"]:
+                print("\n".join(step_lines(comm.rank, rec["train"], st.batch)), flush=True)
             if rec["train"]:
                 b = rec["train"]
                 tr.echo(f"Ending epoch {epoch} - {rec['steps_done']} steps completed in {b['duration_s']:.2f} s")
@@ -304,7 +313,7 @@ def run_training(cfg, comm, echo, progress=None, tracer=None):
         if isinstance(e, Interrupted):
             e.rank_record = rank_rec
             raise
-        err = DlioRunError(f"rank {comm.rank}: {e.strerror}")
+        err = DlioRunError(e.strerror)   # the CLI names the rank when there are several
         err.rank_record = rank_rec
         raise err from None
     return rank_rec
