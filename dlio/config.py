@@ -652,8 +652,53 @@ def _allowed(k: Key) -> str:
 
 
 def scale_checkpoint_model(values: Dict[str, Any], factor: float) -> None:
-    """Hook: shrink the checkpoint model with the dataset (``--scale``).  Not implemented yet: the
-    checkpoint sizes are left as configured.  ``values`` maps dotted keys to validated values."""
+    """Shrink (or grow) the checkpoint by about ``factor`` with ``--scale``, keeping its layout.
+
+    Parallelism (tensor, pipeline, data, ZeRO stage), dtypes, heads and kv heads are never changed,
+    so the ranks that write and the file names stay those of the full model.  The rule:
+
+    * Transformer (``num_layers > 0`` without legacy ``layer_parameters``): parameters grow as width
+      squared, so hidden_size is multiplied by sqrt(factor) and rounded to a multiple of
+      num_attention_heads (at least one per head), and ffn_hidden_size and vocab_size follow
+      hidden_size's ratio.  Only when the widths hit that floor and the total is still more than
+      ~1.5x too large is num_layers reduced, never below the pipeline stages (a PP > 1 model then
+      writes fewer layer files).  Layers are never added.
+    * Legacy ``layer_parameters`` / ``optimization_groups``: every element times factor.
+    * ``model_size_bytes`` (non-transformer models): times factor.
+    Sizes are rounded and kept >= 1 where they were > 0.  ``values`` maps dotted keys to values.
+    """
+    if factor == 1.0:
+        return None
+
+    def sc(n: int) -> int:
+        return max(1, int(round(n * factor))) if n > 0 else n
+
+    if values["model.model_size_bytes"] > 0:
+        values["model.model_size_bytes"] = sc(values["model.model_size_bytes"])
+    for key in ("model.layer_parameters", "model.optimization_groups"):
+        if values[key]:
+            values[key] = tuple(sc(int(x)) for x in values[key])
+    L = values["model.num_layers"]
+    if L <= 0 or values["model.layer_parameters"]:
+        return None
+    t = "model.transformer."
+    H, FFN, V = values[t + "hidden_size"], values[t + "ffn_hidden_size"], values[t + "vocab_size"]
+    heads, kv = values[t + "num_attention_heads"], values[t + "num_kv_heads"]
+
+    def nparam(L_: int, H_: int, F_: int, V_: int) -> int:
+        dkv = (H_ // heads) * kv
+        return 2 * V_ * H_ + L_ * (2 * H_ + H_ * (H_ + 2 * dkv) + H_ * H_ + 3 * H_ * F_) + H_
+
+    full = nparam(L, H, FFN, V)
+    H2 = max(heads, int(round(H * math.sqrt(factor) / heads)) * heads)
+    F2 = max(1, int(round(FFN * H2 / H)))
+    V2 = max(1, int(round(V * H2 / H)))
+    L2 = L
+    left = factor * full / nparam(L, H2, F2, V2)
+    if left < 1 / 1.5:
+        L2 = max(values["model.parallelism.pipeline"], min(L, int(round(L * left))))
+    values[t + "hidden_size"], values[t + "ffn_hidden_size"], values[t + "vocab_size"] = H2, F2, V2
+    values["model.num_layers"] = L2
     return None
 
 

@@ -83,3 +83,39 @@ def mean_std(values):
     if len(a) == 0:
         return 0.0, 0.0
     return float(a.mean()), float(a.std())
+
+
+def combine_blocks(blocks, batch):
+    """One epoch's figures from its blocks (step checkpoints split an epoch into blocks).
+
+    DLIO: AU and throughput are step-weighted means over the blocks. Exact: the blocks' windows
+    add up (the checkpoints between them are not training time)."""
+    blocks = [b for b in blocks if b["steps"]]
+    if not blocks:
+        return {"steps": 0, "au": 0.0, "throughput": 0.0, "exact": None}
+    if len(blocks) == 1:
+        return blocks[0]
+    n = np.array([b["steps"] for b in blocks], dtype=np.float64)
+    load = np.concatenate([b["load"] for b in blocks])
+    comp = np.concatenate([b["compute"] for b in blocks])
+    window = sum(b["exact"]["window_s"] for b in blocks)
+    nbytes = sum(b["exact"]["bytes"] for b in blocks)
+    steps = int(n.sum())
+    exact = {
+        "window_s": window, "steps": steps,
+        "au_percentage": 100.0 * comp.sum() / window if window > 0 else 0.0,
+        "samples_per_second": steps * batch / window if window > 0 else 0.0,
+        "bytes": int(nbytes), "bytes_per_second": nbytes / window if window > 0 else 0.0,
+        "io_wait_mean_s": float(load.mean()), "io_wait_p99_s": float(np.percentile(load, 99)),
+        "io_wait_max_s": float(load.max()), "compute_mean_s": float(comp.mean()),
+        "compute_total_s": float(comp.sum()),
+    }
+    return {
+        "steps": steps, "start_ns": blocks[0]["start_ns"], "end_ns": blocks[-1]["end_ns"],
+        "duration_s": sum(b["duration_s"] for b in blocks),
+        "load": load.tolist(), "compute": comp.tolist(),
+        "proc": np.concatenate([b["proc"] for b in blocks]).tolist(),
+        "au": float(np.dot(n, [b["au"] for b in blocks]) / n.sum()),
+        "throughput": float(np.dot(n, [b["throughput"] for b in blocks]) / n.sum()),
+        "exact": exact,
+    }

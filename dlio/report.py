@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from dlio import metrics, output, stats
+from dlio import ckpt_io, metrics, output, stats
 
 SCHEMA = "dlio-fast.run/1"
 
@@ -63,6 +63,12 @@ def _per_host_bytes(result):
     return result["dataset"]["bytes_on_disk"] / max(1, len(set(result["hostnames"])))
 
 
+def checkpoint_records(result):
+    """Every checkpoint save/load record of the run, all ranks (training and checkpoint-only)."""
+    recs = [c for r in result["ranks"] for ep in r["epochs"] for c in ep.get("checkpoints") or []]
+    return recs + [c for r in result["ranks"] for c in r.get("checkpoints") or []]
+
+
 def summary(result):
     """DLIO's summary.json."""
     s = result["settings"]
@@ -97,6 +103,9 @@ def summary(result):
         })
     host = result["host"]
     d = result["dataset"]
+    ck = checkpoint_records(result)
+    if ck:   # DLIO's checkpoint fields (rank 0's durations, as DLIO computes them)
+        m.update({k: v for k, v in ckpt_io.summary_fields(ck, result["comm_size"]).items() if k != "exact"})
     return {
         "start": result["start"], "end": result["end"],
         "num_accelerators": result["comm_size"], "num_hosts": len(set(result["hostnames"])),
@@ -125,9 +134,10 @@ def rank_output(result, r):
         t = ep.get("train")
         if not t:
             continue
-        rec = {"load": {"block1": t["load"]}, "proc": {"block1": t["proc"]},
-               "compute": {"block1": t["compute"]}, "throughput": {"block1": t["throughput"]},
-               "au": {"block1": t["au"]}, "end": ep["end"]}
+        blocks = ep.get("blocks") or [t]   # step checkpoints split an epoch into blocks
+        rec = {key: {f"block{i}": b[key] for i, b in enumerate(blocks, 1)}
+               for key in ("load", "proc", "compute", "throughput", "au")}
+        rec["end"] = ep["end"]
         ev = ep.get("eval")
         if ev:
             rec["load"]["eval"] = ev["load"]
@@ -146,8 +156,12 @@ def per_epoch_stats(result, r):
         t = ep.get("train")
         if not t:
             continue
-        rec = {"start": ep["start"], "end": ep["end"], "duration": f"{ep['duration_s']:.2f}",
-               "block1": {"start": ep["start"], "end": ep["train_end"], "duration": f"{t['duration_s']:.2f}"}}
+        rec = {"start": ep["start"], "end": ep["end"], "duration": f"{ep['duration_s']:.2f}"}
+        for i, b in enumerate(ep.get("blocks") or [t], 1):
+            rec[f"block{i}"] = {"start": ep["start"] if i == 1 else "", "end": ep["train_end"],
+                                "duration": f"{b['duration_s']:.2f}"}
+        for c in ep.get("checkpoints") or []:
+            rec[f"save_ckpt{c.get('block', 1)}"] = ckpt_io.per_epoch_entry(c)
         if ep.get("eval"):
             rec["eval"] = {"start": ep["eval_start"], "end": ep["end"],
                            "duration": f"{ep['eval']['duration_s']:.2f}"}
@@ -201,6 +215,9 @@ def dlio_fast_doc(result):
     doc = {k: v for k, v in result.items() if k != "ranks"}
     doc["schema"] = SCHEMA
     doc["metrics"] = exact(result)
+    ck = checkpoint_records(result)
+    if ck:
+        doc["checkpoints"] = {"records": ck, **ckpt_io.summary_fields(ck, result["comm_size"])}
     doc["ranks"] = result["ranks"]
     return doc
 
@@ -224,6 +241,9 @@ def metric_lines(result):
             f"[METRIC] Eval Throughput (MB/second): {m['eval_io_mean_MB_per_second']:.6f} ({m['eval_io_stdev_MB_per_second']:.6f})",
             f"[METRIC] eval_au_meet_expectation: {m['eval_au_meet_expectation']}",
         ]
+    ck = checkpoint_records(result)
+    if ck:
+        lines += ["[METRIC] " + x for x in ckpt_io.metric_lines(ckpt_io.summary_fields(ck, result["comm_size"]))]
     lines.append("[METRIC] ==========================================================")
     return lines
 

@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from dlio import dataset, report, workload
+from dlio import ckpt_io, dataset, report, workload
 from dlio.errors import DlioError, DlioRunError
 from dlio.runexec import Interrupted
 
@@ -154,13 +154,14 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=
         tracer = Tracer(folder, comm.rank, comm.size)
     echo(f"Running dlio-fast [{'Generating data & ' if cfg.workflow.generate_data else ''}Training"
          f"{' & Evaluation' if cfg.workflow.evaluation else ''}] with {comm.size} process(es)")
-    if cfg.workflow.generate_data or not comm.bcast(data_present(spec)):
+    needs_data = cfg.workflow.train or cfg.workflow.generate_data
+    if cfg.workflow.generate_data or (needs_data and not comm.bcast(data_present(spec))):
         from dlio.trace import maybe_phase
         with maybe_phase(tracer, "generate"):
             generate(cfg, spec, comm, echo, progress)
     comm.barrier()
-    nbytes = dataset.dataset_bytes(spec)
-    if comm.rank == 0:
+    nbytes = dataset.dataset_bytes(spec) if needs_data else 0
+    if comm.rank == 0 and cfg.workflow.train:
         cache_warning(spec, nbytes, echo, warn)
     start = workload.iso_now()
     complete, reason, rank_rec, failure = True, None, None, None
@@ -176,6 +177,12 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=
                 progress.done()
     else:
         rank_rec = {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": []}
+    if cfg.is_checkpoint_only():
+        try:
+            ck = ckpt_io.run_checkpoint_only(cfg, comm, echo)
+            rank_rec["checkpoints"] = ck["records"]
+        except Interrupted as e:
+            complete, reason, failure = False, str(e), e
     end = workload.iso_now()
     if tracer is not None:
         tracer.close()
@@ -194,9 +201,10 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=
             from dlio import plots
             made = plots.make_all(result, folder, summary=report.summary(result))
             echo(f"Plots: {', '.join(os.path.basename(p) for p in made)}")
-        if any(r["epochs"] for r in records):
+        if any(r["epochs"] or r.get("checkpoints") for r in records):
             for line in report.metric_lines(result):
                 echo(line)
+        if any(r["epochs"] for r in records):
             for line in report.exact_table(result):
                 echo(line)
         echo(f"Saved outputs in {folder}{'' if complete else ' (partial: ' + str(reason) + ')'}")

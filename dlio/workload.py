@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from dlio import _core, dataset, metrics, planner, stats
+from dlio import _core, checkpoint, ckpt_io, dataset, metrics, planner, stats
 from dlio.errors import DlioError, DlioRunError
 from dlio.formats import get_format
 from dlio.runexec import Interrupted, execute
@@ -131,12 +131,20 @@ class Trainer:
             compat_dlio_order=self.cfg.dlio_fast.compat_dlio_order,
             transfer_size=r.transfer_size or planner.TF_BUFFER)
 
-    def run_split(self, split, layout, paths, epoch, random_seed):
-        """One C run over one epoch of a split. Returns (block metrics, raw result, plan)."""
-        cfg = self.cfg
+    def plan_split(self, split, layout, epoch, random_seed):
         st = self.settings(split)
-        spec_time = cfg.train.computation_time if split == "train" else cfg.evaluation.eval_time
-        plan = planner.epoch_plan(layout, st, spec_time, self.comm.rank, self.comm.size, epoch, random_seed)
+        spec_time = self.cfg.train.computation_time if split == "train" else self.cfg.evaluation.eval_time
+        return planner.epoch_plan(layout, st, spec_time, self.comm.rank, self.comm.size, epoch, random_seed), st
+
+    def run_split(self, split, layout, paths, epoch, random_seed):
+        """One C run over one epoch of a split. Returns (raw result, plan, settings)."""
+        plan, st = self.plan_split(split, layout, epoch, random_seed)
+        return self.execute_plan(split, plan, st, paths, epoch), plan, st
+
+    def execute_plan(self, split, plan, st, paths, epoch, first_step=0, end_step=None):
+        """One C run over steps [first_step, end_step) of a plan (a block between checkpoints)."""
+        cfg = self.cfg
+        steps = plan.steps[first_step:end_step]
         hook = c_hook = barrier = None
         if split == "train" and self.comm.size > 1:
             # DLIO's per-step allreduce stand-in: a C MPI barrier called by the trainer thread
@@ -148,7 +156,7 @@ class Trainer:
                 hook = self._step_barrier
         pre = cfg.reader.preprocess_time.mean() if cfg.reader.preprocess_time is not None else 0.0
         run = _core.Run("train", self.engine, paths, plan.ops, threads=cfg.reader.read_threads,
-                        qd=cfg.dlio_fast.qd, direct=self.direct, steps=plan.steps,
+                        qd=cfg.dlio_fast.qd, direct=self.direct, steps=steps,
                         prefetch=max(1, cfg.reader.prefetch_size),
                         compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
                         preprocess_ns=int(pre * 1e9), step_hook=hook, c_step_hook=c_hook,
@@ -165,7 +173,7 @@ class Trainer:
             raise
         if self.tracer is not None:
             self.tracer.add_run(res, paths, "train" if split == "train" else "eval", epoch=epoch)
-        return res, plan, st
+        return res
 
     @staticmethod
     def _stop_barrier_tick(barrier, tick):
@@ -212,14 +220,73 @@ def benchmark_cpu(process_cpu_s, res, compute_mode, read_threads):
     return max(0.0, process_cpu_s - spun.sum() / 1e9)
 
 
-def _epoch_record(epoch, res, plan, settings, excl, cpu_s, start_iso):
+def merge_results(results):
+    """The C results of an epoch's blocks as one (step arrays joined, histograms and counts added)."""
+    if len(results) == 1:
+        return results[0]
+    out = {
+        "steps_done": sum(int(r["steps_done"]) for r in results),
+        "bytes": sum(int(r["bytes"]) for r in results), "ops": sum(int(r["ops"]) for r in results),
+        "stopped": any(r["stopped"] for r in results),
+        "lat": stats.merge([r["lat"] for r in results]),
+        "sample_lat": stats.merge([r["sample_lat"] for r in results]),
+        "threads": [t for r in results for t in r["threads"]],
+        "step_times": {k: np.concatenate([r["step_times"][k][:int(r["steps_done"])] for r in results])
+                       for k in results[0]["step_times"]},
+    }
+    return out
+
+
+def save_checkpoint(tr, cfg, comm, point):
+    """A checkpoint during training, timed as DLIO does (no barrier around it)."""
+    tr.echo(f"Starting saving checkpoint {point.block} after total step {point.after_step} for epoch {point.epoch}")
+    t0 = _core.now_ns()
+    rec = ckpt_io.save(cfg, comm, point.epoch, point.step)
+    rec["block"] = point.block
+    if tr.tracer is not None:
+        tr.tracer.span("checkpoint.save", t0, _core.now_ns() - t0, epoch=point.epoch, step=point.step)
+    tr.echo(f"Finished saving checkpoint {point.block} for epoch {point.epoch} in {rec['duration_s']:.4f} s; "
+            f"Throughput: {rec['dlio_throughput_GB_per_second']:.4f} GB/s")
+    return rec
+
+
+def train_blocks(tr, plan, st, paths, epoch, points, done_blocks, saves, excl):
+    """Train one epoch; step checkpoints split it into blocks (DLIO closes a block at each). Returns
+    the merged C result; done_blocks gets (result, block metrics) per block, saves the checkpoints."""
+    n = len(plan.steps)
+    cuts = [p for p in points if p.mode == "step" and 0 < p.after_step <= n]
+    results, a = [], 0
+    for p in cuts + [None]:
+        b = p.after_step if p is not None else n
+        if b > a or (p is None and not results):
+            try:
+                res = tr.execute_plan("train", plan, st, paths, epoch, a, b)
+            except (Interrupted, _core.RunError) as e:
+                e.blocks = list(zip(results, done_blocks))
+                raise
+            results.append(res)
+            done_blocks.append(metrics.block_metrics(_done_steps(res), st.batch, *excl))
+            a = b
+        if p is not None:
+            saves.append(save_checkpoint(tr, tr.cfg, tr.comm, p))
+    return merge_results(results)
+
+
+def _done_steps(res):
     done = int(res["steps_done"])
-    st = {k: v[:done] for k, v in res["step_times"].items()}   # an interrupted epoch: steps done
-    block = metrics.block_metrics(st, settings.batch, *excl)
+    return {k: v[:done] for k, v in res["step_times"].items()}
+
+
+def _epoch_record(epoch, res, plan, settings, excl, cpu_s, start_iso, blocks=None):
+    if blocks:
+        block = metrics.combine_blocks(blocks, settings.batch)
+    else:   # an interrupted epoch: the steps done
+        block = metrics.block_metrics(_done_steps(res), settings.batch, *excl)
     return {
         "epoch": epoch, "start": start_iso, "train_end": iso_now(), "end": None,
         "duration_s": block.get("duration_s", 0.0),
         "train": block if block["steps"] else None, "eval": None,
+        "blocks": [b for b in (blocks or []) if b["steps"]] if blocks and len(blocks) > 1 else None,
         "lat": stats.to_json(res["lat"]), "sample_lat": stats.to_json(res["sample_lat"]),
         "bytes": int(res["bytes"]), "ops": int(res["ops"]),
         "samples": int(res["steps_done"]) * settings.batch,
@@ -272,14 +339,20 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
             start_iso = iso_now()
             t_epoch = _core.now_ns()
             cpu0 = cpu_seconds()
-            res, plan, st = tr.run_split("train", layout, paths, epoch, random_seed)
+            plan, st = tr.plan_split("train", layout, epoch, random_seed)
+            points = checkpoint.checkpoint_schedule(cfg, epoch, len(plan.steps))
+            done_blocks, saves = [], []
+            res = train_blocks(tr, plan, st, paths, epoch, points, done_blocks, saves, excl)
             if steps0 is None:
                 steps0 = len(plan.steps)
                 tr.echo(f"Max steps per epoch: {steps0} = {spec.num_samples_per_file} * "
                         f"{spec.num_files_train} / {st.batch} / {comm.size} (samples per file * num files / "
                         "batch size / comm size)")
             mode = 1 if cfg.dlio_fast.compute_mode == "hybrid" else 0
-            rec = _epoch_record(epoch, res, plan, st, excl, benchmark_cpu(cpu_seconds() - cpu0, res, mode, cfg.reader.read_threads), start_iso)
+            rec = _epoch_record(epoch, res, plan, st, excl,
+                                benchmark_cpu(cpu_seconds() - cpu0 - sum(c["duration_s"] for c in saves),
+                                              res, mode, cfg.reader.read_threads), start_iso, done_blocks)
+            rec["checkpoints"] = saves
             rank_rec["epochs"].append(rec)
             if verbose and rec["train"]:
                 print("\n".join(step_lines(comm.rank, rec["train"], st.batch)), flush=True)
@@ -289,6 +362,9 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
                 tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {b['au']:.4f}")
                 tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): {b['throughput'] * comm.size:.4f}")
             comm.barrier()
+            for point in points:
+                if point.mode == "epoch":
+                    rec["checkpoints"].append(save_checkpoint(tr, cfg, comm, point))
             if eval_on and epoch >= next_eval:
                 rec["eval_start"] = iso_now()
                 cpu0 = cpu_seconds()
@@ -306,7 +382,10 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
     except (Interrupted, _core.RunError) as e:
         partial = getattr(e, "result", None)
         if partial is not None and getattr(e, "plan", None) is not None and partial["steps_done"]:
-            rec = _epoch_record(len(rank_rec["epochs"]) + 1, partial, e.plan, e.settings, excl, 0.0, iso_now())
+            blocks = getattr(e, "blocks", [])
+            merged = merge_results([b[0] for b in blocks] + [partial])
+            rec = _epoch_record(len(rank_rec["epochs"]) + 1, merged, e.plan, e.settings, excl, 0.0, iso_now(),
+                                [b[1] for b in blocks])
             rec["complete"] = False
             rec["end"] = iso_now()
             rank_rec["epochs"].append(rec)

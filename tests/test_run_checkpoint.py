@@ -1,0 +1,76 @@
+"""Checkpoints inside training, through `dlio-fast run`: DLIO's folders, blocks and fields."""
+import json
+import os
+
+BASE = ["run", "--workload", "default", "--set", "train.computation_time=0.001",
+        "--set", "workflow.evaluation=false", "--set", "workflow.checkpoint=true",
+        "--set", "model.model_size_bytes=1048576"]
+
+
+def load(p):
+    with open(p) as f:
+        return json.load(f)
+
+
+def test_step_checkpoints_split_epochs_into_blocks(run_cli, tmp_path):
+    ck, out = tmp_path / "ck", tmp_path / "out"
+    code, stdout, err = run_cli(*BASE, "--set", f"dataset.data_folder={tmp_path / 'd'}",
+                                "--set", "train.epochs=2", "--set", "checkpoint.steps_between_checkpoints=4",
+                                "--set", f"checkpoint.checkpoint_folder={ck}", "-o", out)
+    assert code == 0, err
+    # 64 files / batch 4 = 16 steps: checkpoints after steps 4, 8, 12, 16 of each epoch
+    names = sorted(os.listdir(ck))
+    assert names == sorted(f"global_epoch{e}_step{s}" for e in (1, 2) for s in (4, 8, 12, 16))
+    for n in names:
+        files = os.listdir(ck / n)
+        assert files == ["model_states-0.pt"]
+        assert os.path.getsize(ck / n / files[0]) == 1048576
+    rank0 = load(out / "0_output.json")
+    assert sorted(rank0["1"]["load"]) == ["block1", "block2", "block3", "block4"]
+    assert all(len(rank0["1"]["load"][f"block{i}"]) == 4 for i in range(1, 5))
+    stats = load(out / "0_per_epoch_stats.json")
+    assert sorted(k for k in stats["2"] if k.startswith("save_ckpt")) == [f"save_ckpt{i}" for i in range(1, 5)]
+    assert stats["1"]["save_ckpt1"]["duration"] > 0
+    m = load(out / "summary.json")["metric"]
+    assert m["save_checkpoint_io_mean_GB_per_second"] > 0
+    assert m["checkpoint_size_GB"] == 1048576 / 2 ** 30
+    doc = load(out / "dlio-fast.json")
+    recs = doc["checkpoints"]["records"]
+    assert len(recs) == 8 and all(r["bytes"] == 1048576 for r in recs)
+    # training bytes are unaffected by the blocks: each epoch reads the 64 train files once
+    train_bytes = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(tmp_path / "d" / "train")
+                      for f in fs)
+    assert [e["bytes"] for e in doc["ranks"][0]["epochs"]] == [train_bytes, train_bytes]
+    assert all(e["steps_done"] == 16 for e in doc["ranks"][0]["epochs"])
+
+
+def test_epoch_checkpoints(run_cli, tmp_path):
+    ck, out = tmp_path / "ck", tmp_path / "out"
+    code, stdout, err = run_cli(*BASE, "--set", f"dataset.data_folder={tmp_path / 'd'}",
+                                "--set", "train.epochs=3", "--set", "checkpoint.checkpoint_after_epoch=2",
+                                "--set", "checkpoint.epochs_between_checkpoints=1",
+                                "--set", f"checkpoint.checkpoint_folder={ck}", "-o", out)
+    assert code == 0, err
+    # DLIO names epoch checkpoints with the step counter past the last step (16 + 1)
+    assert sorted(os.listdir(ck)) == ["global_epoch2_step17", "global_epoch3_step17"]
+    stats = load(out / "0_per_epoch_stats.json")
+    assert "save_ckpt1" not in stats["1"] and "save_ckpt1" in stats["2"] and "save_ckpt1" in stats["3"]
+    assert "Checkpoint save I/O Throughput" in stdout
+
+
+def test_checkpoint_only_mode(run_cli, tmp_path):
+    ck, out = tmp_path / "ck", tmp_path / "out"
+    code, stdout, err = run_cli("run", "--workload", "llama_8b_zero3", "--scale", "0.0005",
+                                "--set", f"checkpoint.checkpoint_folder={ck}",
+                                "--set", "checkpoint.num_checkpoints_write=2", "--set", "checkpoint.num_checkpoints_read=1",
+                                "--set", "checkpoint.time_between_checkpoints=0", "-o", out)
+    assert code == 0, err
+    assert sorted(os.listdir(ck)) == ["global_epoch1_step1", "global_epoch1_step2"]
+    m = load(out / "summary.json")["metric"]
+    assert m["save_checkpoint_duration_mean_seconds"] > 0 and m["load_checkpoint_duration_mean_seconds"] > 0
+    doc = load(out / "dlio-fast.json")
+    kinds = [r["kind"] for r in doc["checkpoints"]["records"]]
+    assert kinds == ["save", "save", "load"]
+    on_disk = sum(os.path.getsize(ck / "global_epoch1_step1" / f) for f in os.listdir(ck / "global_epoch1_step1"))
+    assert doc["checkpoints"]["records"][0]["bytes"] == on_disk
+    assert not (tmp_path / "data").exists()   # checkpoint-only runs need no dataset
