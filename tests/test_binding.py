@@ -183,3 +183,19 @@ def test_odirect_refused_is_one_line_exit_2(run_cli, ramfs):
     code, out, err = run_cli("io", ramfs, "--direct", "--size", "64k", "--file-size", "64k")
     assert code == 2
     assert "O_DIRECT" in err and str(ramfs) in err and len(err.strip().splitlines()) == 1
+
+
+def test_written_blocks_are_all_different(tmp_path):
+    """A write run reuses its slot buffers, but every 4 KiB block it writes is unique, so a
+    deduplicating or compressing store cannot keep repeated data once."""
+    f = tmp_path / "w.bin"
+    n, bs = 128, 64 << 10
+    ops = plan(n, bs)
+    ops["op"] = _core.OP_WRITE
+    res = _core.Run("io", "posix", [str(f)], ops, threads=1, qd=1).execute()
+    assert res["bytes"] == n * bs and f.stat().st_size == n * bs
+    data = f.read_bytes()
+    blocks = {data[i:i + 4096] for i in range(0, len(data), 4096)}
+    assert len(blocks) == len(data) // 4096
+    # the stamp holds the block's own offset
+    assert int.from_bytes(data[8192:8200], "little") == 8192

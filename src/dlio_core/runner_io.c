@@ -149,6 +149,10 @@ static inline __attribute__((always_inline)) void io_loop_sync_impl(struct dc_wo
 		io->len = op->length;
 		io->op = op->op;
 		io->user = idx++;
+		if (io->op == DC_OP_WRITE) {
+			dc_stamp_unique(io, now);
+			now = dc_now_ns();
+		}
 		io->t_issue = now;
 		ret = submit(eng, io);
 		done = dc_now_ns();
@@ -249,6 +253,10 @@ static void io_loop(struct dc_worker *w)
 			io->len = op->length;
 			io->op = op->op;
 			io->user = idx++;
+			if (io->op == DC_OP_WRITE) {
+				dc_stamp_unique(io, now);
+				now = dc_now_ns();
+			}
 			io->t_issue = now;
 			ret = submit(w->eng, io);
 			if (likely(ret == 1)) {
