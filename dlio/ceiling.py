@@ -2,11 +2,10 @@
 
 Three figures: sequential read and write bandwidth (1 MiB transfers) and 4 KiB random-read IOPS.
 For each engine the search doubles the queue depth (async engines) and then the thread count,
-and stops a direction as soon as doubling gains less than GAIN (5 %): more depth that does not
-help only adds latency. The page cache is kept out of the way with O_DIRECT where the filesystem
+and stops a direction when two doublings in a row gain less than GAIN (5 %) over the best so
+far: more depth that does not help only adds latency, and one noisy probe does not end it. The page cache is kept out of the way with O_DIRECT where the filesystem
 allows it, else by dropping the files' pages before every probe.
 """
-import os
 
 from dlio import _core, iobench, iofiles, output
 from dlio.cli_format import point_line, POINT_HEADER
@@ -32,27 +31,32 @@ def direct_ok(folder):
         return False
 
 
+def climb(cur, metric, limit, probe_at):
+    """Double a setting while it pays: a doubling must gain GAIN over the best so far; one miss is
+    forgiven (one noisy probe must not end the search), two in a row stop it."""
+    best, value, misses = cur, 1, 0
+    while value * 2 <= limit and misses < 2:
+        value *= 2
+        nxt = probe_at(value)
+        if nxt[metric] >= best[metric] * GAIN:
+            best, misses = nxt, 0
+        else:
+            misses += 1
+    return best
+
+
 def search(target, fileset, runtime_ns, max_threads, direct, engines, probe):
-    """Best record for one target over engines x qd x threads (doubling, stop on < GAIN)."""
+    """Best record for one target over engines x qd x threads (see climb)."""
     name, rw, bs, metric = target
+    caps = {n: c for n, c, _, _ in _core.engines()}
     best = None
     for eng in engines:
-        is_async = bool(dict((n, c) for n, c, _, _ in _core.engines())[eng] & _core.CAP_ASYNC)
         cur = probe(iobench.Point(rw, bs, eng, 1, 1, direct))
         # Depth first (async engines only), then threads at the best depth.
-        if is_async:
-            qd = 1
-            while qd * 2 <= MAX_QD:
-                nxt = probe(iobench.Point(rw, bs, eng, qd * 2, 1, direct))
-                if nxt[metric] < cur[metric] * GAIN:
-                    break
-                cur, qd = nxt, qd * 2
-        threads = 1
-        while threads * 2 <= max_threads:
-            nxt = probe(iobench.Point(rw, bs, eng, cur["qd"], threads * 2, direct))
-            if nxt[metric] < cur[metric] * GAIN:
-                break
-            cur, threads = nxt, threads * 2
+        if caps[eng] & _core.CAP_ASYNC:
+            cur = climb(cur, metric, MAX_QD, lambda q: probe(iobench.Point(rw, bs, eng, q, 1, direct)))
+        qd = cur["qd"]
+        cur = climb(cur, metric, max_threads, lambda t: probe(iobench.Point(rw, bs, eng, qd, t, direct)))
         if best is None or cur[metric] > best[metric]:
             best = cur
     return best

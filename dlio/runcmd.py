@@ -3,7 +3,6 @@ import os
 import socket
 import time
 
-import numpy as np
 
 from dlio import ckpt_io, dataset, report, workload
 from dlio.errors import DlioError, DlioRunError

@@ -6,7 +6,6 @@ module's own check: headers, framing, companions), and, when the dataset was gen
 """
 import os
 
-import numpy as np
 
 from dlio import dataset
 from dlio.formats import get_format

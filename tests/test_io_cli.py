@@ -136,3 +136,24 @@ def test_subprocess_error_has_no_traceback(dlio_cmd, tmp_path):
     code, out, err = dlio_cmd("io", tmp_path / "missing")
     assert code == 2
     assert "Traceback" not in err and "missing" in err
+
+
+def test_ceiling_finds_the_best_probe(run_cli, tmp_path):
+    js = tmp_path / "c.json"
+    code, out, err = run_cli("ceiling", tmp_path, "--runtime", "60ms", "--file-size", "8m",
+                             "--max-threads", "2", "--json", js)
+    assert code == 0, err
+    doc = json.loads(js.read_text())
+    assert doc["schema"] == "dlio-fast.ceiling/1" and doc["complete"] is True
+    probes = doc["probes"]
+    for name, rw, metric in (("seq_read", "read", "bw_MiB_s"), ("seq_write", "write", "bw_MiB_s"),
+                             ("rand_read_4k", "randread", "iops")):
+        best = doc["best"][name]
+        assert best["rw"] == rw and best[metric] > 0
+        mine = [p for p in probes if p["rw"] == rw]
+        # the winner is one of the probes, and the search stopped within the bounds
+        assert best in mine
+        assert all(p["threads"] <= 2 and p["qd"] <= 256 for p in mine)
+        assert (best["bs"], best["rw"]) == ((1 << 20) if metric == "bw_MiB_s" else 4096, rw)
+    assert name in out and "IOPS" in out
+    assert not [f for f in os.listdir(tmp_path) if f.startswith("dlio-fast-io")]
