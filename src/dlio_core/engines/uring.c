@@ -311,6 +311,11 @@ static int uring_submit(struct dc_engine *e, struct dc_io *io)
 		return 1;
 	}
 	uring_prep(e, io);
+	/* Submit now, as fio does by default (iodepth_batch_submit=1): a request waiting in the SQ for
+	 * the next reap leaves the device's queue short. Batching the refills into the reap's
+	 * io_uring_enter saved a syscall per ~10 requests but cost 15-20 % of 4 KiB random-read IOPS
+	 * at qd 32 on virtio here (p50 725 us vs 550 us); submitting each costs ~1 us of CPU. */
+	io_uring_submit(&e->ring);
 	return 0;
 }
 
