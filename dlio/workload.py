@@ -94,6 +94,17 @@ def engine_choice(cfg):
     return engine, direct
 
 
+def batches_in_flight(reader):
+    """How many finished batches may wait for the trainer. PyTorch's loader (DLIO's pytorch and dali
+    loaders) gives each of its W workers prefetch_factor = ceil(prefetch_size / W) batches, so W x
+    that many are in flight; tf.data's .prefetch(n) keeps n."""
+    n = max(1, reader.prefetch_size)
+    w = reader.read_threads
+    if reader.data_loader in ("pytorch", "dali") and w > 0:
+        return w * -(-n // w)
+    return n
+
+
 def host_info():
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     proc = platform.processor() or ""
@@ -157,7 +168,7 @@ class Trainer:
         pre = cfg.reader.preprocess_time.mean() if cfg.reader.preprocess_time is not None else 0.0
         run = _core.Run("train", self.engine, paths, plan.ops, threads=cfg.reader.read_threads,
                         qd=cfg.dlio_fast.qd, direct=self.direct, steps=steps,
-                        prefetch=max(1, cfg.reader.prefetch_size),
+                        prefetch=batches_in_flight(cfg.reader),
                         compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
                         preprocess_ns=int(pre * 1e9), step_hook=hook, c_step_hook=c_hook,
                         trace=self.tracer is not None)
