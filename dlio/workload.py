@@ -356,6 +356,11 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
             res = train_blocks(tr, plan, st, paths, epoch, points, done_blocks, saves, excl)
             if steps0 is None:
                 steps0 = len(plan.steps)
+                if steps0 == 0:
+                    raise DlioError(
+                        f"0 training steps per epoch: {spec.num_files_train} files x {spec.num_samples_per_file} "
+                        f"samples on {comm.size} rank(s) do not fill one batch of {st.batch}; raise "
+                        "dataset.num_files_train (or --scale), or lower reader.batch_size")
                 tr.echo(f"Max steps per epoch: {steps0} = {spec.num_samples_per_file} * "
                         f"{spec.num_files_train} / {st.batch} / {comm.size} (samples per file * num files / "
                         "batch size / comm size)")

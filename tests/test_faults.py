@@ -137,3 +137,12 @@ def test_broken_and_empty_yaml(run_cli, tmp_path):
     empty.write_text("")
     code, out, err = run_cli("run", "--config", empty, "-o", tmp_path / "o")
     assert code == 2 and "empty" in one_line(err)
+
+
+def test_zero_steps_is_a_clear_error(run_cli, tmp_path):
+    code, out, err = run_cli("run", "--workload", "default", *data_args(tmp_path / "d"),
+                             "--set", "dataset.num_files_train=3", "--set", "reader.batch_size=4",
+                             "-o", tmp_path / "o")
+    assert code == 2
+    line = one_line(err)
+    assert "0 training steps" in line and "batch of 4" in line
