@@ -180,6 +180,14 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=
         try:
             ck = ckpt_io.run_checkpoint_only(cfg, comm, echo)
             rank_rec["checkpoints"] = ck["records"]
+            if tracer is not None:   # records carry wall-clock times: map them to the trace clock
+                import time as _time
+                from dlio import _core
+                wall_to_mono = _core.now_ns() - _time.time_ns()
+                for c in ck["records"]:
+                    tracer.span(f"checkpoint.{c['kind']}", c["wall_start_ns"] + wall_to_mono,
+                                c["wall_end_ns"] - c["wall_start_ns"], epoch=c["epoch"], step=c["step"],
+                                bytes=c["bytes"])
         except Interrupted as e:
             complete, reason, failure = False, str(e), e
     end = workload.iso_now()

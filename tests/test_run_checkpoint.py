@@ -74,3 +74,19 @@ def test_checkpoint_only_mode(run_cli, tmp_path):
     on_disk = sum(os.path.getsize(ck / "global_epoch1_step1" / f) for f in os.listdir(ck / "global_epoch1_step1"))
     assert doc["checkpoints"]["records"][0]["bytes"] == on_disk
     assert not (tmp_path / "data").exists()   # checkpoint-only runs need no dataset
+
+
+def test_checkpoint_spans_in_the_trace(run_cli, tmp_path):
+    from dlio.trace import read_pfw
+    ck, out = tmp_path / "ck", tmp_path / "out"
+    code, stdout, err = run_cli("run", "--workload", "llama_8b_zero3", "--scale", "0.0005", "--trace",
+                                "--set", f"checkpoint.checkpoint_folder={ck}",
+                                "--set", "checkpoint.num_checkpoints_write=2", "--set", "checkpoint.num_checkpoints_read=1",
+                                "--set", "checkpoint.time_between_checkpoints=0", "-o", out)
+    assert code == 0, err
+    events = [e for e in read_pfw(out / "trace-0-of-1.pfw") if e.get("cat") == "checkpoint"]
+    recs = load(out / "dlio-fast.json")["checkpoints"]["records"]
+    assert [e["name"] for e in events] == ["checkpoint.save", "checkpoint.save", "checkpoint.load"]
+    for e, r in zip(events, recs):
+        assert e["args"]["bytes"] == r["bytes"]
+        assert abs(float(e["dur"]) - r["duration_s"] * 1e6) < 5e3   # the same window (5 ms slack)
