@@ -56,6 +56,9 @@ def case_sets(name, a, folder):
         wl, sets = "cosmoflow_h100", [f"dataset.num_files_train={a.cosmo_files}", f"dataset.format={a.cosmo_format}"]
         if a.cosmo_format != "tfrecord":
             sets.append("reader.data_loader=pytorch")
+    # A deep prefetch: with compute 0 and batch 1 (cosmoflow) a 2-batch queue makes every file wait
+    # for a thread handoff, which measures the workload's configuration, not the harness.
+    sets += [f"reader.prefetch_size={a.prefetch}"]
     sets += [f"dataset.data_folder={folder}", "dataset.num_files_eval=0", "train.computation_time=0",
              f"train.epochs={a.epochs}", "workflow.checkpoint=False", "workflow.evaluation=False",
              "workflow.generate_data=False"]
@@ -131,6 +134,7 @@ def main():
     ap.add_argument("--cases", default="unet3d,cosmoflow")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--prefetch", type=int, default=16, help="reader.prefetch_size of the workload runs")
     ap.add_argument("--unet3d-files", type=int, default=16)
     ap.add_argument("--cosmo-files", type=int, default=256)
     ap.add_argument("--cosmo-format", default="tfrecord", choices=["tfrecord", "npz", "hdf5"])

@@ -49,6 +49,18 @@ def load(path):
 
 # ---- without MPI ------------------------------------------------------------------------------
 
+@pytest.fixture(autouse=True)
+def no_shm_leftovers():
+    """An aborted MPICH job leaves its shared-memory segments in /dev/shm: remove the new ones."""
+    before = set(glob.glob("/dev/shm/mpich_shm_*"))
+    yield
+    for p in set(glob.glob("/dev/shm/mpich_shm_*")) - before:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+
+
 def test_engines_lists_mpiio_with_reason():
     eng = {n: (ok, why) for n, _, ok, why in _core.engines()}
     assert "mpiio" in eng
