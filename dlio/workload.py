@@ -6,11 +6,11 @@ metrics. Evaluation is a second C run on the valid split with no per-step barrie
 Everything measured goes into one Result dict; dlio.report renders it.
 """
 import dataclasses
+import datetime
 import os
 import platform
 import resource
 import socket
-import time
 
 import numpy as np
 
@@ -21,7 +21,8 @@ from dlio.runexec import Interrupted, execute
 
 
 def iso_now():
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime()) + f".{int(time.time() * 1e6) % 1000000:06d}"
+    """Local time as DLIO writes it (2023-04-04T16:33:42.959919)."""
+    return datetime.datetime.now().strftime("%Y-%m-%dT%H:%M:%S.%f")
 
 
 def dataset_spec(cfg):
@@ -35,7 +36,7 @@ def dataset_spec(cfg):
         num_subfolders_eval=d.num_subfolders_eval, file_prefix=d.file_prefix,
         compression=d.compression, compression_level=d.compression_level,
         hdf5_chunk_dims=tuple(d.hdf5.chunk_dims), hdf5_num_dset_per_record=d.hdf5.num_dset_per_record,
-        hdf5_max_shape=tuple(d.hdf5.max_shape),
+        hdf5_max_shape=tuple(d.hdf5.max_shape), seed_content=cfg.dlio_fast.seed,
     )
 
 
