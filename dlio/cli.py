@@ -157,9 +157,11 @@ def engines():
 @click.option("--reorder", is_flag=True, help="mpiio: each rank reads what another rank wrote (IOR -C).")
 @click.option("--mpiio-hint", "mpiio_hints", multiple=True, metavar="KEY=VALUE",
               help="mpiio: an MPI-IO hint for MPI_File_open, e.g. romio_cb_read=enable (repeatable).")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+              help="Write every request as a span (Chrome-trace / DFTracer .pfw, opens in Perfetto).")
 @click.pass_context
 def io(ctx, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size, ramp, cache,
-       fixedbufs, regfiles, json_path, csv_path, keep, layout, collective, reorder, mpiio_hints):
+       fixedbufs, regfiles, json_path, csv_path, keep, layout, collective, reorder, mpiio_hints, trace_path):
     """Microbenchmark a grid of transfer size x pattern x engine x queue depth x threads on PATH.
 
     PATH is a folder (test files are created in it, fully written, and removed afterwards unless
@@ -191,7 +193,7 @@ def io(ctx, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size
     for e in engs:
         iobench.check_engine(e, direct)
     writes = any(r in ("write", "randwrite") for r in rws)
-    for p in (json_path, csv_path):
+    for p in (json_path, csv_path, trace_path):
         if p:
             output.check_output_path(p)
     if direct:
@@ -202,6 +204,10 @@ def io(ctx, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size
     flags = (ENG_REGBUFS if fixedbufs else 0) | (ENG_REGFILES if regfiles else 0)
     from dlio.progress import Progress
     progress = None if ctx.obj["quiet"] else Progress()
+    tracer = None
+    if trace_path:
+        from dlio.trace import Tracer
+        tracer = Tracer(None, path=trace_path, thread_names=lambda tid: f"worker {tid}")
     records = []
     doc = {"schema": "dlio-fast.io/1", "environment": output.environment(),
            "paths": list(paths), "files": fileset.paths, "complete": False, "points": records}
@@ -214,7 +220,8 @@ def io(ctx, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size
                         for t in thrs:
                             pt = iobench.Point(r, b, e, q, t, direct)
                             tick = progress.io_point(pt, budget) if progress else None
-                            rec = iobench.run_point(pt, fileset, budget, cache, on_tick=tick, eng_flags=flags)
+                            rec = iobench.run_point(pt, fileset, budget, cache, on_tick=tick, eng_flags=flags,
+                                                    tracer=tracer)
                             if progress:
                                 progress.done()
                             records.append(rec)
@@ -227,6 +234,8 @@ def io(ctx, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size
             output.write_csv(csv_path, [flat_point(r) for r in records], IO_COLUMNS)
         if not keep:
             fileset.cleanup()
+        if tracer is not None:
+            tracer.close()
 
 
 @cli.command()

@@ -89,19 +89,24 @@ def build_plan(point, fileset, seed=42):
     return np.concatenate(chunks), first_op
 
 
-def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, delay_ns=0):
-    """Measure one point. Returns the point's record (plain dict, JSON-ready)."""
+def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, delay_ns=0, tracer=None):
+    """Measure one point. Returns the point's record (plain dict, JSON-ready). With a tracer
+    (dlio.trace.Tracer), the point's requests are appended to its .pfw file as spans."""
     ops, first_op = build_plan(point, fileset)
     cache_note = drop_caches(fileset.paths) if cache == "drop" else "kept"
     run = _core.Run("io", point.engine, fileset.paths, ops, threads=point.threads, qd=point.qd,
                     direct=point.direct, thread_first_op=first_op, runtime_ns=budget.runtime_ns,
                     ramp_ns=budget.ramp_ns, bytes_limit=budget.size,
-                    loop=bool(budget.runtime_ns or budget.size), eng_flags=eng_flags, delay_ns=delay_ns)
+                    loop=bool(budget.runtime_ns or budget.size), eng_flags=eng_flags, delay_ns=delay_ns,
+                    trace=tracer is not None)
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     w0 = time.monotonic_ns()
     res = execute(run, on_tick=on_tick)
     wall = max(1, time.monotonic_ns() - w0)
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    if tracer is not None:
+        tracer.add_run(res, fileset.paths, name="point", rw=point.rw, bs=point.bs, engine=point.engine,
+                       qd=point.qd, threads=point.threads)
     return point_record(point, res, ru0, ru1, wall, cache_note)
 
 

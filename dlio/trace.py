@@ -45,8 +45,8 @@ class Tracer:
     """This rank's trace file. add_run() appends a C run's events; span()/phase() add Python-side
     phases; close() ends the file. Times given to span() are _core.now_ns() times."""
 
-    def __init__(self, folder, rank=0, size=1, thread_names=None):
-        self.path = trace_path(folder, rank, size)
+    def __init__(self, folder, rank=0, size=1, thread_names=None, path=None):
+        self.path = path or trace_path(folder, rank, size)
         self.pid = rank
         self.t0_ns = time.time_ns() - _core.now_ns()   # epoch ns = now_ns() + t0_ns
         self.next_id = 0

@@ -149,3 +149,17 @@ def test_file_names_escaped(tmp_path):
     assert {e["args"]["name"] for e in evs if e["name"] == "FH"} == set(names)
     assert all(e["pid"] == 3 for e in evs)
     assert _core.json_escape('a"b\\c') == 'a\\"b\\\\c'
+
+
+def test_io_trace_has_a_span_per_request(run_cli, tmp_path):
+    from dlio.trace import read_pfw
+    tr, js = tmp_path / "io.pfw", tmp_path / "io.json"
+    code, out, err = run_cli("io", tmp_path, "--bs", "64k", "--file-size", "1m", "--size", "1m",
+                             "--threads", "1,2", "--trace", tr, "--json", js)
+    assert code == 0, err
+    events = read_pfw(tr)
+    reads = [e for e in events if e["name"] == "read"]
+    points = json.loads(js.read_text())["points"]
+    assert len(reads) == sum(p["ops"] for p in points)
+    assert sum(int(e["args"]["size"]) for e in reads) == sum(p["bytes"] for p in points)
+    assert [e["args"]["threads"] for e in events if e["name"] == "point"] == [1, 2]
