@@ -134,6 +134,7 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         void *hook_ctx
         volatile int *stop
         dc_progress *progress
+        const uint64_t *file_fill
         dc_trace *trace
 
     struct dc_error:

@@ -261,13 +261,15 @@ cdef class Run:
                  uint64_t bytes_limit=0, bint loop=False, steps=None, unsigned prefetch=2,
                  int compute_mode=0, uint64_t preprocess_ns=0, unsigned eng_flags=0,
                  uint64_t delay_ns=0, uint64_t fail_nth=0, int fail_errno=0, step_hook=None,
-                 c_step_hook=None, size_t mpi_comm=0, hints=None, trace=False):
+                 c_step_hook=None, size_t mpi_comm=0, hints=None, trace=False, file_fill=None):
         """c_step_hook: a "dlio_core.step_hook" capsule, called by the trainer without the GIL
         (instead of step_hook). mpi_comm: address of an MPI_Comm (mpi4py's MPI._addressof(comm))
         for collective MPI-IO, 0 for independent. hints: [(key, value)] MPI-IO hints.
         trace: True = record every request, sample, batch fetch and compute in per-thread C
         buffers sized from the plan (an int: that many events per thread); the result then has
-        "trace" (numpy TRACE_DTYPE) and "trace_dropped"."""
+        "trace" (numpy TRACE_DTYPE) and "trace_dropped".
+        file_fill: one uint64 per path: writes to that file carry the 8-byte pattern repeated
+        (randomize_tensor: false) instead of unique random bytes."""
         if kind not in ("io", "train"):
             raise ValueError(f"kind must be 'io' or 'train', not {kind!r}")
         self.kind = kind
@@ -357,6 +359,13 @@ cdef class Run:
             raise MemoryError()
         self.res.threads = self.tstats
         self.res.step_times = self.stimes
+        cdef cnp.ndarray fills
+        if file_fill is not None:
+            fills = np.ascontiguousarray(file_fill, dtype=np.uint64)
+            if len(fills) != len(self.paths):
+                raise ValueError("file_fill needs one pattern per path")
+            keep.append(fills)
+            self.cfg.file_fill = <const uint64_t *>cnp.PyArray_DATA(fills)
         self.keep = keep
         if trace:
             self.tr.cap = 0 if trace is True else <uint64_t>int(trace)

@@ -15,13 +15,11 @@ same requests.  With ``checkpoint.recovery_rank_shift`` rank r reads the files o
 ``(r + ranks_per_node) % size`` (DLIO's intent; its typo disables it).
 
 Deviations, all recorded in the record:
-  * ``randomize_tensor: false`` (tensors of ones in the file's dtype: 0x01 for int8, 1.0 for
-    fp16/bf16/fp32/fp64) is written by Python threads with ``os.pwrite`` of a pre-filled buffer (the
-    syscalls release the GIL; same request sizes, O_DIRECT honoured) because the C core fills write
-    buffers only with random bytes; ``record["writer"]`` says ``python-pwrite``.  io_uring is not used
-    on that path.
-  * The C core fills each request slot once, so a random checkpoint repeats ``threads * qd`` distinct
-    16 MiB blocks: a deduplicating store would see through it (DLIO's tensors are fully random).
+  * ``randomize_tensor: false`` writes tensors of ones in each file's dtype (0x01 for int8, 1.0 for
+    fp16/bf16/fp32/fp64) through the same C path: the request buffers hold that pattern
+    (``Run(file_fill=...)``), compressible and dedupable as DLIO means them to be.
+  * Random content: the C core fills its request buffers once and stamps every 4 KiB block it
+    writes with its offset and issue time, so no two blocks of a checkpoint are equal.
   * Under O_DIRECT the last request of a file is padded to the filesystem's alignment and the file is
     then truncated to its exact size.
   * Engines: ``odirect`` is posix + O_DIRECT, ``mmap`` cannot write and is replaced by posix.
@@ -35,14 +33,12 @@ Record of one save / load on one rank (plain JSON-ready dict)::
     fsync_s, sync_s, bytes, nfiles, files [{name, bytes}], GiB_per_second (bytes / duration),
     dlio_throughput_GB_per_second (DLIO's: checkpoint_size_GB / duration, see summary_fields),
     checkpoint_size_GB (DLIO's size), engine, direct, threads, qd, transfer_size, fsync, cache,
-    randomize_tensor, writer ("c-core" | "python-pwrite").
+    randomize_tensor.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import socket
-import threading
 import time
 from datetime import datetime
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
@@ -179,66 +175,20 @@ def _align_of(folder: str, direct: bool) -> int:
 # writers / readers
 
 
+def ones_pattern(dtype: str) -> int:
+    """The 8-byte pattern of a tensor of ones in dtype (1.0 in fp16/bf16/fp32/fp64, 1 in int8)."""
+    one = ONE_BYTES.get(dtype, b"\x01")
+    return int(np.frombuffer(one * (8 // len(one)), dtype=np.uint64)[0])
+
+
 def _run_core(engine: str, paths: List[str], ops: np.ndarray, first: np.ndarray, threads: int, qd: int,
-              direct: bool) -> Dict[str, Any]:
+              direct: bool, file_fill=None) -> Dict[str, Any]:
     run = _core.Run("io", engine, paths, ops, threads=threads, qd=qd, direct=direct, thread_first_op=first,
-                    loop=False)
+                    loop=False, file_fill=file_fill)
     try:
         return execute(run)
     except _core.RunError as e:
         raise DlioRunError(f"checkpoint I/O failed: {e}") from e
-
-
-def _write_ones(paths: List[str], files: Sequence[CkptFile], ops: np.ndarray, first: np.ndarray, threads: int,
-                direct: bool) -> Dict[str, Any]:
-    """randomize_tensor: false.  os.pwrite of buffers holding 1 in each file's dtype (GIL released in
-    the syscall).  Same requests and thread split as the C path."""
-    bufs = {}
-    cap = int(ops["length"].max()) if len(ops) else 0
-    for f in files:
-        if f.dtype not in bufs and cap:
-            b = mmap.mmap(-1, -(-cap // mmap.PAGESIZE) * mmap.PAGESIZE)   # page aligned, for O_DIRECT
-            pat = ONE_BYTES.get(f.dtype, b"\x01")
-            b.write(pat * (len(b) // len(pat)))
-            bufs[f.dtype] = b
-    flags = os.O_WRONLY | os.O_CLOEXEC | (os.O_DIRECT if direct else 0)
-    errors: List[BaseException] = []
-    done = [0] * threads
-
-    def worker(t: int) -> None:
-        fds: Dict[int, int] = {}
-        try:
-            for k in range(int(first[t]), int(first[t + 1])):
-                o = ops[k]
-                fi = int(o["file"])
-                fd = fds.get(fi)
-                if fd is None:
-                    fd = fds[fi] = os.open(paths[fi], flags)
-                ln, off = int(o["length"]), int(o["offset"])
-                mv = memoryview(bufs[files[fi].dtype])[:ln]
-                w = 0
-                while w < ln:
-                    w += os.pwrite(fd, mv[w:], off + w)
-                done[t] += ln
-        except BaseException as e:   # handed to the caller
-            errors.append(e)
-        finally:
-            for fd in fds.values():
-                os.close(fd)
-
-    t0 = time.monotonic_ns()
-    ths = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(threads)]
-    for th in ths:
-        th.start()
-    for th in ths:
-        th.join()
-    t1 = time.monotonic_ns()
-    for b in bufs.values():
-        b.close()
-    if errors:
-        e = errors[0]
-        raise DlioRunError(f"checkpoint write failed: {e}") from e
-    return {"t_start": t0, "t_end": t1, "bytes": sum(done), "ops": len(ops)}
 
 
 def _fsync_one(p: str) -> None:
@@ -324,7 +274,8 @@ def save(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional
     align = _align_of(parent, direct)
     ops, first, nthreads = thread_plan(files, _core.OP_WRITE, transfer, align,
                                        _threads_for(len(files), -(-plan.rank_bytes // transfer), threads))
-    writer = "c-core" if randomize or eng == "null" else "python-pwrite"
+    # randomize_tensor: false writes tensors of ones, through the same C path (patterned buffers)
+    fills = None if randomize else [ones_pattern(f.dtype) for f in files]
     if barrier:
         comm.barrier()
 
@@ -339,10 +290,7 @@ def save(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional
     m_prep = time.monotonic_ns()
     res = {"t_start": 0, "t_end": 0, "bytes": 0}
     if len(ops):
-        if writer == "c-core":
-            res = _run_core(eng, paths, ops, first, nthreads, qd, direct)
-        else:
-            res = _write_ones(paths, files, ops, first, nthreads, direct)
+        res = _run_core(eng, paths, ops, first, nthreads, qd, direct, fills)
     m_io = time.monotonic_ns()
     try:
         if align > 1 and eng != "null":
@@ -362,7 +310,7 @@ def save(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional
                   io_s=(res["t_end"] - res["t_start"]) / 1e9 if len(ops) else 0.0,
                   io_window_s=(m_io - m_prep) / 1e9, fsync_s=(m1 - fs0) / 1e9 if do_fsync else 0.0,
                   sync_s=0.0, engine=eng, direct=direct, threads=nthreads, qd=qd, transfer_size=transfer,
-                  fsync=do_fsync, cache="n/a", randomize_tensor=randomize, writer=writer)
+                  fsync=do_fsync, cache="n/a", randomize_tensor=randomize)
     return _finish(rec, w0, m0, m1)
 
 

@@ -199,3 +199,19 @@ def test_written_blocks_are_all_different(tmp_path):
     assert len(blocks) == len(data) // 4096
     # the stamp holds the block's own offset
     assert int.from_bytes(data[8192:8200], "little") == 8192
+
+
+def test_file_fill_patterns_per_file(tmp_path):
+    """Run(file_fill=...) writes each file's 8-byte pattern, unstamped; a slot switching files is
+    refilled."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    ops = np.concatenate([plan(4, 65536, file=0), plan(4, 65536, file=1), plan(2, 65536, file=0)])
+    ops["offset"][8:] = [4 * 65536, 5 * 65536]
+    ops["op"] = _core.OP_WRITE
+    pa, pb = 0x3C003C003C003C00, 0x0101010101010101
+    res = _core.Run("io", "posix", [str(a), str(b)], ops, file_fill=[pa, pb]).execute()
+    assert res["bytes"] == 10 * 65536
+    assert np.all(np.fromfile(a, dtype=np.uint64) == pa) and a.stat().st_size == 6 * 65536
+    assert np.all(np.fromfile(b, dtype=np.uint64) == pb)
+    with pytest.raises(ValueError):
+        _core.Run("io", "posix", [str(a)], ops[:1], file_fill=[pa, pb])

@@ -15,7 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from dlio import ckpt_io
+from dlio import _core, ckpt_io
 from dlio.checkpoint import checkpoint_schedule, plan_checkpoint, rank_files
 from dlio.config import ConfigError, load_config
 
@@ -267,18 +267,21 @@ def test_no_fsync_recorded_zero(tmp_path):
     assert rec["fsync"] is False and rec["fsync_s"] == 0.0
 
 
+@pytest.mark.parametrize("engine", ["posix", "io_uring"])
 @pytest.mark.parametrize("direct", [False, True])
-def test_randomize_false_writes_ones(tmp_path, direct):
+def test_randomize_false_writes_ones(tmp_path, direct, engine):
+    if engine == "io_uring" and not {n: ok for n, _, ok, _ in _core.engines()}.get("io_uring"):
+        pytest.skip("io_uring not available here")
     cfg = small_transformer(tmp_path / "ck", zero=1, H=96, **{"checkpoint.randomize_tensor": "false"})
     plan = plan_checkpoint(cfg, 0, 1)
     assert any(f.nbytes % 4096 for f in plan.files)      # an unaligned tail to pad and truncate
     try:
-        rec = ckpt_io.save(cfg, None, 1, 1, direct=direct, transfer=1 << 20)
+        rec = ckpt_io.save(cfg, None, 1, 1, engine=engine, direct=direct, transfer=1 << 20)
     except Exception as e:   # pragma: no cover - a filesystem without O_DIRECT
         if direct:
             pytest.skip(f"O_DIRECT not available here: {e}")
         raise
-    assert rec["writer"] == "python-pwrite"
+    assert rec["engine"] == engine and rec["randomize_tensor"] is False
     folder = tmp_path / "ck" / "global_epoch1_step1"
     np_dt = {"fp16": np.float16, "fp32": np.float32}
     for f in plan.files:
@@ -296,7 +299,7 @@ def test_direct_random_exact_sizes(tmp_path):
         rec = ckpt_io.save(cfg, None, 1, 1, direct=True, transfer=1 << 20)
     except Exception as e:   # pragma: no cover
         pytest.skip(f"O_DIRECT not available here: {e}")
-    assert rec["direct"] and rec["writer"] == "c-core"
+    assert rec["direct"] and rec["randomize_tensor"] is True
     for f in plan.files:
         assert os.stat(tmp_path / "ck" / "global_epoch1_step1" / f.name).st_size == f.nbytes
     assert rec["bytes"] == plan.rank_bytes and rec["bytes_issued"] >= plan.rank_bytes

@@ -286,7 +286,9 @@ int worker_setup(struct dc_worker *w)
 	w->done = calloc(n, sizeof(*w->done));
 	w->io_sample = calloc(n, sizeof(*w->io_sample));
 	w->samples = calloc(n + 2, sizeof(*w->samples));
-	if (!w->lat || !w->slat || !w->slots || !w->free || !w->done || !w->io_sample || !w->samples)
+	w->slot_fill = calloc(n, sizeof(*w->slot_fill));
+	if (!w->lat || !w->slat || !w->slots || !w->free || !w->done || !w->io_sample || !w->samples ||
+	    !w->slot_fill)
 		return -ENOMEM;
 	dc_hist_init(w->lat);
 	dc_hist_init(w->slat);
@@ -323,6 +325,7 @@ void worker_teardown(struct dc_worker *w)
 	free(w->done);
 	free(w->io_sample);
 	free(w->samples);
+	free(w->slot_fill);
 	free(w->files);
 	w->slots = NULL;
 	w->free = w->done = NULL;

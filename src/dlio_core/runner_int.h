@@ -60,6 +60,8 @@ struct dc_worker {
 	struct dc_trace_buf *tb;
 	uint16_t trace_tid;
 	uint64_t cur_step;            /* train: the step being read */
+	/* writes with cfg->file_fill: the pattern each slot buffer holds (+1; 0 = random content) */
+	uint64_t *slot_fill;
 };
 
 struct dc_run {
@@ -128,6 +130,26 @@ static inline void dc_stamp_unique(struct dc_io *io, uint64_t now)
 		uint64_t v[2] = { io->offset + k, now };
 
 		memcpy(p + k, v, sizeof(v));
+	}
+}
+
+/* Ready a write request's buffer: stamped unique (random content), or holding the file's pattern
+ * (cfg->file_fill), refilled only when the slot last held another pattern (a thread writes its
+ * files one after another, so that is once per file). */
+static inline void dc_prepare_write(struct dc_worker *w, struct dc_io *io, uint32_t file, uint64_t now)
+{
+	const uint64_t *fill = w->run->cfg->file_fill;
+
+	if (!fill) {
+		dc_stamp_unique(io, now);
+		return;
+	}
+	if (w->slot_fill[io->index] != fill[file] + 1 || !w->slot_fill[io->index]) {
+		uint64_t *p = (uint64_t *)io->buf, n = io->cap / sizeof(uint64_t);
+
+		for (uint64_t k = 0; k < n; k++)
+			p[k] = fill[file];
+		w->slot_fill[io->index] = fill[file] + 1;
 	}
 }
 

@@ -150,7 +150,7 @@ static inline __attribute__((always_inline)) void io_loop_sync_impl(struct dc_wo
 		io->op = op->op;
 		io->user = idx++;
 		if (io->op == DC_OP_WRITE) {
-			dc_stamp_unique(io, now);
+			dc_prepare_write(w, io, op->file, now);
 			now = dc_now_ns();
 		}
 		io->t_issue = now;
@@ -254,7 +254,7 @@ static void io_loop(struct dc_worker *w)
 			io->op = op->op;
 			io->user = idx++;
 			if (io->op == DC_OP_WRITE) {
-				dc_stamp_unique(io, now);
+				dc_prepare_write(w, io, op->file, now);
 				now = dc_now_ns();
 			}
 			io->t_issue = now;

@@ -86,6 +86,10 @@ struct dc_run_config {
 
 	volatile int *stop;          /* set non-zero (e.g. from another thread) to stop early */
 	struct dc_progress *progress;/* may be NULL */
+	/* Writes: per file index, an 8-byte pattern repeated over the request buffer instead of random
+	 * bytes (DLIO's randomize_tensor: false writes tensors of ones: compressible, dedupable on
+	 * purpose, so such writes are not stamped unique either). NULL = random content. */
+	const uint64_t *file_fill;
 	struct dc_trace *trace;      /* NULL = no tracing; else zeroed (cap may be set): the run
 	                              * allocates its per-thread buffers before the clock starts and
 	                              * records every request, sample, fetch and compute (trace.h).
