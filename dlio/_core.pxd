@@ -148,6 +148,7 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         uint64_t bytes
         uint64_t errors
         uint64_t cpu_ns
+        uint64_t fsync_ns
 
     struct dc_step_times:
         uint64_t t_fetch

@@ -40,6 +40,7 @@ OP_READ = 0
 OP_WRITE = 1
 OPF_OPEN = 1
 OPF_CLOSE = 2
+OPF_FSYNC = 4
 
 
 class RunError(OSError):
@@ -414,7 +415,8 @@ cdef class Run:
 
     cdef dict _result(self):
         threads = [{"ops": self.tstats[i].ops, "bytes": self.tstats[i].bytes,
-                    "errors": self.tstats[i].errors, "cpu_ns": self.tstats[i].cpu_ns}
+                    "errors": self.tstats[i].errors, "cpu_ns": self.tstats[i].cpu_ns,
+                    "fsync_ns": self.tstats[i].fsync_ns}
                    for i in range(self.nthreads_stats)]
         out = {"t_start": self.res.t_start, "t_end": self.res.t_end, "ops": self.res.ops,
                "bytes": self.res.bytes, "errors": self.res.errors, "steps_done": self.res.steps_done,

@@ -215,3 +215,18 @@ def test_file_fill_patterns_per_file(tmp_path):
     assert np.all(np.fromfile(b, dtype=np.uint64) == pb)
     with pytest.raises(ValueError):
         _core.Run("io", "posix", [str(a)], ops[:1], file_fill=[pa, pb])
+
+
+@pytest.mark.parametrize("engine, qd", [("posix", 1), ("io_uring", 8)])
+def test_fsync_flag_flushes_after_the_files_writes(tmp_path, engine, qd):
+    if not {n: ok for n, _, ok, _ in _core.engines()}.get(engine):
+        pytest.skip(f"{engine} not available here")
+    paths = [str(tmp_path / "a"), str(tmp_path / "b")]
+    ops = np.concatenate([plan(16, 65536, file=0), plan(16, 65536, file=1)])
+    ops["op"] = _core.OP_WRITE
+    ops["flags"][[15, 31]] = _core.OPF_FSYNC
+    res = _core.Run("io", engine, paths, ops, threads=2, qd=qd,
+                    thread_first_op=np.array([0, 16, 32], dtype=np.uint64)).execute()
+    assert res["bytes"] == 32 * 65536
+    assert all(t["fsync_ns"] > 0 for t in res["threads"])
+    assert all(os.path.getsize(p) == 16 * 65536 for p in paths)

@@ -250,7 +250,8 @@ def test_save_load_bytes_fsync(tmp_path):
     assert sorted(os.listdir(folder)) == sorted(f.name for f in plan.files)
     assert rec["bytes"] == sum(os.stat(folder / f.name).st_size for f in plan.files)
     assert rec["fsync"] is True and rec["fsync_s"] > 0
-    assert rec["duration_s"] >= rec["fsync_s"] + rec["io_s"] * 0.99
+    # each file is fsynced by its writer thread right after its last write: inside the I/O window
+    assert rec["fsync_s"] <= rec["io_s"] <= rec["duration_s"]
     assert rec["GiB_per_second"] == pytest.approx(rec["bytes"] / GiB / rec["duration_s"])
     assert rec["dlio_throughput_GB_per_second"] == pytest.approx(plan.dlio_size_GiB / rec["duration_s"])
     data = np.fromfile(folder / plan.files[0].name, dtype=np.uint8)

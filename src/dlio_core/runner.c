@@ -406,6 +406,7 @@ void run_collect(struct dc_run *r)
 			res->threads[t].bytes = w->bytes;
 			res->threads[t].errors = w->errors;
 			res->threads[t].cpu_ns = w->cpu_ns;
+			res->threads[t].fsync_ns = w->fsync_ns;
 		}
 	}
 	if (r->nworkers) {

@@ -55,6 +55,7 @@ struct dc_worker {
 	uint64_t pub_ops, pub_bytes;  /* already added to cfg->progress */
 	unsigned since_pub;
 	uint64_t cpu_ns;
+	uint64_t fsync_ns;            /* io: time spent in DC_OPF_FSYNC fsyncs */
 	uint64_t t_end;
 	/* tracing (NULL = off) */
 	struct dc_trace_buf *tb;

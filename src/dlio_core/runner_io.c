@@ -3,6 +3,7 @@
  * byte budget is spent (or once through). Requests issued during the ramp are run, not counted.
  */
 #include <errno.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,22 @@ static inline void io_complete(struct dc_worker *w, struct dc_io *io, uint64_t n
 	}
 }
 
+/* DC_OPF_FSYNC: flush the file now that its writes completed (the caller drained them). A file
+ * without a descriptor (null engine, MPI-IO) has nothing to flush. 0 or -errno. */
+static int io_fsync(struct dc_worker *w, uint32_t file)
+{
+	struct dc_file *f = &w->files[file];
+	uint64_t t0 = dc_now_ns();
+	int ret = 0;
+
+	if (f->fd >= 0 && w->run->ops->caps & DC_CAP_WRITE && !(w->run->ops->caps & DC_CAP_NOIO))
+		ret = fsync(f->fd) < 0 ? -errno : 0;
+	w->fsync_ns += dc_now_ns() - t0;
+	if (ret < 0)
+		run_fail(w->run, -ret, file, 0, "fsync");
+	return ret;
+}
+
 /*
  * Synchronous engines (posix, mmap, null): one slot, the request completes inside submit(). This
  * is the loop whose cost the null engine measures, so it is kept flat: the counters live in
@@ -171,6 +188,8 @@ static inline __attribute__((always_inline)) void io_loop_sync_impl(struct dc_wo
 					worker_publish(w);
 				}
 			}
+			if (unlikely(op->flags & DC_OPF_FSYNC) && io_fsync(w, op->file) < 0)
+				break;
 		} else if (ret == 1) {
 			w->ops = nops;
 			w->bytes = nbytes;
@@ -214,9 +233,10 @@ static void io_loop(struct dc_worker *w)
 	unsigned inflight = 0;
 	int64_t budget = 0;
 	int issuing = first < last;
+	int64_t fsync_file = -1;      /* a DC_OPF_FSYNC op was issued: drain, flush, then go on */
 
 	while (issuing || inflight) {
-		while (issuing && inflight < qd) {
+		while (issuing && inflight < qd && fsync_file < 0) {
 			const struct dc_op *op;
 			struct dc_io *io;
 			uint64_t now;
@@ -258,6 +278,8 @@ static void io_loop(struct dc_worker *w)
 				now = dc_now_ns();
 			}
 			io->t_issue = now;
+			if (unlikely(op->flags & DC_OPF_FSYNC))
+				fsync_file = op->file;
 			ret = submit(w->eng, io);
 			if (likely(ret == 1)) {
 				io_complete(w, io, dc_now_ns(), t_ramp);
@@ -285,6 +307,11 @@ static void io_loop(struct dc_worker *w)
 				w->free[w->nfree++] = w->done[i];
 			}
 			inflight -= (unsigned)n;
+		}
+		if (unlikely(fsync_file >= 0 && !inflight)) {
+			if (io_fsync(w, (uint32_t)fsync_file) < 0)
+				break;
+			fsync_file = -1;
 		}
 	}
 	w->t_end = dc_now_ns();

@@ -28,6 +28,8 @@
 /* Op flags (struct dc_op.flags). */
 #define DC_OPF_OPEN  (1u << 0)  /* train: open the file before this op (first op of a sample) */
 #define DC_OPF_CLOSE (1u << 1)  /* train: close it after this op completes (last op of a sample) */
+#define DC_OPF_FSYNC (1u << 2)  /* io: fsync the file once this op and all before it completed
+                                  * (a checkpoint file's last write), timed in the window */
 
 /* One plan record: 24 bytes, numpy dtype
  * [('file','<u4'),('op','u1'),('flags','u1'),('pad','<u2'),('offset','<u8'),('length','<u8')]. */
@@ -108,6 +110,7 @@ struct dc_error {
 struct dc_thread_stats {
 	uint64_t ops, bytes, errors;
 	uint64_t cpu_ns;             /* thread CPU time (user + sys) during the run */
+	uint64_t fsync_ns;           /* time in fsync (DC_OPF_FSYNC ops) */
 };
 
 /* Per-step record of dc_run_train (caller allocates nsteps of them). */
