@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dlio.errors import DlioError
+from dlio.output import TMP_MARK, atomic_path
 from dlio.formats import get_format, mix_seed
 
 SPLITS = ("train", "valid")
@@ -292,17 +293,9 @@ def _layout_meta(spec, split):
 def _save_npz(path, arrays):
     d, name = os.path.split(path)
     os.makedirs(d, exist_ok=True)
-    tmp = os.path.join(d, f".{name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    try:
+    with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
             np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def save_manifest(spec, m, part=None):
@@ -658,11 +651,6 @@ def _free_bytes(path):
     return st.f_bavail * st.f_frsize
 
 
-def _tmp_name(path):
-    d, name = os.path.split(path)
-    return os.path.join(d, f".{name}.tmp-{os.getpid()}")
-
-
 def _remove_stale_tmp(spec, paths):
     """Remove temporary files left by an interrupted run for the given final paths (and their
     companion files)."""
@@ -678,8 +666,8 @@ def _remove_stale_tmp(spec, paths):
         except OSError:
             continue
         for e in entries:
-            if e.startswith(".") and ".tmp-" in e:
-                target = e[1:e.rindex(".tmp-")]
+            if e.startswith(".") and TMP_MARK in e:
+                target = e[1:e.rindex(TMP_MARK)]
                 if target in names:
                     try:
                         os.unlink(os.path.join(d, e))
@@ -773,23 +761,9 @@ def generate(spec, threads=2, rank=0, size=1, progress=None, checksum=False, fsy
 
     def write_one(i):
         p = paths[i]
-        tmp = _tmp_name(p)
-        try:
+        with atomic_path(p, fsync=fsync) as tmp:
             n = fmt.write(tmp, tuple(int(x) for x in dims[i]), spf, spec, mix_seed(spec.seed_content, i),
                           final=p, index=i)
-            if fsync:
-                fd = os.open(tmp, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            os.replace(tmp, p)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
         st = os.stat(p).st_size
         sizes[i] = st
         if not fmt.WHOLE_FILE:

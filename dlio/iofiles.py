@@ -8,6 +8,7 @@ import os
 
 from dlio import _core
 from dlio.errors import DlioError
+from dlio.output import atomic_path
 
 PREFIX = "dlio-fast-io"
 
@@ -82,17 +83,15 @@ def _paths(folder, n):
 
 
 def _write_full(path, size, seed):
-    tmp = f"{path}.tmp-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _core.write_random(fd, 0, size, seed, 4 << 20)
-        os.fsync(fd)
+        with atomic_path(path, fsync=True) as tmp:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _core.write_random(fd, 0, size, seed, 4 << 20)
+            finally:
+                os.close(fd)
     except OSError as e:
-        os.close(fd)
-        os.unlink(tmp)
         if e.errno == 28:
             raise DlioError(f"{path}: no space left on device while writing a {size} byte test file "
                             "(use a smaller --file-size)") from None
         raise
-    os.close(fd)
-    os.replace(tmp, path)

@@ -1,10 +1,12 @@
 """Writing result files: atomically (temp file + rename), one valid document each."""
+import contextlib
 import csv
 import io
 import json
 import os
 import platform
 import socket
+import threading
 import time
 
 import numpy as np
@@ -22,14 +24,36 @@ def _default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+TMP_MARK = ".tmp-"   # ".{name}.tmp-{pid}-{thread}": what dataset generation cleans up after a crash
+
+
+@contextlib.contextmanager
+def atomic_path(final, fsync=False):
+    """Yield a temporary name beside `final` to write; on success (fsynced when asked) it is renamed
+    to `final`, on any error removed: nothing half-written ever carries the final name."""
+    d, name = os.path.split(os.path.abspath(final))
+    tmp = os.path.join(d, f".{name}{TMP_MARK}{os.getpid()}-{threading.get_ident()}")
+    try:
+        yield tmp
+        if fsync:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        os.replace(tmp, final)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def atomic_write_text(path, text):
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    with atomic_path(path, fsync=True) as tmp:
+        with open(tmp, "w") as f:
+            f.write(text)
 
 
 def write_json(path, doc):

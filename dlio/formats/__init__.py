@@ -105,23 +105,13 @@ def record_elems(dims):
 
 def write_file_atomic(final, write_fn, fsync=False):
     """Write `final` through a temporary name in its folder, then rename. write_fn(fd)."""
-    d, name = os.path.split(final)
-    tmp = os.path.join(d, f".{name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
+    from dlio.output import atomic_path
+    with atomic_path(final, fsync) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             write_fn(fd)
-            if fsync:
-                os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, final)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def pwrite_all(fd, data, offset):
