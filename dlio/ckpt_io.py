@@ -437,23 +437,31 @@ def run_checkpoint_only(cfg: Any, comm: Optional[Comm], echo: Optional[Callable[
     stats: Dict[str, Any] = {"start": start}
     records: List[Dict[str, Any]] = []
     nw, nr = max(0, c.num_checkpoints_write), max(0, c.num_checkpoints_read)
-    if nw:
-        say("Checkpointing write started")
-    for i in range(1, nw + 1):
+    def one(kind, i, op):
+        """One checkpoint-only save or load: DLIO's pause, lines, rank_sync barrier in the window."""
         time.sleep(pause)
-        say(f"Starting saving checkpoint {i} after total step {i} for epoch 1")
-        rec = save(cfg, comm, 1, i, engine=engine, direct=direct, plan=plan, barrier=True)
+        verb = "saving" if kind == "save" else "loading"
+        say(f"Starting {verb} checkpoint {i} after total step {i} for epoch 1")
+        rec = op()
         if c.rank_sync:
             t = time.monotonic_ns()
             comm.barrier()
             extend_window(rec, (time.monotonic_ns() - t) / 1e9)
         rec["block"] = i
         records.append(rec)
-        stats[f"save_ckpt{i}"] = per_epoch_entry(rec)
-        fsync_note = f", fsync {rec['fsync_s']:.4f} s" if rec["fsync"] else ""
-        say(f"Finished saving checkpoint {i} for epoch 1 in {rec['duration_s']:.4f} s; Throughput: "
-            f"{rec['dlio_throughput_GB_per_second']:.4f} GB/s (this rank: {rec['bytes'] / GiB:.4f} GiB, "
-            f"{rec['GiB_per_second']:.4f} GiB/s{fsync_note})")
+        stats[f"{kind}_ckpt{i}"] = per_epoch_entry(rec)
+        if kind == "save":
+            extra = (f"{rec['bytes'] / GiB:.4f} GiB, {rec['GiB_per_second']:.4f} GiB/s"
+                     + (f", fsync {rec['fsync_s']:.4f} s" if rec["fsync"] else ""))
+        else:
+            extra = f"{rec['GiB_per_second']:.4f} GiB/s, page cache {rec['cache']}"
+        say(f"Finished {verb} checkpoint {i} for epoch 1 in {rec['duration_s']:.4f} s; Throughput: "
+            f"{rec['dlio_throughput_GB_per_second']:.4f} GB/s (this rank: {extra})")
+
+    if nw:
+        say("Checkpointing write started")
+    for i in range(1, nw + 1):
+        one("save", i, lambda: save(cfg, comm, 1, i, engine=engine, direct=direct, plan=plan, barrier=True))
     if nw:
         say("Checkpointing write finished")
     if nr:
@@ -464,20 +472,8 @@ def run_checkpoint_only(cfg: Any, comm: Optional[Comm], echo: Optional[Callable[
                             "write them first (num_checkpoints_write) or read fewer")
         say("Checkpointing read started")
     for i in range(1, nr + 1):
-        time.sleep(pause)
-        say(f"Starting loading checkpoint {i} after total step {i} for epoch 1")
-        rec = load(cfg, comm, 1, i, engine=engine, direct=direct, drop=drop, plan=plan, ranks_per_node_=ppn,
-                   barrier=True)
-        if c.rank_sync:
-            t = time.monotonic_ns()
-            comm.barrier()
-            extend_window(rec, (time.monotonic_ns() - t) / 1e9)
-        rec["block"] = i
-        records.append(rec)
-        stats[f"load_ckpt{i}"] = per_epoch_entry(rec)
-        say(f"Finished loading checkpoint {i} for epoch 1 in {rec['duration_s']:.4f} s; Throughput: "
-            f"{rec['dlio_throughput_GB_per_second']:.4f} GB/s (this rank: {rec['GiB_per_second']:.4f} GiB/s, "
-            f"page cache {rec['cache']})")
+        one("load", i, lambda: load(cfg, comm, 1, i, engine=engine, direct=direct, drop=drop, plan=plan,
+                                    ranks_per_node_=ppn, barrier=True))
     if nr:
         say("Checkpointing read finished")
     end = iso()

@@ -62,6 +62,7 @@ def test_checkpoint_only_mode(run_cli, tmp_path):
     ck, out = tmp_path / "ck", tmp_path / "out"
     code, stdout, err = run_cli("run", "--workload", "llama_8b_zero3", "--scale", "0.0005",
                                 "--set", f"checkpoint.checkpoint_folder={ck}",
+                                "--set", f"dataset.data_folder={tmp_path / 'data'}",
                                 "--set", "checkpoint.num_checkpoints_write=2", "--set", "checkpoint.num_checkpoints_read=1",
                                 "--set", "checkpoint.time_between_checkpoints=0", "-o", out)
     assert code == 0, err
