@@ -98,8 +98,10 @@ def fio(rw, folder, bins, sizes, engine, qd, direct, names=None):
     with open(jobfile, "w") as fh:
         fh.write("\n".join(lines) + "\n")
     t0 = time.monotonic()
-    out = subprocess.run(["fio", "--output-format=json", jobfile], capture_output=True, text=True,
-                         check=True).stdout
+    p = subprocess.run(["fio", "--output-format=json", jobfile], capture_output=True, text=True)
+    if p.returncode:
+        sys.exit(f"fio failed ({p.returncode}) on {jobfile}:\n{p.stderr.strip() or p.stdout[-2000:]}")
+    out = p.stdout
     wall = time.monotonic() - t0
     jobs = json.loads(out[out.index("{"):])["jobs"]
     # jobs start together: aggregate = all bytes / the longest job runtime (which includes end_fsync).
@@ -141,13 +143,17 @@ def main():
           f"fsync each file; dir {a.dir}; {a.repeats} alternating repeats, medians")
     res = {"dw": [], "dr": [], "fw": [], "fr": []}
     cache_note = ""
+    def warm():
+        if not a.direct:        # O_DIRECT allocates no page cache
+            warm_free_memory(total + (1 << 30))
+
     def fresh(folder):
         # delete the previous files, let the filesystem finish freeing (discard) them, drop caches
         shutil.rmtree(folder, ignore_errors=True)
         os.sync()
         time.sleep(a.settle)
         note = drop_all()
-        warm_free_memory(total + (1 << 30))
+        warm()
         return note
 
     for i in range(a.repeats):
@@ -167,7 +173,7 @@ def main():
         step_dir = os.path.join(ck_dir, f"global_epoch1_step{i + 1}")
         for side in order:                      # reads: both read the checkpoint dlio-fast wrote
             cache_note = drop_all()
-            warm_free_memory(total + (1 << 30))
+            warm()
             if side == "dlio":
                 ld = ckpt_io.load(cfg, None, 1, i + 1, direct=a.direct, transfer=TRANSFER)
                 res["dr"].append(ld["bytes"] / ld["duration_s"] / 1e9)
@@ -181,8 +187,9 @@ def main():
               f"read {line['dr']}, {line['fr']} GB/s")
     shutil.rmtree(ck_dir, ignore_errors=True)
     shutil.rmtree(fio_dir, ignore_errors=True)
-    print(f"page cache before each run: {cache_note}; then {(total + (1 << 30)) / 2**30:.1f} GiB of free memory "
-          f"warmed on both sides (free page reporting: {'on' if free_page_reporting() else 'off'})")
+    print(f"page cache before each run: {cache_note}"
+          + ("" if a.direct else f"; then {(total + (1 << 30)) / 2**30:.1f} GiB of free memory warmed on both sides "
+             f"(free page reporting: {'on' if free_page_reporting() else 'off'})"))
     print(f"{'':<8} {'dlio-fast GB/s':>14} {'fio GB/s':>9} {'ratio':>6}  verdict (goal >= 0.90x)")
     ok = True
     for name, d, f in (("write", "dw", "fw"), ("read", "dr", "fr")):

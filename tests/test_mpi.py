@@ -10,9 +10,11 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -304,3 +306,69 @@ def test_io_mpiio_collective_refuses_runtime(tmp_path):
                            "--bs", "64k", "--file-size", "256k", "--runtime", "1s", timeout=60)
     assert code != 0
     assert "collective MPI-IO needs the same number of calls" in se
+
+
+def rank_pids(marker):
+    """{rank: pid} of the processes whose environment holds marker (DLIO_TEST_MARK) and a PMI rank."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            env = dict(kv.split("=", 1) for kv in open(f"/proc/{pid}/environ").read().split("\0") if "=" in kv)
+        except OSError:
+            continue
+        if env.get("DLIO_TEST_MARK") == marker and "PMI_RANK" in env:
+            found[int(env["PMI_RANK"])] = int(pid)
+    return found
+
+
+def alive(pid):
+    """A process that exists and is not a zombie."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@needs_mpi
+@needs_mpiio
+def test_ctrl_c_while_waiting_in_the_c_step_barrier(tmp_path):
+    """Rank 1 is frozen (SIGSTOP: a hung node), so rank 0 sits in the trainer's C barrier; a Ctrl-C
+    on rank 0 must release it, and rank 0 keeps what it measured in its own files."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": ROOT, "DLIO_TEST_MARK": str(tmp_path)}
+    p = subprocess.Popen(["mpiexec", "-n", "2", sys.executable, "-m", "dlio", "-q", "run", "--workload", "default",
+                          "--set", f"dataset.data_folder={data}", "--set", "train.epochs=1000",
+                          "--set", "train.computation_time=0.01", "--set", "workflow.evaluation=False",
+                          "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=ROOT, env=env)
+    pids = {}
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (data / ".dlio-fast").exists():
+            time.sleep(0.1)
+        time.sleep(2.5)                                  # training is under way
+        pids = rank_pids(str(tmp_path))
+        assert sorted(pids) == [0, 1], pids
+        os.kill(pids[1], signal.SIGSTOP)
+        time.sleep(1.0)                                  # rank 0 is now waiting for rank 1
+        t0 = time.monotonic()
+        os.kill(pids[0], signal.SIGINT)
+        while alive(pids[0]) and time.monotonic() - t0 < 30:
+            time.sleep(0.05)
+        assert not alive(pids[0]), "rank 0 stayed in the barrier after Ctrl-C"
+        assert time.monotonic() - t0 < 10
+    finally:
+        for pid in [*pids.values(), p.pid]:              # the frozen rank too, wherever hydra put it
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        stdout, stderr = p.communicate(timeout=30)
+    assert "Traceback" not in stderr, stderr
+    assert "SIGINT" in stderr and "results measured so far were written" in stderr, stderr
+    doc = load(out / "dlio-fast.rank0.json")
+    assert doc["complete"] is False and "SIGINT" in doc["reason"]
+    epochs = doc["ranks"][0]["epochs"]
+    assert epochs and epochs[-1]["steps_done"] > 0
+    assert load(out / "0_output.json")
+    assert not [f for f in os.listdir(out) if ".tmp" in f]
