@@ -102,6 +102,10 @@ def find_mpi():
     # ... and where the mpich wheel puts it when dlio-fast is installed next to it
     # (<prefix>/lib/pythonX.Y/site-packages/dlio -> <prefix>/lib), even if built elsewhere.
     link.append("-Wl,-rpath,$ORIGIN/../../..")
+    # ... and an editable install's (the extension stays in the source tree): the environment it
+    # is built for holds the mpich wheel's libmpi in <sys.prefix>/lib (pip's isolated build runs
+    # that environment's Python, so sys.prefix is the venv, not the temporary build overlay).
+    link.append(f"-Wl,-rpath,{os.path.join(sys.prefix, 'lib')}")
     return incs, libdirs, libs, link
 
 

@@ -409,10 +409,16 @@ def _rank_and_size():
     return (w.rank, w.size, w) if w is not None else (0, 1, None)
 
 
-def _fail(message, code, rank_specific=False):
+# How long the ranks of an interrupted job wait for each other before leaving without MPI_Finalize.
+INTERRUPTED_WAIT_S = 5.0
+
+
+def _fail(message, code, rank_specific=False, interrupted=False):
     """Print an error once and exit. Under MPI: an error every rank hits (bad config) is printed by
     rank 0 only; an error of one rank (its file, its I/O) is printed by that rank, which then aborts
-    the job so that the other ranks do not wait for it forever."""
+    the job so that the other ranks do not wait for it forever. An interrupted rank (its partial
+    results written) waits a few seconds for the others, then leaves: MPI_Finalize would wait
+    forever for a rank that hangs."""
     rank, size, world = _rank_and_size()
     if size > 1 and rank_specific:
         err(f"dlio-fast: rank {rank}: {message}")
@@ -420,6 +426,12 @@ def _fail(message, code, rank_specific=False):
         world.abort(code)
     if rank == 0:
         err(f"dlio-fast: {message}")
+    if size > 1 and interrupted and not world.all_arrive(INTERRUPTED_WAIT_S):
+        if rank == 0:
+            err(f"dlio-fast: not every rank stopped within {INTERRUPTED_WAIT_S:.0f} s; leaving without them")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
@@ -440,7 +452,8 @@ def main(argv=None):
         cmd = e.ctx.command_path.split(" ", 1)[1] + ": " if getattr(e, "ctx", None) and " " in e.ctx.command_path else ""
         _fail(f"{cmd}error: {e.format_message()}", e.exit_code)
     except Interrupted as e:
-        _fail(f"{e}; the results measured so far were written (marked incomplete)", 128 + e.signum)
+        _fail(f"{e}; the results measured so far were written (marked incomplete)", 128 + e.signum,
+              interrupted=True)
     except DlioError as e:
         if debug:
             raise

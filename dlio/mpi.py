@@ -10,6 +10,7 @@ register_mpiio() says why not when it cannot be.
 import importlib.util
 import os
 import sys
+import time
 
 _LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID",
                   "SLURM_PROCID", "HYDRA_CONTROL_FD", "PMI_FD")
@@ -22,6 +23,9 @@ class Comm:
         self.comm = comm
         self.rank = comm.Get_rank() if comm is not None else 0
         self.size = comm.Get_size() if comm is not None else 1
+        # A communicator of its own for the last meeting of an interrupted job (all_arrive): a
+        # step barrier left behind on COMM_WORLD would otherwise be matched by it.
+        self._exit_comm = comm.Dup() if comm is not None and self.size > 1 else None
 
     @property
     def is_mpi(self):
@@ -40,6 +44,19 @@ class Comm:
         while not req.Test():
             if stop_event.is_set():
                 return False
+        return True
+
+    def all_arrive(self, timeout_s):
+        """A barrier that waits at most timeout_s (a rank may hang or be gone): True when every
+        rank arrived. For the end of an interrupted job, where MPI_Finalize could wait forever."""
+        if self._exit_comm is None:
+            return True
+        req = self._exit_comm.Ibarrier()
+        deadline = time.monotonic() + timeout_s
+        while not req.Test():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
         return True
 
     def bcast(self, obj, root=0):

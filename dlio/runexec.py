@@ -4,6 +4,7 @@ The C runner holds no GIL for the whole run, so Python's signal handlers can onl
 thread while it waits here. On SIGINT/SIGTERM we ask the runner to stop (it returns within a
 second, keeping what it measured) and re-raise as Interrupted with the partial result.
 """
+import errno
 import signal
 import threading
 
@@ -54,7 +55,12 @@ def execute(run, on_tick=None, tick_s=0.25):
             for sig, h in old.items():
                 signal.signal(sig, h)
     if "error" in box:
-        raise box["error"]
+        err = box["error"]
+        if caught and getattr(err, "errno", None) == errno.EINTR:
+            # The stop released a wait the run cannot finish (the C step barrier): that is the
+            # signal's doing, not an I/O error, and the run's partial result comes with it.
+            raise Interrupted(caught[0], getattr(err, "result", None)) from None
+        raise err
     if caught:
         raise Interrupted(caught[0], box.get("result"))
     return box["result"]

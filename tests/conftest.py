@@ -4,6 +4,12 @@ import sys
 
 import pytest
 
+# The venv's bin folder first on PATH: `.venv/bin/pytest` runs without an activated venv, and the
+# mpiexec that matches the venv's mpi4py (the MPICH wheel's) lives there.
+_BIN = os.path.dirname(sys.executable)
+if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
+
 
 @pytest.fixture
 def run_cli(capsys):

@@ -329,11 +329,9 @@ def alive(pid):
         return False
 
 
-@needs_mpi
-@needs_mpiio
-def test_ctrl_c_while_waiting_in_the_c_step_barrier(tmp_path):
-    """Rank 1 is frozen (SIGSTOP: a hung node), so rank 0 sits in the trainer's C barrier; a Ctrl-C
-    on rank 0 must release it, and rank 0 keeps what it measured in its own files."""
+def start_long_run(tmp_path):
+    """mpiexec -n 2 dlio-fast run of a long training; returns (Popen, data folder, output folder)
+    once training is under way."""
     data, out = tmp_path / "data", tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": ROOT, "DLIO_TEST_MARK": str(tmp_path)}
     p = subprocess.Popen(["mpiexec", "-n", "2", sys.executable, "-m", "dlio", "-q", "run", "--workload", "default",
@@ -341,12 +339,46 @@ def test_ctrl_c_while_waiting_in_the_c_step_barrier(tmp_path):
                           "--set", "train.computation_time=0.01", "--set", "workflow.evaluation=False",
                           "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          cwd=ROOT, env=env)
-    pids = {}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (data / ".dlio-fast").exists():
+        time.sleep(0.1)
+    time.sleep(2.5)                                      # training is under way
+    return p, data, out
+
+
+def assert_rank_partial(out, rank):
+    doc = load(out / f"dlio-fast.rank{rank}.json")
+    assert doc["complete"] is False and "SIGINT" in doc["reason"]
+    epochs = doc["ranks"][0]["epochs"]
+    assert epochs and epochs[-1]["steps_done"] > 0
+    assert load(out / f"{rank}_output.json")
+    assert not [f for f in os.listdir(out) if ".tmp" in f]
+
+
+@needs_mpi
+def test_ctrl_c_on_mpiexec_stops_every_rank_with_partial_results(tmp_path):
+    p, data, out = start_long_run(tmp_path)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)                         # mpiexec forwards it to every rank
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (data / ".dlio-fast").exists():
-            time.sleep(0.1)
-        time.sleep(2.5)                                  # training is under way
+        stdout, stderr = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert time.monotonic() - t0 < 15
+    assert p.returncode == 130, stderr
+    assert "Traceback" not in stderr and "not every rank stopped" not in stderr, stderr
+    for rank in (0, 1):
+        assert_rank_partial(out, rank)
+
+
+@needs_mpi
+@needs_mpiio
+def test_ctrl_c_while_waiting_in_the_c_step_barrier(tmp_path):
+    """Rank 1 is frozen (SIGSTOP: a hung node), so rank 0 sits in the trainer's C barrier; a Ctrl-C
+    on rank 0 must release it, and rank 0 keeps what it measured in its own files."""
+    pids = {}
+    p, data, out = start_long_run(tmp_path)
+    try:
         pids = rank_pids(str(tmp_path))
         assert sorted(pids) == [0, 1], pids
         os.kill(pids[1], signal.SIGSTOP)
@@ -355,8 +387,8 @@ def test_ctrl_c_while_waiting_in_the_c_step_barrier(tmp_path):
         os.kill(pids[0], signal.SIGINT)
         while alive(pids[0]) and time.monotonic() - t0 < 30:
             time.sleep(0.05)
-        assert not alive(pids[0]), "rank 0 stayed in the barrier after Ctrl-C"
-        assert time.monotonic() - t0 < 10
+        assert not alive(pids[0]), "rank 0 stayed in the barrier (or MPI_Finalize) after Ctrl-C"
+        assert time.monotonic() - t0 < 15
     finally:
         for pid in [*pids.values(), p.pid]:              # the frozen rank too, wherever hydra put it
             try:
@@ -366,9 +398,5 @@ def test_ctrl_c_while_waiting_in_the_c_step_barrier(tmp_path):
         stdout, stderr = p.communicate(timeout=30)
     assert "Traceback" not in stderr, stderr
     assert "SIGINT" in stderr and "results measured so far were written" in stderr, stderr
-    doc = load(out / "dlio-fast.rank0.json")
-    assert doc["complete"] is False and "SIGINT" in doc["reason"]
-    epochs = doc["ranks"][0]["epochs"]
-    assert epochs and epochs[-1]["steps_done"] > 0
-    assert load(out / "0_output.json")
-    assert not [f for f in os.listdir(out) if ".tmp" in f]
+    assert "not every rank stopped" in stderr, stderr      # it did not wait for rank 1 in MPI_Finalize
+    assert_rank_partial(out, 0)
