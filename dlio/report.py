@@ -229,11 +229,16 @@ def metric_lines(result):
     lines = [
         "[METRIC] ==========================================================",
         f"[METRIC] Number of Simulated Accelerators: {s['num_accelerators']}",
-        f"[METRIC] Training Accelerator Utilization [AU] (%): {m['train_au_mean_percentage']:.4f} ({m['train_au_stdev_percentage']:.4f})",
-        f"[METRIC] Training Throughput (samples/second): {m['train_throughput_mean_samples_per_second']:.4f} ({m['train_throughput_stdev_samples_per_second']:.4f})",
-        f"[METRIC] Training I/O Throughput (MB/second): {m['train_io_mean_MB_per_second']:.4f} ({m['train_io_stdev_MB_per_second']:.4f})",
-        f"[METRIC] train_au_meet_expectation: {m['train_au_meet_expectation']}",
     ]
+    # A checkpoint-only run trained nothing: its AU of 0 and "fail" (still in summary.json, as
+    # DLIO writes them) would only mislead on the console.
+    if any(r["epochs"] for r in result["ranks"]):
+        lines += [
+            f"[METRIC] Training Accelerator Utilization [AU] (%): {m['train_au_mean_percentage']:.4f} ({m['train_au_stdev_percentage']:.4f})",
+            f"[METRIC] Training Throughput (samples/second): {m['train_throughput_mean_samples_per_second']:.4f} ({m['train_throughput_stdev_samples_per_second']:.4f})",
+            f"[METRIC] Training I/O Throughput (MB/second): {m['train_io_mean_MB_per_second']:.4f} ({m['train_io_stdev_MB_per_second']:.4f})",
+            f"[METRIC] train_au_meet_expectation: {m['train_au_meet_expectation']}",
+        ]
     if "eval_au_mean_percentage" in m:
         lines += [
             f"[METRIC] Eval Accelerator Utilization [AU] (%): {m['eval_au_mean_percentage']:.4f} ({m['eval_au_stdev_percentage']:.4f})",
