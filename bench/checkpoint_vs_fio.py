@@ -42,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from dlio import _core, ckpt_io  # noqa: E402
 from dlio.checkpoint import plan_checkpoint  # noqa: E402
 from dlio.config import load_config  # noqa: E402
+from dlio.workload import free_page_reporting  # noqa: E402
 
 TRANSFER = 16 << 20
 
@@ -53,16 +54,6 @@ def drop_all():
         return "sync + drop_caches"
     except OSError:
         return "posix_fadvise only (not root)"
-
-
-def free_page_reporting() -> bool:
-    """True when this guest reports its free memory to the host (the pages then come back cold)."""
-    try:
-        return any(open(os.path.join(d, "features")).read()[5:6] == "1"     # VIRTIO_BALLOON_F_REPORTING
-                   for d in (os.path.join("/sys/bus/virtio/devices", n) for n in os.listdir("/sys/bus/virtio/devices"))
-                   if open(os.path.join(d, "device")).read().strip() == "0x0005")
-    except OSError:
-        return False
 
 
 def warm_free_memory(nbytes):

@@ -133,6 +133,16 @@ def write_rank_partial(cfg, spec, comm, rank_rec, folder, start, end, reason, nb
     out.write_json(os.path.join(folder, f"dlio-fast.rank{comm.rank}.json"), report.dlio_fast_doc(result))
 
 
+def balloon_warning(cfg, warn):
+    """Buffered checkpoint writes on a VM that hands free memory back to its host: say why their
+    GB/s move from one save to the next (measured: 0.3-1.5 GB/s into returned memory, 3.5-4 GB/s
+    into memory still backed, bench/README.md)."""
+    if not ckpt_io.engine_for(cfg)[1] and workload.free_page_reporting():
+        warn("note: this VM returns free memory to its host (virtio-balloon free page reporting): a "
+             "buffered checkpoint write into returned memory pays a host fault per page, so save GB/s "
+             "depend on what was freed how long before; O_DIRECT (dlio_fast.engine=odirect) avoids it")
+
+
 def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=False, verbose=False):
     """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None.
     trace: write this rank's trace-{rank}-of-{size}.pfw in the output folder (dlio.trace)."""
@@ -151,8 +161,10 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=
     if trace:
         from dlio.trace import Tracer
         tracer = Tracer(folder, comm.rank, comm.size)
-    echo(f"Running dlio-fast [{'Generating data & ' if cfg.workflow.generate_data else ''}Training"
-         f"{' & Evaluation' if cfg.workflow.evaluation else ''}] with {comm.size} process(es)")
+    wf = cfg.workflow
+    phases = [name for name, on in (("Generating data", wf.generate_data), ("Training", wf.train),
+                                     ("Evaluation", wf.train and wf.evaluation), ("Checkpointing", wf.checkpoint)) if on]
+    echo(f"Running dlio-fast [{' & '.join(phases)}] with {comm.size} process(es)")
     needs_data = cfg.workflow.train or cfg.workflow.generate_data
     if cfg.workflow.generate_data or (needs_data and not comm.bcast(data_present(spec))):
         from dlio.trace import maybe_phase
@@ -162,6 +174,8 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=
     nbytes = dataset.dataset_bytes(spec) if needs_data else 0
     if comm.rank == 0 and cfg.workflow.train:
         cache_warning(spec, nbytes, echo, warn)
+    if comm.rank == 0 and cfg.workflow.checkpoint:
+        balloon_warning(cfg, warn)
     start = workload.iso_now()
     complete, reason, rank_rec, failure = True, None, None, None
     if cfg.workflow.train:

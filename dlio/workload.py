@@ -118,7 +118,28 @@ def host_info():
     except OSError:
         pass
     return {"cpu_count": os.cpu_count(), "processor_name": proc, "memory_bytes": mem,
-            "memory_GB": mem / 1024 ** 3}
+            "memory_GB": mem / 1024 ** 3, "free_page_reporting": free_page_reporting()}
+
+
+def free_page_reporting(devices="/sys/bus/virtio/devices"):
+    """True when this machine is a VM that reports its free memory to the host (a virtio-balloon
+    device with VIRTIO_BALLOON_F_REPORTING, feature bit 5): the host takes such pages back, and the
+    guest's next touch of each one costs a host fault."""
+    try:
+        names = os.listdir(devices)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            with open(os.path.join(devices, name, "device")) as f:
+                if f.read().strip() != "0x0005":          # virtio balloon
+                    continue
+            with open(os.path.join(devices, name, "features")) as f:
+                if f.read()[5:6] == "1":
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 class Trainer:

@@ -75,6 +75,7 @@ def test_checkpoint_only_mode(run_cli, tmp_path):
     on_disk = sum(os.path.getsize(ck / "global_epoch1_step1" / f) for f in os.listdir(ck / "global_epoch1_step1"))
     assert doc["checkpoints"]["records"][0]["bytes"] == on_disk
     assert not (tmp_path / "data").exists()   # checkpoint-only runs need no dataset
+    assert "Running dlio-fast [Checkpointing] with 1 process(es)" in stdout
     # the console shows the checkpoint figures, not a training AU of 0 marked "fail"
     assert "[METRIC] Checkpoint save I/O Throughput (GB/second)" in stdout
     assert "Training Accelerator Utilization" not in stdout and "train_au_meet_expectation" not in stdout
@@ -95,3 +96,38 @@ def test_checkpoint_spans_in_the_trace(run_cli, tmp_path):
     for e, r in zip(events, recs):
         assert e["args"]["bytes"] == r["bytes"]
         assert abs(float(e["dur"]) - r["duration_s"] * 1e6) < 5e3   # the same window (5 ms slack)
+
+
+def fake_virtio(root, devices):
+    """A /sys/bus/virtio/devices tree: {name: (device id, feature bits string)}."""
+    for name, (dev, feats) in devices.items():
+        d = root / name
+        d.mkdir(parents=True)
+        (d / "device").write_text(dev + "\n")
+        (d / "features").write_text(feats + "\n")
+    return str(root)
+
+
+def test_free_page_reporting_read_from_the_balloon_features(tmp_path):
+    from dlio.workload import free_page_reporting
+    bits = lambda *on: "".join("1" if i in on else "0" for i in range(64))   # noqa: E731
+    assert free_page_reporting(fake_virtio(tmp_path / "a", {"virtio0": ("0x0005", bits(1, 2, 5)),
+                                                            "virtio1": ("0x0002", bits(5))}))
+    assert not free_page_reporting(fake_virtio(tmp_path / "b", {"virtio0": ("0x0005", bits(1, 2))}))
+    # bit 5 of another device (a block device) says nothing about the balloon
+    assert not free_page_reporting(fake_virtio(tmp_path / "c", {"virtio1": ("0x0002", bits(5))}))
+    assert not free_page_reporting(str(tmp_path / "missing"))
+
+
+def test_balloon_note_for_buffered_checkpoint_writes_only(monkeypatch):
+    from dlio import runcmd, workload
+    from dlio.config import load_config
+    said = []
+    for reporting, engine, expect in ((True, "posix", 1), (True, "odirect", 0), (False, "posix", 0)):
+        monkeypatch.setattr(workload, "free_page_reporting", lambda r=reporting: r)
+        said.clear()
+        runcmd.balloon_warning(load_config("llama_7b", env={}, sets=[f"dlio_fast.engine={engine}"]), said.append)
+        assert len(said) == expect, (reporting, engine, said)
+    monkeypatch.setattr(workload, "free_page_reporting", lambda: True)
+    runcmd.balloon_warning(load_config("llama_7b", env={}), said.append)
+    assert "free page reporting" in said[-1] and "odirect" in said[-1]
