@@ -25,9 +25,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
+from dlio import ranges
 from dlio.errors import DlioError
 from dlio.output import TMP_MARK, atomic_path
 from dlio.formats import get_format, mix_seed
@@ -240,18 +242,16 @@ def dataset_bytes(spec):
 class Manifest:
     """Per split: file paths and sizes, and (non-whole-file formats) per-sample byte ranges.
 
-    range_* arrays are flat and sorted by (file, sample); they are None for whole-file formats
-    (npz, npy, jpeg, png, csv), where every sample reads (0, file_size): see ranges()."""
+    table (dlio.ranges.Table) holds the ranges, in O(files) when the files are regular; it is None
+    for whole-file formats (npz, npy, jpeg, png, csv), where every sample reads (0, file_size):
+    see ranges(). range_crc32c, when present, follows the flat order of table.flat()."""
     split: str
     format: str
     paths: list
     file_size: np.ndarray
     num_samples_per_file: int
     whole_file: bool
-    range_file: np.ndarray = None
-    range_sample: np.ndarray = None
-    range_offset: np.ndarray = None
-    range_length: np.ndarray = None
+    table: Optional[ranges.Table] = None
     file_crc32c: np.ndarray = None
     range_crc32c: np.ndarray = None
     meta: dict = field(default_factory=dict)
@@ -265,9 +265,9 @@ class Manifest:
         return int(self.file_size.sum())
 
     def ranges(self):
-        """(range_file, range_sample, range_offset, range_length) for every format."""
-        if self.range_file is not None:
-            return self.range_file, self.range_sample, self.range_offset, self.range_length
+        """(range_file, range_sample, range_offset, range_length) for every format: O(ranges)."""
+        if self.table is not None:
+            return self.table.flat(self.nfiles)
         spf = self.num_samples_per_file
         n = self.nfiles
         rf = np.repeat(np.arange(n, dtype=np.uint32), spf)
@@ -307,11 +307,31 @@ def save_manifest(spec, m, part=None):
     if not canonical:
         root = split_folder(spec, m.split) + "/"
         arrays["names"] = np.array([p[len(root):] if p.startswith(root) else p for p in m.paths])
-    for k in ("range_file", "range_sample", "range_offset", "range_length", "file_crc32c", "range_crc32c"):
+    arrays.update(_table_arrays(m.table))
+    for k in ("file_crc32c", "range_crc32c"):
         v = getattr(m, k)
         if v is not None:
             arrays[k] = v
     _save_npz(manifest_path(spec, m.split, part), arrays)
+
+
+def _table_arrays(t):
+    """The npz arrays of a range table (flat: the four range_* columns of earlier versions)."""
+    if t is None:
+        return {}
+    if t.uniform:
+        return {"range_first": t.first, "range_uniform": np.array([t.stride, t.length, t.count], np.int64)}
+    return {"range_file": t.file, "range_sample": t.sample, "range_offset": t.offset, "range_length": t.size}
+
+
+def _table_from_arrays(a):
+    if "range_first" in a:
+        stride, length, count = (int(x) for x in a["range_uniform"])
+        return ranges.Table(first=a["range_first"].astype(np.uint64), stride=stride, length=length, count=count)
+    if "range_file" in a:
+        return ranges.Table(file=a["range_file"], sample=a["range_sample"], offset=a["range_offset"],
+                            size=a["range_length"])
+    return None
 
 
 def _read_manifest_file(path):
@@ -325,7 +345,8 @@ def _manifest_from_arrays(spec, split, a, paths):
     fmt = get_format(spec.format)
     m = Manifest(split=_split(split), format=spec.format, paths=paths, file_size=a["file_size"].astype(np.uint64),
                  num_samples_per_file=spec.num_samples_per_file, whole_file=fmt.WHOLE_FILE, meta=a["meta"])
-    for k in ("range_file", "range_sample", "range_offset", "range_length", "file_crc32c", "range_crc32c"):
+    m.table = _table_from_arrays(a)
+    for k in ("file_crc32c", "range_crc32c"):
         if k in a:
             setattr(m, k, a[k])
     return m
@@ -418,24 +439,10 @@ def scan_manifest(spec, split, paths=None, checksum=False):
                  num_samples_per_file=spec.num_samples_per_file, whole_file=fmt.WHOLE_FILE,
                  meta={"gen_key": None, "source": "scan"})
     if not fmt.WHOLE_FILE:
-        per = [fmt.extents(p, spec.num_samples_per_file, spec) for p in paths]
-        _set_ranges(m, per)
+        m.table = ranges.build([ranges.compact(*fmt.extents(p, spec.num_samples_per_file, spec)) for p in paths])
     if checksum:
         _add_checksums(m)
     return m
-
-
-def _set_ranges(m, per):
-    counts = np.array([len(x[0]) for x in per], dtype=np.int64)
-    m.range_file = np.repeat(np.arange(len(per), dtype=np.uint32), counts)
-    if len(per):
-        m.range_sample = np.concatenate([np.asarray(x[0]) for x in per]).astype(np.uint32)
-        m.range_offset = np.concatenate([np.asarray(x[1]) for x in per]).astype(np.uint64)
-        m.range_length = np.concatenate([np.asarray(x[2]) for x in per]).astype(np.uint64)
-    else:
-        m.range_sample = np.zeros(0, np.uint32)
-        m.range_offset = np.zeros(0, np.uint64)
-        m.range_length = np.zeros(0, np.uint64)
 
 
 def _file_crc(path):
@@ -473,13 +480,9 @@ def _range_crcs(path, offs, lens):
 
 def _add_checksums(m):
     m.file_crc32c = np.array([_file_crc(p) for p in m.paths], dtype=np.uint32)
-    if m.range_file is not None:
-        out = np.zeros(m.range_file.size, np.uint32)
-        bounds = np.searchsorted(m.range_file, np.arange(m.nfiles + 1, dtype=np.uint32))
-        for i, p in enumerate(m.paths):
-            a, b = bounds[i], bounds[i + 1]
-            out[a:b] = _range_crcs(p, m.range_offset[a:b], m.range_length[a:b])
-        m.range_crc32c = out
+    if m.table is not None:
+        m.range_crc32c = np.concatenate([_range_crcs(p, *m.table.of_file(i)[1:]) for i, p in enumerate(m.paths)]
+                                        or [np.zeros(0, np.uint32)])
 
 
 def _merge_parts(spec, split):
@@ -515,12 +518,13 @@ def _merge_parts(spec, split):
 
 
 def _combine(spec, split, parts, gen_key):
-    """parts: (global file indices within the split, arrays) per rank."""
+    """parts: (global file indices within the split, arrays) per rank. A part's flat range table
+    numbers its files globally; a uniform one lists first offsets in the order of its files."""
     n = spec.num_files(split)
     fmt = get_format(spec.format)
     sizes = np.zeros(n, np.uint64)
     seen = np.zeros(n, bool)
-    rf, rs, ro, rl, rc = [], [], [], [], []
+    tables, rc = [], []
     have_fc = all("file_crc32c" in a for _, a in parts)
     have_rc = all("range_crc32c" in a for _, a in parts)
     fcs = np.zeros(n, np.uint32)
@@ -530,11 +534,9 @@ def _combine(spec, split, parts, gen_key):
         seen[files] = True
         if have_fc:
             fcs[files] = a["file_crc32c"]
-        if not fmt.WHOLE_FILE and "range_file" in a:
-            rf.append(a["range_file"].astype(np.int64))
-            rs.append(a["range_sample"])
-            ro.append(a["range_offset"])
-            rl.append(a["range_length"])
+        t = None if fmt.WHOLE_FILE else _table_from_arrays(a)
+        if t is not None:
+            tables.append((files, t))
             if have_rc:
                 rc.append(a["range_crc32c"])
     if not seen.all():
@@ -544,18 +546,29 @@ def _combine(spec, split, parts, gen_key):
                  meta={"gen_key": gen_key, "source": "generate"})
     if have_fc:
         m.file_crc32c = fcs
-    if not fmt.WHOLE_FILE:
-        f = np.concatenate(rf) if rf else np.zeros(0, np.int64)
-        s = np.concatenate(rs) if rs else np.zeros(0, np.uint32)
-        o = np.concatenate(ro) if ro else np.zeros(0, np.uint64)
-        ln = np.concatenate(rl) if rl else np.zeros(0, np.uint64)
-        order = np.lexsort((o, s, f))
-        m.range_file = f[order].astype(np.uint32)
-        m.range_sample = s[order].astype(np.uint32)
-        m.range_offset = o[order].astype(np.uint64)
-        m.range_length = ln[order].astype(np.uint64)
-        if have_rc and rc:
-            m.range_crc32c = np.concatenate(rc)[order].astype(np.uint32)
+    if fmt.WHOLE_FILE:
+        return m
+    shapes = {(t.stride, t.length, t.count) if t.uniform else None for _, t in tables}
+    if len(shapes) == 1 and None not in shapes:
+        stride, length, count = shapes.pop()
+        first = np.zeros(n, np.uint64)
+        for files, t in tables:
+            first[files] = t.first
+        m.table = ranges.Table(first=first, stride=stride, length=length, count=count)
+        if not (have_rc and rc):
+            return m
+    # flat, or checksums to put in (file, sample) order: the parts' ranges with global file numbers
+    cols = []
+    for files, t in tables:
+        f, smp, o, ln = t.flat(len(files))
+        cols.append((files[f.astype(np.int64)] if t.uniform else f.astype(np.int64), smp, o, ln))
+    f, smp, o, ln = (np.concatenate([c[k] for c in cols]) if cols else np.zeros(0, np.int64) for k in range(4))
+    order = np.lexsort((o, smp, f))
+    if m.table is None:
+        m.table = ranges.Table(file=f[order].astype(np.uint32), sample=smp[order].astype(np.uint32),
+                               offset=o[order].astype(np.uint64), size=ln[order].astype(np.uint64))
+    if have_rc and rc:
+        m.range_crc32c = np.concatenate(rc)[order].astype(np.uint32)
     return m
 
 
@@ -568,7 +581,7 @@ def load_manifest(spec, split, cache=True, checksum=False):
         m = Manifest(split=split, format=spec.format, paths=[], file_size=np.zeros(0, np.uint64),
                      num_samples_per_file=spec.num_samples_per_file, whole_file=fmt.WHOLE_FILE)
         if not fmt.WHOLE_FILE:
-            _set_ranges(m, [])
+            m.table = ranges.build([])
         return m
     m = None if _parts_newer(spec, split) else _load_saved(spec, split)
     if m is not None and (not checksum or m.file_crc32c is not None):
@@ -749,7 +762,7 @@ def generate(spec, threads=2, rank=0, size=1, progress=None, checksum=False, fsy
     state = {"bytes": present_bytes, "files": len(skipped), "written": 0, "wbytes": 0}
     if progress is not None and skipped:
         progress(state["bytes"], state["files"])
-    ranges = {}
+    per_file = {}     # file index -> its ranges (ranges.Uniform when regular)
     crcs = {}
     stop = threading.Event()
     errors = []
@@ -767,7 +780,7 @@ def generate(spec, threads=2, rank=0, size=1, progress=None, checksum=False, fsy
         st = os.stat(p).st_size
         sizes[i] = st
         if not fmt.WHOLE_FILE:
-            ranges[i] = fmt.extents(p, spf, spec)
+            per_file[i] = ranges.compact(*fmt.extents(p, spf, spec))
         if checksum:
             crcs[i] = _file_crc(p)
         with lock:
@@ -816,12 +829,9 @@ def generate(spec, threads=2, rank=0, size=1, progress=None, checksum=False, fsy
         for i in skipped:
             split, j = ("train", i) if i < ntrain else ("valid", i - ntrain)
             m = old.get(split)
-            if m is not None and m.range_file is not None:
-                a, b = np.searchsorted(m.range_file, [j, j + 1])
-                if b > a:
-                    ranges[i] = (m.range_sample[a:b], m.range_offset[a:b], m.range_length[a:b])
-                    continue
-            ranges[i] = fmt.extents(paths[i], spf, spec)
+            known = m.table.of_file(j) if m is not None and m.table is not None else None
+            per_file[i] = ranges.compact(*(known if known is not None and known[0].size
+                                           else fmt.extents(paths[i], spf, spec)))
     if checksum:
         for i in skipped:
             split, j = ("train", i) if i < ntrain else ("valid", i - ntrain)
@@ -840,18 +850,14 @@ def generate(spec, threads=2, rank=0, size=1, progress=None, checksum=False, fsy
                      file_size=sizes[idx].astype(np.uint64), num_samples_per_file=spf,
                      whole_file=fmt.WHOLE_FILE, meta={"gen_key": gen_key, "source": "generate",
                                                       "files": (idx - first).tolist() if size > 1 else None})
-        if not fmt.WHOLE_FILE:
-            per = [ranges[i] for i in idx.tolist()]
-            _set_ranges(m, per)
-            if size > 1:  # global index within the split
-                counts = np.array([len(r[0]) for r in per], dtype=np.int64)
-                m.range_file = np.repeat((idx - first).astype(np.uint32), counts)
+        if not fmt.WHOLE_FILE:   # a part's flat table numbers files within the split
+            m.table = ranges.build([per_file[i] for i in idx.tolist()], files=idx - first)
         if checksum:
             m.file_crc32c = np.array([crcs[i] for i in idx.tolist()], dtype=np.uint32)
-            if m.range_file is not None:
+            if m.table is not None:
                 m.range_crc32c = np.concatenate(
-                    [_range_crcs(paths[i], np.asarray(ranges[i][1], np.int64), np.asarray(ranges[i][2], np.int64))
-                     for i in idx.tolist()] or [np.zeros(0, np.uint32)])
+                    [_range_crcs(paths[i], *ranges.as_arrays(per_file[i])[1:]) for i in idx.tolist()]
+                    or [np.zeros(0, np.uint32)])
         if size == 1:
             save_manifest(spec, m)
         else:

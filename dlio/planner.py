@@ -24,7 +24,7 @@ import dataclasses
 
 import numpy as np
 
-from dlio import _core
+from dlio import _core, ranges
 
 MAX_TRANSFER = 4 << 20   # split larger reads (bounded memory; the kernel splits them anyway)
 TF_BUFFER = 256 << 10    # TFRecordDataset's default read buffer
@@ -49,10 +49,7 @@ class Layout:
     spf: int
     file_size: np.ndarray                 # uint64 per file
     whole_file: bool                      # a sample is its whole file
-    range_file: np.ndarray = None         # flat byte ranges per (file, sample), sorted
-    range_sample: np.ndarray = None
-    range_offset: np.ndarray = None
-    range_length: np.ndarray = None
+    table: ranges.Table = None            # byte ranges per (file, sample) when not whole_file
     sequential: bool = False              # tfrecord: records streamed in file order
     no_io: bool = False                   # synthetic
     bad: np.ndarray = None                # files to leave out (--skip-bad-files), bool per file
@@ -100,6 +97,17 @@ def shard_files_round_robin(nfiles, rank, size):
     return np.arange(rank, nfiles, size, dtype=np.int64) if nfiles >= size else np.arange(nfiles)
 
 
+def record_stream(files, spf, need, first=0, every=1):
+    """The first `need` records (ids file * spf + index) of the stream that reads `files` in order,
+    spf records each, keeping records first, first + every, ...; it wraps around when shorter.
+    O(need): BERT's 156 M records are never listed to read 48,000 of them."""
+    total = max(0, -(-(len(files) * spf - first) // every))
+    if need == 0 or total == 0:
+        return np.zeros(0, np.int64)
+    pos = first + (np.arange(need, dtype=np.int64) % total) * every
+    return np.asarray(files, np.int64)[pos // spf] * spf + pos % spf
+
+
 def _split_large(file, offset, length, flags, limit):
     """Split ranges longer than limit into pieces; OPEN stays on the first, CLOSE on the last."""
     pieces = np.maximum(1, (length + limit - 1) // limit).astype(np.int64)
@@ -129,21 +137,24 @@ def sample_ops(samples, layout, max_transfer=MAX_TRANSFER):
         length = layout.file_size[files].astype(np.uint64)
         flags = np.full(n, _core.OPF_OPEN | _core.OPF_CLOSE, dtype=np.uint8)
         owner = np.arange(n)
+    elif layout.table.uniform:             # one range per sample, by arithmetic
+        file, offset, length = _uniform_ranges(samples, layout)
+        flags = np.full(n, _core.OPF_OPEN | _core.OPF_CLOSE, dtype=np.uint8)
     else:
-        key = layout.range_file.astype(np.int64) * layout.spf + layout.range_sample.astype(np.int64)
+        t = layout.table
+        key = t.file.astype(np.int64) * layout.spf + t.sample.astype(np.int64)
         first = np.searchsorted(key, samples, side="left")
         last = np.searchsorted(key, samples, side="right")
         count = last - first
         if (count == 0).any():
-            bad = samples[count == 0][0]
-            raise ValueError(f"no byte ranges known for sample {bad % layout.spf} of file {bad // layout.spf}")
+            _no_ranges(samples[count == 0][0], layout.spf)
         owner = np.repeat(np.arange(n), count)
         starts = np.repeat(first, count)
         k = np.arange(len(owner)) - np.repeat(np.cumsum(count) - count, count)   # range number in its sample
         ridx = starts + k
-        file = layout.range_file[ridx].astype(np.int64)
-        offset = layout.range_offset[ridx].astype(np.uint64)
-        length = layout.range_length[ridx].astype(np.uint64)
+        file = t.file[ridx].astype(np.int64)
+        offset = t.offset[ridx].astype(np.uint64)
+        length = t.size[ridx].astype(np.uint64)
         is_first = k == 0
         is_last = k == np.repeat(count, count) - 1
         flags = (np.where(is_first, _core.OPF_OPEN, 0) | np.where(is_last, _core.OPF_CLOSE, 0)).astype(np.uint8)
@@ -154,6 +165,21 @@ def sample_ops(samples, layout, max_transfer=MAX_TRANSFER):
     ops["length"] = length
     ops["flags"] = flags
     return ops, _ops_per_group(flags, n)
+
+
+def _no_ranges(sample, spf):
+    raise ValueError(f"no byte ranges known for sample {sample % spf} of file {sample // spf}")
+
+
+def _uniform_ranges(samples, layout):
+    """(file, offset, length) of samples in a uniform table: O(samples), no index."""
+    t = layout.table
+    file = (samples // layout.spf).astype(np.int64)
+    within = (samples % layout.spf).astype(np.uint64)
+    if len(samples) and int(within.max()) >= t.count:
+        _no_ranges(samples[within >= t.count][0], layout.spf)
+    offset = t.first[file] + within * np.uint64(t.stride)
+    return file, offset, np.full(len(samples), t.length, np.uint64)
 
 
 def _ops_per_group(flags, ngroups):
@@ -171,13 +197,20 @@ def stream_ops(samples, layout, batch, transfer=TF_BUFFER):
     n = len(samples)
     if n == 0:
         return np.zeros(0, dtype=_core.OP_DTYPE), np.zeros(0, dtype=np.int64)
-    key = layout.range_file.astype(np.int64) * layout.spf + layout.range_sample.astype(np.int64)
-    ridx = np.searchsorted(key, samples)
-    if n and (ridx >= len(key)).any() or n and (key[np.minimum(ridx, len(key) - 1)] != samples).any():
-        raise ValueError("tfrecord index does not cover every record")
-    file = layout.range_file[ridx].astype(np.int64)
-    start = layout.range_offset[ridx].astype(np.uint64)
-    end = start + layout.range_length[ridx].astype(np.uint64)
+    t = layout.table
+    if t.uniform:
+        if int((samples % layout.spf).max()) >= t.count:
+            raise ValueError("tfrecord index does not cover every record")
+        file, start, length = _uniform_ranges(samples, layout)
+    else:
+        key = t.file.astype(np.int64) * layout.spf + t.sample.astype(np.int64)
+        ridx = np.searchsorted(key, samples)
+        if (ridx >= len(key)).any() or (key[np.minimum(ridx, len(key) - 1)] != samples).any():
+            raise ValueError("tfrecord index does not cover every record")
+        file = t.file[ridx].astype(np.int64)
+        start = t.offset[ridx].astype(np.uint64)
+        length = t.size[ridx].astype(np.uint64)
+    end = start + length
     pos = np.arange(n)
     new_run = np.ones(n, dtype=bool)
     new_run[1:] = (file[1:] != file[:-1]) | (pos[1:] % batch == 0) | (start[1:] != end[:-1])
@@ -236,9 +269,6 @@ def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None,
         if s.file_shuffle != "off" and not s.compat_dlio_order:
             rng = np.random.default_rng(seed_for(s.seed, epoch, s.seed_change_epoch))
             files = rng.permutation(files)
-        seq = (files[:, None] * layout.spf + np.arange(layout.spf)[None, :]).ravel()
-        if layout.nfiles < size:   # fewer files than ranks: records are sharded instead
-            seq = seq[rank::size]
         # Every rank takes DLIO's floor(records / (batch * ranks)) steps (the per-step barrier needs
         # the same count everywhere); a rank with fewer records wraps around its own files, as
         # tf.data's .repeat() does.
@@ -246,9 +276,11 @@ def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None,
         steps = good * layout.spf // (s.batch * size)
         if s.max_steps > 0:
             steps = min(steps, s.max_steps)
-        if steps and not len(seq):
+        # fewer files than ranks: the records are sharded instead
+        first, every = (rank, size) if layout.nfiles < size else (0, 1)
+        samples = record_stream(files, layout.spf, steps * s.batch, first, every)
+        if steps and not len(samples):
             raise ValueError(f"rank {rank} has no tfrecord files to read (all of its files are bad)")
-        samples = np.resize(seq, steps * s.batch) if steps else seq[:0]
         ops, per_batch = stream_ops(samples, layout, s.batch, s.transfer_size)
     else:
         seq = order if order is not None else sample_order(

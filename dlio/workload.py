@@ -76,14 +76,11 @@ def layout_for(spec, split, no_io=False, skip_bad_files=False):
     if problem and not skip_bad_files:
         raise DlioError(f"{problem}; regenerate with dlio-fast generate, check with dlio-fast verify, "
                         "or run with --skip-bad-files")
-    kw = {}
-    if not fmt.WHOLE_FILE and spec.format != "synthetic":
-        kw = dict(range_file=m.range_file, range_sample=m.range_sample, range_offset=m.range_offset,
-                  range_length=m.range_length)
+    table = m.table if not fmt.WHOLE_FILE and spec.format != "synthetic" else None
     layout = planner.Layout(nfiles=nfiles, spf=spec.num_samples_per_file,
                             file_size=np.asarray(m.file_size, dtype=np.uint64),
-                            whole_file=bool(fmt.WHOLE_FILE), sequential=spec.format == "tfrecord",
-                            no_io=no_io or spec.format == "synthetic", **kw)
+                            whole_file=bool(fmt.WHOLE_FILE), table=table, sequential=spec.format == "tfrecord",
+                            no_io=no_io or spec.format == "synthetic")
     return layout, bad
 
 

@@ -212,8 +212,8 @@ def test_ranks_partition_and_part_manifests(tmp_path):
     m = load_manifest(s, "train")  # merged from the three parts
     assert m.meta.get("source") == "generate"
     fresh = scan_manifest(s, "train")
-    for k in ("file_size", "range_file", "range_sample", "range_offset", "range_length"):
-        assert np.array_equal(getattr(m, k), getattr(fresh, k)), k
+    assert np.array_equal(m.file_size, fresh.file_size)
+    assert all(np.array_equal(a, b) for a, b in zip(m.ranges(), fresh.ranges()))
 
 
 def test_barrier_merges_parts(tmp_path):
@@ -247,7 +247,7 @@ def test_manifest_whole_file_values(tmp_path):
     for split in ("train", "valid"):
         m = load_manifest(s, split)
         dims = file_dims(s, split)
-        assert m.whole_file and m.range_file is None
+        assert m.whole_file and m.table is None
         assert m.file_size.dtype == np.uint64
         assert m.file_size.tolist() == (128 + np.prod(dims, axis=1) * 3 * 4).tolist()
         rf, rsm, ro, rl = m.ranges()
@@ -260,11 +260,12 @@ def test_manifest_indexed_binary_values(tmp_path):
     generate(s)
     m = load_manifest(s, "train")
     ss = np.prod(file_dims(s, "train"), axis=1) * 4
-    assert m.range_file.dtype == np.uint32 and m.range_offset.dtype == np.uint64
-    assert m.range_file.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
-    assert m.range_sample.tolist() == [0, 1, 2] * 4
-    assert m.range_offset.tolist() == [int(k * x) for x in ss for k in range(3)]
-    assert m.range_length.tolist() == [int(x) for x in ss for _ in range(3)]
+    rf, rsm, ro, rl = m.ranges()
+    assert rf.dtype == np.uint32 and ro.dtype == np.uint64
+    assert rf.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert rsm.tolist() == [0, 1, 2] * 4
+    assert ro.tolist() == [int(k * x) for x in ss for k in range(3)]
+    assert rl.tolist() == [int(x) for x in ss for _ in range(3)]
     assert m.file_size.tolist() == (ss * 3).tolist()
 
 
@@ -279,9 +280,9 @@ def test_manifest_tfrecord_values(tmp_path):
             n = struct.unpack_from("<Q", data, pos)[0]
             recs.append((pos, n + 16))
             pos += n + 16
-        sel = m.range_file == f
-        assert list(zip(m.range_offset[sel].tolist(), m.range_length[sel].tolist())) == recs
-        assert m.range_sample[sel].tolist() == [0, 1, 2]
+        smp, off, ln = m.table.of_file(f)
+        assert list(zip(off.tolist(), ln.tolist())) == recs
+        assert smp.tolist() == [0, 1, 2]
 
 
 def test_scan_without_manifest_equals_generated(tmp_path):
@@ -295,9 +296,9 @@ def test_scan_without_manifest_equals_generated(tmp_path):
             assert scanned.meta.get("source") == "scan"
             assert os.path.exists(manifest_path(s, sp))  # cached again
             assert scanned.paths == gen[sp].paths
-            for k in ("file_size", "range_file", "range_sample", "range_offset", "range_length"):
-                a, b = getattr(scanned, k), getattr(gen[sp], k)
-                assert (a is None and b is None) or np.array_equal(a, b), (fmt, k)
+            assert np.array_equal(scanned.file_size, gen[sp].file_size), fmt
+            assert all(np.array_equal(a, b) for a, b in zip(scanned.ranges(), gen[sp].ranges())), fmt
+            assert (scanned.table is None) == (gen[sp].table is None), fmt
 
 
 def test_checksums(tmp_path):
@@ -307,8 +308,9 @@ def test_checksums(tmp_path):
     for f, p in enumerate(m.paths):
         data = open(p, "rb").read()
         assert int(m.file_crc32c[f]) == _core.crc32c(data)
-        for k in np.flatnonzero(m.range_file == f):
-            o, n = int(m.range_offset[k]), int(m.range_length[k])
+        rf, _, ro, rl = m.ranges()
+        for k in np.flatnonzero(rf == f):
+            o, n = int(ro[k]), int(rl[k])
             assert int(m.range_crc32c[k]) == _core.crc32c(data[o:o + n])
 
 
@@ -347,3 +349,51 @@ def test_spec_from_dlio_dict():
     assert DatasetSpec(format="jpeg", record_element_type="float32").record_element_type == "uint8"
     with pytest.raises(ValueError):
         DatasetSpec(format="parquet")
+
+
+# ---------------------------------------------------------------------------------------------
+# regular files: the manifest keeps one first offset per file (dlio.ranges)
+
+def records_on_disk(path):
+    """(offset, framed length) of every record, walking the TFRecord length fields."""
+    data = open(path, "rb").read()
+    pos, recs = 0, []
+    while pos < len(data):
+        n = struct.unpack_from("<Q", data, pos)[0]
+        recs.append((pos, n + 16))
+        pos += n + 16
+    return recs
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "indexed_binary"])
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_fixed_size_records_give_a_uniform_table(tmp_path, fmt, ranks):
+    s = spec_of(tmp_path, fmt, num_files_train=5, num_samples_per_file=7, record_length_bytes_stdev=0)
+    for r in range(ranks):
+        generate(s, rank=r, size=ranks)
+    m = load_manifest(s, "train")
+    assert m.table.uniform and m.table.first.size == 5 and m.table.count == 7
+    scanned = scan_manifest(s, "train")
+    assert scanned.table.uniform
+    assert all(np.array_equal(a, b) for a, b in zip(m.ranges(), scanned.ranges()))
+    if fmt == "tfrecord":   # against the bytes themselves
+        for f, p in enumerate(m.paths):
+            smp, off, ln = m.table.of_file(f)
+            assert list(zip(off.tolist(), ln.tolist())) == records_on_disk(p) and smp.tolist() == list(range(7))
+    # saved and loaded again: O(files) arrays on disk too
+    z = np.load(manifest_path(s, "train"))
+    assert "range_first" in z.files and "range_file" not in z.files
+    again = ds._load_saved(s, "train")
+    assert again.table.uniform and np.array_equal(again.table.first, m.table.first)
+
+
+def test_checksums_of_a_uniform_table(tmp_path):
+    s = spec_of(tmp_path, "tfrecord", record_length_bytes_stdev=0)
+    generate(s, checksum=True)
+    m = load_manifest(s, "train", checksum=True)
+    assert m.table.uniform
+    rf, _, ro, rl = m.ranges()
+    for f, p in enumerate(m.paths):
+        data = open(p, "rb").read()
+        for k in np.flatnonzero(rf == f):
+            assert int(m.range_crc32c[k]) == _core.crc32c(data[int(ro[k]):int(ro[k] + rl[k])])

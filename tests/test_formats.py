@@ -403,7 +403,7 @@ def test_synthetic(tmp_path):
     for i, (path, _) in enumerate(all_files(spec)):
         assert open(path).read() == str(i)
     m = load_manifest(spec, "train")
-    assert m.range_file.size == 0 and m.file_size.tolist() == [1, 1, 1, 1]
+    assert m.table.flat(m.nfiles)[0].size == 0 and m.file_size.tolist() == [1, 1, 1, 1]
 
 
 def test_generated_dims_follow_file_dims(tmp_path):

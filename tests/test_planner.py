@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from dlio import _core, planner
+from dlio import _core, planner, ranges
 from dlio.config import parse_time
 from dlio.planner import Layout, Settings, epoch_plan, sample_order
 
@@ -37,16 +37,16 @@ def ranged(nfiles, spf, ranges_per_sample=1, base=1000, seq=False):
                 rf.append(f), rs.append(j), ro.append(off), rl.append(ln)
                 off += ln
         fsz.append(off + 16)
+    table = ranges.Table(file=np.asarray(rf, np.uint32), sample=np.asarray(rs, np.uint32),
+                         offset=np.asarray(ro, np.uint64), size=np.asarray(rl, np.uint64))
     return Layout(nfiles=nfiles, spf=spf, file_size=np.asarray(fsz, np.uint64), whole_file=False,
-                  range_file=np.asarray(rf, np.uint32), range_sample=np.asarray(rs, np.uint32),
-                  range_offset=np.asarray(ro, np.uint64), range_length=np.asarray(rl, np.uint64),
-                  sequential=seq)
+                  table=table, sequential=seq)
 
 
 def expected_ranges(layout):
     """{(file, sample): [(offset, length), ...]} straight from the layout arrays."""
     out = {}
-    for f, s, o, ln in zip(layout.range_file, layout.range_sample, layout.range_offset, layout.range_length):
+    for f, s, o, ln in zip(*layout.table.flat(layout.nfiles)):
         out.setdefault((int(f), int(s)), []).append((int(o), int(ln)))
     return out
 
@@ -276,11 +276,10 @@ def test_ranged_ops_come_from_layout(nranges):
 
 
 def test_missing_range_is_an_error():
-    layout = ranged(3, 2)
-    keep = ~((layout.range_file == 1) & (layout.range_sample == 1))
-    bad = Layout(nfiles=3, spf=2, file_size=layout.file_size, whole_file=False,
-                 range_file=layout.range_file[keep], range_sample=layout.range_sample[keep],
-                 range_offset=layout.range_offset[keep], range_length=layout.range_length[keep])
+    t = ranged(3, 2).table
+    keep = ~((t.file == 1) & (t.sample == 1))
+    bad = Layout(nfiles=3, spf=2, file_size=ranged(3, 2).file_size, whole_file=False,
+                 table=ranges.Table(file=t.file[keep], sample=t.sample[keep], offset=t.offset[keep], size=t.size[keep]))
     with pytest.raises(ValueError, match="sample 1 of file 1"):
         epoch_plan(bad, Settings(batch=1), ZERO, 0, 1, 1)
 
@@ -418,3 +417,63 @@ def test_imagenet_epoch_plans_at_scale():
         assert size <= 40 * per_rank
     allv = np.concatenate([p.samples for p in plans])
     assert len(np.unique(allv)) == len(allv)
+
+
+def uniform_pair(nfiles, spf, first, stride, length, seq=False):
+    """The same regular ranges twice: as a uniform table and as flat arrays."""
+    firsts = np.asarray(first, np.uint64)
+    uni = ranges.Table(first=firsts, stride=stride, length=length, count=spf)
+    f, smp, o, ln = uni.flat(nfiles)
+    sizes = firsts + np.uint64(spf * stride)
+    mk = lambda t: Layout(nfiles=nfiles, spf=spf, file_size=sizes, whole_file=False, table=t, sequential=seq)  # noqa: E731
+    return mk(uni), mk(ranges.Table(file=f, sample=smp, offset=o, size=ln))
+
+
+@pytest.mark.parametrize("seq", [False, True])
+@pytest.mark.parametrize("ranks", [1, 3])
+@pytest.mark.parametrize("shuffle", ["off", "seed"])
+def test_uniform_table_plans_exactly_as_the_flat_one(seq, ranks, shuffle):
+    """Arithmetic on a uniform table (O(files)) gives the plan the flat arrays give, op for op."""
+    uni, flat = uniform_pair(7, 50, [0, 100, 7, 4096, 12, 0, 999], stride=2516, length=2516, seq=seq)
+    st = Settings(batch=8, file_shuffle=shuffle, sample_shuffle=shuffle, max_steps=9, transfer_size=10000,
+                  max_transfer=3000)
+    for r in range(ranks):
+        a = epoch_plan(uni, st, parse_time(0.001), r, ranks, 2)
+        b = epoch_plan(flat, st, parse_time(0.001), r, ranks, 2)
+        assert a.nsteps == b.nsteps > 0
+        assert np.array_equal(a.ops, b.ops) and np.array_equal(a.steps, b.steps)
+        assert np.array_equal(a.samples, b.samples) and a.nominal_bytes == b.nominal_bytes
+
+
+def test_uniform_table_missing_record_is_an_error():
+    uni, _ = uniform_pair(2, 4, [0, 0], stride=10, length=10)
+    short = Layout(nfiles=2, spf=5, file_size=uni.file_size, whole_file=False, table=uni.table)
+    with pytest.raises(ValueError, match="sample 4 of file"):
+        epoch_plan(short, Settings(batch=10), ZERO, 0, 1, 1)
+
+
+def test_record_stream_wraps_and_shards_like_listing_every_record():
+    files = np.array([4, 0, 2])
+    listed = (files[:, None] * 5 + np.arange(5)[None, :]).ravel()
+    assert planner.record_stream(files, 5, 40).tolist() == np.resize(listed, 40).tolist()
+    assert planner.record_stream(files, 5, 7, first=1, every=3).tolist() == np.resize(listed[1::3], 7).tolist()
+    assert planner.record_stream(files[:0], 5, 7).size == 0 and planner.record_stream(files, 5, 0).size == 0
+
+
+def test_compact_recognises_regular_files_only():
+    n = 6
+    s, o, ln = np.arange(n), 64 + np.arange(n) * 30, np.full(n, 30)
+    assert ranges.compact(s, o, ln) == ranges.Uniform(64, 30, 30, n)
+    assert ranges.compact(s, 64 + np.arange(n) * 40, np.full(n, 30)) == ranges.Uniform(64, 40, 30, n)  # gaps
+    for bad in ((s, o, np.r_[ln[:-1], 31]),                 # one record longer
+                (s, np.r_[o[:-1], o[-1] + 1], ln),          # stride broken
+                (np.r_[s[:-1], s[-2]], o, ln),              # two ranges for one sample (hdf5 chunks)
+                (s, 64 + np.arange(n) * 20, ln)):           # overlapping
+        assert not isinstance(ranges.compact(*bad), ranges.Uniform)
+    u = ranges.compact(s, o, ln)
+    assert [a.tolist() for a in u.arrays()] == [s.tolist(), o.tolist(), ln.tolist()]
+    t = ranges.build([u, ranges.Uniform(0, 30, 30, n)])
+    assert t.uniform and t.first.tolist() == [64, 0]
+    mixed = ranges.build([u, (s, o, np.r_[ln[:-1], 31])], files=[5, 9])
+    assert not mixed.uniform and set(mixed.file.tolist()) == {5, 9}
+    assert [a.tolist() for a in mixed.of_file(9)] == [s.tolist(), o.tolist(), np.r_[ln[:-1], 31].tolist()]
