@@ -477,3 +477,32 @@ def test_compact_recognises_regular_files_only():
     mixed = ranges.build([u, (s, o, np.r_[ln[:-1], 31])], files=[5, 9])
     assert not mixed.uniform and set(mixed.file.tolist()) == {5, 9}
     assert [a.tolist() for a in mixed.of_file(9)] == [s.tolist(), o.tolist(), np.r_[ln[:-1], 31].tolist()]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 64, 1000, 4097, 100_003])
+def test_keyed_permutation_is_a_permutation_computed_pointwise(n):
+    keys = np.random.default_rng(n).integers(0, 2 ** 63, size=planner.FEISTEL_ROUNDS, dtype=np.uint64)
+    full = planner.keyed_permutation(np.arange(n), n, keys)
+    assert np.array_equal(np.sort(full), np.arange(n))                      # a bijection of [0, n)
+    pick = np.random.default_rng(1).integers(0, n, size=min(n, 500))
+    assert np.array_equal(planner.keyed_permutation(pick, n, keys), full[pick])   # any positions alone
+    if n >= 1000:   # it shuffles: few fixed points, and neighbours land far apart
+        assert (full == np.arange(n)).mean() < 0.01
+        assert np.median(np.abs(np.diff(full))) > n / 10
+
+
+def test_a_rank_block_of_a_huge_shuffled_epoch_costs_only_the_block():
+    """Megatron's 277 M samples in one file, sample shuffle on: a rank's 16 x 1000 samples come
+    without the epoch being listed (a list would take 1.1 GB), and each sample is in range."""
+    order = planner.epoch_order(1, 277_203_535, "seed", "seed", 123, 1, True)
+    first, steps = planner.shard(len(order), 3, 8, 16, 1000)
+    got = order.at(np.arange(first, first + steps * 16))
+    assert got.size == 16_000 and len(np.unique(got)) == 16_000
+    assert got.min() >= 0 and got.max() < 277_203_535
+
+
+def test_bad_files_are_left_out_before_shuffling():
+    bad = np.zeros(10, bool)
+    bad[[2, 7]] = True
+    seq = sample_order(10, 3, "seed", "seed", 5, 1, True, bad=bad)
+    assert sorted(seq.tolist()) == [f * 3 + k for f in range(10) if not bad[f] for k in range(3)]
