@@ -269,19 +269,24 @@ def test_manifest_indexed_binary_values(tmp_path):
     assert m.file_size.tolist() == (ss * 3).tolist()
 
 
+def records_on_disk(path):
+    """(offset, framed length) of every record, walking the TFRecord length fields."""
+    data = open(path, "rb").read()
+    pos, recs = 0, []
+    while pos < len(data):
+        n = struct.unpack_from("<Q", data, pos)[0]
+        recs.append((pos, n + 16))
+        pos += n + 16
+    return recs
+
+
 def test_manifest_tfrecord_values(tmp_path):
     s = spec_of(tmp_path, "tfrecord")
     generate(s)
     m = load_manifest(s, "valid")
     for f, p in enumerate(m.paths):
-        data = open(p, "rb").read()
-        pos, recs = 0, []
-        while pos < len(data):
-            n = struct.unpack_from("<Q", data, pos)[0]
-            recs.append((pos, n + 16))
-            pos += n + 16
         smp, off, ln = m.table.of_file(f)
-        assert list(zip(off.tolist(), ln.tolist())) == recs
+        assert list(zip(off.tolist(), ln.tolist())) == records_on_disk(p)
         assert smp.tolist() == [0, 1, 2]
 
 
@@ -353,17 +358,6 @@ def test_spec_from_dlio_dict():
 
 # ---------------------------------------------------------------------------------------------
 # regular files: the manifest keeps one first offset per file (dlio.ranges)
-
-def records_on_disk(path):
-    """(offset, framed length) of every record, walking the TFRecord length fields."""
-    data = open(path, "rb").read()
-    pos, recs = 0, []
-    while pos < len(data):
-        n = struct.unpack_from("<Q", data, pos)[0]
-        recs.append((pos, n + 16))
-        pos += n + 16
-    return recs
-
 
 @pytest.mark.parametrize("fmt", ["tfrecord", "indexed_binary"])
 @pytest.mark.parametrize("ranks", [1, 3])
