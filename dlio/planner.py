@@ -17,8 +17,9 @@ then samples shuffled globally when sample_shuffle is on, with the same seed on 
 rank takes a contiguous block of floor(total / ranks) samples, and steps = block // batch, the same
 on every rank (so uneven datasets never deadlock). The sample shuffle is a keyed permutation that
 is computed at the positions of a rank's block only (SampleOrder), so planning costs what the rank
-reads, not the dataset's sample count. Files left out (--skip-bad-files) go before shuffling. Where DLIO differs on purpose (dlio-facts 9):
-DLIO's index loaders ignore both shuffle settings and read ascending every epoch; set
+reads, not the dataset's sample count. Files left out (--skip-bad-files) go before shuffling.
+Where DLIO differs on purpose (dlio-facts 9): DLIO's index loaders ignore both shuffle settings
+and read ascending every epoch; set
 `dlio_fast.compat_dlio_order: true` to get that order. tfrecord is sharded by file round-robin and
 read sequentially (a shuffle buffer reorders records in memory, not on disk), as tf.data does.
 """
@@ -262,8 +263,6 @@ def stream_ops(samples, layout, batch, transfer=TF_BUFFER):
         return np.zeros(0, dtype=_core.OP_DTYPE), np.zeros(0, dtype=np.int64)
     t = layout.table
     if t.uniform:
-        if int((samples % layout.spf).max()) >= t.count:
-            raise ValueError("tfrecord index does not cover every record")
         file, start, length = _uniform_ranges(samples, layout)
     else:
         key = t.file.astype(np.int64) * layout.spf + t.sample.astype(np.int64)
