@@ -14,7 +14,7 @@ GB/s here are 10^9 bytes/s: dlio-fast's bytes / its save (load) window, fio's by
 Runs alternate (who goes first too), --repeats times; every write starts alike: both tools' files
 deleted, sync, --settle seconds, caches dropped, free memory warmed. The verdict takes the median
 of the per-repeat ratios (each repeat runs both tools back to back).  Goal: dlio-fast >= 0.9x fio on both.
-Needs fio on the PATH.  Usage: python bench/checkpoint_vs_fio.py [--dir /var/tmp/ckpt-bench] [--size 2]
+Needs fio on the PATH.  Usage: python bench/checkpoint_vs_fio.py [--dir /var/tmp/ckpt-bench] [--size 1] [--repeats 12]
 
 Free memory is warmed before every timed run, on both sides alike (``warm_free_memory``): on a VM
 that hands freed guest memory back to its host (virtio-balloon free page reporting, as on the
@@ -106,12 +106,12 @@ def fio(rw, folder, bins, sizes, engine, qd, direct, names=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="/var/tmp/ckpt-bench")
-    ap.add_argument("--size", type=float, default=2.0, help="checkpoint size in GiB (about)")
+    ap.add_argument("--size", type=float, default=1.0, help="checkpoint size in GiB (about)")
     ap.add_argument("--workload", default="llama_7b")
     ap.add_argument("--engine", default="posix", choices=["posix", "io_uring"])
     ap.add_argument("--qd", type=int, default=1)
     ap.add_argument("--direct", action="store_true", help="O_DIRECT on both sides")
-    ap.add_argument("--repeats", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=12)
     ap.add_argument("--settle", type=float, default=3.0, help="seconds after deleting the previous files")
     a = ap.parse_args()
     if not shutil.which("fio"):
