@@ -34,21 +34,29 @@ class Uniform:
 FileRanges = Union[Uniform, Arrays]
 
 
+CHECK_CHUNK = 1 << 22   # ranges compared at a time: bounded temporaries for 277 M-range files
+
+
 def compact(samples, offsets, lengths) -> FileRanges:
     """A file's ranges as Uniform when they are regular (one equal-length range per sample, samples
-    0..n-1 in order, a constant stride >= length), else the arrays as given."""
-    s = np.asarray(samples, np.int64)
-    o = np.asarray(offsets, np.int64)
-    ln = np.asarray(lengths, np.int64)
-    n = s.size
-    if n == 0 or o.size != n or ln.size != n or ln[0] <= 0 or (ln != ln[0]).any():
-        return s, o, ln
-    if (s != np.arange(n)).any():
-        return s, o, ln
-    stride = int(o[1] - o[0]) if n > 1 else int(ln[0])
-    if stride < ln[0] or (n > 1 and (np.diff(o) != stride).any()):
-        return s, o, ln
-    return Uniform(int(o[0]), stride, int(ln[0]), n)
+    0..n-1 in order, a constant stride >= length), else as int64 arrays. The inputs may be
+    memory-mapped: they are compared in chunks, never copied whole unless irregular."""
+    n = len(samples)
+    irregular = lambda: tuple(np.asarray(a).astype(np.int64) for a in (samples, offsets, lengths))  # noqa: E731
+    if n == 0 or len(offsets) != n or len(lengths) != n:
+        return irregular()
+    first, length = int(offsets[0]), int(lengths[0])
+    stride = int(offsets[1]) - first if n > 1 else length
+    if length <= 0 or stride < length:
+        return irregular()
+    for a in range(0, n, CHECK_CHUNK):
+        b = min(n, a + CHECK_CHUNK)
+        k = np.arange(a, b, dtype=np.int64)
+        if ((np.asarray(lengths[a:b]).astype(np.int64) != length).any()
+                or (np.asarray(samples[a:b]).astype(np.int64) != k).any()
+                or (np.asarray(offsets[a:b]).astype(np.int64) != first + k * stride).any()):
+            return irregular()
+    return Uniform(first, stride, length, n)
 
 
 def as_arrays(r: FileRanges) -> Arrays:

@@ -506,3 +506,20 @@ def test_bad_files_are_left_out_before_shuffling():
     bad[[2, 7]] = True
     seq = sample_order(10, 3, "seed", "seed", 5, 1, True, bad=bad)
     assert sorted(seq.tolist()) == [f * 3 + k for f in range(10) if not bad[f] for k in range(3)]
+
+
+def test_compact_checks_every_chunk(monkeypatch, tmp_path):
+    """Files are compared chunk by chunk (memory-mapped index files of 277 M entries): a break in
+    any chunk, the last one included, makes the file irregular."""
+    monkeypatch.setattr(ranges, "CHECK_CHUNK", 4)
+    n = 11
+    s, o, ln = np.arange(n), np.arange(n) * 8, np.full(n, 8)
+    assert isinstance(ranges.compact(s, o, ln), ranges.Uniform)
+    for k in (1, 5, 10):
+        o2 = o.copy()
+        o2[k] += 1
+        assert not isinstance(ranges.compact(s, o2, ln), ranges.Uniform), k
+    path = tmp_path / "off.idx"
+    o.astype("<u8").tofile(path)
+    mapped = np.memmap(path, dtype="<u8", mode="r")
+    assert ranges.compact(s, mapped, ln) == ranges.Uniform(0, 8, 8, n)
