@@ -16,14 +16,9 @@ deleted, sync, --settle seconds, caches dropped, free memory warmed. The verdict
 of the per-repeat ratios (each repeat runs both tools back to back).  Goal: dlio-fast >= 0.9x fio on both.
 Needs fio on the PATH.  Usage: python bench/checkpoint_vs_fio.py [--dir /var/tmp/ckpt-bench] [--size 1] [--repeats 12]
 
-Free memory is warmed before every timed run, on both sides alike (``warm_free_memory``): on a VM
-that hands freed guest memory back to its host (virtio-balloon free page reporting, as on the
-Firecracker VMs this was built on), the page cache pages a run allocates are either still backed by
-the host (a 16 MiB buffered write takes 4-5 ms) or must be faulted back in by the host (15-50 ms),
-and which one a tool gets depends on what was freed how long before it started.  Measured here: a
-1.7 GB buffered write ran at 0.3-1.5 GB/s into reported memory and 3.5-4 GB/s into warm memory, so
-without warming, whichever side ran right after a large free won (the order of deletes and drops
-gave fio that place).
+Free memory is warmed before every timed run, on both sides alike (``warm_free_memory``): this VM
+hands freed memory back to its host, and a buffered write into such memory runs several times
+slower (bench/README.md, "Memory handed back to the host").
 
 fio runs with --iomem_align=2m: its buffers then get transparent huge pages, as dlio-fast's
 large buffer pools do (worth several x on cached reads on this VM), so the bar is fio at its best.
@@ -132,7 +127,7 @@ def main():
           + ", ".join(f"{f.name} {f.nbytes / 2**20:.1f} MiB" for f in plan.files))
     print(f"transfer {TRANSFER >> 20} MiB, {threads} threads / fio jobs {bins} (the same files and sizes), "
           f"engine {a.engine} vs fio {fio_engine}, qd {a.qd}, {'O_DIRECT' if a.direct else 'buffered'}, "
-          f"fsync each file; dir {a.dir}; {a.repeats} alternating repeats, medians")
+          f"fsync each file; dir {a.dir}; {a.repeats} alternating repeats, paired")
     res = {"dw": [], "dr": [], "fw": [], "fr": []}
     cache_note = ""
     def warm():

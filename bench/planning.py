@@ -38,6 +38,7 @@ except ImportError:  # run from bench/ without installing: use the in-place buil
 from dlio import dataset, planner, ranges, workload  # noqa: E402
 from dlio.config import load_config  # noqa: E402
 from dlio.formats import get_format  # noqa: E402
+from dlio.mpi import Comm  # noqa: E402
 
 
 def build(samples):
@@ -46,11 +47,12 @@ def build(samples):
     dims = dataset.file_dims(spec, "train")
     sizes = np.asarray(get_format(spec.format).module.estimate_sizes(dims, 1, spec), dtype=np.uint64)
     layout = planner.Layout(nfiles=spec.num_files_train, spf=1, file_size=sizes, whole_file=True)
-    r, t = cfg.reader, cfg.train
-    settings = planner.Settings(batch=r.batch_size, file_shuffle=r.file_shuffle, sample_shuffle=r.sample_shuffle,
-                                seed=t.seed, seed_change_epoch=t.seed_change_epoch,
-                                max_steps=t.total_training_steps)
-    return layout, settings, t.computation_time, cfg
+    return layout, train_settings(cfg), cfg.train.computation_time, cfg
+
+
+def train_settings(cfg):
+    """The planner settings a run of cfg uses (dlio.workload.Trainer's)."""
+    return workload.Trainer(cfg, Comm(), echo=print).settings("train")
 
 
 def build_uniform(name):
@@ -62,11 +64,7 @@ def build_uniform(name):
     table = ranges.Table(first=np.zeros(n, np.uint64), stride=rec, length=rec, count=spf)
     layout = planner.Layout(nfiles=n, spf=spf, file_size=np.full(n, rec * spf, np.uint64), whole_file=False,
                             table=table, sequential=spec.format == "tfrecord")
-    r, t = cfg.reader, cfg.train
-    settings = planner.Settings(batch=r.batch_size, file_shuffle=r.file_shuffle, sample_shuffle=r.sample_shuffle,
-                                seed=t.seed, seed_change_epoch=t.seed_change_epoch,
-                                max_steps=t.total_training_steps, transfer_size=r.transfer_size or planner.TF_BUFFER)
-    return layout, settings, t.computation_time
+    return layout, train_settings(cfg), cfg.train.computation_time
 
 
 def plan_all(layout, settings, time_spec, ranks, which=None):
