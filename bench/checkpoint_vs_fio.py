@@ -35,10 +35,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from dlio import _core, ckpt_io  # noqa: E402
-from dlio.checkpoint import plan_checkpoint  # noqa: E402
+from dlio import _core
+from dlio.checkpoint import io as ckpt_io  # noqa: E402
+from dlio.checkpoint.layout import plan_checkpoint  # noqa: E402
 from dlio.config import load_config  # noqa: E402
-from dlio.workload import free_page_reporting  # noqa: E402
+from dlio.train.loop import free_page_reporting  # noqa: E402
 
 TRANSFER = 16 << 20
 

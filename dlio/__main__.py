@@ -1,3 +1,3 @@
-from dlio.cli import main
+from dlio.cli.main import main
 
 main()

@@ -4,6 +4,9 @@ import sys
 
 import pytest
 
+# The repository's root: tests run the package from the source tree in subprocesses.
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 # The venv's bin folder first on PATH: `.venv/bin/pytest` runs without an activated venv, and the
 # mpiexec that matches the venv's mpi4py (the MPICH wheel's) lives there.
 _BIN = os.path.dirname(sys.executable)
@@ -14,7 +17,7 @@ if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
 @pytest.fixture
 def run_cli(capsys):
     """Run the dlio-fast CLI in-process through main(): (exit status, stdout, stderr)."""
-    from dlio.cli import main
+    from dlio.cli.main import main
 
     def run(*args):
         try:

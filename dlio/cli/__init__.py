@@ -1,0 +1,1 @@
+"""The command line: the root group and its options (main), one module per command family."""

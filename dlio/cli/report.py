@@ -1,0 +1,122 @@
+"""`dlio-fast report` and `dlio-fast check`: standalone Click commands (the CLI group adds them).
+
+Parsing and printing only; the work is in dlio.compare, dlio.plots, dlio.htmlreport, dlio.checks.
+Bad input raises DlioError with one line naming the file or folder.
+"""
+import os
+import shutil
+import sys
+import tempfile
+
+import click
+
+from dlio.errors import DlioError
+
+
+def _write(dest, text, what):
+    """Write text to dest ('-' = stdout), atomically."""
+    if dest == "-":
+        click.echo(text, nl=False)
+        return
+    from dlio import output
+    output.check_output_path(dest)
+    if os.path.isdir(dest):
+        raise DlioError(f"{dest}: is a folder; give a file name for {what}")
+    try:
+        output.atomic_write_text(dest, text)
+    except OSError as e:
+        raise DlioError(f"{dest}: cannot write {what} ({e.strerror or e})") from None
+
+
+def _ram(value):
+    if value is None:
+        return None
+    from dlio.units import parse_size
+    try:
+        return parse_size(value)
+    except ValueError as e:
+        raise DlioError(f"--ram: {e}") from None
+
+
+@click.command("report")
+@click.argument("paths", nargs=-1, required=True, metavar="RUN_DIR|RESULT.json ...")
+@click.option("--csv", "csv_path", metavar="FILE", help="Write the table(s) as CSV ('-' for stdout).")
+@click.option("--json", "json_path", metavar="FILE", help="Write the report as JSON ('-' for stdout).")
+@click.option("--markdown", "md_path", metavar="FILE", help="Write Markdown tables ('-' for stdout).")
+@click.option("--html", "html_path", metavar="FILE",
+              help="Write a self-contained HTML page with the tables and the plots ('-' for stdout).")
+@click.option("--plots", is_flag=True, help="Draw PNG plots (into each run folder unless --plots-dir).")
+@click.option("--plots-dir", type=click.Path(file_okay=False), default=None,
+              help="Folder for the plots (implies --plots).")
+@click.option("--ram", default=None, metavar="SIZE",
+              help="One host's RAM for the checks in --html (default: what the run recorded).")
+def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram):
+    """Summarise one run, or compare several side by side (ratios to the first).
+
+    RUN_DIR is a run's output folder (with dlio-fast.json); a dlio-fast io or ceiling --json
+    file is compared point by point (same rw, bs, engine, qd, threads).
+    """
+    from dlio.report import compare
+    dests = [d for d in (csv_path, json_path, md_path, html_path) if d]
+    if sum(d == "-" for d in dests) > 1:
+        raise DlioError("only one of --csv, --json, --markdown, --html can write to stdout ('-')")
+    ram_bytes = _ram(ram)
+    sources = compare.load_all(paths)
+    rep = compare.build(sources)
+    if "-" not in dests:
+        for line in compare.table_lines(rep):
+            click.echo(line)
+    if csv_path:
+        _write(csv_path, compare.csv_text(rep), "the CSV report")
+    if json_path:
+        _write(json_path, compare.json_text(rep), "the JSON report")
+    if md_path:
+        _write(md_path, "\n".join(compare.markdown_lines(rep)) + "\n", "the Markdown report")
+    written = []
+    if plots or plots_dir:
+        from dlio.report import plots as plots_mod
+        written = plots_mod.make_for_sources(sources, plots_dir)
+        for p in written:
+            click.echo(f"plot: {p}", err=True)
+    if html_path:
+        from dlio.report import checks
+        from dlio.report import html as html_report
+        if written:
+            images = html_report.images_from(written)
+        else:
+            from dlio.report import plots as plots_mod
+            tmp = tempfile.mkdtemp(prefix="dlio-fast-report-")
+            try:
+                images = html_report.images_from(plots_mod.make_for_sources(sources, tmp))
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        runs = [s for s in sources if s.kind == "run"]
+        chk = checks.run_checks([s.doc for s in runs], ram_bytes, [s.label for s in runs]) if runs else None
+        title = "dlio-fast report: " + ", ".join(s.label for s in sources)
+        _write(html_path, html_report.render(rep, images, chk, title), "the HTML report")
+
+
+@click.command("check")
+@click.argument("paths", nargs=-1, required=True, metavar="RUN_DIR ...")
+@click.option("--ram", default=None, metavar="SIZE",
+              help="One host's RAM (e.g. 512g) instead of what the run recorded.")
+def check(paths, ram):
+    """MLPerf Storage style checks: dataset >= 5x RAM, >= 500 steps per epoch, AU >= the
+    workload's threshold, and several runs of one workload within 5 % (samples/s).
+
+    Prints PASS or FAIL with the figure for each; exit status 1 if any fails.
+    """
+    from dlio.report import checks
+    from dlio.report import compare
+    ram_bytes = _ram(ram)
+    sources = compare.load_all(paths)
+    for s in sources:
+        if s.kind != "run":
+            raise DlioError(f"{s.path}: an {s.kind} result; check needs run folders")
+    res = checks.run_checks([s.doc for s in sources], ram_bytes, [s.label for s in sources])
+    for line in checks.lines(res):
+        click.echo(line)
+    failed = sum(not ok for _, ok, _ in res)
+    click.echo(f"checks: {len(res) - failed} of {len(res)} passed" if res else "checks: none apply")
+    if failed:
+        sys.exit(1)

@@ -1,0 +1,49 @@
+"""Built-in workloads: DLIO workload YAML files shipped as package data.
+
+A workload file holds the content of DLIO's ``workload`` Hydra group (no ``workload:`` root key), so
+``dlio_benchmark --config-dir DIR workload=NAME`` reads the same file.  A few names are aliases of a
+specific accelerator's variant (``resnet50`` is ``resnet50_h100``), as in MLPerf Storage.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from importlib import resources
+from typing import List
+
+from dlio.errors import ConfigError
+
+ALIASES = {
+    "resnet50": "resnet50_h100",
+    "unet3d": "unet3d_h100",
+    "bert": "bert_v100",
+    "cosmoflow": "cosmoflow_h100",
+    "megatron_deepspeed_LLNL": "megatron_deepspeed",
+}
+
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+def _files() -> List[str]:
+    return sorted(p.name[:-5] for p in resources.files(__name__).iterdir() if p.name.endswith(".yaml"))
+
+
+def list_workloads() -> List[str]:
+    """Names of all built-in workloads, aliases included, sorted."""
+    return sorted(set(_files()) | set(ALIASES))
+
+
+def resolve(name: str) -> str:
+    """The file name (without .yaml) behind a workload name; ConfigError naming the choices if unknown."""
+    real = ALIASES.get(name, name)
+    if not isinstance(name, str) or not _NAME.match(real) or real not in _files():
+        names = list_workloads()
+        near = difflib.get_close_matches(str(name), names, n=1)
+        hint = f"did you mean {near[0]}? " if near else ""
+        raise ConfigError(f"unknown workload {name!r}: {hint}available: {', '.join(names)}")
+    return real
+
+
+def workload_text(name: str) -> str:
+    """The YAML text of a built-in workload."""
+    return resources.files(__name__).joinpath(resolve(name) + ".yaml").read_text(encoding="utf-8")

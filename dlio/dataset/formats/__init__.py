@@ -1,0 +1,136 @@
+"""Dataset file formats: one module per format, each answering two questions.
+
+  write(path, dims, nsamples, spec, seed, final=None, index=0) -> int
+      write one complete file at `path` (a temporary name; `final` is the name it will be renamed
+      to, from which companion files such as TFRecord's `.idx` are named and written atomically;
+      `index` is the file's global index, which only `synthetic` writes) and return the bytes
+      written.
+  extents(path, nsamples, spec) -> (sample_idx, offsets, lengths)
+      the byte ranges a real reader of that format touches for each sample (numpy arrays, sorted
+      by sample; several ranges per sample when a sample spans several datasets/chunks).
+
+and a few helpers the dataset layer uses:
+
+  EXT          file extension (the dataset layer always uses the format's name, as DLIO does)
+  WHOLE_FILE   True when the real reader reads the whole file for every sample
+  expected_size(dims, nsamples, spec) -> int | None      exact size when it is known in advance
+  estimate_sizes(dims_array, nsamples, spec) -> ndarray  size estimate per file (vectorised)
+  companions(final, spec) -> list[str]                   other files that belong to the file
+  valid(path, dims, nsamples, spec) -> bool               cheap "is this a complete file" check
+
+`dims` is one file's drawn shape: (d1, d2) for DLIO's default square records, or the
+`record_dims` tuple. Content always comes from the C core's deterministic fill (dlio._core).
+"""
+import importlib
+import os
+
+import numpy as np
+
+from dlio.errors import ConfigError
+
+FORMATS = ("npz", "npy", "hdf5", "tfrecord", "jpeg", "png", "csv",
+           "indexed_binary", "mmap_indexed_binary", "synthetic")
+
+_MODULES = {
+    "npz": "npz", "npy": "npy", "hdf5": "hdf5", "tfrecord": "tfrecord",
+    "jpeg": "image", "png": "image", "csv": "csv",
+    "indexed_binary": "indexed_binary", "mmap_indexed_binary": "indexed_binary",
+    "synthetic": "synthetic",
+}
+
+
+class _Format:
+    """A format module bound to a format name (jpeg/png share a module, and so do the two
+    indexed_binary flavours); attribute access falls through to the module."""
+
+    def __init__(self, name, module):
+        self.name = name
+        self.module = module
+        self.EXT = name
+        self.WHOLE_FILE = bool(getattr(module, "WHOLE_FILE_BY_NAME", {}).get(name, module.WHOLE_FILE))
+
+    def __getattr__(self, attr):
+        return getattr(self.module, attr)
+
+    def __repr__(self):
+        return f"<format {self.name}>"
+
+
+_cache = {}
+
+
+def get_format(name):
+    """The format object for a DLIO format name (e.g. 'npz', 'jpeg', 'mmap_indexed_binary')."""
+    key = str(name).lower()
+    if key not in _MODULES:
+        raise ConfigError(f"unknown dataset format {name!r}; known formats: {', '.join(FORMATS)}")
+    f = _cache.get(key)
+    if f is None:
+        mod = importlib.import_module(f"dlio.dataset.formats.{_MODULES[key]}")
+        f = _cache[key] = _Format(key, mod)
+    return f
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers shared by the format modules
+
+_M64 = (1 << 64) - 1
+
+
+def mix_seed(*parts):
+    """A 64-bit seed from integers (splitmix64 chain): distinct streams per file, chunk, record."""
+    z = 0x243F6A8885A308D3
+    for p in parts:
+        z = (z + (int(p) & _M64) + 0x9E3779B97F4A7C15) & _M64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+        z ^= z >> 31
+    return z
+
+
+def core():
+    """The C extension (imported lazily so that listing/planning works without it)."""
+    from dlio import _core
+    return _core
+
+
+def itemsize(spec):
+    return np.dtype(spec.record_element_type).itemsize
+
+
+def record_elems(dims):
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
+def write_file_atomic(final, write_fn, fsync=False):
+    """Write `final` through a temporary name in its folder, then rename. write_fn(fd)."""
+    from dlio.output import atomic_path
+    with atomic_path(final, fsync) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            write_fn(fd)
+        finally:
+            os.close(fd)
+
+
+def pwrite_all(fd, data, offset):
+    mv = memoryview(data).cast("B")
+    done = 0
+    while done < len(mv):
+        n = os.pwrite(fd, mv[done:], offset + done)
+        if n <= 0:
+            raise OSError("short write")
+        done += n
+    return offset + done
+
+
+def whole_file_extents(path, nsamples):
+    size = os.stat(path).st_size
+    idx = np.arange(nsamples, dtype=np.int64)
+    return idx, np.zeros(nsamples, np.int64), np.full(nsamples, size, np.int64)
+
+
+__all__ = ["FORMATS", "get_format", "mix_seed"]

@@ -1,0 +1,109 @@
+"""csv: nsamples rows, each the flattened record as comma-separated decimal text, no header.
+
+Like DLIO (pandas `to_csv(header=False, index=False)`), every row of a file is the same record.
+Integer dtypes take the random bytes as values; float dtypes get values in [0, 1). uint8 rows
+are rendered fully vectorised through a 256-entry table. DLIO's reader (pandas `read_csv`) parses
+the whole file for every sample. Compression is not applied (DLIO's raw-string comparison never
+applies it either, and never appends a suffix).
+"""
+import os
+
+import numpy as np
+
+from dlio.errors import ConfigError
+
+from dlio.dataset.formats import core, mix_seed, record_elems, whole_file_extents
+
+EXT = "csv"
+WHOLE_FILE = True
+
+_U8 = None
+
+
+def _u8_table():
+    global _U8
+    if _U8 is None:
+        tab = np.zeros((256, 4), np.uint8)
+        mask = np.zeros((256, 4), bool)
+        for v in range(256):
+            s = f"{v},".encode()
+            tab[v, :len(s)] = np.frombuffer(s, np.uint8)
+            mask[v, :len(s)] = True
+        _U8 = (tab, mask)
+    return _U8
+
+
+def record_values(n, dtype, seed):
+    dtype = np.dtype(dtype)
+    raw = np.empty(n * max(dtype.itemsize, 4), np.uint8)
+    core().fill_random(raw, seed)
+    if dtype.kind in "iub":
+        if dtype.kind == "b":
+            return raw[:n] & 1
+        return raw[:n * dtype.itemsize].view(dtype)
+    if dtype.kind == "f":
+        u = raw[:n * 4].view(np.uint32)
+        return (u >> 8).astype(np.float64) / float(1 << 24)
+    raise ConfigError(f"csv cannot hold element type {dtype}")
+
+
+def row_bytes(values):
+    if values.dtype == np.uint8:
+        tab, mask = _u8_table()
+        out = tab[values][mask[values]]
+        if out.size:
+            out[-1] = ord("\n")
+        return out.tobytes()
+    return (",".join(map(str, values.tolist())) + "\n").encode()
+
+
+def write(path, dims, nsamples, spec, seed, final=None, index=0):
+    n = record_elems(dims)
+    row = row_bytes(record_values(n, spec.record_element_type, mix_seed(seed, 0)))
+    nsamples = int(nsamples)
+    with open(path, "wb") as f:
+        # write several identical rows per call for small rows
+        per = max(1, min(nsamples, (4 << 20) // max(len(row), 1)))
+        block = row * per
+        left = nsamples
+        while left > 0:
+            m = min(per, left)
+            f.write(block if m == per else row * m)
+            left -= m
+        return f.tell()
+
+
+def expected_size(dims, nsamples, spec):
+    return None
+
+
+def estimate_sizes(dims, nsamples, spec):
+    dims = np.asarray(dims, dtype=np.int64)
+    dt = np.dtype(spec.record_element_type)
+    per_value = {1: 3.6, 2: 6.0, 4: 11.0, 8: 20.0}.get(dt.itemsize, 10.0) if dt.kind in "iu" else 20.0
+    return (np.prod(dims, axis=1) * per_value * int(nsamples)).astype(np.int64) + 1
+
+
+def companions(final, spec):
+    return []
+
+
+def valid(path, dims, nsamples, spec):
+    """Complete when the file has nsamples lines and ends with a newline."""
+    try:
+        size = os.stat(path).st_size
+        if size == 0:
+            return int(nsamples) == 0
+        with open(path, "rb") as f:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                return False
+            f.seek(0)
+            lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 22), b""))
+        return lines == int(nsamples)
+    except OSError:
+        return False
+
+
+def extents(path, nsamples, spec):
+    return whole_file_extents(path, nsamples)

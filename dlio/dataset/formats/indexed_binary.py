@@ -1,0 +1,102 @@
+"""indexed_binary / mmap_indexed_binary: `FILE` holds nsamples raw samples back to back, with
+`FILE.off.idx` (uint64 offset of each sample) and `FILE.sz.idx` (uint64 size of each sample).
+
+The sample size is prod(dims) * itemsize. DLIO's readers load both index files, then read
+exactly [offset, offset+size) per sample (the mmap flavour slices a memmap). The data is written
+by the C core straight to the file; the index files are written atomically before the data file
+is renamed into place, so a data file under its final name always has its indexes.
+"""
+import os
+
+import numpy as np
+
+from dlio.dataset.formats import core, itemsize, record_elems, write_file_atomic
+
+EXT = None  # the format name: 'indexed_binary' or 'mmap_indexed_binary'
+WHOLE_FILE = False
+IDX_CHUNK = 1 << 22  # index entries per write
+
+
+def off_path(final):
+    return final + ".off.idx"
+
+
+def size_path(final):
+    return final + ".sz.idx"
+
+
+def sample_size(dims, spec):
+    return record_elems(dims) * itemsize(spec)
+
+
+def write(path, dims, nsamples, spec, seed, final=None, index=0):
+    ss = sample_size(dims, spec)
+    total = ss * int(nsamples)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        if total:
+            core().write_random(fd, 0, total, seed)
+    finally:
+        os.close(fd)
+    if final is not None:
+        _write_indexes(final, int(nsamples), ss)
+    return total
+
+
+def _write_indexes(final, n, ss):
+    def offs(fd):
+        for a in range(0, n, IDX_CHUNK):
+            b = min(n, a + IDX_CHUNK)
+            _write_all(fd, (np.arange(a, b, dtype=np.uint64) * np.uint64(ss)).astype("<u8"))
+
+    def sizes(fd):
+        for a in range(0, n, IDX_CHUNK):
+            b = min(n, a + IDX_CHUNK)
+            _write_all(fd, np.full(b - a, ss, dtype="<u8"))
+
+    write_file_atomic(off_path(final), offs)
+    write_file_atomic(size_path(final), sizes)
+
+
+def _write_all(fd, arr):
+    mv = memoryview(arr).cast("B")
+    while len(mv):
+        n = os.write(fd, mv)
+        mv = mv[n:]
+
+
+def expected_size(dims, nsamples, spec):
+    return sample_size(dims, spec) * int(nsamples)
+
+
+def estimate_sizes(dims, nsamples, spec):
+    dims = np.asarray(dims, dtype=np.int64)
+    return np.prod(dims, axis=1) * itemsize(spec) * int(nsamples) + 16 * int(nsamples)
+
+
+def companions(final, spec):
+    return [off_path(final), size_path(final)]
+
+
+def valid(path, dims, nsamples, spec):
+    try:
+        n = int(nsamples)
+        return (os.stat(path).st_size == expected_size(dims, nsamples, spec)
+                and os.stat(off_path(path)).st_size == 8 * n
+                and os.stat(size_path(path)).st_size == 8 * n)
+    except OSError:
+        return False
+
+
+def _index(path):
+    """An index file as uint64, mapped rather than read: Megatron's holds 277 M entries (2.2 GB)."""
+    if os.stat(path).st_size < 8:
+        return np.zeros(0, np.uint64)
+    return np.memmap(path, dtype="<u8", mode="r")
+
+
+def extents(path, nsamples, spec):
+    offs = _index(off_path(path))
+    sizes = _index(size_path(path))
+    n = min(offs.size, sizes.size)
+    return np.arange(n, dtype=np.int64), offs[:n], sizes[:n]

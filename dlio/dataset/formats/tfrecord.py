@@ -1,0 +1,206 @@
+"""tfrecord: nsamples records, each a serialized `tf.train.Example`
+{'image': bytes_list[d1*d2*itemsize bytes], 'size': int64_list[that byte count]}, framed as TFRecord:
+
+    uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)
+
+masked(c) = ((c >> 15) | (c << 17)) + 0xa282ead8 (mod 2^32). The protobuf wire format is written by
+hand (no TensorFlow). Also DLIO's DALI-style index `{data_folder}/index/{train|valid}/{basename}.idx`
+with one text line "offset length" per record (offset of the record's first byte, framed length).
+All records of a file have the same size (DLIO draws one shape per file), so a block of records
+is built at once: one random fill, the fixed header/trailer bytes copied in with numpy, one
+C CRC32C call per record.
+"""
+import os
+import struct
+
+import numpy as np
+
+from dlio.dataset.formats import core, itemsize, mix_seed, record_elems, write_file_atomic
+
+EXT = "tfrecord"
+WHOLE_FILE = False
+BLOCK = 8 << 20
+MASK_DELTA = 0xA282EAD8
+
+
+def masked_crc(crc):
+    crc &= 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + MASK_DELTA) & 0xFFFFFFFF
+
+
+def _varint(n):
+    out = bytearray()
+    n = int(n)
+    if n < 0:
+        n &= (1 << 64) - 1
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _ld(field, payload_len):
+    """tag (wire type 2) + length prefix of a length-delimited field."""
+    return _varint((field << 3) | 2) + _varint(payload_len)
+
+
+def example_parts(nbytes):
+    """(prefix, suffix) of a serialized Example whose image payload (nbytes) sits between them."""
+    # BytesList{value: [image]}; Feature{bytes_list: BytesList}
+    bl_len = len(_ld(1, nbytes)) + nbytes
+    feat_img_len = len(_ld(1, bl_len)) + bl_len
+    key_img = b"image"
+    entry_img_len = len(_ld(1, len(key_img))) + len(key_img) + len(_ld(2, feat_img_len)) + feat_img_len
+    entry_img_head = (_ld(1, entry_img_len) + _ld(1, len(key_img)) + key_img + _ld(2, feat_img_len)
+                      + _ld(1, bl_len) + _ld(1, nbytes))
+    # Int64List{value: [nbytes]} (packed); Feature{int64_list: Int64List} (field 3)
+    packed = _varint(nbytes)
+    il = _ld(1, len(packed)) + packed
+    feat_size = _ld(3, len(il)) + il
+    key_size = b"size"
+    entry_size_body = _ld(1, len(key_size)) + key_size + _ld(2, len(feat_size)) + feat_size
+    entry_size = _ld(1, len(entry_size_body)) + entry_size_body
+    features_len = len(entry_img_head) + nbytes + len(entry_size)
+    prefix = _ld(1, features_len) + entry_img_head  # Example{features: Features{feature: map}}
+    return prefix, entry_size
+
+
+def record_layout(dims, spec):
+    """(image bytes, proto length, framed record length) of one record of this file."""
+    nbytes = record_elems(dims) * itemsize(spec)
+    prefix, suffix = example_parts(nbytes)
+    plen = len(prefix) + nbytes + len(suffix)
+    return nbytes, plen, plen + 16
+
+
+def index_path(final, spec):
+    """DLIO's index file name: {data_folder}/index/{train|valid}/{basename}.idx (the split is
+    'valid' when the data file's path contains 'valid', as in DLIO)."""
+    folder = "valid" if "valid" in final else "train"
+    root = str(spec.data_folder).rstrip("/") or "/"
+    return os.path.join(root, "index", folder, os.path.basename(final) + ".idx")
+
+
+def write(path, dims, nsamples, spec, seed, final=None, index=0):
+    nsamples = int(nsamples)
+    nbytes = record_elems(dims) * itemsize(spec)
+    prefix, suffix = example_parts(nbytes)
+    plen = len(prefix) + nbytes + len(suffix)
+    rlen = plen + 16
+    head = struct.pack("<Q", plen)
+    head += struct.pack("<I", masked_crc(core().crc32c(head)))
+    head_all = np.frombuffer(head + prefix, np.uint8)
+    tail = np.frombuffer(suffix, np.uint8)
+    crc32c, fill = core().crc32c, core().fill_random
+    per_block = max(1, min(nsamples, BLOCK // rlen)) if nsamples else 1
+    buf = np.empty((per_block, rlen), np.uint8)
+    img0 = len(head_all)
+    img1 = img0 + nbytes
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        off = 0
+        done, blk = 0, 0
+        while done < nsamples:
+            m = min(per_block, nsamples - done)
+            b = buf[:m]
+            fill(b.reshape(-1), mix_seed(seed, blk))  # whole rows; fixed bytes copied over below
+            b[:, :img0] = head_all
+            b[:, img1:img1 + len(tail)] = tail
+            crcs = np.fromiter((crc32c(b[r, 12:12 + plen]) for r in range(m)), dtype=np.uint64, count=m)
+            crcs = (((crcs >> 15) | (crcs << 17)) + MASK_DELTA) & 0xFFFFFFFF
+            b[:, 12 + plen:] = crcs.astype("<u4").view(np.uint8).reshape(m, 4)
+            mv = memoryview(b).cast("B")
+            w = 0
+            while w < len(mv):
+                w += os.pwrite(fd, mv[w:], off + w)
+            off += len(mv)
+            done += m
+            blk += 1
+    finally:
+        os.close(fd)
+    if final is not None:
+        write_index(final, nsamples, rlen, spec)
+    return nsamples * rlen
+
+
+def write_index(final, nsamples, rlen, spec):
+    idx = index_path(final, spec)
+    os.makedirs(os.path.dirname(idx), exist_ok=True)
+    offs = np.arange(int(nsamples), dtype=np.int64) * rlen
+    text = _index_text(offs, rlen) if offs.size else b""
+    write_file_atomic(idx, lambda fd: _write_all(fd, text))
+
+
+def _index_text(offs, rlen):
+    tail = f" {rlen}\n"
+    return (tail.join(map(str, offs.tolist())) + tail).encode()
+
+
+def _write_all(fd, data):
+    mv = memoryview(data)
+    while len(mv):
+        n = os.write(fd, mv)
+        mv = mv[n:]
+
+
+def expected_size(dims, nsamples, spec):
+    return record_layout(dims, spec)[2] * int(nsamples)
+
+
+def estimate_sizes(dims, nsamples, spec):
+    dims = np.asarray(dims, dtype=np.int64)
+    nbytes = np.prod(dims, axis=1) * itemsize(spec)
+    return (nbytes + 48) * int(nsamples)
+
+
+def companions(final, spec):
+    return [index_path(final, spec)]
+
+
+def valid(path, dims, nsamples, spec):
+    try:
+        if os.stat(path).st_size != expected_size(dims, nsamples, spec):
+            return False
+        return os.path.exists(index_path(path, spec))
+    except OSError:
+        return False
+
+
+def read_index(idx_path):
+    with open(idx_path, "rb") as f:
+        data = f.read()
+    if not data.strip():
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    a = np.array(data.split(), dtype=np.int64).reshape(-1, 2)
+    return a[:, 0].copy(), a[:, 1].copy()
+
+
+def scan_records(path):
+    """(offsets, framed lengths) by walking the file's length fields (when no .idx exists)."""
+    offs, lens = [], []
+    size = os.stat(path).st_size
+    with open(path, "rb") as f:
+        pos = 0
+        while pos + 12 <= size:
+            f.seek(pos)
+            (n,) = struct.unpack("<Q", f.read(8))
+            rl = n + 16
+            offs.append(pos)
+            lens.append(rl)
+            pos += rl
+    return np.array(offs, np.int64), np.array(lens, np.int64)
+
+
+def extents(path, nsamples, spec):
+    """Record j's framed extent (12-byte header + data + 4-byte CRC), from DLIO's .idx file
+    (or, without one, from the length fields in the file)."""
+    idx = index_path(path, spec)
+    if os.path.exists(idx):
+        offs, lens = read_index(idx)
+    else:
+        offs, lens = scan_records(path)
+    return np.arange(offs.size, dtype=np.int64), offs, lens

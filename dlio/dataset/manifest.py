@@ -1,0 +1,414 @@
+"""The manifest: per split, the size of every file and, for formats where a sample is not the
+whole file (hdf5, tfrecord, indexed_binary), the byte ranges a real reader touches per sample.
+
+It is written by generation and, for a dataset made by someone else (DLIO), built by scanning the
+files and cached when the folder is writable:
+  {data_folder}/.dlio-fast/manifest-{train|valid}.npz
+"""
+import json
+import mmap
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from dlio.dataset import ranges
+from dlio.errors import DatasetError
+from dlio.output import atomic_path
+from dlio.dataset.formats import get_format
+from dlio.dataset.spec import MANIFEST_DIR, MANIFEST_VERSION, split_key, split_folder, file_paths
+# the manifest
+
+@dataclass
+class Manifest:
+    """Per split: file paths and sizes, and (non-whole-file formats) per-sample byte ranges.
+
+    table (dlio.ranges.Table) holds the ranges, in O(files) when the files are regular; it is None
+    for whole-file formats (npz, npy, jpeg, png, csv), where every sample reads (0, file_size):
+    see ranges(). range_crc32c, when present, follows the flat order of table.flat()."""
+    split: str
+    format: str
+    paths: list
+    file_size: np.ndarray
+    num_samples_per_file: int
+    whole_file: bool
+    table: Optional[ranges.Table] = None
+    file_crc32c: np.ndarray = None
+    range_crc32c: np.ndarray = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def nfiles(self):
+        return int(self.file_size.size)
+
+    @property
+    def total_bytes(self):
+        return int(self.file_size.sum())
+
+    def ranges(self):
+        """(range_file, range_sample, range_offset, range_length) for every format: O(ranges)."""
+        if self.table is not None:
+            return self.table.flat(self.nfiles)
+        spf = self.num_samples_per_file
+        n = self.nfiles
+        rf = np.repeat(np.arange(n, dtype=np.uint32), spf)
+        rs = np.tile(np.arange(spf, dtype=np.uint32), n)
+        return rf, rs, np.zeros(n * spf, np.uint64), np.repeat(self.file_size.astype(np.uint64), spf)
+
+
+def manifest_path(spec, split, part=None):
+    d = f"{spec.data_folder}/{MANIFEST_DIR}"
+    if part is None:
+        return f"{d}/manifest-{split_key(split)}.npz"
+    rank, size = part
+    return f"{d}/manifest-{split_key(split)}.part-{rank}-of-{size}.npz"
+
+
+def _layout_meta(spec, split):
+    split = split_key(split)
+    return {"version": MANIFEST_VERSION, "format": spec.format, "split": split, "nfiles": spec.num_files(split),
+            "spf": spec.num_samples_per_file, "prefix": spec.file_prefix,
+            "subfolders": spec.num_subfolders(split)}
+
+
+def _save_npz(path, arrays):
+    d, name = os.path.split(path)
+    os.makedirs(d, exist_ok=True)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
+
+def save_manifest(spec, m, part=None):
+    meta = dict(m.meta)
+    meta.update(_layout_meta(spec, m.split))
+    canonical = m.paths == file_paths(spec, m.split) if part is None else True
+    meta["canonical"] = bool(canonical)
+    arrays = {"meta": np.array(json.dumps(meta)), "file_size": m.file_size.astype(np.uint64)}
+    if not canonical:
+        root = split_folder(spec, m.split) + "/"
+        arrays["names"] = np.array([p[len(root):] if p.startswith(root) else p for p in m.paths])
+    arrays.update(_table_arrays(m.table))
+    for k in ("file_crc32c", "range_crc32c"):
+        v = getattr(m, k)
+        if v is not None:
+            arrays[k] = v
+    _save_npz(manifest_path(spec, m.split, part), arrays)
+
+
+def _table_arrays(t):
+    """The npz arrays of a range table (flat: the four range_* columns of earlier versions)."""
+    if t is None:
+        return {}
+    if t.uniform:
+        return {"range_first": t.first, "range_uniform": np.array([t.stride, t.length, t.count], np.int64)}
+    return {"range_file": t.file, "range_sample": t.sample, "range_offset": t.offset, "range_length": t.size}
+
+
+def _table_from_arrays(a):
+    if "range_first" in a:
+        stride, length, count = (int(x) for x in a["range_uniform"])
+        return ranges.Table(first=a["range_first"].astype(np.uint64), stride=stride, length=length, count=count)
+    if "range_file" in a:
+        return ranges.Table(file=a["range_file"], sample=a["range_sample"], offset=a["range_offset"],
+                            size=a["range_length"])
+    return None
+
+
+def _read_manifest_file(path):
+    with np.load(path, allow_pickle=False) as z:
+        out = {k: z[k] for k in z.files}
+    out["meta"] = json.loads(str(out["meta"]))
+    return out
+
+
+def _manifest_from_arrays(spec, split, a, paths):
+    fmt = get_format(spec.format)
+    m = Manifest(split=split_key(split), format=spec.format, paths=paths, file_size=a["file_size"].astype(np.uint64),
+                 num_samples_per_file=spec.num_samples_per_file, whole_file=fmt.WHOLE_FILE, meta=a["meta"])
+    m.table = _table_from_arrays(a)
+    for k in ("file_crc32c", "range_crc32c"):
+        if k in a:
+            setattr(m, k, a[k])
+    return m
+
+
+def load_saved(spec, split, check=True):
+    """The saved manifest of a split when it matches the spec's layout (else None)."""
+    path = manifest_path(spec, split)
+    try:
+        a = _read_manifest_file(path)
+    except (OSError, ValueError, KeyError):
+        return None
+    meta = a["meta"]
+    want = _layout_meta(spec, split)
+    if any(meta.get(k) != v for k, v in want.items()):
+        return None
+    if meta.get("canonical", True):
+        paths = file_paths(spec, split)
+    else:
+        root = split_folder(spec, split) + "/"
+        paths = [root + str(n) for n in a["names"]]
+    if len(paths) != a["file_size"].size:
+        return None
+    m = _manifest_from_arrays(spec, split, a, paths)
+    if check and paths:
+        for i in {0, len(paths) - 1}:
+            try:
+                if os.stat(paths[i]).st_size != int(m.file_size[i]):
+                    return None
+            except OSError:
+                return None
+    return m
+
+
+def resolve_paths(spec, split):
+    """The files of a split: DLIO's names when they exist, else (a dataset generated with more
+    files) DLIO's own listing rule: sorted names ending in the format, the first N used."""
+    split = split_key(split)
+    n = spec.num_files(split)
+    folder = split_folder(spec, split)
+    if n == 0:
+        return []
+    if not os.path.isdir(folder):
+        raise DatasetError(f"{folder}: no such folder, expected {n} {spec.format} file(s) for "
+                           f"num_files_{'train' if split == 'train' else 'eval'}={n}; generate the dataset first")
+    paths = file_paths(spec, split)
+    if os.path.exists(paths[0]) and os.path.exists(paths[-1]):
+        return paths
+    listed = _list_like_dlio(spec, split)
+    if len(listed) < n:
+        raise DatasetError(f"{folder}: found {len(listed)} {spec.format} file(s) but "
+                           f"num_files_{'train' if split == 'train' else 'eval'} is {n}; "
+                           "generate the dataset (or lower the file count)")
+    return listed[:n]
+
+
+def _list_like_dlio(spec, split):
+    folder = split_folder(spec, split)
+    ext = spec.format
+    out = []
+    if spec.num_subfolders(split) > 1:
+        for sub in sorted(os.listdir(folder)):
+            p = os.path.join(folder, sub)
+            if os.path.isdir(p):
+                out.extend(os.path.join(p, e) for e in os.listdir(p) if e.endswith(ext) and not e.startswith("."))
+        out.sort(key=os.path.basename)
+    else:
+        out = sorted(os.path.join(folder, e) for e in os.listdir(folder)
+                     if e.endswith(ext) and not e.startswith(".") and os.path.isfile(os.path.join(folder, e)))
+    return out
+
+
+def scan_manifest(spec, split, paths=None, checksum=False):
+    """Build a split's manifest from the files themselves (stat + the format's extents())."""
+    split = split_key(split)
+    fmt = get_format(spec.format)
+    if paths is None:
+        paths = resolve_paths(spec, split)
+    sizes = np.zeros(len(paths), np.uint64)
+    missing = []
+    for i, p in enumerate(paths):
+        try:
+            sizes[i] = os.stat(p).st_size
+        except FileNotFoundError:
+            missing.append(p)
+    if missing:
+        raise DatasetError(f"{split_folder(spec, split)}: {len(missing)} of {len(paths)} file(s) missing "
+                           f"(first: {missing[0]}); generate the dataset first")
+    m = Manifest(split=split, format=spec.format, paths=list(paths), file_size=sizes,
+                 num_samples_per_file=spec.num_samples_per_file, whole_file=fmt.WHOLE_FILE,
+                 meta={"gen_key": None, "source": "scan"})
+    if not fmt.WHOLE_FILE:
+        m.table = ranges.build([ranges.compact(*fmt.extents(p, spec.num_samples_per_file, spec)) for p in paths])
+    if checksum:
+        _add_checksums(m)
+    return m
+
+
+def file_crc(path):
+    from dlio import _core
+    crc = 0
+    with open(path, "rb") as f:
+        buf = bytearray(8 << 20)
+        mv = memoryview(buf)
+        while True:
+            n = f.readinto(buf)
+            if not n:
+                break
+            crc = _core.crc32c(mv[:n], crc)
+    return crc
+
+
+def range_crcs(path, offs, lens):
+    from dlio import _core
+    out = np.zeros(len(offs), np.uint32)
+    if len(offs) == 0:
+        return out
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return out
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            mv = memoryview(mm)
+            try:
+                for k, (o, n) in enumerate(zip(offs.tolist(), lens.tolist())):
+                    out[k] = _core.crc32c(mv[o:o + n])
+            finally:
+                mv.release()
+    return out
+
+
+def _add_checksums(m):
+    m.file_crc32c = np.array([file_crc(p) for p in m.paths], dtype=np.uint32)
+    if m.table is not None:
+        m.range_crc32c = np.concatenate([range_crcs(p, *m.table.of_file(i)[1:]) for i, p in enumerate(m.paths)]
+                                        or [np.zeros(0, np.uint32)])
+
+
+def _merge_parts(spec, split):
+    """Merge the per-rank parts a multi-rank generation left (None unless they cover the split)."""
+    d = f"{spec.data_folder}/{MANIFEST_DIR}"
+    prefix = f"manifest-{split_key(split)}.part-"
+    try:
+        names = [n for n in os.listdir(d) if n.startswith(prefix) and n.endswith(".npz")]
+    except OSError:
+        return None
+    by_size = {}
+    for n in names:
+        try:
+            r, s = n[len(prefix):-4].split("-of-")
+            by_size.setdefault(int(s), {})[int(r)] = os.path.join(d, n)
+        except ValueError:
+            continue
+    want = _layout_meta(spec, split)
+    for size, parts in by_size.items():
+        if sorted(parts) != list(range(size)):
+            continue
+        try:
+            loaded = [_read_manifest_file(parts[r]) for r in range(size)]
+        except (OSError, ValueError, KeyError):
+            continue
+        if any(any(a["meta"].get(k) != v for k, v in want.items()) for a in loaded):
+            continue
+        keys = {a["meta"].get("gen_key") for a in loaded}
+        m = _combine(spec, split, [(a["meta"]["files"], a) for a in loaded], keys.pop() if len(keys) == 1 else None)
+        if m is not None:
+            return m
+    return None
+
+
+def _combine(spec, split, parts, gen_key):
+    """parts: (global file indices within the split, arrays) per rank. A part's flat range table
+    numbers its files globally; a uniform one lists first offsets in the order of its files."""
+    n = spec.num_files(split)
+    fmt = get_format(spec.format)
+    sizes = np.zeros(n, np.uint64)
+    seen = np.zeros(n, bool)
+    tables, rc = [], []
+    have_fc = all("file_crc32c" in a for _, a in parts)
+    have_rc = all("range_crc32c" in a for _, a in parts)
+    fcs = np.zeros(n, np.uint32)
+    for files, a in parts:
+        files = np.asarray(files, dtype=np.int64)
+        sizes[files] = a["file_size"]
+        seen[files] = True
+        if have_fc:
+            fcs[files] = a["file_crc32c"]
+        t = None if fmt.WHOLE_FILE else _table_from_arrays(a)
+        if t is not None:
+            tables.append((files, t))
+            if have_rc:
+                rc.append(a["range_crc32c"])
+    if not seen.all():
+        return None
+    m = Manifest(split=split_key(split), format=spec.format, paths=file_paths(spec, split), file_size=sizes,
+                 num_samples_per_file=spec.num_samples_per_file, whole_file=fmt.WHOLE_FILE,
+                 meta={"gen_key": gen_key, "source": "generate"})
+    if have_fc:
+        m.file_crc32c = fcs
+    if fmt.WHOLE_FILE:
+        return m
+    shapes = {(t.stride, t.length, t.count) if t.uniform else None for _, t in tables}
+    if len(shapes) == 1 and None not in shapes:
+        stride, length, count = shapes.pop()
+        first = np.zeros(n, np.uint64)
+        for files, t in tables:
+            first[files] = t.first
+        m.table = ranges.Table(first=first, stride=stride, length=length, count=count)
+        if not (have_rc and rc):
+            return m
+    # flat, or checksums to put in (file, sample) order: the parts' ranges with global file numbers
+    cols = []
+    for files, t in tables:
+        f, smp, o, ln = t.flat(len(files))
+        cols.append((files[f.astype(np.int64)] if t.uniform else f.astype(np.int64), smp, o, ln))
+    f, smp, o, ln = (np.concatenate([c[k] for c in cols]) if cols else np.zeros(0, np.int64) for k in range(4))
+    order = np.lexsort((o, smp, f))
+    if m.table is None:
+        m.table = ranges.Table(file=f[order].astype(np.uint32), sample=smp[order].astype(np.uint32),
+                               offset=o[order].astype(np.uint64), size=ln[order].astype(np.uint64))
+    if have_rc and rc:
+        m.range_crc32c = np.concatenate(rc)[order].astype(np.uint32)
+    return m
+
+
+def load_manifest(spec, split, cache=True, checksum=False):
+    """The manifest of one split: the saved one when it matches, else merged from per-rank parts,
+    else built by scanning the files (and saved when the folder is writable and cache is True)."""
+    split = split_key(split)
+    if spec.num_files(split) == 0:
+        fmt = get_format(spec.format)
+        m = Manifest(split=split, format=spec.format, paths=[], file_size=np.zeros(0, np.uint64),
+                     num_samples_per_file=spec.num_samples_per_file, whole_file=fmt.WHOLE_FILE)
+        if not fmt.WHOLE_FILE:
+            m.table = ranges.build([])
+        return m
+    m = None if _parts_newer(spec, split) else load_saved(spec, split)
+    if m is not None and (not checksum or m.file_crc32c is not None):
+        return m
+    m = _merge_parts(spec, split)
+    if m is not None and (not checksum or m.file_crc32c is not None):
+        if _quick_check(m):
+            _try_save(spec, m, cache)
+            return m
+    m = scan_manifest(spec, split, checksum=checksum)
+    # A manifest written at generation is the record of what the files should be: a scan of files
+    # that changed since must not replace it (that would make a truncated file look complete).
+    if load_saved(spec, split, check=False) is None:
+        _try_save(spec, m, cache)
+    return m
+
+
+def _parts_newer(spec, split):
+    """True when a multi-rank generation left parts newer than the saved manifest."""
+    d = f"{spec.data_folder}/{MANIFEST_DIR}"
+    prefix = f"manifest-{split_key(split)}.part-"
+    try:
+        parts = [os.path.join(d, n) for n in os.listdir(d) if n.startswith(prefix)]
+        if not parts:
+            return False
+        full = manifest_path(spec, split)
+        return not os.path.exists(full) or max(os.stat(p).st_mtime_ns for p in parts) > os.stat(full).st_mtime_ns
+    except OSError:
+        return False
+
+
+def _quick_check(m):
+    for i in {0, m.nfiles - 1}:
+        try:
+            if os.stat(m.paths[i]).st_size != int(m.file_size[i]):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _try_save(spec, m, cache):
+    if not cache:
+        return
+    try:
+        save_manifest(spec, m)
+    except OSError:
+        pass  # a read-only dataset: scan again next time

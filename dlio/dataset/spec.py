@@ -1,0 +1,205 @@
+"""The dataset's shape on disk: DLIO's layout, file names, per-file dimensions and sizes.
+
+Layout (DLIO `data_generator/data_generator.py`):
+  {data_folder}/train/{prefix}_{i:0Nd}_of_{N}.{format}        N = files of the split, width len(str(N))
+  {data_folder}/train/{i % S:0Md}/{prefix}_{i:0Nd}_of_{N}.{format}   when S = num_subfolders > 1,
+                                                               M = len(str(S))
+  {data_folder}/valid/...                                      the same for evaluation files
+Shapes: np.random.seed(10), then 2*(train+eval) side lengths from N(D, sigma_d) (D = int(sqrt(L)),
+sigma_d = stdev / (2 sqrt(L))), truncated to int and clipped at >= 1; file i of the combined
+train-then-eval list uses sides (2i, 2i+1). With record_dims every file has that shape.
+"""
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from dlio.dataset.formats import get_format
+
+SPLITS = ("train", "valid")
+MANIFEST_DIR = ".dlio-fast"
+MANIFEST_VERSION = 1
+DLIO_SHAPE_SEED = 10
+
+
+
+# ---------------------------------------------------------------------------------------------
+# the spec
+
+def _tuple(v):
+    if v is None:
+        return ()
+    if isinstance(v, (int, np.integer)):
+        return (int(v),)
+    return tuple(int(x) for x in v)
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """What the dataset looks like (DLIO's `dataset` section, names as in its current schema)."""
+    data_folder: str = "./data"
+    format: str = "tfrecord"
+    num_files_train: int = 8
+    num_files_eval: int = 0
+    num_samples_per_file: int = 1
+    record_length_bytes: float = 65536
+    record_length_bytes_stdev: float = 0.0
+    record_dims: tuple = ()
+    record_element_type: str = "uint8"
+    num_subfolders_train: int = 0
+    num_subfolders_eval: int = 0
+    file_prefix: str = "img"
+    compression: str = "none"
+    compression_level: int = 4
+    hdf5_chunk_dims: tuple = ()
+    hdf5_num_dset_per_record: int = 1
+    hdf5_max_shape: tuple = ()
+    seed_content: int = 0
+
+    def __post_init__(self):
+        s = object.__setattr__
+        folder = str(self.data_folder)
+        s(self, "data_folder", folder.rstrip("/") or "/")
+        s(self, "format", str(self.format).lower())
+        get_format(self.format)  # raises on an unknown format
+        for name in ("record_dims", "hdf5_chunk_dims", "hdf5_max_shape"):
+            s(self, name, _tuple(getattr(self, name)))
+        for name in ("num_files_train", "num_files_eval", "num_samples_per_file", "num_subfolders_train",
+                     "num_subfolders_eval", "compression_level", "hdf5_num_dset_per_record", "seed_content"):
+            s(self, name, int(getattr(self, name) or 0))
+        s(self, "compression", str(self.compression or "none").lower())
+        if self.format in ("jpeg", "png"):
+            s(self, "record_element_type", "uint8")  # DLIO forces uint8 for images
+        s(self, "record_element_type", np.dtype(self.record_element_type).name)
+        if self.num_files_train < 0 or self.num_files_eval < 0:
+            raise ValueError("num_files_train and num_files_eval must be >= 0")
+        if self.num_samples_per_file < 1:
+            raise ValueError("num_samples_per_file must be >= 1")
+        if not self.record_dims and float(self.record_length_bytes) < 1:
+            raise ValueError("record_length_bytes must be >= 1")
+        if self.hdf5_num_dset_per_record < 1:
+            s(self, "hdf5_num_dset_per_record", 1)
+
+    @classmethod
+    def from_dict(cls, d, **over):
+        """From a DLIO `dataset` section (either dialect) plus keyword overrides."""
+        d = dict(d or {})
+        h5 = d.pop("hdf5", None) or {}
+        alias = {"record_length": "record_length_bytes", "record_length_stdev": "record_length_bytes_stdev"}
+        kw = {}
+        names = {f.name for f in dataclasses.fields(cls)}
+        for k, v in d.items():
+            k = alias.get(k, k)
+            if k in names:
+                kw[k] = v
+        for k, v in h5.items():
+            key = {"chunk_dims": "hdf5_chunk_dims", "num_dset_per_record": "hdf5_num_dset_per_record",
+                   "max_shape": "hdf5_max_shape"}.get(k)
+            if key:
+                kw[key] = v
+        kw.update(over)
+        return cls(**kw)
+
+    @property
+    def total_files(self):
+        return self.num_files_train + self.num_files_eval
+
+    def num_files(self, split):
+        return self.num_files_train if split_key(split) == "train" else self.num_files_eval
+
+    def num_subfolders(self, split):
+        return self.num_subfolders_train if split_key(split) == "train" else self.num_subfolders_eval
+
+    def generation_key(self):
+        """What decides file sizes and layout (not content): a changed key means remake."""
+        keys = ("format", "num_files_train", "num_files_eval", "num_samples_per_file", "record_length_bytes",
+                "record_length_bytes_stdev", "record_dims", "record_element_type", "num_subfolders_train",
+                "num_subfolders_eval", "file_prefix", "compression", "compression_level", "hdf5_chunk_dims",
+                "hdf5_num_dset_per_record", "hdf5_max_shape")
+        return json.dumps({k: _jsonable(getattr(self, k)) for k in keys}, sort_keys=True)
+
+
+def _jsonable(v):
+    if isinstance(v, tuple):
+        return list(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def split_key(split):
+    s = str(split).lower()
+    if s in ("train", "training"):
+        return "train"
+    if s in ("valid", "eval", "evaluation", "validation"):
+        return "valid"
+    raise ValueError(f"split must be 'train' or 'valid' (eval), not {split!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# names and shapes
+
+def split_folder(spec, split):
+    return f"{spec.data_folder}/{split_key(split)}"
+
+
+def file_paths(spec, split):
+    """DLIO's file names for one split, in index order (which is also DLIO's sorted listing)."""
+    split = split_key(split)
+    n = spec.num_files(split)
+    s = spec.num_subfolders(split)
+    base = split_folder(spec, split)
+    nd = len(str(n))
+    pre, ext = spec.file_prefix, spec.format
+    if s > 1:
+        ns = len(str(s))
+        return [f"{base}/{str(i % s).zfill(ns)}/{pre}_{str(i).zfill(nd)}_of_{n}.{ext}" for i in range(n)]
+    return [f"{base}/{pre}_{str(i).zfill(nd)}_of_{n}.{ext}" for i in range(n)]
+
+
+def all_dims(spec):
+    """Drawn shape of every file of the combined train-then-eval list: int64 (total, ndim)."""
+    n = spec.total_files
+    L = float(spec.record_length_bytes)
+    stdev = float(spec.record_length_bytes_stdev or 0)
+    if spec.record_dims:
+        rd = np.array(spec.record_dims, dtype=np.int64)
+        if stdev > 0 and n:
+            sigma = stdev / 2.0 / L
+            draws = np.random.RandomState(DLIO_SHAPE_SEED).normal(loc=rd, scale=sigma, size=(2 * n, rd.size))
+            return np.maximum(draws.astype(np.int64), 1)[0::2].copy()
+        return np.tile(rd, (n, 1))
+    d = int(math.sqrt(L))
+    if stdev > 0 and n:
+        sigma = stdev / 2.0 / math.sqrt(L)
+        draws = np.random.RandomState(DLIO_SHAPE_SEED).normal(d, sigma, 2 * n)
+        return np.maximum(draws.astype(np.int64), 1).reshape(n, 2)
+    return np.full((n, 2), d, dtype=np.int64)
+
+
+def file_dims(spec, split):
+    """Drawn shape of every file of one split: int64 (nfiles, ndim)."""
+    dims = all_dims(spec)
+    if split_key(split) == "train":
+        return dims[:spec.num_files_train]
+    return dims[spec.num_files_train:]
+
+
+def estimated_sizes(spec, dims):
+    fmt = get_format(spec.format)
+    if len(dims) == 0:
+        return np.zeros(0, np.int64)
+    est = np.asarray(fmt.estimate_sizes(dims, spec.num_samples_per_file, spec), dtype=np.float64)
+    if spec.format == "tfrecord":
+        est = est + 16.0 * spec.num_samples_per_file  # the .idx text
+    return est
+
+
+def dataset_bytes(spec):
+    """Estimated bytes on disk of the whole dataset (train + eval), index files included."""
+    return int(np.ceil(estimated_sizes(spec, all_dims(spec)).sum()))
+
+
+# ---------------------------------------------------------------------------------------------

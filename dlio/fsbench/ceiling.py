@@ -1,0 +1,104 @@
+"""`dlio-fast ceiling`: the best a filesystem can do, found by a bounded search.
+
+Three figures: sequential read and write bandwidth (1 MiB transfers) and 4 KiB random-read IOPS.
+For each engine the search doubles the queue depth (async engines) and then the thread count,
+and stops a direction when two doublings in a row gain less than GAIN (5 %) over the best so
+far: more depth that does not help only adds latency, and one noisy probe does not end it. The page cache is kept out of the way with O_DIRECT where the filesystem
+allows it, else by dropping the files' pages before every probe.
+"""
+
+from dlio import _core
+from dlio.fsbench import points
+from dlio.fsbench import testfiles
+from dlio import output
+from dlio.fsbench.table import point_line, POINT_HEADER
+
+GAIN = 1.05
+TARGETS = (
+    ("seq_read", "read", 1 << 20, "bw_MiB_s"),
+    ("seq_write", "write", 1 << 20, "bw_MiB_s"),
+    ("rand_read_4k", "randread", 4096, "iops"),
+)
+MAX_QD = 256
+
+
+def usable_engines():
+    return [n for n, caps, ok, _ in _core.engines() if ok and n in ("io_uring", "posix")]
+
+
+def direct_ok(folder):
+    try:
+        points.check_direct(folder)
+        return True
+    except Exception:
+        return False
+
+
+def climb(cur, metric, limit, probe_at):
+    """Double a setting while it pays: a doubling must gain GAIN over the best so far; one miss is
+    forgiven (one noisy probe must not end the search), two in a row stop it."""
+    best, value, misses = cur, 1, 0
+    while value * 2 <= limit and misses < 2:
+        value *= 2
+        nxt = probe_at(value)
+        if nxt[metric] >= best[metric] * GAIN:
+            best, misses = nxt, 0
+        else:
+            misses += 1
+    return best
+
+
+def search(target, fileset, runtime_ns, max_threads, direct, engines, probe):
+    """Best record for one target over engines x qd x threads (see climb)."""
+    name, rw, bs, metric = target
+    caps = {n: c for n, c, _, _ in _core.engines()}
+    best = None
+    for eng in engines:
+        cur = probe(points.Point(rw, bs, eng, 1, 1, direct))
+        # Depth first (async engines only), then threads at the best depth.
+        if caps[eng] & _core.CAP_ASYNC:
+            cur = climb(cur, metric, MAX_QD, lambda q: probe(points.Point(rw, bs, eng, q, 1, direct)))
+        qd = cur["qd"]
+        cur = climb(cur, metric, max_threads, lambda t: probe(points.Point(rw, bs, eng, qd, t, direct)))
+        if best is None or cur[metric] > best[metric]:
+            best = cur
+    return best
+
+
+def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo):
+    testfiles.check_writable_dir(path)
+    direct = direct_ok(path)
+    cache = "keep" if direct else "drop"
+    engines = usable_engines()
+    echo(f"# ceiling of {path}: {'O_DIRECT' if direct else 'buffered, page cache dropped per probe'}; "
+         f"engines {', '.join(engines)}; up to {max_threads} threads, qd up to {MAX_QD}")
+    fileset = testfiles.prepare([path], max_threads, file_size)
+    budget = points.Budget(runtime_ns=runtime_ns)
+    probes = []
+
+    def probe(pt):
+        rec = points.run_point(pt, fileset, budget, cache)
+        probes.append(rec)
+        echo(point_line(rec))
+        return rec
+
+    doc = {"schema": "dlio-fast.ceiling/1", "environment": output.environment(), "path": path,
+           "direct": direct, "complete": False, "best": {}, "probes": probes}
+    echo(POINT_HEADER)
+    try:
+        for target in TARGETS:
+            best = search(target, fileset, runtime_ns, max_threads, direct, engines, probe)
+            doc["best"][target[0]] = best
+        doc["complete"] = True
+    finally:
+        if json_path:
+            output.write_json(json_path, doc)
+        if not keep:
+            fileset.cleanup()
+    echo("")
+    for name, _, _, metric in TARGETS:
+        b = doc["best"][name]
+        fig = f"{b['bw_MiB_s']:.1f} MiB/s" if metric == "bw_MiB_s" else f"{b['iops']:.0f} IOPS"
+        echo(f"{name:<13} {fig:>16}   engine {b['engine']}, qd {b['qd']}, threads {b['threads']}, "
+             f"p99 {b['lat_ns']['p99'] / 1e3:.1f} us")
+    return doc

@@ -1,0 +1,348 @@
+"""`dlio-fast io --engine mpiio` under mpiexec: IOR-style points on the MPI-IO engine.
+
+Every rank moves `per_rank` bytes in transfers of `bs` (IOR's -t), in one of three layouts:
+
+  fpp        file per process (IOR -F): rank r uses its own file, offsets 0, bs, 2 bs ...
+  segmented  one shared file, rank r owns the contiguous segment [r * per_rank, (r + 1) * per_rank)
+             (IOR -b per_rank -t bs -s 1)
+  strided    one shared file, transfer k of rank r at (k * ranks + r) * bs: the ranks' transfers
+             interleave (IOR -b bs -t bs -s per_rank/bs)
+
+The data is written first, each part by the rank that owns it. --reorder (IOR's -C) makes rank r read
+the part of rank (r + shift) % ranks, shift = ranks per node on several nodes (so the data comes
+from another node and its client cache cannot serve it), 1 on one node. Reads at random (randread)
+visit the same offsets in a per-rank random order.
+
+Independent I/O opens each file on MPI_COMM_SELF and calls MPI_File_read_at / write_at; collective
+I/O opens the shared file on COMM_WORLD and every rank calls MPI_File_read_at_all / write_at_all the
+same number of times, which is why a collective point is a fixed amount of work (--size, or one
+pass), never time based.
+
+Results are reduced as IOR does: bandwidth = all ranks' bytes / (last end - first start) on
+MPI_Wtime, with each rank's own window, bytes and latency next to it and the latency histograms
+merged by addition.
+
+The plan functions (layout_offsets, rank_plan, reorder_shift) need no MPI and are unit-tested.
+"""
+import dataclasses
+import os
+import resource
+import time
+
+import numpy as np
+
+from dlio import _core
+from dlio import stats
+from dlio.errors import DlioError
+from dlio.execute import execute
+
+LAYOUTS = ("fpp", "segmented", "strided")
+PREFIX = "dlio-fast-ior"
+
+
+def reorder_shift(hosts, rank_count=None):
+    """IOR -C: the shift of the read-back task order. hosts: hostname of every rank, in rank order.
+    On several nodes a node's worth of ranks (so each rank reads data written on another node), on
+    one node 1 (another rank's data at least). 0 with one rank."""
+    size = len(hosts) if rank_count is None else rank_count
+    if size <= 1:
+        return 0
+    nodes = len(set(hosts))
+    if nodes <= 1:
+        return 1
+    per_node = max(1, size // nodes)
+    return per_node % size or 1
+
+
+def layout_offsets(layout, part, size, bs, per_rank):
+    """Offsets (uint64) of the transfers of `part` (the rank whose data it is), in order."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r} (choose from {', '.join(LAYOUTS)})")
+    n = per_rank // bs
+    k = np.arange(n, dtype=np.uint64)
+    if layout == "fpp":
+        return k * np.uint64(bs)
+    if layout == "segmented":
+        return np.uint64(part) * np.uint64(per_rank) + k * np.uint64(bs)
+    return (k * np.uint64(size) + np.uint64(part)) * np.uint64(bs)
+
+
+@dataclasses.dataclass
+class RankPlan:
+    part: int            # whose data this rank touches (== rank unless reordered)
+    file_index: int      # which file of the set (fpp: part; shared: 0)
+    ops: np.ndarray      # _core.OP_DTYPE, file field 0 (the rank's path table has one file)
+
+
+def rank_plan(layout, rank, size, bs, per_rank, rw="read", shift=0, seed=42):
+    """The ops of one rank. Writes always go to the rank's own part; reads to part
+    (rank + shift) % size (shift from reorder_shift when --reorder, else 0)."""
+    if bs <= 0 or per_rank < bs:
+        raise DlioError(f"per-rank size {per_rank} is smaller than the transfer size {bs}")
+    write = rw in ("write", "randwrite")
+    part = rank if write else (rank + shift) % size
+    off = layout_offsets(layout, part, size, bs, per_rank)
+    if rw.startswith("rand"):
+        off = np.random.default_rng((seed, rank)).permutation(off)
+    ops = np.zeros(len(off), dtype=_core.OP_DTYPE)
+    ops["file"] = 0
+    ops["op"] = _core.OP_WRITE if write else _core.OP_READ
+    ops["offset"] = off
+    ops["length"] = bs
+    return RankPlan(part=part, file_index=part if layout == "fpp" else 0, ops=ops)
+
+
+def file_names(folder, layout, size):
+    if layout == "fpp":
+        return [os.path.join(folder, f"{PREFIX}.{r}.dat") for r in range(size)]
+    return [os.path.join(folder, f"{PREFIX}.shared.dat")]
+
+
+# ---- under MPI -------------------------------------------------------------------------------
+
+
+class Files:
+    """The files of one run: created in a folder (each part written by its owner) or given."""
+
+    def __init__(self, paths, per_rank, created):
+        self.paths = paths
+        self.per_rank = per_rank
+        self.created = created
+
+    def cleanup(self, comm):
+        comm.barrier()
+        for i, p in enumerate(self.created):
+            if (len(self.paths) > 1 and i == comm.rank) or (len(self.paths) == 1 and comm.rank == 0):
+                try:
+                    os.unlink(p)
+                except FileNotFoundError:
+                    pass
+        comm.barrier()
+
+
+def prepare(comm, targets, layout, per_rank, bs, seed=1):
+    """Create (fully written, each part by its owner rank) or check the files. Collective."""
+    size, rank = comm.size, comm.rank
+    if len(targets) == 1 and os.path.isdir(targets[0]):
+        from dlio.fsbench.testfiles import check_writable_dir
+        folder = targets[0]
+        problem = None
+        if rank == 0:
+            try:
+                check_writable_dir(folder)
+            except DlioError as e:
+                problem = str(e)
+        problem = comm.bcast(problem)
+        if problem:
+            raise DlioError(problem)
+        paths = file_names(folder, layout, size)
+        total = per_rank * size
+        if layout == "fpp":
+            p = paths[rank]
+            if not (os.path.exists(p) and os.path.getsize(p) == per_rank):
+                _write_part(p, layout, rank, size, bs, per_rank, seed, create=True)
+        else:
+            p = paths[0]
+            fresh = not (os.path.exists(p) and os.path.getsize(p) == total)
+            fresh = comm.bcast(fresh)
+            if fresh:
+                if rank == 0:
+                    with open(p, "wb") as f:
+                        f.truncate(total)
+                comm.barrier()
+                _write_part(p, layout, rank, size, bs, per_rank, seed, create=False)
+        comm.barrier()
+        return Files(paths, per_rank, list(paths))
+    for p in targets:
+        if not os.path.isfile(p):
+            raise DlioError(f"{p}: no such file (give one folder, or existing files)")
+    if layout == "fpp":
+        if len(targets) != size:
+            raise DlioError(f"--layout fpp on existing files needs one file per rank: {size} files, "
+                            f"{len(targets)} given")
+        per = min(os.path.getsize(p) for p in targets)
+    else:
+        if len(targets) != 1:
+            raise DlioError(f"--layout {layout} uses one shared file: give one file, not {len(targets)}")
+        per = os.path.getsize(targets[0]) // size
+    per -= per % bs
+    if per < bs:
+        raise DlioError(f"the file(s) are too small for --bs {bs} on {size} ranks")
+    return Files(list(targets), per, [])
+
+
+def _write_part(path, layout, part, size, bs, per_rank, seed, create):
+    """Write the bytes of `part` (the rank's own data) with the C core's fill (GIL released)."""
+    flags = os.O_WRONLY | (os.O_CREAT | os.O_TRUNC if create else 0)
+    fd = os.open(path, flags, 0o644)
+    try:
+        if layout == "strided":
+            for off in layout_offsets(layout, part, size, bs, per_rank):
+                _core.write_random(fd, int(off), bs, seed + part, 4 << 20)
+        else:
+            start = 0 if layout == "fpp" else part * per_rank
+            _core.write_random(fd, start, per_rank, seed + part, 4 << 20)
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno == 28:
+            raise DlioError(f"{path}: no space left on device writing the test data "
+                            "(use a smaller --file-size)") from None
+        raise
+    finally:
+        os.close(fd)
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    rw: str
+    bs: int
+    layout: str
+    collective: bool
+    reorder: bool
+
+
+def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cache="keep"):
+    """One point on every rank; returns rank 0's reduced record (other ranks: None)."""
+    from mpi4py import MPI
+    hosts = comm.allgather(MPI.Get_processor_name())
+    shift = reorder_shift(hosts) if point.reorder else 0
+    plan = rank_plan(point.layout, comm.rank, comm.size, point.bs, files.per_rank, point.rw, shift)
+    path = files.paths[plan.file_index]
+    if point.collective and (runtime_ns or ramp_ns):
+        raise DlioError("collective MPI-IO needs the same number of calls on every rank: give "
+                        "--size (or nothing: one pass), not --runtime / --ramp")
+    per_rank_budget = 0
+    if size:
+        per_rank_budget = max(point.bs, size // comm.size)
+    if cache == "drop":
+        from dlio.fsbench.points import drop_caches
+        drop_caches([path])
+    comm_addr = 0
+    if point.collective:
+        # Shared layouts: every rank opens the one file on COMM_WORLD. File per process: each
+        # rank its own file, collective calls on COMM_SELF (as IOR does with -F -c).
+        use = comm.comm if point.layout != "fpp" else MPI.COMM_SELF
+        comm_addr = MPI._addressof(use)
+    run = _core.Run("io", "mpiio", [path], plan.ops, threads=1, qd=1,
+                    thread_first_op=np.array([0, len(plan.ops)], dtype=np.uint64),
+                    runtime_ns=runtime_ns, ramp_ns=ramp_ns, bytes_limit=per_rank_budget,
+                    loop=bool(runtime_ns or per_rank_budget), mpi_comm=comm_addr, hints=list(hints))
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    comm.barrier()
+    t0 = MPI.Wtime()
+    w0 = time.monotonic_ns()
+    res = execute(run)
+    t1 = MPI.Wtime()
+    wall = max(1, time.monotonic_ns() - w0)
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    window = max(1, res["t_end"] - res["t_start"])
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    mine = {"rank": comm.rank, "host": hosts[comm.rank], "path": path, "part": plan.part,
+            "ops": int(res["ops"]), "bytes": int(res["bytes"]), "errors": int(res["errors"]),
+            "runtime_s": window / 1e9, "bw_MiB_s": res["bytes"] / 2**20 / (window / 1e9),
+            "t_open": t0, "t_close": t1, "cpu_s": cpu * min(1.0, window / wall),
+            "lat_ns": stats.summary(res["lat"]), "lat_hist": stats.to_json(res["lat"])}
+    ranks = comm.gather(mine)
+    if comm.rank != 0:
+        return None
+    return reduce_ranks(point, ranks, shift, hints)
+
+
+def reduce_ranks(point, ranks, shift=0, hints=()):
+    """IOR's reduction: bandwidth over the union of the ranks' windows; exact per-rank figures."""
+    nbytes = sum(r["bytes"] for r in ranks)
+    ops = sum(r["ops"] for r in ranks)
+    span = max(r["t_close"] for r in ranks) - min(r["t_open"] for r in ranks)
+    span = span if span > 0 else max(r["runtime_s"] for r in ranks)
+    lat = stats.merge([stats.from_json(r["lat_hist"]) for r in ranks])
+    cpu = sum(r["cpu_s"] for r in ranks)
+    return {
+        "rw": point.rw, "bs": point.bs, "engine": "mpiio", "qd": 1, "qd_used": 1,
+        "threads": len(ranks), "direct": False, "cache": "kept",
+        "ranks": len(ranks), "layout": point.layout,
+        "mode": "collective" if point.collective else "independent",
+        "reorder": point.reorder, "reorder_shift": shift, "hints": dict(hints),
+        "runtime_s": span, "ops": ops, "bytes": nbytes,
+        "errors": sum(r["errors"] for r in ranks),
+        "bw_bytes_s": nbytes / span, "bw_MiB_s": nbytes / 2**20 / span, "iops": ops / span,
+        "bw_sum_of_ranks_MiB_s": sum(r["bw_MiB_s"] for r in ranks),
+        "slowest_rank_s": max(r["runtime_s"] for r in ranks),
+        "lat_ns": stats.summary(lat), "lat_hist": stats.to_json(lat),
+        "cpu_s": cpu, "cpu_us_per_io": cpu / ops * 1e6 if ops else None,
+        "engine_flags_used": 0, "stopped": False,
+        "per_rank": [{k: v for k, v in r.items() if k != "lat_hist"} for r in ranks],
+    }
+
+
+def parse_hints(items):
+    """['key=value', ...] -> [(key, value)]."""
+    out = []
+    for it in items:
+        if "=" not in it or not it.split("=", 1)[0].strip():
+            raise DlioError(f"--mpiio-hint {it!r}: expected KEY=VALUE (e.g. romio_cb_read=enable)")
+        k, v = it.split("=", 1)
+        out.append((k.strip(), v.strip()))
+    return out
+
+
+def check_ready(comm, threads, collective):
+    """Raise DlioError unless the MPI-IO engine can run here with these settings."""
+    from dlio import mpi
+    why = mpi.register_mpiio()
+    if why:
+        raise DlioError(f"engine mpiio is not available: {why}")
+    ok, why = mpi.mpiio_module().available()
+    if not ok:
+        raise DlioError(f"engine mpiio is not available: {why}")
+    if threads != [1]:
+        raise DlioError("--engine mpiio runs one I/O thread per rank (IOR's model): use mpiexec -n N "
+                        "for more streams, not --threads")
+    return True
+
+
+def main(paths, rws, bss, layouts, collective, reorder, hints, threads, file_size, runtime_ns, ramp_ns,
+         size, cache, json_path, csv_path, keep, echo):
+    """The `io --engine mpiio` grid on every rank (rank 0 prints and writes the files)."""
+    from dlio import mpi
+    from dlio import output
+    from dlio.fsbench.table import IO_COLUMNS, POINT_HEADER, flat_point, point_line
+    comm = mpi.world(force=True)
+    if comm.comm is None:
+        raise DlioError("engine mpiio needs mpi4py (pip install mpi4py mpich) and is run under "
+                        "mpiexec: mpiexec -n N dlio-fast io --engine mpiio ...")
+    check_ready(comm, threads, collective)
+    hint_pairs = parse_hints(hints)
+    for r in rws:
+        if r in ("write", "randwrite") and not (len(paths) == 1 and os.path.isdir(paths[0])):
+            raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
+    say = echo if comm.rank == 0 else (lambda *a, **k: None)
+    records = []
+    doc = {"schema": "dlio-fast.io/1", "environment": output.environment(), "paths": list(paths),
+           "ranks": comm.size, "complete": False, "points": records}
+    say(POINT_HEADER + f" {'ranks':>5} layout     mode         reorder")
+    try:
+        for layout in layouts:
+            files = prepare(comm, list(paths), layout, file_size, max(bss))
+            try:
+                for r in rws:
+                    for b in bss:
+                        if files.per_rank < b:
+                            raise DlioError(f"--file-size {files.per_rank} is smaller than --bs {b}")
+                        pt = Point(r, b, layout, collective, reorder)
+                        rec = run_point(comm, pt, files, runtime_ns, ramp_ns, size, hint_pairs, cache)
+                        if rec is not None:
+                            records.append(rec)
+                            say(point_line(rec) + f" {rec['ranks']:>5} {layout:<10} {rec['mode']:<12} "
+                                f"{'shift ' + str(rec['reorder_shift']) if reorder else 'no'}")
+            finally:
+                if not keep and files.created:
+                    files.cleanup(comm)
+        doc["complete"] = True
+    finally:
+        if comm.rank == 0:
+            if json_path:
+                output.write_json(json_path, doc)
+            if csv_path:
+                output.write_csv(csv_path, [flat_point({k: v for k, v in rec.items()
+                                                        if k not in ("per_rank", "hints")})
+                                            for rec in records], IO_COLUMNS + ["ranks", "layout", "mode"])

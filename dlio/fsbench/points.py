@@ -1,0 +1,175 @@
+"""`dlio-fast io`: one microbenchmark point or a grid of them, like fio jobs.
+
+A point is (rw, bs, engine, qd, threads). With at least as many files as threads, thread t takes
+files t, t+T, t+2T ... (every file of a file set is read once per pass; fio's numjobs with files
+of their own); with fewer files, threads sharing a file each take a contiguous region of it. A
+file whose size is not a multiple of bs ends with one shorter read, so small files (a dataset of
+2.8 MB files at --bs 4m) are read whole. Sequential
+points walk the blocks in order; random points visit every block once per pass in a random order
+(fio's random map). The C runner cycles through the plan until the runtime or byte budget is
+spent; the ramp period is run and not counted.
+"""
+import dataclasses
+import os
+import resource
+import time
+
+import numpy as np
+
+from dlio import _core
+from dlio import stats
+from dlio.errors import DlioError
+from dlio.execute import execute
+
+RW_MODES = ("read", "randread", "write", "randwrite")
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    rw: str
+    bs: int
+    engine: str
+    qd: int
+    threads: int
+    direct: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    runtime_ns: int = 0
+    ramp_ns: int = 0
+    size: int = 0   # bytes in all (0 = time based)
+
+
+def _blocks(size, bs, first_byte=0, nbytes=None):
+    """(offsets, lengths) of the transfers covering [first_byte, first_byte + nbytes)."""
+    nbytes = size - first_byte if nbytes is None else nbytes
+    offs = np.arange(first_byte, first_byte + nbytes, bs, dtype=np.uint64)
+    lens = np.minimum(np.uint64(bs), np.uint64(first_byte + nbytes) - offs)
+    return offs, lens
+
+
+def build_plan(point, fileset, seed=42):
+    """(ops, thread_first_op) for a point: numpy arrays, no per-block Python work."""
+    nfiles = len(fileset.paths)
+    op = _core.OP_WRITE if point.rw in ("write", "randwrite") else 0
+    rng = np.random.default_rng(seed)
+    per_thread = [[] for _ in range(point.threads)]
+    if nfiles >= point.threads:
+        for f in range(nfiles):
+            per_thread[f % point.threads].append((f,) + _blocks(fileset.sizes[f], point.bs))
+    else:
+        sharers = {}
+        for t in range(point.threads):
+            sharers.setdefault(t % nfiles, []).append(t)
+        for f, group in sharers.items():
+            nblocks = fileset.sizes[f] // point.bs
+            if nblocks < len(group):
+                raise DlioError(f"{fileset.paths[f]}: {fileset.sizes[f]} bytes is too small for --bs "
+                                f"{point.bs} with {len(group)} thread(s) on it (use a larger --file-size)")
+            per = nblocks // len(group)
+            for k, t in enumerate(group):
+                per_thread[t].append((f,) + _blocks(fileset.sizes[f], point.bs, k * per * point.bs,
+                                                    per * point.bs))
+    chunks = []
+    for t in range(point.threads):
+        parts = []
+        for f, offs, lens in per_thread[t]:
+            ops = np.zeros(len(offs), dtype=_core.OP_DTYPE)
+            ops["file"] = f
+            ops["op"] = op
+            ops["offset"] = offs
+            ops["length"] = lens
+            parts.append(ops)
+        ops = np.concatenate(parts) if parts else np.zeros(0, dtype=_core.OP_DTYPE)
+        if point.rw.startswith("rand"):
+            ops = ops[rng.permutation(len(ops))]
+        chunks.append(ops)
+    counts = [len(c) for c in chunks]
+    first_op = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint64)
+    return np.concatenate(chunks), first_op
+
+
+def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, delay_ns=0, tracer=None):
+    """Measure one point. Returns the point's record (plain dict, JSON-ready). With a tracer
+    (dlio.trace.Tracer), the point's requests are appended to its .pfw file as spans."""
+    ops, first_op = build_plan(point, fileset)
+    cache_note = drop_caches(fileset.paths) if cache == "drop" else "kept"
+    run = _core.Run("io", point.engine, fileset.paths, ops, threads=point.threads, qd=point.qd,
+                    direct=point.direct, thread_first_op=first_op, runtime_ns=budget.runtime_ns,
+                    ramp_ns=budget.ramp_ns, bytes_limit=budget.size,
+                    loop=bool(budget.runtime_ns or budget.size), eng_flags=eng_flags, delay_ns=delay_ns,
+                    trace=tracer is not None)
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    w0 = time.monotonic_ns()
+    res = execute(run, on_tick=on_tick)
+    wall = max(1, time.monotonic_ns() - w0)
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    if tracer is not None:
+        tracer.add_run(res, fileset.paths, name="point", rw=point.rw, bs=point.bs, engine=point.engine,
+                       qd=point.qd, threads=point.threads)
+    return point_record(point, res, ru0, ru1, wall, cache_note)
+
+
+def point_record(point, res, ru0, ru1, wall_ns, cache_note):
+    window = max(1, res["t_end"] - res["t_start"])
+    cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    # CPU is measured over the whole call (ramp included): scale to the measured window.
+    cpu_window = cpu_s * min(1.0, window / wall_ns)
+    ops = res["ops"]
+    lat = stats.summary(res["lat"])
+    return {
+        "rw": point.rw, "bs": point.bs, "engine": point.engine, "qd": point.qd, "qd_used": res["qd_used"],
+        "threads": point.threads, "direct": point.direct, "cache": cache_note,
+        "runtime_s": window / 1e9, "ops": ops, "bytes": res["bytes"], "errors": res["errors"],
+        "bw_bytes_s": res["bytes"] / (window / 1e9), "bw_MiB_s": res["bytes"] / 2**20 / (window / 1e9),
+        "iops": ops / (window / 1e9),
+        "lat_ns": lat,
+        "cpu_s": cpu_window,
+        "cpu_us_per_io": (cpu_window / ops * 1e6) if ops else None,
+        "engine_flags_used": res["eng_flags_used"],
+        "lat_hist": stats.to_json(res["lat"]),
+        "stopped": res["stopped"],
+    }
+
+
+def drop_caches(paths):
+    """Drop the files' cached pages; the whole page cache too when root. Says what was done."""
+    for p in paths:
+        _core.drop_file_cache(p)
+    try:
+        _core.drop_all_caches()
+        return "dropped (files + all, root)"
+    except OSError:
+        return "dropped (files, posix_fadvise)"
+
+
+def check_engine(name, direct=False):
+    """Raise DlioError unless engine name can run here (with the reason and the fix)."""
+    known = {e[0]: e for e in _core.engines()}
+    if name not in known:
+        raise DlioError(f"unknown engine {name!r} (choose from {', '.join(sorted(known))})")
+    _, caps, ok, why = known[name]
+    if not ok:
+        raise DlioError(f"engine {name} is not available: {why}")
+    if direct and not caps & _core.CAP_DIRECT:
+        raise DlioError(f"engine {name} cannot do O_DIRECT (use --buffered)")
+    return caps
+
+
+def check_direct(path):
+    """Raise DlioError if the filesystem of path refuses O_DIRECT."""
+    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    probe = os.path.join(folder, f".dlio-fast-odirect-probe-{os.getpid()}")
+    target = path if os.path.isfile(path) else probe
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_DIRECT | (os.O_CREAT if target == probe else 0), 0o600)
+        os.close(fd)
+    except OSError as e:
+        if e.errno == 22:
+            raise DlioError(f"{path}: the filesystem refuses O_DIRECT (EINVAL); use --buffered "
+                            "(with --cache drop to keep the page cache out of the way)") from None
+        raise DlioError(f"{path}: cannot open with O_DIRECT: {e.strerror}") from None
+    finally:
+        if target == probe and os.path.exists(probe):
+            os.unlink(probe)

@@ -1,0 +1,132 @@
+"""MLPerf Storage style checks of training runs (peers.md 4.5, Submission_guidelines v2.0).
+
+  - the run completed (a partial run is not a result);
+  - dataset >= 5x the hosts' RAM: bytes on disk vs host memory x number of distinct hosts, so that
+    epochs after the first cannot be served from the page cache;
+  - >= 500 steps per epoch (the smallest epoch of any rank);
+  - AU >= the workload's threshold (settings.metric_au x 100), the exact AU and DLIO's formula;
+  - repeated runs of one workload within 5 % of each other in samples/s (max / min - 1).
+
+run_checks() returns (name, passed, figure_text) tuples; nothing here prints.
+"""
+from dlio.report import dlio_files
+
+RAM_FACTOR = 5
+MIN_STEPS = 500
+REPEAT_TOLERANCE = 0.05
+
+
+def _human(n):
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _label(result, i, labels, several):
+    if not several:
+        return ""
+    if labels and i < len(labels):
+        return f"{labels[i]}: "
+    return f"run {i + 1}: "
+
+
+def _trained(result):
+    return any(ep.get("train") for r in result.get("ranks", []) for ep in r.get("epochs", []))
+
+
+def _metrics(result):
+    m = result.get("metrics")
+    return m if isinstance(m, dict) else dlio_files.exact(result)
+
+
+def check_complete(result):
+    ok = bool(result.get("complete", True))
+    return ("run complete", ok, "complete" if ok else f"partial run: {result.get('reason') or 'interrupted'}")
+
+
+def check_dataset(result, ram_bytes=None):
+    """Dataset >= 5x the RAM of all hosts (ram_bytes: one host's RAM instead of the recorded one)."""
+    nbytes = int((result.get("dataset") or {}).get("bytes_on_disk") or 0)
+    hosts = len(set(result.get("hostnames") or [])) or 1
+    per_host = int(ram_bytes) if ram_bytes else int((result.get("host") or {}).get("memory_bytes") or 0)
+    need = RAM_FACTOR * per_host * hosts
+    ok = per_host > 0 and nbytes >= need
+    text = (f"dataset {_human(nbytes)} on disk, need >= {RAM_FACTOR} x {_human(per_host)} RAM x "
+            f"{hosts} host{'s' if hosts != 1 else ''} = {_human(need)}"
+            + (f" ({nbytes / need:.2f}x of that)" if need else " (host RAM unknown)"))
+    return (f"dataset >= {RAM_FACTOR}x host RAM", ok, text)
+
+
+def check_steps(result):
+    """The smallest number of training steps in an epoch, over ranks and epochs."""
+    steps = [ep["train"].get("steps", len(ep["train"].get("load", [])))
+             for r in result.get("ranks", []) for ep in r.get("epochs", []) if ep.get("train")]
+    n = min(steps) if steps else 0
+    return (f">= {MIN_STEPS} steps per epoch", n >= MIN_STEPS,
+            f"{n} steps per epoch (fewest over {len(result.get('ranks', []))} rank(s) and epochs), need >= {MIN_STEPS}")
+
+
+def check_au(result):
+    """Two checks: exact AU mean and DLIO's AU mean against settings.metric_au x 100."""
+    thr = 100.0 * float((result.get("settings") or {}).get("metric_au", 0.9))
+    exact = _metrics(result).get("au_mean_percentage") or 0.0
+    dlio = dlio_files.summary(result)["metric"]["train_au_mean_percentage"]
+    return [
+        (f"AU (exact) >= {thr:g} %", exact >= thr, f"AU {exact:.2f} % (exact, monotonic clock), need >= {thr:g} %"),
+        (f"AU (DLIO formula) >= {thr:g} %", dlio >= thr, f"AU {dlio:.2f} % (DLIO's formula), need >= {thr:g} %"),
+    ]
+
+
+def check_repeats(results, names):
+    """Runs of one workload within 5 % of each other in samples/s (exact means)."""
+    out = []
+    groups = {}
+    for res, name in zip(results, names):
+        if _trained(res):
+            groups.setdefault(res.get("workload") or res.get("model") or "-", []).append((res, name))
+    for wl, runs in groups.items():
+        if len(runs) < 2:
+            continue
+        sps = [_metrics(r).get("samples_per_second_mean") or 0.0 for r, _ in runs]
+        lo, hi = min(sps), max(sps)
+        spread = (hi / lo - 1.0) if lo > 0 else float("inf")
+        ok = spread <= REPEAT_TOLERANCE + 1e-12
+        figs = ", ".join(f"{(n or 'run').rstrip(': ')} {v:.1f}" for (_, n), v in zip(runs, sps))
+        spread_txt = f"{spread * 100:.2f} %" if lo > 0 else "infinite"
+        out.append((f"{wl}: {len(runs)} runs within {REPEAT_TOLERANCE * 100:g} % (samples/s)", ok,
+                    f"samples/s {figs}: spread {spread_txt} (max/min - 1), need <= {REPEAT_TOLERANCE * 100:g} %"))
+    return out
+
+
+def run_checks(result_dicts, ram_bytes=None, labels=None):
+    """Every check of every result, then the repeat check per workload.
+
+    result_dicts: Result dicts (as runcmd.build_result makes them) or dlio-fast.json documents.
+    ram_bytes: the RAM of one host, instead of what each result recorded.
+    labels: names of the results, used to prefix the checks when there are several.
+    Returns [(name, passed, figure_text)]."""
+    results = list(result_dicts)
+    several = len(results) > 1
+    out = []
+    names = []
+    for i, res in enumerate(results):
+        pre = _label(res, i, labels, several)
+        names.append(pre)
+        checks = [check_complete(res)]
+        if _trained(res):
+            checks.append(check_dataset(res, ram_bytes))
+            checks.append(check_steps(res))
+            checks += check_au(res)
+        elif not res.get("checkpoints"):
+            checks.append(("training epochs present", False, "the run has no training epoch"))
+        out += [(pre + n, ok, t) for n, ok, t in checks]
+    if several:
+        out += check_repeats(results, names)
+    return out
+
+
+def lines(checks):
+    """'PASS  name: figure' lines."""
+    return [f"{'PASS' if ok else 'FAIL'}  {name}: {text}" for name, ok, text in checks]

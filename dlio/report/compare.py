@@ -1,0 +1,606 @@
+"""Load run folders and io / ceiling JSON files; their figures side by side, with ratios to the first.
+
+A *source* is one of:
+  - a run folder (holds dlio-fast.json, schema dlio-fast.run/1; summary.json is read when present),
+    or that dlio-fast.json file itself;
+  - a `dlio-fast io --json` file (schema dlio-fast.io/1: a list of points);
+  - a `dlio-fast ceiling --json` file (schema dlio-fast.ceiling/1: the best point per target).
+
+Runs are compared figure by figure (ratio = figure / the first run's). io and ceiling points are
+compared point by point: a point matches the first source's point with the same rw, bs, engine, qd
+and threads (ceiling targets match by target name). Every renderer here is a pure function of the
+dict that build() returns, which is also what `report --json` writes.
+"""
+import csv
+import io
+import json
+import math
+import os
+
+from dlio.errors import DlioError
+
+RUN_SCHEMA = "dlio-fast.run/1"
+IO_SCHEMA = "dlio-fast.io/1"
+CEILING_SCHEMA = "dlio-fast.ceiling/1"
+REPORT_SCHEMA = "dlio-fast.report/1"
+
+# (key, label, unit, decimals): the run figures in table order. Checkpoint rows appear only when a
+# run has them.
+RUN_FIGURES = [
+    ("workload", "workload", "", None),
+    ("data_folder", "data folder", "", None),
+    ("start", "start", "", None),
+    ("ranks", "ranks", "", 0),
+    ("hosts", "hosts", "", 0),
+    ("epochs", "epochs", "", 0),
+    ("au_exact_pct", "AU (exact)", "%", 2),
+    ("au_dlio_pct", "AU (DLIO formula)", "%", 2),
+    ("samples_per_s", "samples/s (exact)", "1/s", 1),
+    ("samples_per_s_dlio", "samples/s (DLIO formula)", "1/s", 1),
+    ("read_MiB_s", "read MiB/s (bytes read)", "MiB/s", 2),
+    ("read_lat_p50_us", "read latency p50", "us", 2),
+    ("read_lat_p99_us", "read latency p99", "us", 2),
+    ("read_lat_p99.9_us", "read latency p99.9", "us", 2),
+    ("io_wait_mean_ms", "I/O wait per step mean", "ms", 4),
+    ("io_wait_p99_ms", "I/O wait per step p99", "ms", 4),
+    ("cpu_us_per_sample", "benchmark CPU per sample", "us", 2),
+    ("ckpt_save_GiB_s", "checkpoint save (all ranks, exact)", "GiB/s", 3),
+    ("ckpt_save_GB_s", "checkpoint save (DLIO formula)", "GB/s", 3),
+    ("ckpt_load_GiB_s", "checkpoint load (all ranks, exact)", "GiB/s", 3),
+    ("ckpt_load_GB_s", "checkpoint load (DLIO formula)", "GB/s", 3),
+]
+OPTIONAL_FIGURES = ("ckpt_save_GiB_s", "ckpt_save_GB_s", "ckpt_load_GiB_s", "ckpt_load_GB_s")
+TEXT_FIGURES = ("workload", "data_folder", "start")
+
+# (key, label, unit, decimals) of an io / ceiling point; ratios for the first three.
+POINT_FIGURES = [
+    ("bw_MiB_s", "MiB/s", "MiB/s", 1),
+    ("iops", "IOPS", "1/s", 0),
+    ("lat_p50_us", "lat p50", "us", 2),
+    ("lat_p99_us", "lat p99", "us", 2),
+    ("lat_p99.9_us", "lat p99.9", "us", 2),
+]
+RATIO_POINT_FIGURES = ("bw_MiB_s", "iops", "lat_p99_us")
+KEY_FIELDS = ("rw", "bs", "engine", "qd", "threads")
+
+
+class Source:
+    """One loaded input. kind: 'run', 'io' or 'ceiling'. For runs, doc is the dlio-fast.json
+    document (the Result plus 'metrics') and summary is DLIO's summary.json."""
+
+    def __init__(self, kind, path, doc, summary=None):
+        self.kind = kind
+        self.path = path
+        self.doc = doc
+        self.summary = summary
+        self.label = _default_label(path)
+
+    def __repr__(self):
+        return f"Source({self.kind}, {self.path!r})"
+
+
+def _default_label(path):
+    p = os.path.abspath(path).rstrip(os.sep)
+    base = os.path.basename(p)
+    if base == "dlio-fast.json":
+        base = os.path.basename(os.path.dirname(p))
+    elif base.endswith(".json"):
+        base = base[:-5]
+    return base or p
+
+
+def _read_json(path, what):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise DlioError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DlioError(f"{path}: is a folder, expected a JSON file") from None
+    except PermissionError:
+        raise DlioError(f"{path}: not readable (permission denied)") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise DlioError(f"{path}: not a valid {what} JSON document ({str(e).splitlines()[0]})") from None
+
+
+def load(path):
+    """A run folder, its dlio-fast.json, or an io / ceiling JSON file -> Source (DlioError if not)."""
+    path = str(path)
+    if not os.path.exists(path):
+        raise DlioError(f"{path}: no such run folder or result file")
+    if os.path.isdir(path):
+        doc_path = os.path.join(path, "dlio-fast.json")
+        if not os.path.isfile(doc_path):
+            raise DlioError(f"{path}: not a dlio-fast run folder (no dlio-fast.json in it)")
+        folder = path
+    else:
+        doc_path = path
+        folder = os.path.dirname(os.path.abspath(path))
+    doc = _read_json(doc_path, "dlio-fast")
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if schema == RUN_SCHEMA:
+        if not isinstance(doc.get("ranks"), list) or not isinstance(doc.get("settings"), dict):
+            raise DlioError(f"{doc_path}: incomplete dlio-fast run document (no ranks or settings)")
+        summary = None
+        sp = os.path.join(folder, "summary.json")
+        if os.path.isfile(sp):
+            summary = _read_json(sp, "summary")
+        if summary is None or not isinstance(summary.get("metric"), dict):
+            summary = _compute_summary(doc, doc_path)
+        if not isinstance(doc.get("metrics"), dict):
+            doc = dict(doc)
+            doc["metrics"] = _compute_exact(doc, doc_path)
+        return Source("run", path, doc, summary)
+    if schema == IO_SCHEMA:
+        if not isinstance(doc.get("points"), list):
+            raise DlioError(f"{doc_path}: io document without a points list")
+        return Source("io", path, doc)
+    if schema == CEILING_SCHEMA:
+        if not isinstance(doc.get("best"), dict):
+            raise DlioError(f"{doc_path}: ceiling document without a best section")
+        return Source("ceiling", path, doc)
+    raise DlioError(f"{doc_path}: unknown schema {schema!r} (expected {RUN_SCHEMA}, {IO_SCHEMA} "
+                    f"or {CEILING_SCHEMA})")
+
+
+def _compute_summary(doc, where):
+    from dlio.report import dlio_files
+    try:
+        return dlio_files.summary(doc)
+    except (KeyError, TypeError, ValueError) as e:
+        raise DlioError(f"{where}: cannot compute the summary from this run document (missing {e})") from None
+
+
+def _compute_exact(doc, where):
+    from dlio.report import dlio_files
+    try:
+        return dlio_files.exact(doc)
+    except (KeyError, TypeError, ValueError) as e:
+        raise DlioError(f"{where}: cannot compute the figures from this run document (missing {e})") from None
+
+
+def load_all(paths):
+    """Sources for paths, labels made unique (a folder name seen twice gets its parent's too)."""
+    srcs = [load(p) for p in paths]
+    seen = {}
+    for s in srcs:
+        if s.label in seen:
+            parent = os.path.basename(os.path.dirname(os.path.abspath(s.path).rstrip(os.sep)))
+            cand = f"{parent}/{s.label}" if parent else s.label
+            n = 2
+            base = cand
+            while cand in seen:
+                cand = f"{base}#{n}"
+                n += 1
+            s.label = cand
+        seen[s.label] = s
+    return srcs
+
+
+# ---------------------------------------------------------------------------------------------
+# run figures
+
+def checkpoint_figures(summary, doc):
+    """Checkpoint figures of a run, or None when it has none:
+    {'save': [GiB/s per checkpoint, all ranks], 'load': [...], 'save_GiB_s': mean of those,
+     'save_GB_s': DLIO's mean (summary.json save_checkpoint_io_mean_GB_per_second), 'load_...'}.
+
+    Per checkpoint, the records of all ranks (doc['checkpoints']: one per rank and checkpoint,
+    with kind save/load, epoch, step, bytes, duration_s, wall_start_ns/wall_end_ns) are summed:
+    bytes of all ranks / (latest end - earliest start)."""
+    m = (summary or {}).get("metric", {}) if isinstance(summary, dict) else {}
+    series = checkpoint_series(doc)
+    out = {"save": series.get("save", []), "load": series.get("load", [])}
+    for kind in ("save", "load"):
+        v = m.get(f"{kind}_checkpoint_io_mean_GB_per_second")
+        out[f"{kind}_GB_s"] = float(v) if _num(v) else None
+        out[f"{kind}_GiB_s"] = sum(out[kind]) / len(out[kind]) if out[kind] else None
+    if not any(out[k] for k in ("save", "load")) and out["save_GB_s"] is None and out["load_GB_s"] is None:
+        return None
+    return out
+
+
+def _ckpt_records(doc):
+    c = (doc or {}).get("checkpoints")
+    if isinstance(c, dict):
+        c = c.get("all_records") or c.get("records") or c.get("checkpoints")
+    return [e for e in c or [] if isinstance(e, dict)]
+
+
+def checkpoint_series(doc):
+    """{'save': [GiB/s of each checkpoint, all ranks together], 'load': [...]} in checkpoint order."""
+    groups = {}
+    for pos, e in enumerate(_ckpt_records(doc)):
+        kind = _ckpt_kind(e)
+        if not kind:
+            continue
+        if any(k in e for k in ("epoch", "step", "index")):
+            key = (e.get("epoch"), e.get("step"), e.get("block"), e.get("index"))
+        else:
+            key = pos
+        groups.setdefault(kind, {}).setdefault(key, []).append(e)
+    out = {}
+    for kind, g in groups.items():
+        vals = [_ckpt_aggregate(recs) for recs in g.values()]
+        out[kind] = [v for v in vals if v is not None]
+    return out
+
+
+def _ckpt_aggregate(recs):
+    if len(recs) == 1:
+        return _ckpt_gbs(recs[0])
+    nbytes = [r.get("bytes") for r in recs]
+    if all(_num(b) for b in nbytes):
+        starts = [r.get("wall_start_ns") for r in recs]
+        ends = [r.get("wall_end_ns") for r in recs]
+        if all(_num(x) for x in starts + ends) and max(ends) > min(starts):
+            return sum(nbytes) / 1024 ** 3 / ((max(ends) - min(starts)) / 1e9)
+        durs = [r.get("duration_s") for r in recs]
+        if all(_num(d) for d in durs) and max(durs) > 0:
+            return sum(nbytes) / 1024 ** 3 / max(durs)
+    rates = [_ckpt_gbs(r) for r in recs]
+    return sum(rates) if all(x is not None for x in rates) else None
+
+
+def _ckpt_kind(e):
+    for k in ("kind", "op", "type", "mode", "operation"):
+        v = str(e.get(k, "")).lower()
+        if v in ("save", "write", "w"):
+            return "save"
+        if v in ("load", "read", "r"):
+            return "load"
+    return None
+
+
+def _ckpt_gbs(e):
+    """One record's GiB/s."""
+    for k in ("GiB_per_second", "aggregate_GiB_per_second", "GB_per_second", "throughput_GB_per_second",
+              "dlio_throughput_GB_per_second", "throughput"):
+        if _num(e.get(k)):
+            return float(e[k])
+    nbytes = e.get("bytes", e.get("size_bytes"))
+    dur = e.get("duration_s", e.get("duration"))
+    if _num(nbytes) and _num(dur) and float(dur) > 0:
+        return float(nbytes) / 1024 ** 3 / float(dur)
+    return None
+
+
+def _num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def run_figures(src):
+    """{key: value} for the RUN_FIGURES of one run (None where the run has no such figure)."""
+    doc, summ = src.doc, src.summary
+    x = doc["metrics"]
+    m = summ.get("metric", {})
+    lat = x.get("read_latency_ns") or {}
+    wait = x.get("io_wait_per_step_s") or {}
+    ranks = doc.get("comm_size") or len(doc.get("ranks", []))
+    epochs = len(x.get("au_percentage") or [])
+    trained = epochs > 0
+    f = {
+        "workload": doc.get("workload") or doc.get("model") or doc.get("config_file") or "-",
+        "data_folder": (doc.get("dataset") or {}).get("folder") or "-",
+        "start": doc.get("start") or "-",
+        "ranks": ranks,
+        "hosts": len(set(doc.get("hostnames") or [])) or 1,
+        "epochs": epochs,
+        "au_exact_pct": x.get("au_mean_percentage") if trained else None,
+        "au_dlio_pct": m.get("train_au_mean_percentage") if trained else None,
+        "samples_per_s": x.get("samples_per_second_mean") if trained else None,
+        "samples_per_s_dlio": m.get("train_throughput_mean_samples_per_second") if trained else None,
+        "read_MiB_s": x.get("MiB_per_second_mean") if trained else None,
+        "read_lat_p50_us": lat["p50"] / 1e3 if lat.get("count") else None,
+        "read_lat_p99_us": lat["p99"] / 1e3 if lat.get("count") else None,
+        "read_lat_p99.9_us": lat["p99.9"] / 1e3 if lat.get("count") else None,
+        "io_wait_mean_ms": wait["mean"] * 1e3 if trained and "mean" in wait else None,
+        "io_wait_p99_ms": wait["p99"] * 1e3 if trained and "p99" in wait else None,
+        "cpu_us_per_sample": x.get("cpu_us_per_sample"),
+    }
+    ck = checkpoint_figures(summ, doc) or {}
+    for kind in ("save", "load"):
+        f[f"ckpt_{kind}_GiB_s"] = ck.get(f"{kind}_GiB_s")
+        f[f"ckpt_{kind}_GB_s"] = ck.get(f"{kind}_GB_s")
+    return f
+
+
+def ratio(value, ref):
+    """value / ref, or None when either is missing or ref is 0."""
+    if not _num(value) or not _num(ref) or ref == 0:
+        return None
+    return float(value) / float(ref)
+
+
+def compare_runs(sources):
+    """{'figures': [{key, label, unit}], 'runs': [{label, source, complete, figures, ratios}]}."""
+    figs = [run_figures(s) for s in sources]
+    defs = [d for d in RUN_FIGURES
+            if d[0] not in OPTIONAL_FIGURES or any(f[d[0]] is not None for f in figs)]
+    ref = figs[0]
+    runs = []
+    for s, f in zip(sources, figs):
+        ratios = {k: ratio(f[k], ref[k]) for k, _, _, _ in defs
+                  if k not in TEXT_FIGURES and k not in ("ranks", "hosts", "epochs")}
+        runs.append({"label": s.label, "source": os.path.abspath(s.path),
+                     "complete": bool(s.doc.get("complete", True)),
+                     "figures": {k: f[k] for k, _, _, _ in defs}, "ratios": ratios})
+    return {"reference": sources[0].label,
+            "figures": [{"key": k, "label": lab, "unit": u} for k, lab, u, _ in defs], "runs": runs}
+
+
+# ---------------------------------------------------------------------------------------------
+# io / ceiling points
+
+def points(src):
+    """[(key, name, point)] of an io or ceiling source. key identifies a point across sources."""
+    out = []
+    if src.kind == "io":
+        for p in src.doc["points"]:
+            out.append((tuple(p.get(k) for k in KEY_FIELDS), None, p))
+    else:
+        for name, p in src.doc["best"].items():
+            if isinstance(p, dict):
+                out.append((("target", name), name, p))
+    # a key seen twice in one file (the same point measured twice) gets an occurrence number
+    seen = {}
+    res = []
+    for key, name, p in out:
+        n = seen.get(key, 0)
+        seen[key] = n + 1
+        res.append((key if n == 0 else key + (f"#{n + 1}",), name, p))
+    return res
+
+
+def probe_points(src):
+    """Every measured point of a source, for plots: io points, or all ceiling probes."""
+    if src.kind == "io":
+        return list(src.doc["points"])
+    probes = src.doc.get("probes")
+    if isinstance(probes, list) and probes:
+        return probes
+    return [p for p in src.doc["best"].values() if isinstance(p, dict)]
+
+
+def point_figures(p):
+    lat = p.get("lat_ns") or {}
+    cnt = lat.get("count", 1)
+    return {
+        "bw_MiB_s": p.get("bw_MiB_s"),
+        "iops": p.get("iops"),
+        "lat_p50_us": lat["p50"] / 1e3 if cnt and "p50" in lat else None,
+        "lat_p99_us": lat["p99"] / 1e3 if cnt and "p99" in lat else None,
+        "lat_p99.9_us": lat["p99.9"] / 1e3 if cnt and "p99.9" in lat else None,
+    }
+
+
+def compare_points(sources):
+    """{'sources': [...], 'points': [{key fields, target, per source: figures and ratios}]}.
+
+    Rows follow the first source's order, then points the first source lacks."""
+    order = []
+    rows = {}
+    for i, s in enumerate(sources):
+        for key, name, p in points(s):
+            if key not in rows:
+                rows[key] = {"target": name, **{k: p.get(k) for k in KEY_FIELDS},
+                             "qd_used": p.get("qd_used"), "direct": p.get("direct"),
+                             "values": [None] * len(sources)}
+                order.append(key)
+            rows[key]["values"][i] = point_figures(p)
+    out = []
+    for key in order:
+        r = rows[key]
+        ref = r["values"][0]
+        for v in r["values"]:
+            if v is not None:
+                v["ratios"] = {k: (ratio(v[k], ref[k]) if ref else None) for k in RATIO_POINT_FIGURES}
+        out.append(r)
+    return {"reference": sources[0].label,
+            "sources": [{"label": s.label, "source": os.path.abspath(s.path), "kind": s.kind,
+                         "where": storage_path(s)} for s in sources],
+            "figures": [{"key": k, "label": lab, "unit": u} for k, lab, u, _ in POINT_FIGURES],
+            "points": out}
+
+
+def storage_path(src):
+    """The storage a source measured: the data folder, or the io / ceiling path(s)."""
+    d = src.doc
+    if src.kind == "run":
+        return (d.get("dataset") or {}).get("folder") or "-"
+    if src.kind == "io":
+        return ", ".join(d.get("paths") or []) or "-"
+    return d.get("path") or "-"
+
+
+def source_date(src):
+    """YYYY-MM-DD of a source (run start, or when the io / ceiling file was made), or ''."""
+    d = src.doc
+    stamp = d.get("start") or (d.get("environment") or {}).get("created") or ""
+    return str(stamp)[:10]
+
+
+# ---------------------------------------------------------------------------------------------
+# the report document and its renderings
+
+def build(sources):
+    """The report as one JSON-ready dict: runs compared among themselves, io/ceiling files likewise."""
+    runs = [s for s in sources if s.kind == "run"]
+    pts = [s for s in sources if s.kind != "run"]
+    doc = {"schema": REPORT_SCHEMA}
+    if runs:
+        doc["runs"] = compare_runs(runs)
+    if pts:
+        doc["io"] = compare_points(pts)
+    return doc
+
+
+def _fmt(v, dec):
+    if v is None:
+        return "-"
+    if dec is None or isinstance(v, str):
+        return str(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return "-"
+    return f"{v:,.{dec}f}" if abs(v) >= 1e4 else f"{v:.{dec}f}"
+
+
+def _fmt_ratio(r):
+    return "-" if r is None else f"{r:.3f}x"
+
+
+def _decimals():
+    return {k: d for k, _, _, d in RUN_FIGURES + POINT_FIGURES}
+
+
+def run_rows(rep):
+    """Header and rows (strings) of the run comparison: figure, unit, each run, each ratio."""
+    r = rep["runs"]
+    runs = r["runs"]
+    dec = _decimals()
+    header = ["figure", "unit"] + [x["label"] for x in runs] + \
+             [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]]
+    rows = []
+    for f in r["figures"]:
+        k = f["key"]
+        row = [f["label"], f["unit"]] + [_fmt(x["figures"][k], dec[k]) for x in runs]
+        row += ["" if k not in x["ratios"] else _fmt_ratio(x["ratios"][k]) for x in runs[1:]]
+        rows.append(row)
+    return header, rows
+
+
+def _point_name(p):
+    qd = f"qd{p['qd']}"
+    if p.get("qd_used") not in (None, p["qd"]):
+        qd += f"(ran {p['qd_used']})"   # a sync engine runs at depth 1 whatever was asked
+    name = f"{p['rw']} {_size(p['bs'])} {p['engine']} {qd} t{p['threads']}"
+    return f"{p['target']} ({name})" if p.get("target") else name
+
+
+def _size(n):
+    from dlio.units import fmt_size
+    return fmt_size(n) if isinstance(n, int) else str(n)
+
+
+def point_rows(rep):
+    """Header and rows of the io comparison: one row per point, each source's figures, ratios."""
+    r = rep["io"]
+    srcs = r["sources"]
+    dec = _decimals()
+    multi = len(srcs) > 1
+    header = ["point"]
+    for s in srcs:
+        for f in r["figures"]:
+            header.append(f"{f['label']} [{s['label']}]" if multi else f["label"])
+    for s in srcs[1:]:
+        for k in RATIO_POINT_FIGURES:
+            lab = next(f["label"] for f in r["figures"] if f["key"] == k)
+            header.append(f"{lab} {s['label']}/{srcs[0]['label']}")
+    rows = []
+    for p in r["points"]:
+        row = [_point_name(p)]
+        for v in p["values"]:
+            row += [_fmt(v[f["key"]], dec[f["key"]]) if v else "-" for f in r["figures"]]
+        for v in p["values"][1:]:
+            row += [_fmt_ratio(v["ratios"][k]) if v else "-" for k in RATIO_POINT_FIGURES]
+        rows.append(row)
+    return header, rows
+
+
+def _text_table(header, rows, left=1):
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    def line(cells):
+        return "  ".join(str(c).ljust(w) if i < left else str(c).rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
+
+
+def table_lines(rep):
+    """The terminal rendering."""
+    out = []
+    if "runs" in rep:
+        runs = rep["runs"]["runs"]
+        out.append(f"runs: {', '.join(x['label'] for x in runs)}"
+                   + (f" (ratios to {runs[0]['label']})" if len(runs) > 1 else ""))
+        for x in runs:
+            if not x["complete"]:
+                out.append(f"note: {x['label']} is a partial run")
+        h, rows = run_rows(rep)
+        out += _text_table(h, rows, left=2)
+    if "io" in rep:
+        if out:
+            out.append("")
+        srcs = rep["io"]["sources"]
+        out.append("io points: " + ", ".join(f"{s['label']} ({s['kind']}, {s['where']})" for s in srcs)
+                   + (f" (ratios to {srcs[0]['label']})" if len(srcs) > 1 else ""))
+        h, rows = point_rows(rep)
+        out += _text_table(h, rows, left=1)
+    return out
+
+
+def _md_cell(c):
+    return str(c).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_lines(rep):
+    """GitHub-flavoured Markdown tables (one per kind of source)."""
+    out = []
+    for title, fn, left in (("Runs", run_rows, 2), ("io points", point_rows, 1)):
+        key = "runs" if fn is run_rows else "io"
+        if key not in rep:
+            continue
+        h, rows = fn(rep)
+        if out:
+            out.append("")
+        out.append(f"### {title}")
+        out.append("")
+        out.append("| " + " | ".join(_md_cell(c) for c in h) + " |")
+        out.append("|" + "|".join(":---" if i < left else "---:" for i in range(len(h))) + "|")
+        for r in rows:
+            out.append("| " + " | ".join(_md_cell(c) for c in r) + " |")
+    return out
+
+
+def csv_text(rep):
+    """CSV with raw numbers (not formatted): the run table, then a blank line and the io table."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    if "runs" in rep:
+        runs = rep["runs"]["runs"]
+        w.writerow(["figure", "unit"] + [x["label"] for x in runs]
+                   + [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]])
+        for f in rep["runs"]["figures"]:
+            k = f["key"]
+            w.writerow([k, f["unit"]] + [_raw(x["figures"][k]) for x in runs]
+                       + [_raw(x["ratios"].get(k)) for x in runs[1:]])
+    if "io" in rep:
+        if "runs" in rep:
+            w.writerow([])
+        r = rep["io"]
+        srcs = r["sources"]
+        head = ["target", *KEY_FIELDS]
+        for s in srcs:
+            head += [f"{f['key']}[{s['label']}]" for f in r["figures"]]
+        for s in srcs[1:]:
+            head += [f"{k}_ratio[{s['label']}]" for k in RATIO_POINT_FIGURES]
+        w.writerow(head)
+        for p in r["points"]:
+            row = [p.get("target") or ""] + [p[k] for k in KEY_FIELDS]
+            for v in p["values"]:
+                row += [_raw(v[f["key"]]) if v else "" for f in r["figures"]]
+            for v in p["values"][1:]:
+                row += [_raw(v["ratios"][k]) if v else "" for k in RATIO_POINT_FIGURES]
+            w.writerow(row)
+    return buf.getvalue()
+
+
+def _raw(v):
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)
+    return v
+
+
+def json_text(rep):
+    return json.dumps(rep, indent=2, allow_nan=False) + "\n"

@@ -1,0 +1,92 @@
+"""A self-contained HTML5 page: the report's tables, the checks, and the plots embedded as
+base64 PNG data URIs (no external file, script or style sheet)."""
+import base64
+import html
+import os
+import time
+
+from dlio.report import compare
+
+STYLE = """
+body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; }
+th { background: #f0f3f7; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.pass { color: #1a7f37; font-weight: bold; } td.fail { color: #c62828; font-weight: bold; }
+figure { margin: 1.5em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { font-size: 0.85em; color: #555; }
+p.meta { color: #555; font-size: 0.9em; }
+"""
+
+
+def _e(x):
+    return html.escape(str(x), quote=True)
+
+
+def _table(header, rows, left):
+    out = ["<table>", "<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead>",
+           "<tbody>"]
+    for r in rows:
+        cells = []
+        for i, c in enumerate(r):
+            cls = "" if i < left else ' class="num"'
+            cells.append(f"<td{cls}>{_e(c)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    return out
+
+
+def png_data_uri(png_bytes):
+    return "data:image/png;base64," + base64.b64encode(png_bytes).decode("ascii")
+
+
+def render(rep, images=(), checks=None, title="dlio-fast report"):
+    """The page as a string. rep: compare.build(); images: [(caption, png bytes)];
+    checks: [(name, passed, figure_text)] or None."""
+    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>{_e(title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
+           f"<h1>{_e(title)}</h1>",
+           f'<p class="meta">generated {_e(time.strftime("%Y-%m-%d %H:%M:%S %z"))}</p>']
+    if "runs" in rep:
+        runs = rep["runs"]["runs"]
+        out.append("<h2>Runs</h2>")
+        out.append("<ul>" + "".join(
+            f"<li>{_e(r['label'])}: {_e(r['source'])}{'' if r['complete'] else ' (partial run)'}</li>"
+            for r in runs) + "</ul>")
+        if len(runs) > 1:
+            out.append(f"<p>Ratios are to {_e(runs[0]['label'])}.</p>")
+        h, rows = compare.run_rows(rep)
+        out += _table(h, rows, left=2)
+    if "io" in rep:
+        srcs = rep["io"]["sources"]
+        out.append("<h2>I/O points</h2>")
+        out.append("<ul>" + "".join(
+            f"<li>{_e(s['label'])} ({_e(s['kind'])}): {_e(s['where'])}</li>" for s in srcs) + "</ul>")
+        h, rows = compare.point_rows(rep)
+        out += _table(h, rows, left=1)
+    if checks:
+        out.append("<h2>MLPerf Storage checks</h2>")
+        out.append("<table><thead><tr><th>result</th><th>check</th><th>figure</th></tr></thead><tbody>")
+        for name, ok, text in checks:
+            out.append(f'<tr><td class="{"pass" if ok else "fail"}">{"PASS" if ok else "FAIL"}</td>'
+                       f"<td>{_e(name)}</td><td>{_e(text)}</td></tr>")
+        out.append("</tbody></table>")
+    if images:
+        out.append("<h2>Plots</h2>")
+        for caption, data in images:
+            out.append(f'<figure><img src="{png_data_uri(data)}" alt="{_e(caption)}">'
+                       f"<figcaption>{_e(caption)}</figcaption></figure>")
+    out += ["</body>", "</html>"]
+    return "\n".join(out) + "\n"
+
+
+def images_from(paths):
+    """[(caption, bytes)] of PNG files (caption: the file name)."""
+    out = []
+    for p in paths:
+        with open(p, "rb") as f:
+            out.append((os.path.basename(p), f.read()))
+    return out

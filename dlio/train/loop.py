@@ -1,0 +1,440 @@
+"""`dlio-fast run`: generate (or reuse) the dataset, replay the training loop, build the Result.
+
+Per epoch: plan (numpy, dlio.planner) -> one C run with the GIL released (reader threads, bounded
+prefetch, trainer spinning each step's compute, MPI barrier per step) -> per-step timestamps ->
+metrics. Evaluation is a second C run on the valid split with no per-step barrier (as DLIO).
+Everything measured goes into one Result dict; dlio.report renders it.
+"""
+import dataclasses
+import datetime
+import os
+import platform
+import resource
+import socket
+
+import numpy as np
+
+from dlio import _core
+from dlio.checkpoint import layout as ckpt_layout
+from dlio.checkpoint import io as ckpt_io
+from dlio.dataset.manifest import load_manifest, load_saved
+from dlio.dataset.spec import DatasetSpec, file_paths
+from dlio.report import metrics
+from dlio.train import planner
+from dlio import stats
+from dlio.errors import DlioError, DlioRunError
+from dlio.dataset.formats import get_format
+from dlio.execute import Interrupted, execute
+
+
+def iso_now():
+    """Local time as DLIO writes it (2023-04-04T16:33:42.959919)."""
+    return datetime.datetime.now().strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
+def dataset_spec(cfg):
+    d = cfg.dataset
+    return DatasetSpec(
+        data_folder=d.data_folder.rstrip("/") or ".", format=d.format,
+        num_files_train=d.num_files_train, num_files_eval=d.num_files_eval,
+        num_samples_per_file=d.num_samples_per_file, record_length_bytes=d.record_length_bytes,
+        record_length_bytes_stdev=d.record_length_bytes_stdev, record_dims=tuple(d.record_dims),
+        record_element_type=d.record_element_type, num_subfolders_train=d.num_subfolders_train,
+        num_subfolders_eval=d.num_subfolders_eval, file_prefix=d.file_prefix,
+        compression=d.compression, compression_level=d.compression_level,
+        hdf5_chunk_dims=tuple(d.hdf5.chunk_dims), hdf5_num_dset_per_record=d.hdf5.num_dset_per_record,
+        hdf5_max_shape=tuple(d.hdf5.max_shape), seed_content=cfg.dlio_fast.seed,
+    )
+
+
+def check_files(paths, recorded_sizes):
+    """Boolean mask of files that are missing, unreadable or not the size recorded at generation
+    (truncated, or changed under us), and the first problem as text. One stat per file."""
+    bad = np.zeros(len(paths), dtype=bool)
+    first = None
+    for i, p in enumerate(paths):
+        try:
+            size = os.stat(p).st_size
+        except OSError as e:
+            bad[i] = True
+            first = first or f"{p}: {e.strerror}"
+            continue
+        if size != int(recorded_sizes[i]):
+            bad[i] = True
+            first = first or (f"{p}: {size} bytes, but {int(recorded_sizes[i])} were recorded when the "
+                              "dataset was made (truncated or changed)")
+        elif not os.access(p, os.R_OK):
+            bad[i] = True
+            first = first or f"{p}: not readable (permissions)"
+    return bad, first
+
+
+def layout_for(spec, split, no_io=False, skip_bad_files=False):
+    """The planner's view of one split, from the dataset manifest (made at generation or by scan).
+
+    The files on disk are checked against the sizes recorded when the dataset was made: a bad file
+    stops the run with its path, or with skip_bad_files its samples are left out of every epoch
+    (and counted in the results)."""
+    fmt = get_format(spec.format)
+    saved = load_saved(spec, split, check=False)
+    m = saved if saved is not None else load_manifest(spec, split)
+    nfiles = spec.num_files_train if split == "train" else spec.num_files_eval
+    bad, problem = check_files(m.paths, m.file_size)
+    if problem and not skip_bad_files:
+        raise DlioError(f"{problem}; regenerate with dlio-fast generate, check with dlio-fast verify, "
+                        "or run with --skip-bad-files")
+    table = m.table if not fmt.WHOLE_FILE and spec.format != "synthetic" else None
+    layout = planner.Layout(nfiles=nfiles, spf=spec.num_samples_per_file,
+                            file_size=np.asarray(m.file_size, dtype=np.uint64),
+                            whole_file=bool(fmt.WHOLE_FILE), table=table, sequential=spec.format == "tfrecord",
+                            no_io=no_io or spec.format == "synthetic")
+    return layout, bad
+
+
+def engine_choice(cfg):
+    """(engine, direct): dlio_fast.engine, with reader.odirect meaning O_DIRECT (DLIO's key)."""
+    name = cfg.dlio_fast.engine
+    direct = bool(cfg.reader.odirect) or name == "odirect"
+    engine = "posix" if name == "odirect" else name
+    return engine, direct
+
+
+def batches_in_flight(reader):
+    """How many finished batches may wait for the trainer. PyTorch's loader (DLIO's pytorch and dali
+    loaders) gives each of its W workers prefetch_factor = ceil(prefetch_size / W) batches, so W x
+    that many are in flight; tf.data's .prefetch(n) keeps n."""
+    n = max(1, reader.prefetch_size)
+    w = reader.read_threads
+    if reader.data_loader in ("pytorch", "dali") and w > 0:
+        return w * -(-n // w)
+    return n
+
+
+def host_info():
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    proc = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    proc = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu_count": os.cpu_count(), "processor_name": proc, "memory_bytes": mem,
+            "memory_GB": mem / 1024 ** 3, "free_page_reporting": free_page_reporting()}
+
+
+def free_page_reporting(devices="/sys/bus/virtio/devices"):
+    """True when this machine is a VM that reports its free memory to the host (a virtio-balloon
+    device with VIRTIO_BALLOON_F_REPORTING, feature bit 5): the host takes such pages back, and the
+    guest's next touch of each one costs a host fault."""
+    try:
+        names = os.listdir(devices)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            with open(os.path.join(devices, name, "device")) as f:
+                if f.read().strip() != "0x0005":          # virtio balloon
+                    continue
+            with open(os.path.join(devices, name, "features")) as f:
+                if f.read()[5:6] == "1":
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+class Trainer:
+    """Runs the epochs of one rank. echo/progress are rank 0's console callbacks."""
+
+    def __init__(self, cfg, comm, echo, progress=None, tracer=None):
+        self.cfg = cfg
+        self.tracer = tracer   # dlio.trace.Tracer, or None
+        self.comm = comm
+        self.echo = echo if comm.rank == 0 else (lambda *a, **k: None)
+        self.progress = progress
+        self.spec = dataset_spec(cfg)
+        self.engine, self.direct = engine_choice(cfg)
+
+    def settings(self, split):
+        r, t = self.cfg.reader, self.cfg.train
+        return planner.Settings(
+            batch=r.batch_size if split == "train" else r.batch_size_eval,
+            file_shuffle=r.file_shuffle, sample_shuffle=r.sample_shuffle, seed=t.seed,
+            seed_change_epoch=t.seed_change_epoch,
+            max_steps=t.total_training_steps if split == "train" else -1,
+            compat_dlio_order=self.cfg.dlio_fast.compat_dlio_order,
+            transfer_size=r.transfer_size or planner.TF_BUFFER)
+
+    def plan_split(self, split, layout, epoch, random_seed):
+        st = self.settings(split)
+        spec_time = self.cfg.train.computation_time if split == "train" else self.cfg.evaluation.eval_time
+        return planner.epoch_plan(layout, st, spec_time, self.comm.rank, self.comm.size, epoch, random_seed), st
+
+    def run_split(self, split, layout, paths, epoch, random_seed):
+        """One C run over one epoch of a split. Returns (raw result, plan, settings)."""
+        plan, st = self.plan_split(split, layout, epoch, random_seed)
+        return self.execute_plan(split, plan, st, paths, epoch), plan, st
+
+    def execute_plan(self, split, plan, st, paths, epoch, first_step=0, end_step=None):
+        """One C run over steps [first_step, end_step) of a plan (a block between checkpoints)."""
+        cfg = self.cfg
+        steps = plan.steps[first_step:end_step]
+        hook = c_hook = barrier = None
+        if split == "train" and self.comm.size > 1:
+            # DLIO's per-step allreduce stand-in: a C MPI barrier called by the trainer thread
+            # without the GIL (dlio._mpiio), else the Python Ibarrier that watches the stop event.
+            barrier = self.comm.step_barrier()
+            if barrier is not None:
+                c_hook = barrier.capsule()
+            else:
+                hook = self._step_barrier
+        pre = cfg.reader.preprocess_time.mean() if cfg.reader.preprocess_time is not None else 0.0
+        run = _core.Run("train", self.engine, paths, plan.ops, threads=cfg.reader.read_threads,
+                        qd=cfg.dlio_fast.qd, direct=self.direct, steps=steps,
+                        prefetch=batches_in_flight(cfg.reader),
+                        compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
+                        preprocess_ns=int(pre * 1e9), step_hook=hook, c_step_hook=c_hook,
+                        trace=self.tracer is not None)
+        tick = (lambda run: self.progress(split, epoch, run, plan)) if self.progress else None
+        if barrier is not None:
+            tick = self._stop_barrier_tick(barrier, tick)
+        try:
+            res = execute(run, on_tick=tick)
+        except (Interrupted, _core.RunError) as e:
+            e.plan, e.settings = plan, st   # the caller keeps the steps measured so far
+            if self.tracer is not None and getattr(e, "result", None) is not None:
+                self.tracer.add_run(e.result, paths, "train" if split == "train" else "eval", epoch=epoch)
+            raise
+        if self.tracer is not None:
+            self.tracer.add_run(res, paths, "train" if split == "train" else "eval", epoch=epoch)
+        return res
+
+    @staticmethod
+    def _stop_barrier_tick(barrier, tick):
+        """On Ctrl-C / SIGTERM, also release the C barrier (another rank may never arrive)."""
+        from dlio.execute import STOP
+
+        def on_tick(run):
+            if STOP.is_set():
+                barrier.stop()
+            if tick is not None:
+                tick(run)
+        return on_tick
+
+    def _step_barrier(self, step):
+        from dlio.execute import STOP
+        if not self.comm.barrier_or_stop(STOP):
+            raise InterruptedError("stopped while waiting for the other ranks")
+
+    def drop_cache(self, paths):
+        if self.cfg.dlio_fast.cache != "drop":
+            return
+        for p in paths:
+            try:
+                _core.drop_file_cache(p)
+            except OSError:
+                pass
+        try:
+            _core.drop_all_caches()
+        except OSError:
+            pass
+
+
+def benchmark_cpu(process_cpu_s, res, compute_mode, read_threads):
+    """CPU seconds the benchmark itself spent reading (not the emulated accelerator's spin).
+
+    With reader threads: their thread CPU time, measured by the C core (CLOCK_THREAD_CPUTIME_ID).
+    Without (read_threads 0, the trainer reads): the process CPU minus the compute spun (spin mode
+    spins all of it, hybrid the last 100 us of each step)."""
+    if read_threads > 0:
+        return sum(t["cpu_ns"] for t in res["threads"]) / 1e9
+    done = int(res["steps_done"])
+    comp = np.asarray(res["step_times"]["compute_ns"][:done], dtype=np.float64)
+    spun = comp if compute_mode == 0 else np.minimum(comp, float(_core.COMPUTE_SPIN_NS))
+    return max(0.0, process_cpu_s - spun.sum() / 1e9)
+
+
+def merge_results(results):
+    """The C results of an epoch's blocks as one (step arrays joined, histograms and counts added)."""
+    if len(results) == 1:
+        return results[0]
+    out = {
+        "steps_done": sum(int(r["steps_done"]) for r in results),
+        "bytes": sum(int(r["bytes"]) for r in results), "ops": sum(int(r["ops"]) for r in results),
+        "stopped": any(r["stopped"] for r in results),
+        "lat": stats.merge([r["lat"] for r in results]),
+        "sample_lat": stats.merge([r["sample_lat"] for r in results]),
+        "threads": [t for r in results for t in r["threads"]],
+        "step_times": {k: np.concatenate([r["step_times"][k][:int(r["steps_done"])] for r in results])
+                       for k in results[0]["step_times"]},
+    }
+    return out
+
+
+def save_checkpoint(tr, cfg, comm, point):
+    """A checkpoint during training, timed as DLIO does (no barrier around it)."""
+    tr.echo(f"Starting saving checkpoint {point.block} after total step {point.after_step} for epoch {point.epoch}")
+    t0 = _core.now_ns()
+    rec = ckpt_io.save(cfg, comm, point.epoch, point.step)
+    rec["block"] = point.block
+    if tr.tracer is not None:
+        tr.tracer.span("ckpt_layout.save", t0, _core.now_ns() - t0, epoch=point.epoch, step=point.step)
+    tr.echo(f"Finished saving checkpoint {point.block} for epoch {point.epoch} in {rec['duration_s']:.4f} s; "
+            f"Throughput: {rec['dlio_throughput_GB_per_second']:.4f} GB/s")
+    return rec
+
+
+def train_blocks(tr, plan, st, paths, epoch, points, done_blocks, saves, excl):
+    """Train one epoch; step checkpoints split it into blocks (DLIO closes a block at each). Returns
+    the merged C result; done_blocks gets (result, block metrics) per block, saves the checkpoints."""
+    n = len(plan.steps)
+    cuts = [p for p in points if p.mode == "step" and 0 < p.after_step <= n]
+    results, a = [], 0
+    for p in cuts + [None]:
+        b = p.after_step if p is not None else n
+        if b > a or (p is None and not results):
+            try:
+                res = tr.execute_plan("train", plan, st, paths, epoch, a, b)
+            except (Interrupted, _core.RunError) as e:
+                e.blocks = list(zip(results, done_blocks))
+                raise
+            results.append(res)
+            done_blocks.append(metrics.block_metrics(_done_steps(res), st.batch, *excl))
+            a = b
+        if p is not None:
+            saves.append(save_checkpoint(tr, tr.cfg, tr.comm, p))
+    return merge_results(results)
+
+
+def _done_steps(res):
+    done = int(res["steps_done"])
+    return {k: v[:done] for k, v in res["step_times"].items()}
+
+
+def _epoch_record(epoch, res, plan, settings, excl, cpu_s, start_iso, blocks=None):
+    if blocks:
+        block = metrics.combine_blocks(blocks, settings.batch)
+    else:   # an interrupted epoch: the steps done
+        block = metrics.block_metrics(_done_steps(res), settings.batch, *excl)
+    return {
+        "epoch": epoch, "start": start_iso, "train_end": iso_now(), "end": None,
+        "duration_s": block.get("duration_s", 0.0),
+        "train": block if block["steps"] else None, "eval": None,
+        "blocks": [b for b in (blocks or []) if b["steps"]] if blocks and len(blocks) > 1 else None,
+        "lat": stats.to_json(res["lat"]), "sample_lat": stats.to_json(res["sample_lat"]),
+        "bytes": int(res["bytes"]), "ops": int(res["ops"]),
+        "samples": int(res["steps_done"]) * settings.batch,
+        "steps_planned": len(plan.steps), "steps_done": int(res["steps_done"]),
+        "plan_bytes": plan.nominal_bytes, "cpu_s": cpu_s, "complete": not res["stopped"],
+    }
+
+
+def cpu_seconds():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def step_lines(rank, block, batch):
+    """DLIO's per-step INFO lines for one block (printed with --verbose)."""
+    for i, (ld, pr) in enumerate(zip(block["load"], block["proc"]), start=1):
+        yield f"Rank {rank} step {i}: loaded {batch} samples in {ld:.6f} s"
+        yield f"Rank {rank} step {i}: processed {batch} samples in {pr:.6f} s"
+
+
+def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
+    """Train (and evaluate) on an existing dataset. Returns this rank's record and settings.
+
+    On Ctrl-C / SIGTERM / a failing rank, the epochs measured so far are kept and the exception
+    carries them (.rank_record) so that the caller writes partial results.
+    """
+    tr = Trainer(cfg, comm, echo, progress, tracer)
+    spec = tr.spec
+    no_io = cfg.reader.data_loader == "synthetic"   # DLIO's synthetic loader reads nothing
+    skip = cfg.dlio_fast.skip_bad_files
+    layout, bad_train = layout_for(spec, "train", no_io, skip)
+    paths = file_paths(spec, "train")
+    eval_on = cfg.workflow.evaluation and spec.num_files_eval > 0
+    if eval_on:
+        layout_eval, _ = layout_for(spec, "valid", no_io, skip)
+        paths_eval = file_paths(spec, "valid")
+    excl = (cfg.output.metric.exclude_start_steps, cfg.output.metric.exclude_end_steps)
+    random_seed = comm.bcast(int(np.random.SeedSequence().entropy % (2 ** 63)))
+    rank_rec = {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": [],
+                "bad_files": [paths[i] for i in np.flatnonzero(bad_train)]}
+    if bad_train.any():
+        tr.echo(f"Skipping {int(bad_train.sum())} bad file(s) (--skip-bad-files), e.g. {paths[np.flatnonzero(bad_train)[0]]}")
+        layout = dataclasses.replace(layout, bad=bad_train)
+    next_eval = cfg.evaluation.eval_after_epoch
+    steps0 = None
+    try:
+        for epoch in range(1, cfg.train.epochs + 1):
+            tr.drop_cache(paths)
+            comm.barrier()
+            start_iso = iso_now()
+            t_epoch = _core.now_ns()
+            cpu0 = cpu_seconds()
+            plan, st = tr.plan_split("train", layout, epoch, random_seed)
+            points = ckpt_layout.checkpoint_schedule(cfg, epoch, len(plan.steps))
+            done_blocks, saves = [], []
+            res = train_blocks(tr, plan, st, paths, epoch, points, done_blocks, saves, excl)
+            if steps0 is None:
+                steps0 = len(plan.steps)
+                if steps0 == 0:
+                    raise DlioError(
+                        f"0 training steps per epoch: {spec.num_files_train} files x {spec.num_samples_per_file} "
+                        f"samples on {comm.size} rank(s) do not fill one batch of {st.batch}; raise "
+                        "dataset.num_files_train (or --scale), or lower reader.batch_size")
+                tr.echo(f"Max steps per epoch: {steps0} = {spec.num_samples_per_file} * "
+                        f"{spec.num_files_train} / {st.batch} / {comm.size} (samples per file * num files / "
+                        "batch size / comm size)")
+            mode = 1 if cfg.dlio_fast.compute_mode == "hybrid" else 0
+            rec = _epoch_record(epoch, res, plan, st, excl,
+                                benchmark_cpu(cpu_seconds() - cpu0 - sum(c["duration_s"] for c in saves),
+                                              res, mode, cfg.reader.read_threads), start_iso, done_blocks)
+            rec["checkpoints"] = saves
+            rank_rec["epochs"].append(rec)
+            if verbose and rec["train"]:
+                print("\n".join(step_lines(comm.rank, rec["train"], st.batch)), flush=True)
+            if rec["train"]:
+                b = rec["train"]
+                tr.echo(f"Ending epoch {epoch} - {rec['steps_done']} steps completed in {b['duration_s']:.2f} s")
+                tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {b['au']:.4f}")
+                tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): {b['throughput'] * comm.size:.4f}")
+            comm.barrier()
+            for point in points:
+                if point.mode == "epoch":
+                    rec["checkpoints"].append(save_checkpoint(tr, cfg, comm, point))
+            if eval_on and epoch >= next_eval:
+                rec["eval_start"] = iso_now()
+                cpu0 = cpu_seconds()
+                eres, eplan, est = tr.run_split("valid", layout_eval, paths_eval, epoch, random_seed)
+                rec["eval"] = metrics.eval_metrics(eres["step_times"], est.batch) if len(eplan.steps) else None
+                rec["cpu_s"] += benchmark_cpu(cpu_seconds() - cpu0, eres, mode, cfg.reader.read_threads)
+                rec["bytes"] += int(eres["bytes"])
+                next_eval += cfg.evaluation.epochs_between_evals
+                if rec["eval"]:
+                    tr.echo(f"Epoch {epoch} [Eval] Accelerator Utilization [AU] (%): {rec['eval']['au']:.4f}")
+                    tr.echo(f"Epoch {epoch} [Eval] Throughput (samples/second): {rec['eval']['throughput'] * comm.size:.4f}")
+            rec["end"] = iso_now()
+            if tracer is not None:
+                tracer.span("epoch", t_epoch, _core.now_ns() - t_epoch, epoch=epoch)
+    except (Interrupted, _core.RunError) as e:
+        partial = getattr(e, "result", None)
+        if partial is not None and getattr(e, "plan", None) is not None and partial["steps_done"]:
+            blocks = getattr(e, "blocks", [])
+            merged = merge_results([b[0] for b in blocks] + [partial])
+            rec = _epoch_record(len(rank_rec["epochs"]) + 1, merged, e.plan, e.settings, excl, 0.0, iso_now(),
+                                [b[1] for b in blocks])
+            rec["complete"] = False
+            rec["end"] = iso_now()
+            rank_rec["epochs"].append(rec)
+        if isinstance(e, Interrupted):
+            e.rank_record = rank_rec
+            raise
+        err = DlioRunError(e.strerror)   # the CLI names the rank when there are several
+        err.rank_record = rank_rec
+        raise err from None
+    return rank_rec
