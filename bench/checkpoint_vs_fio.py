@@ -39,7 +39,7 @@ from dlio import _core
 from dlio.checkpoint import io as ckpt_io  # noqa: E402
 from dlio.checkpoint.layout import plan_checkpoint  # noqa: E402
 from dlio.config import load_config  # noqa: E402
-from dlio.train.loop import free_page_reporting  # noqa: E402
+from dlio.host import free_page_reporting  # noqa: E402
 
 TRANSFER = 16 << 20
 

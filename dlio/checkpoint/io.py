@@ -40,33 +40,21 @@ from __future__ import annotations
 import os
 import socket
 import time
-from datetime import datetime
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
 from dlio import _core
+from dlio.config import engines
 from dlio.checkpoint.layout import GiB, ONE_BYTES, CheckpointPlan, CkptFile, plan_checkpoint, rank_files, size_lines, \
     step_folder
+from dlio.host import drop_cache, iso
 from dlio.errors import DlioError, DlioRunError
 from dlio.mpi import Comm
 from dlio.execute import execute
 
 TRANSFER = 16 << 20
 MAX_THREADS = 4
-
-
-def iso(t: Optional[float] = None) -> str:
-    """DLIO's ``utcnow()`` format (it is local time): 2026-01-02T03:04:05.678901."""
-    return datetime.fromtimestamp(time.time() if t is None else t).strftime("%Y-%m-%dT%H:%M:%S.%f")
-
-
-def engine_for(cfg: Any, engine: Optional[str] = None, direct: Optional[bool] = None):
-    """(engine, direct) for checkpoint I/O from dlio_fast.engine, unless given."""
-    name = engine if engine is not None else cfg.dlio_fast.engine
-    d = name == "odirect"
-    name = {"odirect": "posix", "mmap": "posix", "uring": "io_uring"}.get(name, name)
-    return name, bool(direct) if direct is not None else d
 
 
 def _comm(comm: Optional[Comm]) -> Comm:
@@ -260,7 +248,7 @@ def save(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional
     the layout (``plan_checkpoint(cfg, comm.rank, comm.size)``)."""
     comm = _comm(comm)
     plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
-    eng, direct = engine_for(cfg, engine, direct)
+    eng, direct = engines.resolve(cfg.dlio_fast.engine if engine is None else engine, direct, checkpoint=True)
     qd = int(qd if qd is not None else cfg.dlio_fast.qd)
     do_fsync = bool(cfg.checkpoint.fsync if fsync is None else fsync)
     randomize = bool(cfg.checkpoint.randomize_tensor)
@@ -329,18 +317,6 @@ def default_drop(cfg: Any) -> bool:
     return not (cfg.dlio_fast.cache == "keep" and cfg.origin("dlio_fast.cache") != "default")
 
 
-def drop_cache(paths: Iterable[str]) -> str:
-    """Drop the files' cached pages (fdatasync + posix_fadvise DONTNEED).  Says what was done."""
-    n = 0
-    for p in paths:
-        try:
-            _core.drop_file_cache(p)
-            n += 1
-        except OSError as e:
-            raise DlioRunError(f"{p}: cannot drop its cached pages: {e.strerror}") from None
-    return f"dropped ({n} files, posix_fadvise)"
-
-
 def load(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional[str] = None,
          direct: Optional[bool] = None, qd: Optional[int] = None, threads: Optional[int] = None,
          drop: Optional[bool] = None, transfer: int = TRANSFER, plan: Optional[CheckpointPlan] = None,
@@ -352,7 +328,7 @@ def load(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional
     ``ranks_per_node_`` gives the ranks per node, else it is found collectively (all ranks call load)."""
     comm = _comm(comm)
     plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
-    eng, direct = engine_for(cfg, engine, direct)
+    eng, direct = engines.resolve(cfg.dlio_fast.engine if engine is None else engine, direct, checkpoint=True)
     qd = int(qd if qd is not None else cfg.dlio_fast.qd)
     drop = default_drop(cfg) if drop is None else bool(drop)
     src = comm.rank

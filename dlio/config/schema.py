@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Tuple
 
+from dlio.config import engines
+
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
@@ -71,7 +73,6 @@ DATATYPES = ("fp16", "bf16", "fp32", "fp64", "int8", "uint8")
 COMPRESSIONS = ("none", "gzip", "lzf", "bz2", "zip", "xz")
 PROFILERS = ("none", "iostat", "darshan", "tensorboard")
 STORAGE_TYPES = ("local_fs", "s3", "aistore")
-ENGINES = ("posix", "odirect", "io_uring", "mmap", "null")
 TIME_TYPES = ("normal", "uniform", "gamma", "exponential", "poisson")
 
 # YAML 1.1 reads `off`/`no` as False and `on`/`yes` as True; for these keys that means the named value.
@@ -240,9 +241,8 @@ KEYS: Tuple[Key, ...] = (
     K("storage.storage_options", "map", None, "backend options (S3 endpoint, credentials ...)", nullable=True),
 
     # ---- dlio-fast's own keys (DLIO ignores unknown top-level sections) ----
-    K("dlio_fast.engine", "enum", "posix", "I/O engine", choices=ENGINES, env="DLIO_FAST_ENGINE", io=True,
-      aliases=MappingProxyType({"uring": "io_uring", "io-uring": "io_uring", "iouring": "io_uring",
-                                "o_direct": "odirect", "direct": "odirect", "psync": "posix"})),
+    K("dlio_fast.engine", "enum", "posix", "I/O engine", choices=engines.CONFIG_ENGINES, env="DLIO_FAST_ENGINE",
+      io=True, aliases=engines.ALIASES),
     K("dlio_fast.qd", "int", 1, "queue depth per reader thread", lo=1, hi=1024, env="DLIO_FAST_QD", io=True),
     K("dlio_fast.cache", "enum", "keep", "page cache: keep, or drop each file's pages before the run",
       choices=("keep", "drop"), env="DLIO_FAST_CACHE", io=True),

@@ -11,6 +11,7 @@ from dlio import _core
 from dlio.fsbench import points
 from dlio.fsbench import testfiles
 from dlio import output
+from dlio.report.result import CEILING_SCHEMA, new_io_doc
 from dlio.fsbench.table import point_line, POINT_HEADER
 
 GAIN = 1.05
@@ -82,8 +83,7 @@ def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo):
         echo(point_line(rec))
         return rec
 
-    doc = {"schema": "dlio-fast.ceiling/1", "environment": output.environment(), "path": path,
-           "direct": direct, "complete": False, "best": {}, "probes": probes}
+    doc = new_io_doc(CEILING_SCHEMA, path=path, direct=direct, best={}, probes=probes)
     echo(POINT_HEADER)
     try:
         for target in TARGETS:

@@ -33,6 +33,7 @@ import numpy as np
 
 from dlio import _core
 from dlio import stats
+from dlio.host import drop_cache
 from dlio.errors import DlioError
 from dlio.execute import execute
 
@@ -215,8 +216,7 @@ def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cac
     if size:
         per_rank_budget = max(point.bs, size // comm.size)
     if cache == "drop":
-        from dlio.fsbench.points import drop_caches
-        drop_caches([path])
+        drop_cache([path], host_wide=True)
     comm_addr = 0
     if point.collective:
         # Shared layouts: every rank opens the one file on COMM_WORLD. File per process: each

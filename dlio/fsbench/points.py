@@ -18,6 +18,7 @@ import numpy as np
 
 from dlio import _core
 from dlio import stats
+from dlio.host import drop_cache
 from dlio.errors import DlioError
 from dlio.execute import execute
 
@@ -94,7 +95,7 @@ def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, d
     """Measure one point. Returns the point's record (plain dict, JSON-ready). With a tracer
     (dlio.trace.Tracer), the point's requests are appended to its .pfw file as spans."""
     ops, first_op = build_plan(point, fileset)
-    cache_note = drop_caches(fileset.paths) if cache == "drop" else "kept"
+    cache_note = drop_cache(fileset.paths, host_wide=True) if cache == "drop" else "kept"
     run = _core.Run("io", point.engine, fileset.paths, ops, threads=point.threads, qd=point.qd,
                     direct=point.direct, thread_first_op=first_op, runtime_ns=budget.runtime_ns,
                     ramp_ns=budget.ramp_ns, bytes_limit=budget.size,
@@ -131,17 +132,6 @@ def point_record(point, res, ru0, ru1, wall_ns, cache_note):
         "lat_hist": stats.to_json(res["lat"]),
         "stopped": res["stopped"],
     }
-
-
-def drop_caches(paths):
-    """Drop the files' cached pages; the whole page cache too when root. Says what was done."""
-    for p in paths:
-        _core.drop_file_cache(p)
-    try:
-        _core.drop_all_caches()
-        return "dropped (files + all, root)"
-    except OSError:
-        return "dropped (files, posix_fadvise)"
 
 
 def check_engine(name, direct=False):

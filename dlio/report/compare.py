@@ -18,11 +18,8 @@ import math
 import os
 
 from dlio.errors import DlioError
+from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA, REPORT_SCHEMA, RUN_SCHEMA
 
-RUN_SCHEMA = "dlio-fast.run/1"
-IO_SCHEMA = "dlio-fast.io/1"
-CEILING_SCHEMA = "dlio-fast.ceiling/1"
-REPORT_SCHEMA = "dlio-fast.report/1"
 
 # (key, label, unit, decimals): the run figures in table order. Checkpoint rows appear only when a
 # run has them.

@@ -12,10 +12,10 @@ import numpy as np
 
 from dlio.checkpoint import io as ckpt_io
 from dlio.report import metrics
+from dlio.report.result import RUN_SCHEMA
 from dlio import output
 from dlio import stats
 
-SCHEMA = "dlio-fast.run/1"
 
 
 def _epochs(result):
@@ -216,7 +216,7 @@ def exact(result):
 
 def dlio_fast_doc(result):
     doc = {k: v for k, v in result.items() if k != "ranks"}
-    doc["schema"] = SCHEMA
+    doc["schema"] = RUN_SCHEMA
     doc["metrics"] = exact(result)
     ck = checkpoint_records(result)
     if ck:
@@ -275,6 +275,15 @@ def exact_table(result):
     out = [f"{'':<{w}}  {'dlio-fast (exact)':>24}  {'DLIO formula':>20}"]
     out += [f"{a:<{w}}  {b:>24}  {c:>20}" for a, b, c in rows]
     return out
+
+
+def write_rank_files(result, folder, rank):
+    """One rank's own output files (its DLIO files and dlio-fast.rank{rank}.json), for a multi-rank run
+    that failed or was interrupted: the ranks cannot gather, so each keeps what it measured."""
+    os.makedirs(folder, exist_ok=True)
+    output.write_json(os.path.join(folder, f"{rank}_output.json"), rank_output(result, 0))
+    output.write_json(os.path.join(folder, f"{rank}_per_epoch_stats.json"), per_epoch_stats(result, 0))
+    output.write_json(os.path.join(folder, f"dlio-fast.rank{rank}.json"), dlio_fast_doc(result))
 
 
 def write_all(result, folder, resolved_config_yaml=None):

@@ -1,6 +1,5 @@
 """What `dlio-fast run` and `dlio-fast generate` do, start to end, on every rank."""
 import os
-import socket
 import time
 
 
@@ -8,8 +7,12 @@ from dlio.checkpoint import io as ckpt_io
 from dlio.dataset.generate import generate as generate_dataset
 from dlio.dataset.spec import dataset_bytes, file_paths
 from dlio.report import dlio_files
+from dlio.report.result import build_result, new_rank_record
 from dlio.train import loop
-from dlio.errors import DlioError, DlioRunError
+from dlio.config.engines import engine_spec
+from dlio import host
+from dlio.host import host_info, iso
+from dlio.errors import DlioError
 from dlio.execute import Interrupted
 
 RAM_FACTOR = 5   # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
@@ -93,55 +96,24 @@ def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False):
 
 
 def cache_warning(spec, nbytes, echo, warn):
-    host = loop.host_info()
+    host = host_info()
     if nbytes < RAM_FACTOR * host["memory_bytes"]:
         warn(f"warning: the dataset ({nbytes / 2**30:.2f} GiB) is smaller than {RAM_FACTOR}x this host's RAM "
              f"({host['memory_GB']:.1f} GiB): reads after the first epoch may come from the page cache, "
              "not storage (use --cache drop, O_DIRECT, or a larger dataset)")
 
 
-def build_result(cfg, spec, comm, rank_records, start, end, complete, reason, nbytes):
-    host = loop.host_info()
-    engine, direct = loop.engine_choice(cfg)
-    return {
-        "schema": dlio_files.SCHEMA, "complete": complete, "reason": reason,
-        "workload": cfg.workload, "config_file": cfg.config_file, "scale": cfg.scale,
-        "model": cfg.model.name, "start": start, "end": end,
-        "comm_size": comm.size, "hostnames": [r["hostname"] for r in rank_records],
-        "host": host,
-        "settings": {
-            "engine": engine, "direct": direct, "qd": cfg.dlio_fast.qd, "cache": cfg.dlio_fast.cache,
-            "read_threads": cfg.reader.read_threads, "prefetch_size": cfg.reader.prefetch_size,
-            "batch_size": cfg.reader.batch_size, "batch_size_eval": cfg.reader.batch_size_eval,
-            "compute_mode": cfg.dlio_fast.compute_mode,
-            "computation_time_mean_s": cfg.train.computation_time.mean(),
-            "record_length_bytes": float(cfg.record_bytes()), "metric_au": cfg.metric.au,
-            "exclude_start_steps": cfg.output.metric.exclude_start_steps,
-            "exclude_end_steps": cfg.output.metric.exclude_end_steps,
-        },
-        "dataset": {"folder": spec.data_folder, "format": spec.format,
-                    "num_files_train": spec.num_files_train, "num_files_eval": spec.num_files_eval,
-                    "num_samples_per_file": spec.num_samples_per_file, "bytes_on_disk": nbytes},
-        "environment": __import__("dlio.output", fromlist=["environment"]).environment(),
-        "ranks": rank_records,
-    }
-
-
-def write_rank_partial(cfg, spec, comm, rank_rec, folder, start, end, reason, nbytes):
-    """This rank's own output files of an interrupted or failed multi-rank run."""
-    result = build_result(cfg, spec, comm, [rank_rec], start, end, False, reason, nbytes)
-    os.makedirs(folder, exist_ok=True)
-    from dlio import output as out
-    out.write_json(os.path.join(folder, f"{comm.rank}_output.json"), dlio_files.rank_output(result, 0))
-    out.write_json(os.path.join(folder, f"{comm.rank}_per_epoch_stats.json"), dlio_files.per_epoch_stats(result, 0))
-    out.write_json(os.path.join(folder, f"dlio-fast.rank{comm.rank}.json"), dlio_files.dlio_fast_doc(result))
+def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes):
+    engine, direct = engine_spec(cfg)
+    return build_result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(),
+                        engine, direct)
 
 
 def balloon_warning(cfg, warn):
     """Buffered checkpoint writes on a VM that hands free memory back to its host: say why their
     GB/s move from one save to the next (measured: 0.3-1.5 GB/s into returned memory, 3.5-4 GB/s
     into memory still backed, bench/README.md)."""
-    if not ckpt_io.engine_for(cfg)[1] and loop.free_page_reporting():
+    if not engine_spec(cfg, checkpoint=True)[1] and host.free_page_reporting():
         warn("note: this VM returns free memory to its host (virtio-balloon free page reporting): a "
              "buffered checkpoint write into returned memory pays a host fault per page, so save GB/s "
              "depend on what was freed how long before; O_DIRECT (dlio_fast.engine=odirect) avoids it")
@@ -180,20 +152,19 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=
         cache_warning(spec, nbytes, echo, warn)
     if comm.rank == 0 and cfg.workflow.checkpoint:
         balloon_warning(cfg, warn)
-    start = loop.iso_now()
+    start = iso()
     complete, reason, rank_rec, failure = True, None, None, None
     if cfg.workflow.train:
         try:
-            rank_rec = loop.run_training(cfg, comm, echo, progress.training if progress else None,
-                                             tracer=tracer, verbose=verbose)
-        except (Interrupted, DlioRunError) as e:
-            complete, reason, failure = False, str(e), e
-            rank_rec = getattr(e, "rank_record", None) or {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": []}
+            rank_rec, failure = loop.run_training(cfg, comm, echo, progress.training if progress else None,
+                                                  tracer=tracer, verbose=verbose)
         finally:
             if progress is not None:
                 progress.done()
+        if failure is not None:
+            complete, reason = False, str(failure)
     else:
-        rank_rec = {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": []}
+        rank_rec = new_rank_record(comm.rank)
     if cfg.is_checkpoint_only():
         try:
             ck = ckpt_io.run_checkpoint_only(cfg, comm, echo)
@@ -208,7 +179,7 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=
                                 bytes=c["bytes"])
         except Interrupted as e:
             complete, reason, failure = False, str(e), e
-    end = loop.iso_now()
+    end = iso()
     if tracer is not None:
         tracer.close()
         echo(f"Trace: {tracer.path} ({tracer.events} events"
@@ -216,11 +187,12 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=
     if failure is not None and comm.size > 1:
         # Another rank may be gone or stuck: no collective operation from here on. Each rank
         # keeps what it measured in its own files; a failed rank's error then aborts the job.
-        write_rank_partial(cfg, spec, comm, rank_rec, folder, start, end, reason, nbytes)
+        partial = _result(cfg, spec, comm.size, [rank_rec], start, end, False, reason, nbytes)
+        dlio_files.write_rank_files(partial, folder, comm.rank)
         raise failure
     records = comm.gather(rank_rec)
     if comm.rank == 0:
-        result = build_result(cfg, spec, comm, records, start, end, complete, reason, nbytes)
+        result = _result(cfg, spec, comm.size, records, start, end, complete, reason, nbytes)
         dlio_files.write_all(result, folder, cfg.to_yaml())
         if cfg.dlio_fast.plots:
             from dlio.report import plots

@@ -109,7 +109,7 @@ def fake_virtio(root, devices):
 
 
 def test_free_page_reporting_read_from_the_balloon_features(tmp_path):
-    from dlio.train.loop import free_page_reporting
+    from dlio.host import free_page_reporting
     bits = lambda *on: "".join("1" if i in on else "0" for i in range(64))   # noqa: E731
     assert free_page_reporting(fake_virtio(tmp_path / "a", {"virtio0": ("0x0005", bits(1, 2, 5)),
                                                             "virtio1": ("0x0002", bits(5))}))
@@ -121,14 +121,14 @@ def test_free_page_reporting_read_from_the_balloon_features(tmp_path):
 
 def test_balloon_note_for_buffered_checkpoint_writes_only(monkeypatch):
     from dlio.train import session
-    from dlio.train import loop
+    from dlio import host
     from dlio.config import load_config
     said = []
     for reporting, engine, expect in ((True, "posix", 1), (True, "odirect", 0), (False, "posix", 0)):
-        monkeypatch.setattr(loop, "free_page_reporting", lambda r=reporting: r)
+        monkeypatch.setattr(host, "free_page_reporting", lambda r=reporting: r)
         said.clear()
         session.balloon_warning(load_config("llama_7b", env={}, sets=[f"dlio_fast.engine={engine}"]), said.append)
         assert len(said) == expect, (reporting, engine, said)
-    monkeypatch.setattr(loop, "free_page_reporting", lambda: True)
+    monkeypatch.setattr(host, "free_page_reporting", lambda: True)
     session.balloon_warning(load_config("llama_7b", env={}), said.append)
     assert "free page reporting" in said[-1] and "odirect" in said[-1]
