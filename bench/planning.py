@@ -35,7 +35,7 @@ try:
     import dlio  # noqa: F401
 except ImportError:  # run from bench/ without installing: use the in-place build next to it
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from dlio.dataset.spec import file_dims
+from dlio.dataset.spec import dataset_spec, file_dims
 from dlio.train import planner
 from dlio.dataset import ranges
 from dlio.train import loop  # noqa: E402
@@ -46,7 +46,7 @@ from dlio.mpi import Comm  # noqa: E402
 
 def build(samples):
     cfg = load_config(workload="imagenet", env={}, sets=[f"dataset.num_files_train={samples}"])
-    spec = loop.dataset_spec(cfg)
+    spec = dataset_spec(cfg)
     dims = file_dims(spec, "train")
     sizes = np.asarray(get_format(spec.format).module.estimate_sizes(dims, 1, spec), dtype=np.uint64)
     layout = planner.Layout(nfiles=spec.num_files_train, spf=1, file_size=sizes, whole_file=True)
@@ -61,7 +61,7 @@ def train_settings(cfg):
 def build_uniform(name):
     """A full-size workload of fixed-size records, as its generated files' manifest describes it."""
     cfg = load_config(workload=name, env={})
-    spec = loop.dataset_spec(cfg)
+    spec = dataset_spec(cfg)
     n, spf = spec.num_files_train, spec.num_samples_per_file
     rec = int(cfg.record_bytes()) + (16 if spec.format == "tfrecord" else 0)   # TFRecord framing
     table = ranges.Table(first=np.zeros(n, np.uint64), stride=rec, length=rec, count=spf)

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Tuple
 
 from dlio.errors import ConfigError
+from dlio.units import GiB
 
-GiB = 1 << 30
 
 DTYPE_BYTES = {"int8": 1, "uint8": 1, "fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8}
 # numpy view of one element of each dtype (bf16 has no numpy dtype: its 1.0 is 0x3F80 as uint16)

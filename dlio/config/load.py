@@ -270,6 +270,9 @@ def _parse_value(raw: str, key: str, origin: str) -> Any:
     """A command-line / environment value as a YAML scalar or flow list/map (Hydra-like)."""
     if raw.strip() == "":
         return ""
+    k = KEYS_BY_PATH.get(LEGACY.get(key, key))
+    if k is not None and k.type == "enum" and (raw.strip() in k.choices or raw.strip() in k.aliases):
+        return raw.strip()  # a word of the key, even where YAML reads another type (null, off, yes)
     try:
         v = yaml.load(raw, Loader=_Loader)
         if isinstance(v, dict) and v and all(isinstance(k, str) and ":" in k and x is None for k, x in v.items()):
@@ -813,13 +816,16 @@ def _workload_layer(name: str) -> _Layer:
 
 def load_config(workload: Optional[str] = None, config_file: Optional[str] = None, sets: Iterable[str] = (),
                 dlio_overrides: Iterable[str] = (), env: Optional[Mapping[str, str]] = None,
-                scale: Optional[float] = None) -> Config:
+                scale: Optional[float] = None, options: Optional[Mapping[str, Tuple[Any, str]]] = None) -> Config:
     """Load, merge and validate a workload.
 
     Precedence, highest first: ``sets`` and ``dlio_overrides`` (command line; ``sets`` after the
     overrides), ``env`` (``DLIO_FAST_*``, see ``schema.ENV``; default ``os.environ``), ``config_file``
     (a DLIO workload YAML: the workload group content, or one ``workload:`` root key), the built-in
     ``workload`` (``workload=NAME`` in ``dlio_overrides`` selects it too), the schema defaults.
+
+    ``options`` are command-line options that set a key: {dotted key: (value, origin such as
+    "--engine")}, values as typed (no text to parse), below ``sets`` in precedence.
 
     ``scale`` (or ``DLIO_FAST_SCALE``) F > 0 multiplies the number of files of each split that has
     more than one, or the samples per file when every split has one file; sample size, batch size and
@@ -839,6 +845,8 @@ def load_config(workload: Optional[str] = None, config_file: Optional[str] = Non
             workload = value
             continue
         _add_dotted(cli, key, value, raw, f"override {text}")
+    for key, (value, origin) in (options or {}).items():
+        _add_dotted(cli, key, value, None, origin)
     if isinstance(sets, str):
         sets = (sets,)
     for text in tuple(sets):

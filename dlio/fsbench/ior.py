@@ -33,7 +33,10 @@ import numpy as np
 
 from dlio import _core
 from dlio import stats
+from dlio.fsbench.grid import Sinks, combinations, run_grid
+from dlio.fsbench.table import POINT_HEADER, point_line
 from dlio.host import drop_cache
+from dlio.report.result import IO_SCHEMA, new_io_doc
 from dlio.errors import DlioError
 from dlio.execute import execute
 
@@ -302,10 +305,8 @@ def check_ready(comm, threads, collective):
 
 def main(paths, rws, bss, layouts, collective, reorder, hints, threads, file_size, runtime_ns, ramp_ns,
          size, cache, json_path, csv_path, keep, echo):
-    """The `io --engine mpiio` grid on every rank (rank 0 prints and writes the files)."""
+    """The `io --engine mpiio` grid on every rank (rank 0 prints and writes the sinks)."""
     from dlio import mpi
-    from dlio import output
-    from dlio.fsbench.table import IO_COLUMNS, POINT_HEADER, flat_point, point_line
     comm = mpi.world(force=True)
     if comm.comm is None:
         raise DlioError("engine mpiio needs mpi4py (pip install mpi4py mpich) and is run under "
@@ -315,34 +316,26 @@ def main(paths, rws, bss, layouts, collective, reorder, hints, threads, file_siz
     for r in rws:
         if r in ("write", "randwrite") and not (len(paths) == 1 and os.path.isdir(paths[0])):
             raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
-    say = echo if comm.rank == 0 else (lambda *a, **k: None)
-    records = []
-    doc = {"schema": "dlio-fast.io/1", "environment": output.environment(), "paths": list(paths),
-           "ranks": comm.size, "complete": False, "points": records}
-    say(POINT_HEADER + f" {'ranks':>5} layout     mode         reorder")
-    try:
+
+    def records():
         for layout in layouts:
             files = prepare(comm, list(paths), layout, file_size, max(bss))
             try:
-                for r in rws:
-                    for b in bss:
-                        if files.per_rank < b:
-                            raise DlioError(f"--file-size {files.per_rank} is smaller than --bs {b}")
-                        pt = Point(r, b, layout, collective, reorder)
-                        rec = run_point(comm, pt, files, runtime_ns, ramp_ns, size, hint_pairs, cache)
-                        if rec is not None:
-                            records.append(rec)
-                            say(point_line(rec) + f" {rec['ranks']:>5} {layout:<10} {rec['mode']:<12} "
-                                f"{'shift ' + str(rec['reorder_shift']) if reorder else 'no'}")
+                for r, b in combinations(rws, bss):
+                    if files.per_rank < b:
+                        raise DlioError(f"--file-size {files.per_rank} is smaller than --bs {b}")
+                    yield run_point(comm, Point(r, b, layout, collective, reorder), files, runtime_ns, ramp_ns,
+                                    size, hint_pairs, cache)
             finally:
                 if not keep and files.created:
                     files.cleanup(comm)
-        doc["complete"] = True
-    finally:
-        if comm.rank == 0:
-            if json_path:
-                output.write_json(json_path, doc)
-            if csv_path:
-                output.write_csv(csv_path, [flat_point({k: v for k, v in rec.items()
-                                                        if k not in ("per_rank", "hints")})
-                                            for rec in records], IO_COLUMNS + ["ranks", "layout", "mode"])
+
+    def line(rec):
+        return (point_line(rec) + f" {rec['ranks']:>5} {rec['layout']:<10} {rec['mode']:<12} "
+                f"{'shift ' + str(rec['reorder_shift']) if reorder else 'no'}")
+
+    say = echo if comm.rank == 0 else (lambda *a, **k: None)
+    doc = new_io_doc(IO_SCHEMA, paths=list(paths), ranks=comm.size)
+    out = Sinks(json_path, csv_path, csv_extra=("ranks", "layout", "mode"), csv_drop=("per_rank", "hints"))
+    run_grid(records(), doc, POINT_HEADER + f" {'ranks':>5} layout     mode         reorder", line, out, say,
+             write=comm.rank == 0)

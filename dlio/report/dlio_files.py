@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from dlio.checkpoint import io as ckpt_io
+from dlio.report import checkpoint as ckpt_figures
 from dlio.report import metrics
 from dlio.report.result import RUN_SCHEMA
 from dlio import output
@@ -108,7 +108,7 @@ def summary(result):
     d = result["dataset"]
     ck = checkpoint_records(result)
     if ck:   # DLIO's checkpoint fields (rank 0's durations, as DLIO computes them)
-        m.update({k: v for k, v in ckpt_io.summary_fields(ck, result["comm_size"]).items() if k != "exact"})
+        m.update({k: v for k, v in ckpt_figures.summary_fields(ck, result["comm_size"]).items() if k != "exact"})
     return {
         "start": result["start"], "end": result["end"],
         "num_accelerators": result["comm_size"], "num_hosts": len(set(result["hostnames"])),
@@ -164,7 +164,7 @@ def per_epoch_stats(result, r):
             rec[f"block{i}"] = {"start": ep["start"] if i == 1 else "", "end": ep["train_end"],
                                 "duration": f"{b['duration_s']:.2f}"}
         for c in ep.get("checkpoints") or []:
-            rec[f"save_ckpt{c.get('block', 1)}"] = ckpt_io.per_epoch_entry(c)
+            rec[f"save_ckpt{c.get('block', 1)}"] = ckpt_figures.per_epoch_entry(c)
         if ep.get("eval"):
             rec["eval"] = {"start": ep["eval_start"], "end": ep["end"],
                            "duration": f"{ep['eval']['duration_s']:.2f}"}
@@ -220,7 +220,7 @@ def dlio_fast_doc(result):
     doc["metrics"] = exact(result)
     ck = checkpoint_records(result)
     if ck:
-        doc["checkpoints"] = {"records": ck, **ckpt_io.summary_fields(ck, result["comm_size"])}
+        doc["checkpoints"] = {"records": ck, **ckpt_figures.summary_fields(ck, result["comm_size"])}
     doc["ranks"] = result["ranks"]
     return doc
 
@@ -251,7 +251,7 @@ def metric_lines(result):
         ]
     ck = checkpoint_records(result)
     if ck:
-        lines += ["[METRIC] " + x for x in ckpt_io.metric_lines(ckpt_io.summary_fields(ck, result["comm_size"]))]
+        lines += ["[METRIC] " + x for x in ckpt_figures.metric_lines(ckpt_figures.summary_fields(ck, result["comm_size"]))]
     lines.append("[METRIC] ==========================================================")
     return lines
 

@@ -18,7 +18,7 @@ from dlio.config.engines import engine_spec
 from dlio.checkpoint import layout as ckpt_layout
 from dlio.checkpoint import io as ckpt_io
 from dlio.dataset.manifest import load_manifest, load_saved
-from dlio.dataset.spec import DatasetSpec, file_paths
+from dlio.dataset.spec import dataset_spec, file_paths
 from dlio.report import metrics
 from dlio.train import planner
 from dlio import stats
@@ -28,21 +28,6 @@ from dlio.dataset.formats import get_format
 from dlio.execute import execute_partial
 from dlio.errors import Interrupted
 from dlio.report.result import new_rank_record
-
-
-def dataset_spec(cfg):
-    d = cfg.dataset
-    return DatasetSpec(
-        data_folder=d.data_folder.rstrip("/") or ".", format=d.format,
-        num_files_train=d.num_files_train, num_files_eval=d.num_files_eval,
-        num_samples_per_file=d.num_samples_per_file, record_length_bytes=d.record_length_bytes,
-        record_length_bytes_stdev=d.record_length_bytes_stdev, record_dims=tuple(d.record_dims),
-        record_element_type=d.record_element_type, num_subfolders_train=d.num_subfolders_train,
-        num_subfolders_eval=d.num_subfolders_eval, file_prefix=d.file_prefix,
-        compression=d.compression, compression_level=d.compression_level,
-        hdf5_chunk_dims=tuple(d.hdf5.chunk_dims), hdf5_num_dset_per_record=d.hdf5.num_dset_per_record,
-        hdf5_max_shape=tuple(d.hdf5.max_shape), seed_content=cfg.dlio_fast.seed,
-    )
 
 
 def check_files(paths, recorded_sizes):

@@ -5,7 +5,7 @@ import time
 
 from dlio.checkpoint import io as ckpt_io
 from dlio.dataset.generate import generate as generate_dataset
-from dlio.dataset.spec import dataset_bytes, file_paths
+from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.report import dlio_files
 from dlio.report.result import build_result, new_rank_record
 from dlio.train import loop
@@ -119,10 +119,10 @@ def balloon_warning(cfg, warn):
              "depend on what was freed how long before; O_DIRECT (dlio_fast.engine=odirect) avoids it")
 
 
-def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=False, verbose=False):
+def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbose=False):
     """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None.
-    trace: write this rank's trace-{rank}-of-{size}.pfw in the output folder (dlio.trace)."""
-    spec = loop.dataset_spec(cfg)
+    With dlio_fast.trace, this rank's trace-{rank}-of-{size}.pfw is written in the output folder."""
+    spec = dataset_spec(cfg)
     if dry_run:
         lines, _, _ = describe(cfg, spec, comm.size)
         if comm.rank == 0:
@@ -134,7 +134,7 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=
     folder = output_folder(cfg, output, comm)
     prepare_output(folder, comm)
     tracer = None
-    if trace:
+    if cfg.dlio_fast.trace:
         from dlio.report.trace import Tracer
         tracer = Tracer(folder, comm.rank, comm.size)
     wf = cfg.workflow

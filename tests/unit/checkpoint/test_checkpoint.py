@@ -19,6 +19,7 @@ from conftest import REPO
 
 from dlio import _core
 from dlio.checkpoint import io as ckpt_io
+from dlio.report import checkpoint as ckpt_figures
 from dlio.checkpoint.layout import checkpoint_schedule, plan_checkpoint, rank_files
 from dlio.config import ConfigError, load_config
 
@@ -366,7 +367,7 @@ def test_summary_fields_reduction_synthetic():
                 "dlio_throughput_GB_per_second": 3.0 / dur}
     recs = [rec(0, 1, 100.0, 2.0, GiB, 0.5), rec(1, 1, 100.5, 3.0, GiB, 0.25), rec(2, 1, 100.0, 1.0, GiB),
             rec(0, 2, 200.0, 4.0, GiB), rec(1, 2, 200.0, 1.0, GiB), rec(2, 2, 201.0, 6.0, GiB, 1.0)]
-    s = ckpt_io.summary_fields(recs, 3)
+    s = ckpt_figures.summary_fields(recs, 3)
     assert s["save_checkpoint_duration_mean_seconds"] == pytest.approx(3.0)
     assert s["save_checkpoint_duration_stdev_seconds"] == pytest.approx(1.0)
     assert s["save_checkpoint_io_mean_GB_per_second"] == pytest.approx((1.5 + 0.75) / 2)
