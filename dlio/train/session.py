@@ -1,8 +1,11 @@
 """What `dlio-fast run` and `dlio-fast generate` do, start to end, on every rank."""
 import os
+from dataclasses import dataclass
+from typing import Any, Callable
 import time
 
 
+from dlio import _core
 from dlio.checkpoint import io as ckpt_io
 from dlio.dataset.generate import generate as generate_dataset
 from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
@@ -119,92 +122,118 @@ def balloon_warning(cfg, warn):
              "depend on what was freed how long before; O_DIRECT (dlio_fast.engine=odirect) avoids it")
 
 
+@dataclass
+class Session:
+    """One rank's `dlio-fast run`: the config, the communicator, the console (rank 0 prints), and
+    what the phases share (output folder, tracer, dataset size, start time)."""
+
+    cfg: Any
+    comm: Any
+    echo: Callable[[str], None]
+    warn: Callable[[str], None]
+    progress: Any = None
+    verbose: bool = False
+    spec: Any = None
+    folder: str = ""
+    tracer: Any = None
+    nbytes: int = 0
+    start: str = ""
+
+
 def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbose=False):
     """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None.
     With dlio_fast.trace, this rank's trace-{rank}-of-{size}.pfw is written in the output folder."""
-    spec = dataset_spec(cfg)
+    s = Session(cfg, comm, echo, warn, progress, verbose, spec=dataset_spec(cfg))
     if dry_run:
-        lines, _, _ = describe(cfg, spec, comm.size)
+        lines, _, _ = describe(cfg, s.spec, comm.size)
         if comm.rank == 0:
-            echo(cfg.to_yaml().rstrip())
-            echo("---")
-            for line in lines:
+            for line in [cfg.to_yaml().rstrip(), "---", *lines]:
                 echo(line)
         return None
-    folder = output_folder(cfg, output, comm)
-    prepare_output(folder, comm)
-    tracer = None
+    _start(s, output)
+    rank_rec, failure = _measure(s)
+    _finish(s, rank_rec, failure)
+    return s.folder if comm.rank == 0 else None
+
+
+def _start(s: Session, output) -> None:
+    """Output folder, tracer, the banner, the dataset (generated when missing) and the warnings."""
+    cfg, comm, wf = s.cfg, s.comm, s.cfg.workflow
+    s.folder = output_folder(cfg, output, comm)
+    prepare_output(s.folder, comm)
     if cfg.dlio_fast.trace:
         from dlio.report.trace import Tracer
-        tracer = Tracer(folder, comm.rank, comm.size)
-    wf = cfg.workflow
+        s.tracer = Tracer(s.folder, comm.rank, comm.size)
     phases = [name for name, on in (("Generating data", wf.generate_data), ("Training", wf.train),
                                      ("Evaluation", wf.train and wf.evaluation), ("Checkpointing", wf.checkpoint)) if on]
-    echo(f"Running dlio-fast [{' & '.join(phases)}] with {comm.size} process(es)")
-    needs_data = cfg.workflow.train or cfg.workflow.generate_data
-    if cfg.workflow.generate_data or (needs_data and not comm.bcast(data_present(spec))):
+    s.echo(f"Running dlio-fast [{' & '.join(phases)}] with {comm.size} process(es)")
+    needs_data = wf.train or wf.generate_data
+    if wf.generate_data or (needs_data and not comm.bcast(data_present(s.spec))):
         from dlio.report.trace import maybe_phase
-        with maybe_phase(tracer, "generate"):
-            generate(cfg, spec, comm, echo, progress)
+        with maybe_phase(s.tracer, "generate"):
+            generate(cfg, s.spec, comm, s.echo, s.progress)
     comm.barrier()
-    nbytes = dataset_bytes(spec) if needs_data else 0
-    if comm.rank == 0 and cfg.workflow.train:
-        cache_warning(spec, nbytes, echo, warn)
-    if comm.rank == 0 and cfg.workflow.checkpoint:
-        balloon_warning(cfg, warn)
-    start = iso()
-    complete, reason, rank_rec, failure = True, None, None, None
+    s.nbytes = dataset_bytes(s.spec) if needs_data else 0
+    if comm.rank == 0 and wf.train:
+        cache_warning(s.spec, s.nbytes, s.echo, s.warn)
+    if comm.rank == 0 and wf.checkpoint:
+        balloon_warning(cfg, s.warn)
+    s.start = iso()
+
+
+def _measure(s: Session):
+    """Training (with its checkpoints) or checkpoint-only saves and loads. Returns (rank record, failure)."""
+    cfg, comm, failure = s.cfg, s.comm, None
+    rank_rec = new_rank_record(comm.rank)
     if cfg.workflow.train:
         try:
-            rank_rec, failure = loop.run_training(cfg, comm, echo, progress.training if progress else None,
-                                                  tracer=tracer, verbose=verbose)
+            rank_rec, failure = loop.run_training(cfg, comm, s.echo, s.progress.training if s.progress else None,
+                                                  tracer=s.tracer, verbose=s.verbose)
         finally:
-            if progress is not None:
-                progress.done()
-        if failure is not None:
-            complete, reason = False, str(failure)
-    else:
-        rank_rec = new_rank_record(comm.rank)
+            if s.progress is not None:
+                s.progress.done()
     if cfg.is_checkpoint_only():
         try:
-            ck = ckpt_io.run_checkpoint_only(cfg, comm, echo)
-            rank_rec["checkpoints"] = ck["records"]
-            if tracer is not None:   # records carry wall-clock times: map them to the trace clock
-                import time as _time
-                from dlio import _core
-                wall_to_mono = _core.now_ns() - _time.time_ns()
-                for c in ck["records"]:
-                    tracer.span(f"checkpoint.{c['kind']}", c["wall_start_ns"] + wall_to_mono,
-                                c["wall_end_ns"] - c["wall_start_ns"], epoch=c["epoch"], step=c["step"],
-                                bytes=c["bytes"])
+            ck = ckpt_io.run_checkpoint_only(cfg, comm, s.echo)
         except Interrupted as e:
-            complete, reason, failure = False, str(e), e
-    end = iso()
-    if tracer is not None:
-        tracer.close()
-        echo(f"Trace: {tracer.path} ({tracer.events} events"
-             f"{f', {tracer.dropped} dropped: buffers full' if tracer.dropped else ''})")
+            return rank_rec, e
+        rank_rec["checkpoints"] = ck["records"]
+        if s.tracer is not None:  # records carry wall-clock times: map them to the trace clock
+            wall_to_mono = _core.now_ns() - time.time_ns()
+            for c in ck["records"]:
+                s.tracer.span(f"checkpoint.{c['kind']}", c["wall_start_ns"] + wall_to_mono,
+                              c["wall_end_ns"] - c["wall_start_ns"], epoch=c["epoch"], step=c["step"],
+                              bytes=c["bytes"])
+    return rank_rec, failure
+
+
+def _finish(s: Session, rank_rec, failure) -> None:
+    """Close the trace, gather the ranks' records, write the result files and print the figures;
+    then re-raise the failure (the CLI turns it into the exit status)."""
+    cfg, comm = s.cfg, s.comm
+    end, reason = iso(), (None if failure is None else str(failure))
+    if s.tracer is not None:
+        s.tracer.close()
+        s.echo(f"Trace: {s.tracer.path} ({s.tracer.events} events"
+               f"{f', {s.tracer.dropped} dropped: buffers full' if s.tracer.dropped else ''})")
     if failure is not None and comm.size > 1:
         # Another rank may be gone or stuck: no collective operation from here on. Each rank
         # keeps what it measured in its own files; a failed rank's error then aborts the job.
-        partial = _result(cfg, spec, comm.size, [rank_rec], start, end, False, reason, nbytes)
-        dlio_files.write_rank_files(partial, folder, comm.rank)
+        partial = _result(cfg, s.spec, comm.size, [rank_rec], s.start, end, False, reason, s.nbytes)
+        dlio_files.write_rank_files(partial, s.folder, comm.rank)
         raise failure
     records = comm.gather(rank_rec)
     if comm.rank == 0:
-        result = _result(cfg, spec, comm.size, records, start, end, complete, reason, nbytes)
-        dlio_files.write_all(result, folder, cfg.to_yaml())
+        result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
+        dlio_files.write_all(result, s.folder, cfg.to_yaml())
         if cfg.dlio_fast.plots:
             from dlio.report import plots
-            made = plots.make_all(result, folder, summary=dlio_files.summary(result))
-            echo(f"Plots: {', '.join(os.path.basename(p) for p in made)}")
-        if any(r["epochs"] or r.get("checkpoints") for r in records):
-            for line in dlio_files.metric_lines(result):
-                echo(line)
-        if any(r["epochs"] for r in records):
-            for line in dlio_files.exact_table(result):
-                echo(line)
-        echo(f"Saved outputs in {folder}{'' if complete else ' (partial: ' + str(reason) + ')'}")
+            made = plots.make_all(result, s.folder, summary=dlio_files.summary(result))
+            s.echo(f"Plots: {', '.join(os.path.basename(p) for p in made)}")
+        lines = dlio_files.metric_lines(result) if any(r["epochs"] or r.get("checkpoints") for r in records) else []
+        lines += dlio_files.exact_table(result) if any(r["epochs"] for r in records) else []
+        for line in lines:
+            s.echo(line)
+        s.echo(f"Saved outputs in {s.folder}{'' if failure is None else ' (partial: ' + reason + ')'}")
     if failure is not None:
         raise failure
-    return folder if comm.rank == 0 else None
