@@ -33,6 +33,7 @@ import numpy as np
 
 from dlio import _core
 from dlio import stats
+from dlio.fsbench.testfiles import writing_test_data
 from dlio.fsbench.grid import Sinks, combinations, run_grid
 from dlio.fsbench.table import POINT_HEADER, point_line
 from dlio.host import drop_cache
@@ -180,18 +181,14 @@ def _write_part(path, layout, part, size, bs, per_rank, seed, create):
     flags = os.O_WRONLY | (os.O_CREAT | os.O_TRUNC if create else 0)
     fd = os.open(path, flags, 0o644)
     try:
-        if layout == "strided":
-            for off in layout_offsets(layout, part, size, bs, per_rank):
-                _core.write_random(fd, int(off), bs, seed + part, 4 << 20)
-        else:
-            start = 0 if layout == "fpp" else part * per_rank
-            _core.write_random(fd, start, per_rank, seed + part, 4 << 20)
-        os.fsync(fd)
-    except OSError as e:
-        if e.errno == 28:
-            raise DlioError(f"{path}: no space left on device writing the test data "
-                            "(use a smaller --file-size)") from None
-        raise
+        with writing_test_data(path):
+            if layout == "strided":
+                for off in layout_offsets(layout, part, size, bs, per_rank):
+                    _core.write_random(fd, int(off), bs, seed + part, 4 << 20)
+            else:
+                start = 0 if layout == "fpp" else part * per_rank
+                _core.write_random(fd, start, per_rank, seed + part, 4 << 20)
+            os.fsync(fd)
     finally:
         os.close(fd)
 

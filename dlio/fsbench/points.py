@@ -10,6 +10,7 @@ points walk the blocks in order; random points visit every block once per pass i
 spent; the ramp period is run and not counted.
 """
 import dataclasses
+import errno
 import os
 import resource
 import time
@@ -156,7 +157,7 @@ def check_direct(path):
         fd = os.open(target, os.O_RDONLY | os.O_DIRECT | (os.O_CREAT if target == probe else 0), 0o600)
         os.close(fd)
     except OSError as e:
-        if e.errno == 22:
+        if e.errno == errno.EINVAL:
             raise DlioError(f"{path}: the filesystem refuses O_DIRECT (EINVAL); use --buffered "
                             "(with --cache drop to keep the page cache out of the way)") from None
         raise DlioError(f"{path}: cannot open with O_DIRECT: {e.strerror}") from None

@@ -143,9 +143,7 @@ def compare_latency(sources, path):
         plt.close(fig)
         return None
     cdf_axes(ax)
-    ax.set_title(title("read latency, runs compared", _common_workload(sources),
-                        _common(lambda s: (s.doc.get("dataset") or {}).get("folder"), sources),
-                        _common(lambda s: str(s.doc.get("start") or "")[:10], sources)), fontsize=11)
+    ax.set_title(_compared_title("read latency", sources), fontsize=11)
     fig.tight_layout()
     return save_figure(fig, path)
 
@@ -174,11 +172,15 @@ def compare_throughput(sources, path):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         ax.set_title(f"training {unit} per epoch", fontsize=10)
-    fig.suptitle(title("throughput, runs compared", _common_workload(sources),
-                        _common(lambda s: (s.doc.get("dataset") or {}).get("folder"), sources),
-                        _common(lambda s: str(s.doc.get("start") or "")[:10], sources)), fontsize=11)
+    fig.suptitle(_compared_title("throughput", sources), fontsize=11)
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def _compared_title(what, sources):
+    return title(f"{what}, runs compared", _common_workload(sources),
+                 _common(lambda s: (s.doc.get("dataset") or {}).get("folder"), sources),
+                 _common(lambda s: str(s.doc.get("start") or "")[:10], sources))
 
 
 def _common(fn, sources):
