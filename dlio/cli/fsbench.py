@@ -34,14 +34,17 @@ def engines() -> None:
               help=f"Engine(s): {', '.join(e for e in IO_ENGINES if e != MPIIO)}; or {MPIIO} alone, under mpiexec.")
 @click.option("--qd", multiple=True, type=IntList(1, 1024), default=["1"], help="Queue depth(s) per thread.")
 @click.option("--threads", multiple=True, type=IntList(1, 1024), default=["1"], help="Thread count(s).")
-@click.option("--direct/--buffered", default=False, help="O_DIRECT (page cache bypassed) or buffered.")
+@click.option("--direct/--buffered", default=None,
+              help="O_DIRECT (page cache bypassed) or buffered. Default: O_DIRECT where the engine and the "
+                   "filesystem allow it, else buffered with the files' pages dropped before each point.")
 @click.option("--file-size", type=Size(), default="256m", show_default=True,
               help="Size of each test file created in a folder (one per thread).")
 @click.option("--runtime", type=Duration(), default=None, help="Measured time per point (default 5s).")
 @click.option("--size", type=Size(), default=None, help="Bytes per point instead of a runtime.")
 @click.option("--ramp", type=Duration(), default="0", help="Warm-up per point, run but not counted.")
-@click.option("--cache", type=click.Choice(["keep", "drop"]), default="keep", show_default=True,
-              help="drop: posix_fadvise(DONTNEED) each file before each point (and the whole page cache as root).")
+@click.option("--cache", type=click.Choice(["keep", "drop", "drop-all"]), default=None,
+              help="Buffered points: drop (default) each file's pages before each point (no root needed); "
+                   "keep: measure the page cache; drop-all: the whole host's page cache (root).")
 @click.option("--fixedbufs", is_flag=True, help="io_uring: registered buffers.")
 @click.option("--regfiles", is_flag=True, help="io_uring: registered files.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON.")
@@ -80,7 +83,7 @@ def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size
         if engs != [MPIIO] or direct or qds != [1]:
             raise DlioError("--engine mpiio runs alone, buffered, at queue depth 1 (one MPI call at a time)")
         ior.main(list(paths), rws, bss, flatten(layout), collective, reorder, mpiio_hints, thrs, file_size,
-                 runtime or 0, ramp, size or 0, cache, json_path, csv_path, keep, click.echo)
+                 runtime or 0, ramp, size or 0, cache or "drop", json_path, csv_path, keep, click.echo)
         return
     if trace_path:
         from dlio import output
@@ -92,7 +95,8 @@ def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size
     if not ctx.obj.get("quiet"):
         from dlio.progress import Progress
         progress = Progress()
-    grid.run_local(list(paths), spec, sinks, file_size, keep, trace_path, progress, click.echo)
+    grid.run_local(list(paths), spec, sinks, file_size, keep, trace_path, progress, click.echo,
+                   lambda m: click.echo(m, err=True))
 
 
 @click.command()
@@ -111,4 +115,4 @@ def ceiling(path, runtime, file_size, max_threads, json_path, keep) -> None:
     if json_path:
         output.check_output_path(json_path)
     ceiling_search.run(path, runtime, file_size, max_threads or os.cpu_count() or 1, json_path, keep,
-                       echo=click.echo)
+                       echo=click.echo, warn=lambda m: click.echo(m, err=True))

@@ -42,3 +42,19 @@ def engine_spec(cfg: Any, checkpoint: bool = False) -> Tuple[str, bool]:
     DLIO's reader.odirect too (`checkpoint`: for checkpoint files, which that key does not cover)."""
     direct = True if (not checkpoint and cfg.reader.odirect) else None
     return resolve(cfg.dlio_fast.engine, direct, checkpoint)
+
+
+def is_async(engine: str) -> bool:
+    """True when the C engine keeps several requests in flight per thread (queue depth > 1 means
+    something); a synchronous engine runs one at a time whatever the queue depth."""
+    from dlio import _core
+    return any(name == engine and caps & _core.CAP_ASYNC for name, caps, *_ in _core.engines())
+
+
+def check_qd(engine: str, qd: int, where: str = "dlio_fast.qd") -> None:
+    """A queue depth above 1 on a synchronous engine is refused, never silently run at 1."""
+    if qd > 1 and not is_async(engine):
+        from dlio.errors import ConfigError
+        raise ConfigError(f"{where} = {qd} with engine {engine}: {engine} runs one request at a time per "
+                          "thread, so a queue depth above 1 would run at 1; use --engine io_uring for "
+                          "requests in flight, or --qd 1 (more reader threads give parallelism too)", where, qd)

@@ -244,8 +244,10 @@ KEYS: Tuple[Key, ...] = (
     K("dlio_fast.engine", "enum", "posix", "I/O engine", choices=engines.CONFIG_ENGINES, env="DLIO_FAST_ENGINE",
       io=True, aliases=engines.ALIASES),
     K("dlio_fast.qd", "int", 1, "queue depth per reader thread", lo=1, hi=1024, env="DLIO_FAST_QD", io=True),
-    K("dlio_fast.cache", "enum", "keep", "page cache: keep, or drop each file's pages before the run",
-      choices=("keep", "drop"), env="DLIO_FAST_CACHE", io=True),
+    K("dlio_fast.cache", "enum", "keep",
+      "page cache: keep; drop each file's pages before every epoch (no root needed, checked with mincore); "
+      "drop-all: the whole host's page cache, once per node, root only",
+      choices=("keep", "drop", "drop-all"), env="DLIO_FAST_CACHE", io=True),
     K("dlio_fast.compute_mode", "enum", "spin", "emulated compute: busy-spin, or sleep then spin the end",
       choices=("spin", "hybrid")),
     K("dlio_fast.compat_dlio_order", "bool", False,

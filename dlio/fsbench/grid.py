@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from dlio import output
 from dlio.errors import DlioError
@@ -71,29 +72,84 @@ class Grid:
     engines: Sequence[str]
     qds: Sequence[int]
     threads: Sequence[int]
-    direct: bool
-    cache: str
+    direct: Optional[bool]  # None: O_DIRECT where the engine and the filesystem allow it
+    cache: Optional[str]  # keep | drop | drop-all; None: drop for buffered points
     fixedbufs: bool
     regfiles: bool
     budget: Any  # dlio.fsbench.points.Budget
 
 
-def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: bool, trace_path: Optional[str],
-              progress: Any, echo: Callable[[str], None]) -> Dict[str, Any]:
-    """`dlio-fast io` on this host: check what the grid needs, prepare the test files, run the grid."""
-    import os
+def io_modes(g: Grid, path: str) -> Dict[str, Tuple[bool, str]]:
+    """{engine: (O_DIRECT, cache mode)} of the grid. By default a point measures the device, as fio
+    does: O_DIRECT where the engine and the filesystem allow it, else buffered with the files' pages
+    dropped before the point. --buffered --cache keep is the explicit way to measure the page cache."""
+    from dlio import _core
+    from dlio.fsbench import points
+    caps = {e: points.check_engine(e, bool(g.direct)) for e in g.engines}
+    fs_direct = g.direct if g.direct is not None else points.direct_supported(path)
+    if g.direct:
+        points.check_direct(path)
+    out = {}
+    for e in g.engines:
+        direct = bool(fs_direct and caps[e] & _core.CAP_DIRECT) if g.direct is None else g.direct
+        out[e] = (direct, "keep" if direct and g.cache is None else (g.cache or "drop"))
+    return out
 
+
+def runnable(g: Grid, warn: Callable[[str], None]) -> List[tuple]:
+    """The grid's (rw, bs, engine, qd, threads) points, without the points of a synchronous engine
+    at qd > 1 (they would repeat its qd 1 point): said once, and an error when nothing is left."""
+    from dlio.config.engines import is_async
+    sync = [e for e in g.engines if not is_async(e)]
+    deep = [q for q in g.qds if q > 1]
+    pts = [p for p in combinations(g.rws, g.bss, g.engines, g.qds, g.threads) if p[3] == 1 or p[2] not in sync]
+    if sync and deep:
+        if not pts:
+            raise DlioError(f"--qd {','.join(map(str, deep))} with engine {', '.join(sync)}: a synchronous engine "
+                            "runs one request at a time per thread; use --qd 1, or --engine io_uring")
+        warn(f"note: engine {', '.join(sync)} runs one request at a time per thread: its points at qd "
+             f"{','.join(map(str, deep))} are left out (they would repeat qd 1)")
+    return pts
+
+
+def fits_in_ram_warning(modes: Dict[str, Tuple[bool, str]], nbytes: int, warn: Callable[[str], None]) -> None:
+    """Buffered points over a file set that fits in free memory may be served by the page cache after
+    their first pass, dropped or not: say so."""
+    if any(not d for d, _ in modes.values()):
+        avail = _mem_available()
+        if avail is not None and nbytes < avail:
+            warn(f"warning: the buffered points read {nbytes / 2**30:.2f} GiB of files, which fit in free memory "
+                 f"({avail / 2**30:.1f} GiB): after a first pass their reads may come from the page cache, not "
+                 "storage; use O_DIRECT (--direct), or files larger than memory (--file-size)")
+
+
+def _mem_available() -> Optional[int]:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: bool, trace_path: Optional[str],
+              progress: Any, echo: Callable[[str], None], warn: Callable[[str], None]) -> Dict[str, Any]:
+    """`dlio-fast io` on this host: check what the grid needs, prepare the test files, run the grid."""
     from dlio import _core
     from dlio.fsbench import points, testfiles
     from dlio.fsbench.table import POINT_HEADER, point_line
     from dlio.report.result import IO_SCHEMA, new_io_doc
-    for e in g.engines:
-        points.check_engine(e, g.direct)
-    if g.direct:
-        points.check_direct(paths[0])
+    modes = io_modes(g, paths[0])
+    todo = runnable(g, warn)
+    if any(m[1] == "drop-all" for m in modes.values()) and os.geteuid() != 0:
+        raise DlioError("--cache drop-all drops the whole host's page cache and needs root; use --cache drop "
+                        "(each file's pages, no root needed)")
     if any(r in ("write", "randwrite") for r in g.rws) and not (len(paths) == 1 and os.path.isdir(paths[0])):
         raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
     fileset = testfiles.prepare(paths, max(g.threads), file_size)
+    fits_in_ram_warning(modes, sum(fileset.sizes), warn)
     flags = (_core.ENG_REGBUFS if g.fixedbufs else 0) | (_core.ENG_REGFILES if g.regfiles else 0)
     tracer = None
     if trace_path:
@@ -101,10 +157,11 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
         tracer = Tracer(None, path=trace_path, thread_names=lambda tid: f"worker {tid}")
 
     def records() -> Iterator[Dict[str, Any]]:
-        for r, b, e, q, t in combinations(g.rws, g.bss, g.engines, g.qds, g.threads):
-            pt = points.Point(r, b, e, q, t, g.direct)
+        for r, b, e, q, t in todo:
+            direct, cache = modes[e]
+            pt = points.Point(r, b, e, q, t, direct)
             tick = progress.io_point(pt, g.budget) if progress else None
-            rec = points.run_point(pt, fileset, g.budget, g.cache, on_tick=tick, eng_flags=flags, tracer=tracer)
+            rec = points.run_point(pt, fileset, g.budget, cache, on_tick=tick, eng_flags=flags, tracer=tracer)
             if progress:
                 progress.done()
             yield rec

@@ -215,8 +215,7 @@ def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cac
     per_rank_budget = 0
     if size:
         per_rank_budget = max(point.bs, size // comm.size)
-    if cache == "drop":
-        drop_cache([path], host_wide=True)
+    cache_note = drop_cache([path]) if cache == "drop" else "kept (the page cache is measured)"
     comm_addr = 0
     if point.collective:
         # Shared layouts: every rank opens the one file on COMM_WORLD. File per process: each
@@ -245,7 +244,7 @@ def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cac
     ranks = comm.gather(mine)
     if comm.rank != 0:
         return None
-    return reduce_ranks(point, ranks, shift, hints)
+    return dict(reduce_ranks(point, ranks, shift, hints), cache=cache_note)
 
 
 def reduce_ranks(point, ranks, shift=0, hints=()):

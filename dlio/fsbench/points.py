@@ -19,7 +19,7 @@ import numpy as np
 
 from dlio import _core
 from dlio import stats
-from dlio.host import drop_cache
+from dlio.host import drop_cache, drop_host_cache
 from dlio.errors import DlioError
 from dlio.execute import execute
 
@@ -96,7 +96,7 @@ def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, d
     """Measure one point. Returns the point's record (plain dict, JSON-ready). With a tracer
     (dlio.trace.Tracer), the point's requests are appended to its .pfw file as spans."""
     ops, first_op = build_plan(point, fileset)
-    cache_note = drop_cache(fileset.paths, host_wide=True) if cache == "drop" else "kept"
+    cache_note = cache_step(point, fileset.paths, cache)
     run = _core.Run("io", point.engine, fileset.paths, ops, threads=point.threads, qd=point.qd,
                     direct=point.direct, thread_first_op=first_op, runtime_ns=budget.runtime_ns,
                     ramp_ns=budget.ramp_ns, bytes_limit=budget.size,
@@ -133,6 +133,27 @@ def point_record(point, res, ru0, ru1, wall_ns, cache_note):
         "lat_hist": stats.to_json(res["lat"]),
         "stopped": res["stopped"],
     }
+
+
+def cache_step(point, paths, cache):
+    """The page cache before a point (keep, drop each file's pages, or drop-all as root); the note
+    the point's record carries."""
+    if point.direct:
+        return "bypassed (O_DIRECT)"
+    if cache == "drop":
+        return drop_cache(paths)
+    if cache == "drop-all":
+        return drop_host_cache()
+    return "kept (the page cache is measured)"
+
+
+def direct_supported(path):
+    """True when the filesystem of path takes O_DIRECT."""
+    try:
+        check_direct(path)
+        return True
+    except DlioError:
+        return False
 
 
 def check_engine(name, direct=False):

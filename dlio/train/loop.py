@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any, List, Tuple
 import os
 import resource
+import socket
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from dlio.dataset.spec import dataset_spec, file_paths
 from dlio.report import metrics
 from dlio.train import planner
 from dlio import stats
-from dlio.host import drop_cache, iso
+from dlio.host import drop_cache, drop_host_cache, iso
 from dlio.errors import DlioError, DlioRunError
 from dlio.dataset.formats import get_format
 from dlio.execute import execute_partial
@@ -96,6 +97,7 @@ class Trainer:
         self.progress = progress
         self.spec = dataset_spec(cfg)
         self.engine, self.direct = engine_spec(cfg)
+        self.node_leader = None  # this rank drops the node's page cache (drop-all); found on first use
 
     def settings(self, split):
         r, t = self.cfg.reader, self.cfg.train
@@ -165,8 +167,19 @@ class Trainer:
             raise InterruptedError("stopped while waiting for the other ranks")
 
     def drop_cache(self, paths):
-        if self.cfg.dlio_fast.cache == "drop":
-            drop_cache(paths, host_wide=True)
+        """dlio_fast.cache before an epoch: each file's pages on every rank (so on every node), or the
+        whole page cache once per node. Returns what was done, for the epoch's record."""
+        mode = self.cfg.dlio_fast.cache
+        if mode == "drop":
+            return drop_cache(paths)
+        if mode == "drop-all":
+            if self.node_leader is None:
+                hosts = self.comm.allgather(socket.gethostname())
+                self.node_leader = hosts.index(hosts[self.comm.rank]) == self.comm.rank
+            note = drop_host_cache() if self.node_leader else "dropped by this node's first rank"
+            self.comm.barrier()
+            return note
+        return "kept"
 
 
 def benchmark_cpu(process_cpu_s, res, compute_mode, read_threads):
@@ -379,11 +392,12 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
     sp = _prepare(tr, rank_rec)
     next_eval = cfg.evaluation.eval_after_epoch
     for epoch in range(1, cfg.train.epochs + 1):
-        tr.drop_cache(sp.paths)
+        cache = tr.drop_cache(sp.paths)
         comm.barrier()
         t_epoch = _core.now_ns()
         rec, failure = _train_epoch(tr, sp, epoch)
         if rec is not None:
+            rec["cache"] = cache
             rank_rec["epochs"].append(rec)
         if failure is not None:
             return rank_rec, _as_failure(failure)

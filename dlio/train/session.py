@@ -12,7 +12,7 @@ from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.report import dlio_files
 from dlio.report.result import build_result, new_rank_record
 from dlio.train import loop
-from dlio.config.engines import engine_spec
+from dlio.config.engines import check_qd, engine_spec
 from dlio import host
 from dlio.host import host_info, iso
 from dlio.errors import DlioError
@@ -98,9 +98,10 @@ def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False):
          f"({written / 2**20 / max(dt, 1e-9):.0f} MiB/s), {sum(comm.allgather(res.files_skipped))} files already complete")
 
 
-def cache_warning(spec, nbytes, echo, warn):
+def cache_warning(cfg, nbytes, warn):
+    """A dataset that fits in RAM, read buffered with the cache kept: later epochs may not touch storage."""
     host = host_info()
-    if nbytes < RAM_FACTOR * host["memory_bytes"]:
+    if cfg.dlio_fast.cache == "keep" and not engine_spec(cfg)[1] and nbytes < RAM_FACTOR * host["memory_bytes"]:
         warn(f"warning: the dataset ({nbytes / 2**30:.2f} GiB) is smaller than {RAM_FACTOR}x this host's RAM "
              f"({host['memory_GB']:.1f} GiB): reads after the first epoch may come from the page cache, "
              "not storage (use --cache drop, O_DIRECT, or a larger dataset)")
@@ -159,6 +160,10 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
 def _start(s: Session, output) -> None:
     """Output folder, tracer, the banner, the dataset (generated when missing) and the warnings."""
     cfg, comm, wf = s.cfg, s.comm, s.cfg.workflow
+    check_qd(engine_spec(cfg)[0], cfg.dlio_fast.qd)
+    if cfg.dlio_fast.cache == "drop-all" and os.geteuid() != 0:
+        raise DlioError("dlio_fast.cache = drop-all drops the whole host's page cache and needs root; use "
+                        "--cache drop (each file's pages, no root needed)")
     s.folder = output_folder(cfg, output, comm)
     prepare_output(s.folder, comm)
     if cfg.dlio_fast.trace:
@@ -175,7 +180,7 @@ def _start(s: Session, output) -> None:
     comm.barrier()
     s.nbytes = dataset_bytes(s.spec) if needs_data else 0
     if comm.rank == 0 and wf.train:
-        cache_warning(s.spec, s.nbytes, s.echo, s.warn)
+        cache_warning(cfg, s.nbytes, s.warn)
     if comm.rank == 0 and wf.checkpoint:
         balloon_warning(cfg, s.warn)
     s.start = iso()
