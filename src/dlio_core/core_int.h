@@ -10,6 +10,12 @@
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
+/* io_uring is spoken through raw system calls (uring_ring.c), so it is built on every Linux unless
+ * the build opts out (DLIO_FAST_NO_URING=1 for pip, -DDLIO_NO_URING=ON for cmake: DC_NO_URING). */
+#if defined(__linux__) && !defined(DC_NO_URING)
+#define DC_URING 1
+#endif
+
 #define DC_BUF_ALIGN 4096u          /* slot buffers: page aligned, enough for any O_DIRECT */
 #define DC_DIO_DEFAULT_ALIGN 4096u  /* when statx cannot tell */
 
@@ -46,7 +52,7 @@ static inline void dc_hist_add_inline(struct dc_hist *h, uint64_t ns)
 extern const struct dc_engine_ops dc_posix_ops;
 extern const struct dc_engine_ops dc_mmap_ops;
 extern const struct dc_engine_ops dc_null_ops;
-#ifdef DC_HAVE_LIBURING
+#ifdef DC_URING
 extern const struct dc_engine_ops dc_uring_ops;
 #endif
 

@@ -18,7 +18,7 @@
 
 static const struct dc_engine_ops *const engines[] = {
 	&dc_posix_ops,
-#ifdef DC_HAVE_LIBURING
+#ifdef DC_URING
 	&dc_uring_ops,
 #endif
 	&dc_mmap_ops,
@@ -142,10 +142,10 @@ int dc_engine_available(const char *name, char *why, size_t whylen)
 	why[0] = '\0';
 	if (o)
 		return o->available(why, whylen);
-#ifndef DC_HAVE_LIBURING
+#ifndef DC_URING
 	if (name && !strcmp(name, "io_uring")) {
-		snprintf(why, whylen, "not compiled in: liburing headers were missing at build time "
-			 "(apt-get install liburing-dev, then reinstall dlio-fast)");
+		snprintf(why, whylen, "not compiled in: this build opted out (DLIO_FAST_NO_URING=1, or "
+			 "cmake -DDLIO_NO_URING=ON) or is not for Linux; reinstall without the opt-out");
 		return -ENOSYS;
 	}
 #endif

@@ -106,8 +106,9 @@ unsigned dc_engine_count(void);
 const struct dc_engine_ops *dc_engine_at(unsigned i);
 /* NULL if no engine of that name is compiled in. */
 const struct dc_engine_ops *dc_engine_find(const char *name);
-/* 0 if usable here, else -errno with the reason in why ("not compiled in: install liburing-dev
- * and reinstall", "io_uring disabled by kernel.io_uring_disabled=2", ...). Unknown names: -ENOENT. */
+/* 0 if usable here, else -errno with the reason in why, found out at run time where it can be
+ * ("io_uring_setup: Operation not permitted (kernel.io_uring_disabled=2 ...): use --engine posix").
+ * Unknown names: -ENOENT. */
 int dc_engine_available(const char *name, char *why, size_t whylen);
 /* Add an engine built outside the core (the MPI-IO engine lives in its own extension so that the
  * core never links libmpi). The table must outlive the process's use of it. 0 = added (or that name
