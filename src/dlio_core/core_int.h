@@ -10,12 +10,6 @@
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-/* io_uring is spoken through raw system calls (uring_ring.c), so it is built on every Linux unless
- * the build opts out (DLIO_FAST_NO_URING=1 for pip, -DDLIO_NO_URING=ON for cmake: DC_NO_URING). */
-#if defined(__linux__) && !defined(DC_NO_URING)
-#define DC_URING 1
-#endif
-
 #define DC_BUF_ALIGN 4096u          /* slot buffers: page aligned, enough for any O_DIRECT */
 #define DC_DIO_DEFAULT_ALIGN 4096u  /* when statx cannot tell */
 
@@ -48,19 +42,11 @@ static inline void dc_hist_add_inline(struct dc_hist *h, uint64_t ns)
 	h->bucket[dc_hist_index_inline(ns)]++;
 }
 
-/* The engines (one file each under engines/). */
-extern const struct dc_engine_ops dc_posix_ops;
-extern const struct dc_engine_ops dc_mmap_ops;
-extern const struct dc_engine_ops dc_null_ops;
-#ifdef DC_URING
-extern const struct dc_engine_ops dc_uring_ops;
-#endif
-
 /* fsutil.c: size and O_DIRECT alignment of an open file with one statx (AT_EMPTY_PATH). */
 int dc_fd_info(int fd, uint64_t *size, uint32_t *mem_align, uint32_t *off_align);
 
-/* engines/posix.c: open and close for the fd-based engines (posix, io_uring, mmap). Fills fd,
- * size and the alignments; write opens O_RDWR|O_CREAT. 0 or -errno. */
+/* fsutil.c: open and close for the fd-based engines (posix, io_uring, mmap). Fills fd, size and
+ * the alignments; write opens O_RDWR|O_CREAT. 0 or -errno. */
 int dc_fd_open(struct dc_file *f, int write);
 int dc_fd_close(struct dc_file *f);
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core_int.h"
+#include "engines/engines.h"
 
 static const struct dc_engine_ops *const engines[] = {
 	&dc_posix_ops,

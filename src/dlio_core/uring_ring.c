@@ -1,5 +1,5 @@
 /* The io_uring system calls and ring mappings behind uring_ring.h. */
-#include "core_int.h"
+#include "engines/engines.h"
 
 #ifdef DC_URING
 #include "uring_ring.h"

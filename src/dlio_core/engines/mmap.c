@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "../core_int.h"
+#include "engines.h"
 
 #define DC_MMAP_PAGE 4096u
 

@@ -36,6 +36,7 @@
 #include <mpi.h>
 
 #include "../core_int.h"
+#include "engines.h"
 
 _Static_assert(sizeof(MPI_File) <= sizeof(void *), "MPI_File must fit in dc_file.map");
 

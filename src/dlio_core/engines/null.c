@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "../core_int.h"
+#include "engines.h"
 #include "dlio_core/compute.h"
 
 struct dc_engine {

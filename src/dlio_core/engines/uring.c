@@ -9,6 +9,7 @@
  * read the aligned superset, as in posix.c.
  */
 #include "../core_int.h"
+#include "engines.h"
 
 #ifdef DC_URING
 #include <errno.h>
