@@ -14,6 +14,7 @@
  */
 #ifndef DLIO_CORE_ENGINE_H
 #define DLIO_CORE_ENGINE_H
+#include "dlio_core/defs.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,7 +59,6 @@ struct dc_io {
 	uint8_t op;         /* enum dc_op_kind */
 	uint8_t pad[3];
 	uint64_t user;      /* runner's bookkeeping (e.g. sample number) */
-	/* Added after the first freeze (additive): */
 	uint64_t cap;       /* capacity of buf in bytes, set by the runner (0 = len + 2 * off_align) */
 	uint32_t buf_off;   /* OUT: the wanted bytes start at buf + buf_off. 0 except for O_DIRECT
 	                     * reads at unaligned offsets, which read the aligned superset instead */
@@ -72,7 +72,7 @@ struct dc_engine_opts {
 	uint64_t fail_nth;    /* null engine fault injection: fail request number fail_nth (1-based; 0 = never) */
 	int fail_errno;       /* ... with this errno (EIO by default); -1 = a short read instead */
 	unsigned used_flags;  /* OUT: what the engine actually got (io_uring setup fallbacks) */
-	/* Added for the MPI-IO engine (additive; NULL for the others): */
+	/* The MPI-IO engine's (NULL for the others): */
 	void *mpi_comm;       /* mpiio: pointer to an MPI_Comm. NULL = independent I/O (files opened on
 	                       * MPI_COMM_SELF, MPI_File_read_at); else every rank of it opens the same
 	                       * files and calls MPI_File_read_at_all / write_at_all the same number of
@@ -109,10 +109,10 @@ const struct dc_engine_ops *dc_engine_find(const char *name);
 /* 0 if usable here, else -errno with the reason in why, found out at run time where it can be
  * ("io_uring_setup: Operation not permitted (kernel.io_uring_disabled=2 ...): use --engine posix").
  * Unknown names: -ENOENT. */
-int dc_engine_available(const char *name, char *why, size_t whylen);
+DC_MUST_CHECK int dc_engine_available(const char *name, char *why, size_t whylen);
 /* Add an engine built outside the core (the MPI-IO engine lives in its own extension so that the
  * core never links libmpi). The table must outlive the process's use of it. 0 = added (or that name
  * is already known: a no-op); -EINVAL = a mandatory hook is missing; -ENOSPC = table full. */
-int dc_engine_register(const struct dc_engine_ops *ops);
+DC_MUST_CHECK int dc_engine_register(const struct dc_engine_ops *ops);
 
 #endif

@@ -20,6 +20,7 @@
  */
 #ifndef DLIO_CORE_RUN_H
 #define DLIO_CORE_RUN_H
+#include "dlio_core/defs.h"
 #include <stdint.h>
 #include "dlio_core/engine.h"
 #include "dlio_core/hist.h"
@@ -138,7 +139,7 @@ struct dc_run_result {
 
 /* Both return 0, or -errno (with result->error filled) on the first failure. Results up to the
  * failure are kept in result. */
-int dc_run_io(const struct dc_run_config *cfg, struct dc_run_result *result);
-int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *result);
+DC_MUST_CHECK int dc_run_io(const struct dc_run_config *cfg, struct dc_run_result *result);
+DC_MUST_CHECK int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *result);
 
 #endif

@@ -16,6 +16,7 @@
  */
 #ifndef DLIO_CORE_TRACE_H
 #define DLIO_CORE_TRACE_H
+#include "dlio_core/defs.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,7 +65,7 @@ struct dc_trace {
 };
 
 /* Allocate nbufs buffers of caps[i] events (or cap each when caps is NULL). 0 or -ENOMEM. */
-int dc_trace_alloc(struct dc_trace *tr, unsigned nbufs, const uint64_t *caps, uint64_t cap);
+DC_MUST_CHECK int dc_trace_alloc(struct dc_trace *tr, unsigned nbufs, const uint64_t *caps, uint64_t cap);
 void dc_trace_free(struct dc_trace *tr);
 /* Events recorded / dropped over all buffers. */
 uint64_t dc_trace_count(const struct dc_trace *tr);
@@ -104,12 +105,12 @@ static inline void dc_trace_add(struct dc_trace_buf *b, uint8_t kind, uint16_t t
  * name, as DFTracer's) is written first for each file the events use. pid: the rank. t0_ns:
  * added to every time to put it on the epoch clock. *id_base: the "id" of the first line, updated
  * past the last (ids keep counting across calls for one file). Returns 0 or -errno. */
-int dc_trace_write_pfw(int fd, const struct dc_trace_event *ev, size_t n, const char *const *paths,
+DC_MUST_CHECK int dc_trace_write_pfw(int fd, const struct dc_trace_event *ev, size_t n, const char *const *paths,
 		       int pid, uint64_t t0_ns, uint64_t *id_base);
 
 /* JSON string escaping as the writer does it (for tests): writes the escaped form of s, without
  * quotes and NUL-terminated, into out (room for outlen bytes). Returns its length, or -ENOSPC. */
-int dc_json_escape(const char *s, char *out, size_t outlen);
+DC_MUST_CHECK int dc_json_escape(const char *s, char *out, size_t outlen);
 
 /* DFTracer-style 32-bit hash of a path (FNV-1a), the "fhash" of its events. */
 uint32_t dc_trace_fhash(const char *path);
