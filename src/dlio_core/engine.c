@@ -145,15 +145,15 @@ int dc_engine_available(const char *name, char *why, size_t whylen)
 		return o->available(why, whylen);
 #ifndef DC_URING
 	if (name && !strcmp(name, "io_uring")) {
-		snprintf(why, whylen, "not compiled in: this build opted out (DLIO_FAST_NO_URING=1, or "
-			 "cmake -DDLIO_NO_URING=ON) or is not for Linux; reinstall without the opt-out");
+		snprintf(why, whylen, "not compiled in: built with DLIO_FAST_NO_URING=1 (cmake: "
+			 "DLIO_NO_URING=ON) or not for Linux; reinstall without the opt-out");
 		return -ENOSYS;
 	}
 #endif
 	if (name && !strcmp(name, "mpiio")) {
-		snprintf(why, whylen, "not registered: the MPI-IO engine is the separate extension "
-			 "dlio._mpiio (built when MPI's compiler is found; pip install mpich mpi4py, then "
-			 "reinstall dlio-fast), registered by dlio.mpi");
+		snprintf(why, whylen, "not registered: the MPI-IO engine is the separate "
+			 "extension dlio._mpiio (built when MPI's compiler is found; pip install "
+			 "mpich mpi4py, then reinstall dlio-fast), registered by dlio.mpi");
 		return -ENOSYS;
 	}
 	{

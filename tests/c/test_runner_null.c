@@ -426,7 +426,8 @@ static void test_train_reader_error(void)
 
 		make_tplan(&t, 50, 1000000);
 		tcfg(&c, &t, readers, 2);
-		c.eng.fail_nth = 11;  /* 11th request of a reader: step (2 * readers), sample 1, op 0 */
+		/* 11th request of a reader: step (2 * readers), sample 1, op 0 */
+		c.eng.fail_nth = 11;
 		c.eng.fail_errno = EIO;
 		ret = dc_run_train(&c, r);
 		T_CHECK(ret == -EIO && r->error.err == EIO && !strcmp(r->error.what, "read"),

@@ -11,7 +11,8 @@
 #define DC_MMAP_PAGE 4096u
 
 struct dc_engine {
-	volatile uint64_t sink;  /* the touched bytes go here so the loads cannot be optimised out */
+	/* The touched bytes go here so that the loads cannot be optimised out. */
+	volatile uint64_t sink;
 };
 
 static int mmap_available(char *why, size_t whylen)

@@ -123,12 +123,12 @@ static void probe(void)
 	ret = dc_ring_probe_ops(&ring, ops, sizeof(ops));
 	dc_ring_exit(&ring);
 	if (ret == -EINVAL || ret == -EOPNOTSUPP) {
-		snprintf(probe_why, sizeof(probe_why), "io_uring here lacks IORING_OP_READ/WRITE "
+		snprintf(probe_why, sizeof(probe_why), "io_uring lacks IORING_OP_READ/WRITE here "
 			 "(kernel before 5.6): upgrade the kernel, or use --engine posix");
 		probe_ret = -EOPNOTSUPP;
 	} else if (ret < 0) {
-		snprintf(probe_why, sizeof(probe_why), "io_uring_register(PROBE): %s: use --engine "
-			 "posix", strerror(-ret));
+		snprintf(probe_why, sizeof(probe_why),
+			 "io_uring_register(PROBE): %s: use --engine posix", strerror(-ret));
 		probe_ret = ret;
 	}
 }

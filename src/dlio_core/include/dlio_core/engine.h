@@ -59,7 +59,7 @@ struct dc_io {
 	uint8_t op;         /* enum dc_op_kind */
 	uint8_t pad[3];
 	uint64_t user;      /* runner's bookkeeping (e.g. sample number) */
-	uint64_t cap;       /* capacity of buf in bytes, set by the runner (0 = len + 2 * off_align) */
+	uint64_t cap;       /* capacity of buf, set by the runner (0 = len + 2 * off_align) */
 	uint32_t buf_off;   /* OUT: the wanted bytes start at buf + buf_off. 0 except for O_DIRECT
 	                     * reads at unaligned offsets, which read the aligned superset instead */
 	uint32_t pad2;
@@ -69,7 +69,8 @@ struct dc_engine_opts {
 	unsigned qd;          /* requests in flight per thread, 1..1024 */
 	unsigned flags;       /* DC_ENG_* */
 	uint64_t delay_ns;    /* null engine: busy-wait this long per request */
-	uint64_t fail_nth;    /* null engine fault injection: fail request number fail_nth (1-based; 0 = never) */
+	uint64_t fail_nth;    /* null engine fault injection: fail request number fail_nth
+	                       * (1-based; 0 = never) */
 	int fail_errno;       /* ... with this errno (EIO by default); -1 = a short read instead */
 	unsigned used_flags;  /* OUT: what the engine actually got (io_uring setup fallbacks) */
 	/* The MPI-IO engine's (NULL for the others): */

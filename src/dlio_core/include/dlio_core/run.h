@@ -29,8 +29,9 @@
 /* Op flags (struct dc_op.flags). */
 #define DC_OPF_OPEN  (1u << 0)  /* train: open the file before this op (first op of a sample) */
 #define DC_OPF_CLOSE (1u << 1)  /* train: close it after this op completes (last op of a sample) */
-#define DC_OPF_FSYNC (1u << 2)  /* io: fsync the file once this op and all before it completed
-                                  * (a checkpoint file's last write), timed in the window */
+/* io: fsync the file once this op and all before it completed (a checkpoint file's last write),
+ * timed in the window */
+#define DC_OPF_FSYNC (1u << 2)
 
 /* One plan record: 24 bytes, numpy dtype
  * [('file','<u4'),('op','u1'),('flags','u1'),('pad','<u2'),('offset','<u8'),('length','<u8')]. */
@@ -83,8 +84,10 @@ struct dc_run_config {
 	uint64_t nsteps;
 	unsigned prefetch;           /* finished batches that may wait for the trainer (>= 1) */
 	int compute_mode;            /* enum dc_compute_mode */
-	uint64_t preprocess_ns_per_sample; /* spun by the reader after each sample (DLIO preprocess_time) */
-	int (*step_hook)(void *ctx, uint64_t step); /* after each step's compute (MPI barrier); 0 or -errno */
+	/* Spun by the reader after each sample (DLIO preprocess_time). */
+	uint64_t preprocess_ns_per_sample;
+	/* Called after each step's compute (MPI barrier): 0 or -errno. */
+	int (*step_hook)(void *ctx, uint64_t step);
 	void *hook_ctx;
 
 	volatile int *stop;          /* set non-zero (e.g. from another thread) to stop early */
@@ -130,7 +133,7 @@ struct dc_run_result {
 	int stopped;                 /* stopped early by *stop */
 	struct dc_hist lat;          /* per-request latency (submit to completion), all threads */
 	struct dc_hist sample_lat;   /* train: per-sample open..close latency */
-	struct dc_thread_stats *threads;  /* caller-provided, config.threads (io) or max(1, threads) */
+	struct dc_thread_stats *threads;  /* caller's, one per thread (train: max(1, threads)) */
 	struct dc_step_times *step_times; /* caller-provided, nsteps entries (train) */
 	struct dc_error error;       /* first error, if any */
 	unsigned qd_used;            /* queue depth actually used */
