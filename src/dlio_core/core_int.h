@@ -10,8 +10,8 @@
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-#define DC_BUF_ALIGN 4096u          /* slot buffers: page aligned, enough for any O_DIRECT */
-#define DC_DIO_DEFAULT_ALIGN 4096u  /* when statx cannot tell */
+#define DC_BUF_ALIGN         4096u /* slot buffers: page aligned, enough for any O_DIRECT */
+#define DC_DIO_DEFAULT_ALIGN 4096u /* when statx cannot tell */
 
 /* hist.c's index math, inline for the runner's per-request path. */
 static inline unsigned dc_hist_index_inline(uint64_t ns)
@@ -23,7 +23,8 @@ static inline unsigned dc_hist_index_inline(uint64_t ns)
 		return (unsigned)ns;
 	msb = 63u - (unsigned)__builtin_clzll(ns);
 	error_bits = msb - DC_HIST_BITS;
-	idx = ((error_bits + 1) << DC_HIST_BITS) + (unsigned)((ns >> error_bits) & (DC_HIST_VAL - 1));
+	idx = ((error_bits + 1) << DC_HIST_BITS) +
+	      (unsigned)((ns >> error_bits) & (DC_HIST_VAL - 1));
 	/* Past 2^38 ns everything saturates into the last bucket (max/sum stay exact). */
 	return idx < DC_HIST_NR - 1 ? idx : DC_HIST_NR - 1;
 }
@@ -54,10 +55,10 @@ int dc_fd_close(struct dc_file *f);
  * we read the aligned superset [start, start + total) and the wanted bytes begin skip bytes into
  * the buffer. Buffered files (off_align 1) give start = offset, skip = 0, total = len. */
 struct dc_span {
-	uint64_t start;  /* aligned file offset of the read */
-	uint64_t total;  /* aligned length of the read */
-	uint64_t need;   /* skip + len: bytes that must arrive for the request to succeed */
-	uint32_t skip;   /* wanted bytes start here in the buffer (io->buf_off) */
+	uint64_t start; /* aligned file offset of the read */
+	uint64_t total; /* aligned length of the read */
+	uint64_t need;  /* skip + len: bytes that must arrive for the request to succeed */
+	uint32_t skip;  /* wanted bytes start here in the buffer (io->buf_off) */
 };
 
 static inline void dc_dio_span(const struct dc_io *io, struct dc_span *s)

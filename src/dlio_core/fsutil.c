@@ -16,7 +16,7 @@
  * (offsets 0x98 and 0x9c, inside what older headers call spare space), so read them from there.
  */
 #ifndef STATX_DIOALIGN
-#define STATX_DIOALIGN 0x00002000U
+#define STATX_DIOALIGN   0x00002000U
 #define DC_STATX_RAW_DIO 1
 #endif
 

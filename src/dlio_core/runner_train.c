@@ -12,7 +12,7 @@
 #include "dlio_core/timer.h"
 #include "runner_int.h"
 
-#define TRAIN_POLL_NS    50000000ull  /* timed waits and compute chunks: stop checks this often */
+#define TRAIN_POLL_NS 50000000ull /* timed waits and compute chunks: stop checks this often */
 
 static void wait_a_while(struct dc_run *r, pthread_cond_t *cv)
 {
@@ -77,7 +77,8 @@ static void train_complete(struct dc_worker *w, struct dc_io *io, uint64_t now)
 		dc_hist_add(w->lat, now - io->t_issue);
 		if (unlikely(w->tb)) {
 			dc_trace_add(w->tb, io->op, w->trace_tid, io->t_issue, now - io->t_issue,
-				     w->run->cfg->ops[io->user].file, io->offset, io->len, w->cur_step);
+				     w->run->cfg->ops[io->user].file, io->offset, io->len,
+				     w->cur_step);
 			if (s)
 				s->bytes += io->len;
 		}
@@ -247,7 +248,7 @@ static int read_step(struct dc_worker *w, uint64_t k)
 			inflight -= (unsigned)n;
 		}
 	}
-	if (cur) {  /* the step ended inside a sample: close it */
+	if (cur) { /* the step ended inside a sample: close it */
 		cur->closing = 1;
 		sample_maybe_finish(w, cur);
 	}
@@ -394,7 +395,7 @@ static void trainer(struct dc_run *r)
 		if (r->ttb && st->compute_ns >= want)
 			dc_trace_add(r->ttb, DC_TR_COMPUTE, 0, st->t_ready, st->compute_ns,
 				     DC_TRACE_NONE32, 0, 0, k);
-		if (st->compute_ns < want) {  /* cut short by a stop or a failure */
+		if (st->compute_ns < want) { /* cut short by a stop or a failure */
 			st->t_end = dc_now_ns();
 			break;
 		}

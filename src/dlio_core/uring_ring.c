@@ -36,7 +36,7 @@ struct dc_rsrc_register {
 struct dc_files_update {
 	uint32_t offset;
 	uint32_t resv;
-	uint64_t fds;  /* pointer to __s32[] */
+	uint64_t fds; /* pointer to __s32[] */
 };
 
 struct dc_probe_op {
@@ -63,7 +63,8 @@ static int sys_setup(unsigned entries, struct io_uring_params *p)
 
 static int sys_enter(int fd, unsigned to_submit, unsigned min_complete, unsigned flags)
 {
-	long ret = syscall(__NR_io_uring_enter, fd, to_submit, min_complete, flags, NULL, (size_t)0);
+	long ret =
+		syscall(__NR_io_uring_enter, fd, to_submit, min_complete, flags, NULL, (size_t)0);
 
 	return ret < 0 ? -errno : (int)ret;
 }
@@ -226,7 +227,8 @@ int dc_ring_register_files_sparse(struct dc_ring *r, unsigned nr)
 			if (rl.rlim_cur > rl.rlim_max)
 				rl.rlim_cur = rl.rlim_max;
 			if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
-				ret = dc_ring_register(r, DC_IORING_REGISTER_FILES2, &reg, sizeof(reg));
+				ret = dc_ring_register(r, DC_IORING_REGISTER_FILES2, &reg,
+						       sizeof(reg));
 		}
 	}
 	return ret < 0 ? ret : 0;
@@ -256,5 +258,5 @@ int dc_ring_probe_ops(struct dc_ring *r, const unsigned char *ops, unsigned n)
 }
 
 #else
-typedef int dc_uring_ring_not_built;  /* ISO C wants a non-empty translation unit */
+typedef int dc_uring_ring_not_built; /* ISO C wants a non-empty translation unit */
 #endif /* DC_URING */

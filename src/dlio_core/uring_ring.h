@@ -49,24 +49,24 @@
 
 /* Opcodes and register codes are enum members in the header (no #ifndef possible) and appeared
  * over several releases: use our own names with the kernel's values. */
-#define DC_IORING_OP_READ_FIXED  4
-#define DC_IORING_OP_WRITE_FIXED 5
-#define DC_IORING_OP_READ        22  /* 5.6 */
-#define DC_IORING_OP_WRITE       23  /* 5.6 */
+#define DC_IORING_OP_READ_FIXED         4
+#define DC_IORING_OP_WRITE_FIXED        5
+#define DC_IORING_OP_READ               22 /* 5.6 */
+#define DC_IORING_OP_WRITE              23 /* 5.6 */
 #define DC_IORING_REGISTER_BUFFERS      0
-#define DC_IORING_REGISTER_FILES_UPDATE 6   /* 5.5 */
-#define DC_IORING_REGISTER_PROBE        8   /* 5.6 */
-#define DC_IORING_REGISTER_FILES2       13  /* 5.13 */
-#define DC_IO_URING_OP_SUPPORTED (1U << 0)
+#define DC_IORING_REGISTER_FILES_UPDATE 6  /* 5.5 */
+#define DC_IORING_REGISTER_PROBE        8  /* 5.6 */
+#define DC_IORING_REGISTER_FILES2       13 /* 5.13 */
+#define DC_IO_URING_OP_SUPPORTED        (1U << 0)
 
 struct dc_ring {
 	int fd;
-	unsigned setup;         /* IORING_SETUP_* the kernel accepted */
+	unsigned setup; /* IORING_SETUP_* the kernel accepted */
 	/* SQ: kernel-shared words, then our own copies */
 	unsigned *sq_khead, *sq_ktail, *sq_kflags;
 	unsigned sq_mask, sq_entries;
-	unsigned sqe_head;      /* first SQE not yet published to the kernel */
-	unsigned sqe_tail;      /* next SQE to hand out */
+	unsigned sqe_head; /* first SQE not yet published to the kernel */
+	unsigned sqe_tail; /* next SQE to hand out */
 	struct io_uring_sqe *sqes;
 	/* CQ */
 	unsigned *cq_khead, *cq_ktail;

@@ -16,7 +16,7 @@
 #include "engines.h"
 
 struct dc_engine {
-	unsigned long reqs;  /* only so the instance is not empty */
+	unsigned long reqs; /* only so the instance is not empty */
 };
 
 static int posix_available(char *why, size_t whylen)
@@ -26,8 +26,8 @@ static int posix_available(char *why, size_t whylen)
 	return 0;
 }
 
-static int posix_init(struct dc_engine **out, const struct dc_engine_opts *opts, struct dc_io *slots,
-		      unsigned nslots)
+static int posix_init(struct dc_engine **out, const struct dc_engine_opts *opts,
+		      struct dc_io *slots, unsigned nslots)
 {
 	(void)opts;
 	(void)slots;

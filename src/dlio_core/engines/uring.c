@@ -27,19 +27,19 @@
 #define URING_MAX_XFER (1ull << 30) /* bytes per SQE; the rest follows as a requeue */
 
 struct uslot {
-	uint64_t start;  /* file offset of the (aligned) transfer */
-	uint64_t total;  /* its length */
-	uint64_t need;   /* bytes that must arrive (skip + len) */
-	uint64_t done;   /* bytes that did */
+	uint64_t start; /* file offset of the (aligned) transfer */
+	uint64_t total; /* its length */
+	uint64_t need;  /* bytes that must arrive (skip + len) */
+	uint64_t done;  /* bytes that did */
 };
 
 struct dc_engine {
 	struct dc_ring ring;
 	struct uslot *us;
 	unsigned nslots;
-	unsigned flags;       /* DC_ENG_* actually in use */
-	unsigned setup;       /* IORING_SETUP_* actually in use */
-	int *free_files;      /* stack of free registered-file indexes */
+	unsigned flags;  /* DC_ENG_* actually in use */
+	unsigned setup;  /* IORING_SETUP_* actually in use */
+	int *free_files; /* stack of free registered-file indexes */
 	unsigned nfree_files;
 };
 
@@ -67,7 +67,7 @@ static void setup_failure(int ret, char *why, size_t whylen)
 	const char *cause;
 
 	if (read_int_file("/proc/sys/kernel/io_uring_disabled", &disabled) < 0)
-		disabled = 0;  /* before 6.6 the knob does not exist: enabled */
+		disabled = 0; /* before 6.6 the knob does not exist: enabled */
 	switch (ret) {
 	case -EPERM:
 		if (disabled == 2)
@@ -123,7 +123,8 @@ static void probe(void)
 	ret = dc_ring_probe_ops(&ring, ops, sizeof(ops));
 	dc_ring_exit(&ring);
 	if (ret == -EINVAL || ret == -EOPNOTSUPP) {
-		snprintf(probe_why, sizeof(probe_why), "io_uring lacks IORING_OP_READ/WRITE here "
+		snprintf(probe_why, sizeof(probe_why),
+			 "io_uring lacks IORING_OP_READ/WRITE here "
 			 "(kernel before 5.6): upgrade the kernel, or use --engine posix");
 		probe_ret = -EOPNOTSUPP;
 	} else if (ret < 0) {
@@ -167,7 +168,7 @@ static int setup_ring(struct dc_engine *e, unsigned entries, int sqpoll)
 		memset(&p, 0, sizeof(p));
 		p.flags = tries[i].setup;
 		if (tries[i].sqpoll)
-			p.sq_thread_idle = 100;  /* ms before the kernel thread sleeps */
+			p.sq_thread_idle = 100; /* ms before the kernel thread sleeps */
 		ret = dc_ring_init(&e->ring, entries, &p);
 		if (ret == 0) {
 			e->setup = tries[i].setup;
@@ -213,8 +214,8 @@ static void setup_regfiles(struct dc_engine *e)
 	e->flags |= DC_ENG_REGFILES;
 }
 
-static int uring_init(struct dc_engine **out, const struct dc_engine_opts *opts, struct dc_io *slots,
-		      unsigned nslots)
+static int uring_init(struct dc_engine **out, const struct dc_engine_opts *opts,
+		      struct dc_io *slots, unsigned nslots)
 {
 	struct dc_engine *e;
 	unsigned entries = 1;
@@ -313,7 +314,8 @@ static void uring_prep(struct dc_engine *e, struct dc_io *io)
 		fd = io->file->reg_index;
 	/* dc_ring_get_sqe zeroed the rest (ioprio, rw_flags, personality ...). */
 	if (e->flags & DC_ENG_REGBUFS) {
-		sqe->opcode = io->op == DC_OP_WRITE ? DC_IORING_OP_WRITE_FIXED : DC_IORING_OP_READ_FIXED;
+		sqe->opcode =
+			io->op == DC_OP_WRITE ? DC_IORING_OP_WRITE_FIXED : DC_IORING_OP_READ_FIXED;
 		sqe->buf_index = (uint16_t)io->index;
 	} else {
 		sqe->opcode = io->op == DC_OP_WRITE ? DC_IORING_OP_WRITE : DC_IORING_OP_READ;
@@ -390,7 +392,7 @@ static int uring_complete(struct dc_engine *e, struct dc_io *io, int res)
 	 * the file: fine if the wanted bytes are in (aligned superset of a tail). */
 	if (io->op == DC_OP_READ && (res == 0 || (a > 1 && u->done % a)))
 		goto finished;
-	if (res == 0) {  /* a write that moves nothing would loop forever */
+	if (res == 0) { /* a write that moves nothing would loop forever */
 		io->res = -EIO;
 		return 1;
 	}
@@ -416,14 +418,15 @@ static int uring_reap(struct dc_engine *e, unsigned min, struct dc_io **done, un
 		if (want || dc_ring_sq_ready(r))
 			ret = dc_ring_submit_and_wait(r, want);
 		else if (e->setup & IORING_SETUP_DEFER_TASKRUN)
-			ret = dc_ring_get_events(r);  /* completions only run when we enter */
+			ret = dc_ring_get_events(r); /* completions only run when we enter */
 		else
 			ret = 0;
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME)
 			return n ? (int)n : ret;
 
 		/* Take every CQE that is there, then advance the head once. */
-		for (head = dc_ring_cq_head(r); n < max && (cqe = dc_ring_cqe_at(r, head)); head++) {
+		for (head = dc_ring_cq_head(r); n < max && (cqe = dc_ring_cqe_at(r, head));
+		     head++) {
 			struct dc_io *io = (struct dc_io *)(uintptr_t)cqe->user_data;
 
 			seen++;
@@ -454,5 +457,5 @@ const struct dc_engine_ops dc_uring_ops = {
 };
 
 #else
-typedef int dc_uring_not_built;  /* ISO C wants a non-empty translation unit */
+typedef int dc_uring_not_built; /* ISO C wants a non-empty translation unit */
 #endif /* DC_URING */
