@@ -60,42 +60,47 @@ static int read_int_file(const char *path, int *val)
 	return 0;
 }
 
-/* Why io_uring_setup failed, in words a person can act on: the cause and the fix. */
+/* Why io_uring_setup failed, in words a person can act on: "io_uring_setup: <error> (<cause>):
+ * <fix>, or use --engine posix". */
 static void setup_failure(int ret, char *why, size_t whylen)
 {
+	const char *cause = NULL, *fix = NULL;
 	int disabled = 0;
-	const char *cause;
 
 	if (read_int_file("/proc/sys/kernel/io_uring_disabled", &disabled) < 0)
 		disabled = 0; /* before 6.6 the knob does not exist: enabled */
 	switch (ret) {
 	case -EPERM:
-		if (disabled == 2)
-			cause = "kernel.io_uring_disabled=2 switches it off for everyone; "
-				"sysctl -w kernel.io_uring_disabled=0 as root turns it back on";
-		else if (disabled == 1)
+		if (disabled == 2) {
+			cause = "kernel.io_uring_disabled=2";
+			fix = "sysctl -w kernel.io_uring_disabled=0 as root";
+		} else if (disabled == 1) {
 			cause = "kernel.io_uring_disabled=1 and this user is not in "
 				"kernel.io_uring_group";
-		else
-			cause = "a seccomp filter refused it (container runtimes block io_uring by "
-				"default; allow io_uring_setup/enter/register in the profile)";
+			fix = "put one of the user's groups in kernel.io_uring_group as root";
+		} else {
+			cause = "a seccomp filter, as container runtimes install by default";
+			fix = "allow io_uring_setup/enter/register in the seccomp profile";
+		}
 		break;
 	case -ENOSYS:
-		cause = "the kernel has no io_uring (before 5.1, or CONFIG_IO_URING=n), or a seccomp "
-			"filter hides it";
+		cause = "a kernel without io_uring (before 5.1, or CONFIG_IO_URING=n), or a seccomp "
+			"filter";
 		break;
 	case -ENOMEM:
-		cause = "the ring does not fit under RLIMIT_MEMLOCK (kernels before 5.12 charge "
-			"rings to it): raise ulimit -l";
+		/* Kernels before 5.12 charge the rings to RLIMIT_MEMLOCK. */
+		cause = "RLIMIT_MEMLOCK too low for the ring";
+		fix = "raise ulimit -l";
 		break;
-	default:
-		cause = NULL;
 	}
-	if (cause)
+	if (!cause)
+		snprintf(why, whylen, "io_uring_setup: %s: use --engine posix", strerror(-ret));
+	else if (!fix)
 		snprintf(why, whylen, "io_uring_setup: %s (%s): use --engine posix", strerror(-ret),
 			 cause);
 	else
-		snprintf(why, whylen, "io_uring_setup: %s: use --engine posix", strerror(-ret));
+		snprintf(why, whylen, "io_uring_setup: %s (%s): %s, or use --engine posix",
+			 strerror(-ret), cause, fix);
 }
 
 /* The run-time probe: set up and tear down a tiny ring, and check that the kernel knows the
