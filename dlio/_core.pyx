@@ -506,11 +506,3 @@ def json_escape(s):
 def trace_fhash(path):
     return dc_trace_fhash(os.fsencode(path))
 
-
-cdef extern from *:
-    """
-    #include <stdint.h>
-    static inline uint64_t dc_load_relaxed_u64(uint64_t *p)
-    { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-    """
-    uint64_t dc_load_relaxed_u64(uint64_t *p) nogil

@@ -6,8 +6,8 @@
 
 #include "dlio_core/trace.h"
 
-#define PFW_CHUNK (1u << 20)  /* bytes formatted before each write() */
-#define PFW_LINE  320         /* longest line without its file name */
+#define PFW_CHUNK (1u << 20) /* bytes formatted before each write() */
+#define PFW_LINE  320        /* longest line without its file name */
 
 int dc_trace_alloc(struct dc_trace *tr, unsigned nbufs, const uint64_t *caps, uint64_t cap)
 {
@@ -81,13 +81,34 @@ static size_t escape_into(const char *s, char *out)
 		unsigned char c = *p;
 
 		switch (c) {
-		case '"': *o++ = '\\'; *o++ = '"'; break;
-		case '\\': *o++ = '\\'; *o++ = '\\'; break;
-		case '\n': *o++ = '\\'; *o++ = 'n'; break;
-		case '\r': *o++ = '\\'; *o++ = 'r'; break;
-		case '\t': *o++ = '\\'; *o++ = 't'; break;
-		case '\b': *o++ = '\\'; *o++ = 'b'; break;
-		case '\f': *o++ = '\\'; *o++ = 'f'; break;
+		case '"':
+			*o++ = '\\';
+			*o++ = '"';
+			break;
+		case '\\':
+			*o++ = '\\';
+			*o++ = '\\';
+			break;
+		case '\n':
+			*o++ = '\\';
+			*o++ = 'n';
+			break;
+		case '\r':
+			*o++ = '\\';
+			*o++ = 'r';
+			break;
+		case '\t':
+			*o++ = '\\';
+			*o++ = 't';
+			break;
+		case '\b':
+			*o++ = '\\';
+			*o++ = 'b';
+			break;
+		case '\f':
+			*o++ = '\\';
+			*o++ = 'f';
+			break;
 		default:
 			if (c < 0x20 || c == 0x7f) {
 				memcpy(o, "\\u00", 4);
@@ -184,7 +205,8 @@ static char *pfw_room(struct pfw *w, size_t need)
 	return w->buf + w->len;
 }
 
-static char *put_head(char *o, uint64_t id, const char *name, const char *cat, int pid, unsigned tid)
+static char *put_head(char *o, uint64_t id, const char *name, const char *cat, int pid,
+		      unsigned tid)
 {
 	o = put_str(o, "{\"id\":");
 	o = put_u64(o, id);
@@ -201,10 +223,11 @@ static char *put_head(char *o, uint64_t id, const char *name, const char *cat, i
 int dc_trace_write_pfw(int fd, const struct dc_trace_event *ev, size_t n, const char *const *paths,
 		       int pid, uint64_t t0_ns, uint64_t *id_base)
 {
-	static const char *const names[] = {"read", "write", "sample", "fetch", "compute"};
-	static const char *const cats[] = {"POSIX", "POSIX", "reader", "data_loader", "ai_framework"};
-	struct pfw w = {.fd = fd};
-	char **esc = NULL;     /* escaped file names, made on first use */
+	static const char *const names[] = { "read", "write", "sample", "fetch", "compute" };
+	static const char *const cats[] = { "POSIX", "POSIX", "reader", "data_loader",
+					    "ai_framework" };
+	struct pfw w = { .fd = fd };
+	char **esc = NULL; /* escaped file names, made on first use */
 	uint32_t *hash = NULL;
 	uint32_t nfiles = 0;
 	uint64_t id = id_base ? *id_base : 0;
@@ -239,7 +262,7 @@ int dc_trace_write_pfw(int fd, const struct dc_trace_event *ev, size_t n, const 
 				const char *p = paths[f] ? paths[f] : "";
 				size_t plen = strlen(p);
 
-				if (plen > PFW_CHUNK / 8) {  /* no real path is this long */
+				if (plen > PFW_CHUNK / 8) { /* no real path is this long */
 					w.err = -ENAMETOOLONG;
 					break;
 				}

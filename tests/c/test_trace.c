@@ -13,7 +13,8 @@ static void test_full_buffer(void)
 	dc_trace_add(&tr.bufs[1], DC_TR_COMPUTE, 0, 1, 2, DC_TRACE_NONE32, 0, 0, 7);
 	T_CHECK(tr.bufs[0].n == 3 && tr.bufs[0].dropped == 2, "n %llu dropped %llu",
 		(unsigned long long)tr.bufs[0].n, (unsigned long long)tr.bufs[0].dropped);
-	T_CHECK(tr.bufs[0].ev[2].t_start == 102 && tr.bufs[0].ev[2].offset == 8192, "3rd event kept");
+	T_CHECK(tr.bufs[0].ev[2].t_start == 102 && tr.bufs[0].ev[2].offset == 8192,
+		"3rd event kept");
 	T_CHECK(dc_trace_count(&tr) == 4 && dc_trace_dropped(&tr) == 2, "totals");
 	dc_trace_free(&tr);
 	T_CHECK(tr.bufs == NULL && tr.nbufs == 0, "freed");
@@ -71,12 +72,25 @@ static void test_write(void)
 	char *text;
 
 	memset(ev, 0, sizeof(ev));
-	ev[0] = (struct dc_trace_event){ .t_start = 1000, .dur = 2500, .offset = 4096, .bytes = 512,
-					 .step = 3, .file = 1, .tid = 2, .kind = DC_TR_READ };
-	ev[1] = (struct dc_trace_event){ .t_start = 5000, .dur = 1000000, .step = 3,
-					 .file = DC_TRACE_NONE32, .kind = DC_TR_COMPUTE };
-	ev[2] = (struct dc_trace_event){ .t_start = 7, .dur = 1, .bytes = 512, .step = DC_TRACE_NONE64,
-					 .file = 1, .kind = DC_TR_SAMPLE };
+	ev[0] = (struct dc_trace_event){ .t_start = 1000,
+					 .dur = 2500,
+					 .offset = 4096,
+					 .bytes = 512,
+					 .step = 3,
+					 .file = 1,
+					 .tid = 2,
+					 .kind = DC_TR_READ };
+	ev[1] = (struct dc_trace_event){ .t_start = 5000,
+					 .dur = 1000000,
+					 .step = 3,
+					 .file = DC_TRACE_NONE32,
+					 .kind = DC_TR_COMPUTE };
+	ev[2] = (struct dc_trace_event){ .t_start = 7,
+					 .dur = 1,
+					 .bytes = 512,
+					 .step = DC_TRACE_NONE64,
+					 .file = 1,
+					 .kind = DC_TR_SAMPLE };
 	T_CHECK(fd >= 0, "mkstemp");
 	T_CHECK(dc_trace_write_pfw(fd, ev, 3, paths, 4, 1000000000ull, &id) == 0, "write");
 	close(fd);
@@ -87,20 +101,26 @@ static void test_write(void)
 	if (!text)
 		return;
 	T_CHECK(count_lines(text) == 4, "4 lines: %s", text);
-	T_CHECK(strstr(text, "{\"id\":10,\"name\":\"FH\",\"cat\":\"dftracer\",\"pid\":4,\"tid\":0,\"ph\":\"M\","
-			     "\"args\":{\"name\":\"/data/we\\\"ird\\\\name\\n.npz\",\"value\":") != NULL,
+	T_CHECK(strstr(text,
+		       "{\"id\":10,\"name\":\"FH\",\"cat\":\"dftracer\",\"pid\":4,\"tid\":0,\"ph\":\"M\","
+		       "\"args\":{\"name\":\"/data/we\\\"ird\\\\name\\n.npz\",\"value\":") != NULL,
 		"FH line with the escaped name: %s", text);
-	T_CHECK(strstr(text, "{\"id\":11,\"name\":\"read\",\"cat\":\"POSIX\",\"pid\":4,\"tid\":2,"
-			     "\"ts\":1000001.000,\"dur\":2.500,\"ph\":\"X\",\"args\":{\"fname\":\"/data/we\\\"ird"
-			     "\\\\name\\n.npz\",\"fhash\":") != NULL, "read line: %s", text);
+	T_CHECK(strstr(text,
+		       "{\"id\":11,\"name\":\"read\",\"cat\":\"POSIX\",\"pid\":4,\"tid\":2,"
+		       "\"ts\":1000001.000,\"dur\":2.500,\"ph\":\"X\",\"args\":{\"fname\":\"/data/we\\\"ird"
+		       "\\\\name\\n.npz\",\"fhash\":") != NULL,
+		"read line: %s", text);
 	T_CHECK(strstr(text, "\"offset\":4096,\"ret\":512,\"size\":512,\"step\":3}}\n") != NULL,
 		"read args: %s", text);
-	T_CHECK(strstr(text, "{\"id\":12,\"name\":\"compute\",\"cat\":\"ai_framework\",\"pid\":4,\"tid\":0,"
-			     "\"ts\":1000005.000,\"dur\":1000.000,\"ph\":\"X\",\"args\":{\"step\":3}}\n") != NULL,
+	T_CHECK(strstr(text,
+		       "{\"id\":12,\"name\":\"compute\",\"cat\":\"ai_framework\",\"pid\":4,\"tid\":0,"
+		       "\"ts\":1000005.000,\"dur\":1000.000,\"ph\":\"X\",\"args\":{\"step\":3}}\n") !=
+			NULL,
 		"compute line: %s", text);
 	T_CHECK(strstr(text, "\"name\":\"sample\",\"cat\":\"reader\"") != NULL &&
-		strstr(text, "\"ts\":1000000.007,\"dur\":0.001,") != NULL &&
-		strstr(text, "\"size\":512,\"step\":-1}}") != NULL, "sample line: %s", text);
+			strstr(text, "\"ts\":1000000.007,\"dur\":0.001,") != NULL &&
+			strstr(text, "\"size\":512,\"step\":-1}}") != NULL,
+		"sample line: %s", text);
 	T_CHECK(strstr(text, "plain") == NULL, "no FH line for an unused file");
 	free(text);
 	T_CHECK(dc_trace_write_pfw(-1, ev, 3, paths, 0, 0, NULL) == -EBADF, "bad fd reported");
@@ -131,8 +151,9 @@ static void test_traced_train(void)
 		}
 		for (unsigned k = 0; k < NSTEPS; k++)
 			steps[k] = (struct dc_step){ .first_op = k * SPS * OPS_PER_SAMPLE,
-						    .nops = SPS * OPS_PER_SAMPLE, .nsamples = SPS,
-						    .compute_ns = 200000 };
+						     .nops = SPS * OPS_PER_SAMPLE,
+						     .nsamples = SPS,
+						     .compute_ns = 200000 };
 		memset(&c, 0, sizeof(c));
 		memset(&r, 0, sizeof(r));
 		c.engine = "null";
@@ -172,7 +193,8 @@ static void test_traced_train(void)
 			(unsigned long long)kinds[DC_TR_READ], (unsigned long long)r.ops);
 		T_CHECK(kinds[DC_TR_SAMPLE] == NSTEPS * SPS, "samples %llu",
 			(unsigned long long)kinds[DC_TR_SAMPLE]);
-		T_CHECK(kinds[DC_TR_FETCH] == NSTEPS && comp_ev == NSTEPS, "fetch/compute per step");
+		T_CHECK(kinds[DC_TR_FETCH] == NSTEPS && comp_ev == NSTEPS,
+			"fetch/compute per step");
 		{
 			uint64_t want = 0;
 
