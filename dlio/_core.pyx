@@ -12,6 +12,7 @@ from libc.string cimport memset, memcpy
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_SIMPLE, PyBUF_ANY_CONTIGUOUS
 from cpython.pycapsule cimport PyCapsule_GetPointer
 
+import errno
 import os
 import numpy as np
 cimport numpy as cnp
@@ -406,7 +407,7 @@ cdef class Run:
             path = self.paths[e.file] if e.file < len(self.paths) else None
             what = e.what.decode(errors="replace") or "run"
             reason = ("unexpected end of file (the file is shorter than the plan expects)"
-                      if err == 61 else os.strerror(err))
+                      if err == errno.ENODATA else os.strerror(err))
             msg = f"{what} failed: {reason}"
             if path is not None:
                 msg += f" ({path} at offset {e.offset})"
