@@ -1,6 +1,6 @@
 """Checkpoint sizes, rank layout and file names, from the model section: pure functions, no I/O.
 
-Everything follows DLIO's ``checkpointing/base_checkpointing.py`` (dlio-facts §6), formula for formula:
+Everything follows DLIO's ``checkpointing/base_checkpointing.py`` (docs/dlio-facts.md §6), formula for formula:
 
 * Rank layout: ``MP = TP*PP``; ``DP = comm_size // MP`` (or ``model.parallelism.data`` in subset mode);
   ``tp = rank % TP``, ``pp = (rank // TP) % PP``, ``dp = rank // MP``, ``mp = rank % MP``.
@@ -361,7 +361,7 @@ def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
 
 
 # --------------------------------------------------------------------------------------------------
-# when checkpoints happen in training (DLIO main.py, dlio-facts §3.1 / §3.8)
+# when checkpoints happen in training (DLIO main.py, docs/dlio-facts.md §3.1 / §3.8)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Every renderer here is a pure function of the Result (a plain dict built by dlio.workload and
 gathered from all ranks on rank 0), so a result file can be re-rendered later and tests can feed
 known Results in. Field names of summary.json / {rank}_output.json / {rank}_per_epoch_stats.json
-are DLIO's (dlio-facts 7); their figures follow DLIO's formulas (compat). dlio-fast.json holds
+are DLIO's (docs/dlio-facts.md §7); their figures follow DLIO's formulas (compat). dlio-fast.json holds
 the exact figures next to them.
 """
 import os
@@ -40,7 +40,7 @@ def _epoch(rank, e):
 
 
 def train_figures(result):
-    """Per-epoch DLIO figures reduced over ranks: AU averaged, samples/s summed (dlio-facts 3.3)."""
+    """Per-epoch DLIO figures reduced over ranks: AU averaged, samples/s summed (docs/dlio-facts.md §3.3)."""
     au, thr, exact_au, exact_sps, exact_bps = [], [], [], [], []
     for e in _epochs(result):
         recs = [_epoch(r, e)["train"] for r in result["ranks"]]

@@ -1,6 +1,6 @@
 """Training metrics from the runner's per-step timestamps: DLIO's formulas and exact ones.
 
-DLIO compatibility (dlio-facts 3.3), per block of n steps on one rank:
+DLIO compatibility (docs/dlio-facts.md §3.3), per block of n steps on one rank:
     load[i]    = time waiting for batch i (our t_ready - t_fetch)
     compute[i] = measured compute of step i;  proc[i] = load[i] + compute[i]
     T          = block wall time - sum(proc[:s]) - sum(proc[e+1:]),  s = exclude_start_steps,

@@ -18,7 +18,7 @@ rank takes a contiguous block of floor(total / ranks) samples, and steps = block
 on every rank (so uneven datasets never deadlock). The sample shuffle is a keyed permutation that
 is computed at the positions of a rank's block only (SampleOrder), so planning costs what the rank
 reads, not the dataset's sample count. Files left out (--skip-bad-files) go before shuffling.
-Where DLIO differs on purpose (dlio-facts 9): DLIO's index loaders ignore both shuffle settings
+Where DLIO differs on purpose (docs/dlio-facts.md §9): DLIO's index loaders ignore both shuffle settings
 and read ascending every epoch; set
 `dlio_fast.compat_dlio_order: true` to get that order. tfrecord is sharded by file round-robin and
 read sequentially (a shuffle buffer reorders records in memory, not on disk), as tf.data does.
