@@ -63,7 +63,7 @@ def _section_classes() -> Dict[str, type]:
         name = "".join(p.title().replace("_", "") for p in sec.split(".")) + "Config"
         classes[sec] = dataclasses.make_dataclass(name, fields, frozen=True)
         classes[sec].__module__ = __name__
-        classes[sec].__doc__ = f"The {sec} section of a workload (fields and help: dlio.schema.KEYS)."
+        classes[sec].__doc__ = f"The {sec} section of a workload (fields and help: dlio.config.schema.KEYS)."
     return classes
 
 

@@ -18,7 +18,7 @@ Types:
   enum            one of ``choices``, compared case-insensitively, normalised to the spelling here
   ints, strs      lists (``strs`` also accepts one string)
   map             a mapping (or null)
-  time            a DLIO time distribution (scalar, {mean[, stdev]}, {type: ...}), see config.TimeSpec
+  time            a DLIO time distribution (scalar, {mean[, stdev]}, {type: ...}), see dlio.config.timespec.TimeSpec
   stdev           DLIO's ``*_stdev`` sibling of a time key; folded into it, not a field of its own
 """
 from __future__ import annotations

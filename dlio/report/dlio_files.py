@@ -1,6 +1,6 @@
 """One run's Result record -> DLIO's output files, dlio-fast.json, the console.
 
-Every renderer here is a pure function of the Result (a plain dict built by dlio.workload and
+Every renderer here is a pure function of the Result (a plain dict built by dlio.train and
 gathered from all ranks on rank 0), so a result file can be re-rendered later and tests can feed
 known Results in. Field names of summary.json / {rank}_output.json / {rank}_per_epoch_stats.json
 are DLIO's (docs/dlio-facts.md §7); their figures follow DLIO's formulas (compat). dlio-fast.json holds
@@ -190,7 +190,7 @@ def exact(result):
     overrun_mean = [b["exact"].get("compute_overrun_mean_s", 0.0) for b in blocks]
     overrun_max = [b["exact"].get("compute_overrun_max_s", 0.0) for b in blocks]
     set_mean = [b["exact"].get("compute_set_mean_s", b["exact"]["compute_mean_s"]) for b in blocks]
-    # cpu_s of an epoch includes its evaluation (dlio.workload), so its samples count too
+    # cpu_s of an epoch includes its evaluation (dlio.train.loop), so its samples count too
     bse = result["settings"].get("batch_size_eval", 0)
     samples = sum(ep["samples"] + (ep["eval"]["steps"] * bse if ep.get("eval") else 0)
                   for r in result["ranks"] for ep in r["epochs"])

@@ -91,7 +91,7 @@ class Trainer:
 
     def __init__(self, cfg, comm, echo, progress=None, tracer=None):
         self.cfg = cfg
-        self.tracer = tracer   # dlio.trace.Tracer, or None
+        self.tracer = tracer   # dlio.report.trace.Tracer, or None
         self.comm = comm
         self.echo = echo if comm.rank == 0 else (lambda *a, **k: None)
         self.progress = progress

@@ -4,7 +4,7 @@ Numpy only, O(samples), no Python loop per sample. The result crosses into C as 
 `ops` (one record per read: file, offset, length, open/close flags) and `steps` (one record per
 batch: its ops, its sample count, its compute time).
 
-What a sample costs is decided by the format (dlio/formats): the whole file for npz / npy / jpeg /
+What a sample costs is decided by the format (dlio/dataset/formats): the whole file for npz / npy / jpeg /
 png / csv (what numpy / Pillow / pandas read per sample), the sample's slice(s) for hdf5 and
 indexed_binary, the framed records for tfrecord, read in `transfer_size` chunks as TensorFlow's
 buffered reader does. A sample's file is opened before its first read and closed after its last

@@ -1,4 +1,4 @@
-"""Checkpoint emulation: sizes, rank layout, file names (dlio.checkpoint) and the I/O (dlio.ckpt_io).
+"""Checkpoint emulation: sizes, rank layout, file names (dlio.checkpoint.layout) and the I/O (dlio.checkpoint.io).
 
 Every expected value is computed here independently of dlio.checkpoint: the golden llama totals
 (docs/dlio-facts.md §2) from a closed-form sum over tensor-parallel / pipeline / data-parallel shards, file

@@ -1,4 +1,4 @@
-"""dlio.metrics against DLIO's formulas (docs/dlio-facts.md §3.3) computed by hand from synthetic timestamps."""
+"""dlio.report.metrics against DLIO's formulas (docs/dlio-facts.md §3.3) computed by hand from synthetic timestamps."""
 import numpy as np
 import pytest
 

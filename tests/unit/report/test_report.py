@@ -1,4 +1,4 @@
-"""dlio.report: a hand-built Result (2 ranks, 2 epochs) rendered; every figure recomputed here."""
+"""dlio.report.dlio_files: a hand-built Result (2 ranks, 2 epochs) rendered; every figure recomputed here."""
 import json
 
 import numpy as np

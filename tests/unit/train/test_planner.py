@@ -1,4 +1,4 @@
-"""dlio.planner: config -> per-rank, per-epoch plans. Every figure is recomputed here independently.
+"""dlio.train.planner: config -> per-rank, per-epoch plans. Every figure is recomputed here independently.
 
 Step counts follow DLIO's test cases (docs/dlio-facts.md §8): steps/rank/epoch = floor(files*spf/(bs*ranks)),
 equal on every rank (the per-step barrier would deadlock otherwise).
