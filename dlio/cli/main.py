@@ -159,14 +159,21 @@ def engines():
               help="mpiio: an MPI-IO hint for MPI_File_open, e.g. romio_cb_read=enable (repeatable).")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Write every request as a span (Chrome-trace / DFTracer .pfw, opens in Perfetto).")
+@click.option("--endpoint", help="s3:// paths: the S3 endpoint URL (default: AWS_ENDPOINT_URL).")
 @click.pass_context
 def io(ctx, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size, ramp, cache,
-       fixedbufs, regfiles, json_path, csv_path, keep, layout, collective, reorder, mpiio_hints, trace_path):
+       fixedbufs, regfiles, json_path, csv_path, keep, layout, collective, reorder, mpiio_hints, trace_path,
+       endpoint):
     """Microbenchmark a grid of transfer size x pattern x engine x queue depth x threads on PATH.
 
     PATH is a folder (test files are created in it, fully written, and removed afterwards unless
-    --keep) or one or more existing files (read as they are).
+    --keep) or one or more existing files (read as they are), or s3://BUCKET/PREFIX: GET (read),
+    PUT (write) and range-GET (randread) points on test objects created under the prefix.
     """
+    if any(p.startswith("s3://") for p in paths):
+        from dlio.objstore.iocmd import run_io
+        return run_io(list(paths), flatten(rw), flatten(bs), flatten(qd), flatten(threads), file_size, runtime,
+                      size, ramp, cache, endpoint, json_path, csv_path, keep, click.echo)
     from dlio.fsbench import points
     from dlio.fsbench import testfiles
     from dlio import output
