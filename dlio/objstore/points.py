@@ -88,7 +88,8 @@ def point_record(point: S3Point, rows: dict, answer: dict) -> dict:
     ok = sel & ~failed
     ops = int(ok.sum())
     nbytes = int(rows["bytes"][ok].sum())
-    window = int(rows["end"][sel].max() - rows["start"][sel].min()) if sel.any() else 0
+    # the measured interval spans the successful requests: a failing tail (server gone) is not in it
+    window = int(rows["end"][ok].max() - rows["start"][ok].min()) if ops else 0
     secs = max(window, 1) / 1e9
     lat = _core.hist_from_array(rows["duration"][ok])
     ttfb = None

@@ -35,7 +35,8 @@ class S3Settings:
                    S3DLIO_OPLOG_LOSSLESS="1")
         env.pop("AWS_PROFILE", None)
         if self.max_attempts:
-            env["AWS_MAX_ATTEMPTS"] = str(self.max_attempts)
+            # s3dlio retries on its own too: both limits, or a dead server takes 25-35 s to report
+            env["AWS_MAX_ATTEMPTS"] = env["S3DLIO_MAX_RETRY_ATTEMPTS"] = str(self.max_attempts)
         return env
 
 
