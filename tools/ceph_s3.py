@@ -48,12 +48,18 @@ class CephS3:
         return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
                 "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": "us-east-1"}
 
-    def start(self) -> "CephS3":
-        p = subprocess.run(["bash", SCRIPT, "start"], env=self.env, capture_output=True, text=True, timeout=180)
-        if p.returncode:
+    def start(self, attempts: int = 2) -> "CephS3":
+        """Start; a failed start (seen once in a while on a loaded machine) is retried on new ports."""
+        for attempt in range(attempts):
+            p = subprocess.run(["bash", SCRIPT, "start"], env=self.env, capture_output=True, text=True, timeout=180)
+            if not p.returncode:
+                return self
+            logs = subprocess.run(f"tail -n 3 {self.folder}/log/* 2>/dev/null", shell=True, capture_output=True,
+                                  text=True).stdout
             self.stop()
-            raise RuntimeError(f"ceph-s3.sh start failed: {p.stderr.strip()[-500:]}")
-        return self
+            self.rgw_port, self.mon_port = free_port(), free_port()
+            self.env.update(RGW_PORT=str(self.rgw_port), MON_PORT=str(self.mon_port))
+        raise RuntimeError(f"ceph-s3.sh start failed (exit {p.returncode}): {p.stderr.strip()[-300:]} {logs[-700:]}")
 
     def stop(self) -> None:
         subprocess.run(["bash", SCRIPT, "stop"], env=self.env, capture_output=True, timeout=60)

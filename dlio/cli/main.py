@@ -171,7 +171,10 @@ def io(ctx, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size
     PUT (write) and range-GET (randread) points on test objects created under the prefix.
     """
     if any(p.startswith("s3://") for p in paths):
-        from dlio.objstore.iocmd import run_io
+        from dlio.objstore.iocmd import refuse_file_options, run_io
+        refuse_file_options(engine=flatten(engine) != ["posix"], direct=direct, fixedbufs=fixedbufs, regfiles=regfiles,
+                            layout=flatten(layout) != ["fpp"], collective=collective, reorder=reorder,
+                            mpiio_hint=bool(mpiio_hints), trace=bool(trace_path))
         return run_io(list(paths), flatten(rw), flatten(bs), flatten(qd), flatten(threads), file_size, runtime,
                       size, ramp, cache, endpoint, json_path, csv_path, keep, click.echo)
     from dlio.fsbench import points

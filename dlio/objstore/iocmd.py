@@ -35,6 +35,13 @@ def flat(r: dict) -> dict:
     return row
 
 
+def refuse_file_options(**given: bool) -> None:
+    """Options of file points that mean nothing on S3 are refused, not silently ignored."""
+    bad = ["--" + k.replace("_", "-") for k, v in given.items() if v]
+    if bad:
+        raise DlioError(f"{', '.join(bad)}: file-only option(s), not used on s3:// paths (leave them out)")
+
+
 def run_io(uris: list, rws: list, bss: list, qds: list, thrs: list, file_size: int, runtime_ns: Optional[int],
            size: Optional[int], ramp_ns: int, cache: str, endpoint: Optional[str], json_path: Optional[str],
            csv_path: Optional[str], keep: bool, echo: Callable[[str], None]) -> None:

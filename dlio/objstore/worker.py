@@ -113,6 +113,10 @@ def _batch(items: list, qd: int, limit: int) -> list:
 
 def task_point(s3, t: dict) -> dict:
     """One io point with the op-log open; the answer holds the per-request arrays' summary."""
+    # A fresh process: build the client and open qd connections before anything is timed or logged.
+    s3.list(f"s3://{t['bucket']}/{t['keys'][0][0]}.dlio-fast-probe/")
+    if t["rw"] == "read":
+        s3.get_many_stats([f"s3://{t['bucket']}/{k}" for k in t["keys"][0][:t["qd"]]], max_in_flight=t["qd"])
     s3.init_op_log(t["oplog"])
     pool = _Threads(t)
     qd, bucket, rw = t["qd"], t["bucket"], t["rw"]

@@ -112,6 +112,8 @@ def test_refusals(run_cli, s3env, monkeypatch):
     assert code == 2 and "--cache drop has no meaning on S3" in one_line(err)
     code, _, err = run_cli("io", "s3://abc/x", "--rw", "randwrite")
     assert code == 2 and "written whole" in one_line(err)
+    code, _, err = run_cli("io", "s3://abc/x", "--direct", "--engine", "io_uring")
+    assert code == 2 and "--engine, --direct: file-only option(s)" in one_line(err)
     code, _, err = run_cli("io", "s3://A_b/x")
     assert code == 2 and "not a valid bucket name" in one_line(err)
     monkeypatch.delenv("AWS_ENDPOINT_URL")
