@@ -507,3 +507,23 @@ def json_escape(s):
 def trace_fhash(path):
     return dc_trace_fhash(os.fsencode(path))
 
+
+# --- Histograms of latencies measured outside the C core (S3 requests timed by the client library) ---
+
+def hist_from_array(ns):
+    """Histogram (the dict Run returns) of a numpy array of latencies in ns, filled by the C code with
+    the GIL released: requests timed elsewhere (dlio.objstore) land in the same buckets as file reads."""
+    arr = np.ascontiguousarray(ns, dtype=np.uint64)
+    cdef const uint64_t[::1] v = arr
+    cdef Py_ssize_t i, n = v.shape[0]
+    cdef dc_hist *h = <dc_hist *>malloc(sizeof(dc_hist))
+    if h == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            dc_hist_init(h)
+            for i in range(n):
+                dc_hist_add(h, v[i])
+        return _hist_dict(h)
+    finally:
+        free(h)
