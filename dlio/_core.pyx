@@ -277,17 +277,52 @@ cdef class Run:
         self.kind = kind
         self.paths = list(paths)
         ops = np.ascontiguousarray(ops, dtype=OP_DTYPE)
+        self.keep = [ops]
+        self._set_files(ops)
+        self._set_engine(engine, qd, eng_flags, delay_ns, fail_nth, fail_errno, mpi_comm, hints)
+        self.cfg.threads = threads
+        self.cfg.direct = direct
+        self.cfg.stop = &self.stop_flag
+        self.cfg.progress = &self.prog
+        if kind == "io":
+            self._set_io(len(ops), threads, thread_first_op, runtime_ns, ramp_ns, bytes_limit, loop)
+        else:
+            self._set_train(threads, steps, prefetch, compute_mode, preprocess_ns, step_hook, c_step_hook)
+        self.tstats = <dc_thread_stats *>calloc(max(1, self.nthreads_stats), sizeof(dc_thread_stats))
+        if self.tstats == NULL:
+            raise MemoryError()
+        self.res.threads = self.tstats
+        self.res.step_times = self.stimes
+        cdef cnp.ndarray fills
+        if file_fill is not None:
+            fills = np.ascontiguousarray(file_fill, dtype=np.uint64)
+            if len(fills) != len(self.paths):
+                raise ValueError("file_fill needs one pattern per path")
+            self.keep.append(fills)
+            self.cfg.file_fill = <const uint64_t *>cnp.PyArray_DATA(fills)
+        if trace:
+            self.tr.cap = 0 if trace is True else <uint64_t>int(trace)
+            self.cfg.trace = &self.tr
+
+    cdef _set_files(self, cnp.ndarray ops):
+        """The path table and the plan's requests (both pinned in self.keep)."""
         bpaths = [os.fsencode(p) for p in self.paths]
         self.cpaths = <const char **>malloc(max(1, len(bpaths)) * sizeof(char *))
         if self.cpaths == NULL:
             raise MemoryError()
         for i, b in enumerate(bpaths):
             self.cpaths[i] = b
-        keep = [ops, bpaths]
-        self.step_hook = step_hook
-        eb = engine.encode()
-        keep.append(eb)
+        self.keep.append(bpaths)
+        self.cfg.paths = self.cpaths
+        self.cfg.npaths = len(bpaths)
+        self.cfg.ops = <const dc_op *>cnp.PyArray_DATA(ops) if len(ops) else NULL
+        self.cfg.nops = len(ops)
+        self.cfg.max_len = int(ops["length"].max()) if len(ops) else 0
 
+    cdef _set_engine(self, str engine, unsigned qd, unsigned eng_flags, uint64_t delay_ns, uint64_t fail_nth,
+                     int fail_errno, size_t mpi_comm, hints):
+        eb = engine.encode()
+        self.keep.append(eb)
         self.cfg.engine = eb
         self.cfg.eng.qd = qd
         self.cfg.eng.flags = eng_flags
@@ -304,74 +339,54 @@ cdef class Run:
                 self.chints[i] = b
             self.chints[len(bh)] = NULL
             self.chints[len(bh) + 1] = NULL
-            keep.append(bh)
+            self.keep.append(bh)
             self.cfg.eng.hints = self.chints
-        self.cfg.threads = threads
-        self.cfg.direct = direct
-        self.cfg.paths = self.cpaths
-        self.cfg.npaths = len(bpaths)
-        cdef cnp.ndarray opsa = ops
-        self.cfg.ops = <const dc_op *>cnp.PyArray_DATA(opsa) if len(ops) else NULL
-        self.cfg.nops = len(ops)
-        self.cfg.max_len = int(ops["length"].max()) if len(ops) else 0
-        self.cfg.stop = &self.stop_flag
-        self.cfg.progress = &self.prog
-        cdef cnp.ndarray tfo, sta
-        cdef unsigned nstats
-        if kind == "io":
-            if thread_first_op is None:
-                thread_first_op = np.linspace(0, len(ops), threads + 1).astype(np.uint64)
-            tfo = np.ascontiguousarray(thread_first_op, dtype=np.uint64)
-            if len(tfo) != threads + 1:
-                raise ValueError("thread_first_op needs threads + 1 entries")
-            keep.append(tfo)
-            self.cfg.thread_first_op = <const uint64_t *>cnp.PyArray_DATA(tfo)
-            self.cfg.runtime_ns = runtime_ns
-            self.cfg.ramp_ns = ramp_ns
-            self.cfg.bytes_limit = bytes_limit
-            self.cfg.loop = loop
-            nstats = threads
-        else:
-            if steps is None:
-                raise ValueError("a train run needs steps")
-            sta = np.ascontiguousarray(steps, dtype=STEP_DTYPE)
-            keep.append(sta)
-            self.cfg.steps = <const dc_step *>cnp.PyArray_DATA(sta) if len(sta) else NULL
-            self.cfg.nsteps = len(sta)
-            self.cfg.prefetch = prefetch
-            self.cfg.compute_mode = compute_mode
-            self.cfg.preprocess_ns_per_sample = preprocess_ns
-            if step_hook is not None and c_step_hook is not None:
-                raise ValueError("give step_hook or c_step_hook, not both")
-            if step_hook is not None:
-                self.cfg.step_hook = _py_step_hook
-                self.cfg.hook_ctx = <void *>step_hook
-            elif c_step_hook is not None:
-                pair = <c_step_hook_pair *>PyCapsule_GetPointer(c_step_hook, "dlio_core.step_hook")
-                self.cfg.step_hook = pair.fn
-                self.cfg.hook_ctx = pair.ctx
-                keep.append(c_step_hook)
-            nstats = threads if threads > 0 else 1
-            self.stimes = <dc_step_times *>calloc(max(1, len(sta)), sizeof(dc_step_times))
-            if self.stimes == NULL:
-                raise MemoryError()
-        self.nthreads_stats = nstats
-        self.tstats = <dc_thread_stats *>calloc(max(1, nstats), sizeof(dc_thread_stats))
-        if self.tstats == NULL:
+
+    cdef _set_io(self, size_t nops, unsigned threads, thread_first_op, uint64_t runtime_ns, uint64_t ramp_ns,
+                 uint64_t bytes_limit, bint loop):
+        """An io run: each thread's share of the requests, and the time or byte budget."""
+        cdef cnp.ndarray tfo
+        if thread_first_op is None:
+            thread_first_op = np.linspace(0, nops, threads + 1).astype(np.uint64)
+        tfo = np.ascontiguousarray(thread_first_op, dtype=np.uint64)
+        if len(tfo) != threads + 1:
+            raise ValueError("thread_first_op needs threads + 1 entries")
+        self.keep.append(tfo)
+        self.cfg.thread_first_op = <const uint64_t *>cnp.PyArray_DATA(tfo)
+        self.cfg.runtime_ns = runtime_ns
+        self.cfg.ramp_ns = ramp_ns
+        self.cfg.bytes_limit = bytes_limit
+        self.cfg.loop = loop
+        self.nthreads_stats = threads
+
+    cdef _set_train(self, unsigned threads, steps, unsigned prefetch, int compute_mode, uint64_t preprocess_ns,
+                    step_hook, c_step_hook):
+        """A train run: its steps, the prefetch and compute emulation, and the per-step hook."""
+        cdef cnp.ndarray sta
+        if steps is None:
+            raise ValueError("a train run needs steps")
+        sta = np.ascontiguousarray(steps, dtype=STEP_DTYPE)
+        self.keep.append(sta)
+        self.cfg.steps = <const dc_step *>cnp.PyArray_DATA(sta) if len(sta) else NULL
+        self.cfg.nsteps = len(sta)
+        self.cfg.prefetch = prefetch
+        self.cfg.compute_mode = compute_mode
+        self.cfg.preprocess_ns_per_sample = preprocess_ns
+        if step_hook is not None and c_step_hook is not None:
+            raise ValueError("give step_hook or c_step_hook, not both")
+        self.step_hook = step_hook
+        if step_hook is not None:
+            self.cfg.step_hook = _py_step_hook
+            self.cfg.hook_ctx = <void *>step_hook
+        elif c_step_hook is not None:
+            pair = <c_step_hook_pair *>PyCapsule_GetPointer(c_step_hook, "dlio_core.step_hook")
+            self.cfg.step_hook = pair.fn
+            self.cfg.hook_ctx = pair.ctx
+            self.keep.append(c_step_hook)
+        self.nthreads_stats = threads if threads > 0 else 1
+        self.stimes = <dc_step_times *>calloc(max(1, len(sta)), sizeof(dc_step_times))
+        if self.stimes == NULL:
             raise MemoryError()
-        self.res.threads = self.tstats
-        self.res.step_times = self.stimes
-        cdef cnp.ndarray fills
-        if file_fill is not None:
-            fills = np.ascontiguousarray(file_fill, dtype=np.uint64)
-            if len(fills) != len(self.paths):
-                raise ValueError("file_fill needs one pattern per path")
-            keep.append(fills)
-            self.cfg.file_fill = <const uint64_t *>cnp.PyArray_DATA(fills)
-        self.keep = keep
-        if trace:
-            self.tr.cap = 0 if trace is True else <uint64_t>int(trace)
-            self.cfg.trace = &self.tr
 
     def __dealloc__(self):
         free(self.cpaths)
