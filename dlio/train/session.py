@@ -17,7 +17,7 @@ from dlio.train import loop
 from dlio.config.engines import check_qd, engine_spec
 from dlio import host
 from dlio.host import host_info, iso
-from dlio.errors import DlioError
+from dlio.errors import ConfigError, DlioError
 from dlio.execute import Interrupted
 
 RAM_FACTOR = 5   # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
@@ -179,6 +179,10 @@ def _start(s: Session, output) -> None:
     """Output folder, tracer, the banner, the dataset (generated when missing) and the warnings."""
     cfg, comm, wf = s.cfg, s.comm, s.cfg.workflow
     check_qd(engine_spec(cfg)[0], cfg.dlio_fast.qd)
+    if cfg.storage.storage_type != "local_fs":
+        raise ConfigError(f"storage.storage_type = {cfg.storage.storage_type!r}: runs on object storage are not "
+                          "emulated yet (only `dlio-fast io s3://...` measures S3); use local_fs with a mounted "
+                          "folder", "storage.storage_type", cfg.storage.storage_type)
     if cfg.dlio_fast.cache == "drop-all" and os.geteuid() != 0:
         raise DlioError("dlio_fast.cache = drop-all drops the whole host's page cache and needs root; use "
                         "--cache drop (each file's pages, no root needed)")
