@@ -343,9 +343,9 @@ def test_help_says_what_the_file_is(run_cli):
         assert "Chrome-trace" not in text and "JSON lines, one event per line" in text and "Perfetto" in text
 
 
-def test_io_trace_has_a_span_per_request(run_cli, tmp_path):
-    from dlio.report.trace import read_pfw
-    tr, js = tmp_path / "io.pfw", tmp_path / "io.json"
+@pytest.mark.parametrize("name", ["io.pfw", "io.pfw.gz"])
+def test_io_trace_has_a_span_per_request(run_cli, tmp_path, name):
+    tr, js = tmp_path / name, tmp_path / "io.json"
     code, out, err = run_cli("io", tmp_path, "--bs", "64k", "--file-size", "1m", "--size", "1m",
                              "--threads", "1,2", "--trace", tr, "--json", js)
     assert code == 0, err
@@ -355,3 +355,5 @@ def test_io_trace_has_a_span_per_request(run_cli, tmp_path):
     assert len(reads) == sum(p["ops"] for p in points)
     assert sum(int(e["args"]["size"]) for e in reads) == sum(p["bytes"] for p in points)
     assert [e["args"]["threads"] for e in events if e["name"] == "point"] == [1, 2]
+    assert (tr.read_bytes()[:2] == b"\x1f\x8b") == name.endswith(".gz")   # the name says which
+    assert {e["cat"] for e in reads} == {"POSIX"} and crossings(events) == 0
