@@ -10,6 +10,8 @@ commas, so the whole file is not one strict JSON document: read it with read_pfw
 What is in it:
   cat <ENGINE>      "read"/"write": one per request (args fhash, offset, size, ret, step); the
                     category is the engine: POSIX (as DFTracer), IO_URING, MMAP, NULL, MPIIO
+                    (DFAnalyzer's default I/O filter is cat == "POSIX": give it a condition
+                    function that takes the engine's category too)
   cat reader        "sample": open .. reads .. close of one sample (args fhash, size, step)
   cat data_loader   "fetch": the trainer waiting for batch `step` (args size = its bytes)
   cat ai_framework  "compute": the emulated accelerator time of step `step`
