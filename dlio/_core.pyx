@@ -37,6 +37,7 @@ STEP_DTYPE = np.dtype([("first_op", "<u8"), ("nops", "<u4"), ("nsamples", "<u4")
 TRACE_DTYPE = np.dtype([("t_start", "<u8"), ("dur", "<u8"), ("offset", "<u8"), ("bytes", "<u8"),
                         ("step", "<u8"), ("file", "<u4"), ("tid", "<u2"), ("kind", "u1"), ("pad", "u1")])
 TR_READ, TR_WRITE, TR_SAMPLE, TR_FETCH, TR_COMPUTE = DC_TR_READ, DC_TR_WRITE, DC_TR_SAMPLE, DC_TR_FETCH, DC_TR_COMPUTE
+TRACE_LANES = DC_TRACE_LANES   # a written event's tid = thread * TRACE_LANES + its in-flight lane
 OP_READ = 0
 OP_WRITE = 1
 OPF_OPEN = 1
@@ -452,6 +453,7 @@ cdef class Run:
         if self.cfg.trace != NULL:
             out["trace_dropped"] = dc_trace_dropped(&self.tr)
             out["trace"] = self._trace_events()
+            out["trace_engine"] = (<bytes>self.cfg.engine).decode()
         return out
 
     cdef object _trace_events(self):
@@ -470,21 +472,39 @@ cdef class Run:
 
 
 
-def write_trace(path, events, paths, int pid, uint64_t t0_ns, uint64_t id_base=0):
-    """Append events (TRACE_DTYPE) to the .pfw file path as DFTracer JSON lines, formatted and
-    written in bulk by the C writer with the GIL released. paths: the run's path table; pid: the
-    rank; t0_ns: added to every time (epoch ns - dc_now_ns()). Returns the next line id."""
+def write_trace(dest, events, paths, int pid, uint64_t t0_ns, uint64_t id_base=0, cat="POSIX", seen=None):
+    """Append events (TRACE_DTYPE) to dest (a .pfw path, or an open fd) as DFTracer JSON lines,
+    formatted and written in bulk by the C writer with the GIL released. paths: the run's path
+    table; pid: the rank; t0_ns: added to every time (epoch ns - dc_now_ns()); cat: the category of
+    read/write events (the engine, "POSIX" for posix); seen: sorted uint32 file hashes whose "FH"
+    line the file already has. Returns (next line id, hashes of the FH lines written, lanes used
+    per input tid (uint32, one per tid up to the largest))."""
     if sizeof(dc_trace_event) != TRACE_DTYPE.itemsize:
         raise RuntimeError("TRACE_DTYPE does not match struct dc_trace_event")
     cdef cnp.ndarray ev = np.ascontiguousarray(events, dtype=TRACE_DTYPE)
+    cdef cnp.ndarray seen_a = np.ascontiguousarray(np.zeros(0) if seen is None else seen, dtype=np.uint32)
+    cdef cnp.ndarray new_a = np.zeros(max(1, len(paths)), dtype=np.uint32)
+    cdef cnp.ndarray lanes_a = np.zeros(int(ev["tid"].max()) + 1 if len(ev) else 0, dtype=np.uint32)
     bpaths = [os.fsencode(p) for p in paths]
+    bcat = cat.encode()
     cdef const char **cp = <const char **>malloc(max(1, len(bpaths)) * sizeof(char *))
     if cp == NULL:
         raise MemoryError()
-    cdef size_t n = len(ev)
+    cdef size_t n = len(ev), nnew = 0
     cdef const dc_trace_event *evp = <const dc_trace_event *>cnp.PyArray_DATA(ev)
     cdef uint64_t next_id = id_base
+    cdef dc_pfw_opts opt
     cdef int rc, fd
+    memset(&opt, 0, sizeof(opt))
+    opt.pid = pid
+    opt.t0_ns = t0_ns
+    opt.io_cat = bcat
+    opt.fh_seen = <const uint32_t *>cnp.PyArray_DATA(seen_a)
+    opt.nseen = len(seen_a)
+    opt.fh_new = <uint32_t *>cnp.PyArray_DATA(new_a)
+    opt.nnew = &nnew
+    opt.lanes = <uint32_t *>cnp.PyArray_DATA(lanes_a)
+    opt.ntids = len(lanes_a)
     try:
         for i, b in enumerate(bpaths):
             cp[i] = b
@@ -492,16 +512,18 @@ def write_trace(path, events, paths, int pid, uint64_t t0_ns, uint64_t id_base=0
             raise ValueError("events name files but no paths were given")
         if n and len(bpaths) and int(ev["file"][ev["file"] != 0xFFFFFFFF].max(initial=0)) >= len(bpaths):
             raise ValueError("an event's file index is outside the path table")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = dest if isinstance(dest, int) else os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                                                        0o644)
         try:
             with nogil:
-                rc = dc_trace_write_pfw(fd, evp, n, cp, pid, t0_ns, &next_id)
+                rc = dc_trace_write_pfw(fd, evp, n, cp, &opt, &next_id)
         finally:
-            os.close(fd)
-        _check(rc, "write trace", path)
+            if not isinstance(dest, int):
+                os.close(fd)
+        _check(rc, "write trace", str(dest))
     finally:
         free(cp)
-    return next_id
+    return next_id, new_a[:nnew].copy(), lanes_a
 
 
 def json_escape(s):

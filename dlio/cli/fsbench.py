@@ -58,7 +58,8 @@ def engines() -> None:
 @click.option("--mpiio-hint", "mpiio_hints", multiple=True, metavar="KEY=VALUE",
               help="mpiio: an MPI-IO hint for MPI_File_open, e.g. romio_cb_read=enable (repeatable).")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
-              help="Write every request as a span (DFTracer .pfw JSON lines, opens in Perfetto).")
+              help="Write every request as a span to FILE: DFTracer .pfw (JSON lines, one event per line; "
+                   "gzip when FILE ends in .gz); opens in Perfetto.")
 @click.option("--endpoint", help="s3:// paths: the S3 endpoint URL (default: AWS_ENDPOINT_URL).")
 @console_options
 @click.pass_context

@@ -256,7 +256,7 @@ KEYS: Tuple[Key, ...] = (
     K("dlio_fast.skip_bad_files", "bool", False,
       "leave out files that are missing, unreadable or changed since generation (counted), instead of stopping"),
     K("dlio_fast.plots", "bool", False, "write PNG plots into the output folder after the run"),
-    K("dlio_fast.trace", "bool", False, "write Chrome-trace / DFTracer .pfw files per rank"),
+    K("dlio_fast.trace", "bool", False, "write a DFTracer trace per rank (trace-{rank}-of-{size}.pfw.gz: JSON lines; opens in Perfetto)"),
     K("dlio_fast.seed", "int", 10, "seed of the generated files' content (shapes use DLIO's fixed seed 10, so DLIO and dlio-fast agree on sizes)",
       lo=0, hi=2**32 - 1),
 )

@@ -90,7 +90,7 @@ def test_checkpoint_spans_in_the_trace(run_cli, tmp_path):
                                 "--set", "checkpoint.num_checkpoints_write=2", "--set", "checkpoint.num_checkpoints_read=1",
                                 "--set", "checkpoint.time_between_checkpoints=0", "-o", out)
     assert code == 0, err
-    events = [e for e in read_pfw(out / "trace-0-of-1.pfw") if e.get("cat") == "checkpoint"]
+    events = [e for e in read_pfw(out / "trace-0-of-1.pfw.gz") if e.get("cat") == "checkpoint"]
     recs = load(out / "dlio-fast.json")["checkpoints"]["records"]
     assert [e["name"] for e in events] == ["checkpoint.save", "checkpoint.save", "checkpoint.load"]
     for e, r in zip(events, recs):
