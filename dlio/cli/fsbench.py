@@ -35,12 +35,14 @@ def engines() -> None:
 @click.option("--qd", multiple=True, type=IntList(1, 1024), default=["1"], help="Queue depth(s) per thread.")
 @click.option("--threads", multiple=True, type=IntList(1, 1024), default=["1"], help="Thread count(s).")
 @click.option("--direct/--buffered", default=None,
-              help="O_DIRECT (page cache bypassed) or buffered. Default: O_DIRECT where the engine and the "
-                   "filesystem allow it, else buffered with the files' pages dropped before each point.")
+              help="O_DIRECT (page cache bypassed) or buffered (the default, as fio's: with --cache drop, "
+                   "each file's pages are dropped before each point).")
 @click.option("--file-size", type=Size(), default="256m", show_default=True,
               help="Size of each test file created in a folder (one per thread).")
-@click.option("--runtime", type=Duration(), default=None, help="Measured time per point (default 5s).")
-@click.option("--size", type=Size(), default=None, help="Bytes per point instead of a runtime.")
+@click.option("--runtime", type=Duration(), default=None,
+              help="Measured time per point, the files read over and over (default: one pass over the files, "
+                   "as fio's default: nothing is read twice).")
+@click.option("--size", type=Size(), default=None, help="Bytes per point instead of one pass or a runtime.")
 @click.option("--ramp", type=Duration(), default="0", help="Warm-up per point, run but not counted.")
 @click.option("--cache", type=click.Choice(["keep", "drop", "drop-all"]), default=None,
               help="Buffered points: drop (default) each file's pages before each point (no root needed); "
@@ -101,9 +103,10 @@ def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size
     if trace_path:
         from dlio import output
         output.check_output_path(trace_path)
-    timed = runtime if runtime is not None or size is not None else 5_000_000_000
+    # Neither --runtime nor --size: one pass over the files (Budget of zeros), so a buffered point
+    # reads each byte once, after its pages were dropped: no pass is served by the page cache.
     spec = grid.Grid(rws, bss, engs, qds, thrs, direct, cache, fixedbufs, regfiles,
-                     points.Budget(runtime_ns=timed or 0, ramp_ns=ramp, size=size or 0))
+                     points.Budget(runtime_ns=runtime or 0, ramp_ns=ramp, size=size or 0))
     progress = None
     if not ctx.obj.get("quiet"):
         from dlio.progress import Progress

@@ -72,7 +72,7 @@ class Grid:
     engines: Sequence[str]
     qds: Sequence[int]
     threads: Sequence[int]
-    direct: Optional[bool]  # None: O_DIRECT where the engine and the filesystem allow it
+    direct: Optional[bool]  # None: buffered, as fio's default (the cache mode keeps the page cache out)
     cache: Optional[str]  # keep | drop | drop-all; None: drop for buffered points
     fixedbufs: bool
     regfiles: bool
@@ -80,20 +80,16 @@ class Grid:
 
 
 def io_modes(g: Grid, path: str) -> Dict[str, Tuple[bool, str]]:
-    """{engine: (O_DIRECT, cache mode)} of the grid. By default a point measures the device, as fio
-    does: O_DIRECT where the engine and the filesystem allow it, else buffered with the files' pages
-    dropped before the point. --buffered --cache keep is the explicit way to measure the page cache."""
-    from dlio import _core
+    """{engine: (O_DIRECT, cache mode)} of the grid. By default a point measures the storage as fio's
+    defaults do (buffered, invalidate=1): buffered reads, with the files' pages dropped before each
+    point, so the kernel's readahead is part of the figure and the page cache is not; --direct
+    bypasses the cache; --cache keep is the explicit way to measure the page cache."""
     from dlio.fsbench import points
-    caps = {e: points.check_engine(e, bool(g.direct)) for e in g.engines}
-    fs_direct = g.direct if g.direct is not None else points.direct_supported(path)
+    for e in g.engines:
+        points.check_engine(e, bool(g.direct))
     if g.direct:
         points.check_direct(path)
-    out = {}
-    for e in g.engines:
-        direct = bool(fs_direct and caps[e] & _core.CAP_DIRECT) if g.direct is None else g.direct
-        out[e] = (direct, "keep" if direct and g.cache is None else (g.cache or "drop"))
-    return out
+    return {e: (bool(g.direct), "keep" if g.direct else (g.cache or "drop")) for e in g.engines}
 
 
 def runnable(g: Grid, warn: Callable[[str], None]) -> List[tuple]:
@@ -112,10 +108,11 @@ def runnable(g: Grid, warn: Callable[[str], None]) -> List[tuple]:
     return pts
 
 
-def fits_in_ram_warning(modes: Dict[str, Tuple[bool, str]], nbytes: int, warn: Callable[[str], None]) -> None:
-    """Buffered points over a file set that fits in free memory may be served by the page cache after
-    their first pass, dropped or not: say so."""
-    if any(not d for d, _ in modes.values()):
+def fits_in_ram_warning(modes: Dict[str, Tuple[bool, str]], nbytes: int, warn: Callable[[str], None],
+                        looping: bool = True) -> None:
+    """Buffered points that read a file set fitting in free memory more than once (--runtime, --size
+    beyond the files) may be served by the page cache after their first pass, dropped or not: say so."""
+    if looping and any(not d for d, _ in modes.values()):
         avail = _mem_available()
         if avail is not None and nbytes < avail:
             warn(f"warning: the buffered points read {nbytes / 2**30:.2f} GiB of files, which fit in free memory "
@@ -149,7 +146,8 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
     if any(r in ("write", "randwrite") for r in g.rws) and not (len(paths) == 1 and os.path.isdir(paths[0])):
         raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
     fileset = testfiles.prepare(paths, max(g.threads), file_size)
-    fits_in_ram_warning(modes, sum(fileset.sizes), warn)
+    nbytes = sum(fileset.sizes)
+    fits_in_ram_warning(modes, nbytes, warn, looping=bool(g.budget.runtime_ns) or g.budget.size > nbytes)
     flags = (_core.ENG_REGBUFS if g.fixedbufs else 0) | (_core.ENG_REGFILES if g.regfiles else 0)
     tracer = None
     if trace_path:
