@@ -220,4 +220,5 @@ def verdict_lines(sources):
     head = ["source", "phase", "verdict", "app bytes", "device bytes", "dev/app", "cached before",
             "reader cores", "host busy"]
     from dlio.report.verdict import THRESHOLDS
-    return ["", "verdicts (is this a storage result?):"] + _text_table(head, rows, left=3) + [f"thresholds: {THRESHOLDS}"]
+    return (["", "verdicts (is this a storage result?):"] + _text_table(head, rows, left=3)
+            + [f"thresholds: {THRESHOLDS}"])

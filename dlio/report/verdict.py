@@ -38,6 +38,7 @@ MATCH_RATIO = 0.8
 READER_BUSY = 0.8
 PROCESS_BUSY = 0.9
 HOST_BUSY = 0.9
+EXTRA_RATIO = 1.5  # above: the device moved more than the application read (said, not judged)
 
 THRESHOLDS = (f"cache < {CACHE_RATIO:g}x app bytes <= partly cached < {MATCH_RATIO:g}x <= storage; "
               f"client-bound: readers >= {READER_BUSY:.0%} of their cores, process >= {PROCESS_BUSY:.0%}, "
@@ -80,6 +81,8 @@ def classify(c: Dict[str, Any]) -> Dict[str, Any]:
                   "page cache", ratio=ratio)
     note = (" (the NFS server may have served them from its own cache: not visible from the client)"
             if where == "network" else "")
+    if ratio > EXTRA_RATIO:
+        note += " (more than was read: readahead, or other processes using the same device)"
     return _v("storage-bound", f"{what} moved {ratio:.2f}x the application's bytes{note}; the client had "
               f"headroom (readers {_reader_share(c):.0%} of their cores, host {_pct(c.get('host_busy_share'))})",
               ratio=ratio)

@@ -83,6 +83,7 @@ def test_storage_bound_when_bytes_match_and_cpu_spare():
     v = verdict.classify(c(device_bytes=1200))             # readahead may add
     assert v["verdict"] == "storage-bound" and v["storage_ratio"] == pytest.approx(1.2)
     assert verdict.classify(c(device_bytes=800))["verdict"] == "storage-bound"    # MATCH_RATIO 0.8 included
+    assert "other processes using the same device" in verdict.classify(c(device_bytes=2000))["reason"]
 
 
 def test_cache_share_is_one_minus_the_ratio():
@@ -138,3 +139,20 @@ def test_combine_adds_the_ranks_of_a_host():
     out = verdict.annotate_run(recs)
     assert len(out) == 1 and out[0]["phase"] == "epoch 1" and out[0]["host"] == "h"
     assert recs[0]["epochs"][0]["verdict"]["verdict"] == recs[1]["epochs"][0]["verdict"]["verdict"] == "storage-bound"
+
+
+def test_report_table_and_check_read_the_recorded_verdicts(tmp_path):
+    """verdict_lines puts each epoch's verdict next to its counters; check_not_cache fails on cache."""
+    from dlio.report import checks, tables
+    from dlio.report.compare import Source
+    cached = c(device_bytes=100, resident_before=1.0, reader_cpu_s=1.0)
+    ep = {"epoch": 2, "counters": cached, "verdict": verdict.classify(cached)}
+    doc = {"ranks": [{"rank": 0, "hostname": "h", "epochs": [ep]}],
+           "verdicts": [{"phase": "epoch 2", "host": "h", **ep["verdict"]}]}
+    lines = tables.verdict_lines([Source("run", str(tmp_path / "r1"), doc)])
+    row = next(x for x in lines if x.startswith("r1"))
+    assert row.split() == ["r1", "epoch", "2", "cache", "1000", "B", "100", "B", "0.10x", "100%", "0.10", "30%"]
+    name, ok, text = checks.check_not_cache(doc)
+    assert not ok and "1 of 1 epoch verdict(s) are cache" in text
+    assert checks.check_not_cache({"verdicts": []}) is None        # a run recorded before the counters
+    assert tables.verdict_lines([Source("run", "old", {"ranks": [{"epochs": [{"epoch": 1}]}]})]) == []
