@@ -135,3 +135,25 @@ def test_inconclusive_on_tmpfs(run_cli, shm, tmp_path):
     assert c["target"]["kind"] == "none" and c["device_bytes"] is None
     assert v["verdict"] == "inconclusive"
     assert v["part"] == "other processes on the host" if others_set_the_pace(c) else "tmpfs" in v["reason"]
+
+
+@pytest.mark.skipif(not shutil.which("mpiexec"), reason="needs mpiexec (pip install mpich mpi4py)")
+def test_mpi_ranks_of_one_host_share_one_verdict_per_epoch(tmp_path):
+    """Two ranks on this host: the device is theirs together, so one verdict per epoch from their
+    added application bytes, set in both ranks' epoch records."""
+    pytest.importorskip("mpi4py")
+    block_tmp(tmp_path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    cmd = ["mpiexec", "-n", "2", sys.executable, "-m", "dlio", "-q", "run", "--workload", "default",
+           "--set", f"dataset.data_folder={tmp_path / 'data'}", "--set", "train.epochs=2",
+           "--set", "workflow.evaluation=False", "--set", "dlio_fast.engine=odirect", *BIG, "-o", str(tmp_path / "out")]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    doc = load(tmp_path / "out")
+    assert [v["phase"] for v in doc["verdicts"]] == ["epoch 1", "epoch 2"]
+    for i, v in enumerate(doc["verdicts"]):
+        eps = [r["epochs"][i] for r in doc["ranks"]]
+        assert all(ep["verdict"]["verdict"] == v["verdict"] for ep in eps)
+        both = verdict.combine([ep["counters"] for ep in eps])
+        assert both["app_bytes"] == sum(ep["bytes"] for ep in eps) >= 64 * MIB
+        assert verdict.classify(both)["verdict"] == v["verdict"]
