@@ -135,7 +135,9 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
               progress: Any, echo: Callable[[str], None], warn: Callable[[str], None]) -> Dict[str, Any]:
     """`dlio-fast io` on this host: check what the grid needs, prepare the test files, run the grid."""
     from dlio import _core
+    from dlio import counters
     from dlio.fsbench import points, testfiles
+    from dlio.report import verdict
     from dlio.fsbench.table import POINT_HEADER, point_line
     from dlio.report.result import IO_SCHEMA, new_io_doc
     modes = io_modes(g, paths[0])
@@ -159,14 +161,20 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
             direct, cache = modes[e]
             pt = points.Point(r, b, e, q, t, direct)
             tick = progress.io_point(pt, g.budget) if progress else None
+            phase = counters.Phase(fileset.paths, e)  # kernel counters around the point: dlio.counters
             rec = points.run_point(pt, fileset, g.budget, cache, on_tick=tick, eng_flags=flags, tracer=tracer)
+            rec["counters"] = phase.end(rec["bytes"], rec["ops"], None, t, write=r in ("write", "randwrite"))
+            rec["verdict"] = verdict.classify(rec["counters"])
             if progress:
                 progress.done()
             yield rec
 
     doc = new_io_doc(IO_SCHEMA, paths=list(paths), files=fileset.paths)
     try:
-        return run_grid(records(), doc, POINT_HEADER, point_line, sinks, echo)
+        run_grid(records(), doc, POINT_HEADER, point_line, sinks, echo)
+        for v in verdict.point_lines(doc["points"]):
+            echo(v)
+        return doc
     finally:
         if not keep:
             fileset.cleanup()

@@ -5,7 +5,8 @@
     epochs after the first cannot be served from the page cache;
   - >= 500 steps per epoch (the smallest epoch of any rank);
   - AU >= the workload's threshold (settings.metric_au x 100), the exact AU and DLIO's formula;
-  - repeated runs of one workload within 5 % of each other in samples/s (max / min - 1).
+  - repeated runs of one workload within 5 % of each other in samples/s (max / min - 1);
+  - no epoch's verdict is `cache` (dlio.report.verdict: device bytes well below the application's).
 
 run_checks() returns (name, passed, figure_text) tuples; nothing here prints.
 """
@@ -72,6 +73,19 @@ def check_au(result):
     ]
 
 
+def check_not_cache(result):
+    """No epoch's verdict is `cache` (dlio.report.verdict): its reads came from the page cache, not
+    storage. None (the check does not apply) for a run recorded without counters."""
+    verdicts = [v for v in result.get("verdicts") or [] if isinstance(v, dict)]
+    if not verdicts:
+        return None
+    cached = [v for v in verdicts if v.get("verdict") == "cache"]
+    text = (f"{len(cached)} of {len(verdicts)} epoch verdict(s) are cache, e.g. {cached[0].get('phase')}: "
+            f"{cached[0].get('reason')}" if cached else
+            f"no epoch read from the page cache ({', '.join(sorted({str(v.get('verdict')) for v in verdicts}))})")
+    return ("reads from storage, not the page cache", not cached, text)
+
+
 def check_repeats(results, names):
     """Runs of one workload within 5 % of each other in samples/s (exact means)."""
     out = []
@@ -112,6 +126,7 @@ def run_checks(result_dicts, ram_bytes=None, labels=None):
             checks.append(check_dataset(res, ram_bytes))
             checks.append(check_steps(res))
             checks += check_au(res)
+            checks += [c for c in [check_not_cache(res)] if c is not None]
         elif not res.get("checkpoints"):
             checks.append(("training epochs present", False, "the run has no training epoch"))
         out += [(pre + n, ok, t) for n, ok, t in checks]

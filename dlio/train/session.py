@@ -251,7 +251,10 @@ def _finish(s: Session, rank_rec, failure) -> None:
         raise failure
     records = comm.gather(rank_rec)
     if comm.rank == 0:
+        from dlio.report import verdict
+        verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
+        result["verdicts"] = verdicts
         dlio_files.write_all(result, s.folder, cfg.to_yaml())
         if cfg.dlio_fast.plots:
             from dlio.report import plots
@@ -260,6 +263,8 @@ def _finish(s: Session, rank_rec, failure) -> None:
         lines = dlio_files.metric_lines(result) if any(r["epochs"] or r.get("checkpoints") for r in records) else []
         lines += dlio_files.exact_table(result) if any(r["epochs"] for r in records) else []
         for line in lines:
+            s.echo(line)
+        for line in verdict.run_lines(verdicts):
             s.echo(line)
         s.echo(f"Saved outputs in {s.folder}{'' if failure is None else ' (partial: ' + reason + ')'}")
     if failure is not None:
