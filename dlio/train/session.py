@@ -109,7 +109,8 @@ def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False):
     written = sum(comm.allgather(res.bytes_written))
     dt = time.monotonic() - t0
     echo(f"Generation done: {written / 2**30:.2f} GiB written in {dt:.1f} s "
-         f"({written / 2**20 / max(dt, 1e-9):.0f} MiB/s), {sum(comm.allgather(res.files_skipped))} files already complete")
+         f"({written / 2**20 / max(dt, 1e-9):.0f} MiB/s), "
+         f"{sum(comm.allgather(res.files_skipped))} files already complete")
 
 
 def cache_warning(cfg, nbytes, warn):
