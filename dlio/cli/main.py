@@ -408,6 +408,7 @@ def _register_report_commands():
 
 
 _register_report_commands()
+cli.add_command(__import__("dlio.cli.profile", fromlist=["profile"]).profile)
 
 
 def _rank_and_size():

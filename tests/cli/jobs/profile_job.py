@@ -1,0 +1,91 @@
+"""A training job for `dlio-fast profile` tests, shaped like a PyTorch DataLoader with worker
+threads: worker t reads the whole batches k = t, t+T, ... (at most --prefetch batches read ahead
+of the trainer), the trainer takes the batches in order and busy-waits --compute seconds on each.
+Files are read as real loaders do: np.load for npz, h5py for hdf5, the file's bytes decoded by
+PIL for jpeg. --ranges FILE instead reads --reads random 4 KiB ranges of one file with pread."""
+import argparse
+import glob
+import io
+import os
+import threading
+import time
+
+import numpy as np
+
+
+def load(path):
+    if path.endswith(".npz"):
+        return np.load(path)["x"]
+    if path.endswith((".h5", ".hdf5")):
+        import h5py
+        with h5py.File(path, "r") as f:
+            return f["records_0"][:]
+    from PIL import Image
+    with open(path, "rb") as f:
+        data = f.read()
+    return np.asarray(Image.open(io.BytesIO(data)))
+
+
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def train(files, batch, epochs, threads, prefetch, compute):
+    steps = len(files) // batch
+    for _ in range(epochs):
+        ready = [None] * steps
+        done = [0]                       # steps the trainer has taken
+        cond = threading.Condition()
+        window = max(prefetch, threads)  # steps read ahead of the trainer, at most
+
+        def worker(t):
+            for k in range(t, steps, threads):
+                with cond:
+                    cond.wait_for(lambda: k < done[0] + window)
+                out = [load(p) for p in files[k * batch:(k + 1) * batch]]
+                with cond:
+                    ready[k] = out
+                    cond.notify_all()
+
+        ws = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+        for w in ws:
+            w.start()
+        for k in range(steps):
+            with cond:
+                cond.wait_for(lambda: ready[k] is not None)
+                ready[k] = 0
+                done[0] = k + 1
+                cond.notify_all()
+            busy(compute)
+        for w in ws:
+            w.join()
+
+
+def ranges(path, reads, seed=1):
+    size = os.path.getsize(path)
+    offs = np.random.default_rng(seed).integers(0, size // 4096, reads) * 4096
+    fd = os.open(path, os.O_RDONLY)
+    for o in offs.tolist():
+        os.pread(fd, 4096, o)
+        busy(0.0002)
+    os.close(fd)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prefetch", type=int, default=2)
+    ap.add_argument("--compute", type=float, default=0.02)
+    ap.add_argument("--ranges")
+    ap.add_argument("--reads", type=int, default=2000)
+    a = ap.parse_args()
+    if a.ranges:
+        ranges(a.ranges, a.reads)
+    else:
+        files = sorted(glob.glob(os.path.join(a.data, "**", "*.*"), recursive=True))
+        train(files, a.batch, a.epochs, a.threads, a.prefetch, a.compute)
