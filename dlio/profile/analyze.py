@@ -30,7 +30,9 @@ def dataset_reads(tr: Trace, files: np.ndarray) -> np.ndarray:
 
 def _access(rd: np.ndarray, files: np.ndarray, sizes: np.ndarray) -> Dict[str, Inferred]:
     """Whole-file or ranges, and sequential or random within a file."""
-    pos = np.searchsorted(files, rd["file"])
+    lut = np.zeros(int(files.max()) + 1, np.int64)
+    lut[files] = np.arange(len(files))       # files are in path order, not index order
+    pos = lut[rd["file"]]
     o = np.lexsort((rd["t"], rd["tid"], rd["pid"], rd["file"]))
     r = rd[o]
     same = (r["file"][1:] == r["file"][:-1]) & (r["tid"][1:] == r["tid"][:-1]) & (r["pid"][1:] == r["pid"][:-1])

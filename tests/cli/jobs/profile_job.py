@@ -27,9 +27,11 @@ def load(path):
 
 
 def busy(seconds):
+    """Spin like a trainer waiting on its accelerator: busy, but letting go of the GIL (as a CUDA
+    synchronize does) so that the reader threads can run meanwhile."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
-        pass
+        time.sleep(0)
 
 
 def train(files, batch, epochs, threads, prefetch, compute):

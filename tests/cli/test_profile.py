@@ -1,0 +1,89 @@
+"""`dlio-fast profile` end to end: real jobs (tests/cli/jobs/profile_job.py) over datasets made by
+`dlio-fast generate`, captured by the LD_PRELOAD interposer; the inferred YAML must recover the
+known batch, epochs, threads, compute, files and sizes, and its replay must score as a match."""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+from dlio.config.load import load_config
+
+JOB = os.path.join(os.path.dirname(__file__), "jobs", "profile_job.py")
+CLI = [sys.executable, "-m", "dlio"]
+BATCH, EPOCHS, THREADS, COMPUTE, NFILES, REC = 4, 2, 2, 0.025, 48, 262144
+
+
+def _run(args, cwd, check=True):
+    p = subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=300)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{args} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def _dataset(tmp, fmt):
+    cfg = {"model": {"name": "src"}, "framework": "pytorch", "workflow": {"generate_data": True, "train": True},
+           "dataset": {"data_folder": str(tmp / "src"), "format": fmt, "num_files_train": NFILES,
+                       "num_samples_per_file": 1, "record_length_bytes": REC},
+           "reader": {"batch_size": BATCH}, "train": {"epochs": 1}}
+    (tmp / "src.yaml").write_text(yaml.safe_dump(cfg))
+    _run(["generate", "--config", str(tmp / "src.yaml")], tmp)
+    return tmp / "src" / "train"
+
+
+@pytest.mark.parametrize("fmt", ["npz", "hdf5", "jpeg"])
+def test_profile_recovers_workload_and_replay_matches(tmp_path, fmt):
+    data = _dataset(tmp_path, fmt)
+    out = tmp_path / "prof"
+    _run(["profile", "-o", str(out), "--data-folder", str(tmp_path / "replay_data"), "--",
+          sys.executable, JOB, "--data", str(data), "--batch", str(BATCH), "--epochs", str(EPOCHS),
+          "--threads", str(THREADS), "--compute", str(COMPUTE)], tmp_path)
+    wl = yaml.safe_load((out / "workload.yaml").read_text())
+    load_config(config_file=str(out / "workload.yaml"), env={})
+    files = sorted(p for p in data.iterdir())
+    ds = wl["dataset"]
+    assert ds["format"] == fmt
+    assert ds["num_files_train"] == len(files) == NFILES
+    assert ds["record_length_bytes"] == REC          # so the generator writes files of the same size
+    assert wl["reader"]["batch_size"] == BATCH
+    assert wl["reader"]["read_threads"] == THREADS
+    assert wl["train"]["epochs"] == EPOCHS
+    assert abs(wl["train"]["computation_time"] - COMPUTE) <= 0.1 * COMPUTE
+    report = (out / "report.txt").read_text()
+    sizes = [p.stat().st_size for p in files]
+    assert f"{len(files)} files, {min(sizes)}..{max(sizes)} bytes, {sum(sizes)} in all" in report
+    _run(["run", "--config", str(out / "workload.yaml"), "--trace", "-o", str(tmp_path / "run")], tmp_path)
+    gen = sorted((tmp_path / "replay_data" / "train").iterdir())
+    assert [p.stat().st_size for p in gen] == sizes   # the replay's dataset has the same sizes
+    p = _run(["profile", "--compare", str(out / "raw"), str(tmp_path / "run")], tmp_path, check=False)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "7/7 figures within bounds" in p.stdout
+
+
+def test_random_ranges_are_not_whole_files(tmp_path):
+    big = tmp_path / "big.bin"
+    big.write_bytes(np.random.default_rng(0).integers(0, 255, 16 << 20, dtype=np.uint8).tobytes())
+    out = tmp_path / "prof"
+    _run(["profile", "-o", str(out), "--", sys.executable, JOB, "--ranges", str(big), "--reads", "1500"], tmp_path)
+    wl = yaml.safe_load((out / "workload.yaml").read_text())
+    report = (out / "report.txt").read_text()
+    assert re.search(r"^  pattern +ranges ", report, re.M), report
+    assert wl["dataset"]["num_files_train"] == 1
+    assert wl["dataset"]["record_length_bytes"] == 4096
+    assert wl["dataset"]["num_samples_per_file"] == (16 << 20) // 4096
+    assert wl["reader"]["sample_shuffle"] == "seed"
+
+
+def test_profile_errors_are_one_line(tmp_path):
+    p = _run(["profile", "-o", str(tmp_path / "p"), "--", "no-such-command-xyz"], tmp_path, check=False)
+    assert p.returncode == 2 and "no-such-command-xyz: command not found" in p.stderr
+    assert "Traceback" not in p.stderr
+    p = _run(["profile", "--trace", str(tmp_path)], tmp_path, check=False)
+    assert p.returncode == 2 and "no trace here" in p.stderr
+
+
+def test_pytorch_dataloader_workers(tmp_path):
+    pytest.importorskip("torch", reason="torch is not installed: the DataLoader variant needs it")
