@@ -28,7 +28,7 @@ def dataset_reads(tr: Trace, files: np.ndarray) -> np.ndarray:
     return ev[(ev["op"] == OP_READ) & (ev["size"] > 0) & np.isin(ev["file"], files)]
 
 
-def _access(rd: np.ndarray, files: np.ndarray, sizes: np.ndarray) -> Dict[str, Inferred]:
+def access(rd: np.ndarray, files: np.ndarray, sizes: np.ndarray) -> Dict[str, Inferred]:
     """Whole-file or ranges, and sequential or random within a file."""
     lut = np.zeros(int(files.max()) + 1, np.int64)
     lut[files] = np.arange(len(files))       # files are in path order, not index order
@@ -81,24 +81,31 @@ def _structure(rd: np.ndarray, whole: bool, passes: np.ndarray, sizes: np.ndarra
     else:
         e = max(1, int(round(rd["size"].sum() / max(sizes.sum(), 1))))
         out["epochs"] = Inferred(e, 0.3, "range reads: bytes read / dataset size (low confidence)")
-    b = signals.bursts(rd)
-    unit = b["files"] if whole else b["reads"]
-    bs, share = _mode(unit) if len(unit) else (1, 0.0)
-    multiple = float(np.mean(unit % bs == 0)) if len(unit) else 0.0
-    out["batch_size"] = Inferred(int(bs), float(share),
-                                 f"{len(unit)} read bursts (pause > {b['threshold'] / 1e6:.3g} ms between a "
-                                 f"reader's reads); {share:.0%} hold {int(bs)} {'files' if whole else 'reads'}, "
-                                 f"{multiple:.0%} a multiple of it")
+    b = signals.batches(rd, whole)
+    what = "files" if whole else "reads"
+    if b["b"] > 1:
+        out["batch_size"] = Inferred(int(b["b"]), round(b["eta"], 2),
+                                     f"every {b['b']}th of a reader's {what} follows a longer pause: the split at "
+                                     f"those positions explains {b['eta']:.0%} of the spread of {b['gaps']} "
+                                     f"log gaps between a reader's {what}")
+    else:
+        out["batch_size"] = Inferred(1, 0.3, f"no period in the pauses between a reader's {what} "
+                                     f"(best split explains {b['eta']:.0%}): one sample per step")
+    share = out["batch_size"].confidence
     gaps = signals.steady_period(signals.start_gaps(b))
-    if len(gaps) >= 3:
+    if b["b"] == 1 and b["eta"] < signals.MIN_ETA:
+        out["computation_time"] = Inferred(0.0, 0.2, "the readers never pause for the trainer: reading and decoding "
+                                           "set the pace, and the compute time is hidden behind them")
+    elif len(gaps) >= 3:
         c = float(np.median(gaps)) / 1e9
         q1, q3 = np.percentile(gaps, [25, 75])
         sd = (q3 - q1) / 1.349                    # robust: the odd late step does not make a spread
         cv = float(sd / max(np.median(gaps), 1e-12))
         p = np.percentile(gaps, [10, 50, 90]) / 1e6
-        out["computation_time"] = Inferred(c, max(0.0, 1 - cv), f"median time between read bursts of {len(gaps)} "
-                                           f"steady steps: p10/p50/p90 {p[0]:.2f}/{p[1]:.2f}/{p[2]:.2f} ms")
-        out["computation_time_stdev"] = Inferred(float(sd) / 1e9, 0.5, f"interquartile spread of those gaps / 1.349, cv {cv:.2f}")
+        out["computation_time"] = Inferred(c, max(0.0, 1 - cv), f"median time between the starts of batch reads, "
+                                           f"{len(gaps)} steady steps: p10/p50/p90 {p[0]:.2f}/{p[1]:.2f}/{p[2]:.2f} ms")
+        out["computation_time_stdev"] = Inferred(float(sd) / 1e9, 0.5,
+                                                 f"interquartile spread of those gaps / 1.349, cv {cv:.2f}")
     else:
         out["computation_time"] = Inferred(0.0, 0.2, "too few bursts to see a step period")
     key = rd["pid"] * (1 << 32) + rd["tid"]
@@ -111,7 +118,7 @@ def _structure(rd: np.ndarray, whole: bool, passes: np.ndarray, sizes: np.ndarra
     n = signals.max_overlap(first[~main], last[~main])
     out["read_threads"] = Inferred(int(n), 0.9, f"{len(uk)} threads read the dataset over the run, at most {n} "
                                    "of them (not a main thread) at once")
-    out["steps"] = Inferred(int(len(b["start"])), float(share), "read bursts in the whole trace")
+    out["steps"] = Inferred(int(len(b["start"])), float(share), "batch reads in the whole trace")
     return out
 
 
@@ -124,7 +131,7 @@ def _checkpoints(tr: Trace, files: np.ndarray) -> Inferred:
     big = np.flatnonzero(per >= 1 << 20)
     if not len(big):
         return Inferred([], 0.8, f"{len(np.unique(w['file']))} files written, none of 1 MiB or more")
-    b = signals.bursts(w[np.isin(w["file"], big)])
+    b = signals.pause_bursts(w[np.isin(w["file"], big)])
     return Inferred([{"start_s": float(s) / 1e9, "bytes": int(v)} for s, v in zip(b["start"], b["bytes"])], 0.7,
                     f"{len(big)} files of >= 1 MiB written in {len(b['start'])} bursts")
 
@@ -142,7 +149,7 @@ def infer(tr: Trace) -> Dict[str, Inferred]:
     out["sizes"] = Inferred(sizes, 1.0, how)
     out["format"] = Inferred(fmt, 0.9 if fmt else 0.0, why)
     rd = dataset_reads(tr, files)
-    out.update(_access(rd, files, sizes))
+    out.update(access(rd, files, sizes))
     whole = out["pattern"].value == "whole-file"
     out.update(_structure(rd, whole, out["passes"].value, sizes))
     if whole:

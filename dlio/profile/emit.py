@@ -51,7 +51,8 @@ def _fmt(x) -> str:
 
 def report(inf: Dict[str, Inferred], source: str, job: Optional[str] = None) -> str:
     """One line per inferred value: value, confidence, evidence."""
-    lines = [f"dlio-fast profile: inferred from a {source} trace" + (f" of `{job}`" if job else "")]
+    article = "an" if source[:1].lower() in "aeiou" else "a"
+    lines = [f"dlio-fast profile: inferred from {article} {source} trace" + (f" of `{job}`" if job else "")]
     w = max(len(k) for k in inf)
     for k, x in inf.items():
         if k in ("paths", "passes"):

@@ -14,7 +14,12 @@ from dlio.config.load import load_config
 
 JOB = os.path.join(os.path.dirname(__file__), "jobs", "profile_job.py")
 CLI = [sys.executable, "-m", "dlio"]
-BATCH, EPOCHS, THREADS, COMPUTE, NFILES, REC = 4, 2, 2, 0.025, 48, 262144
+# The job must be bound by its compute, not by its readers, or no trace shows the compute time.
+# A 256 KiB JPEG of noise takes 5-40 ms to decode on this shared 2-core machine: the JPEG samples
+# are 64 KiB (1-10 ms), so each of the two readers fetches its batch of 4 well within its two 50 ms
+# steps. npz and hdf5 load a 256 KiB sample in about a millisecond.
+BATCH, EPOCHS, THREADS, COMPUTE, NFILES = 4, 2, 2, 0.050, 48
+REC = {"npz": 262144, "hdf5": 262144, "jpeg": 65536}
 
 
 def _run(args, cwd, check=True):
@@ -27,7 +32,7 @@ def _run(args, cwd, check=True):
 def _dataset(tmp, fmt):
     cfg = {"model": {"name": "src"}, "framework": "pytorch", "workflow": {"generate_data": True, "train": True},
            "dataset": {"data_folder": str(tmp / "src"), "format": fmt, "num_files_train": NFILES,
-                       "num_samples_per_file": 1, "record_length_bytes": REC},
+                       "num_samples_per_file": 1, "record_length_bytes": REC[fmt]},
            "reader": {"batch_size": BATCH}, "train": {"epochs": 1}}
     (tmp / "src.yaml").write_text(yaml.safe_dump(cfg))
     _run(["generate", "--config", str(tmp / "src.yaml")], tmp)
@@ -47,7 +52,7 @@ def test_profile_recovers_workload_and_replay_matches(tmp_path, fmt):
     ds = wl["dataset"]
     assert ds["format"] == fmt
     assert ds["num_files_train"] == len(files) == NFILES
-    assert ds["record_length_bytes"] == REC          # so the generator writes files of the same size
+    assert ds["record_length_bytes"] == REC[fmt]          # so the generator writes files of the same size
     assert wl["reader"]["batch_size"] == BATCH
     assert wl["reader"]["read_threads"] == THREADS
     assert wl["train"]["epochs"] == EPOCHS

@@ -1,12 +1,13 @@
 """A training job for `dlio-fast profile` tests, shaped like a PyTorch DataLoader with worker
 threads: worker t reads the whole batches k = t, t+T, ... (at most --prefetch batches read ahead
-of the trainer), the trainer takes the batches in order and busy-waits --compute seconds on each.
+of the trainer), the trainer takes the batches in order and waits --compute seconds on each.
 Files are read as real loaders do: np.load for npz, h5py for hdf5, the file's bytes decoded by
 PIL for jpeg. --ranges FILE instead reads --reads random 4 KiB ranges of one file with pread."""
 import argparse
 import glob
 import io
 import os
+import sys
 import threading
 import time
 
@@ -26,12 +27,10 @@ def load(path):
     return np.asarray(Image.open(io.BytesIO(data)))
 
 
-def busy(seconds):
-    """Spin like a trainer waiting on its accelerator: busy, but letting go of the GIL (as a CUDA
-    synchronize does) so that the reader threads can run meanwhile."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        time.sleep(0)
+def accelerator_wait(seconds):
+    """Wait like a trainer on its accelerator: off the CPU and outside the GIL, so that on a small
+    machine the reader threads keep the cores (a spinning wait would take one of them)."""
+    time.sleep(seconds)
 
 
 def train(files, batch, epochs, threads, prefetch, compute):
@@ -60,7 +59,7 @@ def train(files, batch, epochs, threads, prefetch, compute):
                 ready[k] = 0
                 done[0] = k + 1
                 cond.notify_all()
-            busy(compute)
+            accelerator_wait(compute)
         for w in ws:
             w.join()
 
@@ -71,7 +70,7 @@ def ranges(path, reads, seed=1):
     fd = os.open(path, os.O_RDONLY)
     for o in offs.tolist():
         os.pread(fd, 4096, o)
-        busy(0.0002)
+        accelerator_wait(0.0002)
     os.close(fd)
 
 
@@ -86,6 +85,10 @@ if __name__ == "__main__":
     ap.add_argument("--ranges")
     ap.add_argument("--reads", type=int, default=2000)
     a = ap.parse_args()
+    # A real trainer waits on its accelerator outside the GIL, and DataLoader workers are processes:
+    # without this, the trainer's step here would also hold a wait of up to 5 ms (the default
+    # switch interval) for the GIL of a reader thread that is parsing a file.
+    sys.setswitchinterval(0.0005)
     if a.ranges:
         ranges(a.ranges, a.reads)
     else:
