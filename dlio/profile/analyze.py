@@ -71,7 +71,8 @@ def access(rd: np.ndarray, files: np.ndarray, sizes: np.ndarray) -> Dict[str, In
     }
 
 
-def _structure(rd: np.ndarray, whole: bool, passes: np.ndarray, sizes: np.ndarray) -> Dict[str, Inferred]:
+def _structure(rd: np.ndarray, whole: bool, passes: np.ndarray, sizes: np.ndarray,
+               root_pid: int) -> Dict[str, Inferred]:
     """Epochs, batch (samples per burst), compute per step (gaps between burst starts), readers."""
     out = {}
     if whole:
@@ -114,10 +115,12 @@ def _structure(rd: np.ndarray, whole: bool, passes: np.ndarray, sizes: np.ndarra
     last = np.zeros(len(uk), np.int64)
     np.minimum.at(first, inv, rd["t"])
     np.maximum.at(last, inv, rd["t"] + rd["dur"])
-    main = (uk >> 32) == (uk & 0xFFFFFFFF)
+    # The job's own main thread is the trainer; a worker process's main thread (a DataLoader
+    # worker) is a reader.
+    main = ((uk >> 32) == (uk & 0xFFFFFFFF)) & ((uk >> 32) == root_pid)
     n = signals.max_overlap(first[~main], last[~main])
-    out["read_threads"] = Inferred(int(n), 0.9, f"{len(uk)} threads read the dataset over the run, at most {n} "
-                                   "of them (not a main thread) at once")
+    out["read_threads"] = Inferred(int(n), 0.9, f"{len(uk)} readers (threads or processes) read the dataset over the run, at most {n} "
+                                   "of them (not the job's main thread) at once")
     out["steps"] = Inferred(int(len(b["start"])), float(share), "batch reads in the whole trace")
     return out
 
@@ -151,7 +154,8 @@ def infer(tr: Trace) -> Dict[str, Inferred]:
     rd = dataset_reads(tr, files)
     out.update(access(rd, files, sizes))
     whole = out["pattern"].value == "whole-file"
-    out.update(_structure(rd, whole, out["passes"].value, sizes))
+    root = int(tr.events["pid"][0]) if len(tr.events) else -1     # the first process to do I/O
+    out.update(_structure(rd, whole, out["passes"].value, sizes, root))
     if whole:
         rec, sd, conf, why = record_length(fmt or "", sizes)
         out["record_length"] = Inferred(rec, conf, why)

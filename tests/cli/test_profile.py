@@ -39,13 +39,13 @@ def _dataset(tmp, fmt):
     return tmp / "src" / "train"
 
 
-@pytest.mark.parametrize("fmt", ["npz", "hdf5", "jpeg"])
-def test_profile_recovers_workload_and_replay_matches(tmp_path, fmt):
+def _profile_and_replay(tmp_path, fmt, *job_flags):
+    """Profile the job over a fresh dataset, check what the YAML recovers, replay it, score it."""
     data = _dataset(tmp_path, fmt)
     out = tmp_path / "prof"
     _run(["profile", "-o", str(out), "--data-folder", str(tmp_path / "replay_data"), "--",
           sys.executable, JOB, "--data", str(data), "--batch", str(BATCH), "--epochs", str(EPOCHS),
-          "--threads", str(THREADS), "--compute", str(COMPUTE)], tmp_path)
+          "--threads", str(THREADS), "--compute", str(COMPUTE), *job_flags], tmp_path)
     wl = yaml.safe_load((out / "workload.yaml").read_text())
     load_config(config_file=str(out / "workload.yaml"), env={})
     files = sorted(p for p in data.iterdir())
@@ -66,6 +66,22 @@ def test_profile_recovers_workload_and_replay_matches(tmp_path, fmt):
     p = _run(["profile", "--compare", str(out / "raw"), str(tmp_path / "run")], tmp_path, check=False)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "7/7 figures within bounds" in p.stdout
+
+
+@pytest.mark.parametrize("fmt", ["npz", "hdf5", "jpeg"])
+def test_profile_recovers_workload_and_replay_matches(tmp_path, fmt):
+    _profile_and_replay(tmp_path, fmt)
+
+
+def test_worker_processes(tmp_path):
+    """Readers in forked worker processes (each its process's main thread), as a DataLoader's are."""
+    _profile_and_replay(tmp_path, "npz", "--processes")
+
+
+def test_pytorch_dataloader_workers(tmp_path):
+    """A real DataLoader: its readers are worker processes (each process's main thread)."""
+    pytest.importorskip("torch", reason="torch is not installed: the DataLoader variant needs it")
+    _profile_and_replay(tmp_path, "npz", "--torch")
 
 
 def test_random_ranges_are_not_whole_files(tmp_path):
@@ -89,6 +105,3 @@ def test_profile_errors_are_one_line(tmp_path):
     p = _run(["profile", "--trace", str(tmp_path)], tmp_path, check=False)
     assert p.returncode == 2 and "no trace here" in p.stderr
 
-
-def test_pytorch_dataloader_workers(tmp_path):
-    pytest.importorskip("torch", reason="torch is not installed: the DataLoader variant needs it")
