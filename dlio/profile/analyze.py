@@ -119,8 +119,8 @@ def _structure(rd: np.ndarray, whole: bool, passes: np.ndarray, sizes: np.ndarra
     # worker) is a reader.
     main = ((uk >> 32) == (uk & 0xFFFFFFFF)) & ((uk >> 32) == root_pid)
     n = signals.max_overlap(first[~main], last[~main])
-    out["read_threads"] = Inferred(int(n), 0.9, f"{len(uk)} readers (threads or processes) read the dataset over the run, at most {n} "
-                                   "of them (not the job's main thread) at once")
+    out["read_threads"] = Inferred(int(n), 0.9, f"{len(uk)} readers (threads or processes) read the dataset over "
+                                   f"the run, at most {n} of them (not the job's main thread) at once")
     out["steps"] = Inferred(int(len(b["start"])), float(share), "batch reads in the whole trace")
     return out
 

@@ -202,9 +202,39 @@ static void thread_gone(void *p)
 	tb = NULL;
 }
 
+/* Path lines wait here and go out with the records (at exit, fork, _exit, or when full): a
+ * write() per open would cost a system call on every file a loader opens. Lock held. */
+static char names_buf[1 << 16];
+static size_t names_len;
+
+static void flush_names(void)
+{
+	if (names_len && names_fd < 0)
+		open_outputs();
+	if (names_len && names_fd >= 0)
+		write_all(names_fd, names_buf, names_len);
+	names_len = 0;
+}
+
+static void add_name(const char *line, size_t n)
+{
+	if (names_len + n > sizeof(names_buf))
+		flush_names();
+	if (n > sizeof(names_buf)) {
+		if (names_fd < 0)
+			open_outputs();
+		if (names_fd >= 0)
+			write_all(names_fd, line, n);
+		return;
+	}
+	memcpy(names_buf + names_len, line, n);
+	names_len += n;
+}
+
 static void flush_all(void)
 {
 	pthread_mutex_lock(&lock);
+	flush_names();
 	for (struct tbuf *b = all_bufs; b; b = b->next)
 		flush_buf(b);
 	pthread_mutex_unlock(&lock);
@@ -227,6 +257,7 @@ static void after_fork_child(void)
 	/* Only the forking thread exists here: the other buffers are copies to drop. */
 	for (struct tbuf *b = all_bufs; b; b = b->next)
 		b->n = 0;
+	names_len = 0;           /* the parent wrote them before the fork */
 	pthread_mutex_unlock(&lock);
 	my_tid = 0;
 	if (!active)
@@ -344,8 +375,8 @@ static void opened(int dirfd, const char *path, int fd, int flags, uint64_t t, u
 	if (names_fd < 0)
 		open_outputs();
 	n = snprintf(line, sizeof(line), "%u\t%s\n", id, abs);
-	if (names_fd >= 0 && n > 0)
-		write_all(names_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+	if (n > 0)
+		add_name(line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 	pthread_mutex_unlock(&lock);
 	fds[fd].id = id;
 	fds[fd].pos = (flags & O_APPEND) ? -1 : 0;

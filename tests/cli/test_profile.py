@@ -105,3 +105,30 @@ def test_profile_errors_are_one_line(tmp_path):
     p = _run(["profile", "--trace", str(tmp_path)], tmp_path, check=False)
     assert p.returncode == 2 and "no trace here" in p.stderr
 
+
+
+def test_capture_keeps_every_path_past_the_name_buffer(tmp_path):
+    """The interposer buffers path lines (64 KiB) and writes them with the records: 1500 opens of
+    120-character paths overflow that buffer several times, in a parent and a forked child."""
+    from dlio.profile.parsers import OP_READ, load_trace
+    d = tmp_path / ("d" * 100)
+    d.mkdir()
+    names = [d / f"f{i:05d}.dat" for i in range(1500)]
+    for i, p in enumerate(names):
+        p.write_bytes(bytes([i % 251]) * 100)
+    job = ("import os, sys\n"
+           "fs = sorted(os.path.join(sys.argv[1], f) for f in os.listdir(sys.argv[1]))\n"
+           "def rd(part):\n"
+           "    for f in part:\n"
+           "        with open(f, 'rb') as h: h.read()\n"
+           "rd(fs[:700])\n"
+           "pid = os.fork()\n"
+           "if pid == 0:\n"
+           "    rd(fs[700:]); os._exit(0)\n"
+           "os.waitpid(pid, 0)\n")
+    out = tmp_path / "prof"
+    _run(["profile", "-o", str(out), "--", sys.executable, "-c", job, str(d)], tmp_path)
+    tr = load_trace(str(out / "raw"))
+    rd = tr.events[(tr.events["op"] == OP_READ) & (tr.events["size"] == 100)]
+    assert sorted(set(tr.paths[rd["file"]].astype(str))) == [str(p) for p in names]
+    assert len(np.unique(rd["pid"])) == 2
