@@ -140,12 +140,20 @@ def start_gaps(b: Dict[str, np.ndarray]) -> np.ndarray:
 
 
 def steady_period(gaps: np.ndarray) -> np.ndarray:
-    """The gaps of the steady state: not the back-to-back bursts of a prefetch filling up (below
-    half the 90th percentile), not epoch boundaries (above 3x the median of what is left)."""
+    """The gaps of the steady state: those within a factor 2 of their own median (found by
+    iterating from the median of all gaps), which leaves out the back-to-back batch reads of a
+    prefetch filling up at an epoch's start and the long pauses between epochs, whatever their
+    share, as long as most steps are steady."""
     if not len(gaps):
         return gaps
-    sel = gaps[gaps > 0.5 * np.percentile(gaps, 90)]
-    return sel[sel <= 3 * np.median(sel)] if len(sel) else sel
+    sel = gaps
+    for _ in range(10):
+        m = np.median(sel)
+        nxt = gaps[(gaps > m / 2) & (gaps < 2 * m)]
+        if not len(nxt) or (len(nxt) == len(sel) and np.all(nxt == sel)):
+            break
+        sel = nxt
+    return sel
 
 
 def max_overlap(first: np.ndarray, last: np.ndarray) -> int:

@@ -74,3 +74,12 @@ def test_units_group_a_readers_reads_of_one_file():
     assert len(u["start"]) == 16 and np.all(u["reads"] == 2)
     assert list(u["pos"]) == list(range(8)) * 2          # two readers, 8 files each
     assert len(signals.units(rd, whole=False)["start"]) == 32
+
+
+def test_steady_period_leaves_out_fills_and_epoch_pauses_whatever_their_share():
+    rng = np.random.default_rng(3)
+    steady = 50 * MS + rng.normal(0, 0.5 * MS, 18)
+    gaps = np.concatenate(([0.4 * MS, 2 * MS, 6 * MS], steady[:9], [172 * MS, 174 * MS, 183 * MS], steady[9:]))
+    got = signals.steady_period(gaps)
+    assert sorted(got) == sorted(steady)               # 3 fills and 3 long pauses (13 %) all left out
+    assert len(signals.steady_period(np.zeros(0))) == 0
