@@ -20,7 +20,7 @@ import numpy as np
 from dlio.dataset import ranges
 from dlio.errors import DatasetError, InsufficientSpace
 from dlio.output import TMP_MARK, atomic_path
-from dlio.dataset.formats import get_format, mix_seed
+from dlio.dataset.formats import get_format, mix_seed, mix_seeds
 from dlio.dataset.formats.program import Program
 from dlio.dataset.spec import SPLITS, MANIFEST_DIR, DatasetSpec, split_folder, file_paths, all_dims, file_dims, estimated_sizes, dataset_bytes
 from dlio.dataset.manifest import Manifest, manifest_path, save_manifest, load_saved, resolve_paths, scan_manifest, file_crc, range_crcs, _merge_parts, load_manifest
@@ -76,28 +76,33 @@ def _free_bytes(path):
     return st.f_bavail * st.f_frsize
 
 
-def _remove_stale_tmp(spec, paths):
+def _listing(dirs):
+    """Names in each directory (one listdir each: most files of a new dataset need no stat)."""
+    out = {}
+    for d in dirs:
+        try:
+            out[d] = set(os.listdir(d))
+        except OSError:
+            out[d] = set()
+    return out
+
+
+def _remove_stale_tmp(spec, paths, listing):
     """Remove temporary files left by an interrupted run for the given final paths (and their
     companion files)."""
+    stale = [(d, e) for d, names in listing.items() for e in names if e.startswith(".") and TMP_MARK in e]
+    if not stale:
+        return
     fmt = get_format(spec.format)
-    wanted = {}
+    wanted = set()
     for p in paths:
-        for q in [p, *fmt.companions(p, spec)]:
-            d, name = os.path.split(q)
-            wanted.setdefault(d, set()).add(name)
-    for d, names in wanted.items():
-        try:
-            entries = os.listdir(d)
-        except OSError:
-            continue
-        for e in entries:
-            if e.startswith(".") and TMP_MARK in e:
-                target = e[1:e.rindex(TMP_MARK)]
-                if target in names:
-                    try:
-                        os.unlink(os.path.join(d, e))
-                    except OSError:
-                        pass
+        wanted.update(os.path.split(q) for q in [p, *fmt.companions(p, spec)])
+    for d, e in stale:
+        if (d, e[1:e.rindex(TMP_MARK)]) in wanted:
+            try:
+                os.unlink(os.path.join(d, e))
+            except OSError:
+                pass
 
 
 def _check_space(spec, need, present):
@@ -134,7 +139,15 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
             old[split] = m
     sizes = np.zeros(total, np.int64)
     todo, skipped, present = [], [], 0
-    for i in mine.tolist():
+    split = [os.path.split(paths[i]) for i in mine.tolist()]
+    dirs = {d for d, _ in split}
+    if mine.size:
+        dirs.update(os.path.dirname(c) for c in fmt.companions(paths[int(mine[0])], spec))
+    listing = _listing(dirs)
+    for i, (d, name) in zip(mine.tolist(), split):
+        if name not in listing[d]:
+            todo.append(i)
+            continue
         p = paths[i]
         try:
             st = os.stat(p).st_size
@@ -153,7 +166,7 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
             todo.append(i)
     if todo:
         _check_space(spec, int(np.ceil(estimated_sizes(spec, dims[np.array(todo)]).sum())), present)
-        _remove_stale_tmp(spec, [paths[i] for i in todo])
+        _remove_stale_tmp(spec, [paths[i] for i in todo], listing)
     return _Plan(spec, fmt, paths, dims, mine, todo, skipped, sizes, present, old, skipped_set=set(skipped))
 
 
@@ -185,6 +198,10 @@ def _write_batch(pl: _Plan, idx: np.ndarray, fsync: bool, stop: np.ndarray, coun
     spec, fmt, spf = pl.spec, pl.fmt, pl.spec.num_samples_per_file
     prog, by_python, main_of = Program(), [], {}
     has_program = hasattr(fmt.module, "program")
+    if hasattr(fmt.module, "programs"):     # the format describes the whole batch with numpy
+        fmt.programs(prog, pl.dims[idx], spf, spec, mix_seeds(spec.seed_content, idx), [pl.paths[i] for i in idx])
+        main_of = dict(enumerate(idx.tolist()))
+        idx = idx[:0]
     for i in idx.tolist():
         dims = tuple(int(x) for x in pl.dims[i])
         if has_program and fmt.program(prog, dims, spf, spec, mix_seed(spec.seed_content, i), pl.paths[i]) is not False:

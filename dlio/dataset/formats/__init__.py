@@ -88,6 +88,19 @@ def mix_seed(*parts):
     return z
 
 
+def mix_seeds(base, index):
+    """mix_seed(base, i) for every i of an integer array, vectorised (uint64)."""
+    m = lambda v: np.uint64(v & _M64)  # noqa: E731
+    with np.errstate(over="ignore"):
+        z = np.full(np.shape(index), 0x243F6A8885A308D3, np.uint64)
+        for p in (np.full(np.shape(index), int(base) & _M64, np.uint64), np.asarray(index).astype(np.uint64)):
+            z = z + p + m(0x9E3779B97F4A7C15)
+            z = (z ^ (z >> np.uint64(30))) * m(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> np.uint64(27))) * m(0x94D049BB133111EB)
+            z ^= z >> np.uint64(31)
+    return z
+
+
 def core():
     """The C extension (imported lazily so that listing/planning works without it)."""
     from dlio import _core

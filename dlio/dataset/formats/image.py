@@ -1,8 +1,9 @@
-"""jpeg / png: one greyscale uint8 image per file of the file's drawn shape (d1 x d2, as DLIO),
-readable and decodable by Pillow, and exactly the drawn record size d1*d2 bytes on disk.
+"""jpeg / png: one greyscale uint8 image per file, readable and decodable by Pillow, and exactly the
+drawn record size d1*d2 bytes on disk.
 
 DLIO saves a d1 x d2 noise image, whose JPEG is much smaller than the record length. Here the image
-is a d1 x d2 picture of 8-pixel stripes (it decodes to DLIO's shape and compresses to a few KB), and
+is a square picture of 8-pixel stripes with about d1*d2 pixels (side on a 2 % grid: it decodes to
+about DLIO's pixel count and compresses to a few KB), and
 the rest of the file up to d1*d2 bytes is unique random padding in segments decoders skip (JPEG: COM
 0xFFFE segments of at most 65533 payload bytes right after SOI; PNG: a private ancillary chunk
 'prVt' with its CRC right after IHDR). So every 4 KiB block of a file but its image is unique and
@@ -11,6 +12,7 @@ A target below the encoded image's size gets the image unpadded.
 """
 import functools
 import io
+import math
 import os
 import struct
 
@@ -32,8 +34,22 @@ def _fmt_of(spec):
     return "PNG" if f == "png" else "JPEG"
 
 
+GRID = 1.02   # image sides: 1..8, then a 2 % geometric progression (few shapes to encode)
+
+
+def image_sides(targets):
+    """The square image side of files of these target sizes: the grid side nearest below
+    sqrt(target), so it decodes to about DLIO's pixel count while a dataset of drawn shapes needs
+    only a few dozen encoded images (vectorised; the one place the side is computed)."""
+    x = np.sqrt(np.maximum(np.asarray(targets, dtype=np.float64), 1.0))
+    k = np.floor(np.log(np.maximum(x, 8.0) / 8.0) / math.log(GRID))
+    grid = np.minimum(np.floor(8.0 * GRID ** k), np.floor(x))
+    return np.where(x < 9, np.maximum(1, np.floor(x)), np.maximum(8, grid)).astype(np.int64)
+
+
 def image_dims(dims):
-    return (int(dims[0]), int(dims[1])) if len(dims) > 1 else (1, int(dims[0]))
+    side = int(image_sides([target_bytes(dims)])[0])
+    return side, side
 
 
 @functools.lru_cache(maxsize=4096)
@@ -105,6 +121,62 @@ def program(prog, dims, nsamples, spec, seed, final):
             prog.crc_end()
             prog.put(P.BE)
     prog.lit(base[cut:], key=key + ("tail",))
+
+
+def programs(prog, dims, nsamples, spec, seeds, finals):
+    """program() for many files at once, built with numpy (no per-file Python): the files of
+    one batch of an ImageNet-like dataset are described in microseconds each."""
+    fmt = _fmt_of(spec)
+    dims = np.asarray(dims, dtype=np.int64)
+    t = dims[:, 0] * (dims[:, 1] if dims.shape[1] > 1 else 1)
+    side = image_sides(t)
+    if fmt == "PNG" and (t > PNG_CHUNK_MAX).any():   # several padding chunks: file by file
+        for k in range(len(finals)):
+            program(prog, tuple(dims[k]), nsamples, spec, int(seeds[k]), finals[k])
+        return
+    uniq, inv = np.unique(side, return_inverse=True)
+    cut = SPLIT[fmt]
+    refs = []
+    for sd in uniq.tolist():
+        base, key = base_image(fmt, sd, sd), (fmt, sd, sd)
+        refs.append((*prog.lit_ref(base, key), *prog.lit_ref(base[:cut], key + ("head",)),
+                     *prog.lit_ref(base[cut:], key + ("tail",))))
+    refs = np.array(refs, dtype=np.int64)[inv]        # per file: whole, head, tail as (offset, length)
+    pad = t - refs[:, 1]
+    pad[pad < _min_pad(fmt)] = 0
+    per_seg = COM_MAX + 4 if fmt == "JPEG" else PNG_CHUNK_MAX + 12
+    nseg = -(-pad // per_seg)
+    body = 2 if fmt == "JPEG" else 6                  # segments per padding segment
+    count = np.where(pad > 0, 2 + body * nseg, 1)
+    segs = np.zeros(int(count.sum()), P.SEG_DTYPE)
+    start = np.cumsum(count) - count
+    whole = pad == 0
+    segs[start[whole]] = list(zip([P.LIT] * int(whole.sum()), [0] * int(whole.sum()), refs[whole, 0], refs[whole, 1]))
+    padded = ~whole
+    for col, at in ((2, start[padded]), (4, (start + count - 1)[padded])):
+        segs["kind"][at] = P.LIT
+        segs["a"][at] = refs[padded, col]
+        segs["b"][at] = refs[padded, col + 1]
+    f = np.repeat(np.nonzero(padded)[0], nseg[padded])               # file of each padding segment
+    k = np.arange(f.size) - np.repeat(np.cumsum(nseg[padded]) - nseg[padded], nseg[padded])
+    size = pad[f] // nseg[f] + (k < pad[f] % nseg[f])
+    at = start[f] + 1 + body * k
+    if fmt == "JPEG":
+        n = size - 2
+        segs["kind"][at], segs["arg"][at] = P.INLINE, 4
+        segs["a"][at] = 0xFF | (0xFE << 8) | ((n >> 8) << 16) | ((n & 0xFF) << 24)
+        segs["kind"][at + 1], segs["b"][at + 1] = P.RAND, size - 4
+    else:
+        n = size - 12
+        be = ((n & 0xFF) << 24) | (((n >> 8) & 0xFF) << 16) | (((n >> 16) & 0xFF) << 8) | ((n >> 24) & 0xFF)
+        segs["kind"][at], segs["arg"][at], segs["a"][at] = P.INLINE, 4, be
+        segs["kind"][at + 1], segs["arg"][at + 1] = P.CRC_BEGIN, P.CRC32
+        segs["kind"][at + 2], segs["arg"][at + 2] = P.INLINE, 4
+        segs["a"][at + 2] = int.from_bytes(PNG_CHUNK_TYPE, "little")
+        segs["kind"][at + 3], segs["b"][at + 3] = P.RAND, n
+        segs["kind"][at + 4] = P.CRC_END
+        segs["kind"][at + 5], segs["arg"][at + 5] = P.PUT, P.BE
+    prog.extend(finals, seeds, segs, count, refs[:, 1] + pad)
 
 
 def write(path, dims, nsamples, spec, seed, final=None, index=0):

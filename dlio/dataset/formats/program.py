@@ -23,7 +23,9 @@ class Program:
     def __init__(self) -> None:
         self.blob = bytearray()
         self._interned = {}
-        self.segs: List[tuple] = []
+        self.segs: List[tuple] = []    # segments since the last block added by extend()
+        self._blocks: List[np.ndarray] = []
+        self._nblocked = 0
         self.paths: List[str] = []
         self.seeds: List[int] = []
         self.first: List[int] = []
@@ -35,7 +37,7 @@ class Program:
         self._close()
         self.paths.append(path)
         self.seeds.append(int(seed) & ((1 << 64) - 1))
-        self.first.append(len(self.segs))
+        self.first.append(self._nblocked + len(self.segs))
         self._size = 0
 
     def _close(self) -> None:
@@ -46,24 +48,49 @@ class Program:
         self._close()
         return self
 
+    def extend(self, paths: List[str], seeds: np.ndarray, segs: np.ndarray, counts: np.ndarray,
+               sizes: np.ndarray) -> None:
+        """Add many files at once: file k's program is the next counts[k] records of segs (built
+        with numpy by a format that describes a batch of files without per-file Python)."""
+        self._close()
+        self._block()
+        starts = self._nblocked + np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+        self.paths += list(paths)
+        self.seeds += [int(x) for x in np.asarray(seeds, np.uint64).tolist()]
+        self.first += starts.tolist()
+        self.sizes += np.asarray(sizes, np.int64).tolist()
+        self._blocks.append(np.asarray(segs, SEG_DTYPE))
+        self._nblocked += len(segs)
+
+    def _block(self) -> None:
+        if self.segs:
+            self._blocks.append(np.array(self.segs, dtype=SEG_DTYPE))
+            self._nblocked += len(self.segs)
+            self.segs = []
+
     def counts(self) -> np.ndarray:
-        first = np.array(self.first + [len(self.segs)], np.uint64)
+        first = np.array(self.first + [self._nblocked + len(self.segs)], np.uint64)
         return np.diff(first)
 
     def seg_array(self) -> np.ndarray:
-        return np.array(self.segs, dtype=SEG_DTYPE) if self.segs else np.zeros(0, SEG_DTYPE)
+        self._block()
+        return np.concatenate(self._blocks) if self._blocks else np.zeros(0, SEG_DTYPE)
+
+    def lit_ref(self, data, key: Hashable):
+        """(offset, length) of interned literal bytes (data may be a function making them)."""
+        got = self._interned.get(key)
+        if got is None:
+            if callable(data):
+                data = data()
+            got = self._interned[key] = (len(self.blob), len(data))
+            self.blob += data
+        return got
 
     # ---- segments
     def lit(self, data: bytes, key: Optional[Hashable] = None, mult: int = 1) -> None:
         """Literal bytes (or a function making them); `key` names data already interned (e.g. a shape),
         else the bytes do."""
-        k = data if key is None else key
-        got = self._interned.get(k)
-        if got is None:
-            if callable(data):   # built only the first time its key is seen
-                data = data()
-            got = self._interned[k] = (len(self.blob), len(data))
-            self.blob += data
+        got = self.lit_ref(data, data if key is None else key)
         self.segs.append((LIT, 0, got[0], got[1]))
         self._size += got[1] * mult
 
@@ -109,5 +136,4 @@ def render(prog: Program, i: int) -> bytes:
     from dlio import _core
     segs = prog.seg_array()
     first = prog.first[i]
-    end = prog.first[i + 1] if i + 1 < len(prog.first) else len(segs)
-    return _core.gen_render(segs[first:end], bytes(prog.blob), prog.seeds[i])
+    return _core.gen_render(segs[first:first + int(prog.counts()[i])], bytes(prog.blob), prog.seeds[i])
