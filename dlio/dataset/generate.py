@@ -361,15 +361,16 @@ def _save(pl: _Plan, checksum: bool, rank: int, size: int, barrier: Optional[Cal
 RATE_FILE = "generation-rate.json"
 
 
-def record_rate(spec: DatasetSpec, nbytes: int, nfiles: int, seconds: float, threads: int, ranks: int) -> None:
+def record_rate(spec: DatasetSpec, nbytes: int, nfiles: int, seconds: float, threads: int, ranks: int,
+                fsync: bool = False) -> None:
     """Remember how fast this data folder's filesystem took a real generation (bytes and files per
     second of the whole command), so --dry-run can estimate a full-size generation."""
     import json
     if nfiles <= 0 or seconds <= 0:
         return
-    rec = {"format": spec.format, "bytes": int(nbytes), "files": int(nfiles), "seconds": round(seconds, 6),
+    rec = {"format": spec.format, "bytes": int(nbytes), "files": int(nfiles), "seconds": seconds,
            "bytes_per_s": nbytes / seconds, "files_per_s": nfiles / seconds, "threads": int(threads),
-           "ranks": int(ranks), "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+           "ranks": int(ranks), "fsync": bool(fsync), "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
     path = os.path.join(spec.data_folder, MANIFEST_DIR, RATE_FILE)
     try:
         with atomic_path(path) as tmp, open(tmp, "w") as f:
@@ -395,6 +396,40 @@ def estimate_seconds(rec: dict, nbytes: int, nfiles: int) -> float:
     return max(nbytes / rec["bytes_per_s"], nfiles / rec["files_per_s"])
 
 
+def estimate_text(spec: DatasetSpec, nbytes: int, nfiles: int) -> str:
+    """--dry-run's line on how long generating nbytes in nfiles would take here, and from what."""
+    rec = measured_rate(spec)
+    if rec is None:
+        return (f"no generation measured in {spec.data_folder} yet (a small one, e.g. dlio-fast generate "
+                "--scale 0.01, records its rate for this estimate)")
+    secs = estimate_seconds(rec, nbytes, nfiles)
+    text = (f"~{_duration(secs)} at the rate measured here on {rec.get('when', '?')}: "
+            f"{rec['bytes_per_s'] / 2**20:.0f} MiB/s, {rec['files_per_s']:.0f} files/s "
+            f"({rec['files']} {rec.get('format', '')} files, {rec.get('threads', '?')} threads x "
+            f"{rec.get('ranks', 1)} ranks; {MANIFEST_DIR}/{RATE_FILE})")
+    ram = _ram_bytes()
+    if not rec.get("fsync") and ram and rec["bytes"] < ram < nbytes:
+        text += (f"; that run ({rec['bytes'] / 2**30:.1f} GiB) fits in this host's {ram / 2**30:.0f} GiB of RAM, "
+                 "so its rate may be the page cache's: a dataset larger than RAM can take longer")
+    return text
+
+
+def _ram_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
+
+
+def _duration(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
 def generate(spec, threads=None, rank=0, size=1, progress=None, checksum=False, fsync=False, barrier=None):
     """Generate this rank's files (global index i of train-then-eval with i % size == rank) on
     `threads` threads (default: the CPUs).
@@ -416,7 +451,7 @@ def generate(spec, threads=None, rank=0, size=1, progress=None, checksum=False, 
     _save(pl, checksum, rank, size, barrier)
     dt = time.perf_counter() - t0
     if rank == 0 and pl.todo:
-        record_rate(spec, wbytes * size, len(pl.todo) * size, dt, nthreads, size)
+        record_rate(spec, wbytes * size, len(pl.todo) * size, dt, nthreads, size, fsync)
     return GenerateResult(files_total=int(pl.mine.size), files_written=len(pl.todo), files_skipped=len(pl.skipped),
                           bytes_written=wbytes, seconds=dt)
 
