@@ -70,7 +70,8 @@ print(json.dumps({"bytes": r.bytes_written, "files": r.files_written, "gen_s": t
 def run_dlio(folder, fmt, L, spf, nfiles, threads):
     sets = [f"dataset.data_folder={folder}", f"dataset.format={fmt}", f"dataset.num_files_train={nfiles}",
             "dataset.num_files_eval=0", f"dataset.num_samples_per_file={spf}", f"dataset.record_length_bytes={L}",
-            "dataset.record_length_bytes_stdev=0", "dataset.num_subfolders_train=0", "dataset.record_element_type=uint8"]
+            "dataset.record_length_bytes_stdev=0", "dataset.num_subfolders_train=0",
+            "dataset.record_element_type=uint8"]
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", CHILD, str(threads), *sets], capture_output=True, text=True)
     wall = time.perf_counter() - t
@@ -148,7 +149,8 @@ def main():
             print(f"  {fmt} run {i + 1} ({order[0]} first): gen {got['gen']:.0f}, cmd {got['cmd']:.0f}, "
                   f"fio {got['fio']:.0f} MiB/s")
         rows.append((fmt, what, nfiles, filesize, {k: statistics.median(v) for k, v in res.items()}))
-    fresh_end = [shutil.rmtree(p, ignore_errors=True) for p in (dl_dir, fio_dir)]  # noqa: F841
+    for p in (dl_dir, fio_dir):
+        shutil.rmtree(p, ignore_errors=True)
     print()
     print(f"{'format':<15} {'files':>6} {'file size':>11} {'gen MiB/s':>10} {'cmd MiB/s':>10} {'fio MiB/s':>10} "
           f"{'gen/fio':>8}  verdict (goal >= 0.80x)")

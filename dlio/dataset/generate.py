@@ -22,8 +22,10 @@ from dlio.errors import DatasetError, InsufficientSpace
 from dlio.output import TMP_MARK, atomic_path
 from dlio.dataset.formats import get_format, mix_seed, mix_seeds
 from dlio.dataset.formats.program import Program
-from dlio.dataset.spec import SPLITS, MANIFEST_DIR, DatasetSpec, split_folder, file_paths, all_dims, file_dims, estimated_sizes, dataset_bytes
-from dlio.dataset.manifest import Manifest, manifest_path, save_manifest, load_saved, resolve_paths, scan_manifest, file_crc, range_crcs, _merge_parts, load_manifest
+from dlio.dataset.spec import (SPLITS, MANIFEST_DIR, DatasetSpec, split_folder, file_paths, all_dims, file_dims,
+                               estimated_sizes, dataset_bytes)
+from dlio.dataset.manifest import (Manifest, manifest_path, save_manifest, load_saved, resolve_paths, scan_manifest,
+                                   file_crc, range_crcs, _merge_parts, load_manifest)
 
 BATCH_BYTES = 64 << 20   # a thread's batch of files: about this many bytes ...
 BATCH_FILES = 512        # ... or this many files (bounds the programs held in memory)
