@@ -15,8 +15,10 @@ dlio-fast's figures: bytes it wrote (data and companion files: TFRecord .idx, in
 ("cmd"). fio's: its own bandwidth (bytes over its job runtime). The verdict is on gen, on the
 median of the per-repeat ratios (each repeat runs both tools back to back, alternating who goes
 first): goal >= 0.8x fio. Before every run both tools' files are deleted, the filesystem is given
---settle seconds, and free memory is warmed (this VM hands freed memory to its host; bench/README.md,
-"Memory handed back to the host").
+--settle seconds, and free memory is warmed right before the timed part (fio: before it starts;
+dlio-fast: in its process, after the imports, right before generate()): this VM hands freed memory
+to its host, and a write into such memory runs several times slower (bench/README.md, "Memory
+handed back to the host").
 
 Defaults write to /dev/shm (tmpfs: the bar is memory speed, and a figure there is page cache, not
 storage); --dir chooses another filesystem. Needs fio (--fio, default /usr/bin/fio).
@@ -34,7 +36,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_vs_fio import warm_free_memory  # noqa: E402
+from checkpoint_vs_fio import warm_free_memory  # noqa: E402  (touch then free memory: see the docstring)
 
 MiB = 1 << 20
 # format: (record_length_bytes, num_samples_per_file, what it is like)
@@ -51,13 +53,17 @@ POINTS = {
 
 CHILD = r"""
 import json, sys, time
+BENCH_DIR = {bench_dir!r}
 t0 = time.perf_counter()
 from dlio.config import load_config
 from dlio.train.loop import dataset_spec
 from dlio.dataset.generate import generate
 from dlio.dataset.manifest import load_manifest
-cfg = load_config(workload="default", sets=sys.argv[2:])
+cfg = load_config(workload="default", sets=sys.argv[3:])
 spec = dataset_spec(cfg)
+sys.path.insert(0, BENCH_DIR)
+from checkpoint_vs_fio import warm_free_memory
+warm_free_memory(int(sys.argv[2]))   # right before writing, as for fio (the interpreter's start comes first)
 t1 = time.perf_counter()
 r = generate(spec, threads=int(sys.argv[1]))
 t2 = time.perf_counter()
@@ -67,13 +73,14 @@ print(json.dumps({"bytes": r.bytes_written, "files": r.files_written, "gen_s": t
 """
 
 
-def run_dlio(folder, fmt, L, spf, nfiles, threads):
+def run_dlio(folder, fmt, L, spf, nfiles, threads, warm=0):
     sets = [f"dataset.data_folder={folder}", f"dataset.format={fmt}", f"dataset.num_files_train={nfiles}",
             "dataset.num_files_eval=0", f"dataset.num_samples_per_file={spf}", f"dataset.record_length_bytes={L}",
             "dataset.record_length_bytes_stdev=0", "dataset.num_subfolders_train=0",
             "dataset.record_element_type=uint8"]
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", CHILD, str(threads), *sets], capture_output=True, text=True)
+    child = CHILD.replace("{bench_dir!r}", repr(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", child, str(threads), str(warm), *sets], capture_output=True, text=True)
     wall = time.perf_counter() - t
     if out.returncode:
         sys.exit(f"dlio-fast generate failed for {fmt}:\n{out.stderr[-2000:]}")
@@ -115,12 +122,13 @@ def main():
     dl_dir, fio_dir = os.path.join(a.dir, "dlio"), os.path.join(a.dir, "fio")
     total = int(a.gib * (1 << 30))
 
-    def fresh():
+    def fresh(side):
         shutil.rmtree(dl_dir, ignore_errors=True)
         shutil.rmtree(fio_dir, ignore_errors=True)
         os.sync()
         time.sleep(a.settle)
-        warm_free_memory(total + (1 << 30))
+        if side == "fio":       # dlio-fast's child warms right before its generate()
+            warm_free_memory(total + (1 << 30))
 
     print(f"dir {a.dir}, ~{a.gib:g} GiB per format, {a.threads} threads (dlio-fast) = numjobs (fio), "
           f"{a.repeats} alternating repeats; MiB/s medians, verdict on the median of paired gen/fio ratios")
@@ -135,9 +143,9 @@ def main():
             order = ("dlio", "fio") if i % 2 == 0 else ("fio", "dlio")
             got = {}
             for side in order:
-                fresh()
+                fresh(side)
                 if side == "dlio":
-                    d = run_dlio(dl_dir, fmt, L, spf, nfiles, a.threads)
+                    d = run_dlio(dl_dir, fmt, L, spf, nfiles, a.threads, total + (1 << 30))
                     got["gen"] = d["bytes"] / d["gen_s"] / MiB
                     got["cmd"] = d["bytes"] / d["cmd_s"] / MiB
                 else:

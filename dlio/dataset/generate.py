@@ -213,8 +213,11 @@ def _write_batch(pl: _Plan, idx: np.ndarray, fsync: bool, stop: np.ndarray, coun
     prog.finish()
     done = 0
     if prog.paths:
-        _core.gen_files([_tmp_name(p) for p in prog.paths], prog.paths, prog.seeds, prog.first, prog.counts(),
-                        prog.seg_array(), bytes(prog.blob), fsync=fsync, stop=stop, counters=counters)
+        complete = _core.gen_files([_tmp_name(p) for p in prog.paths], prog.paths, prog.seeds, prog.first,
+                                   prog.counts(), prog.seg_array(), bytes(prog.blob), fsync=fsync, stop=stop,
+                                   counters=counters)
+        if not complete:       # stopped between files (another thread failed, or an interrupt)
+            return done
         for k, i in main_of.items():
             pl.sizes[i] = prog.sizes[k]
         done += sum(prog.sizes)

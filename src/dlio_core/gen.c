@@ -11,11 +11,16 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define POOL (4u << 20)            /* random bytes every file's content is drawn from */
-#define MIRROR (1u << 20)          /* the pool's first MiB again after it: any window <= 1 MiB is contiguous */
+#ifndef POOL
+#define POOL (1u << 20)            /* random bytes every file's content is drawn from (see gen.h) */
+#endif
+#ifndef MIRROR
+#define MIRROR (256u << 10)        /* the pool's start again after it: any window <= MIRROR is contiguous */
+#endif
 #define NBLK (POOL / 4096)
 #define STAMP 16
 #define BATCH (1u << 20)           /* bytes per pwritev */
+_Static_assert(BATCH <= POOL, "the windows of one batch must not overlap in the pool");
 #define NIOV 256
 #define NSMALL 512                 /* 8-byte slots for inline/checksum bytes of one batch */
 #define NRESTORE 1024
@@ -337,6 +342,8 @@ static int emit_rand(struct emit *e, uint64_t len)
 		int64_t n = room(e, s1 - e->off, 2 + BATCH / 4096 + 1);
 		if (n < 0)
 			return (int)n;
+		if (n > MIRROR)
+			n = MIRROR;
 		uint64_t x = e->off, y = x + (uint64_t)n;
 		uint64_t q = pool_pos(e->seed, x);
 		unsigned char *win = e->work + q;

@@ -5,14 +5,16 @@
  * (TFRecord's masked CRC32C, PNG's and zip's CRC32). Each file is written under a temporary name,
  * optionally fsync'ed, and renamed: a file under its final name is always complete.
  *
- * Random content. Byte o of a file with seed s comes from one 4 MiB pool of random bytes (the same
- * on every host), at pool offset (o + 4096 * (s mod 1024)) mod 4 MiB, except for a 16-byte stamp
+ * Random content. Byte o of a file with seed s comes from one 1 MiB pool of random bytes (the same
+ * on every host), at pool offset (o + 4096 * (s mod 256)) mod 1 MiB, except for a 16-byte stamp
  * (s, o) at the start of every file-aligned 4 KiB block and at the start of every random segment:
  * every 4 KiB block of every file is unique (a deduplicating store cannot shortcut it) and no
- * compression window under 4 MiB finds a repeat (incompressible), while writing costs what fio's
- * reused buffer costs: the bytes go to the kernel straight from the pool (pwritev, no copy), and
- * checksums over random content are combined from per-block checksums of the pool (no pass over
- * the data).
+ * compression window up to 1 MiB (a ZFS record, a btrfs extent) finds a repeat, while writing costs
+ * what fio's reused 1 MiB buffer costs: the bytes go to the kernel straight from the pool (pwritev,
+ * no copy; a 4 MiB pool, which no longer fits the L2 cache with fio's, wrote 0.6-0.9x fio's
+ * bandwidth where 1 MiB wrote 1.0x), and checksums over random content are combined from per-block
+ * checksums of the pool (no pass over the data). Like fio's buffer, the content repeats every 1 MiB
+ * but for the stamps: a compressor with a window over 1 MiB (zstd --long, xz) would find that.
  */
 #ifndef DLIO_CORE_GEN_H
 #define DLIO_CORE_GEN_H
