@@ -14,7 +14,9 @@ dlio-fast's figures: bytes it wrote (data and companion files: TFRecord .idx, in
 "gen"), and over the wall time of the whole command including the interpreter's start and imports
 ("cmd"). fio's: its own bandwidth (bytes over its job runtime). The verdict is on gen, on the
 median of the per-repeat ratios (each repeat runs both tools back to back, alternating who goes
-first): goal >= 0.8x fio. Before every run both tools' files are deleted, the filesystem is given
+first): goal >= 0.8x fio. CPU s/GiB (user + system, all threads) is printed for both: dlio-fast's
+over generate(), fio's over its whole process; on a machine shared with other work, where the
+bandwidths follow the CPU share each tool gets, it says which tool needs more of the machine. Before every run both tools' files are deleted, the filesystem is given
 --settle seconds, and free memory is warmed right before the timed part (fio: before it starts;
 dlio-fast: in its process, after the imports, right before generate()): this VM hands freed memory
 to its host, and a write into such memory runs several times slower (bench/README.md, "Memory
@@ -29,6 +31,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -52,7 +55,7 @@ POINTS = {
 }
 
 CHILD = r"""
-import json, sys, time
+import json, resource, sys, time
 BENCH_DIR = {bench_dir!r}
 t0 = time.perf_counter()
 from dlio.config import load_config
@@ -66,10 +69,13 @@ from checkpoint_vs_fio import warm_free_memory
 tw = time.perf_counter()
 warm_free_memory(int(sys.argv[2]))   # right before writing, as for fio (the interpreter's start comes first)
 t1 = time.perf_counter()
+u0 = resource.getrusage(resource.RUSAGE_SELF)
 r = generate(spec, threads=int(sys.argv[1]))
+u1 = resource.getrusage(resource.RUSAGE_SELF)
 t2 = time.perf_counter()
 m = load_manifest(spec, "train")
 print(json.dumps({"bytes": r.bytes_written, "files": r.files_written, "gen_s": t2 - t1, "warm_s": t1 - tw,
+                  "cpu_s": u1.ru_utime + u1.ru_stime - u0.ru_utime - u0.ru_stime,
                   "data_bytes": int(m.file_size.sum()), "nfiles": int(m.nfiles)}))
 """
 
@@ -99,9 +105,12 @@ def run_fio(fio, folder, filesize, nfiles, threads):
            f"--nrfiles={per_job}", "--openfiles=1", "--file_service_type=sequential", f"--numjobs={threads}",
            "--ioengine=psync", "--create_on_open=1", "--fallocate=none", "--group_reporting",
            "--output-format=json"]
+    u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     w = json.loads(out[out.index("{"):])["jobs"][0]["write"]
-    return {"MiB_s": w["bw_bytes"] / MiB, "bytes": w["io_bytes"], "fsize": fsize, "bs": bs, "per_job": per_job}
+    cpu = u1.ru_utime + u1.ru_stime - u0.ru_utime - u0.ru_stime     # the whole fio process, its start included
+    return {"MiB_s": w["bw_bytes"] / MiB, "bytes": w["io_bytes"], "cpu_s_GiB": cpu / (w["io_bytes"] / (1 << 30))}
 
 
 def main():
@@ -139,7 +148,7 @@ def main():
         probe = run_dlio(dl_dir, fmt, L, spf, 1, 1)           # one file: its size decides the count
         filesize = probe["data_bytes"]
         nfiles = max(a.threads, round(total / filesize))
-        res = {"gen": [], "cmd": [], "fio": [], "ratio": []}
+        res = {"gen": [], "cmd": [], "fio": [], "ratio": [], "dcpu": [], "fcpu": []}
         for i in range(a.repeats):
             order = ("dlio", "fio") if i % 2 == 0 else ("fio", "dlio")
             got = {}
@@ -149,10 +158,12 @@ def main():
                     d = run_dlio(dl_dir, fmt, L, spf, nfiles, a.threads, total + (1 << 30))
                     got["gen"] = d["bytes"] / d["gen_s"] / MiB
                     got["cmd"] = d["bytes"] / d["cmd_s"] / MiB
+                    got["dcpu"] = d["cpu_s"] / (d["bytes"] / (1 << 30))
                 else:
                     f = run_fio(a.fio, fio_dir, filesize, nfiles, a.threads)
                     got["fio"] = f["MiB_s"]
-            for k in ("gen", "cmd", "fio"):
+                    got["fcpu"] = f["cpu_s_GiB"]
+            for k in ("gen", "cmd", "fio", "dcpu", "fcpu"):
                 res[k].append(got[k])
             res["ratio"].append(got["gen"] / got["fio"])
             print(f"  {fmt} run {i + 1} ({order[0]} first): gen {got['gen']:.0f}, cmd {got['cmd']:.0f}, "
@@ -162,13 +173,13 @@ def main():
         shutil.rmtree(p, ignore_errors=True)
     print()
     print(f"{'format':<15} {'files':>6} {'file size':>11} {'gen MiB/s':>10} {'cmd MiB/s':>10} {'fio MiB/s':>10} "
-          f"{'gen/fio':>8}  verdict (goal >= 0.80x)")
+          f"{'gen/fio':>8} {'CPU s/GiB gen':>13} {'fio':>5}  verdict (goal >= 0.80x)")
     ok = True
     for fmt, what, n, size, m in rows:
         good = m["ratio"] >= 0.8
         ok &= good
         print(f"{fmt:<15} {n:>6} {size:>11,} {m['gen']:>10.0f} {m['cmd']:>10.0f} {m['fio']:>10.0f} "
-              f"{m['ratio']:>8.2f}  {'ok' if good else 'BELOW GOAL'}   ({what})")
+              f"{m['ratio']:>8.2f} {m['dcpu']:>13.2f} {m['fcpu']:>5.2f}  {'ok' if good else 'BELOW GOAL'}   ({what})")
     return 0 if ok else 1
 
 
