@@ -2,10 +2,10 @@
 an MPI compiler is found, dlio._mpiio (the MPI-IO engine, linked to libmpi; the core never is).
 
 Optional parts are found here, not guessed at run time:
-  liburing  pkg-config, else the usual header paths  -> DC_HAVE_LIBURING, io_uring engine
   MPI       $MPICC, else $MPI_DIR/bin/mpicc, else the mpicc next to this Python (the mpich wheel
             puts it there), else mpicc on PATH; its -show/--showme flags -> dlio._mpiio
-Set DLIO_FAST_NO_URING=1 to build without io_uring even when liburing is present, and
+The io_uring engine needs no library (it issues the system calls itself against
+<linux/io_uring.h>) and is always built on Linux; set DLIO_FAST_NO_URING=1 to leave it out, and
 DLIO_FAST_NO_MPI=1 to build without the MPI-IO engine.
 Extra compiler flags: DLIO_FAST_CFLAGS.
 """
@@ -20,30 +20,6 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 CORE = "src/dlio_core"
-
-
-def pkg_config(pkg):
-    """(cflags, libs) for pkg, or None when pkg-config does not know it."""
-    if not shutil.which("pkg-config"):
-        return None
-    try:
-        cflags = subprocess.check_output(["pkg-config", "--cflags", pkg], text=True, stderr=subprocess.DEVNULL).split()
-        libs = subprocess.check_output(["pkg-config", "--libs", pkg], text=True, stderr=subprocess.DEVNULL).split()
-    except subprocess.CalledProcessError:
-        return None
-    return cflags, libs
-
-
-def find_liburing():
-    if os.environ.get("DLIO_FAST_NO_URING"):
-        return None
-    found = pkg_config("liburing")
-    if found:
-        return found
-    for inc in ("/usr/include", "/usr/local/include"):
-        if os.path.exists(os.path.join(inc, "liburing.h")):
-            return [f"-I{inc}"], ["-luring"]
-    return None
 
 
 def mpi_compiler():
@@ -116,14 +92,9 @@ cflags = ["-std=gnu11", "-O2", "-Wall", "-Wno-unused-function"]
 cflags += os.environ.get("DLIO_FAST_CFLAGS", "").split()
 ldflags = ["-pthread"]
 
-uring = find_liburing()
-if uring:
-    macros.append(("DC_HAVE_LIBURING", "1"))
-    cflags += uring[0]
-    ldflags += uring[1]
-    print("dlio-fast: building with io_uring (liburing found)")
-else:
-    print("dlio-fast: liburing not found, io_uring engine not built (apt-get install liburing-dev)")
+if os.environ.get("DLIO_FAST_NO_URING"):
+    macros.append(("DC_NO_URING", "1"))
+    print("dlio-fast: DLIO_FAST_NO_URING set, io_uring engine not built")
 
 import numpy  # noqa: E402  (build requirement)
 

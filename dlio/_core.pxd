@@ -39,14 +39,30 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         DC_ENG_REGBUFS
         DC_ENG_REGFILES
         DC_ENG_SQPOLL
-    struct dc_engine_ops:
-        const char *name
-        unsigned caps
-    unsigned dc_engine_count()
-    const dc_engine_ops *dc_engine_at(unsigned i)
-    int dc_engine_available(const char *name, char *why, size_t whylen)
-    int dc_engine_register(const dc_engine_ops *ops)
-
+    enum:
+        DC_OP_READ
+        DC_OP_WRITE
+    struct dc_file:
+        const char *path
+        int fd
+        int direct
+        uint64_t size
+        void *map
+        int reg_index
+        uint32_t mem_align
+        uint32_t off_align
+    struct dc_io:
+        dc_file *file
+        void *buf
+        uint64_t offset
+        uint64_t len
+        int64_t res
+        uint64_t t_issue
+        uint32_t index
+        uint8_t op
+        uint64_t user
+        uint64_t cap
+        uint32_t buf_off
     struct dc_engine_opts:
         unsigned qd
         unsigned flags
@@ -56,6 +72,22 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         unsigned used_flags
         void *mpi_comm
         const char *const *hints
+    struct dc_engine:
+        pass
+    struct dc_engine_ops:
+        const char *name
+        unsigned caps
+        int (*available)(char *why, size_t whylen) noexcept nogil
+        int (*init)(dc_engine **out, const dc_engine_opts *opts, dc_io *slots, unsigned nslots) noexcept nogil
+        int (*open)(dc_engine *e, dc_file *f, int write) noexcept nogil
+        int (*close)(dc_engine *e, dc_file *f) noexcept nogil
+        int (*submit)(dc_engine *e, dc_io *io) noexcept nogil
+        int (*reap)(dc_engine *e, unsigned min, dc_io **done, unsigned max) noexcept nogil
+        void (*cleanup)(dc_engine *e) noexcept nogil
+    unsigned dc_engine_count()
+    const dc_engine_ops *dc_engine_at(unsigned i)
+    int dc_engine_available(const char *name, char *why, size_t whylen)
+    int dc_engine_register(const dc_engine_ops *ops)
 
     struct dc_op:
         uint32_t file
@@ -105,8 +137,19 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
     void dc_trace_free(dc_trace *tr)
     uint64_t dc_trace_count(const dc_trace *tr)
     uint64_t dc_trace_dropped(const dc_trace *tr)
+    unsigned DC_TRACE_LANES
+    struct dc_pfw_opts:
+        int pid
+        uint64_t t0_ns
+        const char *io_cat
+        const uint32_t *fh_seen
+        size_t nseen
+        uint32_t *fh_new
+        size_t *nnew
+        uint32_t *lanes
+        unsigned ntids
     int dc_trace_write_pfw(int fd, const dc_trace_event *ev, size_t n, const char *const *paths,
-                           int pid, uint64_t t0_ns, uint64_t *id_base)
+                           const dc_pfw_opts *opt, uint64_t *id_base)
     int dc_json_escape(const char *s, char *out, size_t outlen)
     uint32_t dc_trace_fhash(const char *path)
 
@@ -175,6 +218,16 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
 
     int dc_run_io(const dc_run_config *cfg, dc_run_result *result)
     int dc_run_train(const dc_run_config *cfg, dc_run_result *result)
+
+
+# A relaxed atomic load, for reading the C runner's live progress counters while it runs.
+cdef extern from *:
+    """
+    #include <stdint.h>
+    static inline uint64_t dc_load_relaxed_u64(uint64_t *p)
+    { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+    """
+    uint64_t dc_load_relaxed_u64(uint64_t *p) nogil
 
 
 # ---- dataset generation from segment programs (gen.h) ----

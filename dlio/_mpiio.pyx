@@ -15,47 +15,16 @@ from libc.string cimport memset
 
 import os
 
-cdef extern from "dlio_core/engine.h" nogil:
-    struct dc_file:
-        const char *path
-        int fd
-        int direct
-        uint64_t size
-        void *map
-        int reg_index
-        uint32_t mem_align
-        uint32_t off_align
-    struct dc_io:
-        dc_file *file
-        void *buf
-        uint64_t offset
-        uint64_t len
-        int64_t res
-        uint8_t op
-        uint64_t cap
-        uint32_t buf_off
-    struct dc_engine:
-        pass
-    struct dc_engine_opts:
-        unsigned qd
-        void *mpi_comm
-        const char *const *hints
-    struct dc_engine_ops:
-        const char *name
-        int (*available)(char *why, size_t whylen) noexcept nogil
-        int (*init)(dc_engine **out, const dc_engine_opts *opts, dc_io *slots, unsigned nslots) noexcept nogil
-        int (*open)(dc_engine *e, dc_file *f, int write) noexcept nogil
-        int (*close)(dc_engine *e, dc_file *f) noexcept nogil
-        int (*submit)(dc_engine *e, dc_io *io) noexcept nogil
-        void (*cleanup)(dc_engine *e) noexcept nogil
+from dlio._core cimport dc_file, dc_io, dc_engine, dc_engine_opts, dc_engine_ops
+
+cdef extern from "engines/engines.h" nogil:
+    const dc_engine_ops dc_mpiio_ops
 
 cdef extern from *:
     """
     #include <stddef.h>
     #include <stdint.h>
-    #include "dlio_core/engine.h"
     struct dc_mpi_barrier;
-    extern const struct dc_engine_ops dc_mpiio_ops;
     int dc_mpi_step_barrier(void *ctx, uint64_t step);
     struct dc_mpi_barrier *dc_mpi_barrier_new(const void *comm, int nonblocking);
     void dc_mpi_barrier_stop(struct dc_mpi_barrier *b);
@@ -65,7 +34,6 @@ cdef extern from *:
     """
     struct dc_mpi_barrier:
         pass
-    const dc_engine_ops dc_mpiio_ops
     int dc_mpi_step_barrier(void *ctx, uint64_t step) noexcept nogil
     dc_mpi_barrier *dc_mpi_barrier_new(const void *comm, int nonblocking) nogil
     void dc_mpi_barrier_stop(dc_mpi_barrier *b) nogil

@@ -57,10 +57,9 @@ class Interrupted(Exception):
     """The run was stopped by a signal; `signum` is the signal. Not a DlioError: the CLI gives it
     its own exit status (128 + signum) after the partial results are written."""
 
-    def __init__(self, signum: int, result: Any = None):
+    def __init__(self, signum: int):
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
         self.signum = signum
-        self.result = result
 
 
 # What to do about an errno, where there is something to do.

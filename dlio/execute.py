@@ -2,24 +2,38 @@
 
 The C runner holds no GIL for the whole run, so Python's signal handlers can only run in the main
 thread while it waits here. On SIGINT/SIGTERM we ask the runner to stop (it returns within a
-second, keeping what it measured) and re-raise as Interrupted with the partial result.
+second, keeping what it measured) and hand back the partial result with an Interrupted.
 """
 import errno
 import signal
 import threading
+from typing import Any, Callable, Dict, Optional, Tuple
 
+from dlio import _core
 from dlio.errors import Interrupted
 
 # Set when a stop signal arrived: code that waits outside the C runner (an MPI barrier) checks it.
 STOP = threading.Event()
 
 
+def execute(run: Any, on_tick: Optional[Callable[[Any], None]] = None, tick_s: float = 0.25) -> Dict[str, Any]:
+    """Run run.execute() in a thread and return its result; a stop signal raises Interrupted, an
+    I/O error the run's RunError (their partial results are dropped: see execute_partial)."""
+    result, failure = execute_partial(run, on_tick, tick_s)
+    if failure is not None:
+        raise failure
+    return result
 
-def execute(run, on_tick=None, tick_s=0.25):
-    """Run run.execute() in a thread; on_tick(run) is called every tick_s from the main thread."""
-    box = {}
 
-    def target():
+def execute_partial(run: Any, on_tick: Optional[Callable[[Any], None]] = None,
+                    tick_s: float = 0.25) -> Tuple[Optional[Dict[str, Any]], Optional[BaseException]]:
+    """Run run.execute() in a thread; on_tick(run) is called every tick_s from the main thread.
+
+    Returns (result, None), or (what was measured, the failure) when a stop signal (Interrupted) or
+    an I/O error (_core.RunError) ended the run. Anything else is raised."""
+    box: Dict[str, Any] = {}
+
+    def target() -> None:
         try:
             box["result"] = run.execute()
         except BaseException as e:  # handed to the main thread
@@ -27,7 +41,7 @@ def execute(run, on_tick=None, tick_s=0.25):
 
     caught = []
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: Any) -> None:
         caught.append(signum)
         STOP.set()
         run.request_stop()
@@ -50,11 +64,14 @@ def execute(run, on_tick=None, tick_s=0.25):
                 signal.signal(sig, h)
     if "error" in box:
         err = box["error"]
+        partial = getattr(err, "result", None)  # a RunError keeps what the run measured
         if caught and getattr(err, "errno", None) == errno.EINTR:
             # The stop released a wait the run cannot finish (the C step barrier): that is the
-            # signal's doing, not an I/O error, and the run's partial result comes with it.
-            raise Interrupted(caught[0], getattr(err, "result", None)) from None
+            # signal's doing, not an I/O error.
+            return partial, Interrupted(caught[0])
+        if isinstance(err, _core.RunError):
+            return partial, err
         raise err
     if caught:
-        raise Interrupted(caught[0], box.get("result"))
-    return box["result"]
+        return box.get("result"), Interrupted(caught[0])
+    return box["result"], None

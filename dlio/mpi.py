@@ -94,6 +94,11 @@ class Comm:
 _WORLD = None
 
 
+def current_world():
+    """The world made by world() so far, or None: error paths use it and must not start MPI."""
+    return _WORLD
+
+
 def launched_by_mpi(env=os.environ):
     return any(v in env for v in _LAUNCHER_VARS)
 

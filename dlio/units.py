@@ -30,6 +30,18 @@ def parse_duration_ns(text):
     return int(float(m.group(1)) * _DUR_NS[m.group(2).lower()])
 
 
+GiB = 1 << 30
+
+
+def fmt_bytes(n, sep=" "):
+    """An amount of bytes, rounded to one decimal in binary units: '812 B', '1.5 GiB'."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f}{sep}{unit}" if unit == "B" else f"{n:.1f}{sep}{unit}"
+        n /= 1024
+
+
 def fmt_size(n):
     """1048576 -> '1MiB', 4096 -> '4KiB', 1000 -> '1000B'."""
     for unit, p in (("PiB", 5), ("TiB", 4), ("GiB", 3), ("MiB", 2), ("KiB", 1)):

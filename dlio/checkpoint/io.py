@@ -31,7 +31,7 @@ Record of one save / load on one rank (plain JSON-ready dict)::
     duration_s (the window: prepare + I/O + fsync [+ rank_sync barrier in checkpoint-only mode]),
     prepare_s (mkdir/create for a save), io_s (the C run's first request to last completion),
     fsync_s, sync_s, bytes, nfiles, files [{name, bytes}], GiB_per_second (bytes / duration),
-    dlio_throughput_GB_per_second (DLIO's: checkpoint_size_GB / duration, see summary_fields),
+    dlio_throughput_GB_per_second (DLIO's: checkpoint_size_GB / duration, see dlio.report.checkpoint),
     checkpoint_size_GB (DLIO's size), engine, direct, threads, qd, transfer_size, fsync, cache,
     randomize_tensor.
 """
@@ -40,33 +40,23 @@ from __future__ import annotations
 import os
 import socket
 import time
-from datetime import datetime
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
 from dlio import _core
-from dlio.checkpoint.layout import GiB, ONE_BYTES, CheckpointPlan, CkptFile, plan_checkpoint, rank_files, size_lines, \
+from dlio.config import engines
+from dlio.checkpoint.layout import ONE_BYTES, CheckpointPlan, CkptFile, plan_checkpoint, rank_files, size_lines, \
     step_folder
+from dlio.report import checkpoint as ckpt_figures
+from dlio.host import drop_cache, iso
+from dlio.units import GiB
 from dlio.errors import DlioError, DlioRunError
 from dlio.mpi import Comm
 from dlio.execute import execute
 
 TRANSFER = 16 << 20
 MAX_THREADS = 4
-
-
-def iso(t: Optional[float] = None) -> str:
-    """DLIO's ``utcnow()`` format (it is local time): 2026-01-02T03:04:05.678901."""
-    return datetime.fromtimestamp(time.time() if t is None else t).strftime("%Y-%m-%dT%H:%M:%S.%f")
-
-
-def engine_for(cfg: Any, engine: Optional[str] = None, direct: Optional[bool] = None):
-    """(engine, direct) for checkpoint I/O from dlio_fast.engine, unless given."""
-    name = engine if engine is not None else cfg.dlio_fast.engine
-    d = name == "odirect"
-    name = {"odirect": "posix", "mmap": "posix", "uring": "io_uring"}.get(name, name)
-    return name, bool(direct) if direct is not None else d
 
 
 def _comm(comm: Optional[Comm]) -> Comm:
@@ -260,7 +250,7 @@ def save(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional
     the layout (``plan_checkpoint(cfg, comm.rank, comm.size)``)."""
     comm = _comm(comm)
     plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
-    eng, direct = engine_for(cfg, engine, direct)
+    eng, direct = engines.resolve(cfg.dlio_fast.engine if engine is None else engine, direct, checkpoint=True)
     qd = int(qd if qd is not None else cfg.dlio_fast.qd)
     do_fsync = bool(cfg.checkpoint.fsync if fsync is None else fsync)
     randomize = bool(cfg.checkpoint.randomize_tensor)
@@ -329,18 +319,6 @@ def default_drop(cfg: Any) -> bool:
     return not (cfg.dlio_fast.cache == "keep" and cfg.origin("dlio_fast.cache") != "default")
 
 
-def drop_cache(paths: Iterable[str]) -> str:
-    """Drop the files' cached pages (fdatasync + posix_fadvise DONTNEED).  Says what was done."""
-    n = 0
-    for p in paths:
-        try:
-            _core.drop_file_cache(p)
-            n += 1
-        except OSError as e:
-            raise DlioRunError(f"{p}: cannot drop its cached pages: {e.strerror}") from None
-    return f"dropped ({n} files, posix_fadvise)"
-
-
 def load(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional[str] = None,
          direct: Optional[bool] = None, qd: Optional[int] = None, threads: Optional[int] = None,
          drop: Optional[bool] = None, transfer: int = TRANSFER, plan: Optional[CheckpointPlan] = None,
@@ -352,7 +330,7 @@ def load(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional
     ``ranks_per_node_`` gives the ranks per node, else it is found collectively (all ranks call load)."""
     comm = _comm(comm)
     plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
-    eng, direct = engine_for(cfg, engine, direct)
+    eng, direct = engines.resolve(cfg.dlio_fast.engine if engine is None else engine, direct, checkpoint=True)
     qd = int(qd if qd is not None else cfg.dlio_fast.qd)
     drop = default_drop(cfg) if drop is None else bool(drop)
     src = comm.rank
@@ -393,13 +371,6 @@ def load(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional
 
 # --------------------------------------------------------------------------------------------------
 # DLIO's per_epoch_stats entry, checkpoint-only mode, summary
-
-
-def per_epoch_entry(rec: Dict[str, Any]) -> Dict[str, Any]:
-    """DLIO's ``save_ckpt{b}`` / ``load_ckpt{b}`` value: start, end, duration (float s), throughput
-    (DLIO's checkpoint_size_GB / duration)."""
-    return {"start": rec["start"], "end": rec["end"], "duration": rec["duration_s"],
-            "throughput": rec["dlio_throughput_GB_per_second"]}
 
 
 def sleep_seconds(cfg: Any) -> float:
@@ -449,7 +420,7 @@ def run_checkpoint_only(cfg: Any, comm: Optional[Comm], echo: Optional[Callable[
             extend_window(rec, (time.monotonic_ns() - t) / 1e9)
         rec["block"] = i
         records.append(rec)
-        stats[f"{kind}_ckpt{i}"] = per_epoch_entry(rec)
+        stats[f"{kind}_ckpt{i}"] = ckpt_figures.per_epoch_entry(rec)
         if kind == "save":
             extra = (f"{rec['bytes'] / GiB:.4f} GiB, {rec['GiB_per_second']:.4f} GiB/s"
                      + (f", fsync {rec['fsync_s']:.4f} s" if rec["fsync"] else ""))
@@ -483,104 +454,6 @@ def run_checkpoint_only(cfg: Any, comm: Optional[Comm], echo: Optional[Callable[
     summary = None
     if comm.rank == 0:
         all_records = [r for rank_recs in gathered for r in rank_recs]
-        summary = summary_fields(all_records, comm.size)
+        summary = ckpt_figures.summary_fields(all_records, comm.size)
     return {"plan": plan.to_dict(), "records": records, "all_records": all_records, "summary": summary,
             "per_epoch_stats": {"1": stats}, "start": start, "end": end}
-
-
-def _mean_std(xs: Sequence[float]):
-    a = np.asarray(xs, dtype=np.float64)
-    return float(np.mean(a)), float(np.std(a))
-
-
-def _exact(recs: List[Dict[str, Any]], comm_size: int) -> Dict[str, Any]:
-    groups: Dict[tuple, List[Dict[str, Any]]] = {}
-    for r in recs:
-        groups.setdefault((r["epoch"], r["step"], r.get("block")), []).append(r)
-    ckpts = []
-    per_rank: Dict[int, List[float]] = {}
-    per_rank_dur: Dict[int, List[float]] = {}
-    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2] or 0)):
-        g = groups[key]
-        nbytes = sum(r["bytes"] for r in g)
-        window = (max(r["wall_end_ns"] for r in g) - min(r["wall_start_ns"] for r in g)) / 1e9
-        slow = max(g, key=lambda r: r["duration_s"])
-        for r in g:
-            per_rank.setdefault(r["rank"], []).append(r["GiB_per_second"])
-            per_rank_dur.setdefault(r["rank"], []).append(r["duration_s"])
-        ckpts.append({
-            "epoch": key[0], "step": key[1], "ranks": len(g), "bytes": nbytes, "window_seconds": window,
-            "aggregate_GiB_per_second": nbytes / GiB / window if window > 0 else 0.0,
-            "slowest_rank": slow["rank"], "slowest_rank_seconds": slow["duration_s"],
-            "fsync_seconds_max": max(r.get("fsync_s", 0.0) for r in g),
-            "per_rank_GiB_per_second": {str(r["rank"]): r["GiB_per_second"]
-                                        for r in sorted(g, key=lambda r: r["rank"])},
-        })
-    agg = [c["aggregate_GiB_per_second"] for c in ckpts]
-    fs = [r.get("fsync_s", 0.0) for r in recs]
-    mean_dur = {rk: float(np.mean(v)) for rk, v in per_rank_dur.items()}
-    slowest = max(mean_dur, key=lambda rk: mean_dur[rk]) if mean_dur else None
-    am, asd = _mean_std(agg) if agg else (0.0, 0.0)
-    return {
-        "count": len(ckpts),
-        "bytes_per_checkpoint": ckpts[0]["bytes"] if ckpts else 0,
-        "aggregate_GiB_per_second_mean": am, "aggregate_GiB_per_second_stdev": asd,
-        "aggregate_GB_per_second_mean": am * GiB / 1e9,
-        "window_seconds_mean": float(np.mean([c["window_seconds"] for c in ckpts])) if ckpts else 0.0,
-        "per_rank_GiB_per_second_mean": {str(rk): float(np.mean(v)) for rk, v in sorted(per_rank.items())},
-        "slowest_rank": slowest,
-        "slowest_rank_seconds_mean": mean_dur[slowest] if slowest is not None else 0.0,
-        "fsync_seconds_mean": float(np.mean(fs)) if fs else 0.0, "fsync_seconds_max": max(fs) if fs else 0.0,
-        "checkpoints": ckpts,
-    }
-
-
-def summary_fields(records: Iterable[Dict[str, Any]], comm_size: int) -> Dict[str, Any]:
-    """summary.json checkpoint fields from the save/load records of all ranks.
-
-    DLIO's (statscounter.py:144-166), computed as DLIO does: from **rank 0's** records only,
-    ``save_checkpoint_io_{mean,stdev}_GB_per_second`` = mean / population stdev of
-    ``checkpoint_size_GB / duration`` per checkpoint, ``save_checkpoint_duration_{mean,stdev}_seconds``,
-    the ``load_checkpoint_*`` equivalents when there were loads, and ``checkpoint_size_GB`` (DLIO's
-    size, in GiB as DLIO's "GB" are).  Save fields are left out when there were no saves (DLIO would
-    write NaN).  ``exact`` holds {"save": ..., "load": ...}, each over all ranks: per checkpoint the
-    bytes of all ranks / (latest end - earliest start), per-rank GiB/s, the slowest rank, fsync time.
-    """
-    recs = list(records)
-    out: Dict[str, Any] = {}
-    r0 = [r for r in recs if r["rank"] == 0]
-    for kind in ("save", "load"):
-        mine = [r for r in r0 if r["kind"] == kind]
-        if not mine:
-            continue
-        io_m, io_s = _mean_std([r["dlio_throughput_GB_per_second"] for r in mine])
-        d_m, d_s = _mean_std([r["duration_s"] for r in mine])
-        out[f"{kind}_checkpoint_io_mean_GB_per_second"] = io_m
-        out[f"{kind}_checkpoint_io_stdev_GB_per_second"] = io_s
-        out[f"{kind}_checkpoint_duration_mean_seconds"] = d_m
-        out[f"{kind}_checkpoint_duration_stdev_seconds"] = d_s
-    if recs:
-        out["checkpoint_size_GB"] = recs[0]["checkpoint_size_GB"]
-    out["exact"] = {kind: _exact([r for r in recs if r["kind"] == kind], comm_size)
-                    for kind in ("save", "load") if any(r["kind"] == kind for r in recs)}
-    return out
-
-
-def metric_lines(summary: Dict[str, Any]) -> List[str]:
-    """DLIO's [METRIC] checkpoint lines (without the prefix), plus the exact aggregate."""
-    out = []
-    for kind, word in (("save", "save"), ("load", "load")):
-        k = f"{kind}_checkpoint_duration_mean_seconds"
-        if k in summary:
-            out.append(f"Checkpoint {word} duration (seconds): {summary[k]:.4f} "
-                       f"({summary[f'{kind}_checkpoint_duration_stdev_seconds']:.4f})")
-            out.append(f"Checkpoint {word} I/O Throughput (GB/second): "
-                       f"{summary[f'{kind}_checkpoint_io_mean_GB_per_second']:.4f} "
-                       f"({summary[f'{kind}_checkpoint_io_stdev_GB_per_second']:.4f})")
-        ex = summary.get("exact", {}).get(kind)
-        if ex:
-            out.append(f"Checkpoint {word} aggregate over all ranks (GiB/second): "
-                       f"{ex['aggregate_GiB_per_second_mean']:.4f} ({ex['aggregate_GiB_per_second_stdev']:.4f}); "
-                       f"slowest rank {ex['slowest_rank']} {ex['slowest_rank_seconds_mean']:.4f} s"
-                       + (f"; fsync {ex['fsync_seconds_mean']:.4f} s mean" if kind == "save" else ""))
-    return out

@@ -1,6 +1,6 @@
 """`dlio-fast report` and `dlio-fast check`: standalone Click commands (the CLI group adds them).
 
-Parsing and printing only; the work is in dlio.compare, dlio.plots, dlio.htmlreport, dlio.checks.
+Parsing and printing only; the work is in dlio.report (compare, tables, plots, html, checks).
 Bad input raises DlioError with one line naming the file or folder.
 """
 import os
@@ -56,7 +56,7 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
     RUN_DIR is a run's output folder (with dlio-fast.json); a dlio-fast io or ceiling --json
     file is compared point by point (same rw, bs, engine, qd, threads).
     """
-    from dlio.report import compare
+    from dlio.report import compare, tables
     dests = [d for d in (csv_path, json_path, md_path, html_path) if d]
     if sum(d == "-" for d in dests) > 1:
         raise DlioError("only one of --csv, --json, --markdown, --html can write to stdout ('-')")
@@ -64,17 +64,17 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
     sources = compare.load_all(paths)
     rep = compare.build(sources)
     if "-" not in dests:
-        for line in compare.table_lines(rep):
+        for line in tables.table_lines(rep):
             click.echo(line)
     if csv_path:
-        _write(csv_path, compare.csv_text(rep), "the CSV report")
+        _write(csv_path, tables.csv_text(rep), "the CSV report")
     if json_path:
-        _write(json_path, compare.json_text(rep), "the JSON report")
+        _write(json_path, tables.json_text(rep), "the JSON report")
     if md_path:
-        _write(md_path, "\n".join(compare.markdown_lines(rep)) + "\n", "the Markdown report")
+        _write(md_path, "\n".join(tables.markdown_lines(rep)) + "\n", "the Markdown report")
     written = []
     if plots or plots_dir:
-        from dlio.report import plots as plots_mod
+        from dlio.report import plots_compare as plots_mod
         written = plots_mod.make_for_sources(sources, plots_dir)
         for p in written:
             click.echo(f"plot: {p}", err=True)
@@ -84,7 +84,7 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
         if written:
             images = html_report.images_from(written)
         else:
-            from dlio.report import plots as plots_mod
+            from dlio.report import plots_compare as plots_mod
             tmp = tempfile.mkdtemp(prefix="dlio-fast-report-")
             try:
                 images = html_report.images_from(plots_mod.make_for_sources(sources, tmp))

@@ -18,7 +18,7 @@ Types:
   enum            one of ``choices``, compared case-insensitively, normalised to the spelling here
   ints, strs      lists (``strs`` also accepts one string)
   map             a mapping (or null)
-  time            a DLIO time distribution (scalar, {mean[, stdev]}, {type: ...}), see config.TimeSpec
+  time            a DLIO time distribution (scalar, {mean[, stdev]}, {type: ...}), see dlio.config.timespec.TimeSpec
   stdev           DLIO's ``*_stdev`` sibling of a time key; folded into it, not a field of its own
 """
 from __future__ import annotations
@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Tuple
+
+from dlio.config import engines
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -71,7 +73,6 @@ DATATYPES = ("fp16", "bf16", "fp32", "fp64", "int8", "uint8")
 COMPRESSIONS = ("none", "gzip", "lzf", "bz2", "zip", "xz")
 PROFILERS = ("none", "iostat", "darshan", "tensorboard")
 STORAGE_TYPES = ("local_fs", "s3", "aistore")
-ENGINES = ("posix", "odirect", "io_uring", "mmap", "null")
 TIME_TYPES = ("normal", "uniform", "gamma", "exponential", "poisson")
 
 # YAML 1.1 reads `off`/`no` as False and `on`/`yes` as True; for these keys that means the named value.
@@ -240,12 +241,13 @@ KEYS: Tuple[Key, ...] = (
     K("storage.storage_options", "map", None, "backend options (S3 endpoint, credentials ...)", nullable=True),
 
     # ---- dlio-fast's own keys (DLIO ignores unknown top-level sections) ----
-    K("dlio_fast.engine", "enum", "posix", "I/O engine", choices=ENGINES, env="DLIO_FAST_ENGINE", io=True,
-      aliases=MappingProxyType({"uring": "io_uring", "io-uring": "io_uring", "iouring": "io_uring",
-                                "o_direct": "odirect", "direct": "odirect", "psync": "posix"})),
+    K("dlio_fast.engine", "enum", "posix", "I/O engine", choices=engines.CONFIG_ENGINES, env="DLIO_FAST_ENGINE",
+      io=True, aliases=engines.ALIASES),
     K("dlio_fast.qd", "int", 1, "queue depth per reader thread", lo=1, hi=1024, env="DLIO_FAST_QD", io=True),
-    K("dlio_fast.cache", "enum", "keep", "page cache: keep, or drop each file's pages before the run",
-      choices=("keep", "drop"), env="DLIO_FAST_CACHE", io=True),
+    K("dlio_fast.cache", "enum", "keep",
+      "page cache: keep; drop each file's pages before every epoch (no root needed, checked with mincore); "
+      "drop-all: the whole host's page cache, once per node, root only",
+      choices=("keep", "drop", "drop-all"), env="DLIO_FAST_CACHE", io=True),
     K("dlio_fast.compute_mode", "enum", "spin", "emulated compute: busy-spin, or sleep then spin the end",
       choices=("spin", "hybrid")),
     K("dlio_fast.compat_dlio_order", "bool", False,
@@ -254,7 +256,7 @@ KEYS: Tuple[Key, ...] = (
     K("dlio_fast.skip_bad_files", "bool", False,
       "leave out files that are missing, unreadable or changed since generation (counted), instead of stopping"),
     K("dlio_fast.plots", "bool", False, "write PNG plots into the output folder after the run"),
-    K("dlio_fast.trace", "bool", False, "write Chrome-trace / DFTracer .pfw files per rank"),
+    K("dlio_fast.trace", "bool", False, "write a DFTracer trace per rank (trace-{rank}-of-{size}.pfw.gz: JSON lines; opens in Perfetto)"),
     K("dlio_fast.seed", "int", 10, "seed of the generated files' content (shapes use DLIO's fixed seed 10, so DLIO and dlio-fast agree on sizes)",
       lo=0, hi=2**32 - 1),
 )

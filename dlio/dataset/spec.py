@@ -203,3 +203,19 @@ def dataset_bytes(spec):
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def dataset_spec(cfg):
+    """The DatasetSpec of a resolved config (its dataset section and the content seed)."""
+    d = cfg.dataset
+    return DatasetSpec(
+        data_folder=d.data_folder.rstrip("/") or ".", format=d.format,
+        num_files_train=d.num_files_train, num_files_eval=d.num_files_eval,
+        num_samples_per_file=d.num_samples_per_file, record_length_bytes=d.record_length_bytes,
+        record_length_bytes_stdev=d.record_length_bytes_stdev, record_dims=tuple(d.record_dims),
+        record_element_type=d.record_element_type, num_subfolders_train=d.num_subfolders_train,
+        num_subfolders_eval=d.num_subfolders_eval, file_prefix=d.file_prefix,
+        compression=d.compression, compression_level=d.compression_level,
+        hdf5_chunk_dims=tuple(d.hdf5.chunk_dims), hdf5_num_dset_per_record=d.hdf5.num_dset_per_record,
+        hdf5_max_shape=tuple(d.hdf5.max_shape), seed_content=cfg.dlio_fast.seed,
+    )

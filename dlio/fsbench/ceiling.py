@@ -8,9 +8,10 @@ allows it, else by dropping the files' pages before every probe.
 """
 
 from dlio import _core
-from dlio.fsbench import points
+from dlio.fsbench import grid, points
 from dlio.fsbench import testfiles
 from dlio import output
+from dlio.report.result import CEILING_SCHEMA, new_io_doc
 from dlio.fsbench.table import point_line, POINT_HEADER
 
 GAIN = 1.05
@@ -23,15 +24,9 @@ MAX_QD = 256
 
 
 def usable_engines():
-    return [n for n, caps, ok, _ in _core.engines() if ok and n in ("io_uring", "posix")]
-
-
-def direct_ok(folder):
-    try:
-        points.check_direct(folder)
-        return True
-    except Exception:
-        return False
+    """(engines the search uses, {engine: why it cannot run here})."""
+    found = {n: (ok, why) for n, _, ok, why in _core.engines() if n in ("io_uring", "posix")}
+    return [n for n, (ok, _) in found.items() if ok], {n: why for n, (ok, why) in found.items() if not ok}
 
 
 def climb(cur, metric, limit, probe_at):
@@ -65,14 +60,21 @@ def search(target, fileset, runtime_ns, max_threads, direct, engines, probe):
     return best
 
 
-def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo):
+def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo, warn=print):
     testfiles.check_writable_dir(path)
-    direct = direct_ok(path)
+    direct = points.direct_supported(path)
     cache = "keep" if direct else "drop"
-    engines = usable_engines()
+    engines, missing = usable_engines()
+    deepest = MAX_QD if any(points.check_engine(e) & _core.CAP_ASYNC for e in engines) else 1
     echo(f"# ceiling of {path}: {'O_DIRECT' if direct else 'buffered, page cache dropped per probe'}; "
-         f"engines {', '.join(engines)}; up to {max_threads} threads, qd up to {MAX_QD}")
+         f"engines {', '.join(engines)}; up to {max_threads} threads, qd up to {deepest}")
+    for name, why in missing.items():
+        warn(f"warning: engine {name} is unavailable here ({why}): "
+             + ("queue depths above 1 were not tested, so the IOPS found may be far below the storage's"
+                if deepest == 1 else "it was not tested"))
     fileset = testfiles.prepare([path], max_threads, file_size)
+    if not direct:
+        grid.fits_in_ram_warning({"posix": (False, cache)}, sum(fileset.sizes), warn)
     budget = points.Budget(runtime_ns=runtime_ns)
     probes = []
 
@@ -82,8 +84,8 @@ def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo):
         echo(point_line(rec))
         return rec
 
-    doc = {"schema": "dlio-fast.ceiling/1", "environment": output.environment(), "path": path,
-           "direct": direct, "complete": False, "best": {}, "probes": probes}
+    doc = new_io_doc(CEILING_SCHEMA, path=path, direct=direct, best={}, probes=probes,
+                     engines_unavailable=missing)
     echo(POINT_HEADER)
     try:
         for target in TARGETS:

@@ -33,6 +33,11 @@ import numpy as np
 
 from dlio import _core
 from dlio import stats
+from dlio.fsbench.testfiles import writing_test_data
+from dlio.fsbench.grid import Sinks, combinations, run_grid
+from dlio.fsbench.table import POINT_HEADER, point_line
+from dlio.host import drop_cache
+from dlio.report.result import IO_SCHEMA, new_io_doc
 from dlio.errors import DlioError
 from dlio.execute import execute
 
@@ -176,18 +181,14 @@ def _write_part(path, layout, part, size, bs, per_rank, seed, create):
     flags = os.O_WRONLY | (os.O_CREAT | os.O_TRUNC if create else 0)
     fd = os.open(path, flags, 0o644)
     try:
-        if layout == "strided":
-            for off in layout_offsets(layout, part, size, bs, per_rank):
-                _core.write_random(fd, int(off), bs, seed + part, 4 << 20)
-        else:
-            start = 0 if layout == "fpp" else part * per_rank
-            _core.write_random(fd, start, per_rank, seed + part, 4 << 20)
-        os.fsync(fd)
-    except OSError as e:
-        if e.errno == 28:
-            raise DlioError(f"{path}: no space left on device writing the test data "
-                            "(use a smaller --file-size)") from None
-        raise
+        with writing_test_data(path):
+            if layout == "strided":
+                for off in layout_offsets(layout, part, size, bs, per_rank):
+                    _core.write_random(fd, int(off), bs, seed + part, 4 << 20)
+            else:
+                start = 0 if layout == "fpp" else part * per_rank
+                _core.write_random(fd, start, per_rank, seed + part, 4 << 20)
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -214,9 +215,7 @@ def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cac
     per_rank_budget = 0
     if size:
         per_rank_budget = max(point.bs, size // comm.size)
-    if cache == "drop":
-        from dlio.fsbench.points import drop_caches
-        drop_caches([path])
+    cache_note = drop_cache([path]) if cache == "drop" else "kept (the page cache is measured)"
     comm_addr = 0
     if point.collective:
         # Shared layouts: every rank opens the one file on COMM_WORLD. File per process: each
@@ -245,7 +244,7 @@ def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cac
     ranks = comm.gather(mine)
     if comm.rank != 0:
         return None
-    return reduce_ranks(point, ranks, shift, hints)
+    return dict(reduce_ranks(point, ranks, shift, hints), cache=cache_note)
 
 
 def reduce_ranks(point, ranks, shift=0, hints=()):
@@ -302,10 +301,8 @@ def check_ready(comm, threads, collective):
 
 def main(paths, rws, bss, layouts, collective, reorder, hints, threads, file_size, runtime_ns, ramp_ns,
          size, cache, json_path, csv_path, keep, echo):
-    """The `io --engine mpiio` grid on every rank (rank 0 prints and writes the files)."""
+    """The `io --engine mpiio` grid on every rank (rank 0 prints and writes the sinks)."""
     from dlio import mpi
-    from dlio import output
-    from dlio.fsbench.table import IO_COLUMNS, POINT_HEADER, flat_point, point_line
     comm = mpi.world(force=True)
     if comm.comm is None:
         raise DlioError("engine mpiio needs mpi4py (pip install mpi4py mpich) and is run under "
@@ -315,34 +312,26 @@ def main(paths, rws, bss, layouts, collective, reorder, hints, threads, file_siz
     for r in rws:
         if r in ("write", "randwrite") and not (len(paths) == 1 and os.path.isdir(paths[0])):
             raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
-    say = echo if comm.rank == 0 else (lambda *a, **k: None)
-    records = []
-    doc = {"schema": "dlio-fast.io/1", "environment": output.environment(), "paths": list(paths),
-           "ranks": comm.size, "complete": False, "points": records}
-    say(POINT_HEADER + f" {'ranks':>5} layout     mode         reorder")
-    try:
+
+    def records():
         for layout in layouts:
             files = prepare(comm, list(paths), layout, file_size, max(bss))
             try:
-                for r in rws:
-                    for b in bss:
-                        if files.per_rank < b:
-                            raise DlioError(f"--file-size {files.per_rank} is smaller than --bs {b}")
-                        pt = Point(r, b, layout, collective, reorder)
-                        rec = run_point(comm, pt, files, runtime_ns, ramp_ns, size, hint_pairs, cache)
-                        if rec is not None:
-                            records.append(rec)
-                            say(point_line(rec) + f" {rec['ranks']:>5} {layout:<10} {rec['mode']:<12} "
-                                f"{'shift ' + str(rec['reorder_shift']) if reorder else 'no'}")
+                for r, b in combinations(rws, bss):
+                    if files.per_rank < b:
+                        raise DlioError(f"--file-size {files.per_rank} is smaller than --bs {b}")
+                    yield run_point(comm, Point(r, b, layout, collective, reorder), files, runtime_ns, ramp_ns,
+                                    size, hint_pairs, cache)
             finally:
                 if not keep and files.created:
                     files.cleanup(comm)
-        doc["complete"] = True
-    finally:
-        if comm.rank == 0:
-            if json_path:
-                output.write_json(json_path, doc)
-            if csv_path:
-                output.write_csv(csv_path, [flat_point({k: v for k, v in rec.items()
-                                                        if k not in ("per_rank", "hints")})
-                                            for rec in records], IO_COLUMNS + ["ranks", "layout", "mode"])
+
+    def line(rec):
+        return (point_line(rec) + f" {rec['ranks']:>5} {rec['layout']:<10} {rec['mode']:<12} "
+                f"{'shift ' + str(rec['reorder_shift']) if reorder else 'no'}")
+
+    say = echo if comm.rank == 0 else (lambda *a, **k: None)
+    doc = new_io_doc(IO_SCHEMA, paths=list(paths), ranks=comm.size)
+    out = Sinks(json_path, csv_path, csv_extra=("ranks", "layout", "mode"), csv_drop=("per_rank", "hints"))
+    run_grid(records(), doc, POINT_HEADER + f" {'ranks':>5} layout     mode         reorder", line, out, say,
+             write=comm.rank == 0)

@@ -10,6 +10,7 @@ points walk the blocks in order; random points visit every block once per pass i
 spent; the ramp period is run and not counted.
 """
 import dataclasses
+import errno
 import os
 import resource
 import time
@@ -18,6 +19,7 @@ import numpy as np
 
 from dlio import _core
 from dlio import stats
+from dlio.host import drop_cache, drop_host_cache
 from dlio.errors import DlioError
 from dlio.execute import execute
 
@@ -92,9 +94,9 @@ def build_plan(point, fileset, seed=42):
 
 def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, delay_ns=0, tracer=None):
     """Measure one point. Returns the point's record (plain dict, JSON-ready). With a tracer
-    (dlio.trace.Tracer), the point's requests are appended to its .pfw file as spans."""
+    (dlio.report.trace.Tracer), the point's requests are appended to its .pfw file as spans."""
     ops, first_op = build_plan(point, fileset)
-    cache_note = drop_caches(fileset.paths) if cache == "drop" else "kept"
+    cache_note = cache_step(point, fileset.paths, cache)
     run = _core.Run("io", point.engine, fileset.paths, ops, threads=point.threads, qd=point.qd,
                     direct=point.direct, thread_first_op=first_op, runtime_ns=budget.runtime_ns,
                     ramp_ns=budget.ramp_ns, bytes_limit=budget.size,
@@ -133,15 +135,25 @@ def point_record(point, res, ru0, ru1, wall_ns, cache_note):
     }
 
 
-def drop_caches(paths):
-    """Drop the files' cached pages; the whole page cache too when root. Says what was done."""
-    for p in paths:
-        _core.drop_file_cache(p)
+def cache_step(point, paths, cache):
+    """The page cache before a point (keep, drop each file's pages, or drop-all as root); the note
+    the point's record carries."""
+    if point.direct:
+        return "bypassed (O_DIRECT)"
+    if cache == "drop":
+        return drop_cache(paths)
+    if cache == "drop-all":
+        return drop_host_cache()
+    return "kept (the page cache is measured)"
+
+
+def direct_supported(path):
+    """True when the filesystem of path takes O_DIRECT."""
     try:
-        _core.drop_all_caches()
-        return "dropped (files + all, root)"
-    except OSError:
-        return "dropped (files, posix_fadvise)"
+        check_direct(path)
+        return True
+    except DlioError:
+        return False
 
 
 def check_engine(name, direct=False):
@@ -166,7 +178,7 @@ def check_direct(path):
         fd = os.open(target, os.O_RDONLY | os.O_DIRECT | (os.O_CREAT if target == probe else 0), 0o600)
         os.close(fd)
     except OSError as e:
-        if e.errno == 22:
+        if e.errno == errno.EINVAL:
             raise DlioError(f"{path}: the filesystem refuses O_DIRECT (EINVAL); use --buffered "
                             "(with --cache drop to keep the page cache out of the way)") from None
         raise DlioError(f"{path}: cannot open with O_DIRECT: {e.strerror}") from None

@@ -15,11 +15,19 @@ def flat_point(r):
     return row
 
 
+def mode(r):
+    """direct (O_DIRECT), buffer (buffered, pages dropped before the point) or cached (page cache kept:
+    the figure may be the page cache's, not the storage's)."""
+    if r["direct"]:
+        return "direct"
+    return "cached" if str(r.get("cache", "")).startswith("kept") else "buffer"
+
+
 def point_line(r):
     lat = r["lat_ns"]
     cpu = f"{r['cpu_us_per_io']:.2f}" if r["cpu_us_per_io"] is not None else "-"
     return (f"{r['rw']:<9} {fmt_size(r['bs']):>7} {r['engine']:<8} {r.get('qd_used') or r['qd']:>4} {r['threads']:>3} "
-            f"{'direct' if r['direct'] else 'buffer':<6} {r['bw_MiB_s']:>10.1f} {r['iops']:>11.0f} "
+            f"{mode(r):<6} {r['bw_MiB_s']:>10.1f} {r['iops']:>11.0f} "
             f"{fmt_ns(lat['min']):>8} {fmt_ns(lat['mean']):>8} {fmt_ns(lat['p50']):>8} "
             f"{fmt_ns(lat['p99']):>8} {fmt_ns(lat['p99.9']):>8} {fmt_ns(lat['max']):>8} {cpu:>8}")
 

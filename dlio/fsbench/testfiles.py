@@ -4,10 +4,12 @@ A read of a never-written region returns zeros without touching the device, so e
 file we create is written first (with the C core's fast fill, GIL released), and files we did not
 create are used as they are, read only unless the user asks for writes on them.
 """
+import contextlib
+import errno
 import os
 
 from dlio import _core
-from dlio.errors import DlioError
+from dlio.errors import DlioError, os_error_message
 from dlio.output import atomic_path
 
 PREFIX = "dlio-fast-io"
@@ -82,16 +84,21 @@ def _paths(folder, n):
     return [os.path.join(folder, f"{PREFIX}.{i}.dat") for i in range(n)]
 
 
-def _write_full(path, size, seed):
+@contextlib.contextmanager
+def writing_test_data(path):
+    """A full disk or quota while writing test data: one line naming the file and the fix."""
     try:
-        with atomic_path(path, fsync=True) as tmp:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                _core.write_random(fd, 0, size, seed, 4 << 20)
-            finally:
-                os.close(fd)
+        yield
     except OSError as e:
-        if e.errno == 28:
-            raise DlioError(f"{path}: no space left on device while writing a {size} byte test file "
-                            "(use a smaller --file-size)") from None
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DlioError(os_error_message(e, path, "use a smaller --file-size")) from None
         raise
+
+
+def _write_full(path, size, seed):
+    with writing_test_data(path), atomic_path(path, fsync=True) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _core.write_random(fd, 0, size, seed, 4 << 20)
+        finally:
+            os.close(fd)

@@ -1,4 +1,4 @@
-"""MLPerf Storage style checks of training runs (peers.md 4.5, Submission_guidelines v2.0).
+"""MLPerf Storage style checks of training runs (docs/peers.md §4.5, Submission_guidelines v2.0).
 
   - the run completed (a partial run is not a result);
   - dataset >= 5x the hosts' RAM: bytes on disk vs host memory x number of distinct hosts, so that
@@ -10,18 +10,11 @@
 run_checks() returns (name, passed, figure_text) tuples; nothing here prints.
 """
 from dlio.report import dlio_files
+from dlio.units import fmt_bytes
 
 RAM_FACTOR = 5
 MIN_STEPS = 500
 REPEAT_TOLERANCE = 0.05
-
-
-def _human(n):
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(n) < 1024 or unit == "PiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
 
 
 def _label(result, i, labels, several):
@@ -53,8 +46,8 @@ def check_dataset(result, ram_bytes=None):
     per_host = int(ram_bytes) if ram_bytes else int((result.get("host") or {}).get("memory_bytes") or 0)
     need = RAM_FACTOR * per_host * hosts
     ok = per_host > 0 and nbytes >= need
-    text = (f"dataset {_human(nbytes)} on disk, need >= {RAM_FACTOR} x {_human(per_host)} RAM x "
-            f"{hosts} host{'s' if hosts != 1 else ''} = {_human(need)}"
+    text = (f"dataset {fmt_bytes(nbytes)} on disk, need >= {RAM_FACTOR} x {fmt_bytes(per_host)} RAM x "
+            f"{hosts} host{'s' if hosts != 1 else ''} = {fmt_bytes(need)}"
             + (f" ({nbytes / need:.2f}x of that)" if need else " (host RAM unknown)"))
     return (f"dataset >= {RAM_FACTOR}x host RAM", ok, text)
 

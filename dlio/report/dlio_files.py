@@ -1,21 +1,26 @@
 """One run's Result record -> DLIO's output files, dlio-fast.json, the console.
 
-Every renderer here is a pure function of the Result (a plain dict built by dlio.workload and
+Every renderer here is a pure function of the Result (a plain dict built by dlio.train and
 gathered from all ranks on rank 0), so a result file can be re-rendered later and tests can feed
 known Results in. Field names of summary.json / {rank}_output.json / {rank}_per_epoch_stats.json
-are DLIO's (dlio-facts 7); their figures follow DLIO's formulas (compat). dlio-fast.json holds
+are DLIO's (docs/dlio-facts.md §7); their figures follow DLIO's formulas (compat). dlio-fast.json holds
 the exact figures next to them.
 """
 import os
 
 import numpy as np
 
-from dlio.checkpoint import io as ckpt_io
+from dlio.report import checkpoint as ckpt_figures
 from dlio.report import metrics
+from dlio.report.result import RUN_SCHEMA
 from dlio import output
+from dlio.units import fmt_ns
 from dlio import stats
 
-SCHEMA = "dlio-fast.run/1"
+
+
+# A mean compute overrun above this share of the set compute is worth a note on the console.
+OVERRUN_NOTE = 0.01
 
 
 def _epochs(result):
@@ -35,7 +40,7 @@ def _epoch(rank, e):
 
 
 def train_figures(result):
-    """Per-epoch DLIO figures reduced over ranks: AU averaged, samples/s summed (dlio-facts 3.3)."""
+    """Per-epoch DLIO figures reduced over ranks: AU averaged, samples/s summed (docs/dlio-facts.md §3.3)."""
     au, thr, exact_au, exact_sps, exact_bps = [], [], [], [], []
     for e in _epochs(result):
         recs = [_epoch(r, e)["train"] for r in result["ranks"]]
@@ -75,6 +80,7 @@ def checkpoint_records(result):
 def summary(result):
     """DLIO's summary.json."""
     s = result["settings"]
+    done = result.get("complete", True)
     au, thr, _, _, _ = train_figures(result)
     au_mean, au_std = metrics.mean_std(au)
     thr_mean, thr_std = metrics.mean_std(thr)
@@ -85,7 +91,8 @@ def summary(result):
         "train_au_percentage": au,
         "train_au_mean_percentage": au_mean,
         "train_au_stdev_percentage": au_std,
-        "train_au_meet_expectation": "success" if au and au_mean >= 100.0 * s["metric_au"] else "fail",
+        # An interrupted run met nothing: its AU covers the steps it ran, not the workload.
+        "train_au_meet_expectation": "success" if done and au and au_mean >= 100.0 * s["metric_au"] else "fail",
         "train_throughput_samples_per_second": thr,
         "train_throughput_mean_samples_per_second": thr_mean,
         "train_throughput_stdev_samples_per_second": thr_std,
@@ -98,7 +105,7 @@ def summary(result):
         et_m, et_s = metrics.mean_std(ethr)
         m.update({
             "eval_au_percentage": eau, "eval_au_mean_percentage": ea_m, "eval_au_stdev_percentage": ea_s,
-            "eval_au_meet_expectation": "success" if ea_m >= 100.0 * s["metric_au"] else "fail",
+            "eval_au_meet_expectation": "success" if done and ea_m >= 100.0 * s["metric_au"] else "fail",
             "eval_throughput_samples_per_second": ethr,
             "eval_throughput_mean_samples_per_second": et_m,
             "eval_throughput_stdev_samples_per_second": et_s,
@@ -108,7 +115,7 @@ def summary(result):
     d = result["dataset"]
     ck = checkpoint_records(result)
     if ck:   # DLIO's checkpoint fields (rank 0's durations, as DLIO computes them)
-        m.update({k: v for k, v in ckpt_io.summary_fields(ck, result["comm_size"]).items() if k != "exact"})
+        m.update({k: v for k, v in ckpt_figures.summary_fields(ck, result["comm_size"]).items() if k != "exact"})
     return {
         "start": result["start"], "end": result["end"],
         "num_accelerators": result["comm_size"], "num_hosts": len(set(result["hostnames"])),
@@ -164,7 +171,7 @@ def per_epoch_stats(result, r):
             rec[f"block{i}"] = {"start": ep["start"] if i == 1 else "", "end": ep["train_end"],
                                 "duration": f"{b['duration_s']:.2f}"}
         for c in ep.get("checkpoints") or []:
-            rec[f"save_ckpt{c.get('block', 1)}"] = ckpt_io.per_epoch_entry(c)
+            rec[f"save_ckpt{c.get('block', 1)}"] = ckpt_figures.per_epoch_entry(c)
         if ep.get("eval"):
             rec["eval"] = {"start": ep["eval_start"], "end": ep["end"],
                            "duration": f"{ep['eval']['duration_s']:.2f}"}
@@ -180,7 +187,10 @@ def exact(result):
     blocks = [ep["train"] for r in result["ranks"] for ep in r["epochs"] if ep.get("train")]
     waits_mean = [b["exact"]["io_wait_mean_s"] for b in blocks]
     waits_p99 = [b["exact"]["io_wait_p99_s"] for b in blocks]
-    # cpu_s of an epoch includes its evaluation (dlio.workload), so its samples count too
+    overrun_mean = [b["exact"].get("compute_overrun_mean_s", 0.0) for b in blocks]
+    overrun_max = [b["exact"].get("compute_overrun_max_s", 0.0) for b in blocks]
+    set_mean = [b["exact"].get("compute_set_mean_s", b["exact"]["compute_mean_s"]) for b in blocks]
+    # cpu_s of an epoch includes its evaluation (dlio.train.loop), so its samples count too
     bse = result["settings"].get("batch_size_eval", 0)
     samples = sum(ep["samples"] + (ep["eval"]["steps"] * bse if ep.get("eval") else 0)
                   for r in result["ranks"] for ep in r["epochs"])
@@ -205,6 +215,10 @@ def exact(result):
         "io_wait_per_step_s": {"mean": float(np.mean(waits_mean)) if waits_mean else 0.0,
                                "p99": float(np.max(waits_p99)) if waits_p99 else 0.0},
         "cpu_us_per_sample": cpu / samples * 1e6 if samples else None,
+        # measured compute beyond the set time (a preempted spin): not counted in au_percentage
+        "compute_overrun_s": {"mean": float(np.mean(overrun_mean)) if blocks else 0.0,
+                              "max": float(np.max(overrun_max)) if blocks else 0.0,
+                              "set_mean": float(np.mean(set_mean)) if blocks else 0.0},
         "bytes_read": sum(ep["bytes"] for r in result["ranks"] for ep in r["epochs"]),
         "slowest_rank_epoch_seconds": [max(pr["epoch_seconds"][i] for pr in per_rank)
                                        for i in range(min((len(p["epoch_seconds"]) for p in per_rank), default=0))],
@@ -216,11 +230,11 @@ def exact(result):
 
 def dlio_fast_doc(result):
     doc = {k: v for k, v in result.items() if k != "ranks"}
-    doc["schema"] = SCHEMA
+    doc["schema"] = RUN_SCHEMA
     doc["metrics"] = exact(result)
     ck = checkpoint_records(result)
     if ck:
-        doc["checkpoints"] = {"records": ck, **ckpt_io.summary_fields(ck, result["comm_size"])}
+        doc["checkpoints"] = {"records": ck, **ckpt_figures.summary_fields(ck, result["comm_size"])}
     doc["ranks"] = result["ranks"]
     return doc
 
@@ -251,7 +265,7 @@ def metric_lines(result):
         ]
     ck = checkpoint_records(result)
     if ck:
-        lines += ["[METRIC] " + x for x in ckpt_io.metric_lines(ckpt_io.summary_fields(ck, result["comm_size"]))]
+        lines += ["[METRIC] " + x for x in ckpt_figures.metric_lines(ckpt_figures.summary_fields(ck, result["comm_size"]))]
     lines.append("[METRIC] ==========================================================")
     return lines
 
@@ -271,10 +285,28 @@ def exact_table(result):
         ("I/O wait per step mean / p99", f"{x['io_wait_per_step_s']['mean'] * 1e3:.3f} / {x['io_wait_per_step_s']['p99'] * 1e3:.3f} ms", "-"),
         ("benchmark CPU per sample", f"{cpu} us", "-"),
     ]
+    over = x["compute_overrun_s"]
+    if over["max"] > 0:
+        rows.append(("compute overrun mean / max", f"{fmt_ns(over['mean'] * 1e9)} / {fmt_ns(over['max'] * 1e9)}",
+                     "counted as compute"))
     w = max(len(r[0]) for r in rows)
     out = [f"{'':<{w}}  {'dlio-fast (exact)':>24}  {'DLIO formula':>20}"]
     out += [f"{a:<{w}}  {b:>24}  {c:>20}" for a, b, c in rows]
+    if over["set_mean"] > 0 and over["mean"] > OVERRUN_NOTE * over["set_mean"]:
+        out.append(f"note: the emulated compute ran over its set time by {fmt_ns(over['mean'] * 1e9)} per step on "
+                   f"average ({100 * over['mean'] / over['set_mean']:.1f} % of {fmt_ns(over['set_mean'] * 1e9)}), "
+                   f"at most {fmt_ns(over['max'] * 1e9)}: this host's CPU was busy; dlio-fast's AU counts the set "
+                   "time, DLIO's counts the overrun as compute")
     return out
+
+
+def write_rank_files(result, folder, rank):
+    """One rank's own output files (its DLIO files and dlio-fast.rank{rank}.json), for a multi-rank run
+    that failed or was interrupted: the ranks cannot gather, so each keeps what it measured."""
+    os.makedirs(folder, exist_ok=True)
+    output.write_json(os.path.join(folder, f"{rank}_output.json"), rank_output(result, 0))
+    output.write_json(os.path.join(folder, f"{rank}_per_epoch_stats.json"), per_epoch_stats(result, 0))
+    output.write_json(os.path.join(folder, f"dlio-fast.rank{rank}.json"), dlio_fast_doc(result))
 
 
 def write_all(result, folder, resolved_config_yaml=None):

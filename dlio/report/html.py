@@ -5,7 +5,7 @@ import html
 import os
 import time
 
-from dlio.report import compare
+from dlio.report import tables
 
 STYLE = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2em; color: #222; }
@@ -58,14 +58,14 @@ def render(rep, images=(), checks=None, title="dlio-fast report"):
             for r in runs) + "</ul>")
         if len(runs) > 1:
             out.append(f"<p>Ratios are to {_e(runs[0]['label'])}.</p>")
-        h, rows = compare.run_rows(rep)
+        h, rows = tables.run_rows(rep)
         out += _table(h, rows, left=2)
     if "io" in rep:
         srcs = rep["io"]["sources"]
         out.append("<h2>I/O points</h2>")
         out.append("<ul>" + "".join(
             f"<li>{_e(s['label'])} ({_e(s['kind'])}): {_e(s['where'])}</li>" for s in srcs) + "</ul>")
-        h, rows = compare.point_rows(rep)
+        h, rows = tables.point_rows(rep)
         out += _table(h, rows, left=1)
     if checks:
         out.append("<h2>MLPerf Storage checks</h2>")

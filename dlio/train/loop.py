@@ -1,50 +1,34 @@
-"""`dlio-fast run`: generate (or reuse) the dataset, replay the training loop, build the Result.
+"""The training loop of one rank: epochs of a C run each, evaluation, checkpoints during training.
 
-Per epoch: plan (numpy, dlio.planner) -> one C run with the GIL released (reader threads, bounded
-prefetch, trainer spinning each step's compute, MPI barrier per step) -> per-step timestamps ->
-metrics. Evaluation is a second C run on the valid split with no per-step barrier (as DLIO).
-Everything measured goes into one Result dict; dlio.report renders it.
+Per epoch: plan (numpy, dlio.train.planner) -> one C run with the GIL released (reader threads,
+bounded prefetch, trainer spinning each step's compute, MPI barrier per step) -> per-step
+timestamps -> metrics. Evaluation is a second C run on the valid split with no per-step barrier
+(as DLIO). The rank's record (dlio.report.result.RankRecord) is returned with the failure that
+ended it, if any: a stopped or failed run keeps the epochs and steps it measured.
 """
 import dataclasses
-import datetime
+from typing import Any, List, Tuple
 import os
-import platform
 import resource
 import socket
 
 import numpy as np
 
 from dlio import _core
+from dlio.config.engines import engine_spec
 from dlio.checkpoint import layout as ckpt_layout
 from dlio.checkpoint import io as ckpt_io
 from dlio.dataset.manifest import load_manifest, load_saved
-from dlio.dataset.spec import DatasetSpec, file_paths
+from dlio.dataset.spec import dataset_spec, file_paths
 from dlio.report import metrics
 from dlio.train import planner
 from dlio import stats
+from dlio.host import drop_cache, drop_host_cache, iso
 from dlio.errors import DlioError, DlioRunError
 from dlio.dataset.formats import get_format
-from dlio.execute import Interrupted, execute
-
-
-def iso_now():
-    """Local time as DLIO writes it (2023-04-04T16:33:42.959919)."""
-    return datetime.datetime.now().strftime("%Y-%m-%dT%H:%M:%S.%f")
-
-
-def dataset_spec(cfg):
-    d = cfg.dataset
-    return DatasetSpec(
-        data_folder=d.data_folder.rstrip("/") or ".", format=d.format,
-        num_files_train=d.num_files_train, num_files_eval=d.num_files_eval,
-        num_samples_per_file=d.num_samples_per_file, record_length_bytes=d.record_length_bytes,
-        record_length_bytes_stdev=d.record_length_bytes_stdev, record_dims=tuple(d.record_dims),
-        record_element_type=d.record_element_type, num_subfolders_train=d.num_subfolders_train,
-        num_subfolders_eval=d.num_subfolders_eval, file_prefix=d.file_prefix,
-        compression=d.compression, compression_level=d.compression_level,
-        hdf5_chunk_dims=tuple(d.hdf5.chunk_dims), hdf5_num_dset_per_record=d.hdf5.num_dset_per_record,
-        hdf5_max_shape=tuple(d.hdf5.max_shape), seed_content=cfg.dlio_fast.seed,
-    )
+from dlio.execute import execute_partial
+from dlio.errors import Interrupted
+from dlio.report.result import new_rank_record
 
 
 def check_files(paths, recorded_sizes):
@@ -91,14 +75,6 @@ def layout_for(spec, split, no_io=False, skip_bad_files=False):
     return layout, bad
 
 
-def engine_choice(cfg):
-    """(engine, direct): dlio_fast.engine, with reader.odirect meaning O_DIRECT (DLIO's key)."""
-    name = cfg.dlio_fast.engine
-    direct = bool(cfg.reader.odirect) or name == "odirect"
-    engine = "posix" if name == "odirect" else name
-    return engine, direct
-
-
 def batches_in_flight(reader):
     """How many finished batches may wait for the trainer. PyTorch's loader (DLIO's pytorch and dali
     loaders) gives each of its W workers prefetch_factor = ceil(prefetch_size / W) batches, so W x
@@ -110,53 +86,18 @@ def batches_in_flight(reader):
     return n
 
 
-def host_info():
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    proc = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    proc = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {"cpu_count": os.cpu_count(), "processor_name": proc, "memory_bytes": mem,
-            "memory_GB": mem / 1024 ** 3, "free_page_reporting": free_page_reporting()}
-
-
-def free_page_reporting(devices="/sys/bus/virtio/devices"):
-    """True when this machine is a VM that reports its free memory to the host (a virtio-balloon
-    device with VIRTIO_BALLOON_F_REPORTING, feature bit 5): the host takes such pages back, and the
-    guest's next touch of each one costs a host fault."""
-    try:
-        names = os.listdir(devices)
-    except OSError:
-        return False
-    for name in names:
-        try:
-            with open(os.path.join(devices, name, "device")) as f:
-                if f.read().strip() != "0x0005":          # virtio balloon
-                    continue
-            with open(os.path.join(devices, name, "features")) as f:
-                if f.read()[5:6] == "1":
-                    return True
-        except OSError:
-            continue
-    return False
-
-
 class Trainer:
     """Runs the epochs of one rank. echo/progress are rank 0's console callbacks."""
 
     def __init__(self, cfg, comm, echo, progress=None, tracer=None):
         self.cfg = cfg
-        self.tracer = tracer   # dlio.trace.Tracer, or None
+        self.tracer = tracer   # dlio.report.trace.Tracer, or None
         self.comm = comm
         self.echo = echo if comm.rank == 0 else (lambda *a, **k: None)
         self.progress = progress
         self.spec = dataset_spec(cfg)
-        self.engine, self.direct = engine_choice(cfg)
+        self.engine, self.direct = engine_spec(cfg)
+        self.node_leader = None  # this rank drops the node's page cache (drop-all); found on first use
 
     def settings(self, split):
         r, t = self.cfg.reader, self.cfg.train
@@ -174,12 +115,14 @@ class Trainer:
         return planner.epoch_plan(layout, st, spec_time, self.comm.rank, self.comm.size, epoch, random_seed), st
 
     def run_split(self, split, layout, paths, epoch, random_seed):
-        """One C run over one epoch of a split. Returns (raw result, plan, settings)."""
+        """One C run over one epoch of a split. Returns (raw result, plan, settings, failure)."""
         plan, st = self.plan_split(split, layout, epoch, random_seed)
-        return self.execute_plan(split, plan, st, paths, epoch), plan, st
+        res, failure = self.execute_plan(split, plan, st, paths, epoch)
+        return res, plan, st, failure
 
     def execute_plan(self, split, plan, st, paths, epoch, first_step=0, end_step=None):
-        """One C run over steps [first_step, end_step) of a plan (a block between checkpoints)."""
+        """One C run over steps [first_step, end_step) of a plan (a block between checkpoints).
+        Returns (C result, failure): a run ended by a signal or an I/O error returns what it measured."""
         cfg = self.cfg
         steps = plan.steps[first_step:end_step]
         hook = c_hook = barrier = None
@@ -201,16 +144,12 @@ class Trainer:
         tick = (lambda run: self.progress(split, epoch, run, plan)) if self.progress else None
         if barrier is not None:
             tick = self._stop_barrier_tick(barrier, tick)
-        try:
-            res = execute(run, on_tick=tick)
-        except (Interrupted, _core.RunError) as e:
-            e.plan, e.settings = plan, st   # the caller keeps the steps measured so far
-            if self.tracer is not None and getattr(e, "result", None) is not None:
-                self.tracer.add_run(e.result, paths, "train" if split == "train" else "eval", epoch=epoch)
-            raise
-        if self.tracer is not None:
+        res, failure = execute_partial(run, on_tick=tick)
+        if res is not None:  # the set compute of each step, next to the measured one
+            res["step_times"]["set_compute_ns"] = np.asarray(steps["compute_ns"][: len(res["step_times"]["compute_ns"])])
+        if self.tracer is not None and res is not None:
             self.tracer.add_run(res, paths, "train" if split == "train" else "eval", epoch=epoch)
-        return res
+        return res, failure
 
     @staticmethod
     def _stop_barrier_tick(barrier, tick):
@@ -230,17 +169,19 @@ class Trainer:
             raise InterruptedError("stopped while waiting for the other ranks")
 
     def drop_cache(self, paths):
-        if self.cfg.dlio_fast.cache != "drop":
-            return
-        for p in paths:
-            try:
-                _core.drop_file_cache(p)
-            except OSError:
-                pass
-        try:
-            _core.drop_all_caches()
-        except OSError:
-            pass
+        """dlio_fast.cache before an epoch: each file's pages on every rank (so on every node), or the
+        whole page cache once per node. Returns what was done, for the epoch's record."""
+        mode = self.cfg.dlio_fast.cache
+        if mode == "drop":
+            return drop_cache(paths)
+        if mode == "drop-all":
+            if self.node_leader is None:
+                hosts = self.comm.allgather(socket.gethostname())
+                self.node_leader = hosts.index(hosts[self.comm.rank]) == self.comm.rank
+            note = drop_host_cache() if self.node_leader else "dropped by this node's first rank"
+            self.comm.barrier()
+            return note
+        return "kept"
 
 
 def benchmark_cpu(process_cpu_s, res, compute_mode, read_threads):
@@ -281,32 +222,33 @@ def save_checkpoint(tr, cfg, comm, point):
     rec = ckpt_io.save(cfg, comm, point.epoch, point.step)
     rec["block"] = point.block
     if tr.tracer is not None:
-        tr.tracer.span("ckpt_layout.save", t0, _core.now_ns() - t0, epoch=point.epoch, step=point.step)
+        tr.tracer.span("checkpoint.save", t0, _core.now_ns() - t0, epoch=point.epoch, step=point.step)
     tr.echo(f"Finished saving checkpoint {point.block} for epoch {point.epoch} in {rec['duration_s']:.4f} s; "
             f"Throughput: {rec['dlio_throughput_GB_per_second']:.4f} GB/s")
     return rec
 
 
-def train_blocks(tr, plan, st, paths, epoch, points, done_blocks, saves, excl):
-    """Train one epoch; step checkpoints split it into blocks (DLIO closes a block at each). Returns
-    the merged C result; done_blocks gets (result, block metrics) per block, saves the checkpoints."""
+def train_blocks(tr, plan, st, paths, epoch, points, excl):
+    """Train one epoch; step checkpoints split it into blocks (DLIO closes a block at each).
+
+    Returns (merged C result, metrics of each complete block, checkpoint records, failure); after a
+    failure the result holds the steps measured, the unfinished block's included."""
     n = len(plan.steps)
     cuts = [p for p in points if p.mode == "step" and 0 < p.after_step <= n]
-    results, a = [], 0
+    results, blocks, saves, a = [], [], [], 0
     for p in cuts + [None]:
         b = p.after_step if p is not None else n
         if b > a or (p is None and not results):
-            try:
-                res = tr.execute_plan("train", plan, st, paths, epoch, a, b)
-            except (Interrupted, _core.RunError) as e:
-                e.blocks = list(zip(results, done_blocks))
-                raise
-            results.append(res)
-            done_blocks.append(metrics.block_metrics(_done_steps(res), st.batch, *excl))
+            res, failure = tr.execute_plan("train", plan, st, paths, epoch, a, b)
+            if res is not None:
+                results.append(res)
+            if failure is not None:
+                return (merge_results(results) if results else None), blocks, saves, failure
+            blocks.append(metrics.block_metrics(_done_steps(res), st.batch, *excl))
             a = b
         if p is not None:
             saves.append(save_checkpoint(tr, tr.cfg, tr.comm, p))
-    return merge_results(results)
+    return merge_results(results), blocks, saves, None
 
 
 def _done_steps(res):
@@ -320,7 +262,7 @@ def _epoch_record(epoch, res, plan, settings, excl, cpu_s, start_iso, blocks=Non
     else:   # an interrupted epoch: the steps done
         block = metrics.block_metrics(_done_steps(res), settings.batch, *excl)
     return {
-        "epoch": epoch, "start": start_iso, "train_end": iso_now(), "end": None,
+        "epoch": epoch, "start": start_iso, "train_end": iso(), "end": None,
         "duration_s": block.get("duration_s", 0.0),
         "train": block if block["steps"] else None, "eval": None,
         "blocks": [b for b in (blocks or []) if b["steps"]] if blocks and len(blocks) > 1 else None,
@@ -344,97 +286,140 @@ def step_lines(rank, block, batch):
         yield f"Rank {rank} step {i}: processed {batch} samples in {pr:.6f} s"
 
 
-def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
-    """Train (and evaluate) on an existing dataset. Returns this rank's record and settings.
+@dataclasses.dataclass
+class _Splits:
+    """What every epoch of a rank reads: the train (and eval) layouts and paths, and the settings
+    that stay fixed over the run."""
+    layout: Any
+    paths: List[str]
+    layout_eval: Any
+    paths_eval: List[str]
+    excl: Tuple[int, int]
+    random_seed: int
+    compute_mode: int
 
-    On Ctrl-C / SIGTERM / a failing rank, the epochs measured so far are kept and the exception
-    carries them (.rank_record) so that the caller writes partial results.
-    """
-    tr = Trainer(cfg, comm, echo, progress, tracer)
-    spec = tr.spec
-    no_io = cfg.reader.data_loader == "synthetic"   # DLIO's synthetic loader reads nothing
+
+def _prepare(tr, rank_rec) -> _Splits:
+    cfg, spec, comm = tr.cfg, tr.spec, tr.comm
+    no_io = cfg.reader.data_loader == "synthetic"  # DLIO's synthetic loader reads nothing
     skip = cfg.dlio_fast.skip_bad_files
-    layout, bad_train = layout_for(spec, "train", no_io, skip)
+    layout, bad = layout_for(spec, "train", no_io, skip)
     paths = file_paths(spec, "train")
-    eval_on = cfg.workflow.evaluation and spec.num_files_eval > 0
-    if eval_on:
+    layout_eval, paths_eval = None, []
+    if cfg.workflow.evaluation and spec.num_files_eval > 0:
         layout_eval, _ = layout_for(spec, "valid", no_io, skip)
         paths_eval = file_paths(spec, "valid")
-    excl = (cfg.output.metric.exclude_start_steps, cfg.output.metric.exclude_end_steps)
-    random_seed = comm.bcast(int(np.random.SeedSequence().entropy % (2 ** 63)))
-    rank_rec = {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": [],
-                "bad_files": [paths[i] for i in np.flatnonzero(bad_train)]}
-    if bad_train.any():
-        tr.echo(f"Skipping {int(bad_train.sum())} bad file(s) (--skip-bad-files), e.g. {paths[np.flatnonzero(bad_train)[0]]}")
-        layout = dataclasses.replace(layout, bad=bad_train)
+    rank_rec["bad_files"] = [paths[i] for i in np.flatnonzero(bad)]
+    if bad.any():
+        tr.echo(f"Skipping {int(bad.sum())} bad file(s) (--skip-bad-files), e.g. {rank_rec['bad_files'][0]}")
+        layout = dataclasses.replace(layout, bad=bad)
+    return _Splits(layout, paths, layout_eval, paths_eval,
+                   (cfg.output.metric.exclude_start_steps, cfg.output.metric.exclude_end_steps),
+                   comm.bcast(int(np.random.SeedSequence().entropy % (2 ** 63))),
+                   1 if cfg.dlio_fast.compute_mode == "hybrid" else 0)
+
+
+def _check_steps(tr, nsteps, st):
+    """Zero steps is a configuration error; else DLIO's "Max steps per epoch" line."""
+    spec, comm = tr.spec, tr.comm
+    if nsteps == 0:
+        raise DlioError(
+            f"0 training steps per epoch: {spec.num_files_train} files x {spec.num_samples_per_file} "
+            f"samples on {comm.size} rank(s) do not fill one batch of {st.batch}; raise "
+            "dataset.num_files_train (or --scale), or lower reader.batch_size")
+    tr.echo(f"Max steps per epoch: {nsteps} = {spec.num_samples_per_file} * "
+            f"{spec.num_files_train} / {st.batch} / {comm.size} (samples per file * num files / "
+            "batch size / comm size)")
+
+
+def _train_epoch(tr, sp: _Splits, epoch: int):
+    """One training epoch with its step checkpoints. Returns (epoch record or None, failure)."""
+    cfg = tr.cfg
+    start_iso = iso()
+    cpu0 = cpu_seconds()
+    plan, st = tr.plan_split("train", sp.layout, epoch, sp.random_seed)
+    if epoch == 1:
+        _check_steps(tr, len(plan.steps), st)
+    points = ckpt_layout.checkpoint_schedule(cfg, epoch, len(plan.steps))
+    res, blocks, saves, failure = train_blocks(tr, plan, st, sp.paths, epoch, points, sp.excl)
+    if failure is not None:
+        if res is None or not int(res["steps_done"]):
+            return None, failure
+        rec = _epoch_record(epoch, res, plan, st, sp.excl, 0.0, start_iso, blocks)
+        rec.update(checkpoints=saves, complete=False, end=iso())
+        return rec, failure
+    cpu = cpu_seconds() - cpu0 - sum(c["duration_s"] for c in saves)
+    rec = _epoch_record(epoch, res, plan, st, sp.excl, benchmark_cpu(cpu, res, sp.compute_mode, cfg.reader.read_threads),
+                        start_iso, blocks)
+    rec["checkpoints"] = saves
+    return rec, None
+
+
+def _epoch_lines(tr, epoch: int, rec, batch: int, verbose: bool) -> None:
+    if verbose and rec["train"]:
+        print("\n".join(step_lines(tr.comm.rank, rec["train"], batch)), flush=True)
+    if rec["train"]:
+        b = rec["train"]
+        tr.echo(f"Ending epoch {epoch} - {rec['steps_done']} steps completed in {b['duration_s']:.2f} s")
+        tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {b['au']:.4f}")
+        tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): "
+                f"{b['throughput'] * tr.comm.size:.4f}")
+
+
+def _evaluate(tr, sp: _Splits, epoch: int, rec):
+    """Evaluation after an epoch, added to its record. Returns the failure that stopped it, if any."""
+    cfg = tr.cfg
+    rec["eval_start"] = iso()
+    cpu0 = cpu_seconds()
+    eres, eplan, est, failure = tr.run_split("valid", sp.layout_eval, sp.paths_eval, epoch, sp.random_seed)
+    if failure is not None:
+        rec["complete"] = False
+        return failure
+    rec["eval"] = metrics.eval_metrics(eres["step_times"], est.batch) if len(eplan.steps) else None
+    rec["cpu_s"] += benchmark_cpu(cpu_seconds() - cpu0, eres, sp.compute_mode, cfg.reader.read_threads)
+    rec["bytes"] += int(eres["bytes"])
+    if rec["eval"]:
+        tr.echo(f"Epoch {epoch} [Eval] Accelerator Utilization [AU] (%): {rec['eval']['au']:.4f}")
+        tr.echo(f"Epoch {epoch} [Eval] Throughput (samples/second): {rec['eval']['throughput'] * tr.comm.size:.4f}")
+    return None
+
+
+def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
+    """Train (and evaluate) on an existing dataset. Returns (this rank's record, failure).
+
+    failure is None, Interrupted (Ctrl-C / SIGTERM) or DlioRunError (an I/O error); the record then
+    holds the epochs measured so far, the interrupted one marked incomplete."""
+    tr = Trainer(cfg, comm, echo, progress, tracer)
+    rank_rec = new_rank_record(comm.rank)
+    sp = _prepare(tr, rank_rec)
     next_eval = cfg.evaluation.eval_after_epoch
-    steps0 = None
-    try:
-        for epoch in range(1, cfg.train.epochs + 1):
-            tr.drop_cache(paths)
-            comm.barrier()
-            start_iso = iso_now()
-            t_epoch = _core.now_ns()
-            cpu0 = cpu_seconds()
-            plan, st = tr.plan_split("train", layout, epoch, random_seed)
-            points = ckpt_layout.checkpoint_schedule(cfg, epoch, len(plan.steps))
-            done_blocks, saves = [], []
-            res = train_blocks(tr, plan, st, paths, epoch, points, done_blocks, saves, excl)
-            if steps0 is None:
-                steps0 = len(plan.steps)
-                if steps0 == 0:
-                    raise DlioError(
-                        f"0 training steps per epoch: {spec.num_files_train} files x {spec.num_samples_per_file} "
-                        f"samples on {comm.size} rank(s) do not fill one batch of {st.batch}; raise "
-                        "dataset.num_files_train (or --scale), or lower reader.batch_size")
-                tr.echo(f"Max steps per epoch: {steps0} = {spec.num_samples_per_file} * "
-                        f"{spec.num_files_train} / {st.batch} / {comm.size} (samples per file * num files / "
-                        "batch size / comm size)")
-            mode = 1 if cfg.dlio_fast.compute_mode == "hybrid" else 0
-            rec = _epoch_record(epoch, res, plan, st, excl,
-                                benchmark_cpu(cpu_seconds() - cpu0 - sum(c["duration_s"] for c in saves),
-                                              res, mode, cfg.reader.read_threads), start_iso, done_blocks)
-            rec["checkpoints"] = saves
+    for epoch in range(1, cfg.train.epochs + 1):
+        cache = tr.drop_cache(sp.paths)
+        comm.barrier()
+        t_epoch = _core.now_ns()
+        rec, failure = _train_epoch(tr, sp, epoch)
+        if rec is not None:
+            rec["cache"] = cache
             rank_rec["epochs"].append(rec)
-            if verbose and rec["train"]:
-                print("\n".join(step_lines(comm.rank, rec["train"], st.batch)), flush=True)
-            if rec["train"]:
-                b = rec["train"]
-                tr.echo(f"Ending epoch {epoch} - {rec['steps_done']} steps completed in {b['duration_s']:.2f} s")
-                tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {b['au']:.4f}")
-                tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): {b['throughput'] * comm.size:.4f}")
-            comm.barrier()
-            for point in points:
-                if point.mode == "epoch":
-                    rec["checkpoints"].append(save_checkpoint(tr, cfg, comm, point))
-            if eval_on and epoch >= next_eval:
-                rec["eval_start"] = iso_now()
-                cpu0 = cpu_seconds()
-                eres, eplan, est = tr.run_split("valid", layout_eval, paths_eval, epoch, random_seed)
-                rec["eval"] = metrics.eval_metrics(eres["step_times"], est.batch) if len(eplan.steps) else None
-                rec["cpu_s"] += benchmark_cpu(cpu_seconds() - cpu0, eres, mode, cfg.reader.read_threads)
-                rec["bytes"] += int(eres["bytes"])
-                next_eval += cfg.evaluation.epochs_between_evals
-                if rec["eval"]:
-                    tr.echo(f"Epoch {epoch} [Eval] Accelerator Utilization [AU] (%): {rec['eval']['au']:.4f}")
-                    tr.echo(f"Epoch {epoch} [Eval] Throughput (samples/second): {rec['eval']['throughput'] * comm.size:.4f}")
-            rec["end"] = iso_now()
-            if tracer is not None:
-                tracer.span("epoch", t_epoch, _core.now_ns() - t_epoch, epoch=epoch)
-    except (Interrupted, _core.RunError) as e:
-        partial = getattr(e, "result", None)
-        if partial is not None and getattr(e, "plan", None) is not None and partial["steps_done"]:
-            blocks = getattr(e, "blocks", [])
-            merged = merge_results([b[0] for b in blocks] + [partial])
-            rec = _epoch_record(len(rank_rec["epochs"]) + 1, merged, e.plan, e.settings, excl, 0.0, iso_now(),
-                                [b[1] for b in blocks])
-            rec["complete"] = False
-            rec["end"] = iso_now()
-            rank_rec["epochs"].append(rec)
-        if isinstance(e, Interrupted):
-            e.rank_record = rank_rec
-            raise
-        err = DlioRunError(e.strerror)   # the CLI names the rank when there are several
-        err.rank_record = rank_rec
-        raise err from None
-    return rank_rec
+        if failure is not None:
+            return rank_rec, _as_failure(failure)
+        _epoch_lines(tr, epoch, rec, tr.settings("train").batch, verbose)
+        comm.barrier()
+        for point in ckpt_layout.checkpoint_schedule(cfg, epoch, rec["steps_planned"]):
+            if point.mode == "epoch":
+                rec["checkpoints"].append(save_checkpoint(tr, cfg, comm, point))
+        if sp.layout_eval is not None and epoch >= next_eval:
+            next_eval += cfg.evaluation.epochs_between_evals
+            failure = _evaluate(tr, sp, epoch, rec)
+            if failure is not None:
+                rec["end"] = iso()
+                return rank_rec, _as_failure(failure)
+        rec["end"] = iso()
+        if tracer is not None:
+            tracer.span("epoch", t_epoch, _core.now_ns() - t_epoch, epoch=epoch)
+    return rank_rec, None
+
+
+def _as_failure(e):
+    """An I/O error becomes a DlioRunError (the CLI names the rank when there are several)."""
+    return e if isinstance(e, Interrupted) else DlioRunError(e.strerror or str(e))

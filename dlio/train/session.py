@@ -1,15 +1,23 @@
 """What `dlio-fast run` and `dlio-fast generate` do, start to end, on every rank."""
 import os
-import socket
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable
 import time
 
 
+from dlio import _core
 from dlio.checkpoint import io as ckpt_io
+from dlio.checkpoint import layout as ckpt_layout
 from dlio.dataset.generate import generate as generate_dataset, estimate_text
-from dlio.dataset.spec import dataset_bytes, file_paths
+from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.report import dlio_files
+from dlio.report.result import build_result, new_rank_record
 from dlio.train import loop
-from dlio.errors import DlioError, DlioRunError
+from dlio.config.engines import check_qd, engine_spec
+from dlio import host
+from dlio.host import host_info, iso
+from dlio.errors import ConfigError, DlioError
 from dlio.execute import Interrupted
 
 RAM_FACTOR = 5   # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
@@ -42,12 +50,25 @@ def prepare_output(folder, comm):
 
 
 def describe(cfg, spec, comm_size):
-    """The --dry-run report: resolved settings, size on disk, files/samples per rank, steps."""
+    """The --dry-run report: the dataset (size on disk, files/samples per rank, steps) when the run
+    reads one, and the checkpoint plan when it writes checkpoints."""
+    lines = [f"workload            {cfg.workload or cfg.config_file or '-'} (scale {cfg.scale:g})"]
+    if not cfg.is_checkpoint_only():
+        lines += _dataset_lines(cfg, spec, comm_size)
+    if cfg.workflow.checkpoint:
+        par = cfg.model.parallelism
+        ranks = max(comm_size, par.tensor * par.pipeline) if cfg.checkpoint.mode != "subset" else comm_size
+        if ranks > comm_size:
+            lines.append(f"(this run has {comm_size} rank(s); the checkpoint needs {ranks}: the plan is for {ranks})")
+        lines += ckpt_layout.summary_lines(ckpt_layout.plan_summary(cfg, ranks, ranks))
+    return lines
+
+
+def _dataset_lines(cfg, spec, comm_size):
     nbytes = dataset_bytes(spec)
     present = data_present(spec)
     total = spec.num_files_train * spec.num_samples_per_file
-    lines = [
-        f"workload            {cfg.workload or cfg.config_file or '-'} (scale {cfg.scale:g})",
+    return [
         f"data folder         {spec.data_folder} ({'present' if present else 'missing: run generates it'})",
         f"format              {spec.format}, {spec.num_files_train} train + {spec.num_files_eval} eval files, "
         f"{spec.num_samples_per_file} samples per file",
@@ -60,7 +81,6 @@ def describe(cfg, spec, comm_size):
         f"engine {cfg.dlio_fast.engine} qd {cfg.dlio_fast.qd}, cache {cfg.dlio_fast.cache}",
         f"generation time     {estimate_text(spec, nbytes, spec.num_files_train + spec.num_files_eval)}",
     ]
-    return lines, nbytes, present
 
 
 def data_present(spec):
@@ -93,147 +113,155 @@ def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False):
          f"({written / 2**20 / max(dt, 1e-9):.0f} MiB/s), {sum(comm.allgather(res.files_skipped))} files already complete")
 
 
-def cache_warning(spec, nbytes, echo, warn):
-    host = loop.host_info()
-    if nbytes < RAM_FACTOR * host["memory_bytes"]:
+def cache_warning(cfg, nbytes, warn):
+    """A dataset that fits in RAM, read buffered with the cache kept: later epochs may not touch storage."""
+    host = host_info()
+    if cfg.dlio_fast.cache == "keep" and not engine_spec(cfg)[1] and nbytes < RAM_FACTOR * host["memory_bytes"]:
         warn(f"warning: the dataset ({nbytes / 2**30:.2f} GiB) is smaller than {RAM_FACTOR}x this host's RAM "
              f"({host['memory_GB']:.1f} GiB): reads after the first epoch may come from the page cache, "
              "not storage (use --cache drop, O_DIRECT, or a larger dataset)")
 
 
-def build_result(cfg, spec, comm, rank_records, start, end, complete, reason, nbytes):
-    host = loop.host_info()
-    engine, direct = loop.engine_choice(cfg)
-    return {
-        "schema": dlio_files.SCHEMA, "complete": complete, "reason": reason,
-        "workload": cfg.workload, "config_file": cfg.config_file, "scale": cfg.scale,
-        "model": cfg.model.name, "start": start, "end": end,
-        "comm_size": comm.size, "hostnames": [r["hostname"] for r in rank_records],
-        "host": host,
-        "settings": {
-            "engine": engine, "direct": direct, "qd": cfg.dlio_fast.qd, "cache": cfg.dlio_fast.cache,
-            "read_threads": cfg.reader.read_threads, "prefetch_size": cfg.reader.prefetch_size,
-            "batch_size": cfg.reader.batch_size, "batch_size_eval": cfg.reader.batch_size_eval,
-            "compute_mode": cfg.dlio_fast.compute_mode,
-            "computation_time_mean_s": cfg.train.computation_time.mean(),
-            "record_length_bytes": float(cfg.record_bytes()), "metric_au": cfg.metric.au,
-            "exclude_start_steps": cfg.output.metric.exclude_start_steps,
-            "exclude_end_steps": cfg.output.metric.exclude_end_steps,
-        },
-        "dataset": {"folder": spec.data_folder, "format": spec.format,
-                    "num_files_train": spec.num_files_train, "num_files_eval": spec.num_files_eval,
-                    "num_samples_per_file": spec.num_samples_per_file, "bytes_on_disk": nbytes},
-        "environment": __import__("dlio.output", fromlist=["environment"]).environment(),
-        "ranks": rank_records,
-    }
-
-
-def write_rank_partial(cfg, spec, comm, rank_rec, folder, start, end, reason, nbytes):
-    """This rank's own output files of an interrupted or failed multi-rank run."""
-    result = build_result(cfg, spec, comm, [rank_rec], start, end, False, reason, nbytes)
-    os.makedirs(folder, exist_ok=True)
-    from dlio import output as out
-    out.write_json(os.path.join(folder, f"{comm.rank}_output.json"), dlio_files.rank_output(result, 0))
-    out.write_json(os.path.join(folder, f"{comm.rank}_per_epoch_stats.json"), dlio_files.per_epoch_stats(result, 0))
-    out.write_json(os.path.join(folder, f"dlio-fast.rank{comm.rank}.json"), dlio_files.dlio_fast_doc(result))
+def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes):
+    engine, direct = engine_spec(cfg)
+    result = build_result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(),
+                          engine, direct)
+    if cfg.workflow.checkpoint:
+        per_node = max(Counter(r["hostname"] for r in records).values())
+        result["checkpoint_plan"] = ckpt_layout.plan_summary(cfg, comm_size, per_node)
+    return result
 
 
 def balloon_warning(cfg, warn):
     """Buffered checkpoint writes on a VM that hands free memory back to its host: say why their
     GB/s move from one save to the next (measured: 0.3-1.5 GB/s into returned memory, 3.5-4 GB/s
     into memory still backed, bench/README.md)."""
-    if not ckpt_io.engine_for(cfg)[1] and loop.free_page_reporting():
+    if not engine_spec(cfg, checkpoint=True)[1] and host.free_page_reporting():
         warn("note: this VM returns free memory to its host (virtio-balloon free page reporting): a "
              "buffered checkpoint write into returned memory pays a host fault per page, so save GB/s "
              "depend on what was freed how long before; O_DIRECT (dlio_fast.engine=odirect) avoids it")
 
 
-def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, trace=False, verbose=False):
+@dataclass
+class Session:
+    """One rank's `dlio-fast run`: the config, the communicator, the console (rank 0 prints), and
+    what the phases share (output folder, tracer, dataset size, start time)."""
+
+    cfg: Any
+    comm: Any
+    echo: Callable[[str], None]
+    warn: Callable[[str], None]
+    progress: Any = None
+    verbose: bool = False
+    spec: Any = None
+    folder: str = ""
+    tracer: Any = None
+    nbytes: int = 0
+    start: str = ""
+
+
+def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbose=False):
     """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None.
-    trace: write this rank's trace-{rank}-of-{size}.pfw in the output folder (dlio.trace)."""
-    spec = loop.dataset_spec(cfg)
+    With dlio_fast.trace, this rank's trace-{rank}-of-{size}.pfw.gz is written in the output folder."""
+    s = Session(cfg, comm, echo, warn, progress, verbose, spec=dataset_spec(cfg))
     if dry_run:
-        lines, _, _ = describe(cfg, spec, comm.size)
+        lines = describe(cfg, s.spec, comm.size)
         if comm.rank == 0:
-            echo(cfg.to_yaml().rstrip())
-            echo("---")
-            for line in lines:
+            for line in [cfg.to_yaml().rstrip(), "---", *lines]:
                 echo(line)
         return None
-    folder = output_folder(cfg, output, comm)
-    prepare_output(folder, comm)
-    tracer = None
-    if trace:
+    _start(s, output)
+    rank_rec, failure = _measure(s)
+    _finish(s, rank_rec, failure)
+    return s.folder if comm.rank == 0 else None
+
+
+def _start(s: Session, output) -> None:
+    """Output folder, tracer, the banner, the dataset (generated when missing) and the warnings."""
+    cfg, comm, wf = s.cfg, s.comm, s.cfg.workflow
+    check_qd(engine_spec(cfg)[0], cfg.dlio_fast.qd)
+    if cfg.storage.storage_type != "local_fs":
+        raise ConfigError(f"storage.storage_type = {cfg.storage.storage_type!r}: runs on object storage are not "
+                          "emulated yet (only `dlio-fast io s3://...` measures S3); use local_fs with a mounted "
+                          "folder", "storage.storage_type", cfg.storage.storage_type)
+    if cfg.dlio_fast.cache == "drop-all" and os.geteuid() != 0:
+        raise DlioError("dlio_fast.cache = drop-all drops the whole host's page cache and needs root; use "
+                        "--cache drop (each file's pages, no root needed)")
+    s.folder = output_folder(cfg, output, comm)
+    prepare_output(s.folder, comm)
+    if cfg.dlio_fast.trace:
         from dlio.report.trace import Tracer
-        tracer = Tracer(folder, comm.rank, comm.size)
-    wf = cfg.workflow
+        s.tracer = Tracer(s.folder, comm.rank, comm.size)
     phases = [name for name, on in (("Generating data", wf.generate_data), ("Training", wf.train),
                                      ("Evaluation", wf.train and wf.evaluation), ("Checkpointing", wf.checkpoint)) if on]
-    echo(f"Running dlio-fast [{' & '.join(phases)}] with {comm.size} process(es)")
-    needs_data = cfg.workflow.train or cfg.workflow.generate_data
-    if cfg.workflow.generate_data or (needs_data and not comm.bcast(data_present(spec))):
+    s.echo(f"Running dlio-fast [{' & '.join(phases)}] with {comm.size} process(es)")
+    needs_data = wf.train or (wf.generate_data and not cfg.is_checkpoint_only())  # never a dataset nobody reads
+    if (wf.generate_data and needs_data) or (needs_data and not comm.bcast(data_present(s.spec))):
         from dlio.report.trace import maybe_phase
-        with maybe_phase(tracer, "generate"):
-            generate(cfg, spec, comm, echo, progress)
+        with maybe_phase(s.tracer, "generate"):
+            generate(cfg, s.spec, comm, s.echo, s.progress)
     comm.barrier()
-    nbytes = dataset_bytes(spec) if needs_data else 0
-    if comm.rank == 0 and cfg.workflow.train:
-        cache_warning(spec, nbytes, echo, warn)
-    if comm.rank == 0 and cfg.workflow.checkpoint:
-        balloon_warning(cfg, warn)
-    start = loop.iso_now()
-    complete, reason, rank_rec, failure = True, None, None, None
+    s.nbytes = dataset_bytes(s.spec) if needs_data else 0
+    if comm.rank == 0 and wf.train:
+        cache_warning(cfg, s.nbytes, s.warn)
+    if comm.rank == 0 and wf.checkpoint:
+        balloon_warning(cfg, s.warn)
+    s.start = iso()
+
+
+def _measure(s: Session):
+    """Training (with its checkpoints) or checkpoint-only saves and loads. Returns (rank record, failure)."""
+    cfg, comm, failure = s.cfg, s.comm, None
+    rank_rec = new_rank_record(comm.rank)
     if cfg.workflow.train:
         try:
-            rank_rec = loop.run_training(cfg, comm, echo, progress.training if progress else None,
-                                             tracer=tracer, verbose=verbose)
-        except (Interrupted, DlioRunError) as e:
-            complete, reason, failure = False, str(e), e
-            rank_rec = getattr(e, "rank_record", None) or {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": []}
+            rank_rec, failure = loop.run_training(cfg, comm, s.echo, s.progress.training if s.progress else None,
+                                                  tracer=s.tracer, verbose=s.verbose)
         finally:
-            if progress is not None:
-                progress.done()
-    else:
-        rank_rec = {"rank": comm.rank, "hostname": socket.gethostname(), "epochs": []}
+            if s.progress is not None:
+                s.progress.done()
     if cfg.is_checkpoint_only():
         try:
-            ck = ckpt_io.run_checkpoint_only(cfg, comm, echo)
-            rank_rec["checkpoints"] = ck["records"]
-            if tracer is not None:   # records carry wall-clock times: map them to the trace clock
-                import time as _time
-                from dlio import _core
-                wall_to_mono = _core.now_ns() - _time.time_ns()
-                for c in ck["records"]:
-                    tracer.span(f"checkpoint.{c['kind']}", c["wall_start_ns"] + wall_to_mono,
-                                c["wall_end_ns"] - c["wall_start_ns"], epoch=c["epoch"], step=c["step"],
-                                bytes=c["bytes"])
+            ck = ckpt_io.run_checkpoint_only(cfg, comm, s.echo)
         except Interrupted as e:
-            complete, reason, failure = False, str(e), e
-    end = loop.iso_now()
-    if tracer is not None:
-        tracer.close()
-        echo(f"Trace: {tracer.path} ({tracer.events} events"
-             f"{f', {tracer.dropped} dropped: buffers full' if tracer.dropped else ''})")
+            return rank_rec, e
+        rank_rec["checkpoints"] = ck["records"]
+        if s.tracer is not None:  # records carry wall-clock times: map them to the trace clock
+            wall_to_mono = _core.now_ns() - time.time_ns()
+            for c in ck["records"]:
+                s.tracer.span(f"checkpoint.{c['kind']}", c["wall_start_ns"] + wall_to_mono,
+                              c["wall_end_ns"] - c["wall_start_ns"], epoch=c["epoch"], step=c["step"],
+                              bytes=c["bytes"])
+    return rank_rec, failure
+
+
+def _finish(s: Session, rank_rec, failure) -> None:
+    """Close the trace, gather the ranks' records, write the result files and print the figures;
+    then re-raise the failure (the CLI turns it into the exit status)."""
+    cfg, comm = s.cfg, s.comm
+    end, reason = iso(), (None if failure is None else str(failure))
+    if s.tracer is not None:
+        s.tracer.close()
+        s.echo(f"Trace: {s.tracer.path} ({s.tracer.events} events"
+               f"{f', {s.tracer.dropped} dropped: buffers full' if s.tracer.dropped else ''})")
     if failure is not None and comm.size > 1:
         # Another rank may be gone or stuck: no collective operation from here on. Each rank
         # keeps what it measured in its own files; a failed rank's error then aborts the job.
-        write_rank_partial(cfg, spec, comm, rank_rec, folder, start, end, reason, nbytes)
+        partial = _result(cfg, s.spec, comm.size, [rank_rec], s.start, end, False, reason, s.nbytes)
+        dlio_files.write_rank_files(partial, s.folder, comm.rank)
         raise failure
     records = comm.gather(rank_rec)
     if comm.rank == 0:
-        result = build_result(cfg, spec, comm, records, start, end, complete, reason, nbytes)
-        dlio_files.write_all(result, folder, cfg.to_yaml())
+        result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
+        dlio_files.write_all(result, s.folder, cfg.to_yaml())
         if cfg.dlio_fast.plots:
             from dlio.report import plots
-            made = plots.make_all(result, folder, summary=dlio_files.summary(result))
-            echo(f"Plots: {', '.join(os.path.basename(p) for p in made)}")
-        if any(r["epochs"] or r.get("checkpoints") for r in records):
-            for line in dlio_files.metric_lines(result):
-                echo(line)
-        if any(r["epochs"] for r in records):
-            for line in dlio_files.exact_table(result):
-                echo(line)
-        echo(f"Saved outputs in {folder}{'' if complete else ' (partial: ' + str(reason) + ')'}")
+            made = plots.make_all(result, s.folder, summary=dlio_files.summary(result))
+            s.echo(f"Plots: {', '.join(os.path.basename(p) for p in made)}")
+        lines = dlio_files.metric_lines(result) if any(r["epochs"] or r.get("checkpoints") for r in records) else []
+        lines += dlio_files.exact_table(result) if any(r["epochs"] for r in records) else []
+        for line in lines:
+            s.echo(line)
+        s.echo(f"Saved outputs in {s.folder}{'' if failure is None else ' (partial: ' + reason + ')'}")
     if failure is not None:
         raise failure
-    return folder if comm.rank == 0 else None

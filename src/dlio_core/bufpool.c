@@ -44,7 +44,7 @@ int dc_bufpool_init(struct dc_bufpool *bp, struct dc_io *slots, unsigned n, uint
 		return -ENOMEM;
 #ifdef MADV_HUGEPAGE
 	if (align == DC_HUGE_PAGE)
-		(void)madvise(mem, (size_t)cap * n, MADV_HUGEPAGE);  /* a hint: failure is fine */
+		(void)madvise(mem, (size_t)cap * n, MADV_HUGEPAGE); /* a hint: failure is fine */
 #endif
 	for (unsigned i = 0; i < n; i++) {
 		unsigned char *b = mem + (size_t)cap * i;

@@ -8,7 +8,7 @@
 struct dc_bufpool {
 	void *mem;
 	size_t size;
-	uint64_t cap;  /* bytes per slot */
+	uint64_t cap; /* bytes per slot */
 };
 
 /* Capacity of one slot buffer for requests up to max_len bytes at O_DIRECT alignment dio_align:

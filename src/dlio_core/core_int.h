@@ -10,8 +10,8 @@
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-#define DC_BUF_ALIGN 4096u          /* slot buffers: page aligned, enough for any O_DIRECT */
-#define DC_DIO_DEFAULT_ALIGN 4096u  /* when statx cannot tell */
+#define DC_BUF_ALIGN         4096u /* slot buffers: page aligned, enough for any O_DIRECT */
+#define DC_DIO_DEFAULT_ALIGN 4096u /* when statx cannot tell */
 
 /* hist.c's index math, inline for the runner's per-request path. */
 static inline unsigned dc_hist_index_inline(uint64_t ns)
@@ -23,7 +23,8 @@ static inline unsigned dc_hist_index_inline(uint64_t ns)
 		return (unsigned)ns;
 	msb = 63u - (unsigned)__builtin_clzll(ns);
 	error_bits = msb - DC_HIST_BITS;
-	idx = ((error_bits + 1) << DC_HIST_BITS) + (unsigned)((ns >> error_bits) & (DC_HIST_VAL - 1));
+	idx = ((error_bits + 1) << DC_HIST_BITS) +
+	      (unsigned)((ns >> error_bits) & (DC_HIST_VAL - 1));
 	/* Past 2^38 ns everything saturates into the last bucket (max/sum stay exact). */
 	return idx < DC_HIST_NR - 1 ? idx : DC_HIST_NR - 1;
 }
@@ -42,19 +43,11 @@ static inline void dc_hist_add_inline(struct dc_hist *h, uint64_t ns)
 	h->bucket[dc_hist_index_inline(ns)]++;
 }
 
-/* The engines (one file each under engines/). */
-extern const struct dc_engine_ops dc_posix_ops;
-extern const struct dc_engine_ops dc_mmap_ops;
-extern const struct dc_engine_ops dc_null_ops;
-#ifdef DC_HAVE_LIBURING
-extern const struct dc_engine_ops dc_uring_ops;
-#endif
-
 /* fsutil.c: size and O_DIRECT alignment of an open file with one statx (AT_EMPTY_PATH). */
 int dc_fd_info(int fd, uint64_t *size, uint32_t *mem_align, uint32_t *off_align);
 
-/* engines/posix.c: open and close for the fd-based engines (posix, io_uring, mmap). Fills fd,
- * size and the alignments; write opens O_RDWR|O_CREAT. 0 or -errno. */
+/* fsutil.c: open and close for the fd-based engines (posix, io_uring, mmap). Fills fd, size and
+ * the alignments; write opens O_RDWR|O_CREAT. 0 or -errno. */
 int dc_fd_open(struct dc_file *f, int write);
 int dc_fd_close(struct dc_file *f);
 
@@ -62,10 +55,10 @@ int dc_fd_close(struct dc_file *f);
  * we read the aligned superset [start, start + total) and the wanted bytes begin skip bytes into
  * the buffer. Buffered files (off_align 1) give start = offset, skip = 0, total = len. */
 struct dc_span {
-	uint64_t start;  /* aligned file offset of the read */
-	uint64_t total;  /* aligned length of the read */
-	uint64_t need;   /* skip + len: bytes that must arrive for the request to succeed */
-	uint32_t skip;   /* wanted bytes start here in the buffer (io->buf_off) */
+	uint64_t start; /* aligned file offset of the read */
+	uint64_t total; /* aligned length of the read */
+	uint64_t need;  /* skip + len: bytes that must arrive for the request to succeed */
+	uint32_t skip;  /* wanted bytes start here in the buffer (io->buf_off) */
 };
 
 static inline void dc_dio_span(const struct dc_io *io, struct dc_span *s)

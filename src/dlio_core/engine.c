@@ -15,10 +15,11 @@
 #include <string.h>
 
 #include "core_int.h"
+#include "engines/engines.h"
 
 static const struct dc_engine_ops *const engines[] = {
 	&dc_posix_ops,
-#ifdef DC_HAVE_LIBURING
+#ifdef DC_URING
 	&dc_uring_ops,
 #endif
 	&dc_mmap_ops,
@@ -26,20 +27,21 @@ static const struct dc_engine_ops *const engines[] = {
 };
 
 #define NR_ENGINES (sizeof(engines) / sizeof(engines[0]))
-#define NR_EXTRA 8
+#define NR_EXTRA   8
 
 static unsigned char engine_ok[NR_ENGINES];
 static pthread_once_t check_once = PTHREAD_ONCE_INIT;
 
 static const struct dc_engine_ops *extra[NR_EXTRA];
-static unsigned nr_extra;  /* published with release after extra[nr_extra] is set */
+static unsigned nr_extra; /* published with release after extra[nr_extra] is set */
 static pthread_mutex_t extra_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The contract in one place (fio's check_engine_ops): a table missing a mandatory hook is never
  * handed out, so the runner can call ops without NULL checks. */
 static int ops_complete(const struct dc_engine_ops *o)
 {
-	int ok = o->name && o->init && o->cleanup && o->submit && o->open && o->close && o->available;
+	int ok = o->name && o->init && o->cleanup && o->submit && o->open && o->close &&
+		 o->available;
 
 	if ((o->caps & DC_CAP_ASYNC) && !o->reap)
 		ok = 0;
@@ -99,7 +101,7 @@ int dc_engine_register(const struct dc_engine_ops *ops)
 		return -EINVAL;
 	pthread_mutex_lock(&extra_lock);
 	if (dc_engine_find(ops->name))
-		ret = 0;  /* the same name twice: keep the first */
+		ret = 0; /* the same name twice: keep the first */
 	else if (nr_extra >= NR_EXTRA)
 		ret = -ENOSPC;
 	else {
@@ -142,24 +144,27 @@ int dc_engine_available(const char *name, char *why, size_t whylen)
 	why[0] = '\0';
 	if (o)
 		return o->available(why, whylen);
-#ifndef DC_HAVE_LIBURING
+#ifndef DC_URING
 	if (name && !strcmp(name, "io_uring")) {
-		snprintf(why, whylen, "not compiled in: liburing headers were missing at build time "
-			 "(apt-get install liburing-dev, then reinstall dlio-fast)");
+		snprintf(why, whylen,
+			 "not compiled in: built with DLIO_FAST_NO_URING=1 (cmake: "
+			 "DLIO_NO_URING=ON) or not for Linux; reinstall without the opt-out");
 		return -ENOSYS;
 	}
 #endif
 	if (name && !strcmp(name, "mpiio")) {
-		snprintf(why, whylen, "not registered: the MPI-IO engine is the separate extension "
-			 "dlio._mpiio (built when MPI's compiler is found; pip install mpich mpi4py, then "
-			 "reinstall dlio-fast), registered by dlio.mpi");
+		snprintf(why, whylen,
+			 "not registered: the MPI-IO engine is the separate "
+			 "extension dlio._mpiio (built when MPI's compiler is found; pip install "
+			 "mpich mpi4py, then reinstall dlio-fast), registered by dlio.mpi");
 		return -ENOSYS;
 	}
 	{
 		char names[128];
 
 		known_names(names, sizeof(names));
-		snprintf(why, whylen, "unknown engine '%s' (known: %s)", name ? name : "(null)", names);
+		snprintf(why, whylen, "unknown engine '%s' (known: %s)", name ? name : "(null)",
+			 names);
 	}
 	return -ENOENT;
 }

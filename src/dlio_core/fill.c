@@ -119,23 +119,25 @@ static void crc_init(void)
 	}
 	for (uint32_t i = 0; i < 256; i++)
 		for (int t = 1; t < 8; t++)
-			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
+					  crc_table[0][crc_table[t - 1][i] & 0xff];
 	__atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
 }
 
 uint32_t dc_crc32c(uint32_t crc, const void *data, size_t len)
 {
 	if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE))
-		crc_init();  /* idempotent: a race only builds the same table twice */
+		crc_init(); /* idempotent: a race only builds the same table twice */
 	const unsigned char *p = data;
 	crc = ~crc;
 	while (len >= 8) {
 		uint64_t v;
 		memcpy(&v, p, 8);
 		v ^= crc;
-		crc = crc_table[7][v & 0xff] ^ crc_table[6][(v >> 8) & 0xff] ^ crc_table[5][(v >> 16) & 0xff] ^
-		      crc_table[4][(v >> 24) & 0xff] ^ crc_table[3][(v >> 32) & 0xff] ^
-		      crc_table[2][(v >> 40) & 0xff] ^ crc_table[1][(v >> 48) & 0xff] ^ crc_table[0][v >> 56];
+		crc = crc_table[7][v & 0xff] ^ crc_table[6][(v >> 8) & 0xff] ^
+		      crc_table[5][(v >> 16) & 0xff] ^ crc_table[4][(v >> 24) & 0xff] ^
+		      crc_table[3][(v >> 32) & 0xff] ^ crc_table[2][(v >> 40) & 0xff] ^
+		      crc_table[1][(v >> 48) & 0xff] ^ crc_table[0][v >> 56];
 		p += 8;
 		len -= 8;
 	}

@@ -16,7 +16,7 @@
  * (offsets 0x98 and 0x9c, inside what older headers call spare space), so read them from there.
  */
 #ifndef STATX_DIOALIGN
-#define STATX_DIOALIGN 0x00002000U
+#define STATX_DIOALIGN   0x00002000U
 #define DC_STATX_RAW_DIO 1
 #endif
 
@@ -133,4 +133,42 @@ int dc_drop_all_caches(void)
 	}
 	close(fd);
 	return w == 1 ? 0 : -EIO;
+}
+
+/* The open and close of the fd-based engines (posix, io_uring, mmap). */
+int dc_fd_open(struct dc_file *f, int write)
+{
+	int flags = (write ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC;
+	uint32_t mem = 1, off = 1;
+	int fd, ret;
+
+	if (f->direct)
+		flags |= O_DIRECT;
+	fd = open(f->path, flags, 0644);
+	if (fd < 0)
+		return -errno;
+	ret = dc_fd_info(fd, &f->size, &mem, &off);
+	if (ret < 0) {
+		close(fd);
+		return ret;
+	}
+	f->fd = fd;
+	f->map = NULL;
+	f->reg_index = -1;
+	f->mem_align = f->direct ? mem : 1;
+	f->off_align = f->direct ? off : 1;
+	return 0;
+}
+
+int dc_fd_close(struct dc_file *f)
+{
+	int ret = 0;
+
+	if (f->fd < 0)
+		return 0;
+	/* Linux releases the fd even when close() fails; never retry it. */
+	if (close(f->fd) < 0 && errno != EINTR)
+		ret = -errno;
+	f->fd = -1;
+	return ret;
 }

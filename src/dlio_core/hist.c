@@ -81,7 +81,7 @@ uint64_t dc_hist_percentile(const struct dc_hist *h, double p)
 			return v;
 		}
 	}
-	return h->max;  /* not reached unless the counters disagree with count */
+	return h->max; /* not reached unless the counters disagree with count */
 }
 
 double dc_hist_mean(const struct dc_hist *h)

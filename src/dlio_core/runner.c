@@ -137,7 +137,7 @@ static void init_result(struct dc_run_result *res, unsigned nthreads, uint64_t n
 }
 
 /* Per-thread trace buffers, sized from the plan and allocated (and touched) before the clock. */
-#define TRACE_MARGIN 16
+#define TRACE_MARGIN      16
 #define TRACE_IO_LOOP_MIN (1ull << 20)
 static int trace_setup(struct dc_run *r, int train)
 {
@@ -165,7 +165,8 @@ static int trace_setup(struct dc_run *r, int train)
 		for (unsigned t = 0; t < nbufs; t++) {
 			uint64_t n = cfg->thread_first_op[t + 1] - cfg->thread_first_op[t];
 
-			if (cfg->loop && (cfg->runtime_ns || cfg->bytes_limit) && n < TRACE_IO_LOOP_MIN)
+			if (cfg->loop && (cfg->runtime_ns || cfg->bytes_limit) &&
+			    n < TRACE_IO_LOOP_MIN)
 				n = TRACE_IO_LOOP_MIN;
 			caps[t] = n;
 		}
@@ -287,8 +288,8 @@ int worker_setup(struct dc_worker *w)
 	w->io_sample = calloc(n, sizeof(*w->io_sample));
 	w->samples = calloc(n + 2, sizeof(*w->samples));
 	w->slot_fill = calloc(n, sizeof(*w->slot_fill));
-	if (!w->lat || !w->slat || !w->slots || !w->free || !w->done || !w->io_sample || !w->samples ||
-	    !w->slot_fill)
+	if (!w->lat || !w->slat || !w->slots || !w->free || !w->done || !w->io_sample ||
+	    !w->samples || !w->slot_fill)
 		return -ENOMEM;
 	dc_hist_init(w->lat);
 	dc_hist_init(w->slat);

@@ -11,7 +11,7 @@
 #include "core_int.h"
 #include "dlio_core/run.h"
 
-#define RUN_PROGRESS_EVERY 64  /* completions between updates of the shared progress counters */
+#define RUN_PROGRESS_EVERY 64 /* completions between updates of the shared progress counters */
 
 struct dc_run;
 
@@ -19,11 +19,11 @@ struct dc_run;
 struct dc_sample {
 	struct dc_file file;
 	uint64_t t_open;
-	uint32_t file_idx;     /* index into the run's paths */
-	unsigned outstanding;  /* ops issued and not completed */
-	int closing;           /* its last op was issued: close when outstanding reaches 0 */
+	uint32_t file_idx;    /* index into the run's paths */
+	unsigned outstanding; /* ops issued and not completed */
+	int closing;          /* its last op was issued: close when outstanding reaches 0 */
 	int failed;
-	uint64_t bytes;        /* traced: bytes read for this sample */
+	uint64_t bytes; /* traced: bytes read for this sample */
 	struct dc_sample *next_free;
 };
 
@@ -34,16 +34,16 @@ struct dc_worker {
 	pthread_t tid;
 	int created;
 	struct dc_engine *eng;
-	struct dc_engine_opts eo;     /* writable copy: the engine reports used_flags in it */
+	struct dc_engine_opts eo; /* writable copy: the engine reports used_flags in it */
 	struct dc_io *slots;
-	unsigned nslots;              /* queue depth in use (1 for synchronous engines) */
-	struct dc_io **free;          /* stack of idle slots */
+	unsigned nslots;     /* queue depth in use (1 for synchronous engines) */
+	struct dc_io **free; /* stack of idle slots */
 	unsigned nfree;
-	struct dc_io **done;          /* reap() output */
+	struct dc_io **done; /* reap() output */
 	struct dc_bufpool pool;
 	struct dc_hist *lat;
-	struct dc_hist *slat;         /* train: sample latency */
-	struct dc_file *files;        /* io: one per path; train: files used outside samples */
+	struct dc_hist *slat;  /* train: sample latency */
+	struct dc_file *files; /* io: one per path; train: files used outside samples */
 	/* train */
 	struct dc_sample *samples;
 	struct dc_sample *free_samples;
@@ -52,15 +52,15 @@ struct dc_worker {
 	uint64_t step_bytes;
 	/* counters (measured window) */
 	uint64_t ops, bytes, errors;
-	uint64_t pub_ops, pub_bytes;  /* already added to cfg->progress */
+	uint64_t pub_ops, pub_bytes; /* already added to cfg->progress */
 	unsigned since_pub;
 	uint64_t cpu_ns;
-	uint64_t fsync_ns;            /* io: time spent in DC_OPF_FSYNC fsyncs */
+	uint64_t fsync_ns; /* io: time spent in DC_OPF_FSYNC fsyncs */
 	uint64_t t_end;
 	/* tracing (NULL = off) */
 	struct dc_trace_buf *tb;
 	uint16_t trace_tid;
-	uint64_t cur_step;            /* train: the step being read */
+	uint64_t cur_step; /* train: the step being read */
 	/* writes with cfg->file_fill: the pattern each slot buffer holds (+1; 0 = random content) */
 	uint64_t *slot_fill;
 };
@@ -70,29 +70,29 @@ struct dc_run {
 	struct dc_run_result *res;
 	const struct dc_engine_ops *ops;
 	struct dc_worker *w;
-	unsigned nworkers;            /* threads created (io: threads; train: readers, or 1) */
+	unsigned nworkers; /* threads created (io: threads; train: readers, or 1) */
 	unsigned ncreated;
 	uint32_t dio_align;
 	int has_writes;
-	int need_files;               /* train: some ops lie outside an OPEN..CLOSE sample */
+	int need_files; /* train: some ops lie outside an OPEN..CLOSE sample */
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;          /* start gate; train: a step became ready */
-	pthread_cond_t space;         /* train: the trainer consumed a step */
+	pthread_cond_t cond;  /* start gate; train: a step became ready */
+	pthread_cond_t space; /* train: the trainer consumed a step */
 	unsigned nready;
-	int go;                       /* 1 = run, -1 = abort */
+	int go; /* 1 = run, -1 = abort */
 
 	uint64_t t0, t_ramp_end, t_stop;
-	int loop;                     /* io: cycle through the ops */
-	int failed;                   /* atomic: an error was recorded */
-	int quit;                     /* atomic: train: the trainer is done */
-	uint64_t claimed;             /* atomic: io: bytes_limit handed out */
+	int loop;         /* io: cycle through the ops */
+	int failed;       /* atomic: an error was recorded */
+	int quit;         /* atomic: train: the trainer is done */
+	uint64_t claimed; /* atomic: io: bytes_limit handed out */
 
 	/* train */
-	uint8_t *ready;               /* per step, under lock */
-	uint64_t *step_bytes;         /* per step, written by its reader before ready */
-	uint64_t consumed;            /* steps the trainer has taken, under lock */
-	struct dc_trace_buf *ttb;     /* train: the trainer's trace buffer (NULL = off) */
+	uint8_t *ready;           /* per step, under lock */
+	uint64_t *step_bytes;     /* per step, written by its reader before ready */
+	uint64_t consumed;        /* steps the trainer has taken, under lock */
+	struct dc_trace_buf *ttb; /* train: the trainer's trace buffer (NULL = off) */
 };
 
 static inline int run_should_stop(const struct dc_run *r)
@@ -137,7 +137,8 @@ static inline void dc_stamp_unique(struct dc_io *io, uint64_t now)
 /* Ready a write request's buffer: stamped unique (random content), or holding the file's pattern
  * (cfg->file_fill), refilled only when the slot last held another pattern (a thread writes its
  * files one after another, so that is once per file). */
-static inline void dc_prepare_write(struct dc_worker *w, struct dc_io *io, uint32_t file, uint64_t now)
+static inline void dc_prepare_write(struct dc_worker *w, struct dc_io *io, uint32_t file,
+				    uint64_t now)
 {
 	const uint64_t *fill = w->run->cfg->file_fill;
 

@@ -85,9 +85,9 @@ static inline void io_complete(struct dc_worker *w, struct dc_io *io, uint64_t n
 			w->bytes += io->len;
 			dc_hist_add_inline(w->lat, now - io->t_issue);
 			if (unlikely(w->tb))
-				dc_trace_add(w->tb, io->op, w->trace_tid, io->t_issue, now - io->t_issue,
-					     w->run->cfg->ops[io->user].file, io->offset, io->len,
-					     DC_TRACE_NONE64);
+				dc_trace_add(w->tb, io->op, w->trace_tid, io->t_issue,
+					     now - io->t_issue, w->run->cfg->ops[io->user].file,
+					     io->offset, io->len, DC_TRACE_NONE64);
 			if (unlikely(++w->since_pub >= RUN_PROGRESS_EVERY))
 				worker_publish(w);
 		}
@@ -119,7 +119,7 @@ static int io_fsync(struct dc_worker *w, uint32_t file)
  * It is compiled twice (traced = 0 / 1), so that with tracing off it has no tracing code at all.
  */
 static inline __attribute__((always_inline)) void io_loop_sync_impl(struct dc_worker *w,
-								   const int traced)
+								    const int traced)
 {
 	struct dc_run *r = w->run;
 	const struct dc_run_config *cfg = r->cfg;
@@ -179,8 +179,9 @@ static inline __attribute__((always_inline)) void io_loop_sync_impl(struct dc_wo
 				nbytes += io->len;
 				dc_hist_add_inline(lat, done - now);
 				if (traced)
-					dc_trace_add(tb, io->op, w->trace_tid, now, done - now, op->file,
-						     op->offset, io->len, DC_TRACE_NONE64);
+					dc_trace_add(tb, io->op, w->trace_tid, now, done - now,
+						     op->file, op->offset, io->len,
+						     DC_TRACE_NONE64);
 				if (unlikely(++since >= RUN_PROGRESS_EVERY)) {
 					since = 0;
 					w->ops = nops;
@@ -233,7 +234,7 @@ static void io_loop(struct dc_worker *w)
 	unsigned inflight = 0;
 	int64_t budget = 0;
 	int issuing = first < last;
-	int64_t fsync_file = -1;      /* a DC_OPF_FSYNC op was issued: drain, flush, then go on */
+	int64_t fsync_file = -1; /* a DC_OPF_FSYNC op was issued: drain, flush, then go on */
 
 	while (issuing || inflight) {
 		while (issuing && inflight < qd && fsync_file < 0) {
@@ -250,7 +251,8 @@ static void io_loop(struct dc_worker *w)
 				idx = first;
 			}
 			/* Checked between requests, so a stop lands within one request. */
-			if (unlikely((stop && *stop) || __atomic_load_n(&r->failed, __ATOMIC_RELAXED))) {
+			if (unlikely((stop && *stop) ||
+				     __atomic_load_n(&r->failed, __ATOMIC_RELAXED))) {
 				issuing = 0;
 				break;
 			}
@@ -327,7 +329,7 @@ static void *io_worker(void *arg)
 	if (ret < 0)
 		run_fail(r, -ret, UINT32_MAX, 0, ret == -ENOMEM ? "memory" : "engine init");
 	else
-		io_open_files(w);  /* a failure is recorded and aborts the gate */
+		io_open_files(w); /* a failure is recorded and aborts the gate */
 	if (gate_wait(w) == 0) {
 		uint64_t cpu0 = thread_cpu_ns();
 

@@ -12,7 +12,7 @@
 #include "dlio_core/timer.h"
 #include "runner_int.h"
 
-#define TRAIN_POLL_NS    50000000ull  /* timed waits and compute chunks: stop checks this often */
+#define TRAIN_POLL_NS 50000000ull /* timed waits and compute chunks: stop checks this often */
 
 static void wait_a_while(struct dc_run *r, pthread_cond_t *cv)
 {
@@ -77,7 +77,8 @@ static void train_complete(struct dc_worker *w, struct dc_io *io, uint64_t now)
 		dc_hist_add(w->lat, now - io->t_issue);
 		if (unlikely(w->tb)) {
 			dc_trace_add(w->tb, io->op, w->trace_tid, io->t_issue, now - io->t_issue,
-				     w->run->cfg->ops[io->user].file, io->offset, io->len, w->cur_step);
+				     w->run->cfg->ops[io->user].file, io->offset, io->len,
+				     w->cur_step);
 			if (s)
 				s->bytes += io->len;
 		}
@@ -95,24 +96,112 @@ static void train_complete(struct dc_worker *w, struct dc_io *io, uint64_t now)
 	}
 }
 
-/* A file used outside an OPEN..CLOSE sample: opened on first use, kept until the end. */
-static struct dc_file *persistent_file(struct dc_worker *w, const struct dc_op *op)
+/* A file used outside an OPEN..CLOSE sample: opened on first use, kept until the end. 0 or -errno
+ * (recorded). */
+static int persistent_file(struct dc_worker *w, const struct dc_op *op, struct dc_file **out)
 {
 	struct dc_run *r = w->run;
 	struct dc_file *f = &w->files[op->file];
 	int ret;
 
+	*out = f;
 	if (f->fd >= 0)
-		return f;
+		return 0;
 	f->path = r->cfg->paths[op->file];
 	f->direct = r->cfg->direct;
 	ret = r->ops->open(w->eng, f, op->op == DC_OP_WRITE);
 	if (ret < 0) {
 		f->fd = -1;
 		run_fail(r, -ret, op->file, op->offset, "open");
-		return NULL;
 	}
-	return f;
+	return ret;
+}
+
+/* Start the sample that op opens, ending *cur first if it had no CLOSE. 0 or -errno (recorded;
+ * *cur is then NULL). */
+static int sample_open(struct dc_worker *w, const struct dc_op *op, struct dc_sample **cur)
+{
+	struct dc_run *r = w->run;
+	struct dc_sample *s;
+	int ret;
+
+	if (*cur) {
+		(*cur)->closing = 1;
+		sample_maybe_finish(w, *cur);
+	}
+	s = sample_get(w);
+	s->file.path = r->cfg->paths[op->file];
+	s->file.direct = r->cfg->direct;
+	s->file_idx = op->file;
+	s->t_open = dc_now_ns();
+	ret = r->ops->open(w->eng, &s->file, op->op == DC_OP_WRITE);
+	if (ret < 0) {
+		s->file.fd = -1;
+		s->next_free = w->free_samples;
+		w->free_samples = s;
+		s = NULL;
+		run_fail(r, -ret, op->file, op->offset, "open");
+	}
+	*cur = s;
+	return ret;
+}
+
+/* Issue op i into a free slot; *cur is the sample being read (NULL outside samples). 1 = in
+ * flight, 0 = completed inside submit (accounted), -errno = failed (recorded: the step halts).
+ * Inline: this is the per-request path. */
+static inline int issue_op(struct dc_worker *w, uint64_t i, struct dc_sample **cur)
+{
+	struct dc_run *r = w->run;
+	const struct dc_op *op = &r->cfg->ops[i];
+	struct dc_sample *s;
+	struct dc_file *f;
+	struct dc_io *io;
+	int ret;
+
+	if (op->flags & DC_OPF_OPEN) {
+		ret = sample_open(w, op, cur);
+		if (ret < 0)
+			return ret;
+	}
+	if (*cur) {
+		f = &(*cur)->file;
+	} else {
+		ret = persistent_file(w, op, &f);
+		if (ret < 0)
+			return ret;
+	}
+	s = *cur;
+	io = w->free[--w->nfree];
+	io->file = f;
+	io->offset = op->offset;
+	io->len = op->length;
+	io->op = op->op;
+	io->user = i;
+	w->io_sample[io->index] = s;
+	if (s) {
+		s->outstanding++;
+		if (op->flags & DC_OPF_CLOSE) {
+			s->closing = 1;
+			*cur = NULL;
+		}
+	}
+	io->t_issue = dc_now_ns();
+	ret = r->ops->submit(w->eng, io);
+	if (likely(ret == 1)) {
+		train_complete(w, io, dc_now_ns());
+		return 0;
+	}
+	if (ret == 0)
+		return 1;
+	w->errors++;
+	w->free[w->nfree++] = io;
+	run_fail(r, -ret, op->file, op->offset, "submit");
+	if (s) {
+		s->failed = 1;
+		s->outstanding--;
+		sample_maybe_finish(w, s);
+	}
+	return ret;
 }
 
 /* Read step k with up to qd requests in flight; samples may overlap. 0, or -1 when stopped or
@@ -122,7 +211,6 @@ static int read_step(struct dc_worker *w, uint64_t k)
 	struct dc_run *r = w->run;
 	const struct dc_run_config *cfg = r->cfg;
 	const struct dc_step *st = &cfg->steps[k];
-	const struct dc_op *ops = cfg->ops;
 	uint64_t i = st->first_op, end = st->first_op + st->nops;
 	struct dc_sample *cur = NULL;
 	unsigned inflight = 0, qd = w->nslots;
@@ -133,78 +221,17 @@ static int read_step(struct dc_worker *w, uint64_t k)
 	w->cur_step = k;
 	for (;;) {
 		while (!halt && i < end && inflight < qd) {
-			const struct dc_op *op = &ops[i];
-			struct dc_file *f;
-			struct dc_io *io;
 			int ret;
 
 			if (run_should_stop(r)) {
 				halt = 1;
 				break;
 			}
-			if (op->flags & DC_OPF_OPEN) {
-				if (cur) {  /* previous sample had no CLOSE: it ends here */
-					cur->closing = 1;
-					sample_maybe_finish(w, cur);
-				}
-				cur = sample_get(w);
-				cur->file.path = cfg->paths[op->file];
-				cur->file.direct = cfg->direct;
-				cur->file_idx = op->file;
-				cur->t_open = dc_now_ns();
-				ret = r->ops->open(w->eng, &cur->file, op->op == DC_OP_WRITE);
-				if (ret < 0) {
-					cur->file.fd = -1;
-					cur->next_free = w->free_samples;
-					w->free_samples = cur;
-					cur = NULL;
-					run_fail(r, -ret, op->file, op->offset, "open");
-					halt = 1;
-					break;
-				}
-			}
-			if (cur) {
-				f = &cur->file;
-			} else {
-				f = persistent_file(w, op);
-				if (!f) {
-					halt = 1;
-					break;
-				}
-			}
-			io = w->free[--w->nfree];
-			io->file = f;
-			io->offset = op->offset;
-			io->len = op->length;
-			io->op = op->op;
-			io->user = i++;
-			w->io_sample[io->index] = cur;
-			if (cur) {
-				cur->outstanding++;
-				if (op->flags & DC_OPF_CLOSE) {
-					cur->closing = 1;
-					cur = NULL;
-				}
-			}
-			io->t_issue = dc_now_ns();
-			ret = r->ops->submit(w->eng, io);
-			if (likely(ret == 1)) {
-				train_complete(w, io, dc_now_ns());
-			} else if (ret == 0) {
+			ret = issue_op(w, i++, &cur);
+			if (ret > 0)
 				inflight++;
-			} else {
-				struct dc_sample *s = w->io_sample[io->index];
-
-				w->errors++;
-				w->free[w->nfree++] = io;
-				run_fail(r, -ret, op->file, op->offset, "submit");
-				if (s) {
-					s->failed = 1;
-					s->outstanding--;
-					sample_maybe_finish(w, s);
-				}
+			else if (ret < 0)
 				halt = 1;
-			}
 		}
 		if (!inflight)
 			break;
@@ -221,7 +248,7 @@ static int read_step(struct dc_worker *w, uint64_t k)
 			inflight -= (unsigned)n;
 		}
 	}
-	if (cur) {  /* the step ended inside a sample: close it */
+	if (cur) { /* the step ended inside a sample: close it */
 		cur->closing = 1;
 		sample_maybe_finish(w, cur);
 	}
@@ -368,7 +395,7 @@ static void trainer(struct dc_run *r)
 		if (r->ttb && st->compute_ns >= want)
 			dc_trace_add(r->ttb, DC_TR_COMPUTE, 0, st->t_ready, st->compute_ns,
 				     DC_TRACE_NONE32, 0, 0, k);
-		if (st->compute_ns < want) {  /* cut short by a stop or a failure */
+		if (st->compute_ns < want) { /* cut short by a stop or a failure */
 			st->t_end = dc_now_ns();
 			break;
 		}

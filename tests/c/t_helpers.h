@@ -20,14 +20,14 @@
 
 static int t_failures;
 
-#define T_CHECK(cond, ...)                                                                      \
-	do {                                                                                    \
-		if (!(cond)) {                                                                  \
-			fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__, __LINE__, #cond);        \
-			fprintf(stderr, __VA_ARGS__);                                           \
-			fputc('\n', stderr);                                                    \
-			t_failures++;                                                           \
-		}                                                                               \
+#define T_CHECK(cond, ...)                                                                         \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__, __LINE__, #cond);           \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fputc('\n', stderr);                                                       \
+			t_failures++;                                                              \
+		}                                                                                  \
 	} while (0)
 
 static inline int t_exit(void)
@@ -105,7 +105,8 @@ static inline int t_engine_read_check(const struct dc_engine_ops *ops, struct dc
 {
 	unsigned nslots = (ops->caps & DC_CAP_ASYNC) ? qd : 1;
 	struct dc_io *slots = calloc(nslots, sizeof(*slots));
-	struct dc_io **freel = calloc(nslots, sizeof(*freel)), **done = calloc(nslots, sizeof(*done));
+	struct dc_io **freel = calloc(nslots, sizeof(*freel)),
+		     **done = calloc(nslots, sizeof(*done));
 	struct dc_file f = { .path = path, .fd = -1, .direct = direct, .reg_index = -1 };
 	struct dc_engine *e = NULL;
 	uint64_t maxlen = 0, cap;
@@ -178,13 +179,14 @@ static inline int t_engine_read_check(const struct dc_engine_ops *ops, struct dc
 			if (io->res != (int64_t)g->len) {
 				fprintf(stderr, "%s: range %llu+%llu: res %lld (%s)\n", label,
 					(unsigned long long)g->offset, (unsigned long long)g->len,
-					(long long)io->res, io->res < 0 ? strerror((int)-io->res) : "short");
+					(long long)io->res,
+					io->res < 0 ? strerror((int)-io->res) : "short");
 				bad++;
 			} else if (dc_crc32c(0, (char *)io->buf + io->buf_off, g->len) !=
 				   dc_crc32c(0, expect + g->offset, g->len)) {
-				fprintf(stderr, "%s: range %llu+%llu: data mismatch (buf_off %u)\n", label,
-					(unsigned long long)g->offset, (unsigned long long)g->len,
-					io->buf_off);
+				fprintf(stderr, "%s: range %llu+%llu: data mismatch (buf_off %u)\n",
+					label, (unsigned long long)g->offset,
+					(unsigned long long)g->len, io->buf_off);
 				bad++;
 			}
 			freel[nfree++] = io;
@@ -242,7 +244,8 @@ static inline int t_engine_expect_err(const struct dc_engine_ops *ops, struct dc
 		ret = ops->reap(e, 1, done, 1) == 1 ? 1 : -1;
 	if (ret != 1 || io.res != -want) {
 		fprintf(stderr, "%s: %llu+%llu: want -%d got ret %d res %lld\n", label,
-			(unsigned long long)off, (unsigned long long)len, want, ret, (long long)io.res);
+			(unsigned long long)off, (unsigned long long)len, want, ret,
+			(long long)io.res);
 		bad = 1;
 	}
 	ops->close(e, &f);
@@ -252,7 +255,8 @@ static inline int t_engine_expect_err(const struct dc_engine_ops *ops, struct dc
 }
 
 /* The standard range set for a file of size bytes: aligned, unaligned, unaligned tail, whole. */
-static inline unsigned t_standard_ranges(struct t_range *rg, unsigned max, uint64_t size, uint64_t seed)
+static inline unsigned t_standard_ranges(struct t_range *rg, unsigned max, uint64_t size,
+					 uint64_t seed)
 {
 	unsigned n = 0;
 	uint64_t s = seed | 1;
@@ -262,10 +266,10 @@ static inline unsigned t_standard_ranges(struct t_range *rg, unsigned max, uint6
 	rg[n++] = (struct t_range){ 100, 5000 };
 	rg[n++] = (struct t_range){ 4095, 3 };
 	rg[n++] = (struct t_range){ 8192 - 1, 4096 + 2 };
-	rg[n++] = (struct t_range){ size - 1234, 1234 };        /* unaligned tail, to EOF */
+	rg[n++] = (struct t_range){ size - 1234, 1234 }; /* unaligned tail, to EOF */
 	rg[n++] = (struct t_range){ size - 5000 - 7, 5000 + 7 };
 	rg[n++] = (struct t_range){ size - 1, 1 };
-	rg[n++] = (struct t_range){ 0, size };                  /* whole file, unaligned length */
+	rg[n++] = (struct t_range){ 0, size }; /* whole file, unaligned length */
 	while (n < max) {
 		uint64_t off, len;
 
@@ -276,7 +280,7 @@ static inline unsigned t_standard_ranges(struct t_range *rg, unsigned max, uint6
 		len = 1 + (s >> 20) % 70000;
 		if (len > size - off)
 			len = size - off;
-		if ((s >> 40) & 1) {  /* half of them aligned */
+		if ((s >> 40) & 1) { /* half of them aligned */
 			off &= ~4095ull;
 			len = (len + 4095) & ~4095ull;
 			if (len > size - off)
@@ -338,16 +342,18 @@ static inline int t_run_io_check(const char *engine, const char *path, const str
 
 		for (unsigned t = 0; t < threads; t++)
 			tops += ts[t].ops;
-		if (res->ops != nrg || res->bytes != bytes || res->errors || res->lat.count != nrg ||
-		    tops != nrg) {
-			fprintf(stderr, "%s: ops %llu/%u bytes %llu/%llu errors %llu lat %llu\n", label,
-				(unsigned long long)res->ops, nrg, (unsigned long long)res->bytes,
-				(unsigned long long)bytes, (unsigned long long)res->errors,
+		if (res->ops != nrg || res->bytes != bytes || res->errors ||
+		    res->lat.count != nrg || tops != nrg) {
+			fprintf(stderr, "%s: ops %llu/%u bytes %llu/%llu errors %llu lat %llu\n",
+				label, (unsigned long long)res->ops, nrg,
+				(unsigned long long)res->bytes, (unsigned long long)bytes,
+				(unsigned long long)res->errors,
 				(unsigned long long)res->lat.count);
 			bad++;
 		}
-		printf("%s: %u ops, qd_used %u, flags 0x%x, p50 %llu ns\n", label, nrg, res->qd_used,
-		       res->eng_flags_used, (unsigned long long)dc_hist_percentile(&res->lat, 50));
+		printf("%s: %u ops, qd_used %u, flags 0x%x, p50 %llu ns\n", label, nrg,
+		       res->qd_used, res->eng_flags_used,
+		       (unsigned long long)dc_hist_percentile(&res->lat, 50));
 	}
 	free(ops);
 	free(first);
@@ -384,8 +390,8 @@ static inline int t_run_io_eof(const char *engine, const char *path, uint64_t si
 	ret = dc_run_io(&cfg, res);
 	if (ret != -ENODATA || res->error.err != ENODATA || strcmp(res->error.what, "read") ||
 	    res->error.file != 0 || res->error.offset != size - 10 || res->ops != 1) {
-		fprintf(stderr, "%s: EOF: ret %d err %d what '%s' file %u off %llu ops %llu\n", label,
-			ret, res->error.err, res->error.what, res->error.file,
+		fprintf(stderr, "%s: EOF: ret %d err %d what '%s' file %u off %llu ops %llu\n",
+			label, ret, res->error.err, res->error.what, res->error.file,
 			(unsigned long long)res->error.offset, (unsigned long long)res->ops);
 		bad = 1;
 	}
@@ -412,8 +418,9 @@ static inline int t_run_train_check(const char *engine, const char *path, uint64
 	res->threads = calloc(readers ? readers : 1, sizeof(*res->threads));
 	res->step_times = calloc(NSTEPS, sizeof(*res->step_times));
 	for (unsigned k = 0; k < NSTEPS; k++) {
-		steps[k] = (struct dc_step){ .first_op = i, .nops = SPS * OPS, .nsamples = SPS,
-					     .compute_ns = 100000 };
+		steps[k] = (struct dc_step){
+			.first_op = i, .nops = SPS * OPS, .nsamples = SPS, .compute_ns = 100000
+		};
 		for (unsigned j = 0; j < SPS * OPS; j++, i++) {
 			uint64_t off, len;
 
@@ -426,10 +433,12 @@ static inline int t_run_train_check(const char *engine, const char *path, uint64
 				off &= ~4095ull;
 			if (len > size - off)
 				len = size - off;
-			ops[i] = (struct dc_op){ .file = (k + j / OPS) & 1, .op = DC_OP_READ,
+			ops[i] = (struct dc_op){ .file = (k + j / OPS) & 1,
+						 .op = DC_OP_READ,
 						 .flags = (j % OPS == 0 ? DC_OPF_OPEN : 0) |
 							  (j % OPS == OPS - 1 ? DC_OPF_CLOSE : 0),
-						 .offset = off, .length = len };
+						 .offset = off,
+						 .length = len };
 			want[k] += len;
 			if (len > maxlen)
 				maxlen = len;
@@ -452,8 +461,10 @@ static inline int t_run_train_check(const char *engine, const char *path, uint64
 	ret = dc_run_train(&cfg, res);
 	if (ret || res->steps_done != NSTEPS || res->ops != i || res->errors ||
 	    res->sample_lat.count != NSTEPS * SPS) {
-		fprintf(stderr, "%s: train ret %d (%s, file %u off %llu) steps %llu ops %llu/%u "
-			"samples %llu\n", label, ret, res->error.what, res->error.file,
+		fprintf(stderr,
+			"%s: train ret %d (%s, file %u off %llu) steps %llu ops %llu/%u "
+			"samples %llu\n",
+			label, ret, res->error.what, res->error.file,
 			(unsigned long long)res->error.offset, (unsigned long long)res->steps_done,
 			(unsigned long long)res->ops, i, (unsigned long long)res->sample_lat.count);
 		bad++;
@@ -461,7 +472,8 @@ static inline int t_run_train_check(const char *engine, const char *path, uint64
 	for (unsigned k = 0; k < NSTEPS && !bad; k++)
 		if (res->step_times[k].bytes != want[k] || res->step_times[k].compute_ns < 100000) {
 			fprintf(stderr, "%s: step %u bytes %llu want %llu\n", label, k,
-				(unsigned long long)res->step_times[k].bytes, (unsigned long long)want[k]);
+				(unsigned long long)res->step_times[k].bytes,
+				(unsigned long long)want[k]);
 			bad++;
 		}
 	free(res->threads);

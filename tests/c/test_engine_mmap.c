@@ -40,34 +40,44 @@ int main(void)
 	for (unsigned i = 0; i < n; i++) {
 		io.offset = rg[i].offset;
 		io.len = rg[i].len;
-		T_CHECK(ops->submit(e, &io) == 1 && io.res == (int64_t)rg[i].len, "range %llu+%llu res %lld",
-			(unsigned long long)rg[i].offset, (unsigned long long)rg[i].len, (long long)io.res);
+		T_CHECK(ops->submit(e, &io) == 1 && io.res == (int64_t)rg[i].len,
+			"range %llu+%llu res %lld", (unsigned long long)rg[i].offset,
+			(unsigned long long)rg[i].len, (long long)io.res);
 	}
 	io.offset = FSIZE - 10;
 	io.len = 100;
 	T_CHECK(ops->submit(e, &io) == 1 && io.res == -ENODATA, "EOF res %lld", (long long)io.res);
 	io.op = DC_OP_WRITE;
 	io.offset = 0;
-	T_CHECK(ops->submit(e, &io) == 1 && io.res < 0, "write must fail, res %lld", (long long)io.res);
+	T_CHECK(ops->submit(e, &io) == 1 && io.res < 0, "write must fail, res %lld",
+		(long long)io.res);
 	T_CHECK(ops->close(e, &f) == 0 && f.fd == -1 && !f.map, "close");
 	f.direct = 1;
 	T_CHECK(ops->open(e, &f, 0) == -EOPNOTSUPP, "direct open must be refused");
 	ops->cleanup(e);
 
 	T_CHECK(!t_run_io_check("mmap", path, rg, n, 1, 1, 0, 0, "mmap run"), "mmap dc_run_io");
-	T_CHECK(!t_run_io_check("mmap", path, rg, n, 2, 8, 0, 0, "mmap run 2 threads"), "mmap 2 threads");
+	T_CHECK(!t_run_io_check("mmap", path, rg, n, 2, 8, 0, 0, "mmap run 2 threads"),
+		"mmap 2 threads");
 	T_CHECK(!t_run_io_eof("mmap", path, FSIZE, 0, "mmap"), "mmap EOF");
 	{
 		/* A plan that writes is refused before anything runs. */
 		struct dc_op op = { .file = 0, .op = DC_OP_WRITE, .offset = 0, .length = 4096 };
 		uint64_t first[2] = { 0, 1 };
 		const char *paths[1] = { path };
-		struct dc_run_config cfg = { .engine = "mmap", .eng = { .qd = 1 }, .threads = 1,
-					     .paths = paths, .npaths = 1, .ops = &op, .nops = 1,
-					     .max_len = 4096, .thread_first_op = first };
+		struct dc_run_config cfg = { .engine = "mmap",
+					     .eng = { .qd = 1 },
+					     .threads = 1,
+					     .paths = paths,
+					     .npaths = 1,
+					     .ops = &op,
+					     .nops = 1,
+					     .max_len = 4096,
+					     .thread_first_op = first };
 		struct dc_run_result *res = calloc(1, sizeof(*res));
 
-		T_CHECK(dc_run_io(&cfg, res) == -EOPNOTSUPP, "write plan on mmap: %s", res->error.what);
+		T_CHECK(dc_run_io(&cfg, res) == -EOPNOTSUPP, "write plan on mmap: %s",
+			res->error.what);
 		free(res);
 	}
 	free(expect);

@@ -2,7 +2,7 @@
  * unaligned tail) checked byte for byte, writes, EOF, and dc_run_io counts. */
 #include "t_helpers.h"
 
-#define FSIZE ((1u << 20) + 1234)  /* unaligned size: the tail is partial */
+#define FSIZE ((1u << 20) + 1234) /* unaligned size: the tail is partial */
 
 /* Write aligned blocks through the engine, read them back with pread. */
 static int write_check(const char *dir, int direct)
@@ -32,10 +32,10 @@ static int write_check(const char *dir, int direct)
 	io.offset = 8192;
 	io.len = 65536;
 	T_CHECK(ops->submit(e, &io) == 1 && io.res == 65536, "write res %lld", (long long)io.res);
-	if (direct) {  /* unaligned O_DIRECT writes are refused, not half done */
+	if (direct) { /* unaligned O_DIRECT writes are refused, not half done */
 		io.offset = 100;
-		T_CHECK(ops->submit(e, &io) == 1 && io.res == -EINVAL, "unaligned direct write res %lld",
-			(long long)io.res);
+		T_CHECK(ops->submit(e, &io) == 1 && io.res == -EINVAL,
+			"unaligned direct write res %lld", (long long)io.res);
 	}
 	ops->close(e, &f);
 	ops->cleanup(e);
@@ -70,10 +70,12 @@ static void run_dir(const char *dir)
 		uint32_t mem = 0, off = 0;
 		int from = -1;
 
-		T_CHECK(dc_dio_align(path, &mem, &off, &from) == 0 && mem && off, "dio_align %s", path);
+		T_CHECK(dc_dio_align(path, &mem, &off, &from) == 0 && mem && off, "dio_align %s",
+			path);
 		printf("%s: O_DIRECT alignment mem %u offset %u (%s)\n", dir, mem, off,
 		       from ? "statx STATX_DIOALIGN" : "default");
-		T_CHECK(dc_dio_align("/nonexistent/x", &mem, &off, &from) == -ENOENT, "dio_align ENOENT");
+		T_CHECK(dc_dio_align("/nonexistent/x", &mem, &off, &from) == -ENOENT,
+			"dio_align ENOENT");
 		T_CHECK(dc_drop_file_cache(path) == 0, "drop_file_cache %s", path);
 		T_CHECK(dc_drop_file_cache("/nonexistent/x") == -ENOENT, "drop_file_cache ENOENT");
 	}
@@ -83,21 +85,27 @@ static void run_dir(const char *dir)
 		for (unsigned qd = 1; qd <= 64; qd *= 64) {
 			snprintf(label, sizeof(label), "posix %s direct=%d qd=%u", dir, direct, qd);
 			eo.qd = qd;
-			T_CHECK(!t_engine_read_check(ops, &eo, path, direct, expect, rg, n, qd, label),
+			T_CHECK(!t_engine_read_check(ops, &eo, path, direct, expect, rg, n, qd,
+						     label),
 				"%s", label);
-			T_CHECK(!t_run_io_check("posix", path, rg, n, 1, qd, direct, 0, label), "%s", label);
-			T_CHECK(!t_run_io_check("posix", path, rg, n, 2, qd, direct, 0, label), "%s", label);
+			T_CHECK(!t_run_io_check("posix", path, rg, n, 1, qd, direct, 0, label),
+				"%s", label);
+			T_CHECK(!t_run_io_check("posix", path, rg, n, 2, qd, direct, 0, label),
+				"%s", label);
 		}
 		for (unsigned readers = 0; readers <= 2; readers++) {
-			snprintf(label, sizeof(label), "posix %s direct=%d train readers=%u", dir, direct,
-				 readers);
-			T_CHECK(!t_run_train_check("posix", path, FSIZE, readers, 1, direct, 0, label),
+			snprintf(label, sizeof(label), "posix %s direct=%d train readers=%u", dir,
+				 direct, readers);
+			T_CHECK(!t_run_train_check("posix", path, FSIZE, readers, 1, direct, 0,
+						   label),
 				"%s", label);
 		}
 		snprintf(label, sizeof(label), "posix %s direct=%d EOF", dir, direct);
-		T_CHECK(!t_engine_expect_err(ops, &eo, path, direct, FSIZE - 10, 100, ENODATA, label),
+		T_CHECK(!t_engine_expect_err(ops, &eo, path, direct, FSIZE - 10, 100, ENODATA,
+					     label),
 			"%s", label);
-		T_CHECK(!t_engine_expect_err(ops, &eo, path, direct, FSIZE + 8192, 4096, ENODATA, label),
+		T_CHECK(!t_engine_expect_err(ops, &eo, path, direct, FSIZE + 8192, 4096, ENODATA,
+					     label),
 			"%s", label);
 		T_CHECK(!t_run_io_eof("posix", path, FSIZE, direct, label), "%s", label);
 		T_CHECK(!write_check(dir, direct), "write %s direct=%d", dir, direct);

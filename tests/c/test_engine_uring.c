@@ -25,33 +25,41 @@ static void run_dir(const char *dir)
 			for (unsigned qd = 1; qd <= 64; qd *= 64) {
 				struct dc_engine_opts eo = { .qd = qd, .flags = flags };
 
-				snprintf(label, sizeof(label), "io_uring %s direct=%d qd=%u regbufs=%d regfiles=%d",
-					 dir, direct, qd, !!(flags & DC_ENG_REGBUFS),
+				snprintf(label, sizeof(label),
+					 "io_uring %s direct=%d qd=%u regbufs=%d regfiles=%d", dir,
+					 direct, qd, !!(flags & DC_ENG_REGBUFS),
 					 !!(flags & DC_ENG_REGFILES));
-				T_CHECK(!t_engine_read_check(ops, &eo, path, direct, expect, rg, n, qd, label),
+				T_CHECK(!t_engine_read_check(ops, &eo, path, direct, expect, rg, n,
+							     qd, label),
 					"%s", label);
 				if ((eo.used_flags & flags) != flags)
-					printf("%s: kernel refused some of 0x%x (got 0x%x)\n", label, flags,
-					       eo.used_flags);
-				T_CHECK(!t_run_io_check("io_uring", path, rg, n, 2, qd, direct, flags, label),
+					printf("%s: kernel refused some of 0x%x (got 0x%x)\n",
+					       label, flags, eo.used_flags);
+				T_CHECK(!t_run_io_check("io_uring", path, rg, n, 2, qd, direct,
+							flags, label),
 					"%s", label);
 			}
 		}
 		for (unsigned readers = 0; readers <= 2; readers++) {
 			for (unsigned qd = 1; qd <= 16; qd *= 4) {
-				snprintf(label, sizeof(label), "io_uring %s direct=%d train readers=%u qd=%u",
-					 dir, direct, readers, qd);
-				T_CHECK(!t_run_train_check("io_uring", path, FSIZE, readers, qd, direct,
-							   readers == 1 ? DC_ENG_REGBUFS | DC_ENG_REGFILES : 0,
-							   label), "%s", label);
+				snprintf(label, sizeof(label),
+					 "io_uring %s direct=%d train readers=%u qd=%u", dir,
+					 direct, readers, qd);
+				T_CHECK(!t_run_train_check(
+						"io_uring", path, FSIZE, readers, qd, direct,
+						readers == 1 ? DC_ENG_REGBUFS | DC_ENG_REGFILES : 0,
+						label),
+					"%s", label);
 			}
 		}
 		/* SQPOLL may need privileges; the engine falls back, the data must be right. */
 		{
-			struct dc_engine_opts eo = { .qd = 8, .flags = DC_ENG_SQPOLL | DC_ENG_REGBUFS };
+			struct dc_engine_opts eo = { .qd = 8,
+						     .flags = DC_ENG_SQPOLL | DC_ENG_REGBUFS };
 
 			snprintf(label, sizeof(label), "io_uring %s direct=%d sqpoll", dir, direct);
-			T_CHECK(!t_engine_read_check(ops, &eo, path, direct, expect, rg, n, 8, label),
+			T_CHECK(!t_engine_read_check(ops, &eo, path, direct, expect, rg, n, 8,
+						     label),
 				"%s", label);
 			printf("%s: used flags 0x%x\n", label, eo.used_flags);
 		}
@@ -59,10 +67,12 @@ static void run_dir(const char *dir)
 			struct dc_engine_opts eo = { .qd = 4 };
 
 			snprintf(label, sizeof(label), "io_uring %s direct=%d EOF", dir, direct);
-			T_CHECK(!t_engine_expect_err(ops, &eo, path, direct, FSIZE - 10, 100, ENODATA, label),
+			T_CHECK(!t_engine_expect_err(ops, &eo, path, direct, FSIZE - 10, 100,
+						     ENODATA, label),
 				"%s", label);
-			T_CHECK(!t_engine_expect_err(ops, &eo, path, direct, FSIZE + 8192, 4096, ENODATA,
-						     label), "%s", label);
+			T_CHECK(!t_engine_expect_err(ops, &eo, path, direct, FSIZE + 8192, 4096,
+						     ENODATA, label),
+				"%s", label);
 			T_CHECK(!t_run_io_eof("io_uring", path, FSIZE, direct, label), "%s", label);
 		}
 	}

@@ -129,9 +129,11 @@ int main(void)
 
 		for (unsigned i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
 			memset(c, 0, len);
-			T_CHECK(dc_write_random(fd, 0, len, 1, chunks[i]) == 0, "write chunk %zu", chunks[i]);
+			T_CHECK(dc_write_random(fd, 0, len, 1, chunks[i]) == 0, "write chunk %zu",
+				chunks[i]);
 			T_CHECK(pread(fd, c, len, 0) == (ssize_t)len, "read back");
-			T_CHECK(!memcmp(a, c, len), "file content != dc_fill_random (chunk %zu)", chunks[i]);
+			T_CHECK(!memcmp(a, c, len), "file content != dc_fill_random (chunk %zu)",
+				chunks[i]);
 		}
 		T_CHECK(dc_write_random(fd, 0, 0, 1, 0) == 0, "zero length");
 		close(fd);

@@ -75,8 +75,8 @@ int main(void)
 		uint64_t exact = v[rank - 1], got = dc_hist_percentile(&h, ps[i]);
 		double err = fabs((double)got - (double)exact) / (double)exact;
 
-		printf("p%-6g exact %12llu hist %12llu err %.4f%%\n", ps[i], (unsigned long long)exact,
-		       (unsigned long long)got, err * 100);
+		printf("p%-6g exact %12llu hist %12llu err %.4f%%\n", ps[i],
+		       (unsigned long long)exact, (unsigned long long)got, err * 100);
 		T_CHECK(err < 0.01, "p%g: exact %llu got %llu", ps[i], (unsigned long long)exact,
 			(unsigned long long)got);
 	}
@@ -89,7 +89,8 @@ int main(void)
 		for (int i = 0; i < N; i++)
 			var += ((double)v[i] - mean) * ((double)v[i] - mean);
 		var /= N - 1;
-		T_CHECK(fabs(dc_hist_mean(&h) - mean) / mean < 1e-9, "mean %g vs %g", dc_hist_mean(&h), mean);
+		T_CHECK(fabs(dc_hist_mean(&h) - mean) / mean < 1e-9, "mean %g vs %g",
+			dc_hist_mean(&h), mean);
 		T_CHECK(fabs(dc_hist_stdev(&h) - sqrt(var)) / sqrt(var) < 1e-6, "stdev %g vs %g",
 			dc_hist_stdev(&h), sqrt(var));
 	}
@@ -101,7 +102,8 @@ int main(void)
 	T_CHECK(m.count == h.count && m.min == h.min && m.max == h.max, "merge header");
 	T_CHECK(!memcmp(m.bucket, h.bucket, sizeof(h.bucket)), "merge buckets");
 	for (unsigned i = 0; i < sizeof(ps) / sizeof(ps[0]); i++)
-		T_CHECK(dc_hist_percentile(&m, ps[i]) == dc_hist_percentile(&h, ps[i]), "merged p%g", ps[i]);
+		T_CHECK(dc_hist_percentile(&m, ps[i]) == dc_hist_percentile(&h, ps[i]),
+			"merged p%g", ps[i]);
 
 	/* Empty. */
 	dc_hist_init(&e);

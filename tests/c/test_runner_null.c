@@ -78,7 +78,8 @@ static void test_counts(void)
 			T_CHECK(r->ops == 1000 && r->bytes == 4096000 && r->errors == 0,
 				"threads %u qd %u: ops %llu bytes %llu", threads, qd,
 				(unsigned long long)r->ops, (unsigned long long)r->bytes);
-			T_CHECK(r->lat.count == 1000, "lat count %llu", (unsigned long long)r->lat.count);
+			T_CHECK(r->lat.count == 1000, "lat count %llu",
+				(unsigned long long)r->lat.count);
 			for (unsigned t = 0; t < threads; t++)
 				tops += r->threads[t].ops;
 			T_CHECK(tops == 1000, "per-thread ops sum %llu", (unsigned long long)tops);
@@ -106,9 +107,11 @@ static void test_bytes_limit(void)
 		c.bytes_limit = limit;
 		T_CHECK(dc_run_io(&c, r) == 0, "run");
 		if (threads == 1)
-			T_CHECK(r->bytes == limit, "1 thread: bytes %llu != limit", (unsigned long long)r->bytes);
-		T_CHECK(r->bytes >= limit && r->bytes < limit + threads * 4096, "bytes %llu limit %llu",
-			(unsigned long long)r->bytes, (unsigned long long)limit);
+			T_CHECK(r->bytes == limit, "1 thread: bytes %llu != limit",
+				(unsigned long long)r->bytes);
+		T_CHECK(r->bytes >= limit && r->bytes < limit + threads * 4096,
+			"bytes %llu limit %llu", (unsigned long long)r->bytes,
+			(unsigned long long)limit);
 		free(p.ops);
 		free_result(r);
 	}
@@ -124,9 +127,9 @@ static void test_runtime_and_ramp(void)
 	make_plan(&p, 100, 4096, 1);
 	base_cfg(&c, &p, 1, 4096);
 	c.loop = 1;
-	c.eng.delay_ns = 100000;       /* 100 us per request */
-	c.ramp_ns = 150000000;         /* 150 ms not counted */
-	c.runtime_ns = 200000000;      /* 200 ms counted */
+	c.eng.delay_ns = 100000;  /* 100 us per request */
+	c.ramp_ns = 150000000;    /* 150 ms not counted */
+	c.runtime_ns = 200000000; /* 200 ms counted */
 	T_CHECK(dc_run_io(&c, r) == 0, "run");
 	wall = dc_now_ns() - t0;
 	printf("ramp+runtime: %llu ops counted in %.1f ms window, wall %.1f ms\n",
@@ -155,8 +158,8 @@ static void test_fault(int fail_errno)
 	c.eng.fail_errno = fail_errno;
 	ret = dc_run_io(&c, r);
 	if (fail_errno == -1) {
-		T_CHECK(ret == -EIO && !strcmp(r->error.what, "short read"), "short: ret %d what '%s'", ret,
-			r->error.what);
+		T_CHECK(ret == -EIO && !strcmp(r->error.what, "short read"),
+			"short: ret %d what '%s'", ret, r->error.what);
 	} else {
 		int e = fail_errno ? fail_errno : EIO;
 
@@ -184,7 +187,8 @@ static void test_overhead(void)
 	T_CHECK(dc_run_io(&c, r) == 0, "run");
 	per = (double)(r->t_end - r->t_start) / (double)r->ops;
 	printf("null engine qd1: %.1f ns per request (both timestamps included; target < 100), "
-	       "p50 latency %llu ns\n", per, (unsigned long long)dc_hist_percentile(&r->lat, 50));
+	       "p50 latency %llu ns\n",
+	       per, (unsigned long long)dc_hist_percentile(&r->lat, 50));
 	T_CHECK(per < 2000, "harness overhead %.1f ns per request is far off", per);
 	free(p.ops);
 	free_result(r);
@@ -218,13 +222,14 @@ static void test_stop_io(void)
 	base_cfg(&c, &p, 2, 4096);
 	c.loop = 1;
 	c.runtime_ns = 60ull * 1000000000;
-	c.eng.delay_ns = 20000000;  /* slow I/O: 20 ms a request */
+	c.eng.delay_ns = 20000000; /* slow I/O: 20 ms a request */
 	c.stop = &stop;
 	t0 = dc_now_ns();
 	pthread_create(&th, NULL, stop_later, &s);
 	T_CHECK(dc_run_io(&c, r) == 0, "run");
 	pthread_join(th, NULL);
-	printf("io stop: returned %.1f ms after start (stop at 100 ms)\n", (dc_now_ns() - t0) / 1e6);
+	printf("io stop: returned %.1f ms after start (stop at 100 ms)\n",
+	       (dc_now_ns() - t0) / 1e6);
 	T_CHECK(dc_now_ns() - t0 < 1000000000ull, "stop took too long");
 	T_CHECK(r->stopped == 1, "stopped flag");
 	free(p.ops);
@@ -233,7 +238,7 @@ static void test_stop_io(void)
 
 /* ---- train ---- */
 
-#define SPS 4  /* samples per step */
+#define SPS            4 /* samples per step */
 #define OPS_PER_SAMPLE 2
 
 struct tplan {
@@ -299,7 +304,7 @@ static void tcfg(struct dc_run_config *c, struct tplan *t, unsigned readers, uns
 
 struct hookctx {
 	uint64_t calls;
-	uint64_t fail_at;  /* UINT64_MAX: never */
+	uint64_t fail_at; /* UINT64_MAX: never */
 	uint64_t last;
 };
 
@@ -333,12 +338,14 @@ static void test_train_shapes(void)
 			c.hook_ctx = &h;
 			c.progress = &prog;
 			ret = dc_run_train(&c, r);
-			T_CHECK(ret == 0, "readers %u prefetch %u: ret %d (%s)", readers, prefetch, ret,
-				r->error.what);
-			T_CHECK(r->steps_done == nsteps, "steps_done %llu", (unsigned long long)r->steps_done);
+			T_CHECK(ret == 0, "readers %u prefetch %u: ret %d (%s)", readers, prefetch,
+				ret, r->error.what);
+			T_CHECK(r->steps_done == nsteps, "steps_done %llu",
+				(unsigned long long)r->steps_done);
 			T_CHECK(h.calls == nsteps && h.last == nsteps - 1, "hook calls %llu",
 				(unsigned long long)h.calls);
-			T_CHECK(prog.steps == nsteps, "progress steps %llu", (unsigned long long)prog.steps);
+			T_CHECK(prog.steps == nsteps, "progress steps %llu",
+				(unsigned long long)prog.steps);
 			T_CHECK(r->ops == t.nops && r->lat.count == t.nops, "ops %llu",
 				(unsigned long long)r->ops);
 			T_CHECK(r->sample_lat.count == nsteps * SPS, "samples %llu",
@@ -351,13 +358,16 @@ static void test_train_shapes(void)
 				T_CHECK(s->bytes == t.step_bytes[k], "step %llu bytes %llu != %llu",
 					(unsigned long long)k, (unsigned long long)s->bytes,
 					(unsigned long long)t.step_bytes[k]);
-				T_CHECK(s->t_fetch <= s->t_ready && s->t_ready + s->compute_ns <= s->t_end,
+				T_CHECK(s->t_fetch <= s->t_ready &&
+						s->t_ready + s->compute_ns <= s->t_end,
 					"step %llu times out of order", (unsigned long long)k);
 				if (k)
-					T_CHECK(s->t_fetch >= r->step_times[k - 1].t_end, "steps overlap");
+					T_CHECK(s->t_fetch >= r->step_times[k - 1].t_end,
+						"steps overlap");
 				/* Reading a step takes >= 8 x 100 us; with no reader it is all wait. */
 				if (!readers)
-					T_CHECK(s->t_ready - s->t_fetch >= SPS * OPS_PER_SAMPLE * delay,
+					T_CHECK(s->t_ready - s->t_fetch >=
+							SPS * OPS_PER_SAMPLE * delay,
 						"step %llu wait %llu below its read time",
 						(unsigned long long)k,
 						(unsigned long long)(s->t_ready - s->t_fetch));
@@ -365,7 +375,8 @@ static void test_train_shapes(void)
 					wait_sum += (double)(s->t_ready - s->t_fetch);
 			}
 			printf("train readers %u prefetch %u: mean wait %.0f us (read 800 us, compute 2000 us), "
-			       "AU %.3f\n", readers, prefetch, wait_sum / (nsteps - 1) / 1e3,
+			       "AU %.3f\n",
+			       readers, prefetch, wait_sum / (nsteps - 1) / 1e3,
 			       (double)(nsteps * compute) / (double)(r->t_end - r->t_start));
 			free_tplan(&t);
 			free_result(r);
@@ -405,8 +416,8 @@ static void test_train_hook_error(void)
 		c.step_hook = hook;
 		c.hook_ctx = &h;
 		ret = dc_run_train(&c, r);
-		T_CHECK(ret == -EIO && !strcmp(r->error.what, "step hook"), "hook error: ret %d what '%s'",
-			ret, r->error.what);
+		T_CHECK(ret == -EIO && !strcmp(r->error.what, "step hook"),
+			"hook error: ret %d what '%s'", ret, r->error.what);
 		T_CHECK(h.calls == 6 && r->steps_done == 5, "calls %llu steps_done %llu",
 			(unsigned long long)h.calls, (unsigned long long)r->steps_done);
 		T_CHECK(dc_now_ns() - t0 < 1000000000ull, "slow stop after a hook error");
@@ -426,13 +437,16 @@ static void test_train_reader_error(void)
 
 		make_tplan(&t, 50, 1000000);
 		tcfg(&c, &t, readers, 2);
-		c.eng.fail_nth = 11;  /* 11th request of a reader: step (2 * readers), sample 1, op 0 */
+		/* 11th request of a reader: step (2 * readers), sample 1, op 0 */
+		c.eng.fail_nth = 11;
 		c.eng.fail_errno = EIO;
 		ret = dc_run_train(&c, r);
 		T_CHECK(ret == -EIO && r->error.err == EIO && !strcmp(r->error.what, "read"),
-			"readers %u: ret %d err %d what '%s'", readers, ret, r->error.err, r->error.what);
-		T_CHECK(r->error.file < 2 && r->error.offset == 8192 * 0, "error file %u offset %llu",
-			r->error.file, (unsigned long long)r->error.offset);
+			"readers %u: ret %d err %d what '%s'", readers, ret, r->error.err,
+			r->error.what);
+		T_CHECK(r->error.file < 2 && r->error.offset == 8192 * 0,
+			"error file %u offset %llu", r->error.file,
+			(unsigned long long)r->error.offset);
 		T_CHECK(r->steps_done < 50, "should stop early");
 		T_CHECK(r->ops >= 10, "kept the completed ops: %llu", (unsigned long long)r->ops);
 		T_CHECK(dc_now_ns() - t0 < 1000000000ull, "slow stop after a read error");
@@ -452,7 +466,7 @@ static void test_train_stop(void)
 		pthread_t th;
 		uint64_t t0;
 
-		make_tplan(&t, 10, 1000000000);  /* 1 s of compute per step */
+		make_tplan(&t, 10, 1000000000); /* 1 s of compute per step */
 		tcfg(&c, &t, readers, 1);
 		c.stop = &stop;
 		c.compute_mode = DC_COMPUTE_HYBRID;
@@ -460,8 +474,8 @@ static void test_train_stop(void)
 		pthread_create(&th, NULL, stop_later, &s);
 		T_CHECK(dc_run_train(&c, r) == 0, "stopped run returns 0: %s", r->error.what);
 		pthread_join(th, NULL);
-		printf("train stop (readers %u): returned %.1f ms after start (stop at 200 ms)\n", readers,
-		       (dc_now_ns() - t0) / 1e6);
+		printf("train stop (readers %u): returned %.1f ms after start (stop at 200 ms)\n",
+		       readers, (dc_now_ns() - t0) / 1e6);
 		T_CHECK(dc_now_ns() - t0 < 1000000000ull, "stop took too long");
 		T_CHECK(r->stopped == 1 && r->steps_done == 0, "stopped %d steps %llu", r->stopped,
 			(unsigned long long)r->steps_done);
@@ -480,7 +494,7 @@ static void test_bad_config(void)
 	base_cfg(&c, &p, 1, 4096);
 	c.engine = "nope";
 	T_CHECK(dc_run_io(&c, r) == -ENOENT && !strcmp(r->error.what, "engine"), "unknown engine");
-	base_cfg(&c, &p, 1, 1000);  /* ops longer than max_len */
+	base_cfg(&c, &p, 1, 1000); /* ops longer than max_len */
 	T_CHECK(dc_run_io(&c, r) == -EINVAL && !strcmp(r->error.what, "config"), "max_len check");
 	base_cfg(&c, &p, 1, 4096);
 	c.eng.qd = 0;

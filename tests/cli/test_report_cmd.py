@@ -14,6 +14,7 @@ from dlio.report import checks
 from dlio.report import compare
 from dlio.report import plots
 from dlio.report import dlio_files
+from dlio.report.result import RUN_SCHEMA
 from dlio import stats
 from dlio.cli import main as cli_mod
 from dlio.cli.report import check as check_cmd
@@ -64,7 +65,7 @@ def make_result(workload="unet3d", steps=10, wait_ms=1.0, compute_ms=9.0, batch=
                         "plan_bytes": steps * step_bytes, "cpu_s": cpu_s, "complete": True})
         recs.append({"rank": r, "hostname": "node0", "epochs": eps})
     return {
-        "schema": dlio_files.SCHEMA, "complete": True, "reason": None, "workload": workload,
+        "schema": RUN_SCHEMA, "complete": True, "reason": None, "workload": workload,
         "config_file": None, "scale": 1.0, "model": workload,
         "start": "2025-03-01T10:00:00", "end": "2025-03-01T10:01:00",
         "comm_size": ranks, "hostnames": ["node0"] * ranks,
@@ -82,7 +83,7 @@ def make_result(workload="unet3d", steps=10, wait_ms=1.0, compute_ms=9.0, batch=
 
 
 def ckpt_record(kind, rank, epoch, start_s, dur_s, nbytes=GiB):
-    """A checkpoint record as dlio.ckpt_io writes it (one per rank and checkpoint)."""
+    """A checkpoint record as dlio.checkpoint.io writes it (one per rank and checkpoint)."""
     return {"kind": kind, "rank": rank, "epoch": epoch, "step": 10, "bytes": nbytes, "duration_s": dur_s,
             "wall_start_ns": int(start_s * 1e9), "wall_end_ns": int((start_s + dur_s) * 1e9),
             "GiB_per_second": nbytes / GiB / dur_s, "checkpoint_size_GB": 2.0,

@@ -90,7 +90,7 @@ def test_checkpoint_spans_in_the_trace(run_cli, tmp_path):
                                 "--set", "checkpoint.num_checkpoints_write=2", "--set", "checkpoint.num_checkpoints_read=1",
                                 "--set", "checkpoint.time_between_checkpoints=0", "-o", out)
     assert code == 0, err
-    events = [e for e in read_pfw(out / "trace-0-of-1.pfw") if e.get("cat") == "checkpoint"]
+    events = [e for e in read_pfw(out / "trace-0-of-1.pfw.gz") if e.get("cat") == "checkpoint"]
     recs = load(out / "dlio-fast.json")["checkpoints"]["records"]
     assert [e["name"] for e in events] == ["checkpoint.save", "checkpoint.save", "checkpoint.load"]
     for e, r in zip(events, recs):
@@ -109,7 +109,7 @@ def fake_virtio(root, devices):
 
 
 def test_free_page_reporting_read_from_the_balloon_features(tmp_path):
-    from dlio.train.loop import free_page_reporting
+    from dlio.host import free_page_reporting
     bits = lambda *on: "".join("1" if i in on else "0" for i in range(64))   # noqa: E731
     assert free_page_reporting(fake_virtio(tmp_path / "a", {"virtio0": ("0x0005", bits(1, 2, 5)),
                                                             "virtio1": ("0x0002", bits(5))}))
@@ -121,14 +121,35 @@ def test_free_page_reporting_read_from_the_balloon_features(tmp_path):
 
 def test_balloon_note_for_buffered_checkpoint_writes_only(monkeypatch):
     from dlio.train import session
-    from dlio.train import loop
+    from dlio import host
     from dlio.config import load_config
     said = []
     for reporting, engine, expect in ((True, "posix", 1), (True, "odirect", 0), (False, "posix", 0)):
-        monkeypatch.setattr(loop, "free_page_reporting", lambda r=reporting: r)
+        monkeypatch.setattr(host, "free_page_reporting", lambda r=reporting: r)
         said.clear()
         session.balloon_warning(load_config("llama_7b", env={}, sets=[f"dlio_fast.engine={engine}"]), said.append)
         assert len(said) == expect, (reporting, engine, said)
-    monkeypatch.setattr(loop, "free_page_reporting", lambda: True)
+    monkeypatch.setattr(host, "free_page_reporting", lambda: True)
     session.balloon_warning(load_config("llama_7b", env={}), said.append)
     assert "free page reporting" in said[-1] and "odirect" in said[-1]
+
+
+def test_checkpoint_plan_in_dry_run_and_results(run_cli, tmp_path):
+    ck, out = tmp_path / "ck", tmp_path / "out"
+    args = ["run", "--workload", "llama_8b_zero3", "--scale", "0.0005", "--set", f"checkpoint.checkpoint_folder={ck}",
+            "--set", f"dataset.data_folder={tmp_path / 'data'}", "--set", "workflow.generate_data=true",
+            "--set", "checkpoint.num_checkpoints_write=1", "--set", "checkpoint.num_checkpoints_read=1",
+            "--set", "checkpoint.time_between_checkpoints=0"]
+    code, stdout, err = run_cli(*args, "--dry-run")
+    assert code == 0, err
+    assert "data folder" not in stdout and "steps per epoch" not in stdout   # no fake dataset plan
+    lines = {l.split()[0]: l for l in stdout.splitlines() if l[:1].isalpha()}
+    code, _, err = run_cli(*args, "-o", out)
+    assert code == 0, err
+    plan = load(out / "dlio-fast.json")["checkpoint_plan"]
+    files = os.listdir(ck / "global_epoch1_step1")
+    assert plan["bytes_total"] == sum(os.path.getsize(ck / "global_epoch1_step1" / f) for f in files)
+    assert plan["files_total"] == len(files) and plan["ranks_needed"] == 1
+    assert f"{plan['bytes_total'] / 2**30:.2f} GiB ({plan['bytes_total'] / 1e9:.2f} GB)" in lines["checkpoint"]
+    assert "memory" in lines
+    assert not (tmp_path / "data").exists()   # generate_data on a checkpoint-only run reads nothing: no dataset

@@ -113,7 +113,7 @@ def test_run_each_format_reads_what_the_reader_reads(run_cli, tmp_path, fmt):
 
     cfg = load_config(config_file=str(out / "config.yaml"))
     assert cfg.dataset.format == fmt and cfg.dataset.num_samples_per_file == spf
-    from dlio.train.loop import dataset_spec
+    from dlio.dataset.spec import dataset_spec
     m = load_manifest(dataset_spec(cfg), "train")
     rf, rs, ro, rl = m.ranges()
     # steps * batch == files * spf: every sample is read exactly once per epoch

@@ -6,11 +6,13 @@
 #include <sys/mman.h>
 
 #include "../core_int.h"
+#include "engines.h"
 
 #define DC_MMAP_PAGE 4096u
 
 struct dc_engine {
-	volatile uint64_t sink;  /* the touched bytes go here so the loads cannot be optimised out */
+	/* The touched bytes go here so that the loads cannot be optimised out. */
+	volatile uint64_t sink;
 };
 
 static int mmap_available(char *why, size_t whylen)

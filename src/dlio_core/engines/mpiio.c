@@ -36,6 +36,7 @@
 #include <mpi.h>
 
 #include "../core_int.h"
+#include "engines.h"
 
 _Static_assert(sizeof(MPI_File) <= sizeof(void *), "MPI_File must fit in dc_file.map");
 
@@ -43,13 +44,13 @@ _Static_assert(sizeof(MPI_File) <= sizeof(void *), "MPI_File must fit in dc_file
 #define DC_MPIIO_CHUNK (1u << 30)
 
 struct dc_engine {
-	MPI_Comm comm;      /* MPI_COMM_SELF (independent) or the collective communicator */
+	MPI_Comm comm; /* MPI_COMM_SELF (independent) or the collective communicator */
 	int collective;
-	MPI_Info info;      /* MPI_INFO_NULL when no hints */
-	int counted;        /* holds a slot in live/live_collective */
+	MPI_Info info; /* MPI_INFO_NULL when no hints */
+	int counted;   /* holds a slot in live/live_collective */
 };
 
-static unsigned live;  /* engine instances alive in this process (atomic) */
+static unsigned live; /* engine instances alive in this process (atomic) */
 
 static int mpi_errno(int rc)
 {
@@ -112,14 +113,16 @@ static int mpi_ready(int *level, char *why, size_t whylen)
 	MPI_Initialized(&init);
 	MPI_Finalized(&fin);
 	if (!init || fin) {
-		snprintf(why, whylen, "MPI is %s in this process: run under mpiexec with mpi4py "
+		snprintf(why, whylen,
+			 "MPI is %s in this process: run under mpiexec with mpi4py "
 			 "installed (mpiexec -n N dlio-fast io --engine mpiio ...)",
 			 fin ? "already finalised" : "not initialised");
 		return -ENXIO;
 	}
 	MPI_Query_thread(level);
 	if (*level < MPI_THREAD_SERIALIZED) {
-		snprintf(why, whylen, "MPI was initialised with %s, but the runner does its I/O on its "
+		snprintf(why, whylen,
+			 "MPI was initialised with %s, but the runner does its I/O on its "
 			 "own threads: it needs MPI_THREAD_MULTIPLE (mpi4py's default; see "
 			 "mpi4py.rc.thread_level), or MPI_THREAD_SERIALIZED with one thread",
 			 level_name(*level));
@@ -146,8 +149,8 @@ static void mpiio_cleanup(struct dc_engine *e)
 	free(e);
 }
 
-static int mpiio_init(struct dc_engine **out, const struct dc_engine_opts *opts, struct dc_io *slots,
-		      unsigned nslots)
+static int mpiio_init(struct dc_engine **out, const struct dc_engine_opts *opts,
+		      struct dc_io *slots, unsigned nslots)
 {
 	struct dc_engine *e;
 	char why[256];
@@ -250,11 +253,13 @@ static int64_t xfer_once(struct dc_engine *e, MPI_File fh, int write, char *buf,
 	int rc, got = 0;
 
 	if (write)
-		rc = e->collective ? MPI_File_write_at_all(fh, (MPI_Offset)off, buf, n, MPI_BYTE, &st)
-				   : MPI_File_write_at(fh, (MPI_Offset)off, buf, n, MPI_BYTE, &st);
+		rc = e->collective
+			     ? MPI_File_write_at_all(fh, (MPI_Offset)off, buf, n, MPI_BYTE, &st)
+			     : MPI_File_write_at(fh, (MPI_Offset)off, buf, n, MPI_BYTE, &st);
 	else
-		rc = e->collective ? MPI_File_read_at_all(fh, (MPI_Offset)off, buf, n, MPI_BYTE, &st)
-				   : MPI_File_read_at(fh, (MPI_Offset)off, buf, n, MPI_BYTE, &st);
+		rc = e->collective
+			     ? MPI_File_read_at_all(fh, (MPI_Offset)off, buf, n, MPI_BYTE, &st)
+			     : MPI_File_read_at(fh, (MPI_Offset)off, buf, n, MPI_BYTE, &st);
 	if (rc != MPI_SUCCESS)
 		return -mpi_errno(rc);
 	if (MPI_Get_count(&st, MPI_BYTE, &got) != MPI_SUCCESS || got == MPI_UNDEFINED || got < 0)
@@ -284,7 +289,7 @@ static int64_t mpiio_xfer(struct dc_engine *e, struct dc_io *io)
 		} else if (!err) {
 			done += (uint64_t)got;
 			if (got < n)
-				err = write ? -EIO : -ENODATA;  /* short: end of file (read) */
+				err = write ? -EIO : -ENODATA; /* short: end of file (read) */
 		}
 		if (err && !e->collective)
 			break;
@@ -314,8 +319,8 @@ const struct dc_engine_ops dc_mpiio_ops = {
 
 struct dc_mpi_barrier {
 	MPI_Comm comm;
-	volatile int stop;   /* set from another thread: give up waiting (Ctrl-C, a failed rank) */
-	int nonblocking;     /* MPI_Ibarrier + MPI_Test (stoppable) instead of MPI_Barrier */
+	volatile int stop; /* set from another thread: give up waiting (Ctrl-C, a failed rank) */
+	int nonblocking;   /* MPI_Ibarrier + MPI_Test (stoppable) instead of MPI_Barrier */
 };
 
 /* The step hook (struct dc_run_config.step_hook): 0, or -EINTR when stopped while waiting (the

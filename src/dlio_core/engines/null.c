@@ -7,10 +7,11 @@
 #include <stdlib.h>
 
 #include "../core_int.h"
+#include "engines.h"
 #include "dlio_core/compute.h"
 
 struct dc_engine {
-	uint64_t count;     /* requests seen by this instance */
+	uint64_t count; /* requests seen by this instance */
 	uint64_t delay_ns;
 	uint64_t fail_nth;
 	int fail_errno;

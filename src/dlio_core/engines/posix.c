@@ -13,47 +13,11 @@
 #include <unistd.h>
 
 #include "../core_int.h"
+#include "engines.h"
 
 struct dc_engine {
-	unsigned long reqs;  /* only so the instance is not empty */
+	unsigned long reqs; /* only so the instance is not empty */
 };
-
-int dc_fd_open(struct dc_file *f, int write)
-{
-	int flags = (write ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC;
-	uint32_t mem = 1, off = 1;
-	int fd, ret;
-
-	if (f->direct)
-		flags |= O_DIRECT;
-	fd = open(f->path, flags, 0644);
-	if (fd < 0)
-		return -errno;
-	ret = dc_fd_info(fd, &f->size, &mem, &off);
-	if (ret < 0) {
-		close(fd);
-		return ret;
-	}
-	f->fd = fd;
-	f->map = NULL;
-	f->reg_index = -1;
-	f->mem_align = f->direct ? mem : 1;
-	f->off_align = f->direct ? off : 1;
-	return 0;
-}
-
-int dc_fd_close(struct dc_file *f)
-{
-	int ret = 0;
-
-	if (f->fd < 0)
-		return 0;
-	/* Linux releases the fd even when close() fails; never retry it. */
-	if (close(f->fd) < 0 && errno != EINTR)
-		ret = -errno;
-	f->fd = -1;
-	return ret;
-}
 
 static int posix_available(char *why, size_t whylen)
 {
@@ -62,8 +26,8 @@ static int posix_available(char *why, size_t whylen)
 	return 0;
 }
 
-static int posix_init(struct dc_engine **out, const struct dc_engine_opts *opts, struct dc_io *slots,
-		      unsigned nslots)
+static int posix_init(struct dc_engine **out, const struct dc_engine_opts *opts,
+		      struct dc_io *slots, unsigned nslots)
 {
 	(void)opts;
 	(void)slots;

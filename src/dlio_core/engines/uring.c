@@ -1,42 +1,45 @@
-/* io_uring through liburing: up to qd requests in flight per thread, batched submission,
- * optional registered (fixed) buffers and files, SQPOLL on request.
+/* io_uring over the raw kernel interface (uring_ring.h; no liburing): up to qd requests in flight
+ * per thread, optional registered (fixed) buffers and files, SQPOLL on request.
  *
- * submit() only prepares an SQE in the slot's name (user_data = the slot); the SQEs go to the
- * kernel in one io_uring_enter from reap(), which the runner calls once it has filled the queue
- * (fio's prep/commit split). Ring setup asks for the best flags first and drops them on -EINVAL,
- * so one binary runs on old and new kernels; what the kernel accepted goes to opts->used_flags.
- * Short transfers (and requests over 1 GiB, the SQE length limit we use) are requeued from where
- * they stopped. O_DIRECT reads at unaligned offsets read the aligned superset, as in posix.c.
+ * submit() prepares an SQE in the slot's name (user_data = the slot) and submits it at once (see
+ * uring_submit for why); reap() waits for completions in one io_uring_enter. Ring setup asks for
+ * the best flags first and drops them on -EINVAL, so one binary runs on old and new kernels; what
+ * the kernel accepted goes to opts->used_flags. Short transfers (and requests over 1 GiB, the SQE
+ * length limit we use) are requeued from where they stopped. O_DIRECT reads at unaligned offsets
+ * read the aligned superset, as in posix.c.
  */
-#ifdef DC_HAVE_LIBURING
+#include "../core_int.h"
+#include "engines.h"
+
+#ifdef DC_URING
 #include <errno.h>
 #include <fcntl.h>
-#include <liburing.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "../core_int.h"
+#include "../uring_ring.h"
 
 #define URING_NFILES   1024u        /* registered-file table (sparse) per instance */
 #define URING_MAX_XFER (1ull << 30) /* bytes per SQE; the rest follows as a requeue */
 
 struct uslot {
-	uint64_t start;  /* file offset of the (aligned) transfer */
-	uint64_t total;  /* its length */
-	uint64_t need;   /* bytes that must arrive (skip + len) */
-	uint64_t done;   /* bytes that did */
+	uint64_t start; /* file offset of the (aligned) transfer */
+	uint64_t total; /* its length */
+	uint64_t need;  /* bytes that must arrive (skip + len) */
+	uint64_t done;  /* bytes that did */
 };
 
 struct dc_engine {
-	struct io_uring ring;
+	struct dc_ring ring;
 	struct uslot *us;
 	unsigned nslots;
-	unsigned flags;       /* DC_ENG_* actually in use */
-	unsigned setup;       /* IORING_SETUP_* actually in use */
-	int *free_files;      /* stack of free registered-file indexes */
+	unsigned flags;  /* DC_ENG_* actually in use */
+	unsigned setup;  /* IORING_SETUP_* actually in use */
+	int *free_files; /* stack of free registered-file indexes */
 	unsigned nfree_files;
 };
 
@@ -57,34 +60,91 @@ static int read_int_file(const char *path, int *val)
 	return 0;
 }
 
-static int uring_available(char *why, size_t whylen)
+/* Why io_uring_setup failed, in words a person can act on: "io_uring_setup: <error> (<cause>):
+ * <fix>, or use --engine posix". */
+static void setup_failure(int ret, char *why, size_t whylen)
 {
-	struct io_uring ring;
-	int disabled = 0, ret;
+	const char *cause = NULL, *fix = NULL;
+	int disabled = 0;
 
 	if (read_int_file("/proc/sys/kernel/io_uring_disabled", &disabled) < 0)
-		disabled = 0;  /* before 6.6 the knob does not exist: enabled */
-	if (disabled == 2) {
-		snprintf(why, whylen, "kernel.io_uring_disabled=2: io_uring is switched off on this "
-			 "machine (sysctl -w kernel.io_uring_disabled=0 as root), or use --engine posix");
-		return -EPERM;
+		disabled = 0; /* before 6.6 the knob does not exist: enabled */
+	switch (ret) {
+	case -EPERM:
+		if (disabled == 2) {
+			cause = "kernel.io_uring_disabled=2";
+			fix = "sysctl -w kernel.io_uring_disabled=0 as root";
+		} else if (disabled == 1) {
+			cause = "kernel.io_uring_disabled=1 and this user is not in "
+				"kernel.io_uring_group";
+			fix = "put one of the user's groups in kernel.io_uring_group as root";
+		} else {
+			cause = "a seccomp filter, as container runtimes install by default";
+			fix = "allow io_uring_setup/enter/register in the seccomp profile";
+		}
+		break;
+	case -ENOSYS:
+		cause = "a kernel without io_uring (before 5.1, or CONFIG_IO_URING=n), or a seccomp "
+			"filter";
+		break;
+	case -ENOMEM:
+		/* Kernels before 5.12 charge the rings to RLIMIT_MEMLOCK. */
+		cause = "RLIMIT_MEMLOCK too low for the ring";
+		fix = "raise ulimit -l";
+		break;
 	}
-	ret = io_uring_queue_init(1, &ring, 0);
-	if (ret == 0) {
-		io_uring_queue_exit(&ring);
-		return 0;
-	}
-	if (ret == -EPERM && disabled == 1)
-		snprintf(why, whylen, "kernel.io_uring_disabled=1 and this user is not in "
-			 "kernel.io_uring_group: io_uring refused (EPERM): use --engine posix");
-	else if (ret == -EPERM)
-		snprintf(why, whylen, "io_uring refused by the kernel or container seccomp (EPERM): "
-			 "use --engine posix");
-	else if (ret == -ENOSYS)
-		snprintf(why, whylen, "io_uring not supported by this kernel (ENOSYS): use --engine posix");
+	if (!cause)
+		snprintf(why, whylen, "io_uring_setup: %s: use --engine posix", strerror(-ret));
+	else if (!fix)
+		snprintf(why, whylen, "io_uring_setup: %s (%s): use --engine posix", strerror(-ret),
+			 cause);
 	else
-		snprintf(why, whylen, "io_uring setup failed (%s): use --engine posix", strerror(-ret));
-	return ret;
+		snprintf(why, whylen, "io_uring_setup: %s (%s): %s, or use --engine posix",
+			 strerror(-ret), cause, fix);
+}
+
+/* The run-time probe: set up and tear down a tiny ring, and check that the kernel knows the
+ * opcodes we issue (IORING_OP_READ/WRITE came in 5.6, after io_uring itself). Once per process:
+ * the answer cannot change under us, and `engines` asks for every engine. */
+static int probe_ret;
+static char probe_why[320];
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+
+static void probe(void)
+{
+	static const unsigned char ops[] = { DC_IORING_OP_READ, DC_IORING_OP_WRITE,
+					     DC_IORING_OP_READ_FIXED, DC_IORING_OP_WRITE_FIXED };
+	struct io_uring_params p;
+	struct dc_ring ring;
+	int ret;
+
+	memset(&p, 0, sizeof(p));
+	ret = dc_ring_init(&ring, 1, &p);
+	if (ret < 0) {
+		setup_failure(ret, probe_why, sizeof(probe_why));
+		probe_ret = ret;
+		return;
+	}
+	ret = dc_ring_probe_ops(&ring, ops, sizeof(ops));
+	dc_ring_exit(&ring);
+	if (ret == -EINVAL || ret == -EOPNOTSUPP) {
+		snprintf(probe_why, sizeof(probe_why),
+			 "io_uring lacks IORING_OP_READ/WRITE here "
+			 "(kernel before 5.6): upgrade the kernel, or use --engine posix");
+		probe_ret = -EOPNOTSUPP;
+	} else if (ret < 0) {
+		snprintf(probe_why, sizeof(probe_why),
+			 "io_uring_register(PROBE): %s: use --engine posix", strerror(-ret));
+		probe_ret = ret;
+	}
+}
+
+static int uring_available(char *why, size_t whylen)
+{
+	pthread_once(&probe_once, probe);
+	if (probe_ret)
+		snprintf(why, whylen, "%s", probe_why);
+	return probe_ret;
 }
 
 /* Best first. SINGLE_ISSUER and DEFER_TASKRUN hold because each runner thread creates, feeds and
@@ -113,8 +173,8 @@ static int setup_ring(struct dc_engine *e, unsigned entries, int sqpoll)
 		memset(&p, 0, sizeof(p));
 		p.flags = tries[i].setup;
 		if (tries[i].sqpoll)
-			p.sq_thread_idle = 100;  /* ms before the kernel thread sleeps */
-		ret = io_uring_queue_init_params(entries, &e->ring, &p);
+			p.sq_thread_idle = 100; /* ms before the kernel thread sleeps */
+		ret = dc_ring_init(&e->ring, entries, &p);
 		if (ret == 0) {
 			e->setup = tries[i].setup;
 			e->flags |= tries[i].dc;
@@ -138,7 +198,7 @@ static void setup_regbufs(struct dc_engine *e, struct dc_io *slots, unsigned nsl
 		iov[i].iov_len = (size_t)slots[i].cap;
 	}
 	/* Refused (memlock limit, buffers over 1 GiB, old kernel): plain buffers still work. */
-	if (io_uring_register_buffers(&e->ring, iov, nslots) == 0)
+	if (dc_ring_register_buffers(&e->ring, iov, nslots) == 0)
 		e->flags |= DC_ENG_REGBUFS;
 	free(iov);
 }
@@ -148,7 +208,7 @@ static void setup_regfiles(struct dc_engine *e)
 	e->free_files = calloc(URING_NFILES, sizeof(*e->free_files));
 	if (!e->free_files)
 		return;
-	if (io_uring_register_files_sparse(&e->ring, URING_NFILES) != 0) {
+	if (dc_ring_register_files_sparse(&e->ring, URING_NFILES) != 0) {
 		free(e->free_files);
 		e->free_files = NULL;
 		return;
@@ -159,8 +219,8 @@ static void setup_regfiles(struct dc_engine *e)
 	e->flags |= DC_ENG_REGFILES;
 }
 
-static int uring_init(struct dc_engine **out, const struct dc_engine_opts *opts, struct dc_io *slots,
-		      unsigned nslots)
+static int uring_init(struct dc_engine **out, const struct dc_engine_opts *opts,
+		      struct dc_io *slots, unsigned nslots)
 {
 	struct dc_engine *e;
 	unsigned entries = 1;
@@ -198,8 +258,7 @@ static int uring_init(struct dc_engine **out, const struct dc_engine_opts *opts,
 
 static void uring_cleanup(struct dc_engine *e)
 {
-	/* Exiting the ring also drops the registered buffers and files. */
-	io_uring_queue_exit(&e->ring);
+	dc_ring_exit(&e->ring);
 	free(e->free_files);
 	free(e->us);
 	free(e);
@@ -214,7 +273,7 @@ static int uring_open(struct dc_engine *e, struct dc_file *f, int write)
 	{
 		int idx = e->free_files[e->nfree_files - 1];
 
-		if (io_uring_register_files_update(&e->ring, (unsigned)idx, &f->fd, 1) == 1) {
+		if (dc_ring_register_file_at(&e->ring, (unsigned)idx, f->fd) == 1) {
 			e->nfree_files--;
 			f->reg_index = idx;
 		}
@@ -225,9 +284,7 @@ static int uring_open(struct dc_engine *e, struct dc_file *f, int write)
 static int uring_close(struct dc_engine *e, struct dc_file *f)
 {
 	if (f->reg_index >= 0) {
-		int none = -1;
-
-		io_uring_register_files_update(&e->ring, (unsigned)f->reg_index, &none, 1);
+		dc_ring_register_file_at(&e->ring, (unsigned)f->reg_index, -1);
 		e->free_files[e->nfree_files++] = f->reg_index;
 		f->reg_index = -1;
 	}
@@ -239,10 +296,9 @@ static struct io_uring_sqe *get_sqe(struct dc_engine *e)
 	struct io_uring_sqe *sqe;
 
 	/* Only with SQPOLL can the ring be full here: the kernel thread has not consumed yet. */
-	while (!(sqe = io_uring_get_sqe(&e->ring))) {
-		io_uring_submit(&e->ring);
-		if (e->setup & IORING_SETUP_SQPOLL)
-			io_uring_sqring_wait(&e->ring);
+	while (!(sqe = dc_ring_get_sqe(&e->ring))) {
+		dc_ring_submit_and_wait(&e->ring, 0);
+		dc_ring_sqring_wait(&e->ring);
 	}
 	return sqe;
 }
@@ -261,20 +317,21 @@ static void uring_prep(struct dc_engine *e, struct dc_io *io)
 		n = URING_MAX_XFER;
 	if (fixed_file)
 		fd = io->file->reg_index;
-	if (io->op == DC_OP_WRITE) {
-		if (e->flags & DC_ENG_REGBUFS)
-			io_uring_prep_write_fixed(sqe, fd, buf, (unsigned)n, off, (int)io->index);
-		else
-			io_uring_prep_write(sqe, fd, buf, (unsigned)n, off);
+	/* dc_ring_get_sqe zeroed the rest (ioprio, rw_flags, personality ...). */
+	if (e->flags & DC_ENG_REGBUFS) {
+		sqe->opcode =
+			io->op == DC_OP_WRITE ? DC_IORING_OP_WRITE_FIXED : DC_IORING_OP_READ_FIXED;
+		sqe->buf_index = (uint16_t)io->index;
 	} else {
-		if (e->flags & DC_ENG_REGBUFS)
-			io_uring_prep_read_fixed(sqe, fd, buf, (unsigned)n, off, (int)io->index);
-		else
-			io_uring_prep_read(sqe, fd, buf, (unsigned)n, off);
+		sqe->opcode = io->op == DC_OP_WRITE ? DC_IORING_OP_WRITE : DC_IORING_OP_READ;
 	}
+	sqe->fd = fd;
+	sqe->off = off;
+	sqe->addr = (uint64_t)(uintptr_t)buf;
+	sqe->len = (uint32_t)n;
 	if (fixed_file)
-		sqe->flags |= IOSQE_FIXED_FILE;
-	io_uring_sqe_set_data(sqe, io);
+		sqe->flags = IOSQE_FIXED_FILE;
+	sqe->user_data = (uint64_t)(uintptr_t)io;
 }
 
 static int uring_submit(struct dc_engine *e, struct dc_io *io)
@@ -315,7 +372,7 @@ static int uring_submit(struct dc_engine *e, struct dc_io *io)
 	 * the next reap leaves the device's queue short. Batching the refills into the reap's
 	 * io_uring_enter saved a syscall per ~10 requests but cost 15-20 % of 4 KiB random-read IOPS
 	 * at qd 32 on virtio here (p50 725 us vs 550 us); submitting each costs ~1 us of CPU. */
-	io_uring_submit(&e->ring);
+	dc_ring_submit_and_wait(&e->ring, 0);
 	return 0;
 }
 
@@ -340,7 +397,7 @@ static int uring_complete(struct dc_engine *e, struct dc_io *io, int res)
 	 * the file: fine if the wanted bytes are in (aligned superset of a tail). */
 	if (io->op == DC_OP_READ && (res == 0 || (a > 1 && u->done % a)))
 		goto finished;
-	if (res == 0) {  /* a write that moves nothing would loop forever */
+	if (res == 0) { /* a write that moves nothing would loop forever */
 		io->res = -EIO;
 		return 1;
 	}
@@ -353,6 +410,7 @@ finished:
 
 static int uring_reap(struct dc_engine *e, unsigned min, struct dc_io **done, unsigned max)
 {
+	struct dc_ring *r = &e->ring;
 	unsigned n = 0;
 
 	for (;;) {
@@ -362,34 +420,32 @@ static int uring_reap(struct dc_engine *e, unsigned min, struct dc_io **done, un
 		int ret;
 
 		/* Submit what is queued and wait in the same io_uring_enter. */
-		if (want || io_uring_sq_ready(&e->ring))
-			ret = io_uring_submit_and_wait(&e->ring, want);
+		if (want || dc_ring_sq_ready(r))
+			ret = dc_ring_submit_and_wait(r, want);
 		else if (e->setup & IORING_SETUP_DEFER_TASKRUN)
-			ret = io_uring_get_events(&e->ring);  /* completions only run when we enter */
+			ret = dc_ring_get_events(r); /* completions only run when we enter */
 		else
 			ret = 0;
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME)
 			return n ? (int)n : ret;
 
 		/* Take every CQE that is there, then advance the head once. */
-		io_uring_for_each_cqe(&e->ring, head, cqe) {
-			struct dc_io *io;
+		for (head = dc_ring_cq_head(r); n < max && (cqe = dc_ring_cqe_at(r, head));
+		     head++) {
+			struct dc_io *io = (struct dc_io *)(uintptr_t)cqe->user_data;
 
-			if (n >= max)
-				break;
 			seen++;
-			io = io_uring_cqe_get_data(cqe);
 			if (uring_complete(e, io, cqe->res))
 				done[n++] = io;
 		}
 		if (seen)
-			io_uring_cq_advance(&e->ring, seen);
+			dc_ring_cq_advance(r, seen);
 		if (n >= min || n >= max)
 			break;
 	}
 	/* Requeued short transfers go out now, not at the next call. */
-	if (io_uring_sq_ready(&e->ring))
-		io_uring_submit(&e->ring);
+	if (dc_ring_sq_ready(r))
+		dc_ring_submit_and_wait(r, 0);
 	return (int)n;
 }
 
@@ -406,5 +462,5 @@ const struct dc_engine_ops dc_uring_ops = {
 };
 
 #else
-typedef int dc_uring_not_built;  /* ISO C wants a non-empty translation unit */
-#endif /* DC_HAVE_LIBURING */
+typedef int dc_uring_not_built; /* ISO C wants a non-empty translation unit */
+#endif /* DC_URING */

@@ -1,4 +1,4 @@
-"""dlio.report: a hand-built Result (2 ranks, 2 epochs) rendered; every figure recomputed here."""
+"""dlio.report.dlio_files: a hand-built Result (2 ranks, 2 epochs) rendered; every figure recomputed here."""
 import json
 
 import numpy as np
@@ -6,6 +6,7 @@ import pytest
 
 from dlio import _core
 from dlio.report import dlio_files
+from dlio.report.result import RUN_SCHEMA
 from dlio import stats
 
 REC = 4096.0          # nominal record_length_bytes
@@ -61,7 +62,7 @@ def make_result(with_eval=True, metric_au=0.80):
             })
         ranks.append({"rank": r, "hostname": "hostA" if r == 0 else "hostB", "epochs": eps})
     return {
-        "schema": dlio_files.SCHEMA, "complete": True, "reason": None, "workload": "default",
+        "schema": RUN_SCHEMA, "complete": True, "reason": None, "workload": "default",
         "config_file": None, "scale": 1.0, "model": "default",
         "start": "2025-01-01T00:00:00.000000", "end": "2025-01-02T00:00:10.000000",
         "comm_size": 2, "hostnames": ["hostA", "hostB"],
@@ -239,8 +240,17 @@ def test_write_all(tmp_path):
         pe = json.loads((out / f"{r}_per_epoch_stats.json").read_text())
         assert set(pe) == {"1", "2"}
     d = json.loads((out / "dlio-fast.json").read_text())
-    assert d["schema"] == dlio_files.SCHEMA
+    assert d["schema"] == RUN_SCHEMA
     assert d["metrics"]["bytes_read"] == 28_000_400
     assert len(d["ranks"]) == 2 and d["ranks"][0]["epochs"][0]["lat"]["count"] == 3
     assert (out / "config.yaml").read_text().startswith("workload:")
     assert not [p for p in out.iterdir() if p.name.startswith(".")]     # no temp files left
+
+
+def test_an_interrupted_run_never_meets_the_expectation():
+    res = make_result(metric_au=0.5)
+    assert dlio_files.summary(res)["metric"]["train_au_meet_expectation"] == "success"
+    res["complete"] = False
+    m = dlio_files.summary(res)["metric"]
+    assert m["train_au_meet_expectation"] == "fail" and m["eval_au_meet_expectation"] == "fail"
+    assert "train_au_meet_expectation: success" not in "\n".join(dlio_files.metric_lines(res))

@@ -11,12 +11,12 @@
 #include <stdint.h>
 
 enum dc_compute_mode {
-	DC_COMPUTE_SPIN = 0,    /* busy-spin the whole time */
-	DC_COMPUTE_HYBRID = 1,  /* sleep all but the last DC_COMPUTE_SPIN_NS, then spin */
+	DC_COMPUTE_SPIN = 0,   /* busy-spin the whole time */
+	DC_COMPUTE_HYBRID = 1, /* sleep all but the last DC_COMPUTE_SPIN_NS, then spin */
 };
 
 /* Wake-up latency of clock_nanosleep on a VM is 100-200 us: the hybrid mode wakes this early. */
-#define DC_COMPUTE_SPIN_NS 500000ull  /* 500 us */
+#define DC_COMPUTE_SPIN_NS 500000ull /* 500 us */
 
 /* Spin (or sleep+spin) until dc_now_ns() >= deadline_ns. Returns the clock at return. */
 uint64_t dc_compute_until(uint64_t deadline_ns, int mode);

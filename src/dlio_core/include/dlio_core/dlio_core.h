@@ -11,12 +11,7 @@
 #define DC_VERSION_MAJOR 0
 #define DC_VERSION_MINOR 1
 
-#if defined(__GNUC__)
-#define DC_MUST_CHECK __attribute__((warn_unused_result))
-#else
-#define DC_MUST_CHECK
-#endif
-
+#include "dlio_core/defs.h"
 #include "dlio_core/timer.h"
 #include "dlio_core/hist.h"
 #include "dlio_core/compute.h"

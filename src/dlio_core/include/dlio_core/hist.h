@@ -27,23 +27,23 @@
 #define DLIO_CORE_HIST_H
 #include <stdint.h>
 
-#define DC_HIST_BITS 6
-#define DC_HIST_VAL (1u << DC_HIST_BITS)          /* 64 sub-buckets per group */
+#define DC_HIST_BITS   6
+#define DC_HIST_VAL    (1u << DC_HIST_BITS) /* 64 sub-buckets per group */
 #define DC_HIST_GROUPS 33
-#define DC_HIST_NR (DC_HIST_GROUPS * DC_HIST_VAL)  /* 2112 */
+#define DC_HIST_NR     (DC_HIST_GROUPS * DC_HIST_VAL) /* 2112 */
 
 struct dc_hist {
 	uint64_t count;
-	uint64_t min;   /* UINT64_MAX when empty */
+	uint64_t min; /* UINT64_MAX when empty */
 	uint64_t max;
-	double sum;     /* for the mean */
-	double sumsq;   /* for the standard deviation */
+	double sum;   /* for the mean */
+	double sumsq; /* for the standard deviation */
 	uint64_t bucket[DC_HIST_NR];
 };
 
 void dc_hist_init(struct dc_hist *h);
 unsigned dc_hist_index(uint64_t ns);
-uint64_t dc_hist_value(unsigned idx);              /* midpoint of bucket idx */
+uint64_t dc_hist_value(unsigned idx); /* midpoint of bucket idx */
 void dc_hist_add(struct dc_hist *h, uint64_t ns);
 void dc_hist_merge(struct dc_hist *dst, const struct dc_hist *src);
 /* p in [0, 100]. Returns 0 for an empty histogram. */

@@ -20,23 +20,25 @@
  */
 #ifndef DLIO_CORE_RUN_H
 #define DLIO_CORE_RUN_H
+#include "dlio_core/defs.h"
 #include <stdint.h>
 #include "dlio_core/engine.h"
 #include "dlio_core/hist.h"
 #include "dlio_core/trace.h"
 
 /* Op flags (struct dc_op.flags). */
-#define DC_OPF_OPEN  (1u << 0)  /* train: open the file before this op (first op of a sample) */
-#define DC_OPF_CLOSE (1u << 1)  /* train: close it after this op completes (last op of a sample) */
-#define DC_OPF_FSYNC (1u << 2)  /* io: fsync the file once this op and all before it completed
-                                  * (a checkpoint file's last write), timed in the window */
+#define DC_OPF_OPEN  (1u << 0) /* train: open the file before this op (first op of a sample) */
+#define DC_OPF_CLOSE (1u << 1) /* train: close it after this op completes (last op of a sample) */
+/* io: fsync the file once this op and all before it completed (a checkpoint file's last write),
+ * timed in the window */
+#define DC_OPF_FSYNC (1u << 2)
 
 /* One plan record: 24 bytes, numpy dtype
  * [('file','<u4'),('op','u1'),('flags','u1'),('pad','<u2'),('offset','<u8'),('length','<u8')]. */
 struct dc_op {
-	uint32_t file;     /* index into the run's path table */
-	uint8_t op;        /* enum dc_op_kind */
-	uint8_t flags;     /* DC_OPF_* */
+	uint32_t file; /* index into the run's path table */
+	uint8_t op;    /* enum dc_op_kind */
+	uint8_t flags; /* DC_OPF_* */
 	uint16_t pad;
 	uint64_t offset;
 	uint64_t length;
@@ -48,7 +50,7 @@ struct dc_step {
 	uint64_t first_op;
 	uint32_t nops;
 	uint32_t nsamples;
-	uint64_t compute_ns;  /* emulated accelerator time of this step */
+	uint64_t compute_ns; /* emulated accelerator time of this step */
 };
 
 /* Live counters a watcher thread may read while the run goes on (relaxed atomics). */
@@ -59,40 +61,42 @@ struct dc_progress {
 };
 
 struct dc_run_config {
-	const char *engine;          /* registry name */
-	struct dc_engine_opts eng;   /* eng.qd is the queue depth per thread */
-	unsigned threads;            /* io: worker threads (>= 1); train: reader threads (>= 0) */
-	int direct;                  /* open with O_DIRECT */
-	const char *const *paths;    /* file table */
+	const char *engine;        /* registry name */
+	struct dc_engine_opts eng; /* eng.qd is the queue depth per thread */
+	unsigned threads;          /* io: worker threads (>= 1); train: reader threads (>= 0) */
+	int direct;                /* open with O_DIRECT */
+	const char *const *paths;  /* file table */
 	uint32_t npaths;
 
 	const struct dc_op *ops;
 	uint64_t nops;
-	uint64_t max_len;            /* largest op length (sizes the slot buffers) */
+	uint64_t max_len; /* largest op length (sizes the slot buffers) */
 
 	/* dc_run_io only */
 	const uint64_t *thread_first_op; /* threads+1 entries: thread t runs ops [f[t], f[t+1]) */
-	uint64_t runtime_ns;         /* stop after this much measured time (0 = not time-based) */
-	uint64_t ramp_ns;            /* run this long first without counting */
-	uint64_t bytes_limit;        /* stop after this many measured bytes in all (0 = no limit) */
-	int loop;                    /* cycle through the ops until runtime/bytes are spent */
+	uint64_t runtime_ns;  /* stop after this much measured time (0 = not time-based) */
+	uint64_t ramp_ns;     /* run this long first without counting */
+	uint64_t bytes_limit; /* stop after this many measured bytes in all (0 = no limit) */
+	int loop;             /* cycle through the ops until runtime/bytes are spent */
 
 	/* dc_run_train only */
 	const struct dc_step *steps;
 	uint64_t nsteps;
-	unsigned prefetch;           /* finished batches that may wait for the trainer (>= 1) */
-	int compute_mode;            /* enum dc_compute_mode */
-	uint64_t preprocess_ns_per_sample; /* spun by the reader after each sample (DLIO preprocess_time) */
-	int (*step_hook)(void *ctx, uint64_t step); /* after each step's compute (MPI barrier); 0 or -errno */
+	unsigned prefetch; /* finished batches that may wait for the trainer (>= 1) */
+	int compute_mode;  /* enum dc_compute_mode */
+	/* Spun by the reader after each sample (DLIO preprocess_time). */
+	uint64_t preprocess_ns_per_sample;
+	/* Called after each step's compute (MPI barrier): 0 or -errno. */
+	int (*step_hook)(void *ctx, uint64_t step);
 	void *hook_ctx;
 
-	volatile int *stop;          /* set non-zero (e.g. from another thread) to stop early */
-	struct dc_progress *progress;/* may be NULL */
+	volatile int *stop;           /* set non-zero (e.g. from another thread) to stop early */
+	struct dc_progress *progress; /* may be NULL */
 	/* Writes: per file index, an 8-byte pattern repeated over the request buffer instead of random
 	 * bytes (DLIO's randomize_tensor: false writes tensors of ones: compressible, dedupable on
 	 * purpose, so such writes are not stamped unique either). NULL = random content. */
 	const uint64_t *file_fill;
-	struct dc_trace *trace;      /* NULL = no tracing; else zeroed (cap may be set): the run
+	struct dc_trace *trace; /* NULL = no tracing; else zeroed (cap may be set): the run
 	                              * allocates its per-thread buffers before the clock starts and
 	                              * records every request, sample, fetch and compute (trace.h).
 	                              * train: buffer 0 is the trainer, 1 + t reader t (one buffer
@@ -101,25 +105,25 @@ struct dc_run_config {
 
 /* Where and why a run failed. */
 struct dc_error {
-	int err;                     /* errno, 0 if none */
-	uint32_t file;               /* index into paths, UINT32_MAX if none */
+	int err;       /* errno, 0 if none */
+	uint32_t file; /* index into paths, UINT32_MAX if none */
 	uint64_t offset;
-	char what[32];               /* "open", "read", "write", "short read", "engine init" ... */
+	char what[32]; /* "open", "read", "write", "short read", "engine init" ... */
 };
 
 struct dc_thread_stats {
 	uint64_t ops, bytes, errors;
-	uint64_t cpu_ns;             /* thread CPU time (user + sys) during the run */
-	uint64_t fsync_ns;           /* time in fsync (DC_OPF_FSYNC ops) */
+	uint64_t cpu_ns;   /* thread CPU time (user + sys) during the run */
+	uint64_t fsync_ns; /* time in fsync (DC_OPF_FSYNC ops) */
 };
 
 /* Per-step record of dc_run_train (caller allocates nsteps of them). */
 struct dc_step_times {
-	uint64_t t_fetch;            /* trainer starts waiting for the batch */
-	uint64_t t_ready;            /* batch in hand: wait = t_ready - t_fetch */
-	uint64_t t_end;              /* compute (and step hook) done */
-	uint64_t compute_ns;         /* achieved compute */
-	uint64_t bytes;              /* bytes read for this batch */
+	uint64_t t_fetch;    /* trainer starts waiting for the batch */
+	uint64_t t_ready;    /* batch in hand: wait = t_ready - t_fetch */
+	uint64_t t_end;      /* compute (and step hook) done */
+	uint64_t compute_ns; /* achieved compute */
+	uint64_t bytes;      /* bytes read for this batch */
 };
 
 struct dc_run_result {
@@ -129,16 +133,16 @@ struct dc_run_result {
 	int stopped;                 /* stopped early by *stop */
 	struct dc_hist lat;          /* per-request latency (submit to completion), all threads */
 	struct dc_hist sample_lat;   /* train: per-sample open..close latency */
-	struct dc_thread_stats *threads;  /* caller-provided, config.threads (io) or max(1, threads) */
+	struct dc_thread_stats *threads;  /* caller's, one per thread (train: max(1, threads)) */
 	struct dc_step_times *step_times; /* caller-provided, nsteps entries (train) */
-	struct dc_error error;       /* first error, if any */
-	unsigned qd_used;            /* queue depth actually used */
-	unsigned eng_flags_used;     /* engine flags actually used */
+	struct dc_error error;            /* first error, if any */
+	unsigned qd_used;                 /* queue depth actually used */
+	unsigned eng_flags_used;          /* engine flags actually used */
 };
 
 /* Both return 0, or -errno (with result->error filled) on the first failure. Results up to the
  * failure are kept in result. */
-int dc_run_io(const struct dc_run_config *cfg, struct dc_run_result *result);
-int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *result);
+DC_MUST_CHECK int dc_run_io(const struct dc_run_config *cfg, struct dc_run_result *result);
+DC_MUST_CHECK int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *result);
 
 #endif

@@ -1,0 +1,131 @@
+"""`dlio-fast engines`, `io` and `ceiling`: the filesystem microbenchmarks' commands."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from dlio.cli.params import ChoiceList, Duration, IntList, Size, SizeList, console_options, flatten
+from dlio.config.engines import IO_ENGINES, MPIIO
+from dlio.errors import DlioError
+from dlio.fsbench.points import RW_MODES
+from dlio.units import fmt_size
+
+
+@click.command()
+@console_options
+def engines() -> None:
+    """List the I/O engines, whether each can run here, and why not."""
+    from dlio import _core
+    for name, caps, ok, why in _core.engines():
+        flags = [word for bit, word in ((_core.CAP_ASYNC, "async"), (_core.CAP_DIRECT, "O_DIRECT"),
+                                        (_core.CAP_WRITE, "write"), (_core.CAP_NOIO, "no I/O")) if caps & bit]
+        state = "available" if ok else f"unavailable: {why}"
+        click.echo(f"{name:<10} {','.join(flags):<24} {state}")
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--rw", "rw", multiple=True, type=ChoiceList(RW_MODES), default=["read"],
+              help=f"Access pattern(s): {', '.join(RW_MODES)}.")
+@click.option("--bs", multiple=True, type=SizeList(), default=["4k"], help="Transfer size(s), 512..64m.")
+@click.option("--engine", multiple=True, type=ChoiceList(IO_ENGINES), default=["posix"],
+              help=f"Engine(s): {', '.join(e for e in IO_ENGINES if e != MPIIO)}; or {MPIIO} alone, under mpiexec.")
+@click.option("--qd", multiple=True, type=IntList(1, 1024), default=["1"], help="Queue depth(s) per thread.")
+@click.option("--threads", multiple=True, type=IntList(1, 1024), default=["1"], help="Thread count(s).")
+@click.option("--direct/--buffered", default=None,
+              help="O_DIRECT (page cache bypassed) or buffered. Default: O_DIRECT where the engine and the "
+                   "filesystem allow it, else buffered with the files' pages dropped before each point.")
+@click.option("--file-size", type=Size(), default="256m", show_default=True,
+              help="Size of each test file created in a folder (one per thread).")
+@click.option("--runtime", type=Duration(), default=None, help="Measured time per point (default 5s).")
+@click.option("--size", type=Size(), default=None, help="Bytes per point instead of a runtime.")
+@click.option("--ramp", type=Duration(), default="0", help="Warm-up per point, run but not counted.")
+@click.option("--cache", type=click.Choice(["keep", "drop", "drop-all"]), default=None,
+              help="Buffered points: drop (default) each file's pages before each point (no root needed); "
+                   "keep: measure the page cache; drop-all: the whole host's page cache (root).")
+@click.option("--fixedbufs", is_flag=True, help="io_uring: registered buffers.")
+@click.option("--regfiles", is_flag=True, help="io_uring: registered files.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write results as CSV.")
+@click.option("--keep", is_flag=True, help="Keep the test files created in the folder.")
+@click.option("--layout", multiple=True, type=ChoiceList(["fpp", "segmented", "strided"]), default=["fpp"],
+              help="mpiio: file per process, or one shared file in segments or strided (IOR -F / -s).")
+@click.option("--collective/--independent", default=False,
+              help="mpiio: MPI_File_read_at_all / write_at_all, or read_at / write_at (default).")
+@click.option("--reorder", is_flag=True, help="mpiio: each rank reads what another rank wrote (IOR -C).")
+@click.option("--mpiio-hint", "mpiio_hints", multiple=True, metavar="KEY=VALUE",
+              help="mpiio: an MPI-IO hint for MPI_File_open, e.g. romio_cb_read=enable (repeatable).")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+              help="Write every request as a span to FILE: DFTracer .pfw (JSON lines, one event per line; "
+                   "gzip when FILE ends in .gz); opens in Perfetto.")
+@click.option("--endpoint", help="s3:// paths: the S3 endpoint URL (default: AWS_ENDPOINT_URL).")
+@console_options
+@click.pass_context
+def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size, ramp, cache,
+       fixedbufs, regfiles, json_path, csv_path, keep, layout, collective, reorder, mpiio_hints, trace_path,
+       endpoint) -> None:
+    """Microbenchmark a grid of transfer size x pattern x engine x queue depth x threads on PATH.
+
+    PATH is a folder (test files are created in it, fully written, and removed afterwards unless
+    --keep) or one or more existing files (read as they are), or s3://BUCKET/PREFIX: GET (read),
+    PUT (write) and range-GET (randread) points on test objects created under the prefix.
+    """
+    if any(p.startswith("s3://") for p in paths):
+        from dlio.objstore.iocmd import refuse_file_options, run_io
+        refuse_file_options(engine=flatten(engine) != ["posix"], direct=bool(direct), fixedbufs=fixedbufs,
+                            regfiles=regfiles, layout=flatten(layout) != ["fpp"], collective=collective,
+                            reorder=reorder, mpiio_hint=bool(mpiio_hints), trace=bool(trace_path))
+        return run_io(list(paths), flatten(rw), flatten(bs), flatten(qd), flatten(threads), file_size, runtime,
+                      size, ramp, cache, endpoint, json_path, csv_path, keep, click.echo)
+    if endpoint:
+        raise DlioError("--endpoint is for s3:// paths only")
+    from dlio.fsbench import grid, ior, points
+    from dlio.fsbench.grid import Sinks
+    rws, bss, engs, qds, thrs = flatten(rw), flatten(bs), flatten(engine), flatten(qd), flatten(threads)
+    for b in bss:
+        if b < 512 or b > 64 << 20:
+            raise DlioError(f"--bs {fmt_size(b)}: transfer size must be between 512 bytes and 64 MiB")
+    if runtime is not None and size is not None:
+        raise DlioError("give --runtime or --size, not both")
+    sinks = Sinks(json_path, csv_path)
+    sinks.check()
+    if MPIIO in engs:
+        # IOR-style points under mpiexec: a fixed amount of work unless --runtime.
+        if engs != [MPIIO] or direct or qds != [1]:
+            raise DlioError("--engine mpiio runs alone, buffered, at queue depth 1 (one MPI call at a time)")
+        ior.main(list(paths), rws, bss, flatten(layout), collective, reorder, mpiio_hints, thrs, file_size,
+                 runtime or 0, ramp, size or 0, cache or "drop", json_path, csv_path, keep, click.echo)
+        return
+    if trace_path:
+        from dlio import output
+        output.check_output_path(trace_path)
+    timed = runtime if runtime is not None or size is not None else 5_000_000_000
+    spec = grid.Grid(rws, bss, engs, qds, thrs, direct, cache, fixedbufs, regfiles,
+                     points.Budget(runtime_ns=timed or 0, ramp_ns=ramp, size=size or 0))
+    progress = None
+    if not ctx.obj.get("quiet"):
+        from dlio.progress import Progress
+        progress = Progress()
+    grid.run_local(list(paths), spec, sinks, file_size, keep, trace_path, progress, click.echo,
+                   lambda m: click.echo(m, err=True))
+
+
+@click.command()
+@click.argument("path")
+@click.option("--runtime", type=Duration(), default="2s", show_default=True, help="Measured time per probe.")
+@click.option("--file-size", type=Size(), default="512m", show_default=True, help="Size of each test file.")
+@click.option("--max-threads", type=click.IntRange(1, 256), default=None,
+              help="Upper bound of the thread search (default: CPUs).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON.")
+@click.option("--keep", is_flag=True, help="Keep the test files.")
+@console_options
+def ceiling(path, runtime, file_size, max_threads, json_path, keep) -> None:
+    """Find the best sequential read/write bandwidth and 4 KiB random-read IOPS of PATH's filesystem."""
+    from dlio import output
+    from dlio.fsbench import ceiling as ceiling_search
+    if json_path:
+        output.check_output_path(json_path)
+    ceiling_search.run(path, runtime, file_size, max_threads or os.cpu_count() or 1, json_path, keep,
+                       echo=click.echo, warn=lambda m: click.echo(m, err=True))

@@ -1,0 +1,153 @@
+"""Parameter types and shared options of the command line.
+
+Options that set a config key are generated from the key's schema row (choices, aliases, bounds,
+help), so a flag and the key it sets cannot disagree; their values reach the config as values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional, Sequence
+
+import click
+
+from dlio.config.schema import KEYS_BY_PATH
+from dlio.units import parse_duration_ns, parse_size
+
+
+class SizeList(click.ParamType):
+    """'4k,1m' -> [4096, 1048576]; repeated options add up."""
+
+    name = "SIZE[,SIZE...]"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> List[int]:
+        if isinstance(value, list):
+            return value
+        try:
+            return [parse_size(v) for v in str(value).split(",") if v.strip()]
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+class IntList(click.ParamType):
+    name = "N[,N...]"
+
+    def __init__(self, lo: int = 1, hi: Optional[int] = None):
+        self.lo, self.hi = lo, hi
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> List[int]:
+        if isinstance(value, list):
+            return value
+        out = []
+        for v in (v.strip() for v in str(value).split(",")):
+            if not v:
+                continue
+            try:
+                n = int(v)
+            except ValueError:
+                self.fail(f"{v!r} is not a whole number", param, ctx)
+            if n < self.lo or (self.hi is not None and n > self.hi):
+                self.fail(f"{n} is out of range {self.lo}..{self.hi if self.hi else 'inf'}", param, ctx)
+            out.append(n)
+        return out
+
+
+class ChoiceList(click.ParamType):
+    name = "CHOICE[,CHOICE...]"
+
+    def __init__(self, choices: Sequence[str]):
+        self.choices = list(choices)
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> List[str]:
+        if isinstance(value, list):
+            return value
+        out = []
+        for v in (v.strip() for v in str(value).split(",")):
+            if v and v not in self.choices:
+                self.fail(f"{v!r} is not one of {', '.join(self.choices)}", param, ctx)
+            if v:
+                out.append(v)
+        return out
+
+
+class Size(click.ParamType):
+    name = "SIZE"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+class Duration(click.ParamType):
+    name = "DURATION"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_duration_ns(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+class KeyChoice(click.Choice):
+    """The values of an enum key; its other spellings (aliases) are accepted and not listed."""
+
+    def __init__(self, choices: Sequence[str], aliases: Any):
+        super().__init__(list(choices))
+        self.aliases = dict(aliases)
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        return super().convert(self.aliases.get(value, value), param, ctx)
+
+
+def flatten(lists: Sequence[Sequence[Any]]) -> List[Any]:
+    """Repeated list options (`--bs 4k,1m --bs 64k`) as one list."""
+    return [x for sub in lists for x in sub]
+
+
+def key_option(path: str, *decls: str, help: Optional[str] = None) -> Callable:
+    """A click option that sets the config key `path`, typed and bounded by its schema row; None
+    when not given (the config's layers decide)."""
+    k = KEYS_BY_PATH[path]
+    text = help or k.help[:1].upper() + k.help[1:] + "."
+    if k.type == "bool":
+        return click.option(*decls, "__key__" + path.replace(".", "__"), is_flag=True, default=None, help=text)
+    if k.type == "enum":
+        ptype: Any = KeyChoice(k.choices, k.aliases)
+        text += f" [default {k.default}]"
+    elif k.type == "int":
+        ptype = click.IntRange(None if k.lo is None else int(k.lo), None if k.hi is None else int(k.hi))
+        text += f" [default {k.default}]"
+    else:
+        raise TypeError(f"no option type for {path} ({k.type})")
+    return click.option(*decls, "__key__" + path.replace(".", "__"), type=ptype, default=None, help=text)
+
+
+def key_values(kwargs: dict) -> dict:
+    """Pop the key options' values out of a command's kwargs: {dotted key: value} of those given."""
+    out = {}
+    for name in [n for n in kwargs if n.startswith("__key__")]:
+        value = kwargs.pop(name)
+        if value is not None:
+            out[name[len("__key__"):].replace("__", ".")] = value
+    return out
+
+
+def console_options(f: Callable) -> Callable:
+    """-v / -q on every subcommand too (`dlio-fast run ... -v`), as on the root group."""
+
+    def set_flag(name: str) -> Callable:
+        def callback(ctx: click.Context, param: Any, value: bool) -> None:
+            if value:
+                ctx.ensure_object(dict)[name] = True
+        return callback
+
+    f = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=set_flag("quiet"),
+                     help="No progress output on stderr.")(f)
+    f = click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=set_flag("verbose"),
+                     help="Per-step lines (DLIO's INFO level) after each epoch.")(f)
+    return f

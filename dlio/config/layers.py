@@ -1,0 +1,329 @@
+"""The layers of a config: a YAML file, the environment, the command line, each as {canonical
+dotted key: Entry} with where every value came from (file and line, --set, env)."""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+import yaml
+
+from dlio.config.problem import problem, show
+from dlio.errors import ConfigError
+from dlio.config.timespec import TimeSpec, _is_number, _plain_number, parse_time  # noqa: F401
+from dlio.config.schema import ENV, KEYS, KEYS_BY_PATH, LEGACY, OPTIONAL_SECTIONS, SECTION_ALIASES, SECTIONS
+
+
+
+
+
+# --------------------------------------------------------------------------------------------------
+# YAML: PyYAML's SafeLoader with the YAML 1.2 float syntax (1e6 is a float), as OmegaConf/Hydra read it.
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_Loader.yaml_implicit_resolvers = {
+    ch: [r for r in rs if r[0] != _FLOAT_TAG] for ch, rs in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    _FLOAT_TAG,
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def yaml_load(text: str, where: str) -> Tuple[Any, Dict[str, int]]:
+    """(data, {dotted key as written: line}) or ConfigError with file and line."""
+    try:
+        data = yaml.load(text, Loader=_Loader)
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        at = f"{where}:{mark.line + 1}:{mark.column + 1}" if mark else where
+        problem = " ".join(str(x) for x in (e.context, e.problem) if x) or "syntax error"
+        raise ConfigError(f"{at}: invalid YAML: {problem}", origin=where) from None
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError, OverflowError) as e:
+        raise ConfigError(f"{where}: invalid YAML: {e}", origin=where) from None
+    lines: Dict[str, int] = {}
+    dup: list = []
+
+    stack: set = set()
+    budget = [200_000]   # nodes visited, aliases expanded: a workload file has ~100
+
+    def walk(n: Any, prefix: str) -> None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise ConfigError(f"{where}: too many YAML nodes (aliases expanded); not a workload file", origin=where)
+        if id(n) in stack:    # an alias to one of its own ancestors: DLIO (OmegaConf) cannot load it either
+            raise ConfigError(f"{where}:{n.start_mark.line + 1}: recursive YAML alias under {prefix or 'top level'}",
+                              key=prefix or None, origin=where)
+        stack.add(id(n))
+        if isinstance(n, yaml.MappingNode):
+            seen = set()
+            for kn, vn in n.value:
+                if isinstance(kn, yaml.ScalarNode):
+                    path = f"{prefix}.{kn.value}" if prefix else kn.value
+                    if path in seen and not dup:
+                        dup.append((path, kn.start_mark.line + 1))
+                    seen.add(path)
+                    lines.setdefault(path, kn.start_mark.line + 1)
+                walk(vn, path if isinstance(kn, yaml.ScalarNode) else prefix)
+        elif isinstance(n, yaml.SequenceNode):
+            for vn in n.value:
+                walk(vn, prefix)
+        stack.discard(id(n))
+
+    try:
+        walk(node, "")
+    except RecursionError:
+        raise ConfigError(f"{where}: YAML nested too deeply", origin=where) from None
+    if dup:
+        path, line = dup[0]
+        raise ConfigError(f"{where}:{line}: duplicate key {path}", key=path, origin=where)
+    return data, lines
+
+
+
+
+# --------------------------------------------------------------------------------------------------
+# layers: each source becomes {canonical dotted key: Entry}
+
+
+class Partial(dict):
+    """Sub-fields of a time key set from the command line (``train.computation_time.stdev=0.1``)."""
+
+
+RESET = object()      # ~workload.key: back to the lower layers / default
+class Present:
+    """An optional section (checkpoint.ksm) was given, possibly empty."""
+
+    def __repr__(self) -> str:
+        return "(section given)"
+
+
+PRESENT = Present()
+
+
+@dataclass
+class Entry:
+    value: Any
+    origin: str
+    spelled: str
+    raw: Optional[str] = None   # command-line / environment text, used as-is for string keys
+
+
+_ALL_NAMES = tuple(sorted(set(KEYS_BY_PATH) | set(LEGACY) | set(SECTIONS)))
+
+
+def suggest(path: str) -> str:
+    near = difflib.get_close_matches(path, _ALL_NAMES, n=1, cutoff=0.6)
+    if not near:
+        # same leaf name in another section, e.g. reader.epochs -> train.epochs
+        leaf = path.rpartition(".")[2]
+        near = [p for p in KEYS_BY_PATH if p.rpartition(".")[2] == leaf][:1]
+    if near:
+        return f"did you mean {near[0]}?"
+    sec = path.rpartition(".")[0]
+    if sec in SECTIONS:
+        names = sorted(k.name for k in KEYS if k.section == sec and not k.hidden)
+        return "valid keys here: " + ", ".join(names)
+    return "valid sections: " + ", ".join(sorted(s for s in SECTIONS if "." not in s) + ["framework"])
+
+
+def canon_top(name: str) -> str:
+    return SECTION_ALIASES.get(name, name)
+
+
+class Layer:
+    def __init__(self, label: str, conflicts: bool):
+        self.label = label
+        self.conflicts = conflicts     # one file: two spellings of one key must agree
+        self.entries: Dict[str, Entry] = {}
+
+    def put(self, canon: str, entry: Entry) -> None:
+        old = self.entries.get(canon)
+        if (self.conflicts and old is not None and old.spelled != entry.spelled
+                and not _same(old.value, entry.value)):
+            raise ConfigError(
+                f"{old.spelled} = {show(old.value)} ({old.origin}) and {entry.spelled} = {show(entry.value)} "
+                f"({entry.origin}) are two spellings of {canon} with different values; keep one",
+                canon, entry.value, entry.origin)
+        self.entries[canon] = entry
+
+    def add_tree(self, tree: Any, prefix_written: str, prefix_canon: str, origin_of) -> None:
+        if not isinstance(tree, Mapping):
+            raise ConfigError(f"{origin_of(prefix_written)}: expected a mapping of keys, got {show(tree)}")
+        for k, v in tree.items():
+            if not isinstance(k, str):
+                where = prefix_written or "top level"
+                raise problem(f"{where} key {show(k)}", v, origin_of(prefix_written), "keys must be strings")
+            written = f"{prefix_written}.{k}" if prefix_written else k
+            canon = f"{prefix_canon}.{k}" if prefix_canon else canon_top(k)
+            self.add_value(written, canon, v, origin_of)
+
+    def add_value(self, written: str, canon: str, value: Any, origin_of) -> None:
+        canon = LEGACY.get(canon, canon)
+        origin = origin_of(written)
+        if canon in KEYS_BY_PATH:
+            self.put(canon, Entry(value, origin, written))
+        elif canon in OPTIONAL_SECTIONS:
+            self.put(canon, Entry(PRESENT, origin, written))
+            if value is not None:
+                self.add_tree(value, written, canon, origin_of)
+        elif canon in SECTIONS:
+            if value is None:
+                return
+            if canon == "model" and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+                self.put("model.name", Entry(str(value), origin, written))   # 2.0.0: `model: unet3d`
+                return
+            if not isinstance(value, Mapping):
+                raise problem(written, value, origin, "expected a mapping (this is a section)")
+            self.add_tree(value, written, canon, origin_of)
+        else:
+            # An unknown section: report its first leaf, so `datset.format` suggests dataset.format.
+            while isinstance(value, Mapping) and value and isinstance(next(iter(value)), str):
+                k = next(iter(value))
+                written, canon, value = f"{written}.{k}", f"{canon}.{k}", value[k]
+            raise problem(written, value, origin_of(written), "unknown key; " + suggest(canon))
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b) and type(a) is type(b) or (_is_number(a) and _is_number(b) and a == b)
+    except Exception:  # pragma: no cover
+        return False
+
+
+def file_layer(text: str, label: str, where: str) -> Layer:
+    data, lines = yaml_load(text, where)
+    if data is None:
+        raise ConfigError(f"{where}: empty workload file", origin=where)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: the top level must be a mapping of DLIO sections, got {show(data)}",
+                          origin=where)
+    prefix = ""
+    if len(data) == 1 and "workload" in data:
+        data = data["workload"]
+        prefix = "workload."
+        if data is None:
+            raise ConfigError(f"{where}: empty workload file", origin=where)
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}: workload: must be a mapping of DLIO sections, got {show(data)}",
+                              origin=where)
+    layer = Layer(label, conflicts=True)
+
+    def origin_of(written: str) -> str:
+        line = lines.get(prefix + written)
+        return f"{where} line {line}" if line else where
+
+    layer.add_tree(data, "", "", origin_of)
+    return layer
+
+
+# --------------------------------------------------------------------------------------------------
+# command line and environment
+
+
+def parse_value(raw: str, key: str, origin: str) -> Any:
+    """A command-line / environment value as a YAML scalar or flow list/map (Hydra-like)."""
+    if raw.strip() == "":
+        return ""
+    k = KEYS_BY_PATH.get(LEGACY.get(key, key))
+    if k is not None and k.type == "enum" and (raw.strip() in k.choices or raw.strip() in k.aliases):
+        return raw.strip()  # a word of the key, even where YAML reads another type (null, off, yes)
+    try:
+        v = yaml.load(raw, Loader=_Loader)
+        if isinstance(v, dict) and v and all(isinstance(k, str) and ":" in k and x is None for k, x in v.items()):
+            v = yaml.load(re.sub(r":(?=\S)", ": ", raw), Loader=_Loader)   # Hydra's {mean:1,stdev:0.1}
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError, OverflowError) as e:
+        raise problem(key, raw, origin, f"cannot parse the value ({' '.join(str(e).split())})") from None
+    return v
+
+
+def parse_override(text: str, dlio: bool = False) -> Optional[Tuple[str, Any, str]]:
+    """Split one override into (dotted key, parsed value, raw text).
+
+    ``dlio=False``: dlio-fast's ``KEY=VALUE`` (``--set``).  ``dlio=True``: DLIO/Hydra spellings
+    ``++workload.KEY=VALUE``, ``+workload.KEY=VALUE``, ``workload.KEY=VALUE``, ``~workload.KEY`` (the key
+    is returned with the value ``RESET``), ``workload=NAME`` (key ``workload``).  Hydra's own
+    ``hydra.*`` overrides change nothing here and give None.
+    """
+    if not isinstance(text, str):
+        raise ConfigError(f"override {show(text)}: expected a KEY=VALUE string", origin="command line")
+    origin = f"{'override' if dlio else '--set'} {text}"
+    s = text.strip()
+    delete = False
+    if dlio:
+        if s.startswith("++"):
+            s = s[2:]
+        elif s.startswith("+"):
+            s = s[1:]
+        elif s.startswith("~"):
+            s, delete = s[1:], True
+    key, eq, raw = s.partition("=")
+    key = key.strip()
+    if delete:
+        eq, raw = "=", ""
+    if not eq or not key or any(c.isspace() for c in key) or key.startswith(".") or key.endswith(".") \
+            or ".." in key:
+        form = "++workload.KEY=VALUE" if dlio else "KEY=VALUE (e.g. dataset.num_files_train=16)"
+        raise ConfigError(f"override {show(text)}: expected {form} (from {origin})", origin=origin)
+    if dlio:
+        if key == "hydra" or key.startswith("hydra."):
+            return None
+        if key == "workload":
+            if delete:
+                raise ConfigError(f"override {show(text)}: cannot delete workload (from {origin})", origin=origin)
+            return "workload", raw.strip(), raw
+        if not key.startswith("workload."):
+            raise ConfigError(f"override {show(text)}: DLIO overrides are workload.KEY=VALUE or workload=NAME "
+                              f"(from {origin})", key=key, origin=origin)
+        key = key[len("workload."):]
+    if delete:
+        return key, RESET, ""
+    return key, parse_value(raw, key, origin), raw
+
+
+def add_dotted(layer: Layer, written: str, value: Any, raw: Optional[str], origin: str) -> None:
+    parts = written.split(".")
+    parts[0] = canon_top(parts[0])
+    canon = LEGACY.get(".".join(parts), ".".join(parts))
+    parent, _, leaf = canon.rpartition(".")
+    if value is RESET:
+        if canon in KEYS_BY_PATH or canon in SECTIONS or canon == "framework":
+            layer.put(canon, Entry(RESET, origin, written))
+            return
+        raise problem(written, None, origin, "unknown key; " + suggest(canon))
+    if parent in KEYS_BY_PATH and KEYS_BY_PATH[parent].type == "time":
+        layer.put(parent, Entry(Partial({leaf: value}), origin, written))
+        return
+    # Build {a: {b: value}} and add it like a file, so aliases and sections behave the same.
+    tree: Any = value
+    for p in reversed(parts[1:]):
+        tree = {p: tree}
+    layer.add_value(parts[0], parts[0], tree, lambda _w: origin)
+    e = layer.entries.get(canon)
+    if e is not None and raw is not None and e.value is value:
+        e.raw = raw
+
+
+def env_layer(env: Mapping[str, str]) -> Layer:
+    layer = Layer("environment", conflicts=False)
+    for name, path in ENV.items():
+        if name in env:
+            raw = env[name]
+            origin = f"env {name}"
+            layer.put(path, Entry(parse_value(raw, path, origin), origin, path, raw))
+    return layer

@@ -1,0 +1,241 @@
+"""Validation: one value against its schema row (type, bounds, choices), the keys against each other,
+and --scale applied to a resolved set of values."""
+from __future__ import annotations
+
+import math
+from types import MappingProxyType
+from typing import Any, Dict, Mapping, Optional
+
+import numpy as np
+
+from dlio.config.problem import problem, show
+from dlio.errors import ConfigError
+from dlio.config.timespec import TimeSpec, _is_number, _plain_number, parse_time  # noqa: F401
+from dlio.config.schema import Key
+
+
+
+
+from dlio.config.layers import Entry, PRESENT
+
+# --------------------------------------------------------------------------------------------------
+# validation of single values
+
+
+def _range_text(k: Key) -> str:
+    if k.lo is not None and k.hi is not None:
+        return f" in {_plain_number(k.lo)}..{_plain_number(k.hi)}"
+    if k.lo is not None:
+        return f" >= {_plain_number(k.lo)}"
+    if k.hi is not None:
+        return f" <= {_plain_number(k.hi)}"
+    return ""
+
+
+def _check_range(k: Key, v: Any, e: Entry, what: str) -> None:
+    if (k.lo is not None and v < k.lo) or (k.hi is not None and v > k.hi):
+        raise problem(k.path, e.value, e.origin, f"expected {what}{_range_text(k)}")
+
+
+def _as_int(k: Key, v: Any, e: Entry, what: str) -> int:
+    if isinstance(v, bool) or not _is_number(v) or (isinstance(v, float) and not (math.isfinite(v) and v.is_integer())):
+        raise problem(k.path, e.value, e.origin, f"expected {what}{_range_text(k)}")
+    v = int(v)
+    _check_range(k, v, e, what)
+    return v
+
+
+def _dtype_name(s: Any) -> Optional[str]:
+    if not isinstance(s, str) or not s.strip():
+        return None
+    try:
+        dt = np.dtype(s.strip().lower())
+    except Exception:
+        return None
+    return dt.name if dt.kind in "biuf" else None
+
+
+def coerce(k: Key, e: Entry) -> Any:
+    v = e.value
+    if v is None:
+        if k.nullable or k.type == "time":
+            return None
+        raise problem(k.path, v, e.origin, f"a value is required ({_allowed(k)})")
+    t = k.type
+    if t == "int":
+        return _as_int(k, v, e, "an integer")
+    if t in ("num", "float", "stdev"):
+        if not _is_number(v) or not math.isfinite(v):
+            raise problem(k.path, v, e.origin, f"expected a number{_range_text(k)}")
+        _check_range(k, v, e, "a number")
+        return float(v) if t in ("float", "stdev") else v
+    if t == "bool":
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, int) and v in (0, 1):
+            return bool(v)
+        if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no", "on", "off"):
+            return v.strip().lower() in ("true", "yes", "on")
+        raise problem(k.path, v, e.origin, "expected true or false")
+    if t == "str":
+        if e.raw is not None and not isinstance(v, str):
+            return e.raw.strip()                      # command line / env: the text as typed
+        if isinstance(v, str):
+            return v
+        if _is_number(v):
+            return str(v)
+        raise problem(k.path, v, e.origin, "expected a string")
+    if t == "enum":
+        s = str(v).strip().lower() if isinstance(v, (str, bool, int)) else None
+        if s is not None:
+            s = k.aliases.get(s, s).replace("-", "_")
+            if s in k.choices:
+                return s
+        raise problem(k.path, v, e.origin, f"expected one of {', '.join(k.choices)}")
+    if t == "ints":
+        if not isinstance(v, (list, tuple)):
+            raise problem(k.path, v, e.origin, f"expected a list of integers{_range_text(k)}, e.g. [1, 2]")
+        return tuple(_as_int(k, x, e, "a list of integers") for x in v)
+    if t == "strs":
+        if isinstance(v, str):
+            return (v,)
+        if isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
+            return tuple(v)
+        raise problem(k.path, v, e.origin, "expected a string or a list of strings")
+    if t == "map":
+        if isinstance(v, Mapping):
+            return MappingProxyType(dict(v))
+        raise problem(k.path, v, e.origin, "expected a mapping")
+    raise AssertionError(f"schema type {t!r} of {k.path}")  # pragma: no cover
+
+
+def _allowed(k: Key) -> str:
+    return {
+        "int": f"an integer{_range_text(k)}", "num": f"a number{_range_text(k)}",
+        "float": f"a number{_range_text(k)}", "bool": "true or false", "str": "a string",
+        "enum": "one of " + ", ".join(k.choices), "ints": "a list of integers", "strs": "a list of strings",
+        "map": "a mapping", "stdev": "a number >= 0",
+    }.get(k.type, "a value")
+
+
+# --------------------------------------------------------------------------------------------------
+# scaling
+
+
+def scale_checkpoint_model(values: Dict[str, Any], factor: float) -> None:
+    """Shrink (or grow) the checkpoint by about ``factor`` with ``--scale``, keeping its layout.
+
+    Parallelism (tensor, pipeline, data, ZeRO stage), dtypes, heads and kv heads are never changed,
+    so the ranks that write and the file names stay those of the full model.  The rule:
+
+    * Transformer (``num_layers > 0`` without legacy ``layer_parameters``): parameters grow as width
+      squared, so hidden_size is multiplied by sqrt(factor) and rounded to a multiple of
+      num_attention_heads (at least one per head), and ffn_hidden_size and vocab_size follow
+      hidden_size's ratio.  Only when the widths hit that floor and the total is still more than
+      ~1.5x too large is num_layers reduced, never below the pipeline stages (a PP > 1 model then
+      writes fewer layer files).  Layers are never added.
+    * Legacy ``layer_parameters`` / ``optimization_groups``: every element times factor.
+    * ``model_size_bytes`` (non-transformer models): times factor.
+    Sizes are rounded and kept >= 1 where they were > 0.  ``values`` maps dotted keys to values.
+    """
+    if factor == 1.0:
+        return None
+
+    def sc(n: int) -> int:
+        return max(1, int(round(n * factor))) if n > 0 else n
+
+    if values["model.model_size_bytes"] > 0:
+        values["model.model_size_bytes"] = sc(values["model.model_size_bytes"])
+    for key in ("model.layer_parameters", "model.optimization_groups"):
+        if values[key]:
+            values[key] = tuple(sc(int(x)) for x in values[key])
+    L = values["model.num_layers"]
+    if L <= 0 or values["model.layer_parameters"]:
+        return None
+    t = "model.transformer."
+    H, FFN, V = values[t + "hidden_size"], values[t + "ffn_hidden_size"], values[t + "vocab_size"]
+    heads, kv = values[t + "num_attention_heads"], values[t + "num_kv_heads"]
+
+    def nparam(L_: int, H_: int, F_: int, V_: int) -> int:
+        dkv = (H_ // heads) * kv
+        return 2 * V_ * H_ + L_ * (2 * H_ + H_ * (H_ + 2 * dkv) + H_ * H_ + 3 * H_ * F_) + H_
+
+    full = nparam(L, H, FFN, V)
+    H2 = max(heads, int(round(H * math.sqrt(factor) / heads)) * heads)
+    F2 = max(1, int(round(FFN * H2 / H)))
+    V2 = max(1, int(round(V * H2 / H)))
+    L2 = L
+    left = factor * full / nparam(L, H2, F2, V2)
+    if left < 1 / 1.5:
+        L2 = max(values["model.parallelism.pipeline"], min(L, int(round(L * left))))
+    values[t + "hidden_size"], values[t + "ffn_hidden_size"], values[t + "vocab_size"] = H2, F2, V2
+    values["model.num_layers"] = L2
+    return None
+
+
+def apply_scale(values: Dict[str, Any], sources: Dict[str, str], factor: float, origin: str) -> None:
+    """Shrink (or grow) the dataset by ``factor``, keeping sample size, batch size and compute time."""
+    tr, ev = values["dataset.num_files_train"], values["dataset.num_files_eval"]
+
+    def scaled(n: int) -> int:
+        return max(1, int(round(n * factor)))
+
+    if max(tr, ev) == 1:
+        values["dataset.num_samples_per_file"] = scaled(values["dataset.num_samples_per_file"])
+        sources["dataset.num_samples_per_file"] = origin
+    for split in ("train", "eval"):
+        key = f"dataset.num_files_{split}"
+        if values[key] > 1:
+            values[key] = scaled(values[key])
+            sources[key] = origin
+        sub = f"dataset.num_subfolders_{split}"
+        if values[sub] > values[key]:
+            values[sub] = values[key] if values[key] > 1 else 0
+            sources[sub] = origin
+    scale_checkpoint_model(values, factor)
+
+
+# --------------------------------------------------------------------------------------------------
+# cross-key validation
+
+
+def check_all(values: Dict[str, Any], sources: Dict[str, str]) -> None:
+    def v(k: str) -> Any:
+        return values[k]
+
+    def err2(k1: str, k2: str, problem: str) -> ConfigError:
+        return ConfigError(f"{k1} = {show(v(k1))} (from {sources[k1]}) with {k2} = {show(v(k2))} "
+                           f"(from {sources[k2]}): {problem}", k1, v(k1), sources[k1])
+
+    for split in ("train", "eval"):
+        k = f"dataset.num_subfolders_{split}"
+        if v(k) == 1:
+            raise problem(k, 1, sources[k], "expected 0 (flat) or >= 2 subfolders (DLIO fails on 1)")
+    dims = v("dataset.record_dims")
+    if dims and v("dataset.record_length_bytes_stdev") > 0:
+        raise err2("dataset.record_dims", "dataset.record_length_bytes_stdev",
+                   "record_dims gives a fixed shape; a size stdev is not allowed with it")
+    if v("dataset.format") in ("jpeg", "png"):
+        if len(dims) > 2:
+            raise err2("dataset.record_dims", "dataset.format", "jpeg/png images have at most 2 dimensions")
+        if v("dataset.record_element_type") != "uint8":
+            raise err2("dataset.record_element_type", "dataset.format", "jpeg/png images need uint8")
+    if v("dataset.format") == "hdf5" and dims and dims[0] % v("dataset.hdf5.num_dset_per_record"):
+        raise err2("dataset.record_dims", "dataset.hdf5.num_dset_per_record",
+                   "record_dims[0] must be a multiple of num_dset_per_record")
+    w, r = v("checkpoint.num_checkpoints_write"), v("checkpoint.num_checkpoints_read")
+    if w > 0 and r > w:
+        raise err2("checkpoint.num_checkpoints_read", "checkpoint.num_checkpoints_write",
+                   "cannot read more checkpoints than are written")
+    if v("model.parallelism.zero_stage") == 3 and v("model.parallelism.pipeline") > 1:
+        raise err2("model.parallelism.zero_stage", "model.parallelism.pipeline",
+                   "ZeRO stage 3 is not compatible with pipeline parallelism > 1")
+    if 0 < v("model.num_layers") < v("model.parallelism.pipeline"):
+        raise err2("model.num_layers", "model.parallelism.pipeline",
+                   "need at least as many layers as pipeline stages")
+    if v("checkpoint.mode") == "subset" and v("model.parallelism.data") <= 0:
+        raise err2("checkpoint.mode", "model.parallelism.data",
+                   "subset checkpointing needs model.parallelism.data >= 1")
+    if values.get("checkpoint.ksm") is PRESENT and v("checkpoint.randomize_tensor"):
+        raise err2("checkpoint.randomize_tensor", "checkpoint.ksm",
+                   "KSM merges identical pages: set checkpoint.randomize_tensor: false")

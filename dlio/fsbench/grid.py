@@ -1,0 +1,176 @@
+"""The io grid: its points run one after another, each printed as it finishes, and the document
+(JSON) and table (CSV) written at the end even when a point fails or the run is interrupted.
+`dlio-fast io` and its MPI-IO form (dlio.fsbench.ior) share it; they differ in how a point runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from dlio import output
+from dlio.errors import DlioError
+from dlio.fsbench.table import IO_COLUMNS, flat_point
+
+
+@dataclass(frozen=True)
+class Sinks:
+    """Where a grid's results go besides the console: a JSON document and a CSV table."""
+
+    json_path: Optional[str] = None
+    csv_path: Optional[str] = None
+    csv_extra: Sequence[str] = ()  # columns after IO_COLUMNS
+    csv_drop: Sequence[str] = ()  # record fields left out of the CSV
+
+    def check(self) -> None:
+        """Fail before measuring when a result file could not be written."""
+        for p in (self.json_path, self.csv_path):
+            if p:
+                output.check_output_path(p)
+
+    def write(self, doc: Dict[str, Any]) -> None:
+        if self.json_path:
+            output.write_json(self.json_path, doc)
+        if self.csv_path:
+            rows = [flat_point({k: v for k, v in r.items() if k not in self.csv_drop}) for r in doc["points"]]
+            output.write_csv(self.csv_path, rows, IO_COLUMNS + list(self.csv_extra))
+
+
+def combinations(*axes: Iterable[Any]) -> Iterator[tuple]:
+    """The grid's points in the order they run: the last axis varies fastest."""
+    return itertools.product(*axes)
+
+
+def run_grid(records: Iterable[Optional[Dict[str, Any]]], doc: Dict[str, Any], header: str,
+             line: Callable[[Dict[str, Any]], str], sinks: Sinks, echo: Callable[[str], None],
+             write: bool = True) -> Dict[str, Any]:
+    """Consume `records` (a generator that runs one point per item; None = nothing to report),
+    print each, collect them in doc["points"], and write the sinks at the end whatever happens
+    (`write`: this process writes them: rank 0 under MPI)."""
+    points: List[Dict[str, Any]] = doc.setdefault("points", [])
+    echo(header)
+    try:
+        for rec in records:
+            if rec is not None:
+                points.append(rec)
+                echo(line(rec))
+        doc["complete"] = True
+    finally:
+        if write:
+            sinks.write(doc)
+    return doc
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The axes of a local io grid and what every point shares."""
+
+    rws: Sequence[str]
+    bss: Sequence[int]
+    engines: Sequence[str]
+    qds: Sequence[int]
+    threads: Sequence[int]
+    direct: Optional[bool]  # None: O_DIRECT where the engine and the filesystem allow it
+    cache: Optional[str]  # keep | drop | drop-all; None: drop for buffered points
+    fixedbufs: bool
+    regfiles: bool
+    budget: Any  # dlio.fsbench.points.Budget
+
+
+def io_modes(g: Grid, path: str) -> Dict[str, Tuple[bool, str]]:
+    """{engine: (O_DIRECT, cache mode)} of the grid. By default a point measures the device, as fio
+    does: O_DIRECT where the engine and the filesystem allow it, else buffered with the files' pages
+    dropped before the point. --buffered --cache keep is the explicit way to measure the page cache."""
+    from dlio import _core
+    from dlio.fsbench import points
+    caps = {e: points.check_engine(e, bool(g.direct)) for e in g.engines}
+    fs_direct = g.direct if g.direct is not None else points.direct_supported(path)
+    if g.direct:
+        points.check_direct(path)
+    out = {}
+    for e in g.engines:
+        direct = bool(fs_direct and caps[e] & _core.CAP_DIRECT) if g.direct is None else g.direct
+        out[e] = (direct, "keep" if direct and g.cache is None else (g.cache or "drop"))
+    return out
+
+
+def runnable(g: Grid, warn: Callable[[str], None]) -> List[tuple]:
+    """The grid's (rw, bs, engine, qd, threads) points, without the points of a synchronous engine
+    at qd > 1 (they would repeat its qd 1 point): said once, and an error when nothing is left."""
+    from dlio.config.engines import is_async
+    sync = [e for e in g.engines if not is_async(e)]
+    deep = [q for q in g.qds if q > 1]
+    pts = [p for p in combinations(g.rws, g.bss, g.engines, g.qds, g.threads) if p[3] == 1 or p[2] not in sync]
+    if sync and deep:
+        if not pts:
+            raise DlioError(f"--qd {','.join(map(str, deep))} with engine {', '.join(sync)}: a synchronous engine "
+                            "runs one request at a time per thread; use --qd 1, or --engine io_uring")
+        warn(f"note: engine {', '.join(sync)} runs one request at a time per thread: its points at qd "
+             f"{','.join(map(str, deep))} are left out (they would repeat qd 1)")
+    return pts
+
+
+def fits_in_ram_warning(modes: Dict[str, Tuple[bool, str]], nbytes: int, warn: Callable[[str], None]) -> None:
+    """Buffered points over a file set that fits in free memory may be served by the page cache after
+    their first pass, dropped or not: say so."""
+    if any(not d for d, _ in modes.values()):
+        avail = _mem_available()
+        if avail is not None and nbytes < avail:
+            warn(f"warning: the buffered points read {nbytes / 2**30:.2f} GiB of files, which fit in free memory "
+                 f"({avail / 2**30:.1f} GiB): after a first pass their reads may come from the page cache, not "
+                 "storage; use O_DIRECT (--direct), or files larger than memory (--file-size)")
+
+
+def _mem_available() -> Optional[int]:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: bool, trace_path: Optional[str],
+              progress: Any, echo: Callable[[str], None], warn: Callable[[str], None]) -> Dict[str, Any]:
+    """`dlio-fast io` on this host: check what the grid needs, prepare the test files, run the grid."""
+    from dlio import _core
+    from dlio.fsbench import points, testfiles
+    from dlio.fsbench.table import POINT_HEADER, point_line
+    from dlio.report.result import IO_SCHEMA, new_io_doc
+    modes = io_modes(g, paths[0])
+    todo = runnable(g, warn)
+    if any(m[1] == "drop-all" for m in modes.values()) and os.geteuid() != 0:
+        raise DlioError("--cache drop-all drops the whole host's page cache and needs root; use --cache drop "
+                        "(each file's pages, no root needed)")
+    if any(r in ("write", "randwrite") for r in g.rws) and not (len(paths) == 1 and os.path.isdir(paths[0])):
+        raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
+    fileset = testfiles.prepare(paths, max(g.threads), file_size)
+    fits_in_ram_warning(modes, sum(fileset.sizes), warn)
+    flags = (_core.ENG_REGBUFS if g.fixedbufs else 0) | (_core.ENG_REGFILES if g.regfiles else 0)
+    tracer = None
+    if trace_path:
+        from dlio.report.trace import Tracer
+        tracer = Tracer(None, path=trace_path, thread_names=lambda tid: f"worker {tid}")
+
+    def records() -> Iterator[Dict[str, Any]]:
+        for r, b, e, q, t in todo:
+            direct, cache = modes[e]
+            pt = points.Point(r, b, e, q, t, direct)
+            tick = progress.io_point(pt, g.budget) if progress else None
+            rec = points.run_point(pt, fileset, g.budget, cache, on_tick=tick, eng_flags=flags, tracer=tracer)
+            if progress:
+                progress.done()
+            yield rec
+
+    doc = new_io_doc(IO_SCHEMA, paths=list(paths), files=fileset.paths)
+    try:
+        return run_grid(records(), doc, POINT_HEADER, point_line, sinks, echo)
+    finally:
+        if not keep:
+            fileset.cleanup()
+        if tracer is not None:
+            tracer.close()

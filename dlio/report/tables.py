@@ -1,0 +1,182 @@
+"""The comparison report rendered: text tables, Markdown, CSV and JSON (dlio-fast report)."""
+
+import csv
+import io
+import json
+import math
+
+
+
+
+from dlio.report.compare import KEY_FIELDS, POINT_FIGURES, RATIO_POINT_FIGURES, RUN_FIGURES
+
+
+def _fmt(v, dec):
+    if v is None:
+        return "-"
+    if dec is None or isinstance(v, str):
+        return str(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return "-"
+    return f"{v:,.{dec}f}" if abs(v) >= 1e4 else f"{v:.{dec}f}"
+
+
+def _fmt_ratio(r):
+    return "-" if r is None else f"{r:.3f}x"
+
+
+def _decimals():
+    return {k: d for k, _, _, d in RUN_FIGURES + POINT_FIGURES}
+
+
+def run_rows(rep):
+    """Header and rows (strings) of the run comparison: figure, unit, each run, each ratio."""
+    r = rep["runs"]
+    runs = r["runs"]
+    dec = _decimals()
+    header = ["figure", "unit"] + [x["label"] for x in runs] + \
+             [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]]
+    rows = []
+    for f in r["figures"]:
+        k = f["key"]
+        row = [f["label"], f["unit"]] + [_fmt(x["figures"][k], dec[k]) for x in runs]
+        row += ["" if k not in x["ratios"] else _fmt_ratio(x["ratios"][k]) for x in runs[1:]]
+        rows.append(row)
+    return header, rows
+
+
+def _point_name(p):
+    qd = f"qd{p['qd']}"
+    if p.get("qd_used") not in (None, p["qd"]):
+        qd += f"(ran {p['qd_used']})"   # a sync engine runs at depth 1 whatever was asked
+    name = f"{p['rw']} {_size(p['bs'])} {p['engine']} {qd} t{p['threads']}"
+    return f"{p['target']} ({name})" if p.get("target") else name
+
+
+def _size(n):
+    from dlio.units import fmt_size
+    return fmt_size(n) if isinstance(n, int) else str(n)
+
+
+def point_rows(rep):
+    """Header and rows of the io comparison: one row per point, each source's figures, ratios."""
+    r = rep["io"]
+    srcs = r["sources"]
+    dec = _decimals()
+    multi = len(srcs) > 1
+    header = ["point"]
+    for s in srcs:
+        for f in r["figures"]:
+            header.append(f"{f['label']} [{s['label']}]" if multi else f["label"])
+    for s in srcs[1:]:
+        for k in RATIO_POINT_FIGURES:
+            lab = next(f["label"] for f in r["figures"] if f["key"] == k)
+            header.append(f"{lab} {s['label']}/{srcs[0]['label']}")
+    rows = []
+    for p in r["points"]:
+        row = [_point_name(p)]
+        for v in p["values"]:
+            row += [_fmt(v[f["key"]], dec[f["key"]]) if v else "-" for f in r["figures"]]
+        for v in p["values"][1:]:
+            row += [_fmt_ratio(v["ratios"][k]) if v else "-" for k in RATIO_POINT_FIGURES]
+        rows.append(row)
+    return header, rows
+
+
+def _text_table(header, rows, left=1):
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    def line(cells):
+        return "  ".join(str(c).ljust(w) if i < left else str(c).rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
+
+
+def table_lines(rep):
+    """The terminal rendering."""
+    out = []
+    if "runs" in rep:
+        runs = rep["runs"]["runs"]
+        out.append(f"runs: {', '.join(x['label'] for x in runs)}"
+                   + (f" (ratios to {runs[0]['label']})" if len(runs) > 1 else ""))
+        for x in runs:
+            if not x["complete"]:
+                out.append(f"note: {x['label']} is a partial run")
+        h, rows = run_rows(rep)
+        out += _text_table(h, rows, left=2)
+    if "io" in rep:
+        if out:
+            out.append("")
+        srcs = rep["io"]["sources"]
+        out.append("io points: " + ", ".join(f"{s['label']} ({s['kind']}, {s['where']})" for s in srcs)
+                   + (f" (ratios to {srcs[0]['label']})" if len(srcs) > 1 else ""))
+        h, rows = point_rows(rep)
+        out += _text_table(h, rows, left=1)
+    return out
+
+
+def _md_cell(c):
+    return str(c).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_lines(rep):
+    """GitHub-flavoured Markdown tables (one per kind of source)."""
+    out = []
+    for title, fn, left in (("Runs", run_rows, 2), ("io points", point_rows, 1)):
+        key = "runs" if fn is run_rows else "io"
+        if key not in rep:
+            continue
+        h, rows = fn(rep)
+        if out:
+            out.append("")
+        out.append(f"### {title}")
+        out.append("")
+        out.append("| " + " | ".join(_md_cell(c) for c in h) + " |")
+        out.append("|" + "|".join(":---" if i < left else "---:" for i in range(len(h))) + "|")
+        for r in rows:
+            out.append("| " + " | ".join(_md_cell(c) for c in r) + " |")
+    return out
+
+
+def csv_text(rep):
+    """CSV with raw numbers (not formatted): the run table, then a blank line and the io table."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    if "runs" in rep:
+        runs = rep["runs"]["runs"]
+        w.writerow(["figure", "unit"] + [x["label"] for x in runs]
+                   + [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]])
+        for f in rep["runs"]["figures"]:
+            k = f["key"]
+            w.writerow([k, f["unit"]] + [_raw(x["figures"][k]) for x in runs]
+                       + [_raw(x["ratios"].get(k)) for x in runs[1:]])
+    if "io" in rep:
+        if "runs" in rep:
+            w.writerow([])
+        r = rep["io"]
+        srcs = r["sources"]
+        head = ["target", *KEY_FIELDS]
+        for s in srcs:
+            head += [f"{f['key']}[{s['label']}]" for f in r["figures"]]
+        for s in srcs[1:]:
+            head += [f"{k}_ratio[{s['label']}]" for k in RATIO_POINT_FIGURES]
+        w.writerow(head)
+        for p in r["points"]:
+            row = [p.get("target") or ""] + [p[k] for k in KEY_FIELDS]
+            for v in p["values"]:
+                row += [_raw(v[f["key"]]) if v else "" for f in r["figures"]]
+            for v in p["values"][1:]:
+                row += [_raw(v["ratios"][k]) if v else "" for k in RATIO_POINT_FIGURES]
+            w.writerow(row)
+    return buf.getvalue()
+
+
+def _raw(v):
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)
+    return v
+
+
+def json_text(rep):
+    return json.dumps(rep, indent=2, allow_nan=False) + "\n"

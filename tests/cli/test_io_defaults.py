@@ -1,0 +1,110 @@
+"""What `dlio-fast io` / `ceiling` measure by default: the storage, not the page cache; the queue
+depth that ran is the one every output shows; a cache drop is checked."""
+import json
+import os
+
+import pytest
+
+from conftest import one_line
+from dlio import _core, host
+from dlio.errors import DlioRunError
+
+SMALL = ["--file-size", "1m", "--size", "1m", "--bs", "64k"]
+
+
+def points_of(path):
+    return json.loads(path.read_text())["points"]
+
+
+def direct_ok(folder):
+    from dlio.fsbench.points import direct_supported
+    return direct_supported(str(folder))
+
+
+def test_default_is_o_direct_where_the_filesystem_takes_it(run_cli, tmp_path):
+    if not direct_ok(tmp_path):
+        pytest.skip(f"{tmp_path}: the filesystem refuses O_DIRECT")
+    js = tmp_path / "r.json"
+    code, out, err = run_cli("io", tmp_path, *SMALL, "--json", js)
+    assert code == 0, err
+    (p,) = points_of(js)
+    assert p["direct"] and p["cache"] == "bypassed (O_DIRECT)"
+    assert " direct " in out.splitlines()[1]
+
+
+def test_buffered_on_tmpfs_says_the_files_are_in_memory(run_cli):
+    if not os.path.isdir("/dev/shm") or host.memory_filesystem("/dev/shm") is None:
+        pytest.skip("no tmpfs at /dev/shm")
+    import tempfile
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as d:
+        js = os.path.join(d, "r.json")
+        code, out, err = run_cli("io", d, *SMALL, "--buffered", "--json", js)
+        assert code == 0, err
+        (p,) = json.loads(open(js).read())["points"]
+    assert not p["direct"] and "in memory" in p["cache"]
+    assert "fit in free memory" in err           # the buffered file set is smaller than RAM
+
+
+def test_buffered_default_drops_each_files_pages_and_checks(run_cli, tmp_path):
+    js = tmp_path / "r.json"
+    code, out, err = run_cli("io", tmp_path, *SMALL, "--buffered", "--json", js)
+    assert code == 0, err
+    (p,) = points_of(js)
+    assert not p["direct"] and p["cache"].startswith("dropped (1 files")
+    assert " buffer " in out.splitlines()[1]
+
+
+def test_page_cache_only_when_asked_and_the_table_says_so(run_cli, tmp_path):
+    js, cs = tmp_path / "r.json", tmp_path / "r.csv"
+    code, out, err = run_cli("io", tmp_path, *SMALL, "--buffered", "--cache", "keep", "--json", js, "--csv", cs)
+    assert code == 0, err
+    (p,) = points_of(js)
+    assert p["cache"].startswith("kept")
+    assert " cached " in out.splitlines()[1]
+    assert "kept" in cs.read_text()
+
+
+def test_drop_all_needs_root(run_cli, tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    code, out, err = run_cli("io", tmp_path, *SMALL, "--buffered", "--cache", "drop-all")
+    assert code == 2 and "needs root" in one_line(err)
+
+
+def test_sync_engine_points_at_depth_are_left_out_once(run_cli, tmp_path):
+    if not {n: ok for n, _, ok, _ in _core.engines()}.get("io_uring"):
+        pytest.skip("io_uring unavailable here")
+    js = tmp_path / "r.json"
+    code, out, err = run_cli("io", tmp_path, *SMALL, "--engine", "posix,io_uring", "--qd", "1,4", "--json", js)
+    assert code == 0, err
+    got = [(p["engine"], p["qd"], p["qd_used"]) for p in points_of(js)]
+    assert got == [("posix", 1, 1), ("io_uring", 1, 1), ("io_uring", 4, 4)]
+    assert err.count("left out") == 1
+
+
+def test_sync_engine_at_depth_alone_is_an_error(run_cli, tmp_path):
+    code, out, err = run_cli("io", tmp_path, *SMALL, "--engine", "posix", "--qd", "8")
+    assert code == 2 and "synchronous" in one_line(err)
+
+
+def test_run_refuses_depth_on_a_sync_engine(run_cli, tmp_path):
+    code, out, err = run_cli("run", "-w", "default", "--set", f"dataset.data_folder={tmp_path}", "--qd", "4")
+    assert code == 2 and "dlio_fast.qd = 4 with engine posix" in one_line(err)
+
+
+def test_drop_cache_empties_the_files_pages(tmp_path):
+    f = tmp_path / "f.bin"
+    f.write_bytes(os.urandom(4 << 20))
+    with open(f, "rb") as fh:
+        fh.read()
+    assert host.resident_share([str(f)]) > 0.9      # just written and read: cached
+    note = host.drop_cache([str(f)])
+    assert host.resident_share([str(f)]) < host.DROP_RESIDUAL
+    assert note.startswith("dropped (1 files")
+
+
+def test_a_drop_that_does_not_happen_is_an_error(tmp_path, monkeypatch):
+    f = tmp_path / "f.bin"
+    f.write_bytes(os.urandom(1 << 20))
+    monkeypatch.setattr(_core, "drop_file_cache", lambda p: None)   # a filesystem that ignores DONTNEED
+    with pytest.raises(DlioRunError, match="still in the page cache"):
+        host.drop_cache([str(f)])
