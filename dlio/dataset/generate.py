@@ -11,21 +11,40 @@ import math
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, wait, FIRST_EXCEPTION
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
 from dlio.dataset import ranges
-from dlio.errors import DatasetError, InsufficientSpace
-from dlio.output import TMP_MARK, atomic_path
 from dlio.dataset.formats import get_format, mix_seed, mix_seeds
 from dlio.dataset.formats.program import Program
-from dlio.dataset.spec import (SPLITS, MANIFEST_DIR, DatasetSpec, split_folder, file_paths, all_dims, file_dims,
-                               estimated_sizes, dataset_bytes)
-from dlio.dataset.manifest import (Manifest, manifest_path, save_manifest, load_saved, resolve_paths, scan_manifest,
-                                   file_crc, range_crcs, _merge_parts, load_manifest)
+from dlio.dataset.manifest import (
+    Manifest,
+    _merge_parts,
+    file_crc,
+    load_manifest,
+    load_saved,
+    manifest_path,
+    range_crcs,
+    resolve_paths,
+    save_manifest,
+    scan_manifest,
+)
+from dlio.dataset.spec import (
+    MANIFEST_DIR,
+    SPLITS,
+    DatasetSpec,
+    all_dims,
+    dataset_bytes,
+    estimated_sizes,
+    file_dims,
+    file_paths,
+    split_folder,
+)
+from dlio.errors import DatasetError, InsufficientSpace
+from dlio.output import TMP_MARK, atomic_path
 
 BATCH_BYTES = 64 << 20   # a thread's batch of files: about this many bytes ...
 BATCH_FILES = 512        # ... or this many files (bounds the programs held in memory)

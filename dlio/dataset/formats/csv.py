@@ -10,9 +10,8 @@ import os
 
 import numpy as np
 
-from dlio.errors import ConfigError
-
 from dlio.dataset.formats import core, mix_seed, record_elems, whole_file_extents
+from dlio.errors import ConfigError
 
 EXT = "csv"
 WHOLE_FILE = True

@@ -11,9 +11,8 @@ import os
 
 import numpy as np
 
-from dlio.errors import ConfigError
-
 from dlio.dataset.formats import core, itemsize, mix_seed, record_elems
+from dlio.errors import ConfigError
 
 EXT = "hdf5"
 WHOLE_FILE = False
