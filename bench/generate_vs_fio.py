@@ -17,10 +17,10 @@ median of the per-repeat ratios (each repeat runs both tools back to back, alter
 first): goal >= 0.8x fio. CPU s/GiB (user + system, all threads) is printed for both: dlio-fast's
 over generate(), fio's over its whole process; on a machine shared with other work, where the
 bandwidths follow the CPU share each tool gets, it says which tool needs more of the machine.
-Before every run both tools' files are deleted, the filesystem is given --settle seconds, and free memory is warmed right before the timed part (fio: before it starts;
-dlio-fast: in its process, after the imports, right before generate()): this VM hands freed memory
-to its host, and a write into such memory runs several times slower (bench/README.md, "Memory
-handed back to the host").
+Before every run both tools' files are deleted, the filesystem is given --settle seconds, and free
+memory is warmed right before the timed part (fio: before it starts; dlio-fast: in its process,
+after the imports, right before generate()): this VM hands freed memory to its host, and a write
+into such memory runs several times slower (bench/README.md, "Memory handed back to the host").
 
 Defaults write to /dev/shm (tmpfs: the bar is memory speed, and a figure there is page cache, not
 storage); --dir chooses another filesystem. Needs fio (--fio, default /usr/bin/fio).
