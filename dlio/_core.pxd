@@ -230,3 +230,30 @@ cdef extern from *:
     { return __atomic_load_n(p, __ATOMIC_RELAXED); }
     """
     uint64_t dc_load_relaxed_u64(uint64_t *p) nogil
+
+
+# ---- dataset generation from segment programs (gen.h) ----
+cdef extern from "dlio_core/gen.h" nogil:
+    struct dc_gen_seg:
+        uint32_t kind
+        uint32_t arg
+        uint64_t a
+        uint64_t b
+    struct dc_gen_file:
+        const char *tmp
+        const char *path
+        uint64_t seed
+        uint64_t first_seg
+        uint64_t nsegs
+    struct dc_gen_error:
+        int err
+        uint64_t file
+        char what[32]
+    enum: DC_GEN_FSYNC
+    int dc_gen_files(const dc_gen_file *files, uint64_t n, const dc_gen_seg *segs, const unsigned char *blob,
+                     unsigned flags, volatile int *stop, uint64_t *done_bytes, uint64_t *done_files,
+                     dc_gen_error *err)
+    int dc_gen_render(const dc_gen_seg *segs, uint64_t nsegs, const unsigned char *blob, uint64_t seed,
+                      unsigned char *buf, uint64_t len)
+    uint64_t dc_gen_size(const dc_gen_seg *segs, uint64_t nsegs)
+    uint32_t dc_crc32(uint32_t crc, const void *buf, size_t len)

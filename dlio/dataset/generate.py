@@ -1,23 +1,55 @@
-"""Dataset generation: threaded, resumable (complete files are kept), each file written atomically,
-the manifest saved at the end."""
+"""Dataset generation: resumable (complete files are kept), each file written atomically (temp +
+rename), the manifest saved once at the end.
+
+Three steps: plan() finds what is left to write; _write_all() writes it from the C core on
+`threads` threads (each takes the next batch of files, describes them as segment programs in
+Python, then writes them with the GIL released: dlio.dataset.formats.program); _finish() records
+sample ranges, checksums and the manifest. A format without programs for some layout (hdf5 with
+chunks or compression, synthetic) is written file by file by its own write()."""
 import errno
 import math
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
 from dlio.dataset import ranges
+from dlio.dataset.formats import get_format, mix_seed, mix_seeds
+from dlio.dataset.formats.program import Program
+from dlio.dataset.manifest import (
+    Manifest,
+    _merge_parts,
+    file_crc,
+    load_manifest,
+    load_saved,
+    manifest_path,
+    range_crcs,
+    resolve_paths,
+    save_manifest,
+    scan_manifest,
+)
+from dlio.dataset.spec import (
+    MANIFEST_DIR,
+    SPLITS,
+    DatasetSpec,
+    all_dims,
+    dataset_bytes,
+    estimated_sizes,
+    file_dims,
+    file_paths,
+    split_folder,
+)
 from dlio.errors import DatasetError, InsufficientSpace
 from dlio.output import TMP_MARK, atomic_path
-from dlio.dataset.formats import get_format, mix_seed
-from dlio.dataset.spec import SPLITS, MANIFEST_DIR, DatasetSpec, split_folder, file_paths, all_dims, file_dims, estimated_sizes, dataset_bytes
-from dlio.dataset.manifest import Manifest, manifest_path, save_manifest, load_saved, resolve_paths, scan_manifest, file_crc, range_crcs, _merge_parts, load_manifest
-# ---------------------------------------------------------------------------------------------
-# generation
+
+BATCH_BYTES = 64 << 20   # a thread's batch of files: about this many bytes ...
+BATCH_FILES = 512        # ... or this many files (bounds the programs held in memory)
+POLL_S = 0.25            # progress is reported this often
+
 
 @dataclass
 class GenerateResult:
@@ -26,6 +58,23 @@ class GenerateResult:
     files_skipped: int = 0
     bytes_written: int = 0
     seconds: float = 0.0
+
+
+@dataclass
+class _Plan:
+    spec: DatasetSpec
+    fmt: object
+    paths: List[str]
+    dims: np.ndarray
+    mine: np.ndarray                 # this rank's file indices
+    todo: List[int]
+    skipped: List[int]
+    sizes: np.ndarray                # bytes of each file once complete (0 while not)
+    present_bytes: int
+    old: Dict[str, Manifest]         # manifests of a previous generation of the same spec, by split
+    per_file: dict = field(default_factory=dict)   # file index -> its sample ranges
+    crcs: dict = field(default_factory=dict)
+    skipped_set: set = field(default_factory=set)
 
 
 def _make_folders(spec):
@@ -48,28 +97,33 @@ def _free_bytes(path):
     return st.f_bavail * st.f_frsize
 
 
-def _remove_stale_tmp(spec, paths):
+def _listing(dirs):
+    """Names in each directory (one listdir each: most files of a new dataset need no stat)."""
+    out = {}
+    for d in dirs:
+        try:
+            out[d] = set(os.listdir(d))
+        except OSError:
+            out[d] = set()
+    return out
+
+
+def _remove_stale_tmp(spec, paths, listing):
     """Remove temporary files left by an interrupted run for the given final paths (and their
     companion files)."""
+    stale = [(d, e) for d, names in listing.items() for e in names if e.startswith(".") and TMP_MARK in e]
+    if not stale:
+        return
     fmt = get_format(spec.format)
-    wanted = {}
+    wanted = set()
     for p in paths:
-        for q in [p, *fmt.companions(p, spec)]:
-            d, name = os.path.split(q)
-            wanted.setdefault(d, set()).add(name)
-    for d, names in wanted.items():
-        try:
-            entries = os.listdir(d)
-        except OSError:
-            continue
-        for e in entries:
-            if e.startswith(".") and TMP_MARK in e:
-                target = e[1:e.rindex(TMP_MARK)]
-                if target in names:
-                    try:
-                        os.unlink(os.path.join(d, e))
-                    except OSError:
-                        pass
+        wanted.update(os.path.split(q) for q in [p, *fmt.companions(p, spec)])
+    for d, e in stale:
+        if (d, e[1:e.rindex(TMP_MARK)]) in wanted:
+            try:
+                os.unlink(os.path.join(d, e))
+            except OSError:
+                pass
 
 
 def _check_space(spec, need, present):
@@ -81,16 +135,10 @@ def _check_space(spec, need, present):
         raise InsufficientSpace(need, free, math.floor(scale * 1000) / 1000, folder)
 
 
-def generate(spec, threads=2, rank=0, size=1, progress=None, checksum=False, fsync=False, barrier=None):
-    """Generate this rank's files (global index i of train-then-eval with i % size == rank).
-
-    Complete files (size recorded in a matching manifest, or valid for the format) are skipped;
-    others are written under a temporary name and renamed. progress(bytes, files) is called from
-    the writing threads with this rank's running totals (skipped files included). With size > 1,
-    each rank saves its part of the manifest; when `barrier` (a callable) is given, rank 0 merges
-    the parts after it, else load_manifest() merges them later.
-    """
-    t0 = time.perf_counter()
+def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
+    """This rank's files (global index i of train-then-eval with i % size == rank), which of them are
+    complete (size recorded in a manifest of the same generation key, or valid for the format),
+    and room on the filesystem for the others; stale temporary files of those are removed."""
     if size < 1 or not 0 <= rank < size:
         raise ValueError(f"bad rank {rank} of {size}")
     fmt = get_format(spec.format)
@@ -101,24 +149,26 @@ def generate(spec, threads=2, rank=0, size=1, progress=None, checksum=False, fsy
     total = len(paths)
     spf = spec.num_samples_per_file
     mine = np.arange(rank, total, size, dtype=np.int64)
-    gen_key = spec.generation_key()
-
-    # what a previous generation of the same spec recorded
     recorded = np.full(total, -1, np.int64)
     old = {}
     for split, first in (("train", 0), ("valid", ntrain)):
         m = load_saved(spec, split, check=False) if spec.num_files(split) else None
         if m is None:
             m = _merge_parts(spec, split) if spec.num_files(split) else None
-        if m is not None and m.meta.get("gen_key") == gen_key:
+        if m is not None and m.meta.get("gen_key") == spec.generation_key():
             recorded[first:first + m.nfiles] = m.file_size.astype(np.int64)
             old[split] = m
-
-    # which of my files are complete
     sizes = np.zeros(total, np.int64)
-    todo = []
-    present_bytes = 0
-    for i in mine.tolist():
+    todo, skipped, present = [], [], 0
+    split = [os.path.split(paths[i]) for i in mine.tolist()]
+    dirs = {d for d, _ in split}
+    if mine.size:
+        dirs.update(os.path.dirname(c) for c in fmt.companions(paths[int(mine[0])], spec))
+    listing = _listing(dirs)
+    for i, (d, name) in zip(mine.tolist(), split):
+        if name not in listing[d]:
+            todo.append(i)
+            continue
         p = paths[i]
         try:
             st = os.stat(p).st_size
@@ -131,128 +181,194 @@ def generate(spec, threads=2, rank=0, size=1, progress=None, checksum=False, fsy
             ok = fmt.valid(p, tuple(dims[i]), spf, spec)
         if ok:
             sizes[i] = st
-            present_bytes += st
+            present += st
+            skipped.append(i)
         else:
             todo.append(i)
-    todo_set = set(todo)
-    skipped = [i for i in mine.tolist() if i not in todo_set]
-
     if todo:
-        need = int(np.ceil(estimated_sizes(spec, dims[np.array(todo)]).sum()))
-        _check_space(spec, need, present_bytes)
-        _remove_stale_tmp(spec, [paths[i] for i in todo])
+        _check_space(spec, int(np.ceil(estimated_sizes(spec, dims[np.array(todo)]).sum())), present)
+        _remove_stale_tmp(spec, [paths[i] for i in todo], listing)
+    return _Plan(spec, fmt, paths, dims, mine, todo, skipped, sizes, present, old, skipped_set=set(skipped))
 
-    lock = threading.Lock()
-    state = {"bytes": present_bytes, "files": len(skipped), "written": 0, "wbytes": 0}
-    if progress is not None and skipped:
-        progress(state["bytes"], state["files"])
-    per_file = {}     # file index -> its ranges (ranges.Uniform when regular)
-    crcs = {}
-    stop = threading.Event()
-    errors = []
-    it = iter(todo)
 
-    def next_index():
-        with lock:
-            return next(it, None)
+def _batches(pl: _Plan) -> List[np.ndarray]:
+    """The files left, in batches of about BATCH_BYTES (by estimated size) or BATCH_FILES."""
+    todo = np.array(pl.todo, dtype=np.int64)
+    if todo.size == 0:
+        return []
+    csum = np.cumsum(estimated_sizes(pl.spec, pl.dims[todo]))
+    cuts, start = [], 0
+    while start < todo.size:
+        base = csum[start - 1] if start else 0
+        end = int(np.searchsorted(csum, base + BATCH_BYTES, side="left")) + 1
+        end = max(start + 1, min(end, start + BATCH_FILES, todo.size))
+        cuts.append(todo[start:end])
+        start = end
+    return cuts
 
-    def write_one(i):
-        p = paths[i]
+
+def _tmp_name(path):
+    d, name = os.path.split(path)
+    return os.path.join(d, f".{name}{TMP_MARK}{os.getpid()}-gen")
+
+
+def _write_batch(pl: _Plan, idx: np.ndarray, fsync: bool, stop: np.ndarray, counters: np.ndarray) -> int:
+    """Write one batch of files; returns the bytes written. Files whose format has a program go to
+    the C core together; the others are written one by one by the format."""
+    from dlio import _core
+    spec, fmt, spf = pl.spec, pl.fmt, pl.spec.num_samples_per_file
+    prog, by_python, main_of = Program(), [], {}
+    has_program = hasattr(fmt.module, "program")
+    if hasattr(fmt.module, "programs"):     # the format describes the whole batch with numpy
+        fmt.programs(prog, pl.dims[idx], spf, spec, mix_seeds(spec.seed_content, idx), [pl.paths[i] for i in idx])
+        main_of = dict(enumerate(idx.tolist()))
+        idx = idx[:0]
+    for i in idx.tolist():
+        dims = tuple(int(x) for x in pl.dims[i])
+        if has_program and fmt.program(prog, dims, spf, spec, mix_seed(spec.seed_content, i), pl.paths[i]) is not False:
+            main_of[len(prog.paths) - 1] = i     # the data file comes last, after its companions
+        else:
+            by_python.append(i)
+    prog.finish()
+    done = 0
+    if prog.paths:
+        complete = _core.gen_files([_tmp_name(p) for p in prog.paths], prog.paths, prog.seeds, prog.first,
+                                   prog.counts(), prog.seg_array(), bytes(prog.blob), fsync=fsync, stop=stop,
+                                   counters=counters)
+        if not complete:       # stopped between files (another thread failed, or an interrupt)
+            return done
+        for k, i in main_of.items():
+            pl.sizes[i] = prog.sizes[k]
+        done += sum(prog.sizes)
+    for i in by_python:
+        if stop[0]:
+            break
+        p = pl.paths[i]
         with atomic_path(p, fsync=fsync) as tmp:
-            n = fmt.write(tmp, tuple(int(x) for x in dims[i]), spf, spec, mix_seed(spec.seed_content, i),
+            n = fmt.write(tmp, tuple(int(x) for x in pl.dims[i]), spf, spec, mix_seed(spec.seed_content, i),
                           final=p, index=i)
-        st = os.stat(p).st_size
-        sizes[i] = st
-        if not fmt.WHOLE_FILE:
-            per_file[i] = ranges.compact(*fmt.extents(p, spf, spec))
-        if checksum:
-            crcs[i] = file_crc(p)
-        with lock:
-            state["bytes"] += st
-            state["files"] += 1
-            state["written"] += 1
-            state["wbytes"] += n
-            b, f = state["bytes"], state["files"]
-        if progress is not None:
-            progress(b, f)
+        pl.sizes[i] = os.stat(p).st_size
+        counters[0] += n       # (only this thread writes its counters)
+        counters[1] += 1
+        done += n
+    return done
 
-    def worker():
-        while not stop.is_set():
-            i = next_index()
-            if i is None:
-                return
-            try:
-                write_one(i)
-            except BaseException as e:  # noqa: B902 - reported by the caller
-                errors.append((i, e))
-                stop.set()
-                return
 
-    nthreads = max(1, min(int(threads), len(todo))) if todo else 0
-    if nthreads:
-        with ThreadPoolExecutor(max_workers=nthreads, thread_name_prefix="dlio-gen") as ex:
-            futs = [ex.submit(worker) for _ in range(nthreads)]
+def _write_all(pl: _Plan, threads: int, progress: Optional[Callable], fsync: bool) -> int:
+    """Write pl.todo on `threads` threads, each taking the next batch; progress(bytes, files) is
+    called from this thread every POLL_S with the rank's running totals (skipped files included).
+    Returns the bytes written."""
+    batches = _batches(pl)
+    nthreads = max(1, min(int(threads), len(batches))) if batches else 0
+    if not nthreads:
+        return 0
+    stop = np.zeros(1, np.int32)
+    counters = np.zeros((nthreads, 2), np.uint64)   # per thread: bytes, files
+    lock, it = threading.Lock(), iter(batches)
+
+    def worker(t):
+        total = 0
+        while not stop[0]:
+            with lock:
+                idx = next(it, None)
+            if idx is None:
+                break
             try:
-                for f in futs:
-                    f.result()
+                total += _write_batch(pl, idx, fsync, stop, counters[t])
             except BaseException:
-                stop.set()
+                stop[0] = 1
                 raise
+        return total
+
+    group = 1 + len(pl.fmt.companions(pl.paths[pl.todo[0]], pl.spec))   # files the C core counts per data file
+
+    def report():
+        if progress is not None:
+            progress(pl.present_bytes + int(counters[:, 0].sum()),
+                     len(pl.skipped) + int(counters[:, 1].sum()) // group)
+
+    with ThreadPoolExecutor(max_workers=nthreads, thread_name_prefix="dlio-gen") as ex:
+        futs = [ex.submit(worker, t) for t in range(nthreads)]
+        try:
+            while True:
+                finished, pending = wait(futs, timeout=POLL_S, return_when=FIRST_EXCEPTION)
+                report()
+                if not pending or any(f.exception() is not None for f in finished):
+                    break
+        except BaseException:
+            stop[0] = 1
+            raise
+    errors = [f.exception() for f in futs if f.exception() is not None]
     if errors:
-        i, e = errors[0]
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-            left = [j for j in todo if sizes[j] == 0]
-            remaining = int(np.ceil(estimated_sizes(spec, dims[np.array(left, dtype=np.int64)]).sum())) if left else 0
-            raise InsufficientSpace(remaining, _free_bytes(spec.data_folder), 0.0, spec.data_folder) from e
-        if isinstance(e, OSError):
-            raise DatasetError(f"{paths[i]}: {e.strerror or e}") from e
-        raise e
+        _raise_write_error(pl, errors[0])
+    return sum(f.result() for f in futs)
 
-    # ranges (and checksums) of skipped files: from the old manifest, else from the files
-    if skipped and not fmt.WHOLE_FILE:
-        for i in skipped:
-            split, j = ("train", i) if i < ntrain else ("valid", i - ntrain)
-            m = old.get(split)
-            known = m.table.of_file(j) if m is not None and m.table is not None else None
-            per_file[i] = ranges.compact(*(known if known is not None and known[0].size
-                                           else fmt.extents(paths[i], spf, spec)))
+
+def _raise_write_error(pl: _Plan, e: BaseException):
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        left = np.array([j for j in pl.todo if pl.sizes[j] == 0], dtype=np.int64)
+        remaining = int(np.ceil(estimated_sizes(pl.spec, pl.dims[left]).sum())) if left.size else 0
+        raise InsufficientSpace(remaining, _free_bytes(pl.spec.data_folder), 0.0, pl.spec.data_folder) from e
+    if isinstance(e, OSError):
+        raise DatasetError(f"{e.filename or pl.spec.data_folder}: {e.strerror or e}") from e
+    raise e
+
+
+def _ranges_and_crcs(pl: _Plan, written: List[int], checksum: bool) -> None:
+    """Sample ranges (formats that read part of a file) and CRCs (with checksum) of every file of
+    this rank: from the format's layout or the files for written ones, from the old manifest when
+    it has them for skipped ones."""
+    spec, fmt, spf, ntrain = pl.spec, pl.fmt, pl.spec.num_samples_per_file, pl.spec.num_files_train
+    layout = getattr(fmt.module, "layout_extents", None)
+
+    def from_old(i, what):
+        split, j = ("train", i) if i < ntrain else ("valid", i - ntrain)
+        m = pl.old.get(split)
+        if m is None:
+            return None
+        if what == "ranges":
+            known = m.table.of_file(j) if m.table is not None else None
+            return known if known is not None and known[0].size else None
+        return int(m.file_crc32c[j]) if m.file_crc32c is not None else None
+
+    if not fmt.WHOLE_FILE:
+        for i in written + pl.skipped:
+            ext = from_old(i, "ranges") if i in pl.skipped_set else None
+            if ext is None and layout is not None:
+                ext = layout(tuple(int(x) for x in pl.dims[i]), spf, spec)
+            pl.per_file[i] = ranges.compact(*(ext if ext is not None else fmt.extents(pl.paths[i], spf, spec)))
     if checksum:
-        for i in skipped:
-            split, j = ("train", i) if i < ntrain else ("valid", i - ntrain)
-            m = old.get(split)
-            if m is not None and m.file_crc32c is not None:
-                crcs[i] = int(m.file_crc32c[j])
-            else:
-                crcs[i] = file_crc(paths[i])
+        for i in written + pl.skipped:
+            c = from_old(i, "crc") if i in pl.skipped_set else None
+            pl.crcs[i] = c if c is not None else file_crc(pl.paths[i])
 
-    # the manifest (or this rank's part of it)
+
+def _save(pl: _Plan, checksum: bool, rank: int, size: int, barrier: Optional[Callable]) -> None:
+    """The manifest of each split (or this rank's part of it; rank 0 merges the parts after
+    `barrier` when it is given, else load_manifest() merges them later)."""
+    spec, ntrain, mine = pl.spec, pl.spec.num_files_train, pl.mine
     for split, first, n in (("train", 0, ntrain), ("valid", ntrain, spec.num_files_eval)):
         if n == 0:
             continue
         idx = mine[(mine >= first) & (mine < first + n)]
-        m = Manifest(split=split, format=spec.format, paths=[paths[i] for i in idx.tolist()],
-                     file_size=sizes[idx].astype(np.uint64), num_samples_per_file=spf,
-                     whole_file=fmt.WHOLE_FILE, meta={"gen_key": gen_key, "source": "generate",
-                                                      "files": (idx - first).tolist() if size > 1 else None})
-        if not fmt.WHOLE_FILE:   # a part's flat table numbers files within the split
-            m.table = ranges.build([per_file[i] for i in idx.tolist()], files=idx - first)
+        m = Manifest(split=split, format=spec.format, paths=[pl.paths[i] for i in idx.tolist()],
+                     file_size=pl.sizes[idx].astype(np.uint64), num_samples_per_file=spec.num_samples_per_file,
+                     whole_file=pl.fmt.WHOLE_FILE, meta={"gen_key": spec.generation_key(), "source": "generate",
+                                                         "files": (idx - first).tolist() if size > 1 else None})
+        if not pl.fmt.WHOLE_FILE:   # a part's flat table numbers files within the split
+            m.table = ranges.build([pl.per_file[i] for i in idx.tolist()], files=idx - first)
         if checksum:
-            m.file_crc32c = np.array([crcs[i] for i in idx.tolist()], dtype=np.uint32)
+            m.file_crc32c = np.array([pl.crcs[i] for i in idx.tolist()], dtype=np.uint32)
             if m.table is not None:
                 m.range_crc32c = np.concatenate(
-                    [range_crcs(paths[i], *ranges.as_arrays(per_file[i])[1:]) for i in idx.tolist()]
+                    [range_crcs(pl.paths[i], *ranges.as_arrays(pl.per_file[i])[1:]) for i in idx.tolist()]
                     or [np.zeros(0, np.uint32)])
-        if size == 1:
-            save_manifest(spec, m)
-        else:
-            save_manifest(spec, m, part=(rank, size))
+        save_manifest(spec, m, part=None if size == 1 else (rank, size))
     if size > 1 and barrier is not None:
         barrier()
         if rank == 0:
             for split in SPLITS:
-                if spec.num_files(split) == 0:
-                    continue
-                m = _merge_parts(spec, split)
+                m = _merge_parts(spec, split) if spec.num_files(split) else None
                 if m is not None:
                     save_manifest(spec, m)
                     for r in range(size):
@@ -262,10 +378,108 @@ def generate(spec, threads=2, rank=0, size=1, progress=None, checksum=False, fsy
                             pass
         barrier()
 
-    return GenerateResult(files_total=int(mine.size), files_written=state["written"], files_skipped=len(skipped),
-                          bytes_written=state["wbytes"], seconds=time.perf_counter() - t0)
+
+# ---------------------------------------------------------------------------------------------
+# the measured generation rate, for --dry-run's estimate
+
+RATE_FILE = "generation-rate.json"
+
+
+def record_rate(spec: DatasetSpec, nbytes: int, nfiles: int, seconds: float, threads: int, ranks: int,
+                fsync: bool = False) -> None:
+    """Remember how fast this data folder's filesystem took a real generation (bytes and files per
+    second of the whole command), so --dry-run can estimate a full-size generation."""
+    import json
+    if nfiles <= 0 or seconds <= 0:
+        return
+    rec = {"format": spec.format, "bytes": int(nbytes), "files": int(nfiles), "seconds": seconds,
+           "bytes_per_s": nbytes / seconds, "files_per_s": nfiles / seconds, "threads": int(threads),
+           "ranks": int(ranks), "fsync": bool(fsync), "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    path = os.path.join(spec.data_folder, MANIFEST_DIR, RATE_FILE)
+    try:
+        with atomic_path(path) as tmp, open(tmp, "w") as f:
+            json.dump(rec, f)
+    except OSError:
+        pass   # an estimate for later, never worth failing a generation
+
+
+def measured_rate(spec: DatasetSpec) -> Optional[dict]:
+    """The rate record_rate() saved in this data folder, or None."""
+    import json
+    try:
+        with open(os.path.join(spec.data_folder, MANIFEST_DIR, RATE_FILE)) as f:
+            rec = json.load(f)
+        return rec if rec.get("bytes_per_s", 0) > 0 and rec.get("files_per_s", 0) > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def estimate_seconds(rec: dict, nbytes: int, nfiles: int) -> float:
+    """Time to write nbytes in nfiles at a measured rate: bound by whichever of bytes/s and files/s
+    the measured run was limited by (its time is bytes/bps = files/fps: scale the larger share)."""
+    return max(nbytes / rec["bytes_per_s"], nfiles / rec["files_per_s"])
+
+
+def estimate_text(spec: DatasetSpec, nbytes: int, nfiles: int) -> str:
+    """--dry-run's line on how long generating nbytes in nfiles would take here, and from what."""
+    rec = measured_rate(spec)
+    if rec is None:
+        return (f"no generation measured in {spec.data_folder} yet (a small one, e.g. dlio-fast generate "
+                "--scale 0.01, records its rate for this estimate)")
+    secs = estimate_seconds(rec, nbytes, nfiles)
+    text = (f"~{_duration(secs)} at the rate measured here on {rec.get('when', '?')}: "
+            f"{rec['bytes_per_s'] / 2**20:.0f} MiB/s, {rec['files_per_s']:.0f} files/s "
+            f"({rec['files']} {rec.get('format', '')} files, {rec.get('threads', '?')} threads x "
+            f"{rec.get('ranks', 1)} ranks; {MANIFEST_DIR}/{RATE_FILE})")
+    ram = _ram_bytes()
+    if not rec.get("fsync") and ram and rec["bytes"] < ram < nbytes:
+        text += (f"; that run ({rec['bytes'] / 2**30:.1f} GiB) fits in this host's {ram / 2**30:.0f} GiB of RAM, "
+                 "so its rate may be the page cache's: a dataset larger than RAM can take longer")
+    return text
+
+
+def _ram_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
+
+
+def _duration(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def generate(spec, threads=None, rank=0, size=1, progress=None, checksum=False, fsync=False, barrier=None):
+    """Generate this rank's files (global index i of train-then-eval with i % size == rank) on
+    `threads` threads (default: the CPUs).
+
+    Complete files (size recorded in a matching manifest, or valid for the format) are skipped;
+    others are written under a temporary name and renamed. progress(bytes, files) is called with
+    this rank's running totals (skipped files included). With size > 1, each rank saves its part of
+    the manifest; when `barrier` (a callable) is given, rank 0 merges the parts after it, else
+    load_manifest() merges them later. A generation that wrote files records its rate in the data
+    folder (measured_rate()).
+    """
+    t0 = time.perf_counter()
+    pl = plan(spec, rank, size)
+    if progress is not None and pl.skipped:
+        progress(pl.present_bytes, len(pl.skipped))
+    nthreads = int(threads) if threads else (os.cpu_count() or 1)
+    wbytes = _write_all(pl, nthreads, progress, fsync)
+    _ranges_and_crcs(pl, pl.todo, checksum)
+    _save(pl, checksum, rank, size, barrier)
+    dt = time.perf_counter() - t0
+    if rank == 0 and pl.todo:
+        record_rate(spec, wbytes * size, len(pl.todo) * size, dt, nthreads, size, fsync)
+    return GenerateResult(files_total=int(pl.mine.size), files_written=len(pl.todo), files_skipped=len(pl.skipped),
+                          bytes_written=wbytes, seconds=dt)
 
 
 __all__ = ["DatasetSpec", "DatasetError", "InsufficientSpace", "Manifest", "GenerateResult", "file_paths",
            "file_dims", "all_dims", "dataset_bytes", "generate", "load_manifest", "scan_manifest",
-           "resolve_paths", "manifest_path", "split_folder"]
+           "resolve_paths", "manifest_path", "split_folder", "measured_rate", "estimate_seconds"]

@@ -9,7 +9,7 @@ import time
 from dlio import _core
 from dlio.checkpoint import io as ckpt_io
 from dlio.checkpoint import layout as ckpt_layout
-from dlio.dataset.generate import generate as generate_dataset
+from dlio.dataset.generate import generate as generate_dataset, estimate_text
 from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.report import dlio_files
 from dlio.report.result import build_result, new_rank_record
@@ -79,6 +79,7 @@ def _dataset_lines(cfg, spec, comm_size):
         f"{cfg.train.epochs} epochs, compute {cfg.train.computation_time.mean():g} s per step",
         f"reader              {cfg.reader.read_threads} threads, prefetch {cfg.reader.prefetch_size}, "
         f"engine {cfg.dlio_fast.engine} qd {cfg.dlio_fast.qd}, cache {cfg.dlio_fast.cache}",
+        f"generation time     {estimate_text(spec, nbytes, spec.num_files_train + spec.num_files_eval)}",
     ]
 
 

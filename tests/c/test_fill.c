@@ -1,6 +1,104 @@
-/* Fill and CRC32C: the standard check value; deterministic per seed; dc_write_random writes exactly
+/* Fill and CRC32C: the standard check value; generation programs (test_gen); deterministic per seed; dc_write_random writes exactly
  * dc_fill_random's stream whatever the chunk size. */
 #include "t_helpers.h"
+#include "dlio_core/gen.h"
+#include <sys/stat.h>
+
+/* Bitwise reference CRCs (reflected polynomials), independent of the library's tables and combines. */
+static uint32_t ref_crc(uint32_t poly, const unsigned char *p, size_t n)
+{
+	uint32_t c = 0xffffffffu;
+	while (n--) {
+		c ^= *p++;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ poly : c >> 1;
+	}
+	return ~c;
+}
+
+/* Segment programs: the file dc_gen_files writes equals dc_gen_render's bytes; checksums over random
+ * content (combined from the pool's block checksums) equal a bitwise CRC of the bytes; every 4 KiB
+ * block of random content differs from every other, across seeds. */
+static void test_gen(void)
+{
+	static const unsigned char blob[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+	struct dc_gen_seg prog[] = {
+		{ DC_SEG_LIT, 0, 0, 10 },
+		{ DC_SEG_CRC_BEGIN, DC_CRC_32, 0, 0 },
+		{ DC_SEG_RAND, 0, 0, 3 * 4096 + 100 },
+		{ DC_SEG_LIT, 0, 10, 5 },
+		{ DC_SEG_CRC_END, 0, 0, 0 },
+		{ DC_SEG_PUT, DC_PUT_BE, 0, 0 },
+		{ DC_SEG_PATCH, DC_PUT_LE, 0, 0 },
+		{ DC_SEG_REPEAT, 0, 3, 5 },
+		{ DC_SEG_INLINE, 3, 0x434241, 0 },
+		{ DC_SEG_CRC_BEGIN, DC_CRC_32C, 0, 0 },
+		{ DC_SEG_RAND, 0, 0, 70000 },
+		{ DC_SEG_CRC_END, 0, 0, 0 },
+		{ DC_SEG_PUT, DC_PUT_MASKED_LE, 0, 0 },
+	};
+	uint64_t n = sizeof(prog) / sizeof(prog[0]);
+	uint64_t len = dc_gen_size(prog, n);
+	T_CHECK(len == 10 + 3 * 4096 + 100 + 5 + 4 + 3 * (3 + 70000 + 4), "program size %llu", (unsigned long long)len);
+	unsigned char *a = malloc(len), *b = malloc(len), *c = malloc(len);
+	T_CHECK(dc_gen_render(prog, n, blob, 42, a, len) == 0, "render");
+	uint32_t crc = ref_crc(0xedb88320u, a + 10, 3 * 4096 + 100 + 5);
+	uint64_t at = 10 + 3 * 4096 + 100 + 5;
+	T_CHECK(a[at] == (crc >> 24) && a[at + 3] == (crc & 0xff), "crc32 put big-endian");
+	T_CHECK(a[0] == (crc & 0xff) && a[3] == (crc >> 24), "crc32 patched little-endian at 0");
+	T_CHECK(dc_crc32(0, a + 10, 3 * 4096 + 105) == crc, "table crc32 == bitwise");
+	for (int r = 0; r < 3; r++) {
+		uint64_t rec = at + 4 + (uint64_t)r * (3 + 70000 + 4);
+		uint32_t c32 = ref_crc(0x82f63b78u, a + rec + 3, 70000);
+		uint32_t m = ((c32 >> 15) | (c32 << 17)) + 0xa282ead8u, got;
+		memcpy(&got, a + rec + 3 + 70000, 4);
+		T_CHECK(got == m && !memcmp(a + rec, "ABC", 3), "record %d: masked crc32c", r);
+	}
+	T_CHECK(dc_gen_render(prog, n, blob, 43, b, len) == 0, "render seed 43");
+	for (uint64_t x = 0; x + 4096 <= len; x += 4096)
+		for (uint64_t y = 0; y + 4096 <= len; y += 4096) {
+			if (!memcmp(a + x, b + y, 4096) || (x != y && !memcmp(a + x, a + y, 4096))) {
+				T_CHECK(0, "4 KiB blocks at %llu and %llu repeat", (unsigned long long)x, (unsigned long long)y);
+				x = len;
+				break;
+			}
+		}
+
+	char dir[128], tmp[160], path[160];
+	snprintf(dir, sizeof(dir), "/tmp/dlio_t_%d_gen", (int)getpid());
+	mkdir(dir, 0755);
+	snprintf(tmp, sizeof(tmp), "%s/.f.tmp", dir);
+	snprintf(path, sizeof(path), "%s/f", dir);
+	struct dc_gen_file f = { tmp, path, 42, 0, n };
+	struct dc_gen_error err;
+	uint64_t bytes = 0, files = 0;
+	T_CHECK(dc_gen_files(&f, 1, prog, blob, 0, NULL, &bytes, &files, &err) == 0, "gen_files");
+	T_CHECK(bytes == len && files == 1, "counters %llu %llu", (unsigned long long)bytes, (unsigned long long)files);
+	T_CHECK(access(tmp, F_OK) != 0, "temp renamed");
+	int fd = open(path, O_RDONLY);
+	T_CHECK(fd >= 0 && pread(fd, c, len, 0) == (ssize_t)len && !memcmp(a, c, len), "file == render");
+	if (fd >= 0)
+		close(fd);
+	/* Twice in a row from the same thread: stamps of the first file were undone in the pool. */
+	T_CHECK(dc_gen_files(&f, 1, prog, blob, 0, NULL, NULL, NULL, &err) == 0, "gen_files again");
+	fd = open(path, O_RDONLY);
+	T_CHECK(fd >= 0 && pread(fd, c, len, 0) == (ssize_t)len && !memcmp(a, c, len), "same file again");
+	if (fd >= 0)
+		close(fd);
+	/* A failure names the step and leaves no temp: the final name is a directory. */
+	unlink(path);
+	mkdir(path, 0755);
+	T_CHECK(dc_gen_files(&f, 1, prog, blob, 0, NULL, NULL, NULL, &err) == -EISDIR && !strcmp(err.what, "rename"),
+		"rename onto a directory: %s", err.what);
+	T_CHECK(access(tmp, F_OK) != 0, "failed temp removed");
+	volatile int stop = 1;
+	T_CHECK(dc_gen_files(&f, 1, prog, blob, 0, &stop, NULL, NULL, &err) == -ECANCELED, "stop");
+	rmdir(path);
+	rmdir(dir);
+	free(a);
+	free(b);
+	free(c);
+}
 
 int main(void)
 {
@@ -42,6 +140,7 @@ int main(void)
 		unlink(path);
 	}
 	T_CHECK(dc_write_random(-1, 0, 10, 1, 0) == -EBADF, "bad fd");
+	test_gen();
 	free(a);
 	free(b);
 	free(c);

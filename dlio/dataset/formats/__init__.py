@@ -1,11 +1,17 @@
 """Dataset file formats: one module per format, each answering two questions.
 
+  program(prog, dims, nsamples, spec, seed, final)
+      describe the file `final` (after its companion files, such as TFRecord's `.idx`) as segments
+      of a dlio.dataset.formats.program.Program, which the C core writes (each file through a
+      temporary name, renamed when complete); returns False when it cannot (hdf5 with chunks or
+      compression). A format may also have programs(prog, dims_array, nsamples, spec, seeds,
+      finals) describing a whole batch with numpy (images).
   write(path, dims, nsamples, spec, seed, final=None, index=0) -> int
-      write one complete file at `path` (a temporary name; `final` is the name it will be renamed
-      to, from which companion files such as TFRecord's `.idx` are named and written atomically;
-      `index` is the file's global index, which only `synthetic` writes) and return the bytes
-      written.
-  extents(path, nsamples, spec) -> (sample_idx, offsets, lengths)
+      (formats or layouts without programs: synthetic, chunked hdf5) write one complete file at
+      `path` (a temporary name; `final` is the name it will be renamed to; `index` is the file's
+      global index, which only `synthetic` writes) and return the bytes written.
+  extents(path, nsamples, spec) -> (sample_idx, offsets, lengths)   (layout_extents(dims, nsamples, spec): the
+      same from the shape alone, without reading the file, where the format knows it)
       the byte ranges a real reader of that format touches for each sample (numpy arrays, sorted
       by sample; several ranges per sample when a sample spans several datasets/chunks).
 
@@ -19,7 +25,8 @@ and a few helpers the dataset layer uses:
   valid(path, dims, nsamples, spec) -> bool               cheap "is this a complete file" check
 
 `dims` is one file's drawn shape: (d1, d2) for DLIO's default square records, or the
-`record_dims` tuple. Content always comes from the C core's deterministic fill (dlio._core).
+`record_dims` tuple. Content always comes from the C core (stamped random content of programs,
+or its deterministic fill).
 """
 import importlib
 import os
@@ -88,6 +95,19 @@ def mix_seed(*parts):
     return z
 
 
+def mix_seeds(base, index):
+    """mix_seed(base, i) for every i of an integer array, vectorised (uint64)."""
+    m = lambda v: np.uint64(v & _M64)  # noqa: E731
+    with np.errstate(over="ignore"):
+        z = np.full(np.shape(index), 0x243F6A8885A308D3, np.uint64)
+        for p in (np.full(np.shape(index), int(base) & _M64, np.uint64), np.asarray(index).astype(np.uint64)):
+            z = z + p + m(0x9E3779B97F4A7C15)
+            z = (z ^ (z >> np.uint64(30))) * m(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> np.uint64(27))) * m(0x94D049BB133111EB)
+            z ^= z >> np.uint64(31)
+    return z
+
+
 def core():
     """The C extension (imported lazily so that listing/planning works without it)."""
     from dlio import _core
@@ -103,28 +123,6 @@ def record_elems(dims):
     for d in dims:
         n *= int(d)
     return n
-
-
-def write_file_atomic(final, write_fn, fsync=False):
-    """Write `final` through a temporary name in its folder, then rename. write_fn(fd)."""
-    from dlio.output import atomic_path
-    with atomic_path(final, fsync) as tmp:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            write_fn(fd)
-        finally:
-            os.close(fd)
-
-
-def pwrite_all(fd, data, offset):
-    mv = memoryview(data).cast("B")
-    done = 0
-    while done < len(mv):
-        n = os.pwrite(fd, mv[done:], offset + done)
-        if n <= 0:
-            raise OSError("short write")
-        done += n
-    return offset + done
 
 
 def whole_file_extents(path, nsamples):

@@ -10,13 +10,13 @@ import os
 
 import numpy as np
 
-from dlio.errors import ConfigError
-
 from dlio.dataset.formats import core, mix_seed, record_elems, whole_file_extents
+from dlio.errors import ConfigError
 
 EXT = "csv"
 WHOLE_FILE = True
 
+BLOCK = 64 << 10  # bytes of repeated rows held per file while a batch of files is written
 _U8 = None
 
 
@@ -57,20 +57,17 @@ def row_bytes(values):
     return (",".join(map(str, values.tolist())) + "\n").encode()
 
 
-def write(path, dims, nsamples, spec, seed, final=None, index=0):
-    n = record_elems(dims)
-    row = row_bytes(record_values(n, spec.record_element_type, mix_seed(seed, 0)))
+def program(prog, dims, nsamples, spec, seed, final):
+    """nsamples copies of the file's row: a block of rows (<= BLOCK bytes) repeated, then the rest."""
+    row = row_bytes(record_values(record_elems(dims), spec.record_element_type, mix_seed(seed, 0)))
     nsamples = int(nsamples)
-    with open(path, "wb") as f:
-        # write several identical rows per call for small rows
-        per = max(1, min(nsamples, (4 << 20) // max(len(row), 1)))
+    per = max(1, min(nsamples, BLOCK // max(len(row), 1)))
+    prog.begin(final, seed)
+    if nsamples >= per:
         block = row * per
-        left = nsamples
-        while left > 0:
-            m = min(per, left)
-            f.write(block if m == per else row * m)
-            left -= m
-        return f.tell()
+        prog.repeat(nsamples // per, lambda mult: prog.lit(block, key=("csv", prog.paths[-1]), mult=mult))
+    if nsamples % per:
+        prog.lit(row * (nsamples % per), key=("csv-rest", prog.paths[-1]))
 
 
 def expected_size(dims, nsamples, spec):

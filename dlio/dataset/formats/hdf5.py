@@ -6,13 +6,13 @@ contiguous slice (contiguous layout) or the set of chunks covering its row (chun
 divides the first record dimension. `labels` is int64 zeros (nsamples,). DLIO's reader opens the
 file and reads `records_i[j]` for each i: `extents()` returns exactly those byte ranges.
 """
+import functools
 import os
 
 import numpy as np
 
-from dlio.errors import ConfigError
-
 from dlio.dataset.formats import core, itemsize, mix_seed, record_elems
+from dlio.errors import ConfigError
 
 EXT = "hdf5"
 WHOLE_FILE = False
@@ -69,6 +69,81 @@ def _slabs(shape, isz):
         for j in range(n):
             for a in range(0, shape[1], m):
                 yield (j, slice(a, min(shape[1], a + m)))
+
+
+def _contiguous(spec):
+    return not _compression(spec) and not spec.hdf5_chunk_dims and not spec.hdf5_max_shape
+
+
+_orders = {}   # (shape, k, dtype) -> dataset numbers in file order
+
+
+def _dataset_order(shape, k, spec):
+    return _orders[(shape, k, str(np.dtype(spec.record_element_type)))]
+
+
+@functools.lru_cache(maxsize=256)
+def template(shape, k, dtype):
+    """The file h5py makes for k contiguous datasets of this shape (storage allocated at creation)
+    and labels, as (literal pieces, data lengths): the file is piece 0, data 0, piece 1, ... piece k.
+    Built once per shape in memory; the data regions are left to the C core."""
+    h5py = _h5py()
+    dt = np.dtype(dtype)
+    fid = h5py.File(f"dlio-template-{id(shape)}", "w", driver="core", backing_store=False, libver="latest")
+    try:
+        for i in range(k):
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+            dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+            fid.create_dataset(f"records_{i}", shape, dtype=dt, dcpl=dcpl)
+        fid.create_dataset("labels", data=np.zeros(shape[0], dtype=np.int64))
+        fid.flush()
+        offs = [fid[f"records_{i}"].id.get_offset() for i in range(k)]
+        image = fid.id.get_file_image()
+    finally:
+        fid.close()
+    n = record_elems(shape) * dt.itemsize
+    order = sorted(range(k), key=lambda i: offs[i])
+    _orders[(shape, k, dtype)] = order
+    pieces, pos = [], 0
+    for i in order:
+        pieces.append(image[pos:offs[i]])
+        pos = offs[i] + n
+    pieces.append(image[pos:])
+    return tuple(pieces), n
+
+
+def program(prog, dims, nsamples, spec, seed, final):
+    """Contiguous, uncompressed datasets: h5py's file for the shape, copied, with stamped random
+    records; other layouts go through h5py (write)."""
+    if not _contiguous(spec):
+        return False
+    shape = (int(nsamples), *record_shape(dims, spec))
+    k = max(1, int(spec.hdf5_num_dset_per_record or 1))
+    pieces, n = template(shape, k, str(np.dtype(spec.record_element_type)))
+    key = ("hdf5", shape, k, spec.record_element_type)
+    prog.begin(final, seed)
+    for j, piece in enumerate(pieces):
+        prog.lit(piece, key=key + (j,))
+        if j < k:
+            prog.rand(n)
+    return True
+
+
+def layout_extents(dims, nsamples, spec):
+    """What extents() reads back from a contiguous file this module wrote (None for other layouts):
+    sample j of records_i is one slice of its dataset; ordered by sample, then dataset."""
+    if not _contiguous(spec):
+        return None
+    shape = (int(nsamples), *record_shape(dims, spec))
+    k = max(1, int(spec.hdf5_num_dset_per_record or 1))
+    pieces, n = template(shape, k, str(np.dtype(spec.record_element_type)))
+    starts = np.cumsum([len(p) for p in pieces[:-1]]) + n * np.arange(k)   # data offsets in file order
+    base = starts[np.argsort(_dataset_order(shape, k, spec))]
+    per = n // max(shape[0], 1)
+    s = np.repeat(np.arange(shape[0], dtype=np.int64), k)
+    d = np.tile(np.arange(k, dtype=np.int64), shape[0])
+    return s, base[d] + s * per, np.full(s.size, per, np.int64)
 
 
 def write(path, dims, nsamples, spec, seed, final=None, index=0):

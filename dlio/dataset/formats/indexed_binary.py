@@ -3,18 +3,17 @@
 
 The sample size is prod(dims) * itemsize. DLIO's readers load both index files, then read
 exactly [offset, offset+size) per sample (the mmap flavour slices a memmap). The data is written
-by the C core straight to the file; the index files are written atomically before the data file
-is renamed into place, so a data file under its final name always has its indexes.
+by the C core straight to the file (stamped random content); the index files are written atomically
+before the data file is renamed into place, so a data file under its final name always has its indexes.
 """
 import os
 
 import numpy as np
 
-from dlio.dataset.formats import core, itemsize, record_elems, write_file_atomic
+from dlio.dataset.formats import itemsize, record_elems
 
 EXT = None  # the format name: 'indexed_binary' or 'mmap_indexed_binary'
 WHOLE_FILE = False
-IDX_CHUNK = 1 << 22  # index entries per write
 
 
 def off_path(final):
@@ -29,40 +28,22 @@ def sample_size(dims, spec):
     return record_elems(dims) * itemsize(spec)
 
 
-def write(path, dims, nsamples, spec, seed, final=None, index=0):
+def program(prog, dims, nsamples, spec, seed, final):
+    """Both index files first, then the data file (each renamed when complete, in this order)."""
+    n, ss = int(nsamples), sample_size(dims, spec)
+    prog.begin(off_path(final), seed)
+    prog.lit(lambda: (np.arange(n, dtype=np.uint64) * np.uint64(ss)).astype("<u8").tobytes(), key=("off", n, ss))
+    prog.begin(size_path(final), seed)
+    prog.lit(lambda: np.full(n, ss, dtype="<u8").tobytes(), key=("sz", n, ss))
+    prog.begin(final, seed)
+    prog.rand(ss * n)
+
+
+def layout_extents(dims, nsamples, spec):
+    """What extents() reads back from a file this module wrote, from the shape alone."""
     ss = sample_size(dims, spec)
-    total = ss * int(nsamples)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        if total:
-            core().write_random(fd, 0, total, seed)
-    finally:
-        os.close(fd)
-    if final is not None:
-        _write_indexes(final, int(nsamples), ss)
-    return total
-
-
-def _write_indexes(final, n, ss):
-    def offs(fd):
-        for a in range(0, n, IDX_CHUNK):
-            b = min(n, a + IDX_CHUNK)
-            _write_all(fd, (np.arange(a, b, dtype=np.uint64) * np.uint64(ss)).astype("<u8"))
-
-    def sizes(fd):
-        for a in range(0, n, IDX_CHUNK):
-            b = min(n, a + IDX_CHUNK)
-            _write_all(fd, np.full(b - a, ss, dtype="<u8"))
-
-    write_file_atomic(off_path(final), offs)
-    write_file_atomic(size_path(final), sizes)
-
-
-def _write_all(fd, arr):
-    mv = memoryview(arr).cast("B")
-    while len(mv):
-        n = os.write(fd, mv)
-        mv = mv[n:]
+    idx = np.arange(int(nsamples), dtype=np.int64)
+    return idx, idx * ss, np.full(idx.size, ss, np.int64)
 
 
 def expected_size(dims, nsamples, spec):

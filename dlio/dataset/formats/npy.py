@@ -2,14 +2,15 @@
 
 The sample axis is last, so one sample is strided across the whole file; DLIO's reader
 (`np.load`, no mmap) reads the whole file for every sample. The header is numpy's own; the data
-is streamed from the C core's deterministic fill straight to the file (no array in memory).
+is the C core's stamped random content (dlio.dataset.formats.program), written straight to the file.
 """
+import functools
 import io
 import os
 
 import numpy as np
 
-from dlio.dataset.formats import core, itemsize, record_elems, whole_file_extents
+from dlio.dataset.formats import itemsize, record_elems, whole_file_extents
 
 EXT = "npy"
 WHOLE_FILE = True
@@ -19,6 +20,7 @@ def array_shape(dims, nsamples):
     return (*(int(d) for d in dims), int(nsamples))
 
 
+@functools.lru_cache(maxsize=4096)
 def header_bytes(shape, dtype):
     """The exact header np.save writes for a C-ordered array of this shape and dtype."""
     buf = io.BytesIO()
@@ -27,18 +29,11 @@ def header_bytes(shape, dtype):
     return buf.getvalue()
 
 
-def write(path, dims, nsamples, spec, seed, final=None, index=0):
+def program(prog, dims, nsamples, spec, seed, final):
     shape = array_shape(dims, nsamples)
-    head = header_bytes(shape, spec.record_element_type)
-    nbytes = record_elems(shape) * itemsize(spec)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.pwrite(fd, head, 0)
-        if nbytes:
-            core().write_random(fd, len(head), nbytes, seed)
-    finally:
-        os.close(fd)
-    return len(head) + nbytes
+    prog.begin(final, seed)
+    prog.lit(header_bytes(shape, spec.record_element_type))
+    prog.rand(record_elems(shape) * itemsize(spec))
 
 
 def expected_size(dims, nsamples, spec):

@@ -6,20 +6,21 @@
 masked(c) = ((c >> 15) | (c << 17)) + 0xa282ead8 (mod 2^32). The protobuf wire format is written by
 hand (no TensorFlow). Also DLIO's DALI-style index `{data_folder}/index/{train|valid}/{basename}.idx`
 with one text line "offset length" per record (offset of the record's first byte, framed length).
-All records of a file have the same size (DLIO draws one shape per file), so a block of records
-is built at once: one random fill, the fixed header/trailer bytes copied in with numpy, one
-C CRC32C call per record.
+All records of a file have the same size (DLIO draws one shape per file), so the framing is built
+once per shape and the C core writes the records (stamped random images, CRC32C combined from the
+content pool's per-block checksums, see dlio.dataset.formats.program).
 """
+import functools
 import os
 import struct
 
 import numpy as np
 
-from dlio.dataset.formats import core, itemsize, mix_seed, record_elems, write_file_atomic
+from dlio.dataset.formats import itemsize, record_elems
+from dlio.dataset.formats import program as P
 
 EXT = "tfrecord"
 WHOLE_FILE = False
-BLOCK = 8 << 20
 MASK_DELTA = 0xA282EAD8
 
 
@@ -85,54 +86,42 @@ def index_path(final, spec):
     return os.path.join(root, "index", folder, os.path.basename(final) + ".idx")
 
 
-def write(path, dims, nsamples, spec, seed, final=None, index=0):
-    nsamples = int(nsamples)
-    nbytes = record_elems(dims) * itemsize(spec)
+@functools.lru_cache(maxsize=4096)
+def framing(nbytes):
+    """(12-byte record header, Example prefix, Example suffix) of a record holding nbytes of image."""
     prefix, suffix = example_parts(nbytes)
     plen = len(prefix) + nbytes + len(suffix)
-    rlen = plen + 16
     head = struct.pack("<Q", plen)
-    head += struct.pack("<I", masked_crc(core().crc32c(head)))
-    head_all = np.frombuffer(head + prefix, np.uint8)
-    tail = np.frombuffer(suffix, np.uint8)
-    crc32c, fill = core().crc32c, core().fill_random
-    per_block = max(1, min(nsamples, BLOCK // rlen)) if nsamples else 1
-    buf = np.empty((per_block, rlen), np.uint8)
-    img0 = len(head_all)
-    img1 = img0 + nbytes
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        off = 0
-        done, blk = 0, 0
-        while done < nsamples:
-            m = min(per_block, nsamples - done)
-            b = buf[:m]
-            fill(b.reshape(-1), mix_seed(seed, blk))  # whole rows; fixed bytes copied over below
-            b[:, :img0] = head_all
-            b[:, img1:img1 + len(tail)] = tail
-            crcs = np.fromiter((crc32c(b[r, 12:12 + plen]) for r in range(m)), dtype=np.uint64, count=m)
-            crcs = (((crcs >> 15) | (crcs << 17)) + MASK_DELTA) & 0xFFFFFFFF
-            b[:, 12 + plen:] = crcs.astype("<u4").view(np.uint8).reshape(m, 4)
-            mv = memoryview(b).cast("B")
-            w = 0
-            while w < len(mv):
-                w += os.pwrite(fd, mv[w:], off + w)
-            off += len(mv)
-            done += m
-            blk += 1
-    finally:
-        os.close(fd)
-    if final is not None:
-        write_index(final, nsamples, rlen, spec)
-    return nsamples * rlen
+    return head + struct.pack("<I", masked_crc(_crc32c(head))), prefix, suffix
 
 
-def write_index(final, nsamples, rlen, spec):
-    idx = index_path(final, spec)
-    os.makedirs(os.path.dirname(idx), exist_ok=True)
-    offs = np.arange(int(nsamples), dtype=np.int64) * rlen
-    text = _index_text(offs, rlen) if offs.size else b""
-    write_file_atomic(idx, lambda fd: _write_all(fd, text))
+def _crc32c(data):
+    from dlio import _core
+    return _core.crc32c(data)
+
+
+def program(prog, dims, nsamples, spec, seed, final):
+    """The index first (its own temp + rename), then nsamples records whose data CRCs the C core
+    computes: header | CRC32C( prefix | image | suffix ) masked."""
+    nsamples = int(nsamples)
+    nbytes = record_elems(dims) * itemsize(spec)
+    head, prefix, suffix = framing(nbytes)
+    rlen = len(head) + len(prefix) + nbytes + len(suffix) + 4
+    prog.begin(index_path(final, spec), seed)
+    prog.lit(lambda: _index_text(np.arange(nsamples, dtype=np.int64) * rlen, rlen) if nsamples else b"",
+             key=("tfidx", nsamples, rlen))
+    prog.begin(final, seed)
+
+    def record(mult):
+        prog.lit(head, mult=mult)
+        prog.crc_begin(P.CRC32C)
+        prog.lit(prefix, mult=mult)
+        prog.rand(nbytes, mult=mult)
+        prog.lit(suffix, mult=mult)
+        prog.crc_end()
+        prog.put(P.MASKED_LE, mult=mult)
+    if nsamples:
+        prog.repeat(nsamples, record)
 
 
 def _index_text(offs, rlen):
@@ -140,11 +129,11 @@ def _index_text(offs, rlen):
     return (tail.join(map(str, offs.tolist())) + tail).encode()
 
 
-def _write_all(fd, data):
-    mv = memoryview(data)
-    while len(mv):
-        n = os.write(fd, mv)
-        mv = mv[n:]
+def layout_extents(dims, nsamples, spec):
+    """What extents() reads back from a file this module wrote, from the shape alone."""
+    rlen = record_layout(dims, spec)[2]
+    idx = np.arange(int(nsamples), dtype=np.int64)
+    return idx, idx * rlen, np.full(idx.size, rlen, np.int64)
 
 
 def expected_size(dims, nsamples, spec):
