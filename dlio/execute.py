@@ -75,3 +75,25 @@ def execute_partial(run: Any, on_tick: Optional[Callable[[Any], None]] = None,
     if caught:
         return box.get("result"), Interrupted(caught[0])
     return box["result"], None
+
+
+def interruptible(wait: Callable[[threading.Event], bool]) -> Optional[Interrupted]:
+    """Run wait(STOP) (a wait that polls the event, as mpi.Comm.barrier_or_stop does) with SIGINT and
+    SIGTERM setting the event; returns the Interrupted when a signal ended the wait, else None.
+    Between C runs a plain MPI barrier would hold a rank whose peer is stopped or frozen forever."""
+    caught = []
+
+    def handler(signum: int, frame: Any) -> None:
+        caught.append(signum)
+        STOP.set()
+
+    main = threading.current_thread() is threading.main_thread()
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        arrived = wait(STOP)
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+    if caught:
+        return Interrupted(caught[0])
+    return None if arrived else Interrupted(signal.SIGINT)  # stopped by an earlier signal

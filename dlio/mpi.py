@@ -44,6 +44,8 @@ class Comm:
         while not req.Test():
             if stop_event.is_set():
                 return False
+            if poll_s:
+                time.sleep(poll_s)
         return True
 
     def all_arrive(self, timeout_s):

@@ -27,7 +27,7 @@ from dlio import stats
 from dlio.host import drop_cache, drop_host_cache, iso
 from dlio.errors import DlioError, DlioRunError
 from dlio.dataset.formats import get_format
-from dlio.execute import execute_partial
+from dlio.execute import execute_partial, interruptible
 from dlio.errors import Interrupted
 from dlio.report.result import new_rank_record
 
@@ -396,7 +396,9 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
     next_eval = cfg.evaluation.eval_after_epoch
     for epoch in range(1, cfg.train.epochs + 1):
         cache = tr.drop_cache(sp.paths)
-        comm.barrier()
+        stopped = _epoch_barrier(comm)
+        if stopped is not None:
+            return rank_rec, stopped
         t_epoch = _core.now_ns()
         phase = counters.Phase(sp.paths, tr.engine)  # kernel counters and page-cache residency: dlio.counters
         rec, failure = _train_epoch(tr, sp, epoch)
@@ -408,7 +410,9 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
         if failure is not None:
             return rank_rec, _as_failure(failure)
         _epoch_lines(tr, epoch, rec, tr.settings("train").batch, verbose)
-        comm.barrier()
+        stopped = _epoch_barrier(comm)
+        if stopped is not None:
+            return rank_rec, stopped
         for point in ckpt_layout.checkpoint_schedule(cfg, epoch, rec["steps_planned"]):
             if point.mode == "epoch":
                 rec["checkpoints"].append(save_checkpoint(tr, cfg, comm, point))
@@ -422,6 +426,12 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
         if tracer is not None:
             tracer.span("epoch", t_epoch, _core.now_ns() - t_epoch, epoch=epoch)
     return rank_rec, None
+
+
+def _epoch_barrier(comm):
+    """The ranks meet between epochs; Ctrl-C / SIGTERM ends the wait (another rank may be stopped or
+    frozen). Returns the Interrupted, or None."""
+    return interruptible(lambda stop: comm.barrier_or_stop(stop, poll_s=0.001))
 
 
 def _as_failure(e):

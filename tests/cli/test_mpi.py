@@ -189,7 +189,7 @@ def test_uneven_files_on_three_ranks_do_not_deadlock(tmp_path, nfiles, batch):
                            "--set", f"dataset.num_files_train={nfiles}", "--set", "dataset.num_files_eval=0",
                            "--set", f"reader.batch_size={batch}", "--set", "train.epochs=1",
                            "--set", "workflow.evaluation=False", "--set", "dataset.record_length_bytes=512",
-                           *FAST, "-o", out, timeout=60)
+                           *FAST, "-o", out, timeout=180)
     assert code == 0, se
     steps = nfiles // (batch * 3)
     assert rank_steps(out, 3) == [steps] * 3
@@ -222,7 +222,7 @@ def test_failing_rank_stops_the_job_with_its_message(tmp_path):
     bad = paths[40]
     os.truncate(bad, 100)
     # the start-up check reports it on every rank (no I/O yet): one line, from rank 0
-    code, so, se = mpiexec(2, "-q", "run", *common, *FAST, "-o", out, timeout=60)
+    code, so, se = mpiexec(2, "-q", "run", *common, *FAST, "-o", out, timeout=180)
     lines = [l for l in se.splitlines() if l.startswith("dlio-fast:")]
     assert code != 0 and len(lines) == 1 and "100 bytes" in lines[0], se
     # a read that fails on rank 1 only: rank 1 prints it once and the job stops (rank 0 would
@@ -290,7 +290,7 @@ def test_io_mpiio_layouts(tmp_path, mode):
     bs, fsize = 64 << 10, 1 << 20
     code, so, se = mpiexec(2, "-q", "io", folder, "--engine", "mpiio", mode, "--layout", "fpp,segmented,strided",
                            "--bs", "64k", "--file-size", "1m", "--reorder", "--json", js,
-                           "--mpiio-hint", "romio_cb_read=enable", timeout=60)
+                           "--mpiio-hint", "romio_cb_read=enable", timeout=180)
     assert code == 0, se
     doc = load(js)
     assert doc["complete"] and doc["ranks"] == 2
@@ -309,7 +309,7 @@ def test_io_mpiio_layouts(tmp_path, mode):
 @needs_mpiio
 def test_io_mpiio_collective_refuses_runtime(tmp_path):
     code, so, se = mpiexec(2, "-q", "io", tmp_path, "--engine", "mpiio", "--collective", "--layout", "segmented",
-                           "--bs", "64k", "--file-size", "256k", "--runtime", "1s", timeout=60)
+                           "--bs", "64k", "--file-size", "256k", "--runtime", "1s", timeout=180)
     assert code != 0
     assert "collective MPI-IO needs the same number of calls" in se
 
