@@ -6,7 +6,8 @@ import os
 
 import click
 
-from dlio.cli.params import ChoiceList, Duration, IntList, Size, SizeList, console_options, flatten
+from dlio.cli.params import (ChoiceList, Duration, IntList, Size, SizeList, console_options, flatten, make_progress,
+                             progress_options)
 from dlio.config.engines import IO_ENGINES, MPIIO
 from dlio.errors import DlioError
 from dlio.fsbench.points import RW_MODES
@@ -59,6 +60,7 @@ def engines() -> None:
               help="mpiio: an MPI-IO hint for MPI_File_open, e.g. romio_cb_read=enable (repeatable).")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Write every request as a span (DFTracer .pfw JSON lines, opens in Perfetto).")
+@progress_options
 @console_options
 @click.pass_context
 def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size, ramp, cache,
@@ -91,12 +93,9 @@ def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size
     timed = runtime if runtime is not None or size is not None else 5_000_000_000
     spec = grid.Grid(rws, bss, engs, qds, thrs, direct, cache, fixedbufs, regfiles,
                      points.Budget(runtime_ns=timed or 0, ramp_ns=ramp, size=size or 0))
-    progress = None
-    if not ctx.obj.get("quiet"):
-        from dlio.progress import Progress
-        progress = Progress()
-    grid.run_local(list(paths), spec, sinks, file_size, keep, trace_path, progress, click.echo,
-                   lambda m: click.echo(m, err=True))
+    progress = make_progress(ctx)
+    echo = progress.echo if progress else click.echo
+    grid.run_local(list(paths), spec, sinks, file_size, keep, trace_path, progress, echo, lambda m: echo(m, err=True))
 
 
 @click.command()

@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 import click
 
-from dlio.cli.params import console_options, key_option, key_values
+from dlio.cli.params import console_options, key_option, key_values, make_progress, progress_options
 from dlio.errors import DlioError
 from dlio.units import fmt_bytes
 
@@ -38,11 +38,16 @@ def load(workload_name: Optional[str], config_file: Optional[str], sets: Sequenc
 
 
 def _rank0_console(ctx: click.Context, comm: Any):
-    """(echo, progress) of this rank: rank 0 prints, the others keep quiet."""
-    from dlio.progress import Progress
-    progress = Progress() if comm.rank == 0 and not ctx.obj.get("quiet") else None
-    echo = click.echo if comm.rank == 0 else (lambda *a, **k: None)
-    return echo, progress
+    """(echo, progress) of this rank: rank 0 prints (above the live display), the others keep quiet."""
+    if comm.rank != 0:
+        return (lambda *a, **k: None), None
+    progress = make_progress(ctx)
+    return (progress.echo if progress else click.echo), progress
+
+
+def _warn_to(progress: Any) -> Callable[[str], None]:
+    """Warnings on stderr, above the live display when one is shown."""
+    return (lambda m: progress.echo(m, err=True)) if progress else _err
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -58,6 +63,7 @@ def _rank0_console(ctx: click.Context, comm: Any):
             help="Write trace-{rank}-of-{size}.pfw (DFTracer / Perfetto JSON lines: every read, fetch, compute) "
                  "in the output folder.")
 @click.option("--dry-run", is_flag=True, help="Print the resolved config and the dataset plan; touch nothing.")
+@progress_options
 @console_options
 @click.pass_context
 def run(ctx: click.Context, overrides, workload_name, config_file, sets, scale, output, dry_run, **keys) -> None:
@@ -70,13 +76,14 @@ def run(ctx: click.Context, overrides, workload_name, config_file, sets, scale, 
     cfg = load(workload_name, config_file, sets, overrides, scale, key_values(keys))
     comm = mpi.world()
     echo, progress = _rank0_console(ctx, comm)
-    session.run(cfg, comm, echo, _err, progress, output, dry_run, verbose=ctx.obj.get("verbose", False))
+    session.run(cfg, comm, echo, _warn_to(progress), progress, output, dry_run, verbose=ctx.obj.get("verbose", False))
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @workload_options
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="Writer threads per rank (default: CPUs).")
 @click.option("--checksum", is_flag=True, help="Record CRC32C of every file and sample (for dlio-fast verify).")
+@progress_options
 @console_options
 @click.pass_context
 def generate(ctx: click.Context, overrides, workload_name, config_file, sets, scale, threads, checksum) -> None:

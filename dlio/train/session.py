@@ -88,6 +88,7 @@ def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False):
     cb = None
     if progress is not None and comm.rank == 0:
         cb = lambda b, f: progress.generation(b * comm.size, f * comm.size, total_bytes, total_files)  # noqa: E731
+        cb(0, 0)  # the display's clock starts now, not when the first file is written
     res = generate_dataset(spec, threads=threads or max(2, os.cpu_count() or 2), rank=comm.rank,
                            size=comm.size, progress=cb, barrier=comm.barrier, checksum=checksum)
     if progress is not None:
