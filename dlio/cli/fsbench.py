@@ -18,7 +18,8 @@ from dlio.units import fmt_size
 @console_options
 def engines() -> None:
     """List the I/O engines, whether each can run here, and why not."""
-    from dlio import _core
+    from dlio import _core, mpi
+    mpi.world()  # under mpiexec, MPI is initialised here: the MPI-IO engine is then available
     for name, caps, ok, why in _core.engines():
         flags = [word for bit, word in ((_core.CAP_ASYNC, "async"), (_core.CAP_DIRECT, "O_DIRECT"),
                                         (_core.CAP_WRITE, "write"), (_core.CAP_NOIO, "no I/O")) if caps & bit]
@@ -48,8 +49,8 @@ def engines() -> None:
                    "keep: measure the page cache; drop-all: the whole host's page cache (root).")
 @click.option("--fixedbufs", is_flag=True, help="io_uring: registered buffers.")
 @click.option("--regfiles", is_flag=True, help="io_uring: registered files.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write results as CSV.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON ('-' for stdout).")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write results as CSV ('-' for stdout).")
 @click.option("--keep", is_flag=True, help="Keep the test files created in the folder.")
 @click.option("--layout", multiple=True, type=ChoiceList(["fpp", "segmented", "strided"]), default=["fpp"],
               help="mpiio: file per process, or one shared file in segments or strided (IOR -F / -s).")
@@ -78,14 +79,17 @@ def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size
             raise DlioError(f"--bs {fmt_size(b)}: transfer size must be between 512 bytes and 64 MiB")
     if runtime is not None and size is not None:
         raise DlioError("give --runtime or --size, not both")
+    if json_path == "-" and csv_path == "-":
+        raise DlioError("--json - and --csv -: only one of them can write to stdout")
     sinks = Sinks(json_path, csv_path)
     sinks.check()
+    table_echo = _table_echo(json_path, csv_path)
     if MPIIO in engs:
         # IOR-style points under mpiexec: a fixed amount of work unless --runtime.
         if engs != [MPIIO] or direct or qds != [1]:
             raise DlioError("--engine mpiio runs alone, buffered, at queue depth 1 (one MPI call at a time)")
         ior.main(list(paths), rws, bss, flatten(layout), collective, reorder, mpiio_hints, thrs, file_size,
-                 runtime or 0, ramp, size or 0, cache or "drop", json_path, csv_path, keep, click.echo)
+                 runtime or 0, ramp, size or 0, cache or "drop", json_path, csv_path, keep, table_echo)
         return
     if trace_path:
         from dlio import output
@@ -94,8 +98,15 @@ def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size
     spec = grid.Grid(rws, bss, engs, qds, thrs, direct, cache, fixedbufs, regfiles,
                      points.Budget(runtime_ns=timed or 0, ramp_ns=ramp, size=size or 0))
     progress = make_progress(ctx)
-    echo = progress.echo if progress else click.echo
-    grid.run_local(list(paths), spec, sinks, file_size, keep, trace_path, progress, echo, lambda m: echo(m, err=True))
+    to_err = table_echo is not click.echo
+    echo = (lambda m: progress.echo(m, err=to_err)) if progress else table_echo
+    grid.run_local(list(paths), spec, sinks, file_size, keep, trace_path, progress, echo,
+                   lambda m: (progress.echo if progress else click.echo)(m, err=True))
+
+
+def _table_echo(*dests):
+    """Where the console table goes: stdout, or stderr when a result document is written to stdout ('-')."""
+    return (lambda m: click.echo(m, err=True)) if "-" in dests else click.echo
 
 
 @click.command()
@@ -104,7 +115,7 @@ def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size
 @click.option("--file-size", type=Size(), default="512m", show_default=True, help="Size of each test file.")
 @click.option("--max-threads", type=click.IntRange(1, 256), default=None,
               help="Upper bound of the thread search (default: CPUs).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON ('-' for stdout).")
 @click.option("--keep", is_flag=True, help="Keep the test files.")
 @console_options
 def ceiling(path, runtime, file_size, max_threads, json_path, keep) -> None:
@@ -114,4 +125,4 @@ def ceiling(path, runtime, file_size, max_threads, json_path, keep) -> None:
     if json_path:
         output.check_output_path(json_path)
     ceiling_search.run(path, runtime, file_size, max_threads or os.cpu_count() or 1, json_path, keep,
-                       echo=click.echo, warn=lambda m: click.echo(m, err=True))
+                       echo=_table_echo(json_path), warn=lambda m: click.echo(m, err=True))

@@ -6,8 +6,7 @@ import sys
 
 import click
 
-import dlio
-from dlio.cli import fsbench, report, train
+from dlio.cli import fsbench, report, train, version
 from dlio.errors import DlioError
 
 
@@ -16,7 +15,7 @@ def err(msg):
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(dlio.__version__, prog_name="dlio-fast")
+@version.version_option()
 @click.option("--debug", is_flag=True, help="Show Python tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
 @click.option("-v", "--verbose", is_flag=True, help="Per-step lines (DLIO's INFO level) after each epoch.")

@@ -18,7 +18,22 @@ def _fmt(v, dec):
         return str(v)
     if isinstance(v, float) and not math.isfinite(v):
         return "-"
-    return f"{v:,.{dec}f}" if abs(v) >= 1e4 else f"{v:.{dec}f}"
+    return f"{v:,.{dec}f}"   # one number format in a table: thousands separated everywhere
+
+
+NS_PER = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def _cell(v, dec, unit):
+    """A table cell; a latency (unit ns/us/ms/s) is auto-scaled with its own unit (4.29ms, 422ns)."""
+    if unit in NS_PER and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        from dlio.units import fmt_ns
+        return fmt_ns(v * NS_PER[unit])
+    return _fmt(v, dec)
+
+
+def _shown_unit(unit):
+    return "time" if unit in NS_PER else unit
 
 
 def _fmt_ratio(r):
@@ -39,7 +54,7 @@ def run_rows(rep):
     rows = []
     for f in r["figures"]:
         k = f["key"]
-        row = [f["label"], f["unit"]] + [_fmt(x["figures"][k], dec[k]) for x in runs]
+        row = [f["label"], _shown_unit(f["unit"])] + [_cell(x["figures"][k], dec[k], f["unit"]) for x in runs]
         row += ["" if k not in x["ratios"] else _fmt_ratio(x["ratios"][k]) for x in runs[1:]]
         rows.append(row)
     return header, rows
@@ -76,7 +91,7 @@ def point_rows(rep):
     for p in r["points"]:
         row = [_point_name(p)]
         for v in p["values"]:
-            row += [_fmt(v[f["key"]], dec[f["key"]]) if v else "-" for f in r["figures"]]
+            row += [_cell(v[f["key"]], dec[f["key"]], f["unit"]) if v else "-" for f in r["figures"]]
         for v in p["values"][1:]:
             row += [_fmt_ratio(v["ratios"][k]) if v else "-" for k in RATIO_POINT_FIGURES]
         rows.append(row)
@@ -161,7 +176,7 @@ def csv_text(rep):
             head += [f"{k}_ratio[{s['label']}]" for k in RATIO_POINT_FIGURES]
         w.writerow(head)
         for p in r["points"]:
-            row = [p.get("target") or ""] + [p[k] for k in KEY_FIELDS]
+            row = [p.get("target") or ""] + [_raw(p[k]) for k in KEY_FIELDS]
             for v in p["values"]:
                 row += [_raw(v[f["key"]]) if v else "" for f in r["figures"]]
             for v in p["values"][1:]:
@@ -171,11 +186,9 @@ def csv_text(rep):
 
 
 def _raw(v):
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return repr(v)
-    return v
+    """A CSV cell: true/false, floats rounded (dlio.output.csv_value)."""
+    from dlio.output import csv_value
+    return csv_value(v)
 
 
 def json_text(rep):

@@ -104,7 +104,7 @@ def cache_warning(cfg, nbytes, warn):
     host = host_info()
     if cfg.dlio_fast.cache == "keep" and not engine_spec(cfg)[1] and nbytes < RAM_FACTOR * host["memory_bytes"]:
         warn(f"warning: the dataset ({nbytes / 2**30:.2f} GiB) is smaller than {RAM_FACTOR}x this host's RAM "
-             f"({host['memory_GB']:.1f} GiB): reads after the first epoch may come from the page cache, "
+             f"({host['memory_GiB']:.1f} GiB): reads after the first epoch may come from the page cache, "
              "not storage (use --cache drop, O_DIRECT, or a larger dataset)")
 
 
