@@ -57,6 +57,13 @@ class ChoiceList(click.ParamType):
     def __init__(self, choices: Sequence[str]):
         self.choices = list(choices)
 
+    def shell_complete(self, ctx: Any, param: Any, incomplete: str) -> list:
+        """Complete the last item of a comma list: --engine posix,io<TAB> -> posix,io_uring."""
+        from click.shell_completion import CompletionItem
+        head, _, last = incomplete.rpartition(",")
+        prefix = head + "," if head else ""
+        return [CompletionItem(prefix + c) for c in self.choices if c.startswith(last)]
+
     def convert(self, value: Any, param: Any, ctx: Any) -> List[str]:
         if isinstance(value, list):
             return value
@@ -180,3 +187,14 @@ def make_progress(ctx: click.Context) -> Any:
     interval = obj.get("status_interval")
     return Progress(status_interval=30.0 if interval is None else interval, live_csv=live_csv,
                     quiet=bool(obj.get("quiet")))
+
+
+def complete_workload(ctx: click.Context, param: Any, incomplete: str) -> list:
+    """Shell completion of --workload: the built-in workloads' names."""
+    from dlio.config.workloads import list_workloads
+    return [n for n in list_workloads() if n.startswith(incomplete)]
+
+
+def examples(*lines: str) -> str:
+    """A command's epilog: 'Examples:' and one command per line, kept as written (click's \\b)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)

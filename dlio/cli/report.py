@@ -38,7 +38,13 @@ def _ram(value):
         raise DlioError(f"--ram: {e}") from None
 
 
-@click.command("report")
+@click.command("report", epilog=(
+    "\b\nExamples:\n"
+    "  dlio-fast report output/unet3d/2026-01-02-03-04-05           # one run\n"
+    "  dlio-fast report runA runB runC --plots-dir cmp              # side by side, settings that differ marked\n"
+    "  dlio-fast report hydra_log/unet3d/2026-01-02 runB            # a DLIO output folder next to dlio-fast's\n"
+    "  dlio-fast report io_buffered.json io_direct.json --csv -\n"
+    "  dlio-fast report runA runB --html report.html"))
 @click.argument("paths", nargs=-1, required=True, metavar="RUN_DIR|RESULT.json ...")
 @click.option("--csv", "csv_path", metavar="FILE", help="Write the table(s) as CSV ('-' for stdout).")
 @click.option("--json", "json_path", metavar="FILE", help="Write the report as JSON ('-' for stdout).")
@@ -96,7 +102,10 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
         _write(html_path, html_report.render(rep, images, chk, title), "the HTML report")
 
 
-@click.command("check")
+@click.command("check", epilog=(
+    "\b\nExamples:\n"
+    "  dlio-fast check run1 run2 run3              # repeats of one setting: within 5 %?\n"
+    "  dlio-fast check hydra_log/unet3d/2026-01-02 --ram 512g"))
 @click.argument("paths", nargs=-1, required=True, metavar="RUN_DIR ...")
 @click.option("--ram", default=None, metavar="SIZE",
               help="One host's RAM (e.g. 512g) instead of what the run recorded.")

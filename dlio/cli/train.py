@@ -9,7 +9,8 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 import click
 
-from dlio.cli.params import console_options, key_option, key_values, make_progress, progress_options
+from dlio.cli.params import (complete_workload, console_options, examples, key_option, key_values, make_progress,
+                              progress_options)
 from dlio.errors import DlioError
 from dlio.units import fmt_bytes
 
@@ -21,7 +22,8 @@ def workload_options(f: Callable) -> Callable:
     f = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                      help="Override a config key, e.g. --set dataset.num_files_train=16 (repeatable).")(f)
     f = click.option("--config", "config_file", type=click.Path(dir_okay=False), help="A DLIO workload YAML file.")(f)
-    f = click.option("--workload", "-w", "workload_name", help="A built-in workload (dlio-fast workloads).")(f)
+    f = click.option("--workload", "-w", "workload_name", shell_complete=complete_workload,
+                     help="A built-in workload (dlio-fast workloads).")(f)
     f = click.argument("overrides", nargs=-1)(f)
     return f
 
@@ -50,7 +52,12 @@ def _warn_to(progress: Any) -> Callable[[str], None]:
     return (lambda m: progress.echo(m, err=True)) if progress else _err
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command(context_settings={"ignore_unknown_options": True}, epilog=examples(
+    "dlio-fast run --workload unet3d --scale 0.01            # a small unet3d, data generated if missing",
+    "dlio-fast run -w resnet50 --engine io_uring --qd 4 --cache drop --plots",
+    "dlio-fast run workload=bert ++workload.train.epochs=2    # DLIO's spelling",
+    "mpiexec -n 8 dlio-fast run -w unet3d -o results/unet3d   # 8 simulated accelerators",
+    "dlio-fast run -w llama_8b_zero3 --scale 0.001 --status-interval 10 > run.log 2>&1   # a batch log"))
 @workload_options
 @click.option("--output", "-o", type=click.Path(file_okay=False), help="Output folder (default output/{workload}/{time}).")
 @key_option("dlio_fast.engine", "--engine", help="I/O engine of the readers (posix is what framework readers use).")
@@ -79,7 +86,10 @@ def run(ctx: click.Context, overrides, workload_name, config_file, sets, scale, 
     session.run(cfg, comm, echo, _warn_to(progress), progress, output, dry_run, verbose=ctx.obj.get("verbose", False))
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command(context_settings={"ignore_unknown_options": True}, epilog=examples(
+    "dlio-fast generate --workload unet3d --scale 0.1 --set dataset.data_folder=/scratch/unet3d",
+    "mpiexec -n 4 dlio-fast generate -w resnet50 --checksum   # 4 writers, CRC32C recorded",
+    "dlio-fast generate -w cosmoflow --live-csv gen.csv --status-interval 5 > gen.log 2>&1"))
 @workload_options
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="Writer threads per rank (default: CPUs).")
 @click.option("--checksum", is_flag=True, help="Record CRC32C of every file and sample (for dlio-fast verify).")
@@ -97,7 +107,9 @@ def generate(ctx: click.Context, overrides, workload_name, config_file, sets, sc
     session.generate(cfg, dataset_spec(cfg), comm, echo, progress, threads, checksum=checksum)
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command(context_settings={"ignore_unknown_options": True}, epilog=examples(
+    "dlio-fast verify --workload unet3d --scale 0.1",
+    "dlio-fast verify -w resnet50 --data /scratch/resnet50"))
 @click.option("--data", "data_folder", type=click.Path(file_okay=False), default=None,
               help="The dataset folder (default: the workload's dataset.data_folder).")
 @workload_options
@@ -120,7 +132,8 @@ def verify(data_folder, overrides, workload_name, config_file, sets, scale) -> N
         sys.exit(1)
 
 
-@click.group(invoke_without_command=True)
+@click.group(invoke_without_command=True, epilog=examples(
+    "dlio-fast workloads", "dlio-fast workloads show unet3d > my_unet3d.yaml   # then: dlio-fast run --config ..."))
 @click.pass_context
 def workloads(ctx: click.Context) -> None:
     """List the built-in workloads (format, files, sample size, dataset size, batch, compute)."""
@@ -144,8 +157,8 @@ def workloads(ctx: click.Context) -> None:
                    f"{cfg.train.computation_time.mean():>10.4g}")
 
 
-@workloads.command("show")
-@click.argument("name")
+@workloads.command("show", epilog=examples("dlio-fast workloads show llama_8b_zero3"))
+@click.argument("name", shell_complete=complete_workload)
 def workloads_show(name: str) -> None:
     """Print a built-in workload's YAML."""
     from dlio.config.workloads import list_workloads, workload_text
