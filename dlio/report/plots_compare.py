@@ -203,6 +203,8 @@ def make_for_sources(sources, plots_dir=None):
     runs = [s for s in sources if s.kind == "run"]
     several = len(sources) > 1
     for s in sources:
+        if s.doc.get("tool") == "DLIO":
+            continue   # a DLIO folder has no per-step timestamps to draw: it appears in the comparison plots
         if s.kind == "run":
             folder = s.path if os.path.isdir(s.path) else os.path.dirname(os.path.abspath(s.path))
             prefix = ""

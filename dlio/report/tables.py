@@ -52,6 +52,11 @@ def run_rows(rep):
     header = ["figure", "unit"] + [x["label"] for x in runs] + \
              [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]]
     rows = []
+    differ = set(r.get("differ", []))
+    for st in r.get("settings", []):     # what each run was set to; '*': not the same in every run
+        k = st["key"]
+        mark = "* " if k in differ else "  "
+        rows.append([mark + st["label"], "setting"] + [x["settings"][k] for x in runs] + [""] * (len(runs) - 1))
     for f in r["figures"]:
         k = f["key"]
         row = [f["label"], _shown_unit(f["unit"])] + [_cell(x["figures"][k], dec[k], f["unit"]) for x in runs]
@@ -65,6 +70,8 @@ def _point_name(p):
     if p.get("qd_used") not in (None, p["qd"]):
         qd += f"(ran {p['qd_used']})"   # a sync engine runs at depth 1 whatever was asked
     name = f"{p['rw']} {_size(p['bs'])} {p['engine']} {qd} t{p['threads']}"
+    if p.get("mode"):
+        name += f" {p['mode']}"
     return f"{p['target']} ({name})" if p.get("target") else name
 
 
@@ -118,6 +125,8 @@ def table_lines(rep):
                 out.append(f"note: {x['label']} is a partial run")
         h, rows = run_rows(rep)
         out += _text_table(h, rows, left=2)
+        if rep["runs"].get("differ"):
+            out.append("* the runs differ in this setting: their figures are not a like-for-like comparison")
     if "io" in rep:
         if out:
             out.append("")
@@ -160,6 +169,10 @@ def csv_text(rep):
         runs = rep["runs"]["runs"]
         w.writerow(["figure", "unit"] + [x["label"] for x in runs]
                    + [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]])
+        differ = set(rep["runs"].get("differ", []))
+        for st in rep["runs"].get("settings", []):
+            k = st["key"]
+            w.writerow([f"setting:{k}", "differs" if k in differ else ""] + [x["settings"][k] for x in runs])
         for f in rep["runs"]["figures"]:
             k = f["key"]
             w.writerow([k, f["unit"]] + [_raw(x["figures"][k]) for x in runs]
