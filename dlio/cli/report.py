@@ -91,7 +91,7 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
             images = html_report.images_from(written)
         else:
             from dlio.report import plots_compare as plots_mod
-            tmp = tempfile.mkdtemp(prefix="dlio-fast-report-")
+            tmp = tempfile.mkdtemp(prefix=html_report.TMP_PREFIX)
             try:
                 images = html_report.images_from(plots_mod.make_for_sources(sources, tmp))
             finally:

@@ -222,6 +222,10 @@ def _ckpt_records(doc):
     c = (doc or {}).get("checkpoints")
     if isinstance(c, dict):
         c = c.get("all_records") or c.get("records") or c.get("checkpoints")
+    if not c and isinstance((doc or {}).get("ranks"), list):
+        # a Result in memory (run --plots): the records are still in the ranks' epochs
+        c = [x for r in doc["ranks"] for ep in r.get("epochs") or [] for x in ep.get("checkpoints") or []]
+        c += [x for r in doc["ranks"] for x in r.get("checkpoints") or []]
     return [e for e in c or [] if isinstance(e, dict)]
 
 

@@ -86,6 +86,7 @@ def render(rep, images=(), checks=None, title="dlio-fast report"):
     return "\n".join(out) + "\n"
 
 
+TMP_PREFIX = "dlio-fast-report-"   # the temporary plots folder of `report --html` without --plots-dir
 CAPTIONS = {
     "compare_latency_cdf": "Comparison: read latency CDF of the runs",
     "compare_throughput": "Comparison: samples/s and MiB/s per epoch of the runs",
@@ -105,7 +106,9 @@ def caption_of(path):
     run = os.path.basename(os.path.dirname(os.path.abspath(path)))
     for key, text in CAPTIONS.items():
         if name == key:
-            return text if key.startswith("compare_") else f"{run}: {text}"
+            if key.startswith("compare_") or run.startswith(TMP_PREFIX):
+                return text
+            return f"{run}: {text}"
         if name.endswith("_" + key):
             return f"{name[:-len(key) - 1]}: {text}"
     return f"{run}: {name}"
