@@ -115,9 +115,10 @@ class Progress:
     # --- the console: log lines go above the live display, never into it ---------------------
 
     def echo(self, message: str = "", err: bool = False) -> None:
-        """click.echo, printed above the live bar while one is shown."""
+        """click.echo, printed above the live bar while one is shown (a line for stdout only when stdout
+        is the terminal too: `run > log` keeps its lines in the log)."""
         with self.lock:
-            if self.display is not None:
+            if self.display is not None and (err or _isatty(sys.stdout)):
                 self.display.console.print(message, markup=False, highlight=False, soft_wrap=True)
                 return
         click.echo(message, err=err)
@@ -139,7 +140,7 @@ class Progress:
             self.display = RichProgress(TextColumn("{task.description}"), BarColumn(bar_width=24, complete_style="cyan", finished_style="green"),
                                         TextColumn("{task.fields[count]}"), TextColumn("{task.fields[figures]}"),
                                         console=console, auto_refresh=False, transient=transient,
-                                        redirect_stdout=True, redirect_stderr=False)
+                                        redirect_stdout=_isatty(sys.stdout), redirect_stderr=False)
             self.display.start()
             self.task = self.display.add_task(label, total=max(total, 1), count="", figures="")
 
@@ -256,6 +257,13 @@ class Progress:
                 self._update(Figures("io", label, int(pct), 100, "%", dt, nbytes / 2**20 / dt, iops=ops / dt,
                                      eta_s=_eta(t - grid_t0, frac)))
         return tick
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def _size(bs: Any) -> str:

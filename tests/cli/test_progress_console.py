@@ -15,13 +15,14 @@ FAST = ["--workload", "default", "--set", "train.epochs=2", "--set", "train.comp
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def run_in_pty(args, cols=200, timeout=120):
-    """dlio-fast on a pseudo-terminal: (exit status, everything it wrote, escape codes and all)."""
+def run_in_pty(args, cols=200, timeout=120, stdout=None):
+    """dlio-fast on a pseudo-terminal: (exit status, everything it wrote, escape codes and all).
+    stdout: a file for standard output instead of the terminal (`dlio-fast run > log`)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    p = subprocess.Popen([sys.executable, "-m", "dlio", *map(str, args)], stdin=slave, stdout=slave, stderr=slave,
-                         close_fds=True, env=env)
+    p = subprocess.Popen([sys.executable, "-m", "dlio", *map(str, args)], stdin=slave,
+                         stdout=slave if stdout is None else stdout, stderr=slave, close_fds=True, env=env)
     os.close(slave)
     out = b""
     while True:
@@ -106,3 +107,17 @@ def test_io_grid_points_on_a_terminal(tmp_path):
     # the point's bar is erased once its row is printed: the rows follow one another
     rows = [line for line in ANSI.sub("", raw).replace("\r", "\n").splitlines() if line.startswith("read ")]
     assert len(rows) == 2
+
+
+def test_stdout_to_a_file_keeps_its_lines(tmp_path):
+    """`dlio-fast run > log` on a terminal: the bar on the terminal (stderr), every log line in the file."""
+    log = tmp_path / "log"
+    with open(log, "w") as f:
+        code, raw = run_in_pty(["run", *FAST, "--set", f"dataset.data_folder={tmp_path / 'data'}",
+                                "-o", tmp_path / "o"], stdout=f)
+    assert code == 0, raw
+    text = log.read_text()
+    for line in ("Starting epoch 1: 16 steps expected", "Ending epoch 1", "Starting epoch 2", "Ending epoch 2"):
+        assert line in text
+    assert "\x1b" not in text
+    assert "epoch 1 train" in ANSI.sub("", raw) and "Ending epoch" not in raw
