@@ -135,9 +135,11 @@ class Progress:
         self.last_status = self.last_csv = self.last_draw = self.t0
         if self.live:
             from rich.console import Console
-            from rich.progress import BarColumn, Progress as RichProgress, TextColumn
+            from rich.progress import BarColumn, TextColumn
+            from rich.progress import Progress as RichProgress
             console = Console(file=self.stream, force_terminal=True, highlight=False)
-            self.display = RichProgress(TextColumn("{task.description}"), BarColumn(bar_width=24, complete_style="cyan", finished_style="green"),
+            bar = BarColumn(bar_width=24, complete_style="cyan", finished_style="green")
+            self.display = RichProgress(TextColumn("{task.description}"), bar,
                                         TextColumn("{task.fields[count]}"), TextColumn("{task.fields[figures]}"),
                                         console=console, auto_refresh=False, transient=transient,
                                         redirect_stdout=_isatty(sys.stdout), redirect_stderr=False)

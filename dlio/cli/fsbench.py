@@ -6,8 +6,18 @@ import os
 
 import click
 
-from dlio.cli.params import (ChoiceList, Duration, IntList, Size, SizeList, console_options, examples, flatten,
-                             make_progress, progress_options)
+from dlio.cli.params import (
+    ChoiceList,
+    Duration,
+    IntList,
+    Size,
+    SizeList,
+    console_options,
+    examples,
+    flatten,
+    make_progress,
+    progress_options,
+)
 from dlio.config.engines import IO_ENGINES, MPIIO
 from dlio.errors import DlioError
 from dlio.fsbench.points import RW_MODES
@@ -28,19 +38,22 @@ def engines() -> None:
 
 
 @click.command(epilog=examples(
-    "dlio-fast io /scratch                                  # 4 KiB reads, posix, qd 1, 1 thread, 5 s, O_DIRECT",
-    "dlio-fast io /scratch --rw read,randread --bs 4k,1m --engine posix,io_uring --qd 1,32 --json grid.json",
-    "dlio-fast io /scratch --rw write --bs 1m --threads 1,2,4 --size 1g --csv - > write.csv",
+    "dlio-fast io /scratch                        # 4 KiB reads, posix, qd 1, 1 thread, 5 s, O_DIRECT",
+    "dlio-fast io /scratch --rw read,randread --bs 4k,1m --engine posix,io_uring --qd 1,32 --json g.json",
+    "dlio-fast io /scratch --rw write --bs 1m --threads 1,2,4 --size 1g --csv - > w.csv",
     "dlio-fast io /scratch --cache keep --buffered           # the page cache, on purpose",
     "mpiexec -n 4 dlio-fast io /scratch --engine mpiio --layout segmented --collective"))
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--rw", "rw", multiple=True, type=ChoiceList(RW_MODES), default=["read"], show_default=True,
               help=f"Access pattern(s): {', '.join(RW_MODES)}.")
-@click.option("--bs", multiple=True, type=SizeList(), default=["4k"], show_default=True, help="Transfer size(s), 512..64m.")
+@click.option("--bs", multiple=True, type=SizeList(), default=["4k"], show_default=True,
+              help="Transfer size(s), 512..64m.")
 @click.option("--engine", multiple=True, type=ChoiceList(IO_ENGINES), default=["posix"], show_default=True,
               help=f"Engine(s): {', '.join(e for e in IO_ENGINES if e != MPIIO)}; or {MPIIO} alone, under mpiexec.")
-@click.option("--qd", multiple=True, type=IntList(1, 1024), default=["1"], show_default=True, help="Queue depth(s) per thread.")
-@click.option("--threads", multiple=True, type=IntList(1, 1024), default=["1"], show_default=True, help="Thread count(s).")
+@click.option("--qd", multiple=True, type=IntList(1, 1024), default=["1"], show_default=True,
+              help="Queue depth(s) per thread.")
+@click.option("--threads", multiple=True, type=IntList(1, 1024), default=["1"], show_default=True,
+              help="Thread count(s).")
 @click.option("--direct/--buffered", default=None,
               help="O_DIRECT (page cache bypassed) or buffered. Default: O_DIRECT where the engine and the "
                    "filesystem allow it, else buffered with the files' pages dropped before each point.")

@@ -9,8 +9,15 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 import click
 
-from dlio.cli.params import (complete_workload, console_options, examples, key_option, key_values, make_progress,
-                              progress_options)
+from dlio.cli.params import (
+    complete_workload,
+    console_options,
+    examples,
+    key_option,
+    key_values,
+    make_progress,
+    progress_options,
+)
 from dlio.errors import DlioError
 from dlio.units import fmt_bytes
 
@@ -53,7 +60,7 @@ def _warn_to(progress: Any) -> Callable[[str], None]:
 
 
 @click.command(context_settings={"ignore_unknown_options": True}, epilog=examples(
-    "dlio-fast run --workload unet3d --scale 0.01            # a small unet3d, data generated if missing",
+    "dlio-fast run --workload unet3d --scale 0.01   # a small unet3d, data generated if missing",
     "dlio-fast run -w resnet50 --engine io_uring --qd 4 --cache drop --plots",
     "dlio-fast run workload=bert ++workload.train.epochs=2    # DLIO's spelling",
     "mpiexec -n 8 dlio-fast run -w unet3d -o results/unet3d   # 8 simulated accelerators",

@@ -9,7 +9,6 @@ import os
 import numpy as np
 import pytest
 import yaml
-
 from test_report_cmd import make_result, write_run
 
 from dlio.report import checks, compare
