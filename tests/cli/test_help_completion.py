@@ -62,3 +62,12 @@ def test_bash_source_script():
     out = subprocess.run([_script()], env=dict(os.environ, _DLIO_FAST_COMPLETE="bash_source"), capture_output=True,
                          text=True, timeout=60).stdout
     assert "_DLIO_FAST_COMPLETE=bash_complete" in out and "complete " in out
+
+
+def test_workloads_table_is_aligned():
+    """Every row as wide as the header: no value runs into the next column (mmap_indexed_binary did)."""
+    res = CliRunner().invoke(cli, ["workloads"])
+    assert res.exit_code == 0, res.output
+    header, *rows = res.output.splitlines()
+    table = [r for r in rows if "(checkpoint only)" not in r]
+    assert table and all(len(r) == len(header) for r in table), [r for r in table if len(r) != len(header)]
