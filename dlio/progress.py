@@ -150,10 +150,7 @@ class Progress:
         self.last = fig
         now = time.monotonic()
         if self.display is not None and (final or now - self.last_draw >= REFRESH_S):
-            count = f"{fig.percent:5.1f} %" if fig.unit == "%" else f"{fig.done}/{fig.total} {fig.unit}"
-            self.display.update(self.task, completed=fig.done, total=max(fig.total, 1), count=count,
-                                figures=fig.text(), description=fig.label)
-            self.display.refresh()
+            self._draw(fig)
             self.last_draw = now
         if not self.live and not self.quiet and self.status_interval and now - self.last_status >= self.status_interval:
             self.last_status = now
@@ -162,6 +159,12 @@ class Progress:
         if self.live_csv and (final or now - self.last_csv >= self.csv_interval):
             self.last_csv = now
             self._csv(fig)
+
+    def _draw(self, fig: Figures) -> None:
+        count = f"{fig.percent:5.1f} %" if fig.unit == "%" else f"{fig.done}/{fig.total} {fig.unit}"
+        self.display.update(self.task, completed=fig.done, total=max(fig.total, 1), count=count,
+                            figures=fig.text(), description=fig.label)
+        self.display.refresh()
 
     def _csv(self, fig: Figures) -> None:
         new = not os.path.exists(self.live_csv) or os.path.getsize(self.live_csv) == 0
@@ -178,7 +181,8 @@ class Progress:
         if self.last is not None and self.live_csv:
             self._csv(self.last)
         if self.display is not None:
-            self.display.refresh()
+            if self.last is not None:
+                self._draw(self.last)   # the last report, even if it came sooner than REFRESH_S after the one drawn
             self.display.stop()
             self.display = self.task = None
         self.key = None

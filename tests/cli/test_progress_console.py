@@ -121,3 +121,10 @@ def test_stdout_to_a_file_keeps_its_lines(tmp_path):
         assert line in text
     assert "\x1b" not in text
     assert "epoch 1 train" in ANSI.sub("", raw) and "Ending epoch" not in raw
+
+
+def test_generation_bar_reaches_the_last_file(tmp_path):
+    code, raw = run_in_pty(["generate", "--workload", "default", "--set", f"dataset.data_folder={tmp_path / 'd'}"])
+    assert code == 0, raw
+    bars = [line for line in screen_lines(raw) if line.startswith("generating")]
+    assert bars and " 72/72 files" in bars[-1] and "MiB/s" in bars[-1] and "ETA" in bars[-1], bars[-3:]
