@@ -80,7 +80,7 @@ def whole_epochs(doc):
     """Bytes really read / wall time, over whole epochs of all ranks (from dlio-fast.json's
     per-epoch records). metrics.MiB_per_second_mean is not used: its window starts at the fetch of
     the first counted step, after the readers have already prefetched, so with few steps per
-    epoch it is inflated without bound (dlio/metrics.py block_metrics)."""
+    epoch it is inflated without bound (dlio/report/metrics.py block_metrics)."""
     eps = [e for r in doc["ranks"] for e in r["epochs"] if e.get("train")]
     secs = max(1e-9, sum(e["duration_s"] for e in eps) / max(1, len(doc["ranks"])))
     return sum(e["bytes"] for e in eps) / secs / 2**20

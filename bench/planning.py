@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Planning cost at full scale: one ImageNet epoch (1,281,167 samples) for all 8 ranks, and BERT / Megatron.
 
-Builds a dlio.planner.Layout by hand (no files on disk): 1,281,167 one-sample JPEG files whose
+Builds a dlio.train.planner.Layout by hand (no files on disk): 1,281,167 one-sample JPEG files whose
 sizes follow DLIO's size distribution for the built-in imagenet workload (DLIO's seeded normal
 draw of the two image sides, dlio.dataset.file_dims, times the jpeg format's size estimate),
 then plans epoch 1 of all 8 ranks with the workload's settings (batch 400, file and sample
-shuffle on, ResNet-50 compute draws) with dlio.planner.epoch_plans (the global order once, then each rank's shard), keeping all 8 plans.
+shuffle on, ResNet-50 compute draws) with dlio.train.planner.epoch_plans (the global order once, then each rank's shard), keeping all 8 plans.
 
 Measures: wall time (best of --repeats, no tracing), peak Python-heap memory of the 8 plans
 (tracemalloc, which numpy reports its buffers to) and the process's ru_maxrss growth during the
@@ -16,7 +16,7 @@ Goal: all 8 ranks' plans in < 1 s and < 64 MB.
 Then the two built-in workloads whose sample counts dwarf what a run reads, at full size, 8 ranks,
 their own settings (1,000 steps each): bert_v100 (500 TFRecord files x 313,532 records, read as
 streams) and megatron_deepspeed (one indexed binary file of 277,203,535 samples, sample shuffle on).
-Their Layouts hold a uniform range table (dlio.ranges: one first offset per file), as the manifest
+Their Layouts hold a uniform range table (dlio.dataset.ranges: one first offset per file), as the manifest
 of their generated files does. Goal: the same, < 1 s and < 64 MB for the 8 plans (listing every
 sample would take 3.7 GB of ranges for BERT, and 1.1 GB of order plus 6.6 GB of ranges for Megatron).
 Usage: python bench/planning.py [--samples 1281167] [--ranks 8] [--repeats 3]
@@ -54,7 +54,7 @@ def build(samples):
 
 
 def train_settings(cfg):
-    """The planner settings a run of cfg uses (dlio.workload.Trainer's)."""
+    """The planner settings a run of cfg uses (dlio.train.loop.Trainer's)."""
     return loop.Trainer(cfg, Comm(), echo=print).settings("train")
 
 

@@ -137,8 +137,19 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
     void dc_trace_free(dc_trace *tr)
     uint64_t dc_trace_count(const dc_trace *tr)
     uint64_t dc_trace_dropped(const dc_trace *tr)
+    unsigned DC_TRACE_LANES
+    struct dc_pfw_opts:
+        int pid
+        uint64_t t0_ns
+        const char *io_cat
+        const uint32_t *fh_seen
+        size_t nseen
+        uint32_t *fh_new
+        size_t *nnew
+        uint32_t *lanes
+        unsigned ntids
     int dc_trace_write_pfw(int fd, const dc_trace_event *ev, size_t n, const char *const *paths,
-                           int pid, uint64_t t0_ns, uint64_t *id_base)
+                           const dc_pfw_opts *opt, uint64_t *id_base)
     int dc_json_escape(const char *s, char *out, size_t outlen)
     uint32_t dc_trace_fhash(const char *path)
 

@@ -37,6 +37,7 @@ STEP_DTYPE = np.dtype([("first_op", "<u8"), ("nops", "<u4"), ("nsamples", "<u4")
 TRACE_DTYPE = np.dtype([("t_start", "<u8"), ("dur", "<u8"), ("offset", "<u8"), ("bytes", "<u8"),
                         ("step", "<u8"), ("file", "<u4"), ("tid", "<u2"), ("kind", "u1"), ("pad", "u1")])
 TR_READ, TR_WRITE, TR_SAMPLE, TR_FETCH, TR_COMPUTE = DC_TR_READ, DC_TR_WRITE, DC_TR_SAMPLE, DC_TR_FETCH, DC_TR_COMPUTE
+TRACE_LANES = DC_TRACE_LANES   # a written event's tid = thread * TRACE_LANES + its in-flight lane
 OP_READ = 0
 OP_WRITE = 1
 OPF_OPEN = 1
@@ -277,17 +278,52 @@ cdef class Run:
         self.kind = kind
         self.paths = list(paths)
         ops = np.ascontiguousarray(ops, dtype=OP_DTYPE)
+        self.keep = [ops]
+        self._set_files(ops)
+        self._set_engine(engine, qd, eng_flags, delay_ns, fail_nth, fail_errno, mpi_comm, hints)
+        self.cfg.threads = threads
+        self.cfg.direct = direct
+        self.cfg.stop = &self.stop_flag
+        self.cfg.progress = &self.prog
+        if kind == "io":
+            self._set_io(len(ops), threads, thread_first_op, runtime_ns, ramp_ns, bytes_limit, loop)
+        else:
+            self._set_train(threads, steps, prefetch, compute_mode, preprocess_ns, step_hook, c_step_hook)
+        self.tstats = <dc_thread_stats *>calloc(max(1, self.nthreads_stats), sizeof(dc_thread_stats))
+        if self.tstats == NULL:
+            raise MemoryError()
+        self.res.threads = self.tstats
+        self.res.step_times = self.stimes
+        cdef cnp.ndarray fills
+        if file_fill is not None:
+            fills = np.ascontiguousarray(file_fill, dtype=np.uint64)
+            if len(fills) != len(self.paths):
+                raise ValueError("file_fill needs one pattern per path")
+            self.keep.append(fills)
+            self.cfg.file_fill = <const uint64_t *>cnp.PyArray_DATA(fills)
+        if trace:
+            self.tr.cap = 0 if trace is True else <uint64_t>int(trace)
+            self.cfg.trace = &self.tr
+
+    cdef _set_files(self, cnp.ndarray ops):
+        """The path table and the plan's requests (both pinned in self.keep)."""
         bpaths = [os.fsencode(p) for p in self.paths]
         self.cpaths = <const char **>malloc(max(1, len(bpaths)) * sizeof(char *))
         if self.cpaths == NULL:
             raise MemoryError()
         for i, b in enumerate(bpaths):
             self.cpaths[i] = b
-        keep = [ops, bpaths]
-        self.step_hook = step_hook
-        eb = engine.encode()
-        keep.append(eb)
+        self.keep.append(bpaths)
+        self.cfg.paths = self.cpaths
+        self.cfg.npaths = len(bpaths)
+        self.cfg.ops = <const dc_op *>cnp.PyArray_DATA(ops) if len(ops) else NULL
+        self.cfg.nops = len(ops)
+        self.cfg.max_len = int(ops["length"].max()) if len(ops) else 0
 
+    cdef _set_engine(self, str engine, unsigned qd, unsigned eng_flags, uint64_t delay_ns, uint64_t fail_nth,
+                     int fail_errno, size_t mpi_comm, hints):
+        eb = engine.encode()
+        self.keep.append(eb)
         self.cfg.engine = eb
         self.cfg.eng.qd = qd
         self.cfg.eng.flags = eng_flags
@@ -304,74 +340,54 @@ cdef class Run:
                 self.chints[i] = b
             self.chints[len(bh)] = NULL
             self.chints[len(bh) + 1] = NULL
-            keep.append(bh)
+            self.keep.append(bh)
             self.cfg.eng.hints = self.chints
-        self.cfg.threads = threads
-        self.cfg.direct = direct
-        self.cfg.paths = self.cpaths
-        self.cfg.npaths = len(bpaths)
-        cdef cnp.ndarray opsa = ops
-        self.cfg.ops = <const dc_op *>cnp.PyArray_DATA(opsa) if len(ops) else NULL
-        self.cfg.nops = len(ops)
-        self.cfg.max_len = int(ops["length"].max()) if len(ops) else 0
-        self.cfg.stop = &self.stop_flag
-        self.cfg.progress = &self.prog
-        cdef cnp.ndarray tfo, sta
-        cdef unsigned nstats
-        if kind == "io":
-            if thread_first_op is None:
-                thread_first_op = np.linspace(0, len(ops), threads + 1).astype(np.uint64)
-            tfo = np.ascontiguousarray(thread_first_op, dtype=np.uint64)
-            if len(tfo) != threads + 1:
-                raise ValueError("thread_first_op needs threads + 1 entries")
-            keep.append(tfo)
-            self.cfg.thread_first_op = <const uint64_t *>cnp.PyArray_DATA(tfo)
-            self.cfg.runtime_ns = runtime_ns
-            self.cfg.ramp_ns = ramp_ns
-            self.cfg.bytes_limit = bytes_limit
-            self.cfg.loop = loop
-            nstats = threads
-        else:
-            if steps is None:
-                raise ValueError("a train run needs steps")
-            sta = np.ascontiguousarray(steps, dtype=STEP_DTYPE)
-            keep.append(sta)
-            self.cfg.steps = <const dc_step *>cnp.PyArray_DATA(sta) if len(sta) else NULL
-            self.cfg.nsteps = len(sta)
-            self.cfg.prefetch = prefetch
-            self.cfg.compute_mode = compute_mode
-            self.cfg.preprocess_ns_per_sample = preprocess_ns
-            if step_hook is not None and c_step_hook is not None:
-                raise ValueError("give step_hook or c_step_hook, not both")
-            if step_hook is not None:
-                self.cfg.step_hook = _py_step_hook
-                self.cfg.hook_ctx = <void *>step_hook
-            elif c_step_hook is not None:
-                pair = <c_step_hook_pair *>PyCapsule_GetPointer(c_step_hook, "dlio_core.step_hook")
-                self.cfg.step_hook = pair.fn
-                self.cfg.hook_ctx = pair.ctx
-                keep.append(c_step_hook)
-            nstats = threads if threads > 0 else 1
-            self.stimes = <dc_step_times *>calloc(max(1, len(sta)), sizeof(dc_step_times))
-            if self.stimes == NULL:
-                raise MemoryError()
-        self.nthreads_stats = nstats
-        self.tstats = <dc_thread_stats *>calloc(max(1, nstats), sizeof(dc_thread_stats))
-        if self.tstats == NULL:
+
+    cdef _set_io(self, size_t nops, unsigned threads, thread_first_op, uint64_t runtime_ns, uint64_t ramp_ns,
+                 uint64_t bytes_limit, bint loop):
+        """An io run: each thread's share of the requests, and the time or byte budget."""
+        cdef cnp.ndarray tfo
+        if thread_first_op is None:
+            thread_first_op = np.linspace(0, nops, threads + 1).astype(np.uint64)
+        tfo = np.ascontiguousarray(thread_first_op, dtype=np.uint64)
+        if len(tfo) != threads + 1:
+            raise ValueError("thread_first_op needs threads + 1 entries")
+        self.keep.append(tfo)
+        self.cfg.thread_first_op = <const uint64_t *>cnp.PyArray_DATA(tfo)
+        self.cfg.runtime_ns = runtime_ns
+        self.cfg.ramp_ns = ramp_ns
+        self.cfg.bytes_limit = bytes_limit
+        self.cfg.loop = loop
+        self.nthreads_stats = threads
+
+    cdef _set_train(self, unsigned threads, steps, unsigned prefetch, int compute_mode, uint64_t preprocess_ns,
+                    step_hook, c_step_hook):
+        """A train run: its steps, the prefetch and compute emulation, and the per-step hook."""
+        cdef cnp.ndarray sta
+        if steps is None:
+            raise ValueError("a train run needs steps")
+        sta = np.ascontiguousarray(steps, dtype=STEP_DTYPE)
+        self.keep.append(sta)
+        self.cfg.steps = <const dc_step *>cnp.PyArray_DATA(sta) if len(sta) else NULL
+        self.cfg.nsteps = len(sta)
+        self.cfg.prefetch = prefetch
+        self.cfg.compute_mode = compute_mode
+        self.cfg.preprocess_ns_per_sample = preprocess_ns
+        if step_hook is not None and c_step_hook is not None:
+            raise ValueError("give step_hook or c_step_hook, not both")
+        self.step_hook = step_hook
+        if step_hook is not None:
+            self.cfg.step_hook = _py_step_hook
+            self.cfg.hook_ctx = <void *>step_hook
+        elif c_step_hook is not None:
+            pair = <c_step_hook_pair *>PyCapsule_GetPointer(c_step_hook, "dlio_core.step_hook")
+            self.cfg.step_hook = pair.fn
+            self.cfg.hook_ctx = pair.ctx
+            self.keep.append(c_step_hook)
+        self.nthreads_stats = threads if threads > 0 else 1
+        self.stimes = <dc_step_times *>calloc(max(1, len(sta)), sizeof(dc_step_times))
+        if self.stimes == NULL:
             raise MemoryError()
-        self.res.threads = self.tstats
-        self.res.step_times = self.stimes
-        cdef cnp.ndarray fills
-        if file_fill is not None:
-            fills = np.ascontiguousarray(file_fill, dtype=np.uint64)
-            if len(fills) != len(self.paths):
-                raise ValueError("file_fill needs one pattern per path")
-            keep.append(fills)
-            self.cfg.file_fill = <const uint64_t *>cnp.PyArray_DATA(fills)
-        self.keep = keep
-        if trace:
-            self.tr.cap = 0 if trace is True else <uint64_t>int(trace)
-            self.cfg.trace = &self.tr
 
     def __dealloc__(self):
         free(self.cpaths)
@@ -437,6 +453,7 @@ cdef class Run:
         if self.cfg.trace != NULL:
             out["trace_dropped"] = dc_trace_dropped(&self.tr)
             out["trace"] = self._trace_events()
+            out["trace_engine"] = (<bytes>self.cfg.engine).decode()
         return out
 
     cdef object _trace_events(self):
@@ -455,21 +472,39 @@ cdef class Run:
 
 
 
-def write_trace(path, events, paths, int pid, uint64_t t0_ns, uint64_t id_base=0):
-    """Append events (TRACE_DTYPE) to the .pfw file path as DFTracer JSON lines, formatted and
-    written in bulk by the C writer with the GIL released. paths: the run's path table; pid: the
-    rank; t0_ns: added to every time (epoch ns - dc_now_ns()). Returns the next line id."""
+def write_trace(dest, events, paths, int pid, uint64_t t0_ns, uint64_t id_base=0, cat="POSIX", seen=None):
+    """Append events (TRACE_DTYPE) to dest (a .pfw path, or an open fd) as DFTracer JSON lines,
+    formatted and written in bulk by the C writer with the GIL released. paths: the run's path
+    table; pid: the rank; t0_ns: added to every time (epoch ns - dc_now_ns()); cat: the category of
+    read/write events (the engine, "POSIX" for posix); seen: sorted uint32 file hashes whose "FH"
+    line the file already has. Returns (next line id, hashes of the FH lines written, lanes used
+    per input tid (uint32, one per tid up to the largest))."""
     if sizeof(dc_trace_event) != TRACE_DTYPE.itemsize:
         raise RuntimeError("TRACE_DTYPE does not match struct dc_trace_event")
     cdef cnp.ndarray ev = np.ascontiguousarray(events, dtype=TRACE_DTYPE)
+    cdef cnp.ndarray seen_a = np.ascontiguousarray(np.zeros(0) if seen is None else seen, dtype=np.uint32)
+    cdef cnp.ndarray new_a = np.zeros(max(1, len(paths)), dtype=np.uint32)
+    cdef cnp.ndarray lanes_a = np.zeros(int(ev["tid"].max()) + 1 if len(ev) else 0, dtype=np.uint32)
     bpaths = [os.fsencode(p) for p in paths]
+    bcat = cat.encode()
     cdef const char **cp = <const char **>malloc(max(1, len(bpaths)) * sizeof(char *))
     if cp == NULL:
         raise MemoryError()
-    cdef size_t n = len(ev)
+    cdef size_t n = len(ev), nnew = 0
     cdef const dc_trace_event *evp = <const dc_trace_event *>cnp.PyArray_DATA(ev)
     cdef uint64_t next_id = id_base
+    cdef dc_pfw_opts opt
     cdef int rc, fd
+    memset(&opt, 0, sizeof(opt))
+    opt.pid = pid
+    opt.t0_ns = t0_ns
+    opt.io_cat = bcat
+    opt.fh_seen = <const uint32_t *>cnp.PyArray_DATA(seen_a)
+    opt.nseen = len(seen_a)
+    opt.fh_new = <uint32_t *>cnp.PyArray_DATA(new_a)
+    opt.nnew = &nnew
+    opt.lanes = <uint32_t *>cnp.PyArray_DATA(lanes_a)
+    opt.ntids = len(lanes_a)
     try:
         for i, b in enumerate(bpaths):
             cp[i] = b
@@ -477,16 +512,18 @@ def write_trace(path, events, paths, int pid, uint64_t t0_ns, uint64_t id_base=0
             raise ValueError("events name files but no paths were given")
         if n and len(bpaths) and int(ev["file"][ev["file"] != 0xFFFFFFFF].max(initial=0)) >= len(bpaths):
             raise ValueError("an event's file index is outside the path table")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = dest if isinstance(dest, int) else os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                                                        0o644)
         try:
             with nogil:
-                rc = dc_trace_write_pfw(fd, evp, n, cp, pid, t0_ns, &next_id)
+                rc = dc_trace_write_pfw(fd, evp, n, cp, &opt, &next_id)
         finally:
-            os.close(fd)
-        _check(rc, "write trace", path)
+            if not isinstance(dest, int):
+                os.close(fd)
+        _check(rc, "write trace", str(dest))
     finally:
         free(cp)
-    return next_id
+    return next_id, new_a[:nnew].copy(), lanes_a
 
 
 def json_escape(s):
@@ -507,3 +544,23 @@ def json_escape(s):
 def trace_fhash(path):
     return dc_trace_fhash(os.fsencode(path))
 
+
+# --- Histograms of latencies measured outside the C core (S3 requests timed by the client library) ---
+
+def hist_from_array(ns):
+    """Histogram (the dict Run returns) of a numpy array of latencies in ns, filled by the C code with
+    the GIL released: requests timed elsewhere (dlio.objstore) land in the same buckets as file reads."""
+    arr = np.ascontiguousarray(ns, dtype=np.uint64)
+    cdef const uint64_t[::1] v = arr
+    cdef Py_ssize_t i, n = v.shape[0]
+    cdef dc_hist *h = <dc_hist *>malloc(sizeof(dc_hist))
+    if h == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            dc_hist_init(h)
+            for i in range(n):
+                dc_hist_add(h, v[i])
+        return _hist_dict(h)
+    finally:
+        free(h)

@@ -50,3 +50,21 @@ def one_line(text):
     assert len(lines) == 1, text
     assert "Traceback" not in text
     return lines[0]
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real Ceph RADOS Gateway (tools/ceph-s3.sh) on free loopback ports for the whole session."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("ceph_s3", os.path.join(REPO, "tools", "ceph_s3.py"))
+    ceph_s3 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ceph_s3)
+    why = ceph_s3.missing()
+    if why:
+        pytest.skip(why)
+    server = ceph_s3.CephS3(str(tmp_path_factory.mktemp("ceph"))).start()
+    server.module = ceph_s3
+    try:
+        yield server
+    finally:
+        server.stop()

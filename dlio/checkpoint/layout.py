@@ -1,6 +1,6 @@
 """Checkpoint sizes, rank layout and file names, from the model section: pure functions, no I/O.
 
-Everything follows DLIO's ``checkpointing/base_checkpointing.py`` (dlio-facts §6), formula for formula:
+Everything follows DLIO's ``checkpointing/base_checkpointing.py`` (docs/dlio-facts.md §6), formula for formula:
 
 * Rank layout: ``MP = TP*PP``; ``DP = comm_size // MP`` (or ``model.parallelism.data`` in subset mode);
   ``tp = rank % TP``, ``pp = (rank // TP) % PP``, ``dp = rank // MP``, ``mp = rank % MP``.
@@ -361,7 +361,7 @@ def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
 
 
 # --------------------------------------------------------------------------------------------------
-# when checkpoints happen in training (DLIO main.py, dlio-facts §3.1 / §3.8)
+# when checkpoints happen in training (DLIO main.py, docs/dlio-facts.md §3.1 / §3.8)
 
 
 @dataclass(frozen=True)
@@ -429,3 +429,38 @@ def size_lines(plan: CheckpointPlan, cfg: Any) -> List[str]:
     out.append(f"Checkpoint on storage: {plan.total_bytes} bytes ({plan.total_GiB:.4f} GiB) in "
                f"{plan.total_files} files written by {len(plan.writers)} of {plan.comm_size} ranks")
     return out
+
+
+def plan_summary(cfg: Any, comm_size: int, ranks_per_node: int) -> Dict[str, Any]:
+    """What one checkpoint of the run costs: files and bytes per rank and in total, the ranks the
+    model's parallelism needs, and the memory per node (DLIO holds each rank's state in memory; a
+    buffered write also passes through the page cache). For --dry-run and the run's results."""
+    plan = plan_checkpoint(cfg, 0, comm_size)
+    per_rank = list(plan.per_rank_bytes)
+    node = sorted(per_rank, reverse=True)[:max(1, ranks_per_node)]
+    return {
+        "ranks": comm_size, "ranks_needed": plan.layout.mp, "writers": len(plan.writers),
+        "files_total": plan.total_files, "bytes_total": plan.total_bytes,
+        "bytes_per_rank_max": max(per_rank), "bytes_per_rank_min": min(per_rank),
+        "files_rank0": len(plan.files), "dlio_size_GiB": plan.dlio_size_GiB,
+        "ranks_per_node": ranks_per_node, "state_bytes_per_node": sum(node),
+        "writes": int(cfg.checkpoint.num_checkpoints_write), "reads": int(cfg.checkpoint.num_checkpoints_read),
+    }
+
+
+def summary_lines(s: Dict[str, Any]) -> List[str]:
+    """The --dry-run lines of plan_summary: every size in GiB and GB."""
+    def both(n: float) -> str:
+        return f"{n / GiB:.2f} GiB ({n / 1e9:.2f} GB)"
+
+    return [
+        f"checkpoint          {both(s['bytes_total'])} in {s['files_total']} files, written by {s['writers']} "
+        f"of {s['ranks']} ranks; {s['writes']} writes, {s['reads']} reads",
+        f"per rank            {both(s['bytes_per_rank_max'])} at most"
+        + (f", {both(s['bytes_per_rank_min'])} at least" if s["bytes_per_rank_min"] != s["bytes_per_rank_max"] else "")
+        + f"; rank 0 writes {s['files_rank0']} files",
+        f"ranks needed        >= {s['ranks_needed']} (tensor x pipeline parallelism)"
+        + ("" if s["ranks"] >= s["ranks_needed"] else f": this run has {s['ranks']}, run under mpiexec -n N"),
+        f"memory per node     {both(s['state_bytes_per_node'])} for {s['ranks_per_node']} rank(s): the model "
+        "and optimizer state DLIO holds in memory; a buffered save also passes it through the page cache",
+    ]

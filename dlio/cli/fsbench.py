@@ -78,17 +78,33 @@ def engines() -> None:
 @click.option("--mpiio-hint", "mpiio_hints", multiple=True, metavar="KEY=VALUE",
               help="mpiio: an MPI-IO hint for MPI_File_open, e.g. romio_cb_read=enable (repeatable).")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
-              help="Write every request as a span (DFTracer .pfw JSON lines, opens in Perfetto).")
+              help="Write every request as a span to FILE: DFTracer .pfw (JSON lines, one event per line; "
+                   "gzip when FILE ends in .gz); opens in Perfetto.")
+@click.option("--endpoint", help="s3:// paths: the S3 endpoint URL (default: AWS_ENDPOINT_URL).")
 @progress_options
 @console_options
 @click.pass_context
 def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size, ramp, cache,
-       fixedbufs, regfiles, json_path, csv_path, keep, layout, collective, reorder, mpiio_hints, trace_path) -> None:
+       fixedbufs, regfiles, json_path, csv_path, keep, layout, collective, reorder, mpiio_hints, trace_path,
+       endpoint) -> None:
     """Microbenchmark a grid of transfer size x pattern x engine x queue depth x threads on PATH.
 
     PATH is a folder (test files are created in it, fully written, and removed afterwards unless
-    --keep) or one or more existing files (read as they are).
+    --keep) or one or more existing files (read as they are), or s3://BUCKET/PREFIX: GET (read),
+    PUT (write) and range-GET (randread) points on test objects created under the prefix.
     """
+    if json_path == "-" and csv_path == "-":
+        raise DlioError("--json - and --csv -: only one of them can write to stdout")
+    table_echo = _table_echo(json_path, csv_path)
+    if any(p.startswith("s3://") for p in paths):
+        from dlio.objstore.iocmd import refuse_file_options, run_io
+        refuse_file_options(engine=flatten(engine) != ["posix"], direct=bool(direct), fixedbufs=fixedbufs,
+                            regfiles=regfiles, layout=flatten(layout) != ["fpp"], collective=collective,
+                            reorder=reorder, mpiio_hint=bool(mpiio_hints), trace=bool(trace_path))
+        return run_io(list(paths), flatten(rw), flatten(bs), flatten(qd), flatten(threads), file_size, runtime,
+                      size, ramp, cache, endpoint, json_path, csv_path, keep, table_echo)
+    if endpoint:
+        raise DlioError("--endpoint is for s3:// paths only")
     from dlio.fsbench import grid, ior, points
     from dlio.fsbench.grid import Sinks
     rws, bss, engs, qds, thrs = flatten(rw), flatten(bs), flatten(engine), flatten(qd), flatten(threads)
@@ -97,11 +113,8 @@ def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size
             raise DlioError(f"--bs {fmt_size(b)}: transfer size must be between 512 bytes and 64 MiB")
     if runtime is not None and size is not None:
         raise DlioError("give --runtime or --size, not both")
-    if json_path == "-" and csv_path == "-":
-        raise DlioError("--json - and --csv -: only one of them can write to stdout")
     sinks = Sinks(json_path, csv_path)
     sinks.check()
-    table_echo = _table_echo(json_path, csv_path)
     if MPIIO in engs:
         # IOR-style points under mpiexec: a fixed amount of work unless --runtime.
         if engs != [MPIIO] or direct or qds != [1]:

@@ -1,6 +1,6 @@
 """`dlio-fast report` and `dlio-fast check`: standalone Click commands (the CLI group adds them).
 
-Parsing and printing only; the work is in dlio.compare, dlio.plots, dlio.htmlreport, dlio.checks.
+Parsing and printing only; the work is in dlio.report (compare, tables, plots, html, checks).
 Bad input raises DlioError with one line naming the file or folder.
 """
 import os

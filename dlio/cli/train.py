@@ -74,8 +74,8 @@ def _warn_to(progress: Any) -> Callable[[str], None]:
 @key_option("dlio_fast.skip_bad_files", "--skip-bad-files",
             help="Leave out missing / unreadable / changed files (counted in the results) instead of stopping.")
 @key_option("dlio_fast.trace", "--trace",
-            help="Write trace-{rank}-of-{size}.pfw (DFTracer / Perfetto JSON lines: every read, fetch, compute) "
-                 "in the output folder.")
+            help="Write trace-{rank}-of-{size}.pfw.gz in the output folder: a DFTracer .pfw trace, gzip (JSON "
+                 "lines, one event per line: every read, sample, fetch, compute); opens in Perfetto.")
 @click.option("--dry-run", is_flag=True, help="Print the resolved config and the dataset plan; touch nothing.")
 @progress_options
 @console_options

@@ -11,7 +11,7 @@ spellings ``++workload.x=y``, ``+workload.x=y``, ``workload.x=y``, ``~workload.x
 Every problem is a ``ConfigError`` whose message is one line naming the dotted key, the bad value, what
 is allowed and where the value came from.  Unlike DLIO, unknown keys are errors (with the nearest valid
 key suggested) and enum-like values are compared as values, case-insensitively: ``file_shuffle: off``
-means off (DLIO keeps raw strings and compares them with Enums; see dlio-facts §9).
+means off (DLIO keeps raw strings and compares them with Enums; see docs/dlio-facts.md §9).
 
 Deliberate differences from DLIO, all documented in ``schema.KEYS`` notes:
   * ``model.model_size`` (and 2.0.0's ``checkpoint.model_size``) set ``model.model_size_bytes``; DLIO's
@@ -63,7 +63,7 @@ def _section_classes() -> Dict[str, type]:
         name = "".join(p.title().replace("_", "") for p in sec.split(".")) + "Config"
         classes[sec] = dataclasses.make_dataclass(name, fields, frozen=True)
         classes[sec].__module__ = __name__
-        classes[sec].__doc__ = f"The {sec} section of a workload (fields and help: dlio.schema.KEYS)."
+        classes[sec].__doc__ = f"The {sec} section of a workload (fields and help: dlio.config.schema.KEYS)."
     return classes
 
 
@@ -157,7 +157,7 @@ class Config:
 
     def steps_per_epoch(self, comm_size: int = 1) -> int:
         """Training steps per rank per epoch: floor(files * spf / (batch * ranks)), capped by
-        train.total_training_steps when > 0 (DLIO's per-epoch cap, dlio-facts §3.7)."""
+        train.total_training_steps when > 0 (DLIO's per-epoch cap, docs/dlio-facts.md §3.7)."""
         comm_size = _check_comm(comm_size)
         n = self.dataset.num_files_train * self.dataset.num_samples_per_file // (self.reader.batch_size * comm_size)
         cap = self.train.total_training_steps

@@ -18,7 +18,7 @@ Types:
   enum            one of ``choices``, compared case-insensitively, normalised to the spelling here
   ints, strs      lists (``strs`` also accepts one string)
   map             a mapping (or null)
-  time            a DLIO time distribution (scalar, {mean[, stdev]}, {type: ...}), see config.TimeSpec
+  time            a DLIO time distribution (scalar, {mean[, stdev]}, {type: ...}), see dlio.config.timespec.TimeSpec
   stdev           DLIO's ``*_stdev`` sibling of a time key; folded into it, not a field of its own
 """
 from __future__ import annotations
@@ -256,7 +256,7 @@ KEYS: Tuple[Key, ...] = (
     K("dlio_fast.skip_bad_files", "bool", False,
       "leave out files that are missing, unreadable or changed since generation (counted), instead of stopping"),
     K("dlio_fast.plots", "bool", False, "write PNG plots into the output folder after the run"),
-    K("dlio_fast.trace", "bool", False, "write Chrome-trace / DFTracer .pfw files per rank"),
+    K("dlio_fast.trace", "bool", False, "write a DFTracer trace per rank (trace-{rank}-of-{size}.pfw.gz: JSON lines; opens in Perfetto)"),
     K("dlio_fast.seed", "int", 10, "seed of the generated files' content (shapes use DLIO's fixed seed 10, so DLIO and dlio-fast agree on sizes)",
       lo=0, hi=2**32 - 1),
 )

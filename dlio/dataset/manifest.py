@@ -24,7 +24,7 @@ from dlio.dataset.spec import MANIFEST_DIR, MANIFEST_VERSION, split_key, split_f
 class Manifest:
     """Per split: file paths and sizes, and (non-whole-file formats) per-sample byte ranges.
 
-    table (dlio.ranges.Table) holds the ranges, in O(files) when the files are regular; it is None
+    table (dlio.dataset.ranges.Table) holds the ranges, in O(files) when the files are regular; it is None
     for whole-file formats (npz, npy, jpeg, png, csv), where every sample reads (0, file_size):
     see ranges(). range_crc32c, when present, follows the flat order of table.flat()."""
     split: str

@@ -6,7 +6,7 @@ for the whole split: 3.7 GB for BERT's 500 x 313,532 records, 6.6 GB for Megatro
 of fixed-size records (tfrecord, indexed_binary with record_length_bytes_stdev 0) are regular,
 though: sample s of every file is one range of the same length at first + s * stride. `Uniform` is such a file in four numbers; a split whose files
 are all uniform with the same stride, length and sample count is stored as one first offset per
-file (`Table.first`) and planned by arithmetic (dlio.planner). Anything else stays flat.
+file (`Table.first`) and planned by arithmetic (dlio.train.planner). Anything else stays flat.
 """
 from __future__ import annotations
 

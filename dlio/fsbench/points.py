@@ -94,7 +94,7 @@ def build_plan(point, fileset, seed=42):
 
 def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, delay_ns=0, tracer=None):
     """Measure one point. Returns the point's record (plain dict, JSON-ready). With a tracer
-    (dlio.trace.Tracer), the point's requests are appended to its .pfw file as spans."""
+    (dlio.report.trace.Tracer), the point's requests are appended to its .pfw file as spans."""
     ops, first_op = build_plan(point, fileset)
     cache_note = cache_step(point, fileset.paths, cache)
     run = _core.Run("io", point.engine, fileset.paths, ops, threads=point.threads, qd=point.qd,

@@ -1,4 +1,4 @@
-"""MLPerf Storage style checks of training runs (peers.md 4.5, Submission_guidelines v2.0).
+"""MLPerf Storage style checks of training runs (docs/peers.md §4.5, Submission_guidelines v2.0).
 
   - the run completed (a partial run is not a result);
   - dataset >= 5x the hosts' RAM: bytes on disk vs host memory x number of distinct hosts, so that

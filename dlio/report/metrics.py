@@ -1,6 +1,6 @@
 """Training metrics from the runner's per-step timestamps: DLIO's formulas and exact ones.
 
-DLIO compatibility (dlio-facts 3.3), per block of n steps on one rank:
+DLIO compatibility (docs/dlio-facts.md §3.3), per block of n steps on one rank:
     load[i]    = time waiting for batch i (our t_ready - t_fetch)
     compute[i] = measured compute of step i;  proc[i] = load[i] + compute[i]
     T          = block wall time - sum(proc[:s]) - sum(proc[e+1:]),  s = exclude_start_steps,
@@ -11,7 +11,10 @@ Exact figures use one window for everything, the whole block on the monotonic cl
 trainer's first fetch (when the readers start too) to the end of the last step. Every byte of
 the block is read inside it, so bytes / window is never inflated by prefetching (a window that
 skipped the first step would count batches read before it began); the first step's wait is
-storage time too, so it is not excluded. MB/s come from the bytes the runner read.
+storage time too, so it is not excluded. MB/s come from the bytes the runner read. The exact AU
+counts each step's compute up to its set value (the plan's): a spin that overran (a preempted
+thread on a loaded host) is the client's time, not the storage's, and must not raise the AU; the
+overruns are reported next to it. DLIO's AU keeps DLIO's definition (the measured compute).
 """
 import numpy as np
 
@@ -50,10 +53,12 @@ def block_metrics(st, batch, exclude_start=1, exclude_end=0):
     thr = (n - 2) * batch / T if T > 0 and n > 2 else 0.0
     window = wall
     total_compute = comp.sum()
+    set_comp = np.asarray(st["set_compute_ns"], dtype=np.int64) / 1e9 if "set_compute_ns" in st else comp
+    over = comp - set_comp
     exact = {
         "window_s": window,
         "steps": int(n),
-        "au_percentage": 100.0 * total_compute / window if window > 0 else 0.0,
+        "au_percentage": 100.0 * np.minimum(comp, set_comp).sum() / window if window > 0 else 0.0,
         "samples_per_second": n * batch / window if window > 0 else 0.0,
         "bytes": int(nbytes.sum()),
         "bytes_per_second": nbytes.sum() / window if window > 0 else 0.0,
@@ -62,6 +67,9 @@ def block_metrics(st, batch, exclude_start=1, exclude_end=0):
         "io_wait_max_s": float(load.max()),
         "compute_mean_s": float(comp.mean()),
         "compute_total_s": float(total_compute),
+        "compute_set_mean_s": float(set_comp.mean()),
+        "compute_overrun_mean_s": float(np.maximum(over, 0).mean()),
+        "compute_overrun_max_s": float(over.max()),
     }
     return {
         "steps": n, "start_ns": int(t_fetch[0]), "end_ns": int(t_end[-1]), "duration_s": wall,

@@ -109,6 +109,7 @@ class RunResult(TypedDict):
     dataset: Dict[str, Any]
     environment: Dict[str, Any]
     ranks: List[RankRecord]
+    checkpoint_plan: NotRequired[Dict[str, Any]]  # dlio.checkpoint.layout.plan_summary, when it checkpoints
 
 
 class IoPoint(TypedDict, total=False):

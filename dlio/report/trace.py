@@ -1,26 +1,40 @@
-"""`--trace`: one DFTracer / Chrome-trace file per rank, `trace-{rank}-of-{size}.pfw` in the output
-folder (the name DLIO's DFTracer integration gives it).
+"""`--trace`: one DFTracer .pfw trace per rank, `trace-{rank}-of-{size}.pfw.gz` in the output folder
+(the name DLIO's DFTracer integration gives it; gzip, which DFTracer's tools and Perfetto read), or
+any file name given (`io --trace FILE`: FILE.pfw is written plain, FILE.pfw.gz compressed).
 
 The file is DFTracer's .pfw layout: a line "[", then one JSON object per line, then a line "]".
-Each line parses on its own (DFTracer's DFAnalyzer reads the file line by line); Perfetto's JSON
-loader opens the file as it is (commas between events are optional to it). There are no commas, so
-the whole file is not one strict JSON document: read it with read_pfw().
+Each line parses on its own (DFTracer's DFAnalyzer reads the file line by line); Perfetto opens
+the file as it is (commas between events are optional to it, and it unpacks gzip). There are no
+commas, so the whole file is not one strict JSON document: read it with read_pfw().
 
 What is in it:
-  cat POSIX         "read"/"write": one per request (args fname, fhash, offset, size, ret, step)
-  cat reader        "sample": open .. reads .. close of one sample (args fname, size, step)
+  cat <ENGINE>      "read"/"write": one per request (args fhash, offset, size, ret, step); the
+                    category is the engine: POSIX (as DFTracer), IO_URING, MMAP, NULL, MPIIO
+                    (DFAnalyzer's default I/O filter is cat == "POSIX": give it a condition
+                    function that takes the engine's category too)
+  cat reader        "sample": open .. reads .. close of one sample (args fhash, size, step)
   cat data_loader   "fetch": the trainer waiting for batch `step` (args size = its bytes)
   cat ai_framework  "compute": the emulated accelerator time of step `step`
   cat dlio_benchmark  "train"/"eval" (one C run), "epoch", "generate": Python-side phases
   cat checkpoint    "checkpoint.save"/"checkpoint.load" (span() / phase() for the checkpoint code)
-  "ph":"M" lines    FH (file hash -> name, as DFTracer), process_name / thread_name (Perfetto)
+  "ph":"M" lines    FH (file hash -> name, as DFTracer: once per file), process_name / thread_name
 Per-request events are recorded by the C runner in per-thread buffers (no Python per event) and
-written by the C writer in bulk; the few Python-side spans are written here. ts/dur are
-microseconds with three decimals; ts is on the epoch clock (one CLOCK_REALTIME anchor per file).
+written by the C writer in bulk; the few Python-side spans are written here.
+
+ts/dur are integer microseconds (as DFTracer); ts is on the epoch clock (one CLOCK_REALTIME anchor
+per file). Both ends of every span are rounded down to the microsecond, so nested spans stay nested
+and back-to-back spans never overlap. With several requests in flight, a thread's spans are spread
+over lanes, one track each: tid = thread * TRACE_LANES + lane, named "reader 0 slot 3"; on a track
+spans are disjoint or nested (a request inside its sample), which is what Perfetto needs to draw
+them. Thread 0 lane 0 (tid 0) is the trainer (train) or worker 0 (io), where the phases are.
 """
 import contextlib
+import gzip
 import json
 import os
+import re
+import shutil
+import tempfile
 import time
 
 import numpy as np
@@ -29,33 +43,47 @@ from dlio import _core
 
 KIND_NAMES = {_core.TR_READ: "read", _core.TR_WRITE: "write", _core.TR_SAMPLE: "sample",
               _core.TR_FETCH: "fetch", _core.TR_COMPUTE: "compute"}
+TRACE_LANES = _core.TRACE_LANES
+GZIP_LEVEL = 6   # zlib's default: ~10x smaller than the text here, at ~100 MB/s of text
 
 
-def trace_path(folder, rank, size):
-    return os.path.join(folder, f"trace-{rank}-of-{size}.pfw")
+def trace_path(folder: str, rank: int, size: int, compress: bool = True) -> str:
+    return os.path.join(folder, f"trace-{rank}-of-{size}.pfw" + (".gz" if compress else ""))
 
 
-def _us(ns):
-    """ns -> the writer's microsecond text (three decimals), exact."""
-    ns = int(ns)
-    return f"{ns // 1000}.{ns % 1000:03d}"
+def io_category(engine: str) -> str:
+    """The "cat" of an engine's read/write events: its name in capitals (posix -> POSIX, the
+    category DFTracer gives POSIX calls; io_uring -> IO_URING)."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", engine or "posix").upper()
+
+
+def _us(ns: int) -> int:
+    """An instant in ns -> the writer's integer microsecond (rounded down, as the C writer)."""
+    return int(ns) // 1000
 
 
 class Tracer:
     """This rank's trace file. add_run() appends a C run's events; span()/phase() add Python-side
-    phases; close() ends the file. Times given to span() are _core.now_ns() times."""
+    phases; close() ends the file. Times given to span() are _core.now_ns() times. The file is
+    gzip when its name ends in .gz (the default name does)."""
 
     def __init__(self, folder, rank=0, size=1, thread_names=None, path=None):
         self.path = path or trace_path(folder, rank, size)
+        self.compressed = self.path.endswith(".gz")
         self.pid = rank
         self.t0_ns = time.time_ns() - _core.now_ns()   # epoch ns = now_ns() + t0_ns
         self.next_id = 0
         self.dropped = 0
         self.events = 0
-        self._named = set()
+        self._named = set()                         # output tids with a thread_name line
+        self._seen = np.zeros(0, dtype=np.uint32)   # file hashes with an FH line, sorted
         self._thread_names = thread_names or (lambda tid: "trainer" if tid == 0 else f"reader {tid - 1}")
-        with open(self.path, "w") as f:
-            f.write("[\n")
+        self._gz = gzip.open(self.path, "wb", compresslevel=GZIP_LEVEL) if self.compressed else None
+        if self._gz is None:
+            with open(self.path, "w") as f:
+                f.write("[\n")
+        else:
+            self._gz.write(b"[\n")
         self._lines([self._meta("process_name", 0, {"name": f"rank {rank}"})])
 
     def _meta(self, name, tid, args):
@@ -65,9 +93,27 @@ class Tracer:
         return json.dumps(line, separators=(",", ":"))
 
     def _lines(self, lines):
-        if lines:
+        if not lines:
+            return
+        text = "\n".join(lines) + "\n"
+        if self._gz is not None:
+            self._gz.write(text.encode())
+        else:
             with open(self.path, "a") as f:
-                f.write("\n".join(lines) + "\n")
+                f.write(text)
+
+    def _write_events(self, ev, paths, cat):
+        """The C writer formats the events; a gzip file gets them through a scratch file next to
+        it (the text can be large: not held in memory), compressed by zlib in C."""
+        args = (ev, paths, self.pid, self.t0_ns, self.next_id, cat, self._seen)
+        if self._gz is None:
+            return _core.write_trace(self.path, *args)
+        with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(self.path))) as tmp:
+            out = _core.write_trace(tmp.fileno(), *args)
+            tmp.seek(0)
+            shutil.copyfileobj(tmp, self._gz, 1 << 20)
+        self._gz.flush()   # a reader sees every finished run even if the process dies later
+        return out
 
     def add_run(self, res, paths, name=None, **args):
         """Append the events of one C run (res from Run(..., trace=True).execute()), and a span
@@ -76,23 +122,33 @@ class Tracer:
         if ev is None:
             return
         self.dropped += int(res.get("trace_dropped", 0))
-        meta = [self._meta("thread_name", int(t), {"name": self._thread_names(int(t))})
-                for t in np.unique(ev["tid"]) if int(t) not in self._named]
-        self._named.update(int(t) for t in np.unique(ev["tid"]))
-        self._lines(meta)
         if len(ev):
-            self.next_id = _core.write_trace(self.path, ev, paths, self.pid, self.t0_ns, self.next_id)
+            self.next_id, new, lanes = self._write_events(ev, paths, io_category(res.get("trace_engine", "posix")))
+            self._seen = np.union1d(self._seen, new).astype(np.uint32)
             self.events += len(ev)
+            meta = []
+            for t in np.flatnonzero(lanes):
+                base = self._thread_names(int(t))
+                for lane in range(int(lanes[t])):
+                    tid = int(t) * TRACE_LANES + lane
+                    if tid not in self._named:
+                        self._named.add(tid)
+                        meta.append(self._meta("thread_name", tid, {"name": base if lane == 0 else
+                                                                     f"{base} slot {lane}"}))
+            self._lines(meta)
         if name is not None and res["t_end"] >= res["t_start"]:
             self.span(name, res["t_start"], res["t_end"] - res["t_start"], **args)
 
     def span(self, name, t_start_ns, dur_ns, cat=None, tid=0, **args):
-        """One complete event of a Python-side phase (times from _core.now_ns())."""
+        """One complete event of a Python-side phase (times from _core.now_ns()) on thread tid's
+        first lane."""
         if cat is None:
             cat = "checkpoint" if name.startswith("checkpoint") else "dlio_benchmark"
+        t = int(t_start_ns) + self.t0_ns
+        ts, te = _us(t), _us(t + int(dur_ns))
         line = (f'{{"id":{self.next_id},"name":{json.dumps(name)},"cat":{json.dumps(cat)},'
-                f'"pid":{self.pid},"tid":{int(tid)},"ts":{_us(int(t_start_ns) + self.t0_ns)},'
-                f'"dur":{_us(dur_ns)},"ph":"X","args":{json.dumps(args, separators=(",", ":"))}}}')
+                f'"pid":{self.pid},"tid":{int(tid) * TRACE_LANES},"ts":{ts},'
+                f'"dur":{te - ts},"ph":"X","args":{json.dumps(args, separators=(",", ":"))}}}')
         self.next_id += 1
         self.events += 1
         self._lines([line])
@@ -109,8 +165,13 @@ class Tracer:
     def close(self):
         if self.dropped:
             self.span("trace_dropped", _core.now_ns(), 0, cat="dftracer", dropped=self.dropped)
-        with open(self.path, "a") as f:
-            f.write("]\n")
+        if self._gz is not None:
+            self._gz.write(b"]\n")
+            self._gz.close()
+            self._gz = None
+        else:
+            with open(self.path, "a") as f:
+                f.write("]\n")
 
 
 @contextlib.contextmanager
@@ -123,12 +184,21 @@ def maybe_phase(tracer, name, **args):
             yield
 
 
+def open_pfw(path):
+    """A .pfw or .pfw.gz file as text (gzip told by its first bytes, whatever its name)."""
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
 def read_pfw(path):
-    """The events of a .pfw file (list of dicts): every line but "[" / "]", a trailing comma
-    allowed. ts/dur are parsed as Decimal so that sums of durations are exact."""
+    """The events of a .pfw or .pfw.gz file (list of dicts): every line but "[" / "]", a trailing
+    comma allowed. Fractional ts/dur (older files) are parsed as Decimal so that sums are exact."""
     from decimal import Decimal
     out = []
-    with open(path) as f:
+    with open_pfw(path) as f:
         for line in f:
             line = line.strip()
             if not line or line in ("[", "]"):

@@ -91,7 +91,7 @@ class Trainer:
 
     def __init__(self, cfg, comm, echo, progress=None, tracer=None):
         self.cfg = cfg
-        self.tracer = tracer   # dlio.trace.Tracer, or None
+        self.tracer = tracer   # dlio.report.trace.Tracer, or None
         self.comm = comm
         self.echo = echo if comm.rank == 0 else (lambda *a, **k: None)
         self.progress = progress
@@ -145,6 +145,8 @@ class Trainer:
         if barrier is not None:
             tick = self._stop_barrier_tick(barrier, tick)
         res, failure = execute_partial(run, on_tick=tick)
+        if res is not None:  # the set compute of each step, next to the measured one
+            res["step_times"]["set_compute_ns"] = np.asarray(steps["compute_ns"][: len(res["step_times"]["compute_ns"])])
         if self.tracer is not None and res is not None:
             self.tracer.add_run(res, paths, "train" if split == "train" else "eval", epoch=epoch)
         return res, failure

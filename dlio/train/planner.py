@@ -4,7 +4,7 @@ Numpy only, O(samples), no Python loop per sample. The result crosses into C as 
 `ops` (one record per read: file, offset, length, open/close flags) and `steps` (one record per
 batch: its ops, its sample count, its compute time).
 
-What a sample costs is decided by the format (dlio/formats): the whole file for npz / npy / jpeg /
+What a sample costs is decided by the format (dlio/dataset/formats): the whole file for npz / npy / jpeg /
 png / csv (what numpy / Pillow / pandas read per sample), the sample's slice(s) for hdf5 and
 indexed_binary, the framed records for tfrecord, read in `transfer_size` chunks as TensorFlow's
 buffered reader does. A sample's file is opened before its first read and closed after its last
@@ -18,7 +18,7 @@ rank takes a contiguous block of floor(total / ranks) samples, and steps = block
 on every rank (so uneven datasets never deadlock). The sample shuffle is a keyed permutation that
 is computed at the positions of a rank's block only (SampleOrder), so planning costs what the rank
 reads, not the dataset's sample count. Files left out (--skip-bad-files) go before shuffling.
-Where DLIO differs on purpose (dlio-facts 9): DLIO's index loaders ignore both shuffle settings
+Where DLIO differs on purpose (docs/dlio-facts.md §9): DLIO's index loaders ignore both shuffle settings
 and read ascending every epoch; set
 `dlio_fast.compat_dlio_order: true` to get that order. tfrecord is sharded by file round-robin and
 read sequentially (a shuffle buffer reorders records in memory, not on disk), as tf.data does.

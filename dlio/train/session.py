@@ -1,5 +1,6 @@
 """What `dlio-fast run` and `dlio-fast generate` do, start to end, on every rank."""
 import os
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 import time
@@ -7,6 +8,7 @@ import time
 
 from dlio import _core
 from dlio.checkpoint import io as ckpt_io
+from dlio.checkpoint import layout as ckpt_layout
 from dlio.dataset.generate import generate as generate_dataset
 from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.report import dlio_files
@@ -15,7 +17,7 @@ from dlio.train import loop
 from dlio.config.engines import check_qd, engine_spec
 from dlio import host
 from dlio.host import host_info, iso
-from dlio.errors import DlioError
+from dlio.errors import ConfigError, DlioError
 from dlio.execute import Interrupted
 
 RAM_FACTOR = 5   # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
@@ -48,12 +50,25 @@ def prepare_output(folder, comm):
 
 
 def describe(cfg, spec, comm_size):
-    """The --dry-run report: resolved settings, size on disk, files/samples per rank, steps."""
+    """The --dry-run report: the dataset (size on disk, files/samples per rank, steps) when the run
+    reads one, and the checkpoint plan when it writes checkpoints."""
+    lines = [f"workload            {cfg.workload or cfg.config_file or '-'} (scale {cfg.scale:g})"]
+    if not cfg.is_checkpoint_only():
+        lines += _dataset_lines(cfg, spec, comm_size)
+    if cfg.workflow.checkpoint:
+        par = cfg.model.parallelism
+        ranks = max(comm_size, par.tensor * par.pipeline) if cfg.checkpoint.mode != "subset" else comm_size
+        if ranks > comm_size:
+            lines.append(f"(this run has {comm_size} rank(s); the checkpoint needs {ranks}: the plan is for {ranks})")
+        lines += ckpt_layout.summary_lines(ckpt_layout.plan_summary(cfg, ranks, ranks))
+    return lines
+
+
+def _dataset_lines(cfg, spec, comm_size):
     nbytes = dataset_bytes(spec)
     present = data_present(spec)
     total = spec.num_files_train * spec.num_samples_per_file
-    lines = [
-        f"workload            {cfg.workload or cfg.config_file or '-'} (scale {cfg.scale:g})",
+    return [
         f"data folder         {spec.data_folder} ({'present' if present else 'missing: run generates it'})",
         f"format              {spec.format}, {spec.num_files_train} train + {spec.num_files_eval} eval files, "
         f"{spec.num_samples_per_file} samples per file",
@@ -65,7 +80,6 @@ def describe(cfg, spec, comm_size):
         f"reader              {cfg.reader.read_threads} threads, prefetch {cfg.reader.prefetch_size}, "
         f"engine {cfg.dlio_fast.engine} qd {cfg.dlio_fast.qd}, cache {cfg.dlio_fast.cache}",
     ]
-    return lines, nbytes, present
 
 
 def data_present(spec):
@@ -110,8 +124,12 @@ def cache_warning(cfg, nbytes, warn):
 
 def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes):
     engine, direct = engine_spec(cfg)
-    return build_result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(),
-                        engine, direct)
+    result = build_result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(),
+                          engine, direct)
+    if cfg.workflow.checkpoint:
+        per_node = max(Counter(r["hostname"] for r in records).values())
+        result["checkpoint_plan"] = ckpt_layout.plan_summary(cfg, comm_size, per_node)
+    return result
 
 
 def balloon_warning(cfg, warn):
@@ -144,10 +162,10 @@ class Session:
 
 def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbose=False):
     """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None.
-    With dlio_fast.trace, this rank's trace-{rank}-of-{size}.pfw is written in the output folder."""
+    With dlio_fast.trace, this rank's trace-{rank}-of-{size}.pfw.gz is written in the output folder."""
     s = Session(cfg, comm, echo, warn, progress, verbose, spec=dataset_spec(cfg))
     if dry_run:
-        lines, _, _ = describe(cfg, s.spec, comm.size)
+        lines = describe(cfg, s.spec, comm.size)
         if comm.rank == 0:
             for line in [cfg.to_yaml().rstrip(), "---", *lines]:
                 echo(line)
@@ -162,6 +180,10 @@ def _start(s: Session, output) -> None:
     """Output folder, tracer, the banner, the dataset (generated when missing) and the warnings."""
     cfg, comm, wf = s.cfg, s.comm, s.cfg.workflow
     check_qd(engine_spec(cfg)[0], cfg.dlio_fast.qd)
+    if cfg.storage.storage_type != "local_fs":
+        raise ConfigError(f"storage.storage_type = {cfg.storage.storage_type!r}: runs on object storage are not "
+                          "emulated yet (only `dlio-fast io s3://...` measures S3); use local_fs with a mounted "
+                          "folder", "storage.storage_type", cfg.storage.storage_type)
     if cfg.dlio_fast.cache == "drop-all" and os.geteuid() != 0:
         raise DlioError("dlio_fast.cache = drop-all drops the whole host's page cache and needs root; use "
                         "--cache drop (each file's pages, no root needed)")
@@ -173,8 +195,8 @@ def _start(s: Session, output) -> None:
     phases = [name for name, on in (("Generating data", wf.generate_data), ("Training", wf.train),
                                      ("Evaluation", wf.train and wf.evaluation), ("Checkpointing", wf.checkpoint)) if on]
     s.echo(f"Running dlio-fast [{' & '.join(phases)}] with {comm.size} process(es)")
-    needs_data = wf.train or wf.generate_data
-    if wf.generate_data or (needs_data and not comm.bcast(data_present(s.spec))):
+    needs_data = wf.train or (wf.generate_data and not cfg.is_checkpoint_only())  # never a dataset nobody reads
+    if (wf.generate_data and needs_data) or (needs_data and not comm.bcast(data_present(s.spec))):
         from dlio.report.trace import maybe_phase
         with maybe_phase(s.tracer, "generate"):
             generate(cfg, s.spec, comm, s.echo, s.progress)

@@ -7,7 +7,7 @@
 #include "dlio_core/trace.h"
 
 #define PFW_CHUNK (1u << 20) /* bytes formatted before each write() */
-#define PFW_LINE  320        /* longest line without its file name */
+#define PFW_LINE  320        /* longest line without a file name */
 
 int dc_trace_alloc(struct dc_trace *tr, unsigned nbufs, const uint64_t *caps, uint64_t cap)
 {
@@ -157,19 +157,6 @@ static char *put_u64(char *o, uint64_t v)
 	return o;
 }
 
-/* ns as microseconds with three decimals. */
-static char *put_us(char *o, uint64_t ns)
-{
-	uint64_t frac = ns % 1000;
-
-	o = put_u64(o, ns / 1000);
-	*o++ = '.';
-	*o++ = (char)('0' + frac / 100);
-	*o++ = (char)('0' + frac / 10 % 10);
-	*o++ = (char)('0' + frac % 10);
-	return o;
-}
-
 static int write_all(int fd, const char *buf, size_t len)
 {
 	while (len) {
@@ -220,89 +207,235 @@ static char *put_head(char *o, uint64_t id, const char *name, const char *cat, i
 	return put_u64(o, tid);
 }
 
+/* One event's place in the output order, its times in output microseconds and its lane. */
+struct ev_key {
+	uint64_t ts, te; /* floor((t + t0_ns) / 1000) of its start and end */
+	uint32_t i;      /* index into the events */
+	uint16_t tid;
+	uint8_t rank; /* among equal spans, the outer first: fetch 0, sample 1, the rest 2 */
+	uint8_t pad;
+};
+
+static int key_cmp(const void *pa, const void *pb)
+{
+	const struct ev_key *a = pa, *b = pb;
+
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	/* An instant (a span shorter than 1 us) first: it ends where it starts, so the spans that
+	 * start in the same microsecond close it instead of holding it. */
+	if ((a->te == a->ts) != (b->te == b->ts))
+		return a->te == a->ts ? -1 : 1;
+	if (a->te != b->te) /* the longer span first: a parent before its children */
+		return a->te > b->te ? -1 : 1;
+	if (a->rank != b->rank)
+		return a->rank < b->rank ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* A lane: the stack of its open spans (each nested in the one below). */
+#define LANE_DEPTH 4
+struct lane {
+	uint64_t end[LANE_DEPTH];
+	uint32_t file[LANE_DEPTH];
+	uint8_t kind[LANE_DEPTH];
+	unsigned depth;
+};
+
+static int is_io(unsigned kind)
+{
+	return kind == DC_TR_READ || kind == DC_TR_WRITE;
+}
+
+/* Can event e (key k) go on lane l? Spans that ended by k->ts are closed first (keys come in start
+ * order, so they stay closed). It can when the lane is idle, or when the open span on top holds it
+ * entirely and is its parent: its own sample (same file) for a request, a fetch for anything the
+ * trainer does while waiting for its batch (threads = 0) but the next fetch or a compute. */
+static int lane_fits(struct lane *l, const struct ev_key *k, const struct dc_trace_event *e)
+{
+	unsigned top;
+
+	while (l->depth && l->end[l->depth - 1] <= k->ts)
+		l->depth--;
+	if (!l->depth)
+		return 1;
+	top = l->depth - 1;
+	if (l->depth == LANE_DEPTH || k->te > l->end[top])
+		return 0;
+	if (l->kind[top] == DC_TR_SAMPLE)
+		return is_io(e->kind) && l->file[top] == e->file;
+	return l->kind[top] == DC_TR_FETCH && e->kind != DC_TR_FETCH && e->kind != DC_TR_COMPUTE;
+}
+
+static void lane_push(struct lane *l, const struct ev_key *k, const struct dc_trace_event *e)
+{
+	l->end[l->depth] = k->te;
+	l->file[l->depth] = e->file;
+	l->kind[l->depth] = e->kind;
+	l->depth++;
+}
+
+/* Sort the events by thread and start, and give each a lane (first fit): lane_of[j] is the lane of
+ * key[j]. The lanes each thread used are raised into opt->lanes. 0 or -errno. */
+static int assign_lanes(const struct dc_trace_event *ev, size_t n, uint64_t t0_ns,
+			struct ev_key *key, uint16_t *lane_of, const struct dc_pfw_opts *opt)
+{
+	struct lane *lanes = NULL;
+	unsigned cap = 0, used = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t t = ev[i].t_start + t0_ns;
+
+		key[i] = (struct ev_key){ .ts = t / 1000,
+					  .te = (t + ev[i].dur) / 1000,
+					  .i = (uint32_t)i,
+					  .tid = ev[i].tid,
+					  .rank = ev[i].kind == DC_TR_FETCH    ? 0
+						  : ev[i].kind == DC_TR_SAMPLE ? 1
+									       : 2 };
+	}
+	qsort(key, n, sizeof(*key), key_cmp);
+	for (size_t j = 0; j < n; j++) {
+		const struct dc_trace_event *e = &ev[key[j].i];
+		unsigned l;
+
+		if (j == 0 || key[j].tid != key[j - 1].tid) {
+			if (j && opt->lanes && key[j - 1].tid < opt->ntids &&
+			    opt->lanes[key[j - 1].tid] < used)
+				opt->lanes[key[j - 1].tid] = used;
+			used = 0;
+		}
+		for (l = 0; l < used && !lane_fits(&lanes[l], &key[j], e); l++)
+			;
+		if (l == used) {
+			if (used == DC_TRACE_LANES) {
+				free(lanes);
+				return -E2BIG;
+			}
+			if (used == cap) {
+				unsigned ncap = cap ? 2 * cap : 16;
+				struct lane *nl = realloc(lanes, ncap * sizeof(*lanes));
+
+				if (!nl) {
+					free(lanes);
+					return -ENOMEM;
+				}
+				lanes = nl;
+				cap = ncap;
+			}
+			lanes[used++].depth = 0;
+		}
+		lane_push(&lanes[l], &key[j], e);
+		lane_of[j] = (uint16_t)l;
+	}
+	if (n && opt->lanes && key[n - 1].tid < opt->ntids && opt->lanes[key[n - 1].tid] < used)
+		opt->lanes[key[n - 1].tid] = used;
+	free(lanes);
+	return 0;
+}
+
+static int hash_seen(const struct dc_pfw_opts *opt, uint32_t h)
+{
+	size_t lo = 0, hi = opt->nseen;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (opt->fh_seen[mid] == h)
+			return 1;
+		if (opt->fh_seen[mid] < h)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
 int dc_trace_write_pfw(int fd, const struct dc_trace_event *ev, size_t n, const char *const *paths,
-		       int pid, uint64_t t0_ns, uint64_t *id_base)
+		       const struct dc_pfw_opts *opt, uint64_t *id_base)
 {
 	static const char *const names[] = { "read", "write", "sample", "fetch", "compute" };
 	static const char *const cats[] = { "POSIX", "POSIX", "reader", "data_loader",
 					    "ai_framework" };
 	struct pfw w = { .fd = fd };
-	char **esc = NULL; /* escaped file names, made on first use */
+	uint8_t *named = NULL; /* per file: FH line checked (and written when new) */
 	uint32_t *hash = NULL;
+	struct ev_key *key = NULL;
+	uint16_t *lane_of = NULL;
 	uint32_t nfiles = 0;
 	uint64_t id = id_base ? *id_base : 0;
+	const char *io_cat = opt->io_cat ? opt->io_cat : "POSIX";
+	size_t nnew = 0;
+	int pid = opt->pid < 0 ? 0 : opt->pid;
 
+	if (opt->nnew)
+		*opt->nnew = 0;
+	if (n > UINT32_MAX)
+		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
 		if (ev[i].file != DC_TRACE_NONE32 && ev[i].file >= nfiles)
 			nfiles = ev[i].file + 1;
 	if (nfiles && !paths)
 		return -EINVAL;
 	w.buf = malloc(PFW_CHUNK + 2 * PFW_LINE);
+	key = malloc((n ? n : 1) * sizeof(*key));
+	lane_of = malloc((n ? n : 1) * sizeof(*lane_of));
 	if (nfiles) {
-		esc = calloc(nfiles, sizeof(*esc));
+		named = calloc(nfiles, sizeof(*named));
 		hash = calloc(nfiles, sizeof(*hash));
 	}
-	if (!w.buf || (nfiles && (!esc || !hash))) {
-		free(w.buf);
-		free(esc);
-		free(hash);
-		return -ENOMEM;
+	if (!w.buf || !key || !lane_of || (nfiles && (!named || !hash))) {
+		w.err = -ENOMEM;
+		goto out;
 	}
-	for (size_t i = 0; i < n && !w.err; i++) {
-		const struct dc_trace_event *e = &ev[i];
+	w.err = assign_lanes(ev, n, opt->t0_ns, key, lane_of, opt);
+	for (size_t j = 0; j < n && !w.err; j++) {
+		const struct ev_key *k = &key[j];
+		const struct dc_trace_event *e = &ev[k->i];
 		unsigned kind = e->kind < 5 ? e->kind : 0;
-		const char *fname = NULL;
-		size_t flen = 0;
 		char *o;
 
-		if (e->file != DC_TRACE_NONE32) {
+		if (e->file != DC_TRACE_NONE32 && !named[e->file]) {
 			uint32_t f = e->file;
+			const char *p = paths[f] ? paths[f] : "";
+			size_t plen = strlen(p);
 
-			if (!esc[f]) {
-				const char *p = paths[f] ? paths[f] : "";
-				size_t plen = strlen(p);
-
-				if (plen > PFW_CHUNK / 8) { /* no real path is this long */
-					w.err = -ENAMETOOLONG;
-					break;
-				}
-				esc[f] = malloc(plen * 6 + 1);
-				if (!esc[f]) {
-					w.err = -ENOMEM;
-					break;
-				}
-				flen = escape_into(p, esc[f]);
-				hash[f] = dc_trace_fhash(p);
-				/* DFTracer's file-hash metadata line, once per file per call. */
-				o = pfw_room(&w, PFW_LINE + flen);
+			named[f] = 1;
+			hash[f] = dc_trace_fhash(p);
+			if (plen > PFW_CHUNK / 8) { /* no real path is this long */
+				w.err = -ENAMETOOLONG;
+				break;
+			}
+			if (!hash_seen(opt, hash[f])) {
+				/* DFTracer's file-hash metadata line, once per file per trace file. */
+				o = pfw_room(&w, PFW_LINE + 6 * plen);
 				o = put_head(o, id++, "FH", "dftracer", pid, 0);
 				o = put_str(o, ",\"ph\":\"M\",\"args\":{\"name\":\"");
-				memcpy(o, esc[f], flen);
-				o += flen;
+				o += escape_into(p, o);
 				o = put_str(o, "\",\"value\":");
 				o = put_u64(o, hash[f]);
 				o = put_str(o, "}}\n");
 				w.len = (size_t)(o - w.buf);
+				if (opt->fh_new)
+					opt->fh_new[nnew++] = hash[f];
 			}
-			fname = esc[f];
-			flen = strlen(fname);
 		}
-		o = pfw_room(&w, PFW_LINE + flen);
-		o = put_head(o, id++, names[kind], cats[kind], pid, e->tid);
+		o = pfw_room(&w, PFW_LINE);
+		o = put_head(o, id++, names[kind], is_io(kind) ? io_cat : cats[kind], pid,
+			     (unsigned)e->tid * DC_TRACE_LANES + lane_of[j]);
 		o = put_str(o, ",\"ts\":");
-		o = put_us(o, e->t_start + t0_ns);
+		o = put_u64(o, k->ts);
 		o = put_str(o, ",\"dur\":");
-		o = put_us(o, e->dur);
+		o = put_u64(o, k->te - k->ts);
 		o = put_str(o, ",\"ph\":\"X\",\"args\":{");
-		if (fname) {
-			o = put_str(o, "\"fname\":\"");
-			memcpy(o, fname, flen);
-			o += flen;
-			o = put_str(o, "\",\"fhash\":");
+		if (e->file != DC_TRACE_NONE32) {
+			o = put_str(o, "\"fhash\":");
 			o = put_u64(o, hash[e->file]);
 			*o++ = ',';
 		}
-		if (kind == DC_TR_READ || kind == DC_TR_WRITE) {
+		if (is_io(kind)) {
 			o = put_str(o, "\"offset\":");
 			o = put_u64(o, e->offset);
 			o = put_str(o, ",\"ret\":");
@@ -328,10 +461,13 @@ int dc_trace_write_pfw(int fd, const struct dc_trace_event *ev, size_t n, const 
 		if (ret < 0)
 			w.err = ret;
 	}
-	for (uint32_t f = 0; esc && f < nfiles; f++)
-		free(esc[f]);
-	free(esc);
+	if (opt->nnew)
+		*opt->nnew = nnew;
+out:
+	free(named);
 	free(hash);
+	free(key);
+	free(lane_of);
 	free(w.buf);
 	if (id_base)
 		*id_base = id;

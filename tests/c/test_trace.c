@@ -1,5 +1,6 @@
 /* Tracing: a full buffer counts what it drops; JSON escaping of hostile file names; the .pfw
- * writer's lines; a traced train run (null engine) records exactly one event per op, sample,
+ * writer's lines (integer us, engine category, one FH line per file); in-flight spans on lanes that
+ * never cross; a traced train run (null engine) records exactly one event per op, sample,
  * fetch and compute, and a traced io run one per request. */
 #include "t_helpers.h"
 
@@ -69,7 +70,16 @@ static void test_write(void)
 	char tmpl[] = "/tmp/dlio_t_trace_XXXXXX";
 	int fd = mkstemp(tmpl);
 	uint64_t id = 10;
-	char *text;
+	uint32_t fh_new[2] = { 0 }, lanes[3] = { 0 }, h = dc_trace_fhash(paths[1]);
+	size_t nnew = 9;
+	struct dc_pfw_opts o = { .pid = 4,
+				 .t0_ns = 1000000000ull,
+				 .io_cat = "IO_URING",
+				 .fh_new = fh_new,
+				 .nnew = &nnew,
+				 .lanes = lanes,
+				 .ntids = 3 };
+	char *text, want[512];
 
 	memset(ev, 0, sizeof(ev));
 	ev[0] = (struct dc_trace_event){ .t_start = 1000,
@@ -92,38 +102,191 @@ static void test_write(void)
 					 .file = 1,
 					 .kind = DC_TR_SAMPLE };
 	T_CHECK(fd >= 0, "mkstemp");
-	T_CHECK(dc_trace_write_pfw(fd, ev, 3, paths, 4, 1000000000ull, &id) == 0, "write");
-	close(fd);
+	T_CHECK(dc_trace_write_pfw(fd, ev, 3, paths, &o, &id) == 0, "write");
 	T_CHECK(id == 14, "ids: one FH line + 3 events, next id %llu", (unsigned long long)id);
+	T_CHECK(nnew == 1 && fh_new[0] == h, "one new file hash: %zu", nnew);
+	T_CHECK(lanes[0] == 1 && lanes[1] == 0 && lanes[2] == 1, "lanes %u %u %u", lanes[0],
+		lanes[1], lanes[2]);
+	/* A second batch into the same file: its FH line is there already. */
+	o.fh_seen = fh_new;
+	o.nseen = 1;
+	T_CHECK(dc_trace_write_pfw(fd, ev, 1, paths, &o, &id) == 0 && nnew == 0, "second write");
+	close(fd);
 	text = read_file(tmpl);
 	unlink(tmpl);
 	T_CHECK(text != NULL, "read back");
 	if (!text)
 		return;
-	T_CHECK(count_lines(text) == 4, "4 lines: %s", text);
-	T_CHECK(strstr(text,
-		       "{\"id\":10,\"name\":\"FH\",\"cat\":\"dftracer\",\"pid\":4,\"tid\":0,\"ph\":\"M\","
-		       "\"args\":{\"name\":\"/data/we\\\"ird\\\\name\\n.npz\",\"value\":") != NULL,
-		"FH line with the escaped name: %s", text);
-	T_CHECK(strstr(text,
-		       "{\"id\":11,\"name\":\"read\",\"cat\":\"POSIX\",\"pid\":4,\"tid\":2,"
-		       "\"ts\":1000001.000,\"dur\":2.500,\"ph\":\"X\",\"args\":{\"fname\":\"/data/we\\\"ird"
-		       "\\\\name\\n.npz\",\"fhash\":") != NULL,
-		"read line: %s", text);
-	T_CHECK(strstr(text, "\"offset\":4096,\"ret\":512,\"size\":512,\"step\":3}}\n") != NULL,
-		"read args: %s", text);
+	T_CHECK(count_lines(text) == 5, "5 lines: %s", text);
+	snprintf(want, sizeof(want),
+		 "{\"id\":10,\"name\":\"FH\",\"cat\":\"dftracer\",\"pid\":4,\"tid\":0,\"ph\":\"M\","
+		 "\"args\":{\"name\":\"/data/we\\\"ird\\\\name\\n.npz\",\"value\":%u}}\n"
+		 "{\"id\":11,\"name\":\"sample\",\"cat\":\"reader\",\"pid\":4,\"tid\":0,"
+		 "\"ts\":1000000,\"dur\":0,\"ph\":\"X\",\"args\":{\"fhash\":%u,\"size\":512,"
+		 "\"step\":-1}}\n",
+		 h, h);
+	T_CHECK(strncmp(text, want, strlen(want)) == 0, "FH line once, then the sample: %s", text);
+	/* integer us, both ends rounded down: 1000001.000 .. 1000003.500 -> 1000001 + 2 */
+	snprintf(want, sizeof(want),
+		 "{\"id\":13,\"name\":\"read\",\"cat\":\"IO_URING\",\"pid\":4,\"tid\":%u,"
+		 "\"ts\":1000001,\"dur\":2,\"ph\":\"X\",\"args\":{\"fhash\":%u,\"offset\":4096,"
+		 "\"ret\":512,\"size\":512,\"step\":3}}\n",
+		 2 * DC_TRACE_LANES, h);
+	T_CHECK(strstr(text, want) != NULL, "read line (engine category, thread 2): %s", text);
 	T_CHECK(strstr(text,
 		       "{\"id\":12,\"name\":\"compute\",\"cat\":\"ai_framework\",\"pid\":4,\"tid\":0,"
-		       "\"ts\":1000005.000,\"dur\":1000.000,\"ph\":\"X\",\"args\":{\"step\":3}}\n") !=
-			NULL,
+		       "\"ts\":1000005,\"dur\":1000,\"ph\":\"X\",\"args\":{\"step\":3}}\n") != NULL,
 		"compute line: %s", text);
-	T_CHECK(strstr(text, "\"name\":\"sample\",\"cat\":\"reader\"") != NULL &&
-			strstr(text, "\"ts\":1000000.007,\"dur\":0.001,") != NULL &&
-			strstr(text, "\"size\":512,\"step\":-1}}") != NULL,
-		"sample line: %s", text);
 	T_CHECK(strstr(text, "plain") == NULL, "no FH line for an unused file");
+	T_CHECK(strstr(text, "\"id\":14,\"name\":\"read\"") != NULL, "second batch's read");
+	T_CHECK(strstr(text, "fname") == NULL, "file names only in FH lines");
 	free(text);
-	T_CHECK(dc_trace_write_pfw(-1, ev, 3, paths, 0, 0, NULL) == -EBADF, "bad fd reported");
+	T_CHECK(dc_trace_write_pfw(-1, ev, 3, paths, &o, NULL) == -EBADF, "bad fd reported");
+}
+
+/* One span read back from a .pfw line. */
+struct span {
+	unsigned long long tid, ts, te;
+};
+
+static size_t parse_spans(const char *text, struct span *out, size_t max)
+{
+	size_t n = 0;
+
+	for (const char *l = text; l && *l && n < max; l = strchr(l, '\n'), l = l ? l + 1 : l) {
+		unsigned long long tid, ts, dur;
+		const char *t = strstr(l, "\"tid\":"), *nl = strchr(l, '\n');
+
+		if (!strstr(l, "\"ph\":\"X\"") || (nl && strstr(l, "\"ph\":\"X\"") > nl) || !t)
+			continue;
+		if (sscanf(t, "\"tid\":%llu,\"ts\":%llu,\"dur\":%llu", &tid, &ts, &dur) == 3)
+			out[n++] = (struct span){ tid, ts, ts + dur };
+	}
+	return n;
+}
+
+/* Spans on one track that cross (overlap without one holding the other), given spans in start
+ * order per track, longest first among equal starts (the writer's order). */
+static unsigned crossings(const struct span *sp, size_t n)
+{
+	enum { MAXT = 64, DEPTH = 8 };
+	unsigned long long tids[MAXT], stack[MAXT][DEPTH];
+	unsigned depth[MAXT], ntids = 0, bad = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned t;
+
+		for (t = 0; t < ntids && tids[t] != sp[i].tid; t++)
+			;
+		if (t == ntids) {
+			if (ntids == MAXT)
+				return 1000000;
+			tids[ntids] = sp[i].tid;
+			depth[ntids++] = 0;
+		}
+		while (depth[t] && stack[t][depth[t] - 1] <= sp[i].ts)
+			depth[t]--;
+		if (depth[t] && sp[i].te > stack[t][depth[t] - 1])
+			bad++;
+		else if (depth[t] < DEPTH)
+			stack[t][depth[t]++] = sp[i].te;
+	}
+	return bad;
+}
+
+/* Eight samples in flight on thread 1, each with two overlapping reads and a third after them (as
+ * io_uring at qd 8 does), and back-to-back reads on thread 2 that end and start inside the same
+ * microsecond: no track has crossing spans, the requests nest in their own sample, and thread 2
+ * stays on one track whose spans do not overlap. */
+static void test_lanes(void)
+{
+	enum { NS = 64, NB = 50 };
+	static struct dc_trace_event ev[NS * 4 + NB];
+	static struct span sp[NS * 4 + NB];
+	static const char *paths[NS];
+	static char names[NS][16];
+	char tmpl[] = "/tmp/dlio_t_trace_XXXXXX";
+	int fd = mkstemp(tmpl);
+	uint32_t lanes[3] = { 0 };
+	struct dc_pfw_opts o = { .lanes = lanes, .ntids = 3 };
+	size_t n = 0, ns;
+	char *text;
+
+	for (unsigned k = 0; k < NS; k++) {
+		uint64_t t = 10000ull * k + 333; /* a sample every 10 us, 75 us long */
+
+		snprintf(names[k], sizeof(names[k]), "/d/%u", k);
+		paths[k] = names[k];
+		ev[n++] = (struct dc_trace_event){
+			.t_start = t, .dur = 75000, .file = k, .tid = 1, .kind = DC_TR_SAMPLE
+		};
+		ev[n++] = (struct dc_trace_event){
+			.t_start = t + 1000, .dur = 39000, .file = k, .tid = 1, .kind = DC_TR_READ
+		};
+		ev[n++] = (struct dc_trace_event){
+			.t_start = t + 5000, .dur = 65000, .file = k, .tid = 1, .kind = DC_TR_READ
+		};
+		ev[n++] = (struct dc_trace_event){
+			.t_start = t + 41000, .dur = 33000, .file = k, .tid = 1, .kind = DC_TR_READ
+		};
+	}
+	for (unsigned k = 0; k < NB; k++) /* 1.7 us each, back to back */
+		ev[n++] = (struct dc_trace_event){ .t_start = 1700ull * k,
+						   .dur = 1700,
+						   .file = 0,
+						   .tid = 2,
+						   .step = DC_TRACE_NONE64,
+						   .kind = DC_TR_READ };
+	T_CHECK(fd >= 0, "mkstemp");
+	T_CHECK(dc_trace_write_pfw(fd, ev, n, paths, &o, NULL) == 0, "write");
+	close(fd);
+	text = read_file(tmpl);
+	unlink(tmpl);
+	if (!text)
+		return;
+	ns = parse_spans(text, sp, n);
+	T_CHECK(ns == n, "%zu spans of %zu", ns, n);
+	T_CHECK(crossings(sp, ns) == 0, "%u crossing spans", crossings(sp, ns));
+	/* 8 samples in flight, and each one's second read on a lane of its own */
+	T_CHECK(lanes[1] >= 8 && lanes[1] <= 16 && lanes[2] == 1, "lanes %u %u", lanes[1],
+		lanes[2]);
+	for (size_t i = 0; i < ns; i++) {
+		T_CHECK(sp[i].tid / DC_TRACE_LANES == (i < NS * 4 ? 1 : 2), "thread of span %zu",
+			i);
+		if (i > NS * 4)
+			T_CHECK(sp[i].tid == 2 * DC_TRACE_LANES && sp[i].ts >= sp[i - 1].te,
+				"back-to-back span %zu: %llu after %llu", i, sp[i].ts,
+				sp[i - 1].te);
+	}
+	free(text);
+}
+
+/* A run's events, written: every one comes back, and no track has crossing spans. */
+static void check_written(const struct dc_trace *tr, const char *const *paths)
+{
+	size_t n = dc_trace_count(tr), at = 0, ns;
+	struct dc_trace_event *ev = malloc(n * sizeof(*ev));
+	struct span *sp = malloc(n * sizeof(*sp));
+	struct dc_pfw_opts o = { .t0_ns = 1234567 };
+	char tmpl[] = "/tmp/dlio_t_trace_XXXXXX";
+	int fd = mkstemp(tmpl);
+	char *text;
+
+	T_CHECK(ev && sp && fd >= 0, "alloc");
+	for (unsigned b = 0; b < tr->nbufs; b++) {
+		memcpy(ev + at, tr->bufs[b].ev, tr->bufs[b].n * sizeof(*ev));
+		at += tr->bufs[b].n;
+	}
+	T_CHECK(dc_trace_write_pfw(fd, ev, n, paths, &o, NULL) == 0, "write");
+	close(fd);
+	text = read_file(tmpl);
+	unlink(tmpl);
+	ns = text ? parse_spans(text, sp, n) : 0;
+	T_CHECK(ns == n && crossings(sp, ns) == 0, "%zu of %zu spans, %u crossing", ns, n,
+		crossings(sp, ns));
+	free(text);
+	free(sp);
+	free(ev);
 }
 
 static void test_traced_train(void)
@@ -203,6 +366,7 @@ static void test_traced_train(void)
 			T_CHECK(comp == want, "compute sum %llu vs %llu", (unsigned long long)comp,
 				(unsigned long long)want);
 		}
+		check_written(&tr, paths);
 		dc_trace_free(&tr);
 	}
 }
@@ -249,6 +413,7 @@ int main(void)
 	test_full_buffer();
 	test_escape();
 	test_write();
+	test_lanes();
 	test_traced_train();
 	test_traced_io_cap();
 	return t_exit();

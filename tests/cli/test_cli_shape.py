@@ -65,3 +65,11 @@ def test_a_programming_error_keeps_its_traceback(monkeypatch):
     monkeypatch.setattr(fsbench.engines, "callback", broken)
     with pytest.raises(ValueError, match="a bug"):
         cli_main.main(["engines"])
+
+
+def test_object_storage_runs_are_refused_not_run_locally(run_cli, tmp_path):
+    # Before: storage_type s3 ran against a local folder named `s3:/...`.
+    code, out, err = run_cli("run", "-w", "default", "--set", "storage.storage_type=s3",
+                             "--set", f"dataset.data_folder={tmp_path}", "-o", tmp_path / "out")
+    assert code == 2 and "storage.storage_type = 's3'" in err
+    assert not (tmp_path / "out").exists()

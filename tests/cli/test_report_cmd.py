@@ -83,7 +83,7 @@ def make_result(workload="unet3d", steps=10, wait_ms=1.0, compute_ms=9.0, batch=
 
 
 def ckpt_record(kind, rank, epoch, start_s, dur_s, nbytes=GiB):
-    """A checkpoint record as dlio.ckpt_io writes it (one per rank and checkpoint)."""
+    """A checkpoint record as dlio.checkpoint.io writes it (one per rank and checkpoint)."""
     return {"kind": kind, "rank": rank, "epoch": epoch, "step": 10, "bytes": nbytes, "duration_s": dur_s,
             "wall_start_ns": int(start_s * 1e9), "wall_end_ns": int((start_s + dur_s) * 1e9),
             "GiB_per_second": nbytes / GiB / dur_s, "checkpoint_size_GB": 2.0,

@@ -90,7 +90,7 @@ def test_checkpoint_spans_in_the_trace(run_cli, tmp_path):
                                 "--set", "checkpoint.num_checkpoints_write=2", "--set", "checkpoint.num_checkpoints_read=1",
                                 "--set", "checkpoint.time_between_checkpoints=0", "-o", out)
     assert code == 0, err
-    events = [e for e in read_pfw(out / "trace-0-of-1.pfw") if e.get("cat") == "checkpoint"]
+    events = [e for e in read_pfw(out / "trace-0-of-1.pfw.gz") if e.get("cat") == "checkpoint"]
     recs = load(out / "dlio-fast.json")["checkpoints"]["records"]
     assert [e["name"] for e in events] == ["checkpoint.save", "checkpoint.save", "checkpoint.load"]
     for e, r in zip(events, recs):
@@ -132,3 +132,24 @@ def test_balloon_note_for_buffered_checkpoint_writes_only(monkeypatch):
     monkeypatch.setattr(host, "free_page_reporting", lambda: True)
     session.balloon_warning(load_config("llama_7b", env={}), said.append)
     assert "free page reporting" in said[-1] and "odirect" in said[-1]
+
+
+def test_checkpoint_plan_in_dry_run_and_results(run_cli, tmp_path):
+    ck, out = tmp_path / "ck", tmp_path / "out"
+    args = ["run", "--workload", "llama_8b_zero3", "--scale", "0.0005", "--set", f"checkpoint.checkpoint_folder={ck}",
+            "--set", f"dataset.data_folder={tmp_path / 'data'}", "--set", "workflow.generate_data=true",
+            "--set", "checkpoint.num_checkpoints_write=1", "--set", "checkpoint.num_checkpoints_read=1",
+            "--set", "checkpoint.time_between_checkpoints=0"]
+    code, stdout, err = run_cli(*args, "--dry-run")
+    assert code == 0, err
+    assert "data folder" not in stdout and "steps per epoch" not in stdout   # no fake dataset plan
+    lines = {l.split()[0]: l for l in stdout.splitlines() if l[:1].isalpha()}
+    code, _, err = run_cli(*args, "-o", out)
+    assert code == 0, err
+    plan = load(out / "dlio-fast.json")["checkpoint_plan"]
+    files = os.listdir(ck / "global_epoch1_step1")
+    assert plan["bytes_total"] == sum(os.path.getsize(ck / "global_epoch1_step1" / f) for f in files)
+    assert plan["files_total"] == len(files) and plan["ranks_needed"] == 1
+    assert f"{plan['bytes_total'] / 2**30:.2f} GiB ({plan['bytes_total'] / 1e9:.2f} GB)" in lines["checkpoint"]
+    assert "memory" in lines
+    assert not (tmp_path / "data").exists()   # generate_data on a checkpoint-only run reads nothing: no dataset

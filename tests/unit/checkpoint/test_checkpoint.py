@@ -1,8 +1,8 @@
-"""Checkpoint emulation: sizes, rank layout, file names (dlio.checkpoint) and the I/O (dlio.ckpt_io).
+"""Checkpoint emulation: sizes, rank layout, file names (dlio.checkpoint.layout) and the I/O (dlio.checkpoint.io).
 
 Every expected value is computed here independently of dlio.checkpoint: the golden llama totals
-(dlio-facts §2) from a closed-form sum over tensor-parallel / pipeline / data-parallel shards, file
-counts from DLIO's test_checkpoint_epoch formulas (dlio-facts §8), bytes on disk with os.stat, file
+(docs/dlio-facts.md §2) from a closed-form sum over tensor-parallel / pipeline / data-parallel shards, file
+counts from DLIO's test_checkpoint_epoch formulas (docs/dlio-facts.md §8), bytes on disk with os.stat, file
 content with numpy, and the summary reductions by hand from the records.
 """
 import json
@@ -47,7 +47,7 @@ def closed_form_total(L, H, FFN, V, heads, kv, TP, PP, DP, zero, mdt=2, odt=4):
     return model + opt
 
 
-# workload, ranks (the minimum), total GiB to 2 decimals, dlio-facts §2 table (model, optimizer, total,
+# workload, ranks (the minimum), total GiB to 2 decimals, docs/dlio-facts.md §2 table (model, optimizer, total,
 # to its precision; its 1-decimal totals are sums of the rounded parts: 2203.7 + 13222.2 = 15425.9)
 GOLDEN = [("llama_7b", 1, 87.86, (12.55, 75.31, 87.86)), ("llama_7b_zero3", 1, 87.86, (12.55, 75.31, 87.86)),
           ("llama_8b_zero3", 1, 104.70, (14.96, 89.75, 104.70)), ("llama_70b", 32, 911.20, (130.18, 781.0, 911.2)),
@@ -104,7 +104,7 @@ def test_unet3d_model_size_honoured():
 
 
 # --------------------------------------------------------------------------------------------------
-# layout and names (DLIO test_checkpoint_epoch / test_checkpoint_step, dlio-facts §8)
+# layout and names (DLIO test_checkpoint_epoch / test_checkpoint_step, docs/dlio-facts.md §8)
 
 
 def dlio_test_cfg(framework, optimizers, num_layers, zero, nranks, folder="ck", **extra):

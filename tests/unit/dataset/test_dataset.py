@@ -359,7 +359,7 @@ def test_spec_from_dlio_dict():
 
 
 # ---------------------------------------------------------------------------------------------
-# regular files: the manifest keeps one first offset per file (dlio.ranges)
+# regular files: the manifest keeps one first offset per file (dlio.dataset.ranges)
 
 @pytest.mark.parametrize("fmt", ["tfrecord", "indexed_binary"])
 @pytest.mark.parametrize("ranks", [1, 3])

@@ -1,4 +1,4 @@
-"""dlio.metrics against DLIO's formulas (dlio-facts 3.3) computed by hand from synthetic timestamps."""
+"""dlio.report.metrics against DLIO's formulas (docs/dlio-facts.md §3.3) computed by hand from synthetic timestamps."""
 import numpy as np
 import pytest
 
@@ -215,3 +215,20 @@ def test_null_engine_no_delay_no_wait_bound():
     m = metrics.block_metrics(res["step_times"], BATCH)
     assert 0 < m["au"] <= 100.0
     assert m["exact"]["compute_total_s"] >= NSTEPS * COMPUTE_S
+
+
+def test_compute_overrun_does_not_raise_the_exact_au():
+    # Set 10 ms per step; three steps overran (a preempted spin): 12, 15 and 10.5 ms measured.
+    comps = [10.0, 12.0, 10.0, 15.0, 10.0, 10.5]
+    loads = [2.0] * len(comps)
+    st = synth(loads, comps)
+    st["set_compute_ns"] = np.full(len(comps), 10 * MS, np.uint64)
+    m = metrics.block_metrics(st, batch=1, exclude_start=0)
+    window_s = (sum(loads) + sum(comps)) / 1e3
+    assert m["exact"]["au_percentage"] == pytest.approx(100 * 0.010 * len(comps) / window_s)
+    assert m["exact"]["compute_overrun_max_s"] == pytest.approx(0.005)
+    assert m["exact"]["compute_overrun_mean_s"] == pytest.approx((2 + 5 + 0.5) / 1e3 / len(comps))
+    assert m["exact"]["compute_set_mean_s"] == pytest.approx(0.010)
+    # DLIO's AU keeps DLIO's definition: the measured compute, overruns included
+    au, _, _, _ = dlio_by_hand(loads, comps, 0.0, 1, s=0)
+    assert m["au"] == pytest.approx(au)

@@ -1,4 +1,4 @@
-"""dlio.report: a hand-built Result (2 ranks, 2 epochs) rendered; every figure recomputed here."""
+"""dlio.report.dlio_files: a hand-built Result (2 ranks, 2 epochs) rendered; every figure recomputed here."""
 import json
 
 import numpy as np
@@ -245,3 +245,12 @@ def test_write_all(tmp_path):
     assert len(d["ranks"]) == 2 and d["ranks"][0]["epochs"][0]["lat"]["count"] == 3
     assert (out / "config.yaml").read_text().startswith("workload:")
     assert not [p for p in out.iterdir() if p.name.startswith(".")]     # no temp files left
+
+
+def test_an_interrupted_run_never_meets_the_expectation():
+    res = make_result(metric_au=0.5)
+    assert dlio_files.summary(res)["metric"]["train_au_meet_expectation"] == "success"
+    res["complete"] = False
+    m = dlio_files.summary(res)["metric"]
+    assert m["train_au_meet_expectation"] == "fail" and m["eval_au_meet_expectation"] == "fail"
+    assert "train_au_meet_expectation: success" not in "\n".join(dlio_files.metric_lines(res))

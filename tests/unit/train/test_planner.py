@@ -1,6 +1,6 @@
-"""dlio.planner: config -> per-rank, per-epoch plans. Every figure is recomputed here independently.
+"""dlio.train.planner: config -> per-rank, per-epoch plans. Every figure is recomputed here independently.
 
-Step counts follow DLIO's test cases (dlio-facts 8): steps/rank/epoch = floor(files*spf/(bs*ranks)),
+Step counts follow DLIO's test cases (docs/dlio-facts.md §8): steps/rank/epoch = floor(files*spf/(bs*ranks)),
 equal on every rank (the per-step barrier would deadlock otherwise).
 """
 import time
@@ -18,7 +18,7 @@ from dlio.train.planner import Layout, Settings, epoch_plan, sample_order
 OPEN, CLOSE = _core.OPF_OPEN, _core.OPF_CLOSE
 ZERO = parse_time(0)
 
-# (files, batch, ranks): DLIO's tests (dlio-facts 8) incl. the uneven ones and (9|10, 2|3, 2)
+# (files, batch, ranks): DLIO's tests (docs/dlio-facts.md §8) incl. the uneven ones and (9|10, 2|3, 2)
 STEP_CASES = [(16, 4, 2), (17, 4, 2), (13, 4, 3), (24, 4, 3), (25, 4, 3), (145, 16, 3),
               (9, 2, 2), (9, 3, 2), (10, 2, 2), (10, 3, 2)]
 

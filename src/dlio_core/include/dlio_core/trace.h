@@ -1,5 +1,5 @@
 /* Event tracing: one record per read/write request, per sample (open .. close), per batch fetch
- * (the trainer's wait) and per compute, written afterwards as DFTracer / Chrome-trace JSON lines.
+ * (the trainer's wait) and per compute, written afterwards as DFTracer .pfw JSON lines.
  *
  * Recording: the runner owns one buffer per thread, sized and allocated before the clock starts;
  * recording an event is a bounds check and a 48-byte store, no allocation, no lock. A full buffer
@@ -11,8 +11,20 @@
  * a line "]" (written by the caller when the file is complete). Each event line is a JSON object on
  * its own: DFTracer's analyzer (DFAnalyzer) parses the file line by line, and Perfetto's JSON
  * importer accepts it (it treats commas between events as optional, and the final "]" too).
- * ts and dur are microseconds with three decimals (ns resolution); ts is on the epoch clock:
- * ts = (t + t0_ns) / 1000, where t is a dc_now_ns() time and t0_ns = epoch ns - dc_now_ns().
+ *
+ * Times: ts and dur are integer microseconds, as DFTracer writes them; ts is on the epoch clock.
+ * Both ends of a span are rounded down to the microsecond (ts = floor((t + t0_ns) / 1000), end the
+ * same, dur = end - ts): one monotonic rounding of every instant, so a span nested in another stays
+ * nested and two back-to-back spans never overlap (rounding the start down and the end up would
+ * make back-to-back spans overlap by a microsecond). A span shorter than 1 us may get dur 0.
+ *
+ * Tracks: with several requests (or samples) in flight, one thread's spans cross each other, and a
+ * viewer that stacks the complete events of a track (Perfetto) draws them wrong. So the writer
+ * gives each thread's events "lanes": a lane holds spans that are disjoint or properly nested (a
+ * request inside its own sample, anything inside a fetch), and the event's tid is
+ * thread * DC_TRACE_LANES + lane. At qd 1 everything is on lane 0 (tid = thread * DC_TRACE_LANES).
+ * Complete events on lanes rather than async begin/end pairs, because DFAnalyzer reads only
+ * complete events (it needs "dur"), and Perfetto draws one track per tid.
  */
 #ifndef DLIO_CORE_TRACE_H
 #define DLIO_CORE_TRACE_H
@@ -101,13 +113,34 @@ static inline void dc_trace_add(struct dc_trace_buf *b, uint8_t kind, uint16_t t
 	e->pad = 0;
 }
 
-/* Write n events to fd as .pfw lines (no "[" / "]": the caller writes those once per file).
- * paths: the run's path table (an event's file indexes it); a metadata line "FH" (file hash ->
- * name, as DFTracer's) is written first for each file the events use. pid: the rank. t0_ns:
- * added to every time to put it on the epoch clock. *id_base: the "id" of the first line, updated
- * past the last (ids keep counting across calls for one file). Returns 0 or -errno. */
+/* Lanes per thread: an event's output tid is thread * DC_TRACE_LANES + lane. */
+#define DC_TRACE_LANES 10000u
+
+/* How dc_trace_write_pfw writes one batch of events into one file. */
+struct dc_pfw_opts {
+	int pid;            /* the rank */
+	uint64_t t0_ns;     /* added to every time to put it on the epoch clock */
+	const char *io_cat; /* cat of read/write events: the engine ("POSIX", "IO_URING"); NULL =
+	                          * "POSIX" */
+	const uint32_t *fh_seen; /* sorted file hashes whose "FH" line the file already has */
+	size_t nseen;
+	uint32_t *fh_new; /* out (may be NULL): hashes of the FH lines this call wrote; room for one
+	                   * per path the events use; *nnew set to their number */
+	size_t *nnew;
+	uint32_t
+		*lanes; /* in/out (may be NULL): per input tid (ntids entries), raised to the number
+	                  * of lanes the thread's events used */
+	unsigned ntids;
+};
+
+/* Write n events to fd as .pfw lines (no "[" / "]": the caller writes those once per file), by
+ * thread, then start time. paths: the run's path table (an event's file indexes it); events refer
+ * to a file by "fhash" (DFTracer's 32-bit hash); the metadata line "FH" (hash -> name, as
+ * DFTracer's) is written before the first event of each file whose hash is not in opt->fh_seen.
+ * *id_base: the "id" of the first line, updated past the last (ids keep counting across calls for
+ * one file). Returns 0 or -errno (-E2BIG: a thread needs more than DC_TRACE_LANES lanes). */
 DC_MUST_CHECK int dc_trace_write_pfw(int fd, const struct dc_trace_event *ev, size_t n,
-				     const char *const *paths, int pid, uint64_t t0_ns,
+				     const char *const *paths, const struct dc_pfw_opts *opt,
 				     uint64_t *id_base);
 
 /* JSON string escaping as the writer does it (for tests): writes the escaped form of s, without

@@ -1,0 +1,103 @@
+"""`dlio-fast io s3://bucket/prefix`: the grid, the table lines and the result files."""
+from __future__ import annotations
+
+import shutil
+from typing import Callable, Optional
+
+from dlio import output
+from dlio.errors import DlioError, DlioRunError
+from dlio.fsbench.table import IO_COLUMNS, POINT_HEADER, flat_point
+from dlio.objstore import client, points
+from dlio.objstore.settings import parse_uri, resolve
+from dlio.units import fmt_ns, fmt_size
+
+S3_COLUMNS = IO_COLUMNS + ["object_size", "requests_per_s", "errors", "retries"]
+HEADER = POINT_HEADER + f" {'ttfb_p50':>8} {'errors':>6}"
+
+
+def point_line(r: dict) -> str:
+    """The file io table's line (mode column 's3') plus time to first byte and errors."""
+    lat = r["lat_ns"]
+    cpu = f"{r['cpu_us_per_io']:.2f}" if r["cpu_us_per_io"] is not None else "-"
+    ttfb = fmt_ns(r["ttfb_ns"]["p50"]) if r["ttfb_ns"] else "-"
+    return (f"{r['rw']:<9} {fmt_size(r['bs']):>7} {r['engine']:<8} {r['qd']:>4} {r['threads']:>3} "
+            f"{'s3':<6} {r['bw_MiB_s']:>10.1f} {r['iops']:>11.0f} "
+            f"{fmt_ns(lat['min']):>8} {fmt_ns(lat['mean']):>8} {fmt_ns(lat['p50']):>8} "
+            f"{fmt_ns(lat['p99']):>8} {fmt_ns(lat['p99.9']):>8} {fmt_ns(lat['max']):>8} {cpu:>8} "
+            f"{ttfb:>8} {r['errors']:>6}")
+
+
+def flat(r: dict) -> dict:
+    row = flat_point(r)
+    for k, v in (r["ttfb_ns"] or {}).items():
+        if k not in ("count", "stdev"):
+            row[f"ttfb_{k}_ns"] = v
+    return row
+
+
+def refuse_file_options(**given: bool) -> None:
+    """Options of file points that mean nothing on S3 are refused, not silently ignored."""
+    bad = ["--" + k.replace("_", "-") for k, v in given.items() if v]
+    if bad:
+        raise DlioError(f"{', '.join(bad)}: file-only option(s), not used on s3:// paths (leave them out)")
+
+
+def run_io(uris: list, rws: list, bss: list, qds: list, thrs: list, file_size: int, runtime_ns: Optional[int],
+           size: Optional[int], ramp_ns: int, cache: str, endpoint: Optional[str], json_path: Optional[str],
+           csv_path: Optional[str], keep: bool, echo: Callable[[str], None]) -> None:
+    """Check everything before any request is timed, create the test objects, run the grid."""
+    if len(uris) != 1:
+        raise DlioError("io on S3 takes one s3://BUCKET/PREFIX (test objects are created under it)")
+    bucket, prefix = parse_uri(uris[0])
+    bad = [r for r in rws if r == "randwrite"]
+    if bad:
+        raise DlioError("--rw randwrite: S3 objects are written whole; use --rw write (PUT)")
+    if cache == "drop":
+        raise DlioError("--cache drop has no meaning on S3 (no client page cache; the server's caches are "
+                        "its own): leave it out")
+    for b in bss:
+        if b < 1 or b > 64 << 20:
+            raise DlioError(f"--bs {fmt_size(b)}: object / range size must be between 1 byte and 64 MiB")
+    if runtime_ns is not None and size is not None:
+        raise DlioError("give --runtime or --size, not both")
+    if runtime_ns is None and size is None:
+        runtime_ns = 5_000_000_000
+    if any(r == "randread" for r in rws) and file_size < max(bss):
+        raise DlioError(f"--file-size {fmt_size(file_size)} is smaller than --bs {fmt_size(max(bss))} "
+                        "(range GETs read --bs bytes inside --file-size objects)")
+    for p in (json_path, csv_path):
+        if p:
+            output.check_output_path(p)
+    client.require_client()
+    settings = resolve(endpoint)
+    client.check_access(settings, bucket, prefix)
+
+    grid = [points.S3Point(r, b, q, t, b if r != "randread" else file_size)
+            for r in rws for b in bss for q in qds for t in thrs]
+    records = []
+    doc = {"schema": "dlio-fast.io/1", "environment": output.environment(), "paths": list(uris),
+           "endpoint": settings.endpoint, "client": "s3dlio", "files": [], "complete": False, "points": records}
+    work = points.workdir()
+    try:
+        groups = points.objects_to_create(prefix, grid)
+        if groups:
+            client.run_task(settings, {"task": "put_objects", "bucket": bucket, "groups": groups})
+        doc["files"] = [f"s3://{bucket}/{k}" for _, keys in groups for k in keys]
+        echo(HEADER)
+        for pt in grid:
+            rec = points.run_point(settings, bucket, prefix, pt, runtime_ns or 0, ramp_ns, size or 0, work)
+            records.append(rec)
+            echo(point_line(rec))
+            if rec.get("error"):
+                raise DlioRunError(f"s3://{bucket}/{prefix}: {pt.rw} bs={fmt_size(pt.bs)} qd={pt.qd} "
+                                   f"threads={pt.threads} failed: {rec['error']}; the points measured so far "
+                                   "were written (marked incomplete)")
+        doc["complete"] = True
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if json_path:
+            output.write_json(json_path, doc)
+        if csv_path:
+            output.write_csv(csv_path, [flat(r) for r in records], S3_COLUMNS)
+        if not keep and doc["complete"]:
+            client.run_task(settings, {"task": "delete", "bucket": bucket, "prefix": prefix + points.TEST_FOLDER})

@@ -1,0 +1,121 @@
+"""`dlio-fast io s3://bucket/prefix`: GET, PUT and range-GET points, like warp or elbencho's S3 mode.
+
+A point is (rw, bs, qd, threads): rw `read` GETs whole objects of bs bytes, `write` PUTs objects of
+bs bytes, `randread` GETs bs-byte ranges at random block offsets of --file-size objects (one per
+thread). Every thread keeps exactly qd requests in flight (s3dlio's max_in_flight). Each request is
+timed by the client library (its op-log: start, first byte, end); the durations fill the same C
+log-linear histograms as file reads. MB/s comes from the bytes the requests carried, over the
+interval from the first measured request's start to the last one's end.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+
+import numpy as np
+
+from dlio import _core
+from dlio import stats
+from dlio.objstore import client, oplog
+from dlio.objstore.settings import S3Settings
+
+TEST_FOLDER = ".dlio-fast-io/"
+CACHE_NOTE = "n/a (object store: no client cache; server-side caching unknown)"
+
+
+@dataclasses.dataclass(frozen=True)
+class S3Point:
+    rw: str
+    bs: int
+    qd: int
+    threads: int
+    object_size: int
+
+
+def get_object_count(bs: int, threads: int, qd: int) -> int:
+    """Objects per size for GET points: every request in flight has its own object, and at least
+    256 MiB (or 64 objects) so that a pass is not a handful of keys."""
+    return max(2 * threads * qd, min(64, max(1, (256 << 20) // bs)))
+
+
+def object_keys(prefix: str, point: S3Point) -> list:
+    """Keys per thread for a point; GET and range objects are shared by the points of a size."""
+    base = prefix + TEST_FOLDER
+    if point.rw == "read":
+        n = get_object_count(point.bs, point.threads, point.qd)
+        keys = [f"{base}get-{point.bs}/o{i}" for i in range(n)]
+        return [keys[t::point.threads] for t in range(point.threads)]
+    if point.rw == "randread":
+        return [[f"{base}range-{point.object_size}/o{t}"] for t in range(point.threads)]
+    return [[f"{base}put-{point.bs}/t{t}/o{j}" for j in range(2 * point.qd)] for t in range(point.threads)]
+
+
+def objects_to_create(prefix: str, points: list) -> list:
+    """[(size, [keys])] that the GET and range points read: created once before the grid."""
+    want = {}
+    for p in points:
+        if p.rw == "write":
+            continue
+        size = p.bs if p.rw == "read" else p.object_size
+        for keys in object_keys(prefix, p):
+            want.setdefault(size, set()).update(keys)
+    return [(size, sorted(keys)) for size, keys in sorted(want.items())]
+
+
+def run_point(settings: S3Settings, bucket: str, prefix: str, point: S3Point, runtime_ns: int, ramp_ns: int,
+              size: int, workdir: str) -> dict:
+    """Measure one point in a worker process; its record (JSON-ready, the file io record's shape plus
+    the S3 fields). A failure mid-point keeps what was measured and names the error in 'error'."""
+    per_thread = -(-size // point.bs // point.threads) if size else 0
+    log = os.path.join(workdir, f"oplog-{point.rw}-{point.bs}-{point.qd}-{point.threads}.tsv.zst")
+    task = {"task": "point", "bucket": bucket, "rw": point.rw, "bs": point.bs, "qd": point.qd,
+            "threads": point.threads, "object_size": point.object_size, "keys": object_keys(prefix, point),
+            "runtime_ns": 0 if size else runtime_ns, "ramp_ns": ramp_ns, "requests_per_thread": per_thread,
+            "oplog": log}
+    try:
+        answer = client.run_task(settings, task, timeout=max(600, 3 * (runtime_ns + ramp_ns) / 1e9))
+    except client.WorkerFailed as e:
+        answer = {"errors": [str(e)], "measure_start": 0, "wall_ns": 0, "cpu_s": 0.0, "oplog_lost": 0}
+    rows = oplog.read(log) if os.path.exists(log) else oplog.parse(b"\t".join(c.encode() for c in oplog.COLUMNS))
+    return point_record(point, rows, answer)
+
+
+def point_record(point: S3Point, rows: dict, answer: dict) -> dict:
+    """The record of a point from the op-log rows and the worker's answer."""
+    sel = rows["start"] >= answer["measure_start"]
+    failed = sel & (rows["error"] != "")
+    ok = sel & ~failed
+    ops = int(ok.sum())
+    nbytes = int(rows["bytes"][ok].sum())
+    # the measured interval spans the successful requests: a failing tail (server gone) is not in it
+    window = int(rows["end"][ok].max() - rows["start"][ok].min()) if ops else 0
+    secs = max(window, 1) / 1e9
+    lat = _core.hist_from_array(rows["duration"][ok])
+    ttfb = None
+    if point.rw == "read":
+        ttfb = _core.hist_from_array(np.maximum(rows["first_byte"][ok] - rows["start"][ok], 0))
+    cpu = answer["cpu_s"] * min(1.0, window / answer["wall_ns"]) if answer["wall_ns"] else 0.0
+    errors = answer["errors"]
+    rec = {
+        "rw": point.rw, "bs": point.bs, "engine": "s3dlio", "qd": point.qd, "qd_used": point.qd,
+        "threads": point.threads, "direct": False, "cache": CACHE_NOTE,
+        "runtime_s": window / 1e9, "ops": ops, "bytes": nbytes, "errors": int(failed.sum()) + len(errors),
+        "bw_bytes_s": nbytes / secs, "bw_MiB_s": nbytes / 2**20 / secs, "iops": ops / secs,
+        "lat_ns": stats.summary(lat),
+        "cpu_s": cpu, "cpu_us_per_io": (cpu / ops * 1e6) if ops else None,
+        "engine_flags_used": 0, "lat_hist": stats.to_json(lat), "stopped": bool(errors),
+        # S3 fields
+        "object_size": point.object_size, "requests_per_s": ops / secs,
+        "ttfb_ns": stats.summary(ttfb) if ttfb is not None else None,
+        "ttfb_hist": stats.to_json(ttfb) if ttfb is not None else None,
+        "retries": None,     # the AWS SDK inside s3dlio retries without telling; not counted
+        "oplog_lost": answer["oplog_lost"],
+    }
+    if errors:
+        rec["error"] = errors[0]
+    return rec
+
+
+def workdir() -> str:
+    return tempfile.mkdtemp(prefix="dlio-fast-s3-")

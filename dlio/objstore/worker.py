@@ -1,0 +1,196 @@
+"""The process that talks to S3: `python -m dlio.objstore.worker` reads one JSON task on stdin and
+writes one JSON answer on stdout.
+
+Why a process per task: s3dlio's client is a process-wide singleton configured once from the
+environment, and its op-log (the per-request timings) can be opened once per process. A fresh
+process per point gives each point its own settings and its own log, and leaves the CLI process
+free of client threads. Requests go out in batches (get_many_stats / put_many, GIL released), with
+exactly `qd` requests in flight per thread; range GETs, for which s3dlio has no batch call, go out
+from `qd` asyncio workers per thread (the request and its timing are still in Rust).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import sys
+import threading
+import time
+
+import numpy as np
+
+# How much of each error text names the class of failure (s3dlio's messages carry the S3 code).
+AUTH_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken")
+
+
+def classify(message: str) -> str:
+    """'auth', 'bucket', 'connect' or 'other' for an s3dlio error message."""
+    if any(c in message for c in AUTH_CODES):
+        return "auth"
+    if "NoSuchBucket" in message:
+        return "bucket"
+    if "dispatch failure" in message or "Connection refused" in message or "connection" in message.lower():
+        return "connect"
+    return "other"
+
+
+def short(message: str) -> str:
+    """The useful part of an s3dlio error: after 'service error:' or the whole first line."""
+    m = str(message).splitlines()[0] if str(message) else repr(message)
+    for tag in ("service error: ", "failed: "):
+        if tag in m:
+            m = m.split(tag, 1)[1]
+            break
+    return m.replace(" ()", "")[:400]
+
+
+def task_check(s3, t: dict) -> dict:
+    """List a key that cannot exist under the prefix: fails on credentials, bucket, endpoint."""
+    s3.list(f"s3://{t['bucket']}/{t['prefix']}.dlio-fast-probe/")
+    return {}
+
+
+def task_put_objects(s3, t: dict) -> dict:
+    """Write the test objects: groups of (size, [keys]) with one random payload per size."""
+    rng = np.random.default_rng(7)
+    for size, keys in t["groups"]:
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        s3.put_many([(f"s3://{t['bucket']}/{k}", data) for k in keys], max_in_flight=t.get("inflight", 16))
+    return {}
+
+
+def task_delete(s3, t: dict) -> dict:
+    s3.delete(f"s3://{t['bucket']}/{t['prefix']}", recursive=True)
+    return {}
+
+
+def task_list(s3, t: dict) -> dict:
+    uris = s3.list(f"s3://{t['bucket']}/{t['prefix']}", recursive=True)
+    return {"count": len(uris), "first": uris[:3]}
+
+
+class _Threads:
+    """The point's threads: each runs its loop until the deadline, the byte budget or a failure."""
+
+    def __init__(self, t: dict):
+        self.t = t
+        self.stop = threading.Event()
+        self.errors = []
+        self.requests = [0] * t["threads"]
+
+    def run(self, body) -> None:
+        th = [threading.Thread(target=self._guard, args=(body, i), daemon=True) for i in range(self.t["threads"])]
+        for x in th:
+            x.start()
+        for x in th:
+            x.join()
+
+    def _guard(self, body, i):
+        try:
+            body(i)
+        except Exception as e:     # the message goes back to the parent; the other threads stop
+            self.errors.append(str(e))
+            self.stop.set()
+
+    def more(self, i: int, done_requests: int) -> bool:
+        if self.stop.is_set():
+            return False
+        t = self.t
+        if t["requests_per_thread"]:
+            return done_requests < t["requests_per_thread"]
+        return time.monotonic_ns() < t["deadline"]
+
+
+def _batch(items: list, qd: int, limit: int) -> list:
+    """Items repeated to at least 8 x qd entries (batch tails are then short), or `limit` if smaller."""
+    n = max(8 * qd, len(items))
+    if limit:
+        n = min(n, limit)
+    reps = -(-n // len(items))
+    return (items * reps)[:n]
+
+
+def task_point(s3, t: dict) -> dict:
+    """One io point with the op-log open; the answer holds the per-request arrays' summary."""
+    # A fresh process: build the client and open qd connections before anything is timed or logged.
+    s3.list(f"s3://{t['bucket']}/{t['keys'][0][0]}.dlio-fast-probe/")
+    if t["rw"] == "read":
+        s3.get_many_stats([f"s3://{t['bucket']}/{k}" for k in t["keys"][0][:t["qd"]]], max_in_flight=t["qd"])
+    s3.init_op_log(t["oplog"])
+    pool = _Threads(t)
+    qd, bucket, rw = t["qd"], t["bucket"], t["rw"]
+    limit = t["requests_per_thread"]
+
+    def get_loop(i):
+        batch = _batch([f"s3://{bucket}/{k}" for k in t["keys"][i]], qd, limit)
+        done = 0
+        while pool.more(i, done):
+            n, _ = s3.get_many_stats(batch[:limit - done] if limit else batch, max_in_flight=qd)
+            done += n
+
+    def put_loop(i):
+        data = np.random.default_rng(i).integers(0, 256, t["bs"], dtype=np.uint8).tobytes()
+        items = _batch([(f"s3://{bucket}/{k}", data) for k in t["keys"][i]], qd, limit)
+        done = 0
+        while pool.more(i, done):
+            chunk = items[:limit - done] if limit else items
+            s3.put_many(chunk, max_in_flight=qd)
+            done += len(chunk)
+
+    def range_loop(i):
+        keys = [f"s3://{bucket}/{k}" for k in t["keys"][i]]
+        nblocks = max(1, t["object_size"] // t["bs"])
+        rng = np.random.default_rng(1000 + i)
+
+        async def worker(w, plan):
+            for j in range(w, len(plan[0]), qd):
+                await s3.get_range_async(keys[plan[0][j]], int(plan[1][j]), t["bs"])
+
+        done = 0
+        while pool.more(i, done):
+            n = min(limit - done, 64 * qd) if limit else 64 * qd
+            plan = (rng.integers(0, len(keys), n), rng.integers(0, nblocks, n) * t["bs"])
+
+            async def wave():
+                await asyncio.gather(*(worker(w, plan) for w in range(qd)))
+            asyncio.run(wave())
+            done += n
+
+    ramp_end = time.time_ns() + t["ramp_ns"]
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    m0 = time.monotonic_ns()
+    t["deadline"] = m0 + t["ramp_ns"] + t["runtime_ns"]
+    pool.run({"read": get_loop, "write": put_loop, "randread": range_loop}[rw])
+    wall = time.monotonic_ns() - m0
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    s3.finalize_op_log()
+    st = s3.op_log_stats() or {}
+    return {"errors": pool.errors, "measure_start": ramp_end, "wall_ns": wall,
+            "cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
+            "oplog_lost": int(st.get("accepted", 0)) - int(st.get("written", 0)) + int(st.get("dropped_full", 0))}
+
+
+TASKS = {"check": task_check, "put_objects": task_put_objects, "delete": task_delete, "list": task_list,
+         "point": task_point}
+
+
+def main() -> None:
+    t = json.loads(sys.stdin.read())
+    try:
+        import s3dlio
+    except ImportError as e:
+        print(json.dumps({"error": f"s3dlio is not installed ({e}): pip install 'dlio-fast[s3]'",
+                          "kind": "missing"}))
+        return
+    try:
+        out = TASKS[t["task"]](s3dlio, t)
+    except Exception as e:
+        out = {"error": short(str(e)), "kind": classify(str(e))}
+    print(json.dumps(out))
+    sys.stdout.flush()
+    os._exit(0)     # the client's runtime threads are not joined at exit: leave now
+
+
+if __name__ == "__main__":
+    main()
