@@ -121,6 +121,10 @@ ext = Extension(
 )
 
 exts = [ext]
+# dlio._interpose: the LD_PRELOAD library of `dlio-fast profile` (plain C, never imported; see
+# src/dlio_profile/interpose.c). Built as an extension so that it lands in the package folder.
+exts.append(Extension("dlio._interpose", sources=["src/dlio_profile/interpose.c"], define_macros=macros,
+                      extra_compile_args=cflags, extra_link_args=["-pthread", "-ldl"]))
 mpi = find_mpi()
 if mpi:
     exts.append(Extension(

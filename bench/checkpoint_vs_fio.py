@@ -5,7 +5,8 @@ The checkpoint is a built-in LLM workload (default llama_7b: one rank, ZeRO-1, t
 --scale to about --size GiB.  dlio-fast writes it with dlio.checkpoint.io.save (16 MiB requests,
 min(4, files) threads, checkpoint.fsync: true, so every file is fsynced inside the timed window) and
 reads it back with dlio.checkpoint.io.load.  Writes: each tool creates its own files.  Reads: both read
-the checkpoint dlio-fast just wrote (same blocks on disk), fio with one job per dlio-fast thread.  fio does the same total size with the same transfer size and
+the checkpoint dlio-fast just wrote (same blocks on disk), fio with one job per dlio-fast thread.
+fio does the same total size with the same transfer size and
 the same files (names aside) and sizes per thread (one fio job per dlio-fast thread), --fallocate=none (we do
 not preallocate either), --end_fsync=1 (each job fsyncs its file inside its runtime).  Before every
 run both sides start from no files (write) and from a dropped page cache (read: sync + drop_caches

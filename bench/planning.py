@@ -5,7 +5,8 @@ Builds a dlio.train.planner.Layout by hand (no files on disk): 1,281,167 one-sam
 sizes follow DLIO's size distribution for the built-in imagenet workload (DLIO's seeded normal
 draw of the two image sides, dlio.dataset.file_dims, times the jpeg format's size estimate),
 then plans epoch 1 of all 8 ranks with the workload's settings (batch 400, file and sample
-shuffle on, ResNet-50 compute draws) with dlio.train.planner.epoch_plans (the global order once, then each rank's shard), keeping all 8 plans.
+shuffle on, ResNet-50 compute draws) with dlio.train.planner.epoch_plans (the global order once,
+then each rank's shard), keeping all 8 plans.
 
 Measures: wall time (best of --repeats, no tracing), peak Python-heap memory of the 8 plans
 (tracemalloc, which numpy reports its buffers to) and the process's ru_maxrss growth during the

@@ -10,7 +10,10 @@ Each point runs fio and dlio-fast alternately --repeats times; the median of eac
 fio runs twice per repeat, as is and with --iomem_align=2m (its buffers then get transparent huge
 pages, as dlio-fast's large buffer pools do: on cached reads that is worth several x here), and
 the better fio figure is the bar.
-Usage: python bench/vs_fio.py [--dir /var/tmp/dlio-fast-bench] [--runtime 5] [--repeats 3]
+With --defaults (issue 12): each tool with its defaults on the same rw / bs, nothing else given:
+fio (psync, buffered, invalidate=1, one pass over --size) next to dlio-fast io (posix, buffered,
+the file's pages dropped before the point, one pass). Goal: within 10 %.
+Usage: python bench/vs_fio.py [--dir /var/tmp/dlio-fast-bench] [--runtime 5] [--repeats 3] [--defaults]
 """
 import argparse
 import json
@@ -43,14 +46,54 @@ def run_fio(path, size, rw, bs, engine, qd, direct, runtime, extra=()):
             "p99_us": r["clat_ns"]["percentile"]["99.000000"] / 1e3}
 
 
-def run_dlio(path, rw, bs, engine, qd, direct, runtime, tmp):
+def run_dlio(path, rw, bs, engine, qd, direct, runtime, tmp, mode=None):
+    """mode None: as the point says (a buffered point keeps the page cache, as fio's --invalidate=0
+    here); mode "defaults": only rw, bs and runtime, everything else dlio-fast's default."""
     js = os.path.join(tmp, "d.json")
-    cmd = [sys.executable, "-m", "dlio", "io", path, f"--rw={rw}", f"--bs={bs}", f"--engine={engine}",
-           f"--qd={qd}", "--direct" if direct else "--buffered", f"--runtime={runtime}s", "--json", js]
+    cmd = [sys.executable, "-m", "dlio", "io", path, f"--rw={rw}", f"--bs={bs}", "--json", js, "-q"]
+    if runtime is not None:
+        cmd.append(f"--runtime={runtime}s")
+    if mode != "defaults":
+        cmd += [f"--engine={engine}", f"--qd={qd}", *(["--direct"] if direct else ["--buffered", "--cache=keep"])]
     subprocess.run(cmd, capture_output=True, text=True, check=True)
     p = json.load(open(js))["points"][0]
     return {"MiB_s": p["bw_MiB_s"], "iops": p["iops"], "cpu_us_per_io": p["cpu_us_per_io"],
             "p50_us": p["lat_ns"]["p50"] / 1e3, "p99_us": p["lat_ns"]["p99"] / 1e3}
+
+
+# name, rw, bs: points where each tool is given only these (and the runtime)
+DEFAULT_POINTS = [("default-read-4k", "read", "4k"), ("default-randread-4k", "randread", "4k"),
+                  ("default-read-1m", "read", "1m")]
+
+
+def run_fio_defaults(path, size, rw, bs):
+    cmd = ["fio", "--name=p", f"--filename={path}", f"--size={size}", f"--rw={rw}", f"--bs={bs}",
+           "--output-format=json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    r = json.loads(out[out.index("{"):])["jobs"][0]["read"]
+    return {"MiB_s": r["bw_bytes"] / 2**20, "iops": r["iops"], "p50_us": r["clat_ns"]["percentile"]["50.000000"] / 1e3}
+
+
+def defaults_main(a):
+    os.makedirs(a.dir, exist_ok=True)
+    path = os.path.join(a.dir, "vs_fio.dat")
+    subprocess.run(["fio", "--name=lay", f"--filename={path}", f"--size={a.size}", "--rw=write",
+                    "--bs=1m", "--end_fsync=1", "--output-format=terse"], capture_output=True, check=True)
+    print(f"each tool's defaults; file {path} ({a.size}), {a.runtime}s per run, {a.repeats} alternating repeats")
+    print(f"{'point':<22} {'fio MiB/s':>10} {'dlio MiB/s':>10} {'ratio':>6} {'fio p50':>9} {'dlio p50':>9} "
+          f"{'dlio mode':>10}  verdict")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, rw, bs in DEFAULT_POINTS:
+            f_runs, d_runs = [], []
+            for _ in range(a.repeats):
+                f_runs.append(run_fio_defaults(path, a.size, rw, bs))
+                d_runs.append(run_dlio(path, rw, bs, None, None, None, None, tmp, mode="defaults"))
+            mode = "direct" if json.load(open(os.path.join(tmp, "d.json")))["points"][0]["direct"] else "buffer"
+            fb, db = median(f_runs, "MiB_s"), median(d_runs, "MiB_s")
+            ratio = db / fb
+            print(f"{name:<22} {fb:>10.1f} {db:>10.1f} {ratio:>6.3f} {median(f_runs, 'p50_us'):>8.1f}u "
+                  f"{median(d_runs, 'p50_us'):>8.1f}u {mode:>10}  "
+                  f"{'ok' if 0.9 <= ratio <= 1.1 else 'OUTSIDE 10 %'}")
 
 
 def median(runs, key):
@@ -63,7 +106,10 @@ def main():
     ap.add_argument("--size", default="1g")
     ap.add_argument("--runtime", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--defaults", action="store_true", help="each tool's defaults on DEFAULT_POINTS")
     a = ap.parse_args()
+    if a.defaults:
+        return defaults_main(a)
     if not shutil.which("fio"):
         sys.exit("fio is not on the PATH: apt-get install fio")
     os.makedirs(a.dir, exist_ok=True)

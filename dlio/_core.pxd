@@ -39,6 +39,8 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         DC_ENG_REGBUFS
         DC_ENG_REGFILES
         DC_ENG_SQPOLL
+        DC_ENG_FADV_RANDOM
+        DC_ENG_FADV_SEQ
     enum:
         DC_OP_READ
         DC_OP_WRITE

@@ -30,6 +30,8 @@ CAP_NOIO = DC_CAP_NOIO
 ENG_REGBUFS = DC_ENG_REGBUFS
 ENG_REGFILES = DC_ENG_REGFILES
 ENG_SQPOLL = DC_ENG_SQPOLL
+ENG_FADV_RANDOM = DC_ENG_FADV_RANDOM
+ENG_FADV_SEQ = DC_ENG_FADV_SEQ
 
 OP_DTYPE = np.dtype([("file", "<u4"), ("op", "u1"), ("flags", "u1"), ("pad", "<u2"),
                      ("offset", "<u8"), ("length", "<u8")])

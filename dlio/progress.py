@@ -230,10 +230,11 @@ class Progress:
                 self._finish()
                 self.finished_key = key
 
-    def io_point(self, point: Any, budget: Any, index: Optional[int] = None,
-                 count: Optional[int] = None) -> Callable[[Any], None]:
+    def io_point(self, point: Any, budget: Any, index: Optional[int] = None, count: Optional[int] = None,
+                 pass_bytes: int = 0) -> Callable[[Any], None]:
         """on_tick for one `io` point (point `index` of `count` in the grid): MiB/s and IOPS so
-        far, how much of its budget is spent, and the ETA of the whole grid."""
+        far, how much of its budget is spent (bytes, time, or of one pass over the files:
+        `pass_bytes`), and the ETA of the whole grid."""
         with self.lock:
             now = time.monotonic()
             if self.grid_t0 is None or index == 1:
@@ -256,6 +257,8 @@ class Progress:
                     pct = 100.0 * nbytes / budget.size
                 elif budget.runtime_ns:
                     pct = 100.0 * dt * 1e9 / (budget.runtime_ns + budget.ramp_ns)
+                elif pass_bytes:
+                    pct = 100.0 * nbytes / pass_bytes
                 else:
                     pct = 0.0
                 pct = min(pct, 100.0)

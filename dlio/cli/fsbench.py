@@ -38,10 +38,11 @@ def engines() -> None:
 
 
 @click.command(epilog=examples(
-    "dlio-fast io /scratch                        # 4 KiB reads, posix, qd 1, 1 thread, 5 s, O_DIRECT",
+    "dlio-fast io /scratch               # 4 KiB reads, posix, qd 1, 1 thread, one pass, pages dropped first",
     "dlio-fast io /scratch --rw read,randread --bs 4k,1m --engine posix,io_uring --qd 1,32 --json g.json",
     "dlio-fast io /scratch --rw write --bs 1m --threads 1,2,4 --size 1g --csv - > w.csv",
-    "dlio-fast io /scratch --cache keep --buffered           # the page cache, on purpose",
+    "dlio-fast io /scratch --direct --runtime 10s --engine io_uring --qd 32   # O_DIRECT, 10 s per point",
+    "dlio-fast io /scratch --cache keep --runtime 5s          # the page cache, on purpose",
     "mpiexec -n 4 dlio-fast io /scratch --engine mpiio --layout segmented --collective"))
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--rw", "rw", multiple=True, type=ChoiceList(RW_MODES), default=["read"], show_default=True,
@@ -55,12 +56,14 @@ def engines() -> None:
 @click.option("--threads", multiple=True, type=IntList(1, 1024), default=["1"], show_default=True,
               help="Thread count(s).")
 @click.option("--direct/--buffered", default=None,
-              help="O_DIRECT (page cache bypassed) or buffered. Default: O_DIRECT where the engine and the "
-                   "filesystem allow it, else buffered with the files' pages dropped before each point.")
+              help="O_DIRECT (page cache bypassed) or buffered (the default, as fio's: with --cache drop, "
+                   "each file's pages are dropped before each point).")
 @click.option("--file-size", type=Size(), default="256m", show_default=True,
               help="Size of each test file created in a folder (one per thread).")
-@click.option("--runtime", type=Duration(), default=None, help="Measured time per point (default 5s).")
-@click.option("--size", type=Size(), default=None, help="Bytes per point instead of a runtime.")
+@click.option("--runtime", type=Duration(), default=None,
+              help="Measured time per point, the files read over and over (default: one pass over the files, "
+                   "as fio's default: nothing is read twice).")
+@click.option("--size", type=Size(), default=None, help="Bytes per point instead of one pass or a runtime.")
 @click.option("--ramp", type=Duration(), default="0", help="Warm-up per point, run but not counted.")
 @click.option("--cache", type=click.Choice(["keep", "drop", "drop-all"]), default=None,
               help="Buffered points: drop (default) each file's pages before each point (no root needed); "
@@ -125,9 +128,10 @@ def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size
     if trace_path:
         from dlio import output
         output.check_output_path(trace_path)
-    timed = runtime if runtime is not None or size is not None else 5_000_000_000
+    # Neither --runtime nor --size: one pass over the files (Budget of zeros), so a buffered point
+    # reads each byte once, after its pages were dropped: no pass is served by the page cache.
     spec = grid.Grid(rws, bss, engs, qds, thrs, direct, cache, fixedbufs, regfiles,
-                     points.Budget(runtime_ns=timed or 0, ramp_ns=ramp, size=size or 0))
+                     points.Budget(runtime_ns=runtime or 0, ramp_ns=ramp, size=size or 0))
     progress = make_progress(ctx)
     to_err = table_echo is not click.echo
     echo = (lambda m: progress.echo(m, err=to_err)) if progress else table_echo

@@ -38,6 +38,7 @@ def cli(ctx, debug, quiet, verbose):
 for command in (train.run, train.generate, train.verify, train.workloads, fsbench.engines, fsbench.io,
                 fsbench.ceiling, report.report, report.check):
     cli.add_command(command)
+cli.add_command(__import__("dlio.cli.profile", fromlist=["profile"]).profile)
 
 
 def _rank_and_size():

@@ -4,7 +4,8 @@ A format that reads part of a file per sample (tfrecord, indexed_binary, hdf5) g
 (samples, offsets, lengths): one or more ranges per sample. Kept flat, that is 24 bytes per range
 for the whole split: 3.7 GB for BERT's 500 x 313,532 records, 6.6 GB for Megatron's 277 M. Files
 of fixed-size records (tfrecord, indexed_binary with record_length_bytes_stdev 0) are regular,
-though: sample s of every file is one range of the same length at first + s * stride. `Uniform` is such a file in four numbers; a split whose files
+though: sample s of every file is one range of the same length at first + s * stride. `Uniform`
+is such a file in four numbers; a split whose files
 are all uniform with the same stride, length and sample count is stored as one first offset per
 file (`Table.first`) and planned by arithmetic (dlio.train.planner). Anything else stays flat.
 """

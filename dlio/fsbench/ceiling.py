@@ -3,7 +3,8 @@
 Three figures: sequential read and write bandwidth (1 MiB transfers) and 4 KiB random-read IOPS.
 For each engine the search doubles the queue depth (async engines) and then the thread count,
 and stops a direction when two doublings in a row gain less than GAIN (5 %) over the best so
-far: more depth that does not help only adds latency, and one noisy probe does not end it. The page cache is kept out of the way with O_DIRECT where the filesystem
+far: more depth that does not help only adds latency, and one noisy probe does not end it. The
+page cache is kept out of the way with O_DIRECT where the filesystem
 allows it, else by dropping the files' pages before every probe.
 """
 

@@ -72,7 +72,7 @@ class Grid:
     engines: Sequence[str]
     qds: Sequence[int]
     threads: Sequence[int]
-    direct: Optional[bool]  # None: O_DIRECT where the engine and the filesystem allow it
+    direct: Optional[bool]  # None: buffered, as fio's default (the cache mode keeps the page cache out)
     cache: Optional[str]  # keep | drop | drop-all; None: drop for buffered points
     fixedbufs: bool
     regfiles: bool
@@ -80,20 +80,16 @@ class Grid:
 
 
 def io_modes(g: Grid, path: str) -> Dict[str, Tuple[bool, str]]:
-    """{engine: (O_DIRECT, cache mode)} of the grid. By default a point measures the device, as fio
-    does: O_DIRECT where the engine and the filesystem allow it, else buffered with the files' pages
-    dropped before the point. --buffered --cache keep is the explicit way to measure the page cache."""
-    from dlio import _core
+    """{engine: (O_DIRECT, cache mode)} of the grid. By default a point measures the storage as fio's
+    defaults do (buffered, invalidate=1): buffered reads, with the files' pages dropped before each
+    point, so the kernel's readahead is part of the figure and the page cache is not; --direct
+    bypasses the cache; --cache keep is the explicit way to measure the page cache."""
     from dlio.fsbench import points
-    caps = {e: points.check_engine(e, bool(g.direct)) for e in g.engines}
-    fs_direct = g.direct if g.direct is not None else points.direct_supported(path)
+    for e in g.engines:
+        points.check_engine(e, bool(g.direct))
     if g.direct:
         points.check_direct(path)
-    out = {}
-    for e in g.engines:
-        direct = bool(fs_direct and caps[e] & _core.CAP_DIRECT) if g.direct is None else g.direct
-        out[e] = (direct, "keep" if direct and g.cache is None else (g.cache or "drop"))
-    return out
+    return {e: (bool(g.direct), "keep" if g.direct else (g.cache or "drop")) for e in g.engines}
 
 
 def runnable(g: Grid, warn: Callable[[str], None]) -> List[tuple]:
@@ -112,10 +108,11 @@ def runnable(g: Grid, warn: Callable[[str], None]) -> List[tuple]:
     return pts
 
 
-def fits_in_ram_warning(modes: Dict[str, Tuple[bool, str]], nbytes: int, warn: Callable[[str], None]) -> None:
-    """Buffered points over a file set that fits in free memory may be served by the page cache after
-    their first pass, dropped or not: say so."""
-    if any(not d for d, _ in modes.values()):
+def fits_in_ram_warning(modes: Dict[str, Tuple[bool, str]], nbytes: int, warn: Callable[[str], None],
+                        looping: bool = True) -> None:
+    """Buffered points that read a file set fitting in free memory more than once (--runtime, --size
+    beyond the files) may be served by the page cache after their first pass, dropped or not: say so."""
+    if looping and any(not d for d, _ in modes.values()):
         avail = _mem_available()
         if avail is not None and nbytes < avail:
             warn(f"warning: the buffered points read {nbytes / 2**30:.2f} GiB of files, which fit in free memory "
@@ -138,7 +135,9 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
               progress: Any, echo: Callable[[str], None], warn: Callable[[str], None]) -> Dict[str, Any]:
     """`dlio-fast io` on this host: check what the grid needs, prepare the test files, run the grid."""
     from dlio import _core
+    from dlio import counters
     from dlio.fsbench import points, testfiles
+    from dlio.report import verdict
     from dlio.fsbench.table import POINT_HEADER, point_line
     from dlio.report.result import IO_SCHEMA, new_io_doc
     modes = io_modes(g, paths[0])
@@ -149,7 +148,8 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
     if any(r in ("write", "randwrite") for r in g.rws) and not (len(paths) == 1 and os.path.isdir(paths[0])):
         raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
     fileset = testfiles.prepare(paths, max(g.threads), file_size)
-    fits_in_ram_warning(modes, sum(fileset.sizes), warn)
+    nbytes = sum(fileset.sizes)
+    fits_in_ram_warning(modes, nbytes, warn, looping=bool(g.budget.runtime_ns) or g.budget.size > nbytes)
     flags = (_core.ENG_REGBUFS if g.fixedbufs else 0) | (_core.ENG_REGFILES if g.regfiles else 0)
     tracer = None
     if trace_path:
@@ -160,15 +160,21 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
         for k, (r, b, e, q, t) in enumerate(todo, 1):
             direct, cache = modes[e]
             pt = points.Point(r, b, e, q, t, direct)
-            tick = progress.io_point(pt, g.budget, k, len(todo)) if progress else None
+            tick = progress.io_point(pt, g.budget, k, len(todo), sum(fileset.sizes)) if progress else None
+            phase = counters.Phase(fileset.paths, e)  # kernel counters around the point: dlio.counters
             rec = points.run_point(pt, fileset, g.budget, cache, on_tick=tick, eng_flags=flags, tracer=tracer)
+            rec["counters"] = phase.end(rec["bytes"], rec["ops"], None, t, write=r in ("write", "randwrite"))
+            rec["verdict"] = verdict.classify(rec["counters"])
             if progress:
                 progress.done()
             yield rec
 
     doc = new_io_doc(IO_SCHEMA, paths=list(paths), files=fileset.paths)
     try:
-        return run_grid(records(), doc, POINT_HEADER, point_line, sinks, echo)
+        run_grid(records(), doc, POINT_HEADER, point_line, sinks, echo)
+        for v in verdict.point_lines(doc["points"]):
+            echo(v)
+        return doc
     finally:
         if not keep:
             fileset.cleanup()

@@ -97,10 +97,13 @@ def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, d
     (dlio.report.trace.Tracer), the point's requests are appended to its .pfw file as spans."""
     ops, first_op = build_plan(point, fileset)
     cache_note = cache_step(point, fileset.paths, cache)
+    # fio's fadvise_hint: buffered random points get no readahead (its neighbouring pages would serve
+    # later random reads from memory), sequential ones the larger readahead.
+    advice = _core.ENG_FADV_RANDOM if point.rw.startswith("rand") else _core.ENG_FADV_SEQ
     run = _core.Run("io", point.engine, fileset.paths, ops, threads=point.threads, qd=point.qd,
                     direct=point.direct, thread_first_op=first_op, runtime_ns=budget.runtime_ns,
                     ramp_ns=budget.ramp_ns, bytes_limit=budget.size,
-                    loop=bool(budget.runtime_ns or budget.size), eng_flags=eng_flags, delay_ns=delay_ns,
+                    loop=bool(budget.runtime_ns or budget.size), eng_flags=eng_flags | advice, delay_ns=delay_ns,
                     trace=tracer is not None)
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     w0 = time.monotonic_ns()

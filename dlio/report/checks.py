@@ -8,7 +8,8 @@
   - repeated runs of one workload within 5 % of each other in samples/s (max / min - 1); runs are
     repeats only when their settings (tool, engine, qd, threads, O_DIRECT, cache mode, ranks, batch,
     compute, dataset, host) are the same; runs of one workload with other settings get a note
-    naming the settings that differ.
+    naming the settings that differ;
+  - no epoch's verdict is `cache` (dlio.report.verdict: device bytes well below the application's).
 
 A DLIO output folder is checked on what DLIO recorded (its AU formula, its samples/s).
 run_checks() returns (name, passed, figure_text) tuples, passed None for a note; nothing here prints.
@@ -93,6 +94,19 @@ def _samples_per_s(result):
     return v if v is not None else (_summary(result)["metric"].get("train_throughput_mean_samples_per_second") or 0.0)
 
 
+def check_not_cache(result):
+    """No epoch's verdict is `cache` (dlio.report.verdict): its reads came from the page cache, not
+    storage. None (the check does not apply) for a run recorded without counters."""
+    verdicts = [v for v in result.get("verdicts") or [] if isinstance(v, dict)]
+    if not verdicts:
+        return None
+    cached = [v for v in verdicts if v.get("verdict") == "cache"]
+    text = (f"{len(cached)} of {len(verdicts)} epoch verdict(s) are cache, e.g. {cached[0].get('phase')}: "
+            f"{cached[0].get('reason')}" if cached else
+            f"no epoch read from the page cache ({', '.join(sorted({str(v.get('verdict')) for v in verdicts}))})")
+    return ("reads from storage, not the page cache", not cached, text)
+
+
 def check_repeats(results, names):
     """Runs of one workload and the same settings within 5 % of each other in samples/s (exact
     means), and a note for runs of one workload whose settings differ (they are not repeats)."""
@@ -152,6 +166,7 @@ def run_checks(result_dicts, ram_bytes=None, labels=None):
             checks.append(check_dataset(res, ram_bytes))
             checks.append(check_steps(res))
             checks += check_au(res)
+            checks += [c for c in [check_not_cache(res)] if c is not None]
         elif not res.get("checkpoints"):
             checks.append(("training epochs present", False, "the run has no training epoch"))
         out += [(pre + n, ok, t) for n, ok, t in checks]

@@ -239,6 +239,11 @@ def dlio_fast_doc(result):
     return doc
 
 
+def _mean_sd(m, prefix, suffix, dec):
+    """DLIO's "mean (stdev)" of the summary fields {prefix}_mean{suffix} and {prefix}_stdev{suffix}."""
+    return f"{m[f'{prefix}_mean{suffix}']:.{dec}f} ({m[f'{prefix}_stdev{suffix}']:.{dec}f})"
+
+
 def metric_lines(result):
     """DLIO's [METRIC] block."""
     s = summary(result)
@@ -251,16 +256,17 @@ def metric_lines(result):
     # DLIO writes them) would only mislead on the console.
     if any(r["epochs"] for r in result["ranks"]):
         lines += [
-            f"[METRIC] Training Accelerator Utilization [AU] (%): {m['train_au_mean_percentage']:.4f} ({m['train_au_stdev_percentage']:.4f})",
-            f"[METRIC] Training Throughput (samples/second): {m['train_throughput_mean_samples_per_second']:.4f} ({m['train_throughput_stdev_samples_per_second']:.4f})",
-            f"[METRIC] Training I/O Throughput (MB/second): {m['train_io_mean_MB_per_second']:.4f} ({m['train_io_stdev_MB_per_second']:.4f})",
+            f"[METRIC] Training Accelerator Utilization [AU] (%): {_mean_sd(m, 'train_au', '_percentage', 4)}",
+            "[METRIC] Training Throughput (samples/second): "
+            f"{_mean_sd(m, 'train_throughput', '_samples_per_second', 4)}",
+            f"[METRIC] Training I/O Throughput (MB/second): {_mean_sd(m, 'train_io', '_MB_per_second', 4)}",
             f"[METRIC] train_au_meet_expectation: {m['train_au_meet_expectation']}",
         ]
     if "eval_au_mean_percentage" in m:
         lines += [
-            f"[METRIC] Eval Accelerator Utilization [AU] (%): {m['eval_au_mean_percentage']:.4f} ({m['eval_au_stdev_percentage']:.4f})",
-            f"[METRIC] Eval Throughput (samples/second): {m['eval_throughput_mean_samples_per_second']:.6f} ({m['eval_throughput_stdev_samples_per_second']:.6f})",
-            f"[METRIC] Eval Throughput (MB/second): {m['eval_io_mean_MB_per_second']:.6f} ({m['eval_io_stdev_MB_per_second']:.6f})",
+            f"[METRIC] Eval Accelerator Utilization [AU] (%): {_mean_sd(m, 'eval_au', '_percentage', 4)}",
+            f"[METRIC] Eval Throughput (samples/second): {_mean_sd(m, 'eval_throughput', '_samples_per_second', 6)}",
+            f"[METRIC] Eval Throughput (MB/second): {_mean_sd(m, 'eval_io', '_MB_per_second', 6)}",
             f"[METRIC] eval_au_meet_expectation: {m['eval_au_meet_expectation']}",
         ]
     ck = checkpoint_records(result)

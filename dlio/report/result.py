@@ -2,9 +2,9 @@
 
 A run's Result is what `dlio-fast.json` holds (plus the computed metrics): the settings, the host,
 the dataset and one RankRecord per rank, each with its EpochRecords and CheckpointRecords. io and
-ceiling documents hold IoPoints. These are TypedDicts: the JSON files are these dicts as they are (json.dumps/loads is the
-serialisation; dlio.report.compare.load checks the schema id), and renderers read the same keys that
-runs write.
+ceiling documents hold IoPoints. These are TypedDicts: the JSON files are these dicts as they are
+(json.dumps/loads is the serialisation; dlio.report.compare.load checks the schema id), and
+renderers read the same keys that runs write.
 """
 
 from __future__ import annotations

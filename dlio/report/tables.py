@@ -206,3 +206,45 @@ def _raw(v):
 
 def json_text(rep):
     return json.dumps(rep, indent=2, allow_nan=False) + "\n"
+
+
+def _counter_cells(c):
+    """App bytes, device/network bytes, their ratio, cached share before, reader and host CPU."""
+    c = c if isinstance(c, dict) else {}
+    from dlio.units import fmt_bytes
+    app = c.get("app_bytes")
+    dev = c.get("device_bytes") if c.get("device_bytes") is not None else c.get("network_bytes")
+    num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    wall = c.get("wall_s") if num(c.get("wall_s")) and c.get("wall_s") > 0 else None
+    return [fmt_bytes(app) if num(app) else "-", fmt_bytes(dev) if num(dev) else "-",
+            f"{dev / app:.2f}x" if num(dev) and num(app) and app > 0 else "-",
+            f"{c['resident_before']:.0%}" if num(c.get("resident_before")) else "-",
+            f"{c['reader_cpu_s'] / wall:.2f}" if wall and num(c.get("reader_cpu_s")) else "-",
+            f"{c['host_busy_share']:.0%}" if num(c.get("host_busy_share")) else "-"]
+
+
+def verdict_lines(sources):
+    """The verdict of each epoch (runs) or point (io) next to its counters, one row each
+    (dlio.report.verdict); nothing for results recorded before the counters existed."""
+    rows = []
+    for s in sources:
+        doc = s.doc if isinstance(s.doc, dict) else {}
+        if s.kind == "run":
+            for r in doc.get("ranks") or []:
+                for ep in (r.get("epochs") or []) if isinstance(r, dict) else []:
+                    v = ep.get("verdict") if isinstance(ep, dict) else None
+                    if isinstance(v, dict):
+                        name = f"epoch {ep.get('epoch')}" + (f" rank {r.get('rank')}" if len(doc["ranks"]) > 1 else "")
+                        rows.append([s.label, name, str(v.get("verdict")), *_counter_cells(ep.get("counters"))])
+        else:
+            for p in doc.get("points") or []:
+                v = p.get("verdict") if isinstance(p, dict) else None
+                if isinstance(v, dict):
+                    rows.append([s.label, _point_name(p), str(v.get("verdict")), *_counter_cells(p.get("counters"))])
+    if not rows:
+        return []
+    head = ["source", "phase", "verdict", "app bytes", "device bytes", "dev/app", "cached before",
+            "reader cores", "host busy"]
+    from dlio.report.verdict import THRESHOLDS
+    return (["", "verdicts (is this a storage result?):"] + _text_table(head, rows, left=3)
+            + [f"thresholds: {THRESHOLDS}"])

@@ -15,6 +15,7 @@ import socket
 import numpy as np
 
 from dlio import _core
+from dlio import counters
 from dlio.config.engines import engine_spec
 from dlio.checkpoint import layout as ckpt_layout
 from dlio.checkpoint import io as ckpt_io
@@ -400,9 +401,12 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
         cache = tr.drop_cache(sp.paths)
         comm.barrier()
         t_epoch = _core.now_ns()
+        phase = counters.Phase(sp.paths, tr.engine)  # kernel counters and page-cache residency: dlio.counters
         rec, failure = _train_epoch(tr, sp, epoch)
         if rec is not None:
             rec["cache"] = cache
+            rec["counters"] = phase.end(rec["bytes"], rec["ops"], rec["cpu_s"], cfg.reader.read_threads,
+                                        samples=rec["samples"])
             rank_rec["epochs"].append(rec)
         if failure is not None:
             return rank_rec, _as_failure(failure)

@@ -110,7 +110,8 @@ def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False):
     written = sum(comm.allgather(res.bytes_written))
     dt = time.monotonic() - t0
     echo(f"Generation done: {written / 2**30:.2f} GiB written in {dt:.1f} s "
-         f"({written / 2**20 / max(dt, 1e-9):.0f} MiB/s), {sum(comm.allgather(res.files_skipped))} files already complete")
+         f"({written / 2**20 / max(dt, 1e-9):.0f} MiB/s), "
+         f"{sum(comm.allgather(res.files_skipped))} files already complete")
 
 
 def cache_warning(cfg, nbytes, warn):
@@ -252,7 +253,10 @@ def _finish(s: Session, rank_rec, failure) -> None:
         raise failure
     records = comm.gather(rank_rec)
     if comm.rank == 0:
+        from dlio.report import verdict
+        verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
+        result["verdicts"] = verdicts
         dlio_files.write_all(result, s.folder, cfg.to_yaml())
         if cfg.dlio_fast.plots:
             from dlio.report import plots
@@ -261,6 +265,8 @@ def _finish(s: Session, rank_rec, failure) -> None:
         lines = dlio_files.metric_lines(result) if any(r["epochs"] or r.get("checkpoints") for r in records) else []
         lines += dlio_files.exact_table(result) if any(r["epochs"] for r in records) else []
         for line in lines:
+            s.echo(line)
+        for line in verdict.run_lines(verdicts):
             s.echo(line)
         s.echo(f"Saved outputs in {s.folder}{'' if failure is None else ' (partial: ' + reason + ')'}")
     if failure is not None:

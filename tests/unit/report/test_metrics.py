@@ -143,11 +143,11 @@ def test_mean_std_population():
     assert m == 2.5 and s == pytest.approx(np.sqrt(1.25))
 
 
-# ------------------------------------------------------------------ end to end: planner -> C runner (null engine) -> metrics
+# ---------------------------------------------------- end to end: planner -> C runner (null engine) -> metrics
 
-from dlio import _core
-from dlio.train import planner  # noqa: E402
+from dlio import _core  # noqa: E402
 from dlio.config import parse_time  # noqa: E402
+from dlio.train import planner  # noqa: E402
 
 NSTEPS, BATCH, COMPUTE_S, DELAY_NS, FSIZE = 20, 2, 0.002, 1_000_000, 3 * 4096
 

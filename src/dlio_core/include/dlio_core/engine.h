@@ -30,6 +30,10 @@ enum dc_op_kind { DC_OP_READ = 0, DC_OP_WRITE = 1 };
 #define DC_ENG_REGBUFS       (1u << 0) /* io_uring: register the slot buffers (fixed buffers) */
 #define DC_ENG_REGFILES      (1u << 1) /* io_uring: register file descriptors */
 #define DC_ENG_SQPOLL        (1u << 2) /* io_uring: kernel submission thread */
+/* Access-pattern advice on buffered files (fio's fadvise_hint): random reads then get no readahead,
+ * whose neighbouring pages would serve later random reads from the page cache. */
+#define DC_ENG_FADV_RANDOM   (1u << 3) /* posix_fadvise(POSIX_FADV_RANDOM) at open */
+#define DC_ENG_FADV_SEQ      (1u << 4) /* posix_fadvise(POSIX_FADV_SEQUENTIAL) at open */
 /* Reported only (dc_engine_opts.used_flags, dc_run_result.eng_flags_used): ring setup flags the
  * kernel accepted after the best-first fallbacks. */
 #define DC_ENG_SINGLE_ISSUER (1u << 8)  /* IORING_SETUP_SINGLE_ISSUER */

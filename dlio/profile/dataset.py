@@ -1,0 +1,96 @@
+"""Which files of a trace are the training dataset, their sizes and format, and the dataset reads.
+
+The dataset is the largest group (by bytes read) of files sharing an extension, after leaving out
+what a Python job reads to start (interpreter, libraries, .py/.so, /proc, /sys, /dev, /etc) and
+files the job also writes (outputs, checkpoints)."""
+import os
+import sys
+from typing import Dict, Optional
+
+import numpy as np
+
+from dlio.profile.parsers import OP_READ, OP_WRITE, Trace
+
+_CODE_EXT = (".py", ".pyc", ".so", ".pth", ".pyd", ".json", ".txt", ".cfg", ".toml", ".yaml", ".yml",
+             ".pem", ".mo", ".zip", ".egg", ".typed", ".pyi", ".bin.tmp", ".conf")
+_SYS_PREFIX = ("/proc/", "/sys/", "/dev/", "/etc/", "/usr/", "/lib", "/run/", "/var/lib/", "/tmp/.X")
+_EXT_FORMAT = {".npz": "npz", ".npy": "npy", ".h5": "hdf5", ".hdf5": "hdf5", ".hdf": "hdf5",
+               ".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".tfrecord": "tfrecord",
+               ".csv": "csv", ".bin": "indexed_binary"}
+_MAGIC = ((b"\x93NUMPY", "npy"), (b"PK\x03\x04", "npz"), (b"\x89HDF\r\n\x1a\n", "hdf5"),
+          (b"\xff\xd8\xff", "jpeg"), (b"\x89PNG\r\n\x1a\n", "png"))
+
+
+def _ext(p: str) -> str:
+    base = os.path.basename(p).lower()
+    return os.path.splitext(base)[1]
+
+
+def is_noise(paths: np.ndarray) -> np.ndarray:
+    """True for files a Python job touches whatever it trains on."""
+    prefixes = _SYS_PREFIX + tuple({sys.prefix + "/", sys.base_prefix + "/"})
+    out = np.zeros(len(paths), bool)
+    for i, p in enumerate(paths):          # one test per distinct file, not per event
+        p = str(p)
+        out[i] = (p.startswith("<") or p.startswith(prefixes) or p.endswith(_CODE_EXT)
+                  or "site-packages" in p or "/__pycache__/" in p or "/.pyenv/" in p)
+    return out
+
+
+def dataset_files(tr: Trace) -> Dict:
+    """{'files': file indices of the dataset (sorted by path), 'ext', 'evidence'}."""
+    ev = tr.events
+    noise = is_noise(tr.paths)
+    rd = ev[(ev["op"] == OP_READ) & (ev["size"] > 0) & (ev["file"] >= 0)]
+    written = np.unique(ev["file"][(ev["op"] == OP_WRITE) & (ev["size"] > 0)])
+    nbytes = np.bincount(rd["file"], weights=rd["size"], minlength=len(tr.paths))
+    cand = np.flatnonzero((nbytes > 0) & ~noise)
+    cand = cand[~np.isin(cand, written)]
+    if not len(cand):
+        return {"files": cand, "ext": "", "evidence": "no file was read apart from code and system files"}
+    exts = np.array([_ext(str(tr.paths[i])) for i in cand], dtype=object)
+    uext, inv = np.unique(exts, return_inverse=True)
+    per = np.bincount(inv, weights=nbytes[cand])
+    best = int(np.argmax(per))
+    files = cand[inv == best]
+    files = files[np.argsort(tr.paths[files].astype(str))]
+    share = per[best] / per.sum()
+    return {"files": files, "ext": str(uext[best]),
+            "evidence": f"{len(files)} '{uext[best] or '(no extension)'}' files carry {share:.0%} of the "
+                        f"{per.sum() / 2**20:.1f} MiB read from data files"}
+
+
+def file_sizes(tr: Trace, files: np.ndarray) -> (np.ndarray, str):
+    """Sizes from the files themselves when they exist here, else the furthest byte read."""
+    rd = tr.events[(tr.events["op"] == OP_READ) & (tr.events["size"] > 0) & (tr.events["offset"] >= 0)]
+    end = np.zeros(len(tr.paths), np.int64)
+    np.maximum.at(end, rd["file"], rd["offset"] + rd["size"])
+    sizes = end[files].copy()
+    seen = 0
+    for k, i in enumerate(files):
+        try:
+            sizes[k] = os.stat(str(tr.paths[i])).st_size
+            seen += 1
+        except OSError:
+            pass
+    how = "stat() of the files" if seen == len(files) else \
+        f"stat() of {seen} files, the furthest byte read for {len(files) - seen}"
+    return sizes, how
+
+
+def guess_format(tr: Trace, files: np.ndarray, ext: str) -> (Optional[str], str):
+    """The format from the extension, checked against the first bytes of a file when it exists."""
+    by_ext = _EXT_FORMAT.get(ext)
+    magic = None
+    for i in files[:1]:
+        try:
+            with open(str(tr.paths[i]), "rb") as f:
+                head = f.read(16)
+            magic = next((fmt for m, fmt in _MAGIC if head.startswith(m)), None)
+        except OSError:
+            pass
+    if magic and by_ext and magic != by_ext:
+        return magic, f"magic bytes say {magic}, the extension '{ext}' says {by_ext}: magic bytes win"
+    fmt = magic or by_ext
+    why = (f"extension '{ext}'" if by_ext else "") + (" and magic bytes" if magic else "")
+    return fmt, why.strip() or "neither the extension nor the first bytes are known"

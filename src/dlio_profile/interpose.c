@@ -1,0 +1,738 @@
+/* dlio._interpose: an LD_PRELOAD library that records the file I/O of a process tree for
+ * `dlio-fast profile`. Never imported: dlio/profile/capture.py puts it in LD_PRELOAD and sets
+ * DLIO_PROFILE_DIR. Without that variable every wrapper is a plain pass-through.
+ *
+ * Why an interposer (not strace/ptrace): a ptrace stop costs tens of microseconds per system
+ * call, which changes a job that reads small files; a wrapper costs two vDSO clock reads and a
+ * store into a per-thread buffer (the scheme of Darshan and DFTracer).
+ *
+ * Output, per process (exec gives a new file too, the name carries the start time):
+ *   ev-<pid>-<t0>.bin    fixed 56-byte records (struct rec), appended in per-thread blocks with
+ *                        O_APPEND (one write() per block, so blocks never interleave)
+ *   files-<pid>-<t0>.txt "<id>\t<path>" per successful open; a first line "parent\t<name>"
+ *                        when the process was forked (its inherited ids are the parent's)
+ * File ids are per open (a reopened path gets a new id); reads on fds we did not see opened
+ * (pipes, sockets, stdin) are not recorded. Offsets of read()/write() come from a position we
+ * track per fd (open, lseek, read, write), so they cost no extra system call.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { OP_OPEN = 0, OP_CLOSE = 1, OP_READ = 2, OP_WRITE = 3, OP_MMAP = 4 };
+
+struct rec {            /* 56 bytes; mirrored by dlio/profile/parsers.py NATIVE_DTYPE */
+	uint64_t t;     /* CLOCK_MONOTONIC ns at the call */
+	uint64_t dur;   /* ns in the call */
+	int64_t off;    /* file offset (-1 unknown) */
+	int64_t req;    /* bytes asked for (mmap: length) */
+	int64_t ret;    /* bytes done, the fd for open, or -errno */
+	uint32_t file;  /* file id (files-*.txt) */
+	uint32_t tid;
+	uint32_t pid;
+	uint16_t op;
+	uint16_t pad;
+};
+
+#define NREC 4096
+#define MAXFD 65536
+
+struct tbuf {
+	struct tbuf *next;
+	uint32_t n;
+	struct rec r[NREC];
+};
+
+struct fdent {
+	uint32_t id;    /* 0: not tracked */
+	int64_t pos;
+};
+
+static struct fdent fds[MAXFD];
+static char outdir[3072];
+static int active;
+static int ev_fd = -1, names_fd = -1;
+static uint32_t my_pid;
+static uint64_t next_id = 1;
+static char my_name[128];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t key;
+static struct tbuf *all_bufs;
+static __thread struct tbuf *tb;
+static __thread uint32_t my_tid;
+static __thread int busy;     /* inside our own code: do not record */
+
+#define REAL(ret, name, args) static ret(*real_##name) args
+REAL(int, open, (const char *, int, ...));
+REAL(int, open64, (const char *, int, ...));
+REAL(int, openat, (int, const char *, int, ...));
+REAL(int, openat64, (int, const char *, int, ...));
+REAL(int, __open_2, (const char *, int));
+REAL(int, __open64_2, (const char *, int));
+REAL(int, __openat_2, (int, const char *, int));
+REAL(int, creat, (const char *, mode_t));
+REAL(int, close, (int));
+REAL(ssize_t, read, (int, void *, size_t));
+REAL(ssize_t, write, (int, const void *, size_t));
+REAL(ssize_t, pread, (int, void *, size_t, off_t));
+REAL(ssize_t, pread64, (int, void *, size_t, off_t));
+REAL(ssize_t, pwrite, (int, const void *, size_t, off_t));
+REAL(ssize_t, pwrite64, (int, const void *, size_t, off_t));
+REAL(ssize_t, readv, (int, const struct iovec *, int));
+REAL(ssize_t, writev, (int, const struct iovec *, int));
+REAL(ssize_t, preadv, (int, const struct iovec *, int, off_t));
+REAL(ssize_t, preadv64, (int, const struct iovec *, int, off_t));
+REAL(ssize_t, preadv2, (int, const struct iovec *, int, off_t, int));
+REAL(off_t, lseek, (int, off_t, int));
+REAL(off_t, lseek64, (int, off_t, int));
+REAL(void *, mmap, (void *, size_t, int, int, int, off_t));
+REAL(void *, mmap64, (void *, size_t, int, int, int, off_t));
+REAL(int, dup, (int));
+REAL(int, dup2, (int, int));
+REAL(int, dup3, (int, int, int));
+REAL(FILE *, fopen, (const char *, const char *));
+REAL(FILE *, fopen64, (const char *, const char *));
+REAL(size_t, fread, (void *, size_t, size_t, FILE *));
+REAL(int, fclose, (FILE *));
+REAL(void, _exit, (int)) __attribute__((noreturn));
+
+#define RESOLVE(name) do { if (!real_##name) real_##name = dlsym(RTLD_NEXT, #name); } while (0)
+
+static void resolve_all(void)
+{
+	RESOLVE(open); RESOLVE(open64); RESOLVE(openat); RESOLVE(openat64); RESOLVE(__open_2);
+	RESOLVE(__open64_2); RESOLVE(__openat_2); RESOLVE(creat); RESOLVE(close); RESOLVE(read);
+	RESOLVE(write); RESOLVE(pread); RESOLVE(pread64); RESOLVE(pwrite); RESOLVE(pwrite64);
+	RESOLVE(readv); RESOLVE(writev); RESOLVE(preadv); RESOLVE(preadv64); RESOLVE(preadv2);
+	RESOLVE(lseek); RESOLVE(lseek64); RESOLVE(mmap); RESOLVE(mmap64); RESOLVE(dup); RESOLVE(dup2);
+	RESOLVE(dup3); RESOLVE(fopen); RESOLVE(fopen64); RESOLVE(fread); RESOLVE(fclose); RESOLVE(_exit);
+}
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n) {
+		ssize_t w = real_write(fd, c, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		c += w;
+		n -= (size_t)w;
+	}
+}
+
+static void open_outputs(void);
+
+/* Called with lock held. */
+static void flush_buf(struct tbuf *b)
+{
+	if (b->n && ev_fd < 0)
+		open_outputs();
+	if (b->n && ev_fd >= 0)
+		write_all(ev_fd, b->r, b->n * sizeof(struct rec));
+	b->n = 0;
+}
+
+/* Open this process's two files on first use (processes that touch no file leave none);
+ * parent_name names the forking process's names file, if any. Called with lock held. */
+static char parent_name[128];
+static int outputs_tried;
+
+static void open_outputs(void)
+{
+	const char *parent = parent_name[0] ? parent_name : NULL;
+	char path[3300];
+	char line[300];
+	uint64_t t0 = now_ns();
+
+	if (outputs_tried)
+		return;
+	outputs_tried = 1;
+	snprintf(my_name, sizeof(my_name), "%u-%llu", my_pid, (unsigned long long)t0);
+	snprintf(path, sizeof(path), "%s/ev-%s.bin", outdir, my_name);
+	ev_fd = real_open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	snprintf(path, sizeof(path), "%s/files-%s.txt", outdir, my_name);
+	names_fd = real_open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (parent && names_fd >= 0) {
+		int n = snprintf(line, sizeof(line), "parent\t%s\n", parent);
+
+		write_all(names_fd, line, (size_t)n);
+	}
+	if (ev_fd < 0 || names_fd < 0)
+		active = 0;
+}
+
+static void thread_gone(void *p)
+{
+	struct tbuf *b = p, **pp;
+
+	pthread_mutex_lock(&lock);
+	flush_buf(b);
+	for (pp = &all_bufs; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			break;
+		}
+	pthread_mutex_unlock(&lock);
+	free(b);
+	tb = NULL;
+}
+
+/* Path lines wait here and go out with the records (at exit, fork, _exit, or when full): a
+ * write() per open would cost a system call on every file a loader opens. Lock held. */
+static char names_buf[1 << 16];
+static size_t names_len;
+
+static void flush_names(void)
+{
+	if (names_len && names_fd < 0)
+		open_outputs();
+	if (names_len && names_fd >= 0)
+		write_all(names_fd, names_buf, names_len);
+	names_len = 0;
+}
+
+static void add_name(const char *line, size_t n)
+{
+	if (names_len + n > sizeof(names_buf))
+		flush_names();
+	if (n > sizeof(names_buf)) {
+		if (names_fd < 0)
+			open_outputs();
+		if (names_fd >= 0)
+			write_all(names_fd, line, n);
+		return;
+	}
+	memcpy(names_buf + names_len, line, n);
+	names_len += n;
+}
+
+static void flush_all(void)
+{
+	pthread_mutex_lock(&lock);
+	flush_names();
+	for (struct tbuf *b = all_bufs; b; b = b->next)
+		flush_buf(b);
+	pthread_mutex_unlock(&lock);
+}
+
+static void before_fork(void)
+{
+	if (active)
+		flush_all();     /* the child must not inherit records the parent has not written */
+	pthread_mutex_lock(&lock);
+}
+
+static void after_fork_parent(void)
+{
+	pthread_mutex_unlock(&lock);
+}
+
+static void after_fork_child(void)
+{
+	/* Only the forking thread exists here: the other buffers are copies to drop. */
+	for (struct tbuf *b = all_bufs; b; b = b->next)
+		b->n = 0;
+	names_len = 0;           /* the parent wrote them before the fork */
+	pthread_mutex_unlock(&lock);
+	my_tid = 0;
+	if (!active)
+		return;
+	snprintf(parent_name, sizeof(parent_name), "%s", my_name);
+	my_name[0] = 0;
+	my_pid = (uint32_t)getpid();
+	if (ev_fd >= 0)
+		real_close(ev_fd);
+	if (names_fd >= 0)
+		real_close(names_fd);
+	ev_fd = names_fd = -1;
+	outputs_tried = 0;
+}
+
+__attribute__((constructor)) static void init(void)
+{
+	const char *d = getenv("DLIO_PROFILE_DIR");
+
+	resolve_all();
+	if (!d || !*d || strlen(d) >= sizeof(outdir))
+		return;
+	snprintf(outdir, sizeof(outdir), "%s", d);
+	if (pthread_key_create(&key, thread_gone))
+		return;
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+	my_pid = (uint32_t)getpid();
+	active = 1;
+}
+
+__attribute__((destructor)) static void fini(void)
+{
+	if (active)
+		flush_all();
+}
+
+static struct tbuf *my_buf(void)
+{
+	if (tb)
+		return tb;
+	tb = calloc(1, sizeof(*tb));
+	if (!tb)
+		return NULL;
+	pthread_mutex_lock(&lock);
+	tb->next = all_bufs;
+	all_bufs = tb;
+	pthread_mutex_unlock(&lock);
+	pthread_setspecific(key, tb);
+	return tb;
+}
+
+static void record(int op, uint32_t file, uint64_t t, uint64_t t1, int64_t off, int64_t req, int64_t ret)
+{
+	struct tbuf *b = my_buf();
+	struct rec *r;
+
+	if (!b)
+		return;
+	if (!my_tid)
+		my_tid = (uint32_t)syscall(SYS_gettid);
+	r = &b->r[b->n++];
+	r->t = t;
+	r->dur = t1 - t;
+	r->off = off;
+	r->req = req;
+	r->ret = ret;
+	r->file = file;
+	r->tid = my_tid;
+	r->pid = my_pid;
+	r->op = (uint16_t)op;
+	r->pad = 0;
+	if (b->n == NREC) {
+		pthread_mutex_lock(&lock);
+		flush_buf(b);
+		pthread_mutex_unlock(&lock);
+	}
+}
+
+static inline uint32_t tracked(int fd)
+{
+	return (active && !busy && fd >= 0 && fd < MAXFD) ? fds[fd].id : 0;
+}
+
+/* A successful open: give it an id, write its absolute path, record it. */
+static void opened(int dirfd, const char *path, int fd, int flags, uint64_t t, uint64_t t1)
+{
+	char abs[4200], line[4300];
+	uint32_t id;
+	int n;
+
+	if (!active || busy || fd < 0 || fd >= MAXFD || !path || (flags & O_DIRECTORY))
+		return;
+	busy = 1;
+	if (path[0] == '/') {
+		snprintf(abs, sizeof(abs), "%s", path);
+	} else {
+		char base[4096];
+		ssize_t k = -1;
+
+		if (dirfd == AT_FDCWD) {
+			k = getcwd(base, sizeof(base)) ? (ssize_t)strlen(base) : -1;
+		} else {
+			char link[64];
+
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+			k = readlink(link, base, sizeof(base) - 1);
+		}
+		if (k < 0)
+			k = 0;
+		base[k] = 0;
+		snprintf(abs, sizeof(abs), "%s/%s", base, path);
+	}
+	pthread_mutex_lock(&lock);
+	id = (uint32_t)next_id++;
+	if (names_fd < 0)
+		open_outputs();
+	n = snprintf(line, sizeof(line), "%u\t%s\n", id, abs);
+	if (n > 0)
+		add_name(line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+	pthread_mutex_unlock(&lock);
+	fds[fd].id = id;
+	fds[fd].pos = (flags & O_APPEND) ? -1 : 0;
+	record(OP_OPEN, id, t, t1, 0, flags, fd);
+	busy = 0;
+}
+
+static int mode_arg(int flags, va_list ap)
+{
+	return (flags & (O_CREAT | __O_TMPFILE)) ? va_arg(ap, int) : 0;
+}
+
+#define OPEN_BODY(call, dirfd)                                              \
+	uint64_t t = now_ns();                                                  \
+	int fd = call;                                                          \
+	if (active && fd >= 0)                                                  \
+		opened(dirfd, path, fd, flags, t, now_ns());                        \
+	return fd;
+
+int open(const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	int mode = mode_arg(flags, ap);
+	va_end(ap);
+	RESOLVE(open);
+	OPEN_BODY(real_open(path, flags, mode), AT_FDCWD)
+}
+
+int open64(const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	int mode = mode_arg(flags, ap);
+	va_end(ap);
+	RESOLVE(open64);
+	OPEN_BODY(real_open64(path, flags, mode), AT_FDCWD)
+}
+
+int openat(int dirfd, const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	int mode = mode_arg(flags, ap);
+	va_end(ap);
+	RESOLVE(openat);
+	OPEN_BODY(real_openat(dirfd, path, flags, mode), dirfd)
+}
+
+int openat64(int dirfd, const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	int mode = mode_arg(flags, ap);
+	va_end(ap);
+	RESOLVE(openat64);
+	OPEN_BODY(real_openat64(dirfd, path, flags, mode), dirfd)
+}
+
+int __open_2(const char *path, int flags)
+{
+	RESOLVE(__open_2);
+	OPEN_BODY(real___open_2(path, flags), AT_FDCWD)
+}
+
+int __open64_2(const char *path, int flags)
+{
+	RESOLVE(__open64_2);
+	OPEN_BODY(real___open64_2(path, flags), AT_FDCWD)
+}
+
+int __openat_2(int dirfd, const char *path, int flags)
+{
+	RESOLVE(__openat_2);
+	OPEN_BODY(real___openat_2(dirfd, path, flags), dirfd)
+}
+
+int creat(const char *path, mode_t mode)
+{
+	int flags = O_CREAT | O_WRONLY | O_TRUNC;
+
+	RESOLVE(creat);
+	OPEN_BODY(real_creat(path, mode), AT_FDCWD)
+}
+
+int close(int fd)
+{
+	uint32_t id = tracked(fd);
+	uint64_t t = now_ns();
+	int ret;
+
+	RESOLVE(close);
+	ret = real_close(fd);
+	if (id) {
+		fds[fd].id = 0;
+		record(OP_CLOSE, id, t, now_ns(), -1, 0, ret < 0 ? -errno : 0);
+	}
+	return ret;
+}
+
+/* One read or write at the tracked position (pos < 0: unknown, e.g. O_APPEND). */
+static void io_at_pos(int op, int fd, uint32_t id, uint64_t t, int64_t req, ssize_t ret)
+{
+	int64_t off = fds[fd].pos;
+
+	if (ret > 0 && off >= 0)
+		fds[fd].pos = off + ret;
+	record(op, id, t, now_ns(), off, req, ret < 0 ? -errno : ret);
+}
+
+ssize_t read(int fd, void *buf, size_t n)
+{
+	uint32_t id = tracked(fd);
+	uint64_t t = id ? now_ns() : 0;
+	ssize_t ret;
+
+	RESOLVE(read);
+	ret = real_read(fd, buf, n);
+	if (id)
+		io_at_pos(OP_READ, fd, id, t, (int64_t)n, ret);
+	return ret;
+}
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+	uint32_t id = tracked(fd);
+	uint64_t t = id ? now_ns() : 0;
+	ssize_t ret;
+
+	RESOLVE(write);
+	ret = real_write(fd, buf, n);
+	if (id)
+		io_at_pos(OP_WRITE, fd, id, t, (int64_t)n, ret);
+	return ret;
+}
+
+#define P_BODY(op, call)                                                    \
+	uint32_t id = tracked(fd);                                              \
+	uint64_t t = id ? now_ns() : 0;                                         \
+	ssize_t ret = call;                                                     \
+	if (id)                                                                 \
+		record(op, id, t, now_ns(), (int64_t)off, (int64_t)n, ret < 0 ? -errno : ret); \
+	return ret;
+
+ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+	RESOLVE(pread);
+	P_BODY(OP_READ, real_pread(fd, buf, n, off))
+}
+
+ssize_t pread64(int fd, void *buf, size_t n, off_t off)
+{
+	RESOLVE(pread64);
+	P_BODY(OP_READ, real_pread64(fd, buf, n, off))
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	RESOLVE(pwrite);
+	P_BODY(OP_WRITE, real_pwrite(fd, buf, n, off))
+}
+
+ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
+{
+	RESOLVE(pwrite64);
+	P_BODY(OP_WRITE, real_pwrite64(fd, buf, n, off))
+}
+
+static size_t iov_len(const struct iovec *iov, int cnt)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < cnt; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	uint32_t id = tracked(fd);
+	uint64_t t = id ? now_ns() : 0;
+	ssize_t ret;
+
+	RESOLVE(readv);
+	ret = real_readv(fd, iov, cnt);
+	if (id)
+		io_at_pos(OP_READ, fd, id, t, (int64_t)iov_len(iov, cnt), ret);
+	return ret;
+}
+
+ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	uint32_t id = tracked(fd);
+	uint64_t t = id ? now_ns() : 0;
+	ssize_t ret;
+
+	RESOLVE(writev);
+	ret = real_writev(fd, iov, cnt);
+	if (id)
+		io_at_pos(OP_WRITE, fd, id, t, (int64_t)iov_len(iov, cnt), ret);
+	return ret;
+}
+
+ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	size_t n = iov_len(iov, cnt);
+
+	RESOLVE(preadv);
+	P_BODY(OP_READ, real_preadv(fd, iov, cnt, off))
+}
+
+ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	size_t n = iov_len(iov, cnt);
+
+	RESOLVE(preadv64);
+	P_BODY(OP_READ, real_preadv64(fd, iov, cnt, off))
+}
+
+ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	size_t n = iov_len(iov, cnt);
+
+	RESOLVE(preadv2);
+	P_BODY(OP_READ, real_preadv2(fd, iov, cnt, off, flags))
+}
+
+static off_t seek_common(off_t (*fn)(int, off_t, int), int fd, off_t off, int whence)
+{
+	off_t ret = fn(fd, off, whence);
+
+	if (ret >= 0 && fd >= 0 && fd < MAXFD && fds[fd].id)
+		fds[fd].pos = ret;
+	return ret;
+}
+
+off_t lseek(int fd, off_t off, int whence)
+{
+	RESOLVE(lseek);
+	return seek_common(real_lseek, fd, off, whence);
+}
+
+off_t lseek64(int fd, off_t off, int whence)
+{
+	RESOLVE(lseek64);
+	return seek_common(real_lseek64, fd, off, whence);
+}
+
+/* mmap: the mapping is recorded (file, offset, length); page faults on it are not visible. */
+void *mmap(void *addr, size_t n, int prot, int flags, int fd, off_t off)
+{
+	RESOLVE(mmap);
+	uint32_t id = tracked(fd);
+	uint64_t t = id ? now_ns() : 0;
+	void *p = real_mmap(addr, n, prot, flags, fd, off);
+
+	if (id)
+		record(OP_MMAP, id, t, now_ns(), (int64_t)off, (int64_t)n, p == MAP_FAILED ? -errno : (int64_t)n);
+	return p;
+}
+
+void *mmap64(void *addr, size_t n, int prot, int flags, int fd, off_t off)
+{
+	RESOLVE(mmap64);
+	uint32_t id = tracked(fd);
+	uint64_t t = id ? now_ns() : 0;
+	void *p = real_mmap64(addr, n, prot, flags, fd, off);
+
+	if (id)
+		record(OP_MMAP, id, t, now_ns(), (int64_t)off, (int64_t)n, p == MAP_FAILED ? -errno : (int64_t)n);
+	return p;
+}
+
+static int dup_common(int from, int to)
+{
+	if (to >= 0 && to < MAXFD && from >= 0 && from < MAXFD) {
+		fds[to].id = fds[from].id;
+		fds[to].pos = fds[from].pos;
+	}
+	return to;
+}
+
+int dup(int fd)
+{
+	RESOLVE(dup);
+	return dup_common(fd, real_dup(fd));
+}
+
+int dup2(int fd, int to)
+{
+	RESOLVE(dup2);
+	return dup_common(fd, real_dup2(fd, to));
+}
+
+int dup3(int fd, int to, int flags)
+{
+	RESOLVE(dup3);
+	return dup_common(fd, real_dup3(fd, to, flags));
+}
+
+/* stdio: glibc's fopen/fread call its internal open/read, which no wrapper sees. */
+static FILE *fopen_common(FILE *(*fn)(const char *, const char *), const char *path, const char *mode)
+{
+	uint64_t t = now_ns();
+	FILE *f = fn(path, mode);
+
+	if (f && active)
+		opened(AT_FDCWD, path, fileno(f), strchr(mode, 'a') ? O_APPEND : 0, t, now_ns());
+	return f;
+}
+
+FILE *fopen(const char *path, const char *mode)
+{
+	RESOLVE(fopen);
+	return fopen_common(real_fopen, path, mode);
+}
+
+FILE *fopen64(const char *path, const char *mode)
+{
+	RESOLVE(fopen64);
+	return fopen_common(real_fopen64, path, mode);
+}
+
+size_t fread(void *buf, size_t size, size_t nmemb, FILE *f)
+{
+	RESOLVE(fread);
+	int fd = f ? fileno(f) : -1;
+	uint32_t id = tracked(fd);
+	uint64_t t = id ? now_ns() : 0;
+	size_t got = real_fread(buf, size, nmemb, f);
+
+	if (id)
+		io_at_pos(OP_READ, fd, id, t, (int64_t)(size * nmemb), (ssize_t)(got * size));
+	return got;
+}
+
+int fclose(FILE *f)
+{
+	RESOLVE(fclose);
+	int fd = f ? fileno(f) : -1;
+	uint32_t id = tracked(fd);
+	uint64_t t = id ? now_ns() : 0;
+	int ret = real_fclose(f);
+
+	if (id) {
+		fds[fd].id = 0;
+		record(OP_CLOSE, id, t, now_ns(), -1, 0, ret);
+	}
+	return ret;
+}
+
+/* os._exit() (multiprocessing workers end with it) runs no destructor: flush here. */
+void _exit(int status)
+{
+	RESOLVE(_exit);
+	if (active)
+		flush_all();
+	real__exit(status);
+}
