@@ -96,6 +96,19 @@ if os.environ.get("DLIO_FAST_NO_URING"):
     macros.append(("DC_NO_URING", "1"))
     print("dlio-fast: DLIO_FAST_NO_URING set, io_uring engine not built")
 
+def record_commit(path="dlio/_build_commit.txt"):
+    """The git commit this build comes from, for `dlio-fast --version` (nothing outside a checkout)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return
+    if out.returncode == 0 and out.stdout.strip():
+        with open(path, "w") as f:
+            f.write(out.stdout.strip() + "\n")
+
+
+record_commit()
+
 import numpy  # noqa: E402  (build requirement)
 
 ext = Extension(

@@ -52,12 +52,16 @@ def execute_partial(run: Any, on_tick: Optional[Callable[[Any], None]] = None,
         for sig in (signal.SIGINT, signal.SIGTERM):
             old[sig] = signal.signal(sig, handler)
     t = threading.Thread(target=target, name="dlio-fast-run", daemon=True)
+    if on_tick is not None:  # the display's clock starts with the run, not at its first tick
+        on_tick(run)
     t.start()
     try:
         while t.is_alive():
             t.join(tick_s)
             if on_tick is not None and t.is_alive():
                 on_tick(run)
+        if on_tick is not None and "error" not in box:  # the last state is drawn (N/N)
+            on_tick(run)
     finally:
         if main:
             for sig, h in old.items():

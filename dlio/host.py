@@ -22,7 +22,8 @@ def iso(t: Optional[float] = None) -> str:
 
 
 def host_info() -> Dict[str, Any]:
-    """CPU count and model, memory (bytes, GiB), and whether free memory is handed back to a VM host."""
+    """CPU count and model, memory (bytes, GiB = 2^30 bytes, GB = 10^9 bytes), and whether free memory is
+    handed back to a VM host. (DLIO's host_memory_GB field holds GiB: result files take memory_GiB for it.)"""
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     proc = platform.processor() or ""
     try:
@@ -34,7 +35,7 @@ def host_info() -> Dict[str, Any]:
     except OSError:
         pass
     return {"cpu_count": os.cpu_count(), "processor_name": proc, "memory_bytes": mem,
-            "memory_GB": mem / 1024 ** 3, "free_page_reporting": free_page_reporting()}
+            "memory_GiB": mem / 2**30, "memory_GB": mem / 1e9, "free_page_reporting": free_page_reporting()}
 
 
 def free_page_reporting(devices: str = "/sys/bus/virtio/devices") -> bool:

@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import socket
+import sys
 import threading
 import time
 
@@ -50,7 +51,14 @@ def atomic_path(final, fsync=False):
         raise
 
 
+STDOUT = "-"  # a result path of "-" means standard output, in every command
+
+
 def atomic_write_text(path, text):
+    if path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     with atomic_path(path, fsync=True) as tmp:
         with open(tmp, "w") as f:
             f.write(text)
@@ -60,18 +68,35 @@ def write_json(path, doc):
     atomic_write_text(path, json.dumps(doc, indent=2, default=_default, allow_nan=False) + "\n")
 
 
+def csv_value(v):
+    """One CSV cell: true/false (not Python's True/False), floats rounded to 3 decimals (whole
+    numbers without a decimal point), None empty."""
+    if v is None:
+        return ""
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        if v != v or v in (float("inf"), float("-inf")):
+            return str(v)
+        return str(int(v)) if v.is_integer() and abs(v) < 2**53 else repr(round(v, 3))
+    return v
+
+
 def write_csv(path, rows, columns):
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(columns)
     for r in rows:
-        w.writerow([r.get(c, "") for c in columns])
+        w.writerow([csv_value(r.get(c, "")) for c in columns])
     atomic_write_text(path, buf.getvalue())
 
 
 def check_output_path(path):
     """Fail before measuring if a result file could not be written."""
     from dlio.errors import DlioError
+    if path == STDOUT:
+        return
     folder = os.path.dirname(os.path.abspath(path)) or "."
     if not os.path.isdir(folder):
         raise DlioError(f"{path}: folder {folder} does not exist (create it first)")

@@ -427,7 +427,8 @@ def run_checkpoint_only(cfg: Any, comm: Optional[Comm], echo: Optional[Callable[
         else:
             extra = f"{rec['GiB_per_second']:.4f} GiB/s, page cache {rec['cache']}"
         say(f"Finished {verb} checkpoint {i} for epoch 1 in {rec['duration_s']:.4f} s; Throughput: "
-            f"{rec['dlio_throughput_GB_per_second']:.4f} GB/s (this rank: {extra})")
+            f"{rec['dlio_throughput_GB_per_second']:.4f} GB/s")
+        say(f"Checkpoint {i} {kind}, this rank: {extra}")  # own line: DLIO's "GB" above are GiB
 
     if nw:
         say("Checkpointing write started")

@@ -6,18 +6,30 @@ import os
 
 import click
 
-from dlio.cli.params import ChoiceList, Duration, IntList, Size, SizeList, console_options, flatten
+from dlio.cli.params import (
+    ChoiceList,
+    Duration,
+    IntList,
+    Size,
+    SizeList,
+    console_options,
+    examples,
+    flatten,
+    make_progress,
+    progress_options,
+)
 from dlio.config.engines import IO_ENGINES, MPIIO
 from dlio.errors import DlioError
 from dlio.fsbench.points import RW_MODES
 from dlio.units import fmt_size
 
 
-@click.command()
+@click.command(epilog=examples("dlio-fast engines", "mpiexec -n 1 dlio-fast engines   # with the MPI-IO engine"))
 @console_options
 def engines() -> None:
     """List the I/O engines, whether each can run here, and why not."""
-    from dlio import _core
+    from dlio import _core, mpi
+    mpi.world()  # under mpiexec, MPI is initialised here: the MPI-IO engine is then available
     for name, caps, ok, why in _core.engines():
         flags = [word for bit, word in ((_core.CAP_ASYNC, "async"), (_core.CAP_DIRECT, "O_DIRECT"),
                                         (_core.CAP_WRITE, "write"), (_core.CAP_NOIO, "no I/O")) if caps & bit]
@@ -25,15 +37,24 @@ def engines() -> None:
         click.echo(f"{name:<10} {','.join(flags):<24} {state}")
 
 
-@click.command()
+@click.command(epilog=examples(
+    "dlio-fast io /scratch               # 4 KiB reads, posix, qd 1, 1 thread, one pass, pages dropped first",
+    "dlio-fast io /scratch --rw read,randread --bs 4k,1m --engine posix,io_uring --qd 1,32 --json g.json",
+    "dlio-fast io /scratch --rw write --bs 1m --threads 1,2,4 --size 1g --csv - > w.csv",
+    "dlio-fast io /scratch --direct --runtime 10s --engine io_uring --qd 32   # O_DIRECT, 10 s per point",
+    "dlio-fast io /scratch --cache keep --runtime 5s          # the page cache, on purpose",
+    "mpiexec -n 4 dlio-fast io /scratch --engine mpiio --layout segmented --collective"))
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--rw", "rw", multiple=True, type=ChoiceList(RW_MODES), default=["read"],
+@click.option("--rw", "rw", multiple=True, type=ChoiceList(RW_MODES), default=["read"], show_default=True,
               help=f"Access pattern(s): {', '.join(RW_MODES)}.")
-@click.option("--bs", multiple=True, type=SizeList(), default=["4k"], help="Transfer size(s), 512..64m.")
-@click.option("--engine", multiple=True, type=ChoiceList(IO_ENGINES), default=["posix"],
+@click.option("--bs", multiple=True, type=SizeList(), default=["4k"], show_default=True,
+              help="Transfer size(s), 512..64m.")
+@click.option("--engine", multiple=True, type=ChoiceList(IO_ENGINES), default=["posix"], show_default=True,
               help=f"Engine(s): {', '.join(e for e in IO_ENGINES if e != MPIIO)}; or {MPIIO} alone, under mpiexec.")
-@click.option("--qd", multiple=True, type=IntList(1, 1024), default=["1"], help="Queue depth(s) per thread.")
-@click.option("--threads", multiple=True, type=IntList(1, 1024), default=["1"], help="Thread count(s).")
+@click.option("--qd", multiple=True, type=IntList(1, 1024), default=["1"], show_default=True,
+              help="Queue depth(s) per thread.")
+@click.option("--threads", multiple=True, type=IntList(1, 1024), default=["1"], show_default=True,
+              help="Thread count(s).")
 @click.option("--direct/--buffered", default=None,
               help="O_DIRECT (page cache bypassed) or buffered (the default, as fio's: with --cache drop, "
                    "each file's pages are dropped before each point).")
@@ -49,8 +70,8 @@ def engines() -> None:
                    "keep: measure the page cache; drop-all: the whole host's page cache (root).")
 @click.option("--fixedbufs", is_flag=True, help="io_uring: registered buffers.")
 @click.option("--regfiles", is_flag=True, help="io_uring: registered files.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write results as CSV.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON ('-' for stdout).")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write results as CSV ('-' for stdout).")
 @click.option("--keep", is_flag=True, help="Keep the test files created in the folder.")
 @click.option("--layout", multiple=True, type=ChoiceList(["fpp", "segmented", "strided"]), default=["fpp"],
               help="mpiio: file per process, or one shared file in segments or strided (IOR -F / -s).")
@@ -63,6 +84,7 @@ def engines() -> None:
               help="Write every request as a span to FILE: DFTracer .pfw (JSON lines, one event per line; "
                    "gzip when FILE ends in .gz); opens in Perfetto.")
 @click.option("--endpoint", help="s3:// paths: the S3 endpoint URL (default: AWS_ENDPOINT_URL).")
+@progress_options
 @console_options
 @click.pass_context
 def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size, runtime, size, ramp, cache,
@@ -74,13 +96,16 @@ def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size
     --keep) or one or more existing files (read as they are), or s3://BUCKET/PREFIX: GET (read),
     PUT (write) and range-GET (randread) points on test objects created under the prefix.
     """
+    if json_path == "-" and csv_path == "-":
+        raise DlioError("--json - and --csv -: only one of them can write to stdout")
+    table_echo = _table_echo(json_path, csv_path)
     if any(p.startswith("s3://") for p in paths):
         from dlio.objstore.iocmd import refuse_file_options, run_io
         refuse_file_options(engine=flatten(engine) != ["posix"], direct=bool(direct), fixedbufs=fixedbufs,
                             regfiles=regfiles, layout=flatten(layout) != ["fpp"], collective=collective,
                             reorder=reorder, mpiio_hint=bool(mpiio_hints), trace=bool(trace_path))
         return run_io(list(paths), flatten(rw), flatten(bs), flatten(qd), flatten(threads), file_size, runtime,
-                      size, ramp, cache, endpoint, json_path, csv_path, keep, click.echo)
+                      size, ramp, cache, endpoint, json_path, csv_path, keep, table_echo)
     if endpoint:
         raise DlioError("--endpoint is for s3:// paths only")
     from dlio.fsbench import grid, ior, points
@@ -98,7 +123,7 @@ def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size
         if engs != [MPIIO] or direct or qds != [1]:
             raise DlioError("--engine mpiio runs alone, buffered, at queue depth 1 (one MPI call at a time)")
         ior.main(list(paths), rws, bss, flatten(layout), collective, reorder, mpiio_hints, thrs, file_size,
-                 runtime or 0, ramp, size or 0, cache or "drop", json_path, csv_path, keep, click.echo)
+                 runtime or 0, ramp, size or 0, cache or "drop", json_path, csv_path, keep, table_echo)
         return
     if trace_path:
         from dlio import output
@@ -107,21 +132,26 @@ def io(ctx: click.Context, paths, rw, bs, engine, qd, threads, direct, file_size
     # reads each byte once, after its pages were dropped: no pass is served by the page cache.
     spec = grid.Grid(rws, bss, engs, qds, thrs, direct, cache, fixedbufs, regfiles,
                      points.Budget(runtime_ns=runtime or 0, ramp_ns=ramp, size=size or 0))
-    progress = None
-    if not ctx.obj.get("quiet"):
-        from dlio.progress import Progress
-        progress = Progress()
-    grid.run_local(list(paths), spec, sinks, file_size, keep, trace_path, progress, click.echo,
-                   lambda m: click.echo(m, err=True))
+    progress = make_progress(ctx)
+    to_err = table_echo is not click.echo
+    echo = (lambda m: progress.echo(m, err=to_err)) if progress else table_echo
+    grid.run_local(list(paths), spec, sinks, file_size, keep, trace_path, progress, echo,
+                   lambda m: (progress.echo if progress else click.echo)(m, err=True))
 
 
-@click.command()
+def _table_echo(*dests):
+    """Where the console table goes: stdout, or stderr when a result document is written to stdout ('-')."""
+    return (lambda m: click.echo(m, err=True)) if "-" in dests else click.echo
+
+
+@click.command(epilog=examples(
+    "dlio-fast ceiling /scratch", "dlio-fast ceiling /scratch --max-threads 16 --runtime 5s --json ceiling.json"))
 @click.argument("path")
 @click.option("--runtime", type=Duration(), default="2s", show_default=True, help="Measured time per probe.")
 @click.option("--file-size", type=Size(), default="512m", show_default=True, help="Size of each test file.")
 @click.option("--max-threads", type=click.IntRange(1, 256), default=None,
               help="Upper bound of the thread search (default: CPUs).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON ('-' for stdout).")
 @click.option("--keep", is_flag=True, help="Keep the test files.")
 @console_options
 def ceiling(path, runtime, file_size, max_threads, json_path, keep) -> None:
@@ -131,4 +161,4 @@ def ceiling(path, runtime, file_size, max_threads, json_path, keep) -> None:
     if json_path:
         output.check_output_path(json_path)
     ceiling_search.run(path, runtime, file_size, max_threads or os.cpu_count() or 1, json_path, keep,
-                       echo=click.echo, warn=lambda m: click.echo(m, err=True))
+                       echo=_table_echo(json_path), warn=lambda m: click.echo(m, err=True))

@@ -6,8 +6,7 @@ import sys
 
 import click
 
-import dlio
-from dlio.cli import fsbench, report, train
+from dlio.cli import fsbench, report, train, version
 from dlio.errors import DlioError
 
 
@@ -15,8 +14,15 @@ def err(msg):
     click.echo(msg, err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(dlio.__version__, prog_name="dlio-fast")
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=(
+    "\b\nExamples:\n"
+    "  dlio-fast workloads                         # what can be emulated\n"
+    "  dlio-fast run --workload unet3d --scale 0.01\n"
+    "  dlio-fast io /scratch --bs 4k,1m --engine posix,io_uring --qd 1,32\n"
+    "  dlio-fast report runA runB\n"
+    "  dlio-fast COMMAND --help                    # each command's options and examples\n"
+    "\b\nShell completion (bash; zsh and fish alike): eval \"$(_DLIO_FAST_COMPLETE=bash_source dlio-fast)\""))
+@version.version_option()
 @click.option("--debug", is_flag=True, help="Show Python tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
 @click.option("-v", "--verbose", is_flag=True, help="Per-step lines (DLIO's INFO level) after each epoch.")

@@ -57,6 +57,13 @@ class ChoiceList(click.ParamType):
     def __init__(self, choices: Sequence[str]):
         self.choices = list(choices)
 
+    def shell_complete(self, ctx: Any, param: Any, incomplete: str) -> list:
+        """Complete the last item of a comma list: --engine posix,io<TAB> -> posix,io_uring."""
+        from click.shell_completion import CompletionItem
+        head, _, last = incomplete.rpartition(",")
+        prefix = head + "," if head else ""
+        return [CompletionItem(prefix + c) for c in self.choices if c.startswith(last)]
+
     def convert(self, value: Any, param: Any, ctx: Any) -> List[str]:
         if isinstance(value, list):
             return value
@@ -151,3 +158,43 @@ def console_options(f: Callable) -> Callable:
     f = click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=set_flag("verbose"),
                      help="Per-step lines (DLIO's INFO level) after each epoch.")(f)
     return f
+
+
+def progress_options(f: Callable) -> Callable:
+    """--status-interval / --live-csv: progress off a terminal (batch logs), like fio's --status-interval."""
+
+    def keep(name: str) -> Callable:
+        def callback(ctx: click.Context, param: Any, value: Any) -> None:
+            ctx.ensure_object(dict)[name] = value
+        return callback
+
+    f = click.option("--live-csv", type=click.Path(dir_okay=False), default=None, expose_value=False,
+                     callback=keep("live_csv"),
+                     help="Append one CSV row of the live figures per status interval (and per phase end) to FILE.")(f)
+    f = click.option("--status-interval", type=click.FloatRange(0), default=30.0, expose_value=False,
+                     callback=keep("status_interval"), show_default=True,
+                     help="Off a terminal (pipe, file, batch job): print a status line every N seconds; 0: none.")(f)
+    return f
+
+
+def make_progress(ctx: click.Context) -> Any:
+    """The Progress of this command's options (None with -q and no --live-csv)."""
+    obj = ctx.ensure_object(dict)
+    live_csv = obj.get("live_csv")
+    if obj.get("quiet") and not live_csv:
+        return None
+    from dlio.progress import Progress
+    interval = obj.get("status_interval")
+    return Progress(status_interval=30.0 if interval is None else interval, live_csv=live_csv,
+                    quiet=bool(obj.get("quiet")))
+
+
+def complete_workload(ctx: click.Context, param: Any, incomplete: str) -> list:
+    """Shell completion of --workload: the built-in workloads' names."""
+    from dlio.config.workloads import list_workloads
+    return [n for n in list_workloads() if n.startswith(incomplete)]
+
+
+def examples(*lines: str) -> str:
+    """A command's epilog: 'Examples:' and one command per line, kept as written (click's \\b)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)

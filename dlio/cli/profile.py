@@ -9,7 +9,12 @@ import click
 from dlio.errors import DlioError
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}, epilog=(
+    "\b\nExamples:\n"
+    "  dlio-fast profile -o prof -- python train.py --epochs 1    # capture, then prof/workload.yaml\n"
+    "  dlio-fast profile --trace trace-0-of-8.pfw.gz -o prof       # from a DFTracer trace\n"
+    "  dlio-fast run --config prof/workload.yaml --trace -o replay\n"
+    "  dlio-fast profile --compare prof/raw replay                  # how close the replay is"))
 @click.option("--output", "-o", type=click.Path(file_okay=False), default="profile", show_default=True,
               help="Folder for raw/ (the capture), workload.yaml and report.txt.")
 @click.option("--trace", "trace_in", type=click.Path(exists=True),

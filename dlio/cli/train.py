@@ -9,7 +9,15 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 import click
 
-from dlio.cli.params import console_options, key_option, key_values
+from dlio.cli.params import (
+    complete_workload,
+    console_options,
+    examples,
+    key_option,
+    key_values,
+    make_progress,
+    progress_options,
+)
 from dlio.errors import DlioError
 from dlio.units import fmt_bytes
 
@@ -21,7 +29,8 @@ def workload_options(f: Callable) -> Callable:
     f = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                      help="Override a config key, e.g. --set dataset.num_files_train=16 (repeatable).")(f)
     f = click.option("--config", "config_file", type=click.Path(dir_okay=False), help="A DLIO workload YAML file.")(f)
-    f = click.option("--workload", "-w", "workload_name", help="A built-in workload (dlio-fast workloads).")(f)
+    f = click.option("--workload", "-w", "workload_name", shell_complete=complete_workload,
+                     help="A built-in workload (dlio-fast workloads).")(f)
     f = click.argument("overrides", nargs=-1)(f)
     return f
 
@@ -38,14 +47,24 @@ def load(workload_name: Optional[str], config_file: Optional[str], sets: Sequenc
 
 
 def _rank0_console(ctx: click.Context, comm: Any):
-    """(echo, progress) of this rank: rank 0 prints, the others keep quiet."""
-    from dlio.progress import Progress
-    progress = Progress() if comm.rank == 0 and not ctx.obj.get("quiet") else None
-    echo = click.echo if comm.rank == 0 else (lambda *a, **k: None)
-    return echo, progress
+    """(echo, progress) of this rank: rank 0 prints (above the live display), the others keep quiet."""
+    if comm.rank != 0:
+        return (lambda *a, **k: None), None
+    progress = make_progress(ctx)
+    return (progress.echo if progress else click.echo), progress
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+def _warn_to(progress: Any) -> Callable[[str], None]:
+    """Warnings on stderr, above the live display when one is shown."""
+    return (lambda m: progress.echo(m, err=True)) if progress else _err
+
+
+@click.command(context_settings={"ignore_unknown_options": True}, epilog=examples(
+    "dlio-fast run --workload unet3d --scale 0.01   # a small unet3d, data generated if missing",
+    "dlio-fast run -w resnet50 --engine io_uring --qd 4 --cache drop --plots",
+    "dlio-fast run workload=bert ++workload.train.epochs=2    # DLIO's spelling",
+    "mpiexec -n 8 dlio-fast run -w unet3d -o results/unet3d   # 8 simulated accelerators",
+    "dlio-fast run -w llama_8b_zero3 --scale 0.001 --status-interval 10 > run.log 2>&1   # a batch log"))
 @workload_options
 @click.option("--output", "-o", type=click.Path(file_okay=False), help="Output folder (default output/{workload}/{time}).")
 @key_option("dlio_fast.engine", "--engine", help="I/O engine of the readers (posix is what framework readers use).")
@@ -58,6 +77,7 @@ def _rank0_console(ctx: click.Context, comm: Any):
             help="Write trace-{rank}-of-{size}.pfw.gz in the output folder: a DFTracer .pfw trace, gzip (JSON "
                  "lines, one event per line: every read, sample, fetch, compute); opens in Perfetto.")
 @click.option("--dry-run", is_flag=True, help="Print the resolved config and the dataset plan; touch nothing.")
+@progress_options
 @console_options
 @click.pass_context
 def run(ctx: click.Context, overrides, workload_name, config_file, sets, scale, output, dry_run, **keys) -> None:
@@ -70,13 +90,17 @@ def run(ctx: click.Context, overrides, workload_name, config_file, sets, scale, 
     cfg = load(workload_name, config_file, sets, overrides, scale, key_values(keys))
     comm = mpi.world()
     echo, progress = _rank0_console(ctx, comm)
-    session.run(cfg, comm, echo, _err, progress, output, dry_run, verbose=ctx.obj.get("verbose", False))
+    session.run(cfg, comm, echo, _warn_to(progress), progress, output, dry_run, verbose=ctx.obj.get("verbose", False))
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command(context_settings={"ignore_unknown_options": True}, epilog=examples(
+    "dlio-fast generate --workload unet3d --scale 0.1 --set dataset.data_folder=/scratch/unet3d",
+    "mpiexec -n 4 dlio-fast generate -w resnet50 --checksum   # 4 writers, CRC32C recorded",
+    "dlio-fast generate -w cosmoflow --live-csv gen.csv --status-interval 5 > gen.log 2>&1"))
 @workload_options
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="Writer threads per rank (default: CPUs).")
 @click.option("--checksum", is_flag=True, help="Record CRC32C of every file and sample (for dlio-fast verify).")
+@progress_options
 @console_options
 @click.pass_context
 def generate(ctx: click.Context, overrides, workload_name, config_file, sets, scale, threads, checksum) -> None:
@@ -90,7 +114,9 @@ def generate(ctx: click.Context, overrides, workload_name, config_file, sets, sc
     session.generate(cfg, dataset_spec(cfg), comm, echo, progress, threads, checksum=checksum)
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command(context_settings={"ignore_unknown_options": True}, epilog=examples(
+    "dlio-fast verify --workload unet3d --scale 0.1",
+    "dlio-fast verify -w resnet50 --data /scratch/resnet50"))
 @click.option("--data", "data_folder", type=click.Path(file_okay=False), default=None,
               help="The dataset folder (default: the workload's dataset.data_folder).")
 @workload_options
@@ -113,7 +139,8 @@ def verify(data_folder, overrides, workload_name, config_file, sets, scale) -> N
         sys.exit(1)
 
 
-@click.group(invoke_without_command=True)
+@click.group(invoke_without_command=True, epilog=examples(
+    "dlio-fast workloads", "dlio-fast workloads show unet3d > my_unet3d.yaml   # then: dlio-fast run --config ..."))
 @click.pass_context
 def workloads(ctx: click.Context) -> None:
     """List the built-in workloads (format, files, sample size, dataset size, batch, compute)."""
@@ -123,22 +150,23 @@ def workloads(ctx: click.Context) -> None:
     from dlio.config.workloads import list_workloads
     from dlio.dataset.spec import dataset_bytes, dataset_spec
     width = max(len(n) for n in list_workloads()) + 1
-    click.echo(f"{'workload':<{width}} {'format':<20} {'files':>9} {'spf':>9} {'sample':>10} {'dataset':>10} "
+    fw = max(len("(checkpoint only)"), len("mmap_indexed_binary")) + 1   # the longest format name
+    click.echo(f"{'workload':<{width}} {'format':<{fw}} {'files':>9} {'spf':>10} {'sample':>10} {'dataset':>10} "
                f"{'batch':>6} {'compute s':>10}")
     for name in list_workloads():
         cfg = load_config(workload=name, env={})
         d = cfg.dataset
         if cfg.is_checkpoint_only():
-            click.echo(f"{name:<{width}} {'(checkpoint only)':<20}")
+            click.echo(f"{name:<{width}} {'(checkpoint only)'}")
             continue
         size = dataset_bytes(dataset_spec(cfg))
-        click.echo(f"{name:<{width}} {d.format:<20} {d.num_files_train:>9} {d.num_samples_per_file:>9} "
+        click.echo(f"{name:<{width}} {d.format:<{fw}} {d.num_files_train:>9} {d.num_samples_per_file:>10} "
                    f"{fmt_bytes(cfg.record_bytes(), ''):>10} {fmt_bytes(size, ''):>10} {cfg.reader.batch_size:>6} "
                    f"{cfg.train.computation_time.mean():>10.4g}")
 
 
-@workloads.command("show")
-@click.argument("name")
+@workloads.command("show", epilog=examples("dlio-fast workloads show llama_8b_zero3"))
+@click.argument("name", shell_complete=complete_workload)
 def workloads_show(name: str) -> None:
     """Print a built-in workload's YAML."""
     from dlio.config.workloads import list_workloads, workload_text

@@ -14,6 +14,7 @@ from dlio.fsbench import testfiles
 from dlio import output
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
 from dlio.fsbench.table import point_line, POINT_HEADER
+from dlio.units import fmt_ns
 
 GAIN = 1.05
 TARGETS = (
@@ -103,5 +104,5 @@ def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo, warn=pr
         b = doc["best"][name]
         fig = f"{b['bw_MiB_s']:.1f} MiB/s" if metric == "bw_MiB_s" else f"{b['iops']:.0f} IOPS"
         echo(f"{name:<13} {fig:>16}   engine {b['engine']}, qd {b['qd']}, threads {b['threads']}, "
-             f"p99 {b['lat_ns']['p99'] / 1e3:.1f} us")
+             f"p99 {fmt_ns(b['lat_ns']['p99'])}")
     return doc

@@ -157,10 +157,10 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
         tracer = Tracer(None, path=trace_path, thread_names=lambda tid: f"worker {tid}")
 
     def records() -> Iterator[Dict[str, Any]]:
-        for r, b, e, q, t in todo:
+        for k, (r, b, e, q, t) in enumerate(todo, 1):
             direct, cache = modes[e]
             pt = points.Point(r, b, e, q, t, direct)
-            tick = progress.io_point(pt, g.budget) if progress else None
+            tick = progress.io_point(pt, g.budget, k, len(todo), sum(fileset.sizes)) if progress else None
             phase = counters.Phase(fileset.paths, e)  # kernel counters around the point: dlio.counters
             rec = points.run_point(pt, fileset, g.budget, cache, on_tick=tick, eng_flags=flags, tracer=tracer)
             rec["counters"] = phase.end(rec["bytes"], rec["ops"], None, t, write=r in ("write", "randwrite"))

@@ -5,10 +5,14 @@
     epochs after the first cannot be served from the page cache;
   - >= 500 steps per epoch (the smallest epoch of any rank);
   - AU >= the workload's threshold (settings.metric_au x 100), the exact AU and DLIO's formula;
-  - repeated runs of one workload within 5 % of each other in samples/s (max / min - 1);
+  - repeated runs of one workload within 5 % of each other in samples/s (max / min - 1); runs are
+    repeats only when their settings (tool, engine, qd, threads, O_DIRECT, cache mode, ranks, batch,
+    compute, dataset, host) are the same; runs of one workload with other settings get a note
+    naming the settings that differ;
   - no epoch's verdict is `cache` (dlio.report.verdict: device bytes well below the application's).
 
-run_checks() returns (name, passed, figure_text) tuples; nothing here prints.
+A DLIO output folder is checked on what DLIO recorded (its AU formula, its samples/s).
+run_checks() returns (name, passed, figure_text) tuples, passed None for a note; nothing here prints.
 """
 from dlio.report import dlio_files
 from dlio.units import fmt_bytes
@@ -62,15 +66,32 @@ def check_steps(result):
             f"{n} steps per epoch (fewest over {len(result.get('ranks', []))} rank(s) and epochs), need >= {MIN_STEPS}")
 
 
+def _summary(result):
+    """DLIO's summary.json of the run: the one DLIO wrote for a DLIO folder, else computed."""
+    from dlio.report.dlio_folder import dlio_summary
+    return dlio_summary(result) or dlio_files.summary(result)
+
+
 def check_au(result):
-    """Two checks: exact AU mean and DLIO's AU mean against settings.metric_au x 100."""
+    """Two checks: exact AU mean and DLIO's AU mean against settings.metric_au x 100 (a DLIO run has
+    only DLIO's)."""
     thr = 100.0 * float((result.get("settings") or {}).get("metric_au", 0.9))
-    exact = _metrics(result).get("au_mean_percentage") or 0.0
-    dlio = dlio_files.summary(result)["metric"]["train_au_mean_percentage"]
-    return [
-        (f"AU (exact) >= {thr:g} %", exact >= thr, f"AU {exact:.2f} % (exact, monotonic clock), need >= {thr:g} %"),
-        (f"AU (DLIO formula) >= {thr:g} %", dlio >= thr, f"AU {dlio:.2f} % (DLIO's formula), need >= {thr:g} %"),
-    ]
+    exact = _metrics(result).get("au_mean_percentage")
+    dlio = _summary(result)["metric"]["train_au_mean_percentage"]
+    out = []
+    if exact is not None or result.get("tool") is None:
+        exact = exact or 0.0
+        out.append((f"AU (exact) >= {thr:g} %", exact >= thr,
+                    f"AU {exact:.2f} % (exact, monotonic clock), need >= {thr:g} %"))
+    out.append((f"AU (DLIO formula) >= {thr:g} %", dlio >= thr, f"AU {dlio:.2f} % (DLIO's formula), need >= {thr:g} %"))
+    return out
+
+
+def _samples_per_s(result):
+    """Exact samples/s mean; DLIO's figure for a DLIO run (the only one it has)."""
+    m = _metrics(result)
+    v = m.get("samples_per_second_mean")
+    return v if v is not None else (_summary(result)["metric"].get("train_throughput_mean_samples_per_second") or 0.0)
 
 
 def check_not_cache(result):
@@ -87,16 +108,35 @@ def check_not_cache(result):
 
 
 def check_repeats(results, names):
-    """Runs of one workload within 5 % of each other in samples/s (exact means)."""
+    """Runs of one workload and the same settings within 5 % of each other in samples/s (exact
+    means), and a note for runs of one workload whose settings differ (they are not repeats)."""
+    from dlio.report.compare import RUN_SETTINGS, settings_of
+    labels = dict(RUN_SETTINGS)
     out = []
     groups = {}
+    by_workload = {}
     for res, name in zip(results, names):
         if _trained(res):
-            groups.setdefault(res.get("workload") or res.get("model") or "-", []).append((res, name))
-    for wl, runs in groups.items():
+            wl = res.get("workload") or res.get("model") or "-"
+            st = settings_of(res)
+            groups.setdefault((wl, tuple(sorted(st.items()))), []).append((res, name))
+            by_workload.setdefault(wl, []).append((name, st))
+    for wl, runs in by_workload.items():
+        kinds = {tuple(sorted(st.items())) for _, st in runs}
+        if len(kinds) < 2:
+            continue
+        ref_name, ref = runs[0]
+        diffs = []
+        for name, st in runs[1:]:
+            d = [f"{labels[k]} {ref[k]} vs {st[k]}" for k, _ in RUN_SETTINGS if st[k] != ref[k]]
+            if d:
+                diffs.append(f"{(name or 'run').rstrip(': ')} differs from {(ref_name or 'run').rstrip(': ')} in "
+                             + "; ".join(d))
+        out.append((f"{wl}: runs with other settings are not repeats", None, " | ".join(diffs)))
+    for (wl, _), runs in groups.items():
         if len(runs) < 2:
             continue
-        sps = [_metrics(r).get("samples_per_second_mean") or 0.0 for r, _ in runs]
+        sps = [_samples_per_s(r) for r, _ in runs]
         lo, hi = min(sps), max(sps)
         spread = (hi / lo - 1.0) if lo > 0 else float("inf")
         ok = spread <= REPEAT_TOLERANCE + 1e-12
@@ -135,6 +175,11 @@ def run_checks(result_dicts, ram_bytes=None, labels=None):
     return out
 
 
+def verdict(ok):
+    """PASS / FAIL, or NOTE for what is not a check (ok None)."""
+    return "NOTE" if ok is None else ("PASS" if ok else "FAIL")
+
+
 def lines(checks):
     """'PASS  name: figure' lines."""
-    return [f"{'PASS' if ok else 'FAIL'}  {name}: {text}" for name, ok, text in checks]
+    return [f"{verdict(ok)}  {name}: {text}" for name, ok, text in checks]

@@ -33,6 +33,7 @@ RUN_FIGURES = [
     ("samples_per_s", "samples/s (exact)", "1/s", 1),
     ("samples_per_s_dlio", "samples/s (DLIO formula)", "1/s", 1),
     ("read_MiB_s", "read MiB/s (bytes read)", "MiB/s", 2),
+    ("read_MiB_s_dlio", "read MiB/s (DLIO formula)", "MiB/s", 2),
     ("read_lat_p50_us", "read latency p50", "us", 2),
     ("read_lat_p99_us", "read latency p99", "us", 2),
     ("read_lat_p99.9_us", "read latency p99.9", "us", 2),
@@ -56,7 +57,23 @@ POINT_FIGURES = [
     ("lat_p99.9_us", "lat p99.9", "us", 2),
 ]
 RATIO_POINT_FIGURES = ("bw_MiB_s", "iops", "lat_p99_us")
-KEY_FIELDS = ("rw", "bs", "engine", "qd", "threads")
+# a point matches another on all of these: a buffered point is never compared with an O_DIRECT one
+KEY_FIELDS = ("rw", "bs", "engine", "qd", "threads", "mode")
+
+# (key, label): the settings of a run shown beside its figures; those that differ are marked.
+RUN_SETTINGS = [
+    ("tool", "tool"),
+    ("engine", "engine"),
+    ("qd", "queue depth"),
+    ("read_threads", "read threads"),
+    ("direct", "O_DIRECT"),
+    ("cache", "cache mode"),
+    ("ranks", "ranks"),
+    ("batch", "batch size"),
+    ("compute", "compute per step"),
+    ("dataset", "dataset"),
+    ("host", "host"),
+]
 
 
 class Source:
@@ -103,10 +120,16 @@ def load(path):
     path = str(path)
     if not os.path.exists(path):
         raise DlioError(f"{path}: no such run folder or result file")
+    from dlio.report import dlio_folder
+    if dlio_folder.is_dlio_folder(path):
+        doc, summary = dlio_folder.load_dlio_folder(path)
+        doc["dlio_summary"] = summary
+        return Source("run", path, doc, summary)
     if os.path.isdir(path):
         doc_path = os.path.join(path, "dlio-fast.json")
         if not os.path.isfile(doc_path):
-            raise DlioError(f"{path}: not a dlio-fast run folder (no dlio-fast.json in it)")
+            raise DlioError(f"{path}: neither a dlio-fast run folder (no dlio-fast.json) nor a DLIO output folder "
+                            "(no summary.json)")
         folder = path
     else:
         doc_path = path
@@ -199,6 +222,10 @@ def _ckpt_records(doc):
     c = (doc or {}).get("checkpoints")
     if isinstance(c, dict):
         c = c.get("all_records") or c.get("records") or c.get("checkpoints")
+    if not c and isinstance((doc or {}).get("ranks"), list):
+        # a Result in memory (run --plots): the records are still in the ranks' epochs
+        c = [x for r in doc["ranks"] for ep in r.get("epochs") or [] for x in ep.get("checkpoints") or []]
+        c += [x for r in doc["ranks"] for x in r.get("checkpoints") or []]
     return [e for e in c or [] if isinstance(e, dict)]
 
 
@@ -286,6 +313,7 @@ def run_figures(src):
         "samples_per_s": x.get("samples_per_second_mean") if trained else None,
         "samples_per_s_dlio": m.get("train_throughput_mean_samples_per_second") if trained else None,
         "read_MiB_s": x.get("MiB_per_second_mean") if trained else None,
+        "read_MiB_s_dlio": m.get("train_io_mean_MB_per_second") if trained else None,  # DLIO's MB are MiB
         "read_lat_p50_us": lat["p50"] / 1e3 if lat.get("count") else None,
         "read_lat_p99_us": lat["p99"] / 1e3 if lat.get("count") else None,
         "read_lat_p99.9_us": lat["p99.9"] / 1e3 if lat.get("count") else None,
@@ -300,6 +328,49 @@ def run_figures(src):
     return f
 
 
+def run_settings(src):
+    """{key: text} of RUN_SETTINGS for one run (dlio-fast's or DLIO's)."""
+    return settings_of(src.doc)
+
+
+def settings_of(doc):
+    """{key: text} of RUN_SETTINGS for a run document (dlio-fast.json, or a DLIO folder's)."""
+    from dlio.units import fmt_bytes
+    st = doc.get("settings") or {}
+    ds = doc.get("dataset") or {}
+    host = doc.get("host") or {}
+
+    def text(v):
+        if v is None:
+            return "-"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        return str(v)
+    comp = st.get("computation_time_mean_s")
+    hosts = sorted(set(doc.get("hostnames") or []))
+    mem = host.get("memory_bytes")
+    nbytes = ds.get("bytes_on_disk")
+    return {
+        "tool": doc.get("tool") or "dlio-fast",
+        "engine": text(st.get("engine")),
+        "qd": text(st.get("qd")),
+        "read_threads": text(st.get("read_threads")),
+        "direct": text(st.get("direct")),
+        "cache": text(st.get("cache")),
+        "ranks": text(doc.get("comm_size") or len(doc.get("ranks", []))),
+        "batch": text(st.get("batch_size")),
+        "compute": "-" if comp is None else f"{float(comp):g} s",
+        "dataset": (f"{ds.get('format') or '-'}, {ds.get('num_files_train', '-')} files, "
+                    f"{fmt_bytes(nbytes) if nbytes else '-'}"),
+        "host": (", ".join(h for h in hosts if h) or "-") + (f" ({fmt_bytes(mem)} RAM)" if mem else ""),
+    }
+
+
+def differing(settings):
+    """Keys of RUN_SETTINGS whose text is not the same in every run."""
+    return [k for k, _ in RUN_SETTINGS if len({s[k] for s in settings}) > 1]
+
+
 def ratio(value, ref):
     """value / ref, or None when either is missing or ref is 0."""
     if not _num(value) or not _num(ref) or ref == 0:
@@ -310,17 +381,19 @@ def ratio(value, ref):
 def compare_runs(sources):
     """{'figures': [{key, label, unit}], 'runs': [{label, source, complete, figures, ratios}]}."""
     figs = [run_figures(s) for s in sources]
+    sets = [run_settings(s) for s in sources]
     defs = [d for d in RUN_FIGURES
             if d[0] not in OPTIONAL_FIGURES or any(f[d[0]] is not None for f in figs)]
     ref = figs[0]
     runs = []
-    for s, f in zip(sources, figs):
+    for s, f, st in zip(sources, figs, sets):
         ratios = {k: ratio(f[k], ref[k]) for k, _, _, _ in defs
                   if k not in TEXT_FIGURES and k not in ("ranks", "hosts", "epochs")}
         runs.append({"label": s.label, "source": os.path.abspath(s.path),
                      "complete": bool(s.doc.get("complete", True)),
-                     "figures": {k: f[k] for k, _, _, _ in defs}, "ratios": ratios})
+                     "settings": st, "figures": {k: f[k] for k, _, _, _ in defs}, "ratios": ratios})
     return {"reference": sources[0].label,
+            "settings": [{"key": k, "label": lab} for k, lab in RUN_SETTINGS], "differ": differing(sets),
             "figures": [{"key": k, "label": lab, "unit": u} for k, lab, u, _ in defs], "runs": runs}
 
 
@@ -332,7 +405,7 @@ def points(src):
     out = []
     if src.kind == "io":
         for p in src.doc["points"]:
-            out.append((tuple(p.get(k) for k in KEY_FIELDS), None, p))
+            out.append((tuple(point_field(p, k) for k in KEY_FIELDS), None, p))
     else:
         for name, p in src.doc["best"].items():
             if isinstance(p, dict):
@@ -345,6 +418,16 @@ def points(src):
         seen[key] = n + 1
         res.append((key if n == 0 else key + (f"#{n + 1}",), name, p))
     return res
+
+
+def point_field(p, key):
+    """A point's key field; 'mode' is direct / buffer (pages dropped) / cached (page cache kept)."""
+    if key == "mode":
+        if "direct" not in p:
+            return None
+        from dlio.fsbench.table import mode
+        return mode(p)
+    return p.get(key)
 
 
 def probe_points(src):
@@ -378,7 +461,7 @@ def compare_points(sources):
     for i, s in enumerate(sources):
         for key, name, p in points(s):
             if key not in rows:
-                rows[key] = {"target": name, **{k: p.get(k) for k in KEY_FIELDS},
+                rows[key] = {"target": name, **{k: point_field(p, k) for k in KEY_FIELDS},
                              "qd_used": p.get("qd_used"), "direct": p.get("direct"),
                              "values": [None] * len(sources)}
                 order.append(key)

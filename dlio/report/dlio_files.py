@@ -125,7 +125,7 @@ def summary(result):
         "num_samples_per_file": d["num_samples_per_file"],
         "host_cpu_count": [host["cpu_count"]], "host_processor_name": host["processor_name"],
         "host_cpuinfo": host.get("cpuinfo", {}), "host_meminfo": host.get("meminfo", {}),
-        "host_memory_GB": [host["memory_GB"]],
+        "host_memory_GB": [host.get("memory_GiB", host["memory_GB"])],  # DLIO's field: GiB
         "data_size_per_host_GB": _per_host_bytes(result) / 1024 ** 3,
         "potential_caching": [int(_per_host_bytes(result) <= host["memory_bytes"])],
         "metric": m,
@@ -137,7 +137,7 @@ def rank_output(result, r):
     rank = result["ranks"][r]
     out = {"hostname": rank["hostname"], "host_cpu_count": result["host"]["cpu_count"],
            "host_processor_name": result["host"]["processor_name"],
-           "host_memory_GB": result["host"]["memory_GB"],
+           "host_memory_GB": result["host"].get("memory_GiB", result["host"]["memory_GB"]),  # GiB
            "host_cpuinfo": result["host"].get("cpuinfo", {}), "host_meminfo": result["host"].get("meminfo", {}),
            "potential_caching": int(_per_host_bytes(result) <= result["host"]["memory_bytes"])}
     for ep in rank["epochs"]:

@@ -5,6 +5,7 @@ import html
 import os
 import time
 
+from dlio.report import checks as checks_mod
 from dlio.report import tables
 
 STYLE = """
@@ -15,6 +16,7 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; }
 th { background: #f0f3f7; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.pass { color: #1a7f37; font-weight: bold; } td.fail { color: #c62828; font-weight: bold; }
+td.note { color: #8a6d00; font-weight: bold; } tr.differ td { background: #fff4d6; font-weight: bold; }
 figure { margin: 1.5em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 0.85em; color: #555; }
 p.meta { color: #555; font-size: 0.9em; }
@@ -33,7 +35,8 @@ def _table(header, rows, left):
         for i, c in enumerate(r):
             cls = "" if i < left else ' class="num"'
             cells.append(f"<td{cls}>{_e(c)}</td>")
-        out.append("<tr>" + "".join(cells) + "</tr>")
+        differ = str(r[0]).startswith("* ")   # a setting that is not the same in every run
+        out.append(("<tr class=\"differ\">" if differ else "<tr>") + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     return out
 
@@ -53,9 +56,8 @@ def render(rep, images=(), checks=None, title="dlio-fast report"):
     if "runs" in rep:
         runs = rep["runs"]["runs"]
         out.append("<h2>Runs</h2>")
-        out.append("<ul>" + "".join(
-            f"<li>{_e(r['label'])}: {_e(r['source'])}{'' if r['complete'] else ' (partial run)'}</li>"
-            for r in runs) + "</ul>")
+        out.append("<ul>" + "".join(  # labels only: the page embeds no path of the machine that made it
+            f"<li>{_e(r['label'])}{'' if r['complete'] else ' (partial run)'}</li>" for r in runs) + "</ul>")
         if len(runs) > 1:
             out.append(f"<p>Ratios are to {_e(runs[0]['label'])}.</p>")
         h, rows = tables.run_rows(rep)
@@ -71,22 +73,51 @@ def render(rep, images=(), checks=None, title="dlio-fast report"):
         out.append("<h2>MLPerf Storage checks</h2>")
         out.append("<table><thead><tr><th>result</th><th>check</th><th>figure</th></tr></thead><tbody>")
         for name, ok, text in checks:
-            out.append(f'<tr><td class="{"pass" if ok else "fail"}">{"PASS" if ok else "FAIL"}</td>'
+            out.append(f'<tr><td class="{checks_mod.verdict(ok).lower()}">{checks_mod.verdict(ok)}</td>'
                        f"<td>{_e(name)}</td><td>{_e(text)}</td></tr>")
         out.append("</tbody></table>")
     if images:
         out.append("<h2>Plots</h2>")
-        for caption, data in images:
+        # the comparison first, then each run's own plots
+        for caption, data in sorted(images, key=lambda im: not im[0].lower().startswith("comparison")):
             out.append(f'<figure><img src="{png_data_uri(data)}" alt="{_e(caption)}">'
                        f"<figcaption>{_e(caption)}</figcaption></figure>")
     out += ["</body>", "</html>"]
     return "\n".join(out) + "\n"
 
 
+TMP_PREFIX = "dlio-fast-report-"   # the temporary plots folder of `report --html` without --plots-dir
+CAPTIONS = {
+    "compare_latency_cdf": "Comparison: read latency CDF of the runs",
+    "compare_throughput": "Comparison: samples/s and MiB/s per epoch of the runs",
+    "timeline": "per step: I/O wait (accelerator starved) and compute",
+    "latency_cdf": "read and sample latency CDF",
+    "throughput": "samples/s and MiB/s per epoch",
+    "checkpoint": "checkpoint saves and loads",
+    "vs_bs": "io points against the transfer size",
+    "vs_qd": "io points against the queue depth",
+}
+
+
+def caption_of(path):
+    """What a plot shows, from its file name: 'Comparison: ...', or '<run>: ...' (the run is the file
+    name's prefix with --plots-dir, else the folder it is in). No path."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    run = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    for key, text in CAPTIONS.items():
+        if name == key:
+            if key.startswith("compare_") or run.startswith(TMP_PREFIX):
+                return text
+            return f"{run}: {text}"
+        if name.endswith("_" + key):
+            return f"{name[:-len(key) - 1]}: {text}"
+    return f"{run}: {name}"
+
+
 def images_from(paths):
-    """[(caption, bytes)] of PNG files (caption: the file name)."""
+    """[(caption, bytes)] of PNG files, captioned by what they show."""
     out = []
     for p in paths:
         with open(p, "rb") as f:
-            out.append((os.path.basename(p), f.read()))
+            out.append((caption_of(p), f.read()))
     return out

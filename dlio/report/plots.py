@@ -17,7 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from dlio.errors import DlioError  # noqa: E402
 from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA  # noqa: E402
@@ -52,6 +52,19 @@ def save_figure(fig, path):
     finally:
         plt.close(fig)
     return path
+
+
+def headroom(ax, frac=0.25):
+    """y from 0 to the highest point plus room, so that no line sits on the frame (its markers cut
+    in half) and the legend has space above the data."""
+    tops = [np.nanmax(np.asarray(line.get_ydata(), dtype=np.float64)) for line in ax.get_lines()
+            if len(line.get_ydata())]
+    tops = [t for t in tops if np.isfinite(t)]
+    if tops and max(tops) > 0:
+        ax.set_ylim(0, max(tops) * (1 + frac))
+    else:
+        ax.set_ylim(bottom=0)
+    ax.margins(x=0.04)
 
 
 def _metrics(result):
@@ -99,8 +112,17 @@ def cdf(h):
     return x, y
 
 
+def short_time(us):
+    """A tick label of a time in microseconds, in its own unit: 500ns, 20us, 1.5ms, 2s."""
+    ns = float(us) * 1e3
+    for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= div:
+            return f"{ns / div:.3g}{unit}"
+    return f"{ns:.3g}ns"
+
+
 def _us_formatter():
-    return FuncFormatter(lambda v, _: f"{v:g}")
+    return FuncFormatter(lambda v, _: short_time(v) if v > 0 else "")
 
 
 def minor_log_formatter():
@@ -186,41 +208,90 @@ def _epoch_train(rank, e):
 
 
 def latency_cdf(result, path):
-    """CDF of read latency (and per-sample latency) over the whole run, log x in us."""
+    """Read latency (and per-sample latency) over the whole run: the CDF, and the tail (1 - p, log)."""
     m = _metrics(result)
     read = hist(m["read_latency_hist"]) if isinstance(m.get("read_latency_hist"), dict) \
         else merged_hist(result, "lat")
     sample = merged_hist(result, "sample_lat")
     if not read["count"]:
         return None
-    fig, ax = plt.subplots(figsize=(8, 5))
-    _cdf_line(ax, read, f"read ({read['count']:,} reads)", "#2a6fb0", marks=True)
+    series = [(read, f"read ({read['count']:,} reads)", "#2a6fb0", True)]
     if sample["count"]:
-        _cdf_line(ax, sample, f"sample ({sample['count']:,} samples)", "#e08a1e", marks=False)
-    cdf_axes(ax)
+        series.append((sample, f"sample ({sample['count']:,} samples)", "#e08a1e", False))
     wl, where, date = _run_meta(result)
-    ax.set_title(title("read latency distribution", wl, where, date), fontsize=11)
+    return latency_panels(series, title("read latency distribution", wl, where, date), path)
+
+
+def latency_panels(series, title_text, path):
+    """Two panels of latency distributions: the CDF (linear y, where most operations are) and the tail
+    (y = 1 - p on a log scale, labelled p90 / p99 / p99.9 ..., where the slow operations are).
+    series: [(histogram, label, color or None, mark p50/p99/p99.9)]."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 5))
+    lo, hi, floor = np.inf, 0.0, 1.0
+    for h, label, color, marks in series:
+        x, y = cdf(h)
+        line, = a1.step(x, y, where="post", color=color, label=label, linewidth=1.6)
+        color = line.get_color()
+        tail = 1.0 - y
+        keep = tail > 0
+        a2.step(x[keep], tail[keep], where="post", color=color, linewidth=1.6, label=label)
+        lo, hi = min(lo, x.min()), max(hi, x.max())
+        floor = min(floor, 0.5 / max(1, h["count"]))
+        if marks:
+            _percentile_marks((a1, a2), h, color)
+    for ax in (a1, a2):
+        log_time_axis(ax, lo, hi)
+        ax.grid(which="major", alpha=0.35)
+        ax.grid(which="minor", alpha=0.12)
+    a1.set_ylabel("fraction of operations <= latency")
+    a1.set_ylim(0, 1.02)
+    a1.legend(loc="lower right", fontsize=8)
+    a1.set_title("distribution (CDF)", fontsize=10)
+    a2.set_yscale("log")
+    a2.set_ylim(1.0, floor)       # inverted: the rarer (slower) operations higher up
+    decades = int(np.ceil(-np.log10(floor)))
+    ticks = [10.0 ** -k for k in range(0, decades + 1)]
+    a2.yaxis.set_major_locator(FixedLocator(ticks))
+    a2.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _pct_label(v)))
+    a2.yaxis.set_minor_formatter(NullFormatter())
+    a2.set_ylabel("percentile (1 - p, log scale)")
+    a2.set_title("tail", fontsize=10)
+    a2.legend(loc="lower right", fontsize=8)
+    fig.suptitle(title_text, fontsize=11)
     fig.tight_layout()
     return save_figure(fig, path)
 
 
-def _cdf_line(ax, h, label, color, marks):
+def _pct_label(one_minus_p):
+    """1 - p as a percentile label: 1 -> p0, 0.1 -> p90, 0.001 -> p99.9."""
+    if one_minus_p >= 1:
+        return "p0"
+    return f"p{100 * (1 - one_minus_p):.6g}"
+
+
+def _percentile_marks(axes, h, color):
     from dlio import stats
-    x, y = cdf(h)
-    ax.step(x, y, where="post", color=color, label=label, linewidth=1.6)
-    if marks:
-        for p, ls in ((50.0, ":"), (99.0, "--"), (99.9, "-.")):
-            v = stats.percentile(h, p) / 1e3
-            ax.axvline(v, color=color, linestyle=ls, linewidth=0.9, alpha=0.8,
-                       label=f"p{p:g} = {v:.1f} us")
+    from dlio.units import fmt_ns
+    for p, ls in ((50.0, ":"), (99.0, "--"), (99.9, "-.")):
+        v = stats.percentile(h, p)
+        for ax in axes:
+            ax.axvline(v / 1e3, color=color, linestyle=ls, linewidth=0.9, alpha=0.8,
+                       label=f"p{p:g} = {fmt_ns(v)}" if ax is axes[0] else None)
+
+
+def log_time_axis(ax, lo_us, hi_us):
+    """A log x axis of latency in microseconds, labelled in its own unit (500ns, 20us, 1.5ms) on the
+    decades (and 2x, 5x when it spans few decades); minor ticks unlabelled so labels never collide."""
+    ax.set_xscale("log")
+    decades = np.log10(max(hi_us, 1e-3) / max(lo_us, 1e-3)) if np.isfinite(lo_us) else 9
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,)))
+    ax.xaxis.set_major_formatter(_us_formatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("latency (log scale)")
 
 
 def cdf_axes(ax):
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(_us_formatter())
-    ax.xaxis.set_minor_formatter(minor_log_formatter())
-    ax.tick_params(axis="x", which="minor", labelsize=7)
-    ax.set_xlabel("latency (us, log scale)")
+    log_time_axis(ax, np.inf, 0)
     ax.set_ylabel("fraction of operations <= latency")
     ax.set_ylim(0, 1.02)
     ax.grid(which="both", alpha=0.3)
@@ -254,9 +325,9 @@ def throughput(result, path):
         ax.set_xlabel("epoch")
         ax.set_ylabel(unit)
         ax.set_xticks(epochs)
-        ax.set_ylim(bottom=0)
+        headroom(ax)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper right", ncol=2)
         ax.set_title(f"training {unit} per epoch", fontsize=10)
     wl, where, date = _run_meta(result)
     fig.suptitle(title("throughput per epoch", wl, where, date), fontsize=11)
@@ -280,18 +351,22 @@ def checkpoint(result, path, summary=None):
             drawn = True
         if ck[f"{kind}_GB_s"] is not None:
             ax.axhline(ck[f"{kind}_GB_s"], color=color, linestyle="--", linewidth=1,
-                       label=f"{kind}, DLIO formula (rank 0 mean {ck[f'{kind}_GB_s']:.3f} GB/s)")
+                       label=f"{kind}, DLIO formula: rank 0 mean {ck[f'{kind}_GB_s']:.3f} GiB/s (DLIO prints 'GB/s')")
             drawn = True
     if not drawn:
         plt.close(fig)
         return None
     ax.set_xlabel("checkpoint number")
-    ax.set_ylabel("GiB/s (DLIO's GB are GiB)")
-    ax.set_ylim(bottom=0)
+    ax.set_ylabel("GiB/s")
+    ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * 1.25)   # room for the legend above the lines
     ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.margins(x=0.05)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper right")
     wl, where, date = _run_meta(result)
+    folders = [r.get("folder") for r in compare._ckpt_records(result) if r.get("folder")]
+    if folders:   # the checkpoint folder, not the dataset's
+        where = os.path.dirname(os.path.normpath(folders[0]))
     ax.set_title(title("checkpoint write / read throughput", wl, where, date), fontsize=11)
     fig.tight_layout()
     return save_figure(fig, path)

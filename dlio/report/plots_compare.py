@@ -11,7 +11,8 @@ import numpy as np
 
 from matplotlib.ticker import FuncFormatter
 
-from dlio.report.plots import cdf, cdf_axes, hist, make_all, merged_hist, minor_log_formatter, plt, save_figure, title
+from dlio.report.plots import (headroom, hist, latency_panels, make_all, merged_hist, minor_log_formatter, plt,
+                               save_figure, title)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,7 +109,8 @@ def io_vs(doc, path, xkey):
             ax.tick_params(axis="y", which="minor", labelsize=7)
             ylab += " (log scale)"
         else:
-            ax.set_ylim(bottom=0)
+            headroom(ax)
+        ax.margins(x=0.06)   # the first and last markers whole, not cut by the frame
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.set_ylabel(ylab)
         ax.grid(which="both", alpha=0.3)
@@ -126,26 +128,20 @@ def io_vs(doc, path, xkey):
 
 def compare_latency(sources, path):
     """Read-latency CDFs of several runs on one axis."""
-    fig, ax = plt.subplots(figsize=(8, 5))
-    drawn = 0
+    from dlio import stats
+    from dlio.units import fmt_ns
+    series = []
     for s in sources:
         m = s.doc["metrics"]
         h = hist(m["read_latency_hist"]) if isinstance(m.get("read_latency_hist"), dict) \
             else merged_hist(s.doc, "lat")
         if not h["count"]:
-            continue
-        x, y = cdf(h)
-        from dlio import stats
-        ax.step(x, y, where="post", linewidth=1.6,
-                label=f"{s.label}: p50 {stats.percentile(h, 50) / 1e3:.1f}, p99 {stats.percentile(h, 99) / 1e3:.1f} us")
-        drawn += 1
-    if not drawn:
-        plt.close(fig)
+            continue   # a DLIO run records no read latency
+        series.append((h, f"{s.label}: p50 {fmt_ns(stats.percentile(h, 50))}, p99 {fmt_ns(stats.percentile(h, 99))}",
+                       None, False))
+    if not series:
         return None
-    cdf_axes(ax)
-    ax.set_title(_compared_title("read latency", sources), fontsize=11)
-    fig.tight_layout()
-    return save_figure(fig, path)
+    return latency_panels(series, _compared_title("read latency", sources), path)
 
 
 def compare_throughput(sources, path):
@@ -167,7 +163,7 @@ def compare_throughput(sources, path):
     for ax, unit in ((a1, "samples/s"), (a2, "MiB/s")):
         ax.set_xlabel("epoch")
         ax.set_ylabel(f"{unit} (all ranks)")
-        ax.set_ylim(bottom=0)
+        headroom(ax)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -203,6 +199,8 @@ def make_for_sources(sources, plots_dir=None):
     runs = [s for s in sources if s.kind == "run"]
     several = len(sources) > 1
     for s in sources:
+        if s.doc.get("tool") == "DLIO":
+            continue   # a DLIO folder has no per-step timestamps to draw: it appears in the comparison plots
         if s.kind == "run":
             folder = s.path if os.path.isdir(s.path) else os.path.dirname(os.path.abspath(s.path))
             prefix = ""

@@ -18,7 +18,22 @@ def _fmt(v, dec):
         return str(v)
     if isinstance(v, float) and not math.isfinite(v):
         return "-"
-    return f"{v:,.{dec}f}" if abs(v) >= 1e4 else f"{v:.{dec}f}"
+    return f"{v:,.{dec}f}"   # one number format in a table: thousands separated everywhere
+
+
+NS_PER = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def _cell(v, dec, unit):
+    """A table cell; a latency (unit ns/us/ms/s) is auto-scaled with its own unit (4.29ms, 422ns)."""
+    if unit in NS_PER and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        from dlio.units import fmt_ns
+        return fmt_ns(v * NS_PER[unit])
+    return _fmt(v, dec)
+
+
+def _shown_unit(unit):
+    return "time" if unit in NS_PER else unit
 
 
 def _fmt_ratio(r):
@@ -37,9 +52,14 @@ def run_rows(rep):
     header = ["figure", "unit"] + [x["label"] for x in runs] + \
              [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]]
     rows = []
+    differ = set(r.get("differ", []))
+    for st in r.get("settings", []):     # what each run was set to; '*': not the same in every run
+        k = st["key"]
+        mark = "* " if k in differ else "  "
+        rows.append([mark + st["label"], "setting"] + [x["settings"][k] for x in runs] + [""] * (len(runs) - 1))
     for f in r["figures"]:
         k = f["key"]
-        row = [f["label"], f["unit"]] + [_fmt(x["figures"][k], dec[k]) for x in runs]
+        row = [f["label"], _shown_unit(f["unit"])] + [_cell(x["figures"][k], dec[k], f["unit"]) for x in runs]
         row += ["" if k not in x["ratios"] else _fmt_ratio(x["ratios"][k]) for x in runs[1:]]
         rows.append(row)
     return header, rows
@@ -50,6 +70,8 @@ def _point_name(p):
     if p.get("qd_used") not in (None, p["qd"]):
         qd += f"(ran {p['qd_used']})"   # a sync engine runs at depth 1 whatever was asked
     name = f"{p['rw']} {_size(p['bs'])} {p['engine']} {qd} t{p['threads']}"
+    if p.get("mode"):
+        name += f" {p['mode']}"
     return f"{p['target']} ({name})" if p.get("target") else name
 
 
@@ -76,7 +98,7 @@ def point_rows(rep):
     for p in r["points"]:
         row = [_point_name(p)]
         for v in p["values"]:
-            row += [_fmt(v[f["key"]], dec[f["key"]]) if v else "-" for f in r["figures"]]
+            row += [_cell(v[f["key"]], dec[f["key"]], f["unit"]) if v else "-" for f in r["figures"]]
         for v in p["values"][1:]:
             row += [_fmt_ratio(v["ratios"][k]) if v else "-" for k in RATIO_POINT_FIGURES]
         rows.append(row)
@@ -103,6 +125,8 @@ def table_lines(rep):
                 out.append(f"note: {x['label']} is a partial run")
         h, rows = run_rows(rep)
         out += _text_table(h, rows, left=2)
+        if rep["runs"].get("differ"):
+            out.append("* the runs differ in this setting: their figures are not a like-for-like comparison")
     if "io" in rep:
         if out:
             out.append("")
@@ -145,6 +169,10 @@ def csv_text(rep):
         runs = rep["runs"]["runs"]
         w.writerow(["figure", "unit"] + [x["label"] for x in runs]
                    + [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]])
+        differ = set(rep["runs"].get("differ", []))
+        for st in rep["runs"].get("settings", []):
+            k = st["key"]
+            w.writerow([f"setting:{k}", "differs" if k in differ else ""] + [x["settings"][k] for x in runs])
         for f in rep["runs"]["figures"]:
             k = f["key"]
             w.writerow([k, f["unit"]] + [_raw(x["figures"][k]) for x in runs]
@@ -161,7 +189,7 @@ def csv_text(rep):
             head += [f"{k}_ratio[{s['label']}]" for k in RATIO_POINT_FIGURES]
         w.writerow(head)
         for p in r["points"]:
-            row = [p.get("target") or ""] + [p[k] for k in KEY_FIELDS]
+            row = [p.get("target") or ""] + [_raw(p[k]) for k in KEY_FIELDS]
             for v in p["values"]:
                 row += [_raw(v[f["key"]]) if v else "" for f in r["figures"]]
             for v in p["values"][1:]:
@@ -171,11 +199,9 @@ def csv_text(rep):
 
 
 def _raw(v):
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return repr(v)
-    return v
+    """A CSV cell: true/false, floats rounded (dlio.output.csv_value)."""
+    from dlio.output import csv_value
+    return csv_value(v)
 
 
 def json_text(rep):

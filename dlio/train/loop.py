@@ -341,6 +341,7 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
     plan, st = tr.plan_split("train", sp.layout, epoch, sp.random_seed)
     if epoch == 1:
         _check_steps(tr, len(plan.steps), st)
+    tr.echo(f"Starting epoch {epoch}: {len(plan.steps)} steps expected")
     points = ckpt_layout.checkpoint_schedule(cfg, epoch, len(plan.steps))
     res, blocks, saves, failure = train_blocks(tr, plan, st, sp.paths, epoch, points, sp.excl)
     if failure is not None:
@@ -365,6 +366,8 @@ def _epoch_lines(tr, epoch: int, rec, batch: int, verbose: bool) -> None:
         tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {b['au']:.4f}")
         tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): "
                 f"{b['throughput'] * tr.comm.size:.4f}")
+        tr.echo(f"Epoch {epoch} - Block 1 [Training] Computation time per step (second): {np.mean(b['compute']):.4f}"
+                f"+/-{np.std(b['compute']):.4f} (set value: {tr.cfg.train.computation_time.to_yaml()})")
 
 
 def _evaluate(tr, sp: _Splits, epoch: int, rec):

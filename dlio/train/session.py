@@ -103,6 +103,7 @@ def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False):
     cb = None
     if progress is not None and comm.rank == 0:
         cb = lambda b, f: progress.generation(b * comm.size, f * comm.size, total_bytes, total_files)  # noqa: E731
+        cb(0, 0)  # the display's clock starts now, not when the first file is written
     res = generate_dataset(spec, threads=threads or max(2, os.cpu_count() or 2), rank=comm.rank,
                            size=comm.size, progress=cb, barrier=comm.barrier, checksum=checksum)
     if progress is not None:
@@ -119,7 +120,7 @@ def cache_warning(cfg, nbytes, warn):
     host = host_info()
     if cfg.dlio_fast.cache == "keep" and not engine_spec(cfg)[1] and nbytes < RAM_FACTOR * host["memory_bytes"]:
         warn(f"warning: the dataset ({nbytes / 2**30:.2f} GiB) is smaller than {RAM_FACTOR}x this host's RAM "
-             f"({host['memory_GB']:.1f} GiB): reads after the first epoch may come from the page cache, "
+             f"({host['memory_GiB']:.1f} GiB): reads after the first epoch may come from the page cache, "
              "not storage (use --cache drop, O_DIRECT, or a larger dataset)")
 
 

@@ -394,12 +394,13 @@ def test_run_checks_figures():
     res = dict((n, ok) for n, ok, _ in checks.run_checks([bad]))
     assert res == {"run complete": True, "dataset >= 5x host RAM": False, ">= 500 steps per epoch": False,
                    "AU (exact) >= 90 %": False, "AU (DLIO formula) >= 90 %": False}
-    # repeats: 400 vs 418 samples/s is within 5 %, 400 vs 430 is not (step period = batch / rate)
-    r1 = make_result(steps=501, wait_ms=0.5, compute_ms=9.5)
-    r2 = make_result(steps=501, wait_ms=0.5, compute_ms=4 / 418 * 1e3 - 0.5)
+    # repeats (same settings, so the same compute): 400 vs 418 samples/s is within 5 %, 400 vs 430 is
+    # not (step period = batch / rate: the I/O wait makes the difference)
+    r1 = make_result(steps=501, wait_ms=1.0, compute_ms=9.0)
+    r2 = make_result(steps=501, wait_ms=4 / 418 * 1e3 - 9.0, compute_ms=9.0)
     rep = checks.run_checks([r1, r2], labels=["a", "b"])
     assert rep[-1][1] is True and "a 400.0, b 418.0: spread 4.50 %" in rep[-1][2]
-    r3 = make_result(steps=501, wait_ms=0.5, compute_ms=4 / 430 * 1e3 - 0.5)
+    r3 = make_result(steps=501, wait_ms=4 / 430 * 1e3 - 9.0, compute_ms=9.0)
     rep = checks.run_checks([r1, r3], labels=["a", "b"])
     assert rep[-1][0].startswith("unet3d: 2 runs within 5 %") and rep[-1][1] is False
     assert "7.50 %" in rep[-1][2]
