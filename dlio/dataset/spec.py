@@ -81,6 +81,7 @@ class DatasetSpec:
             raise ValueError("record_length_bytes must be >= 1")
         if self.hdf5_num_dset_per_record < 1:
             s(self, "hdf5_num_dset_per_record", 1)
+        _check_prefix(str(self.file_prefix))
 
     @classmethod
     def from_dict(cls, d, **over):
@@ -140,6 +141,14 @@ def split_key(split):
 
 # ---------------------------------------------------------------------------------------------
 # names and shapes
+
+def _check_prefix(prefix):
+    """File names are joined to the data folder: a prefix must not lead out of it."""
+    from dlio.errors import ConfigError
+    if not prefix or "/" in prefix or ".." in prefix or "\0" in prefix:
+        raise ConfigError(f"dataset.file_prefix = {prefix!r}: must be a plain file name part (no '/', no '..', "
+                          "not empty), e.g. 'img'", key="dataset.file_prefix", value=prefix)
+
 
 def split_folder(spec, split):
     return f"{spec.data_folder}/{split_key(split)}"

@@ -25,7 +25,8 @@ def output_folder(cfg, given, comm):
     """--output, else output.folder, else output/{workload}/{timestamp} (the same on every rank)."""
     folder = given or cfg.output.folder
     if not folder:
-        stamp = comm.bcast(time.strftime("%Y%m%d-%H%M%S"))
+        # the pid keeps two runs started in the same second apart
+        stamp = comm.bcast(time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
         folder = os.path.join("output", cfg.workload or cfg.model.name or "run", stamp)
     return folder
 
@@ -40,6 +41,10 @@ def prepare_output(folder, comm):
             with open(probe, "w") as f:
                 f.write("x")
             os.unlink(probe)
+            from dlio.train.runlock import lock_output_folder
+            lock_output_folder(folder)
+        except DlioError as e:
+            problem = str(e)
         except OSError as e:
             problem = f"{folder}: output folder is not writable ({e.strerror}); choose another with --output"
     problem = comm.bcast(problem)
