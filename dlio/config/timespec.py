@@ -125,6 +125,10 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+# The C core counts time in int64 nanoseconds: 1e300 s would wrap to nonsense (0 s per step).
+MAX_SECONDS = 1e7
+
+
 def parse_time(value: Any, stdev: Any = None, key: str = "train.computation_time", origin: str = "?") -> TimeSpec:
     """Every DLIO spelling of a time -> TimeSpec.  ``stdev`` is the ``*_stdev`` sibling key's value."""
     if value is None:
@@ -171,6 +175,10 @@ def parse_time(value: Any, stdev: Any = None, key: str = "train.computation_time
         raise problem(key, value, origin, "exponential needs scale > 0")
     if kind == "uniform" and params["min"] > params["max"]:
         raise problem(key, value, origin, "uniform needs min <= max")
+    if max((v for n, v in params.items() if n != "shape"), default=0) > MAX_SECONDS or ("shape" in params and params["shape"] * params.get(
+            "scale", 0) > MAX_SECONDS):
+        raise problem(key, value, origin, f"more than {MAX_SECONDS:g} s (about 115 days) per step; "
+                      "a time is in seconds")
     if kind == "normal" and params["stdev"] == 0:
         kind, params = "constant", {"mean": params["mean"]}
     return TimeSpec(kind, params)

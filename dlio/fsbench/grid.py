@@ -148,6 +148,10 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
                         "(each file's pages, no root needed)")
     if any(r in ("write", "randwrite") for r in g.rws) and not (len(paths) == 1 and os.path.isdir(paths[0])):
         raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
+    from dlio.memcheck import check_fits
+    _, b, _, q, t = max(todo, key=lambda p: p[4] * p[3] * p[1])   # (rw, bs, engine, qd, threads)
+    check_fits(t * q * b, f"the buffers of --threads {t} x --qd {q} x --bs {b}", "use fewer threads, a lower qd "
+               "or a smaller block size")
     fileset = testfiles.prepare(paths, max(g.threads), file_size)
     fits_in_ram_warning(modes, sum(fileset.sizes), warn)
     flags = (_core.ENG_REGBUFS if g.fixedbufs else 0) | (_core.ENG_REGFILES if g.regfiles else 0)

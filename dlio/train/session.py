@@ -52,6 +52,17 @@ def prepare_output(folder, comm):
         raise DlioError(problem)
 
 
+def check_buffers(cfg, spec):
+    """Each reader thread keeps qd buffers of a sample's size: refuse what memory cannot hold."""
+    from dlio.memcheck import check_fits
+    if not cfg.workflow.train:
+        return
+    sample = float(spec.record_length_bytes) + 3 * float(spec.record_length_bytes_stdev or 0)
+    t, q = max(1, cfg.reader.read_threads), cfg.dlio_fast.qd
+    check_fits(t * q * sample, f"the read buffers of reader.read_threads {t} x dlio_fast.qd {q} x "
+               f"dataset.record_length_bytes {int(sample)}", "use fewer threads, a lower qd or smaller records")
+
+
 def describe(cfg, spec, comm_size):
     """The --dry-run report: resolved settings, size on disk, files/samples per rank, steps."""
     nbytes = dataset_bytes(spec)
@@ -166,6 +177,7 @@ def _start(s: Session, output) -> None:
     """Output folder, tracer, the banner, the dataset (generated when missing) and the warnings."""
     cfg, comm, wf = s.cfg, s.comm, s.cfg.workflow
     check_qd(engine_spec(cfg)[0], cfg.dlio_fast.qd)
+    check_buffers(cfg, s.spec)
     if cfg.dlio_fast.cache == "drop-all" and os.geteuid() != 0:
         raise DlioError("dlio_fast.cache = drop-all drops the whole host's page cache and needs root; use "
                         "--cache drop (each file's pages, no root needed)")
