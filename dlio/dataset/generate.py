@@ -3,6 +3,7 @@ the manifest saved at the end."""
 import errno
 import math
 import os
+import stat
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -121,11 +122,14 @@ def generate(spec, threads=2, rank=0, size=1, progress=None, checksum=False, fsy
     for i in mine.tolist():
         p = paths[i]
         try:
-            st = os.stat(p).st_size
+            sb = os.stat(p)
+            st = sb.st_size
         except FileNotFoundError:
             todo.append(i)
             continue
-        if recorded[i] >= 0:
+        if not stat.S_ISREG(sb.st_mode):
+            ok = False   # a FIFO would block fmt.valid's open; the new file replaces it
+        elif recorded[i] >= 0:
             ok = recorded[i] == st and all(os.path.exists(c) for c in fmt.companions(p, spec))
         else:
             ok = fmt.valid(p, tuple(dims[i]), spf, spec)

@@ -8,6 +8,7 @@ files and cached when the folder is writable:
 import json
 import mmap
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -211,9 +212,14 @@ def scan_manifest(spec, split, paths=None, checksum=False):
     missing = []
     for i, p in enumerate(paths):
         try:
-            sizes[i] = os.stat(p).st_size
+            st = os.stat(p)
         except FileNotFoundError:
             missing.append(p)
+            continue
+        if not stat.S_ISREG(st.st_mode):   # reading a FIFO's extents would wait for a writer forever
+            raise DatasetError(f"{p}: not a regular file (a FIFO, socket or device) in the dataset; "
+                               "remove it and run dlio-fast generate")
+        sizes[i] = st.st_size
     if missing:
         raise DatasetError(f"{split_folder(spec, split)}: {len(missing)} of {len(paths)} file(s) missing "
                            f"(first: {missing[0]}); generate the dataset first")

@@ -9,6 +9,7 @@ ended it, if any: a stopped or failed run keeps the epochs and steps it measured
 import dataclasses
 from typing import Any, List, Tuple
 import os
+import stat
 import resource
 import socket
 
@@ -38,12 +39,16 @@ def check_files(paths, recorded_sizes):
     first = None
     for i, p in enumerate(paths):
         try:
-            size = os.stat(p).st_size
+            st = os.stat(p)
+            size = st.st_size
         except OSError as e:
             bad[i] = True
             first = first or f"{p}: {e.strerror}"
             continue
-        if size != int(recorded_sizes[i]):
+        if not stat.S_ISREG(st.st_mode):   # a FIFO or device would block the open or read forever
+            bad[i] = True
+            first = first or f"{p}: not a regular file (a FIFO, socket or device)"
+        elif size != int(recorded_sizes[i]):
             bad[i] = True
             first = first or (f"{p}: {size} bytes, but {int(recorded_sizes[i])} were recorded when the "
                               "dataset was made (truncated or changed)")

@@ -160,6 +160,8 @@ class Session:
 def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbose=False):
     """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None.
     With dlio_fast.trace, this rank's trace-{rank}-of-{size}.pfw is written in the output folder."""
+    from dlio.train.samecfg import check_same_config
+    check_same_config(cfg, comm)   # ranks that disagree would deadlock in a collective
     s = Session(cfg, comm, echo, warn, progress, verbose, spec=dataset_spec(cfg))
     if dry_run:
         lines, _, _ = describe(cfg, s.spec, comm.size)
