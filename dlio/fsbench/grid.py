@@ -178,3 +178,5 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
             fileset.cleanup()
         if tracer is not None:
             tracer.close()
+            if tracer.failed:
+                warn(f"warning: the trace was dropped ({tracer.failed}); the results are kept")

@@ -54,9 +54,24 @@ class Tracer:
         self.events = 0
         self._named = set()
         self._thread_names = thread_names or (lambda tid: "trainer" if tid == 0 else f"reader {tid - 1}")
-        with open(self.path, "w") as f:
-            f.write("[\n")
+        self.failed = None   # why the trace was dropped (a full disk): the run goes on without it
+        with self._guard():
+            with open(self.path, "w") as f:
+                f.write("[\n")
         self._lines([self._meta("process_name", 0, {"name": f"rank {rank}"})])
+
+    @contextlib.contextmanager
+    def _guard(self):
+        """A write of the trace that fails drops the trace (file removed), never the run."""
+        try:
+            yield
+        except OSError as e:
+            from dlio.errors import os_error_message
+            self.failed = os_error_message(e, e.filename or self.path)
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
 
     def _meta(self, name, tid, args):
         line = {"id": self.next_id, "name": name, "cat": "dftracer", "pid": self.pid, "tid": tid,
@@ -65,8 +80,8 @@ class Tracer:
         return json.dumps(line, separators=(",", ":"))
 
     def _lines(self, lines):
-        if lines:
-            with open(self.path, "a") as f:
+        if lines and not self.failed:
+            with self._guard(), open(self.path, "a") as f:
                 f.write("\n".join(lines) + "\n")
 
     def add_run(self, res, paths, name=None, **args):
@@ -80,9 +95,10 @@ class Tracer:
                 for t in np.unique(ev["tid"]) if int(t) not in self._named]
         self._named.update(int(t) for t in np.unique(ev["tid"]))
         self._lines(meta)
-        if len(ev):
-            self.next_id = _core.write_trace(self.path, ev, paths, self.pid, self.t0_ns, self.next_id)
-            self.events += len(ev)
+        if len(ev) and not self.failed:
+            with self._guard():
+                self.next_id = _core.write_trace(self.path, ev, paths, self.pid, self.t0_ns, self.next_id)
+                self.events += len(ev)
         if name is not None and res["t_end"] >= res["t_start"]:
             self.span(name, res["t_start"], res["t_end"] - res["t_start"], **args)
 
@@ -109,8 +125,9 @@ class Tracer:
     def close(self):
         if self.dropped:
             self.span("trace_dropped", _core.now_ns(), 0, cat="dftracer", dropped=self.dropped)
-        with open(self.path, "a") as f:
-            f.write("]\n")
+        if not self.failed:
+            with self._guard(), open(self.path, "a") as f:
+                f.write("]\n")
 
 
 @contextlib.contextmanager

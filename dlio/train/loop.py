@@ -250,7 +250,10 @@ def train_blocks(tr, plan, st, paths, epoch, points, excl):
             blocks.append(metrics.block_metrics(_done_steps(res), st.batch, *excl))
             a = b
         if p is not None:
-            saves.append(save_checkpoint(tr, tr.cfg, tr.comm, p))
+            try:
+                saves.append(save_checkpoint(tr, tr.cfg, tr.comm, p))
+            except DlioRunError as e:   # a failed save (a full disk) ends the run; the steps measured stay
+                return merge_results(results), blocks, saves, e
     return merge_results(results), blocks, saves, None
 
 
@@ -410,7 +413,11 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
         comm.barrier()
         for point in ckpt_layout.checkpoint_schedule(cfg, epoch, rec["steps_planned"]):
             if point.mode == "epoch":
-                rec["checkpoints"].append(save_checkpoint(tr, cfg, comm, point))
+                try:
+                    rec["checkpoints"].append(save_checkpoint(tr, cfg, comm, point))
+                except DlioRunError as e:   # a failed save (a full disk): the epochs measured stay
+                    rec["end"] = iso()
+                    return rank_rec, e
         if sp.layout_eval is not None and epoch >= next_eval:
             next_eval += cfg.evaluation.epochs_between_evals
             failure = _evaluate(tr, sp, epoch, rec)

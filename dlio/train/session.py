@@ -15,7 +15,8 @@ from dlio.train import loop
 from dlio.config.engines import check_qd, engine_spec
 from dlio import host
 from dlio.host import host_info, iso
-from dlio.errors import DlioError
+from dlio.errors import DlioError, DlioRunError
+from dlio.train.results_out import write_with_fallback
 from dlio.execute import Interrupted
 
 RAM_FACTOR = 5   # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
@@ -238,26 +239,39 @@ def _finish(s: Session, rank_rec, failure) -> None:
     end, reason = iso(), (None if failure is None else str(failure))
     if s.tracer is not None:
         s.tracer.close()
-        s.echo(f"Trace: {s.tracer.path} ({s.tracer.events} events"
-               f"{f', {s.tracer.dropped} dropped: buffers full' if s.tracer.dropped else ''})")
+        if s.tracer.failed:
+            s.warn(f"warning: the trace was dropped ({s.tracer.failed}); the results are kept")
+        else:
+            s.echo(f"Trace: {s.tracer.path} ({s.tracer.events} events"
+                   f"{f', {s.tracer.dropped} dropped: buffers full' if s.tracer.dropped else ''})")
     if failure is not None and comm.size > 1:
         # Another rank may be gone or stuck: no collective operation from here on. Each rank
         # keeps what it measured in its own files; a failed rank's error then aborts the job.
         partial = _result(cfg, s.spec, comm.size, [rank_rec], s.start, end, False, reason, s.nbytes)
-        dlio_files.write_rank_files(partial, s.folder, comm.rank)
+        _, lost = write_with_fallback(lambda d: dlio_files.write_rank_files(partial, d, comm.rank), s.folder)
+        if lost:
+            s.warn(f"warning: rank {comm.rank}: {lost}")
         raise failure
     records = comm.gather(rank_rec)
+    lost = None
     if comm.rank == 0:
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
-        dlio_files.write_all(result, s.folder, cfg.to_yaml())
-        if cfg.dlio_fast.plots:
+        where, lost = write_with_fallback(lambda d: dlio_files.write_all(result, d, cfg.to_yaml()), s.folder)
+        if cfg.dlio_fast.plots and not lost:
             from dlio.report import plots
-            made = plots.make_all(result, s.folder, summary=dlio_files.summary(result))
-            s.echo(f"Plots: {', '.join(os.path.basename(p) for p in made)}")
+            try:
+                made = plots.make_all(result, s.folder, summary=dlio_files.summary(result))
+                s.echo(f"Plots: {', '.join(os.path.basename(p) for p in made)}")
+            except DlioError as e:   # a full disk costs the plots, not the results
+                s.warn(f"warning: plots not written: {e}")
         lines = dlio_files.metric_lines(result) if any(r["epochs"] or r.get("checkpoints") for r in records) else []
         lines += dlio_files.exact_table(result) if any(r["epochs"] for r in records) else []
         for line in lines:
             s.echo(line)
-        s.echo(f"Saved outputs in {s.folder}{'' if failure is None else ' (partial: ' + reason + ')'}")
+        s.echo(f"Saved outputs in {where}{'' if failure is None else ' (partial: ' + reason + ')'}")
     if failure is not None:
+        if lost:
+            s.warn(f"warning: {lost}")
         raise failure
+    if lost:
+        raise DlioRunError(lost)
