@@ -198,6 +198,10 @@ def _start(s: Session, output) -> None:
         with maybe_phase(s.tracer, "generate"):
             generate(cfg, s.spec, comm, s.echo, s.progress)
     comm.barrier()
+    if wf.train:
+        from dlio.dataset.mismatch import check_dataset_matches
+        for split in ("train", "valid"):
+            check_dataset_matches(s.spec, split)   # generated with another config: wrong figures
     s.nbytes = dataset_bytes(s.spec) if needs_data else 0
     if comm.rank == 0 and wf.train:
         cache_warning(cfg, s.nbytes, s.warn)
