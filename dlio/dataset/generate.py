@@ -41,7 +41,14 @@ def _make_folders(spec):
                 os.makedirs(f"{base}/{str(k).zfill(w)}", exist_ok=True)
         if spec.format == "tfrecord":
             os.makedirs(f"{spec.data_folder}/index/{split}", exist_ok=True)
-    os.makedirs(f"{spec.data_folder}/{MANIFEST_DIR}", exist_ok=True)
+    try:   # the manifest is a cache: a complete dataset on a read-only mount does without a new one
+        os.makedirs(f"{spec.data_folder}/{MANIFEST_DIR}", exist_ok=True)
+    except OSError as e:
+        if e.errno not in _READ_ONLY:
+            raise
+
+
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def _free_bytes(path):
@@ -246,10 +253,12 @@ def generate(spec, threads=2, rank=0, size=1, progress=None, checksum=False, fsy
                 m.range_crc32c = np.concatenate(
                     [range_crcs(paths[i], *ranges.as_arrays(per_file[i])[1:]) for i in idx.tolist()]
                     or [np.zeros(0, np.uint32)])
-        if size == 1:
-            save_manifest(spec, m)
-        else:
-            save_manifest(spec, m, part=(rank, size))
+        try:
+            save_manifest(spec, m, part=None if size == 1 else (rank, size))
+        except OSError as e:
+            # nothing was written and the folder is read-only: the complete dataset is left as it is
+            if state["written"] or e.errno not in _READ_ONLY:
+                raise
     if size > 1 and barrier is not None:
         barrier()
         if rank == 0:

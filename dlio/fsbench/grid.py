@@ -112,6 +112,27 @@ def runnable(g: Grid, warn: Callable[[str], None]) -> List[tuple]:
     return pts
 
 
+def check_direct_sizes(modes: Dict[str, Tuple[bool, str]], bss: Sequence[int], file_size: int, path: str) -> None:
+    """O_DIRECT requests must be multiples of the device's alignment: refused before the run (with the
+    alignment needed) rather than failing with EINVAL at the first request."""
+    if not any(direct for direct, _ in modes.values()):
+        return
+    from dlio import _core
+    try:
+        _, off, known = _core.dio_align(path)
+    except OSError:
+        return
+    if not known:
+        off = 512   # no statx answer: the smallest logical block any device has (a 4K device may want more)
+    bad = [b for b in bss if off > 1 and b % off]
+    if bad:
+        raise DlioError(f"--bs {bad[0]}: O_DIRECT on {path} needs sizes that are multiples of {off} bytes; use e.g. "
+                        f"--bs {max(off, bad[0] // off * off)}, or --buffered")
+    if off > 1 and file_size % off:
+        raise DlioError(f"--file-size {file_size}: O_DIRECT on {path} needs a multiple of {off} bytes; use e.g. "
+                        f"--file-size {max(off, file_size // off * off)}, or --buffered")
+
+
 def fits_in_ram_warning(modes: Dict[str, Tuple[bool, str]], nbytes: int, warn: Callable[[str], None]) -> None:
     """Buffered points over a file set that fits in free memory may be served by the page cache after
     their first pass, dropped or not: say so."""
@@ -152,6 +173,7 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
     _, b, _, q, t = max(todo, key=lambda p: p[4] * p[3] * p[1])   # (rw, bs, engine, qd, threads)
     check_fits(t * q * b, f"the buffers of --threads {t} x --qd {q} x --bs {b}", "use fewer threads, a lower qd "
                "or a smaller block size")
+    check_direct_sizes(modes, g.bss, file_size, paths[0])
     fileset = testfiles.prepare(paths, max(g.threads), file_size)
     fits_in_ram_warning(modes, sum(fileset.sizes), warn)
     flags = (_core.ENG_REGBUFS if g.fixedbufs else 0) | (_core.ENG_REGFILES if g.regfiles else 0)
