@@ -15,7 +15,6 @@ import numpy as np
 from dlio.config import schema
 from dlio.config.problem import problem
 
-
 _TIME_PARAMS = {
     "constant": ("mean",),
     "normal": ("mean", "stdev"),
@@ -175,8 +174,8 @@ def parse_time(value: Any, stdev: Any = None, key: str = "train.computation_time
         raise problem(key, value, origin, "exponential needs scale > 0")
     if kind == "uniform" and params["min"] > params["max"]:
         raise problem(key, value, origin, "uniform needs min <= max")
-    if max((v for n, v in params.items() if n != "shape"), default=0) > MAX_SECONDS or ("shape" in params and params["shape"] * params.get(
-            "scale", 0) > MAX_SECONDS):
+    biggest = max((v for n, v in params.items() if n != "shape"), default=0)   # shape has no unit
+    if biggest > MAX_SECONDS or params.get("shape", 0) * params.get("scale", 0) > MAX_SECONDS:
         raise problem(key, value, origin, f"more than {MAX_SECONDS:g} s (about 115 days) per step; "
                       "a time is in seconds")
     if kind == "normal" and params["stdev"] == 0:

@@ -38,8 +38,8 @@ def check_dataset_matches(spec: Any, split: str) -> None:
         now = json.loads(spec.generation_key())
         for k in CONTENT_KEYS:
             if k in made and made[k] != now.get(k):
-                raise DatasetError(f"{spec.data_folder}: the dataset was generated with dataset.{k} = {made[k]} but the "
-                                   f"config says {now.get(k)}; set it back, or generate into another "
+                raise DatasetError(f"{spec.data_folder}: the dataset was generated with dataset.{k} = {made[k]} "
+                                   f"but the config says {now.get(k)}; set it back, or generate into another "
                                    "dataset.data_folder")
         return
     _check_by_size(spec, split)   # no manifest, or one made by a scan (it records no generation key)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from dlio import output
-from dlio.errors import DlioError
+from dlio.errors import DlioError, Interrupted
 from dlio.fsbench.table import IO_COLUMNS, flat_point
 
 
@@ -57,6 +57,13 @@ def run_grid(records: Iterable[Optional[Dict[str, Any]]], doc: Dict[str, Any], h
                 points.append(rec)
                 echo(line(rec))
         doc["complete"] = True
+    except Interrupted as e:
+        rec = getattr(e, "record", None)   # the interrupted point's measured part (points.run_point)
+        if rec is not None:
+            points.append(rec)
+            echo(f"{line(rec)}  (interrupted by {rec['interrupted']})")
+        doc["reason"] = str(e)
+        raise
     finally:
         if write:
             sinks.write(doc)

@@ -7,7 +7,6 @@ import sys
 import threading
 
 import pytest
-
 from conftest import one_line
 
 LIMIT = 2 << 30   # RLIMIT_AS for the subprocess: Python + numpy + the core fit well below

@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 import pytest
-
 from conftest import one_line
+
 from dlio import _core
 
 FAST = ["--workload", "default", "--set", "train.epochs=1", "--set", "train.computation_time=0"]
@@ -142,3 +142,28 @@ def test_mmap_engine_survives_a_file_truncated_under_it(tmp_path):
         pytest.skip("the run ended before the truncation took effect")
     assert p.returncode == 1 and str(f) in one_line(err.split("\n", 1)[-1] if err.startswith("warning") else err)
     assert "offset" in err and "end of file" in err
+
+
+def test_io_interrupted_keeps_the_interrupted_points_measured_seconds(tmp_path):
+    js = tmp_path / "io.json"
+    p = subprocess.Popen([sys.executable, "-m", "dlio", "io", str(tmp_path), "--engine", "null", "--rw", "read,randread",
+                          "--bs", "64k", "--file-size", "1m", "--runtime", "2s", "--ramp", "0", "--json", str(js)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in p.stdout:   # the header, then the first point's line when it is done
+        seen.append(line)
+        if line.startswith("read "):
+            break
+    time.sleep(0.7)         # the second point has measured a part of its 2 s
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    rest, err = p.communicate(timeout=60)
+    out = "".join(seen) + rest
+    assert p.returncode == 130 and "Traceback" not in err
+    doc = json.loads(js.read_text())
+    assert doc["complete"] is False and "SIGINT" in doc["reason"]
+    pts = doc["points"]
+    assert [x["rw"] for x in pts] == ["read", "randread"]
+    assert pts[1]["interrupted"] == "SIGINT" and 0 < pts[1]["runtime_s"] < 2.0 and pts[1]["ops"] > 0
+    assert "interrupted by SIGINT" in out

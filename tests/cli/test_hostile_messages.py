@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import one_line
 
 OPTS = ["--workload", "default", "--set", "train.epochs=1", "--set", "train.computation_time=0",
@@ -72,8 +71,9 @@ def test_broken_files_of_another_tool_are_named(run_cli, tmp_path, tfdata, damag
     else:
         idx.unlink()
         victim.write_bytes(b"garbage\n")
-    code, out, err = run_cli("run", *OPTS, "--set", "dataset.format=tfrecord", "--set",
-                             "dataset.num_samples_per_file=4", "--set", f"dataset.data_folder={d}", "-o", tmp_path / "o")
+    code, out, err = run_cli("run", *OPTS, "--set", "dataset.format=tfrecord",
+                             "--set", "dataset.num_samples_per_file=4", "--set", f"dataset.data_folder={d}",
+                             "-o", tmp_path / "o")
     assert code == 2
     line = one_line(err)
     assert str(victim) in line and needle in line

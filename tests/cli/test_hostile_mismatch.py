@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import one_line
 
 OPTS = ["--workload", "default", "--set", "train.epochs=1", "--set", "train.computation_time=0",

@@ -8,8 +8,8 @@ import threading
 import time
 
 import pytest
-
 from conftest import one_line
+
 from dlio import output
 from dlio.errors import ConfigError, DlioError
 
