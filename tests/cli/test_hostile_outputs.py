@@ -189,3 +189,26 @@ def test_concurrent_run_cli_refused(run_cli, tmp_path, dlio_cmd):
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
+
+
+@pytest.fixture(scope="module")
+def a_run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("run")
+    p = subprocess.run([sys.executable, "-m", "dlio", "-q", "run", "--workload", "default", "--set",
+                        f"dataset.data_folder={base}/d", "--set", "train.epochs=1", "--set", "train.computation_time=0",
+                        "-o", str(base / "o")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return base / "o"
+
+
+@pytest.mark.parametrize("opt", ["--json", "--csv", "--markdown", "--html"])
+def test_report_outputs_to_a_fifo_are_written_through(run_cli, tmp_path, a_run, opt):
+    out = a_run
+    fifo, got = _fifo(tmp_path), []
+    t = threading.Thread(target=_reader, args=(fifo, got))
+    t.start()
+    code, _, err = run_cli("report", out, opt, fifo)
+    t.join(10)
+    assert code == 0, err
+    assert got and len(got[0]) > 20 and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert not [f for f in os.listdir(tmp_path) if output.TMP_MARK in f]
