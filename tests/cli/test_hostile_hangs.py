@@ -147,7 +147,8 @@ def test_mmap_engine_survives_a_file_truncated_under_it(tmp_path):
 def test_io_interrupted_keeps_the_interrupted_points_measured_seconds(tmp_path):
     js = tmp_path / "io.json"
     p = subprocess.Popen([sys.executable, "-m", "dlio", "io", str(tmp_path), "--engine", "null",
-                          "--rw", "read,randread", "--bs", "64k", "--file-size", "1m", "--runtime", "2s", "--ramp", "0", "--json", str(js)],
+                          "--rw", "read,randread", "--bs", "64k", "--file-size", "1m", "--runtime", "2s",
+                          "--ramp", "0", "--json", str(js)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = []
     for line in p.stdout:   # the header, then the first point's line when it is done
