@@ -424,8 +424,9 @@ cdef class Run:
             err = e.err if e.err else -rc
             path = self.paths[e.file] if e.file < len(self.paths) else None
             what = e.what.decode(errors="replace") or "run"
-            reason = ("unexpected end of file (the file is shorter than the plan expects)"
-                      if err == errno.ENODATA else os.strerror(err))
+            reason = ("unexpected end of file (the file is shorter than the plan expects)" if err == errno.ENODATA
+                      else "not a regular file (a FIFO, socket or device)" if err == errno.ESPIPE
+                      else os.strerror(err))
             msg = f"{what} failed: {reason}"
             if path is not None:
                 msg += f" ({path} at offset {e.offset})"

@@ -5,6 +5,7 @@ thread while it waits here. On SIGINT/SIGTERM we ask the runner to stop (it retu
 second, keeping what it measured) and hand back the partial result with an Interrupted.
 """
 import errno
+import os
 import signal
 import threading
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -14,6 +15,16 @@ from dlio.errors import Interrupted
 
 # Set when a stop signal arrived: code that waits outside the C runner (an MPI barrier) checks it.
 STOP = threading.Event()
+
+
+def shutdown_handler(signum: int, frame: Any) -> None:
+    """A stop signal while the results of a stopped run are written: said on stderr, not obeyed
+    (a KeyboardInterrupt there would lose them); SIGKILL still ends the process at once."""
+    try:
+        os.write(2, f"dlio-fast: {signal.Signals(signum).name} again: already stopping, writing the results "
+                    "measured so far (SIGKILL stops at once)\n".encode())
+    except OSError:
+        pass
 
 
 def execute(run: Any, on_tick: Optional[Callable[[Any], None]] = None, tick_s: float = 0.25) -> Dict[str, Any]:
@@ -65,7 +76,8 @@ def execute_partial(run: Any, on_tick: Optional[Callable[[Any], None]] = None,
     finally:
         if main:
             for sig, h in old.items():
-                signal.signal(sig, h)
+                # once stopping, a second Ctrl-C / SIGTERM must not cut the writing of the results
+                signal.signal(sig, shutdown_handler if caught else h)
     if "error" in box:
         err = box["error"]
         partial = getattr(err, "result", None)  # a RunError keeps what the run measured

@@ -7,6 +7,7 @@ import os
 import platform
 import socket
 import sys
+import stat
 import threading
 import time
 
@@ -51,6 +52,69 @@ def atomic_path(final, fsync=False):
         raise
 
 
+def _is_special(path):
+    """True for an existing target that is neither absent, a regular file nor a folder (a device,
+    a FIFO, a socket): such a target is written through, never replaced by a regular file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode))
+
+
+_SWEPT = set()
+
+
+def remove_stale_tmp(folder):
+    """Remove `.{name}.tmp-{pid}-{thread}` files left by an interrupted run whose process is gone."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    removed = []
+    for e in names:
+        if not (e.startswith(".") and TMP_MARK in e):
+            continue
+        pid = e[e.rindex(TMP_MARK) + len(TMP_MARK):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        p = os.path.join(folder, e)
+        try:
+            if stat.S_ISREG(os.lstat(p).st_mode):
+                os.unlink(p)
+                removed.append(p)
+        except OSError:
+            pass
+    return removed
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def result_path(path):
+    """Where to write a result file `path`: a temporary name renamed over it (atomic) when `path` is
+    absent or a regular file; the link's target when `path` is a symlink; `path` itself, written
+    through, when it is a device or FIFO (`--json /dev/stdout`, `/dev/null`)."""
+    final = os.path.realpath(path) if os.path.islink(path) else path
+    if _is_special(final):
+        yield final
+        return
+    folder = os.path.dirname(os.path.abspath(final))
+    if folder not in _SWEPT:
+        _SWEPT.add(folder)
+        remove_stale_tmp(folder)
+    with atomic_path(final, fsync=True) as tmp:
+        yield tmp
+
+
 STDOUT = "-"  # a result path of "-" means standard output, in every command
 
 
@@ -59,7 +123,7 @@ def atomic_write_text(path, text):
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    with atomic_path(path, fsync=True) as tmp:
+    with result_path(path) as tmp:
         with open(tmp, "w") as f:
             f.write(text)
 
@@ -97,7 +161,11 @@ def check_output_path(path):
     from dlio.errors import DlioError
     if path == STDOUT:
         return
-    folder = os.path.dirname(os.path.abspath(path)) or "."
+    if _is_special(path):
+        if not os.access(path, os.W_OK):
+            raise DlioError(f"{path}: not writable (choose another output path)")
+        return
+    folder = os.path.dirname(os.path.abspath(os.path.realpath(path))) or "."
     if not os.path.isdir(folder):
         raise DlioError(f"{path}: folder {folder} does not exist (create it first)")
     if not os.access(folder, os.W_OK | os.X_OK):

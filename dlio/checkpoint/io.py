@@ -37,6 +37,7 @@ Record of one save / load on one rank (plain JSON-ready dict)::
 """
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import time
@@ -50,8 +51,8 @@ from dlio.checkpoint.layout import ONE_BYTES, CheckpointPlan, CkptFile, plan_che
     step_folder
 from dlio.report import checkpoint as ckpt_figures
 from dlio.host import drop_cache, iso
-from dlio.units import GiB
-from dlio.errors import DlioError, DlioRunError
+from dlio.units import GiB, fmt_bytes
+from dlio.errors import DlioError, DlioRunError, os_error_message
 from dlio.mpi import Comm
 from dlio.execute import execute
 
@@ -178,7 +179,9 @@ def _run_core(engine: str, paths: List[str], ops: np.ndarray, first: np.ndarray,
     try:
         return execute(run)
     except _core.RunError as e:
-        raise DlioRunError(f"checkpoint I/O failed: {e}") from e
+        hint = ("; " + os_error_message(e, e.filename).split("; ", 1)[-1]) if e.errno in (errno.ENOSPC,
+                                                                                          errno.EDQUOT) else ""
+        raise DlioRunError(f"checkpoint I/O failed: {e}{hint}") from e
 
 
 def _fsync_one(p: str) -> None:
@@ -266,9 +269,47 @@ def save(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional
                                        _threads_for(len(files), -(-plan.rank_bytes // transfer), threads))
     # randomize_tensor: false writes tensors of ones, through the same C path (patterned buffers)
     fills = None if randomize else [ones_pattern(f.dtype) for f in files]
+    check_free_space(parent, paths, plan.rank_bytes)
     if barrier:
         comm.barrier()
+    try:
+        return _save_files(cfg, comm, epoch, step, eng, direct, qd, do_fsync, randomize, folder, files, paths,
+                           align, ops, first, nthreads, fills, plan, transfer)
+    except BaseException:
+        remove_partial(folder, paths)   # a half-written checkpoint must not look like one
+        raise
 
+
+def check_free_space(parent: str, paths: Sequence[str], nbytes: int) -> None:
+    """Refuse a save that cannot fit (this rank's files; ones being overwritten count as free)."""
+    try:
+        st = os.statvfs(parent)
+    except OSError:
+        return
+    free = st.f_bavail * st.f_frsize + sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+    if nbytes > free:
+        raise DlioRunError(f"{parent}: the checkpoint needs {fmt_bytes(nbytes)} on this rank but only "
+                           f"{fmt_bytes(free)} is free; free some space, use another checkpoint.checkpoint_folder "
+                           "or a smaller model")
+    if st.f_files > 0 and st.f_favail < len(paths):
+        raise DlioRunError(f"{parent}: no free inodes left for {len(paths)} checkpoint file(s) (the disk has "
+                           "space, but no room for more files); remove files or use another checkpoint_folder")
+
+
+def remove_partial(folder: str, paths: Sequence[str]) -> None:
+    for p in paths:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+    try:
+        os.rmdir(folder)   # only when empty: other ranks' files stay for them to remove
+    except OSError:
+        pass
+
+
+def _save_files(cfg, comm, epoch, step, eng, direct, qd, do_fsync, randomize, folder, files, paths, align, ops,
+                first, nthreads, fills, plan, transfer) -> Dict[str, Any]:
     w0 = time.time()
     m0 = time.monotonic_ns()
     try:
@@ -276,7 +317,7 @@ def save(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional
         for p in paths:    # the C engines open with O_CREAT but not O_TRUNC
             os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
     except OSError as e:
-        raise DlioRunError(f"{e.filename or folder}: cannot create the checkpoint file: {e.strerror}") from None
+        raise DlioRunError(os_error_message(e, e.filename or folder, None)) from None
     m_prep = time.monotonic_ns()
     # fsync each file in its writer thread right after its last write (as a framework's writer,
     # and fio's end_fsync, do), unless O_DIRECT padding must be truncated first: then after that.
@@ -299,7 +340,7 @@ def save(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional
             _fsync_all(paths)
         m1 = time.monotonic_ns()
     except OSError as e:
-        raise DlioRunError(f"{e.filename or folder}: checkpoint fsync/truncate failed: {e.strerror}") from None
+        raise DlioRunError("checkpoint fsync/truncate failed: " + os_error_message(e, e.filename or folder)) from None
     fsync_s = 0.0
     if do_fsync:
         fsync_s = (max(t["fsync_ns"] for t in res["threads"]) / 1e9 if c_fsync else (m1 - fs0) / 1e9)

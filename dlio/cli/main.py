@@ -3,6 +3,7 @@ and main(), which turns every error into one line and an exit status."""
 
 import os
 import sys
+import threading
 
 import click
 
@@ -70,18 +71,45 @@ def _fail(message, code, rank_specific=False, interrupted=False):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+    if interrupted and _WHOLE_PROCESS:
+        # The results are written: a further Ctrl-C / SIGTERM while the interpreter shuts down (it
+        # resets Python handlers to the defaults then, but keeps SIG_IGN) would turn exit 128+n
+        # into death by signal.
+        import signal
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
     sys.exit(code)
+
+
+_WHOLE_PROCESS = False   # main() runs the process (python -m dlio), not an in-process call
 
 
 def main(argv=None):
     """Entry point: bad input is one line on stderr and exit 2, never a traceback (unless --debug)."""
-    from dlio.errors import DlioRunError, Interrupted, os_error_message
+    import signal
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
+    global _WHOLE_PROCESS
+    _WHOLE_PROCESS = argv is None
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        _main(args, debug)
+    finally:
+        # A stopped run leaves the "already stopping" handlers until the process exits (a late
+        # Ctrl-C must not turn exit 130 into a KeyboardInterrupt); an in-process caller gets its own back.
+        if argv is not None and threading.current_thread() is threading.main_thread():
+            for s, h in handlers.items():
+                signal.signal(s, h)
+
+
+def _main(args, debug):
+    from dlio.errors import DlioRunError, Interrupted, os_error_message
     try:
         rc = cli.main(args=args, prog_name="dlio-fast", standalone_mode=False)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
+    except KeyboardInterrupt:   # Ctrl-C outside a measured run (config, planning): no traceback
+        _fail("interrupted by SIGINT", 130)
     except click.exceptions.Abort:
         _fail("aborted", 130)
     except click.ClickException as e:

@@ -39,11 +39,33 @@ def load(workload_name: Optional[str], config_file: Optional[str], sets: Sequenc
          scale: Optional[float], keys: Optional[Dict[str, Any]] = None, what: str = "") -> Any:
     """The resolved config of a command's workload options; `keys` are {dotted key: value} from key options."""
     from dlio.config import load_config
+    reject_unknown_options(overrides)
     if workload_name is None and config_file is None and not any("workload=" in o for o in overrides):
         raise DlioError(f"say which workload{what}: --workload NAME (see dlio-fast workloads) or --config FILE.yaml")
     options = {k: (v, f"--{k.rpartition('.')[2].replace('_', '-')}") for k, v in (keys or {}).items()}
     return load_config(workload=workload_name, config_file=config_file, sets=list(sets),
                        dlio_overrides=list(overrides), scale=scale, options=options)
+
+
+def reject_unknown_options(overrides: Sequence[str]) -> None:
+    """The OVERRIDES argument takes DLIO's ++/+/~ words; a word starting with '-' is a mistyped or
+    misplaced option (`--dryrun`, `--epochs 3`): said as such, with the nearest option or key."""
+    bad = next((o for o in overrides if o.startswith("-")), None)
+    if bad is None:
+        return
+    from dlio.config.schema import KEYS_BY_PATH
+    word = bad.split("=", 1)[0]
+    ctx = click.get_current_context(silent=True)
+    names = sorted({n for p in (ctx.command.params if ctx else ()) for n in [*getattr(p, "opts", ()),
+                                                                              *getattr(p, "secondary_opts", ())]
+                    if n.startswith("--")})
+    near = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    leaf = word.lstrip("-").replace("-", "_")
+    keys = [k for k in KEYS_BY_PATH if k.rpartition(".")[2] == leaf]
+    cmd = ctx.info_name if ctx else "run"
+    hint = (f"; to set the config key: --set {keys[0]}=VALUE" if keys
+            else f"; did you mean {near[0]}?" if near else "")
+    raise DlioError(f"{cmd}: unknown option {word}{hint} (see dlio-fast {cmd} --help)")
 
 
 def _rank0_console(ctx: click.Context, comm: Any):

@@ -322,11 +322,12 @@ def load_config(workload: Optional[str] = None, config_file: Optional[str] = Non
         layers.append(_workload_layer(workload))
     if config_file is not None:
         path = os.fspath(config_file)
+        from dlio.errors import DlioError
+        from dlio.inputs import YAML_CAP, read_regular
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot read the workload file: {e.strerror or e}", origin=path) from None
+            text = read_regular(path, YAML_CAP, "workload (YAML) file").decode("utf-8")
+        except DlioError as e:
+            raise ConfigError(str(e), origin=path) from None
         except UnicodeDecodeError:
             raise ConfigError(f"{path}: not a text (UTF-8) file", origin=path) from None
         layers.append(file_layer(text, path, path))

@@ -15,7 +15,6 @@ import numpy as np
 from dlio.config import schema
 from dlio.config.problem import problem
 
-
 _TIME_PARAMS = {
     "constant": ("mean",),
     "normal": ("mean", "stdev"),
@@ -125,6 +124,10 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+# The C core counts time in int64 nanoseconds: 1e300 s would wrap to nonsense (0 s per step).
+MAX_SECONDS = 1e7
+
+
 def parse_time(value: Any, stdev: Any = None, key: str = "train.computation_time", origin: str = "?") -> TimeSpec:
     """Every DLIO spelling of a time -> TimeSpec.  ``stdev`` is the ``*_stdev`` sibling key's value."""
     if value is None:
@@ -171,6 +174,10 @@ def parse_time(value: Any, stdev: Any = None, key: str = "train.computation_time
         raise problem(key, value, origin, "exponential needs scale > 0")
     if kind == "uniform" and params["min"] > params["max"]:
         raise problem(key, value, origin, "uniform needs min <= max")
+    biggest = max((v for n, v in params.items() if n != "shape"), default=0)   # shape has no unit
+    if biggest > MAX_SECONDS or params.get("shape", 0) * params.get("scale", 0) > MAX_SECONDS:
+        raise problem(key, value, origin, f"more than {MAX_SECONDS:g} s (about 115 days) per step; "
+                      "a time is in seconds")
     if kind == "normal" and params["stdev"] == 0:
         kind, params = "constant", {"mean": params["mean"]}
     return TimeSpec(kind, params)

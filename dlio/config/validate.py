@@ -32,9 +32,16 @@ def _range_text(k: Key) -> str:
     return ""
 
 
+# Past 2**53 a number loses integer precision and overflows the C core's 64-bit counters (bytes in
+# ns, offsets): a key without its own upper bound is held to this one.
+HUGE = 2**53
+
+
 def _check_range(k: Key, v: Any, e: Entry, what: str) -> None:
     if (k.lo is not None and v < k.lo) or (k.hi is not None and v > k.hi):
         raise problem(k.path, e.value, e.origin, f"expected {what}{_range_text(k)}")
+    if k.hi is None and abs(v) > HUGE:
+        raise problem(k.path, e.value, e.origin, f"expected {what} of at most {HUGE} (2**53); {v:.3g} overflows")
 
 
 def _as_int(k: Key, v: Any, e: Entry, what: str) -> int:

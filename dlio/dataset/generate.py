@@ -9,6 +9,7 @@ chunks or compression, synthetic) is written file by file by its own write()."""
 import errno
 import math
 import os
+import stat
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -89,7 +90,14 @@ def _make_folders(spec):
                 os.makedirs(f"{base}/{str(k).zfill(w)}", exist_ok=True)
         if spec.format == "tfrecord":
             os.makedirs(f"{spec.data_folder}/index/{split}", exist_ok=True)
-    os.makedirs(f"{spec.data_folder}/{MANIFEST_DIR}", exist_ok=True)
+    try:   # the manifest is a cache: a complete dataset on a read-only mount does without a new one
+        os.makedirs(f"{spec.data_folder}/{MANIFEST_DIR}", exist_ok=True)
+    except OSError as e:
+        if e.errno not in _READ_ONLY:
+            raise
+
+
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def _free_bytes(path):
@@ -171,11 +179,14 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
             continue
         p = paths[i]
         try:
-            st = os.stat(p).st_size
+            sb = os.stat(p)
+            st = sb.st_size
         except FileNotFoundError:
             todo.append(i)
             continue
-        if recorded[i] >= 0:
+        if not stat.S_ISREG(sb.st_mode):
+            ok = False   # a FIFO would block fmt.valid's open; the new file replaces it
+        elif recorded[i] >= 0:
             ok = recorded[i] == st and all(os.path.exists(c) for c in fmt.companions(p, spec))
         else:
             ok = fmt.valid(p, tuple(dims[i]), spf, spec)
@@ -363,7 +374,12 @@ def _save(pl: _Plan, checksum: bool, rank: int, size: int, barrier: Optional[Cal
                 m.range_crc32c = np.concatenate(
                     [range_crcs(pl.paths[i], *ranges.as_arrays(pl.per_file[i])[1:]) for i in idx.tolist()]
                     or [np.zeros(0, np.uint32)])
-        save_manifest(spec, m, part=None if size == 1 else (rank, size))
+        try:
+            save_manifest(spec, m, part=None if size == 1 else (rank, size))
+        except OSError as e:
+            # nothing was written and the folder is read-only: the complete dataset is left as it is
+            if state["written"] or e.errno not in _READ_ONLY:
+                raise
     if size > 1 and barrier is not None:
         barrier()
         if rank == 0:

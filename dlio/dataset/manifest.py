@@ -8,6 +8,7 @@ files and cached when the folder is writable:
 import json
 import mmap
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -211,9 +212,14 @@ def scan_manifest(spec, split, paths=None, checksum=False):
     missing = []
     for i, p in enumerate(paths):
         try:
-            sizes[i] = os.stat(p).st_size
+            st = os.stat(p)
         except FileNotFoundError:
             missing.append(p)
+            continue
+        if not stat.S_ISREG(st.st_mode):   # reading a FIFO's extents would wait for a writer forever
+            raise DatasetError(f"{p}: not a regular file (a FIFO, socket or device) in the dataset; "
+                               "remove it and run dlio-fast generate")
+        sizes[i] = st.st_size
     if missing:
         raise DatasetError(f"{split_folder(spec, split)}: {len(missing)} of {len(paths)} file(s) missing "
                            f"(first: {missing[0]}); generate the dataset first")
@@ -221,10 +227,29 @@ def scan_manifest(spec, split, paths=None, checksum=False):
                  num_samples_per_file=spec.num_samples_per_file, whole_file=fmt.WHOLE_FILE,
                  meta={"gen_key": None, "source": "scan"})
     if not fmt.WHOLE_FILE:
-        m.table = ranges.build([ranges.compact(*fmt.extents(p, spec.num_samples_per_file, spec)) for p in paths])
+        m.table = ranges.build([_file_ranges(fmt, p, spec) for p in paths])
     if checksum:
         _add_checksums(m)
     return m
+
+
+def _file_ranges(fmt, path, spec):
+    """One file's sample byte ranges; a file the format cannot parse, or with fewer samples than
+    num_samples_per_file, is named (the reader's own error says neither the file nor what to do)."""
+    spf = spec.num_samples_per_file
+    try:
+        samples, offs, lens = fmt.extents(path, spf, spec)
+    except DatasetError:
+        raise
+    except (ValueError, KeyError, IndexError, TypeError, OSError, EOFError) as e:
+        what = e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split()) or type(e).__name__
+        raise DatasetError(f"{path}: not a valid {spec.format} file ({what}); check it with dlio-fast verify, "
+                           "or regenerate with dlio-fast generate") from None
+    have = np.unique(np.asarray(samples)).size if len(samples) else 0
+    if have < spf:
+        raise DatasetError(f"{path}: holds {have} sample(s) but dataset.num_samples_per_file = {spf}; set the value "
+                           "the data was generated with, or regenerate with dlio-fast generate")
+    return ranges.compact(samples, offs, lens)
 
 
 def file_crc(path):

@@ -81,6 +81,7 @@ class DatasetSpec:
             raise ValueError("record_length_bytes must be >= 1")
         if self.hdf5_num_dset_per_record < 1:
             s(self, "hdf5_num_dset_per_record", 1)
+        _check_prefix(str(self.file_prefix))
 
     @classmethod
     def from_dict(cls, d, **over):
@@ -141,8 +142,27 @@ def split_key(split):
 # ---------------------------------------------------------------------------------------------
 # names and shapes
 
+def _check_prefix(prefix):
+    """File names are joined to the data folder: a prefix must not lead out of it."""
+    from dlio.errors import ConfigError
+    if not prefix or "/" in prefix or ".." in prefix or "\0" in prefix:
+        raise ConfigError(f"dataset.file_prefix = {prefix!r}: must be a plain file name part (no '/', no '..', "
+                          "not empty), e.g. 'img'", key="dataset.file_prefix", value=prefix)
+
+
 def split_folder(spec, split):
     return f"{spec.data_folder}/{split_key(split)}"
+
+
+def check_names_fit(spec, split, n, name_len):
+    """The list of names (and the planner's per-sample arrays) must fit in memory: an absurd
+    num_files or --scale is refused here, with the key and the amount, not by the OOM killer."""
+    from dlio.memcheck import STR_OVERHEAD, check_fits
+    per_file = name_len + STR_OVERHEAD + 16 * max(1, len(spec.record_dims))
+    nbytes = float(n) * per_file + float(n) * spec.num_samples_per_file * 24
+    key = "dataset.num_files_train" if split == "train" else "dataset.num_files_eval"
+    check_fits(nbytes, f"{key} = {n} ({spec.num_samples_per_file} samples per file)",
+               "use fewer files or a smaller --scale")
 
 
 def file_paths(spec, split):
@@ -153,6 +173,7 @@ def file_paths(spec, split):
     base = split_folder(spec, split)
     nd = len(str(n))
     pre, ext = spec.file_prefix, spec.format
+    check_names_fit(spec, split, n, len(f"{base}/{'0' * 8}/{pre}_{'0' * nd}_of_{n}.{ext}"))
     if s > 1:
         ns = len(str(s))
         return [f"{base}/{str(i % s).zfill(ns)}/{pre}_{str(i).zfill(nd)}_of_{n}.{ext}" for i in range(n)]
@@ -162,6 +183,8 @@ def file_paths(spec, split):
 def all_dims(spec):
     """Drawn shape of every file of the combined train-then-eval list: int64 (total, ndim)."""
     n = spec.total_files
+    for split in ("train", "eval"):
+        check_names_fit(spec, split, spec.num_files(split), 64)
     L = float(spec.record_length_bytes)
     stdev = float(spec.record_length_bytes_stdev or 0)
     if spec.record_dims:

@@ -5,6 +5,7 @@ module's own check: headers, framing, companions), and, when the dataset was gen
 --checksum, the CRC32C of its bytes. Problems are listed with the path; nothing is changed.
 """
 import os
+import stat
 
 
 from dlio.dataset.manifest import file_crc, load_saved
@@ -29,6 +30,9 @@ def verify(spec, checksums=True, log=None):
                 st = os.stat(p)
             except FileNotFoundError:
                 problems.append((p, "missing"))
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                problems.append((p, "not a regular file (a FIFO, socket or device)"))
                 continue
             if not os.access(p, os.R_OK):
                 problems.append((p, "not readable (permissions)"))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from dlio import output
-from dlio.errors import DlioError
+from dlio.errors import DlioError, Interrupted
 from dlio.fsbench.table import IO_COLUMNS, flat_point
 
 
@@ -57,6 +57,13 @@ def run_grid(records: Iterable[Optional[Dict[str, Any]]], doc: Dict[str, Any], h
                 points.append(rec)
                 echo(line(rec))
         doc["complete"] = True
+    except Interrupted as e:
+        rec = getattr(e, "record", None)   # the interrupted point's measured part (points.run_point)
+        if rec is not None:
+            points.append(rec)
+            echo(f"{line(rec)}  (interrupted by {rec['interrupted']})")
+        doc["reason"] = str(e)
+        raise
     finally:
         if write:
             sinks.write(doc)
@@ -108,6 +115,27 @@ def runnable(g: Grid, warn: Callable[[str], None]) -> List[tuple]:
     return pts
 
 
+def check_direct_sizes(modes: Dict[str, Tuple[bool, str]], bss: Sequence[int], file_size: int, path: str) -> None:
+    """O_DIRECT requests must be multiples of the device's alignment: refused before the run (with the
+    alignment needed) rather than failing with EINVAL at the first request."""
+    if not any(direct for direct, _ in modes.values()):
+        return
+    from dlio import _core
+    try:
+        _, off, known = _core.dio_align(path)
+    except OSError:
+        return
+    if not known:
+        off = 512   # no statx answer: the smallest logical block any device has (a 4K device may want more)
+    bad = [b for b in bss if off > 1 and b % off]
+    if bad:
+        raise DlioError(f"--bs {bad[0]}: O_DIRECT on {path} needs sizes that are multiples of {off} bytes; use e.g. "
+                        f"--bs {max(off, bad[0] // off * off)}, or --buffered")
+    if off > 1 and file_size % off:
+        raise DlioError(f"--file-size {file_size}: O_DIRECT on {path} needs a multiple of {off} bytes; use e.g. "
+                        f"--file-size {max(off, file_size // off * off)}, or --buffered")
+
+
 def fits_in_ram_warning(modes: Dict[str, Tuple[bool, str]], nbytes: int, warn: Callable[[str], None],
                         looping: bool = True) -> None:
     """Buffered points that read a file set fitting in free memory more than once (--runtime, --size
@@ -147,6 +175,11 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
                         "(each file's pages, no root needed)")
     if any(r in ("write", "randwrite") for r in g.rws) and not (len(paths) == 1 and os.path.isdir(paths[0])):
         raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
+    from dlio.memcheck import check_fits
+    _, b, _, q, t = max(todo, key=lambda p: p[4] * p[3] * p[1])   # (rw, bs, engine, qd, threads)
+    check_fits(t * q * b, f"the buffers of --threads {t} x --qd {q} x --bs {b}", "use fewer threads, a lower qd "
+               "or a smaller block size")
+    check_direct_sizes(modes, g.bss, file_size, paths[0])
     fileset = testfiles.prepare(paths, max(g.threads), file_size)
     nbytes = sum(fileset.sizes)
     fits_in_ram_warning(modes, nbytes, warn, looping=bool(g.budget.runtime_ns) or g.budget.size > nbytes)
@@ -180,3 +213,5 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
             fileset.cleanup()
         if tracer is not None:
             tracer.close()
+            if tracer.failed:
+                warn(f"warning: the trace was dropped ({tracer.failed}); the results are kept")

@@ -33,7 +33,7 @@ import numpy as np
 
 from dlio import _core
 from dlio import stats
-from dlio.fsbench.testfiles import writing_test_data
+from dlio.fsbench.testfiles import check_ours, create_exclusive, writing_test_data
 from dlio.fsbench.grid import Sinks, combinations, run_grid
 from dlio.fsbench.table import POINT_HEADER, point_line
 from dlio.host import drop_cache
@@ -144,16 +144,22 @@ def prepare(comm, targets, layout, per_rank, bs, seed=1):
         total = per_rank * size
         if layout == "fpp":
             p = paths[rank]
+            _check_ours_all(comm, p)
             if not (os.path.exists(p) and os.path.getsize(p) == per_rank):
                 _write_part(p, layout, rank, size, bs, per_rank, seed, create=True)
         else:
             p = paths[0]
+            _check_ours_all(comm, p if rank == 0 else None)
             fresh = not (os.path.exists(p) and os.path.getsize(p) == total)
             fresh = comm.bcast(fresh)
             if fresh:
                 if rank == 0:
-                    with open(p, "wb") as f:
-                        f.truncate(total)
+                    _unlink_ours(p)
+                    fd = create_exclusive(p)
+                    try:
+                        os.ftruncate(fd, total)
+                    finally:
+                        os.close(fd)
                 comm.barrier()
                 _write_part(p, layout, rank, size, bs, per_rank, seed, create=False)
         comm.barrier()
@@ -176,10 +182,34 @@ def prepare(comm, targets, layout, per_rank, bs, seed=1):
     return Files(list(targets), per, [])
 
 
+def _check_ours_all(comm, path):
+    """check_ours on every rank's file, collectively: every rank stops with the first problem."""
+    problem = None
+    if path:
+        try:
+            check_ours(path)
+        except DlioError as e:
+            problem = str(e)
+    problems = [x for x in comm.allgather(problem) if x]
+    if problems:
+        raise DlioError(problems[0])
+
+
+def _unlink_ours(path):
+    """Remove a stale test file of ours (checked by check_ours) so the new one is created O_EXCL."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def _write_part(path, layout, part, size, bs, per_rank, seed, create):
     """Write the bytes of `part` (the rank's own data) with the C core's fill (GIL released)."""
-    flags = os.O_WRONLY | (os.O_CREAT | os.O_TRUNC if create else 0)
-    fd = os.open(path, flags, 0o644)
+    if create:
+        _unlink_ours(path)
+        fd = create_exclusive(path)
+    else:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         with writing_test_data(path):
             if layout == "strided":

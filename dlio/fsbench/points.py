@@ -13,6 +13,7 @@ import dataclasses
 import errno
 import os
 import resource
+import signal
 import time
 
 import numpy as np
@@ -20,8 +21,8 @@ import numpy as np
 from dlio import _core
 from dlio import stats
 from dlio.host import drop_cache, drop_host_cache
-from dlio.errors import DlioError
-from dlio.execute import execute
+from dlio.errors import DlioError, Interrupted
+from dlio.execute import execute_partial
 
 RW_MODES = ("read", "randread", "write", "randwrite")
 
@@ -107,9 +108,15 @@ def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, d
                     trace=tracer is not None)
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     w0 = time.monotonic_ns()
-    res = execute(run, on_tick=on_tick)
+    res, failure = execute_partial(run, on_tick=on_tick)
     wall = max(1, time.monotonic_ns() - w0)
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    if failure is not None:
+        if isinstance(failure, Interrupted) and res is not None and res.get("ops"):
+            # the seconds measured before Ctrl-C / SIGTERM are kept, marked as such
+            failure.record = dict(point_record(point, res, ru0, ru1, wall, cache_note),
+                                  interrupted=signal.Signals(failure.signum).name)
+        raise failure
     if tracer is not None:
         tracer.add_run(res, fileset.paths, name="point", rw=point.rw, bs=point.bs, engine=point.engine,
                        qd=point.qd, threads=point.threads)

@@ -7,10 +7,11 @@ create are used as they are, read only unless the user asks for writes on them.
 import contextlib
 import errno
 import os
+import stat
 
 from dlio import _core
 from dlio.errors import DlioError, os_error_message
-from dlio.output import atomic_path
+from dlio.output import atomic_path, remove_stale_tmp
 
 PREFIX = "dlio-fast-io"
 
@@ -56,8 +57,10 @@ def prepare(targets, nfiles, file_size, seed=1):
             raise DlioError(f"{folder}: needs {need / 2**30:.2f} GiB for {nfiles} test file(s) of "
                             f"{file_size / 2**30:.2f} GiB but only {free / 2**30:.2f} GiB is free "
                             "(use a smaller --file-size or fewer --threads)")
+        remove_stale_tmp(folder)
         paths, created = [], []
         for i, p in enumerate(_paths(folder, nfiles)):
+            check_ours(p)
             if not (os.path.exists(p) and os.path.getsize(p) == file_size):
                 _write_full(p, file_size, seed + i)
                 created.append(p)
@@ -80,6 +83,29 @@ def prepare(targets, nfiles, file_size, seed=1):
     return FileSet(targets, sizes)
 
 
+def check_ours(path):
+    """A test file name that already exists is reused or replaced only if it is a regular file of
+    ours (same owner), never a link, a device or someone else's file: we write into it."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise DlioError(f"{path}: is a symbolic link; the write test never writes through a link "
+                        "(remove it, or test in another folder)")
+    if not stat.S_ISREG(st.st_mode):
+        raise DlioError(f"{path}: exists and is not a regular file (remove it, or test in another folder)")
+    if st.st_uid != os.geteuid():
+        raise DlioError(f"{path}: exists and belongs to another user (uid {st.st_uid}); "
+                        "remove it, or test in another folder")
+
+
+def create_exclusive(path):
+    """Open a new file for writing: O_EXCL|O_NOFOLLOW, so a link or a file planted at the name is
+    never written through."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+
+
 def _paths(folder, n):
     return [os.path.join(folder, f"{PREFIX}.{i}.dat") for i in range(n)]
 
@@ -97,7 +123,7 @@ def writing_test_data(path):
 
 def _write_full(path, size, seed):
     with writing_test_data(path), atomic_path(path, fsync=True) as tmp:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = create_exclusive(tmp)
         try:
             _core.write_random(fd, 0, size, seed, 4 << 20)
         finally:

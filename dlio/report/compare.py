@@ -102,9 +102,9 @@ def _default_label(path):
 
 
 def _read_json(path, what):
+    from dlio.inputs import JSON_CAP, read_regular
     try:
-        with open(path) as f:
-            return json.load(f)
+        return json.loads(read_regular(path, JSON_CAP, f"{what} JSON file"))
     except FileNotFoundError:
         raise DlioError(f"{path}: no such file") from None
     except IsADirectoryError:

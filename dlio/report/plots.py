@@ -46,7 +46,9 @@ def title(what, workload, where, date):
 
 def save_figure(fig, path):
     try:
-        fig.savefig(path, dpi=DPI)
+        from dlio.output import result_path
+        with result_path(path) as tmp:  # atomic for a file, written through for /dev/stdout
+            fig.savefig(tmp, dpi=DPI, format=os.path.splitext(str(path))[1][1:] or None)
     except OSError as e:
         raise DlioError(f"{path}: cannot write the plot ({e.strerror or e})") from None
     finally:

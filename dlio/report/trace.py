@@ -78,13 +78,35 @@ class Tracer:
         self._named = set()                         # output tids with a thread_name line
         self._seen = np.zeros(0, dtype=np.uint32)   # file hashes with an FH line, sorted
         self._thread_names = thread_names or (lambda tid: "trainer" if tid == 0 else f"reader {tid - 1}")
-        self._gz = gzip.open(self.path, "wb", compresslevel=GZIP_LEVEL) if self.compressed else None
-        if self._gz is None:
-            with open(self.path, "w") as f:
-                f.write("[\n")
-        else:
-            self._gz.write(b"[\n")
+        self.failed = None   # why the trace was dropped (a full disk): the run goes on without it
+        self._gz = None
+        with self._guard():
+            self._gz = gzip.open(self.path, "wb", compresslevel=GZIP_LEVEL) if self.compressed else None
+            if self._gz is None:
+                with open(self.path, "w") as f:
+                    f.write("[\n")
+            else:
+                self._gz.write(b"[\n")
         self._lines([self._meta("process_name", 0, {"name": f"rank {rank}"})])
+
+    @contextlib.contextmanager
+    def _guard(self):
+        """A write of the trace that fails drops the trace (file removed), never the run."""
+        try:
+            yield
+        except OSError as e:
+            from dlio.errors import os_error_message
+            self.failed = os_error_message(e, e.filename or self.path)
+            gz, self._gz = getattr(self, "_gz", None), None
+            try:
+                if gz is not None:
+                    gz.close()
+            except OSError:
+                pass
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
 
     def _meta(self, name, tid, args):
         line = {"id": self.next_id, "name": name, "cat": "dftracer", "pid": self.pid, "tid": tid,
@@ -93,14 +115,15 @@ class Tracer:
         return json.dumps(line, separators=(",", ":"))
 
     def _lines(self, lines):
-        if not lines:
+        if not lines or self.failed:
             return
         text = "\n".join(lines) + "\n"
-        if self._gz is not None:
-            self._gz.write(text.encode())
-        else:
-            with open(self.path, "a") as f:
-                f.write(text)
+        with self._guard():
+            if self._gz is not None:
+                self._gz.write(text.encode())
+            else:
+                with open(self.path, "a") as f:
+                    f.write(text)
 
     def _write_events(self, ev, paths, cat):
         """The C writer formats the events; a gzip file gets them through a scratch file next to
@@ -122,12 +145,14 @@ class Tracer:
         if ev is None:
             return
         self.dropped += int(res.get("trace_dropped", 0))
-        if len(ev):
-            self.next_id, new, lanes = self._write_events(ev, paths, io_category(res.get("trace_engine", "posix")))
-            self._seen = np.union1d(self._seen, new).astype(np.uint32)
-            self.events += len(ev)
+        if len(ev) and not self.failed:
+            with self._guard():
+                self.next_id, new, lanes = self._write_events(ev, paths,
+                                                              io_category(res.get("trace_engine", "posix")))
+                self._seen = np.union1d(self._seen, new).astype(np.uint32)
+                self.events += len(ev)
             meta = []
-            for t in np.flatnonzero(lanes):
+            for t in np.flatnonzero(lanes) if not self.failed else []:
                 base = self._thread_names(int(t))
                 for lane in range(int(lanes[t])):
                     tid = int(t) * TRACE_LANES + lane
@@ -165,11 +190,14 @@ class Tracer:
     def close(self):
         if self.dropped:
             self.span("trace_dropped", _core.now_ns(), 0, cat="dftracer", dropped=self.dropped)
-        if self._gz is not None:
-            self._gz.write(b"]\n")
-            self._gz.close()
-            self._gz = None
-        else:
+        if self.failed:
+            return
+        with self._guard():
+            if self._gz is not None:
+                self._gz.write(b"]\n")
+                self._gz.close()
+                self._gz = None
+                return
             with open(self.path, "a") as f:
                 f.write("]\n")
 

@@ -9,6 +9,7 @@ ended it, if any: a stopped or failed run keeps the epochs and steps it measured
 import dataclasses
 from typing import Any, List, Tuple
 import os
+import stat
 import resource
 import socket
 
@@ -39,12 +40,16 @@ def check_files(paths, recorded_sizes):
     first = None
     for i, p in enumerate(paths):
         try:
-            size = os.stat(p).st_size
+            st = os.stat(p)
+            size = st.st_size
         except OSError as e:
             bad[i] = True
             first = first or f"{p}: {e.strerror}"
             continue
-        if size != int(recorded_sizes[i]):
+        if not stat.S_ISREG(st.st_mode):   # a FIFO or device would block the open or read forever
+            bad[i] = True
+            first = first or f"{p}: not a regular file (a FIFO, socket or device)"
+        elif size != int(recorded_sizes[i]):
             bad[i] = True
             first = first or (f"{p}: {size} bytes, but {int(recorded_sizes[i])} were recorded when the "
                               "dataset was made (truncated or changed)")
@@ -248,7 +253,10 @@ def train_blocks(tr, plan, st, paths, epoch, points, excl):
             blocks.append(metrics.block_metrics(_done_steps(res), st.batch, *excl))
             a = b
         if p is not None:
-            saves.append(save_checkpoint(tr, tr.cfg, tr.comm, p))
+            try:
+                saves.append(save_checkpoint(tr, tr.cfg, tr.comm, p))
+            except DlioRunError as e:   # a failed save (a full disk) ends the run; the steps measured stay
+                return merge_results(results), blocks, saves, e
     return merge_results(results), blocks, saves, None
 
 
@@ -418,7 +426,11 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
             return rank_rec, stopped
         for point in ckpt_layout.checkpoint_schedule(cfg, epoch, rec["steps_planned"]):
             if point.mode == "epoch":
-                rec["checkpoints"].append(save_checkpoint(tr, cfg, comm, point))
+                try:
+                    rec["checkpoints"].append(save_checkpoint(tr, cfg, comm, point))
+                except DlioRunError as e:   # a failed save (a full disk): the epochs measured stay
+                    rec["end"] = iso()
+                    return rank_rec, e
         if sp.layout_eval is not None and epoch >= next_eval:
             next_eval += cfg.evaluation.epochs_between_evals
             failure = _evaluate(tr, sp, epoch, rec)

@@ -17,7 +17,8 @@ from dlio.train import loop
 from dlio.config.engines import check_qd, engine_spec
 from dlio import host
 from dlio.host import host_info, iso
-from dlio.errors import ConfigError, DlioError
+from dlio.errors import ConfigError, DlioError, DlioRunError
+from dlio.train.results_out import write_with_fallback
 from dlio.execute import Interrupted
 
 RAM_FACTOR = 5   # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
@@ -27,7 +28,8 @@ def output_folder(cfg, given, comm):
     """--output, else output.folder, else output/{workload}/{timestamp} (the same on every rank)."""
     folder = given or cfg.output.folder
     if not folder:
-        stamp = comm.bcast(time.strftime("%Y%m%d-%H%M%S"))
+        # the pid keeps two runs started in the same second apart
+        stamp = comm.bcast(time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
         folder = os.path.join("output", cfg.workload or cfg.model.name or "run", stamp)
     return folder
 
@@ -42,11 +44,26 @@ def prepare_output(folder, comm):
             with open(probe, "w") as f:
                 f.write("x")
             os.unlink(probe)
+            from dlio.train.runlock import lock_output_folder
+            lock_output_folder(folder)
+        except DlioError as e:
+            problem = str(e)
         except OSError as e:
             problem = f"{folder}: output folder is not writable ({e.strerror}); choose another with --output"
     problem = comm.bcast(problem)
     if problem:
         raise DlioError(problem)
+
+
+def check_buffers(cfg, spec):
+    """Each reader thread keeps qd buffers of a sample's size: refuse what memory cannot hold."""
+    from dlio.memcheck import check_fits
+    if not cfg.workflow.train:
+        return
+    sample = float(spec.record_length_bytes) + 3 * float(spec.record_length_bytes_stdev or 0)
+    t, q = max(1, cfg.reader.read_threads), cfg.dlio_fast.qd
+    check_fits(t * q * sample, f"the read buffers of reader.read_threads {t} x dlio_fast.qd {q} x "
+               f"dataset.record_length_bytes {int(sample)}", "use fewer threads, a lower qd or smaller records")
 
 
 def describe(cfg, spec, comm_size):
@@ -165,6 +182,8 @@ class Session:
 def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbose=False):
     """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None.
     With dlio_fast.trace, this rank's trace-{rank}-of-{size}.pfw.gz is written in the output folder."""
+    from dlio.train.samecfg import check_same_config
+    check_same_config(cfg, comm)   # ranks that disagree would deadlock in a collective
     s = Session(cfg, comm, echo, warn, progress, verbose, spec=dataset_spec(cfg))
     if dry_run:
         lines = describe(cfg, s.spec, comm.size)
@@ -186,6 +205,7 @@ def _start(s: Session, output) -> None:
         raise ConfigError(f"storage.storage_type = {cfg.storage.storage_type!r}: runs on object storage are not "
                           "emulated yet (only `dlio-fast io s3://...` measures S3); use local_fs with a mounted "
                           "folder", "storage.storage_type", cfg.storage.storage_type)
+    check_buffers(cfg, s.spec)
     if cfg.dlio_fast.cache == "drop-all" and os.geteuid() != 0:
         raise DlioError("dlio_fast.cache = drop-all drops the whole host's page cache and needs root; use "
                         "--cache drop (each file's pages, no root needed)")
@@ -203,6 +223,10 @@ def _start(s: Session, output) -> None:
         with maybe_phase(s.tracer, "generate"):
             generate(cfg, s.spec, comm, s.echo, s.progress)
     comm.barrier()
+    if wf.train:
+        from dlio.dataset.mismatch import check_dataset_matches
+        for split in ("train", "valid"):
+            check_dataset_matches(s.spec, split)   # generated with another config: wrong figures
     s.nbytes = dataset_bytes(s.spec) if needs_data else 0
     if comm.rank == 0 and wf.train:
         cache_warning(cfg, s.nbytes, s.warn)
@@ -244,31 +268,44 @@ def _finish(s: Session, rank_rec, failure) -> None:
     end, reason = iso(), (None if failure is None else str(failure))
     if s.tracer is not None:
         s.tracer.close()
-        s.echo(f"Trace: {s.tracer.path} ({s.tracer.events} events"
-               f"{f', {s.tracer.dropped} dropped: buffers full' if s.tracer.dropped else ''})")
+        if s.tracer.failed:
+            s.warn(f"warning: the trace was dropped ({s.tracer.failed}); the results are kept")
+        else:
+            s.echo(f"Trace: {s.tracer.path} ({s.tracer.events} events"
+                   f"{f', {s.tracer.dropped} dropped: buffers full' if s.tracer.dropped else ''})")
     if failure is not None and comm.size > 1:
         # Another rank may be gone or stuck: no collective operation from here on. Each rank
         # keeps what it measured in its own files; a failed rank's error then aborts the job.
         partial = _result(cfg, s.spec, comm.size, [rank_rec], s.start, end, False, reason, s.nbytes)
-        dlio_files.write_rank_files(partial, s.folder, comm.rank)
+        _, lost = write_with_fallback(lambda d: dlio_files.write_rank_files(partial, d, comm.rank), s.folder)
+        if lost:
+            s.warn(f"warning: rank {comm.rank}: {lost}")
         raise failure
     records = comm.gather(rank_rec)
+    lost = None
     if comm.rank == 0:
         from dlio.report import verdict
         verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
         result["verdicts"] = verdicts
-        dlio_files.write_all(result, s.folder, cfg.to_yaml())
-        if cfg.dlio_fast.plots:
+        where, lost = write_with_fallback(lambda d: dlio_files.write_all(result, d, cfg.to_yaml()), s.folder)
+        if cfg.dlio_fast.plots and not lost:
             from dlio.report import plots
-            made = plots.make_all(result, s.folder, summary=dlio_files.summary(result))
-            s.echo(f"Plots: {', '.join(os.path.basename(p) for p in made)}")
+            try:
+                made = plots.make_all(result, s.folder, summary=dlio_files.summary(result))
+                s.echo(f"Plots: {', '.join(os.path.basename(p) for p in made)}")
+            except DlioError as e:   # a full disk costs the plots, not the results
+                s.warn(f"warning: plots not written: {e}")
         lines = dlio_files.metric_lines(result) if any(r["epochs"] or r.get("checkpoints") for r in records) else []
         lines += dlio_files.exact_table(result) if any(r["epochs"] for r in records) else []
         for line in lines:
             s.echo(line)
         for line in verdict.run_lines(verdicts):
             s.echo(line)
-        s.echo(f"Saved outputs in {s.folder}{'' if failure is None else ' (partial: ' + reason + ')'}")
+        s.echo(f"Saved outputs in {where}{'' if failure is None else ' (partial: ' + reason + ')'}")
     if failure is not None:
+        if lost:
+            s.warn(f"warning: {lost}")
         raise failure
+    if lost:
+        raise DlioRunError(lost)

@@ -135,6 +135,22 @@ int dc_drop_all_caches(void)
 	return w == 1 ? 0 : -EIO;
 }
 
+/* 0 for a regular file (made blocking again), -ESPIPE for a FIFO, socket or device: not data. */
+static int dc_fd_regular(int fd)
+{
+	struct stat st;
+	int fl;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -ESPIPE;
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
 /* The open and close of the fd-based engines (posix, io_uring, mmap). */
 int dc_fd_open(struct dc_file *f, int write)
 {
@@ -144,10 +160,14 @@ int dc_fd_open(struct dc_file *f, int write)
 
 	if (f->direct)
 		flags |= O_DIRECT;
-	fd = open(f->path, flags, 0644);
+	/* O_NONBLOCK: a FIFO (or a device that waits) in a dataset must not block the open forever; it is
+	 * refused below, and O_NONBLOCK is cleared again for the regular file we keep. */
+	fd = open(f->path, flags | O_NONBLOCK, 0644);
 	if (fd < 0)
 		return -errno;
-	ret = dc_fd_info(fd, &f->size, &mem, &off);
+	ret = dc_fd_regular(fd);
+	if (ret == 0)
+		ret = dc_fd_info(fd, &f->size, &mem, &off);
 	if (ret < 0) {
 		close(fd);
 		return ret;

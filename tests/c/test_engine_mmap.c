@@ -80,6 +80,37 @@ int main(void)
 			res->error.what);
 		free(res);
 	}
+	{
+		/* A file truncated under its mapping: the touch past the new end fails with ENODATA
+		 * (SIGBUS caught) and the process lives on; pages still in the file read fine. */
+		char spath[256];
+
+		if (t_create_file("/tmp", "mmap-shrink", 1 << 16, 9, spath, sizeof(spath)) == 0) {
+			struct dc_file g = { .fd = -1, .reg_index = -1, .path = spath };
+
+			memset(&io, 0, sizeof(io));
+			T_CHECK(ops->init(&e, &eo, &io, 1) == 0, "init (shrink)");
+			T_CHECK(ops->open(e, &g, 0) == 0 && g.map, "open/map (shrink)");
+			T_CHECK(truncate(spath, 4096) == 0, "truncate");
+			io.file = &g;
+			io.op = DC_OP_READ;
+			io.offset = 32768;
+			io.len = 8192;
+			T_CHECK(ops->submit(e, &io) == 1 && io.res == -ENODATA,
+				"touch past a shrunk end: res %lld", (long long)io.res);
+			io.offset = 0;
+			io.len = 4096;
+			T_CHECK(ops->submit(e, &io) == 1 && io.res == 4096,
+				"touch within: res %lld", (long long)io.res);
+			io.offset = 40960;
+			io.len = 100;
+			T_CHECK(ops->submit(e, &io) == 1 && io.res == -ENODATA,
+				"a second fault is caught too: res %lld", (long long)io.res);
+			T_CHECK(ops->close(e, &g) == 0, "close (shrink)");
+			ops->cleanup(e);
+			unlink(spath);
+		}
+	}
 	free(expect);
 	unlink(path);
 	return t_exit();
