@@ -378,7 +378,7 @@ def _save(pl: _Plan, checksum: bool, rank: int, size: int, barrier: Optional[Cal
             save_manifest(spec, m, part=None if size == 1 else (rank, size))
         except OSError as e:
             # nothing was written and the folder is read-only: the complete dataset is left as it is
-            if state["written"] or e.errno not in _READ_ONLY:
+            if pl.todo or e.errno not in _READ_ONLY:
                 raise
     if size > 1 and barrier is not None:
         barrier()
