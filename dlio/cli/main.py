@@ -96,5 +96,14 @@ def main(argv=None):
         sys.exit(e.exit_code)
 
 
+def _register_mlperf():
+    from dlio.cli import mlperf
+    for command in (mlperf.datasize,):
+        cli.add_command(command)
+
+
+_register_mlperf()
+
+
 if __name__ == "__main__":
     main()

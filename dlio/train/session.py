@@ -1,5 +1,6 @@
 """What `dlio-fast run` and `dlio-fast generate` do, start to end, on every rank."""
 import os
+import socket
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -184,6 +185,14 @@ def _start(s: Session, output) -> None:
                         "--cache drop (each file's pages, no root needed)")
     s.folder = output_folder(cfg, output, comm)
     prepare_output(s.folder, comm)
+    if wf.train and cfg.dlio_fast.mlperf_rules != "off":   # MLPerf Rules 3.1.2, before generating anything
+        from dlio.mlperf.datasize import shortfall
+        hosts = len(set(comm.allgather(socket.gethostname())))
+        problem = comm.bcast(shortfall(cfg, comm.size, hosts, host_info()["memory_bytes"]) if comm.rank == 0 else None)
+        if problem and cfg.dlio_fast.mlperf_rules == "enforce":
+            raise DlioError(problem)
+        if problem and comm.rank == 0:
+            s.warn(f"warning: {problem}")
     if cfg.dlio_fast.trace:
         from dlio.report.trace import Tracer
         s.tracer = Tracer(s.folder, comm.rank, comm.size)
