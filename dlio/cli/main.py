@@ -98,7 +98,7 @@ def main(argv=None):
 
 def _register_mlperf():
     from dlio.cli import mlperf
-    for command in (mlperf.datasize,):
+    for command in (mlperf.datasize, mlperf.maxacc):
         cli.add_command(command)
 
 
