@@ -30,6 +30,9 @@ def output_folder(cfg, given, comm):
     if not folder:
         stamp = comm.bcast(time.strftime("%Y%m%d-%H%M%S"))
         folder = os.path.join("output", cfg.workload or cfg.model.name or "run", stamp)
+        if cfg.dlio_fast.results_dir:   # MLPerf Storage's results tree (dlio.mlperf.provenance)
+            from dlio.mlperf.provenance import run_folder
+            folder = run_folder(cfg, stamp)
     return folder
 
 
@@ -258,6 +261,9 @@ def _finish(s: Session, rank_rec, failure) -> None:
     if comm.rank == 0:
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
         dlio_files.write_all(result, s.folder, cfg.to_yaml())
+        if cfg.dlio_fast.results_dir:
+            from dlio.mlperf import provenance
+            provenance.write(s.folder, provenance.provenance(cfg, result["hostnames"]))
         if cfg.dlio_fast.plots:
             from dlio.report import plots
             made = plots.make_all(result, s.folder, summary=dlio_files.summary(result))
