@@ -75,7 +75,8 @@ def maxacc(workload_name, config_file, sets, launcher, model_latency, max_n, ste
     latency_ns = 0
     if launcher == "model":
         if not model_latency:
-            raise DlioError("--launcher model needs --model-latency (one request's time at one accelerator, e.g. 800us)")
+            raise DlioError("--launcher model needs --model-latency "
+                            "(one request's time at one accelerator, e.g. 800us)")
         try:
             latency_ns = parse_duration_ns(model_latency)
         except ValueError as e:

@@ -145,7 +145,8 @@ def check_checkpoints(docs: Sequence[Dict[str, Any]], ram_bytes: Optional[int]) 
             f"{nw} checkpoint writes, {nr} reads" + ("" if ordered or not loads else ", a read before the last write"))]
     if last_write is not None and first_read is not None:
         gap = (first_read - last_write) / 1e9
-        out.append((f"4.7.1 read starts <= {rules.CKPT_READ_GAP_S:g} s after the write", 0 <= gap <= rules.CKPT_READ_GAP_S,
+        out.append((f"4.7.1 read starts <= {rules.CKPT_READ_GAP_S:g} s after the write",
+                    0 <= gap <= rules.CKPT_READ_GAP_S,
                     f"write ended -> read started: {gap:.2f} s"))
     per_client = Counter()
     ram_of = {}

@@ -146,14 +146,16 @@ def test_checkpoint_rules_fail_for_the_right_reason():
     ok, fig = ck(ckpt_docs(cache="kept", ram=4 * GiB))["4.3.1"]     # 10 GiB written < 3 x 4 GiB, not flushed
     assert not ok and fig.endswith("flush needed, 10 of 10 reads without it")
     # 10 GiB written >= 3 x 1 GiB RAM: no flush needed, kept cache is fine
-    assert ck(ckpt_docs(cache="kept", ram=GiB))["4.3.1"] == (True, "n0: wrote 10.0 GiB vs 3 x 1.0 GiB RAM; no flush needed")
+    assert ck(ckpt_docs(cache="kept", ram=GiB))["4.3.1"] == \
+        (True, "n0: wrote 10.0 GiB vs 3 x 1.0 GiB RAM; no flush needed")
 
 
 def test_real_checkpoint_runs_write_then_read(tmp_path, run_cli):
     """A real write run, then a real read run with the cache kept (RAM declared large): 4.3.1 fails,
     4.7.1 measures the gap between the two invocations."""
     base = ["run", "--workload", "llama_8b_zero3", "--scale", "0.0001", "-q",
-            "--set", f"checkpoint.checkpoint_folder={tmp_path / 'ck'}", "--set", "checkpoint.time_between_checkpoints=0"]
+            "--set", f"checkpoint.checkpoint_folder={tmp_path / 'ck'}",
+            "--set", "checkpoint.time_between_checkpoints=0"]
     assert run_cli(*base, "--set", "checkpoint.num_checkpoints_write=10", "--set", "checkpoint.num_checkpoints_read=0",
                    "-o", tmp_path / "w")[0] == 0
     assert run_cli(*base, "--set", "checkpoint.num_checkpoints_write=0", "--set", "checkpoint.num_checkpoints_read=10",
