@@ -96,15 +96,15 @@ def maxacc(workload_name, config_file, sets, launcher, model_latency, max_n, ste
     args = (["--workload", workload_name] if workload_name else ["--config", config_file])
     args += [a for s in sets for a in ("--set", s)]
     click.echo(f"maxacc {name}: AU threshold {threshold:g} %, {launcher} probes of {steps} steps, "
-               f"each accelerator demands {demand:.3f} GiB/s at 100 % AU", err=True)
+               f"each accelerator demands {demand:.4g} GiB/s at 100 % AU", err=True)
     measure = mx.subprocess_measure(launcher, args, out_dir, steps, latency_ns, lambda s: click.echo(s, err=True))
     res = mx.search(measure, threshold, max_n, repeats)
     for line in mx.curve_lines(res, demand):
         click.echo(line)
     conf = [p for p in res.probes if p.kind == "confirm" and p.n == res.answer]
     bound = " (every probe up to --max passed: a lower bound)" if res.limit_hit else ""
-    click.echo(f"answer: {res.answer} accelerators{bound} on this host, each demanding {demand:.3f} GiB/s "
-               f"({res.answer * demand:.3f} GiB/s in all at 100 % AU)"
+    click.echo(f"answer: {res.answer} accelerators{bound} on this host, each demanding {demand:.4g} GiB/s "
+               f"({res.answer * demand:.4g} GiB/s in all at 100 % AU)"
                + (f"; confirmation run AU {conf[-1].au:.2f} %, {conf[-1].mib_per_s / 1024:.3f} GiB/s measured"
                   if conf else ""))
     doc = dict(res.to_json(), workload=name, launcher=launcher, steps=steps, demand_GiB_per_s=demand,

@@ -165,7 +165,7 @@ def curve_lines(res: Search, demand_gib_s: float, hosts: int = 1) -> List[str]:
         s = sorted(aus)
         ok = all(a >= res.threshold_pct for a in aus)
         rows.append(f"{n:>5} {n / hosts:>8g} {len(aus):>6} {s[0]:>9.2f} {s[len(s) // 2]:>9.2f} {s[-1]:>9.2f}  "
-                    f"{n * demand_gib_s:>12.3f}  {'pass' if ok else 'FAIL'}")
+                    f"{n * demand_gib_s:>12.4g}  {'pass' if ok else 'FAIL'}")
     return rows
 
 
