@@ -131,5 +131,14 @@ def _main(args, debug):
         sys.exit(e.exit_code)
 
 
+def _register_mlperf():
+    from dlio.cli import mlperf
+    for command in (mlperf.datasize, mlperf.maxacc):
+        cli.add_command(command)
+
+
+_register_mlperf()
+
+
 if __name__ == "__main__":
     main()

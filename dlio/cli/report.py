@@ -109,7 +109,10 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
 @click.argument("paths", nargs=-1, required=True, metavar="RUN_DIR ...")
 @click.option("--ram", default=None, metavar="SIZE",
               help="One host's RAM (e.g. 512g) instead of what the run recorded.")
-def check(paths, ram):
+@click.option("--rules", "rules_version", default=None, type=click.Choice(["v2.0", "v3.0"]),
+              help="MLPerf Storage rules version (default: v3.0 when every run's workload is v3.0 CLOSED, "
+                   "else v2.0); v3.0 prints a table with the rules' numbers.")
+def check(paths, ram, rules_version):
     """MLPerf Storage style checks: dataset >= 5x RAM, >= 500 steps per epoch, AU >= the
     workload's threshold, and several runs of one workload within 5 % (samples/s).
 
@@ -122,8 +125,14 @@ def check(paths, ram):
     for s in sources:
         if s.kind != "run":
             raise DlioError(f"{s.path}: an {s.kind} result; check needs run folders")
-    res = checks.run_checks([s.doc for s in sources], ram_bytes, [s.label for s in sources])
-    for line in checks.lines(res):
+    if rules_version is None:
+        from dlio.mlperf.rules import claimed
+        rules_version = "v3.0" if all(claimed(s.doc.get("workload")) for s in sources) else "v2.0"
+    res = checks.run_checks_rules([s.doc for s in sources], rules_version, ram_bytes, [s.label for s in sources])
+    if rules_version == "v3.0":
+        from dlio.mlperf.checks_v3 import table
+        click.echo(f"MLPerf Storage {rules_version} rules")
+    for line in (table(res) if rules_version == "v3.0" else checks.lines(res)):
         click.echo(line)
     real = [ok for _, ok, _ in res if ok is not None]   # notes (ok None) are not checks
     failed = sum(not ok for ok in real)

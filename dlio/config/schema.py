@@ -259,6 +259,14 @@ KEYS: Tuple[Key, ...] = (
     K("dlio_fast.trace", "bool", False, "write a DFTracer trace per rank (trace-{rank}-of-{size}.pfw.gz: JSON lines; opens in Perfetto)"),
     K("dlio_fast.seed", "int", 10, "seed of the generated files' content (shapes use DLIO's fixed seed 10, so DLIO and dlio-fast agree on sizes)",
       lo=0, hi=2**32 - 1),
+    K("dlio_fast.mlperf_rules", "enum", "enforce",
+      "a workload CLOSED under MLPerf Storage (dlio.mlperf.rules): enforce refuses a dataset smaller than its "
+      "Rules 3.1.2 minimum, warn prints it, off skips it", choices=("enforce", "warn", "off")),
+    K("dlio_fast.results_dir", "str", None,
+      "MLPerf Storage results tree: without --output the run goes to RESULTS_DIR/training|checkpointing/MODEL/"
+      "run/TIMESTAMP, with a provenance.json (code commit, resolved config and its SHA-256, host)", nullable=True),
+    K("dlio_fast.null_delay_ns", "int", 0,
+      "busy-wait per request of the null engine: a storage of known latency (tests, dlio-fast maxacc)", lo=0),
 )
 
 KEYS_BY_PATH: Mapping[str, Key] = MappingProxyType({k.path: k for k in KEYS})

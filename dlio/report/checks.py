@@ -183,3 +183,12 @@ def verdict(ok):
 def lines(checks):
     """'PASS  name: figure' lines."""
     return [f"{verdict(ok)}  {name}: {text}" for name, ok, text in checks]
+
+
+def run_checks_rules(result_dicts, version="v2.0", ram_bytes=None, labels=None):
+    """run_checks under one MLPerf Storage rules version: v2.0 (this module) or v3.0 (dlio.mlperf.checks_v3)."""
+    from dlio.mlperf import rules
+    if rules.check_version(version) == "v3.0":
+        from dlio.mlperf import checks_v3
+        return checks_v3.run_checks(result_dicts, ram_bytes, labels)
+    return run_checks(result_dicts, ram_bytes, labels)

@@ -146,7 +146,7 @@ class Trainer:
                         prefetch=batches_in_flight(cfg.reader),
                         compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
                         preprocess_ns=int(pre * 1e9), step_hook=hook, c_step_hook=c_hook,
-                        trace=self.tracer is not None)
+                        trace=self.tracer is not None, delay_ns=cfg.dlio_fast.null_delay_ns)
         tick = (lambda run: self.progress(split, epoch, run, plan)) if self.progress else None
         if barrier is not None:
             tick = self._stop_barrier_tick(barrier, tick)

@@ -1,5 +1,6 @@
 """What `dlio-fast run` and `dlio-fast generate` do, start to end, on every rank."""
 import os
+import socket
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -31,6 +32,9 @@ def output_folder(cfg, given, comm):
         # the pid keeps two runs started in the same second apart
         stamp = comm.bcast(time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
         folder = os.path.join("output", cfg.workload or cfg.model.name or "run", stamp)
+        if cfg.dlio_fast.results_dir:   # MLPerf Storage's results tree (dlio.mlperf.provenance)
+            from dlio.mlperf.provenance import run_folder
+            folder = run_folder(cfg, stamp)
     return folder
 
 
@@ -211,6 +215,14 @@ def _start(s: Session, output) -> None:
                         "--cache drop (each file's pages, no root needed)")
     s.folder = output_folder(cfg, output, comm)
     prepare_output(s.folder, comm)
+    if wf.train and cfg.dlio_fast.mlperf_rules != "off":   # MLPerf Rules 3.1.2, before generating anything
+        from dlio.mlperf.datasize import shortfall
+        hosts = len(set(comm.allgather(socket.gethostname())))
+        problem = comm.bcast(shortfall(cfg, comm.size, hosts, host_info()["memory_bytes"]) if comm.rank == 0 else None)
+        if problem and cfg.dlio_fast.mlperf_rules == "enforce":
+            raise DlioError(problem)
+        if problem and comm.rank == 0:
+            s.warn(f"warning: {problem}")
     if cfg.dlio_fast.trace:
         from dlio.report.trace import Tracer
         s.tracer = Tracer(s.folder, comm.rank, comm.size)
@@ -289,6 +301,9 @@ def _finish(s: Session, rank_rec, failure) -> None:
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
         result["verdicts"] = verdicts
         where, lost = write_with_fallback(lambda d: dlio_files.write_all(result, d, cfg.to_yaml()), s.folder)
+        if cfg.dlio_fast.results_dir and not lost:
+            from dlio.mlperf import provenance
+            provenance.write(where, provenance.provenance(cfg, result["hostnames"]))
         if cfg.dlio_fast.plots and not lost:
             from dlio.report import plots
             try:

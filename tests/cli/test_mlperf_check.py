@@ -1,0 +1,168 @@
+"""`dlio-fast check --rules v3.0`: run folders that pass, and folders that fail each rule for the
+right reason (hand-made dlio-fast.json documents with known figures, and real checkpoint runs)."""
+
+import pytest
+
+from test_report_cmd import make_result, write_run, ckpt_record
+from dlio.mlperf import checks_v3
+
+GiB = 1 << 30
+# make_result: batch 4, 1 MiB per step -> record 262144 B; 1 GiB RAM, 1 host, 1 accelerator:
+# Rules 3.1.2 gives max(500 x 4 x 1, ceil(1 GiB x 5 / 262144)) = max(2000, 20480) = 20480 samples.
+RULE_FILES = 20480
+
+
+def v3_result(i=0, workload="unet3d_b200", compute_ms=19.0, files=RULE_FILES, **kw):
+    """Run i of a series: 1 ms wait + compute_ms per step (AU = compute / (1 + compute)), minute i."""
+    r = make_result(workload=workload, compute_ms=compute_ms, **kw)
+    r["dataset"]["num_files_train"] = files
+    r["start"], r["end"] = f"2025-03-01T10:0{i}:00", f"2025-03-01T10:0{i}:30"
+    return r
+
+
+def series(tmp_path, n=6, change=None):
+    out = []
+    for i in range(n):
+        r = v3_result(i)
+        if change:
+            change(i, r)
+        out.append(write_run(tmp_path / f"r{i}", r))
+    return out
+
+
+def by_rule(stdout):
+    """{rule name: (result, figure)} from the table."""
+    rows = {}
+    for line in stdout.splitlines()[2:]:
+        if line.startswith(("PASS", "FAIL")):
+            res, rest = line[:6].strip(), line[8:]
+            name, _, fig = rest.partition("  ")
+            rows[name.strip()] = (res, fig.strip())
+    return rows
+
+
+def test_six_run_series_passes_every_rule(tmp_path, run_cli):
+    code, out, err = run_cli("check", "--rules", "v3.0", *series(tmp_path))
+    assert code == 0, out + err
+    rows = by_rule(out)
+    assert rows["2.1.17 unet3d_b200: 1 warm-up + 5 consecutive runs"] == ("PASS", "warm-up r0, runs r1, r2, r3, r4, r5")
+    assert rows["r0: Table 1 AU (exact) >= 90 %"][1].startswith("AU 95.00 %")
+    assert "the rule gives 20480 files = max(2000 by steps, 20480 by" in rows["r0: 3.1.2 dataset size"][1]
+    assert rows["r0: 3.3.4 clients"][0] == "PASS"
+    assert out.splitlines()[0] == "MLPerf Storage v3.0 rules"
+
+
+def test_default_rules_follow_the_runs_workload(tmp_path, run_cli):
+    code, out, _ = run_cli("check", *series(tmp_path))
+    assert code == 0 and out.startswith("MLPerf Storage v3.0 rules")
+    a = write_run(tmp_path / "h", make_result(workload="unet3d_h100", compute_ms=19.0))
+    code, out, _ = run_cli("check", a)
+    assert "MLPerf Storage" not in out and "PASS  dataset >= 5x host RAM" in out  # v2.0 lines, as before
+
+
+@pytest.mark.parametrize("workload,compute_ms,ok", [("unet3d_b200", 8.0, False),      # 88.9 % < 90
+                                                    ("retinanet_b200", 8.0, True),    # 88.9 % >= 85
+                                                    ("retinanet_b200", 5.0, False)])  # 83.3 % < 85
+def test_au_threshold_is_the_workloads(workload, compute_ms, ok):
+    (name, passed, fig), _ = checks_v3.check_au(v3_result(workload=workload, compute_ms=compute_ms))
+    assert passed is ok and name == f"Table 1 AU (exact) >= {85 if 'retina' in workload else 90} %"
+    assert fig.startswith(f"AU {100 * compute_ms / (1 + compute_ms):.2f} %")
+
+
+def test_dataset_size_at_least_and_exact(tmp_path):
+    assert not checks_v3.check_datasize(v3_result(files=RULE_FILES - 1), None)[1]
+    assert checks_v3.check_datasize(v3_result(files=RULE_FILES + 1), None)[1]
+    name, ok, fig = checks_v3.check_datasize(v3_result(files=RULE_FILES + 1), GiB)   # --ram declares: exact
+    assert (name, ok) == ("3.1.2 dataset size (3.3.1 exact)", False) and "need exactly that" in fig
+    assert checks_v3.check_datasize(v3_result(), GiB)[1]
+
+
+def test_series_fails_for_count_settings_and_overlap(tmp_path, run_cli):
+    name = "2.1.17 unet3d_b200: 1 warm-up + 5 consecutive runs"
+    code, out, _ = run_cli("check", "--rules", "v3.0", *series(tmp_path / "a", n=5))
+    assert code == 1 and by_rule(out)[name] == ("FAIL", "5 run(s), need 6 (1 warm-up + 5)")
+
+    def threads(i, r):
+        if i == 3:
+            r["settings"]["read_threads"] = 2
+    code, out, _ = run_cli("check", "--rules", "v3.0", *series(tmp_path / "b", change=threads))
+    assert by_rule(out)[name] == ("FAIL", "r3 has other settings than r0")
+
+    def overlap(i, r):
+        if i == 2:
+            r["start"] = "2025-03-01T10:01:10"      # run 1 ends at 10:01:30
+    code, out, _ = run_cli("check", "--rules", "v3.0", *series(tmp_path / "c", change=overlap))
+    assert by_rule(out)[name] == ("FAIL", "r2 started before the previous run ended")
+
+
+def test_seven_runs_keep_a_consecutive_window():
+    docs = [v3_result(i) for i in range(7)]
+    docs[0]["settings"]["read_threads"] = 9          # a stray first run: the window r1..r6 is the result
+    (name, ok, fig), = checks_v3.check_series(docs, [f"r{i}" for i in range(7)])
+    assert ok and fig == "warm-up r1, runs r2, r3, r4, r5, r6"
+
+
+def test_clients_per_host():
+    one = v3_result(ranks=3)
+    assert checks_v3.check_clients(one) == ("3.3.4 clients", True, "single-host: 1 client, 3 accelerators")
+    two = dict(one, hostnames=["a", "a", "b"])
+    assert checks_v3.check_clients(two) == ("3.3.4 same accelerators per host", False, "a 2, b 1 accelerators")
+    assert checks_v3.check_clients(dict(one, hostnames=["a", "b"], comm_size=2))[1]
+
+
+def test_workload_outside_v3():
+    assert checks_v3.check_workload(v3_result(workload="unet3d_h100")) == \
+        ("2.1.11 workload in v3.0", True, "unet3d_h100: v3.0 whatif")
+    assert not checks_v3.check_workload(v3_result(workload="resnet50_tf"))[1]
+
+
+# ---- checkpoints: 10 writes then 10 reads, the gap, the cache flush -------------------------------
+
+def ckpt_docs(n_write=10, n_read=10, gap_s=5.0, cache="dropped (2 files)", nbytes=GiB, ram=GiB):
+    """A write run (saves 1 s each, 1 s apart) then a read run starting gap_s after the last save."""
+    saves = [ckpt_record("save", 0, 1, 2.0 * i, 1.0, nbytes) for i in range(n_write)]
+    t0 = 2.0 * (n_write - 1) + 1.0 + gap_s
+    loads = [dict(ckpt_record("load", 0, 1, t0 + 2.0 * i, 1.0, nbytes), cache=cache) for i in range(n_read)]
+    host = {"memory_bytes": ram}
+    return [{"complete": True, "hostnames": ["n0"], "host": host, "ranks": [], "checkpoints": {"records": saves}},
+            {"complete": True, "hostnames": ["n0"], "host": host, "ranks": [], "checkpoints": {"records": loads}}]
+
+
+def ck(docs):
+    return {n.split(" ")[0]: (ok, fig) for n, ok, fig in checks_v3.check_checkpoints(docs, None)}
+
+
+def test_checkpoint_rules_pass():
+    c = ck(ckpt_docs(ram=4 * GiB))                        # 10 GiB written < 3 x 4 GiB: the reads dropped it
+    assert c["4.x"] == (True, "10 checkpoint writes, 10 reads")
+    assert c["4.7.1"] == (True, "write ended -> read started: 5.00 s")
+    assert c["4.3.1"][0] and "flush needed, 0 of 10 reads without it" in c["4.3.1"][1]
+
+
+def test_checkpoint_rules_fail_for_the_right_reason():
+    assert ck(ckpt_docs(n_write=9))["4.x"] == (False, "9 checkpoint writes, 10 reads")
+    assert ck(ckpt_docs(gap_s=31.0))["4.7.1"] == (False, "write ended -> read started: 31.00 s")
+    ok, fig = ck(ckpt_docs(cache="kept", ram=4 * GiB))["4.3.1"]     # 10 GiB written < 3 x 4 GiB, not flushed
+    assert not ok and fig.endswith("flush needed, 10 of 10 reads without it")
+    # 10 GiB written >= 3 x 1 GiB RAM: no flush needed, kept cache is fine
+    assert ck(ckpt_docs(cache="kept", ram=GiB))["4.3.1"] == \
+        (True, "n0: wrote 10.0 GiB vs 3 x 1.0 GiB RAM; no flush needed")
+
+
+def test_real_checkpoint_runs_write_then_read(tmp_path, run_cli):
+    """A real write run, then a real read run with the cache kept (RAM declared large): 4.3.1 fails,
+    4.7.1 measures the gap between the two invocations."""
+    base = ["run", "--workload", "llama_8b_zero3", "--scale", "0.0001", "-q",
+            "--set", f"checkpoint.checkpoint_folder={tmp_path / 'ck'}",
+            "--set", "checkpoint.time_between_checkpoints=0"]
+    assert run_cli(*base, "--set", "checkpoint.num_checkpoints_write=10", "--set", "checkpoint.num_checkpoints_read=0",
+                   "-o", tmp_path / "w")[0] == 0
+    assert run_cli(*base, "--set", "checkpoint.num_checkpoints_write=0", "--set", "checkpoint.num_checkpoints_read=10",
+                   "--cache", "keep", "-o", tmp_path / "r")[0] == 0
+    code, out, err = run_cli("check", "--rules", "v3.0", "--ram", "1g", tmp_path / "w", tmp_path / "r")
+    rows = {n.split(" ")[0]: (res, fig) for n, (res, fig) in by_rule(out).items()}
+    assert rows["4.x"] == ("PASS", "10 checkpoint writes, 10 reads")
+    gap = float(rows["4.7.1"][1].split(": ")[1].split(" ")[0])
+    assert rows["4.7.1"][0] == "PASS" and 0 <= gap < 30
+    assert rows["4.3.1"][0] == "FAIL" and "flush needed, 10 of 10 reads without it" in rows["4.3.1"][1]
+    assert code == 1
