@@ -7,7 +7,7 @@ import threading
 
 import click
 
-from dlio.cli import fsbench, report, train, version
+from dlio.cli import fsbench, mlperf, profile, report, train, version
 from dlio.errors import DlioError
 
 
@@ -37,9 +37,8 @@ def cli(ctx, debug, quiet, verbose):
 
 
 for command in (train.run, train.generate, train.verify, train.workloads, fsbench.engines, fsbench.io,
-                fsbench.ceiling, report.report, report.check):
+                fsbench.ceiling, report.report, report.check, mlperf.datasize, mlperf.maxacc, profile.profile):
     cli.add_command(command)
-cli.add_command(__import__("dlio.cli.profile", fromlist=["profile"]).profile)
 
 
 def _rank_and_size():
@@ -130,14 +129,6 @@ def _main(args, debug):
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
 
-
-def _register_mlperf():
-    from dlio.cli import mlperf
-    for command in (mlperf.datasize, mlperf.maxacc):
-        cli.add_command(command)
-
-
-_register_mlperf()
 
 
 if __name__ == "__main__":

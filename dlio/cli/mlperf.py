@@ -2,6 +2,8 @@
 accelerator count that keeps AU at or above the workload's threshold)."""
 import click
 
+from dlio.cli.params import examples
+
 from dlio.errors import DlioError
 
 
@@ -13,7 +15,9 @@ def _size(text: str, option: str) -> int:
         raise DlioError(f"{option}: {e}")
 
 
-@click.command("datasize")
+@click.command("datasize", epilog=examples(
+    "dlio-fast datasize -w unet3d_b200 -n 8 --host-memory 512g",
+    "dlio-fast datasize -w retinanet_b200 -n 16 --hosts 2 --host-memory 256g"))
 @click.option("--workload", "-w", required=True, help="A built-in workload (dlio-fast workloads).")
 @click.option("--accelerators", "-n", type=click.IntRange(1), required=True, help="Simulated accelerators in all.")
 @click.option("--hosts", type=click.IntRange(1), default=1, show_default=True, help="Client hosts.")
@@ -42,7 +46,9 @@ def datasize(workload, accelerators, hosts, host_memory, data_folder, sets):
         click.echo(cmd)
 
 
-@click.command("maxacc")
+@click.command("maxacc", epilog=examples(
+    "dlio-fast maxacc -w unet3d_b200 --max 16 --plots",
+    "dlio-fast maxacc -w unet3d_h100 --launcher model --model-latency 5ms   # a storage model, known answer"))
 @click.option("--workload", "-w", "workload_name", help="A built-in workload (dlio-fast workloads).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="A DLIO workload YAML file.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a key (every probe gets it).")

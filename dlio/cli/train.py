@@ -174,8 +174,10 @@ def workloads(ctx: click.Context) -> None:
     from dlio.mlperf.rules import label
     width = max(len(n) for n in list_workloads()) + 1
     fw = max(len("(checkpoint only)"), len("mmap_indexed_binary")) + 1   # the longest format name
+    rules = {name: label(name) for name in list_workloads()}
+    rw = max(len("MLPerf Storage rules"), *(len(v) for v in rules.values()))
     click.echo(f"{'workload':<{width}} {'format':<{fw}} {'files':>9} {'spf':>10} {'sample':>10} {'dataset':>10} "
-               f"{'batch':>6} {'compute s':>10}  MLPerf Storage rules")
+               f"{'batch':>6} {'compute s':>10}  {'MLPerf Storage rules':<{rw}}")
     for name in list_workloads():
         cfg = load_config(workload=name, env={})
         d = cfg.dataset
@@ -185,7 +187,7 @@ def workloads(ctx: click.Context) -> None:
         size = dataset_bytes(dataset_spec(cfg))
         click.echo(f"{name:<{width}} {d.format:<{fw}} {d.num_files_train:>9} {d.num_samples_per_file:>10} "
                    f"{fmt_bytes(cfg.record_bytes(), ''):>10} {fmt_bytes(size, ''):>10} {cfg.reader.batch_size:>6} "
-                   f"{cfg.train.computation_time.mean():>10.4g}  {label(name)}")
+                   f"{cfg.train.computation_time.mean():>10.4g}  {rules[name]:<{rw}}")
 
 
 @workloads.command("show", epilog=examples("dlio-fast workloads show llama_8b_zero3"))
