@@ -24,6 +24,7 @@ slower (bench/README.md, "Memory handed back to the host").
 fio runs with --iomem_align=2m: its buffers then get transparent huge pages, as dlio-fast's
 large buffer pools do (worth several x on cached reads on this VM), so the bar is fio at its best.
 """
+
 import argparse
 import json
 import mmap
@@ -63,7 +64,7 @@ def warm_free_memory(nbytes):
         return
     m = mmap.mmap(-1, n)
     view = memoryview(m)
-    view[::mmap.PAGESIZE] = b"\1" * (n // mmap.PAGESIZE)
+    view[:: mmap.PAGESIZE] = b"\1" * (n // mmap.PAGESIZE)
     view.release()
     m.close()
 
@@ -73,9 +74,19 @@ def fio(rw, folder, bins, sizes, engine, qd, direct, names=None):
     sizes, one after the other (fio's file_service_type=sequential), all in one group."""
     os.makedirs(folder, exist_ok=True)
     names = names or [f"ckpt.{i}" for i in range(len(sizes))]
-    lines = ["[global]", "iomem_align=2m", f"directory={folder}", f"bs={TRANSFER}", f"rw={rw}", f"ioengine={engine}",
-             f"iodepth={qd}", f"direct={int(direct)}", "fallocate=none",
-             "file_service_type=sequential", "end_fsync=1" if rw == "write" else "invalidate=1"]
+    lines = [
+        "[global]",
+        "iomem_align=2m",
+        f"directory={folder}",
+        f"bs={TRANSFER}",
+        f"rw={rw}",
+        f"ioengine={engine}",
+        f"iodepth={qd}",
+        f"direct={int(direct)}",
+        "fallocate=none",
+        "file_service_type=sequential",
+        "end_fsync=1" if rw == "write" else "invalidate=1",
+    ]
     for j, b in enumerate(bins):
         files = ":".join(names[i] for i in b)
         # fio splits size evenly over a job's files: give each file its own job when sizes differ
@@ -92,7 +103,7 @@ def fio(rw, folder, bins, sizes, engine, qd, direct, names=None):
         sys.exit(f"fio failed ({p.returncode}) on {jobfile}:\n{p.stderr.strip() or p.stdout[-2000:]}")
     out = p.stdout
     wall = time.monotonic() - t0
-    jobs = json.loads(out[out.index("{"):])["jobs"]
+    jobs = json.loads(out[out.index("{") :])["jobs"]
     # jobs start together: aggregate = all bytes / the longest job runtime (which includes end_fsync).
     # (group_reporting would sum the jobs' runtimes and halve the figure for two jobs.)
     nbytes = sum(jb[rw]["io_bytes"] for jb in jobs)
@@ -116,24 +127,37 @@ def main():
     full = plan_checkpoint(load_config(a.workload, env={}), 0, 1).total_bytes
     ck_dir = os.path.join(a.dir, "dlio")
     fio_dir = os.path.join(a.dir, "fio")
-    cfg = load_config(a.workload, env={}, scale=a.size * 2**30 / full,
-                      sets=[f"checkpoint.checkpoint_folder={ck_dir}", "checkpoint.fsync=true",
-                            f"dlio_fast.engine={a.engine}", f"dlio_fast.qd={a.qd}"])
+    cfg = load_config(
+        a.workload,
+        env={},
+        scale=a.size * 2**30 / full,
+        sets=[
+            f"checkpoint.checkpoint_folder={ck_dir}",
+            "checkpoint.fsync=true",
+            f"dlio_fast.engine={a.engine}",
+            f"dlio_fast.qd={a.qd}",
+        ],
+    )
     plan = plan_checkpoint(cfg, 0, 1)
     total = plan.total_bytes
     threads = min(ckpt_io.MAX_THREADS, len(plan.files))
-    bins = ckpt_io.assign_files(plan.files, threads)     # dlio-fast's file -> thread assignment
+    bins = ckpt_io.assign_files(plan.files, threads)  # dlio-fast's file -> thread assignment
     sizes = [f.nbytes for f in plan.files]
     fio_engine = "psync" if a.engine == "posix" else "io_uring"
-    print(f"{a.workload} scaled to {total / 2**30:.3f} GiB ({total} bytes) in {len(plan.files)} files: "
-          + ", ".join(f"{f.name} {f.nbytes / 2**20:.1f} MiB" for f in plan.files))
-    print(f"transfer {TRANSFER >> 20} MiB, {threads} threads / fio jobs {bins} (the same files and sizes), "
-          f"engine {a.engine} vs fio {fio_engine}, qd {a.qd}, {'O_DIRECT' if a.direct else 'buffered'}, "
-          f"fsync each file; dir {a.dir}; {a.repeats} alternating repeats, paired")
+    print(
+        f"{a.workload} scaled to {total / 2**30:.3f} GiB ({total} bytes) in {len(plan.files)} files: "
+        + ", ".join(f"{f.name} {f.nbytes / 2**20:.1f} MiB" for f in plan.files)
+    )
+    print(
+        f"transfer {TRANSFER >> 20} MiB, {threads} threads / fio jobs {bins} (the same files and sizes), "
+        f"engine {a.engine} vs fio {fio_engine}, qd {a.qd}, {'O_DIRECT' if a.direct else 'buffered'}, "
+        f"fsync each file; dir {a.dir}; {a.repeats} alternating repeats, paired"
+    )
     res = {"dw": [], "dr": [], "fw": [], "fr": []}
     cache_note = ""
+
     def warm():
-        if not a.direct:        # O_DIRECT allocates no page cache
+        if not a.direct:  # O_DIRECT allocates no page cache
             warm_free_memory(total + (1 << 30))
 
     def fresh():
@@ -148,9 +172,9 @@ def main():
         return note
 
     for i in range(a.repeats):
-        order = ("dlio", "fio") if i % 2 == 0 else ("fio", "dlio")   # alternate who goes first
+        order = ("dlio", "fio") if i % 2 == 0 else ("fio", "dlio")  # alternate who goes first
         line = {}
-        for side in order:                      # writes: each tool creates its own files
+        for side in order:  # writes: each tool creates its own files
             fresh()
             if side == "dlio":
                 rec = ckpt_io.save(cfg, None, 1, i + 1, direct=a.direct, transfer=TRANSFER)
@@ -160,11 +184,11 @@ def main():
                 f = fio("write", fio_dir, bins, sizes, fio_engine, a.qd, a.direct)
                 res["fw"].append(f["GB_s"])
                 line["fw"] = f"fio {f['GB_s']:.3f}"
-        if order[-1] == "fio":                  # fio's start removed it: the checkpoint to read, untimed
+        if order[-1] == "fio":  # fio's start removed it: the checkpoint to read, untimed
             fresh()
             ckpt_io.save(cfg, None, 1, i + 1, direct=a.direct, transfer=TRANSFER)
         step_dir = os.path.join(ck_dir, f"global_epoch1_step{i + 1}")
-        for side in order:                      # reads: both read the checkpoint dlio-fast wrote
+        for side in order:  # reads: both read the checkpoint dlio-fast wrote
             cache_note = drop_all()
             warm()
             if side == "dlio":
@@ -172,28 +196,39 @@ def main():
                 res["dr"].append(ld["bytes"] / ld["duration_s"] / 1e9)
                 line["dr"] = f"dlio {res['dr'][-1]:.3f} ({ld['cache']})"
             else:
-                g = fio("read", step_dir, bins, sizes, fio_engine, a.qd, a.direct,
-                        names=[f.name for f in plan.files])
+                g = fio("read", step_dir, bins, sizes, fio_engine, a.qd, a.direct, names=[f.name for f in plan.files])
                 res["fr"].append(g["GB_s"])
                 line["fr"] = f"fio {g['GB_s']:.3f}"
-        print(f"  run {i + 1} ({order[0]} first): write {line['dw']}, {line['fw']} GB/s; "
-              f"read {line['dr']}, {line['fr']} GB/s")
+        print(
+            f"  run {i + 1} ({order[0]} first): write {line['dw']}, {line['fw']} GB/s; "
+            f"read {line['dr']}, {line['fr']} GB/s"
+        )
     shutil.rmtree(ck_dir, ignore_errors=True)
     shutil.rmtree(fio_dir, ignore_errors=True)
-    print(f"page cache before each run: {cache_note}"
-          + ("" if a.direct else f"; then {(total + (1 << 30)) / 2**30:.1f} GiB of free memory warmed on both sides "
-             f"(free page reporting: {'on' if free_page_reporting() else 'off'})"))
+    print(
+        f"page cache before each run: {cache_note}"
+        + (
+            ""
+            if a.direct
+            else f"; then {(total + (1 << 30)) / 2**30:.1f} GiB of free memory warmed on both sides "
+            f"(free page reporting: {'on' if free_page_reporting() else 'off'})"
+        )
+    )
     # The verdict is on the median of the paired ratios: each repeat measures both tools back to
     # back, so a slow spell of the machine (minutes long here) weighs on both sides of a ratio.
-    print(f"{'':<8} {'dlio-fast GB/s':>14} {'fio GB/s':>9} {'ratio of medians':>17} {'median of paired ratios':>24}"
-          "  verdict (goal >= 0.90x)")
+    print(
+        f"{'':<8} {'dlio-fast GB/s':>14} {'fio GB/s':>9} {'ratio of medians':>17} {'median of paired ratios':>24}"
+        "  verdict (goal >= 0.90x)"
+    )
     ok = True
     for name, d, f in (("write", "dw", "fw"), ("read", "dr", "fr")):
         dm, fm = statistics.median(res[d]), statistics.median(res[f])
         paired = statistics.median(x / y for x, y in zip(res[d], res[f]))
         ok &= paired >= 0.9
-        print(f"{name:<8} {dm:>14.3f} {fm:>9.3f} {dm / fm:>17.2f} {paired:>24.2f}  "
-              f"{'ok' if paired >= 0.9 else 'BELOW GOAL'}")
+        print(
+            f"{name:<8} {dm:>14.3f} {fm:>9.3f} {dm / fm:>17.2f} {paired:>24.2f}  "
+            f"{'ok' if paired >= 0.9 else 'BELOW GOAL'}"
+        )
     return 0 if ok else 1
 
 

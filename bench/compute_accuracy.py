@@ -17,6 +17,7 @@ mean of a few hundred calls by more than the tolerance.
 
 Usage: python bench/compute_accuracy.py [--repeats-scale 1.0] [--values 100us,1ms,10ms,100ms,1s]
 """
+
 import argparse
 import os
 import statistics
@@ -56,22 +57,27 @@ def one(kind, ns):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--values", default="100us,1ms,10ms,100ms,1s", help="set values (us, ms, s)")
-    ap.add_argument("--repeats-scale", type=float, default=1.0,
-                    help="multiply the repeats per value (200, 100, 30, 5, 2)")
+    ap.add_argument(
+        "--repeats-scale", type=float, default=1.0, help="multiply the repeats per value (200, 100, 30, 5, 2)"
+    )
     a = ap.parse_args()
     values = [parse_ns(v) for v in a.values.split(",") if v.strip()]
     kinds = ("spin", "hybrid", "sleep")
-    for k in ("spin", "hybrid"):   # warm up (page-in, first clock reads)
+    for k in ("spin", "hybrid"):  # warm up (page-in, first clock reads)
         _core.compute(50_000, 0 if k == "spin" else 1)
-    print("load average before: %.2f %.2f %.2f (%d CPUs; other work on the machine skews timings)"
-          % (*os.getloadavg(), os.cpu_count()))
+    print(
+        "load average before: %.2f %.2f %.2f (%d CPUs; other work on the machine skews timings)"
+        % (*os.getloadavg(), os.cpu_count())
+    )
     print(f"clock: {_core.timer_source()}; overshoot = achieved - set; tolerance = max(5 us, 1 % of set)")
-    print(f"{'set':>6} {'n':>4} {'mode':<7} {'median us':>9} {'mean over us':>12} {'max over us':>11} "
-          f"{'within':>7} {'wall mean us':>12} {'tol us':>8}  verdict")
+    print(
+        f"{'set':>6} {'n':>4} {'mode':<7} {'median us':>9} {'mean over us':>12} {'max over us':>11} "
+        f"{'within':>7} {'wall mean us':>12} {'tol us':>8}  verdict"
+    )
     for ns in values:
         n = max(1, round(REPEATS.get(ns, max(2, int(1e8 / ns))) * a.repeats_scale))
         res = {k: [] for k in kinds}
-        for _ in range(n):          # interleave: spin, hybrid, sleep, spin, ...
+        for _ in range(n):  # interleave: spin, hybrid, sleep, spin, ...
             for k in kinds:
                 res[k].append(one(k, ns))
         tol = max(5_000.0, 0.01 * ns)
@@ -86,8 +92,11 @@ def main():
                 verdict = "(DLIO's time.sleep, for reference)" + ("" if med_abs <= tol else ": outside tolerance")
             else:
                 verdict = "ok" if med_abs <= tol else f"MISSED (goal median |over| <= {tol / 1e3:g} us)"
-            print(f"{name:>6} {n:>4} {k:<7} {statistics.median(over) / 1e3:>9.2f} {mean_o / 1e3:>12.2f} "
-                  f"{max_o / 1e3:>11.2f} {within:>6.1f}% {statistics.fmean(wall) / 1e3:>12.2f} {tol / 1e3:>8.1f}  {verdict}")
+            print(
+                f"{name:>6} {n:>4} {k:<7} {statistics.median(over) / 1e3:>9.2f} {mean_o / 1e3:>12.2f} "
+                f"{max_o / 1e3:>11.2f} {within:>6.1f}% {statistics.fmean(wall) / 1e3:>12.2f} "
+                f"{tol / 1e3:>8.1f}  {verdict}"
+            )
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ storage); --dir chooses another filesystem. Needs fio (--fio, default /usr/bin/f
 Usage: python bench/generate_vs_fio.py [--dir /dev/shm/dlio-gen-bench] [--gib 2] [--repeats 3]
        [--threads N] [--formats npz,jpeg]
 """
+
 import argparse
 import json
 import math
@@ -81,10 +82,17 @@ print(json.dumps({"bytes": r.bytes_written, "files": r.files_written, "gen_s": t
 
 
 def run_dlio(folder, fmt, L, spf, nfiles, threads, warm=0):
-    sets = [f"dataset.data_folder={folder}", f"dataset.format={fmt}", f"dataset.num_files_train={nfiles}",
-            "dataset.num_files_eval=0", f"dataset.num_samples_per_file={spf}", f"dataset.record_length_bytes={L}",
-            "dataset.record_length_bytes_stdev=0", "dataset.num_subfolders_train=0",
-            "dataset.record_element_type=uint8"]
+    sets = [
+        f"dataset.data_folder={folder}",
+        f"dataset.format={fmt}",
+        f"dataset.num_files_train={nfiles}",
+        "dataset.num_files_eval=0",
+        f"dataset.num_samples_per_file={spf}",
+        f"dataset.record_length_bytes={L}",
+        "dataset.record_length_bytes_stdev=0",
+        "dataset.num_subfolders_train=0",
+        "dataset.record_element_type=uint8",
+    ]
     t = time.perf_counter()
     child = CHILD.replace("{bench_dir!r}", repr(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run([sys.executable, "-c", child, str(threads), str(warm), *sets], capture_output=True, text=True)
@@ -92,7 +100,7 @@ def run_dlio(folder, fmt, L, spf, nfiles, threads, warm=0):
     if out.returncode:
         sys.exit(f"dlio-fast generate failed for {fmt}:\n{out.stderr[-2000:]}")
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    r["cmd_s"] = wall - r["warm_s"]      # the whole command but the bench's own memory warming
+    r["cmd_s"] = wall - r["warm_s"]  # the whole command but the bench's own memory warming
     return r
 
 
@@ -101,15 +109,28 @@ def run_fio(fio, folder, filesize, nfiles, threads):
     fsize = filesize if filesize <= MiB else filesize // MiB * MiB
     per_job = math.ceil(nfiles / threads)
     os.makedirs(folder, exist_ok=True)
-    cmd = [fio, "--name=gen", f"--directory={folder}", "--rw=write", f"--bs={bs}", f"--filesize={fsize}",
-           f"--nrfiles={per_job}", "--openfiles=1", "--file_service_type=sequential", f"--numjobs={threads}",
-           "--ioengine=psync", "--create_on_open=1", "--fallocate=none", "--group_reporting",
-           "--output-format=json"]
+    cmd = [
+        fio,
+        "--name=gen",
+        f"--directory={folder}",
+        "--rw=write",
+        f"--bs={bs}",
+        f"--filesize={fsize}",
+        f"--nrfiles={per_job}",
+        "--openfiles=1",
+        "--file_service_type=sequential",
+        f"--numjobs={threads}",
+        "--ioengine=psync",
+        "--create_on_open=1",
+        "--fallocate=none",
+        "--group_reporting",
+        "--output-format=json",
+    ]
     u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    w = json.loads(out[out.index("{"):])["jobs"][0]["write"]
-    cpu = u1.ru_utime + u1.ru_stime - u0.ru_utime - u0.ru_stime     # the whole fio process, its start included
+    w = json.loads(out[out.index("{") :])["jobs"][0]["write"]
+    cpu = u1.ru_utime + u1.ru_stime - u0.ru_utime - u0.ru_stime  # the whole fio process, its start included
     return {"MiB_s": w["bw_bytes"] / MiB, "bytes": w["io_bytes"], "cpu_s_GiB": cpu / (w["io_bytes"] / (1 << 30))}
 
 
@@ -137,15 +158,17 @@ def main():
         shutil.rmtree(fio_dir, ignore_errors=True)
         os.sync()
         time.sleep(a.settle)
-        if side == "fio":       # dlio-fast's child warms right before its generate()
+        if side == "fio":  # dlio-fast's child warms right before its generate()
             warm_free_memory(total + (1 << 30))
 
-    print(f"dir {a.dir}, ~{a.gib:g} GiB per format, {a.threads} threads (dlio-fast) = numjobs (fio), "
-          f"{a.repeats} alternating repeats; MiB/s medians, verdict on the median of paired gen/fio ratios")
+    print(
+        f"dir {a.dir}, ~{a.gib:g} GiB per format, {a.threads} threads (dlio-fast) = numjobs (fio), "
+        f"{a.repeats} alternating repeats; MiB/s medians, verdict on the median of paired gen/fio ratios"
+    )
     rows = []
     for fmt in formats:
         L, spf, what = POINTS[fmt]
-        probe = run_dlio(dl_dir, fmt, L, spf, 1, 1)           # one file: its size decides the count
+        probe = run_dlio(dl_dir, fmt, L, spf, 1, 1)  # one file: its size decides the count
         filesize = probe["data_bytes"]
         nfiles = max(a.threads, round(total / filesize))
         res = {"gen": [], "cmd": [], "fio": [], "ratio": [], "dcpu": [], "fcpu": []}
@@ -166,20 +189,26 @@ def main():
             for k in ("gen", "cmd", "fio", "dcpu", "fcpu"):
                 res[k].append(got[k])
             res["ratio"].append(got["gen"] / got["fio"])
-            print(f"  {fmt} run {i + 1} ({order[0]} first): gen {got['gen']:.0f}, cmd {got['cmd']:.0f}, "
-                  f"fio {got['fio']:.0f} MiB/s")
+            print(
+                f"  {fmt} run {i + 1} ({order[0]} first): gen {got['gen']:.0f}, cmd {got['cmd']:.0f}, "
+                f"fio {got['fio']:.0f} MiB/s"
+            )
         rows.append((fmt, what, nfiles, filesize, {k: statistics.median(v) for k, v in res.items()}))
     for p in (dl_dir, fio_dir):
         shutil.rmtree(p, ignore_errors=True)
     print()
-    print(f"{'format':<15} {'files':>6} {'file size':>11} {'gen MiB/s':>10} {'cmd MiB/s':>10} {'fio MiB/s':>10} "
-          f"{'gen/fio':>8} {'CPU s/GiB gen':>13} {'fio':>5}  verdict (goal >= 0.80x)")
+    print(
+        f"{'format':<15} {'files':>6} {'file size':>11} {'gen MiB/s':>10} {'cmd MiB/s':>10} {'fio MiB/s':>10} "
+        f"{'gen/fio':>8} {'CPU s/GiB gen':>13} {'fio':>5}  verdict (goal >= 0.80x)"
+    )
     ok = True
     for fmt, what, n, size, m in rows:
         good = m["ratio"] >= 0.8
         ok &= good
-        print(f"{fmt:<15} {n:>6} {size:>11,} {m['gen']:>10.0f} {m['cmd']:>10.0f} {m['fio']:>10.0f} "
-              f"{m['ratio']:>8.2f} {m['dcpu']:>13.2f} {m['fcpu']:>5.2f}  {'ok' if good else 'BELOW GOAL'}   ({what})")
+        print(
+            f"{fmt:<15} {n:>6} {size:>11,} {m['gen']:>10.0f} {m['cmd']:>10.0f} {m['fio']:>10.0f} "
+            f"{m['ratio']:>8.2f} {m['dcpu']:>13.2f} {m['fcpu']:>5.2f}  {'ok' if good else 'BELOW GOAL'}   ({what})"
+        )
     return 0 if ok else 1
 
 

@@ -29,6 +29,7 @@ Usage: python bench/harness_overhead.py [--cases unet3d,cosmoflow] [--epochs 3] 
 fio runs with --iomem_align=2m: its buffers then get transparent huge pages, as dlio-fast's
 large buffer pools do (worth several x on cached reads on this VM), so the bar is fio at its best.
 """
+
 import argparse
 import json
 import os
@@ -59,9 +60,15 @@ def case_sets(name, a, folder):
     # A deep prefetch: with compute 0 and batch 1 (cosmoflow) a 2-batch queue makes every file wait
     # for a thread handoff, which measures the workload's configuration, not the harness.
     sets += [f"reader.prefetch_size={a.prefetch}"]
-    sets += [f"dataset.data_folder={folder}", "dataset.num_files_eval=0", "train.computation_time=0",
-             f"train.epochs={a.epochs}", "workflow.checkpoint=False", "workflow.evaluation=False",
-             "workflow.generate_data=False"]
+    sets += [
+        f"dataset.data_folder={folder}",
+        "dataset.num_files_eval=0",
+        "train.computation_time=0",
+        f"train.epochs={a.epochs}",
+        "workflow.checkpoint=False",
+        "workflow.evaluation=False",
+        "workflow.generate_data=False",
+    ]
     args = ["--workload", wl]
     for s in sets:
         args += ["--set", s]
@@ -103,8 +110,24 @@ def io_bs(files):
 
 
 def run_io(files, threads, total, js):
-    dlio(["io", *files, "--rw", "read", "--bs", str(io_bs(files)), "--engine", "posix", "--threads", str(threads),
-          "--buffered", f"--size={total}", "--json", js])
+    dlio(
+        [
+            "io",
+            *files,
+            "--rw",
+            "read",
+            "--bs",
+            str(io_bs(files)),
+            "--engine",
+            "posix",
+            "--threads",
+            str(threads),
+            "--buffered",
+            f"--size={total}",
+            "--json",
+            js,
+        ]
+    )
     return json.load(open(js))["points"][0]["bw_MiB_s"]
 
 
@@ -116,14 +139,26 @@ def run_fio(files, threads, tmp):
         os.makedirs(links)
         for k, f in enumerate(files):
             os.link(f, os.path.join(links, f"{k:06d}-{os.path.basename(f)}"))
-    cmd = ["fio", "--iomem_align=2m", "--name=seq", f"--opendir={links}", "--rw=read", f"--bs={io_bs(files)}", "--ioengine=psync",
-           f"--numjobs={threads}", "--direct=0", "--invalidate=0", "--file_service_type=sequential",
-           "--group_reporting", "--output-format=json"]
+    cmd = [
+        "fio",
+        "--iomem_align=2m",
+        "--name=seq",
+        f"--opendir={links}",
+        "--rw=read",
+        f"--bs={io_bs(files)}",
+        "--ioengine=psync",
+        f"--numjobs={threads}",
+        "--direct=0",
+        "--invalidate=0",
+        "--file_service_type=sequential",
+        "--group_reporting",
+        "--output-format=json",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"fio exited {p.returncode}: {(p.stderr or p.stdout).strip()[-1500:]}")
     out = p.stdout
-    job = json.loads(out[out.index("{"):])["jobs"][0]["read"]
+    job = json.loads(out[out.index("{") :])["jobs"][0]["read"]
     if job["io_bytes"] <= 0:
         raise RuntimeError("fio read nothing")
     return job["bw_bytes"] / 2**20
@@ -141,8 +176,10 @@ def main():
     ap.add_argument("--dir", default="/dev/shm/dlio-fast-harness")
     ap.add_argument("--keep", action="store_true", help="keep the datasets")
     a = ap.parse_args()
-    print("load average before: %.2f %.2f %.2f (%d CPUs; other work on the machine skews timings)"
-          % (*os.getloadavg(), os.cpu_count()))
+    print(
+        "load average before: %.2f %.2f %.2f (%d CPUs; other work on the machine skews timings)"
+        % (*os.getloadavg(), os.cpu_count())
+    )
     have_fio = shutil.which("fio") is not None
     if not have_fio:
         print("fio is not on the PATH (apt-get install fio): the fio column is skipped")
@@ -157,7 +194,7 @@ def main():
             ext = "npz" if name == "unet3d" else a.cosmo_format.replace("hdf5", "hdf5")
             files = train_files(folder, ext)
             total = sum(os.path.getsize(f) for f in files)
-            subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)   # warm (tmpfs: no-op)
+            subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)  # warm (tmpfs: no-op)
             w, i, f, wm_rep = [], [], [], []
             threads = None
             for r in range(a.repeats):
@@ -169,21 +206,30 @@ def main():
                     f.append(run_fio(files, threads, os.path.join(a.dir, f".fio-links-{name}-{os.getpid()}")))
             shutil.rmtree(os.path.join(a.dir, f".fio-links-{name}-{os.getpid()}"), ignore_errors=True)
             rows.append((name, len(files), total, threads, w, i, f, io_bs(files), wm_rep))
-    print(f"tmpfs {a.dir}, computation_time 0, {a.epochs} epochs per workload run, "
-          f"{a.repeats} alternating repeats, medians (MiB/s)")
-    print(f"{'case':<10} {'files':>6} {'GiB':>6} {'thr':>4} {'workload':>9} {'io':>8} {'fio':>8} "
-          f"{'wl/io':>6} {'wl/fio':>7} {'io/fio':>7}  {'goal':<14} verdict")
+    print(
+        f"tmpfs {a.dir}, computation_time 0, {a.epochs} epochs per workload run, "
+        f"{a.repeats} alternating repeats, medians (MiB/s)"
+    )
+    print(
+        f"{'case':<10} {'files':>6} {'GiB':>6} {'thr':>4} {'workload':>9} {'io':>8} {'fio':>8} "
+        f"{'wl/io':>6} {'wl/fio':>7} {'io/fio':>7}  {'goal':<14} verdict"
+    )
     for name, nf, total, thr, w, i, f, bs, rep in rows:
         wm, im = statistics.median(w), statistics.median(i)
         fm = statistics.median(f) if f else None
         ratio = wm / fm if fm else None
         verdict = "n/a (no fio)" if fm is None else ("ok" if ratio >= 0.9 else "MISSED")
-        print(f"{name:<10} {nf:>6} {total / 2**30:>6.2f} {thr:>4} {wm:>9.0f} {im:>8.0f} "
-              f"{fm if fm else float('nan'):>8.0f} {wm / im:>6.2f} {ratio if ratio else float('nan'):>7.2f} "
-              f"{im / fm if fm else float('nan'):>7.2f}  {'wl >= 0.9x fio':<14} {verdict}")
-        print(f"{'':<10} io/fio bs {bs >> 10} KiB; runs: workload {' '.join(f'{x:.0f}' for x in w)} | io {' '.join(f'{x:.0f}' for x in i)}"
-              + (f" | fio {' '.join(f'{x:.0f}' for x in f)}" if f else "")
-              + f" | dlio-fast.json MiB_per_second_mean {' '.join(f'{x:.0f}' for x in rep)}")
+        print(
+            f"{name:<10} {nf:>6} {total / 2**30:>6.2f} {thr:>4} {wm:>9.0f} {im:>8.0f} "
+            f"{fm if fm else float('nan'):>8.0f} {wm / im:>6.2f} {ratio if ratio else float('nan'):>7.2f} "
+            f"{im / fm if fm else float('nan'):>7.2f}  {'wl >= 0.9x fio':<14} {verdict}"
+        )
+        print(
+            f"{'':<10} io/fio bs {bs >> 10} KiB; runs: workload {' '.join(f'{x:.0f}' for x in w)} "
+            f"| io {' '.join(f'{x:.0f}' for x in i)}"
+            + (f" | fio {' '.join(f'{x:.0f}' for x in f)}" if f else "")
+            + f" | dlio-fast.json MiB_per_second_mean {' '.join(f'{x:.0f}' for x in rep)}"
+        )
     if not a.keep:
         shutil.rmtree(a.dir, ignore_errors=True)
 

@@ -15,6 +15,7 @@ Usage: python bench/mpi_scaling.py [--dirs /dev/shm/x,/var/tmp/x] [--ranks 1,2,4
 fio runs with --iomem_align=2m: its buffers then get transparent huge pages, as dlio-fast's
 large buffer pools do (worth several x on cached reads on this VM), so the bar is fio at its best.
 """
+
 import argparse
 import json
 import os
@@ -34,9 +35,29 @@ def env():
 
 
 def dlio_point(folder, n, bs, file_size, runtime, js, keep=True):
-    cmd = ["mpiexec", "-n", str(n), sys.executable, "-m", "dlio", "-q", "io", folder, "--engine", "mpiio",
-           "--layout", "fpp", "--independent", "--rw", "read", f"--bs={bs}", f"--file-size={file_size}",
-           f"--runtime={runtime}s", "--json", js]
+    cmd = [
+        "mpiexec",
+        "-n",
+        str(n),
+        sys.executable,
+        "-m",
+        "dlio",
+        "-q",
+        "io",
+        folder,
+        "--engine",
+        "mpiio",
+        "--layout",
+        "fpp",
+        "--independent",
+        "--rw",
+        "read",
+        f"--bs={bs}",
+        f"--file-size={file_size}",
+        f"--runtime={runtime}s",
+        "--json",
+        js,
+    ]
     if keep:
         cmd.append("--keep")
     p = subprocess.run(cmd, capture_output=True, text=True, env=env(), cwd=ROOT)
@@ -47,12 +68,26 @@ def dlio_point(folder, n, bs, file_size, runtime, js, keep=True):
 
 
 def fio_point(folder, n, bs, file_size, runtime):
-    cmd = ["fio", "--iomem_align=2m", "--name=p", f"--directory={folder}", "--filename_format=dlio-fast-ior.$jobnum.dat",
-           f"--numjobs={n}", f"--size={file_size}", "--rw=read", f"--bs={bs}", "--ioengine=psync",
-           "--direct=0", "--invalidate=0", "--time_based", f"--runtime={runtime}", "--group_reporting",
-           "--output-format=json"]
+    cmd = [
+        "fio",
+        "--iomem_align=2m",
+        "--name=p",
+        f"--directory={folder}",
+        "--filename_format=dlio-fast-ior.$jobnum.dat",
+        f"--numjobs={n}",
+        f"--size={file_size}",
+        "--rw=read",
+        f"--bs={bs}",
+        "--ioengine=psync",
+        "--direct=0",
+        "--invalidate=0",
+        "--time_based",
+        f"--runtime={runtime}",
+        "--group_reporting",
+        "--output-format=json",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    job = json.loads(out[out.index("{"):])["jobs"][0]
+    job = json.loads(out[out.index("{") :])["jobs"][0]
     return job["read"]["bw_bytes"] / 2**20
 
 
@@ -76,10 +111,14 @@ def main():
         if not shutil.which(tool):
             sys.exit(f"{tool} is not on the PATH")
     ranks = [int(x) for x in a.ranks.split(",")]
-    print(f"fpp sequential read, bs {a.bs}, {a.file_size} per rank, buffered (cached), {a.runtime}s per run, "
-          f"{a.repeats} alternating repeats, medians; {os.cpu_count()} CPUs")
-    print(f"{'folder':<26} {'N':>2} {'dlio MiB/s':>11} {'fio MiB/s':>10} {'ratio':>6} {'sum ranks':>10} "
-          f"{'slowest s':>9}  verdict")
+    print(
+        f"fpp sequential read, bs {a.bs}, {a.file_size} per rank, buffered (cached), {a.runtime}s per run, "
+        f"{a.repeats} alternating repeats, medians; {os.cpu_count()} CPUs"
+    )
+    print(
+        f"{'folder':<26} {'N':>2} {'dlio MiB/s':>11} {'fio MiB/s':>10} {'ratio':>6} {'sum ranks':>10} "
+        f"{'slowest s':>9}  verdict"
+    )
     worst = None
     with tempfile.TemporaryDirectory() as tmp:
         for folder in a.dirs.split(","):
@@ -96,9 +135,11 @@ def main():
                 d, f = statistics.median(d_runs), statistics.median(f_runs)
                 ratio = d / f if f else float("inf")
                 worst = ratio if worst is None else min(worst, ratio)
-                print(f"{folder:<26} {n:>2} {d:>11.0f} {f:>10.0f} {ratio:>6.2f} "
-                      f"{last['bw_sum_of_ranks_MiB_s']:>10.0f} {last['slowest_rank_s']:>9.2f}  "
-                      f"{'ok' if ratio >= 0.9 else 'BELOW 0.9x'}")
+                print(
+                    f"{folder:<26} {n:>2} {d:>11.0f} {f:>10.0f} {ratio:>6.2f} "
+                    f"{last['bw_sum_of_ranks_MiB_s']:>10.0f} {last['slowest_rank_s']:>9.2f}  "
+                    f"{'ok' if ratio >= 0.9 else 'BELOW 0.9x'}"
+                )
             for r in range(max(ranks)):
                 try:
                     os.unlink(os.path.join(folder, f"dlio-fast-ior.{r}.dat"))

@@ -5,6 +5,7 @@ Goal (issue 2): under 100 ns per request. Prints ns per request for 1 and 2 thre
 the io_uring-shaped path (qd 32 on the null engine), plus the cost of one clock read.
 Usage: python bench/null_engine.py [--seconds 2]
 """
+
 import argparse
 
 import numpy as np
@@ -17,8 +18,17 @@ def ns_per_op(threads, qd, seconds):
     ops["length"] = 4096
     ops["offset"] = np.arange(4096, dtype=np.uint64) * 4096
     first = np.linspace(0, len(ops), threads + 1).astype(np.uint64)
-    run = _core.Run("io", "null", ["(null engine: no file)"], ops, threads=threads, qd=qd,
-                    thread_first_op=first, runtime_ns=int(seconds * 1e9), loop=True)
+    run = _core.Run(
+        "io",
+        "null",
+        ["(null engine: no file)"],
+        ops,
+        threads=threads,
+        qd=qd,
+        thread_first_op=first,
+        runtime_ns=int(seconds * 1e9),
+        loop=True,
+    )
     res = run.execute()
     window = res["t_end"] - res["t_start"]
     # per thread: each thread issues ops/threads requests in the window

@@ -22,6 +22,7 @@ of their generated files does. Goal: the same, < 1 s and < 64 MB for the 8 plans
 sample would take 3.7 GB of ranges for BERT, and 1.1 GB of order plus 6.6 GB of ranges for Megatron).
 Usage: python bench/planning.py [--samples 1281167] [--ranks 8] [--repeats 3]
 """
+
 import argparse
 import gc
 import os
@@ -36,13 +37,15 @@ try:
     import dlio  # noqa: F401
 except ImportError:  # run from bench/ without installing: use the in-place build next to it
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from dlio.dataset.spec import dataset_spec, file_dims
-from dlio.train import planner
-from dlio.dataset import ranges
-from dlio.train import loop  # noqa: E402
 from dlio.config import load_config  # noqa: E402
+from dlio.dataset import ranges
 from dlio.dataset.formats import get_format  # noqa: E402
+from dlio.dataset.spec import dataset_spec, file_dims
 from dlio.mpi import Comm  # noqa: E402
+from dlio.train import (
+    loop,  # noqa: E402
+    planner,
+)
 
 
 def build(samples):
@@ -64,16 +67,23 @@ def build_uniform(name):
     cfg = load_config(workload=name, env={})
     spec = dataset_spec(cfg)
     n, spf = spec.num_files_train, spec.num_samples_per_file
-    rec = int(cfg.record_bytes()) + (16 if spec.format == "tfrecord" else 0)   # TFRecord framing
+    rec = int(cfg.record_bytes()) + (16 if spec.format == "tfrecord" else 0)  # TFRecord framing
     table = ranges.Table(first=np.zeros(n, np.uint64), stride=rec, length=rec, count=spf)
-    layout = planner.Layout(nfiles=n, spf=spf, file_size=np.full(n, rec * spf, np.uint64), whole_file=False,
-                            table=table, sequential=spec.format == "tfrecord")
+    layout = planner.Layout(
+        nfiles=n,
+        spf=spf,
+        file_size=np.full(n, rec * spf, np.uint64),
+        whole_file=False,
+        table=table,
+        sequential=spec.format == "tfrecord",
+    )
     return layout, train_settings(cfg), cfg.train.computation_time
 
 
 def plan_all(layout, settings, time_spec, ranks, which=None):
-    return planner.epoch_plans(layout, settings, time_spec, ranks, epoch=1, random_seed=1,
-                               ranks=None if which is None else [which])
+    return planner.epoch_plans(
+        layout, settings, time_spec, ranks, epoch=1, random_seed=1, ranks=None if which is None else [which]
+    )
 
 
 def maxrss_mb():
@@ -86,14 +96,18 @@ def main():
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
-    print("load average before: %.2f %.2f %.2f (%d CPUs; other work on the machine skews timings)"
-          % (*os.getloadavg(), os.cpu_count()))
+    print(
+        "load average before: %.2f %.2f %.2f (%d CPUs; other work on the machine skews timings)"
+        % (*os.getloadavg(), os.cpu_count())
+    )
     t0 = time.perf_counter()
     layout, settings, time_spec, cfg = build(a.samples)
-    print(f"layout: {layout.nfiles} jpeg files, mean {layout.file_size.mean() / 1024:.1f} KiB "
-          f"(sd {layout.file_size.std() / 1024:.1f} KiB), built in {time.perf_counter() - t0:.2f} s (not counted); "
-          f"batch {settings.batch}, shuffle files={settings.file_shuffle} samples={settings.sample_shuffle}, "
-          f"{a.ranks} ranks")
+    print(
+        f"layout: {layout.nfiles} jpeg files, mean {layout.file_size.mean() / 1024:.1f} KiB "
+        f"(sd {layout.file_size.std() / 1024:.1f} KiB), built in {time.perf_counter() - t0:.2f} s (not counted); "
+        f"batch {settings.batch}, shuffle files={settings.file_shuffle} samples={settings.sample_shuffle}, "
+        f"{a.ranks} ranks"
+    )
 
     # memory first (ru_maxrss only grows: measure it before anything else allocates a plan)
     gc.collect()
@@ -125,15 +139,21 @@ def main():
         plan_all(layout, settings, time_spec, a.ranks, which=0)
         times1.append(time.perf_counter() - t)
     best, best1 = min(times), min(times1)
-    mb = 2 ** 20
+    mb = 2**20
     print(f"plans: {nops} reads, {nsteps} steps in all; arrays held {held / mb:.1f} MiB")
     print(f"{'what':<34} {'measured':>12} {'goal':>8}  verdict")
-    print(f"{'time, all ranks (best of %d)' % a.repeats:<34} {best:>10.3f} s {'< 1 s':>8}  "
-          f"{'ok' if best < 1.0 else 'MISSED'}")
-    print(f"{'peak memory, all ranks (tracemalloc)':<34} {peak / mb:>9.1f} MiB {'< 64 MB':>8}  "
-          f"{'ok' if peak < 64e6 else 'MISSED'}")
-    print(f"{'ru_maxrss growth, all ranks':<34} {rss_delta:>9.1f} MiB {'< 64 MB':>8}  "
-          f"{'ok' if rss_delta * mb < 64e6 else 'MISSED'}")
+    print(
+        f"{'time, all ranks (best of %d)' % a.repeats:<34} {best:>10.3f} s {'< 1 s':>8}  "
+        f"{'ok' if best < 1.0 else 'MISSED'}"
+    )
+    print(
+        f"{'peak memory, all ranks (tracemalloc)':<34} {peak / mb:>9.1f} MiB {'< 64 MB':>8}  "
+        f"{'ok' if peak < 64e6 else 'MISSED'}"
+    )
+    print(
+        f"{'ru_maxrss growth, all ranks':<34} {rss_delta:>9.1f} MiB {'< 64 MB':>8}  "
+        f"{'ok' if rss_delta * mb < 64e6 else 'MISSED'}"
+    )
     print(f"{'time, one rank (best of %d)' % a.repeats:<34} {best1:>10.3f} s {'':>8}  (info)")
     print(f"{'peak memory, one rank (tracemalloc)':<34} {peak1 / mb:>9.1f} MiB {'':>8}  (info)")
 
@@ -154,8 +174,10 @@ def main():
             plan_all(layout, settings, time_spec, a.ranks)
             times.append(time.perf_counter() - t)
         ok = min(times) < 1.0 and peak < 64e6
-        print(f"{name:<20} {layout.nfiles * layout.spf:>12} {nsteps:>6} {nops:>7} {min(times):>7.3f} s "
-              f"{peak / mb:>6.1f} MiB  {'ok' if ok else 'MISSED'}")
+        print(
+            f"{name:<20} {layout.nfiles * layout.spf:>12} {nsteps:>6} {nops:>7} {min(times):>7.3f} s "
+            f"{peak / mb:>6.1f} MiB  {'ok' if ok else 'MISSED'}"
+        )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ the cost behind storage latency. Goal: the npz loop within 1.05x CPU; the tight 
 as the CPU ns the interposer adds per call.
 Usage: python bench/profile_overhead.py [--preads 200000] [--passes 20] [--repeats 7] [--dir DIR]
 """
+
 import argparse
 import os
 import shutil
@@ -48,7 +49,7 @@ int main(int argc, char **argv) {
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cb);
 	printf("%.9f %.9f\n", (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9,
-	       (cb.tv_sec - ca.tv_sec) + (cb.tv_nsec - ca.tv_nsec) / 1e9);
+		(cb.tv_sec - ca.tv_sec) + (cb.tv_nsec - ca.tv_nsec) / 1e9);
 	return close(fd);
 }
 """
@@ -103,14 +104,17 @@ def main():
             f.write(os.urandom(64 << 20))
         with open(big, "rb") as f:
             while f.read(1 << 24):
-                pass                                  # cached on both sides alike
+                pass  # cached on both sides alike
         blocks = (64 << 20) // 4096
         npz = os.path.join(scratch, "npz")
         os.makedirs(npz)
         import numpy as np
+
         for i in range(48):
-            np.savez(os.path.join(npz, f"img_{i:02d}.npz"), x=np.random.default_rng(i).integers(
-                0, 255, (512, 512), dtype=np.uint8))
+            np.savez(
+                os.path.join(npz, f"img_{i:02d}.npz"),
+                x=np.random.default_rng(i).integers(0, 255, (512, 512), dtype=np.uint8),
+            )
         loops = []
         cc = shutil.which("cc") or shutil.which("gcc")
         if cc:
@@ -125,31 +129,39 @@ def main():
         loops.append(("pread py", [sys.executable, "-c", PY_LOOP, big, str(a.preads), str(blocks)], a.preads))
         loops.append(("npz load", [sys.executable, "-c", NPZ_LOOP, npz, str(a.passes)], None))
         calls_npz = None
-        print(f"{a.repeats} alternating repeats; the child's own loop time (interpreter start-up left out), "
-              "medians; the verdict is on CPU time, which other jobs on a shared machine move far less than wall")
-        print(f"{'loop':<10} {'plain wall':>10} {'capt wall':>10} {'wall ratio':>10} {'plain CPU':>10} "
-              f"{'capt CPU':>10} {'CPU ratio':>10} {'CPU ns/call':>11}  goal")
+        print(
+            f"{a.repeats} alternating repeats; the child's own loop time (interpreter start-up left out), "
+            "medians; the verdict is on CPU time, which other jobs on a shared machine move far less than wall"
+        )
+        print(
+            f"{'loop':<10} {'plain wall':>10} {'capt wall':>10} {'wall ratio':>10} {'plain CPU':>10} "
+            f"{'capt CPU':>10} {'CPU ratio':>10} {'CPU ns/call':>11}  goal"
+        )
         verdicts = []
         for name, cmd, calls in loops:
             got = {False: [], True: []}
             for r in range(a.repeats):
-                for c in ((False, True) if r % 2 == 0 else (True, False)):
+                for c in (False, True) if r % 2 == 0 else (True, False):
                     got[c].append(timed(cmd, c, scratch))
-            if calls is None:        # np.load's wrapped calls per file, counted from one capture
+            if calls is None:  # np.load's wrapped calls per file, counted from one capture
                 calls_npz = count_calls(cmd, scratch)
                 calls = calls_npz
             med = statistics.median
             wall = [(c[0], p[0]) for c, p in zip(got[True], got[False])]
             cpu = [(c[1], p[1]) for c, p in zip(got[True], got[False])]
             wr, cr = med(c / p for c, p in wall), med(c / p for c, p in cpu)
-            added = med(c - p for c, p in cpu) / calls * 1e9        # per repeat, paired
+            added = med(c - p for c, p in cpu) / calls * 1e9  # per repeat, paired
             ok = cr <= 1.05 if name == "npz load" else None
             verdicts.append(ok)
-            print(f"{name:<10} {med(p for _, p in wall):10.4f} {med(c for c, _ in wall):10.4f} {wr:9.3f}x "
-                  f"{med(p for _, p in cpu):10.4f} {med(c for c, _ in cpu):10.4f} {cr:9.3f}x {added:11.0f}  "
-                  + ("(reported)" if ok is None else "CPU <= 1.05x " + ("pass" if ok else "FAIL")))
-        print(f"(npz load: {calls_npz} recorded calls for {a.passes} x 48 files; ns/call = median over repeats of "
-              "the CPU time added / recorded calls)")
+            print(
+                f"{name:<10} {med(p for _, p in wall):10.4f} {med(c for c, _ in wall):10.4f} {wr:9.3f}x "
+                f"{med(p for _, p in cpu):10.4f} {med(c for c, _ in cpu):10.4f} {cr:9.3f}x {added:11.0f}  "
+                + ("(reported)" if ok is None else "CPU <= 1.05x " + ("pass" if ok else "FAIL"))
+            )
+        print(
+            f"(npz load: {calls_npz} recorded calls for {a.passes} x 48 files; ns/call = median over repeats of "
+            "the CPU time added / recorded calls)"
+        )
         return 0 if all(v is not False for v in verdicts) else 1
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -158,6 +170,7 @@ def main():
 def count_calls(cmd, scratch):
     """Records the interposer wrote for one run of cmd (its open/read/close/... calls)."""
     import glob
+
     cap = tempfile.mkdtemp(dir=scratch, prefix="count-")
     subprocess.run(cmd, env=capture_env(cap, dict(os.environ)), capture_output=True, check=True)
     n = sum(os.path.getsize(p) for p in glob.glob(os.path.join(cap, "ev-*.bin"))) // NATIVE_DTYPE.itemsize

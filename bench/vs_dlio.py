@@ -28,6 +28,7 @@ if none runs, prints how to install it (../shared/reference/dlio-measured.md) an
 Usage: python bench/vs_dlio.py [--cases bert-like,npz-64k,unet3d-like] [--epochs 2] [--repeats 1]
                                [--dir /dev/shm/dlio-fast-vs-dlio] [--keep]
 """
+
 import argparse
 import json
 import os
@@ -51,20 +52,46 @@ Then: python bench/vs_dlio.py   (or --dlio-bin /path/to/dlio_benchmark)"""
 
 # name: (DLIO workload, overrides without the ++workload. prefix, bandwidth-bound?)
 CASES = {
-    "bert-like": ("unet3d_h100", {
-        "dataset.num_files_train": 4096, "dataset.record_length": 2500, "dataset.record_length_stdev": 0,
-        "dataset.record_length_resize": 2500, "reader.batch_size": 48, "reader.read_threads": 1}, False),
-    "npz-64k": ("unet3d_h100", {
-        "dataset.num_files_train": 2048, "dataset.record_length": 65536, "dataset.record_length_stdev": 0,
-        "dataset.record_length_resize": 65536, "reader.batch_size": 32, "reader.read_threads": 2}, False),
-    "unet3d-like": ("unet3d_h100", {
-        "dataset.num_files_train": 16, "reader.batch_size": 2, "reader.read_threads": 4}, True),
+    "bert-like": (
+        "unet3d_h100",
+        {
+            "dataset.num_files_train": 4096,
+            "dataset.record_length": 2500,
+            "dataset.record_length_stdev": 0,
+            "dataset.record_length_resize": 2500,
+            "reader.batch_size": 48,
+            "reader.read_threads": 1,
+        },
+        False,
+    ),
+    "npz-64k": (
+        "unet3d_h100",
+        {
+            "dataset.num_files_train": 2048,
+            "dataset.record_length": 65536,
+            "dataset.record_length_stdev": 0,
+            "dataset.record_length_resize": 65536,
+            "reader.batch_size": 32,
+            "reader.read_threads": 2,
+        },
+        False,
+    ),
+    "unet3d-like": (
+        "unet3d_h100",
+        {"dataset.num_files_train": 16, "reader.batch_size": 2, "reader.read_threads": 4},
+        True,
+    ),
 }
 COMMON = {
-    "dataset.num_files_eval": 0, "dataset.num_samples_per_file": 1, "dataset.format": "npz",
-    "reader.data_loader": "pytorch", "workflow.train": True, "workflow.evaluation": False,
-    "workflow.checkpoint": False, "train.computation_time": 0,
-    "checkpoint.model_size": 1024,   # DLIO allocates the model tensor even with checkpointing off
+    "dataset.num_files_eval": 0,
+    "dataset.num_samples_per_file": 1,
+    "dataset.format": "npz",
+    "reader.data_loader": "pytorch",
+    "workflow.train": True,
+    "workflow.evaluation": False,
+    "workflow.checkpoint": False,
+    "train.computation_time": 0,
+    "checkpoint.model_size": 1024,  # DLIO allocates the model tensor even with checkpointing off
 }
 
 
@@ -76,6 +103,7 @@ def find_dlio(given):
         return None
     try:  # importable in this interpreter?
         import importlib.util
+
         if importlib.util.find_spec("dlio_benchmark") is not None:
             return [sys.executable, "-m", "dlio_benchmark.main"]
     except (ImportError, ValueError):
@@ -86,13 +114,12 @@ def find_dlio(given):
 def dlio_works(cmd):
     """DLIO 2.0.0 imports torch, tensorflow and mpi4py at start: check that it gets that far."""
     py = sys.executable
-    if cmd[0] != sys.executable:   # a console script: its interpreter is on the #! line
+    if cmd[0] != sys.executable:  # a console script: its interpreter is on the #! line
         with open(cmd[0]) as f:
             first = f.readline()
         if first.startswith("#!"):
             py = first[2:].strip().split()[0]
-    p = subprocess.run([py, "-c", "import dlio_benchmark.main"], capture_output=True, text=True,
-                       env=dlio_env())
+    p = subprocess.run([py, "-c", "import dlio_benchmark.main"], capture_output=True, text=True, env=dlio_env())
     return p.returncode == 0, (p.stderr.strip().splitlines() or [""])[-1]
 
 
@@ -104,8 +131,14 @@ def dlio_env():
 def overrides(workload, case_over, data_folder, epochs, out):
     kv = dict(COMMON)
     kv.update(case_over)
-    kv.update({"dataset.data_folder": data_folder, "workflow.generate_data": False,
-               "train.epochs": epochs, "output.folder": out})
+    kv.update(
+        {
+            "dataset.data_folder": data_folder,
+            "workflow.generate_data": False,
+            "train.epochs": epochs,
+            "output.folder": out,
+        }
+    )
     return [f"workload={workload}"] + [f"++workload.{k}={v}" for k, v in kv.items()]
 
 
@@ -121,8 +154,9 @@ def run(cmd, cwd, env=None, timeout=1800):
 
 def generate(workload, case_over, folder, epochs, tmp):
     """dlio-fast writes the dataset in DLIO's layout (skips files already complete)."""
-    cmd = [sys.executable, "-m", "dlio", "-q", "generate"] + overrides(workload, case_over, folder, epochs,
-                                                                       os.path.join(tmp, "gen"))
+    cmd = [sys.executable, "-m", "dlio", "-q", "generate"] + overrides(
+        workload, case_over, folder, epochs, os.path.join(tmp, "gen")
+    )
     t = run(cmd, ROOT)
     train = os.path.join(folder, "train")
     sizes = [os.path.getsize(os.path.join(train, f)) for f in os.listdir(train) if f.endswith(".npz")]
@@ -133,9 +167,13 @@ def run_dlio(dlio_cmd, workload, case_over, folder, epochs, tmp, i):
     out = os.path.join(tmp, f"dlio-{i}")
     wall = run(dlio_cmd + overrides(workload, case_over, folder, epochs, out), tmp, env=dlio_env())
     m = json.load(open(os.path.join(out, "summary.json")))["metric"]
-    return {"sps": m["train_throughput_mean_samples_per_second"], "MBps": m["train_io_mean_MB_per_second"],
-            "au": m["train_au_mean_percentage"], "wall": wall,
-            "epochs": m["train_throughput_samples_per_second"]}
+    return {
+        "sps": m["train_throughput_mean_samples_per_second"],
+        "MBps": m["train_io_mean_MB_per_second"],
+        "au": m["train_au_mean_percentage"],
+        "wall": wall,
+        "epochs": m["train_throughput_samples_per_second"],
+    }
 
 
 def run_fast(workload, case_over, folder, epochs, tmp, i):
@@ -149,12 +187,18 @@ def run_fast(workload, case_over, folder, epochs, tmp, i):
     # window at the first counted step's fetch, after readers have prefetched: inflated with few steps)
     eps = [e for r in doc["ranks"] for e in r["epochs"] if e.get("train")]
     secs = max(1e-9, sum(e["duration_s"] for e in eps) / max(1, len(doc["ranks"])))
-    return {"sps": m["train_throughput_mean_samples_per_second"], "MBps": m["train_io_mean_MB_per_second"],
-            "au": m["train_au_mean_percentage"], "wall": wall,
-            "epochs": m["train_throughput_samples_per_second"],
-            "x_sps": sum(e["samples"] for e in eps) / secs, "x_MiBps": sum(e["bytes"] for e in eps) / secs / 2**20,
-            "m_sps": x["samples_per_second_mean"],
-            "x_au": x["au_mean_percentage"], "cpu_us": x["cpu_us_per_sample"]}
+    return {
+        "sps": m["train_throughput_mean_samples_per_second"],
+        "MBps": m["train_io_mean_MB_per_second"],
+        "au": m["train_au_mean_percentage"],
+        "wall": wall,
+        "epochs": m["train_throughput_samples_per_second"],
+        "x_sps": sum(e["samples"] for e in eps) / secs,
+        "x_MiBps": sum(e["bytes"] for e in eps) / secs / 2**20,
+        "m_sps": x["samples_per_second_mean"],
+        "x_au": x["au_mean_percentage"],
+        "cpu_us": x["cpu_us_per_sample"],
+    }
 
 
 def ceiling(folder, threads, tmp):
@@ -163,8 +207,29 @@ def ceiling(folder, threads, tmp):
     files = sorted(os.path.join(train, f) for f in os.listdir(train) if f.endswith(".npz"))
     total = sum(os.path.getsize(f) for f in files)
     js = os.path.join(tmp, "ceiling.json")
-    run([sys.executable, "-m", "dlio", "-q", "io", *files, "--rw", "read", "--bs", "4m", "--engine", "posix",
-         "--threads", str(threads), "--buffered", f"--size={total}", "--json", js], ROOT)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "dlio",
+            "-q",
+            "io",
+            *files,
+            "--rw",
+            "read",
+            "--bs",
+            "4m",
+            "--engine",
+            "posix",
+            "--threads",
+            str(threads),
+            "--buffered",
+            f"--size={total}",
+            "--json",
+            js,
+        ],
+        ROOT,
+    )
     return json.load(open(js))["points"][0]["bw_MiB_s"]
 
 
@@ -194,8 +259,10 @@ def main():
         print(f"DLIO found at {dlio_cmd[0]} but it does not start: {why}\n")
         print(INSTALL)
         return 0
-    print("load average before: %.2f %.2f %.2f (%d CPUs; other work on the machine skews timings)"
-          % (*os.getloadavg(), os.cpu_count()))
+    print(
+        "load average before: %.2f %.2f %.2f (%d CPUs; other work on the machine skews timings)"
+        % (*os.getloadavg(), os.cpu_count())
+    )
     print(f"DLIO: {' '.join(dlio_cmd)}; dlio-fast: {sys.executable} -m dlio (from {ROOT})")
     print(f"data in {a.dir}; computation_time 0; {a.epochs} epochs; {a.repeats} alternating repeat(s), medians")
     rows = []
@@ -205,30 +272,40 @@ def main():
             folder = os.path.join(a.dir, name)
             gtime, sizes = generate(workload, over, folder, a.epochs, tmp)
             mean_file = statistics.fmean(sizes)
-            print(f"\n== {name}: {len(sizes)} npz files, mean {mean_file / 2**20:.3f} MiB, "
-                  f"batch {over['reader.batch_size']}, {over['reader.read_threads']} reader(s)  "
-                  f"(generated/checked in {gtime:.1f} s)")
+            print(
+                f"\n== {name}: {len(sizes)} npz files, mean {mean_file / 2**20:.3f} MiB, "
+                f"batch {over['reader.batch_size']}, {over['reader.read_threads']} reader(s)  "
+                f"(generated/checked in {gtime:.1f} s)"
+            )
             d_runs, f_runs = [], []
             for i in range(a.repeats):
                 d_runs.append(run_dlio(dlio_cmd, workload, over, folder, a.epochs, tmp, i))
                 f_runs.append(run_fast(workload, over, folder, a.epochs, tmp, i))
             d_sps, f_sps = med(d_runs, "sps"), med(f_runs, "sps")
-            print(f"{'tool':<11} {'samples/s':>11} {'per epoch':>20} {'MB/s':>9} {'AU %':>6} | "
-                  f"{'epoch samples/s':>15} {'read MiB/s':>11} {'CPU us/sample':>13} {'wall s':>7}")
+            print(
+                f"{'tool':<11} {'samples/s':>11} {'per epoch':>20} {'MB/s':>9} {'AU %':>6} | "
+                f"{'epoch samples/s':>15} {'read MiB/s':>11} {'CPU us/sample':>13} {'wall s':>7}"
+            )
             ep = lambda r: "/".join(f"{x:.0f}" for x in r["epochs"])  # noqa: E731
-            print(f"{'DLIO 2.0.0':<11} {d_sps:>11.1f} {ep(d_runs[0]):>20} {med(d_runs, 'MBps'):>9.1f} "
-                  f"{med(d_runs, 'au'):>6.2f} | {'-':>15} {'~' + format(d_sps * mean_file / 2**20, '.1f'):>11} "
-                  f"{'-':>13} {med(d_runs, 'wall'):>7.1f}")
-            print(f"{'dlio-fast':<11} {f_sps:>11.1f} {ep(f_runs[0]):>20} {med(f_runs, 'MBps'):>9.1f} "
-                  f"{med(f_runs, 'au'):>6.2f} | {med(f_runs, 'x_sps'):>15.1f} {med(f_runs, 'x_MiBps'):>11.1f} "
-                  f"{med(f_runs, 'cpu_us'):>13.2f} {med(f_runs, 'wall'):>7.1f}")
+            print(
+                f"{'DLIO 2.0.0':<11} {d_sps:>11.1f} {ep(d_runs[0]):>20} {med(d_runs, 'MBps'):>9.1f} "
+                f"{med(d_runs, 'au'):>6.2f} | {'-':>15} {'~' + format(d_sps * mean_file / 2**20, '.1f'):>11} "
+                f"{'-':>13} {med(d_runs, 'wall'):>7.1f}"
+            )
+            print(
+                f"{'dlio-fast':<11} {f_sps:>11.1f} {ep(f_runs[0]):>20} {med(f_runs, 'MBps'):>9.1f} "
+                f"{med(f_runs, 'au'):>6.2f} | {med(f_runs, 'x_sps'):>15.1f} {med(f_runs, 'x_MiBps'):>11.1f} "
+                f"{med(f_runs, 'cpu_us'):>13.2f} {med(f_runs, 'wall'):>7.1f}"
+            )
             ratio = f_sps / d_sps if d_sps else float("inf")
             goal, note = 10.0, ">= 10x"
             if bw_bound:
                 ceil = ceiling(folder, over["reader.read_threads"], tmp)
                 ceil_ratio = ceil / (d_sps * mean_file / 2**20)
-                print(f"read ceiling of these files (dlio-fast io, 4 MiB seq, {over['reader.read_threads']} threads): "
-                      f"{ceil:.0f} MiB/s = {ceil_ratio:.1f}x DLIO's read MiB/s")
+                print(
+                    f"read ceiling of these files (dlio-fast io, 4 MiB seq, {over['reader.read_threads']} threads): "
+                    f"{ceil:.0f} MiB/s = {ceil_ratio:.1f}x DLIO's read MiB/s"
+                )
                 if ceil_ratio < 10 / 0.9:
                     goal, note = 0.9 * ceil_ratio, f">= {0.9 * ceil_ratio:.1f}x (0.9x ceiling)"
             rows.append((name, d_sps, f_sps, ratio, note, ratio >= goal))

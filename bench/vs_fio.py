@@ -15,6 +15,7 @@ fio (psync, buffered, invalidate=1, one pass over --size) next to dlio-fast io (
 the file's pages dropped before the point, one pass). Goal: within 10 %.
 Usage: python bench/vs_fio.py [--dir /var/tmp/dlio-fast-bench] [--runtime 5] [--repeats 3] [--defaults]
 """
+
 import argparse
 import json
 import os
@@ -33,17 +34,35 @@ POINTS = [
 
 
 def run_fio(path, size, rw, bs, engine, qd, direct, runtime, extra=()):
-    cmd = ["fio", *extra, "--name=p", f"--filename={path}", f"--size={size}", f"--rw={rw}", f"--bs={bs}",
-           f"--ioengine={engine}", f"--iodepth={qd}", f"--direct={int(direct)}", "--invalidate=0",
-           "--time_based", f"--runtime={runtime}", "--output-format=json", "--randrepeat=0"]
+    cmd = [
+        "fio",
+        *extra,
+        "--name=p",
+        f"--filename={path}",
+        f"--size={size}",
+        f"--rw={rw}",
+        f"--bs={bs}",
+        f"--ioengine={engine}",
+        f"--iodepth={qd}",
+        f"--direct={int(direct)}",
+        "--invalidate=0",
+        "--time_based",
+        f"--runtime={runtime}",
+        "--output-format=json",
+        "--randrepeat=0",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    job = json.loads(out[out.index("{"):])["jobs"][0]
+    job = json.loads(out[out.index("{") :])["jobs"][0]
     r = job["read"]
     secs = job["job_runtime"] / 1000.0
     cpu_s = (job["usr_cpu"] + job["sys_cpu"]) / 100.0 * secs
-    return {"MiB_s": r["bw_bytes"] / 2**20, "iops": r["iops"], "cpu_us_per_io": cpu_s / max(1, r["total_ios"]) * 1e6,
-            "p50_us": r["clat_ns"]["percentile"]["50.000000"] / 1e3,
-            "p99_us": r["clat_ns"]["percentile"]["99.000000"] / 1e3}
+    return {
+        "MiB_s": r["bw_bytes"] / 2**20,
+        "iops": r["iops"],
+        "cpu_us_per_io": cpu_s / max(1, r["total_ios"]) * 1e6,
+        "p50_us": r["clat_ns"]["percentile"]["50.000000"] / 1e3,
+        "p99_us": r["clat_ns"]["percentile"]["99.000000"] / 1e3,
+    }
 
 
 def run_dlio(path, rw, bs, engine, qd, direct, runtime, tmp, mode=None):
@@ -57,31 +76,60 @@ def run_dlio(path, rw, bs, engine, qd, direct, runtime, tmp, mode=None):
         cmd += [f"--engine={engine}", f"--qd={qd}", *(["--direct"] if direct else ["--buffered", "--cache=keep"])]
     subprocess.run(cmd, capture_output=True, text=True, check=True)
     p = json.load(open(js))["points"][0]
-    return {"MiB_s": p["bw_MiB_s"], "iops": p["iops"], "cpu_us_per_io": p["cpu_us_per_io"],
-            "p50_us": p["lat_ns"]["p50"] / 1e3, "p99_us": p["lat_ns"]["p99"] / 1e3}
+    return {
+        "MiB_s": p["bw_MiB_s"],
+        "iops": p["iops"],
+        "cpu_us_per_io": p["cpu_us_per_io"],
+        "p50_us": p["lat_ns"]["p50"] / 1e3,
+        "p99_us": p["lat_ns"]["p99"] / 1e3,
+    }
 
 
 # name, rw, bs: points where each tool is given only these (and the runtime)
-DEFAULT_POINTS = [("default-read-4k", "read", "4k"), ("default-randread-4k", "randread", "4k"),
-                  ("default-read-1m", "read", "1m")]
+DEFAULT_POINTS = [
+    ("default-read-4k", "read", "4k"),
+    ("default-randread-4k", "randread", "4k"),
+    ("default-read-1m", "read", "1m"),
+]
 
 
 def run_fio_defaults(path, size, rw, bs):
-    cmd = ["fio", "--name=p", f"--filename={path}", f"--size={size}", f"--rw={rw}", f"--bs={bs}",
-           "--output-format=json"]
+    cmd = [
+        "fio",
+        "--name=p",
+        f"--filename={path}",
+        f"--size={size}",
+        f"--rw={rw}",
+        f"--bs={bs}",
+        "--output-format=json",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    r = json.loads(out[out.index("{"):])["jobs"][0]["read"]
+    r = json.loads(out[out.index("{") :])["jobs"][0]["read"]
     return {"MiB_s": r["bw_bytes"] / 2**20, "iops": r["iops"], "p50_us": r["clat_ns"]["percentile"]["50.000000"] / 1e3}
 
 
 def defaults_main(a):
     os.makedirs(a.dir, exist_ok=True)
     path = os.path.join(a.dir, "vs_fio.dat")
-    subprocess.run(["fio", "--name=lay", f"--filename={path}", f"--size={a.size}", "--rw=write",
-                    "--bs=1m", "--end_fsync=1", "--output-format=terse"], capture_output=True, check=True)
+    subprocess.run(
+        [
+            "fio",
+            "--name=lay",
+            f"--filename={path}",
+            f"--size={a.size}",
+            "--rw=write",
+            "--bs=1m",
+            "--end_fsync=1",
+            "--output-format=terse",
+        ],
+        capture_output=True,
+        check=True,
+    )
     print(f"each tool's defaults; file {path} ({a.size}), {a.runtime}s per run, {a.repeats} alternating repeats")
-    print(f"{'point':<22} {'fio MiB/s':>10} {'dlio MiB/s':>10} {'ratio':>6} {'fio p50':>9} {'dlio p50':>9} "
-          f"{'dlio mode':>10}  verdict")
+    print(
+        f"{'point':<22} {'fio MiB/s':>10} {'dlio MiB/s':>10} {'ratio':>6} {'fio p50':>9} {'dlio p50':>9} "
+        f"{'dlio mode':>10}  verdict"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for name, rw, bs in DEFAULT_POINTS:
             f_runs, d_runs = [], []
@@ -91,9 +139,11 @@ def defaults_main(a):
             mode = "direct" if json.load(open(os.path.join(tmp, "d.json")))["points"][0]["direct"] else "buffer"
             fb, db = median(f_runs, "MiB_s"), median(d_runs, "MiB_s")
             ratio = db / fb
-            print(f"{name:<22} {fb:>10.1f} {db:>10.1f} {ratio:>6.3f} {median(f_runs, 'p50_us'):>8.1f}u "
-                  f"{median(d_runs, 'p50_us'):>8.1f}u {mode:>10}  "
-                  f"{'ok' if 0.9 <= ratio <= 1.1 else 'OUTSIDE 10 %'}")
+            print(
+                f"{name:<22} {fb:>10.1f} {db:>10.1f} {ratio:>6.3f} {median(f_runs, 'p50_us'):>8.1f}u "
+                f"{median(d_runs, 'p50_us'):>8.1f}u {mode:>10}  "
+                f"{'ok' if 0.9 <= ratio <= 1.1 else 'OUTSIDE 10 %'}"
+            )
 
 
 def median(runs, key):
@@ -115,11 +165,25 @@ def main():
     os.makedirs(a.dir, exist_ok=True)
     path = os.path.join(a.dir, "vs_fio.dat")
     # one fully written file both tools read (fio lays it out if missing)
-    subprocess.run(["fio", "--name=lay", f"--filename={path}", f"--size={a.size}", "--rw=write",
-                    "--bs=1m", "--end_fsync=1", "--output-format=terse"], capture_output=True, check=True)
+    subprocess.run(
+        [
+            "fio",
+            "--name=lay",
+            f"--filename={path}",
+            f"--size={a.size}",
+            "--rw=write",
+            "--bs=1m",
+            "--end_fsync=1",
+            "--output-format=terse",
+        ],
+        capture_output=True,
+        check=True,
+    )
     print(f"file {path} ({a.size}), {a.runtime}s per run, {a.repeats} alternating repeats, medians")
-    print(f"{'point':<20} {'fio MiB/s':>10} {'dlio MiB/s':>10} {'ratio':>6} {'fio IOPS':>10} {'dlio IOPS':>10} "
-          f"{'fio cpu/io':>10} {'dlio cpu/io':>11} {'fio p50':>8} {'dlio p50':>8}  verdict")
+    print(
+        f"{'point':<20} {'fio MiB/s':>10} {'dlio MiB/s':>10} {'ratio':>6} {'fio IOPS':>10} {'dlio IOPS':>10} "
+        f"{'fio cpu/io':>10} {'dlio cpu/io':>11} {'fio p50':>8} {'dlio p50':>8}  verdict"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for name, rw, bs, fio_eng, eng, qd, direct, cached in POINTS:
             if cached:  # warm the page cache so both read from memory
@@ -134,9 +198,11 @@ def main():
             fc, dc = median(f_runs, "cpu_us_per_io"), median(d_runs, "cpu_us_per_io")
             ratio = db / fb
             ok = ratio >= 0.97 and dc <= fc * 1.0
-            print(f"{name:<20} {fb:>10.1f} {db:>10.1f} {ratio:>6.3f} {median(f_runs, 'iops'):>10.0f} "
-                  f"{median(d_runs, 'iops'):>10.0f} {fc:>9.2f}us {dc:>10.2f}us {median(f_runs, 'p50_us'):>7.1f}u "
-                  f"{median(d_runs, 'p50_us'):>7.1f}u  {'ok' if ok else 'MISSED (goal >= 0.97x, cpu <= fio)'}")
+            print(
+                f"{name:<20} {fb:>10.1f} {db:>10.1f} {ratio:>6.3f} {median(f_runs, 'iops'):>10.0f} "
+                f"{median(d_runs, 'iops'):>10.0f} {fc:>9.2f}us {dc:>10.2f}us {median(f_runs, 'p50_us'):>7.1f}u "
+                f"{median(d_runs, 'p50_us'):>7.1f}u  {'ok' if ok else 'MISSED (goal >= 0.97x, cpu <= fio)'}"
+            )
 
 
 if __name__ == "__main__":

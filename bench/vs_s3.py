@@ -14,6 +14,7 @@ Runs alternate in order, --repeats times; the verdict is the median ratio dlio-f
 Goal: >= 0.95. On a 2-core machine the gateway (about 1 CPU-s per GiB served) sets the ceiling.
 Usage: python bench/vs_s3.py [--repeats 3] [--cases 16m:8:64,128k:32:512] [--endpoint URL]
 """
+
 import argparse
 import json
 import os
@@ -36,9 +37,32 @@ BUCKET = "vs-s3"
 def dlio_fast(size, inflight, n):
     with tempfile.TemporaryDirectory() as d:
         js = os.path.join(d, "o.json")
-        subprocess.run([sys.executable, "-m", "dlio", "-q", "io", f"s3://{BUCKET}/p", "--rw", "read", "--bs", str(size),
-                        "--qd", str(inflight), "--threads", "1", "--size", str(size * n), "--keep", "--json", js],
-                       check=True, capture_output=True, cwd=ROOT)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dlio",
+                "-q",
+                "io",
+                f"s3://{BUCKET}/p",
+                "--rw",
+                "read",
+                "--bs",
+                str(size),
+                "--qd",
+                str(inflight),
+                "--threads",
+                "1",
+                "--size",
+                str(size * n),
+                "--keep",
+                "--json",
+                js,
+            ],
+            check=True,
+            capture_output=True,
+            cwd=ROOT,
+        )
         rec = json.load(open(js))["points"][0]
     assert rec["bytes"] == size * n, rec
     return rec["bw_bytes_s"]
@@ -46,6 +70,7 @@ def dlio_fast(size, inflight, n):
 
 def keys_of(size, inflight, n):
     from dlio.objstore import points
+
     p = points.S3Point("read", size, inflight, 1, size)
     ks = points.object_keys("p/", p)[0]
     return [ks[i % len(ks)] for i in range(n)]
@@ -53,6 +78,7 @@ def keys_of(size, inflight, n):
 
 def s3dlio_best(size, inflight, n):
     import s3dlio
+
     uris = [f"s3://{BUCKET}/{k}" for k in keys_of(size, inflight, n)]
     t = time.perf_counter()
     c, b = s3dlio.get_many_stats(uris, max_in_flight=inflight)
@@ -69,14 +95,17 @@ _BOTO = {}
 
 def boto3_threads(size, inflight, n):
     import boto3
+
     if "c" not in _BOTO:
         from botocore.config import Config
+
         _BOTO["c"] = boto3.client("s3", config=Config(max_pool_connections=max(10, inflight)))
     c = _BOTO["c"]
     keys = keys_of(size, inflight, n)
 
     def part(i):
         return sum(len(c.get_object(Bucket=BUCKET, Key=k)["Body"].read()) for k in keys[i::inflight])
+
     with ThreadPoolExecutor(inflight) as ex:
         t = time.perf_counter()
         b = sum(ex.map(part, range(inflight)))
@@ -96,6 +125,7 @@ def main():
         os.environ["AWS_ENDPOINT_URL"] = args.endpoint
     else:
         import ceph_s3
+
         why = ceph_s3.missing()
         if why:
             sys.exit(f"vs_s3: {why}")
@@ -103,19 +133,23 @@ def main():
         os.environ.update(server.aws_env())
     try:
         import boto3
+
         try:
             boto3.client("s3").create_bucket(Bucket=BUCKET)
         except Exception as e:
             if "BucketAlreadyOwnedByYou" not in str(e):
                 raise
         tools = [("dlio-fast", dlio_fast), ("s3dlio best", s3dlio_best), ("boto3 threads", boto3_threads)]
-        print(f"{'object':>8} {'in flight':>9} {'requests':>8} " + " ".join(f"{n + ' MB/s':>18}" for n, _ in tools)
-              + f" {'ratio':>6}  (medians of {args.repeats}; ratio = dlio-fast / best other, per repeat)")
+        print(
+            f"{'object':>8} {'in flight':>9} {'requests':>8} "
+            + " ".join(f"{n + ' MB/s':>18}" for n, _ in tools)
+            + f" {'ratio':>6}  (medians of {args.repeats}; ratio = dlio-fast / best other, per repeat)"
+        )
         verdicts = []
         for case in args.cases.split(","):
             s, q, n = case.split(":")
             size, inflight, n = parse_size(s), int(q), int(n)
-            dlio_fast(size, inflight, min(n, 4 * inflight))    # creates the objects; a warm-up too
+            dlio_fast(size, inflight, min(n, 4 * inflight))  # creates the objects; a warm-up too
             res = {name: [] for name, _ in tools}
             ratios = []
             for r in range(args.repeats):
@@ -126,10 +160,15 @@ def main():
                 ratios.append(got["dlio-fast"] / max(got["s3dlio best"], got["boto3 threads"]))
             med = statistics.median(ratios)
             verdicts.append(med)
-            print(f"{s:>8} {inflight:>9} {n:>8} " + " ".join(f"{statistics.median(res[nm]) / 1e6:>18.1f}"
-                                                            for nm, _ in tools) + f" {med:>6.2f}")
-        print(f"verdict: {'PASS' if min(verdicts) >= 0.95 else 'FAIL'} (goal: dlio-fast >= 0.95x the best other "
-              f"on every case; worst median ratio {min(verdicts):.2f})")
+            print(
+                f"{s:>8} {inflight:>9} {n:>8} "
+                + " ".join(f"{statistics.median(res[nm]) / 1e6:>18.1f}" for nm, _ in tools)
+                + f" {med:>6.2f}"
+            )
+        print(
+            f"verdict: {'PASS' if min(verdicts) >= 0.95 else 'FAIL'} (goal: dlio-fast >= 0.95x the best other "
+            f"on every case; worst median ratio {min(verdicts):.2f})"
+        )
     finally:
         if server:
             server.stop()

@@ -40,8 +40,8 @@ def _unescape(s: str) -> str:
         return s
     out, i = [], 0
     while i < len(s):
-        if s[i] == "\\" and i + 3 < len(s) and s[i + 1:i + 4].isdigit():
-            out.append(chr(int(s[i + 1:i + 4], 8)))
+        if s[i] == "\\" and i + 3 < len(s) and s[i + 1 : i + 4].isdigit():
+            out.append(chr(int(s[i + 1 : i + 4], 8)))
             i += 4
         else:
             out.append(s[i])
@@ -86,8 +86,13 @@ def parse_diskstats(text: str) -> Dict[Tuple[int, int], Dict[str, Any]]:
         f = line.split()
         if len(f) < 10:
             continue
-        out[(int(f[0]), int(f[1]))] = {"name": f[2], "read_ios": int(f[3]), "read_bytes": int(f[5]) * SECTOR,
-                                       "write_ios": int(f[7]), "write_bytes": int(f[9]) * SECTOR}
+        out[(int(f[0]), int(f[1]))] = {
+            "name": f[2],
+            "read_ios": int(f[3]),
+            "read_bytes": int(f[5]) * SECTOR,
+            "write_ios": int(f[7]),
+            "write_bytes": int(f[9]) * SECTOR,
+        }
     return out
 
 
@@ -142,8 +147,15 @@ class Target:
     why: str = ""  # kind "none": why nothing can be counted
 
     def to_json(self) -> Dict[str, Any]:
-        return {"mount": self.mount, "fstype": self.fstype, "source": self.source, "kind": self.kind,
-                "device": self.name or None, "underlying": self.underlying, "why": self.why or None}
+        return {
+            "mount": self.mount,
+            "fstype": self.fstype,
+            "source": self.source,
+            "kind": self.kind,
+            "device": self.name or None,
+            "underlying": self.underlying,
+            "why": self.why or None,
+        }
 
 
 def resolve(path: str, mountinfo: Optional[str] = None, diskstats: Optional[str] = None) -> Target:
@@ -164,8 +176,13 @@ def resolve(path: str, mountinfo: Optional[str] = None, diskstats: Optional[str]
         except OSError:
             pass
     if dev not in disks:
-        return Target(m.mount_point, m.fstype, m.source, "none",
-                      why=f"{m.fstype} at {m.mount_point} has no block device in /proc/diskstats")
+        return Target(
+            m.mount_point,
+            m.fstype,
+            m.source,
+            "none",
+            why=f"{m.fstype} at {m.mount_point} has no block device in /proc/diskstats",
+        )
     return Target(m.mount_point, m.fstype, m.source, "block", dev, disks[dev]["name"], underlying(*dev))
 
 
@@ -183,8 +200,15 @@ def snapshot(target: Target) -> Dict[str, Any]:
     """The raw counters now (cumulative values; a phase is the difference of two)."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
     busy, total = _host_cpu()
-    snap = {"t_ns": time.monotonic_ns(), "user_s": ru.ru_utime, "sys_s": ru.ru_stime,
-            "host_busy": busy, "host_total": total, "dev": None, "nfs": None}
+    snap = {
+        "t_ns": time.monotonic_ns(),
+        "user_s": ru.ru_utime,
+        "sys_s": ru.ru_stime,
+        "host_busy": busy,
+        "host_total": total,
+        "dev": None,
+        "nfs": None,
+    }
     if target.kind == "block":
         snap["dev"] = parse_diskstats(_read("/proc/diskstats") or "").get(target.device)
     elif target.kind == "nfs":
@@ -215,15 +239,24 @@ class Phase:
 
     def __init__(self, paths: Sequence[str], engine: str = "", residency: bool = True) -> None:
         from dlio.host import resident_share
+
         self.target = target_for(paths[0]) if len(paths) else Target("?", "?", "?", "none", why="no files")
         if engine == "null":
-            self.target = Target(self.target.mount, self.target.fstype, self.target.source, "none",
-                                 why="engine null issues no I/O")
+            self.target = Target(
+                self.target.mount, self.target.fstype, self.target.source, "none", why="engine null issues no I/O"
+            )
         self.resident = resident_share(paths) if residency and len(paths) else None
         self.start = snapshot(self.target)
 
-    def end(self, app_bytes: int, app_ops: int, reader_cpu_s: Optional[float], reader_threads: int,
-            write: bool = False, samples: int = 0) -> Dict[str, Any]:
+    def end(
+        self,
+        app_bytes: int,
+        app_ops: int,
+        reader_cpu_s: Optional[float],
+        reader_threads: int,
+        write: bool = False,
+        samples: int = 0,
+    ) -> Dict[str, Any]:
         """The phase's counters (JSON-ready). reader_cpu_s None: the whole process's CPU is the readers'
         (io points, where the workers are nearly all of it); reader_threads 0: the trainer reads."""
         s0, s1 = self.start, snapshot(self.target)
@@ -232,13 +265,22 @@ class Phase:
         dt = s1["host_total"] - s0["host_total"]
         host_cpus = os.cpu_count() or 1
         c = {
-            "wall_s": wall, "app_bytes": int(app_bytes), "app_ops": int(app_ops), "samples": int(samples),
-            "direction": "write" if write else "read", "target": self.target.to_json(),
-            "device_bytes": None, "device_ios": None, "network_bytes": None,
+            "wall_s": wall,
+            "app_bytes": int(app_bytes),
+            "app_ops": int(app_ops),
+            "samples": int(samples),
+            "direction": "write" if write else "read",
+            "target": self.target.to_json(),
+            "device_bytes": None,
+            "device_ios": None,
+            "network_bytes": None,
             "resident_before": self.resident,
-            "cpu_user_s": user, "cpu_sys_s": sys_,
+            "cpu_user_s": user,
+            "cpu_sys_s": sys_,
             "reader_cpu_s": (user + sys_) if reader_cpu_s is None else float(reader_cpu_s),
-            "reader_threads": int(reader_threads), "cores": usable_cores(), "host_cpus": host_cpus,
+            "reader_threads": int(reader_threads),
+            "cores": usable_cores(),
+            "host_cpus": host_cpus,
             "host_busy_share": (s1["host_busy"] - s0["host_busy"]) / dt if dt > 0 else None,
         }
         d = "write" if write else "read"

@@ -4,6 +4,7 @@ The C runner holds no GIL for the whole run, so Python's signal handlers can onl
 thread while it waits here. On SIGINT/SIGTERM we ask the runner to stop (it returns within a
 second, keeping what it measured) and hand back the partial result with an Interrupted.
 """
+
 import errno
 import os
 import signal
@@ -21,8 +22,11 @@ def shutdown_handler(signum: int, frame: Any) -> None:
     """A stop signal while the results of a stopped run are written: said on stderr, not obeyed
     (a KeyboardInterrupt there would lose them); SIGKILL still ends the process at once."""
     try:
-        os.write(2, f"dlio-fast: {signal.Signals(signum).name} again: already stopping, writing the results "
-                    "measured so far (SIGKILL stops at once)\n".encode())
+        os.write(
+            2,
+            f"dlio-fast: {signal.Signals(signum).name} again: already stopping, writing the results "
+            "measured so far (SIGKILL stops at once)\n".encode(),
+        )
     except OSError:
         pass
 
@@ -36,8 +40,9 @@ def execute(run: Any, on_tick: Optional[Callable[[Any], None]] = None, tick_s: f
     return result
 
 
-def execute_partial(run: Any, on_tick: Optional[Callable[[Any], None]] = None,
-                    tick_s: float = 0.25) -> Tuple[Optional[Dict[str, Any]], Optional[BaseException]]:
+def execute_partial(
+    run: Any, on_tick: Optional[Callable[[Any], None]] = None, tick_s: float = 0.25
+) -> Tuple[Optional[Dict[str, Any]], Optional[BaseException]]:
     """Run run.execute() in a thread; on_tick(run) is called every tick_s from the main thread.
 
     Returns (result, None), or (what was measured, the failure) when a stop signal (Interrupted) or

@@ -34,8 +34,14 @@ def host_info() -> Dict[str, Any]:
                     break
     except OSError:
         pass
-    return {"cpu_count": os.cpu_count(), "processor_name": proc, "memory_bytes": mem,
-            "memory_GiB": mem / 2**30, "memory_GB": mem / 1e9, "free_page_reporting": free_page_reporting()}
+    return {
+        "cpu_count": os.cpu_count(),
+        "processor_name": proc,
+        "memory_bytes": mem,
+        "memory_GiB": mem / 2**30,
+        "memory_GB": mem / 1e9,
+        "free_page_reporting": free_page_reporting(),
+    }
 
 
 def free_page_reporting(devices: str = "/sys/bus/virtio/devices") -> bool:
@@ -91,9 +97,11 @@ def drop_cache(paths: Sequence[str]) -> str:
             raise DlioRunError(f"{p}: cannot drop its cached pages: {e.strerror or e}") from None
     left = resident_share(paths)
     if left is not None and left > DROP_RESIDUAL:
-        raise DlioRunError(f"{paths[0]} (and {len(paths) - 1} more): {100 * left:.1f} % of the sampled pages are "
-                           "still in the page cache after posix_fadvise(DONTNEED); this filesystem or another "
-                           "process keeps them: use O_DIRECT, or --cache drop-all as root")
+        raise DlioRunError(
+            f"{paths[0]} (and {len(paths) - 1} more): {100 * left:.1f} % of the sampled pages are "
+            "still in the page cache after posix_fadvise(DONTNEED); this filesystem or another "
+            "process keeps them: use O_DIRECT, or --cache drop-all as root"
+        )
     return f"dropped ({len(paths)} files, posix_fadvise; {100 * (left or 0):.1f} % resident after)"
 
 
@@ -101,8 +109,10 @@ def drop_host_cache() -> str:
     """Drop the whole host's page cache (sync; echo 3 > /proc/sys/vm/drop_caches): root only.
     It hurts every other job on the node, so it is never a default (`--cache drop-all`)."""
     if os.geteuid() != 0:
-        raise DlioError("--cache drop-all drops the whole host's page cache and needs root; use --cache drop "
-                        "(each file's pages, no root needed)")
+        raise DlioError(
+            "--cache drop-all drops the whole host's page cache and needs root; use --cache drop "
+            "(each file's pages, no root needed)"
+        )
     try:
         _core.drop_all_caches()
     except OSError as e:

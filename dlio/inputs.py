@@ -3,13 +3,14 @@
 `--config /dev/zero` would otherwise be read until memory runs out, and a FIFO would block the
 open forever; both are refused in one line naming the path.
 """
+
 import os
 import stat
 
 from dlio.errors import DlioError, os_error_message
 
-YAML_CAP = 16 << 20      # a workload file is a few KiB; 16 MiB is far past any real one
-JSON_CAP = 256 << 20     # result documents with per-step records of long runs stay well below this
+YAML_CAP = 16 << 20  # a workload file is a few KiB; 16 MiB is far past any real one
+JSON_CAP = 256 << 20  # result documents with per-step records of long runs stay well below this
 
 
 def read_regular(path: str, cap: int, what: str) -> bytes:
@@ -26,10 +27,11 @@ def read_regular(path: str, cap: int, what: str) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise DlioError(f"{path}: not a regular file (a device, FIFO or socket); give a {what}")
         if st.st_size > cap:
-            raise DlioError(f"{path}: {st.st_size} bytes is more than the {cap >> 20} MiB a {what} may have; "
-                            "check the path")
+            raise DlioError(
+                f"{path}: {st.st_size} bytes is more than the {cap >> 20} MiB a {what} may have; check the path"
+            )
         chunks, total = [], 0
-        while True:   # read to the end, not st_size: a file still being written may have grown
+        while True:  # read to the end, not st_size: a file still being written may have grown
             b = os.read(fd, 1 << 20)
             if not b:
                 break

@@ -4,6 +4,7 @@ The limit is the smaller of the host's available memory (MemAvailable) and what 
 limit (`ulimit -v`, RLIMIT_AS) still allows. Without the check an absurd file count or queue depth
 grows a list or a buffer pool until the kernel's OOM killer ends the process with no message.
 """
+
 import resource
 from typing import Optional
 
@@ -52,5 +53,4 @@ def check_fits(nbytes: float, what: str, fix: str) -> None:
     """DlioError naming `what` (the key and the amount) when `nbytes` does not fit in memory."""
     avail = available_bytes()
     if avail is not None and nbytes > avail:
-        raise DlioError(f"{what}: about {_gib(nbytes)} of memory is needed but only {_gib(avail)} is available; "
-                        f"{fix}")
+        raise DlioError(f"{what}: about {_gib(nbytes)} of memory is needed but only {_gib(avail)} is available; {fix}")

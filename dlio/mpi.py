@@ -7,13 +7,22 @@ The MPI-IO engine and the trainer's C step barrier live in dlio._mpiio, a separa
 to libmpi (dlio._core never is). Under MPI it is imported and its engine registered with the core;
 register_mpiio() says why not when it cannot be.
 """
+
 import importlib.util
 import os
 import sys
 import time
 
-_LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID",
-                  "SLURM_PROCID", "HYDRA_CONTROL_FD", "PMI_FD")
+_LAUNCHER_VARS = (
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMIX_RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "MPI_LOCALRANKID",
+    "SLURM_PROCID",
+    "HYDRA_CONTROL_FD",
+    "PMI_FD",
+)
 
 
 class Comm:
@@ -89,7 +98,7 @@ class Comm:
             return None
         mod = mpiio_module()
         if mod.thread_level() not in ("serialized", "multiple"):
-            return None   # the runner's trainer is not the main thread
+            return None  # the runner's trainer is not the main thread
         return mod.StepBarrier(self.comm)
 
 
@@ -116,6 +125,7 @@ def world(force=False):
         if launched_by_mpi() or force:
             try:
                 from mpi4py import MPI
+
                 comm = MPI.COMM_WORLD
             except ImportError:
                 comm = None
@@ -125,8 +135,7 @@ def world(force=False):
     return _WORLD
 
 
-NOT_BUILT = ("not built: no MPI compiler found at build time (pip install mpich mpi4py, then "
-             "reinstall dlio-fast)")
+NOT_BUILT = "not built: no MPI compiler found at build time (pip install mpich mpi4py, then reinstall dlio-fast)"
 _MPIIO = {"done": False, "module": None, "why": None}
 
 
@@ -154,11 +163,17 @@ def register_mpiio():
         theirs = sys.modules["mpi4py.MPI"].Get_library_version().strip()
         ours = mod.library_version().strip()
         if theirs.splitlines()[:1] != ours.splitlines()[:1]:
-            why, mod = (f"dlio._mpiio was built against '{ours.splitlines()[0] if ours else '?'}' but "
-                        f"mpi4py uses '{theirs.splitlines()[0]}' (rebuild dlio-fast with that MPI's "
-                        "mpicc: MPICC=/path/to/mpicc pip install --no-binary dlio-fast .)"), None
+            why, mod = (
+                (
+                    f"dlio._mpiio was built against '{ours.splitlines()[0] if ours else '?'}' but "
+                    f"mpi4py uses '{theirs.splitlines()[0]}' (rebuild dlio-fast with that MPI's "
+                    "mpicc: MPICC=/path/to/mpicc pip install --no-binary dlio-fast .)"
+                ),
+                None,
+            )
     if mod is not None:
         from dlio import _core
+
         _core.register_engine(mod.engine_capsule())
     _MPIIO.update(done=True, module=mod, why=why)
     return why

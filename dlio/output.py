@@ -1,4 +1,5 @@
 """Writing result files: atomically (temp file + rename), one valid document each."""
+
 import contextlib
 import csv
 import io
@@ -6,8 +7,8 @@ import json
 import os
 import platform
 import socket
-import sys
 import stat
+import sys
 import threading
 import time
 
@@ -26,7 +27,7 @@ def _default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-TMP_MARK = ".tmp-"   # ".{name}.tmp-{pid}-{thread}": what dataset generation cleans up after a crash
+TMP_MARK = ".tmp-"  # ".{name}.tmp-{pid}-{thread}": what dataset generation cleans up after a crash
 
 
 @contextlib.contextmanager
@@ -75,7 +76,7 @@ def remove_stale_tmp(folder):
     for e in names:
         if not (e.startswith(".") and TMP_MARK in e):
             continue
-        pid = e[e.rindex(TMP_MARK) + len(TMP_MARK):].split("-", 1)[0]
+        pid = e[e.rindex(TMP_MARK) + len(TMP_MARK) :].split("-", 1)[0]
         if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
             continue
         p = os.path.join(folder, e)
@@ -159,6 +160,7 @@ def write_csv(path, rows, columns):
 def check_output_path(path):
     """Fail before measuring if a result file could not be written."""
     from dlio.errors import DlioError
+
     if path == STDOUT:
         return
     if _is_special(path):
@@ -175,6 +177,7 @@ def check_output_path(path):
 def environment():
     """Where and with what a result was measured."""
     from dlio import _core
+
     return {
         "dlio_fast_version": dlio.__version__,
         "hostname": socket.gethostname(),

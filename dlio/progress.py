@@ -6,6 +6,7 @@ state is drawn when it ends. Off a terminal (a pipe, a Slurm log) the same figur
 one plain line every `status_interval` seconds, like fio's --status-interval; `live_csv` appends
 one row per interval (and one when each phase ends) for plotting while the run goes on.
 """
+
 from __future__ import annotations
 
 import csv
@@ -18,8 +19,21 @@ from typing import Any, Callable, Optional, TextIO
 
 import click
 
-CSV_COLUMNS = ["time", "elapsed_s", "phase", "label", "done", "total", "unit", "percent", "MiB_s",
-               "samples_s", "IOPS", "AU_percent", "eta_s"]
+CSV_COLUMNS = [
+    "time",
+    "elapsed_s",
+    "phase",
+    "label",
+    "done",
+    "total",
+    "unit",
+    "percent",
+    "MiB_s",
+    "samples_s",
+    "IOPS",
+    "AU_percent",
+    "eta_s",
+]
 REFRESH_S = 0.1  # the live display is redrawn at most this often (generation reports once per file)
 
 
@@ -39,11 +53,11 @@ def fmt_eta(s: Optional[float]) -> str:
 class Figures:
     """What one report of a phase says; every rate is over the time since the phase started."""
 
-    phase: str                          # generate / train / eval / io
-    label: str                          # e.g. "epoch 2 train", "point 3/8 read 4KiB posix qd1 t1"
+    phase: str  # generate / train / eval / io
+    label: str  # e.g. "epoch 2 train", "point 3/8 read 4KiB posix qd1 t1"
     done: int
     total: int
-    unit: str                           # files / steps / % (io points: percent of their budget)
+    unit: str  # files / steps / % (io points: percent of their budget)
     elapsed_s: float
     mib_s: float
     samples_s: Optional[float] = None
@@ -76,9 +90,22 @@ class Figures:
     def csv_row(self) -> list:
         def r(x: Optional[float], nd: int = 1) -> str:
             return "" if x is None else f"{x:.{nd}f}"
-        return [time.strftime("%Y-%m-%dT%H:%M:%S"), r(self.elapsed_s, 2), self.phase, self.label, self.done,
-                self.total, self.unit, r(self.percent), r(self.mib_s), r(self.samples_s), r(self.iops, 0),
-                r(self.au_pct), r(self.eta_s)]
+
+        return [
+            time.strftime("%Y-%m-%dT%H:%M:%S"),
+            r(self.elapsed_s, 2),
+            self.phase,
+            self.label,
+            self.done,
+            self.total,
+            self.unit,
+            r(self.percent),
+            r(self.mib_s),
+            r(self.samples_s),
+            r(self.iops, 0),
+            r(self.au_pct),
+            r(self.eta_s),
+        ]
 
 
 def _eta(elapsed: float, fraction: float) -> Optional[float]:
@@ -92,8 +119,14 @@ class Progress:
     status line every status_interval seconds (0: none). With quiet, neither (the live CSV only).
     Methods may be called from several threads."""
 
-    def __init__(self, enabled: Optional[bool] = None, stream: Optional[TextIO] = None,
-                 status_interval: float = 30.0, live_csv: Optional[str] = None, quiet: bool = False) -> None:
+    def __init__(
+        self,
+        enabled: Optional[bool] = None,
+        stream: Optional[TextIO] = None,
+        status_interval: float = 30.0,
+        live_csv: Optional[str] = None,
+        quiet: bool = False,
+    ) -> None:
         self.stream = stream or sys.stderr
         self.quiet = quiet  # -q: no display and no status lines (only the live CSV, when asked for)
         self.live = (self.stream.isatty() if enabled is None else enabled) and not quiet
@@ -105,10 +138,10 @@ class Progress:
         self.t0 = 0.0
         self.last: Optional[Figures] = None
         self.last_status = self.last_csv = self.last_draw = 0.0
-        self.display: Any = None    # the rich Progress of the current phase (live mode)
+        self.display: Any = None  # the rich Progress of the current phase (live mode)
         self.task: Any = None
-        self.run: Any = None        # training: the C run of the current block ...
-        self.base = (0, 0, 0)       # ... and what the phase's earlier blocks did (ops, bytes, steps)
+        self.run: Any = None  # training: the C run of the current block ...
+        self.base = (0, 0, 0)  # ... and what the phase's earlier blocks did (ops, bytes, steps)
         self.grid_t0: Optional[float] = None
         self.finished_key: Any = None
 
@@ -137,12 +170,20 @@ class Progress:
             from rich.console import Console
             from rich.progress import BarColumn, TextColumn
             from rich.progress import Progress as RichProgress
+
             console = Console(file=self.stream, force_terminal=True, highlight=False)
             bar = BarColumn(bar_width=24, complete_style="cyan", finished_style="green")
-            self.display = RichProgress(TextColumn("{task.description}"), bar,
-                                        TextColumn("{task.fields[count]}"), TextColumn("{task.fields[figures]}"),
-                                        console=console, auto_refresh=False, transient=transient,
-                                        redirect_stdout=_isatty(sys.stdout), redirect_stderr=False)
+            self.display = RichProgress(
+                TextColumn("{task.description}"),
+                bar,
+                TextColumn("{task.fields[count]}"),
+                TextColumn("{task.fields[figures]}"),
+                console=console,
+                auto_refresh=False,
+                transient=transient,
+                redirect_stdout=_isatty(sys.stdout),
+                redirect_stderr=False,
+            )
             self.display.start()
             self.task = self.display.add_task(label, total=max(total, 1), count="", figures="")
 
@@ -162,8 +203,14 @@ class Progress:
 
     def _draw(self, fig: Figures) -> None:
         count = f"{fig.percent:5.1f} %" if fig.unit == "%" else f"{fig.done}/{fig.total} {fig.unit}"
-        self.display.update(self.task, completed=fig.done, total=max(fig.total, 1), count=count,
-                            figures=fig.text(), description=fig.label)
+        self.display.update(
+            self.task,
+            completed=fig.done,
+            total=max(fig.total, 1),
+            count=count,
+            figures=fig.text(),
+            description=fig.label,
+        )
         self.display.refresh()
 
     def _csv(self, fig: Figures) -> None:
@@ -182,7 +229,7 @@ class Progress:
             self._csv(self.last)
         if self.display is not None:
             if self.last is not None:
-                self._draw(self.last)   # the last report, even if it came sooner than REFRESH_S after the one drawn
+                self._draw(self.last)  # the last report, even if it came sooner than REFRESH_S after the one drawn
             self.display.stop()
             self.display = self.task = None
         self.key = None
@@ -200,8 +247,18 @@ class Progress:
             self._begin("gen", "generating", total_files, "files")
             dt = max(1e-6, time.monotonic() - self.t0)
             frac = nbytes / total_bytes if total_bytes else 1.0
-            self._update(Figures("generate", "generating", min(nfiles, total_files), total_files, "files", dt,
-                                 nbytes / 2**20 / dt, eta_s=_eta(dt, frac)))
+            self._update(
+                Figures(
+                    "generate",
+                    "generating",
+                    min(nfiles, total_files),
+                    total_files,
+                    "files",
+                    dt,
+                    nbytes / 2**20 / dt,
+                    eta_s=_eta(dt, frac),
+                )
+            )
 
     def training(self, split: str, epoch: int, run: Any, plan: Any) -> None:
         """on_tick of a training run (one epoch, or one block of it between step checkpoints):
@@ -222,16 +279,26 @@ class Progress:
             dt = max(1e-6, time.monotonic() - self.t0)
             batch = int(plan.steps["nsamples"][0]) if n else 0
             compute = float(plan.steps["compute_ns"][:steps].sum()) / 1e9 if steps else 0.0
-            fig = Figures("train" if split == "train" else "eval", label, steps, n, "steps", dt, nbytes / 2**20 / dt,
-                          samples_s=steps * batch / dt, au_pct=min(100.0, 100.0 * compute / dt),
-                          eta_s=_eta(dt, steps / n if n else 1.0))
+            fig = Figures(
+                "train" if split == "train" else "eval",
+                label,
+                steps,
+                n,
+                "steps",
+                dt,
+                nbytes / 2**20 / dt,
+                samples_s=steps * batch / dt,
+                au_pct=min(100.0, 100.0 * compute / dt),
+                eta_s=_eta(dt, steps / n if n else 1.0),
+            )
             self._update(fig, final=steps >= n)
             if steps >= n:  # the last step is drawn now, before the epoch's log lines
                 self._finish()
                 self.finished_key = key
 
-    def io_point(self, point: Any, budget: Any, index: Optional[int] = None, count: Optional[int] = None,
-                 pass_bytes: int = 0) -> Callable[[Any], None]:
+    def io_point(
+        self, point: Any, budget: Any, index: Optional[int] = None, count: Optional[int] = None, pass_bytes: int = 0
+    ) -> Callable[[Any], None]:
         """on_tick for one `io` point (point `index` of `count` in the grid): MiB/s and IOPS so
         far, how much of its budget is spent (bytes, time, or of one pass over the files:
         `pass_bytes`), and the ETA of the whole grid."""
@@ -263,8 +330,20 @@ class Progress:
                     pct = 0.0
                 pct = min(pct, 100.0)
                 frac = ((index - 1) + pct / 100.0) / count if index and count else pct / 100.0
-                self._update(Figures("io", label, int(pct), 100, "%", dt, nbytes / 2**20 / dt, iops=ops / dt,
-                                     eta_s=_eta(t - grid_t0, frac)))
+                self._update(
+                    Figures(
+                        "io",
+                        label,
+                        int(pct),
+                        100,
+                        "%",
+                        dt,
+                        nbytes / 2**20 / dt,
+                        iops=ops / dt,
+                        eta_s=_eta(t - grid_t0, frac),
+                    )
+                )
+
         return tick
 
 
@@ -278,6 +357,7 @@ def _isatty(stream: Any) -> bool:
 def _size(bs: Any) -> str:
     try:
         from dlio.units import fmt_size
+
         return fmt_size(int(bs))
     except (TypeError, ValueError):
         return str(bs)

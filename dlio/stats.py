@@ -5,6 +5,7 @@ are numpy arrays so that threads, ranks and epochs merge by addition. Percentile
 code exactly: the first bucket whose cumulative count reaches ceil(p/100 * count), reported as its
 midpoint clamped to [min, max].
 """
+
 import math
 
 import numpy as np
@@ -23,8 +24,14 @@ def bucket_values():
 
 
 def empty():
-    return {"count": 0, "min": 0, "max": 0, "sum": 0.0, "sumsq": 0.0,
-            "buckets": np.zeros(_core.HIST_NR, dtype=np.uint64)}
+    return {
+        "count": 0,
+        "min": 0,
+        "max": 0,
+        "sum": 0.0,
+        "sumsq": 0.0,
+        "buckets": np.zeros(_core.HIST_NR, dtype=np.uint64),
+    }
 
 
 def merge(hists):
@@ -59,8 +66,7 @@ def summary(h, percentiles=PERCENTILES):
     n = h["count"]
     mean = h["sum"] / n if n else 0.0
     var = max(0.0, h["sumsq"] / n - mean * mean) if n else 0.0
-    out = {"count": int(n), "min": int(h["min"]), "mean": mean, "stdev": math.sqrt(var),
-           "max": int(h["max"])}
+    out = {"count": int(n), "min": int(h["min"]), "mean": mean, "stdev": math.sqrt(var), "max": int(h["max"])}
     for p in percentiles:
         out[pname(p)] = percentile(h, p)
     return out
@@ -75,14 +81,18 @@ def to_json(h):
     """A histogram as JSON: sparse buckets [[index, count], ...] plus the moments."""
     b = np.asarray(h["buckets"])
     nz = np.nonzero(b)[0]
-    return {"count": int(h["count"]), "min": int(h["min"]), "max": int(h["max"]),
-            "sum": float(h["sum"]), "sumsq": float(h["sumsq"]),
-            "buckets": [[int(i), int(b[i])] for i in nz]}
+    return {
+        "count": int(h["count"]),
+        "min": int(h["min"]),
+        "max": int(h["max"]),
+        "sum": float(h["sum"]),
+        "sumsq": float(h["sumsq"]),
+        "buckets": [[int(i), int(b[i])] for i in nz],
+    }
 
 
 def from_json(d):
     b = np.zeros(_core.HIST_NR, dtype=np.uint64)
     for i, c in d["buckets"]:
         b[i] = c
-    return {"count": d["count"], "min": d["min"], "max": d["max"], "sum": d["sum"],
-            "sumsq": d["sumsq"], "buckets": b}
+    return {"count": d["count"], "min": d["min"], "max": d["max"], "sum": d["sum"], "sumsq": d["sumsq"], "buckets": b}

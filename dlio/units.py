@@ -1,11 +1,19 @@
 """Sizes and durations as people type them: 4k, 1MiB, 1.5GiB, 64m; 10s, 500ms, 2m."""
+
 import re
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?b?)\s*$", re.I)
 _POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 _DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ns|us|ms|s|m|h|)\s*$", re.I)
-_DUR_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "": 1_000_000_000,
-           "m": 60_000_000_000, "h": 3_600_000_000_000}
+_DUR_NS = {
+    "ns": 1,
+    "us": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+}
 
 
 def parse_size(text):
@@ -45,8 +53,8 @@ def fmt_bytes(n, sep=" "):
 def fmt_size(n):
     """1048576 -> '1MiB', 4096 -> '4KiB', 1000 -> '1000B'."""
     for unit, p in (("PiB", 5), ("TiB", 4), ("GiB", 3), ("MiB", 2), ("KiB", 1)):
-        if n >= 1024 ** p and n % 1024 ** p == 0:
-            return f"{n // 1024 ** p}{unit}"
+        if n >= 1024**p and n % 1024**p == 0:
+            return f"{n // 1024**p}{unit}"
     return f"{n}B"
 
 

@@ -27,19 +27,28 @@ def run_cli(capsys):
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         out = capsys.readouterr()
         return code, out.out, out.err
+
     return run
 
 
 @pytest.fixture
 def dlio_cmd():
     """Run dlio-fast in a subprocess: (exit status, stdout, stderr)."""
+
     def run(*args, env=None, timeout=300, cwd=None):
         e = dict(os.environ)
         if env:
             e.update(env)
-        p = subprocess.run([sys.executable, "-m", "dlio", *map(str, args)], capture_output=True,
-                           text=True, env=e, timeout=timeout, cwd=cwd)
+        p = subprocess.run(
+            [sys.executable, "-m", "dlio", *map(str, args)],
+            capture_output=True,
+            text=True,
+            env=e,
+            timeout=timeout,
+            cwd=cwd,
+        )
         return p.returncode, p.stdout, p.stderr
+
     return run
 
 
@@ -56,6 +65,7 @@ def one_line(text):
 def s3_server(tmp_path_factory):
     """A real Ceph RADOS Gateway (tools/ceph-s3.sh) on free loopback ports for the whole session."""
     import importlib.util
+
     spec = importlib.util.spec_from_file_location("ceph_s3", os.path.join(REPO, "tools", "ceph_s3.py"))
     ceph_s3 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ceph_s3)

@@ -35,6 +35,7 @@ Record of one save / load on one rank (plain JSON-ready dict)::
     checkpoint_size_GB (DLIO's size), engine, direct, threads, qd, transfer_size, fsync, cache,
     randomize_tensor.
 """
+
 from __future__ import annotations
 
 import errno
@@ -46,15 +47,22 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 import numpy as np
 
 from dlio import _core
+from dlio.checkpoint.layout import (
+    ONE_BYTES,
+    CheckpointPlan,
+    CkptFile,
+    plan_checkpoint,
+    rank_files,
+    size_lines,
+    step_folder,
+)
 from dlio.config import engines
-from dlio.checkpoint.layout import ONE_BYTES, CheckpointPlan, CkptFile, plan_checkpoint, rank_files, size_lines, \
-    step_folder
-from dlio.report import checkpoint as ckpt_figures
-from dlio.host import drop_cache, iso
-from dlio.units import GiB, fmt_bytes
 from dlio.errors import DlioError, DlioRunError, os_error_message
-from dlio.mpi import Comm
 from dlio.execute import execute
+from dlio.host import drop_cache, iso
+from dlio.mpi import Comm
+from dlio.report import checkpoint as ckpt_figures
+from dlio.units import GiB, fmt_bytes
 
 TRANSFER = 16 << 20
 MAX_THREADS = 4
@@ -93,7 +101,7 @@ def build_ops(files: Sequence[CkptFile], op: int, transfer: int = TRANSFER, alig
     for i, (f, c) in enumerate(zip(files, counts)):
         if not c:
             continue
-        sl = ops[at:at + c]
+        sl = ops[at : at + c]
         sl["file"] = i
         sl["op"] = op
         sl["offset"] = np.arange(c, dtype=np.uint64) * np.uint64(transfer)
@@ -172,15 +180,36 @@ def ones_pattern(dtype: str) -> int:
     return int(np.frombuffer(one * (8 // len(one)), dtype=np.uint64)[0])
 
 
-def _run_core(engine: str, paths: List[str], ops: np.ndarray, first: np.ndarray, threads: int, qd: int,
-              direct: bool, file_fill=None) -> Dict[str, Any]:
-    run = _core.Run("io", engine, paths, ops, threads=threads, qd=qd, direct=direct, thread_first_op=first,
-                    loop=False, file_fill=file_fill)
+def _run_core(
+    engine: str,
+    paths: List[str],
+    ops: np.ndarray,
+    first: np.ndarray,
+    threads: int,
+    qd: int,
+    direct: bool,
+    file_fill=None,
+) -> Dict[str, Any]:
+    run = _core.Run(
+        "io",
+        engine,
+        paths,
+        ops,
+        threads=threads,
+        qd=qd,
+        direct=direct,
+        thread_first_op=first,
+        loop=False,
+        file_fill=file_fill,
+    )
     try:
         return execute(run)
     except _core.RunError as e:
-        hint = ("; " + os_error_message(e, e.filename).split("; ", 1)[-1]) if e.errno in (errno.ENOSPC,
-                                                                                          errno.EDQUOT) else ""
+        hint = (
+            ("; " + os_error_message(e, e.filename).split("; ", 1)[-1])
+            if e.errno in (errno.ENOSPC, errno.EDQUOT)
+            else ""
+        )
         raise DlioRunError(f"checkpoint I/O failed: {e}{hint}") from e
 
 
@@ -201,15 +230,33 @@ def _fsync_all(paths: Iterable[str]) -> None:
             _fsync_one(p)
         return
     from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=min(8, len(paths))) as ex:
         list(ex.map(_fsync_one, paths))
 
 
-def _record(kind: str, cfg: Any, comm: Comm, epoch: int, step: int, folder: str, plan_size: float,
-            files: Sequence[CkptFile], **kw: Any) -> Dict[str, Any]:
-    rec = {"kind": kind, "rank": comm.rank, "comm_size": comm.size, "epoch": int(epoch), "step": int(step),
-           "folder": folder, "files": [{"name": f.name, "bytes": f.nbytes} for f in files],
-           "nfiles": len(files), "checkpoint_size_GB": plan_size}
+def _record(
+    kind: str,
+    cfg: Any,
+    comm: Comm,
+    epoch: int,
+    step: int,
+    folder: str,
+    plan_size: float,
+    files: Sequence[CkptFile],
+    **kw: Any,
+) -> Dict[str, Any]:
+    rec = {
+        "kind": kind,
+        "rank": comm.rank,
+        "comm_size": comm.size,
+        "epoch": int(epoch),
+        "step": int(step),
+        "folder": folder,
+        "files": [{"name": f.name, "bytes": f.nbytes} for f in files],
+        "nfiles": len(files),
+        "checkpoint_size_GB": plan_size,
+    }
     rec.update(kw)
     return rec
 
@@ -243,10 +290,20 @@ def extend_window(rec: Dict[str, Any], extra_s: float, what: str = "sync_s") -> 
 # save / load
 
 
-def save(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional[str] = None,
-         direct: Optional[bool] = None, qd: Optional[int] = None, threads: Optional[int] = None,
-         fsync: Optional[bool] = None, transfer: int = TRANSFER, plan: Optional[CheckpointPlan] = None,
-         barrier: bool = False) -> Dict[str, Any]:
+def save(
+    cfg: Any,
+    comm: Optional[Comm],
+    epoch: int,
+    step: int,
+    engine: Optional[str] = None,
+    direct: Optional[bool] = None,
+    qd: Optional[int] = None,
+    threads: Optional[int] = None,
+    fsync: Optional[bool] = None,
+    transfer: int = TRANSFER,
+    plan: Optional[CheckpointPlan] = None,
+    barrier: bool = False,
+) -> Dict[str, Any]:
     """Write this rank's checkpoint files of ``global_epoch{epoch}_step{step}``; returns the record.
 
     ``barrier``: a barrier just before the window (checkpoint-only mode).  ``plan`` avoids recomputing
@@ -265,18 +322,38 @@ def save(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional
     parent = os.path.dirname(folder)
     os.makedirs(parent, exist_ok=True)
     align = _align_of(parent, direct)
-    ops, first, nthreads = thread_plan(files, _core.OP_WRITE, transfer, align,
-                                       _threads_for(len(files), -(-plan.rank_bytes // transfer), threads))
+    ops, first, nthreads = thread_plan(
+        files, _core.OP_WRITE, transfer, align, _threads_for(len(files), -(-plan.rank_bytes // transfer), threads)
+    )
     # randomize_tensor: false writes tensors of ones, through the same C path (patterned buffers)
     fills = None if randomize else [ones_pattern(f.dtype) for f in files]
     check_free_space(parent, paths, plan.rank_bytes)
     if barrier:
         comm.barrier()
     try:
-        return _save_files(cfg, comm, epoch, step, eng, direct, qd, do_fsync, randomize, folder, files, paths,
-                           align, ops, first, nthreads, fills, plan, transfer)
+        return _save_files(
+            cfg,
+            comm,
+            epoch,
+            step,
+            eng,
+            direct,
+            qd,
+            do_fsync,
+            randomize,
+            folder,
+            files,
+            paths,
+            align,
+            ops,
+            first,
+            nthreads,
+            fills,
+            plan,
+            transfer,
+        )
     except BaseException:
-        remove_partial(folder, paths)   # a half-written checkpoint must not look like one
+        remove_partial(folder, paths)  # a half-written checkpoint must not look like one
         raise
 
 
@@ -288,12 +365,16 @@ def check_free_space(parent: str, paths: Sequence[str], nbytes: int) -> None:
         return
     free = st.f_bavail * st.f_frsize + sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
     if nbytes > free:
-        raise DlioRunError(f"{parent}: the checkpoint needs {fmt_bytes(nbytes)} on this rank but only "
-                           f"{fmt_bytes(free)} is free; free some space, use another checkpoint.checkpoint_folder "
-                           "or a smaller model")
+        raise DlioRunError(
+            f"{parent}: the checkpoint needs {fmt_bytes(nbytes)} on this rank but only "
+            f"{fmt_bytes(free)} is free; free some space, use another checkpoint.checkpoint_folder "
+            "or a smaller model"
+        )
     if st.f_files > 0 and st.f_favail < len(paths):
-        raise DlioRunError(f"{parent}: no free inodes left for {len(paths)} checkpoint file(s) (the disk has "
-                           "space, but no room for more files); remove files or use another checkpoint_folder")
+        raise DlioRunError(
+            f"{parent}: no free inodes left for {len(paths)} checkpoint file(s) (the disk has "
+            "space, but no room for more files); remove files or use another checkpoint_folder"
+        )
 
 
 def remove_partial(folder: str, paths: Sequence[str]) -> None:
@@ -303,18 +384,37 @@ def remove_partial(folder: str, paths: Sequence[str]) -> None:
         except OSError:
             pass
     try:
-        os.rmdir(folder)   # only when empty: other ranks' files stay for them to remove
+        os.rmdir(folder)  # only when empty: other ranks' files stay for them to remove
     except OSError:
         pass
 
 
-def _save_files(cfg, comm, epoch, step, eng, direct, qd, do_fsync, randomize, folder, files, paths, align, ops,
-                first, nthreads, fills, plan, transfer) -> Dict[str, Any]:
+def _save_files(
+    cfg,
+    comm,
+    epoch,
+    step,
+    eng,
+    direct,
+    qd,
+    do_fsync,
+    randomize,
+    folder,
+    files,
+    paths,
+    align,
+    ops,
+    first,
+    nthreads,
+    fills,
+    plan,
+    transfer,
+) -> Dict[str, Any]:
     w0 = time.time()
     m0 = time.monotonic_ns()
     try:
         os.makedirs(folder, exist_ok=True)
-        for p in paths:    # the C engines open with O_CREAT but not O_TRUNC
+        for p in paths:  # the C engines open with O_CREAT but not O_TRUNC
             os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
     except OSError as e:
         raise DlioRunError(os_error_message(e, e.filename or folder, None)) from None
@@ -343,15 +443,33 @@ def _save_files(cfg, comm, epoch, step, eng, direct, qd, do_fsync, randomize, fo
         raise DlioRunError("checkpoint fsync/truncate failed: " + os_error_message(e, e.filename or folder)) from None
     fsync_s = 0.0
     if do_fsync:
-        fsync_s = (max(t["fsync_ns"] for t in res["threads"]) / 1e9 if c_fsync else (m1 - fs0) / 1e9)
+        fsync_s = max(t["fsync_ns"] for t in res["threads"]) / 1e9 if c_fsync else (m1 - fs0) / 1e9
     written = int(res["bytes"])
-    rec = _record("save", cfg, comm, epoch, step, folder, plan.dlio_size_GiB, files,
-                  bytes=min(written, plan.rank_bytes) if align > 1 else written,
-                  bytes_issued=written, prepare_s=(m_prep - m0) / 1e9,
-                  io_s=(res["t_end"] - res["t_start"]) / 1e9 if len(ops) else 0.0,
-                  io_window_s=(m_io - m_prep) / 1e9, fsync_s=fsync_s,
-                  sync_s=0.0, engine=eng, direct=direct, threads=nthreads, qd=qd, transfer_size=transfer,
-                  fsync=do_fsync, cache="n/a", randomize_tensor=randomize)
+    rec = _record(
+        "save",
+        cfg,
+        comm,
+        epoch,
+        step,
+        folder,
+        plan.dlio_size_GiB,
+        files,
+        bytes=min(written, plan.rank_bytes) if align > 1 else written,
+        bytes_issued=written,
+        prepare_s=(m_prep - m0) / 1e9,
+        io_s=(res["t_end"] - res["t_start"]) / 1e9 if len(ops) else 0.0,
+        io_window_s=(m_io - m_prep) / 1e9,
+        fsync_s=fsync_s,
+        sync_s=0.0,
+        engine=eng,
+        direct=direct,
+        threads=nthreads,
+        qd=qd,
+        transfer_size=transfer,
+        fsync=do_fsync,
+        cache="n/a",
+        randomize_tensor=randomize,
+    )
     return _finish(rec, w0, m0, m1)
 
 
@@ -360,10 +478,21 @@ def default_drop(cfg: Any) -> bool:
     return not (cfg.dlio_fast.cache == "keep" and cfg.origin("dlio_fast.cache") != "default")
 
 
-def load(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional[str] = None,
-         direct: Optional[bool] = None, qd: Optional[int] = None, threads: Optional[int] = None,
-         drop: Optional[bool] = None, transfer: int = TRANSFER, plan: Optional[CheckpointPlan] = None,
-         ranks_per_node_: Optional[int] = None, barrier: bool = False) -> Dict[str, Any]:
+def load(
+    cfg: Any,
+    comm: Optional[Comm],
+    epoch: int,
+    step: int,
+    engine: Optional[str] = None,
+    direct: Optional[bool] = None,
+    qd: Optional[int] = None,
+    threads: Optional[int] = None,
+    drop: Optional[bool] = None,
+    transfer: int = TRANSFER,
+    plan: Optional[CheckpointPlan] = None,
+    ranks_per_node_: Optional[int] = None,
+    barrier: bool = False,
+) -> Dict[str, Any]:
     """Read back the checkpoint files of ``global_epoch{epoch}_step{step}``; returns the record.
 
     ``drop``: drop the files' cached pages first (default: yes, see ``default_drop``).  With
@@ -385,28 +514,54 @@ def load(cfg: Any, comm: Optional[Comm], epoch: int, step: int, engine: Optional
         try:
             size = os.stat(p).st_size
         except OSError:
-            raise DlioError(f"{p}: checkpoint file missing (rank {src}'s file of {step_folder(epoch, step)}); "
-                            "write the checkpoint first") from None
+            raise DlioError(
+                f"{p}: checkpoint file missing (rank {src}'s file of {step_folder(epoch, step)}); "
+                "write the checkpoint first"
+            ) from None
         if size < f.nbytes:
-            raise DlioError(f"{p}: {size} bytes, the checkpoint plan says {f.nbytes}: written with another "
-                            "model configuration?")
+            raise DlioError(
+                f"{p}: {size} bytes, the checkpoint plan says {f.nbytes}: written with another model configuration?"
+            )
     cache = "kept"
     if drop and eng != "null":
         cache = drop_cache(paths)
-    ops, first, nthreads = thread_plan(files, 0, transfer, 1,
-                                       _threads_for(len(files), -(-sum(f.nbytes for f in files) // transfer), threads))
+    ops, first, nthreads = thread_plan(
+        files, 0, transfer, 1, _threads_for(len(files), -(-sum(f.nbytes for f in files) // transfer), threads)
+    )
     if barrier:
         comm.barrier()
     w0 = time.time()
     m0 = time.monotonic_ns()
-    res = _run_core(eng, paths, ops, first, nthreads, qd, direct) if len(ops) else {"t_start": 0, "t_end": 0, "bytes": 0}
+    res = (
+        _run_core(eng, paths, ops, first, nthreads, qd, direct) if len(ops) else {"t_start": 0, "t_end": 0, "bytes": 0}
+    )
     m1 = time.monotonic_ns()
-    rec = _record("load", cfg, comm, epoch, step, folder, plan.dlio_size_GiB, files, source_rank=src,
-                  bytes=int(res["bytes"]), prepare_s=0.0,
-                  io_s=(res["t_end"] - res["t_start"]) / 1e9 if len(ops) else 0.0, io_window_s=(m1 - m0) / 1e9,
-                  fsync_s=0.0, sync_s=0.0, engine=eng, direct=direct, threads=nthreads, qd=qd,
-                  transfer_size=transfer, fsync=False, cache=cache,
-                  randomize_tensor=bool(cfg.checkpoint.randomize_tensor), writer="c-core")
+    rec = _record(
+        "load",
+        cfg,
+        comm,
+        epoch,
+        step,
+        folder,
+        plan.dlio_size_GiB,
+        files,
+        source_rank=src,
+        bytes=int(res["bytes"]),
+        prepare_s=0.0,
+        io_s=(res["t_end"] - res["t_start"]) / 1e9 if len(ops) else 0.0,
+        io_window_s=(m1 - m0) / 1e9,
+        fsync_s=0.0,
+        sync_s=0.0,
+        engine=eng,
+        direct=direct,
+        threads=nthreads,
+        qd=qd,
+        transfer_size=transfer,
+        fsync=False,
+        cache=cache,
+        randomize_tensor=bool(cfg.checkpoint.randomize_tensor),
+        writer="c-core",
+    )
     return _finish(rec, w0, m0, m1)
 
 
@@ -419,9 +574,15 @@ def sleep_seconds(cfg: Any) -> float:
     return abs(float(cfg.checkpoint.time_between_checkpoints))
 
 
-def run_checkpoint_only(cfg: Any, comm: Optional[Comm], echo: Optional[Callable[[str], None]] = None,
-                        sleep_s: Optional[float] = None, engine: Optional[str] = None,
-                        direct: Optional[bool] = None, drop: Optional[bool] = None) -> Dict[str, Any]:
+def run_checkpoint_only(
+    cfg: Any,
+    comm: Optional[Comm],
+    echo: Optional[Callable[[str], None]] = None,
+    sleep_s: Optional[float] = None,
+    engine: Optional[str] = None,
+    direct: Optional[bool] = None,
+    drop: Optional[bool] = None,
+) -> Dict[str, Any]:
     """DLIO's checkpoint-only mode (``workflow.train: false, checkpoint: true``), main.py:281-336.
 
     ``num_checkpoints_write`` x (sleep, barrier, save ``global_epoch1_step{i}``, barrier if rank_sync,
@@ -449,6 +610,7 @@ def run_checkpoint_only(cfg: Any, comm: Optional[Comm], echo: Optional[Callable[
     stats: Dict[str, Any] = {"start": start}
     records: List[Dict[str, Any]] = []
     nw, nr = max(0, c.num_checkpoints_write), max(0, c.num_checkpoints_read)
+
     def one(kind, i, op):
         """One checkpoint-only save or load: DLIO's pause, lines, rank_sync barrier in the window."""
         time.sleep(pause)
@@ -463,12 +625,15 @@ def run_checkpoint_only(cfg: Any, comm: Optional[Comm], echo: Optional[Callable[
         records.append(rec)
         stats[f"{kind}_ckpt{i}"] = ckpt_figures.per_epoch_entry(rec)
         if kind == "save":
-            extra = (f"{rec['bytes'] / GiB:.4f} GiB, {rec['GiB_per_second']:.4f} GiB/s"
-                     + (f", fsync {rec['fsync_s']:.4f} s" if rec["fsync"] else ""))
+            extra = f"{rec['bytes'] / GiB:.4f} GiB, {rec['GiB_per_second']:.4f} GiB/s" + (
+                f", fsync {rec['fsync_s']:.4f} s" if rec["fsync"] else ""
+            )
         else:
             extra = f"{rec['GiB_per_second']:.4f} GiB/s, page cache {rec['cache']}"
-        say(f"Finished {verb} checkpoint {i} for epoch 1 in {rec['duration_s']:.4f} s; Throughput: "
-            f"{rec['dlio_throughput_GB_per_second']:.4f} GB/s")
+        say(
+            f"Finished {verb} checkpoint {i} for epoch 1 in {rec['duration_s']:.4f} s; Throughput: "
+            f"{rec['dlio_throughput_GB_per_second']:.4f} GB/s"
+        )
         say(f"Checkpoint {i} {kind}, this rank: {extra}")  # own line: DLIO's "GB" above are GiB
 
     if nw:
@@ -481,12 +646,19 @@ def run_checkpoint_only(cfg: Any, comm: Optional[Comm], echo: Optional[Callable[
         root = os.path.abspath(c.checkpoint_folder)
         have = len(os.listdir(root)) if os.path.isdir(root) else 0
         if have < nr:
-            raise DlioError(f"checkpoint.num_checkpoints_read = {nr}: only {have} checkpoints in {root}; "
-                            "write them first (num_checkpoints_write) or read fewer")
+            raise DlioError(
+                f"checkpoint.num_checkpoints_read = {nr}: only {have} checkpoints in {root}; "
+                "write them first (num_checkpoints_write) or read fewer"
+            )
         say("Checkpointing read started")
     for i in range(1, nr + 1):
-        one("load", i, lambda: load(cfg, comm, 1, i, engine=engine, direct=direct, drop=drop, plan=plan,
-                                    ranks_per_node_=ppn, barrier=True))
+        one(
+            "load",
+            i,
+            lambda: load(
+                cfg, comm, 1, i, engine=engine, direct=direct, drop=drop, plan=plan, ranks_per_node_=ppn, barrier=True
+            ),
+        )
     if nr:
         say("Checkpointing read finished")
     end = iso()
@@ -497,5 +669,12 @@ def run_checkpoint_only(cfg: Any, comm: Optional[Comm], echo: Optional[Callable[
     if comm.rank == 0:
         all_records = [r for rank_recs in gathered for r in rank_recs]
         summary = ckpt_figures.summary_fields(all_records, comm.size)
-    return {"plan": plan.to_dict(), "records": records, "all_records": all_records, "summary": summary,
-            "per_epoch_stats": {"1": stats}, "start": start, "end": end}
+    return {
+        "plan": plan.to_dict(),
+        "records": records,
+        "all_records": all_records,
+        "summary": summary,
+        "per_epoch_stats": {"1": stats},
+        "start": start,
+        "end": end,
+    }

@@ -32,6 +32,7 @@ Two totals are given: ``dlio_size_GiB`` is DLIO's ``checkpoint_size`` (what its 
 ZeRO-2 counts model state that ``dp != 0`` ranks never write; a non-transformer model counts
 ``model_size`` only); ``total_bytes`` is what really goes to storage over all ranks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -40,12 +41,17 @@ from typing import Any, Dict, List, Tuple
 from dlio.errors import ConfigError
 from dlio.units import GiB
 
-
 DTYPE_BYTES = {"int8": 1, "uint8": 1, "fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8}
 # numpy view of one element of each dtype (bf16 has no numpy dtype: its 1.0 is 0x3F80 as uint16)
 NUMPY_DTYPE = {"int8": "i1", "uint8": "u1", "fp16": "<f2", "bf16": "<u2", "fp32": "<f4", "fp64": "<f8"}
-ONE_BYTES = {"int8": b"\x01", "uint8": b"\x01", "fp16": b"\x00\x3c", "bf16": b"\x80\x3f",
-             "fp32": b"\x00\x00\x80\x3f", "fp64": b"\x00\x00\x00\x00\x00\x00\xf0\x3f"}
+ONE_BYTES = {
+    "int8": b"\x01",
+    "uint8": b"\x01",
+    "fp16": b"\x00\x3c",
+    "bf16": b"\x80\x3f",
+    "fp32": b"\x00\x00\x80\x3f",
+    "fp64": b"\x00\x00\x00\x00\x00\x00\xf0\x3f",
+}
 
 TF_INDEX_BASE = 64
 TF_INDEX_PER_TENSOR = 48
@@ -64,7 +70,7 @@ class Layout:
     tp: int
     pp: int
     dp: int
-    mp: int           # TP * PP
+    mp: int  # TP * PP
     zero: int
     tp_rank: int
     pp_rank: int
@@ -82,13 +88,18 @@ class CkptFile:
 
     name: str
     nbytes: int
-    dtype: str                  # element type of every tensor in it (ones are written in it)
-    kind: str                   # model_state | layers | layer | optimizer | tf_index | tf_checkpoint
+    dtype: str  # element type of every tensor in it (ones are written in it)
+    kind: str  # model_state | layers | layer | optimizer | tf_index | tf_checkpoint
     tensors: int = 1
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"name": self.name, "bytes": self.nbytes, "dtype": self.dtype, "kind": self.kind,
-                "tensors": self.tensors}
+        return {
+            "name": self.name,
+            "bytes": self.nbytes,
+            "dtype": self.dtype,
+            "kind": self.kind,
+            "tensors": self.tensors,
+        }
 
 
 @dataclass(frozen=True)
@@ -98,13 +109,13 @@ class CheckpointPlan:
     rank: int
     comm_size: int
     layout: Layout
-    files: Tuple[CkptFile, ...]         # this rank's files (names relative to the step folder)
-    writers: Tuple[int, ...]            # ranks that write at least one file
-    total_bytes: int                    # bytes all ranks write per checkpoint
+    files: Tuple[CkptFile, ...]  # this rank's files (names relative to the step folder)
+    writers: Tuple[int, ...]  # ranks that write at least one file
+    total_bytes: int  # bytes all ranks write per checkpoint
     total_files: int
-    model_bytes: int                    # DLIO's allreduced model state bytes (see module doc)
-    optimizer_bytes: int                # DLIO's allreduced optimizer state bytes
-    dlio_size_GiB: float                # DLIO's checkpoint_size (its "GB" are GiB)
+    model_bytes: int  # DLIO's allreduced model state bytes (see module doc)
+    optimizer_bytes: int  # DLIO's allreduced optimizer state bytes
+    dlio_size_GiB: float  # DLIO's checkpoint_size (its "GB" are GiB)
     num_parameters: int
     ext: str
     per_rank_bytes: Tuple[int, ...] = field(repr=False, default=())
@@ -122,11 +133,21 @@ class CheckpointPlan:
         return self.total_bytes / GiB
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"rank": self.rank, "comm_size": self.comm_size, "layout": self.layout.to_dict(),
-                "files": [f.to_dict() for f in self.files], "rank_bytes": self.rank_bytes,
-                "writers": list(self.writers), "total_bytes": self.total_bytes, "total_files": self.total_files,
-                "model_bytes": self.model_bytes, "optimizer_bytes": self.optimizer_bytes,
-                "dlio_size_GiB": self.dlio_size_GiB, "num_parameters": self.num_parameters, "ext": self.ext}
+        return {
+            "rank": self.rank,
+            "comm_size": self.comm_size,
+            "layout": self.layout.to_dict(),
+            "files": [f.to_dict() for f in self.files],
+            "rank_bytes": self.rank_bytes,
+            "writers": list(self.writers),
+            "total_bytes": self.total_bytes,
+            "total_files": self.total_files,
+            "model_bytes": self.model_bytes,
+            "optimizer_bytes": self.optimizer_bytes,
+            "dlio_size_GiB": self.dlio_size_GiB,
+            "num_parameters": self.num_parameters,
+            "ext": self.ext,
+        }
 
 
 def step_folder(epoch: int, step: int) -> str:
@@ -141,12 +162,26 @@ def step_folder(epoch: int, step: int) -> str:
 def _model(cfg: Any) -> Dict[str, Any]:
     m = cfg.model
     t = m.transformer
-    return dict(type=m.type, model_size=m.model_size_bytes, mdt=m.model_datatype, odt=m.optimizer_datatype,
-                L=m.num_layers, layer_parameters=tuple(m.layer_parameters),
-                optimization_groups=tuple(m.optimization_groups), tp=m.parallelism.tensor,
-                pp=m.parallelism.pipeline, data=m.parallelism.data, zero=m.parallelism.zero_stage,
-                V=t.vocab_size, H=t.hidden_size, FFN=t.ffn_hidden_size, heads=t.num_attention_heads,
-                kv=t.num_kv_heads, subset=cfg.checkpoint.mode == "subset", framework=cfg.framework)
+    return dict(
+        type=m.type,
+        model_size=m.model_size_bytes,
+        mdt=m.model_datatype,
+        odt=m.optimizer_datatype,
+        L=m.num_layers,
+        layer_parameters=tuple(m.layer_parameters),
+        optimization_groups=tuple(m.optimization_groups),
+        tp=m.parallelism.tensor,
+        pp=m.parallelism.pipeline,
+        data=m.parallelism.data,
+        zero=m.parallelism.zero_stage,
+        V=t.vocab_size,
+        H=t.hidden_size,
+        FFN=t.ffn_hidden_size,
+        heads=t.num_attention_heads,
+        kv=t.num_kv_heads,
+        subset=cfg.checkpoint.mode == "subset",
+        framework=cfg.framework,
+    )
 
 
 def num_parameters(m: Dict[str, Any]) -> int:
@@ -166,20 +201,38 @@ def layout(m: Dict[str, Any], rank: int, comm_size: int) -> Layout:
     if m["subset"]:
         dp = m["data"]
         if dp <= 0:
-            raise ConfigError("checkpoint.mode = 'subset' needs model.parallelism.data >= 1",
-                              "model.parallelism.data", dp)
+            raise ConfigError(
+                "checkpoint.mode = 'subset' needs model.parallelism.data >= 1", "model.parallelism.data", dp
+            )
         if dp * mp < comm_size:
-            raise ConfigError(f"subset checkpointing: data {dp} x tensor {tp} x pipeline {pp} = {dp * mp} "
-                              f"is less than the {comm_size} ranks", "model.parallelism.data", dp)
+            raise ConfigError(
+                f"subset checkpointing: data {dp} x tensor {tp} x pipeline {pp} = {dp * mp} "
+                f"is less than the {comm_size} ranks",
+                "model.parallelism.data",
+                dp,
+            )
     else:
         if comm_size % mp:
             raise ConfigError(
                 f"the checkpoint layout needs a multiple of tensor {tp} x pipeline {pp} = {mp} ranks, not "
                 f"{comm_size}: run with mpiexec -n {mp} (or a multiple), or emulate a part of it with "
-                f"checkpoint.mode=subset model.parallelism.data=1", "model.parallelism", mp)
+                f"checkpoint.mode=subset model.parallelism.data=1",
+                "model.parallelism",
+                mp,
+            )
         dp = comm_size // mp
-    return Layout(tp=tp, pp=pp, dp=dp, mp=mp, zero=m["zero"], tp_rank=rank % tp, pp_rank=(rank // tp) % pp,
-                  dp_rank=rank // mp, mp_rank=rank % mp, subset=m["subset"])
+    return Layout(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        mp=mp,
+        zero=m["zero"],
+        tp_rank=rank % tp,
+        pp_rank=(rank // tp) % pp,
+        dp_rank=rank // mp,
+        mp_rank=rank % mp,
+        subset=m["subset"],
+    )
 
 
 def layer_index_range(m: Dict[str, Any], pp_rank: int, predefined: bool) -> Tuple[int, int]:
@@ -211,8 +264,14 @@ def layer_parameters(m: Dict[str, Any], lay: Layout, index: int) -> List[int]:
         return [H * V // tp // sf]
     if index == L + 2:
         return [H // sf]
-    return [H // sf, H * (H + 2 * dkv) // tp // sf, H * H // tp // sf, H // sf,
-            H * 2 * FFN // tp // sf, H * FFN // tp // sf]
+    return [
+        H // sf,
+        H * (H + 2 * dkv) // tp // sf,
+        H * H // tp // sf,
+        H // sf,
+        H * 2 * FFN // tp // sf,
+        H * FFN // tp // sf,
+    ]
 
 
 def optimizer_groups(m: Dict[str, Any], lay: Layout) -> List[int]:
@@ -230,7 +289,7 @@ def optimizer_groups(m: Dict[str, Any], lay: Layout) -> List[int]:
 def _rank_state(m: Dict[str, Any], rank: int, comm_size: int):
     """(layout, files without extension, dlio model bytes, dlio optimizer bytes) of one rank."""
     lay = layout(m, rank, comm_size)
-    files: List[Tuple[str, int, str, str, int]] = []   # (stem, bytes, dtype, kind, tensors)
+    files: List[Tuple[str, int, str, str, int]] = []  # (stem, bytes, dtype, kind, tensors)
     model_b = opt_b = 0
     writes = rank < lay.mp if lay.zero == 0 else True
     if not writes:
@@ -261,14 +320,29 @@ def _rank_state(m: Dict[str, Any], rank: int, comm_size: int):
             if dp_r == 0 and m["L"] > 0:
                 if lay.pp > 1:
                     for i in range(start, end + 1):
-                        files.append((f"layer_{i}-model_{mp_r}_model_states", sum(layers[i]) * isz, ldt, "layer",
-                                      len(layers[i])))
+                        files.append(
+                            (f"layer_{i}-model_{mp_r}_model_states", sum(layers[i]) * isz, ldt, "layer", len(layers[i]))
+                        )
                 else:
-                    files.append((f"model_{mp_r}_model_states", sum(sum(v) for v in layers.values()) * isz, ldt,
-                                  "layers", sum(len(v) for v in layers.values())))
+                    files.append(
+                        (
+                            f"model_{mp_r}_model_states",
+                            sum(sum(v) for v in layers.values()) * isz,
+                            ldt,
+                            "layers",
+                            sum(len(v) for v in layers.values()),
+                        )
+                    )
         else:
-            files.append((f"{zname}_model_states", sum(sum(v) for v in layers.values()) * isz, ldt, "layers",
-                          sum(len(v) for v in layers.values())))
+            files.append(
+                (
+                    f"{zname}_model_states",
+                    sum(sum(v) for v in layers.values()) * isz,
+                    ldt,
+                    "layers",
+                    sum(len(v) for v in layers.values()),
+                )
+            )
     # optimizer state
     if m["optimization_groups"]:
         groups = [g for g in m["optimization_groups"] if g > 0]
@@ -288,8 +362,7 @@ def _named(m: Dict[str, Any], rank: int, stems) -> List[CkptFile]:
     if m["framework"] == "tensorflow":
         for stem, nb, dt, kind, nt in stems:
             out.append(CkptFile(f"{stem}.pb-1.data-00000-of-00001", nb, dt, kind, nt))
-            out.append(CkptFile(f"{stem}.pb-1.index", TF_INDEX_BASE + TF_INDEX_PER_TENSOR * nt, "uint8",
-                                "tf_index", 0))
+            out.append(CkptFile(f"{stem}.pb-1.index", TF_INDEX_BASE + TF_INDEX_PER_TENSOR * nt, "uint8", "tf_index", 0))
         if rank == 0 and stems:
             out.append(CkptFile("checkpoint", TF_CHECKPOINT_BYTES, "uint8", "tf_checkpoint", 0))
     else:
@@ -323,8 +396,9 @@ def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
     rank, comm_size = _check_rank(rank, comm_size)
     m = _model(cfg)
     if m["zero"] >= 3 and m["pp"] > 1:
-        raise ConfigError("ZeRO stage 3 is not compatible with pipeline parallelism > 1",
-                          "model.parallelism.zero_stage", m["zero"])
+        raise ConfigError(
+            "ZeRO stage 3 is not compatible with pipeline parallelism > 1", "model.parallelism.zero_stage", m["zero"]
+        )
     mine: List[CkptFile] = []
     lay_mine = None
     per_rank: List[int] = []
@@ -336,7 +410,7 @@ def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
     for r in range(comm_size):
         lay0 = layout(m, r, comm_size)
         writes = r < lay0.mp if lay0.zero == 0 else True
-        key = (writes, lay0.pp_rank, lay0.dp_rank == 0, r == 0)   # sizes do not depend on tp_rank
+        key = (writes, lay0.pp_rank, lay0.dp_rank == 0, r == 0)  # sizes do not depend on tp_rank
         if r == rank or key not in memo:
             lay, stems, mb, ob = _rank_state(m, r, comm_size)
             files = _named(m, r, stems)
@@ -353,11 +427,21 @@ def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
     model_gib = model_b / GiB
     if m["type"] != "transformer" and m["model_size"] > 0:
         model_gib = m["model_size"] / GiB
-    return CheckpointPlan(rank=rank, comm_size=comm_size, layout=lay_mine, files=tuple(mine),
-                          writers=tuple(writers), total_bytes=sum(per_rank), total_files=nfiles,
-                          model_bytes=model_b, optimizer_bytes=opt_b, dlio_size_GiB=model_gib + opt_b / GiB,
-                          num_parameters=num_parameters(m), ext=EXT.get(m["framework"], "pt"),
-                          per_rank_bytes=tuple(per_rank))
+    return CheckpointPlan(
+        rank=rank,
+        comm_size=comm_size,
+        layout=lay_mine,
+        files=tuple(mine),
+        writers=tuple(writers),
+        total_bytes=sum(per_rank),
+        total_files=nfiles,
+        model_bytes=model_b,
+        optimizer_bytes=opt_b,
+        dlio_size_GiB=model_gib + opt_b / GiB,
+        num_parameters=num_parameters(m),
+        ext=EXT.get(m["framework"], "pt"),
+        per_rank_bytes=tuple(per_rank),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -374,7 +458,7 @@ class CkptPoint:
     after_step: int
     step: int
     block: int
-    mode: str            # "epoch" or "step"
+    mode: str  # "epoch" or "step"
 
     @property
     def folder(self) -> str:
@@ -426,8 +510,10 @@ def size_lines(plan: CheckpointPlan, cfg: Any) -> List[str]:
     if "optimizer" in kinds or plan.optimizer_bytes:
         out.append(f"Optimizer state size: {plan.optimizer_bytes / GiB:.6f} GB {sub}")
     out.append(f"Total checkpoint size: {plan.dlio_size_GiB:.6f} GB {sub}")
-    out.append(f"Checkpoint on storage: {plan.total_bytes} bytes ({plan.total_GiB:.4f} GiB) in "
-               f"{plan.total_files} files written by {len(plan.writers)} of {plan.comm_size} ranks")
+    out.append(
+        f"Checkpoint on storage: {plan.total_bytes} bytes ({plan.total_GiB:.4f} GiB) in "
+        f"{plan.total_files} files written by {len(plan.writers)} of {plan.comm_size} ranks"
+    )
     return out
 
 
@@ -437,19 +523,27 @@ def plan_summary(cfg: Any, comm_size: int, ranks_per_node: int) -> Dict[str, Any
     buffered write also passes through the page cache). For --dry-run and the run's results."""
     plan = plan_checkpoint(cfg, 0, comm_size)
     per_rank = list(plan.per_rank_bytes)
-    node = sorted(per_rank, reverse=True)[:max(1, ranks_per_node)]
+    node = sorted(per_rank, reverse=True)[: max(1, ranks_per_node)]
     return {
-        "ranks": comm_size, "ranks_needed": plan.layout.mp, "writers": len(plan.writers),
-        "files_total": plan.total_files, "bytes_total": plan.total_bytes,
-        "bytes_per_rank_max": max(per_rank), "bytes_per_rank_min": min(per_rank),
-        "files_rank0": len(plan.files), "dlio_size_GiB": plan.dlio_size_GiB,
-        "ranks_per_node": ranks_per_node, "state_bytes_per_node": sum(node),
-        "writes": int(cfg.checkpoint.num_checkpoints_write), "reads": int(cfg.checkpoint.num_checkpoints_read),
+        "ranks": comm_size,
+        "ranks_needed": plan.layout.mp,
+        "writers": len(plan.writers),
+        "files_total": plan.total_files,
+        "bytes_total": plan.total_bytes,
+        "bytes_per_rank_max": max(per_rank),
+        "bytes_per_rank_min": min(per_rank),
+        "files_rank0": len(plan.files),
+        "dlio_size_GiB": plan.dlio_size_GiB,
+        "ranks_per_node": ranks_per_node,
+        "state_bytes_per_node": sum(node),
+        "writes": int(cfg.checkpoint.num_checkpoints_write),
+        "reads": int(cfg.checkpoint.num_checkpoints_read),
     }
 
 
 def summary_lines(s: Dict[str, Any]) -> List[str]:
     """The --dry-run lines of plan_summary: every size in GiB and GB."""
+
     def both(n: float) -> str:
         return f"{n / GiB:.2f} GiB ({n / 1e9:.2f} GB)"
 

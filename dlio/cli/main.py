@@ -15,14 +15,18 @@ def err(msg):
     click.echo(msg, err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=(
-    "\b\nExamples:\n"
-    "  dlio-fast workloads                         # what can be emulated\n"
-    "  dlio-fast run --workload unet3d --scale 0.01\n"
-    "  dlio-fast io /scratch --bs 4k,1m --engine posix,io_uring --qd 1,32\n"
-    "  dlio-fast report runA runB\n"
-    "  dlio-fast COMMAND --help                    # each command's options and examples\n"
-    "\b\nShell completion (bash; zsh and fish alike): eval \"$(_DLIO_FAST_COMPLETE=bash_source dlio-fast)\""))
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=(
+        "\b\nExamples:\n"
+        "  dlio-fast workloads                         # what can be emulated\n"
+        "  dlio-fast run --workload unet3d --scale 0.01\n"
+        "  dlio-fast io /scratch --bs 4k,1m --engine posix,io_uring --qd 1,32\n"
+        "  dlio-fast report runA runB\n"
+        "  dlio-fast COMMAND --help                    # each command's options and examples\n"
+        '\b\nShell completion (bash; zsh and fish alike): eval "$(_DLIO_FAST_COMPLETE=bash_source dlio-fast)"'
+    ),
+)
 @version.version_option()
 @click.option("--debug", is_flag=True, help="Show Python tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
@@ -36,13 +40,26 @@ def cli(ctx, debug, quiet, verbose):
     obj["verbose"] = obj.get("verbose") or verbose
 
 
-for command in (train.run, train.generate, train.verify, train.workloads, fsbench.engines, fsbench.io,
-                fsbench.ceiling, report.report, report.check, mlperf.datasize, mlperf.maxacc, profile.profile):
+for command in (
+    train.run,
+    train.generate,
+    train.verify,
+    train.workloads,
+    fsbench.engines,
+    fsbench.io,
+    fsbench.ceiling,
+    report.report,
+    report.check,
+    mlperf.datasize,
+    mlperf.maxacc,
+    profile.profile,
+):
     cli.add_command(command)
 
 
 def _rank_and_size():
     from dlio import mpi
+
     w = mpi.current_world()
     return (w.rank, w.size, w) if w is not None else (0, 1, None)
 
@@ -75,17 +92,19 @@ def _fail(message, code, rank_specific=False, interrupted=False):
         # resets Python handlers to the defaults then, but keeps SIG_IGN) would turn exit 128+n
         # into death by signal.
         import signal
+
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, signal.SIG_IGN)
     sys.exit(code)
 
 
-_WHOLE_PROCESS = False   # main() runs the process (python -m dlio), not an in-process call
+_WHOLE_PROCESS = False  # main() runs the process (python -m dlio), not an in-process call
 
 
 def main(argv=None):
     """Entry point: bad input is one line on stderr and exit 2, never a traceback (unless --debug)."""
     import signal
+
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     global _WHOLE_PROCESS
@@ -103,21 +122,23 @@ def main(argv=None):
 
 def _main(args, debug):
     from dlio.errors import DlioRunError, Interrupted, os_error_message
+
     try:
         rc = cli.main(args=args, prog_name="dlio-fast", standalone_mode=False)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
-    except KeyboardInterrupt:   # Ctrl-C outside a measured run (config, planning): no traceback
+    except KeyboardInterrupt:  # Ctrl-C outside a measured run (config, planning): no traceback
         _fail("interrupted by SIGINT", 130)
     except click.exceptions.Abort:
         _fail("aborted", 130)
     except click.ClickException as e:
         # one line, no usage block: the message names the option and the value
-        cmd = e.ctx.command_path.split(" ", 1)[1] + ": " if getattr(e, "ctx", None) and " " in e.ctx.command_path else ""
+        cmd = (
+            e.ctx.command_path.split(" ", 1)[1] + ": " if getattr(e, "ctx", None) and " " in e.ctx.command_path else ""
+        )
         _fail(f"{cmd}error: {e.format_message()}", e.exit_code)
     except Interrupted as e:
-        _fail(f"{e}; the results measured so far were written (marked incomplete)", 128 + e.signum,
-              interrupted=True)
+        _fail(f"{e}; the results measured so far were written (marked incomplete)", 128 + e.signum, interrupted=True)
     except DlioError as e:
         if debug:
             raise
@@ -128,7 +149,6 @@ def _main(args, debug):
         _fail(f"error: {os_error_message(e)}", 1, rank_specific=True)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-
 
 
 if __name__ == "__main__":

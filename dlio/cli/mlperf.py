@@ -1,23 +1,28 @@
 """MLPerf Storage commands: `dlio-fast datasize` (Rules 3.1.2) and `dlio-fast maxacc` (the largest
 accelerator count that keeps AU at or above the workload's threshold)."""
+
 import click
 
 from dlio.cli.params import examples
-
 from dlio.errors import DlioError
 
 
 def _size(text: str, option: str) -> int:
     from dlio.units import parse_size
+
     try:
         return parse_size(text)
     except ValueError as e:
         raise DlioError(f"{option}: {e}")
 
 
-@click.command("datasize", epilog=examples(
-    "dlio-fast datasize -w unet3d_b200 -n 8 --host-memory 512g",
-    "dlio-fast datasize -w retinanet_b200 -n 16 --hosts 2 --host-memory 256g"))
+@click.command(
+    "datasize",
+    epilog=examples(
+        "dlio-fast datasize -w unet3d_b200 -n 8 --host-memory 512g",
+        "dlio-fast datasize -w retinanet_b200 -n 16 --hosts 2 --host-memory 256g",
+    ),
+)
 @click.option("--workload", "-w", required=True, help="A built-in workload (dlio-fast workloads).")
 @click.option("--accelerators", "-n", type=click.IntRange(1), required=True, help="Simulated accelerators in all.")
 @click.option("--hosts", type=click.IntRange(1), default=1, show_default=True, help="Client hosts.")
@@ -30,39 +35,70 @@ def datasize(workload, accelerators, hosts, host_memory, data_folder, sets):
     from dlio.mlperf import datasize as ds_mod
     from dlio.mlperf import rules
     from dlio.units import fmt_bytes
+
     mem = _size(host_memory, "--host-memory")
     ds = ds_mod.plan(workload, accelerators, hosts, mem, list(sets))
     r = rules.claimed(workload)
     click.echo(f"workload            {workload} ({rules.label(workload)})")
-    click.echo(f"system              {accelerators} accelerator(s) on {hosts} host(s) "
-               f"({accelerators // hosts} per host), {fmt_bytes(mem)} RAM per host")
-    click.echo(f"by steps            {ds.samples_by_steps} samples = {rules.MIN_STEPS} x batch {ds.batch} x "
-               f"{accelerators} accelerators")
-    click.echo(f"by memory           {ds.samples_by_memory} samples = {hosts} x {mem} B x {rules.RAM_FACTOR} / "
-               f"{ds.record_bytes:g} B per record")
+    click.echo(
+        f"system              {accelerators} accelerator(s) on {hosts} host(s) "
+        f"({accelerators // hosts} per host), {fmt_bytes(mem)} RAM per host"
+    )
+    click.echo(
+        f"by steps            {ds.samples_by_steps} samples = {rules.MIN_STEPS} x batch {ds.batch} x "
+        f"{accelerators} accelerators"
+    )
+    click.echo(
+        f"by memory           {ds.samples_by_memory} samples = {hosts} x {mem} B x {rules.RAM_FACTOR} / "
+        f"{ds.record_bytes:g} B per record"
+    )
     click.echo(f"minimum             {ds.samples} samples = {ds.files} files x {ds.samples_per_file} samples/file")
     click.echo(f"size on disk        {fmt_bytes(ds.bytes_on_disk)} ({ds.bytes_on_disk} B)")
     for cmd in ds_mod.commands(ds, data_folder, r.version if r else None):
         click.echo(cmd)
 
 
-@click.command("maxacc", epilog=examples(
-    "dlio-fast maxacc -w unet3d_b200 --max 16 --plots",
-    "dlio-fast maxacc -w unet3d_h100 --launcher model --model-latency 5ms   # a storage model, known answer"))
+@click.command(
+    "maxacc",
+    epilog=examples(
+        "dlio-fast maxacc -w unet3d_b200 --max 16 --plots",
+        "dlio-fast maxacc -w unet3d_h100 --launcher model --model-latency 5ms   # a storage model, known answer",
+    ),
+)
 @click.option("--workload", "-w", "workload_name", help="A built-in workload (dlio-fast workloads).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="A DLIO workload YAML file.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a key (every probe gets it).")
-@click.option("--launcher", type=click.Choice(["mpiexec", "model"]), default="mpiexec", show_default=True,
-              help="mpiexec: N real ranks per probe; model: one rank on the null engine, a storage whose "
-                   "per-request time is N x --model-latency (known answer).")
-@click.option("--model-latency", default=None, metavar="DURATION",
-              help="--launcher model: one request's time with one accelerator (e.g. 800us).")
+@click.option(
+    "--launcher",
+    type=click.Choice(["mpiexec", "model"]),
+    default="mpiexec",
+    show_default=True,
+    help="mpiexec: N real ranks per probe; model: one rank on the null engine, a storage whose "
+    "per-request time is N x --model-latency (known answer).",
+)
+@click.option(
+    "--model-latency",
+    default=None,
+    metavar="DURATION",
+    help="--launcher model: one request's time with one accelerator (e.g. 800us).",
+)
 @click.option("--max", "max_n", type=click.IntRange(1), default=64, show_default=True, help="Largest N probed.")
-@click.option("--steps", type=click.IntRange(3), default=30, show_default=True,
-              help="Training steps per probe (the confirmation run takes twice as many).")
+@click.option(
+    "--steps",
+    type=click.IntRange(3),
+    default=30,
+    show_default=True,
+    help="Training steps per probe (the confirmation run takes twice as many).",
+)
 @click.option("--repeats", type=click.IntRange(1), default=2, show_default=True, help="Probes at the edge, N and N+1.")
-@click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Folder of the probes' run folders and maxacc.json (default output/maxacc/{workload}).")
+@click.option(
+    "--output",
+    "-o",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder of the probes' run folders and maxacc.json (default output/maxacc/{workload}).",
+)
 @click.option("--plots", is_flag=True, help="Write maxacc.png (AU against accelerators).")
 def maxacc(workload_name, config_file, sets, launcher, model_latency, max_n, steps, repeats, out_dir, plots):
     """The largest number of simulated accelerators whose AU stays at or above the workload's threshold
@@ -75,14 +111,16 @@ def maxacc(workload_name, config_file, sets, launcher, model_latency, max_n, ste
     from dlio.mlperf import maxacc as mx
     from dlio.mlperf import rules
     from dlio.units import parse_duration_ns
+
     if not (workload_name or config_file):
         raise DlioError("maxacc needs --workload NAME or --config FILE")
     cfg = load_config(workload=workload_name, config_file=config_file, sets=list(sets))
     latency_ns = 0
     if launcher == "model":
         if not model_latency:
-            raise DlioError("--launcher model needs --model-latency "
-                            "(one request's time at one accelerator, e.g. 800us)")
+            raise DlioError(
+                "--launcher model needs --model-latency (one request's time at one accelerator, e.g. 800us)"
+            )
         try:
             latency_ns = parse_duration_ns(model_latency)
         except ValueError as e:
@@ -99,22 +137,32 @@ def maxacc(workload_name, config_file, sets, launcher, model_latency, max_n, ste
     name = cfg.workload or os.path.splitext(os.path.basename(config_file))[0]
     out_dir = out_dir or os.path.join("output", "maxacc", name)
     os.makedirs(out_dir, exist_ok=True)
-    args = (["--workload", workload_name] if workload_name else ["--config", config_file])
+    args = ["--workload", workload_name] if workload_name else ["--config", config_file]
     args += [a for s in sets for a in ("--set", s)]
-    click.echo(f"maxacc {name}: AU threshold {threshold:g} %, {launcher} probes of {steps} steps, "
-               f"each accelerator demands {demand:.4g} GiB/s at 100 % AU", err=True)
+    click.echo(
+        f"maxacc {name}: AU threshold {threshold:g} %, {launcher} probes of {steps} steps, "
+        f"each accelerator demands {demand:.4g} GiB/s at 100 % AU",
+        err=True,
+    )
     measure = mx.subprocess_measure(launcher, args, out_dir, steps, latency_ns, lambda s: click.echo(s, err=True))
     res = mx.search(measure, threshold, max_n, repeats)
     for line in mx.curve_lines(res, demand):
         click.echo(line)
     conf = [p for p in res.probes if p.kind == "confirm" and p.n == res.answer]
     bound = " (every probe up to --max passed: a lower bound)" if res.limit_hit else ""
-    click.echo(f"answer: {res.answer} accelerators{bound} on this host, each demanding {demand:.4g} GiB/s "
-               f"({res.answer * demand:.4g} GiB/s in all at 100 % AU)"
-               + (f"; confirmation run AU {conf[-1].au:.2f} %, {conf[-1].mib_per_s / 1024:.3f} GiB/s measured"
-                  if conf else ""))
-    doc = dict(res.to_json(), workload=name, launcher=launcher, steps=steps, demand_GiB_per_s=demand,
-               model_latency_ns=latency_ns or None)
+    click.echo(
+        f"answer: {res.answer} accelerators{bound} on this host, each demanding {demand:.4g} GiB/s "
+        f"({res.answer * demand:.4g} GiB/s in all at 100 % AU)"
+        + (f"; confirmation run AU {conf[-1].au:.2f} %, {conf[-1].mib_per_s / 1024:.3f} GiB/s measured" if conf else "")
+    )
+    doc = dict(
+        res.to_json(),
+        workload=name,
+        launcher=launcher,
+        steps=steps,
+        demand_GiB_per_s=demand,
+        model_latency_ns=latency_ns or None,
+    )
     with open(os.path.join(out_dir, "maxacc.json"), "w") as f:
         _json.dump(doc, f, indent=1)
     if plots:

@@ -60,6 +60,7 @@ class ChoiceList(click.ParamType):
     def shell_complete(self, ctx: Any, param: Any, incomplete: str) -> list:
         """Complete the last item of a comma list: --engine posix,io<TAB> -> posix,io_uring."""
         from click.shell_completion import CompletionItem
+
         head, _, last = incomplete.rpartition(",")
         prefix = head + "," if head else ""
         return [CompletionItem(prefix + c) for c in self.choices if c.startswith(last)]
@@ -140,7 +141,7 @@ def key_values(kwargs: dict) -> dict:
     for name in [n for n in kwargs if n.startswith("__key__")]:
         value = kwargs.pop(name)
         if value is not None:
-            out[name[len("__key__"):].replace("__", ".")] = value
+            out[name[len("__key__") :].replace("__", ".")] = value
     return out
 
 
@@ -151,12 +152,25 @@ def console_options(f: Callable) -> Callable:
         def callback(ctx: click.Context, param: Any, value: bool) -> None:
             if value:
                 ctx.ensure_object(dict)[name] = True
+
         return callback
 
-    f = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=set_flag("quiet"),
-                     help="No progress output on stderr.")(f)
-    f = click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=set_flag("verbose"),
-                     help="Per-step lines (DLIO's INFO level) after each epoch.")(f)
+    f = click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        expose_value=False,
+        callback=set_flag("quiet"),
+        help="No progress output on stderr.",
+    )(f)
+    f = click.option(
+        "-v",
+        "--verbose",
+        is_flag=True,
+        expose_value=False,
+        callback=set_flag("verbose"),
+        help="Per-step lines (DLIO's INFO level) after each epoch.",
+    )(f)
     return f
 
 
@@ -166,14 +180,26 @@ def progress_options(f: Callable) -> Callable:
     def keep(name: str) -> Callable:
         def callback(ctx: click.Context, param: Any, value: Any) -> None:
             ctx.ensure_object(dict)[name] = value
+
         return callback
 
-    f = click.option("--live-csv", type=click.Path(dir_okay=False), default=None, expose_value=False,
-                     callback=keep("live_csv"),
-                     help="Append one CSV row of the live figures per status interval (and per phase end) to FILE.")(f)
-    f = click.option("--status-interval", type=click.FloatRange(0), default=30.0, expose_value=False,
-                     callback=keep("status_interval"), show_default=True,
-                     help="Off a terminal (pipe, file, batch job): print a status line every N seconds; 0: none.")(f)
+    f = click.option(
+        "--live-csv",
+        type=click.Path(dir_okay=False),
+        default=None,
+        expose_value=False,
+        callback=keep("live_csv"),
+        help="Append one CSV row of the live figures per status interval (and per phase end) to FILE.",
+    )(f)
+    f = click.option(
+        "--status-interval",
+        type=click.FloatRange(0),
+        default=30.0,
+        expose_value=False,
+        callback=keep("status_interval"),
+        show_default=True,
+        help="Off a terminal (pipe, file, batch job): print a status line every N seconds; 0: none.",
+    )(f)
     return f
 
 
@@ -184,14 +210,17 @@ def make_progress(ctx: click.Context) -> Any:
     if obj.get("quiet") and not live_csv:
         return None
     from dlio.progress import Progress
+
     interval = obj.get("status_interval")
-    return Progress(status_interval=30.0 if interval is None else interval, live_csv=live_csv,
-                    quiet=bool(obj.get("quiet")))
+    return Progress(
+        status_interval=30.0 if interval is None else interval, live_csv=live_csv, quiet=bool(obj.get("quiet"))
+    )
 
 
 def complete_workload(ctx: click.Context, param: Any, incomplete: str) -> list:
     """Shell completion of --workload: the built-in workloads' names."""
     from dlio.config.workloads import list_workloads
+
     return [n for n in list_workloads() if n.startswith(incomplete)]
 
 

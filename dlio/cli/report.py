@@ -3,6 +3,7 @@
 Parsing and printing only; the work is in dlio.report (compare, tables, plots, html, checks).
 Bad input raises DlioError with one line naming the file or folder.
 """
+
 import os
 import shutil
 import sys
@@ -19,6 +20,7 @@ def _write(dest, text, what):
         click.echo(text, nl=False)
         return
     from dlio import output
+
     output.check_output_path(dest)
     if os.path.isdir(dest):
         raise DlioError(f"{dest}: is a folder; give a file name for {what}")
@@ -32,30 +34,44 @@ def _ram(value):
     if value is None:
         return None
     from dlio.units import parse_size
+
     try:
         return parse_size(value)
     except ValueError as e:
         raise DlioError(f"--ram: {e}") from None
 
 
-@click.command("report", epilog=(
-    "\b\nExamples:\n"
-    "  dlio-fast report output/unet3d/2026-01-02-03-04-05           # one run\n"
-    "  dlio-fast report runA runB runC --plots-dir cmp              # side by side, settings that differ marked\n"
-    "  dlio-fast report hydra_log/unet3d/2026-01-02 runB            # a DLIO output folder next to dlio-fast's\n"
-    "  dlio-fast report io_buffered.json io_direct.json --csv -\n"
-    "  dlio-fast report runA runB --html report.html"))
+@click.command(
+    "report",
+    epilog=(
+        "\b\nExamples:\n"
+        "  dlio-fast report output/unet3d/2026-01-02-03-04-05           # one run\n"
+        "  dlio-fast report runA runB runC --plots-dir cmp              # side by side, settings that differ marked\n"
+        "  dlio-fast report hydra_log/unet3d/2026-01-02 runB            # a DLIO output folder next to dlio-fast's\n"
+        "  dlio-fast report io_buffered.json io_direct.json --csv -\n"
+        "  dlio-fast report runA runB --html report.html"
+    ),
+)
 @click.argument("paths", nargs=-1, required=True, metavar="RUN_DIR|RESULT.json ...")
 @click.option("--csv", "csv_path", metavar="FILE", help="Write the table(s) as CSV ('-' for stdout).")
 @click.option("--json", "json_path", metavar="FILE", help="Write the report as JSON ('-' for stdout).")
 @click.option("--markdown", "md_path", metavar="FILE", help="Write Markdown tables ('-' for stdout).")
-@click.option("--html", "html_path", metavar="FILE",
-              help="Write a self-contained HTML page with the tables and the plots ('-' for stdout).")
+@click.option(
+    "--html",
+    "html_path",
+    metavar="FILE",
+    help="Write a self-contained HTML page with the tables and the plots ('-' for stdout).",
+)
 @click.option("--plots", is_flag=True, help="Draw PNG plots (into each run folder unless --plots-dir).")
-@click.option("--plots-dir", type=click.Path(file_okay=False), default=None,
-              help="Folder for the plots (implies --plots).")
-@click.option("--ram", default=None, metavar="SIZE",
-              help="One host's RAM for the checks in --html (default: what the run recorded).")
+@click.option(
+    "--plots-dir", type=click.Path(file_okay=False), default=None, help="Folder for the plots (implies --plots)."
+)
+@click.option(
+    "--ram",
+    default=None,
+    metavar="SIZE",
+    help="One host's RAM for the checks in --html (default: what the run recorded).",
+)
 def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram):
     """Summarise one run, or compare several side by side (ratios to the first).
 
@@ -63,6 +79,7 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
     file is compared point by point (same rw, bs, engine, qd, threads).
     """
     from dlio.report import compare, tables
+
     dests = [d for d in (csv_path, json_path, md_path, html_path) if d]
     if sum(d == "-" for d in dests) > 1:
         raise DlioError("only one of --csv, --json, --markdown, --html can write to stdout ('-')")
@@ -81,16 +98,19 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
     written = []
     if plots or plots_dir:
         from dlio.report import plots_compare as plots_mod
+
         written = plots_mod.make_for_sources(sources, plots_dir)
         for p in written:
             click.echo(f"plot: {p}", err=True)
     if html_path:
         from dlio.report import checks
         from dlio.report import html as html_report
+
         if written:
             images = html_report.images_from(written)
         else:
             from dlio.report import plots_compare as plots_mod
+
             tmp = tempfile.mkdtemp(prefix=html_report.TMP_PREFIX)
             try:
                 images = html_report.images_from(plots_mod.make_for_sources(sources, tmp))
@@ -102,24 +122,34 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
         _write(html_path, html_report.render(rep, images, chk, title), "the HTML report")
 
 
-@click.command("check", epilog=(
-    "\b\nExamples:\n"
-    "  dlio-fast check run1 run2 run3              # repeats of one setting: within 5 %?\n"
-    "  dlio-fast check hydra_log/unet3d/2026-01-02 --ram 512g"))
+@click.command(
+    "check",
+    epilog=(
+        "\b\nExamples:\n"
+        "  dlio-fast check run1 run2 run3              # repeats of one setting: within 5 %?\n"
+        "  dlio-fast check hydra_log/unet3d/2026-01-02 --ram 512g"
+    ),
+)
 @click.argument("paths", nargs=-1, required=True, metavar="RUN_DIR ...")
-@click.option("--ram", default=None, metavar="SIZE",
-              help="One host's RAM (e.g. 512g) instead of what the run recorded.")
-@click.option("--rules", "rules_version", default=None, type=click.Choice(["v2.0", "v3.0"]),
-              help="MLPerf Storage rules version (default: v3.0 when every run's workload is v3.0 CLOSED, "
-                   "else v2.0); v3.0 prints a table with the rules' numbers.")
+@click.option(
+    "--ram", default=None, metavar="SIZE", help="One host's RAM (e.g. 512g) instead of what the run recorded."
+)
+@click.option(
+    "--rules",
+    "rules_version",
+    default=None,
+    type=click.Choice(["v2.0", "v3.0"]),
+    help="MLPerf Storage rules version (default: v3.0 when every run's workload is v3.0 CLOSED, "
+    "else v2.0); v3.0 prints a table with the rules' numbers.",
+)
 def check(paths, ram, rules_version):
     """MLPerf Storage style checks: dataset >= 5x RAM, >= 500 steps per epoch, AU >= the
     workload's threshold, and several runs of one workload within 5 % (samples/s).
 
     Prints PASS or FAIL with the figure for each; exit status 1 if any fails.
     """
-    from dlio.report import checks
-    from dlio.report import compare
+    from dlio.report import checks, compare
+
     ram_bytes = _ram(ram)
     sources = compare.load_all(paths)
     for s in sources:
@@ -127,14 +157,16 @@ def check(paths, ram, rules_version):
             raise DlioError(f"{s.path}: an {s.kind} result; check needs run folders")
     if rules_version is None:
         from dlio.mlperf.rules import claimed
+
         rules_version = "v3.0" if all(claimed(s.doc.get("workload")) for s in sources) else "v2.0"
     res = checks.run_checks_rules([s.doc for s in sources], rules_version, ram_bytes, [s.label for s in sources])
     if rules_version == "v3.0":
         from dlio.mlperf.checks_v3 import table
+
         click.echo(f"MLPerf Storage {rules_version} rules")
-    for line in (table(res) if rules_version == "v3.0" else checks.lines(res)):
+    for line in table(res) if rules_version == "v3.0" else checks.lines(res):
         click.echo(line)
-    real = [ok for _, ok, _ in res if ok is not None]   # notes (ok None) are not checks
+    real = [ok for _, ok, _ in res if ok is not None]  # notes (ok None) are not checks
     failed = sum(not ok for ok in real)
     click.echo(f"checks: {len(real) - failed} of {len(real)} passed" if real else "checks: none apply")
     if failed:

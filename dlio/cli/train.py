@@ -24,27 +24,55 @@ from dlio.units import fmt_bytes
 
 def workload_options(f: Callable) -> Callable:
     """Which workload, and how to change it: --workload / --config / --set / --scale / DLIO's ++key=value."""
-    f = click.option("--scale", type=float, default=None,
-                     help="Shrink (or grow) the dataset: number of files x F, same sample size, batch and compute.")(f)
-    f = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                     help="Override a config key, e.g. --set dataset.num_files_train=16 (repeatable).")(f)
+    f = click.option(
+        "--scale",
+        type=float,
+        default=None,
+        help="Shrink (or grow) the dataset: number of files x F, same sample size, batch and compute.",
+    )(f)
+    f = click.option(
+        "--set",
+        "sets",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Override a config key, e.g. --set dataset.num_files_train=16 (repeatable).",
+    )(f)
     f = click.option("--config", "config_file", type=click.Path(dir_okay=False), help="A DLIO workload YAML file.")(f)
-    f = click.option("--workload", "-w", "workload_name", shell_complete=complete_workload,
-                     help="A built-in workload (dlio-fast workloads).")(f)
+    f = click.option(
+        "--workload",
+        "-w",
+        "workload_name",
+        shell_complete=complete_workload,
+        help="A built-in workload (dlio-fast workloads).",
+    )(f)
     f = click.argument("overrides", nargs=-1)(f)
     return f
 
 
-def load(workload_name: Optional[str], config_file: Optional[str], sets: Sequence[str], overrides: Sequence[str],
-         scale: Optional[float], keys: Optional[Dict[str, Any]] = None, what: str = "") -> Any:
+def load(
+    workload_name: Optional[str],
+    config_file: Optional[str],
+    sets: Sequence[str],
+    overrides: Sequence[str],
+    scale: Optional[float],
+    keys: Optional[Dict[str, Any]] = None,
+    what: str = "",
+) -> Any:
     """The resolved config of a command's workload options; `keys` are {dotted key: value} from key options."""
     from dlio.config import load_config
+
     reject_unknown_options(overrides)
     if workload_name is None and config_file is None and not any("workload=" in o for o in overrides):
         raise DlioError(f"say which workload{what}: --workload NAME (see dlio-fast workloads) or --config FILE.yaml")
     options = {k: (v, f"--{k.rpartition('.')[2].replace('_', '-')}") for k, v in (keys or {}).items()}
-    return load_config(workload=workload_name, config_file=config_file, sets=list(sets),
-                       dlio_overrides=list(overrides), scale=scale, options=options)
+    return load_config(
+        workload=workload_name,
+        config_file=config_file,
+        sets=list(sets),
+        dlio_overrides=list(overrides),
+        scale=scale,
+        options=options,
+    )
 
 
 def reject_unknown_options(overrides: Sequence[str]) -> None:
@@ -54,17 +82,22 @@ def reject_unknown_options(overrides: Sequence[str]) -> None:
     if bad is None:
         return
     from dlio.config.schema import KEYS_BY_PATH
+
     word = bad.split("=", 1)[0]
     ctx = click.get_current_context(silent=True)
-    names = sorted({n for p in (ctx.command.params if ctx else ()) for n in [*getattr(p, "opts", ()),
-                                                                              *getattr(p, "secondary_opts", ())]
-                    if n.startswith("--")})
+    names = sorted(
+        {
+            n
+            for p in (ctx.command.params if ctx else ())
+            for n in [*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ())]
+            if n.startswith("--")
+        }
+    )
     near = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
     leaf = word.lstrip("-").replace("-", "_")
     keys = [k for k in KEYS_BY_PATH if k.rpartition(".")[2] == leaf]
     cmd = ctx.info_name if ctx else "run"
-    hint = (f"; to set the config key: --set {keys[0]}=VALUE" if keys
-            else f"; did you mean {near[0]}?" if near else "")
+    hint = f"; to set the config key: --set {keys[0]}=VALUE" if keys else f"; did you mean {near[0]}?" if near else ""
     raise DlioError(f"{cmd}: unknown option {word}{hint} (see dlio-fast {cmd} --help)")
 
 
@@ -81,23 +114,35 @@ def _warn_to(progress: Any) -> Callable[[str], None]:
     return (lambda m: progress.echo(m, err=True)) if progress else _err
 
 
-@click.command(context_settings={"ignore_unknown_options": True}, epilog=examples(
-    "dlio-fast run --workload unet3d --scale 0.01   # a small unet3d, data generated if missing",
-    "dlio-fast run -w resnet50 --engine io_uring --qd 4 --cache drop --plots",
-    "dlio-fast run workload=bert ++workload.train.epochs=2    # DLIO's spelling",
-    "mpiexec -n 8 dlio-fast run -w unet3d -o results/unet3d   # 8 simulated accelerators",
-    "dlio-fast run -w llama_8b_zero3 --scale 0.001 --status-interval 10 > run.log 2>&1   # a batch log"))
+@click.command(
+    context_settings={"ignore_unknown_options": True},
+    epilog=examples(
+        "dlio-fast run --workload unet3d --scale 0.01   # a small unet3d, data generated if missing",
+        "dlio-fast run -w resnet50 --engine io_uring --qd 4 --cache drop --plots",
+        "dlio-fast run workload=bert ++workload.train.epochs=2    # DLIO's spelling",
+        "mpiexec -n 8 dlio-fast run -w unet3d -o results/unet3d   # 8 simulated accelerators",
+        "dlio-fast run -w llama_8b_zero3 --scale 0.001 --status-interval 10 > run.log 2>&1   # a batch log",
+    ),
+)
 @workload_options
-@click.option("--output", "-o", type=click.Path(file_okay=False), help="Output folder (default output/{workload}/{time}).")
+@click.option(
+    "--output", "-o", type=click.Path(file_okay=False), help="Output folder (default output/{workload}/{time})."
+)
 @key_option("dlio_fast.engine", "--engine", help="I/O engine of the readers (posix is what framework readers use).")
 @key_option("dlio_fast.qd", "--qd", help="Reads in flight per reader thread.")
 @key_option("dlio_fast.cache", "--cache", help="drop: drop the dataset's cached pages before each epoch.")
 @key_option("dlio_fast.plots", "--plots", help="Write PNG plots into the output folder.")
-@key_option("dlio_fast.skip_bad_files", "--skip-bad-files",
-            help="Leave out missing / unreadable / changed files (counted in the results) instead of stopping.")
-@key_option("dlio_fast.trace", "--trace",
-            help="Write trace-{rank}-of-{size}.pfw.gz in the output folder: a DFTracer .pfw trace, gzip (JSON "
-                 "lines, one event per line: every read, sample, fetch, compute); opens in Perfetto.")
+@key_option(
+    "dlio_fast.skip_bad_files",
+    "--skip-bad-files",
+    help="Leave out missing / unreadable / changed files (counted in the results) instead of stopping.",
+)
+@key_option(
+    "dlio_fast.trace",
+    "--trace",
+    help="Write trace-{rank}-of-{size}.pfw.gz in the output folder: a DFTracer .pfw trace, gzip (JSON "
+    "lines, one event per line: every read, sample, fetch, compute); opens in Perfetto.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the resolved config and the dataset plan; touch nothing.")
 @progress_options
 @console_options
@@ -109,16 +154,21 @@ def run(ctx: click.Context, overrides, workload_name, config_file, sets, scale, 
     """
     from dlio import mpi
     from dlio.train import session
+
     cfg = load(workload_name, config_file, sets, overrides, scale, key_values(keys))
     comm = mpi.world()
     echo, progress = _rank0_console(ctx, comm)
     session.run(cfg, comm, echo, _warn_to(progress), progress, output, dry_run, verbose=ctx.obj.get("verbose", False))
 
 
-@click.command(context_settings={"ignore_unknown_options": True}, epilog=examples(
-    "dlio-fast generate --workload unet3d --scale 0.1 --set dataset.data_folder=/scratch/unet3d",
-    "mpiexec -n 4 dlio-fast generate -w resnet50 --checksum   # 4 writers, CRC32C recorded",
-    "dlio-fast generate -w cosmoflow --live-csv gen.csv --status-interval 5 > gen.log 2>&1"))
+@click.command(
+    context_settings={"ignore_unknown_options": True},
+    epilog=examples(
+        "dlio-fast generate --workload unet3d --scale 0.1 --set dataset.data_folder=/scratch/unet3d",
+        "mpiexec -n 4 dlio-fast generate -w resnet50 --checksum   # 4 writers, CRC32C recorded",
+        "dlio-fast generate -w cosmoflow --live-csv gen.csv --status-interval 5 > gen.log 2>&1",
+    ),
+)
 @workload_options
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="Writer threads per rank (default: CPUs).")
 @click.option("--checksum", is_flag=True, help="Record CRC32C of every file and sample (for dlio-fast verify).")
@@ -130,23 +180,33 @@ def generate(ctx: click.Context, overrides, workload_name, config_file, sets, sc
     from dlio import mpi
     from dlio.dataset.spec import dataset_spec
     from dlio.train import session
+
     cfg = load(workload_name, config_file, sets, overrides, scale)
     comm = mpi.world()
     echo, progress = _rank0_console(ctx, comm)
     session.generate(cfg, dataset_spec(cfg), comm, echo, progress, threads, checksum=checksum)
 
 
-@click.command(context_settings={"ignore_unknown_options": True}, epilog=examples(
-    "dlio-fast verify --workload unet3d --scale 0.1",
-    "dlio-fast verify -w resnet50 --data /scratch/resnet50"))
-@click.option("--data", "data_folder", type=click.Path(file_okay=False), default=None,
-              help="The dataset folder (default: the workload's dataset.data_folder).")
+@click.command(
+    context_settings={"ignore_unknown_options": True},
+    epilog=examples(
+        "dlio-fast verify --workload unet3d --scale 0.1", "dlio-fast verify -w resnet50 --data /scratch/resnet50"
+    ),
+)
+@click.option(
+    "--data",
+    "data_folder",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="The dataset folder (default: the workload's dataset.data_folder).",
+)
 @workload_options
 @console_options
 def verify(data_folder, overrides, workload_name, config_file, sets, scale) -> None:
     """Check a dataset against its format (and its checksums when generated with --checksum)."""
     from dlio.dataset import verify as verify_mod
     from dlio.dataset.spec import dataset_spec
+
     extra = [f"dataset.data_folder={data_folder}"] if data_folder else []
     cfg = load(workload_name, config_file, extra + list(sets), overrides, scale, what=" the data belongs to")
     spec = dataset_spec(cfg)
@@ -161,8 +221,12 @@ def verify(data_folder, overrides, workload_name, config_file, sets, scale) -> N
         sys.exit(1)
 
 
-@click.group(invoke_without_command=True, epilog=examples(
-    "dlio-fast workloads", "dlio-fast workloads show unet3d > my_unet3d.yaml   # then: dlio-fast run --config ..."))
+@click.group(
+    invoke_without_command=True,
+    epilog=examples(
+        "dlio-fast workloads", "dlio-fast workloads show unet3d > my_unet3d.yaml   # then: dlio-fast run --config ..."
+    ),
+)
 @click.pass_context
 def workloads(ctx: click.Context) -> None:
     """List the built-in workloads (format, files, sample size, dataset size, batch, compute)."""
@@ -172,12 +236,15 @@ def workloads(ctx: click.Context) -> None:
     from dlio.config.workloads import list_workloads
     from dlio.dataset.spec import dataset_bytes, dataset_spec
     from dlio.mlperf.rules import label
+
     width = max(len(n) for n in list_workloads()) + 1
-    fw = max(len("(checkpoint only)"), len("mmap_indexed_binary")) + 1   # the longest format name
+    fw = max(len("(checkpoint only)"), len("mmap_indexed_binary")) + 1  # the longest format name
     rules = {name: label(name) for name in list_workloads()}
     rw = max(len("MLPerf Storage rules"), *(len(v) for v in rules.values()))
-    click.echo(f"{'workload':<{width}} {'format':<{fw}} {'files':>9} {'spf':>10} {'sample':>10} {'dataset':>10} "
-               f"{'batch':>6} {'compute s':>10}  {'MLPerf Storage rules':<{rw}}")
+    click.echo(
+        f"{'workload':<{width}} {'format':<{fw}} {'files':>9} {'spf':>10} {'sample':>10} {'dataset':>10} "
+        f"{'batch':>6} {'compute s':>10}  {'MLPerf Storage rules':<{rw}}"
+    )
     for name in list_workloads():
         cfg = load_config(workload=name, env={})
         d = cfg.dataset
@@ -185,9 +252,11 @@ def workloads(ctx: click.Context) -> None:
             click.echo(f"{name:<{width}} {'(checkpoint only)'}")
             continue
         size = dataset_bytes(dataset_spec(cfg))
-        click.echo(f"{name:<{width}} {d.format:<{fw}} {d.num_files_train:>9} {d.num_samples_per_file:>10} "
-                   f"{fmt_bytes(cfg.record_bytes(), ''):>10} {fmt_bytes(size, ''):>10} {cfg.reader.batch_size:>6} "
-                   f"{cfg.train.computation_time.mean():>10.4g}  {rules[name]:<{rw}}")
+        click.echo(
+            f"{name:<{width}} {d.format:<{fw}} {d.num_files_train:>9} {d.num_samples_per_file:>10} "
+            f"{fmt_bytes(cfg.record_bytes(), ''):>10} {fmt_bytes(size, ''):>10} {cfg.reader.batch_size:>6} "
+            f"{cfg.train.computation_time.mean():>10.4g}  {rules[name]:<{rw}}"
+        )
 
 
 @workloads.command("show", epilog=examples("dlio-fast workloads show llama_8b_zero3"))
@@ -195,6 +264,7 @@ def workloads(ctx: click.Context) -> None:
 def workloads_show(name: str) -> None:
     """Print a built-in workload's YAML."""
     from dlio.config.workloads import list_workloads, workload_text
+
     if name not in list_workloads():
         near = difflib.get_close_matches(name, list_workloads(), n=1)
         raise DlioError(f"unknown workload {name!r}" + (f"; did you mean {near[0]}?" if near else ""))

@@ -1,5 +1,6 @@
 """`dlio-fast --version`: the version, the git commit it was built from (or runs from), and what was
 compiled in (io_uring, the MPI-IO engine), so that a result can be traced to the build that made it."""
+
 from __future__ import annotations
 
 import os
@@ -19,12 +20,17 @@ def run_commit(folder: str = os.path.dirname(PKG)) -> Optional[str]:
     if not os.path.exists(os.path.join(folder, ".git")):
         return None
     try:
-        head = subprocess.run(["git", "-C", folder, "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                              text=True, timeout=5)
+        head = subprocess.run(
+            ["git", "-C", folder, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=5
+        )
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "-C", folder, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(
+            ["git", "-C", folder, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return None
@@ -41,10 +47,12 @@ def build_commit() -> Optional[str]:
 def compiled_in() -> str:
     """'io_uring yes, MPI-IO yes (MPICH ...)': what this build can do, whatever this host allows."""
     from dlio import _core
+
     uring = dict((n, why) for n, _, ok, why in _core.engines()).get("io_uring", "")
     parts = ["io_uring " + ("no (built with DLIO_FAST_NO_URING)" if "not compiled in" in uring else "yes")]
     try:
         from dlio import _mpiio
+
         lib = " ".join(_mpiio.library_version().splitlines()[0].split()) if _mpiio.library_version() else ""
         parts.append("MPI-IO yes" + (f" ({lib})" if lib else ""))
     except ImportError:
@@ -56,9 +64,11 @@ def version_text() -> str:
     commit, where = run_commit(), "checkout"
     if commit is None:
         commit, where = build_commit(), "build"
-    lines = [f"dlio-fast {dlio.__version__}",
-             f"commit: {commit} ({where})" if commit else "commit: unknown (not built from a git checkout)",
-             f"compiled in: {compiled_in()}"]
+    lines = [
+        f"dlio-fast {dlio.__version__}",
+        f"commit: {commit} ({where})" if commit else "commit: unknown (not built from a git checkout)",
+        f"compiled in: {compiled_in()}",
+    ]
     return "\n".join(lines)
 
 
@@ -67,5 +77,12 @@ def version_option() -> Callable[[Any], Any]:
         if value and not ctx.resilient_parsing:
             click.echo(version_text())
             ctx.exit()
-    return click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=callback,
-                        help="Show the version, the commit and what was compiled in, and exit.")
+
+    return click.option(
+        "--version",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=callback,
+        help="Show the version, the commit and what was compiled in, and exit.",
+    )

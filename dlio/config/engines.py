@@ -20,10 +20,16 @@ IO_ENGINES: Tuple[str, ...] = FILE_ENGINES + (MPIIO,)
 ODIRECT = "odirect"
 CONFIG_ENGINES: Tuple[str, ...] = ("posix", ODIRECT, "io_uring", "mmap", "null")
 # Other spellings people type, and what they mean.
-ALIASES: Mapping[str, str] = MappingProxyType({
-    "uring": "io_uring", "io-uring": "io_uring", "iouring": "io_uring",
-    "o_direct": ODIRECT, "direct": ODIRECT, "psync": "posix",
-})
+ALIASES: Mapping[str, str] = MappingProxyType(
+    {
+        "uring": "io_uring",
+        "io-uring": "io_uring",
+        "iouring": "io_uring",
+        "o_direct": ODIRECT,
+        "direct": ODIRECT,
+        "psync": "posix",
+    }
+)
 
 
 def resolve(word: str, direct: Optional[bool] = None, checkpoint: bool = False) -> Tuple[str, bool]:
@@ -48,6 +54,7 @@ def is_async(engine: str) -> bool:
     """True when the C engine keeps several requests in flight per thread (queue depth > 1 means
     something); a synchronous engine runs one at a time whatever the queue depth."""
     from dlio import _core
+
     return any(name == engine and caps & _core.CAP_ASYNC for name, caps, *_ in _core.engines())
 
 
@@ -55,6 +62,11 @@ def check_qd(engine: str, qd: int, where: str = "dlio_fast.qd") -> None:
     """A queue depth above 1 on a synchronous engine is refused, never silently run at 1."""
     if qd > 1 and not is_async(engine):
         from dlio.errors import ConfigError
-        raise ConfigError(f"{where} = {qd} with engine {engine}: {engine} runs one request at a time per "
-                          "thread, so a queue depth above 1 would run at 1; use --engine io_uring for "
-                          "requests in flight, or --qd 1 (more reader threads give parallelism too)", where, qd)
+
+        raise ConfigError(
+            f"{where} = {qd} with engine {engine}: {engine} runs one request at a time per "
+            "thread, so a queue depth above 1 would run at 1; use --engine io_uring for "
+            "requests in flight, or --qd 1 (more reader threads give parallelism too)",
+            where,
+            qd,
+        )

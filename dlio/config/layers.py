@@ -1,5 +1,6 @@
 """The layers of a config: a YAML file, the environment, the command line, each as {canonical
 dotted key: Entry} with where every value came from (file and line, --set, env)."""
+
 from __future__ import annotations
 
 import difflib
@@ -10,13 +11,9 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import yaml
 
 from dlio.config.problem import problem, show
-from dlio.errors import ConfigError
-from dlio.config.timespec import TimeSpec, _is_number, _plain_number, parse_time  # noqa: F401
 from dlio.config.schema import ENV, KEYS, KEYS_BY_PATH, LEGACY, OPTIONAL_SECTIONS, SECTION_ALIASES, SECTIONS
-
-
-
-
+from dlio.config.timespec import TimeSpec, _is_number, _plain_number, parse_time  # noqa: F401
+from dlio.errors import ConfigError
 
 # --------------------------------------------------------------------------------------------------
 # YAML: PyYAML's SafeLoader with the YAML 1.2 float syntax (1e6 is a float), as OmegaConf/Hydra read it.
@@ -60,15 +57,18 @@ def yaml_load(text: str, where: str) -> Tuple[Any, Dict[str, int]]:
     dup: list = []
 
     stack: set = set()
-    budget = [200_000]   # nodes visited, aliases expanded: a workload file has ~100
+    budget = [200_000]  # nodes visited, aliases expanded: a workload file has ~100
 
     def walk(n: Any, prefix: str) -> None:
         budget[0] -= 1
         if budget[0] < 0:
             raise ConfigError(f"{where}: too many YAML nodes (aliases expanded); not a workload file", origin=where)
-        if id(n) in stack:    # an alias to one of its own ancestors: DLIO (OmegaConf) cannot load it either
-            raise ConfigError(f"{where}:{n.start_mark.line + 1}: recursive YAML alias under {prefix or 'top level'}",
-                              key=prefix or None, origin=where)
+        if id(n) in stack:  # an alias to one of its own ancestors: DLIO (OmegaConf) cannot load it either
+            raise ConfigError(
+                f"{where}:{n.start_mark.line + 1}: recursive YAML alias under {prefix or 'top level'}",
+                key=prefix or None,
+                origin=where,
+            )
         stack.add(id(n))
         if isinstance(n, yaml.MappingNode):
             seen = set()
@@ -95,8 +95,6 @@ def yaml_load(text: str, where: str) -> Tuple[Any, Dict[str, int]]:
     return data, lines
 
 
-
-
 # --------------------------------------------------------------------------------------------------
 # layers: each source becomes {canonical dotted key: Entry}
 
@@ -105,7 +103,9 @@ class Partial(dict):
     """Sub-fields of a time key set from the command line (``train.computation_time.stdev=0.1``)."""
 
 
-RESET = object()      # ~workload.key: back to the lower layers / default
+RESET = object()  # ~workload.key: back to the lower layers / default
+
+
 class Present:
     """An optional section (checkpoint.ksm) was given, possibly empty."""
 
@@ -121,7 +121,7 @@ class Entry:
     value: Any
     origin: str
     spelled: str
-    raw: Optional[str] = None   # command-line / environment text, used as-is for string keys
+    raw: Optional[str] = None  # command-line / environment text, used as-is for string keys
 
 
 _ALL_NAMES = tuple(sorted(set(KEYS_BY_PATH) | set(LEGACY) | set(SECTIONS)))
@@ -149,17 +149,19 @@ def canon_top(name: str) -> str:
 class Layer:
     def __init__(self, label: str, conflicts: bool):
         self.label = label
-        self.conflicts = conflicts     # one file: two spellings of one key must agree
+        self.conflicts = conflicts  # one file: two spellings of one key must agree
         self.entries: Dict[str, Entry] = {}
 
     def put(self, canon: str, entry: Entry) -> None:
         old = self.entries.get(canon)
-        if (self.conflicts and old is not None and old.spelled != entry.spelled
-                and not _same(old.value, entry.value)):
+        if self.conflicts and old is not None and old.spelled != entry.spelled and not _same(old.value, entry.value):
             raise ConfigError(
                 f"{old.spelled} = {show(old.value)} ({old.origin}) and {entry.spelled} = {show(entry.value)} "
                 f"({entry.origin}) are two spellings of {canon} with different values; keep one",
-                canon, entry.value, entry.origin)
+                canon,
+                entry.value,
+                entry.origin,
+            )
         self.entries[canon] = entry
 
     def add_tree(self, tree: Any, prefix_written: str, prefix_canon: str, origin_of) -> None:
@@ -186,7 +188,7 @@ class Layer:
             if value is None:
                 return
             if canon == "model" and isinstance(value, (str, int, float)) and not isinstance(value, bool):
-                self.put("model.name", Entry(str(value), origin, written))   # 2.0.0: `model: unet3d`
+                self.put("model.name", Entry(str(value), origin, written))  # 2.0.0: `model: unet3d`
                 return
             if not isinstance(value, Mapping):
                 raise problem(written, value, origin, "expected a mapping (this is a section)")
@@ -211,8 +213,7 @@ def file_layer(text: str, label: str, where: str) -> Layer:
     if data is None:
         raise ConfigError(f"{where}: empty workload file", origin=where)
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{where}: the top level must be a mapping of DLIO sections, got {show(data)}",
-                          origin=where)
+        raise ConfigError(f"{where}: the top level must be a mapping of DLIO sections, got {show(data)}", origin=where)
     prefix = ""
     if len(data) == 1 and "workload" in data:
         data = data["workload"]
@@ -220,8 +221,7 @@ def file_layer(text: str, label: str, where: str) -> Layer:
         if data is None:
             raise ConfigError(f"{where}: empty workload file", origin=where)
         if not isinstance(data, Mapping):
-            raise ConfigError(f"{where}: workload: must be a mapping of DLIO sections, got {show(data)}",
-                              origin=where)
+            raise ConfigError(f"{where}: workload: must be a mapping of DLIO sections, got {show(data)}", origin=where)
     layer = Layer(label, conflicts=True)
 
     def origin_of(written: str) -> str:
@@ -246,7 +246,7 @@ def parse_value(raw: str, key: str, origin: str) -> Any:
     try:
         v = yaml.load(raw, Loader=_Loader)
         if isinstance(v, dict) and v and all(isinstance(k, str) and ":" in k and x is None for k, x in v.items()):
-            v = yaml.load(re.sub(r":(?=\S)", ": ", raw), Loader=_Loader)   # Hydra's {mean:1,stdev:0.1}
+            v = yaml.load(re.sub(r":(?=\S)", ": ", raw), Loader=_Loader)  # Hydra's {mean:1,stdev:0.1}
     except (yaml.YAMLError, RecursionError, ValueError, TypeError, OverflowError) as e:
         raise problem(key, raw, origin, f"cannot parse the value ({' '.join(str(e).split())})") from None
     return v
@@ -276,8 +276,7 @@ def parse_override(text: str, dlio: bool = False) -> Optional[Tuple[str, Any, st
     key = key.strip()
     if delete:
         eq, raw = "=", ""
-    if not eq or not key or any(c.isspace() for c in key) or key.startswith(".") or key.endswith(".") \
-            or ".." in key:
+    if not eq or not key or any(c.isspace() for c in key) or key.startswith(".") or key.endswith(".") or ".." in key:
         form = "++workload.KEY=VALUE" if dlio else "KEY=VALUE (e.g. dataset.num_files_train=16)"
         raise ConfigError(f"override {show(text)}: expected {form} (from {origin})", origin=origin)
     if dlio:
@@ -288,9 +287,12 @@ def parse_override(text: str, dlio: bool = False) -> Optional[Tuple[str, Any, st
                 raise ConfigError(f"override {show(text)}: cannot delete workload (from {origin})", origin=origin)
             return "workload", raw.strip(), raw
         if not key.startswith("workload."):
-            raise ConfigError(f"override {show(text)}: DLIO overrides are workload.KEY=VALUE or workload=NAME "
-                              f"(from {origin})", key=key, origin=origin)
-        key = key[len("workload."):]
+            raise ConfigError(
+                f"override {show(text)}: DLIO overrides are workload.KEY=VALUE or workload=NAME (from {origin})",
+                key=key,
+                origin=origin,
+            )
+        key = key[len("workload.") :]
     if delete:
         return key, RESET, ""
     return key, parse_value(raw, key, origin), raw

@@ -20,6 +20,7 @@ Deliberate differences from DLIO, all documented in ``schema.KEYS`` notes:
   * ``reader.data_loader`` defaults to ``pytorch`` (DLIO's default is a str that crashes).
   * framework/data_loader pairs that DLIO rejects are accepted: the loader decides the access pattern.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,18 +34,25 @@ import numpy as np
 import yaml
 
 from dlio.config import schema
+from dlio.config.layers import (
+    PRESENT,
+    RESET,
+    Entry,
+    Layer,
+    Partial,
+    add_dotted,
+    env_layer,
+    file_layer,
+    parse_override,
+    parse_value,
+)
 from dlio.config.problem import problem, show
-from dlio.errors import ConfigError
-from dlio.config.timespec import TimeSpec, _is_number, _plain_number, parse_time  # noqa: F401
 from dlio.config.schema import ENV_SCALE, KEYS, LEGACY, OPTIONAL_SECTIONS, SECTION_ALIASES, SECTIONS
-from dlio.config.workloads import workload_text
-from dlio.config.workloads import resolve as _resolve_workload
-
-
-
-
-from dlio.config.layers import Entry, Layer, PRESENT, Partial, RESET, add_dotted, env_layer, file_layer, parse_override, parse_value
+from dlio.config.timespec import TimeSpec, _is_number, _plain_number, parse_time  # noqa: F401
 from dlio.config.validate import _dtype_name, apply_scale, check_all, coerce
+from dlio.config.workloads import resolve as _resolve_workload
+from dlio.config.workloads import workload_text
+from dlio.errors import ConfigError
 
 # --------------------------------------------------------------------------------------------------
 # the frozen config objects, built from the schema
@@ -166,8 +174,9 @@ class Config:
     def eval_steps_per_epoch(self, comm_size: int = 1) -> int:
         """Evaluation steps per rank: floor(eval files * spf / (batch_size_eval * ranks))."""
         comm_size = _check_comm(comm_size)
-        return (self.dataset.num_files_eval * self.dataset.num_samples_per_file
-                // (self.reader.batch_size_eval * comm_size))
+        return (
+            self.dataset.num_files_eval * self.dataset.num_samples_per_file // (self.reader.batch_size_eval * comm_size)
+        )
 
 
 def _check_comm(comm_size: Any) -> int:
@@ -196,8 +205,9 @@ def _build(values: Dict[str, Any]) -> Dict[str, Any]:
 # loading
 
 
-def _resolve(layers: Sequence[Layer], scale: Any, scale_origin: str, workload: Optional[str],
-             config_file: Optional[str]) -> Config:
+def _resolve(
+    layers: Sequence[Layer], scale: Any, scale_origin: str, workload: Optional[str], config_file: Optional[str]
+) -> Config:
     merged: Dict[str, Entry] = {}
     for layer in layers:
         for canon, e in layer.entries.items():
@@ -228,7 +238,7 @@ def _resolve(layers: Sequence[Layer], scale: Any, scale_origin: str, workload: O
             sources[k.path] = e.origin
         if k.type != "time":
             values[k.path] = coerce(k, e)
-    for k in KEYS:   # times last: they fold in their *_stdev sibling
+    for k in KEYS:  # times last: they fold in their *_stdev sibling
         if k.type == "time":
             e = merged.get(k.path) or Entry(None, "default", k.path)
             sib = merged.get(k.path + "_stdev")
@@ -248,8 +258,12 @@ def _resolve(layers: Sequence[Layer], scale: Any, scale_origin: str, workload: O
     for path in ("dataset.record_element_type", "reader.transformed_record_element_type"):
         name = _dtype_name(values[path])
         if name is None:
-            raise problem(path, values[path], sources.get(path, "default"),
-                       "expected a numeric numpy dtype (uint8, int32, float16, float32, ...)")
+            raise problem(
+                path,
+                values[path],
+                sources.get(path, "default"),
+                "expected a numeric numpy dtype (uint8, int32, float16, float32, ...)",
+            )
         values[path] = name
 
     factor = 1.0
@@ -264,9 +278,14 @@ def _resolve(layers: Sequence[Layer], scale: Any, scale_origin: str, workload: O
 
     check_all(values, {k.path: sources.get(k.path, "default") for k in KEYS} | sources)
     built = _build(values)
-    return Config(framework=values["framework"], **{s: built[s] for s in _TOP},
-                  workload=workload, config_file=config_file, scale=factor,
-                  sources=MappingProxyType(dict(sources)))
+    return Config(
+        framework=values["framework"],
+        **{s: built[s] for s in _TOP},
+        workload=workload,
+        config_file=config_file,
+        scale=factor,
+        sources=MappingProxyType(dict(sources)),
+    )
 
 
 def _workload_layer(name: str) -> Layer:
@@ -278,9 +297,15 @@ def _workload_layer(name: str) -> Layer:
     return file_layer(workload_text(real), label, label)
 
 
-def load_config(workload: Optional[str] = None, config_file: Optional[str] = None, sets: Iterable[str] = (),
-                dlio_overrides: Iterable[str] = (), env: Optional[Mapping[str, str]] = None,
-                scale: Optional[float] = None, options: Optional[Mapping[str, Tuple[Any, str]]] = None) -> Config:
+def load_config(
+    workload: Optional[str] = None,
+    config_file: Optional[str] = None,
+    sets: Iterable[str] = (),
+    dlio_overrides: Iterable[str] = (),
+    env: Optional[Mapping[str, str]] = None,
+    scale: Optional[float] = None,
+    options: Optional[Mapping[str, Tuple[Any, str]]] = None,
+) -> Config:
     """Load, merge and validate a workload.
 
     Precedence, highest first: ``sets`` and ``dlio_overrides`` (command line; ``sets`` after the
@@ -304,8 +329,13 @@ def load_config(workload: Optional[str] = None, config_file: Optional[str] = Non
         key, value, raw = parsed
         if key == "workload":
             if workload is not None and workload != value:
-                raise ConfigError(f"workload = {value!r} (from override {text}) conflicts with workload = "
-                                  f"{workload!r} given separately; give one", "workload", value, f"override {text}")
+                raise ConfigError(
+                    f"workload = {value!r} (from override {text}) conflicts with workload = "
+                    f"{workload!r} given separately; give one",
+                    "workload",
+                    value,
+                    f"override {text}",
+                )
             workload = value
             continue
         add_dotted(cli, key, value, raw, f"override {text}")
@@ -314,7 +344,7 @@ def load_config(workload: Optional[str] = None, config_file: Optional[str] = Non
     if isinstance(sets, str):
         sets = (sets,)
     for text in tuple(sets):
-        key, value, raw = parse_override(text, dlio=False)   # type: ignore[misc]
+        key, value, raw = parse_override(text, dlio=False)  # type: ignore[misc]
         add_dotted(cli, key, value, raw, f"--set {text}")
 
     layers = []
@@ -324,6 +354,7 @@ def load_config(workload: Optional[str] = None, config_file: Optional[str] = Non
         path = os.fspath(config_file)
         from dlio.errors import DlioError
         from dlio.inputs import YAML_CAP, read_regular
+
         try:
             text = read_regular(path, YAML_CAP, "workload (YAML) file").decode("utf-8")
         except DlioError as e:
@@ -349,7 +380,7 @@ def from_dict(tree: Any, source: str = "<dict>", sets: Iterable[str] = (), scale
         tree = tree["workload"]
     layer.add_tree(tree, "", "", lambda _w: source)
     cli = Layer("command line", conflicts=False)
-    for text in ((sets,) if isinstance(sets, str) else tuple(sets)):
-        key, value, raw = parse_override(text)   # type: ignore[misc]
+    for text in (sets,) if isinstance(sets, str) else tuple(sets):
+        key, value, raw = parse_override(text)  # type: ignore[misc]
         add_dotted(cli, key, value, raw, f"--set {text}")
     return _resolve([layer, cli], scale, "scale argument", None, None)

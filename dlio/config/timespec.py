@@ -4,6 +4,7 @@ A scalar, {mean[, stdev]} (normal), a `*_stdev` sibling key, or {type: normal|un
 exponential|poisson, ...}. TimeSpec.draw(rng, n) draws n values at once (numpy); like DLIO, the
 absolute value of each draw is taken (a normal draw below zero is folded, not clipped).
 """
+
 import difflib
 import math
 from dataclasses import dataclass, field
@@ -137,8 +138,12 @@ def parse_time(value: Any, stdev: Any = None, key: str = "train.computation_time
     elif isinstance(value, Mapping):
         d = dict(value)
     else:
-        raise problem(key, value, origin, "expected seconds as a number, {mean, stdev} or {type: "
-                   + "|".join(schema.TIME_TYPES) + ", ...}")
+        raise problem(
+            key,
+            value,
+            origin,
+            "expected seconds as a number, {mean, stdev} or {type: " + "|".join(schema.TIME_TYPES) + ", ...}",
+        )
     if stdev is not None:
         d["stdev"] = stdev
     for k in d:
@@ -174,10 +179,11 @@ def parse_time(value: Any, stdev: Any = None, key: str = "train.computation_time
         raise problem(key, value, origin, "exponential needs scale > 0")
     if kind == "uniform" and params["min"] > params["max"]:
         raise problem(key, value, origin, "uniform needs min <= max")
-    biggest = max((v for n, v in params.items() if n != "shape"), default=0)   # shape has no unit
+    biggest = max((v for n, v in params.items() if n != "shape"), default=0)  # shape has no unit
     if biggest > MAX_SECONDS or params.get("shape", 0) * params.get("scale", 0) > MAX_SECONDS:
-        raise problem(key, value, origin, f"more than {MAX_SECONDS:g} s (about 115 days) per step; "
-                      "a time is in seconds")
+        raise problem(
+            key, value, origin, f"more than {MAX_SECONDS:g} s (about 115 days) per step; a time is in seconds"
+        )
     if kind == "normal" and params["stdev"] == 0:
         kind, params = "constant", {"mean": params["mean"]}
     return TimeSpec(kind, params)

@@ -1,5 +1,6 @@
 """Validation: one value against its schema row (type, bounds, choices), the keys against each other,
 and --scale applied to a resolved set of values."""
+
 from __future__ import annotations
 
 import math
@@ -8,15 +9,11 @@ from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
+from dlio.config.layers import PRESENT, Entry
 from dlio.config.problem import problem, show
-from dlio.errors import ConfigError
-from dlio.config.timespec import TimeSpec, _is_number, _plain_number, parse_time  # noqa: F401
 from dlio.config.schema import Key
-
-
-
-
-from dlio.config.layers import Entry, PRESENT
+from dlio.config.timespec import TimeSpec, _is_number, _plain_number, parse_time  # noqa: F401
+from dlio.errors import ConfigError
 
 # --------------------------------------------------------------------------------------------------
 # validation of single values
@@ -86,7 +83,7 @@ def coerce(k: Key, e: Entry) -> Any:
         raise problem(k.path, v, e.origin, "expected true or false")
     if t == "str":
         if e.raw is not None and not isinstance(v, str):
-            return e.raw.strip()                      # command line / env: the text as typed
+            return e.raw.strip()  # command line / env: the text as typed
         if isinstance(v, str):
             return v
         if _is_number(v):
@@ -118,10 +115,16 @@ def coerce(k: Key, e: Entry) -> Any:
 
 def _allowed(k: Key) -> str:
     return {
-        "int": f"an integer{_range_text(k)}", "num": f"a number{_range_text(k)}",
-        "float": f"a number{_range_text(k)}", "bool": "true or false", "str": "a string",
-        "enum": "one of " + ", ".join(k.choices), "ints": "a list of integers", "strs": "a list of strings",
-        "map": "a mapping", "stdev": "a number >= 0",
+        "int": f"an integer{_range_text(k)}",
+        "num": f"a number{_range_text(k)}",
+        "float": f"a number{_range_text(k)}",
+        "bool": "true or false",
+        "str": "a string",
+        "enum": "one of " + ", ".join(k.choices),
+        "ints": "a list of integers",
+        "strs": "a list of strings",
+        "map": "a mapping",
+        "stdev": "a number >= 0",
     }.get(k.type, "a value")
 
 
@@ -211,8 +214,12 @@ def check_all(values: Dict[str, Any], sources: Dict[str, str]) -> None:
         return values[k]
 
     def err2(k1: str, k2: str, problem: str) -> ConfigError:
-        return ConfigError(f"{k1} = {show(v(k1))} (from {sources[k1]}) with {k2} = {show(v(k2))} "
-                           f"(from {sources[k2]}): {problem}", k1, v(k1), sources[k1])
+        return ConfigError(
+            f"{k1} = {show(v(k1))} (from {sources[k1]}) with {k2} = {show(v(k2))} (from {sources[k2]}): {problem}",
+            k1,
+            v(k1),
+            sources[k1],
+        )
 
     for split in ("train", "eval"):
         k = f"dataset.num_subfolders_{split}"
@@ -220,29 +227,44 @@ def check_all(values: Dict[str, Any], sources: Dict[str, str]) -> None:
             raise problem(k, 1, sources[k], "expected 0 (flat) or >= 2 subfolders (DLIO fails on 1)")
     dims = v("dataset.record_dims")
     if dims and v("dataset.record_length_bytes_stdev") > 0:
-        raise err2("dataset.record_dims", "dataset.record_length_bytes_stdev",
-                   "record_dims gives a fixed shape; a size stdev is not allowed with it")
+        raise err2(
+            "dataset.record_dims",
+            "dataset.record_length_bytes_stdev",
+            "record_dims gives a fixed shape; a size stdev is not allowed with it",
+        )
     if v("dataset.format") in ("jpeg", "png"):
         if len(dims) > 2:
             raise err2("dataset.record_dims", "dataset.format", "jpeg/png images have at most 2 dimensions")
         if v("dataset.record_element_type") != "uint8":
             raise err2("dataset.record_element_type", "dataset.format", "jpeg/png images need uint8")
     if v("dataset.format") == "hdf5" and dims and dims[0] % v("dataset.hdf5.num_dset_per_record"):
-        raise err2("dataset.record_dims", "dataset.hdf5.num_dset_per_record",
-                   "record_dims[0] must be a multiple of num_dset_per_record")
+        raise err2(
+            "dataset.record_dims",
+            "dataset.hdf5.num_dset_per_record",
+            "record_dims[0] must be a multiple of num_dset_per_record",
+        )
     w, r = v("checkpoint.num_checkpoints_write"), v("checkpoint.num_checkpoints_read")
     if w > 0 and r > w:
-        raise err2("checkpoint.num_checkpoints_read", "checkpoint.num_checkpoints_write",
-                   "cannot read more checkpoints than are written")
+        raise err2(
+            "checkpoint.num_checkpoints_read",
+            "checkpoint.num_checkpoints_write",
+            "cannot read more checkpoints than are written",
+        )
     if v("model.parallelism.zero_stage") == 3 and v("model.parallelism.pipeline") > 1:
-        raise err2("model.parallelism.zero_stage", "model.parallelism.pipeline",
-                   "ZeRO stage 3 is not compatible with pipeline parallelism > 1")
+        raise err2(
+            "model.parallelism.zero_stage",
+            "model.parallelism.pipeline",
+            "ZeRO stage 3 is not compatible with pipeline parallelism > 1",
+        )
     if 0 < v("model.num_layers") < v("model.parallelism.pipeline"):
-        raise err2("model.num_layers", "model.parallelism.pipeline",
-                   "need at least as many layers as pipeline stages")
+        raise err2("model.num_layers", "model.parallelism.pipeline", "need at least as many layers as pipeline stages")
     if v("checkpoint.mode") == "subset" and v("model.parallelism.data") <= 0:
-        raise err2("checkpoint.mode", "model.parallelism.data",
-                   "subset checkpointing needs model.parallelism.data >= 1")
+        raise err2(
+            "checkpoint.mode", "model.parallelism.data", "subset checkpointing needs model.parallelism.data >= 1"
+        )
     if values.get("checkpoint.ksm") is PRESENT and v("checkpoint.randomize_tensor"):
-        raise err2("checkpoint.randomize_tensor", "checkpoint.ksm",
-                   "KSM merges identical pages: set checkpoint.randomize_tensor: false")
+        raise err2(
+            "checkpoint.randomize_tensor",
+            "checkpoint.ksm",
+            "KSM merges identical pages: set checkpoint.randomize_tensor: false",
+        )

@@ -6,6 +6,7 @@ Three steps: plan() finds what is left to write; _write_all() writes it from the
 Python, then writes them with the GIL released: dlio.dataset.formats.program); _finish() records
 sample ranges, checksums and the manifest. A format without programs for some layout (hdf5 with
 chunks or compression, synthetic) is written file by file by its own write()."""
+
 import errno
 import math
 import os
@@ -47,14 +48,14 @@ from dlio.dataset.spec import (
 from dlio.errors import DatasetError, InsufficientSpace
 from dlio.output import TMP_MARK, atomic_path
 
-BATCH_BYTES = 64 << 20   # a thread's batch of files: about this many bytes ...
-BATCH_FILES = 512        # ... or this many files (bounds the programs held in memory)
-POLL_S = 0.25            # progress is reported this often
+BATCH_BYTES = 64 << 20  # a thread's batch of files: about this many bytes ...
+BATCH_FILES = 512  # ... or this many files (bounds the programs held in memory)
+POLL_S = 0.25  # progress is reported this often
 
 
 @dataclass
 class GenerateResult:
-    files_total: int = 0        # files of this rank
+    files_total: int = 0  # files of this rank
     files_written: int = 0
     files_skipped: int = 0
     bytes_written: int = 0
@@ -67,13 +68,13 @@ class _Plan:
     fmt: object
     paths: List[str]
     dims: np.ndarray
-    mine: np.ndarray                 # this rank's file indices
+    mine: np.ndarray  # this rank's file indices
     todo: List[int]
     skipped: List[int]
-    sizes: np.ndarray                # bytes of each file once complete (0 while not)
+    sizes: np.ndarray  # bytes of each file once complete (0 while not)
     present_bytes: int
-    old: Dict[str, Manifest]         # manifests of a previous generation of the same spec, by split
-    per_file: dict = field(default_factory=dict)   # file index -> its sample ranges
+    old: Dict[str, Manifest]  # manifests of a previous generation of the same spec, by split
+    per_file: dict = field(default_factory=dict)  # file index -> its sample ranges
     crcs: dict = field(default_factory=dict)
     skipped_set: set = field(default_factory=set)
 
@@ -90,7 +91,7 @@ def _make_folders(spec):
                 os.makedirs(f"{base}/{str(k).zfill(w)}", exist_ok=True)
         if spec.format == "tfrecord":
             os.makedirs(f"{spec.data_folder}/index/{split}", exist_ok=True)
-    try:   # the manifest is a cache: a complete dataset on a read-only mount does without a new one
+    try:  # the manifest is a cache: a complete dataset on a read-only mount does without a new one
         os.makedirs(f"{spec.data_folder}/{MANIFEST_DIR}", exist_ok=True)
     except OSError as e:
         if e.errno not in _READ_ONLY:
@@ -127,7 +128,7 @@ def _remove_stale_tmp(spec, paths, listing):
     for p in paths:
         wanted.update(os.path.split(q) for q in [p, *fmt.companions(p, spec)])
     for d, e in stale:
-        if (d, e[1:e.rindex(TMP_MARK)]) in wanted:
+        if (d, e[1 : e.rindex(TMP_MARK)]) in wanted:
             try:
                 os.unlink(os.path.join(d, e))
             except OSError:
@@ -164,7 +165,7 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
         if m is None:
             m = _merge_parts(spec, split) if spec.num_files(split) else None
         if m is not None and m.meta.get("gen_key") == spec.generation_key():
-            recorded[first:first + m.nfiles] = m.file_size.astype(np.int64)
+            recorded[first : first + m.nfiles] = m.file_size.astype(np.int64)
             old[split] = m
     sizes = np.zeros(total, np.int64)
     todo, skipped, present = [], [], 0
@@ -185,7 +186,7 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
             todo.append(i)
             continue
         if not stat.S_ISREG(sb.st_mode):
-            ok = False   # a FIFO would block fmt.valid's open; the new file replaces it
+            ok = False  # a FIFO would block fmt.valid's open; the new file replaces it
         elif recorded[i] >= 0:
             ok = recorded[i] == st and all(os.path.exists(c) for c in fmt.companions(p, spec))
         else:
@@ -227,26 +228,36 @@ def _write_batch(pl: _Plan, idx: np.ndarray, fsync: bool, stop: np.ndarray, coun
     """Write one batch of files; returns the bytes written. Files whose format has a program go to
     the C core together; the others are written one by one by the format."""
     from dlio import _core
+
     spec, fmt, spf = pl.spec, pl.fmt, pl.spec.num_samples_per_file
     prog, by_python, main_of = Program(), [], {}
     has_program = hasattr(fmt.module, "program")
-    if hasattr(fmt.module, "programs"):     # the format describes the whole batch with numpy
+    if hasattr(fmt.module, "programs"):  # the format describes the whole batch with numpy
         fmt.programs(prog, pl.dims[idx], spf, spec, mix_seeds(spec.seed_content, idx), [pl.paths[i] for i in idx])
         main_of = dict(enumerate(idx.tolist()))
         idx = idx[:0]
     for i in idx.tolist():
         dims = tuple(int(x) for x in pl.dims[i])
         if has_program and fmt.program(prog, dims, spf, spec, mix_seed(spec.seed_content, i), pl.paths[i]) is not False:
-            main_of[len(prog.paths) - 1] = i     # the data file comes last, after its companions
+            main_of[len(prog.paths) - 1] = i  # the data file comes last, after its companions
         else:
             by_python.append(i)
     prog.finish()
     done = 0
     if prog.paths:
-        complete = _core.gen_files([_tmp_name(p) for p in prog.paths], prog.paths, prog.seeds, prog.first,
-                                   prog.counts(), prog.seg_array(), bytes(prog.blob), fsync=fsync, stop=stop,
-                                   counters=counters)
-        if not complete:       # stopped between files (another thread failed, or an interrupt)
+        complete = _core.gen_files(
+            [_tmp_name(p) for p in prog.paths],
+            prog.paths,
+            prog.seeds,
+            prog.first,
+            prog.counts(),
+            prog.seg_array(),
+            bytes(prog.blob),
+            fsync=fsync,
+            stop=stop,
+            counters=counters,
+        )
+        if not complete:  # stopped between files (another thread failed, or an interrupt)
             return done
         for k, i in main_of.items():
             pl.sizes[i] = prog.sizes[k]
@@ -256,10 +267,11 @@ def _write_batch(pl: _Plan, idx: np.ndarray, fsync: bool, stop: np.ndarray, coun
             break
         p = pl.paths[i]
         with atomic_path(p, fsync=fsync) as tmp:
-            n = fmt.write(tmp, tuple(int(x) for x in pl.dims[i]), spf, spec, mix_seed(spec.seed_content, i),
-                          final=p, index=i)
+            n = fmt.write(
+                tmp, tuple(int(x) for x in pl.dims[i]), spf, spec, mix_seed(spec.seed_content, i), final=p, index=i
+            )
         pl.sizes[i] = os.stat(p).st_size
-        counters[0] += n       # (only this thread writes its counters)
+        counters[0] += n  # (only this thread writes its counters)
         counters[1] += 1
         done += n
     return done
@@ -274,7 +286,7 @@ def _write_all(pl: _Plan, threads: int, progress: Optional[Callable], fsync: boo
     if not nthreads:
         return 0
     stop = np.zeros(1, np.int32)
-    counters = np.zeros((nthreads, 2), np.uint64)   # per thread: bytes, files
+    counters = np.zeros((nthreads, 2), np.uint64)  # per thread: bytes, files
     lock, it = threading.Lock(), iter(batches)
 
     def worker(t):
@@ -291,12 +303,11 @@ def _write_all(pl: _Plan, threads: int, progress: Optional[Callable], fsync: boo
                 raise
         return total
 
-    group = 1 + len(pl.fmt.companions(pl.paths[pl.todo[0]], pl.spec))   # files the C core counts per data file
+    group = 1 + len(pl.fmt.companions(pl.paths[pl.todo[0]], pl.spec))  # files the C core counts per data file
 
     def report():
         if progress is not None:
-            progress(pl.present_bytes + int(counters[:, 0].sum()),
-                     len(pl.skipped) + int(counters[:, 1].sum()) // group)
+            progress(pl.present_bytes + int(counters[:, 0].sum()), len(pl.skipped) + int(counters[:, 1].sum()) // group)
 
     with ThreadPoolExecutor(max_workers=nthreads, thread_name_prefix="dlio-gen") as ex:
         futs = [ex.submit(worker, t) for t in range(nthreads)]
@@ -362,18 +373,28 @@ def _save(pl: _Plan, checksum: bool, rank: int, size: int, barrier: Optional[Cal
         if n == 0:
             continue
         idx = mine[(mine >= first) & (mine < first + n)]
-        m = Manifest(split=split, format=spec.format, paths=[pl.paths[i] for i in idx.tolist()],
-                     file_size=pl.sizes[idx].astype(np.uint64), num_samples_per_file=spec.num_samples_per_file,
-                     whole_file=pl.fmt.WHOLE_FILE, meta={"gen_key": spec.generation_key(), "source": "generate",
-                                                         "files": (idx - first).tolist() if size > 1 else None})
-        if not pl.fmt.WHOLE_FILE:   # a part's flat table numbers files within the split
+        m = Manifest(
+            split=split,
+            format=spec.format,
+            paths=[pl.paths[i] for i in idx.tolist()],
+            file_size=pl.sizes[idx].astype(np.uint64),
+            num_samples_per_file=spec.num_samples_per_file,
+            whole_file=pl.fmt.WHOLE_FILE,
+            meta={
+                "gen_key": spec.generation_key(),
+                "source": "generate",
+                "files": (idx - first).tolist() if size > 1 else None,
+            },
+        )
+        if not pl.fmt.WHOLE_FILE:  # a part's flat table numbers files within the split
             m.table = ranges.build([pl.per_file[i] for i in idx.tolist()], files=idx - first)
         if checksum:
             m.file_crc32c = np.array([pl.crcs[i] for i in idx.tolist()], dtype=np.uint32)
             if m.table is not None:
                 m.range_crc32c = np.concatenate(
                     [range_crcs(pl.paths[i], *ranges.as_arrays(pl.per_file[i])[1:]) for i in idx.tolist()]
-                    or [np.zeros(0, np.uint32)])
+                    or [np.zeros(0, np.uint32)]
+                )
         try:
             save_manifest(spec, m, part=None if size == 1 else (rank, size))
         except OSError as e:
@@ -401,27 +422,39 @@ def _save(pl: _Plan, checksum: bool, rank: int, size: int, barrier: Optional[Cal
 RATE_FILE = "generation-rate.json"
 
 
-def record_rate(spec: DatasetSpec, nbytes: int, nfiles: int, seconds: float, threads: int, ranks: int,
-                fsync: bool = False) -> None:
+def record_rate(
+    spec: DatasetSpec, nbytes: int, nfiles: int, seconds: float, threads: int, ranks: int, fsync: bool = False
+) -> None:
     """Remember how fast this data folder's filesystem took a real generation (bytes and files per
     second of the whole command), so --dry-run can estimate a full-size generation."""
     import json
+
     if nfiles <= 0 or seconds <= 0:
         return
-    rec = {"format": spec.format, "bytes": int(nbytes), "files": int(nfiles), "seconds": seconds,
-           "bytes_per_s": nbytes / seconds, "files_per_s": nfiles / seconds, "threads": int(threads),
-           "ranks": int(ranks), "fsync": bool(fsync), "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    rec = {
+        "format": spec.format,
+        "bytes": int(nbytes),
+        "files": int(nfiles),
+        "seconds": seconds,
+        "bytes_per_s": nbytes / seconds,
+        "files_per_s": nfiles / seconds,
+        "threads": int(threads),
+        "ranks": int(ranks),
+        "fsync": bool(fsync),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
     path = os.path.join(spec.data_folder, MANIFEST_DIR, RATE_FILE)
     try:
         with atomic_path(path) as tmp, open(tmp, "w") as f:
             json.dump(rec, f)
     except OSError:
-        pass   # an estimate for later, never worth failing a generation
+        pass  # an estimate for later, never worth failing a generation
 
 
 def measured_rate(spec: DatasetSpec) -> Optional[dict]:
     """The rate record_rate() saved in this data folder, or None."""
     import json
+
     try:
         with open(os.path.join(spec.data_folder, MANIFEST_DIR, RATE_FILE)) as f:
             rec = json.load(f)
@@ -440,17 +473,23 @@ def estimate_text(spec: DatasetSpec, nbytes: int, nfiles: int) -> str:
     """--dry-run's line on how long generating nbytes in nfiles would take here, and from what."""
     rec = measured_rate(spec)
     if rec is None:
-        return (f"no generation measured in {spec.data_folder} yet (a small one, e.g. dlio-fast generate "
-                "--scale 0.01, records its rate for this estimate)")
+        return (
+            f"no generation measured in {spec.data_folder} yet (a small one, e.g. dlio-fast generate "
+            "--scale 0.01, records its rate for this estimate)"
+        )
     secs = estimate_seconds(rec, nbytes, nfiles)
-    text = (f"~{_duration(secs)} at the rate measured here on {rec.get('when', '?')}: "
-            f"{rec['bytes_per_s'] / 2**20:.0f} MiB/s, {rec['files_per_s']:.0f} files/s "
-            f"({rec['files']} {rec.get('format', '')} files, {rec.get('threads', '?')} threads x "
-            f"{rec.get('ranks', 1)} ranks; {MANIFEST_DIR}/{RATE_FILE})")
+    text = (
+        f"~{_duration(secs)} at the rate measured here on {rec.get('when', '?')}: "
+        f"{rec['bytes_per_s'] / 2**20:.0f} MiB/s, {rec['files_per_s']:.0f} files/s "
+        f"({rec['files']} {rec.get('format', '')} files, {rec.get('threads', '?')} threads x "
+        f"{rec.get('ranks', 1)} ranks; {MANIFEST_DIR}/{RATE_FILE})"
+    )
     ram = _ram_bytes()
     if not rec.get("fsync") and ram and rec["bytes"] < ram < nbytes:
-        text += (f"; that run ({rec['bytes'] / 2**30:.1f} GiB) fits in this host's {ram / 2**30:.0f} GiB of RAM, "
-                 "so its rate may be the page cache's: a dataset larger than RAM can take longer")
+        text += (
+            f"; that run ({rec['bytes'] / 2**30:.1f} GiB) fits in this host's {ram / 2**30:.0f} GiB of RAM, "
+            "so its rate may be the page cache's: a dataset larger than RAM can take longer"
+        )
     return text
 
 
@@ -492,10 +531,31 @@ def generate(spec, threads=None, rank=0, size=1, progress=None, checksum=False, 
     dt = time.perf_counter() - t0
     if rank == 0 and pl.todo:
         record_rate(spec, wbytes * size, len(pl.todo) * size, dt, nthreads, size, fsync)
-    return GenerateResult(files_total=int(pl.mine.size), files_written=len(pl.todo), files_skipped=len(pl.skipped),
-                          bytes_written=wbytes, seconds=dt)
+    return GenerateResult(
+        files_total=int(pl.mine.size),
+        files_written=len(pl.todo),
+        files_skipped=len(pl.skipped),
+        bytes_written=wbytes,
+        seconds=dt,
+    )
 
 
-__all__ = ["DatasetSpec", "DatasetError", "InsufficientSpace", "Manifest", "GenerateResult", "file_paths",
-           "file_dims", "all_dims", "dataset_bytes", "generate", "load_manifest", "scan_manifest",
-           "resolve_paths", "manifest_path", "split_folder", "measured_rate", "estimate_seconds"]
+__all__ = [
+    "DatasetSpec",
+    "DatasetError",
+    "InsufficientSpace",
+    "Manifest",
+    "GenerateResult",
+    "file_paths",
+    "file_dims",
+    "all_dims",
+    "dataset_bytes",
+    "generate",
+    "load_manifest",
+    "scan_manifest",
+    "resolve_paths",
+    "manifest_path",
+    "split_folder",
+    "measured_rate",
+    "estimate_seconds",
+]

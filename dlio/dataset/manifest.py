@@ -5,6 +5,7 @@ It is written by generation and, for a dataset made by someone else (DLIO), buil
 files and cached when the folder is writable:
   {data_folder}/.dlio-fast/manifest-{train|valid}.npz
 """
+
 import json
 import mmap
 import os
@@ -15,11 +16,13 @@ from typing import Optional
 import numpy as np
 
 from dlio.dataset import ranges
+from dlio.dataset.formats import get_format
+from dlio.dataset.spec import MANIFEST_DIR, MANIFEST_VERSION, file_paths, split_folder, split_key
 from dlio.errors import DatasetError
 from dlio.output import atomic_path
-from dlio.dataset.formats import get_format
-from dlio.dataset.spec import MANIFEST_DIR, MANIFEST_VERSION, split_key, split_folder, file_paths
+
 # the manifest
+
 
 @dataclass
 class Manifest:
@@ -28,6 +31,7 @@ class Manifest:
     table (dlio.dataset.ranges.Table) holds the ranges, in O(files) when the files are regular; it is None
     for whole-file formats (npz, npy, jpeg, png, csv), where every sample reads (0, file_size):
     see ranges(). range_crc32c, when present, follows the flat order of table.flat()."""
+
     split: str
     format: str
     paths: list
@@ -68,9 +72,15 @@ def manifest_path(spec, split, part=None):
 
 def _layout_meta(spec, split):
     split = split_key(split)
-    return {"version": MANIFEST_VERSION, "format": spec.format, "split": split, "nfiles": spec.num_files(split),
-            "spf": spec.num_samples_per_file, "prefix": spec.file_prefix,
-            "subfolders": spec.num_subfolders(split)}
+    return {
+        "version": MANIFEST_VERSION,
+        "format": spec.format,
+        "split": split,
+        "nfiles": spec.num_files(split),
+        "spf": spec.num_samples_per_file,
+        "prefix": spec.file_prefix,
+        "subfolders": spec.num_subfolders(split),
+    }
 
 
 def _save_npz(path, arrays):
@@ -89,7 +99,7 @@ def save_manifest(spec, m, part=None):
     arrays = {"meta": np.array(json.dumps(meta)), "file_size": m.file_size.astype(np.uint64)}
     if not canonical:
         root = split_folder(spec, m.split) + "/"
-        arrays["names"] = np.array([p[len(root):] if p.startswith(root) else p for p in m.paths])
+        arrays["names"] = np.array([p[len(root) :] if p.startswith(root) else p for p in m.paths])
     arrays.update(_table_arrays(m.table))
     for k in ("file_crc32c", "range_crc32c"):
         v = getattr(m, k)
@@ -112,8 +122,9 @@ def _table_from_arrays(a):
         stride, length, count = (int(x) for x in a["range_uniform"])
         return ranges.Table(first=a["range_first"].astype(np.uint64), stride=stride, length=length, count=count)
     if "range_file" in a:
-        return ranges.Table(file=a["range_file"], sample=a["range_sample"], offset=a["range_offset"],
-                            size=a["range_length"])
+        return ranges.Table(
+            file=a["range_file"], sample=a["range_sample"], offset=a["range_offset"], size=a["range_length"]
+        )
     return None
 
 
@@ -126,8 +137,15 @@ def _read_manifest_file(path):
 
 def _manifest_from_arrays(spec, split, a, paths):
     fmt = get_format(spec.format)
-    m = Manifest(split=split_key(split), format=spec.format, paths=paths, file_size=a["file_size"].astype(np.uint64),
-                 num_samples_per_file=spec.num_samples_per_file, whole_file=fmt.WHOLE_FILE, meta=a["meta"])
+    m = Manifest(
+        split=split_key(split),
+        format=spec.format,
+        paths=paths,
+        file_size=a["file_size"].astype(np.uint64),
+        num_samples_per_file=spec.num_samples_per_file,
+        whole_file=fmt.WHOLE_FILE,
+        meta=a["meta"],
+    )
     m.table = _table_from_arrays(a)
     for k in ("file_crc32c", "range_crc32c"):
         if k in a:
@@ -173,16 +191,20 @@ def resolve_paths(spec, split):
     if n == 0:
         return []
     if not os.path.isdir(folder):
-        raise DatasetError(f"{folder}: no such folder, expected {n} {spec.format} file(s) for "
-                           f"num_files_{'train' if split == 'train' else 'eval'}={n}; generate the dataset first")
+        raise DatasetError(
+            f"{folder}: no such folder, expected {n} {spec.format} file(s) for "
+            f"num_files_{'train' if split == 'train' else 'eval'}={n}; generate the dataset first"
+        )
     paths = file_paths(spec, split)
     if os.path.exists(paths[0]) and os.path.exists(paths[-1]):
         return paths
     listed = _list_like_dlio(spec, split)
     if len(listed) < n:
-        raise DatasetError(f"{folder}: found {len(listed)} {spec.format} file(s) but "
-                           f"num_files_{'train' if split == 'train' else 'eval'} is {n}; "
-                           "generate the dataset (or lower the file count)")
+        raise DatasetError(
+            f"{folder}: found {len(listed)} {spec.format} file(s) but "
+            f"num_files_{'train' if split == 'train' else 'eval'} is {n}; "
+            "generate the dataset (or lower the file count)"
+        )
     return listed[:n]
 
 
@@ -197,8 +219,11 @@ def _list_like_dlio(spec, split):
                 out.extend(os.path.join(p, e) for e in os.listdir(p) if e.endswith(ext) and not e.startswith("."))
         out.sort(key=os.path.basename)
     else:
-        out = sorted(os.path.join(folder, e) for e in os.listdir(folder)
-                     if e.endswith(ext) and not e.startswith(".") and os.path.isfile(os.path.join(folder, e)))
+        out = sorted(
+            os.path.join(folder, e)
+            for e in os.listdir(folder)
+            if e.endswith(ext) and not e.startswith(".") and os.path.isfile(os.path.join(folder, e))
+        )
     return out
 
 
@@ -216,16 +241,26 @@ def scan_manifest(spec, split, paths=None, checksum=False):
         except FileNotFoundError:
             missing.append(p)
             continue
-        if not stat.S_ISREG(st.st_mode):   # reading a FIFO's extents would wait for a writer forever
-            raise DatasetError(f"{p}: not a regular file (a FIFO, socket or device) in the dataset; "
-                               "remove it and run dlio-fast generate")
+        if not stat.S_ISREG(st.st_mode):  # reading a FIFO's extents would wait for a writer forever
+            raise DatasetError(
+                f"{p}: not a regular file (a FIFO, socket or device) in the dataset; "
+                "remove it and run dlio-fast generate"
+            )
         sizes[i] = st.st_size
     if missing:
-        raise DatasetError(f"{split_folder(spec, split)}: {len(missing)} of {len(paths)} file(s) missing "
-                           f"(first: {missing[0]}); generate the dataset first")
-    m = Manifest(split=split, format=spec.format, paths=list(paths), file_size=sizes,
-                 num_samples_per_file=spec.num_samples_per_file, whole_file=fmt.WHOLE_FILE,
-                 meta={"gen_key": None, "source": "scan"})
+        raise DatasetError(
+            f"{split_folder(spec, split)}: {len(missing)} of {len(paths)} file(s) missing "
+            f"(first: {missing[0]}); generate the dataset first"
+        )
+    m = Manifest(
+        split=split,
+        format=spec.format,
+        paths=list(paths),
+        file_size=sizes,
+        num_samples_per_file=spec.num_samples_per_file,
+        whole_file=fmt.WHOLE_FILE,
+        meta={"gen_key": None, "source": "scan"},
+    )
     if not fmt.WHOLE_FILE:
         m.table = ranges.build([_file_ranges(fmt, p, spec) for p in paths])
     if checksum:
@@ -243,17 +278,22 @@ def _file_ranges(fmt, path, spec):
         raise
     except (ValueError, KeyError, IndexError, TypeError, OSError, EOFError) as e:
         what = e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split()) or type(e).__name__
-        raise DatasetError(f"{path}: not a valid {spec.format} file ({what}); check it with dlio-fast verify, "
-                           "or regenerate with dlio-fast generate") from None
+        raise DatasetError(
+            f"{path}: not a valid {spec.format} file ({what}); check it with dlio-fast verify, "
+            "or regenerate with dlio-fast generate"
+        ) from None
     have = np.unique(np.asarray(samples)).size if len(samples) else 0
     if have < spf:
-        raise DatasetError(f"{path}: holds {have} sample(s) but dataset.num_samples_per_file = {spf}; set the value "
-                           "the data was generated with, or regenerate with dlio-fast generate")
+        raise DatasetError(
+            f"{path}: holds {have} sample(s) but dataset.num_samples_per_file = {spf}; set the value "
+            "the data was generated with, or regenerate with dlio-fast generate"
+        )
     return ranges.compact(samples, offs, lens)
 
 
 def file_crc(path):
     from dlio import _core
+
     crc = 0
     with open(path, "rb") as f:
         buf = bytearray(8 << 20)
@@ -268,6 +308,7 @@ def file_crc(path):
 
 def range_crcs(path, offs, lens):
     from dlio import _core
+
     out = np.zeros(len(offs), np.uint32)
     if len(offs) == 0:
         return out
@@ -279,7 +320,7 @@ def range_crcs(path, offs, lens):
             mv = memoryview(mm)
             try:
                 for k, (o, n) in enumerate(zip(offs.tolist(), lens.tolist())):
-                    out[k] = _core.crc32c(mv[o:o + n])
+                    out[k] = _core.crc32c(mv[o : o + n])
             finally:
                 mv.release()
     return out
@@ -288,8 +329,9 @@ def range_crcs(path, offs, lens):
 def _add_checksums(m):
     m.file_crc32c = np.array([file_crc(p) for p in m.paths], dtype=np.uint32)
     if m.table is not None:
-        m.range_crc32c = np.concatenate([range_crcs(p, *m.table.of_file(i)[1:]) for i, p in enumerate(m.paths)]
-                                        or [np.zeros(0, np.uint32)])
+        m.range_crc32c = np.concatenate(
+            [range_crcs(p, *m.table.of_file(i)[1:]) for i, p in enumerate(m.paths)] or [np.zeros(0, np.uint32)]
+        )
 
 
 def _merge_parts(spec, split):
@@ -303,7 +345,7 @@ def _merge_parts(spec, split):
     by_size = {}
     for n in names:
         try:
-            r, s = n[len(prefix):-4].split("-of-")
+            r, s = n[len(prefix) : -4].split("-of-")
             by_size.setdefault(int(s), {})[int(r)] = os.path.join(d, n)
         except ValueError:
             continue
@@ -348,9 +390,15 @@ def _combine(spec, split, parts, gen_key):
                 rc.append(a["range_crc32c"])
     if not seen.all():
         return None
-    m = Manifest(split=split_key(split), format=spec.format, paths=file_paths(spec, split), file_size=sizes,
-                 num_samples_per_file=spec.num_samples_per_file, whole_file=fmt.WHOLE_FILE,
-                 meta={"gen_key": gen_key, "source": "generate"})
+    m = Manifest(
+        split=split_key(split),
+        format=spec.format,
+        paths=file_paths(spec, split),
+        file_size=sizes,
+        num_samples_per_file=spec.num_samples_per_file,
+        whole_file=fmt.WHOLE_FILE,
+        meta={"gen_key": gen_key, "source": "generate"},
+    )
     if have_fc:
         m.file_crc32c = fcs
     if fmt.WHOLE_FILE:
@@ -372,8 +420,12 @@ def _combine(spec, split, parts, gen_key):
     f, smp, o, ln = (np.concatenate([c[k] for c in cols]) if cols else np.zeros(0, np.int64) for k in range(4))
     order = np.lexsort((o, smp, f))
     if m.table is None:
-        m.table = ranges.Table(file=f[order].astype(np.uint32), sample=smp[order].astype(np.uint32),
-                               offset=o[order].astype(np.uint64), size=ln[order].astype(np.uint64))
+        m.table = ranges.Table(
+            file=f[order].astype(np.uint32),
+            sample=smp[order].astype(np.uint32),
+            offset=o[order].astype(np.uint64),
+            size=ln[order].astype(np.uint64),
+        )
     if have_rc and rc:
         m.range_crc32c = np.concatenate(rc)[order].astype(np.uint32)
     return m
@@ -385,8 +437,14 @@ def load_manifest(spec, split, cache=True, checksum=False):
     split = split_key(split)
     if spec.num_files(split) == 0:
         fmt = get_format(spec.format)
-        m = Manifest(split=split, format=spec.format, paths=[], file_size=np.zeros(0, np.uint64),
-                     num_samples_per_file=spec.num_samples_per_file, whole_file=fmt.WHOLE_FILE)
+        m = Manifest(
+            split=split,
+            format=spec.format,
+            paths=[],
+            file_size=np.zeros(0, np.uint64),
+            num_samples_per_file=spec.num_samples_per_file,
+            whole_file=fmt.WHOLE_FILE,
+        )
         if not fmt.WHOLE_FILE:
             m.table = ranges.build([])
         return m

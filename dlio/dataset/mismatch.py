@@ -2,6 +2,7 @@
 (a record size, samples per file): the figures would be silently wrong. Checked before training:
 against the generation key the manifest recorded, else (a DLIO-made dataset without a manifest)
 against the file sizes the config implies."""
+
 import json
 import os
 from typing import Any, Dict, Optional
@@ -10,20 +11,34 @@ from dlio.dataset.spec import estimated_sizes, file_dims, file_paths, split_key
 from dlio.errors import DatasetError
 
 # What decides the bytes of a file with a given name (the format is in the name already).
-CONTENT_KEYS = ("num_samples_per_file", "record_length_bytes", "record_length_bytes_stdev", "record_dims",
-                "record_element_type", "compression", "compression_level", "hdf5_chunk_dims",
-                "hdf5_num_dset_per_record", "hdf5_max_shape")
-SIZE_SLACK = 0.10   # headers and container overhead beside the records
+CONTENT_KEYS = (
+    "num_samples_per_file",
+    "record_length_bytes",
+    "record_length_bytes_stdev",
+    "record_dims",
+    "record_element_type",
+    "compression",
+    "compression_level",
+    "hdf5_chunk_dims",
+    "hdf5_num_dset_per_record",
+    "hdf5_max_shape",
+)
+SIZE_SLACK = 0.10  # headers and container overhead beside the records
 
 
 def _saved_meta(spec: Any, split: str) -> Optional[Dict[str, Any]]:
     from dlio.dataset.manifest import _read_manifest_file, manifest_path
+
     try:
         meta = _read_manifest_file(manifest_path(spec, split))["meta"]
     except (OSError, ValueError, KeyError):
         return None
-    same_files = (meta.get("nfiles") == spec.num_files(split) and meta.get("prefix") == spec.file_prefix
-                  and meta.get("subfolders") == spec.num_subfolders(split) and meta.get("format") == spec.format)
+    same_files = (
+        meta.get("nfiles") == spec.num_files(split)
+        and meta.get("prefix") == spec.file_prefix
+        and meta.get("subfolders") == spec.num_subfolders(split)
+        and meta.get("format") == spec.format
+    )
     return meta if same_files else None
 
 
@@ -38,11 +53,13 @@ def check_dataset_matches(spec: Any, split: str) -> None:
         now = json.loads(spec.generation_key())
         for k in CONTENT_KEYS:
             if k in made and made[k] != now.get(k):
-                raise DatasetError(f"{spec.data_folder}: the dataset was generated with dataset.{k} = {made[k]} "
-                                   f"but the config says {now.get(k)}; set it back, or generate into another "
-                                   "dataset.data_folder")
+                raise DatasetError(
+                    f"{spec.data_folder}: the dataset was generated with dataset.{k} = {made[k]} "
+                    f"but the config says {now.get(k)}; set it back, or generate into another "
+                    "dataset.data_folder"
+                )
         return
-    _check_by_size(spec, split)   # no manifest, or one made by a scan (it records no generation key)
+    _check_by_size(spec, split)  # no manifest, or one made by a scan (it records no generation key)
 
 
 def _check_by_size(spec: Any, split: str) -> None:
@@ -57,7 +74,9 @@ def _check_by_size(spec: Any, split: str) -> None:
     expect = float(estimated_sizes(spec, file_dims(spec, split)[:1])[0])
     if abs(size - expect) > SIZE_SLACK * expect + 1024:
         per = size / spec.num_samples_per_file
-        raise DatasetError(f"{path}: {size} bytes, but dataset.record_length_bytes = {spec.record_length_bytes} x "
-                           f"num_samples_per_file = {spec.num_samples_per_file} makes about {int(expect)}; the files "
-                           f"hold about {int(per)} bytes per sample: set the dataset keys the data was generated "
-                           "with, or generate into another dataset.data_folder")
+        raise DatasetError(
+            f"{path}: {size} bytes, but dataset.record_length_bytes = {spec.record_length_bytes} x "
+            f"num_samples_per_file = {spec.num_samples_per_file} makes about {int(expect)}; the files "
+            f"hold about {int(per)} bytes per sample: set the dataset keys the data was generated "
+            "with, or generate into another dataset.data_folder"
+        )

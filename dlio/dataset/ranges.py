@@ -9,6 +9,7 @@ is such a file in four numbers; a split whose files
 are all uniform with the same stride, length and sample count is stored as one first offset per
 file (`Table.first`) and planned by arithmetic (dlio.train.planner). Anything else stays flat.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,12 +17,13 @@ from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-Arrays = Tuple[np.ndarray, np.ndarray, np.ndarray]   # samples, offsets, lengths of one file
+Arrays = Tuple[np.ndarray, np.ndarray, np.ndarray]  # samples, offsets, lengths of one file
 
 
 @dataclass(frozen=True)
 class Uniform:
     """One file whose sample s (0 <= s < count) is the single range [first + s * stride, + length)."""
+
     first: int
     stride: int
     length: int
@@ -35,7 +37,7 @@ class Uniform:
 FileRanges = Union[Uniform, Arrays]
 
 
-CHECK_CHUNK = 1 << 22   # ranges compared at a time: bounded temporaries for 277 M-range files
+CHECK_CHUNK = 1 << 22  # ranges compared at a time: bounded temporaries for 277 M-range files
 
 
 def compact(samples, offsets, lengths) -> FileRanges:
@@ -53,9 +55,11 @@ def compact(samples, offsets, lengths) -> FileRanges:
     for a in range(0, n, CHECK_CHUNK):
         b = min(n, a + CHECK_CHUNK)
         k = np.arange(a, b, dtype=np.int64)
-        if ((np.asarray(lengths[a:b]).astype(np.int64) != length).any()
-                or (np.asarray(samples[a:b]).astype(np.int64) != k).any()
-                or (np.asarray(offsets[a:b]).astype(np.int64) != first + k * stride).any()):
+        if (
+            (np.asarray(lengths[a:b]).astype(np.int64) != length).any()
+            or (np.asarray(samples[a:b]).astype(np.int64) != k).any()
+            or (np.asarray(offsets[a:b]).astype(np.int64) != first + k * stride).any()
+        ):
             return irregular()
     return Uniform(first, stride, length, n)
 
@@ -68,14 +72,15 @@ def as_arrays(r: FileRanges) -> Arrays:
 class Table:
     """A split's ranges: `first` (uint64 per file) with `stride`, `length`, `count` when every file
     is Uniform alike, else flat arrays sorted by (file, sample)."""
+
     first: Optional[np.ndarray] = None
     stride: int = 0
     length: int = 0
     count: int = 0
-    file: Optional[np.ndarray] = None       # uint32
-    sample: Optional[np.ndarray] = None     # uint32
-    offset: Optional[np.ndarray] = None     # uint64
-    size: Optional[np.ndarray] = None       # uint64 (range lengths)
+    file: Optional[np.ndarray] = None  # uint32
+    sample: Optional[np.ndarray] = None  # uint32
+    offset: Optional[np.ndarray] = None  # uint64
+    size: Optional[np.ndarray] = None  # uint64 (range lengths)
 
     @property
     def uniform(self) -> bool:
@@ -95,8 +100,12 @@ class Table:
         n, c = int(nfiles), self.count
         s = np.tile(np.arange(c, dtype=np.uint64), n)
         off = np.repeat(self.first.astype(np.uint64), c) + s * np.uint64(self.stride)
-        return (np.repeat(np.arange(n, dtype=np.uint32), c), s.astype(np.uint32), off,
-                np.full(n * c, self.length, np.uint64))
+        return (
+            np.repeat(np.arange(n, dtype=np.uint32), c),
+            s.astype(np.uint32),
+            off,
+            np.full(n * c, self.length, np.uint64),
+        )
 
 
 def build(per: Sequence[FileRanges], files: Optional[Sequence[int]] = None) -> Table:
@@ -109,7 +118,9 @@ def build(per: Sequence[FileRanges], files: Optional[Sequence[int]] = None) -> T
         return Table(first=np.array([r.first for r in per], np.uint64), stride=stride, length=length, count=count)
     arrays = [as_arrays(r) for r in per]
     counts = np.array([a[0].size for a in arrays], dtype=np.int64)
-    return Table(file=np.repeat(idx.astype(np.uint32), counts),
-                 sample=np.concatenate([a[0] for a in arrays] or [np.zeros(0)]).astype(np.uint32),
-                 offset=np.concatenate([a[1] for a in arrays] or [np.zeros(0)]).astype(np.uint64),
-                 size=np.concatenate([a[2] for a in arrays] or [np.zeros(0)]).astype(np.uint64))
+    return Table(
+        file=np.repeat(idx.astype(np.uint32), counts),
+        sample=np.concatenate([a[0] for a in arrays] or [np.zeros(0)]).astype(np.uint32),
+        offset=np.concatenate([a[1] for a in arrays] or [np.zeros(0)]).astype(np.uint64),
+        size=np.concatenate([a[2] for a in arrays] or [np.zeros(0)]).astype(np.uint64),
+    )

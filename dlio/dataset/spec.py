@@ -9,6 +9,7 @@ Shapes: np.random.seed(10), then 2*(train+eval) side lengths from N(D, sigma_d) 
 sigma_d = stdev / (2 sqrt(L))), truncated to int and clipped at >= 1; file i of the combined
 train-then-eval list uses sides (2i, 2i+1). With record_dims every file has that shape.
 """
+
 import dataclasses
 import json
 import math
@@ -24,9 +25,9 @@ MANIFEST_VERSION = 1
 DLIO_SHAPE_SEED = 10
 
 
-
 # ---------------------------------------------------------------------------------------------
 # the spec
+
 
 def _tuple(v):
     if v is None:
@@ -39,6 +40,7 @@ def _tuple(v):
 @dataclass(frozen=True)
 class DatasetSpec:
     """What the dataset looks like (DLIO's `dataset` section, names as in its current schema)."""
+
     data_folder: str = "./data"
     format: str = "tfrecord"
     num_files_train: int = 8
@@ -66,8 +68,16 @@ class DatasetSpec:
         get_format(self.format)  # raises on an unknown format
         for name in ("record_dims", "hdf5_chunk_dims", "hdf5_max_shape"):
             s(self, name, _tuple(getattr(self, name)))
-        for name in ("num_files_train", "num_files_eval", "num_samples_per_file", "num_subfolders_train",
-                     "num_subfolders_eval", "compression_level", "hdf5_num_dset_per_record", "seed_content"):
+        for name in (
+            "num_files_train",
+            "num_files_eval",
+            "num_samples_per_file",
+            "num_subfolders_train",
+            "num_subfolders_eval",
+            "compression_level",
+            "hdf5_num_dset_per_record",
+            "seed_content",
+        ):
             s(self, name, int(getattr(self, name) or 0))
         s(self, "compression", str(self.compression or "none").lower())
         if self.format in ("jpeg", "png"):
@@ -96,8 +106,11 @@ class DatasetSpec:
             if k in names:
                 kw[k] = v
         for k, v in h5.items():
-            key = {"chunk_dims": "hdf5_chunk_dims", "num_dset_per_record": "hdf5_num_dset_per_record",
-                   "max_shape": "hdf5_max_shape"}.get(k)
+            key = {
+                "chunk_dims": "hdf5_chunk_dims",
+                "num_dset_per_record": "hdf5_num_dset_per_record",
+                "max_shape": "hdf5_max_shape",
+            }.get(k)
             if key:
                 kw[key] = v
         kw.update(over)
@@ -115,10 +128,24 @@ class DatasetSpec:
 
     def generation_key(self):
         """What decides file sizes and layout (not content): a changed key means remake."""
-        keys = ("format", "num_files_train", "num_files_eval", "num_samples_per_file", "record_length_bytes",
-                "record_length_bytes_stdev", "record_dims", "record_element_type", "num_subfolders_train",
-                "num_subfolders_eval", "file_prefix", "compression", "compression_level", "hdf5_chunk_dims",
-                "hdf5_num_dset_per_record", "hdf5_max_shape")
+        keys = (
+            "format",
+            "num_files_train",
+            "num_files_eval",
+            "num_samples_per_file",
+            "record_length_bytes",
+            "record_length_bytes_stdev",
+            "record_dims",
+            "record_element_type",
+            "num_subfolders_train",
+            "num_subfolders_eval",
+            "file_prefix",
+            "compression",
+            "compression_level",
+            "hdf5_chunk_dims",
+            "hdf5_num_dset_per_record",
+            "hdf5_max_shape",
+        )
         return json.dumps({k: _jsonable(getattr(self, k)) for k in keys}, sort_keys=True)
 
 
@@ -142,12 +169,18 @@ def split_key(split):
 # ---------------------------------------------------------------------------------------------
 # names and shapes
 
+
 def _check_prefix(prefix):
     """File names are joined to the data folder: a prefix must not lead out of it."""
     from dlio.errors import ConfigError
+
     if not prefix or "/" in prefix or ".." in prefix or "\0" in prefix:
-        raise ConfigError(f"dataset.file_prefix = {prefix!r}: must be a plain file name part (no '/', no '..', "
-                          "not empty), e.g. 'img'", key="dataset.file_prefix", value=prefix)
+        raise ConfigError(
+            f"dataset.file_prefix = {prefix!r}: must be a plain file name part (no '/', no '..', "
+            "not empty), e.g. 'img'",
+            key="dataset.file_prefix",
+            value=prefix,
+        )
 
 
 def split_folder(spec, split):
@@ -158,11 +191,13 @@ def check_names_fit(spec, split, n, name_len):
     """The list of names (and the planner's per-sample arrays) must fit in memory: an absurd
     num_files or --scale is refused here, with the key and the amount, not by the OOM killer."""
     from dlio.memcheck import STR_OVERHEAD, check_fits
+
     per_file = name_len + STR_OVERHEAD + 16 * max(1, len(spec.record_dims))
     nbytes = float(n) * per_file + float(n) * spec.num_samples_per_file * 24
     key = "dataset.num_files_train" if split == "train" else "dataset.num_files_eval"
-    check_fits(nbytes, f"{key} = {n} ({spec.num_samples_per_file} samples per file)",
-               "use fewer files or a smaller --scale")
+    check_fits(
+        nbytes, f"{key} = {n} ({spec.num_samples_per_file} samples per file)", "use fewer files or a smaller --scale"
+    )
 
 
 def file_paths(spec, split):
@@ -206,8 +241,8 @@ def file_dims(spec, split):
     """Drawn shape of every file of one split: int64 (nfiles, ndim)."""
     dims = all_dims(spec)
     if split_key(split) == "train":
-        return dims[:spec.num_files_train]
-    return dims[spec.num_files_train:]
+        return dims[: spec.num_files_train]
+    return dims[spec.num_files_train :]
 
 
 def estimated_sizes(spec, dims):
@@ -232,13 +267,22 @@ def dataset_spec(cfg):
     """The DatasetSpec of a resolved config (its dataset section and the content seed)."""
     d = cfg.dataset
     return DatasetSpec(
-        data_folder=d.data_folder.rstrip("/") or ".", format=d.format,
-        num_files_train=d.num_files_train, num_files_eval=d.num_files_eval,
-        num_samples_per_file=d.num_samples_per_file, record_length_bytes=d.record_length_bytes,
-        record_length_bytes_stdev=d.record_length_bytes_stdev, record_dims=tuple(d.record_dims),
-        record_element_type=d.record_element_type, num_subfolders_train=d.num_subfolders_train,
-        num_subfolders_eval=d.num_subfolders_eval, file_prefix=d.file_prefix,
-        compression=d.compression, compression_level=d.compression_level,
-        hdf5_chunk_dims=tuple(d.hdf5.chunk_dims), hdf5_num_dset_per_record=d.hdf5.num_dset_per_record,
-        hdf5_max_shape=tuple(d.hdf5.max_shape), seed_content=cfg.dlio_fast.seed,
+        data_folder=d.data_folder.rstrip("/") or ".",
+        format=d.format,
+        num_files_train=d.num_files_train,
+        num_files_eval=d.num_files_eval,
+        num_samples_per_file=d.num_samples_per_file,
+        record_length_bytes=d.record_length_bytes,
+        record_length_bytes_stdev=d.record_length_bytes_stdev,
+        record_dims=tuple(d.record_dims),
+        record_element_type=d.record_element_type,
+        num_subfolders_train=d.num_subfolders_train,
+        num_subfolders_eval=d.num_subfolders_eval,
+        file_prefix=d.file_prefix,
+        compression=d.compression,
+        compression_level=d.compression_level,
+        hdf5_chunk_dims=tuple(d.hdf5.chunk_dims),
+        hdf5_num_dset_per_record=d.hdf5.num_dset_per_record,
+        hdf5_max_shape=tuple(d.hdf5.max_shape),
+        seed_content=cfg.dlio_fast.seed,
     )

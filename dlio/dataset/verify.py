@@ -4,13 +4,13 @@ Per file: present, readable, the size the manifest recorded, valid for its forma
 module's own check: headers, framing, companions), and, when the dataset was generated with
 --checksum, the CRC32C of its bytes. Problems are listed with the path; nothing is changed.
 """
+
 import os
 import stat
 
-
+from dlio.dataset.formats import get_format
 from dlio.dataset.manifest import file_crc, load_saved
 from dlio.dataset.spec import file_dims, file_paths
-from dlio.dataset.formats import get_format
 
 
 def verify(spec, checksums=True, log=None):
@@ -38,8 +38,13 @@ def verify(spec, checksums=True, log=None):
                 problems.append((p, "not readable (permissions)"))
                 continue
             if saved is not None and i < saved.nfiles and st.st_size != int(saved.file_size[i]):
-                problems.append((p, f"size {st.st_size} bytes, the manifest recorded {int(saved.file_size[i])} "
-                                    "(truncated or changed)"))
+                problems.append(
+                    (
+                        p,
+                        f"size {st.st_size} bytes, the manifest recorded {int(saved.file_size[i])} "
+                        "(truncated or changed)",
+                    )
+                )
                 continue
             if not fmt.valid(p, tuple(int(x) for x in dims[i]), spec.num_samples_per_file, spec):
                 problems.append((p, f"not a valid complete {spec.format} file"))

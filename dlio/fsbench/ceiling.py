@@ -8,12 +8,10 @@ page cache is kept out of the way with O_DIRECT where the filesystem
 allows it, else by dropping the files' pages before every probe.
 """
 
-from dlio import _core
-from dlio.fsbench import grid, points
-from dlio.fsbench import testfiles
-from dlio import output
+from dlio import _core, output
+from dlio.fsbench import grid, points, testfiles
+from dlio.fsbench.table import POINT_HEADER, point_line
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
-from dlio.fsbench.table import point_line, POINT_HEADER
 from dlio.units import fmt_ns
 
 GAIN = 1.05
@@ -68,12 +66,19 @@ def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo, warn=pr
     cache = "keep" if direct else "drop"
     engines, missing = usable_engines()
     deepest = MAX_QD if any(points.check_engine(e) & _core.CAP_ASYNC for e in engines) else 1
-    echo(f"# ceiling of {path}: {'O_DIRECT' if direct else 'buffered, page cache dropped per probe'}; "
-         f"engines {', '.join(engines)}; up to {max_threads} threads, qd up to {deepest}")
+    echo(
+        f"# ceiling of {path}: {'O_DIRECT' if direct else 'buffered, page cache dropped per probe'}; "
+        f"engines {', '.join(engines)}; up to {max_threads} threads, qd up to {deepest}"
+    )
     for name, why in missing.items():
-        warn(f"warning: engine {name} is unavailable here ({why}): "
-             + ("queue depths above 1 were not tested, so the IOPS found may be far below the storage's"
-                if deepest == 1 else "it was not tested"))
+        warn(
+            f"warning: engine {name} is unavailable here ({why}): "
+            + (
+                "queue depths above 1 were not tested, so the IOPS found may be far below the storage's"
+                if deepest == 1
+                else "it was not tested"
+            )
+        )
     fileset = testfiles.prepare([path], max_threads, file_size)
     if not direct:
         grid.fits_in_ram_warning({"posix": (False, cache)}, sum(fileset.sizes), warn)
@@ -86,8 +91,7 @@ def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo, warn=pr
         echo(point_line(rec))
         return rec
 
-    doc = new_io_doc(CEILING_SCHEMA, path=path, direct=direct, best={}, probes=probes,
-                     engines_unavailable=missing)
+    doc = new_io_doc(CEILING_SCHEMA, path=path, direct=direct, best={}, probes=probes, engines_unavailable=missing)
     echo(POINT_HEADER)
     try:
         for target in TARGETS:
@@ -103,6 +107,8 @@ def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo, warn=pr
     for name, _, _, metric in TARGETS:
         b = doc["best"][name]
         fig = f"{b['bw_MiB_s']:.1f} MiB/s" if metric == "bw_MiB_s" else f"{b['iops']:.0f} IOPS"
-        echo(f"{name:<13} {fig:>16}   engine {b['engine']}, qd {b['qd']}, threads {b['threads']}, "
-             f"p99 {fmt_ns(b['lat_ns']['p99'])}")
+        echo(
+            f"{name:<13} {fig:>16}   engine {b['engine']}, qd {b['qd']}, threads {b['threads']}, "
+            f"p99 {fmt_ns(b['lat_ns']['p99'])}"
+        )
     return doc

@@ -43,9 +43,15 @@ def combinations(*axes: Iterable[Any]) -> Iterator[tuple]:
     return itertools.product(*axes)
 
 
-def run_grid(records: Iterable[Optional[Dict[str, Any]]], doc: Dict[str, Any], header: str,
-             line: Callable[[Dict[str, Any]], str], sinks: Sinks, echo: Callable[[str], None],
-             write: bool = True) -> Dict[str, Any]:
+def run_grid(
+    records: Iterable[Optional[Dict[str, Any]]],
+    doc: Dict[str, Any],
+    header: str,
+    line: Callable[[Dict[str, Any]], str],
+    sinks: Sinks,
+    echo: Callable[[str], None],
+    write: bool = True,
+) -> Dict[str, Any]:
     """Consume `records` (a generator that runs one point per item; None = nothing to report),
     print each, collect them in doc["points"], and write the sinks at the end whatever happens
     (`write`: this process writes them: rank 0 under MPI)."""
@@ -58,7 +64,7 @@ def run_grid(records: Iterable[Optional[Dict[str, Any]]], doc: Dict[str, Any], h
                 echo(line(rec))
         doc["complete"] = True
     except Interrupted as e:
-        rec = getattr(e, "record", None)   # the interrupted point's measured part (points.run_point)
+        rec = getattr(e, "record", None)  # the interrupted point's measured part (points.run_point)
         if rec is not None:
             points.append(rec)
             echo(f"{line(rec)}  (interrupted by {rec['interrupted']})")
@@ -92,6 +98,7 @@ def io_modes(g: Grid, path: str) -> Dict[str, Tuple[bool, str]]:
     point, so the kernel's readahead is part of the figure and the page cache is not; --direct
     bypasses the cache; --cache keep is the explicit way to measure the page cache."""
     from dlio.fsbench import points
+
     for e in g.engines:
         points.check_engine(e, bool(g.direct))
     if g.direct:
@@ -103,15 +110,20 @@ def runnable(g: Grid, warn: Callable[[str], None]) -> List[tuple]:
     """The grid's (rw, bs, engine, qd, threads) points, without the points of a synchronous engine
     at qd > 1 (they would repeat its qd 1 point): said once, and an error when nothing is left."""
     from dlio.config.engines import is_async
+
     sync = [e for e in g.engines if not is_async(e)]
     deep = [q for q in g.qds if q > 1]
     pts = [p for p in combinations(g.rws, g.bss, g.engines, g.qds, g.threads) if p[3] == 1 or p[2] not in sync]
     if sync and deep:
         if not pts:
-            raise DlioError(f"--qd {','.join(map(str, deep))} with engine {', '.join(sync)}: a synchronous engine "
-                            "runs one request at a time per thread; use --qd 1, or --engine io_uring")
-        warn(f"note: engine {', '.join(sync)} runs one request at a time per thread: its points at qd "
-             f"{','.join(map(str, deep))} are left out (they would repeat qd 1)")
+            raise DlioError(
+                f"--qd {','.join(map(str, deep))} with engine {', '.join(sync)}: a synchronous engine "
+                "runs one request at a time per thread; use --qd 1, or --engine io_uring"
+            )
+        warn(
+            f"note: engine {', '.join(sync)} runs one request at a time per thread: its points at qd "
+            f"{','.join(map(str, deep))} are left out (they would repeat qd 1)"
+        )
     return pts
 
 
@@ -121,31 +133,39 @@ def check_direct_sizes(modes: Dict[str, Tuple[bool, str]], bss: Sequence[int], f
     if not any(direct for direct, _ in modes.values()):
         return
     from dlio import _core
+
     try:
         _, off, known = _core.dio_align(path)
     except OSError:
         return
     if not known:
-        off = 512   # no statx answer: the smallest logical block any device has (a 4K device may want more)
+        off = 512  # no statx answer: the smallest logical block any device has (a 4K device may want more)
     bad = [b for b in bss if off > 1 and b % off]
     if bad:
-        raise DlioError(f"--bs {bad[0]}: O_DIRECT on {path} needs sizes that are multiples of {off} bytes; use e.g. "
-                        f"--bs {max(off, bad[0] // off * off)}, or --buffered")
+        raise DlioError(
+            f"--bs {bad[0]}: O_DIRECT on {path} needs sizes that are multiples of {off} bytes; use e.g. "
+            f"--bs {max(off, bad[0] // off * off)}, or --buffered"
+        )
     if off > 1 and file_size % off:
-        raise DlioError(f"--file-size {file_size}: O_DIRECT on {path} needs a multiple of {off} bytes; use e.g. "
-                        f"--file-size {max(off, file_size // off * off)}, or --buffered")
+        raise DlioError(
+            f"--file-size {file_size}: O_DIRECT on {path} needs a multiple of {off} bytes; use e.g. "
+            f"--file-size {max(off, file_size // off * off)}, or --buffered"
+        )
 
 
-def fits_in_ram_warning(modes: Dict[str, Tuple[bool, str]], nbytes: int, warn: Callable[[str], None],
-                        looping: bool = True) -> None:
+def fits_in_ram_warning(
+    modes: Dict[str, Tuple[bool, str]], nbytes: int, warn: Callable[[str], None], looping: bool = True
+) -> None:
     """Buffered points that read a file set fitting in free memory more than once (--runtime, --size
     beyond the files) may be served by the page cache after their first pass, dropped or not: say so."""
     if looping and any(not d for d, _ in modes.values()):
         avail = _mem_available()
         if avail is not None and nbytes < avail:
-            warn(f"warning: the buffered points read {nbytes / 2**30:.2f} GiB of files, which fit in free memory "
-                 f"({avail / 2**30:.1f} GiB): after a first pass their reads may come from the page cache, not "
-                 "storage; use O_DIRECT (--direct), or files larger than memory (--file-size)")
+            warn(
+                f"warning: the buffered points read {nbytes / 2**30:.2f} GiB of files, which fit in free memory "
+                f"({avail / 2**30:.1f} GiB): after a first pass their reads may come from the page cache, not "
+                "storage; use O_DIRECT (--direct), or files larger than memory (--file-size)"
+            )
 
 
 def _mem_available() -> Optional[int]:
@@ -159,26 +179,41 @@ def _mem_available() -> Optional[int]:
     return None
 
 
-def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: bool, trace_path: Optional[str],
-              progress: Any, echo: Callable[[str], None], warn: Callable[[str], None]) -> Dict[str, Any]:
+def run_local(
+    paths: List[str],
+    g: Grid,
+    sinks: Sinks,
+    file_size: int,
+    keep: bool,
+    trace_path: Optional[str],
+    progress: Any,
+    echo: Callable[[str], None],
+    warn: Callable[[str], None],
+) -> Dict[str, Any]:
     """`dlio-fast io` on this host: check what the grid needs, prepare the test files, run the grid."""
-    from dlio import _core
-    from dlio import counters
+    from dlio import _core, counters
     from dlio.fsbench import points, testfiles
-    from dlio.report import verdict
     from dlio.fsbench.table import POINT_HEADER, point_line
+    from dlio.report import verdict
     from dlio.report.result import IO_SCHEMA, new_io_doc
+
     modes = io_modes(g, paths[0])
     todo = runnable(g, warn)
     if any(m[1] == "drop-all" for m in modes.values()) and os.geteuid() != 0:
-        raise DlioError("--cache drop-all drops the whole host's page cache and needs root; use --cache drop "
-                        "(each file's pages, no root needed)")
+        raise DlioError(
+            "--cache drop-all drops the whole host's page cache and needs root; use --cache drop "
+            "(each file's pages, no root needed)"
+        )
     if any(r in ("write", "randwrite") for r in g.rws) and not (len(paths) == 1 and os.path.isdir(paths[0])):
         raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
     from dlio.memcheck import check_fits
-    _, b, _, q, t = max(todo, key=lambda p: p[4] * p[3] * p[1])   # (rw, bs, engine, qd, threads)
-    check_fits(t * q * b, f"the buffers of --threads {t} x --qd {q} x --bs {b}", "use fewer threads, a lower qd "
-               "or a smaller block size")
+
+    _, b, _, q, t = max(todo, key=lambda p: p[4] * p[3] * p[1])  # (rw, bs, engine, qd, threads)
+    check_fits(
+        t * q * b,
+        f"the buffers of --threads {t} x --qd {q} x --bs {b}",
+        "use fewer threads, a lower qd or a smaller block size",
+    )
     check_direct_sizes(modes, g.bss, file_size, paths[0])
     fileset = testfiles.prepare(paths, max(g.threads), file_size)
     nbytes = sum(fileset.sizes)
@@ -187,6 +222,7 @@ def run_local(paths: List[str], g: Grid, sinks: Sinks, file_size: int, keep: boo
     tracer = None
     if trace_path:
         from dlio.report.trace import Tracer
+
         tracer = Tracer(None, path=trace_path, thread_names=lambda tid: f"worker {tid}")
 
     def records() -> Iterator[Dict[str, Any]]:

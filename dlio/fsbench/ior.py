@@ -24,6 +24,7 @@ merged by addition.
 
 The plan functions (layout_offsets, rank_plan, reorder_shift) need no MPI and are unit-tested.
 """
+
 import dataclasses
 import os
 import resource
@@ -31,15 +32,14 @@ import time
 
 import numpy as np
 
-from dlio import _core
-from dlio import stats
-from dlio.fsbench.testfiles import check_ours, create_exclusive, writing_test_data
-from dlio.fsbench.grid import Sinks, combinations, run_grid
-from dlio.fsbench.table import POINT_HEADER, point_line
-from dlio.host import drop_cache
-from dlio.report.result import IO_SCHEMA, new_io_doc
+from dlio import _core, stats
 from dlio.errors import DlioError
 from dlio.execute import execute
+from dlio.fsbench.grid import Sinks, combinations, run_grid
+from dlio.fsbench.table import POINT_HEADER, point_line
+from dlio.fsbench.testfiles import check_ours, create_exclusive, writing_test_data
+from dlio.host import drop_cache
+from dlio.report.result import IO_SCHEMA, new_io_doc
 
 LAYOUTS = ("fpp", "segmented", "strided")
 PREFIX = "dlio-fast-ior"
@@ -74,9 +74,9 @@ def layout_offsets(layout, part, size, bs, per_rank):
 
 @dataclasses.dataclass
 class RankPlan:
-    part: int            # whose data this rank touches (== rank unless reordered)
-    file_index: int      # which file of the set (fpp: part; shared: 0)
-    ops: np.ndarray      # _core.OP_DTYPE, file field 0 (the rank's path table has one file)
+    part: int  # whose data this rank touches (== rank unless reordered)
+    file_index: int  # which file of the set (fpp: part; shared: 0)
+    ops: np.ndarray  # _core.OP_DTYPE, file field 0 (the rank's path table has one file)
 
 
 def rank_plan(layout, rank, size, bs, per_rank, rw="read", shift=0, seed=42):
@@ -130,6 +130,7 @@ def prepare(comm, targets, layout, per_rank, bs, seed=1):
     size, rank = comm.size, comm.rank
     if len(targets) == 1 and os.path.isdir(targets[0]):
         from dlio.fsbench.testfiles import check_writable_dir
+
         folder = targets[0]
         problem = None
         if rank == 0:
@@ -169,8 +170,9 @@ def prepare(comm, targets, layout, per_rank, bs, seed=1):
             raise DlioError(f"{p}: no such file (give one folder, or existing files)")
     if layout == "fpp":
         if len(targets) != size:
-            raise DlioError(f"--layout fpp on existing files needs one file per rank: {size} files, "
-                            f"{len(targets)} given")
+            raise DlioError(
+                f"--layout fpp on existing files needs one file per rank: {size} files, {len(targets)} given"
+            )
         per = min(os.path.getsize(p) for p in targets)
     else:
         if len(targets) != 1:
@@ -235,13 +237,16 @@ class Point:
 def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cache="keep"):
     """One point on every rank; returns rank 0's reduced record (other ranks: None)."""
     from mpi4py import MPI
+
     hosts = comm.allgather(MPI.Get_processor_name())
     shift = reorder_shift(hosts) if point.reorder else 0
     plan = rank_plan(point.layout, comm.rank, comm.size, point.bs, files.per_rank, point.rw, shift)
     path = files.paths[plan.file_index]
     if point.collective and (runtime_ns or ramp_ns):
-        raise DlioError("collective MPI-IO needs the same number of calls on every rank: give "
-                        "--size (or nothing: one pass), not --runtime / --ramp")
+        raise DlioError(
+            "collective MPI-IO needs the same number of calls on every rank: give "
+            "--size (or nothing: one pass), not --runtime / --ramp"
+        )
     per_rank_budget = 0
     if size:
         per_rank_budget = max(point.bs, size // comm.size)
@@ -252,10 +257,21 @@ def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cac
         # rank its own file, collective calls on COMM_SELF (as IOR does with -F -c).
         use = comm.comm if point.layout != "fpp" else MPI.COMM_SELF
         comm_addr = MPI._addressof(use)
-    run = _core.Run("io", "mpiio", [path], plan.ops, threads=1, qd=1,
-                    thread_first_op=np.array([0, len(plan.ops)], dtype=np.uint64),
-                    runtime_ns=runtime_ns, ramp_ns=ramp_ns, bytes_limit=per_rank_budget,
-                    loop=bool(runtime_ns or per_rank_budget), mpi_comm=comm_addr, hints=list(hints))
+    run = _core.Run(
+        "io",
+        "mpiio",
+        [path],
+        plan.ops,
+        threads=1,
+        qd=1,
+        thread_first_op=np.array([0, len(plan.ops)], dtype=np.uint64),
+        runtime_ns=runtime_ns,
+        ramp_ns=ramp_ns,
+        bytes_limit=per_rank_budget,
+        loop=bool(runtime_ns or per_rank_budget),
+        mpi_comm=comm_addr,
+        hints=list(hints),
+    )
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     comm.barrier()
     t0 = MPI.Wtime()
@@ -266,11 +282,22 @@ def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cac
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     window = max(1, res["t_end"] - res["t_start"])
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    mine = {"rank": comm.rank, "host": hosts[comm.rank], "path": path, "part": plan.part,
-            "ops": int(res["ops"]), "bytes": int(res["bytes"]), "errors": int(res["errors"]),
-            "runtime_s": window / 1e9, "bw_MiB_s": res["bytes"] / 2**20 / (window / 1e9),
-            "t_open": t0, "t_close": t1, "cpu_s": cpu * min(1.0, window / wall),
-            "lat_ns": stats.summary(res["lat"]), "lat_hist": stats.to_json(res["lat"])}
+    mine = {
+        "rank": comm.rank,
+        "host": hosts[comm.rank],
+        "path": path,
+        "part": plan.part,
+        "ops": int(res["ops"]),
+        "bytes": int(res["bytes"]),
+        "errors": int(res["errors"]),
+        "runtime_s": window / 1e9,
+        "bw_MiB_s": res["bytes"] / 2**20 / (window / 1e9),
+        "t_open": t0,
+        "t_close": t1,
+        "cpu_s": cpu * min(1.0, window / wall),
+        "lat_ns": stats.summary(res["lat"]),
+        "lat_hist": stats.to_json(res["lat"]),
+    }
     ranks = comm.gather(mine)
     if comm.rank != 0:
         return None
@@ -286,19 +313,35 @@ def reduce_ranks(point, ranks, shift=0, hints=()):
     lat = stats.merge([stats.from_json(r["lat_hist"]) for r in ranks])
     cpu = sum(r["cpu_s"] for r in ranks)
     return {
-        "rw": point.rw, "bs": point.bs, "engine": "mpiio", "qd": 1, "qd_used": 1,
-        "threads": len(ranks), "direct": False, "cache": "kept",
-        "ranks": len(ranks), "layout": point.layout,
+        "rw": point.rw,
+        "bs": point.bs,
+        "engine": "mpiio",
+        "qd": 1,
+        "qd_used": 1,
+        "threads": len(ranks),
+        "direct": False,
+        "cache": "kept",
+        "ranks": len(ranks),
+        "layout": point.layout,
         "mode": "collective" if point.collective else "independent",
-        "reorder": point.reorder, "reorder_shift": shift, "hints": dict(hints),
-        "runtime_s": span, "ops": ops, "bytes": nbytes,
+        "reorder": point.reorder,
+        "reorder_shift": shift,
+        "hints": dict(hints),
+        "runtime_s": span,
+        "ops": ops,
+        "bytes": nbytes,
         "errors": sum(r["errors"] for r in ranks),
-        "bw_bytes_s": nbytes / span, "bw_MiB_s": nbytes / 2**20 / span, "iops": ops / span,
+        "bw_bytes_s": nbytes / span,
+        "bw_MiB_s": nbytes / 2**20 / span,
+        "iops": ops / span,
         "bw_sum_of_ranks_MiB_s": sum(r["bw_MiB_s"] for r in ranks),
         "slowest_rank_s": max(r["runtime_s"] for r in ranks),
-        "lat_ns": stats.summary(lat), "lat_hist": stats.to_json(lat),
-        "cpu_s": cpu, "cpu_us_per_io": cpu / ops * 1e6 if ops else None,
-        "engine_flags_used": 0, "stopped": False,
+        "lat_ns": stats.summary(lat),
+        "lat_hist": stats.to_json(lat),
+        "cpu_s": cpu,
+        "cpu_us_per_io": cpu / ops * 1e6 if ops else None,
+        "engine_flags_used": 0,
+        "stopped": False,
         "per_rank": [{k: v for k, v in r.items() if k != "lat_hist"} for r in ranks],
     }
 
@@ -317,6 +360,7 @@ def parse_hints(items):
 def check_ready(comm, threads, collective):
     """Raise DlioError unless the MPI-IO engine can run here with these settings."""
     from dlio import mpi
+
     why = mpi.register_mpiio()
     if why:
         raise DlioError(f"engine mpiio is not available: {why}")
@@ -324,19 +368,41 @@ def check_ready(comm, threads, collective):
     if not ok:
         raise DlioError(f"engine mpiio is not available: {why}")
     if threads != [1]:
-        raise DlioError("--engine mpiio runs one I/O thread per rank (IOR's model): use mpiexec -n N "
-                        "for more streams, not --threads")
+        raise DlioError(
+            "--engine mpiio runs one I/O thread per rank (IOR's model): use mpiexec -n N "
+            "for more streams, not --threads"
+        )
     return True
 
 
-def main(paths, rws, bss, layouts, collective, reorder, hints, threads, file_size, runtime_ns, ramp_ns,
-         size, cache, json_path, csv_path, keep, echo):
+def main(
+    paths,
+    rws,
+    bss,
+    layouts,
+    collective,
+    reorder,
+    hints,
+    threads,
+    file_size,
+    runtime_ns,
+    ramp_ns,
+    size,
+    cache,
+    json_path,
+    csv_path,
+    keep,
+    echo,
+):
     """The `io --engine mpiio` grid on every rank (rank 0 prints and writes the sinks)."""
     from dlio import mpi
+
     comm = mpi.world(force=True)
     if comm.comm is None:
-        raise DlioError("engine mpiio needs mpi4py (pip install mpi4py mpich) and is run under "
-                        "mpiexec: mpiexec -n N dlio-fast io --engine mpiio ...")
+        raise DlioError(
+            "engine mpiio needs mpi4py (pip install mpi4py mpich) and is run under "
+            "mpiexec: mpiexec -n N dlio-fast io --engine mpiio ..."
+        )
     check_ready(comm, threads, collective)
     hint_pairs = parse_hints(hints)
     for r in rws:
@@ -350,18 +416,35 @@ def main(paths, rws, bss, layouts, collective, reorder, hints, threads, file_siz
                 for r, b in combinations(rws, bss):
                     if files.per_rank < b:
                         raise DlioError(f"--file-size {files.per_rank} is smaller than --bs {b}")
-                    yield run_point(comm, Point(r, b, layout, collective, reorder), files, runtime_ns, ramp_ns,
-                                    size, hint_pairs, cache)
+                    yield run_point(
+                        comm,
+                        Point(r, b, layout, collective, reorder),
+                        files,
+                        runtime_ns,
+                        ramp_ns,
+                        size,
+                        hint_pairs,
+                        cache,
+                    )
             finally:
                 if not keep and files.created:
                     files.cleanup(comm)
 
     def line(rec):
-        return (point_line(rec) + f" {rec['ranks']:>5} {rec['layout']:<10} {rec['mode']:<12} "
-                f"{'shift ' + str(rec['reorder_shift']) if reorder else 'no'}")
+        return (
+            point_line(rec) + f" {rec['ranks']:>5} {rec['layout']:<10} {rec['mode']:<12} "
+            f"{'shift ' + str(rec['reorder_shift']) if reorder else 'no'}"
+        )
 
     say = echo if comm.rank == 0 else (lambda *a, **k: None)
     doc = new_io_doc(IO_SCHEMA, paths=list(paths), ranks=comm.size)
     out = Sinks(json_path, csv_path, csv_extra=("ranks", "layout", "mode"), csv_drop=("per_rank", "hints"))
-    run_grid(records(), doc, POINT_HEADER + f" {'ranks':>5} layout     mode         reorder", line, out, say,
-             write=comm.rank == 0)
+    run_grid(
+        records(),
+        doc,
+        POINT_HEADER + f" {'ranks':>5} layout     mode         reorder",
+        line,
+        out,
+        say,
+        write=comm.rank == 0,
+    )

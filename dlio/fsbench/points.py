@@ -9,6 +9,7 @@ points walk the blocks in order; random points visit every block once per pass i
 (fio's random map). The C runner cycles through the plan until the runtime or byte budget is
 spent; the ramp period is run and not counted.
 """
+
 import dataclasses
 import errno
 import os
@@ -18,11 +19,10 @@ import time
 
 import numpy as np
 
-from dlio import _core
-from dlio import stats
-from dlio.host import drop_cache, drop_host_cache
+from dlio import _core, stats
 from dlio.errors import DlioError, Interrupted
 from dlio.execute import execute_partial
+from dlio.host import drop_cache, drop_host_cache
 
 RW_MODES = ("read", "randread", "write", "randwrite")
 
@@ -41,7 +41,7 @@ class Point:
 class Budget:
     runtime_ns: int = 0
     ramp_ns: int = 0
-    size: int = 0   # bytes in all (0 = time based)
+    size: int = 0  # bytes in all (0 = time based)
 
 
 def _blocks(size, bs, first_byte=0, nbytes=None):
@@ -68,12 +68,13 @@ def build_plan(point, fileset, seed=42):
         for f, group in sharers.items():
             nblocks = fileset.sizes[f] // point.bs
             if nblocks < len(group):
-                raise DlioError(f"{fileset.paths[f]}: {fileset.sizes[f]} bytes is too small for --bs "
-                                f"{point.bs} with {len(group)} thread(s) on it (use a larger --file-size)")
+                raise DlioError(
+                    f"{fileset.paths[f]}: {fileset.sizes[f]} bytes is too small for --bs "
+                    f"{point.bs} with {len(group)} thread(s) on it (use a larger --file-size)"
+                )
             per = nblocks // len(group)
             for k, t in enumerate(group):
-                per_thread[t].append((f,) + _blocks(fileset.sizes[f], point.bs, k * per * point.bs,
-                                                    per * point.bs))
+                per_thread[t].append((f,) + _blocks(fileset.sizes[f], point.bs, k * per * point.bs, per * point.bs))
     chunks = []
     for t in range(point.threads):
         parts = []
@@ -101,11 +102,23 @@ def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, d
     # fio's fadvise_hint: buffered random points get no readahead (its neighbouring pages would serve
     # later random reads from memory), sequential ones the larger readahead.
     advice = _core.ENG_FADV_RANDOM if point.rw.startswith("rand") else _core.ENG_FADV_SEQ
-    run = _core.Run("io", point.engine, fileset.paths, ops, threads=point.threads, qd=point.qd,
-                    direct=point.direct, thread_first_op=first_op, runtime_ns=budget.runtime_ns,
-                    ramp_ns=budget.ramp_ns, bytes_limit=budget.size,
-                    loop=bool(budget.runtime_ns or budget.size), eng_flags=eng_flags | advice, delay_ns=delay_ns,
-                    trace=tracer is not None)
+    run = _core.Run(
+        "io",
+        point.engine,
+        fileset.paths,
+        ops,
+        threads=point.threads,
+        qd=point.qd,
+        direct=point.direct,
+        thread_first_op=first_op,
+        runtime_ns=budget.runtime_ns,
+        ramp_ns=budget.ramp_ns,
+        bytes_limit=budget.size,
+        loop=bool(budget.runtime_ns or budget.size),
+        eng_flags=eng_flags | advice,
+        delay_ns=delay_ns,
+        trace=tracer is not None,
+    )
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     w0 = time.monotonic_ns()
     res, failure = execute_partial(run, on_tick=on_tick)
@@ -114,12 +127,21 @@ def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, d
     if failure is not None:
         if isinstance(failure, Interrupted) and res is not None and res.get("ops"):
             # the seconds measured before Ctrl-C / SIGTERM are kept, marked as such
-            failure.record = dict(point_record(point, res, ru0, ru1, wall, cache_note),
-                                  interrupted=signal.Signals(failure.signum).name)
+            failure.record = dict(
+                point_record(point, res, ru0, ru1, wall, cache_note), interrupted=signal.Signals(failure.signum).name
+            )
         raise failure
     if tracer is not None:
-        tracer.add_run(res, fileset.paths, name="point", rw=point.rw, bs=point.bs, engine=point.engine,
-                       qd=point.qd, threads=point.threads)
+        tracer.add_run(
+            res,
+            fileset.paths,
+            name="point",
+            rw=point.rw,
+            bs=point.bs,
+            engine=point.engine,
+            qd=point.qd,
+            threads=point.threads,
+        )
     return point_record(point, res, ru0, ru1, wall, cache_note)
 
 
@@ -131,10 +153,20 @@ def point_record(point, res, ru0, ru1, wall_ns, cache_note):
     ops = res["ops"]
     lat = stats.summary(res["lat"])
     return {
-        "rw": point.rw, "bs": point.bs, "engine": point.engine, "qd": point.qd, "qd_used": res["qd_used"],
-        "threads": point.threads, "direct": point.direct, "cache": cache_note,
-        "runtime_s": window / 1e9, "ops": ops, "bytes": res["bytes"], "errors": res["errors"],
-        "bw_bytes_s": res["bytes"] / (window / 1e9), "bw_MiB_s": res["bytes"] / 2**20 / (window / 1e9),
+        "rw": point.rw,
+        "bs": point.bs,
+        "engine": point.engine,
+        "qd": point.qd,
+        "qd_used": res["qd_used"],
+        "threads": point.threads,
+        "direct": point.direct,
+        "cache": cache_note,
+        "runtime_s": window / 1e9,
+        "ops": ops,
+        "bytes": res["bytes"],
+        "errors": res["errors"],
+        "bw_bytes_s": res["bytes"] / (window / 1e9),
+        "bw_MiB_s": res["bytes"] / 2**20 / (window / 1e9),
         "iops": ops / (window / 1e9),
         "lat_ns": lat,
         "cpu_s": cpu_window,
@@ -189,8 +221,10 @@ def check_direct(path):
         os.close(fd)
     except OSError as e:
         if e.errno == errno.EINVAL:
-            raise DlioError(f"{path}: the filesystem refuses O_DIRECT (EINVAL); use --buffered "
-                            "(with --cache drop to keep the page cache out of the way)") from None
+            raise DlioError(
+                f"{path}: the filesystem refuses O_DIRECT (EINVAL); use --buffered "
+                "(with --cache drop to keep the page cache out of the way)"
+            ) from None
         raise DlioError(f"{path}: cannot open with O_DIRECT: {e.strerror}") from None
     finally:
         if target == probe and os.path.exists(probe):

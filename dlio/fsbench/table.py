@@ -1,10 +1,29 @@
 """Table lines and CSV columns for io / ceiling results."""
+
 from dlio.units import fmt_ns, fmt_size
 
-
-IO_COLUMNS = ["rw", "bs", "engine", "qd", "threads", "direct", "bw_MiB_s", "iops", "lat_min_ns",
-              "lat_mean_ns", "lat_p50_ns", "lat_p90_ns", "lat_p99_ns", "lat_p99.9_ns", "lat_max_ns",
-              "cpu_us_per_io", "ops", "bytes", "runtime_s", "cache"]
+IO_COLUMNS = [
+    "rw",
+    "bs",
+    "engine",
+    "qd",
+    "threads",
+    "direct",
+    "bw_MiB_s",
+    "iops",
+    "lat_min_ns",
+    "lat_mean_ns",
+    "lat_p50_ns",
+    "lat_p90_ns",
+    "lat_p99_ns",
+    "lat_p99.9_ns",
+    "lat_max_ns",
+    "cpu_us_per_io",
+    "ops",
+    "bytes",
+    "runtime_s",
+    "cache",
+]
 
 
 def flat_point(r):
@@ -26,12 +45,16 @@ def mode(r):
 def point_line(r):
     lat = r["lat_ns"]
     cpu = f"{r['cpu_us_per_io']:.2f}" if r["cpu_us_per_io"] is not None else "-"
-    return (f"{r['rw']:<9} {fmt_size(r['bs']):>7} {r['engine']:<8} {r.get('qd_used') or r['qd']:>4} {r['threads']:>3} "
-            f"{mode(r):<6} {r['bw_MiB_s']:>10.1f} {r['iops']:>11.0f} "
-            f"{fmt_ns(lat['min']):>8} {fmt_ns(lat['mean']):>8} {fmt_ns(lat['p50']):>8} "
-            f"{fmt_ns(lat['p99']):>8} {fmt_ns(lat['p99.9']):>8} {fmt_ns(lat['max']):>8} {cpu:>8}")
+    return (
+        f"{r['rw']:<9} {fmt_size(r['bs']):>7} {r['engine']:<8} {r.get('qd_used') or r['qd']:>4} {r['threads']:>3} "
+        f"{mode(r):<6} {r['bw_MiB_s']:>10.1f} {r['iops']:>11.0f} "
+        f"{fmt_ns(lat['min']):>8} {fmt_ns(lat['mean']):>8} {fmt_ns(lat['p50']):>8} "
+        f"{fmt_ns(lat['p99']):>8} {fmt_ns(lat['p99.9']):>8} {fmt_ns(lat['max']):>8} {cpu:>8}"
+    )
 
 
-POINT_HEADER = (f"{'rw':<9} {'bs':>7} {'engine':<8} {'qd':>4} {'thr':>3} {'mode':<6} {'MiB/s':>10} "
-                f"{'IOPS':>11} {'min':>8} {'mean':>8} {'p50':>8} {'p99':>8} {'p99.9':>8} {'max':>8} "
-                f"{'cpu_us/io':>8}")
+POINT_HEADER = (
+    f"{'rw':<9} {'bs':>7} {'engine':<8} {'qd':>4} {'thr':>3} {'mode':<6} {'MiB/s':>10} "
+    f"{'IOPS':>11} {'min':>8} {'mean':>8} {'p50':>8} {'p99':>8} {'p99.9':>8} {'max':>8} "
+    f"{'cpu_us/io':>8}"
+)

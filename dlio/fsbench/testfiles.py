@@ -4,6 +4,7 @@ A read of a never-written region returns zeros without touching the device, so e
 file we create is written first (with the C core's fast fill, GIL released), and files we did not
 create are used as they are, read only unless the user asks for writes on them.
 """
+
 import contextlib
 import errno
 import os
@@ -54,9 +55,11 @@ def prepare(targets, nfiles, file_size, seed=1):
         free = st.f_bavail * st.f_frsize
         existing = sum(os.path.getsize(p) for p in _paths(folder, nfiles) if os.path.exists(p))
         if need - existing > free:
-            raise DlioError(f"{folder}: needs {need / 2**30:.2f} GiB for {nfiles} test file(s) of "
-                            f"{file_size / 2**30:.2f} GiB but only {free / 2**30:.2f} GiB is free "
-                            "(use a smaller --file-size or fewer --threads)")
+            raise DlioError(
+                f"{folder}: needs {need / 2**30:.2f} GiB for {nfiles} test file(s) of "
+                f"{file_size / 2**30:.2f} GiB but only {free / 2**30:.2f} GiB is free "
+                "(use a smaller --file-size or fewer --threads)"
+            )
         remove_stale_tmp(folder)
         paths, created = [], []
         for i, p in enumerate(_paths(folder, nfiles)):
@@ -91,13 +94,16 @@ def check_ours(path):
     except FileNotFoundError:
         return
     if stat.S_ISLNK(st.st_mode):
-        raise DlioError(f"{path}: is a symbolic link; the write test never writes through a link "
-                        "(remove it, or test in another folder)")
+        raise DlioError(
+            f"{path}: is a symbolic link; the write test never writes through a link "
+            "(remove it, or test in another folder)"
+        )
     if not stat.S_ISREG(st.st_mode):
         raise DlioError(f"{path}: exists and is not a regular file (remove it, or test in another folder)")
     if st.st_uid != os.geteuid():
-        raise DlioError(f"{path}: exists and belongs to another user (uid {st.st_uid}); "
-                        "remove it, or test in another folder")
+        raise DlioError(
+            f"{path}: exists and belongs to another user (uid {st.st_uid}); remove it, or test in another folder"
+        )
 
 
 def create_exclusive(path):

@@ -12,6 +12,7 @@ before the reads when the data written per client is under 3x its RAM.
 
 Each check is (name, passed, figure) with the rule's number leading the name, as checks.run_checks.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -44,8 +45,10 @@ def check_au(doc: Dict[str, Any]) -> List[Check]:
     exact = v2._metrics(doc).get("au_mean_percentage") or 0.0
     dlio = v2.dlio_files.summary(doc)["metric"]["train_au_mean_percentage"]
     src = f"{doc.get('workload')} threshold" if r and r.au is not None else "metric.au (threshold not public)"
-    return [(f"Table 1 AU (exact) >= {thr:g} %", exact >= thr, f"AU {exact:.2f} %, need >= {thr:g} % ({src})"),
-            (f"Table 1 AU (DLIO formula) >= {thr:g} %", dlio >= thr, f"AU {dlio:.2f} %, need >= {thr:g} % ({src})")]
+    return [
+        (f"Table 1 AU (exact) >= {thr:g} %", exact >= thr, f"AU {exact:.2f} %, need >= {thr:g} % ({src})"),
+        (f"Table 1 AU (DLIO formula) >= {thr:g} %", dlio >= thr, f"AU {dlio:.2f} %, need >= {thr:g} % ({src})"),
+    ]
 
 
 def check_datasize(doc: Dict[str, Any], ram_bytes: Optional[int]) -> Check:
@@ -57,13 +60,24 @@ def check_datasize(doc: Dict[str, Any], ram_bytes: Optional[int]) -> Check:
     if acc % hosts or not ram:
         return (name, False, f"cannot recompute: {acc} accelerators on {hosts} hosts, host RAM {ram} B")
     spf = int(d.get("num_samples_per_file") or 1)
-    ds = datasize.minimum(int(s.get("batch_size") or 1), acc, hosts, ram, float(s.get("record_length_bytes") or 1),
-                          spf, doc.get("workload") or "-")
+    ds = datasize.minimum(
+        int(s.get("batch_size") or 1),
+        acc,
+        hosts,
+        ram,
+        float(s.get("record_length_bytes") or 1),
+        spf,
+        doc.get("workload") or "-",
+    )
     files = int(d.get("num_files_train") or 0)
     ok = files == ds.files if ram_bytes else files * spf >= ds.samples
-    return (name, ok, f"{files} files x {spf}; the rule gives {ds.files} files = max({ds.samples_by_steps} by steps, "
-                      f"{ds.samples_by_memory} by {hosts} x {fmt_bytes(ram)} RAM x {rules.RAM_FACTOR}), "
-                      f"{acc} accelerators" + (", need exactly that" if ram_bytes else ", need at least that"))
+    return (
+        name,
+        ok,
+        f"{files} files x {spf}; the rule gives {ds.files} files = max({ds.samples_by_steps} by steps, "
+        f"{ds.samples_by_memory} by {hosts} x {fmt_bytes(ram)} RAM x {rules.RAM_FACTOR}), "
+        f"{acc} accelerators" + (", need exactly that" if ram_bytes else ", need at least that"),
+    )
 
 
 def check_clients(doc: Dict[str, Any]) -> Check:
@@ -71,15 +85,24 @@ def check_clients(doc: Dict[str, Any]) -> Check:
     if len(per_host) <= 1:
         return ("3.3.4 clients", True, f"single-host: 1 client, {doc.get('comm_size', 1)} accelerators")
     counts = sorted(set(per_host.values()))
-    return ("3.3.4 same accelerators per host", len(counts) == 1,
-            ", ".join(f"{h} {n}" for h, n in sorted(per_host.items())) + " accelerators")
+    return (
+        "3.3.4 same accelerators per host",
+        len(counts) == 1,
+        ", ".join(f"{h} {n}" for h, n in sorted(per_host.items())) + " accelerators",
+    )
 
 
 def _signature(doc: Dict[str, Any]) -> Tuple:
     s = {k: v for k, v in (doc.get("settings") or {}).items() if k not in _FREE_SETTINGS}
     d = doc.get("dataset") or {}
-    return (doc.get("workload"), doc.get("comm_size"), tuple(sorted(Counter(doc.get("hostnames") or []).values())),
-            tuple(sorted((k, repr(v)) for k, v in s.items())), d.get("num_files_train"), d.get("num_samples_per_file"))
+    return (
+        doc.get("workload"),
+        doc.get("comm_size"),
+        tuple(sorted(Counter(doc.get("hostnames") or []).values())),
+        tuple(sorted((k, repr(v)) for k, v in s.items())),
+        d.get("num_files_train"),
+        d.get("num_samples_per_file"),
+    )
 
 
 def check_series(docs: Sequence[Dict[str, Any]], names: Sequence[str]) -> List[Check]:
@@ -95,7 +118,7 @@ def check_series(docs: Sequence[Dict[str, Any]], names: Sequence[str]) -> List[C
         runs.sort(key=lambda x: x[0].get("start") or "")
         best, why = None, f"{len(runs)} run(s), need {need} (1 warm-up + {rules.MEASURED_RUNS})"
         for i in range(len(runs) - need + 1):
-            win = runs[i:i + need]
+            win = runs[i : i + need]
             sigs = [_signature(d) for d, _ in win]
             overlap = [n for (a, _), (b, n) in zip(win, win[1:]) if (b.get("start") or "") < (a.get("end") or "")]
             if len(set(sigs)) != 1:
@@ -106,7 +129,7 @@ def check_series(docs: Sequence[Dict[str, Any]], names: Sequence[str]) -> List[C
             else:
                 best = win
                 break
-        text = (f"warm-up {best[0][1]}, runs {', '.join(n for _, n in best[1:])}" if best else why)
+        text = f"warm-up {best[0][1]}, runs {', '.join(n for _, n in best[1:])}" if best else why
         out.append((f"2.1.17 {wl}: 1 warm-up + {rules.MEASURED_RUNS} consecutive runs", best is not None, text))
     return out
 
@@ -117,8 +140,9 @@ def _records(doc: Dict[str, Any]) -> List[Dict[str, Any]]:
         return list(c.get("records") or [])
     if isinstance(c, list):
         return list(c)
-    return [x for r in doc.get("ranks") or [] for x in (r.get("checkpoints") or [])] + \
-        [x for r in doc.get("ranks") or [] for ep in r.get("epochs") or [] for x in (ep.get("checkpoints") or [])]
+    return [x for r in doc.get("ranks") or [] for x in (r.get("checkpoints") or [])] + [
+        x for r in doc.get("ranks") or [] for ep in r.get("epochs") or [] for x in (ep.get("checkpoints") or [])
+    ]
 
 
 def check_checkpoints(docs: Sequence[Dict[str, Any]], ram_bytes: Optional[int]) -> List[Check]:
@@ -140,14 +164,22 @@ def check_checkpoints(docs: Sequence[Dict[str, Any]], ram_bytes: Optional[int]) 
     last_write = max((r["wall_end_ns"] for r in saves), default=None)
     first_read = min((r["wall_start_ns"] for r in loads), default=None)
     ordered = last_write is not None and first_read is not None and first_read >= last_write
-    out = [(f"4.x {rules.CKPT_WRITES} writes then {rules.CKPT_READS} reads",
+    out = [
+        (
+            f"4.x {rules.CKPT_WRITES} writes then {rules.CKPT_READS} reads",
             nw == rules.CKPT_WRITES and nr == rules.CKPT_READS and ordered,
-            f"{nw} checkpoint writes, {nr} reads" + ("" if ordered or not loads else ", a read before the last write"))]
+            f"{nw} checkpoint writes, {nr} reads" + ("" if ordered or not loads else ", a read before the last write"),
+        )
+    ]
     if last_write is not None and first_read is not None:
         gap = (first_read - last_write) / 1e9
-        out.append((f"4.7.1 read starts <= {rules.CKPT_READ_GAP_S:g} s after the write",
-                    0 <= gap <= rules.CKPT_READ_GAP_S,
-                    f"write ended -> read started: {gap:.2f} s"))
+        out.append(
+            (
+                f"4.7.1 read starts <= {rules.CKPT_READ_GAP_S:g} s after the write",
+                0 <= gap <= rules.CKPT_READ_GAP_S,
+                f"write ended -> read started: {gap:.2f} s",
+            )
+        )
     per_client = Counter()
     ram_of = {}
     for r in saves:
@@ -155,17 +187,25 @@ def check_checkpoints(docs: Sequence[Dict[str, Any]], ram_bytes: Optional[int]) 
         ram_of[r["_host"]] = r["_ram"]
     small = [h for h, b in per_client.items() if b < rules.CKPT_CACHE_FACTOR * ram_of[h]]
     if loads:
-        kept = [r for r in loads if r["_host"] in small and not r.get("direct")
-                and not str(r.get("cache", "")).startswith(("dropped", "nothing to drop"))]
-        fig = "; ".join(f"{h}: wrote {fmt_bytes(b)} vs {rules.CKPT_CACHE_FACTOR} x {fmt_bytes(ram_of[h])} RAM"
-                        for h, b in sorted(per_client.items()))
-        fig += (f"; flush needed, {len(kept)} of {len(loads)} reads without it" if small else "; no flush needed")
+        kept = [
+            r
+            for r in loads
+            if r["_host"] in small
+            and not r.get("direct")
+            and not str(r.get("cache", "")).startswith(("dropped", "nothing to drop"))
+        ]
+        fig = "; ".join(
+            f"{h}: wrote {fmt_bytes(b)} vs {rules.CKPT_CACHE_FACTOR} x {fmt_bytes(ram_of[h])} RAM"
+            for h, b in sorted(per_client.items())
+        )
+        fig += f"; flush needed, {len(kept)} of {len(loads)} reads without it" if small else "; no flush needed"
         out.append((f"4.3.1 cache flushed when written < {rules.CKPT_CACHE_FACTOR}x RAM", not kept, fig))
     return out
 
 
-def run_checks(docs: Sequence[Dict[str, Any]], ram_bytes: Optional[int] = None,
-               labels: Optional[Sequence[str]] = None) -> List[Check]:
+def run_checks(
+    docs: Sequence[Dict[str, Any]], ram_bytes: Optional[int] = None, labels: Optional[Sequence[str]] = None
+) -> List[Check]:
     """Every v3.0 check of every result, then the series and checkpoint checks."""
     docs = list(docs)
     several = len(docs) > 1

@@ -6,6 +6,7 @@ samples a run may read, and from it the number of files, the bytes on disk and t
 The record length is the workload's `dataset.record_length_bytes` (the mean, as MLPerf's datasize
 uses it), not the size on disk. The sample count is rounded up, and so is the file count.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,44 +28,71 @@ class DataSize:
     batch: int
     record_bytes: float
     samples_per_file: int
-    samples_by_steps: int     # 500 x batch x accelerators
-    samples_by_memory: int    # ceil(hosts x RAM x 5 / record)
-    samples: int              # the larger of the two
-    files: int                # ceil(samples / samples per file)
-    bytes_on_disk: Optional[int] = None   # the generated dataset's size (set by plan())
+    samples_by_steps: int  # 500 x batch x accelerators
+    samples_by_memory: int  # ceil(hosts x RAM x 5 / record)
+    samples: int  # the larger of the two
+    files: int  # ceil(samples / samples per file)
+    bytes_on_disk: Optional[int] = None  # the generated dataset's size (set by plan())
 
 
-def minimum(batch: int, accelerators: int, hosts: int, host_memory_bytes: int, record_bytes: float,
-            samples_per_file: int = 1, workload: str = "-") -> DataSize:
+def minimum(
+    batch: int,
+    accelerators: int,
+    hosts: int,
+    host_memory_bytes: int,
+    record_bytes: float,
+    samples_per_file: int = 1,
+    workload: str = "-",
+) -> DataSize:
     """Rules 3.1.2 on plain numbers."""
     if accelerators < 1 or hosts < 1:
         raise DlioError(f"accelerators ({accelerators}) and hosts ({hosts}) must be at least 1")
     if accelerators % hosts:
-        raise DlioError(f"{accelerators} accelerators on {hosts} hosts: every host runs the same number of "
-                        f"accelerators (Rules 3.3.4); choose a multiple of {hosts}")
+        raise DlioError(
+            f"{accelerators} accelerators on {hosts} hosts: every host runs the same number of "
+            f"accelerators (Rules 3.3.4); choose a multiple of {hosts}"
+        )
     if record_bytes <= 0:
         raise DlioError(f"{workload}: record_length_bytes is {record_bytes:g}; the rule divides by it")
     by_steps = rules.MIN_STEPS * batch * accelerators
     by_memory = math.ceil(hosts * host_memory_bytes * rules.RAM_FACTOR / record_bytes)
     samples = max(by_steps, by_memory)
-    return DataSize(workload, accelerators, hosts, host_memory_bytes, batch, record_bytes, samples_per_file,
-                    by_steps, by_memory, samples, math.ceil(samples / samples_per_file))
+    return DataSize(
+        workload,
+        accelerators,
+        hosts,
+        host_memory_bytes,
+        batch,
+        record_bytes,
+        samples_per_file,
+        by_steps,
+        by_memory,
+        samples,
+        math.ceil(samples / samples_per_file),
+    )
 
 
 def for_config(cfg: Any, accelerators: int, hosts: int, host_memory_bytes: int) -> DataSize:
     """The rule for a resolved config (its batch, record length and samples per file)."""
     d = cfg.dataset
-    return minimum(cfg.reader.batch_size, accelerators, hosts, host_memory_bytes, float(d.record_length_bytes),
-                   int(d.num_samples_per_file), cfg.workload or cfg.config_file or "-")
+    return minimum(
+        cfg.reader.batch_size,
+        accelerators,
+        hosts,
+        host_memory_bytes,
+        float(d.record_length_bytes),
+        int(d.num_samples_per_file),
+        cfg.workload or cfg.config_file or "-",
+    )
 
 
-def plan(workload: str, accelerators: int, hosts: int, host_memory_bytes: int,
-         sets: List[str] = ()) -> DataSize:
+def plan(workload: str, accelerators: int, hosts: int, host_memory_bytes: int, sets: List[str] = ()) -> DataSize:
     """The rule for a built-in workload, with the bytes on disk of the dataset it asks for."""
     from dataclasses import replace
 
     from dlio.config import load_config
     from dlio.dataset.spec import dataset_bytes, dataset_spec
+
     cfg = load_config(workload=workload, sets=list(sets), env={})
     ds = for_config(cfg, accelerators, hosts, host_memory_bytes)
     sized = load_config(workload=workload, sets=list(sets) + [f"dataset.num_files_train={ds.files}"], env={})
@@ -94,7 +122,9 @@ def shortfall(cfg: Any, accelerators: int, hosts: int, host_memory_bytes: int) -
     have = int(cfg.dataset.num_files_train) * int(cfg.dataset.num_samples_per_file)
     if have >= ds.samples:
         return None
-    return (f"{cfg.workload} claims MLPerf Storage {r.version} {r.division.upper()}, whose dataset rule (Rules 3.1.2) "
-            f"needs >= {ds.samples} samples ({ds.files} files) for {accelerators} accelerator(s) on {hosts} host(s) "
-            f"with {host_memory_bytes / 2**30:.1f} GiB RAM each; this run has {have}. Generate the size "
-            f"`dlio-fast datasize` prints, or --set dlio_fast.mlperf_rules=warn to run anyway")
+    return (
+        f"{cfg.workload} claims MLPerf Storage {r.version} {r.division.upper()}, whose dataset rule (Rules 3.1.2) "
+        f"needs >= {ds.samples} samples ({ds.files} files) for {accelerators} accelerator(s) on {hosts} host(s) "
+        f"with {host_memory_bytes / 2**30:.1f} GiB RAM each; this run has {have}. Generate the size "
+        f"`dlio-fast datasize` prints, or --set dlio_fast.mlperf_rules=warn to run anyway"
+    )

@@ -14,6 +14,7 @@ first probe generates it when missing, the rest reuse it):
     a storage serving a fixed number of requests per second shared by N accelerators. Its answer is
     known in advance (tests): AU(N) ~ min(1, compute / (batch x N x latency / read_threads)).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,11 +32,11 @@ class Probe:
     """One short run at n accelerators."""
 
     n: int
-    au: float              # exact AU mean, percent
-    samples_per_s: float   # all ranks
-    mib_per_s: float       # all ranks
+    au: float  # exact AU mean, percent
+    samples_per_s: float  # all ranks
+    mib_per_s: float  # all ranks
     folder: str = ""
-    kind: str = "probe"    # probe, edge (a repeat at the edge), confirm
+    kind: str = "probe"  # probe, edge (a repeat at the edge), confirm
 
     def passed(self, threshold_pct: float) -> bool:
         return self.au >= threshold_pct
@@ -48,7 +49,7 @@ class Search:
     answer: int
     threshold_pct: float
     probes: List[Probe] = field(default_factory=list)
-    limit_hit: bool = False   # every probe up to max_n passed: the answer is a lower bound
+    limit_hit: bool = False  # every probe up to max_n passed: the answer is a lower bound
 
     def curve(self) -> Dict[int, List[float]]:
         """AU probes per n (confirmation runs included), ascending n."""
@@ -58,12 +59,17 @@ class Search:
         return out
 
     def to_json(self) -> Dict:
-        return {"answer": self.answer, "threshold_percentage": self.threshold_pct, "limit_hit": self.limit_hit,
-                "probes": [asdict(p) for p in self.probes]}
+        return {
+            "answer": self.answer,
+            "threshold_percentage": self.threshold_pct,
+            "limit_hit": self.limit_hit,
+            "probes": [asdict(p) for p in self.probes],
+        }
 
 
-def search(measure: Callable[[int, str], Probe], threshold_pct: float, max_n: int, repeats: int = 2,
-           confirm: bool = True) -> Search:
+def search(
+    measure: Callable[[int, str], Probe], threshold_pct: float, max_n: int, repeats: int = 2, confirm: bool = True
+) -> Search:
     """The bracketing search over n in [1, max_n]; measure(n, kind) runs one probe."""
     if max_n < 1:
         raise DlioError(f"--max {max_n}: need at least 1")
@@ -76,7 +82,7 @@ def search(measure: Callable[[int, str], Probe], threshold_pct: float, max_n: in
         seen.setdefault(n, []).append(p)
         return all(q.passed(threshold_pct) for q in seen[n])
 
-    lo, hi, n = 0, None, 1                   # lo: largest n that passed; hi: smallest that failed
+    lo, hi, n = 0, None, 1  # lo: largest n that passed; hi: smallest that failed
     while n <= max_n:
         if run(n, "probe"):
             lo, n = n, min(2 * n, max_n) if n < max_n else max_n + 1
@@ -86,7 +92,7 @@ def search(measure: Callable[[int, str], Probe], threshold_pct: float, max_n: in
     if hi is None:
         res.limit_hit = True
         hi = max_n + 1
-    while hi - lo > 1:                       # bisect: lo passes, hi fails
+    while hi - lo > 1:  # bisect: lo passes, hi fails
         mid = (lo + hi) // 2
         if run(mid, "probe"):
             lo = mid
@@ -111,9 +117,11 @@ def search(measure: Callable[[int, str], Probe], threshold_pct: float, max_n: in
 
 # ---- probes as subprocesses --------------------------------------------------------------------
 
+
 def mpiexec_path() -> str:
     """The mpiexec next to this Python (the mpich wheel's), else the one on PATH."""
     import shutil
+
     here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     found = here if os.access(here, os.X_OK) else shutil.which("mpiexec")
     if not found:
@@ -121,51 +129,86 @@ def mpiexec_path() -> str:
     return found
 
 
-def probe_command(launcher: str, n: int, workload_args: Sequence[str], folder: str, steps: int,
-                  model_latency_ns: int = 0) -> List[str]:
+def probe_command(
+    launcher: str, n: int, workload_args: Sequence[str], folder: str, steps: int, model_latency_ns: int = 0
+) -> List[str]:
     """The command line of one probe."""
-    run = [sys.executable, "-m", "dlio", "-q", "run", *workload_args, "-o", folder,
-           "--set", "train.epochs=1", "--set", f"train.total_training_steps={steps}",
-           "--set", "workflow.checkpoint=False", "--set", "workflow.evaluation=False",
-           "--set", "dlio_fast.mlperf_rules=off"]    # a probe is a short run, not a submission
+    run = [
+        sys.executable,
+        "-m",
+        "dlio",
+        "-q",
+        "run",
+        *workload_args,
+        "-o",
+        folder,
+        "--set",
+        "train.epochs=1",
+        "--set",
+        f"train.total_training_steps={steps}",
+        "--set",
+        "workflow.checkpoint=False",
+        "--set",
+        "workflow.evaluation=False",
+        "--set",
+        "dlio_fast.mlperf_rules=off",
+    ]  # a probe is a short run, not a submission
     if launcher == "model":
         return run + ["--engine", "null", "--set", f"dlio_fast.null_delay_ns={n * model_latency_ns}"]
     return [mpiexec_path(), "-n", str(n), *run]
 
 
-def subprocess_measure(launcher: str, workload_args: Sequence[str], out_dir: str, steps: int,
-                       model_latency_ns: int = 0, echo: Callable[[str], None] = lambda s: None,
-                       timeout: float = 3600.0) -> Callable[[int, str], Probe]:
+def subprocess_measure(
+    launcher: str,
+    workload_args: Sequence[str],
+    out_dir: str,
+    steps: int,
+    model_latency_ns: int = 0,
+    echo: Callable[[str], None] = lambda s: None,
+    timeout: float = 3600.0,
+) -> Callable[[int, str], Probe]:
     """measure(n, kind) for search(): runs the probe, reads AU and throughput from its dlio-fast.json."""
     count = [0]
 
     def measure(n: int, kind: str) -> Probe:
         count[0] += 1
         folder = os.path.join(out_dir, f"probe{count[0]:02d}-n{n}-{kind}")
-        cmd = probe_command(launcher, n, workload_args, folder, steps * (2 if kind == "confirm" else 1),
-                            model_latency_ns)
+        cmd = probe_command(
+            launcher, n, workload_args, folder, steps * (2 if kind == "confirm" else 1), model_latency_ns
+        )
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if p.returncode != 0:
             last = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
             raise DlioError(f"maxacc: the probe at {n} accelerators failed (exit {p.returncode}): {last}")
         with open(os.path.join(folder, "dlio-fast.json")) as f:
             m = json.load(f)["metrics"]
-        pr = Probe(n, float(m.get("au_mean_percentage") or 0.0), float(m.get("samples_per_second_mean") or 0.0),
-                   float(m.get("MiB_per_second_mean") or 0.0), folder, kind)
+        pr = Probe(
+            n,
+            float(m.get("au_mean_percentage") or 0.0),
+            float(m.get("samples_per_second_mean") or 0.0),
+            float(m.get("MiB_per_second_mean") or 0.0),
+            folder,
+            kind,
+        )
         echo(f"{kind:<8} n={n:<4} AU {pr.au:6.2f} %  {pr.samples_per_s:10.1f} samples/s  {pr.mib_per_s:10.1f} MiB/s")
         return pr
+
     return measure
 
 
 def curve_lines(res: Search, demand_gib_s: float, hosts: int = 1) -> List[str]:
     """The AU curve table: n, accelerators per host, probes' AU (min / median / max), pass/fail."""
-    rows = [f"{'accel':>5} {'per host':>8} {'probes':>6} {'AU min %':>9} {'AU med %':>9} {'AU max %':>9}  "
-            f"{'demand GiB/s':>12}  verdict"]
+    rows = [
+        f"{'accel':>5} {'per host':>8} {'probes':>6} {'AU min %':>9} {'AU med %':>9} {'AU max %':>9}  "
+        f"{'demand GiB/s':>12}  verdict"
+    ]
     for n, aus in res.curve().items():
         s = sorted(aus)
         ok = all(a >= res.threshold_pct for a in aus)
-        rows.append(f"{n:>5} {n / hosts:>8g} {len(aus):>6} {s[0]:>9.2f} {s[len(s) // 2]:>9.2f} {s[-1]:>9.2f}  "
-                    f"{n * demand_gib_s:>12.4g}  {'pass' if ok else 'FAIL'}")
+        rows.append(
+            f"{n:>5} {n / hosts:>8g} {len(aus):>6} {s[0]:>9.2f} {s[len(s) // 2]:>9.2f} {s[-1]:>9.2f}  "
+            f"{n * demand_gib_s:>12.4g}  {'pass' if ok else 'FAIL'}"
+        )
     return rows
 
 
@@ -173,6 +216,7 @@ def plot(res: Search, path: str, title: str) -> Optional[str]:
     """AU against accelerators with the threshold line (PNG), or None without matplotlib."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:

@@ -6,6 +6,7 @@ core_config_sha256 the config without the folders (PLACE_KEYS).
 Layout: RESULTS_DIR/training/MODEL/run/YYYYMMDD_HHMMSS for training runs, RESULTS_DIR/checkpointing/
 MODEL/run/... for checkpoint-only runs (mlpstorage's results-dir shape: benchmark, model, command, time).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,8 +29,15 @@ def run_folder(cfg: Any, stamp: str) -> str:
 
 # Where things go and what is written beside the results: not part of what the workload is, so two runs
 # of one workload into other folders have the same core config hash (Rules 2.1.6's core_config idea).
-PLACE_KEYS = (("dataset", "data_folder"), ("checkpoint", "checkpoint_folder"), ("output", "folder"),
-              ("output", "log_file"), ("dlio_fast", "results_dir"), ("dlio_fast", "plots"), ("dlio_fast", "trace"))
+PLACE_KEYS = (
+    ("dataset", "data_folder"),
+    ("checkpoint", "checkpoint_folder"),
+    ("output", "folder"),
+    ("output", "log_file"),
+    ("dlio_fast", "results_dir"),
+    ("dlio_fast", "plots"),
+    ("dlio_fast", "trace"),
+)
 
 
 def core_config(config: Dict[str, Any]) -> Dict[str, Any]:
@@ -54,8 +62,12 @@ def git_commit(path: Optional[str] = None) -> Optional[Dict[str, Any]]:
         head = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -66,6 +78,7 @@ def provenance(cfg: Any, hostnames: List[str], argv: Optional[List[str]] = None)
     import dlio
     from dlio.host import host_info
     from dlio.mlperf import rules
+
     config = cfg.to_dict()
     claimed = rules.claimed(cfg.workload)
     return {
@@ -86,6 +99,7 @@ def provenance(cfg: Any, hostnames: List[str], argv: Optional[List[str]] = None)
 
 def write(folder: str, doc: Dict[str, Any]) -> str:
     from dlio.output import atomic_path
+
     path = os.path.join(folder, "provenance.json")
     with atomic_path(path) as tmp, open(tmp, "w") as f:
         json.dump(doc, f, indent=1, default=str)

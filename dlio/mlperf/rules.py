@@ -4,6 +4,7 @@ its AU threshold, and the numbered rules that `datasize`, `check --rules` and `r
 Figures and rule numbers come from dlio-fast's field review, section 2 (MLPerf Storage v3.0 Rules and
 training README) and docs/peers.md section 4.5 (v2.0 Submission_guidelines). Nothing here runs I/O.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from typing import Dict, List, Optional
 from dlio.errors import DlioError
 
 VERSIONS = ("v2.0", "v3.0")
-DEFAULT_VERSION = "v2.0"   # `dlio-fast check` without --rules keeps its v2.0 behaviour
+DEFAULT_VERSION = "v2.0"  # `dlio-fast check` without --rules keeps its v2.0 behaviour
 
 # Rules 3.1.2 (unchanged from v2.0): min samples = max(500 steps x batch x accelerators,
 # hosts x RAM x 5 / record length).
@@ -37,34 +38,51 @@ class WorkloadRule:
 
     workload: str
     version: str
-    division: str          # "closed" (CLOSED and OPEN may submit it) or "whatif"
+    division: str  # "closed" (CLOSED and OPEN may submit it) or "whatif"
     model: str
     accelerator: str
-    au: Optional[float]    # minimum AU as a fraction; None: not public (the workload's metric.au applies)
+    au: Optional[float]  # minimum AU as a fraction; None: not public (the workload's metric.au applies)
     source: str
-    figures_public: bool = True   # False: the accelerator's compute time is a stand-in (see the YAML)
+    figures_public: bool = True  # False: the accelerator's compute time is a stand-in (see the YAML)
 
 
 def _v3() -> List[WorkloadRule]:
     src = "Rules v3.0 2.1.11, training README Table 1"
-    closed = [WorkloadRule("unet3d_b200", "v3.0", "closed", "unet3d", "b200", 0.90, src),
-              WorkloadRule("unet3d_mi355", "v3.0", "closed", "unet3d", "mi355", 0.90, src, figures_public=False),
-              WorkloadRule("retinanet_b200", "v3.0", "closed", "retinanet", "b200", 0.85, src + ", st#513"),
-              WorkloadRule("retinanet_mi355", "v3.0", "closed", "retinanet", "mi355", 0.85, src,
-                           figures_public=False)]
+    closed = [
+        WorkloadRule("unet3d_b200", "v3.0", "closed", "unet3d", "b200", 0.90, src),
+        WorkloadRule("unet3d_mi355", "v3.0", "closed", "unet3d", "mi355", 0.90, src, figures_public=False),
+        WorkloadRule("retinanet_b200", "v3.0", "closed", "retinanet", "b200", 0.85, src + ", st#513"),
+        WorkloadRule("retinanet_mi355", "v3.0", "closed", "retinanet", "mi355", 0.85, src, figures_public=False),
+    ]
     # whatif only in v3.0: h100/a100 and the models CLOSED dropped; thresholds are v2.0's (none for dlrm)
-    whatif = [WorkloadRule(w, "v3.0", "whatif", w.split("_")[0], w.split("_")[1], au, "Rules v3.0 2.1.11 (whatif)")
-              for w, au in (("unet3d_h100", 0.90), ("unet3d_a100", 0.90), ("resnet50_h100", 0.90),
-                            ("resnet50_a100", 0.90), ("cosmoflow_h100", 0.70), ("cosmoflow_a100", 0.70))]
+    whatif = [
+        WorkloadRule(w, "v3.0", "whatif", w.split("_")[0], w.split("_")[1], au, "Rules v3.0 2.1.11 (whatif)")
+        for w, au in (
+            ("unet3d_h100", 0.90),
+            ("unet3d_a100", 0.90),
+            ("resnet50_h100", 0.90),
+            ("resnet50_a100", 0.90),
+            ("cosmoflow_h100", 0.70),
+            ("cosmoflow_a100", 0.70),
+        )
+    ]
     whatif.append(WorkloadRule("dlrm", "v3.0", "whatif", "dlrm", "-", None, "Rules v3.0 2.1.11 (whatif)"))
     return closed + whatif
 
 
 def _v2() -> List[WorkloadRule]:
     src = "v2.0 Submission_guidelines"
-    return [WorkloadRule(w, "v2.0", "closed", w.split("_")[0], w.split("_")[1], au, src)
-            for w, au in (("unet3d_h100", 0.90), ("unet3d_a100", 0.90), ("resnet50_h100", 0.90),
-                          ("resnet50_a100", 0.90), ("cosmoflow_h100", 0.70), ("cosmoflow_a100", 0.70))]
+    return [
+        WorkloadRule(w, "v2.0", "closed", w.split("_")[0], w.split("_")[1], au, src)
+        for w, au in (
+            ("unet3d_h100", 0.90),
+            ("unet3d_a100", 0.90),
+            ("resnet50_h100", 0.90),
+            ("resnet50_a100", 0.90),
+            ("cosmoflow_h100", 0.70),
+            ("cosmoflow_a100", 0.70),
+        )
+    ]
 
 
 RULES: Dict[str, Dict[str, WorkloadRule]] = {
@@ -85,6 +103,7 @@ def rule(workload: Optional[str], version: str) -> Optional[WorkloadRule]:
     if not workload:
         return None
     from dlio.config.workloads import ALIASES
+
     return RULES[check_version(version)].get(ALIASES.get(workload, workload))
 
 
@@ -103,6 +122,8 @@ def claimed(workload: Optional[str]) -> Optional[WorkloadRule]:
 
 def label(workload: str) -> str:
     """'v3.0 whatif, v2.0 closed'-style text for `dlio-fast workloads`; '-' when MLPerf has no such workload."""
-    parts = [f"{r.version} {r.division}" + ("" if r.figures_public else " (compute not public)")
-             for r in memberships(workload)]
+    parts = [
+        f"{r.version} {r.division}" + ("" if r.figures_public else " (compute not public)")
+        for r in memberships(workload)
+    ]
     return ", ".join(parts) or "-"

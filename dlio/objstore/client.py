@@ -1,5 +1,6 @@
 """The CLI side of the S3 client: runs tasks in a worker process (dlio.objstore.worker) and turns
 its failures into one-line errors."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -29,11 +30,18 @@ class WorkerFailed(DlioRunError):
 def run_task(settings: S3Settings, task: dict, timeout: float = 3600) -> dict:
     """Run one task in a fresh worker process; its answer (dict) or WorkerFailed."""
     try:
-        p = subprocess.run([sys.executable, "-m", "dlio.objstore.worker"], input=json.dumps(task),
-                           capture_output=True, text=True, env=settings.child_env(), timeout=timeout)
+        p = subprocess.run(
+            [sys.executable, "-m", "dlio.objstore.worker"],
+            input=json.dumps(task),
+            capture_output=True,
+            text=True,
+            env=settings.child_env(),
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
-        raise WorkerFailed(f"{settings.endpoint}: the S3 task {task['task']!r} did not finish in {timeout:.0f} s",
-                           "connect") from None
+        raise WorkerFailed(
+            f"{settings.endpoint}: the S3 task {task['task']!r} did not finish in {timeout:.0f} s", "connect"
+        ) from None
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
@@ -52,12 +60,16 @@ def check_access(settings: S3Settings, bucket: str, prefix: str) -> None:
     except WorkerFailed as e:
         where = f"s3://{bucket}/{prefix}"
         if e.kind == "auth":
-            raise DlioError(f"{where}: the server at {settings.endpoint} refused the credentials ({e}); "
-                            "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY") from None
+            raise DlioError(
+                f"{where}: the server at {settings.endpoint} refused the credentials ({e}); "
+                "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"
+            ) from None
         if e.kind == "bucket":
-            raise DlioError(f"{where}: bucket {bucket!r} does not exist at {settings.endpoint} "
-                            "(create it first, or check the name)") from None
+            raise DlioError(
+                f"{where}: bucket {bucket!r} does not exist at {settings.endpoint} (create it first, or check the name)"
+            ) from None
         if e.kind == "connect":
-            raise DlioError(f"{where}: cannot reach the S3 endpoint {settings.endpoint} ({e}); "
-                            "check --endpoint / AWS_ENDPOINT_URL") from None
+            raise DlioError(
+                f"{where}: cannot reach the S3 endpoint {settings.endpoint} ({e}); check --endpoint / AWS_ENDPOINT_URL"
+            ) from None
         raise DlioError(f"{where}: {e}") from None

@@ -1,4 +1,5 @@
 """`dlio-fast io s3://bucket/prefix`: the grid, the table lines and the result files."""
+
 from __future__ import annotations
 
 import shutil
@@ -20,11 +21,13 @@ def point_line(r: dict) -> str:
     lat = r["lat_ns"]
     cpu = f"{r['cpu_us_per_io']:.2f}" if r["cpu_us_per_io"] is not None else "-"
     ttfb = fmt_ns(r["ttfb_ns"]["p50"]) if r["ttfb_ns"] else "-"
-    return (f"{r['rw']:<9} {fmt_size(r['bs']):>7} {r['engine']:<8} {r['qd']:>4} {r['threads']:>3} "
-            f"{'s3':<6} {r['bw_MiB_s']:>10.1f} {r['iops']:>11.0f} "
-            f"{fmt_ns(lat['min']):>8} {fmt_ns(lat['mean']):>8} {fmt_ns(lat['p50']):>8} "
-            f"{fmt_ns(lat['p99']):>8} {fmt_ns(lat['p99.9']):>8} {fmt_ns(lat['max']):>8} {cpu:>8} "
-            f"{ttfb:>8} {r['errors']:>6}")
+    return (
+        f"{r['rw']:<9} {fmt_size(r['bs']):>7} {r['engine']:<8} {r['qd']:>4} {r['threads']:>3} "
+        f"{'s3':<6} {r['bw_MiB_s']:>10.1f} {r['iops']:>11.0f} "
+        f"{fmt_ns(lat['min']):>8} {fmt_ns(lat['mean']):>8} {fmt_ns(lat['p50']):>8} "
+        f"{fmt_ns(lat['p99']):>8} {fmt_ns(lat['p99.9']):>8} {fmt_ns(lat['max']):>8} {cpu:>8} "
+        f"{ttfb:>8} {r['errors']:>6}"
+    )
 
 
 def flat(r: dict) -> dict:
@@ -42,9 +45,23 @@ def refuse_file_options(**given: bool) -> None:
         raise DlioError(f"{', '.join(bad)}: file-only option(s), not used on s3:// paths (leave them out)")
 
 
-def run_io(uris: list, rws: list, bss: list, qds: list, thrs: list, file_size: int, runtime_ns: Optional[int],
-           size: Optional[int], ramp_ns: int, cache: str, endpoint: Optional[str], json_path: Optional[str],
-           csv_path: Optional[str], keep: bool, echo: Callable[[str], None]) -> None:
+def run_io(
+    uris: list,
+    rws: list,
+    bss: list,
+    qds: list,
+    thrs: list,
+    file_size: int,
+    runtime_ns: Optional[int],
+    size: Optional[int],
+    ramp_ns: int,
+    cache: str,
+    endpoint: Optional[str],
+    json_path: Optional[str],
+    csv_path: Optional[str],
+    keep: bool,
+    echo: Callable[[str], None],
+) -> None:
     """Check everything before any request is timed, create the test objects, run the grid."""
     if len(uris) != 1:
         raise DlioError("io on S3 takes one s3://BUCKET/PREFIX (test objects are created under it)")
@@ -53,8 +70,9 @@ def run_io(uris: list, rws: list, bss: list, qds: list, thrs: list, file_size: i
     if bad:
         raise DlioError("--rw randwrite: S3 objects are written whole; use --rw write (PUT)")
     if cache == "drop":
-        raise DlioError("--cache drop has no meaning on S3 (no client page cache; the server's caches are "
-                        "its own): leave it out")
+        raise DlioError(
+            "--cache drop has no meaning on S3 (no client page cache; the server's caches are its own): leave it out"
+        )
     for b in bss:
         if b < 1 or b > 64 << 20:
             raise DlioError(f"--bs {fmt_size(b)}: object / range size must be between 1 byte and 64 MiB")
@@ -63,8 +81,10 @@ def run_io(uris: list, rws: list, bss: list, qds: list, thrs: list, file_size: i
     if runtime_ns is None and size is None:
         runtime_ns = 5_000_000_000
     if any(r == "randread" for r in rws) and file_size < max(bss):
-        raise DlioError(f"--file-size {fmt_size(file_size)} is smaller than --bs {fmt_size(max(bss))} "
-                        "(range GETs read --bs bytes inside --file-size objects)")
+        raise DlioError(
+            f"--file-size {fmt_size(file_size)} is smaller than --bs {fmt_size(max(bss))} "
+            "(range GETs read --bs bytes inside --file-size objects)"
+        )
     for p in (json_path, csv_path):
         if p:
             output.check_output_path(p)
@@ -72,11 +92,24 @@ def run_io(uris: list, rws: list, bss: list, qds: list, thrs: list, file_size: i
     settings = resolve(endpoint)
     client.check_access(settings, bucket, prefix)
 
-    grid = [points.S3Point(r, b, q, t, b if r != "randread" else file_size)
-            for r in rws for b in bss for q in qds for t in thrs]
+    grid = [
+        points.S3Point(r, b, q, t, b if r != "randread" else file_size)
+        for r in rws
+        for b in bss
+        for q in qds
+        for t in thrs
+    ]
     records = []
-    doc = {"schema": "dlio-fast.io/1", "environment": output.environment(), "paths": list(uris),
-           "endpoint": settings.endpoint, "client": "s3dlio", "files": [], "complete": False, "points": records}
+    doc = {
+        "schema": "dlio-fast.io/1",
+        "environment": output.environment(),
+        "paths": list(uris),
+        "endpoint": settings.endpoint,
+        "client": "s3dlio",
+        "files": [],
+        "complete": False,
+        "points": records,
+    }
     work = points.workdir()
     try:
         groups = points.objects_to_create(prefix, grid)
@@ -89,9 +122,11 @@ def run_io(uris: list, rws: list, bss: list, qds: list, thrs: list, file_size: i
             records.append(rec)
             echo(point_line(rec))
             if rec.get("error"):
-                raise DlioRunError(f"s3://{bucket}/{prefix}: {pt.rw} bs={fmt_size(pt.bs)} qd={pt.qd} "
-                                   f"threads={pt.threads} failed: {rec['error']}; the points measured so far "
-                                   "were written (marked incomplete)")
+                raise DlioRunError(
+                    f"s3://{bucket}/{prefix}: {pt.rw} bs={fmt_size(pt.bs)} qd={pt.qd} "
+                    f"threads={pt.threads} failed: {rec['error']}; the points measured so far "
+                    "were written (marked incomplete)"
+                )
         doc["complete"] = True
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -3,14 +3,28 @@
 The client library records each request's start, first byte and end itself, so no Python runs per
 request while measuring; this module reads the rows afterwards, column-wise with numpy.
 """
+
 from __future__ import annotations
 
 import io
 
 import numpy as np
 
-COLUMNS = ("idx", "thread", "op", "client_id", "n_objects", "bytes", "endpoint", "file", "error",
-           "start", "first_byte", "end", "duration_ns")
+COLUMNS = (
+    "idx",
+    "thread",
+    "op",
+    "client_id",
+    "n_objects",
+    "bytes",
+    "endpoint",
+    "file",
+    "error",
+    "start",
+    "first_byte",
+    "end",
+    "duration_ns",
+)
 
 
 def _times(col: np.ndarray) -> np.ndarray:
@@ -31,16 +45,24 @@ def parse(raw: bytes) -> dict:
     if not body.strip():
         rows = np.zeros((0, len(COLUMNS)), dtype=str)
     else:
-        rows = np.loadtxt(io.BytesIO(body), delimiter="\t", dtype=str, comments=None, ndmin=2,
-                          quotechar=None, encoding="utf-8")
+        rows = np.loadtxt(
+            io.BytesIO(body), delimiter="\t", dtype=str, comments=None, ndmin=2, quotechar=None, encoding="utf-8"
+        )
     col = {name: rows[:, i] for i, name in enumerate(COLUMNS)}
-    return {"op": col["op"], "bytes": col["bytes"].astype(np.int64), "error": col["error"],
-            "start": _times(col["start"]), "first_byte": _times(col["first_byte"]), "end": _times(col["end"]),
-            "duration": col["duration_ns"].astype(np.int64)}
+    return {
+        "op": col["op"],
+        "bytes": col["bytes"].astype(np.int64),
+        "error": col["error"],
+        "start": _times(col["start"]),
+        "first_byte": _times(col["first_byte"]),
+        "end": _times(col["end"]),
+        "duration": col["duration_ns"].astype(np.int64),
+    }
 
 
 def read(path: str) -> dict:
     import zstandard
+
     with open(path, "rb") as f:
         raw = zstandard.ZstdDecompressor().stream_reader(f).read()
     return parse(raw)

@@ -7,6 +7,7 @@ timed by the client library (its op-log: start, first byte, end); the durations 
 log-linear histograms as file reads. MB/s comes from the bytes the requests carried, over the
 interval from the first measured request's start to the last one's end.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,8 +16,7 @@ import tempfile
 
 import numpy as np
 
-from dlio import _core
-from dlio import stats
+from dlio import _core, stats
 from dlio.objstore import client, oplog
 from dlio.objstore.settings import S3Settings
 
@@ -45,7 +45,7 @@ def object_keys(prefix: str, point: S3Point) -> list:
     if point.rw == "read":
         n = get_object_count(point.bs, point.threads, point.qd)
         keys = [f"{base}get-{point.bs}/o{i}" for i in range(n)]
-        return [keys[t::point.threads] for t in range(point.threads)]
+        return [keys[t :: point.threads] for t in range(point.threads)]
     if point.rw == "randread":
         return [[f"{base}range-{point.object_size}/o{t}"] for t in range(point.threads)]
     return [[f"{base}put-{point.bs}/t{t}/o{j}" for j in range(2 * point.qd)] for t in range(point.threads)]
@@ -63,16 +63,34 @@ def objects_to_create(prefix: str, points: list) -> list:
     return [(size, sorted(keys)) for size, keys in sorted(want.items())]
 
 
-def run_point(settings: S3Settings, bucket: str, prefix: str, point: S3Point, runtime_ns: int, ramp_ns: int,
-              size: int, workdir: str) -> dict:
+def run_point(
+    settings: S3Settings,
+    bucket: str,
+    prefix: str,
+    point: S3Point,
+    runtime_ns: int,
+    ramp_ns: int,
+    size: int,
+    workdir: str,
+) -> dict:
     """Measure one point in a worker process; its record (JSON-ready, the file io record's shape plus
     the S3 fields). A failure mid-point keeps what was measured and names the error in 'error'."""
     per_thread = -(-size // point.bs // point.threads) if size else 0
     log = os.path.join(workdir, f"oplog-{point.rw}-{point.bs}-{point.qd}-{point.threads}.tsv.zst")
-    task = {"task": "point", "bucket": bucket, "rw": point.rw, "bs": point.bs, "qd": point.qd,
-            "threads": point.threads, "object_size": point.object_size, "keys": object_keys(prefix, point),
-            "runtime_ns": 0 if size else runtime_ns, "ramp_ns": ramp_ns, "requests_per_thread": per_thread,
-            "oplog": log}
+    task = {
+        "task": "point",
+        "bucket": bucket,
+        "rw": point.rw,
+        "bs": point.bs,
+        "qd": point.qd,
+        "threads": point.threads,
+        "object_size": point.object_size,
+        "keys": object_keys(prefix, point),
+        "runtime_ns": 0 if size else runtime_ns,
+        "ramp_ns": ramp_ns,
+        "requests_per_thread": per_thread,
+        "oplog": log,
+    }
     try:
         answer = client.run_task(settings, task, timeout=max(600, 3 * (runtime_ns + ramp_ns) / 1e9))
     except client.WorkerFailed as e:
@@ -98,18 +116,33 @@ def point_record(point: S3Point, rows: dict, answer: dict) -> dict:
     cpu = answer["cpu_s"] * min(1.0, window / answer["wall_ns"]) if answer["wall_ns"] else 0.0
     errors = answer["errors"]
     rec = {
-        "rw": point.rw, "bs": point.bs, "engine": "s3dlio", "qd": point.qd, "qd_used": point.qd,
-        "threads": point.threads, "direct": False, "cache": CACHE_NOTE,
-        "runtime_s": window / 1e9, "ops": ops, "bytes": nbytes, "errors": int(failed.sum()) + len(errors),
-        "bw_bytes_s": nbytes / secs, "bw_MiB_s": nbytes / 2**20 / secs, "iops": ops / secs,
+        "rw": point.rw,
+        "bs": point.bs,
+        "engine": "s3dlio",
+        "qd": point.qd,
+        "qd_used": point.qd,
+        "threads": point.threads,
+        "direct": False,
+        "cache": CACHE_NOTE,
+        "runtime_s": window / 1e9,
+        "ops": ops,
+        "bytes": nbytes,
+        "errors": int(failed.sum()) + len(errors),
+        "bw_bytes_s": nbytes / secs,
+        "bw_MiB_s": nbytes / 2**20 / secs,
+        "iops": ops / secs,
         "lat_ns": stats.summary(lat),
-        "cpu_s": cpu, "cpu_us_per_io": (cpu / ops * 1e6) if ops else None,
-        "engine_flags_used": 0, "lat_hist": stats.to_json(lat), "stopped": bool(errors),
+        "cpu_s": cpu,
+        "cpu_us_per_io": (cpu / ops * 1e6) if ops else None,
+        "engine_flags_used": 0,
+        "lat_hist": stats.to_json(lat),
+        "stopped": bool(errors),
         # S3 fields
-        "object_size": point.object_size, "requests_per_s": ops / secs,
+        "object_size": point.object_size,
+        "requests_per_s": ops / secs,
         "ttfb_ns": stats.summary(ttfb) if ttfb is not None else None,
         "ttfb_hist": stats.to_json(ttfb) if ttfb is not None else None,
-        "retries": None,     # the AWS SDK inside s3dlio retries without telling; not counted
+        "retries": None,  # the AWS SDK inside s3dlio retries without telling; not counted
         "oplog_lost": answer["oplog_lost"],
     }
     if errors:

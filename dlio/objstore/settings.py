@@ -1,5 +1,6 @@
 """Where an S3 endpoint is and how to sign for it: from --endpoint, DLIO's storage_options, or the
 usual AWS environment variables (in that order of precedence), plus s3:// URI parsing."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,9 +11,13 @@ from typing import Mapping, Optional, Tuple
 from dlio.errors import DlioError
 
 # DLIO's storage_options keys (storage/s3_storage.py) -> the AWS variable each one stands for.
-STORAGE_OPTION_ENV = {"endpoint_url": "AWS_ENDPOINT_URL", "access_key_id": "AWS_ACCESS_KEY_ID",
-                      "secret_access_key": "AWS_SECRET_ACCESS_KEY", "region": "AWS_REGION",
-                      "s3_max_attempts": "AWS_MAX_ATTEMPTS"}
+STORAGE_OPTION_ENV = {
+    "endpoint_url": "AWS_ENDPOINT_URL",
+    "access_key_id": "AWS_ACCESS_KEY_ID",
+    "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "region": "AWS_REGION",
+    "s3_max_attempts": "AWS_MAX_ATTEMPTS",
+}
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 
 
@@ -27,12 +32,16 @@ class S3Settings:
     def child_env(self) -> dict:
         """The environment of a worker process: s3dlio reads its client settings from it once."""
         env = dict(os.environ)
-        env.update(AWS_ENDPOINT_URL=self.endpoint, AWS_ACCESS_KEY_ID=self.access_key,
-                   AWS_SECRET_ACCESS_KEY=self.secret_key, AWS_REGION=self.region,
-                   # One GET per object, exactly as many in flight as asked: no client-side splitting.
-                   S3DLIO_ENABLE_RANGE_OPTIMIZATION="0",
-                   # The op-log (per-request times) must never drop a record when its queue is full.
-                   S3DLIO_OPLOG_LOSSLESS="1")
+        env.update(
+            AWS_ENDPOINT_URL=self.endpoint,
+            AWS_ACCESS_KEY_ID=self.access_key,
+            AWS_SECRET_ACCESS_KEY=self.secret_key,
+            AWS_REGION=self.region,
+            # One GET per object, exactly as many in flight as asked: no client-side splitting.
+            S3DLIO_ENABLE_RANGE_OPTIMIZATION="0",
+            # The op-log (per-request times) must never drop a record when its queue is full.
+            S3DLIO_OPLOG_LOSSLESS="1",
+        )
         env.pop("AWS_PROFILE", None)
         if self.max_attempts:
             # s3dlio retries on its own too: both limits, or a dead server takes 25-35 s to report
@@ -40,36 +49,42 @@ class S3Settings:
         return env
 
 
-def resolve(endpoint: Optional[str] = None, storage_options: Optional[Mapping] = None,
-            environ: Optional[Mapping] = None) -> S3Settings:
+def resolve(
+    endpoint: Optional[str] = None, storage_options: Optional[Mapping] = None, environ: Optional[Mapping] = None
+) -> S3Settings:
     """Settings from an explicit endpoint, then DLIO's storage_options, then the environment."""
     env = os.environ if environ is None else environ
     opts = dict(storage_options or {})
     unknown = sorted(set(opts) - set(STORAGE_OPTION_ENV) - {"s3_force_path_style"})
     if unknown:
-        raise DlioError(f"storage_options: unknown key(s) {', '.join(unknown)} "
-                        f"(known: {', '.join(sorted(STORAGE_OPTION_ENV))}, s3_force_path_style)")
+        raise DlioError(
+            f"storage_options: unknown key(s) {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(STORAGE_OPTION_ENV))}, s3_force_path_style)"
+        )
 
     def pick(key):
         v = opts.get(key)
         return str(v) if v not in (None, "") else env.get(STORAGE_OPTION_ENV[key], "")
+
     url = endpoint or pick("endpoint_url")
     if not url:
-        raise DlioError("no S3 endpoint: give --endpoint http://HOST:PORT, storage_options.endpoint_url "
-                        "or AWS_ENDPOINT_URL")
+        raise DlioError(
+            "no S3 endpoint: give --endpoint http://HOST:PORT, storage_options.endpoint_url or AWS_ENDPOINT_URL"
+        )
     if not re.match(r"^https?://[^/\s]+/?$", url):
         raise DlioError(f"S3 endpoint {url!r}: expected http://HOST:PORT or https://HOST[:PORT]")
     ak, sk = pick("access_key_id"), pick("secret_access_key")
     if not ak or not sk:
-        raise DlioError("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-                        "(or storage_options access_key_id / secret_access_key)")
+        raise DlioError(
+            "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+            "(or storage_options access_key_id / secret_access_key)"
+        )
     attempts = pick("s3_max_attempts")
     try:
         attempts = int(attempts) if attempts else None
     except ValueError:
         raise DlioError(f"s3_max_attempts {attempts!r}: expected a whole number") from None
-    return S3Settings(url.rstrip("/"), ak, sk, pick("region") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
-                      attempts)
+    return S3Settings(url.rstrip("/"), ak, sk, pick("region") or env.get("AWS_DEFAULT_REGION") or "us-east-1", attempts)
 
 
 def parse_uri(uri: str) -> Tuple[str, str]:

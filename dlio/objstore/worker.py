@@ -8,6 +8,7 @@ free of client threads. Requests go out in batches (get_many_stats / put_many, G
 exactly `qd` requests in flight per thread; range GETs, for which s3dlio has no batch call, go out
 from `qd` asyncio workers per thread (the request and its timing are still in Rust).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -89,7 +90,7 @@ class _Threads:
     def _guard(self, body, i):
         try:
             body(i)
-        except Exception as e:     # the message goes back to the parent; the other threads stop
+        except Exception as e:  # the message goes back to the parent; the other threads stop
             self.errors.append(str(e))
             self.stop.set()
 
@@ -116,7 +117,7 @@ def task_point(s3, t: dict) -> dict:
     # A fresh process: build the client and open qd connections before anything is timed or logged.
     s3.list(f"s3://{t['bucket']}/{t['keys'][0][0]}.dlio-fast-probe/")
     if t["rw"] == "read":
-        s3.get_many_stats([f"s3://{t['bucket']}/{k}" for k in t["keys"][0][:t["qd"]]], max_in_flight=t["qd"])
+        s3.get_many_stats([f"s3://{t['bucket']}/{k}" for k in t["keys"][0][: t["qd"]]], max_in_flight=t["qd"])
     s3.init_op_log(t["oplog"])
     pool = _Threads(t)
     qd, bucket, rw = t["qd"], t["bucket"], t["rw"]
@@ -126,7 +127,7 @@ def task_point(s3, t: dict) -> dict:
         batch = _batch([f"s3://{bucket}/{k}" for k in t["keys"][i]], qd, limit)
         done = 0
         while pool.more(i, done):
-            n, _ = s3.get_many_stats(batch[:limit - done] if limit else batch, max_in_flight=qd)
+            n, _ = s3.get_many_stats(batch[: limit - done] if limit else batch, max_in_flight=qd)
             done += n
 
     def put_loop(i):
@@ -134,7 +135,7 @@ def task_point(s3, t: dict) -> dict:
         items = _batch([(f"s3://{bucket}/{k}", data) for k in t["keys"][i]], qd, limit)
         done = 0
         while pool.more(i, done):
-            chunk = items[:limit - done] if limit else items
+            chunk = items[: limit - done] if limit else items
             s3.put_many(chunk, max_in_flight=qd)
             done += len(chunk)
 
@@ -154,6 +155,7 @@ def task_point(s3, t: dict) -> dict:
 
             async def wave():
                 await asyncio.gather(*(worker(w, plan) for w in range(qd)))
+
             asyncio.run(wave())
             done += n
 
@@ -166,13 +168,22 @@ def task_point(s3, t: dict) -> dict:
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     s3.finalize_op_log()
     st = s3.op_log_stats() or {}
-    return {"errors": pool.errors, "measure_start": ramp_end, "wall_ns": wall,
-            "cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
-            "oplog_lost": int(st.get("accepted", 0)) - int(st.get("written", 0)) + int(st.get("dropped_full", 0))}
+    return {
+        "errors": pool.errors,
+        "measure_start": ramp_end,
+        "wall_ns": wall,
+        "cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
+        "oplog_lost": int(st.get("accepted", 0)) - int(st.get("written", 0)) + int(st.get("dropped_full", 0)),
+    }
 
 
-TASKS = {"check": task_check, "put_objects": task_put_objects, "delete": task_delete, "list": task_list,
-         "point": task_point}
+TASKS = {
+    "check": task_check,
+    "put_objects": task_put_objects,
+    "delete": task_delete,
+    "list": task_list,
+    "point": task_point,
+}
 
 
 def main() -> None:
@@ -180,8 +191,7 @@ def main() -> None:
     try:
         import s3dlio
     except ImportError as e:
-        print(json.dumps({"error": f"s3dlio is not installed ({e}): pip install 'dlio-fast[s3]'",
-                          "kind": "missing"}))
+        print(json.dumps({"error": f"s3dlio is not installed ({e}): pip install 'dlio-fast[s3]'", "kind": "missing"}))
         return
     try:
         out = TASKS[t["task"]](s3dlio, t)
@@ -189,7 +199,7 @@ def main() -> None:
         out = {"error": short(str(e)), "kind": classify(str(e))}
     print(json.dumps(out))
     sys.stdout.flush()
-    os._exit(0)     # the client's runtime threads are not joined at exit: leave now
+    os._exit(0)  # the client's runtime threads are not joined at exit: leave now
 
 
 if __name__ == "__main__":

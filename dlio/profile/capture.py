@@ -1,4 +1,5 @@
 """Run a command under the interposer (dlio._interpose, LD_PRELOAD) and keep its records."""
+
 import glob
 import os
 import subprocess
@@ -13,8 +14,10 @@ def interposer_path() -> str:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     found = sorted(glob.glob(os.path.join(here, "_interpose*.so")))
     if not found:
-        raise DlioError(f"the capture library dlio/_interpose*.so is not built in {here}: reinstall dlio-fast "
-                        "(pip install -e .) with a C compiler")
+        raise DlioError(
+            f"the capture library dlio/_interpose*.so is not built in {here}: reinstall dlio-fast "
+            "(pip install -e .) with a C compiler"
+        )
     return found[0]
 
 

@@ -19,6 +19,7 @@ decide: dlio-fast's replay reads two batches per reader back to back, PyTorch on
 prefetch slot; with a few dozen steps those transients would be a quarter of the sample.
 Bytes weight the transfer sizes because they say where the bytes come from; a loader's many tiny
 metadata reads would otherwise outvote the data reads."""
+
 from typing import Dict, List
 
 import numpy as np
@@ -28,8 +29,12 @@ from dlio.profile.analyze import dataset_reads
 from dlio.profile.dataset import dataset_files, file_sizes
 from dlio.profile.parsers import Trace
 
-KS_LIMITS = {"transfer sizes": (0.05, 0.10), "per-step volume": (0.10, 0.20),
-             "inter-burst gaps": (0.10, 0.25), "concurrency": (0.0, 0.25)}
+KS_LIMITS = {
+    "transfer sizes": (0.05, 0.10),
+    "per-step volume": (0.10, 0.20),
+    "inter-burst gaps": (0.10, 0.25),
+    "concurrency": (0.0, 0.25),
+}
 ORDER_LIMIT = 0.30
 BYTES_RANGE = (0.90, 1.10)
 DURATION_RANGE = (0.80, 1.25)
@@ -50,8 +55,16 @@ def compare(orig: Trace, replay: Trace) -> List[Dict]:
         tol, lim = KS_LIMITS[name]
         d = signals.ks_distance(xa, xb, wa, wb, rel_tol=tol)
         med = lambda x: fmt.format(np.median(x) / unit) if len(x) else "-"  # noqa: E731
-        rows.append({"figure": name, "original": f"median {med(xa)}", "replay": f"median {med(xb)}",
-                     "score": f"KS {d:.3f}", "limit": f"<= {lim}", "ok": d <= lim})
+        rows.append(
+            {
+                "figure": name,
+                "original": f"median {med(xa)}",
+                "replay": f"median {med(xb)}",
+                "score": f"KS {d:.3f}",
+                "limit": f"<= {lim}",
+                "ok": d <= lim,
+            }
+        )
 
     ks("transfer sizes", a["size"], b["size"], a["size"], b["size"], 1024, "{:.1f} KiB")
     ks("per-step volume", ba["bytes"], bb["bytes"], unit=1024, fmt="{:.1f} KiB")
@@ -59,14 +72,31 @@ def compare(orig: Trace, replay: Trace) -> List[Dict]:
     ks("concurrency", signals.in_flight(a), signals.in_flight(b))
     ra = signals.order_correlation(a, orig.paths)
     rb = signals.order_correlation(b, replay.paths)
-    rows.append({"figure": "file order", "original": f"rho {ra:.2f}", "replay": f"rho {rb:.2f}",
-                 "score": f"diff {abs(ra - rb):.2f}", "limit": f"<= {ORDER_LIMIT}", "ok": abs(ra - rb) <= ORDER_LIMIT})
+    rows.append(
+        {
+            "figure": "file order",
+            "original": f"rho {ra:.2f}",
+            "replay": f"rho {rb:.2f}",
+            "score": f"diff {abs(ra - rb):.2f}",
+            "limit": f"<= {ORDER_LIMIT}",
+            "ok": abs(ra - rb) <= ORDER_LIMIT,
+        }
+    )
     for name, xa, xb, rng, unit, u in (
-            ("total bytes", a["size"].sum(), b["size"].sum(), BYTES_RANGE, 2**20, "MiB"),
-            ("duration", _span(a), _span(b), DURATION_RANGE, 1e9, "s")):
+        ("total bytes", a["size"].sum(), b["size"].sum(), BYTES_RANGE, 2**20, "MiB"),
+        ("duration", _span(a), _span(b), DURATION_RANGE, 1e9, "s"),
+    ):
         r = xb / xa if xa else float("inf")
-        rows.append({"figure": name, "original": f"{xa / unit:.3f} {u}", "replay": f"{xb / unit:.3f} {u}",
-                     "score": f"ratio {r:.3f}", "limit": f"{rng[0]}..{rng[1]}", "ok": rng[0] <= r <= rng[1]})
+        rows.append(
+            {
+                "figure": name,
+                "original": f"{xa / unit:.3f} {u}",
+                "replay": f"{xb / unit:.3f} {u}",
+                "score": f"ratio {r:.3f}",
+                "limit": f"{rng[0]}..{rng[1]}",
+                "ok": rng[0] <= r <= rng[1],
+            }
+        )
     return rows
 
 

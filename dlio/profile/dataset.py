@@ -3,6 +3,7 @@
 The dataset is the largest group (by bytes read) of files sharing an extension, after leaving out
 what a Python job reads to start (interpreter, libraries, .py/.so, /proc, /sys, /dev, /etc) and
 files the job also writes (outputs, checkpoints)."""
+
 import os
 import sys
 from typing import Dict, Optional
@@ -11,14 +12,48 @@ import numpy as np
 
 from dlio.profile.parsers import OP_READ, OP_WRITE, Trace
 
-_CODE_EXT = (".py", ".pyc", ".so", ".pth", ".pyd", ".json", ".txt", ".cfg", ".toml", ".yaml", ".yml",
-             ".pem", ".mo", ".zip", ".egg", ".typed", ".pyi", ".bin.tmp", ".conf")
+_CODE_EXT = (
+    ".py",
+    ".pyc",
+    ".so",
+    ".pth",
+    ".pyd",
+    ".json",
+    ".txt",
+    ".cfg",
+    ".toml",
+    ".yaml",
+    ".yml",
+    ".pem",
+    ".mo",
+    ".zip",
+    ".egg",
+    ".typed",
+    ".pyi",
+    ".bin.tmp",
+    ".conf",
+)
 _SYS_PREFIX = ("/proc/", "/sys/", "/dev/", "/etc/", "/usr/", "/lib", "/run/", "/var/lib/", "/tmp/.X")
-_EXT_FORMAT = {".npz": "npz", ".npy": "npy", ".h5": "hdf5", ".hdf5": "hdf5", ".hdf": "hdf5",
-               ".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".tfrecord": "tfrecord",
-               ".csv": "csv", ".bin": "indexed_binary"}
-_MAGIC = ((b"\x93NUMPY", "npy"), (b"PK\x03\x04", "npz"), (b"\x89HDF\r\n\x1a\n", "hdf5"),
-          (b"\xff\xd8\xff", "jpeg"), (b"\x89PNG\r\n\x1a\n", "png"))
+_EXT_FORMAT = {
+    ".npz": "npz",
+    ".npy": "npy",
+    ".h5": "hdf5",
+    ".hdf5": "hdf5",
+    ".hdf": "hdf5",
+    ".jpg": "jpeg",
+    ".jpeg": "jpeg",
+    ".png": "png",
+    ".tfrecord": "tfrecord",
+    ".csv": "csv",
+    ".bin": "indexed_binary",
+}
+_MAGIC = (
+    (b"\x93NUMPY", "npy"),
+    (b"PK\x03\x04", "npz"),
+    (b"\x89HDF\r\n\x1a\n", "hdf5"),
+    (b"\xff\xd8\xff", "jpeg"),
+    (b"\x89PNG\r\n\x1a\n", "png"),
+)
 
 
 def _ext(p: str) -> str:
@@ -30,10 +65,16 @@ def is_noise(paths: np.ndarray) -> np.ndarray:
     """True for files a Python job touches whatever it trains on."""
     prefixes = _SYS_PREFIX + tuple({sys.prefix + "/", sys.base_prefix + "/"})
     out = np.zeros(len(paths), bool)
-    for i, p in enumerate(paths):          # one test per distinct file, not per event
+    for i, p in enumerate(paths):  # one test per distinct file, not per event
         p = str(p)
-        out[i] = (p.startswith("<") or p.startswith(prefixes) or p.endswith(_CODE_EXT)
-                  or "site-packages" in p or "/__pycache__/" in p or "/.pyenv/" in p)
+        out[i] = (
+            p.startswith("<")
+            or p.startswith(prefixes)
+            or p.endswith(_CODE_EXT)
+            or "site-packages" in p
+            or "/__pycache__/" in p
+            or "/.pyenv/" in p
+        )
     return out
 
 
@@ -55,9 +96,12 @@ def dataset_files(tr: Trace) -> Dict:
     files = cand[inv == best]
     files = files[np.argsort(tr.paths[files].astype(str))]
     share = per[best] / per.sum()
-    return {"files": files, "ext": str(uext[best]),
-            "evidence": f"{len(files)} '{uext[best] or '(no extension)'}' files carry {share:.0%} of the "
-                        f"{per.sum() / 2**20:.1f} MiB read from data files"}
+    return {
+        "files": files,
+        "ext": str(uext[best]),
+        "evidence": f"{len(files)} '{uext[best] or '(no extension)'}' files carry {share:.0%} of the "
+        f"{per.sum() / 2**20:.1f} MiB read from data files",
+    }
 
 
 def file_sizes(tr: Trace, files: np.ndarray) -> (np.ndarray, str):
@@ -73,8 +117,11 @@ def file_sizes(tr: Trace, files: np.ndarray) -> (np.ndarray, str):
             seen += 1
         except OSError:
             pass
-    how = "stat() of the files" if seen == len(files) else \
-        f"stat() of {seen} files, the furthest byte read for {len(files) - seen}"
+    how = (
+        "stat() of the files"
+        if seen == len(files)
+        else f"stat() of {seen} files, the furthest byte read for {len(files) - seen}"
+    )
     return sizes, how
 
 

@@ -5,6 +5,7 @@ DFTracer / dlio-fast `.pfw` and `.pfw.gz` (JSON lines of Chrome trace events; a 
 `dlio-fast run --trace` holds trace-*.pfw), Darshan DXT text (darshan-dxt-parser), and
 `strace -f -tt -T` logs. Times are ns on the source's clock, shifted so that the first event is 0.
 """
+
 import glob
 import gzip
 import json
@@ -18,18 +19,40 @@ import numpy as np
 from dlio.errors import DlioError
 
 OP_OPEN, OP_CLOSE, OP_READ, OP_WRITE, OP_MMAP = 0, 1, 2, 3, 4
-EVENT_DTYPE = np.dtype([("t", "<i8"), ("dur", "<i8"), ("pid", "<i8"), ("tid", "<i8"), ("op", "u1"),
-                        ("file", "<i4"), ("offset", "<i8"), ("size", "<i8")])
+EVENT_DTYPE = np.dtype(
+    [
+        ("t", "<i8"),
+        ("dur", "<i8"),
+        ("pid", "<i8"),
+        ("tid", "<i8"),
+        ("op", "u1"),
+        ("file", "<i4"),
+        ("offset", "<i8"),
+        ("size", "<i8"),
+    ]
+)
 # The interposer's record (struct rec in interpose.c).
-NATIVE_DTYPE = np.dtype([("t", "<u8"), ("dur", "<u8"), ("off", "<i8"), ("req", "<i8"), ("ret", "<i8"),
-                         ("file", "<u4"), ("tid", "<u4"), ("pid", "<u4"), ("op", "<u2"), ("pad", "<u2")])
+NATIVE_DTYPE = np.dtype(
+    [
+        ("t", "<u8"),
+        ("dur", "<u8"),
+        ("off", "<i8"),
+        ("req", "<i8"),
+        ("ret", "<i8"),
+        ("file", "<u4"),
+        ("tid", "<u4"),
+        ("pid", "<u4"),
+        ("op", "<u2"),
+        ("pad", "<u2"),
+    ]
+)
 
 
 @dataclass
 class Trace:
-    events: np.ndarray      # EVENT_DTYPE, sorted by t; size = bytes done (mmap: length); file -1: none
-    paths: np.ndarray       # str, indexed by events["file"]
-    source: str             # "interposer", "pfw", "darshan", "strace"
+    events: np.ndarray  # EVENT_DTYPE, sorted by t; size = bytes done (mmap: length); file -1: none
+    paths: np.ndarray  # str, indexed by events["file"]
+    source: str  # "interposer", "pfw", "darshan", "strace"
 
 
 def _finish(rows: List[tuple], paths: List[str], source: str) -> Trace:
@@ -45,6 +68,7 @@ def _sorted(ev: np.ndarray, paths: np.ndarray, source: str) -> Trace:
 
 
 # ------------------------------------------------------------------------------------ interposer
+
 
 def _names(path: str):
     """(id -> path dict, parent process name or None) of one files-*.txt."""
@@ -73,7 +97,7 @@ def load_native(folder: str) -> Trace:
         proc = os.path.basename(b)[3:-4]
         uniq, inv = np.unique(rec["file"], return_inverse=True)
         gidx = np.empty(len(uniq), np.int32)
-        for i, fid in enumerate(uniq):          # one lookup per distinct file id, not per event
+        for i, fid in enumerate(uniq):  # one lookup per distinct file id, not per event
             p, name, hops = None, proc, 0
             while p is None and name in names and hops < 64:
                 ids, parent = names[name]
@@ -90,13 +114,14 @@ def load_native(folder: str) -> Trace:
         ev["offset"] = rec["off"]
         io = np.isin(rec["op"], (OP_READ, OP_WRITE, OP_MMAP))
         ev["size"] = np.where(io, np.where(rec["op"] == OP_MMAP, rec["req"], rec["ret"]), 0)
-        ev["size"][io & (rec["ret"] < 0)] = -1       # failed call
+        ev["size"][io & (rec["ret"] < 0)] = -1  # failed call
         parts.append(ev)
     ev = np.concatenate(parts) if parts else np.zeros(0, EVENT_DTYPE)
     return _sorted(ev, np.array(paths, dtype=object), "interposer")
 
 
 # ------------------------------------------------------------------------------------ .pfw
+
 
 def _pfw_op(name: str):
     n = name.lower()
@@ -144,9 +169,18 @@ def load_pfw(paths: List[str]) -> Trace:
                 size = int(ret) if isinstance(ret, (int, float)) and ret >= 0 else -1
                 if op in (OP_OPEN, OP_CLOSE):
                     size = 0
-                rows.append((int(float(e.get("ts", 0)) * 1000), int(float(e.get("dur", 0)) * 1000),
-                             int(e.get("pid", 0)), int(e.get("tid", 0)), op, fi,
-                             int(args.get("offset", -1)), size))
+                rows.append(
+                    (
+                        int(float(e.get("ts", 0)) * 1000),
+                        int(float(e.get("dur", 0)) * 1000),
+                        int(e.get("pid", 0)),
+                        int(e.get("tid", 0)),
+                        op,
+                        fi,
+                        int(args.get("offset", -1)),
+                        size,
+                    )
+                )
     return _finish(rows, files, "pfw")
 
 
@@ -174,8 +208,18 @@ def load_darshan(path: str) -> Trace:
             if m and m.group(1) == "POSIX" and fi >= 0:
                 t0, t1 = float(m.group(6)), float(m.group(7))
                 rank = int(m.group(2))
-                rows.append((int(t0 * 1e9), int((t1 - t0) * 1e9), rank, rank,
-                             OP_READ if m.group(3) == "read" else OP_WRITE, fi, int(m.group(4)), int(m.group(5))))
+                rows.append(
+                    (
+                        int(t0 * 1e9),
+                        int((t1 - t0) * 1e9),
+                        rank,
+                        rank,
+                        OP_READ if m.group(3) == "read" else OP_WRITE,
+                        fi,
+                        int(m.group(4)),
+                        int(m.group(5)),
+                    )
+                )
     return _finish(rows, files, "darshan")
 
 
@@ -187,10 +231,19 @@ _ST_RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*)$")
 _ST_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"(?:\.\.\.)?')
 _ST_NESTED = re.compile(r"\[[^\[\]]*\]|\{[^{}]*\}")
 _ST_OPENS = {"open": 0, "open64": 0, "creat": 0, "openat": 1, "openat64": 1, "openat2": 1}
-_ST_IO = {"read": (OP_READ, None), "pread64": (OP_READ, 3), "pread": (OP_READ, 3), "readv": (OP_READ, None),
-          "preadv": (OP_READ, 3), "preadv2": (OP_READ, 3), "write": (OP_WRITE, None),
-          "pwrite64": (OP_WRITE, 3), "pwrite": (OP_WRITE, 3), "writev": (OP_WRITE, None),
-          "pwritev": (OP_WRITE, 3)}
+_ST_IO = {
+    "read": (OP_READ, None),
+    "pread64": (OP_READ, 3),
+    "pread": (OP_READ, 3),
+    "readv": (OP_READ, None),
+    "preadv": (OP_READ, 3),
+    "preadv2": (OP_READ, 3),
+    "write": (OP_WRITE, None),
+    "pwrite64": (OP_WRITE, 3),
+    "pwrite": (OP_WRITE, 3),
+    "writev": (OP_WRITE, None),
+    "pwritev": (OP_WRITE, 3),
+}
 
 
 def _strace_args(args: str):
@@ -293,6 +346,7 @@ def load_strace(path: str) -> Trace:
 
 # ------------------------------------------------------------------------------------ dispatch
 
+
 def load_trace(path: str) -> Trace:
     """Any supported trace: an interposer folder, a run folder or a .pfw[.gz] file, a Darshan
     DXT text file, or an strace log (told apart by content)."""
@@ -304,8 +358,10 @@ def load_trace(path: str) -> Trace:
         pfw = sorted(glob.glob(os.path.join(path, "*.pfw")) + glob.glob(os.path.join(path, "*.pfw.gz")))
         if pfw:
             return load_pfw(pfw)
-        raise DlioError(f"{path}: no trace here (no ev-*.bin of `dlio-fast profile`, no *.pfw of "
-                        "`dlio-fast run --trace`): give a capture folder, a run folder or a trace file")
+        raise DlioError(
+            f"{path}: no trace here (no ev-*.bin of `dlio-fast profile`, no *.pfw of "
+            "`dlio-fast run --trace`): give a capture folder, a run folder or a trace file"
+        )
     if not os.path.exists(path):
         raise DlioError(f"{path}: no such file or folder: give a trace file or folder")
     if path.endswith((".pfw", ".pfw.gz")):
@@ -318,5 +374,7 @@ def load_trace(path: str) -> Trace:
         return load_strace(path)
     if head.lstrip().startswith("[") or head.lstrip().startswith("{"):
         return load_pfw([path])
-    raise DlioError(f"{path}: not a trace this knows (interposer folder, .pfw, Darshan DXT text from "
-                    "darshan-dxt-parser, or strace -f -tt -T output)")
+    raise DlioError(
+        f"{path}: not a trace this knows (interposer folder, .pfw, Darshan DXT text from "
+        "darshan-dxt-parser, or strace -f -tt -T output)"
+    )

@@ -2,6 +2,7 @@
 (a reader's runs of b consecutive file visits, b found from where the reader pauses), pause
 bursts (for checkpoint writes), burst starts and volumes, reads in flight, the Kolmogorov-Smirnov
 distance (numpy; scipy is not a dependency) and a rank correlation."""
+
 from typing import Dict, Optional, Tuple
 
 import numpy as np
@@ -21,7 +22,7 @@ def split_log_gaps(gaps: np.ndarray) -> float:
     m0, m1 = c / k, (s.sum() - c) / (n - k)
     between = k * (n - k) * (m0 - m1) ** 2
     i = int(np.argmax(between))
-    if m1[i] - m0[i] < np.log(20.0):       # classes less than 20x apart: no bursts
+    if m1[i] - m0[i] < np.log(20.0):  # classes less than 20x apart: no bursts
         return float("inf")
     return float(np.exp((s[i] + s[i + 1]) / 2))
 
@@ -49,8 +50,16 @@ def pause_bursts(rd: np.ndarray, threshold: Optional[float] = None) -> Dict[str,
     pairs = np.unique(np.stack([bid, r["file"].astype(np.int64)]), axis=1)
     nfiles = np.bincount(pairs[0], minlength=nb)
     o = np.argsort(starts, kind="stable")
-    return {"start": starts[o], "end": ends[o], "bytes": vol[o], "reads": nreads[o], "files": nfiles[o],
-            "threshold": threshold, "id": np.argsort(o)[bid], "order": order}
+    return {
+        "start": starts[o],
+        "end": ends[o],
+        "bytes": vol[o],
+        "reads": nreads[o],
+        "files": nfiles[o],
+        "threshold": threshold,
+        "id": np.argsort(o)[bid],
+        "order": order,
+    }
 
 
 def units(rd: np.ndarray, whole: bool) -> Dict[str, np.ndarray]:
@@ -71,8 +80,14 @@ def units(rd: np.ndarray, whole: bool) -> Dict[str, np.ndarray]:
     k = key[new]
     first = np.concatenate(([True], k[1:] != k[:-1])) if n else np.zeros(0, bool)
     pos = np.arange(n) - np.maximum.accumulate(np.where(first, np.arange(n), 0)) if n else np.zeros(0, np.int64)
-    return {"key": k, "start": r["t"][new], "end": end, "bytes": np.bincount(uid, weights=r["size"], minlength=n),
-            "reads": np.bincount(uid, minlength=n), "pos": pos}
+    return {
+        "key": k,
+        "start": r["t"][new],
+        "end": end,
+        "bytes": np.bincount(uid, weights=r["size"], minlength=n),
+        "reads": np.bincount(uid, minlength=n),
+        "pos": pos,
+    }
 
 
 def batch_size(u: Dict[str, np.ndarray], max_b: int = 512) -> Tuple[int, float, int]:
@@ -90,7 +105,7 @@ def batch_size(u: Dict[str, np.ndarray], max_b: int = 512) -> Tuple[int, float, 
     if same.sum() < 3:
         return 1, 0.0, int(same.sum())
     gap = (u["start"][1:] - u["end"][:-1])[same[1:]]
-    lg = np.log(np.maximum(gap, 1000).astype(np.float64))      # below 1 us a gap is no gap
+    lg = np.log(np.maximum(gap, 1000).astype(np.float64))  # below 1 us a gap is no gap
     pos = u["pos"][same]
     tot = ((lg - lg.mean()) ** 2).sum()
     if tot <= 0:
@@ -102,7 +117,7 @@ def batch_size(u: Dict[str, np.ndarray], max_b: int = 512) -> Tuple[int, float, 
         if ns == 0 or ns == len(lg):
             continue
         ms, mi = lg[bnd].mean(), lg[~bnd].mean()
-        if ms <= mi:                  # boundaries must be the longer gaps
+        if ms <= mi:  # boundaries must be the longer gaps
             continue
         eta = ns * (len(lg) - ns) * (ms - mi) ** 2 / len(lg) / tot
         if eta > best_eta:
@@ -118,20 +133,19 @@ def batches(rd: np.ndarray, whole: bool) -> Dict[str, np.ndarray]:
     b, eta, ngaps = batch_size(u)
     if eta < MIN_ETA:
         b = 1
-    bid = np.cumsum(u["pos"] % b == 0) - 1           # units are in reader order, pos 0 starts a reader
+    bid = np.cumsum(u["pos"] % b == 0) - 1  # units are in reader order, pos 0 starts a reader
     nb = int(bid[-1]) + 1 if len(bid) else 0
     start = np.zeros(nb, np.int64)
-    start[bid[::-1]] = u["start"][::-1]                # the first unit's start
+    start[bid[::-1]] = u["start"][::-1]  # the first unit's start
     end = np.zeros(nb, np.int64)
     np.maximum.at(end, bid, u["end"])
     vol = np.bincount(bid, weights=u["bytes"], minlength=nb)
     cnt = np.bincount(bid, minlength=nb)
     o = np.argsort(start, kind="stable")
-    return {"start": start[o], "end": end[o], "bytes": vol[o], "units": cnt[o], "b": b, "eta": eta,
-            "gaps": ngaps}
+    return {"start": start[o], "end": end[o], "bytes": vol[o], "units": cnt[o], "b": b, "eta": eta, "gaps": ngaps}
 
 
-MIN_ETA = 0.3     # below this, the position split explains too little of the gaps to call it batches
+MIN_ETA = 0.3  # below this, the position split explains too little of the gaps to call it batches
 
 
 def start_gaps(b: Dict[str, np.ndarray]) -> np.ndarray:
@@ -162,7 +176,7 @@ def max_overlap(first: np.ndarray, last: np.ndarray) -> int:
         return 0
     t = np.concatenate((first, last))
     d = np.concatenate((np.ones(len(first)), -np.ones(len(last))))
-    o = np.lexsort((-d, t))           # at equal times, an opening before a closing
+    o = np.lexsort((-d, t))  # at equal times, an opening before a closing
     return int(np.cumsum(d[o]).max())
 
 
@@ -179,8 +193,9 @@ def _ecdf(x: np.ndarray, w: np.ndarray, at: np.ndarray) -> np.ndarray:
     return cw[np.searchsorted(x[o], at, side="right")]
 
 
-def ks_distance(a: np.ndarray, b: np.ndarray, wa: Optional[np.ndarray] = None, wb: Optional[np.ndarray] = None,
-                rel_tol: float = 0.0) -> float:
+def ks_distance(
+    a: np.ndarray, b: np.ndarray, wa: Optional[np.ndarray] = None, wb: Optional[np.ndarray] = None, rel_tol: float = 0.0
+) -> float:
     """Two-sample Kolmogorov-Smirnov distance sup |Fa - Fb|, optionally weighted, and with a
     relative tolerance: Fa(x) is compared with Fb over [x/(1+tol), x*(1+tol)] (the Levy-style
     distance on a log scale), so two point masses 3 % apart are at distance 0 with tol 0.05.
@@ -194,7 +209,7 @@ def ks_distance(a: np.ndarray, b: np.ndarray, wa: Optional[np.ndarray] = None, w
     lo, hi = x / (1 + rel_tol), x * (1 + rel_tol)
     lo, hi = np.where(x < 0, hi, lo), np.where(x < 0, lo, hi)
     fa, fb = _ecdf(a, wa, x), _ecdf(b, wb, x)
-    d1 = fa - _ecdf(b, wb, hi)        # Fa ahead of Fb even after shifting Fb left by the tolerance
+    d1 = fa - _ecdf(b, wb, hi)  # Fa ahead of Fb even after shifting Fb left by the tolerance
     d2 = fb - _ecdf(a, wa, hi)
     return float(max(0.0, d1.max(), d2.max()))
 

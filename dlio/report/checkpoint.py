@@ -14,8 +14,12 @@ from dlio.units import GiB
 def per_epoch_entry(rec: Dict[str, Any]) -> Dict[str, Any]:
     """DLIO's ``save_ckpt{b}`` / ``load_ckpt{b}`` value: start, end, duration (float s), throughput
     (DLIO's checkpoint_size_GB / duration)."""
-    return {"start": rec["start"], "end": rec["end"], "duration": rec["duration_s"],
-            "throughput": rec["dlio_throughput_GB_per_second"]}
+    return {
+        "start": rec["start"],
+        "end": rec["end"],
+        "duration": rec["duration_s"],
+        "throughput": rec["dlio_throughput_GB_per_second"],
+    }
 
 
 def _exact(recs: List[Dict[str, Any]], comm_size: int) -> Dict[str, Any]:
@@ -33,14 +37,22 @@ def _exact(recs: List[Dict[str, Any]], comm_size: int) -> Dict[str, Any]:
         for r in g:
             per_rank.setdefault(r["rank"], []).append(r["GiB_per_second"])
             per_rank_dur.setdefault(r["rank"], []).append(r["duration_s"])
-        ckpts.append({
-            "epoch": key[0], "step": key[1], "ranks": len(g), "bytes": nbytes, "window_seconds": window,
-            "aggregate_GiB_per_second": nbytes / GiB / window if window > 0 else 0.0,
-            "slowest_rank": slow["rank"], "slowest_rank_seconds": slow["duration_s"],
-            "fsync_seconds_max": max(r.get("fsync_s", 0.0) for r in g),
-            "per_rank_GiB_per_second": {str(r["rank"]): r["GiB_per_second"]
-                                        for r in sorted(g, key=lambda r: r["rank"])},
-        })
+        ckpts.append(
+            {
+                "epoch": key[0],
+                "step": key[1],
+                "ranks": len(g),
+                "bytes": nbytes,
+                "window_seconds": window,
+                "aggregate_GiB_per_second": nbytes / GiB / window if window > 0 else 0.0,
+                "slowest_rank": slow["rank"],
+                "slowest_rank_seconds": slow["duration_s"],
+                "fsync_seconds_max": max(r.get("fsync_s", 0.0) for r in g),
+                "per_rank_GiB_per_second": {
+                    str(r["rank"]): r["GiB_per_second"] for r in sorted(g, key=lambda r: r["rank"])
+                },
+            }
+        )
     agg = [c["aggregate_GiB_per_second"] for c in ckpts]
     fs = [r.get("fsync_s", 0.0) for r in recs]
     mean_dur = {rk: float(np.mean(v)) for rk, v in per_rank_dur.items()}
@@ -49,13 +61,15 @@ def _exact(recs: List[Dict[str, Any]], comm_size: int) -> Dict[str, Any]:
     return {
         "count": len(ckpts),
         "bytes_per_checkpoint": ckpts[0]["bytes"] if ckpts else 0,
-        "aggregate_GiB_per_second_mean": am, "aggregate_GiB_per_second_stdev": asd,
+        "aggregate_GiB_per_second_mean": am,
+        "aggregate_GiB_per_second_stdev": asd,
         "aggregate_GB_per_second_mean": am * GiB / 1e9,
         "window_seconds_mean": float(np.mean([c["window_seconds"] for c in ckpts])) if ckpts else 0.0,
         "per_rank_GiB_per_second_mean": {str(rk): float(np.mean(v)) for rk, v in sorted(per_rank.items())},
         "slowest_rank": slowest,
         "slowest_rank_seconds_mean": mean_dur[slowest] if slowest is not None else 0.0,
-        "fsync_seconds_mean": float(np.mean(fs)) if fs else 0.0, "fsync_seconds_max": max(fs) if fs else 0.0,
+        "fsync_seconds_mean": float(np.mean(fs)) if fs else 0.0,
+        "fsync_seconds_max": max(fs) if fs else 0.0,
         "checkpoints": ckpts,
     }
 
@@ -86,8 +100,11 @@ def summary_fields(records: Iterable[Dict[str, Any]], comm_size: int) -> Dict[st
         out[f"{kind}_checkpoint_duration_stdev_seconds"] = d_s
     if recs:
         out["checkpoint_size_GB"] = recs[0]["checkpoint_size_GB"]
-    out["exact"] = {kind: _exact([r for r in recs if r["kind"] == kind], comm_size)
-                    for kind in ("save", "load") if any(r["kind"] == kind for r in recs)}
+    out["exact"] = {
+        kind: _exact([r for r in recs if r["kind"] == kind], comm_size)
+        for kind in ("save", "load")
+        if any(r["kind"] == kind for r in recs)
+    }
     return out
 
 
@@ -97,15 +114,21 @@ def metric_lines(summary: Dict[str, Any]) -> List[str]:
     for kind, word in (("save", "save"), ("load", "load")):
         k = f"{kind}_checkpoint_duration_mean_seconds"
         if k in summary:
-            out.append(f"Checkpoint {word} duration (seconds): {summary[k]:.4f} "
-                       f"({summary[f'{kind}_checkpoint_duration_stdev_seconds']:.4f})")
-            out.append(f"Checkpoint {word} I/O Throughput (GB/second): "
-                       f"{summary[f'{kind}_checkpoint_io_mean_GB_per_second']:.4f} "
-                       f"({summary[f'{kind}_checkpoint_io_stdev_GB_per_second']:.4f})")
+            out.append(
+                f"Checkpoint {word} duration (seconds): {summary[k]:.4f} "
+                f"({summary[f'{kind}_checkpoint_duration_stdev_seconds']:.4f})"
+            )
+            out.append(
+                f"Checkpoint {word} I/O Throughput (GB/second): "
+                f"{summary[f'{kind}_checkpoint_io_mean_GB_per_second']:.4f} "
+                f"({summary[f'{kind}_checkpoint_io_stdev_GB_per_second']:.4f})"
+            )
         ex = summary.get("exact", {}).get(kind)
         if ex:
-            out.append(f"Checkpoint {word} aggregate over all ranks (GiB/second): "
-                       f"{ex['aggregate_GiB_per_second_mean']:.4f} ({ex['aggregate_GiB_per_second_stdev']:.4f}); "
-                       f"slowest rank {ex['slowest_rank']} {ex['slowest_rank_seconds_mean']:.4f} s"
-                       + (f"; fsync {ex['fsync_seconds_mean']:.4f} s mean" if kind == "save" else ""))
+            out.append(
+                f"Checkpoint {word} aggregate over all ranks (GiB/second): "
+                f"{ex['aggregate_GiB_per_second_mean']:.4f} ({ex['aggregate_GiB_per_second_stdev']:.4f}); "
+                f"slowest rank {ex['slowest_rank']} {ex['slowest_rank_seconds_mean']:.4f} s"
+                + (f"; fsync {ex['fsync_seconds_mean']:.4f} s mean" if kind == "save" else "")
+            )
     return out

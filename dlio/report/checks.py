@@ -14,6 +14,7 @@
 A DLIO output folder is checked on what DLIO recorded (its AU formula, its samples/s).
 run_checks() returns (name, passed, figure_text) tuples, passed None for a note; nothing here prints.
 """
+
 from dlio.report import dlio_files
 from dlio.units import fmt_bytes
 
@@ -51,24 +52,34 @@ def check_dataset(result, ram_bytes=None):
     per_host = int(ram_bytes) if ram_bytes else int((result.get("host") or {}).get("memory_bytes") or 0)
     need = RAM_FACTOR * per_host * hosts
     ok = per_host > 0 and nbytes >= need
-    text = (f"dataset {fmt_bytes(nbytes)} on disk, need >= {RAM_FACTOR} x {fmt_bytes(per_host)} RAM x "
-            f"{hosts} host{'s' if hosts != 1 else ''} = {fmt_bytes(need)}"
-            + (f" ({nbytes / need:.2f}x of that)" if need else " (host RAM unknown)"))
+    text = (
+        f"dataset {fmt_bytes(nbytes)} on disk, need >= {RAM_FACTOR} x {fmt_bytes(per_host)} RAM x "
+        f"{hosts} host{'s' if hosts != 1 else ''} = {fmt_bytes(need)}"
+        + (f" ({nbytes / need:.2f}x of that)" if need else " (host RAM unknown)")
+    )
     return (f"dataset >= {RAM_FACTOR}x host RAM", ok, text)
 
 
 def check_steps(result):
     """The smallest number of training steps in an epoch, over ranks and epochs."""
-    steps = [ep["train"].get("steps", len(ep["train"].get("load", [])))
-             for r in result.get("ranks", []) for ep in r.get("epochs", []) if ep.get("train")]
+    steps = [
+        ep["train"].get("steps", len(ep["train"].get("load", [])))
+        for r in result.get("ranks", [])
+        for ep in r.get("epochs", [])
+        if ep.get("train")
+    ]
     n = min(steps) if steps else 0
-    return (f">= {MIN_STEPS} steps per epoch", n >= MIN_STEPS,
-            f"{n} steps per epoch (fewest over {len(result.get('ranks', []))} rank(s) and epochs), need >= {MIN_STEPS}")
+    return (
+        f">= {MIN_STEPS} steps per epoch",
+        n >= MIN_STEPS,
+        f"{n} steps per epoch (fewest over {len(result.get('ranks', []))} rank(s) and epochs), need >= {MIN_STEPS}",
+    )
 
 
 def _summary(result):
     """DLIO's summary.json of the run: the one DLIO wrote for a DLIO folder, else computed."""
     from dlio.report.dlio_folder import dlio_summary
+
     return dlio_summary(result) or dlio_files.summary(result)
 
 
@@ -81,8 +92,9 @@ def check_au(result):
     out = []
     if exact is not None or result.get("tool") is None:
         exact = exact or 0.0
-        out.append((f"AU (exact) >= {thr:g} %", exact >= thr,
-                    f"AU {exact:.2f} % (exact, monotonic clock), need >= {thr:g} %"))
+        out.append(
+            (f"AU (exact) >= {thr:g} %", exact >= thr, f"AU {exact:.2f} % (exact, monotonic clock), need >= {thr:g} %")
+        )
     out.append((f"AU (DLIO formula) >= {thr:g} %", dlio >= thr, f"AU {dlio:.2f} % (DLIO's formula), need >= {thr:g} %"))
     return out
 
@@ -101,9 +113,12 @@ def check_not_cache(result):
     if not verdicts:
         return None
     cached = [v for v in verdicts if v.get("verdict") == "cache"]
-    text = (f"{len(cached)} of {len(verdicts)} epoch verdict(s) are cache, e.g. {cached[0].get('phase')}: "
-            f"{cached[0].get('reason')}" if cached else
-            f"no epoch read from the page cache ({', '.join(sorted({str(v.get('verdict')) for v in verdicts}))})")
+    text = (
+        f"{len(cached)} of {len(verdicts)} epoch verdict(s) are cache, e.g. {cached[0].get('phase')}: "
+        f"{cached[0].get('reason')}"
+        if cached
+        else f"no epoch read from the page cache ({', '.join(sorted({str(v.get('verdict')) for v in verdicts}))})"
+    )
     return ("reads from storage, not the page cache", not cached, text)
 
 
@@ -111,6 +126,7 @@ def check_repeats(results, names):
     """Runs of one workload and the same settings within 5 % of each other in samples/s (exact
     means), and a note for runs of one workload whose settings differ (they are not repeats)."""
     from dlio.report.compare import RUN_SETTINGS, settings_of
+
     labels = dict(RUN_SETTINGS)
     out = []
     groups = {}
@@ -130,8 +146,9 @@ def check_repeats(results, names):
         for name, st in runs[1:]:
             d = [f"{labels[k]} {ref[k]} vs {st[k]}" for k, _ in RUN_SETTINGS if st[k] != ref[k]]
             if d:
-                diffs.append(f"{(name or 'run').rstrip(': ')} differs from {(ref_name or 'run').rstrip(': ')} in "
-                             + "; ".join(d))
+                diffs.append(
+                    f"{(name or 'run').rstrip(': ')} differs from {(ref_name or 'run').rstrip(': ')} in " + "; ".join(d)
+                )
         out.append((f"{wl}: runs with other settings are not repeats", None, " | ".join(diffs)))
     for (wl, _), runs in groups.items():
         if len(runs) < 2:
@@ -142,8 +159,13 @@ def check_repeats(results, names):
         ok = spread <= REPEAT_TOLERANCE + 1e-12
         figs = ", ".join(f"{(n or 'run').rstrip(': ')} {v:.1f}" for (_, n), v in zip(runs, sps))
         spread_txt = f"{spread * 100:.2f} %" if lo > 0 else "infinite"
-        out.append((f"{wl}: {len(runs)} runs within {REPEAT_TOLERANCE * 100:g} % (samples/s)", ok,
-                    f"samples/s {figs}: spread {spread_txt} (max/min - 1), need <= {REPEAT_TOLERANCE * 100:g} %"))
+        out.append(
+            (
+                f"{wl}: {len(runs)} runs within {REPEAT_TOLERANCE * 100:g} % (samples/s)",
+                ok,
+                f"samples/s {figs}: spread {spread_txt} (max/min - 1), need <= {REPEAT_TOLERANCE * 100:g} %",
+            )
+        )
     return out
 
 
@@ -188,7 +210,9 @@ def lines(checks):
 def run_checks_rules(result_dicts, version="v2.0", ram_bytes=None, labels=None):
     """run_checks under one MLPerf Storage rules version: v2.0 (this module) or v3.0 (dlio.mlperf.checks_v3)."""
     from dlio.mlperf import rules
+
     if rules.check_version(version) == "v3.0":
         from dlio.mlperf import checks_v3
+
         return checks_v3.run_checks(result_dicts, ram_bytes, labels)
     return run_checks(result_dicts, ram_bytes, labels)

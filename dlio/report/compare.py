@@ -11,13 +11,13 @@ compared point by point: a point matches the first source's point with the same 
 and threads (ceiling targets match by target name). Every renderer here is a pure function of the
 dict that build() returns, which is also what `report --json` writes.
 """
+
 import json
 import math
 import os
 
 from dlio.errors import DlioError
 from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA, REPORT_SCHEMA, RUN_SCHEMA
-
 
 # (key, label, unit, decimals): the run figures in table order. Checkpoint rows appear only when a
 # run has them.
@@ -103,6 +103,7 @@ def _default_label(path):
 
 def _read_json(path, what):
     from dlio.inputs import JSON_CAP, read_regular
+
     try:
         return json.loads(read_regular(path, JSON_CAP, f"{what} JSON file"))
     except FileNotFoundError:
@@ -121,6 +122,7 @@ def load(path):
     if not os.path.exists(path):
         raise DlioError(f"{path}: no such run folder or result file")
     from dlio.report import dlio_folder
+
     if dlio_folder.is_dlio_folder(path):
         doc, summary = dlio_folder.load_dlio_folder(path)
         doc["dlio_summary"] = summary
@@ -128,8 +130,9 @@ def load(path):
     if os.path.isdir(path):
         doc_path = os.path.join(path, "dlio-fast.json")
         if not os.path.isfile(doc_path):
-            raise DlioError(f"{path}: neither a dlio-fast run folder (no dlio-fast.json) nor a DLIO output folder "
-                            "(no summary.json)")
+            raise DlioError(
+                f"{path}: neither a dlio-fast run folder (no dlio-fast.json) nor a DLIO output folder (no summary.json)"
+            )
         folder = path
     else:
         doc_path = path
@@ -157,12 +160,12 @@ def load(path):
         if not isinstance(doc.get("best"), dict):
             raise DlioError(f"{doc_path}: ceiling document without a best section")
         return Source("ceiling", path, doc)
-    raise DlioError(f"{doc_path}: unknown schema {schema!r} (expected {RUN_SCHEMA}, {IO_SCHEMA} "
-                    f"or {CEILING_SCHEMA})")
+    raise DlioError(f"{doc_path}: unknown schema {schema!r} (expected {RUN_SCHEMA}, {IO_SCHEMA} or {CEILING_SCHEMA})")
 
 
 def _compute_summary(doc, where):
     from dlio.report import dlio_files
+
     try:
         return dlio_files.summary(doc)
     except (KeyError, TypeError, ValueError) as e:
@@ -171,6 +174,7 @@ def _compute_summary(doc, where):
 
 def _compute_exact(doc, where):
     from dlio.report import dlio_files
+
     try:
         return dlio_files.exact(doc)
     except (KeyError, TypeError, ValueError) as e:
@@ -197,6 +201,7 @@ def load_all(paths):
 
 # ---------------------------------------------------------------------------------------------
 # run figures
+
 
 def checkpoint_figures(summary, doc):
     """Checkpoint figures of a run, or None when it has none:
@@ -256,10 +261,10 @@ def _ckpt_aggregate(recs):
         starts = [r.get("wall_start_ns") for r in recs]
         ends = [r.get("wall_end_ns") for r in recs]
         if all(_num(x) for x in starts + ends) and max(ends) > min(starts):
-            return sum(nbytes) / 1024 ** 3 / ((max(ends) - min(starts)) / 1e9)
+            return sum(nbytes) / 1024**3 / ((max(ends) - min(starts)) / 1e9)
         durs = [r.get("duration_s") for r in recs]
         if all(_num(d) for d in durs) and max(durs) > 0:
-            return sum(nbytes) / 1024 ** 3 / max(durs)
+            return sum(nbytes) / 1024**3 / max(durs)
     rates = [_ckpt_gbs(r) for r in recs]
     return sum(rates) if all(x is not None for x in rates) else None
 
@@ -276,14 +281,20 @@ def _ckpt_kind(e):
 
 def _ckpt_gbs(e):
     """One record's GiB/s."""
-    for k in ("GiB_per_second", "aggregate_GiB_per_second", "GB_per_second", "throughput_GB_per_second",
-              "dlio_throughput_GB_per_second", "throughput"):
+    for k in (
+        "GiB_per_second",
+        "aggregate_GiB_per_second",
+        "GB_per_second",
+        "throughput_GB_per_second",
+        "dlio_throughput_GB_per_second",
+        "throughput",
+    ):
         if _num(e.get(k)):
             return float(e[k])
     nbytes = e.get("bytes", e.get("size_bytes"))
     dur = e.get("duration_s", e.get("duration"))
     if _num(nbytes) and _num(dur) and float(dur) > 0:
-        return float(nbytes) / 1024 ** 3 / float(dur)
+        return float(nbytes) / 1024**3 / float(dur)
     return None
 
 
@@ -336,6 +347,7 @@ def run_settings(src):
 def settings_of(doc):
     """{key: text} of RUN_SETTINGS for a run document (dlio-fast.json, or a DLIO folder's)."""
     from dlio.units import fmt_bytes
+
     st = doc.get("settings") or {}
     ds = doc.get("dataset") or {}
     host = doc.get("host") or {}
@@ -346,6 +358,7 @@ def settings_of(doc):
         if isinstance(v, bool):
             return "yes" if v else "no"
         return str(v)
+
     comp = st.get("computation_time_mean_s")
     hosts = sorted(set(doc.get("hostnames") or []))
     mem = host.get("memory_bytes")
@@ -360,8 +373,9 @@ def settings_of(doc):
         "ranks": text(doc.get("comm_size") or len(doc.get("ranks", []))),
         "batch": text(st.get("batch_size")),
         "compute": "-" if comp is None else f"{float(comp):g} s",
-        "dataset": (f"{ds.get('format') or '-'}, {ds.get('num_files_train', '-')} files, "
-                    f"{fmt_bytes(nbytes) if nbytes else '-'}"),
+        "dataset": (
+            f"{ds.get('format') or '-'}, {ds.get('num_files_train', '-')} files, {fmt_bytes(nbytes) if nbytes else '-'}"
+        ),
         "host": (", ".join(h for h in hosts if h) or "-") + (f" ({fmt_bytes(mem)} RAM)" if mem else ""),
     }
 
@@ -382,23 +396,37 @@ def compare_runs(sources):
     """{'figures': [{key, label, unit}], 'runs': [{label, source, complete, figures, ratios}]}."""
     figs = [run_figures(s) for s in sources]
     sets = [run_settings(s) for s in sources]
-    defs = [d for d in RUN_FIGURES
-            if d[0] not in OPTIONAL_FIGURES or any(f[d[0]] is not None for f in figs)]
+    defs = [d for d in RUN_FIGURES if d[0] not in OPTIONAL_FIGURES or any(f[d[0]] is not None for f in figs)]
     ref = figs[0]
     runs = []
     for s, f, st in zip(sources, figs, sets):
-        ratios = {k: ratio(f[k], ref[k]) for k, _, _, _ in defs
-                  if k not in TEXT_FIGURES and k not in ("ranks", "hosts", "epochs")}
-        runs.append({"label": s.label, "source": os.path.abspath(s.path),
-                     "complete": bool(s.doc.get("complete", True)),
-                     "settings": st, "figures": {k: f[k] for k, _, _, _ in defs}, "ratios": ratios})
-    return {"reference": sources[0].label,
-            "settings": [{"key": k, "label": lab} for k, lab in RUN_SETTINGS], "differ": differing(sets),
-            "figures": [{"key": k, "label": lab, "unit": u} for k, lab, u, _ in defs], "runs": runs}
+        ratios = {
+            k: ratio(f[k], ref[k])
+            for k, _, _, _ in defs
+            if k not in TEXT_FIGURES and k not in ("ranks", "hosts", "epochs")
+        }
+        runs.append(
+            {
+                "label": s.label,
+                "source": os.path.abspath(s.path),
+                "complete": bool(s.doc.get("complete", True)),
+                "settings": st,
+                "figures": {k: f[k] for k, _, _, _ in defs},
+                "ratios": ratios,
+            }
+        )
+    return {
+        "reference": sources[0].label,
+        "settings": [{"key": k, "label": lab} for k, lab in RUN_SETTINGS],
+        "differ": differing(sets),
+        "figures": [{"key": k, "label": lab, "unit": u} for k, lab, u, _ in defs],
+        "runs": runs,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
 # io / ceiling points
+
 
 def points(src):
     """[(key, name, point)] of an io or ceiling source. key identifies a point across sources."""
@@ -426,6 +454,7 @@ def point_field(p, key):
         if "direct" not in p:
             return None
         from dlio.fsbench.table import mode
+
         return mode(p)
     return p.get(key)
 
@@ -461,9 +490,13 @@ def compare_points(sources):
     for i, s in enumerate(sources):
         for key, name, p in points(s):
             if key not in rows:
-                rows[key] = {"target": name, **{k: point_field(p, k) for k in KEY_FIELDS},
-                             "qd_used": p.get("qd_used"), "direct": p.get("direct"),
-                             "values": [None] * len(sources)}
+                rows[key] = {
+                    "target": name,
+                    **{k: point_field(p, k) for k in KEY_FIELDS},
+                    "qd_used": p.get("qd_used"),
+                    "direct": p.get("direct"),
+                    "values": [None] * len(sources),
+                }
                 order.append(key)
             rows[key]["values"][i] = point_figures(p)
     out = []
@@ -474,11 +507,15 @@ def compare_points(sources):
             if v is not None:
                 v["ratios"] = {k: (ratio(v[k], ref[k]) if ref else None) for k in RATIO_POINT_FIGURES}
         out.append(r)
-    return {"reference": sources[0].label,
-            "sources": [{"label": s.label, "source": os.path.abspath(s.path), "kind": s.kind,
-                         "where": storage_path(s)} for s in sources],
-            "figures": [{"key": k, "label": lab, "unit": u} for k, lab, u, _ in POINT_FIGURES],
-            "points": out}
+    return {
+        "reference": sources[0].label,
+        "sources": [
+            {"label": s.label, "source": os.path.abspath(s.path), "kind": s.kind, "where": storage_path(s)}
+            for s in sources
+        ],
+        "figures": [{"key": k, "label": lab, "unit": u} for k, lab, u, _ in POINT_FIGURES],
+        "points": out,
+    }
 
 
 def storage_path(src):
@@ -500,6 +537,7 @@ def source_date(src):
 
 # ---------------------------------------------------------------------------------------------
 # the report document and its renderings
+
 
 def build(sources):
     """The report as one JSON-ready dict: runs compared among themselves, io/ceiling files likewise."""

@@ -6,18 +6,16 @@ known Results in. Field names of summary.json / {rank}_output.json / {rank}_per_
 are DLIO's (docs/dlio-facts.md §7); their figures follow DLIO's formulas (compat). dlio-fast.json holds
 the exact figures next to them.
 """
+
 import os
 
 import numpy as np
 
+from dlio import output, stats
 from dlio.report import checkpoint as ckpt_figures
 from dlio.report import metrics
 from dlio.report.result import RUN_SCHEMA
-from dlio import output
 from dlio.units import fmt_ns
-from dlio import stats
-
-
 
 # A mean compute overrun above this share of the set compute is worth a note on the console.
 OVERRUN_NOTE = 0.01
@@ -84,7 +82,7 @@ def summary(result):
     au, thr, _, _, _ = train_figures(result)
     au_mean, au_std = metrics.mean_std(au)
     thr_mean, thr_std = metrics.mean_std(thr)
-    mib = s["record_length_bytes"] / 1024 ** 2
+    mib = s["record_length_bytes"] / 1024**2
     io_mb = [t * mib for t in thr]
     io_mean, io_std = metrics.mean_std(io_mb)
     m = {
@@ -103,30 +101,40 @@ def summary(result):
     if eau:
         ea_m, ea_s = metrics.mean_std(eau)
         et_m, et_s = metrics.mean_std(ethr)
-        m.update({
-            "eval_au_percentage": eau, "eval_au_mean_percentage": ea_m, "eval_au_stdev_percentage": ea_s,
-            "eval_au_meet_expectation": "success" if done and ea_m >= 100.0 * s["metric_au"] else "fail",
-            "eval_throughput_samples_per_second": ethr,
-            "eval_throughput_mean_samples_per_second": et_m,
-            "eval_throughput_stdev_samples_per_second": et_s,
-            "eval_io_mean_MB_per_second": et_m * mib, "eval_io_stdev_MB_per_second": et_s * mib,
-        })
+        m.update(
+            {
+                "eval_au_percentage": eau,
+                "eval_au_mean_percentage": ea_m,
+                "eval_au_stdev_percentage": ea_s,
+                "eval_au_meet_expectation": "success" if done and ea_m >= 100.0 * s["metric_au"] else "fail",
+                "eval_throughput_samples_per_second": ethr,
+                "eval_throughput_mean_samples_per_second": et_m,
+                "eval_throughput_stdev_samples_per_second": et_s,
+                "eval_io_mean_MB_per_second": et_m * mib,
+                "eval_io_stdev_MB_per_second": et_s * mib,
+            }
+        )
     host = result["host"]
     d = result["dataset"]
     ck = checkpoint_records(result)
-    if ck:   # DLIO's checkpoint fields (rank 0's durations, as DLIO computes them)
+    if ck:  # DLIO's checkpoint fields (rank 0's durations, as DLIO computes them)
         m.update({k: v for k, v in ckpt_figures.summary_fields(ck, result["comm_size"]).items() if k != "exact"})
     return {
-        "start": result["start"], "end": result["end"],
-        "num_accelerators": result["comm_size"], "num_hosts": len(set(result["hostnames"])),
+        "start": result["start"],
+        "end": result["end"],
+        "num_accelerators": result["comm_size"],
+        "num_hosts": len(set(result["hostnames"])),
         "hostname": result["hostnames"][0],
         "epochs": len(au),
-        "num_files_train": d["num_files_train"], "num_files_eval": d["num_files_eval"],
+        "num_files_train": d["num_files_train"],
+        "num_files_eval": d["num_files_eval"],
         "num_samples_per_file": d["num_samples_per_file"],
-        "host_cpu_count": [host["cpu_count"]], "host_processor_name": host["processor_name"],
-        "host_cpuinfo": host.get("cpuinfo", {}), "host_meminfo": host.get("meminfo", {}),
+        "host_cpu_count": [host["cpu_count"]],
+        "host_processor_name": host["processor_name"],
+        "host_cpuinfo": host.get("cpuinfo", {}),
+        "host_meminfo": host.get("meminfo", {}),
         "host_memory_GB": [host.get("memory_GiB", host["memory_GB"])],  # DLIO's field: GiB
-        "data_size_per_host_GB": _per_host_bytes(result) / 1024 ** 3,
+        "data_size_per_host_GB": _per_host_bytes(result) / 1024**3,
         "potential_caching": [int(_per_host_bytes(result) <= host["memory_bytes"])],
         "metric": m,
     }
@@ -135,18 +143,24 @@ def summary(result):
 def rank_output(result, r):
     """DLIO's {rank}_output.json: per epoch the per-step load/proc/compute lists, AU, throughput."""
     rank = result["ranks"][r]
-    out = {"hostname": rank["hostname"], "host_cpu_count": result["host"]["cpu_count"],
-           "host_processor_name": result["host"]["processor_name"],
-           "host_memory_GB": result["host"].get("memory_GiB", result["host"]["memory_GB"]),  # GiB
-           "host_cpuinfo": result["host"].get("cpuinfo", {}), "host_meminfo": result["host"].get("meminfo", {}),
-           "potential_caching": int(_per_host_bytes(result) <= result["host"]["memory_bytes"])}
+    out = {
+        "hostname": rank["hostname"],
+        "host_cpu_count": result["host"]["cpu_count"],
+        "host_processor_name": result["host"]["processor_name"],
+        "host_memory_GB": result["host"].get("memory_GiB", result["host"]["memory_GB"]),  # GiB
+        "host_cpuinfo": result["host"].get("cpuinfo", {}),
+        "host_meminfo": result["host"].get("meminfo", {}),
+        "potential_caching": int(_per_host_bytes(result) <= result["host"]["memory_bytes"]),
+    }
     for ep in rank["epochs"]:
         t = ep.get("train")
         if not t:
             continue
-        blocks = ep.get("blocks") or [t]   # step checkpoints split an epoch into blocks
-        rec = {key: {f"block{i}": b[key] for i, b in enumerate(blocks, 1)}
-               for key in ("load", "proc", "compute", "throughput", "au")}
+        blocks = ep.get("blocks") or [t]  # step checkpoints split an epoch into blocks
+        rec = {
+            key: {f"block{i}": b[key] for i, b in enumerate(blocks, 1)}
+            for key in ("load", "proc", "compute", "throughput", "au")
+        }
         rec["end"] = ep["end"]
         ev = ep.get("eval")
         if ev:
@@ -168,13 +182,15 @@ def per_epoch_stats(result, r):
             continue
         rec = {"start": ep["start"], "end": ep["end"], "duration": f"{ep['duration_s']:.2f}"}
         for i, b in enumerate(ep.get("blocks") or [t], 1):
-            rec[f"block{i}"] = {"start": ep["start"] if i == 1 else "", "end": ep["train_end"],
-                                "duration": f"{b['duration_s']:.2f}"}
+            rec[f"block{i}"] = {
+                "start": ep["start"] if i == 1 else "",
+                "end": ep["train_end"],
+                "duration": f"{b['duration_s']:.2f}",
+            }
         for c in ep.get("checkpoints") or []:
             rec[f"save_ckpt{c.get('block', 1)}"] = ckpt_figures.per_epoch_entry(c)
         if ep.get("eval"):
-            rec["eval"] = {"start": ep["eval_start"], "end": ep["end"],
-                           "duration": f"{ep['eval']['duration_s']:.2f}"}
+            rec["eval"] = {"start": ep["eval_start"], "end": ep["end"], "duration": f"{ep['eval']['duration_s']:.2f}"}
         out[str(ep["epoch"])] = rec
     return out
 
@@ -192,36 +208,51 @@ def exact(result):
     set_mean = [b["exact"].get("compute_set_mean_s", b["exact"]["compute_mean_s"]) for b in blocks]
     # cpu_s of an epoch includes its evaluation (dlio.train.loop), so its samples count too
     bse = result["settings"].get("batch_size_eval", 0)
-    samples = sum(ep["samples"] + (ep["eval"]["steps"] * bse if ep.get("eval") else 0)
-                  for r in result["ranks"] for ep in r["epochs"])
+    samples = sum(
+        ep["samples"] + (ep["eval"]["steps"] * bse if ep.get("eval") else 0)
+        for r in result["ranks"]
+        for ep in r["epochs"]
+    )
     cpu = sum(ep["cpu_s"] for r in result["ranks"] for ep in r["epochs"])
     per_rank = []
     for r in result["ranks"]:
         eps = [ep for ep in r["epochs"] if ep.get("train")]
-        per_rank.append({
-            "rank": r["rank"], "hostname": r["hostname"],
-            "au_percentage": [ep["train"]["exact"]["au_percentage"] for ep in eps],
-            "samples_per_second": [ep["train"]["exact"]["samples_per_second"] for ep in eps],
-            "bytes_per_second": [ep["train"]["exact"]["bytes_per_second"] for ep in eps],
-            "epoch_seconds": [ep["duration_s"] for ep in eps],
-            "bytes": sum(ep["bytes"] for ep in eps),
-        })
+        per_rank.append(
+            {
+                "rank": r["rank"],
+                "hostname": r["hostname"],
+                "au_percentage": [ep["train"]["exact"]["au_percentage"] for ep in eps],
+                "samples_per_second": [ep["train"]["exact"]["samples_per_second"] for ep in eps],
+                "bytes_per_second": [ep["train"]["exact"]["bytes_per_second"] for ep in eps],
+                "epoch_seconds": [ep["duration_s"] for ep in eps],
+                "bytes": sum(ep["bytes"] for ep in eps),
+            }
+        )
     return {
-        "au_percentage": eau, "au_mean_percentage": metrics.mean_std(eau)[0],
-        "samples_per_second": esps, "samples_per_second_mean": metrics.mean_std(esps)[0],
-        "bytes_per_second": ebps, "MiB_per_second_mean": metrics.mean_std(ebps)[0] / 2 ** 20,
+        "au_percentage": eau,
+        "au_mean_percentage": metrics.mean_std(eau)[0],
+        "samples_per_second": esps,
+        "samples_per_second_mean": metrics.mean_std(esps)[0],
+        "bytes_per_second": ebps,
+        "MiB_per_second_mean": metrics.mean_std(ebps)[0] / 2**20,
         "read_latency_ns": stats.summary(lat, (50.0, 90.0, 99.0, 99.9)),
         "sample_latency_ns": stats.summary(slat, (50.0, 90.0, 99.0, 99.9)),
-        "io_wait_per_step_s": {"mean": float(np.mean(waits_mean)) if waits_mean else 0.0,
-                               "p99": float(np.max(waits_p99)) if waits_p99 else 0.0},
+        "io_wait_per_step_s": {
+            "mean": float(np.mean(waits_mean)) if waits_mean else 0.0,
+            "p99": float(np.max(waits_p99)) if waits_p99 else 0.0,
+        },
         "cpu_us_per_sample": cpu / samples * 1e6 if samples else None,
         # measured compute beyond the set time (a preempted spin): not counted in au_percentage
-        "compute_overrun_s": {"mean": float(np.mean(overrun_mean)) if blocks else 0.0,
-                              "max": float(np.max(overrun_max)) if blocks else 0.0,
-                              "set_mean": float(np.mean(set_mean)) if blocks else 0.0},
+        "compute_overrun_s": {
+            "mean": float(np.mean(overrun_mean)) if blocks else 0.0,
+            "max": float(np.max(overrun_max)) if blocks else 0.0,
+            "set_mean": float(np.mean(set_mean)) if blocks else 0.0,
+        },
         "bytes_read": sum(ep["bytes"] for r in result["ranks"] for ep in r["epochs"]),
-        "slowest_rank_epoch_seconds": [max(pr["epoch_seconds"][i] for pr in per_rank)
-                                       for i in range(min((len(p["epoch_seconds"]) for p in per_rank), default=0))],
+        "slowest_rank_epoch_seconds": [
+            max(pr["epoch_seconds"][i] for pr in per_rank)
+            for i in range(min((len(p["epoch_seconds"]) for p in per_rank), default=0))
+        ],
         "per_rank": per_rank,
         "read_latency_hist": stats.to_json(lat),
         "dlio_compat": {"train_au_percentage": au, "train_throughput_samples_per_second": thr},
@@ -271,7 +302,9 @@ def metric_lines(result):
         ]
     ck = checkpoint_records(result)
     if ck:
-        lines += ["[METRIC] " + x for x in ckpt_figures.metric_lines(ckpt_figures.summary_fields(ck, result["comm_size"]))]
+        lines += [
+            "[METRIC] " + x for x in ckpt_figures.metric_lines(ckpt_figures.summary_fields(ck, result["comm_size"]))
+        ]
     lines.append("[METRIC] ==========================================================")
     return lines
 
@@ -284,25 +317,48 @@ def exact_table(result):
     cpu = f"{x['cpu_us_per_sample']:.2f}" if x["cpu_us_per_sample"] is not None else "-"
     rows = [
         ("accelerator utilisation (AU)", f"{x['au_mean_percentage']:.2f} %", f"{s['train_au_mean_percentage']:.2f} %"),
-        ("samples/s (all ranks)", f"{x['samples_per_second_mean']:.1f}", f"{s['train_throughput_mean_samples_per_second']:.1f}"),
-        ("read MiB/s (bytes read)", f"{x['MiB_per_second_mean']:.1f}", f"{s['train_io_mean_MB_per_second']:.1f} (nominal)"),
-        ("read latency p50 / p99 / p99.9", f"{lat['p50'] / 1e3:.1f} / {lat['p99'] / 1e3:.1f} / {lat['p99.9'] / 1e3:.1f} us", "-"),
+        (
+            "samples/s (all ranks)",
+            f"{x['samples_per_second_mean']:.1f}",
+            f"{s['train_throughput_mean_samples_per_second']:.1f}",
+        ),
+        (
+            "read MiB/s (bytes read)",
+            f"{x['MiB_per_second_mean']:.1f}",
+            f"{s['train_io_mean_MB_per_second']:.1f} (nominal)",
+        ),
+        (
+            "read latency p50 / p99 / p99.9",
+            f"{lat['p50'] / 1e3:.1f} / {lat['p99'] / 1e3:.1f} / {lat['p99.9'] / 1e3:.1f} us",
+            "-",
+        ),
         ("sample latency p50 / p99", f"{slat['p50'] / 1e3:.1f} / {slat['p99'] / 1e3:.1f} us", "-"),
-        ("I/O wait per step mean / p99", f"{x['io_wait_per_step_s']['mean'] * 1e3:.3f} / {x['io_wait_per_step_s']['p99'] * 1e3:.3f} ms", "-"),
+        (
+            "I/O wait per step mean / p99",
+            f"{x['io_wait_per_step_s']['mean'] * 1e3:.3f} / {x['io_wait_per_step_s']['p99'] * 1e3:.3f} ms",
+            "-",
+        ),
         ("benchmark CPU per sample", f"{cpu} us", "-"),
     ]
     over = x["compute_overrun_s"]
     if over["max"] > 0:
-        rows.append(("compute overrun mean / max", f"{fmt_ns(over['mean'] * 1e9)} / {fmt_ns(over['max'] * 1e9)}",
-                     "counted as compute"))
+        rows.append(
+            (
+                "compute overrun mean / max",
+                f"{fmt_ns(over['mean'] * 1e9)} / {fmt_ns(over['max'] * 1e9)}",
+                "counted as compute",
+            )
+        )
     w = max(len(r[0]) for r in rows)
     out = [f"{'':<{w}}  {'dlio-fast (exact)':>24}  {'DLIO formula':>20}"]
     out += [f"{a:<{w}}  {b:>24}  {c:>20}" for a, b, c in rows]
     if over["set_mean"] > 0 and over["mean"] > OVERRUN_NOTE * over["set_mean"]:
-        out.append(f"note: the emulated compute ran over its set time by {fmt_ns(over['mean'] * 1e9)} per step on "
-                   f"average ({100 * over['mean'] / over['set_mean']:.1f} % of {fmt_ns(over['set_mean'] * 1e9)}), "
-                   f"at most {fmt_ns(over['max'] * 1e9)}: this host's CPU was busy; dlio-fast's AU counts the set "
-                   "time, DLIO's counts the overrun as compute")
+        out.append(
+            f"note: the emulated compute ran over its set time by {fmt_ns(over['mean'] * 1e9)} per step on "
+            f"average ({100 * over['mean'] / over['set_mean']:.1f} % of {fmt_ns(over['set_mean'] * 1e9)}), "
+            f"at most {fmt_ns(over['max'] * 1e9)}: this host's CPU was busy; dlio-fast's AU counts the set "
+            "time, DLIO's counts the overrun as compute"
+        )
     return out
 
 

@@ -6,6 +6,7 @@ read. DLIO records no per-read timing, so the dlio-fast-only figures (exact AU a
 latency, benchmark CPU) are None; the DLIO-formula figures come from summary.json, and the I/O wait
 per step from the per-step `load` lists of the rank files.
 """
+
 from __future__ import annotations
 
 import glob
@@ -23,8 +24,11 @@ TOOL = "DLIO"
 
 def is_dlio_folder(path: str) -> bool:
     """A folder DLIO wrote: summary.json, and no dlio-fast.json (dlio-fast writes both)."""
-    return (os.path.isdir(path) and os.path.isfile(os.path.join(path, "summary.json"))
-            and not os.path.isfile(os.path.join(path, "dlio-fast.json")))
+    return (
+        os.path.isdir(path)
+        and os.path.isfile(os.path.join(path, "summary.json"))
+        and not os.path.isfile(os.path.join(path, "dlio-fast.json"))
+    )
 
 
 def _json(path: str) -> Any:
@@ -43,6 +47,7 @@ def _config(folder: str) -> Dict[str, Any]:
     if not os.path.isfile(path):
         return {}
     import yaml
+
     try:
         with open(path) as f:
             doc = yaml.safe_load(f) or {}
@@ -85,7 +90,7 @@ def load_dlio_folder(folder: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     ds, rd, tr = cfg.get("dataset") or {}, cfg.get("reader") or {}, cfg.get("train") or {}
     ranks = [{"rank": i, "epochs": _epochs(d)} for i, d in enumerate(_rank_files(folder))]
     nhosts = int(summary.get("num_hosts") or 1)
-    mem_gib = _first(summary.get("host_memory_GB"))          # DLIO's "GB" are GiB (psutil total / 1024^3)
+    mem_gib = _first(summary.get("host_memory_GB"))  # DLIO's "GB" are GiB (psutil total / 1024^3)
     size_gib = _first(summary.get("data_size_per_host_GB"))
     loads = np.array([x for r in ranks for ep in r["epochs"] if ep["train"] for x in ep["train"]["load"]])
     m = summary["metric"]
@@ -93,27 +98,44 @@ def load_dlio_folder(folder: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     doc = {
         "schema": "dlio.output",
         "tool": TOOL,
-        "complete": True,   # DLIO writes summary.json only at the end of a run
+        "complete": True,  # DLIO writes summary.json only at the end of a run
         "workload": (cfg.get("model") or {}).get("name") or cfg.get("name") or "-",
-        "start": summary.get("start"), "end": summary.get("end"),
+        "start": summary.get("start"),
+        "end": summary.get("end"),
         "comm_size": int(summary.get("num_accelerators") or max(1, len(ranks))),
-        "hostnames": [summary.get("hostname")] * nhosts if nhosts == 1 else
-                     [f"{summary.get('hostname')}#{i}" for i in range(nhosts)],
-        "host": {"memory_bytes": int(float(mem_gib) * 2**30) if mem_gib else 0,
-                 "cpu_count": _first(summary.get("host_cpu_count"))},
-        "settings": {"engine": f"{rd.get('data_loader', 'framework')} reader", "qd": None,
-                     "read_threads": rd.get("read_threads"), "direct": bool(rd.get("odirect", False)),
-                     "cache": "not managed", "batch_size": rd.get("batch_size"),
-                     "computation_time_mean_s": comp.get("mean") if isinstance(comp, dict) else comp,
-                     "metric_au": (cfg.get("metric") or {}).get("au", 0.9)},
-        "dataset": {"folder": ds.get("data_folder") or "-", "format": ds.get("format"),
-                    "num_files_train": summary.get("num_files_train", ds.get("num_files_train")),
-                    "bytes_on_disk": int(float(size_gib) * 2**30 * nhosts) if size_gib else 0},
-        "metrics": {"au_mean_percentage": None, "samples_per_second_mean": None, "MiB_per_second_mean": None,
-                    "au_percentage": m.get("train_au_percentage") or [],
-                    "dlio_samples_per_second_mean": m.get("train_throughput_mean_samples_per_second"),
-                    "io_wait_per_step_s": ({"mean": float(loads.mean()), "p99": float(np.percentile(loads, 99))}
-                                           if loads.size else {})},
+        "hostnames": [summary.get("hostname")] * nhosts
+        if nhosts == 1
+        else [f"{summary.get('hostname')}#{i}" for i in range(nhosts)],
+        "host": {
+            "memory_bytes": int(float(mem_gib) * 2**30) if mem_gib else 0,
+            "cpu_count": _first(summary.get("host_cpu_count")),
+        },
+        "settings": {
+            "engine": f"{rd.get('data_loader', 'framework')} reader",
+            "qd": None,
+            "read_threads": rd.get("read_threads"),
+            "direct": bool(rd.get("odirect", False)),
+            "cache": "not managed",
+            "batch_size": rd.get("batch_size"),
+            "computation_time_mean_s": comp.get("mean") if isinstance(comp, dict) else comp,
+            "metric_au": (cfg.get("metric") or {}).get("au", 0.9),
+        },
+        "dataset": {
+            "folder": ds.get("data_folder") or "-",
+            "format": ds.get("format"),
+            "num_files_train": summary.get("num_files_train", ds.get("num_files_train")),
+            "bytes_on_disk": int(float(size_gib) * 2**30 * nhosts) if size_gib else 0,
+        },
+        "metrics": {
+            "au_mean_percentage": None,
+            "samples_per_second_mean": None,
+            "MiB_per_second_mean": None,
+            "au_percentage": m.get("train_au_percentage") or [],
+            "dlio_samples_per_second_mean": m.get("train_throughput_mean_samples_per_second"),
+            "io_wait_per_step_s": (
+                {"mean": float(loads.mean()), "p99": float(np.percentile(loads, 99))} if loads.size else {}
+            ),
+        },
         "ranks": ranks,
         "checkpoints": [],
     }

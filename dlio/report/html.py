@@ -1,5 +1,6 @@
 """A self-contained HTML5 page: the report's tables, the checks, and the plots embedded as
 base64 PNG data URIs (no external file, script or style sheet)."""
+
 import base64
 import html
 import os
@@ -28,15 +29,14 @@ def _e(x):
 
 
 def _table(header, rows, left):
-    out = ["<table>", "<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead>",
-           "<tbody>"]
+    out = ["<table>", "<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead>", "<tbody>"]
     for r in rows:
         cells = []
         for i, c in enumerate(r):
             cls = "" if i < left else ' class="num"'
             cells.append(f"<td{cls}>{_e(c)}</td>")
-        differ = str(r[0]).startswith("* ")   # a setting that is not the same in every run
-        out.append(("<tr class=\"differ\">" if differ else "<tr>") + "".join(cells) + "</tr>")
+        differ = str(r[0]).startswith("* ")  # a setting that is not the same in every run
+        out.append(('<tr class="differ">' if differ else "<tr>") + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     return out
 
@@ -48,16 +48,29 @@ def png_data_uri(png_bytes):
 def render(rep, images=(), checks=None, title="dlio-fast report"):
     """The page as a string. rep: compare.build(); images: [(caption, png bytes)];
     checks: [(name, passed, figure_text)] or None."""
-    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           f"<title>{_e(title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
-           f"<h1>{_e(title)}</h1>",
-           f'<p class="meta">generated {_e(time.strftime("%Y-%m-%d %H:%M:%S %z"))}</p>']
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title>",
+        f"<style>{STYLE}</style>",
+        "</head>",
+        "<body>",
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="meta">generated {_e(time.strftime("%Y-%m-%d %H:%M:%S %z"))}</p>',
+    ]
     if "runs" in rep:
         runs = rep["runs"]["runs"]
         out.append("<h2>Runs</h2>")
-        out.append("<ul>" + "".join(  # labels only: the page embeds no path of the machine that made it
-            f"<li>{_e(r['label'])}{'' if r['complete'] else ' (partial run)'}</li>" for r in runs) + "</ul>")
+        out.append(
+            "<ul>"
+            + "".join(  # labels only: the page embeds no path of the machine that made it
+                f"<li>{_e(r['label'])}{'' if r['complete'] else ' (partial run)'}</li>" for r in runs
+            )
+            + "</ul>"
+        )
         if len(runs) > 1:
             out.append(f"<p>Ratios are to {_e(runs[0]['label'])}.</p>")
         h, rows = tables.run_rows(rep)
@@ -65,28 +78,33 @@ def render(rep, images=(), checks=None, title="dlio-fast report"):
     if "io" in rep:
         srcs = rep["io"]["sources"]
         out.append("<h2>I/O points</h2>")
-        out.append("<ul>" + "".join(
-            f"<li>{_e(s['label'])} ({_e(s['kind'])}): {_e(s['where'])}</li>" for s in srcs) + "</ul>")
+        out.append(
+            "<ul>" + "".join(f"<li>{_e(s['label'])} ({_e(s['kind'])}): {_e(s['where'])}</li>" for s in srcs) + "</ul>"
+        )
         h, rows = tables.point_rows(rep)
         out += _table(h, rows, left=1)
     if checks:
         out.append("<h2>MLPerf Storage checks</h2>")
         out.append("<table><thead><tr><th>result</th><th>check</th><th>figure</th></tr></thead><tbody>")
         for name, ok, text in checks:
-            out.append(f'<tr><td class="{checks_mod.verdict(ok).lower()}">{checks_mod.verdict(ok)}</td>'
-                       f"<td>{_e(name)}</td><td>{_e(text)}</td></tr>")
+            out.append(
+                f'<tr><td class="{checks_mod.verdict(ok).lower()}">{checks_mod.verdict(ok)}</td>'
+                f"<td>{_e(name)}</td><td>{_e(text)}</td></tr>"
+            )
         out.append("</tbody></table>")
     if images:
         out.append("<h2>Plots</h2>")
         # the comparison first, then each run's own plots
         for caption, data in sorted(images, key=lambda im: not im[0].lower().startswith("comparison")):
-            out.append(f'<figure><img src="{png_data_uri(data)}" alt="{_e(caption)}">'
-                       f"<figcaption>{_e(caption)}</figcaption></figure>")
+            out.append(
+                f'<figure><img src="{png_data_uri(data)}" alt="{_e(caption)}">'
+                f"<figcaption>{_e(caption)}</figcaption></figure>"
+            )
     out += ["</body>", "</html>"]
     return "\n".join(out) + "\n"
 
 
-TMP_PREFIX = "dlio-fast-report-"   # the temporary plots folder of `report --html` without --plots-dir
+TMP_PREFIX = "dlio-fast-report-"  # the temporary plots folder of `report --html` without --plots-dir
 CAPTIONS = {
     "compare_latency_cdf": "Comparison: read latency CDF of the runs",
     "compare_throughput": "Comparison: samples/s and MiB/s per epoch of the runs",
@@ -110,7 +128,7 @@ def caption_of(path):
                 return text
             return f"{run}: {text}"
         if name.endswith("_" + key):
-            return f"{name[:-len(key) - 1]}: {text}"
+            return f"{name[: -len(key) - 1]}: {text}"
     return f"{run}: {name}"
 
 

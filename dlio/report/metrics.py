@@ -16,6 +16,7 @@ counts each step's compute up to its set value (the plan's): a spin that overran
 thread on a loaded host) is the client's time, not the storage's, and must not raise the AU; the
 overruns are reported next to it. DLIO's AU keeps DLIO's definition (the measured compute).
 """
+
 import numpy as np
 
 
@@ -47,8 +48,8 @@ def block_metrics(st, batch, exclude_start=1, exclude_end=0):
     proc = load + comp
     s, e = counted_range(n, exclude_start, exclude_end)
     wall = (t_end[-1] - t_fetch[0]) / 1e9
-    T = wall - proc[:s].sum() - proc[e + 1:].sum()
-    csum = comp[s:e + 1].sum()
+    T = wall - proc[:s].sum() - proc[e + 1 :].sum()
+    csum = comp[s : e + 1].sum()
     au = 100.0 * csum / T if csum > 0 and T > 0 else 0.0
     thr = (n - 2) * batch / T if T > 0 and n > 2 else 0.0
     window = wall
@@ -72,9 +73,16 @@ def block_metrics(st, batch, exclude_start=1, exclude_end=0):
         "compute_overrun_max_s": float(over.max()),
     }
     return {
-        "steps": n, "start_ns": int(t_fetch[0]), "end_ns": int(t_end[-1]), "duration_s": wall,
-        "load": load.tolist(), "compute": comp.tolist(), "proc": proc.tolist(),
-        "au": au, "throughput": thr, "exact": exact,
+        "steps": n,
+        "start_ns": int(t_fetch[0]),
+        "end_ns": int(t_end[-1]),
+        "duration_s": wall,
+        "load": load.tolist(),
+        "compute": comp.tolist(),
+        "proc": proc.tolist(),
+        "au": au,
+        "throughput": thr,
+        "exact": exact,
     }
 
 
@@ -110,18 +118,25 @@ def combine_blocks(blocks, batch):
     nbytes = sum(b["exact"]["bytes"] for b in blocks)
     steps = int(n.sum())
     exact = {
-        "window_s": window, "steps": steps,
+        "window_s": window,
+        "steps": steps,
         "au_percentage": 100.0 * comp.sum() / window if window > 0 else 0.0,
         "samples_per_second": steps * batch / window if window > 0 else 0.0,
-        "bytes": int(nbytes), "bytes_per_second": nbytes / window if window > 0 else 0.0,
-        "io_wait_mean_s": float(load.mean()), "io_wait_p99_s": float(np.percentile(load, 99)),
-        "io_wait_max_s": float(load.max()), "compute_mean_s": float(comp.mean()),
+        "bytes": int(nbytes),
+        "bytes_per_second": nbytes / window if window > 0 else 0.0,
+        "io_wait_mean_s": float(load.mean()),
+        "io_wait_p99_s": float(np.percentile(load, 99)),
+        "io_wait_max_s": float(load.max()),
+        "compute_mean_s": float(comp.mean()),
         "compute_total_s": float(comp.sum()),
     }
     return {
-        "steps": steps, "start_ns": blocks[0]["start_ns"], "end_ns": blocks[-1]["end_ns"],
+        "steps": steps,
+        "start_ns": blocks[0]["start_ns"],
+        "end_ns": blocks[-1]["end_ns"],
         "duration_s": sum(b["duration_s"] for b in blocks),
-        "load": load.tolist(), "compute": comp.tolist(),
+        "load": load.tolist(),
+        "compute": comp.tolist(),
         "proc": np.concatenate([b["proc"] for b in blocks]).tolist(),
         "au": float(np.dot(n, [b["au"] for b in blocks]) / n.sum()),
         "throughput": float(np.dot(n, [b["throughput"] for b in blocks]) / n.sum()),

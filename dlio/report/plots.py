@@ -10,6 +10,7 @@ io / ceiling plots and comparisons of several runs: dlio.report.plots_compare.
 Every figure is titled with the workload (or 'io' / 'ceiling'), the storage path and the date, is
 saved with savefig(dpi=110) and closed.
 """
+
 import os
 
 import matplotlib
@@ -25,7 +26,7 @@ from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA  # noqa: E402
 DPI = 110
 MAX_EPOCH_PANELS = 6
 MAX_RANK_LINES = 8
-BAR_STEPS = 200          # bars up to this many steps per epoch, filled step curves beyond
+BAR_STEPS = 200  # bars up to this many steps per epoch, filled step curves beyond
 C_COMPUTE = "#4878a8"
 C_WAIT = "#d8493b"
 
@@ -33,9 +34,10 @@ C_WAIT = "#d8493b"
 # ---------------------------------------------------------------------------------------------
 # helpers
 
+
 def _short(path, n=48):
     path = str(path)
-    return path if len(path) <= n else "..." + path[-(n - 3):]
+    return path if len(path) <= n else "..." + path[-(n - 3) :]
 
 
 def title(what, workload, where, date):
@@ -47,6 +49,7 @@ def title(what, workload, where, date):
 def save_figure(fig, path):
     try:
         from dlio.output import result_path
+
         with result_path(path) as tmp:  # atomic for a file, written through for /dev/stdout
             fig.savefig(tmp, dpi=DPI, format=os.path.splitext(str(path))[1][1:] or None)
     except OSError as e:
@@ -59,8 +62,9 @@ def save_figure(fig, path):
 def headroom(ax, frac=0.25):
     """y from 0 to the highest point plus room, so that no line sits on the frame (its markers cut
     in half) and the legend has space above the data."""
-    tops = [np.nanmax(np.asarray(line.get_ydata(), dtype=np.float64)) for line in ax.get_lines()
-            if len(line.get_ydata())]
+    tops = [
+        np.nanmax(np.asarray(line.get_ydata(), dtype=np.float64)) for line in ax.get_lines() if len(line.get_ydata())
+    ]
     tops = [t for t in tops if np.isfinite(t)]
     if tops and max(tops) > 0:
         ax.set_ylim(0, max(tops) * (1 + frac))
@@ -74,13 +78,16 @@ def _metrics(result):
     if isinstance(m, dict):
         return m
     from dlio.report import dlio_files
+
     return dlio_files.exact(result)
 
 
 def _run_meta(result):
-    return (result.get("workload") or result.get("model") or "run",
-            (result.get("dataset") or {}).get("folder") or "",
-            str(result.get("start") or "")[:10])
+    return (
+        result.get("workload") or result.get("model") or "run",
+        (result.get("dataset") or {}).get("folder") or "",
+        str(result.get("start") or "")[:10],
+    )
 
 
 def _epochs_of(rank):
@@ -89,18 +96,27 @@ def _epochs_of(rank):
 
 def hist(h):
     from dlio import stats
+
     return stats.from_json(h) if isinstance(h, dict) and isinstance(h.get("buckets"), list) else h
 
 
 def merged_hist(result, field):
     from dlio import stats
-    return stats.merge([hist(ep[field]) for r in result.get("ranks", []) for ep in r.get("epochs", [])
-                        if isinstance(ep.get(field), dict)])
+
+    return stats.merge(
+        [
+            hist(ep[field])
+            for r in result.get("ranks", [])
+            for ep in r.get("epochs", [])
+            if isinstance(ep.get(field), dict)
+        ]
+    )
 
 
 def cdf(h):
     """(x in us, cumulative fraction) of a histogram; empty arrays when it has no samples."""
     from dlio import stats
+
     if not h or not h["count"]:
         return np.array([]), np.array([])
     b = np.asarray(h["buckets"], dtype=np.float64)
@@ -129,6 +145,7 @@ def _us_formatter():
 
 def minor_log_formatter():
     """Label the 2x and 5x minor ticks of a log axis plainly (matplotlib would write 2x10^0)."""
+
     def fmt(v, _):
         if v <= 0:
             return ""
@@ -136,11 +153,13 @@ def minor_log_formatter():
         if lead not in (2.0, 5.0):
             return ""
         return f"{v:,.0f}" if v >= 1000 else f"{v:g}"
+
     return FuncFormatter(fmt)
 
 
 # ---------------------------------------------------------------------------------------------
 # run plots
+
 
 def timeline(result, path):
     """Per-step I/O wait stacked on compute, one panel per epoch (rank 0; the slowest rank's wait
@@ -165,27 +184,34 @@ def timeline(result, path):
         x = np.arange(len(wait))
         if len(x) <= BAR_STEPS:
             ax.bar(x, comp, width=1.0, color=C_COMPUTE, label="compute (accelerator busy)", linewidth=0)
-            ax.bar(x, wait, width=1.0, bottom=comp, color=C_WAIT, label="I/O wait (accelerator starved)",
-                   linewidth=0)
+            ax.bar(x, wait, width=1.0, bottom=comp, color=C_WAIT, label="I/O wait (accelerator starved)", linewidth=0)
         else:
-            ax.fill_between(x, 0, comp, step="mid", color=C_COMPUTE, label="compute (accelerator busy)",
-                            linewidth=0)
-            ax.fill_between(x, comp, comp + wait, step="mid", color=C_WAIT,
-                            label="I/O wait (accelerator starved)", linewidth=0)
+            ax.fill_between(x, 0, comp, step="mid", color=C_COMPUTE, label="compute (accelerator busy)", linewidth=0)
+            ax.fill_between(
+                x, comp, comp + wait, step="mid", color=C_WAIT, label="I/O wait (accelerator starved)", linewidth=0
+            )
         if len(ranks) > 1:
             others = [_epoch_train(r, ep["epoch"]) for r in ranks]
             waits = [np.asarray(o["load"]) for o in others if o is not None]
             m = min(len(w) for w in waits)
             slow = np.max(np.stack([w[:m] for w in waits]), axis=0)
-            ax.plot(np.arange(m), comp[:m] + slow, color="black", linewidth=0.8,
-                    label=f"compute + slowest rank's wait ({len(ranks)} ranks)")
+            ax.plot(
+                np.arange(m),
+                comp[:m] + slow,
+                color="black",
+                linewidth=0.8,
+                label=f"compute + slowest rank's wait ({len(ranks)} ranks)",
+            )
         if skip:
             ax.axvspan(-0.5, skip - 0.5, color="grey", alpha=0.15, label="excluded from AU")
         total = wait.sum() + comp.sum()
         share = 100.0 * wait.sum() / total if total > 0 else 0.0
         worst = int(np.argmax(wait)) if len(wait) else 0
-        ax.set_title(f"epoch {ep['epoch']}: I/O wait {share:.1f} % of step time, "
-                     f"max {wait[worst] * 1e3:.3f} ms at step {worst}", fontsize=9, loc="left")
+        ax.set_title(
+            f"epoch {ep['epoch']}: I/O wait {share:.1f} % of step time, max {wait[worst] * 1e3:.3f} ms at step {worst}",
+            fontsize=9,
+            loc="left",
+        )
         ax.set_ylabel("seconds")
         ax.set_xlim(-0.5, len(x) - 0.5)
         ax.xaxis.get_major_locator().set_params(integer=True)
@@ -193,11 +219,17 @@ def timeline(result, path):
     axes[-1, 0].set_xlabel("step")
     wl, where, date = _run_meta(result)
     note = "rank 0" + (f", {n} of {len(eps)} epochs" if n < len(eps) else "")
-    fig.suptitle(title(f"per-step I/O wait vs compute ({note})", wl, where, date), fontsize=11,
-                 y=1 - 0.08 / height)
+    fig.suptitle(title(f"per-step I/O wait vs compute ({note})", wl, where, date), fontsize=11, y=1 - 0.08 / height)
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 1 - 0.62 / height))
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        ncol=len(labels),
+        fontsize=8,
+        frameon=False,
+        bbox_to_anchor=(0.5, 1 - 0.62 / height),
+    )
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.30 / height))
     return save_figure(fig, path)
 
@@ -212,8 +244,7 @@ def _epoch_train(rank, e):
 def latency_cdf(result, path):
     """Read latency (and per-sample latency) over the whole run: the CDF, and the tail (1 - p, log)."""
     m = _metrics(result)
-    read = hist(m["read_latency_hist"]) if isinstance(m.get("read_latency_hist"), dict) \
-        else merged_hist(result, "lat")
+    read = hist(m["read_latency_hist"]) if isinstance(m.get("read_latency_hist"), dict) else merged_hist(result, "lat")
     sample = merged_hist(result, "sample_lat")
     if not read["count"]:
         return None
@@ -232,7 +263,7 @@ def latency_panels(series, title_text, path):
     lo, hi, floor = np.inf, 0.0, 1.0
     for h, label, color, marks in series:
         x, y = cdf(h)
-        line, = a1.step(x, y, where="post", color=color, label=label, linewidth=1.6)
+        (line,) = a1.step(x, y, where="post", color=color, label=label, linewidth=1.6)
         color = line.get_color()
         tail = 1.0 - y
         keep = tail > 0
@@ -250,9 +281,9 @@ def latency_panels(series, title_text, path):
     a1.legend(loc="lower right", fontsize=8)
     a1.set_title("distribution (CDF)", fontsize=10)
     a2.set_yscale("log")
-    a2.set_ylim(1.0, floor)       # inverted: the rarer (slower) operations higher up
+    a2.set_ylim(1.0, floor)  # inverted: the rarer (slower) operations higher up
     decades = int(np.ceil(-np.log10(floor)))
-    ticks = [10.0 ** -k for k in range(0, decades + 1)]
+    ticks = [10.0**-k for k in range(0, decades + 1)]
     a2.yaxis.set_major_locator(FixedLocator(ticks))
     a2.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _pct_label(v)))
     a2.yaxis.set_minor_formatter(NullFormatter())
@@ -274,11 +305,18 @@ def _pct_label(one_minus_p):
 def _percentile_marks(axes, h, color):
     from dlio import stats
     from dlio.units import fmt_ns
+
     for p, ls in ((50.0, ":"), (99.0, "--"), (99.9, "-.")):
         v = stats.percentile(h, p)
         for ax in axes:
-            ax.axvline(v / 1e3, color=color, linestyle=ls, linewidth=0.9, alpha=0.8,
-                       label=f"p{p:g} = {fmt_ns(v)}" if ax is axes[0] else None)
+            ax.axvline(
+                v / 1e3,
+                color=color,
+                linestyle=ls,
+                linewidth=0.9,
+                alpha=0.8,
+                label=f"p{p:g} = {fmt_ns(v)}" if ax is axes[0] else None,
+            )
 
 
 def log_time_axis(ax, lo_us, hi_us):
@@ -308,8 +346,9 @@ def throughput(result, path):
         return None
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.6))
     for ax, key, scale, unit, total_key in (
-            (a1, "samples_per_second", 1.0, "samples/s", "samples_per_second"),
-            (a2, "bytes_per_second", 2 ** -20, "MiB/s", "bytes_per_second")):
+        (a1, "samples_per_second", 1.0, "samples/s", "samples_per_second"),
+        (a2, "bytes_per_second", 2**-20, "MiB/s", "bytes_per_second"),
+    ):
         n = min(len(pr[key]) for pr in per_rank)
         if n == 0:
             continue
@@ -340,6 +379,7 @@ def throughput(result, path):
 def checkpoint(result, path, summary=None):
     """Checkpoint save / load GB/s per checkpoint (or the means), when the run has checkpoints."""
     from dlio.report import compare
+
     ck = compare.checkpoint_figures(summary, result)
     if ck is None:
         return None
@@ -348,26 +388,36 @@ def checkpoint(result, path, summary=None):
     for kind, color in (("save", "#c0504d"), ("load", "#4f81bd")):
         vals = ck[kind]
         if vals:
-            ax.plot(np.arange(1, len(vals) + 1), vals, marker="o", color=color,
-                    label=f"{kind}, all ranks (mean {np.mean(vals):.3f} GiB/s)")
+            ax.plot(
+                np.arange(1, len(vals) + 1),
+                vals,
+                marker="o",
+                color=color,
+                label=f"{kind}, all ranks (mean {np.mean(vals):.3f} GiB/s)",
+            )
             drawn = True
         if ck[f"{kind}_GB_s"] is not None:
-            ax.axhline(ck[f"{kind}_GB_s"], color=color, linestyle="--", linewidth=1,
-                       label=f"{kind}, DLIO formula: rank 0 mean {ck[f'{kind}_GB_s']:.3f} GiB/s (DLIO prints 'GB/s')")
+            ax.axhline(
+                ck[f"{kind}_GB_s"],
+                color=color,
+                linestyle="--",
+                linewidth=1,
+                label=f"{kind}, DLIO formula: rank 0 mean {ck[f'{kind}_GB_s']:.3f} GiB/s (DLIO prints 'GB/s')",
+            )
             drawn = True
     if not drawn:
         plt.close(fig)
         return None
     ax.set_xlabel("checkpoint number")
     ax.set_ylabel("GiB/s")
-    ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * 1.25)   # room for the legend above the lines
+    ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * 1.25)  # room for the legend above the lines
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.margins(x=0.05)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")
     wl, where, date = _run_meta(result)
     folders = [r.get("folder") for r in compare._ckpt_records(result) if r.get("folder")]
-    if folders:   # the checkpoint folder, not the dataset's
+    if folders:  # the checkpoint folder, not the dataset's
         where = os.path.dirname(os.path.normpath(folders[0]))
     ax.set_title(title("checkpoint write / read throughput", wl, where, date), fontsize=11)
     fig.tight_layout()
@@ -376,6 +426,7 @@ def checkpoint(result, path, summary=None):
 
 # ---------------------------------------------------------------------------------------------
 # entry points
+
 
 def make_all(result, out_dir, prefix="", summary=None):
     """Every plot that applies to one Result dict (or dlio-fast.json / io / ceiling document),
@@ -392,6 +443,7 @@ def make_all(result, out_dir, prefix="", summary=None):
 
     if schema in (IO_SCHEMA, CEILING_SCHEMA):
         from dlio.report.plots_compare import io_vs
+
         return [x for x in (io_vs(result, p(f"vs_{xkey}.png"), xkey) for xkey in ("bs", "qd")) if x]
     if "metrics" not in result:
         result = dict(result)

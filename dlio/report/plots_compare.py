@@ -5,18 +5,27 @@ io / ceiling plots:
   {stem}_vs_qd.png  bandwidth and IOPS against queue depth, one line per engine / threads (/ bs)
 Comparisons of several runs: compare_latency_cdf.png, compare_throughput.png.
 """
+
 import os
 
 import numpy as np
-
 from matplotlib.ticker import FuncFormatter
 
-from dlio.report.plots import (headroom, hist, latency_panels, make_all, merged_hist, minor_log_formatter, plt,
-                               save_figure, title)
-
+from dlio.report.plots import (
+    headroom,
+    hist,
+    latency_panels,
+    make_all,
+    merged_hist,
+    minor_log_formatter,
+    plt,
+    save_figure,
+    title,
+)
 
 # ---------------------------------------------------------------------------------------------
 # io / ceiling plots
+
 
 def _io_meta(doc):
     kind = "ceiling" if doc.get("schema", "").startswith("dlio-fast.ceiling") else "io"
@@ -47,14 +56,17 @@ def _series(pts, xkey, group_keys):
     out = {}
     for g, byx in groups.items():
         xs = sorted(byx)
-        out[g] = (np.array(xs, dtype=np.float64),
-                  np.array([np.mean([v[0] for v in byx[x]]) for x in xs]),
-                  np.array([np.mean([v[1] for v in byx[x]]) for x in xs]))
+        out[g] = (
+            np.array(xs, dtype=np.float64),
+            np.array([np.mean([v[0] for v in byx[x]]) for x in xs]),
+            np.array([np.mean([v[1] for v in byx[x]]) for x in xs]),
+        )
     return out
 
 
 def _group_label(keys, g):
     from dlio.units import fmt_size
+
     parts = []
     for k, v in zip(keys, g):
         if k == "engine":
@@ -72,6 +84,7 @@ def _group_label(keys, g):
 
 def _size_formatter():
     from dlio.units import fmt_size
+
     return FuncFormatter(lambda v, _: fmt_size(int(v)) if v >= 1 and float(v).is_integer() else f"{v:g}")
 
 
@@ -110,7 +123,7 @@ def io_vs(doc, path, xkey):
             ylab += " (log scale)"
         else:
             headroom(ax)
-        ax.margins(x=0.06)   # the first and last markers whole, not cut by the frame
+        ax.margins(x=0.06)  # the first and last markers whole, not cut by the frame
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.set_ylabel(ylab)
         ax.grid(which="both", alpha=0.3)
@@ -126,19 +139,21 @@ def io_vs(doc, path, xkey):
 # ---------------------------------------------------------------------------------------------
 # several runs
 
+
 def compare_latency(sources, path):
     """Read-latency CDFs of several runs on one axis."""
     from dlio import stats
     from dlio.units import fmt_ns
+
     series = []
     for s in sources:
         m = s.doc["metrics"]
-        h = hist(m["read_latency_hist"]) if isinstance(m.get("read_latency_hist"), dict) \
-            else merged_hist(s.doc, "lat")
+        h = hist(m["read_latency_hist"]) if isinstance(m.get("read_latency_hist"), dict) else merged_hist(s.doc, "lat")
         if not h["count"]:
-            continue   # a DLIO run records no read latency
-        series.append((h, f"{s.label}: p50 {fmt_ns(stats.percentile(h, 50))}, p99 {fmt_ns(stats.percentile(h, 99))}",
-                       None, False))
+            continue  # a DLIO run records no read latency
+        series.append(
+            (h, f"{s.label}: p50 {fmt_ns(stats.percentile(h, 50))}, p99 {fmt_ns(stats.percentile(h, 99))}", None, False)
+        )
     if not series:
         return None
     return latency_panels(series, _compared_title("read latency", sources), path)
@@ -155,7 +170,7 @@ def compare_throughput(sources, path):
         if not sps:
             continue
         a1.plot(np.arange(1, len(sps) + 1), sps, marker="o", label=s.label)
-        a2.plot(np.arange(1, len(bps) + 1), np.asarray(bps) / 2 ** 20, marker="o", label=s.label)
+        a2.plot(np.arange(1, len(bps) + 1), np.asarray(bps) / 2**20, marker="o", label=s.label)
         drawn += 1
     if not drawn:
         plt.close(fig)
@@ -174,9 +189,12 @@ def compare_throughput(sources, path):
 
 
 def _compared_title(what, sources):
-    return title(f"{what}, runs compared", _common_workload(sources),
-                 _common(lambda s: (s.doc.get("dataset") or {}).get("folder"), sources),
-                 _common(lambda s: str(s.doc.get("start") or "")[:10], sources))
+    return title(
+        f"{what}, runs compared",
+        _common_workload(sources),
+        _common(lambda s: (s.doc.get("dataset") or {}).get("folder"), sources),
+        _common(lambda s: str(s.doc.get("start") or "")[:10], sources),
+    )
 
 
 def _common(fn, sources):
@@ -200,7 +218,7 @@ def make_for_sources(sources, plots_dir=None):
     several = len(sources) > 1
     for s in sources:
         if s.doc.get("tool") == "DLIO":
-            continue   # a DLIO folder has no per-step timestamps to draw: it appears in the comparison plots
+            continue  # a DLIO folder has no per-step timestamps to draw: it appears in the comparison plots
         if s.kind == "run":
             folder = s.path if os.path.isdir(s.path) else os.path.dirname(os.path.abspath(s.path))
             prefix = ""
@@ -213,10 +231,10 @@ def make_for_sources(sources, plots_dir=None):
                 prefix = _safe(s.label) + "_"
         paths += make_all(s.doc, folder, prefix=prefix, summary=s.summary)
     if len(runs) > 1:
-        folder = plots_dir or (runs[0].path if os.path.isdir(runs[0].path)
-                               else os.path.dirname(os.path.abspath(runs[0].path)))
-        for fn, name in ((compare_latency, "compare_latency_cdf.png"),
-                         (compare_throughput, "compare_throughput.png")):
+        folder = plots_dir or (
+            runs[0].path if os.path.isdir(runs[0].path) else os.path.dirname(os.path.abspath(runs[0].path))
+        )
+        for fn, name in ((compare_latency, "compare_latency_cdf.png"), (compare_throughput, "compare_throughput.png")):
             r = fn(runs, os.path.join(folder, name))
             if r:
                 paths.append(r)

@@ -5,9 +5,6 @@ import io
 import json
 import math
 
-
-
-
 from dlio.report.compare import KEY_FIELDS, POINT_FIGURES, RATIO_POINT_FIGURES, RUN_FIGURES
 
 
@@ -18,7 +15,7 @@ def _fmt(v, dec):
         return str(v)
     if isinstance(v, float) and not math.isfinite(v):
         return "-"
-    return f"{v:,.{dec}f}"   # one number format in a table: thousands separated everywhere
+    return f"{v:,.{dec}f}"  # one number format in a table: thousands separated everywhere
 
 
 NS_PER = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -28,6 +25,7 @@ def _cell(v, dec, unit):
     """A table cell; a latency (unit ns/us/ms/s) is auto-scaled with its own unit (4.29ms, 422ns)."""
     if unit in NS_PER and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
         from dlio.units import fmt_ns
+
         return fmt_ns(v * NS_PER[unit])
     return _fmt(v, dec)
 
@@ -49,11 +47,10 @@ def run_rows(rep):
     r = rep["runs"]
     runs = r["runs"]
     dec = _decimals()
-    header = ["figure", "unit"] + [x["label"] for x in runs] + \
-             [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]]
+    header = ["figure", "unit"] + [x["label"] for x in runs] + [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]]
     rows = []
     differ = set(r.get("differ", []))
-    for st in r.get("settings", []):     # what each run was set to; '*': not the same in every run
+    for st in r.get("settings", []):  # what each run was set to; '*': not the same in every run
         k = st["key"]
         mark = "* " if k in differ else "  "
         rows.append([mark + st["label"], "setting"] + [x["settings"][k] for x in runs] + [""] * (len(runs) - 1))
@@ -68,7 +65,7 @@ def run_rows(rep):
 def _point_name(p):
     qd = f"qd{p['qd']}"
     if p.get("qd_used") not in (None, p["qd"]):
-        qd += f"(ran {p['qd_used']})"   # a sync engine runs at depth 1 whatever was asked
+        qd += f"(ran {p['qd_used']})"  # a sync engine runs at depth 1 whatever was asked
     name = f"{p['rw']} {_size(p['bs'])} {p['engine']} {qd} t{p['threads']}"
     if p.get("mode"):
         name += f" {p['mode']}"
@@ -77,6 +74,7 @@ def _point_name(p):
 
 def _size(n):
     from dlio.units import fmt_size
+
     return fmt_size(n) if isinstance(n, int) else str(n)
 
 
@@ -107,9 +105,12 @@ def point_rows(rep):
 
 def _text_table(header, rows, left=1):
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+
     def line(cells):
-        return "  ".join(str(c).ljust(w) if i < left else str(c).rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            str(c).ljust(w) if i < left else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
+
     return [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
 
 
@@ -118,8 +119,10 @@ def table_lines(rep):
     out = []
     if "runs" in rep:
         runs = rep["runs"]["runs"]
-        out.append(f"runs: {', '.join(x['label'] for x in runs)}"
-                   + (f" (ratios to {runs[0]['label']})" if len(runs) > 1 else ""))
+        out.append(
+            f"runs: {', '.join(x['label'] for x in runs)}"
+            + (f" (ratios to {runs[0]['label']})" if len(runs) > 1 else "")
+        )
         for x in runs:
             if not x["complete"]:
                 out.append(f"note: {x['label']} is a partial run")
@@ -131,8 +134,11 @@ def table_lines(rep):
         if out:
             out.append("")
         srcs = rep["io"]["sources"]
-        out.append("io points: " + ", ".join(f"{s['label']} ({s['kind']}, {s['where']})" for s in srcs)
-                   + (f" (ratios to {srcs[0]['label']})" if len(srcs) > 1 else ""))
+        out.append(
+            "io points: "
+            + ", ".join(f"{s['label']} ({s['kind']}, {s['where']})" for s in srcs)
+            + (f" (ratios to {srcs[0]['label']})" if len(srcs) > 1 else "")
+        )
         h, rows = point_rows(rep)
         out += _text_table(h, rows, left=1)
     return out
@@ -167,16 +173,18 @@ def csv_text(rep):
     w = csv.writer(buf, lineterminator="\n")
     if "runs" in rep:
         runs = rep["runs"]["runs"]
-        w.writerow(["figure", "unit"] + [x["label"] for x in runs]
-                   + [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]])
+        w.writerow(
+            ["figure", "unit"] + [x["label"] for x in runs] + [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]]
+        )
         differ = set(rep["runs"].get("differ", []))
         for st in rep["runs"].get("settings", []):
             k = st["key"]
             w.writerow([f"setting:{k}", "differs" if k in differ else ""] + [x["settings"][k] for x in runs])
         for f in rep["runs"]["figures"]:
             k = f["key"]
-            w.writerow([k, f["unit"]] + [_raw(x["figures"][k]) for x in runs]
-                       + [_raw(x["ratios"].get(k)) for x in runs[1:]])
+            w.writerow(
+                [k, f["unit"]] + [_raw(x["figures"][k]) for x in runs] + [_raw(x["ratios"].get(k)) for x in runs[1:]]
+            )
     if "io" in rep:
         if "runs" in rep:
             w.writerow([])
@@ -201,6 +209,7 @@ def csv_text(rep):
 def _raw(v):
     """A CSV cell: true/false, floats rounded (dlio.output.csv_value)."""
     from dlio.output import csv_value
+
     return csv_value(v)
 
 
@@ -212,15 +221,19 @@ def _counter_cells(c):
     """App bytes, device/network bytes, their ratio, cached share before, reader and host CPU."""
     c = c if isinstance(c, dict) else {}
     from dlio.units import fmt_bytes
+
     app = c.get("app_bytes")
     dev = c.get("device_bytes") if c.get("device_bytes") is not None else c.get("network_bytes")
     num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
     wall = c.get("wall_s") if num(c.get("wall_s")) and c.get("wall_s") > 0 else None
-    return [fmt_bytes(app) if num(app) else "-", fmt_bytes(dev) if num(dev) else "-",
-            f"{dev / app:.2f}x" if num(dev) and num(app) and app > 0 else "-",
-            f"{c['resident_before']:.0%}" if num(c.get("resident_before")) else "-",
-            f"{c['reader_cpu_s'] / wall:.2f}" if wall and num(c.get("reader_cpu_s")) else "-",
-            f"{c['host_busy_share']:.0%}" if num(c.get("host_busy_share")) else "-"]
+    return [
+        fmt_bytes(app) if num(app) else "-",
+        fmt_bytes(dev) if num(dev) else "-",
+        f"{dev / app:.2f}x" if num(dev) and num(app) and app > 0 else "-",
+        f"{c['resident_before']:.0%}" if num(c.get("resident_before")) else "-",
+        f"{c['reader_cpu_s'] / wall:.2f}" if wall and num(c.get("reader_cpu_s")) else "-",
+        f"{c['host_busy_share']:.0%}" if num(c.get("host_busy_share")) else "-",
+    ]
 
 
 def verdict_lines(sources):
@@ -243,8 +256,19 @@ def verdict_lines(sources):
                     rows.append([s.label, _point_name(p), str(v.get("verdict")), *_counter_cells(p.get("counters"))])
     if not rows:
         return []
-    head = ["source", "phase", "verdict", "app bytes", "device bytes", "dev/app", "cached before",
-            "reader cores", "host busy"]
+    head = [
+        "source",
+        "phase",
+        "verdict",
+        "app bytes",
+        "device bytes",
+        "dev/app",
+        "cached before",
+        "reader cores",
+        "host busy",
+    ]
     from dlio.report.verdict import THRESHOLDS
-    return (["", "verdicts (is this a storage result?):"] + _text_table(head, rows, left=3)
-            + [f"thresholds: {THRESHOLDS}"])
+
+    return (
+        ["", "verdicts (is this a storage result?):"] + _text_table(head, rows, left=3) + [f"thresholds: {THRESHOLDS}"]
+    )

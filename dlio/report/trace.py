@@ -28,6 +28,7 @@ over lanes, one track each: tid = thread * TRACE_LANES + lane, named "reader 0 s
 spans are disjoint or nested (a request inside its sample), which is what Perfetto needs to draw
 them. Thread 0 lane 0 (tid 0) is the trainer (train) or worker 0 (io), where the phases are.
 """
+
 import contextlib
 import gzip
 import json
@@ -41,10 +42,15 @@ import numpy as np
 
 from dlio import _core
 
-KIND_NAMES = {_core.TR_READ: "read", _core.TR_WRITE: "write", _core.TR_SAMPLE: "sample",
-              _core.TR_FETCH: "fetch", _core.TR_COMPUTE: "compute"}
+KIND_NAMES = {
+    _core.TR_READ: "read",
+    _core.TR_WRITE: "write",
+    _core.TR_SAMPLE: "sample",
+    _core.TR_FETCH: "fetch",
+    _core.TR_COMPUTE: "compute",
+}
 TRACE_LANES = _core.TRACE_LANES
-GZIP_LEVEL = 6   # zlib's default: ~10x smaller than the text here, at ~100 MB/s of text
+GZIP_LEVEL = 6  # zlib's default: ~10x smaller than the text here, at ~100 MB/s of text
 
 
 def trace_path(folder: str, rank: int, size: int, compress: bool = True) -> str:
@@ -71,14 +77,14 @@ class Tracer:
         self.path = path or trace_path(folder, rank, size)
         self.compressed = self.path.endswith(".gz")
         self.pid = rank
-        self.t0_ns = time.time_ns() - _core.now_ns()   # epoch ns = now_ns() + t0_ns
+        self.t0_ns = time.time_ns() - _core.now_ns()  # epoch ns = now_ns() + t0_ns
         self.next_id = 0
         self.dropped = 0
         self.events = 0
-        self._named = set()                         # output tids with a thread_name line
-        self._seen = np.zeros(0, dtype=np.uint32)   # file hashes with an FH line, sorted
+        self._named = set()  # output tids with a thread_name line
+        self._seen = np.zeros(0, dtype=np.uint32)  # file hashes with an FH line, sorted
         self._thread_names = thread_names or (lambda tid: "trainer" if tid == 0 else f"reader {tid - 1}")
-        self.failed = None   # why the trace was dropped (a full disk): the run goes on without it
+        self.failed = None  # why the trace was dropped (a full disk): the run goes on without it
         self._gz = None
         with self._guard():
             self._gz = gzip.open(self.path, "wb", compresslevel=GZIP_LEVEL) if self.compressed else None
@@ -96,6 +102,7 @@ class Tracer:
             yield
         except OSError as e:
             from dlio.errors import os_error_message
+
             self.failed = os_error_message(e, e.filename or self.path)
             gz, self._gz = getattr(self, "_gz", None), None
             try:
@@ -109,8 +116,15 @@ class Tracer:
                 pass
 
     def _meta(self, name, tid, args):
-        line = {"id": self.next_id, "name": name, "cat": "dftracer", "pid": self.pid, "tid": tid,
-                "ph": "M", "args": args}
+        line = {
+            "id": self.next_id,
+            "name": name,
+            "cat": "dftracer",
+            "pid": self.pid,
+            "tid": tid,
+            "ph": "M",
+            "args": args,
+        }
         self.next_id += 1
         return json.dumps(line, separators=(",", ":"))
 
@@ -135,7 +149,7 @@ class Tracer:
             out = _core.write_trace(tmp.fileno(), *args)
             tmp.seek(0)
             shutil.copyfileobj(tmp, self._gz, 1 << 20)
-        self._gz.flush()   # a reader sees every finished run even if the process dies later
+        self._gz.flush()  # a reader sees every finished run even if the process dies later
         return out
 
     def add_run(self, res, paths, name=None, **args):
@@ -147,8 +161,7 @@ class Tracer:
         self.dropped += int(res.get("trace_dropped", 0))
         if len(ev) and not self.failed:
             with self._guard():
-                self.next_id, new, lanes = self._write_events(ev, paths,
-                                                              io_category(res.get("trace_engine", "posix")))
+                self.next_id, new, lanes = self._write_events(ev, paths, io_category(res.get("trace_engine", "posix")))
                 self._seen = np.union1d(self._seen, new).astype(np.uint32)
                 self.events += len(ev)
             meta = []
@@ -158,8 +171,9 @@ class Tracer:
                     tid = int(t) * TRACE_LANES + lane
                     if tid not in self._named:
                         self._named.add(tid)
-                        meta.append(self._meta("thread_name", tid, {"name": base if lane == 0 else
-                                                                     f"{base} slot {lane}"}))
+                        meta.append(
+                            self._meta("thread_name", tid, {"name": base if lane == 0 else f"{base} slot {lane}"})
+                        )
             self._lines(meta)
         if name is not None and res["t_end"] >= res["t_start"]:
             self.span(name, res["t_start"], res["t_end"] - res["t_start"], **args)
@@ -171,9 +185,11 @@ class Tracer:
             cat = "checkpoint" if name.startswith("checkpoint") else "dlio_benchmark"
         t = int(t_start_ns) + self.t0_ns
         ts, te = _us(t), _us(t + int(dur_ns))
-        line = (f'{{"id":{self.next_id},"name":{json.dumps(name)},"cat":{json.dumps(cat)},'
-                f'"pid":{self.pid},"tid":{int(tid) * TRACE_LANES},"ts":{ts},'
-                f'"dur":{te - ts},"ph":"X","args":{json.dumps(args, separators=(",", ":"))}}}')
+        line = (
+            f'{{"id":{self.next_id},"name":{json.dumps(name)},"cat":{json.dumps(cat)},'
+            f'"pid":{self.pid},"tid":{int(tid) * TRACE_LANES},"ts":{ts},'
+            f'"dur":{te - ts},"ph":"X","args":{json.dumps(args, separators=(",", ":"))}}}'
+        )
         self.next_id += 1
         self.events += 1
         self._lines([line])
@@ -225,6 +241,7 @@ def read_pfw(path):
     """The events of a .pfw or .pfw.gz file (list of dicts): every line but "[" / "]", a trailing
     comma allowed. Fractional ts/dur (older files) are parsed as Decimal so that sums are exact."""
     from decimal import Decimal
+
     out = []
     with open_pfw(path) as f:
         for line in f:

@@ -40,15 +40,24 @@ PROCESS_BUSY = 0.9
 HOST_BUSY = 0.9
 EXTRA_RATIO = 1.5  # above: the device moved more than the application read (said, not judged)
 
-THRESHOLDS = (f"cache < {CACHE_RATIO:g}x app bytes <= partly cached < {MATCH_RATIO:g}x <= storage; "
-              f"client-bound: readers >= {READER_BUSY:.0%} of their cores, process >= {PROCESS_BUSY:.0%}, "
-              f"host >= {HOST_BUSY:.0%} busy")
+THRESHOLDS = (
+    f"cache < {CACHE_RATIO:g}x app bytes <= partly cached < {MATCH_RATIO:g}x <= storage; "
+    f"client-bound: readers >= {READER_BUSY:.0%} of their cores, process >= {PROCESS_BUSY:.0%}, "
+    f"host >= {HOST_BUSY:.0%} busy"
+)
 
 
-def _v(verdict: str, reason: str, part: Optional[str] = None, setting: Optional[str] = None,
-       ratio: Optional[float] = None) -> Dict[str, Any]:
-    return {"verdict": verdict, "reason": reason, "part": part, "setting": setting,
-            "storage_ratio": ratio, "thresholds": THRESHOLDS}
+def _v(
+    verdict: str, reason: str, part: Optional[str] = None, setting: Optional[str] = None, ratio: Optional[float] = None
+) -> Dict[str, Any]:
+    return {
+        "verdict": verdict,
+        "reason": reason,
+        "part": part,
+        "setting": setting,
+        "storage_ratio": ratio,
+        "thresholds": THRESHOLDS,
+    }
 
 
 def classify(c: Dict[str, Any]) -> Dict[str, Any]:
@@ -64,12 +73,18 @@ def classify(c: Dict[str, Any]) -> Dict[str, Any]:
     if ratio is not None and ratio < CACHE_RATIO:
         res = c.get("resident_before")
         pre = f"; {res:.0%} of the sampled pages were cached before the phase" if res is not None else ""
-        how = ("stayed in the page cache (not yet written back)" if c.get("direction") == "write"
-               else "came from the page cache")
-        return _v("cache", f"{what} moved {fmt_bytes(seen)} of the application's {fmt_bytes(app)} "
-                  f"({ratio:.2f}x): {1 - ratio:.0%} {how}{pre}",
-                  setting="O_DIRECT (dlio_fast.engine=odirect), dlio_fast.cache=drop, or a dataset larger than RAM",
-                  ratio=ratio)
+        how = (
+            "stayed in the page cache (not yet written back)"
+            if c.get("direction") == "write"
+            else "came from the page cache"
+        )
+        return _v(
+            "cache",
+            f"{what} moved {fmt_bytes(seen)} of the application's {fmt_bytes(app)} "
+            f"({ratio:.2f}x): {1 - ratio:.0%} {how}{pre}",
+            setting="O_DIRECT (dlio_fast.engine=odirect), dlio_fast.cache=drop, or a dataset larger than RAM",
+            ratio=ratio,
+        )
     client = _client(c)
     if client is not None:
         client["storage_ratio"] = ratio
@@ -77,15 +92,24 @@ def classify(c: Dict[str, Any]) -> Dict[str, Any]:
     if ratio is None:
         return _v("inconclusive", tgt.get("why") or "no device or network counters for the data folder")
     if ratio < MATCH_RATIO:
-        return _v("inconclusive", f"{what} moved {ratio:.2f}x the application's bytes: partly from the "
-                  "page cache", ratio=ratio)
-    note = (" (the NFS server may have served them from its own cache: not visible from the client)"
-            if where == "network" else "")
+        return _v(
+            "inconclusive",
+            f"{what} moved {ratio:.2f}x the application's bytes: partly from the page cache",
+            ratio=ratio,
+        )
+    note = (
+        " (the NFS server may have served them from its own cache: not visible from the client)"
+        if where == "network"
+        else ""
+    )
     if ratio > EXTRA_RATIO:
         note += " (more than was read: readahead, or other processes using the same device)"
-    return _v("storage-bound", f"{what} moved {ratio:.2f}x the application's bytes{note}; the client had "
-              f"headroom (readers {_reader_share(c):.0%} of their cores, host {_pct(c.get('host_busy_share'))})",
-              ratio=ratio)
+    return _v(
+        "storage-bound",
+        f"{what} moved {ratio:.2f}x the application's bytes{note}; the client had "
+        f"headroom (readers {_reader_share(c):.0%} of their cores, host {_pct(c.get('host_busy_share'))})",
+        ratio=ratio,
+    )
 
 
 def _pct(x: Optional[float]) -> str:
@@ -106,9 +130,12 @@ def _client(c: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     threads = int(c.get("reader_threads") or 0)
     user, sys_ = float(c.get("cpu_user_s") or 0.0), float(c.get("cpu_sys_s") or 0.0)
     kernel = sys_ / (user + sys_) if user + sys_ > 0 else 0.0
-    side = (f"{kernel:.0%} of the process's CPU in the kernel: dlio_fast.engine io_uring with a deeper "
-            "dlio_fast.qd, larger reads, or O_DIRECT" if kernel >= 0.5 else
-            f"{1 - kernel:.0%} of the process's CPU in user space: fewer, larger samples, or more cores/hosts")
+    side = (
+        f"{kernel:.0%} of the process's CPU in the kernel: dlio_fast.engine io_uring with a deeper "
+        "dlio_fast.qd, larger reads, or O_DIRECT"
+        if kernel >= 0.5
+        else f"{1 - kernel:.0%} of the process's CPU in user space: fewer, larger samples, or more cores/hosts"
+    )
     share = _reader_share(c)
     if share >= READER_BUSY:
         busy = float(c.get("reader_cpu_s") or 0.0) / wall
@@ -116,22 +143,35 @@ def _client(c: Dict[str, Any]) -> Optional[Dict[str, Any]]:
             fix = f"raise reader.read_threads ({max(1, threads)} now, {cores} usable cores)"
         else:
             fix = f"the {cores} usable core(s) are full: {side}"
-        return _v("client-bound", f"the reader threads used {busy:.2f} cores, {share:.0%} of the "
-                  f"{_reader_cores(c)} they could use", part="reader threads", setting=fix)
+        return _v(
+            "client-bound",
+            f"the reader threads used {busy:.2f} cores, {share:.0%} of the {_reader_cores(c)} they could use",
+            part="reader threads",
+            setting=fix,
+        )
     proc = (user + sys_) / wall
     if proc >= PROCESS_BUSY * cores:
-        return _v("client-bound", f"the process used {proc:.2f} of its {cores} usable cores "
-                  f"(readers {float(c.get('reader_cpu_s') or 0.0) / wall:.2f})", part="process",
-                  setting=f"the cores are full: {side}; dlio_fast.compute_mode=hybrid spins less")
+        return _v(
+            "client-bound",
+            f"the process used {proc:.2f} of its {cores} usable cores "
+            f"(readers {float(c.get('reader_cpu_s') or 0.0) / wall:.2f})",
+            part="process",
+            setting=f"the cores are full: {side}; dlio_fast.compute_mode=hybrid spins less",
+        )
     host = c.get("host_busy_share")
     if host is not None and host >= HOST_BUSY:
         total = host * int(c.get("host_cpus") or cores)
         others = max(0.0, total - proc)
-        why = (f"the host's CPUs were {host:.0%} busy ({total:.2f} cores: this process {proc:.2f}, other "
-               f"processes {others:.2f}): no headroom")
+        why = (
+            f"the host's CPUs were {host:.0%} busy ({total:.2f} cores: this process {proc:.2f}, other "
+            f"processes {others:.2f}): no headroom"
+        )
         if others >= proc:  # not a part of the client the run's settings control
-            return _v("inconclusive", f"{why}; the other processes may have set the pace: rerun on an idle client",
-                      part="other processes on the host")
+            return _v(
+                "inconclusive",
+                f"{why}; the other processes may have set the pace: rerun on an idle client",
+                part="other processes on the host",
+            )
         return _v("client-bound", why, part="this process", setting=side)
     return None
 

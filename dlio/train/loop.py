@@ -6,31 +6,29 @@ timestamps -> metrics. Evaluation is a second C run on the valid split with no p
 (as DLIO). The rank's record (dlio.report.result.RankRecord) is returned with the failure that
 ended it, if any: a stopped or failed run keeps the epochs and steps it measured.
 """
+
 import dataclasses
-from typing import Any, List, Tuple
 import os
-import stat
 import resource
 import socket
+import stat
+from typing import Any, List, Tuple
 
 import numpy as np
 
-from dlio import _core
-from dlio import counters
-from dlio.config.engines import engine_spec
-from dlio.checkpoint import layout as ckpt_layout
+from dlio import _core, counters, stats
 from dlio.checkpoint import io as ckpt_io
+from dlio.checkpoint import layout as ckpt_layout
+from dlio.config.engines import engine_spec
+from dlio.dataset.formats import get_format
 from dlio.dataset.manifest import load_manifest, load_saved
 from dlio.dataset.spec import dataset_spec, file_paths
-from dlio.report import metrics
-from dlio.train import planner
-from dlio import stats
-from dlio.host import drop_cache, drop_host_cache, iso
-from dlio.errors import DlioError, DlioRunError
-from dlio.dataset.formats import get_format
+from dlio.errors import DlioError, DlioRunError, Interrupted
 from dlio.execute import execute_partial, interruptible
-from dlio.errors import Interrupted
+from dlio.host import drop_cache, drop_host_cache, iso
+from dlio.report import metrics
 from dlio.report.result import new_rank_record
+from dlio.train import planner
 
 
 def check_files(paths, recorded_sizes):
@@ -46,13 +44,15 @@ def check_files(paths, recorded_sizes):
             bad[i] = True
             first = first or f"{p}: {e.strerror}"
             continue
-        if not stat.S_ISREG(st.st_mode):   # a FIFO or device would block the open or read forever
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block the open or read forever
             bad[i] = True
             first = first or f"{p}: not a regular file (a FIFO, socket or device)"
         elif size != int(recorded_sizes[i]):
             bad[i] = True
-            first = first or (f"{p}: {size} bytes, but {int(recorded_sizes[i])} were recorded when the "
-                              "dataset was made (truncated or changed)")
+            first = first or (
+                f"{p}: {size} bytes, but {int(recorded_sizes[i])} were recorded when the "
+                "dataset was made (truncated or changed)"
+            )
         elif not os.access(p, os.R_OK):
             bad[i] = True
             first = first or f"{p}: not readable (permissions)"
@@ -71,13 +71,19 @@ def layout_for(spec, split, no_io=False, skip_bad_files=False):
     nfiles = spec.num_files_train if split == "train" else spec.num_files_eval
     bad, problem = check_files(m.paths, m.file_size)
     if problem and not skip_bad_files:
-        raise DlioError(f"{problem}; regenerate with dlio-fast generate, check with dlio-fast verify, "
-                        "or run with --skip-bad-files")
+        raise DlioError(
+            f"{problem}; regenerate with dlio-fast generate, check with dlio-fast verify, or run with --skip-bad-files"
+        )
     table = m.table if not fmt.WHOLE_FILE and spec.format != "synthetic" else None
-    layout = planner.Layout(nfiles=nfiles, spf=spec.num_samples_per_file,
-                            file_size=np.asarray(m.file_size, dtype=np.uint64),
-                            whole_file=bool(fmt.WHOLE_FILE), table=table, sequential=spec.format == "tfrecord",
-                            no_io=no_io or spec.format == "synthetic")
+    layout = planner.Layout(
+        nfiles=nfiles,
+        spf=spec.num_samples_per_file,
+        file_size=np.asarray(m.file_size, dtype=np.uint64),
+        whole_file=bool(fmt.WHOLE_FILE),
+        table=table,
+        sequential=spec.format == "tfrecord",
+        no_io=no_io or spec.format == "synthetic",
+    )
     return layout, bad
 
 
@@ -97,7 +103,7 @@ class Trainer:
 
     def __init__(self, cfg, comm, echo, progress=None, tracer=None):
         self.cfg = cfg
-        self.tracer = tracer   # dlio.report.trace.Tracer, or None
+        self.tracer = tracer  # dlio.report.trace.Tracer, or None
         self.comm = comm
         self.echo = echo if comm.rank == 0 else (lambda *a, **k: None)
         self.progress = progress
@@ -109,11 +115,14 @@ class Trainer:
         r, t = self.cfg.reader, self.cfg.train
         return planner.Settings(
             batch=r.batch_size if split == "train" else r.batch_size_eval,
-            file_shuffle=r.file_shuffle, sample_shuffle=r.sample_shuffle, seed=t.seed,
+            file_shuffle=r.file_shuffle,
+            sample_shuffle=r.sample_shuffle,
+            seed=t.seed,
             seed_change_epoch=t.seed_change_epoch,
             max_steps=t.total_training_steps if split == "train" else -1,
             compat_dlio_order=self.cfg.dlio_fast.compat_dlio_order,
-            transfer_size=r.transfer_size or planner.TF_BUFFER)
+            transfer_size=r.transfer_size or planner.TF_BUFFER,
+        )
 
     def plan_split(self, split, layout, epoch, random_seed):
         st = self.settings(split)
@@ -141,18 +150,31 @@ class Trainer:
             else:
                 hook = self._step_barrier
         pre = cfg.reader.preprocess_time.mean() if cfg.reader.preprocess_time is not None else 0.0
-        run = _core.Run("train", self.engine, paths, plan.ops, threads=cfg.reader.read_threads,
-                        qd=cfg.dlio_fast.qd, direct=self.direct, steps=steps,
-                        prefetch=batches_in_flight(cfg.reader),
-                        compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
-                        preprocess_ns=int(pre * 1e9), step_hook=hook, c_step_hook=c_hook,
-                        trace=self.tracer is not None, delay_ns=cfg.dlio_fast.null_delay_ns)
+        run = _core.Run(
+            "train",
+            self.engine,
+            paths,
+            plan.ops,
+            threads=cfg.reader.read_threads,
+            qd=cfg.dlio_fast.qd,
+            direct=self.direct,
+            steps=steps,
+            prefetch=batches_in_flight(cfg.reader),
+            compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
+            preprocess_ns=int(pre * 1e9),
+            step_hook=hook,
+            c_step_hook=c_hook,
+            trace=self.tracer is not None,
+            delay_ns=cfg.dlio_fast.null_delay_ns,
+        )
         tick = (lambda run: self.progress(split, epoch, run, plan)) if self.progress else None
         if barrier is not None:
             tick = self._stop_barrier_tick(barrier, tick)
         res, failure = execute_partial(run, on_tick=tick)
         if res is not None:  # the set compute of each step, next to the measured one
-            res["step_times"]["set_compute_ns"] = np.asarray(steps["compute_ns"][: len(res["step_times"]["compute_ns"])])
+            res["step_times"]["set_compute_ns"] = np.asarray(
+                steps["compute_ns"][: len(res["step_times"]["compute_ns"])]
+            )
         if self.tracer is not None and res is not None:
             self.tracer.add_run(res, paths, "train" if split == "train" else "eval", epoch=epoch)
         return res, failure
@@ -167,10 +189,12 @@ class Trainer:
                 barrier.stop()
             if tick is not None:
                 tick(run)
+
         return on_tick
 
     def _step_barrier(self, step):
         from dlio.execute import STOP
+
         if not self.comm.barrier_or_stop(STOP):
             raise InterruptedError("stopped while waiting for the other ranks")
 
@@ -210,13 +234,16 @@ def merge_results(results):
         return results[0]
     out = {
         "steps_done": sum(int(r["steps_done"]) for r in results),
-        "bytes": sum(int(r["bytes"]) for r in results), "ops": sum(int(r["ops"]) for r in results),
+        "bytes": sum(int(r["bytes"]) for r in results),
+        "ops": sum(int(r["ops"]) for r in results),
         "stopped": any(r["stopped"] for r in results),
         "lat": stats.merge([r["lat"] for r in results]),
         "sample_lat": stats.merge([r["sample_lat"] for r in results]),
         "threads": [t for r in results for t in r["threads"]],
-        "step_times": {k: np.concatenate([r["step_times"][k][:int(r["steps_done"])] for r in results])
-                       for k in results[0]["step_times"]},
+        "step_times": {
+            k: np.concatenate([r["step_times"][k][: int(r["steps_done"])] for r in results])
+            for k in results[0]["step_times"]
+        },
     }
     return out
 
@@ -229,8 +256,10 @@ def save_checkpoint(tr, cfg, comm, point):
     rec["block"] = point.block
     if tr.tracer is not None:
         tr.tracer.span("checkpoint.save", t0, _core.now_ns() - t0, epoch=point.epoch, step=point.step)
-    tr.echo(f"Finished saving checkpoint {point.block} for epoch {point.epoch} in {rec['duration_s']:.4f} s; "
-            f"Throughput: {rec['dlio_throughput_GB_per_second']:.4f} GB/s")
+    tr.echo(
+        f"Finished saving checkpoint {point.block} for epoch {point.epoch} in {rec['duration_s']:.4f} s; "
+        f"Throughput: {rec['dlio_throughput_GB_per_second']:.4f} GB/s"
+    )
     return rec
 
 
@@ -255,7 +284,7 @@ def train_blocks(tr, plan, st, paths, epoch, points, excl):
         if p is not None:
             try:
                 saves.append(save_checkpoint(tr, tr.cfg, tr.comm, p))
-            except DlioRunError as e:   # a failed save (a full disk) ends the run; the steps measured stay
+            except DlioRunError as e:  # a failed save (a full disk) ends the run; the steps measured stay
                 return merge_results(results), blocks, saves, e
     return merge_results(results), blocks, saves, None
 
@@ -268,18 +297,27 @@ def _done_steps(res):
 def _epoch_record(epoch, res, plan, settings, excl, cpu_s, start_iso, blocks=None):
     if blocks:
         block = metrics.combine_blocks(blocks, settings.batch)
-    else:   # an interrupted epoch: the steps done
+    else:  # an interrupted epoch: the steps done
         block = metrics.block_metrics(_done_steps(res), settings.batch, *excl)
     return {
-        "epoch": epoch, "start": start_iso, "train_end": iso(), "end": None,
+        "epoch": epoch,
+        "start": start_iso,
+        "train_end": iso(),
+        "end": None,
         "duration_s": block.get("duration_s", 0.0),
-        "train": block if block["steps"] else None, "eval": None,
+        "train": block if block["steps"] else None,
+        "eval": None,
         "blocks": [b for b in (blocks or []) if b["steps"]] if blocks and len(blocks) > 1 else None,
-        "lat": stats.to_json(res["lat"]), "sample_lat": stats.to_json(res["sample_lat"]),
-        "bytes": int(res["bytes"]), "ops": int(res["ops"]),
+        "lat": stats.to_json(res["lat"]),
+        "sample_lat": stats.to_json(res["sample_lat"]),
+        "bytes": int(res["bytes"]),
+        "ops": int(res["ops"]),
         "samples": int(res["steps_done"]) * settings.batch,
-        "steps_planned": len(plan.steps), "steps_done": int(res["steps_done"]),
-        "plan_bytes": plan.nominal_bytes, "cpu_s": cpu_s, "complete": not res["stopped"],
+        "steps_planned": len(plan.steps),
+        "steps_done": int(res["steps_done"]),
+        "plan_bytes": plan.nominal_bytes,
+        "cpu_s": cpu_s,
+        "complete": not res["stopped"],
     }
 
 
@@ -299,6 +337,7 @@ def step_lines(rank, block, batch):
 class _Splits:
     """What every epoch of a rank reads: the train (and eval) layouts and paths, and the settings
     that stay fixed over the run."""
+
     layout: Any
     paths: List[str]
     layout_eval: Any
@@ -322,10 +361,15 @@ def _prepare(tr, rank_rec) -> _Splits:
     if bad.any():
         tr.echo(f"Skipping {int(bad.sum())} bad file(s) (--skip-bad-files), e.g. {rank_rec['bad_files'][0]}")
         layout = dataclasses.replace(layout, bad=bad)
-    return _Splits(layout, paths, layout_eval, paths_eval,
-                   (cfg.output.metric.exclude_start_steps, cfg.output.metric.exclude_end_steps),
-                   comm.bcast(int(np.random.SeedSequence().entropy % (2 ** 63))),
-                   1 if cfg.dlio_fast.compute_mode == "hybrid" else 0)
+    return _Splits(
+        layout,
+        paths,
+        layout_eval,
+        paths_eval,
+        (cfg.output.metric.exclude_start_steps, cfg.output.metric.exclude_end_steps),
+        comm.bcast(int(np.random.SeedSequence().entropy % (2**63))),
+        1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
+    )
 
 
 def _check_steps(tr, nsteps, st):
@@ -335,10 +379,13 @@ def _check_steps(tr, nsteps, st):
         raise DlioError(
             f"0 training steps per epoch: {spec.num_files_train} files x {spec.num_samples_per_file} "
             f"samples on {comm.size} rank(s) do not fill one batch of {st.batch}; raise "
-            "dataset.num_files_train (or --scale), or lower reader.batch_size")
-    tr.echo(f"Max steps per epoch: {nsteps} = {spec.num_samples_per_file} * "
-            f"{spec.num_files_train} / {st.batch} / {comm.size} (samples per file * num files / "
-            "batch size / comm size)")
+            "dataset.num_files_train (or --scale), or lower reader.batch_size"
+        )
+    tr.echo(
+        f"Max steps per epoch: {nsteps} = {spec.num_samples_per_file} * "
+        f"{spec.num_files_train} / {st.batch} / {comm.size} (samples per file * num files / "
+        "batch size / comm size)"
+    )
 
 
 def _train_epoch(tr, sp: _Splits, epoch: int):
@@ -359,8 +406,16 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
         rec.update(checkpoints=saves, complete=False, end=iso())
         return rec, failure
     cpu = cpu_seconds() - cpu0 - sum(c["duration_s"] for c in saves)
-    rec = _epoch_record(epoch, res, plan, st, sp.excl, benchmark_cpu(cpu, res, sp.compute_mode, cfg.reader.read_threads),
-                        start_iso, blocks)
+    rec = _epoch_record(
+        epoch,
+        res,
+        plan,
+        st,
+        sp.excl,
+        benchmark_cpu(cpu, res, sp.compute_mode, cfg.reader.read_threads),
+        start_iso,
+        blocks,
+    )
     rec["checkpoints"] = saves
     return rec, None
 
@@ -372,10 +427,11 @@ def _epoch_lines(tr, epoch: int, rec, batch: int, verbose: bool) -> None:
         b = rec["train"]
         tr.echo(f"Ending epoch {epoch} - {rec['steps_done']} steps completed in {b['duration_s']:.2f} s")
         tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {b['au']:.4f}")
-        tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): "
-                f"{b['throughput'] * tr.comm.size:.4f}")
-        tr.echo(f"Epoch {epoch} - Block 1 [Training] Computation time per step (second): {np.mean(b['compute']):.4f}"
-                f"+/-{np.std(b['compute']):.4f} (set value: {tr.cfg.train.computation_time.to_yaml()})")
+        tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): {b['throughput'] * tr.comm.size:.4f}")
+        tr.echo(
+            f"Epoch {epoch} - Block 1 [Training] Computation time per step (second): {np.mean(b['compute']):.4f}"
+            f"+/-{np.std(b['compute']):.4f} (set value: {tr.cfg.train.computation_time.to_yaml()})"
+        )
 
 
 def _evaluate(tr, sp: _Splits, epoch: int, rec):
@@ -415,8 +471,9 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
         rec, failure = _train_epoch(tr, sp, epoch)
         if rec is not None:
             rec["cache"] = cache
-            rec["counters"] = phase.end(rec["bytes"], rec["ops"], rec["cpu_s"], cfg.reader.read_threads,
-                                        samples=rec["samples"])
+            rec["counters"] = phase.end(
+                rec["bytes"], rec["ops"], rec["cpu_s"], cfg.reader.read_threads, samples=rec["samples"]
+            )
             rank_rec["epochs"].append(rec)
         if failure is not None:
             return rank_rec, _as_failure(failure)
@@ -428,7 +485,7 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
             if point.mode == "epoch":
                 try:
                     rec["checkpoints"].append(save_checkpoint(tr, cfg, comm, point))
-                except DlioRunError as e:   # a failed save (a full disk): the epochs measured stay
+                except DlioRunError as e:  # a failed save (a full disk): the epochs measured stay
                     rec["end"] = iso()
                     return rank_rec, e
         if sp.layout_eval is not None and epoch >= next_eval:

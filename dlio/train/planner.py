@@ -23,24 +23,25 @@ and read ascending every epoch; set
 `dlio_fast.compat_dlio_order: true` to get that order. tfrecord is sharded by file round-robin and
 read sequentially (a shuffle buffer reorders records in memory, not on disk), as tf.data does.
 """
+
 import dataclasses
 
 import numpy as np
 
 from dlio import _core
-from dlio.errors import DatasetError
 from dlio.dataset import ranges
+from dlio.errors import DatasetError
 
-MAX_TRANSFER = 4 << 20   # split larger reads (bounded memory; the kernel splits them anyway)
-TF_BUFFER = 256 << 10    # TFRecordDataset's default read buffer
+MAX_TRANSFER = 4 << 20  # split larger reads (bounded memory; the kernel splits them anyway)
+TF_BUFFER = 256 << 10  # TFRecordDataset's default read buffer
 
 
 @dataclasses.dataclass
 class EpochPlan:
-    ops: np.ndarray          # _core.OP_DTYPE
-    steps: np.ndarray        # _core.STEP_DTYPE
-    samples: np.ndarray      # global sample ids read by this rank, in order (file*spf + index)
-    nominal_bytes: int       # bytes of the ranges the plan reads
+    ops: np.ndarray  # _core.OP_DTYPE
+    steps: np.ndarray  # _core.STEP_DTYPE
+    samples: np.ndarray  # global sample ids read by this rank, in order (file*spf + index)
+    nominal_bytes: int  # bytes of the ranges the plan reads
 
     @property
     def nsteps(self):
@@ -50,14 +51,15 @@ class EpochPlan:
 @dataclasses.dataclass(frozen=True)
 class Layout:
     """What the planner needs to know about one split of a dataset on disk."""
+
     nfiles: int
     spf: int
-    file_size: np.ndarray                 # uint64 per file
-    whole_file: bool                      # a sample is its whole file
-    table: ranges.Table = None            # byte ranges per (file, sample) when not whole_file
-    sequential: bool = False              # tfrecord: records streamed in file order
-    no_io: bool = False                   # synthetic
-    bad: np.ndarray = None                # files to leave out (--skip-bad-files), bool per file
+    file_size: np.ndarray  # uint64 per file
+    whole_file: bool  # a sample is its whole file
+    table: ranges.Table = None  # byte ranges per (file, sample) when not whole_file
+    sequential: bool = False  # tfrecord: records streamed in file order
+    no_io: bool = False  # synthetic
+    bad: np.ndarray = None  # files to leave out (--skip-bad-files), bool per file
 
 
 def seed_for(seed, epoch, change_epoch):
@@ -74,10 +76,10 @@ class SampleOrder:
     """
 
     def __init__(self, files, spf, keys=None):
-        self.files = np.asarray(files)   # int32 when it fits: ImageNet's 1.28 M files in 5 MB
+        self.files = np.asarray(files)  # int32 when it fits: ImageNet's 1.28 M files in 5 MB
         self.spf = int(spf)
         self.total = len(self.files) * self.spf
-        self.keys = keys                 # Feistel round keys, None: no sample shuffle
+        self.keys = keys  # Feistel round keys, None: no sample shuffle
 
     def __len__(self):
         return self.total
@@ -121,12 +123,13 @@ def keyed_permutation(x, n, keys):
     return out.astype(np.int64)
 
 
-def epoch_order(nfiles, spf, file_shuffle, sample_shuffle, seed, epoch, seed_change_epoch,
-                random_seed=None, compat=False, bad=None):
+def epoch_order(
+    nfiles, spf, file_shuffle, sample_shuffle, seed, epoch, seed_change_epoch, random_seed=None, compat=False, bad=None
+):
     """The SampleOrder of an epoch. *_shuffle: 'off' | 'seed' | 'random'; 'random' uses
     random_seed, which the caller must make the same on every rank (rank 0 draws it and
     broadcasts). bad (bool per file): files left out before shuffling."""
-    files = np.arange(nfiles, dtype=np.int32 if nfiles < 2 ** 31 else np.int64)
+    files = np.arange(nfiles, dtype=np.int32 if nfiles < 2**31 else np.int64)
     if bad is not None:
         files = files[~bad]
     if compat:
@@ -138,7 +141,7 @@ def epoch_order(nfiles, spf, file_shuffle, sample_shuffle, seed, epoch, seed_cha
     keys = None
     if sample_shuffle != "off":
         rng = np.random.default_rng((s, 2) if sample_shuffle == "seed" else (random_seed, epoch, 2))
-        keys = rng.integers(0, 2 ** 63, size=FEISTEL_ROUNDS, dtype=np.uint64)
+        keys = rng.integers(0, 2**63, size=FEISTEL_ROUNDS, dtype=np.uint64)
     return SampleOrder(files, spf, keys)
 
 
@@ -181,7 +184,7 @@ def _split_large(file, offset, length, flags, limit):
         return file, offset, length, flags
     idx = np.repeat(np.arange(len(length)), pieces)
     first = np.concatenate([[0], np.cumsum(pieces)[:-1]])
-    k = np.arange(len(idx)) - np.repeat(first, pieces)          # piece number within its range
+    k = np.arange(len(idx)) - np.repeat(first, pieces)  # piece number within its range
     off = offset[idx] + k.astype(np.uint64) * np.uint64(limit)
     end = offset[idx] + length[idx]
     ln = np.minimum(np.uint64(limit), end - off)
@@ -203,7 +206,7 @@ def sample_ops(samples, layout, max_transfer=MAX_TRANSFER):
         length = layout.file_size[files].astype(np.uint64)
         flags = np.full(n, _core.OPF_OPEN | _core.OPF_CLOSE, dtype=np.uint8)
         owner = np.arange(n)
-    elif layout.table.uniform:             # one range per sample, by arithmetic
+    elif layout.table.uniform:  # one range per sample, by arithmetic
         file, offset, length = _uniform_ranges(samples, layout)
         flags = np.full(n, _core.OPF_OPEN | _core.OPF_CLOSE, dtype=np.uint8)
     else:
@@ -216,7 +219,7 @@ def sample_ops(samples, layout, max_transfer=MAX_TRANSFER):
             _no_ranges(samples[count == 0][0], layout.spf)
         owner = np.repeat(np.arange(n), count)
         starts = np.repeat(first, count)
-        k = np.arange(len(owner)) - np.repeat(np.cumsum(count) - count, count)   # range number in its sample
+        k = np.arange(len(owner)) - np.repeat(np.cumsum(count) - count, count)  # range number in its sample
         ridx = starts + k
         file = t.file[ridx].astype(np.int64)
         offset = t.offset[ridx].astype(np.uint64)
@@ -297,12 +300,13 @@ def stream_ops(samples, layout, batch, transfer=TF_BUFFER):
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """The planner's view of a config for one split (train or eval)."""
+
     batch: int
     file_shuffle: str = "off"
     sample_shuffle: str = "off"
     seed: int = 123
     seed_change_epoch: bool = True
-    max_steps: int = -1              # total_training_steps (per epoch, as DLIO), -1 = all
+    max_steps: int = -1  # total_training_steps (per epoch, as DLIO), -1 = all
     compat_dlio_order: bool = False
     transfer_size: int = TF_BUFFER
     max_transfer: int = MAX_TRANSFER
@@ -313,10 +317,22 @@ def epoch_plans(layout, settings, time_spec, size, epoch, random_seed=None, rank
     s = settings
     order = None
     if not layout.sequential:
-        order = epoch_order(layout.nfiles, layout.spf, s.file_shuffle, s.sample_shuffle, s.seed, epoch,
-                            s.seed_change_epoch, random_seed, s.compat_dlio_order, layout.bad)
-    return [epoch_plan(layout, settings, time_spec, r, size, epoch, random_seed, order=order)
-            for r in (range(size) if ranks is None else ranks)]
+        order = epoch_order(
+            layout.nfiles,
+            layout.spf,
+            s.file_shuffle,
+            s.sample_shuffle,
+            s.seed,
+            epoch,
+            s.seed_change_epoch,
+            random_seed,
+            s.compat_dlio_order,
+            layout.bad,
+        )
+    return [
+        epoch_plan(layout, settings, time_spec, r, size, epoch, random_seed, order=order)
+        for r in (range(size) if ranks is None else ranks)
+    ]
 
 
 def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None, order=None):
@@ -348,8 +364,18 @@ def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None,
         ops, per_batch = stream_ops(samples, layout, s.batch, s.transfer_size)
     else:
         if order is None:
-            order = epoch_order(layout.nfiles, layout.spf, s.file_shuffle, s.sample_shuffle, s.seed, epoch,
-                                s.seed_change_epoch, random_seed, s.compat_dlio_order, layout.bad)
+            order = epoch_order(
+                layout.nfiles,
+                layout.spf,
+                s.file_shuffle,
+                s.sample_shuffle,
+                s.seed,
+                epoch,
+                s.seed_change_epoch,
+                random_seed,
+                s.compat_dlio_order,
+                layout.bad,
+            )
         first, steps = shard(len(order), rank, size, s.batch, s.max_steps)
         samples = order.at(np.arange(first, first + steps * s.batch, dtype=np.int64))
         ops, per_sample = sample_ops(samples, layout, s.max_transfer)
@@ -362,5 +388,6 @@ def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None,
         rng = np.random.default_rng((s.seed, epoch, rank, 7))
         secs = np.asarray(time_spec.draw(rng, steps), dtype=np.float64)
         plan_steps["compute_ns"] = np.rint(np.maximum(secs, 0.0) * 1e9).astype(np.uint64)
-    return EpochPlan(ops=ops, steps=plan_steps, samples=samples,
-                     nominal_bytes=int(ops["length"].sum()) if len(ops) else 0)
+    return EpochPlan(
+        ops=ops, steps=plan_steps, samples=samples, nominal_bytes=int(ops["length"].sum()) if len(ops) else 0
+    )

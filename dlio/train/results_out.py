@@ -1,6 +1,7 @@
 """Writing a run's result files when the output folder cannot take them (a full disk, a quota,
 out of inodes): what was measured is written elsewhere, and the message says where and which
 files the output folder lost. Nothing measured is thrown away for want of a few KiB."""
+
 import os
 import tempfile
 import time
@@ -12,8 +13,11 @@ from dlio.output import TMP_MARK
 
 def _written_since(folder: str, t0: float) -> List[str]:
     try:
-        return sorted(e for e in os.listdir(folder) if TMP_MARK not in e and not e.startswith(".")
-                      and os.path.getmtime(os.path.join(folder, e)) >= t0)
+        return sorted(
+            e
+            for e in os.listdir(folder)
+            if TMP_MARK not in e and not e.startswith(".") and os.path.getmtime(os.path.join(folder, e)) >= t0
+        )
     except OSError:
         return []
 
@@ -40,7 +44,12 @@ def write_with_fallback(write: Callable[[str], None], folder: str) -> Tuple[str,
             write(alt)
         except OSError:
             continue
-        return alt, (f"cannot write the results into {folder} ({first}){kept_text}; all result files were "
-                     f"written to {alt} instead")
-    return folder, f"cannot write the results into {folder} ({first}){kept_text}; no other folder could take " \
-                   "them: the other result files are lost (the figures are printed above)"
+        return alt, (
+            f"cannot write the results into {folder} ({first}){kept_text}; all result files were "
+            f"written to {alt} instead"
+        )
+    return (
+        folder,
+        f"cannot write the results into {folder} ({first}){kept_text}; no other folder could take "
+        "them: the other result files are lost (the figures are printed above)",
+    )

@@ -4,6 +4,7 @@ Two runs writing the same result names into one folder would overwrite each othe
 second is refused with the pid of the first. The lock goes away with the process (even on SIGKILL),
 so a stale lock file never blocks a later run.
 """
+
 import errno
 import fcntl
 import os
@@ -11,7 +12,7 @@ import os
 from dlio.errors import DlioError, os_error_message
 
 LOCK_NAME = ".dlio-fast.lock"
-_held: dict = {}   # folder -> open fd, kept until the process exits
+_held: dict = {}  # folder -> open fd, kept until the process exits
 
 
 def lock_output_folder(folder: str) -> None:
@@ -32,8 +33,10 @@ def lock_output_folder(folder: str) -> None:
         finally:
             os.close(fd)
         if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise DlioError(f"{folder}: another dlio-fast run (pid {other}) is writing its results here; "
-                            "wait for it to finish or choose another folder with --output") from None
+            raise DlioError(
+                f"{folder}: another dlio-fast run (pid {other}) is writing its results here; "
+                "wait for it to finish or choose another folder with --output"
+            ) from None
         raise DlioError(os_error_message(e, path)) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

@@ -1,6 +1,7 @@
 """Every rank must run the same resolved config: a rank with another batch size or data folder
 would wait in a collective the others never call. A hash is compared at the start; when they
 differ the ranks' configs are gathered once and the differing keys named."""
+
 import hashlib
 from typing import Any, Dict
 
@@ -33,5 +34,8 @@ def check_same_config(cfg: Any, comm: Any) -> None:
         values.setdefault(repr(f.get(key)), []).append(r)
     said = "; ".join(f"{v} on rank(s) {','.join(map(str, rs))}" for v, rs in values.items())
     more = f" (and {len(keys) - 1} more key(s): {', '.join(keys[1:4])})" if len(keys) > 1 else ""
-    raise ConfigError(f"the ranks were given different configs: {key} is {said}{more}; give every rank "
-                      "the same workload, --set options and environment", key=key)
+    raise ConfigError(
+        f"the ranks were given different configs: {key} is {said}{more}; give every rank "
+        "the same workload, --set options and environment",
+        key=key,
+    )

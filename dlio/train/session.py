@@ -1,28 +1,28 @@
 """What `dlio-fast run` and `dlio-fast generate` do, start to end, on every rank."""
+
 import os
 import socket
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
-import time
 
-
-from dlio import _core
+from dlio import _core, host
 from dlio.checkpoint import io as ckpt_io
 from dlio.checkpoint import layout as ckpt_layout
-from dlio.dataset.generate import generate as generate_dataset, estimate_text
+from dlio.config.engines import check_qd, engine_spec
+from dlio.dataset.generate import estimate_text
+from dlio.dataset.generate import generate as generate_dataset
 from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
+from dlio.errors import ConfigError, DlioError, DlioRunError
+from dlio.execute import Interrupted
+from dlio.host import host_info, iso
 from dlio.report import dlio_files
 from dlio.report.result import build_result, new_rank_record
 from dlio.train import loop
-from dlio.config.engines import check_qd, engine_spec
-from dlio import host
-from dlio.host import host_info, iso
-from dlio.errors import ConfigError, DlioError, DlioRunError
 from dlio.train.results_out import write_with_fallback
-from dlio.execute import Interrupted
 
-RAM_FACTOR = 5   # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
+RAM_FACTOR = 5  # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
 
 
 def output_folder(cfg, given, comm):
@@ -32,8 +32,9 @@ def output_folder(cfg, given, comm):
         # the pid keeps two runs started in the same second apart
         stamp = comm.bcast(time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
         folder = os.path.join("output", cfg.workload or cfg.model.name or "run", stamp)
-        if cfg.dlio_fast.results_dir:   # MLPerf Storage's results tree (dlio.mlperf.provenance)
+        if cfg.dlio_fast.results_dir:  # MLPerf Storage's results tree (dlio.mlperf.provenance)
             from dlio.mlperf.provenance import run_folder
+
             folder = run_folder(cfg, stamp)
     return folder
 
@@ -49,6 +50,7 @@ def prepare_output(folder, comm):
                 f.write("x")
             os.unlink(probe)
             from dlio.train.runlock import lock_output_folder
+
             lock_output_folder(folder)
         except DlioError as e:
             problem = str(e)
@@ -62,12 +64,16 @@ def prepare_output(folder, comm):
 def check_buffers(cfg, spec):
     """Each reader thread keeps qd buffers of a sample's size: refuse what memory cannot hold."""
     from dlio.memcheck import check_fits
+
     if not cfg.workflow.train:
         return
     sample = float(spec.record_length_bytes) + 3 * float(spec.record_length_bytes_stdev or 0)
     t, q = max(1, cfg.reader.read_threads), cfg.dlio_fast.qd
-    check_fits(t * q * sample, f"the read buffers of reader.read_threads {t} x dlio_fast.qd {q} x "
-               f"dataset.record_length_bytes {int(sample)}", "use fewer threads, a lower qd or smaller records")
+    check_fits(
+        t * q * sample,
+        f"the read buffers of reader.read_threads {t} x dlio_fast.qd {q} x dataset.record_length_bytes {int(sample)}",
+        "use fewer threads, a lower qd or smaller records",
+    )
 
 
 def describe(cfg, spec, comm_size):
@@ -125,30 +131,42 @@ def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False):
     if progress is not None and comm.rank == 0:
         cb = lambda b, f: progress.generation(b * comm.size, f * comm.size, total_bytes, total_files)  # noqa: E731
         cb(0, 0)  # the display's clock starts now, not when the first file is written
-    res = generate_dataset(spec, threads=threads or max(2, os.cpu_count() or 2), rank=comm.rank,
-                           size=comm.size, progress=cb, barrier=comm.barrier, checksum=checksum)
+    res = generate_dataset(
+        spec,
+        threads=threads or max(2, os.cpu_count() or 2),
+        rank=comm.rank,
+        size=comm.size,
+        progress=cb,
+        barrier=comm.barrier,
+        checksum=checksum,
+    )
     if progress is not None:
         progress.done()
     written = sum(comm.allgather(res.bytes_written))
     dt = time.monotonic() - t0
-    echo(f"Generation done: {written / 2**30:.2f} GiB written in {dt:.1f} s "
-         f"({written / 2**20 / max(dt, 1e-9):.0f} MiB/s), "
-         f"{sum(comm.allgather(res.files_skipped))} files already complete")
+    echo(
+        f"Generation done: {written / 2**30:.2f} GiB written in {dt:.1f} s "
+        f"({written / 2**20 / max(dt, 1e-9):.0f} MiB/s), "
+        f"{sum(comm.allgather(res.files_skipped))} files already complete"
+    )
 
 
 def cache_warning(cfg, nbytes, warn):
     """A dataset that fits in RAM, read buffered with the cache kept: later epochs may not touch storage."""
     host = host_info()
     if cfg.dlio_fast.cache == "keep" and not engine_spec(cfg)[1] and nbytes < RAM_FACTOR * host["memory_bytes"]:
-        warn(f"warning: the dataset ({nbytes / 2**30:.2f} GiB) is smaller than {RAM_FACTOR}x this host's RAM "
-             f"({host['memory_GiB']:.1f} GiB): reads after the first epoch may come from the page cache, "
-             "not storage (use --cache drop, O_DIRECT, or a larger dataset)")
+        warn(
+            f"warning: the dataset ({nbytes / 2**30:.2f} GiB) is smaller than {RAM_FACTOR}x this host's RAM "
+            f"({host['memory_GiB']:.1f} GiB): reads after the first epoch may come from the page cache, "
+            "not storage (use --cache drop, O_DIRECT, or a larger dataset)"
+        )
 
 
 def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes):
     engine, direct = engine_spec(cfg)
-    result = build_result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(),
-                          engine, direct)
+    result = build_result(
+        cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(), engine, direct
+    )
     if cfg.workflow.checkpoint:
         per_node = max(Counter(r["hostname"] for r in records).values())
         result["checkpoint_plan"] = ckpt_layout.plan_summary(cfg, comm_size, per_node)
@@ -160,9 +178,11 @@ def balloon_warning(cfg, warn):
     GB/s move from one save to the next (measured: 0.3-1.5 GB/s into returned memory, 3.5-4 GB/s
     into memory still backed, bench/README.md)."""
     if not engine_spec(cfg, checkpoint=True)[1] and host.free_page_reporting():
-        warn("note: this VM returns free memory to its host (virtio-balloon free page reporting): a "
-             "buffered checkpoint write into returned memory pays a host fault per page, so save GB/s "
-             "depend on what was freed how long before; O_DIRECT (dlio_fast.engine=odirect) avoids it")
+        warn(
+            "note: this VM returns free memory to its host (virtio-balloon free page reporting): a "
+            "buffered checkpoint write into returned memory pays a host fault per page, so save GB/s "
+            "depend on what was freed how long before; O_DIRECT (dlio_fast.engine=odirect) avoids it"
+        )
 
 
 @dataclass
@@ -187,7 +207,8 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
     """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None.
     With dlio_fast.trace, this rank's trace-{rank}-of-{size}.pfw.gz is written in the output folder."""
     from dlio.train.samecfg import check_same_config
-    check_same_config(cfg, comm)   # ranks that disagree would deadlock in a collective
+
+    check_same_config(cfg, comm)  # ranks that disagree would deadlock in a collective
     s = Session(cfg, comm, echo, warn, progress, verbose, spec=dataset_spec(cfg))
     if dry_run:
         lines = describe(cfg, s.spec, comm.size)
@@ -206,17 +227,24 @@ def _start(s: Session, output) -> None:
     cfg, comm, wf = s.cfg, s.comm, s.cfg.workflow
     check_qd(engine_spec(cfg)[0], cfg.dlio_fast.qd)
     if cfg.storage.storage_type != "local_fs":
-        raise ConfigError(f"storage.storage_type = {cfg.storage.storage_type!r}: runs on object storage are not "
-                          "emulated yet (only `dlio-fast io s3://...` measures S3); use local_fs with a mounted "
-                          "folder", "storage.storage_type", cfg.storage.storage_type)
+        raise ConfigError(
+            f"storage.storage_type = {cfg.storage.storage_type!r}: runs on object storage are not "
+            "emulated yet (only `dlio-fast io s3://...` measures S3); use local_fs with a mounted "
+            "folder",
+            "storage.storage_type",
+            cfg.storage.storage_type,
+        )
     check_buffers(cfg, s.spec)
     if cfg.dlio_fast.cache == "drop-all" and os.geteuid() != 0:
-        raise DlioError("dlio_fast.cache = drop-all drops the whole host's page cache and needs root; use "
-                        "--cache drop (each file's pages, no root needed)")
+        raise DlioError(
+            "dlio_fast.cache = drop-all drops the whole host's page cache and needs root; use "
+            "--cache drop (each file's pages, no root needed)"
+        )
     s.folder = output_folder(cfg, output, comm)
     prepare_output(s.folder, comm)
-    if wf.train and cfg.dlio_fast.mlperf_rules != "off":   # MLPerf Rules 3.1.2, before generating anything
+    if wf.train and cfg.dlio_fast.mlperf_rules != "off":  # MLPerf Rules 3.1.2, before generating anything
         from dlio.mlperf.datasize import shortfall
+
         hosts = len(set(comm.allgather(socket.gethostname())))
         problem = comm.bcast(shortfall(cfg, comm.size, hosts, host_info()["memory_bytes"]) if comm.rank == 0 else None)
         if problem and cfg.dlio_fast.mlperf_rules == "enforce":
@@ -225,20 +253,31 @@ def _start(s: Session, output) -> None:
             s.warn(f"warning: {problem}")
     if cfg.dlio_fast.trace:
         from dlio.report.trace import Tracer
+
         s.tracer = Tracer(s.folder, comm.rank, comm.size)
-    phases = [name for name, on in (("Generating data", wf.generate_data), ("Training", wf.train),
-                                     ("Evaluation", wf.train and wf.evaluation), ("Checkpointing", wf.checkpoint)) if on]
+    phases = [
+        name
+        for name, on in (
+            ("Generating data", wf.generate_data),
+            ("Training", wf.train),
+            ("Evaluation", wf.train and wf.evaluation),
+            ("Checkpointing", wf.checkpoint),
+        )
+        if on
+    ]
     s.echo(f"Running dlio-fast [{' & '.join(phases)}] with {comm.size} process(es)")
     needs_data = wf.train or (wf.generate_data and not cfg.is_checkpoint_only())  # never a dataset nobody reads
     if (wf.generate_data and needs_data) or (needs_data and not comm.bcast(data_present(s.spec))):
         from dlio.report.trace import maybe_phase
+
         with maybe_phase(s.tracer, "generate"):
             generate(cfg, s.spec, comm, s.echo, s.progress)
     comm.barrier()
     if wf.train:
         from dlio.dataset.mismatch import check_dataset_matches
+
         for split in ("train", "valid"):
-            check_dataset_matches(s.spec, split)   # generated with another config: wrong figures
+            check_dataset_matches(s.spec, split)  # generated with another config: wrong figures
     s.nbytes = dataset_bytes(s.spec) if needs_data else 0
     if comm.rank == 0 and wf.train:
         cache_warning(cfg, s.nbytes, s.warn)
@@ -253,8 +292,9 @@ def _measure(s: Session):
     rank_rec = new_rank_record(comm.rank)
     if cfg.workflow.train:
         try:
-            rank_rec, failure = loop.run_training(cfg, comm, s.echo, s.progress.training if s.progress else None,
-                                                  tracer=s.tracer, verbose=s.verbose)
+            rank_rec, failure = loop.run_training(
+                cfg, comm, s.echo, s.progress.training if s.progress else None, tracer=s.tracer, verbose=s.verbose
+            )
         finally:
             if s.progress is not None:
                 s.progress.done()
@@ -267,9 +307,14 @@ def _measure(s: Session):
         if s.tracer is not None:  # records carry wall-clock times: map them to the trace clock
             wall_to_mono = _core.now_ns() - time.time_ns()
             for c in ck["records"]:
-                s.tracer.span(f"checkpoint.{c['kind']}", c["wall_start_ns"] + wall_to_mono,
-                              c["wall_end_ns"] - c["wall_start_ns"], epoch=c["epoch"], step=c["step"],
-                              bytes=c["bytes"])
+                s.tracer.span(
+                    f"checkpoint.{c['kind']}",
+                    c["wall_start_ns"] + wall_to_mono,
+                    c["wall_end_ns"] - c["wall_start_ns"],
+                    epoch=c["epoch"],
+                    step=c["step"],
+                    bytes=c["bytes"],
+                )
     return rank_rec, failure
 
 
@@ -283,8 +328,10 @@ def _finish(s: Session, rank_rec, failure) -> None:
         if s.tracer.failed:
             s.warn(f"warning: the trace was dropped ({s.tracer.failed}); the results are kept")
         else:
-            s.echo(f"Trace: {s.tracer.path} ({s.tracer.events} events"
-                   f"{f', {s.tracer.dropped} dropped: buffers full' if s.tracer.dropped else ''})")
+            s.echo(
+                f"Trace: {s.tracer.path} ({s.tracer.events} events"
+                f"{f', {s.tracer.dropped} dropped: buffers full' if s.tracer.dropped else ''})"
+            )
     if failure is not None and comm.size > 1:
         # Another rank may be gone or stuck: no collective operation from here on. Each rank
         # keeps what it measured in its own files; a failed rank's error then aborts the job.
@@ -297,19 +344,22 @@ def _finish(s: Session, rank_rec, failure) -> None:
     lost = None
     if comm.rank == 0:
         from dlio.report import verdict
+
         verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
         result["verdicts"] = verdicts
         where, lost = write_with_fallback(lambda d: dlio_files.write_all(result, d, cfg.to_yaml()), s.folder)
         if cfg.dlio_fast.results_dir and not lost:
             from dlio.mlperf import provenance
+
             provenance.write(where, provenance.provenance(cfg, result["hostnames"]))
         if cfg.dlio_fast.plots and not lost:
             from dlio.report import plots
+
             try:
                 made = plots.make_all(result, s.folder, summary=dlio_files.summary(result))
                 s.echo(f"Plots: {', '.join(os.path.basename(p) for p in made)}")
-            except DlioError as e:   # a full disk costs the plots, not the results
+            except DlioError as e:  # a full disk costs the plots, not the results
                 s.warn(f"warning: plots not written: {e}")
         lines = dlio_files.metric_lines(result) if any(r["epochs"] or r.get("checkpoints") for r in records) else []
         lines += dlio_files.exact_table(result) if any(r["epochs"] for r in records) else []

@@ -12,26 +12,27 @@
 #include <unistd.h>
 
 #ifndef POOL
-#define POOL (1u << 20)            /* random bytes every file's content is drawn from (see gen.h) */
+#define POOL (1u << 20) /* random bytes every file's content is drawn from (see gen.h) */
 #endif
 #ifndef MIRROR
-#define MIRROR (256u << 10)        /* the pool's start again after it: any window <= MIRROR is contiguous */
+#define MIRROR                                                                                     \
+	(256u << 10) /* the pool's start again after it: any window <= MIRROR is contiguous */
 #endif
-#define NBLK (POOL / 4096)
+#define NBLK  (POOL / 4096)
 #define STAMP 16
-#define BATCH (1u << 20)           /* bytes per pwritev */
+#define BATCH (1u << 20) /* bytes per pwritev */
 _Static_assert(BATCH <= POOL, "the windows of one batch must not overlap in the pool");
-#define NIOV 256
-#define NSMALL 512                 /* 8-byte slots for inline/checksum bytes of one batch */
-#define NRESTORE 1024
-#define NPATCH 8
+#define NIOV      256
+#define NSMALL    512 /* 8-byte slots for inline/checksum bytes of one batch */
+#define NRESTORE  1024
+#define NPATCH    8
 #define POOL_SEED 0x6c696f2d66617374ull
 
-static unsigned char *pristine;            /* POOL + MIRROR bytes, never written after init */
-static uint32_t tail_crc[2][NBLK];         /* crc of bytes [16, 4096) of each pool block, per kind */
+static unsigned char *pristine;    /* POOL + MIRROR bytes, never written after init */
+static uint32_t tail_crc[2][NBLK]; /* crc of bytes [16, 4096) of each pool block, per kind */
 static uint32_t poly[2] = { 0x82f63b78u, 0xedb88320u };
 static uint32_t x2n[2][32];
-static uint32_t op_tail[2];                /* x^(8*4080) mod p: shifts a crc over a block's tail */
+static uint32_t op_tail[2]; /* x^(8*4080) mod p: shifts a crc over a block's tail */
 static uint32_t crc32_tab[8][256];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_key_t work_key;
@@ -74,9 +75,10 @@ uint32_t dc_crc32(uint32_t crc, const void *data, size_t len)
 		uint64_t v;
 		memcpy(&v, p, 8);
 		v ^= crc;
-		crc = crc32_tab[7][v & 0xff] ^ crc32_tab[6][(v >> 8) & 0xff] ^ crc32_tab[5][(v >> 16) & 0xff] ^
-		      crc32_tab[4][(v >> 24) & 0xff] ^ crc32_tab[3][(v >> 32) & 0xff] ^
-		      crc32_tab[2][(v >> 40) & 0xff] ^ crc32_tab[1][(v >> 48) & 0xff] ^ crc32_tab[0][v >> 56];
+		crc = crc32_tab[7][v & 0xff] ^ crc32_tab[6][(v >> 8) & 0xff] ^
+		      crc32_tab[5][(v >> 16) & 0xff] ^ crc32_tab[4][(v >> 24) & 0xff] ^
+		      crc32_tab[3][(v >> 32) & 0xff] ^ crc32_tab[2][(v >> 40) & 0xff] ^
+		      crc32_tab[1][(v >> 48) & 0xff] ^ crc32_tab[0][v >> 56];
 		p += 8;
 		len -= 8;
 	}
@@ -105,14 +107,16 @@ static void init(void)
 	}
 	for (uint32_t i = 0; i < 256; i++)
 		for (int t = 1; t < 8; t++)
-			crc32_tab[t][i] = (crc32_tab[t - 1][i] >> 8) ^ crc32_tab[0][crc32_tab[t - 1][i] & 0xff];
+			crc32_tab[t][i] = (crc32_tab[t - 1][i] >> 8) ^
+					  crc32_tab[0][crc32_tab[t - 1][i] & 0xff];
 	for (int k = 0; k < 2; k++) {
-		x2n[k][0] = 1u << 30;  /* x^1 */
+		x2n[k][0] = 1u << 30; /* x^1 */
 		for (int n = 1; n < 32; n++)
 			x2n[k][n] = multmodp(x2n[k][n - 1], x2n[k][n - 1], poly[k]);
 		op_tail[k] = x8nmodp(k, 4096 - STAMP);
 	}
-	if (posix_memalign((void **)&pristine, 4096, POOL + MIRROR) || pthread_key_create(&work_key, free_work)) {
+	if (posix_memalign((void **)&pristine, 4096, POOL + MIRROR) ||
+	    pthread_key_create(&work_key, free_work)) {
 		init_failed = 1;
 		return;
 	}
@@ -120,7 +124,8 @@ static void init(void)
 	memcpy(pristine + POOL, pristine, MIRROR);
 	for (int k = 0; k < 2; k++)
 		for (unsigned b = 0; b < NBLK; b++)
-			tail_crc[k][b] = crc_update(k, 0, pristine + (size_t)b * 4096 + STAMP, 4096 - STAMP);
+			tail_crc[k][b] =
+				crc_update(k, 0, pristine + (size_t)b * 4096 + STAMP, 4096 - STAMP);
 }
 
 /* This thread's writable copy of the pool (stamps go in, are written out, and are undone). */
@@ -159,8 +164,8 @@ struct stamped {
 	unsigned n;
 };
 
-static void put_stamp(unsigned char *dst, uint64_t x, uint64_t y, uint64_t sp, uint64_t s1, uint64_t seed,
-		      struct stamped *out)
+static void put_stamp(unsigned char *dst, uint64_t x, uint64_t y, uint64_t sp, uint64_t s1,
+		      uint64_t seed, struct stamped *out)
 {
 	unsigned char s[STAMP];
 	uint64_t end = sp + STAMP < s1 ? sp + STAMP : s1;
@@ -175,8 +180,8 @@ static void put_stamp(unsigned char *dst, uint64_t x, uint64_t y, uint64_t sp, u
 	}
 }
 
-static void apply_stamps(unsigned char *dst, uint64_t x, uint64_t y, uint64_t s0, uint64_t s1, uint64_t seed,
-			 struct stamped *out)
+static void apply_stamps(unsigned char *dst, uint64_t x, uint64_t y, uint64_t s0, uint64_t s1,
+			 uint64_t seed, struct stamped *out)
 {
 	if (out)
 		out->n = 0;
@@ -190,7 +195,8 @@ static void apply_stamps(unsigned char *dst, uint64_t x, uint64_t y, uint64_t s0
 }
 
 /* Random bytes [x, y) (y - x <= MIRROR) of segment [s0, s1) into dst. */
-static void render_rand(unsigned char *dst, uint64_t x, uint64_t y, uint64_t s0, uint64_t s1, uint64_t seed)
+static void render_rand(unsigned char *dst, uint64_t x, uint64_t y, uint64_t s0, uint64_t s1,
+			uint64_t seed)
 {
 	memcpy(dst, pristine + pool_pos(seed, x), y - x);
 	apply_stamps(dst, x, y, s0, s1, seed, NULL);
@@ -198,7 +204,8 @@ static void render_rand(unsigned char *dst, uint64_t x, uint64_t y, uint64_t s0,
 
 /* crc over random bytes [x, y) of segment [s0, s1): whole blocks combined from the pool's block
  * checksums, the ragged ends rendered and checksummed. */
-static uint32_t crc_rand(int kind, uint32_t crc, uint64_t x, uint64_t y, uint64_t s0, uint64_t s1, uint64_t seed)
+static uint32_t crc_rand(int kind, uint32_t crc, uint64_t x, uint64_t y, uint64_t s0, uint64_t s1,
+			 uint64_t seed)
 {
 	unsigned char tmp[4096];
 	uint64_t pos = x;
@@ -208,7 +215,8 @@ static uint32_t crc_rand(int kind, uint32_t crc, uint64_t x, uint64_t y, uint64_
 			unsigned char s[STAMP];
 			stamp_bytes(s, seed, b);
 			crc = crc_update(kind, crc, s, STAMP);
-			crc = multmodp(op_tail[kind], crc, poly[kind]) ^ tail_crc[kind][pool_pos(seed, b) / 4096];
+			crc = multmodp(op_tail[kind], crc, poly[kind]) ^
+			      tail_crc[kind][pool_pos(seed, b) / 4096];
 			pos += 4096;
 			continue;
 		}
@@ -222,7 +230,7 @@ static uint32_t crc_rand(int kind, uint32_t crc, uint64_t x, uint64_t y, uint64_
 
 struct emit {
 	int fd;
-	unsigned char *buf;       /* render mode: the output (no fd) */
+	unsigned char *buf; /* render mode: the output (no fd) */
 	uint64_t buflen;
 	unsigned char *work;
 	uint64_t seed, off;
@@ -266,7 +274,8 @@ static int flush(struct emit *e)
 			iov->iov_len -= (size_t)w;
 		}
 	}
-	for (unsigned i = 0; i < e->nrs; i++)   /* undo the stamps: the pool is the same for the next file */
+	for (unsigned i = 0; i < e->nrs;
+	     i++) /* undo the stamps: the pool is the same for the next file */
 		memcpy(e->work + e->rs_at[i], pristine + e->rs_at[i], e->rs_len[i]);
 	e->nrs = 0;
 	e->niov = 0;
@@ -279,7 +288,8 @@ static int flush(struct emit *e)
 /* Make room for one more iovec of up to len bytes; returns the bytes that fit (> 0) or -errno. */
 static int64_t room(struct emit *e, uint64_t len, unsigned stamps)
 {
-	if (e->niov == NIOV || e->pending >= BATCH || e->nsmall == NSMALL || e->nrs + stamps > NRESTORE) {
+	if (e->niov == NIOV || e->pending >= BATCH || e->nsmall == NSMALL ||
+	    e->nrs + stamps > NRESTORE) {
 		int rc = flush(e);
 		if (rc)
 			return rc;
@@ -334,7 +344,8 @@ static int emit_rand(struct emit *e, uint64_t len)
 		if (s1 > e->buflen)
 			return -EINVAL;
 		for (uint64_t x = s0; x < s1; x += MIRROR)
-			render_rand(e->buf + x, x, x + MIRROR < s1 ? x + MIRROR : s1, s0, s1, e->seed);
+			render_rand(e->buf + x, x, x + MIRROR < s1 ? x + MIRROR : s1, s0, s1,
+				    e->seed);
 		e->off = s1;
 		return 0;
 	}
@@ -365,7 +376,8 @@ static void put_value(unsigned char out[4], uint32_t c, unsigned how)
 	if (how == DC_PUT_MASKED_LE)
 		c = ((c >> 15) | (c << 17)) + 0xa282ead8u;
 	for (int i = 0; i < 4; i++)
-		out[i] = how == DC_PUT_BE ? (unsigned char)(c >> (24 - 8 * i)) : (unsigned char)(c >> (8 * i));
+		out[i] = how == DC_PUT_BE ? (unsigned char)(c >> (24 - 8 * i))
+					  : (unsigned char)(c >> (8 * i));
 }
 
 static int exec_seg(struct emit *e, const struct dc_gen_seg *s, const unsigned char *blob)
@@ -407,7 +419,8 @@ static int exec_seg(struct emit *e, const struct dc_gen_seg *s, const unsigned c
 	}
 }
 
-static int run_program(struct emit *e, const struct dc_gen_seg *segs, uint64_t n, const unsigned char *blob)
+static int run_program(struct emit *e, const struct dc_gen_seg *segs, uint64_t n,
+		       const unsigned char *blob)
 {
 	for (uint64_t i = 0; i < n; i++) {
 		if (segs[i].kind == DC_SEG_REPEAT) {
@@ -443,7 +456,9 @@ uint64_t dc_gen_size(const struct dc_gen_seg *segs, uint64_t n)
 		for (uint64_t j = 0; j < k && i + j < n; j++) {
 			const struct dc_gen_seg *s = &segs[i + j];
 			uint64_t len = s->kind == DC_SEG_LIT || s->kind == DC_SEG_RAND ? s->b
-				     : s->kind == DC_SEG_INLINE ? s->arg : s->kind == DC_SEG_PUT ? 4 : 0;
+				       : s->kind == DC_SEG_INLINE                      ? s->arg
+				       : s->kind == DC_SEG_PUT                         ? 4
+										       : 0;
 			total += mult * len;
 		}
 		i += k - 1;
@@ -451,8 +466,8 @@ uint64_t dc_gen_size(const struct dc_gen_seg *segs, uint64_t n)
 	return total;
 }
 
-int dc_gen_render(const struct dc_gen_seg *segs, uint64_t nsegs, const unsigned char *blob, uint64_t seed,
-		  unsigned char *buf, uint64_t len)
+int dc_gen_render(const struct dc_gen_seg *segs, uint64_t nsegs, const unsigned char *blob,
+		  uint64_t seed, unsigned char *buf, uint64_t len)
 {
 	pthread_once(&once, init);
 	if (init_failed)
@@ -514,8 +529,8 @@ static int write_one(struct emit *e, const struct dc_gen_file *f, const struct d
 }
 
 int dc_gen_files(const struct dc_gen_file *files, uint64_t n, const struct dc_gen_seg *segs,
-		 const unsigned char *blob, unsigned flags, volatile int *stop, uint64_t *done_bytes,
-		 uint64_t *done_files, struct dc_gen_error *err)
+		 const unsigned char *blob, unsigned flags, volatile int *stop,
+		 uint64_t *done_bytes, uint64_t *done_files, struct dc_gen_error *err)
 {
 	pthread_once(&once, init);
 	unsigned char *work = init_failed ? NULL : work_pool();

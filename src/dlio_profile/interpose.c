@@ -34,20 +34,20 @@
 
 enum { OP_OPEN = 0, OP_CLOSE = 1, OP_READ = 2, OP_WRITE = 3, OP_MMAP = 4 };
 
-struct rec {            /* 56 bytes; mirrored by dlio/profile/parsers.py NATIVE_DTYPE */
-	uint64_t t;     /* CLOCK_MONOTONIC ns at the call */
-	uint64_t dur;   /* ns in the call */
-	int64_t off;    /* file offset (-1 unknown) */
-	int64_t req;    /* bytes asked for (mmap: length) */
-	int64_t ret;    /* bytes done, the fd for open, or -errno */
-	uint32_t file;  /* file id (files-*.txt) */
+struct rec {           /* 56 bytes; mirrored by dlio/profile/parsers.py NATIVE_DTYPE */
+	uint64_t t;    /* CLOCK_MONOTONIC ns at the call */
+	uint64_t dur;  /* ns in the call */
+	int64_t off;   /* file offset (-1 unknown) */
+	int64_t req;   /* bytes asked for (mmap: length) */
+	int64_t ret;   /* bytes done, the fd for open, or -errno */
+	uint32_t file; /* file id (files-*.txt) */
 	uint32_t tid;
 	uint32_t pid;
 	uint16_t op;
 	uint16_t pad;
 };
 
-#define NREC 4096
+#define NREC  4096
 #define MAXFD 65536
 
 struct tbuf {
@@ -57,7 +57,7 @@ struct tbuf {
 };
 
 struct fdent {
-	uint32_t id;    /* 0: not tracked */
+	uint32_t id; /* 0: not tracked */
 	int64_t pos;
 };
 
@@ -73,7 +73,7 @@ static pthread_key_t key;
 static struct tbuf *all_bufs;
 static __thread struct tbuf *tb;
 static __thread uint32_t my_tid;
-static __thread int busy;     /* inside our own code: do not record */
+static __thread int busy; /* inside our own code: do not record */
 
 #define REAL(ret, name, args) static ret(*real_##name) args
 REAL(int, open, (const char *, int, ...));
@@ -109,16 +109,46 @@ REAL(size_t, fread, (void *, size_t, size_t, FILE *));
 REAL(int, fclose, (FILE *));
 REAL(void, _exit, (int)) __attribute__((noreturn));
 
-#define RESOLVE(name) do { if (!real_##name) real_##name = dlsym(RTLD_NEXT, #name); } while (0)
+#define RESOLVE(name)                                                                              \
+	do {                                                                                       \
+		if (!real_##name)                                                                  \
+			real_##name = dlsym(RTLD_NEXT, #name);                                     \
+	} while (0)
 
 static void resolve_all(void)
 {
-	RESOLVE(open); RESOLVE(open64); RESOLVE(openat); RESOLVE(openat64); RESOLVE(__open_2);
-	RESOLVE(__open64_2); RESOLVE(__openat_2); RESOLVE(creat); RESOLVE(close); RESOLVE(read);
-	RESOLVE(write); RESOLVE(pread); RESOLVE(pread64); RESOLVE(pwrite); RESOLVE(pwrite64);
-	RESOLVE(readv); RESOLVE(writev); RESOLVE(preadv); RESOLVE(preadv64); RESOLVE(preadv2);
-	RESOLVE(lseek); RESOLVE(lseek64); RESOLVE(mmap); RESOLVE(mmap64); RESOLVE(dup); RESOLVE(dup2);
-	RESOLVE(dup3); RESOLVE(fopen); RESOLVE(fopen64); RESOLVE(fread); RESOLVE(fclose); RESOLVE(_exit);
+	RESOLVE(open);
+	RESOLVE(open64);
+	RESOLVE(openat);
+	RESOLVE(openat64);
+	RESOLVE(__open_2);
+	RESOLVE(__open64_2);
+	RESOLVE(__openat_2);
+	RESOLVE(creat);
+	RESOLVE(close);
+	RESOLVE(read);
+	RESOLVE(write);
+	RESOLVE(pread);
+	RESOLVE(pread64);
+	RESOLVE(pwrite);
+	RESOLVE(pwrite64);
+	RESOLVE(readv);
+	RESOLVE(writev);
+	RESOLVE(preadv);
+	RESOLVE(preadv64);
+	RESOLVE(preadv2);
+	RESOLVE(lseek);
+	RESOLVE(lseek64);
+	RESOLVE(mmap);
+	RESOLVE(mmap64);
+	RESOLVE(dup);
+	RESOLVE(dup2);
+	RESOLVE(dup3);
+	RESOLVE(fopen);
+	RESOLVE(fopen64);
+	RESOLVE(fread);
+	RESOLVE(fclose);
+	RESOLVE(_exit);
 }
 
 static inline uint64_t now_ns(void)
@@ -243,7 +273,7 @@ static void flush_all(void)
 static void before_fork(void)
 {
 	if (active)
-		flush_all();     /* the child must not inherit records the parent has not written */
+		flush_all(); /* the child must not inherit records the parent has not written */
 	pthread_mutex_lock(&lock);
 }
 
@@ -257,7 +287,7 @@ static void after_fork_child(void)
 	/* Only the forking thread exists here: the other buffers are copies to drop. */
 	for (struct tbuf *b = all_bufs; b; b = b->next)
 		b->n = 0;
-	names_len = 0;           /* the parent wrote them before the fork */
+	names_len = 0; /* the parent wrote them before the fork */
 	pthread_mutex_unlock(&lock);
 	my_tid = 0;
 	if (!active)
@@ -309,7 +339,8 @@ static struct tbuf *my_buf(void)
 	return tb;
 }
 
-static void record(int op, uint32_t file, uint64_t t, uint64_t t1, int64_t off, int64_t req, int64_t ret)
+static void record(int op, uint32_t file, uint64_t t, uint64_t t1, int64_t off, int64_t req,
+		   int64_t ret)
 {
 	struct tbuf *b = my_buf();
 	struct rec *r;
@@ -389,11 +420,11 @@ static int mode_arg(int flags, va_list ap)
 	return (flags & (O_CREAT | __O_TMPFILE)) ? va_arg(ap, int) : 0;
 }
 
-#define OPEN_BODY(call, dirfd)                                              \
-	uint64_t t = now_ns();                                                  \
-	int fd = call;                                                          \
-	if (active && fd >= 0)                                                  \
-		opened(dirfd, path, fd, flags, t, now_ns());                        \
+#define OPEN_BODY(call, dirfd)                                                                     \
+	uint64_t t = now_ns();                                                                     \
+	int fd = call;                                                                             \
+	if (active && fd >= 0)                                                                     \
+		opened(dirfd, path, fd, flags, t, now_ns());                                       \
 	return fd;
 
 int open(const char *path, int flags, ...)
@@ -513,12 +544,12 @@ ssize_t write(int fd, const void *buf, size_t n)
 	return ret;
 }
 
-#define P_BODY(op, call)                                                    \
-	uint32_t id = tracked(fd);                                              \
-	uint64_t t = id ? now_ns() : 0;                                         \
-	ssize_t ret = call;                                                     \
-	if (id)                                                                 \
-		record(op, id, t, now_ns(), (int64_t)off, (int64_t)n, ret < 0 ? -errno : ret); \
+#define P_BODY(op, call)                                                                           \
+	uint32_t id = tracked(fd);                                                                 \
+	uint64_t t = id ? now_ns() : 0;                                                            \
+	ssize_t ret = call;                                                                        \
+	if (id)                                                                                    \
+		record(op, id, t, now_ns(), (int64_t)off, (int64_t)n, ret < 0 ? -errno : ret);     \
 	return ret;
 
 ssize_t pread(int fd, void *buf, size_t n, off_t off)
@@ -634,7 +665,8 @@ void *mmap(void *addr, size_t n, int prot, int flags, int fd, off_t off)
 	void *p = real_mmap(addr, n, prot, flags, fd, off);
 
 	if (id)
-		record(OP_MMAP, id, t, now_ns(), (int64_t)off, (int64_t)n, p == MAP_FAILED ? -errno : (int64_t)n);
+		record(OP_MMAP, id, t, now_ns(), (int64_t)off, (int64_t)n,
+		       p == MAP_FAILED ? -errno : (int64_t)n);
 	return p;
 }
 
@@ -646,7 +678,8 @@ void *mmap64(void *addr, size_t n, int prot, int flags, int fd, off_t off)
 	void *p = real_mmap64(addr, n, prot, flags, fd, off);
 
 	if (id)
-		record(OP_MMAP, id, t, now_ns(), (int64_t)off, (int64_t)n, p == MAP_FAILED ? -errno : (int64_t)n);
+		record(OP_MMAP, id, t, now_ns(), (int64_t)off, (int64_t)n,
+		       p == MAP_FAILED ? -errno : (int64_t)n);
 	return p;
 }
 
@@ -678,7 +711,8 @@ int dup3(int fd, int to, int flags)
 }
 
 /* stdio: glibc's fopen/fread call its internal open/read, which no wrapper sees. */
-static FILE *fopen_common(FILE *(*fn)(const char *, const char *), const char *path, const char *mode)
+static FILE *fopen_common(FILE *(*fn)(const char *, const char *), const char *path,
+			  const char *mode)
 {
 	uint64_t t = now_ns();
 	FILE *f = fn(path, mode);

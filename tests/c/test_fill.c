@@ -39,7 +39,8 @@ static void test_gen(void)
 	};
 	uint64_t n = sizeof(prog) / sizeof(prog[0]);
 	uint64_t len = dc_gen_size(prog, n);
-	T_CHECK(len == 10 + 3 * 4096 + 100 + 5 + 4 + 3 * (3 + 70000 + 4), "program size %llu", (unsigned long long)len);
+	T_CHECK(len == 10 + 3 * 4096 + 100 + 5 + 4 + 3 * (3 + 70000 + 4), "program size %llu",
+		(unsigned long long)len);
 	unsigned char *a = malloc(len), *b = malloc(len), *c = malloc(len);
 	T_CHECK(dc_gen_render(prog, n, blob, 42, a, len) == 0, "render");
 	uint32_t crc = ref_crc(0xedb88320u, a + 10, 3 * 4096 + 100 + 5);
@@ -57,8 +58,10 @@ static void test_gen(void)
 	T_CHECK(dc_gen_render(prog, n, blob, 43, b, len) == 0, "render seed 43");
 	for (uint64_t x = 0; x + 4096 <= len; x += 4096)
 		for (uint64_t y = 0; y + 4096 <= len; y += 4096) {
-			if (!memcmp(a + x, b + y, 4096) || (x != y && !memcmp(a + x, a + y, 4096))) {
-				T_CHECK(0, "4 KiB blocks at %llu and %llu repeat", (unsigned long long)x, (unsigned long long)y);
+			if (!memcmp(a + x, b + y, 4096) ||
+			    (x != y && !memcmp(a + x, a + y, 4096))) {
+				T_CHECK(0, "4 KiB blocks at %llu and %llu repeat",
+					(unsigned long long)x, (unsigned long long)y);
 				x = len;
 				break;
 			}
@@ -73,22 +76,26 @@ static void test_gen(void)
 	struct dc_gen_error err;
 	uint64_t bytes = 0, files = 0;
 	T_CHECK(dc_gen_files(&f, 1, prog, blob, 0, NULL, &bytes, &files, &err) == 0, "gen_files");
-	T_CHECK(bytes == len && files == 1, "counters %llu %llu", (unsigned long long)bytes, (unsigned long long)files);
+	T_CHECK(bytes == len && files == 1, "counters %llu %llu", (unsigned long long)bytes,
+		(unsigned long long)files);
 	T_CHECK(access(tmp, F_OK) != 0, "temp renamed");
 	int fd = open(path, O_RDONLY);
-	T_CHECK(fd >= 0 && pread(fd, c, len, 0) == (ssize_t)len && !memcmp(a, c, len), "file == render");
+	T_CHECK(fd >= 0 && pread(fd, c, len, 0) == (ssize_t)len && !memcmp(a, c, len),
+		"file == render");
 	if (fd >= 0)
 		close(fd);
 	/* Twice in a row from the same thread: stamps of the first file were undone in the pool. */
 	T_CHECK(dc_gen_files(&f, 1, prog, blob, 0, NULL, NULL, NULL, &err) == 0, "gen_files again");
 	fd = open(path, O_RDONLY);
-	T_CHECK(fd >= 0 && pread(fd, c, len, 0) == (ssize_t)len && !memcmp(a, c, len), "same file again");
+	T_CHECK(fd >= 0 && pread(fd, c, len, 0) == (ssize_t)len && !memcmp(a, c, len),
+		"same file again");
 	if (fd >= 0)
 		close(fd);
 	/* A failure names the step and leaves no temp: the final name is a directory. */
 	unlink(path);
 	mkdir(path, 0755);
-	T_CHECK(dc_gen_files(&f, 1, prog, blob, 0, NULL, NULL, NULL, &err) == -EISDIR && !strcmp(err.what, "rename"),
+	T_CHECK(dc_gen_files(&f, 1, prog, blob, 0, NULL, NULL, NULL, &err) == -EISDIR &&
+			!strcmp(err.what, "rename"),
 		"rename onto a directory: %s", err.what);
 	T_CHECK(access(tmp, F_OK) != 0, "failed temp removed");
 	volatile int stop = 1;

@@ -1,4 +1,5 @@
 """Hostile input and faults: clear one-line errors, nothing lost, nothing half-written."""
+
 import json
 import os
 import signal
@@ -7,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import one_line
 
 SMALL = ["--workload", "default", "--set", "train.computation_time=0.001", "--set", "train.epochs=1"]
@@ -20,9 +20,27 @@ def data_args(folder):
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_stops_run_and_keeps_partial_results(tmp_path, sig, code):
     data, out = tmp_path / "data", tmp_path / "out"
-    p = subprocess.Popen([sys.executable, "-m", "dlio", "-q", "run", "--workload", "default",
-                          *data_args(data), "--set", "train.epochs=1000", "--set", "train.computation_time=0.02",
-                          "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dlio",
+            "-q",
+            "run",
+            "--workload",
+            "default",
+            *data_args(data),
+            "--set",
+            "train.epochs=1000",
+            "--set",
+            "train.computation_time=0.02",
+            "-o",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # wait until training has produced steps: generation is quick for this dataset
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (data / ".dlio-fast").exists():
@@ -48,7 +66,7 @@ def test_unwritable_output_detected_before_anything_runs(run_cli, tmp_path):
     code, out, err = run_cli("run", *SMALL, *data_args(data), "-o", "/proc/dlio-fast-out")
     assert code == 2
     assert "/proc/dlio-fast-out" in one_line(err)
-    assert not data.exists()          # nothing was generated
+    assert not data.exists()  # nothing was generated
 
 
 def test_truncated_file_stops_with_path_or_is_skipped(run_cli, tmp_path):
@@ -89,16 +107,20 @@ def test_missing_dataset_file_reports_path(run_cli, tmp_path):
 def tiny_fs(tmp_path):
     d = tmp_path / "tiny"
     d.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(d)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(d)], capture_output=True).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     yield d
     subprocess.run(["umount", str(d)], capture_output=True)
 
 
 def test_full_disk_refused_before_generating_with_the_size_needed(run_cli, tiny_fs):
-    code, out, err = run_cli("generate", "--workload", "default", *data_args(tiny_fs / "d"),
-                             "--set", "dataset.record_length_bytes=1048576")
+    code, out, err = run_cli(
+        "generate", "--workload", "default", *data_args(tiny_fs / "d"), "--set", "dataset.record_length_bytes=1048576"
+    )
     assert code == 2
     line = one_line(err)
     assert "GiB" in line and "free" in line
@@ -113,15 +135,18 @@ def test_io_enospc_while_writing_test_files(run_cli, tiny_fs):
     assert not os.listdir(tiny_fs)
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["run", "--workload", "default", "--set", "reader.batch_size=0"], "reader.batch_size"),
-    (["run", "--workload", "default", "--set", "dataset.num_file_train=3"], "num_files_train"),
-    (["run", "--workload", "nosuch"], "nosuch"),
-    (["run", "--workload", "default", "--set", "dataset.format=floppy"], "floppy"),
-    (["run", "--workload", "default", "--set", "reader.read_threads=5000"], "read_threads"),
-    (["run", "--workload", "default", "++workload.train.epochs=-1"], "train.epochs"),
-    (["run"], "--workload"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["run", "--workload", "default", "--set", "reader.batch_size=0"], "reader.batch_size"),
+        (["run", "--workload", "default", "--set", "dataset.num_file_train=3"], "num_files_train"),
+        (["run", "--workload", "nosuch"], "nosuch"),
+        (["run", "--workload", "default", "--set", "dataset.format=floppy"], "floppy"),
+        (["run", "--workload", "default", "--set", "reader.read_threads=5000"], "read_threads"),
+        (["run", "--workload", "default", "++workload.train.epochs=-1"], "train.epochs"),
+        (["run"], "--workload"),
+    ],
+)
 def test_bad_config_one_line_exit_2(run_cli, tmp_path, args, needle):
     code, out, err = run_cli(*args, "-o", tmp_path / "o")
     assert code == 2
@@ -140,9 +165,18 @@ def test_broken_and_empty_yaml(run_cli, tmp_path):
 
 
 def test_zero_steps_is_a_clear_error(run_cli, tmp_path):
-    code, out, err = run_cli("run", "--workload", "default", *data_args(tmp_path / "d"),
-                             "--set", "dataset.num_files_train=3", "--set", "reader.batch_size=4",
-                             "-o", tmp_path / "o")
+    code, out, err = run_cli(
+        "run",
+        "--workload",
+        "default",
+        *data_args(tmp_path / "d"),
+        "--set",
+        "dataset.num_files_train=3",
+        "--set",
+        "reader.batch_size=4",
+        "-o",
+        tmp_path / "o",
+    )
     assert code == 2
     line = one_line(err)
     assert "0 training steps" in line and "batch of 4" in line

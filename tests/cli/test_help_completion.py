@@ -1,4 +1,5 @@
 """Every --help ends with examples that name real commands; shell completion lists workloads, engines, rw modes."""
+
 import os
 import shutil
 import subprocess
@@ -25,7 +26,7 @@ def test_every_help_has_examples(path):
     assert res.exit_code == 0, res.output
     text = res.output
     assert "Examples:" in text
-    ex = text[text.index("Examples:"):].splitlines()[1:]
+    ex = text[text.index("Examples:") :].splitlines()[1:]
     cmds = [line.strip() for line in ex if line.strip().startswith(("dlio-fast", "mpiexec"))]
     assert cmds, text
     # each example names the command it documents (the root group: any command)
@@ -39,8 +40,9 @@ def _script():
 
 def complete(words):
     """What bash completion offers for the last word of `words` (click's bash_complete protocol)."""
-    env = dict(os.environ, COMP_WORDS=" ".join(words), COMP_CWORD=str(len(words) - 1),
-               _DLIO_FAST_COMPLETE="bash_complete")
+    env = dict(
+        os.environ, COMP_WORDS=" ".join(words), COMP_CWORD=str(len(words) - 1), _DLIO_FAST_COMPLETE="bash_complete"
+    )
     out = subprocess.run([_script()], env=env, capture_output=True, text=True, timeout=60).stdout
     return [line.split(",", 1)[1] for line in out.splitlines() if line.startswith("plain,")]
 
@@ -59,8 +61,9 @@ def test_completion_of_workloads_engines_rw():
 
 @needs_script
 def test_bash_source_script():
-    out = subprocess.run([_script()], env=dict(os.environ, _DLIO_FAST_COMPLETE="bash_source"), capture_output=True,
-                         text=True, timeout=60).stdout
+    out = subprocess.run(
+        [_script()], env=dict(os.environ, _DLIO_FAST_COMPLETE="bash_source"), capture_output=True, text=True, timeout=60
+    ).stdout
     assert "_DLIO_FAST_COMPLETE=bash_complete" in out and "complete " in out
 
 

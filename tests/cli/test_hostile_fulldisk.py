@@ -1,5 +1,6 @@
 """A full disk (a small tmpfs we mount): results still written somewhere and said where, a partial
 checkpoint removed, a failed trace dropped with a warning, out-of-inodes named as such."""
+
 import glob
 import json
 import os
@@ -10,15 +11,25 @@ import sys
 import pytest
 from conftest import one_line
 
-OPTS = ["--workload", "default", "--set", "train.epochs=1", "--set", "train.computation_time=0",
-       "--set", "workflow.evaluation=false"]
+OPTS = [
+    "--workload",
+    "default",
+    "--set",
+    "train.epochs=1",
+    "--set",
+    "train.computation_time=0",
+    "--set",
+    "workflow.evaluation=false",
+]
 RUN = ["run", *OPTS]
 
 
 def _mount(d, opts):
     d.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(d)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(d)], capture_output=True).returncode != 0
+    ):
         pytest.skip("cannot mount a small tmpfs here (needs root and mount permission)")
 
 
@@ -62,9 +73,15 @@ def dataset(tmp_path_factory):
 def test_results_on_a_full_disk_are_written_elsewhere_and_said_where(tiny, dataset, trace):
     out = tiny / "out"
     out.mkdir()
-    fill(tiny, 12 << 10)     # room for the lock file and the write probe, not for the results
-    code, stdout, err = dlio(*RUN, "--set", f"dataset.data_folder={dataset}", "-o", out,
-                             *(["--set", "dlio_fast.trace=true"] if trace else []))
+    fill(tiny, 12 << 10)  # room for the lock file and the write probe, not for the results
+    code, stdout, err = dlio(
+        *RUN,
+        "--set",
+        f"dataset.data_folder={dataset}",
+        "-o",
+        out,
+        *(["--set", "dlio_fast.trace=true"] if trace else []),
+    )
     assert code == 1, err
     line = [x for x in err.splitlines() if x.startswith("dlio-fast: error")][0]
     assert str(out) in line and "No space left on device" in line and "written to" in line
@@ -83,12 +100,22 @@ def test_results_on_a_full_disk_are_written_elsewhere_and_said_where(tiny, datas
 
 def test_checkpoint_larger_than_the_free_space_is_refused_before_writing(tiny, dataset, tmp_path):
     ck = tiny / "ck"
-    code, stdout, err = dlio(*RUN, "--set", f"dataset.data_folder={dataset}", "--set", "workflow.checkpoint=true",
-                             "--set", "model.model_size_bytes=8388608", "--set", f"checkpoint.checkpoint_folder={ck}",
-                             "-o", tmp_path / "o")
+    code, stdout, err = dlio(
+        *RUN,
+        "--set",
+        f"dataset.data_folder={dataset}",
+        "--set",
+        "workflow.checkpoint=true",
+        "--set",
+        "model.model_size_bytes=8388608",
+        "--set",
+        f"checkpoint.checkpoint_folder={ck}",
+        "-o",
+        tmp_path / "o",
+    )
     assert code == 1
     assert "is free" in err and str(ck) in err and "Traceback" not in err
-    assert not glob.glob(str(ck / "*" / "*"))      # nothing half-written left
+    assert not glob.glob(str(ck / "*" / "*"))  # nothing half-written left
     assert json.loads((tmp_path / "o" / "dlio-fast.json").read_text())["complete"] is False
 
 
@@ -97,8 +124,15 @@ def test_checkpoint_that_fills_the_disk_midway_is_removed(tiny, dataset, tmp_pat
     from dlio.checkpoint import io as ckpt_io
     from dlio.config.load import load_config
     from dlio.errors import DlioRunError
-    cfg = load_config(workload="default", sets=["workflow.checkpoint=true", "model.model_size_bytes=1048576",
-                                                f"checkpoint.checkpoint_folder={tiny / 'ck'}"])
+
+    cfg = load_config(
+        workload="default",
+        sets=[
+            "workflow.checkpoint=true",
+            "model.model_size_bytes=1048576",
+            f"checkpoint.checkpoint_folder={tiny / 'ck'}",
+        ],
+    )
     fill(tiny, 1536 << 10)
     real = ckpt_io._run_core
 
@@ -110,6 +144,7 @@ def test_checkpoint_that_fills_the_disk_midway_is_removed(tiny, dataset, tmp_pat
             except OSError:
                 pass
         return real(*a, **k)
+
     monkeypatch.setattr(ckpt_io, "_run_core", squeeze)
     with pytest.raises(DlioRunError) as e:
         ckpt_io.save(cfg, None, 1, 1)

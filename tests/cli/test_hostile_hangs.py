@@ -1,5 +1,6 @@
 """Nothing hung, nothing lost: FIFOs in a dataset, ranks with different configs, a second signal
 during shutdown, a file truncated under the mmap engine."""
+
 import errno
 import json
 import os
@@ -27,8 +28,7 @@ def plan(n, size=4096):
 
 
 def dlio(*args, timeout=60):
-    p = subprocess.run([sys.executable, "-m", "dlio", *map(str, args)], capture_output=True, text=True,
-                       timeout=timeout)
+    p = subprocess.run([sys.executable, "-m", "dlio", *map(str, args)], capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -53,6 +53,7 @@ def test_the_core_never_blocks_opening_a_fifo(tmp_path, engine):
             _core.Run("io", engine, [str(fifo)], plan(1)).execute()
         except _core.RunError as e:
             box.append(e)
+
     t = threading.Thread(target=go, daemon=True)
     t.start()
     t.join(10)
@@ -71,18 +72,22 @@ def test_a_fifo_in_the_dataset_never_hangs(tmp_path, dataset, manifest, cmd):
     victim = d / "train" / "1" / "img_03_of_64.npz"
     victim.unlink()
     os.mkfifo(victim)
-    args = {"run": ["run", "-o", tmp_path / "o"], "verify": ["verify"], "generate": ["generate"],
-            "run-skip": ["run", "-o", tmp_path / "o", "--set", "dlio_fast.skip_bad_files=true"]}[cmd]
+    args = {
+        "run": ["run", "-o", tmp_path / "o"],
+        "verify": ["verify"],
+        "generate": ["generate"],
+        "run-skip": ["run", "-o", tmp_path / "o", "--set", "dlio_fast.skip_bad_files=true"],
+    }[cmd]
     t0 = time.monotonic()
     code, out, err = dlio(*args, *FAST, "--set", f"dataset.data_folder={d}", timeout=60)
     assert time.monotonic() - t0 < 50
     assert "Traceback" not in err
     if cmd == "generate":
-        assert code == 0 and victim.is_file()          # the FIFO is replaced by the file it stands for
+        assert code == 0 and victim.is_file()  # the FIFO is replaced by the file it stands for
     elif cmd == "verify":
         assert code == 1 and f"{victim}: not a regular file" in out
     elif cmd == "run-skip" and manifest:
-        assert code == 0, err                           # the bad file's samples are left out
+        assert code == 0, err  # the bad file's samples are left out
         doc = json.loads((tmp_path / "o" / "dlio-fast.json").read_text())
         assert doc["complete"] is True
     else:
@@ -93,10 +98,36 @@ def test_ranks_with_different_configs_stop_naming_the_key(tmp_path, dataset):
     mpiexec = shutil.which("mpiexec")
     if not mpiexec:
         pytest.skip("needs mpiexec")
-    base = [sys.executable, "-m", "dlio", "run", *FAST, "--set", f"dataset.data_folder={dataset}",
-            "-o", str(tmp_path / "o")]
-    p = subprocess.run([mpiexec, "-n", "1", *base, "--set", "reader.batch_size=4", ":",
-                        "-n", "1", *base, "--set", "reader.batch_size=8"], capture_output=True, text=True, timeout=120)
+    base = [
+        sys.executable,
+        "-m",
+        "dlio",
+        "run",
+        *FAST,
+        "--set",
+        f"dataset.data_folder={dataset}",
+        "-o",
+        str(tmp_path / "o"),
+    ]
+    p = subprocess.run(
+        [
+            mpiexec,
+            "-n",
+            "1",
+            *base,
+            "--set",
+            "reader.batch_size=4",
+            ":",
+            "-n",
+            "1",
+            *base,
+            "--set",
+            "reader.batch_size=8",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2, p.stderr
     line = one_line(p.stderr)
     assert "reader.batch_size" in line and "4 on rank(s) 0" in line and "8 on rank(s) 1" in line
@@ -106,14 +137,32 @@ def test_ranks_with_different_configs_stop_naming_the_key(tmp_path, dataset):
 @pytest.mark.parametrize("gap_s", [0.0, 0.05, 0.2])
 def test_a_second_signal_during_shutdown_loses_nothing(tmp_path, dataset, second, gap_s):
     out = tmp_path / "o"
-    p = subprocess.Popen([sys.executable, "-m", "dlio", "-q", "run", "--workload", "default",
-                          "--set", f"dataset.data_folder={dataset}", "--set", "train.epochs=1000",
-                          "--set", "train.computation_time=0.01", "-o", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dlio",
+            "-q",
+            "run",
+            "--workload",
+            "default",
+            "--set",
+            f"dataset.data_folder={dataset}",
+            "--set",
+            "train.epochs=1000",
+            "--set",
+            "train.computation_time=0.01",
+            "-o",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(3)
     p.send_signal(signal.SIGINT)
     time.sleep(gap_s)
-    for _ in range(5):   # a user hammering Ctrl-C / a supervisor repeating SIGTERM
+    for _ in range(5):  # a user hammering Ctrl-C / a supervisor repeating SIGTERM
         if p.poll() is not None:
             break
         p.send_signal(second)
@@ -131,9 +180,30 @@ def test_mmap_engine_survives_a_file_truncated_under_it(tmp_path):
     f = tmp_path / "big.dat"
     with open(f, "wb") as fh:
         fh.write(os.urandom(1 << 20) * 32)
-    p = subprocess.Popen([sys.executable, "-m", "dlio", "io", str(f), "--engine", "mmap", "--rw", "randread",
-                          "--bs", "64k", "--runtime", "4s", "--ramp", "0", "--cache", "keep"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dlio",
+            "io",
+            str(f),
+            "--engine",
+            "mmap",
+            "--rw",
+            "randread",
+            "--bs",
+            "64k",
+            "--runtime",
+            "4s",
+            "--ramp",
+            "0",
+            "--cache",
+            "keep",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(2)
     os.truncate(f, 1 << 20)
     _, err = p.communicate(timeout=60)
@@ -146,16 +216,38 @@ def test_mmap_engine_survives_a_file_truncated_under_it(tmp_path):
 
 def test_io_interrupted_keeps_the_interrupted_points_measured_seconds(tmp_path):
     js = tmp_path / "io.json"
-    p = subprocess.Popen([sys.executable, "-m", "dlio", "io", str(tmp_path), "--engine", "null",
-                          "--rw", "read,randread", "--bs", "64k", "--file-size", "1m", "--runtime", "2s",
-                          "--ramp", "0", "--json", str(js)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dlio",
+            "io",
+            str(tmp_path),
+            "--engine",
+            "null",
+            "--rw",
+            "read,randread",
+            "--bs",
+            "64k",
+            "--file-size",
+            "1m",
+            "--runtime",
+            "2s",
+            "--ramp",
+            "0",
+            "--json",
+            str(js),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen = []
-    for line in p.stdout:   # the header, then the first point's line when it is done
+    for line in p.stdout:  # the header, then the first point's line when it is done
         seen.append(line)
         if line.startswith("read "):
             break
-    time.sleep(0.7)         # the second point has measured a part of its 2 s
+    time.sleep(0.7)  # the second point has measured a part of its 2 s
     p.send_signal(signal.SIGINT)
     time.sleep(0.05)
     p.send_signal(signal.SIGINT)

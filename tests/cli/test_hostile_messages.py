@@ -1,5 +1,6 @@
 """Every error says where and what to do: mistyped options, broken files of another tool, O_DIRECT
 sizes the device cannot take, a complete dataset on a read-only mount, OSErrors with their path."""
+
 import os
 import shutil
 import subprocess
@@ -8,8 +9,16 @@ import sys
 import pytest
 from conftest import one_line
 
-OPTS = ["--workload", "default", "--set", "train.epochs=1", "--set", "train.computation_time=0",
-        "--set", "workflow.evaluation=false"]
+OPTS = [
+    "--workload",
+    "default",
+    "--set",
+    "train.epochs=1",
+    "--set",
+    "train.computation_time=0",
+    "--set",
+    "workflow.evaluation=false",
+]
 
 
 def dlio(*args):
@@ -17,16 +26,19 @@ def dlio(*args):
     return p.returncode, p.stdout, p.stderr
 
 
-@pytest.mark.parametrize("cmd, word, needle", [
-    ("run", "--dryrun", "did you mean --dry-run?"),
-    ("run", "--engin", "did you mean --engine?"),
-    ("run", "--epochs", "--set train.epochs=VALUE"),
-    ("run", "--batch-size", "--set reader.batch_size=VALUE"),
-    ("generate", "--dry-run", "unknown option --dry-run"),
-    ("generate", "--thread", "did you mean --threads?"),
-    ("verify", "--threads", "unknown option --threads"),
-    ("run", "-x", "unknown option -x"),
-])
+@pytest.mark.parametrize(
+    "cmd, word, needle",
+    [
+        ("run", "--dryrun", "did you mean --dry-run?"),
+        ("run", "--engin", "did you mean --engine?"),
+        ("run", "--epochs", "--set train.epochs=VALUE"),
+        ("run", "--batch-size", "--set reader.batch_size=VALUE"),
+        ("generate", "--dry-run", "unknown option --dry-run"),
+        ("generate", "--thread", "did you mean --threads?"),
+        ("verify", "--threads", "unknown option --threads"),
+        ("run", "-x", "unknown option -x"),
+    ],
+)
 def test_a_mistyped_option_is_an_unknown_option_with_the_nearest(run_cli, tmp_path, cmd, word, needle):
     code, out, err = run_cli(cmd, "--workload", "default", word, "3", "--set", f"dataset.data_folder={tmp_path}/d")
     assert code == 2
@@ -36,30 +48,42 @@ def test_a_mistyped_option_is_an_unknown_option_with_the_nearest(run_cli, tmp_pa
 
 
 def test_dlio_overrides_still_work(run_cli, tmp_path):
-    code, out, err = run_cli("run", "--workload", "default", "++workload.train.epochs=1", "--dry-run",
-                             "-o", tmp_path / "o")
+    code, out, err = run_cli(
+        "run", "--workload", "default", "++workload.train.epochs=1", "--dry-run", "-o", tmp_path / "o"
+    )
     assert code == 0, err
 
 
 @pytest.fixture(scope="module")
 def tfdata(tmp_path_factory):
     d = tmp_path_factory.mktemp("tf") / "d"
-    code, _, err = dlio("generate", *OPTS, "--set", "dataset.format=tfrecord", "--set",
-                        "dataset.num_samples_per_file=4", "--set", f"dataset.data_folder={d}")
+    code, _, err = dlio(
+        "generate",
+        *OPTS,
+        "--set",
+        "dataset.format=tfrecord",
+        "--set",
+        "dataset.num_samples_per_file=4",
+        "--set",
+        f"dataset.data_folder={d}",
+    )
     assert code == 0, err
     return d
 
 
-@pytest.mark.parametrize("damage, needle", [
-    ("idx-odd", "cannot reshape"),
-    ("idx-text", "invalid literal"),
-    ("no-idx-garbage", "holds 0 sample(s)"),
-    ("idx-short", "holds 1 sample(s)"),
-])
+@pytest.mark.parametrize(
+    "damage, needle",
+    [
+        ("idx-odd", "cannot reshape"),
+        ("idx-text", "invalid literal"),
+        ("no-idx-garbage", "holds 0 sample(s)"),
+        ("idx-short", "holds 1 sample(s)"),
+    ],
+)
 def test_broken_files_of_another_tool_are_named(run_cli, tmp_path, tfdata, damage, needle):
     d = tmp_path / "d"
     shutil.copytree(tfdata, d)
-    shutil.rmtree(d / ".dlio-fast")          # made by another tool: no manifest, a scan reads the files
+    shutil.rmtree(d / ".dlio-fast")  # made by another tool: no manifest, a scan reads the files
     victim = d / "train" / "1" / "img_61_of_64.tfrecord"
     idx = d / "index" / "train" / "img_61_of_64.tfrecord.idx"
     if damage == "idx-odd":
@@ -71,22 +95,35 @@ def test_broken_files_of_another_tool_are_named(run_cli, tmp_path, tfdata, damag
     else:
         idx.unlink()
         victim.write_bytes(b"garbage\n")
-    code, out, err = run_cli("run", *OPTS, "--set", "dataset.format=tfrecord",
-                             "--set", "dataset.num_samples_per_file=4", "--set", f"dataset.data_folder={d}",
-                             "-o", tmp_path / "o")
+    code, out, err = run_cli(
+        "run",
+        *OPTS,
+        "--set",
+        "dataset.format=tfrecord",
+        "--set",
+        "dataset.num_samples_per_file=4",
+        "--set",
+        f"dataset.data_folder={d}",
+        "-o",
+        tmp_path / "o",
+    )
     assert code == 2
     line = one_line(err)
     assert str(victim) in line and needle in line
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--direct", "--bs", "1000", "--rw", "write"], "--bs 1000"),
-    (["--direct", "--bs", "1000", "--rw", "read"], "--bs 1000"),
-    (["--direct", "--bs", "4k,1000"], "--bs 1000"),
-    (["--direct", "--bs", "4k", "--file-size", "1000000"], "--file-size 1000000"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--direct", "--bs", "1000", "--rw", "write"], "--bs 1000"),
+        (["--direct", "--bs", "1000", "--rw", "read"], "--bs 1000"),
+        (["--direct", "--bs", "4k,1000"], "--bs 1000"),
+        (["--direct", "--bs", "4k", "--file-size", "1000000"], "--file-size 1000000"),
+    ],
+)
 def test_direct_sizes_the_device_cannot_take_are_refused_before_the_run(run_cli, tmp_path, args, needle):
     from dlio.fsbench.points import direct_supported
+
     if not direct_supported(str(tmp_path)):
         pytest.skip("this filesystem refuses O_DIRECT")
     code, out, err = run_cli("io", tmp_path, *args, "--runtime", "100ms")
@@ -100,8 +137,11 @@ def test_direct_sizes_the_device_cannot_take_are_refused_before_the_run(run_cli,
 def ro_mount(tmp_path):
     d = tmp_path / "ro"
     d.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(d)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(d)], capture_output=True).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a tmpfs here (needs root)")
     yield d
     subprocess.run(["umount", "-l", str(d)], capture_output=True)
@@ -119,17 +159,42 @@ def test_generate_of_a_complete_dataset_on_a_read_only_mount_is_a_no_op(ro_mount
     code, out, err = dlio("generate", *OPTS, "--set", f"dataset.format={fmt}", "--set", f"dataset.data_folder={d}")
     assert code == 0, err
     assert "72 files already complete" in out
-    code, out, err = dlio("generate", *OPTS, "--set", f"dataset.format={fmt}", "--set", f"dataset.data_folder={d}",
-                          "--set", "dataset.num_files_train=80")
+    code, out, err = dlio(
+        "generate",
+        *OPTS,
+        "--set",
+        f"dataset.format={fmt}",
+        "--set",
+        f"dataset.data_folder={d}",
+        "--set",
+        "dataset.num_files_train=80",
+    )
     assert code == 2 and "Read-only file system" in one_line(err) and str(d) in err
 
 
-@pytest.mark.parametrize("make, args, needle", [
-    ("file", ["generate", *OPTS, "--set", "dataset.data_folder={p}"], "File exists"),
-    ("file", ["generate", *OPTS, "--set", "dataset.data_folder={p}/sub"], "Not a directory"),
-    ("file", ["run", *OPTS, "--set", "workflow.checkpoint=true", "--set", "checkpoint.checkpoint_folder={p}",
-              "--set", "dataset.data_folder={t}/d", "-o", "{t}/o"], "File exists"),
-])
+@pytest.mark.parametrize(
+    "make, args, needle",
+    [
+        ("file", ["generate", *OPTS, "--set", "dataset.data_folder={p}"], "File exists"),
+        ("file", ["generate", *OPTS, "--set", "dataset.data_folder={p}/sub"], "Not a directory"),
+        (
+            "file",
+            [
+                "run",
+                *OPTS,
+                "--set",
+                "workflow.checkpoint=true",
+                "--set",
+                "checkpoint.checkpoint_folder={p}",
+                "--set",
+                "dataset.data_folder={t}/d",
+                "-o",
+                "{t}/o",
+            ],
+            "File exists",
+        ),
+    ],
+)
 def test_os_errors_keep_their_path_and_a_hint(run_cli, tmp_path, make, args, needle):
     p = tmp_path / "afile"
     p.write_text("x")

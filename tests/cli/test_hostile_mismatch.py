@@ -1,4 +1,5 @@
 """A dataset generated with one config and run with another is detected before training."""
+
 import shutil
 import subprocess
 import sys
@@ -6,8 +7,16 @@ import sys
 import pytest
 from conftest import one_line
 
-OPTS = ["--workload", "default", "--set", "train.epochs=1", "--set", "train.computation_time=0",
-        "--set", "workflow.evaluation=false"]
+OPTS = [
+    "--workload",
+    "default",
+    "--set",
+    "train.epochs=1",
+    "--set",
+    "train.computation_time=0",
+    "--set",
+    "workflow.evaluation=false",
+]
 
 
 def dlio(*args):
@@ -24,23 +33,28 @@ def made(tmp_path_factory):
 
 
 @pytest.mark.parametrize("manifest", ["generated", "none", "scanned"])
-@pytest.mark.parametrize("key, value, made_value", [
-    ("dataset.record_length_bytes", "8192", "4096"),
-    ("dataset.record_length_bytes", "1024", "4096"),
-    ("dataset.num_samples_per_file", "2", "1"),
-    ("dataset.record_element_type", "float32", "uint8"),
-])
-def test_run_with_another_config_than_the_dataset_stops_naming_both(run_cli, tmp_path, made, manifest, key,
-                                                                     value, made_value):
+@pytest.mark.parametrize(
+    "key, value, made_value",
+    [
+        ("dataset.record_length_bytes", "8192", "4096"),
+        ("dataset.record_length_bytes", "1024", "4096"),
+        ("dataset.num_samples_per_file", "2", "1"),
+        ("dataset.record_element_type", "float32", "uint8"),
+    ],
+)
+def test_run_with_another_config_than_the_dataset_stops_naming_both(
+    run_cli, tmp_path, made, manifest, key, value, made_value
+):
     d = tmp_path / "d"
     shutil.copytree(made, d)
     if manifest != "generated":
         shutil.rmtree(d / ".dlio-fast")
-    if manifest == "scanned":   # a run with the right config scans and saves a manifest without a key
+    if manifest == "scanned":  # a run with the right config scans and saves a manifest without a key
         code, _, err = run_cli("run", *OPTS, "--set", f"dataset.data_folder={d}", "-o", tmp_path / "o0")
         assert code == 0, err
-    code, out, err = run_cli("run", *OPTS, "--set", f"dataset.data_folder={d}", "--set", f"{key}={value}",
-                             "-o", tmp_path / "o")
+    code, out, err = run_cli(
+        "run", *OPTS, "--set", f"dataset.data_folder={d}", "--set", f"{key}={value}", "-o", tmp_path / "o"
+    )
     assert code == 2
     line = one_line(err)
     if manifest == "generated":

@@ -1,4 +1,5 @@
 """Never damage what is not ours: result files, test files, names from the config, concurrent runs."""
+
 import os
 import signal
 import stat
@@ -43,7 +44,7 @@ def test_result_files_are_atomic_for_files_and_written_through_for_devices(tmp_p
             path.symlink_to(fifo)
         t = threading.Thread(target=_reader, args=(fifo, got))
         t.start()
-    elif kind == "chardev":   # a private /dev/null: mknod needs root
+    elif kind == "chardev":  # a private /dev/null: mknod needs root
         if os.geteuid() != 0:
             pytest.skip("mknod of a character device needs root")
         path = tmp_path / "null"
@@ -81,8 +82,20 @@ def test_io_json_to_a_fifo_and_csv_through_a_symlink(run_cli, tmp_path):
     os.symlink(tmp_path / "real.csv", tmp_path / "link.csv")
     data = tmp_path / "d"
     data.mkdir()
-    code, out, err = run_cli("io", data, "--engine", "null", "--runtime", "100ms", "--ramp", "0",
-                             "--json", fifo, "--csv", tmp_path / "link.csv")
+    code, out, err = run_cli(
+        "io",
+        data,
+        "--engine",
+        "null",
+        "--runtime",
+        "100ms",
+        "--ramp",
+        "0",
+        "--json",
+        fifo,
+        "--csv",
+        tmp_path / "link.csv",
+    )
     t.join(10)
     assert code == 0, err
     assert got and got[0].startswith("{")
@@ -126,14 +139,24 @@ def test_write_test_removes_leftover_temporaries(run_cli, tmp_path):
 @pytest.mark.parametrize("prefix", ["../x", "a/b", "..", "", "/etc/passwd", "x..y", "a\0b"])
 def test_file_prefix_cannot_leave_the_data_folder(prefix):
     from dlio.dataset.spec import DatasetSpec
+
     with pytest.raises(ConfigError) as e:
         DatasetSpec(data_folder="/tmp/d", file_prefix=prefix)
     assert e.value.key == "dataset.file_prefix" and "dataset.file_prefix" in str(e.value)
 
 
 def test_file_prefix_from_the_command_line_is_one_line(run_cli, tmp_path):
-    code, out, err = run_cli("run", "--workload", "default", "--set", f"dataset.data_folder={tmp_path}/d",
-                             "--set", "dataset.file_prefix=../../escape", "-o", tmp_path / "o")
+    code, out, err = run_cli(
+        "run",
+        "--workload",
+        "default",
+        "--set",
+        f"dataset.data_folder={tmp_path}/d",
+        "--set",
+        "dataset.file_prefix=../../escape",
+        "-o",
+        tmp_path / "o",
+    )
     assert code == 2 and "dataset.file_prefix" in one_line(err)
     assert not (tmp_path / "escape").exists()
 
@@ -148,20 +171,33 @@ class _OneRank:
 def test_default_output_folders_differ_in_the_same_second(tmp_path):
     from dlio.config.load import load_config
     from dlio.train.session import output_folder
+
     cfg = load_config(workload="default")
-    code = ("import sys; from dlio.config.load import load_config; from dlio.train.session import output_folder;"
-            "print(output_folder(load_config(workload='default'), None, type('C', (), {'bcast': lambda s, x: x})()))")
-    others = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
-              for _ in range(2)}
+    code = (
+        "import sys; from dlio.config.load import load_config; from dlio.train.session import output_folder;"
+        "print(output_folder(load_config(workload='default'), None, type('C', (), {'bcast': lambda s, x: x})()))"
+    )
+    others = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() for _ in range(2)
+    }
     mine = output_folder(cfg, None, _OneRank())
     assert len(others | {mine}) == 3
 
 
 def test_second_run_into_a_folder_in_use_is_refused_and_a_dead_lock_is_not(tmp_path):
     from dlio.train.runlock import lock_output_folder
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from dlio.train.runlock import "
-                               "lock_output_folder as l; l(sys.argv[1]); print('held', flush=True); time.sleep(60)",
-                               str(tmp_path)], stdout=subprocess.PIPE, text=True)
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from dlio.train.runlock import "
+            "lock_output_folder as l; l(sys.argv[1]); print('held', flush=True); time.sleep(60)",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(DlioError) as e:
@@ -170,20 +206,27 @@ def test_second_run_into_a_folder_in_use_is_refused_and_a_dead_lock_is_not(tmp_p
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
-    lock_output_folder(str(tmp_path))   # the killed run's lock went with it
+    lock_output_folder(str(tmp_path))  # the killed run's lock went with it
 
 
 def test_concurrent_run_cli_refused(run_cli, tmp_path, dlio_cmd):
     out = tmp_path / "o"
     out.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from dlio.train.runlock import "
-                               "lock_output_folder as l; l(sys.argv[1]); print('held', flush=True); time.sleep(60)",
-                               str(out)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from dlio.train.runlock import "
+            "lock_output_folder as l; l(sys.argv[1]); print('held', flush=True); time.sleep(60)",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         t0 = time.monotonic()
-        code, _, err = dlio_cmd("run", "--workload", "default", "--set", f"dataset.data_folder={tmp_path}/d",
-                                "-o", out)
+        code, _, err = dlio_cmd("run", "--workload", "default", "--set", f"dataset.data_folder={tmp_path}/d", "-o", out)
         assert code == 2 and "another dlio-fast run" in one_line(err) and time.monotonic() - t0 < 30
         assert not (tmp_path / "d").exists()
     finally:
@@ -194,9 +237,28 @@ def test_concurrent_run_cli_refused(run_cli, tmp_path, dlio_cmd):
 @pytest.fixture(scope="module")
 def a_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("run")
-    p = subprocess.run([sys.executable, "-m", "dlio", "-q", "run", "--workload", "default", "--set",
-                        f"dataset.data_folder={base}/d", "--set", "train.epochs=1", "--set", "train.computation_time=0",
-                        "-o", str(base / "o")], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlio",
+            "-q",
+            "run",
+            "--workload",
+            "default",
+            "--set",
+            f"dataset.data_folder={base}/d",
+            "--set",
+            "train.epochs=1",
+            "--set",
+            "train.computation_time=0",
+            "-o",
+            str(base / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     return base / "o"
 

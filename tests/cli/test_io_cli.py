@@ -1,11 +1,12 @@
 """`dlio-fast io` and `engines` through the CLI: numbers checked against the plan, JSON parsed."""
+
 import csv
 import json
 import os
 
 import pytest
-
 from conftest import one_line
+
 from dlio import _core
 
 
@@ -26,9 +27,24 @@ def test_engines_lists_every_engine(run_cli):
 def test_io_size_based_counts_exact_bytes(run_cli, tmp_path):
     out_json = tmp_path / "r.json"
     out_csv = tmp_path / "r.csv"
-    code, out, err = run_cli("io", tmp_path, "--rw", "read,randread", "--bs", "4k,64k",
-                             "--file-size", "1m", "--size", "2m", "--threads", "1,2",
-                             "--json", out_json, "--csv", out_csv)
+    code, out, err = run_cli(
+        "io",
+        tmp_path,
+        "--rw",
+        "read,randread",
+        "--bs",
+        "4k,64k",
+        "--file-size",
+        "1m",
+        "--size",
+        "2m",
+        "--threads",
+        "1,2",
+        "--json",
+        out_json,
+        "--csv",
+        out_csv,
+    )
     assert code == 0, err
     doc = json.loads(out_json.read_text())
     assert doc["schema"] == "dlio-fast.io/1" and doc["complete"] is True
@@ -60,16 +76,18 @@ def test_io_keep_leaves_fully_written_files(run_cli, tmp_path):
 
 
 def test_io_write_then_data_is_random(run_cli, tmp_path):
-    code, out, err = run_cli("io", tmp_path, "--rw", "write", "--bs", "64k", "--file-size", "1m",
-                             "--size", "1m", "--keep")
+    code, out, err = run_cli(
+        "io", tmp_path, "--rw", "write", "--bs", "64k", "--file-size", "1m", "--size", "1m", "--keep"
+    )
     assert code == 0, err
     assert (tmp_path / "dlio-fast-io.0.dat").stat().st_size == 1 << 20
 
 
 def test_io_null_engine_runtime(run_cli, tmp_path):
     js = tmp_path / "n.json"
-    code, out, err = run_cli("io", tmp_path, "--engine", "null", "--runtime", "200ms", "--ramp", "100ms",
-                             "--file-size", "64k", "--json", js)
+    code, out, err = run_cli(
+        "io", tmp_path, "--engine", "null", "--runtime", "200ms", "--ramp", "100ms", "--file-size", "64k", "--json", js
+    )
     assert code == 0, err
     p = json.loads(js.read_text())["points"][0]
     assert 0.19 < p["runtime_s"] < 0.5
@@ -79,8 +97,23 @@ def test_io_null_engine_runtime(run_cli, tmp_path):
 @pytest.mark.skipif(not engine_ok("io_uring"), reason="io_uring not available here")
 def test_io_uring_direct_qd(run_cli, tmp_path):
     js = tmp_path / "u.json"
-    code, out, err = run_cli("io", tmp_path, "--engine", "io_uring", "--direct", "--rw", "randread",
-                             "--qd", "1,16", "--file-size", "4m", "--size", "4m", "--json", js)
+    code, out, err = run_cli(
+        "io",
+        tmp_path,
+        "--engine",
+        "io_uring",
+        "--direct",
+        "--rw",
+        "randread",
+        "--qd",
+        "1,16",
+        "--file-size",
+        "4m",
+        "--size",
+        "4m",
+        "--json",
+        js,
+    )
     if code == 2 and "O_DIRECT" in err:
         pytest.skip("filesystem refuses O_DIRECT: " + err)
     assert code == 0, err
@@ -101,15 +134,18 @@ def test_io_existing_file_is_read_not_removed(run_cli, tmp_path):
     assert p["bytes"] == 512 << 10 and p["ops"] == 4
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["io", "/nonexistent/dir/x"], "/nonexistent/dir/x"),
-    (["io", "{tmp}", "--bs", "4q"], "4q"),
-    (["io", "{tmp}", "--bs", "128m"], "128MiB"),
-    (["io", "{tmp}", "--engine", "floppy"], "floppy"),
-    (["io", "{tmp}", "--qd", "0"], "0"),
-    (["io", "{tmp}", "--runtime", "1s", "--size", "1m"], "--runtime"),
-    (["io", "{tmp}", "--json", "/nonexistent/out.json"], "/nonexistent"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["io", "/nonexistent/dir/x"], "/nonexistent/dir/x"),
+        (["io", "{tmp}", "--bs", "4q"], "4q"),
+        (["io", "{tmp}", "--bs", "128m"], "128MiB"),
+        (["io", "{tmp}", "--engine", "floppy"], "floppy"),
+        (["io", "{tmp}", "--qd", "0"], "0"),
+        (["io", "{tmp}", "--runtime", "1s", "--size", "1m"], "--runtime"),
+        (["io", "{tmp}", "--json", "/nonexistent/out.json"], "/nonexistent"),
+    ],
+)
 def test_io_bad_input_one_line_exit_2(run_cli, tmp_path, args, needle):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     code, out, err = run_cli(*args)
@@ -140,14 +176,18 @@ def test_subprocess_error_has_no_traceback(dlio_cmd, tmp_path):
 
 def test_ceiling_finds_the_best_probe(run_cli, tmp_path):
     js = tmp_path / "c.json"
-    code, out, err = run_cli("ceiling", tmp_path, "--runtime", "60ms", "--file-size", "8m",
-                             "--max-threads", "2", "--json", js)
+    code, out, err = run_cli(
+        "ceiling", tmp_path, "--runtime", "60ms", "--file-size", "8m", "--max-threads", "2", "--json", js
+    )
     assert code == 0, err
     doc = json.loads(js.read_text())
     assert doc["schema"] == "dlio-fast.ceiling/1" and doc["complete"] is True
     probes = doc["probes"]
-    for name, rw, metric in (("seq_read", "read", "bw_MiB_s"), ("seq_write", "write", "bw_MiB_s"),
-                             ("rand_read_4k", "randread", "iops")):
+    for name, rw, metric in (
+        ("seq_read", "read", "bw_MiB_s"),
+        ("seq_write", "write", "bw_MiB_s"),
+        ("rand_read_4k", "randread", "iops"),
+    ):
         best = doc["best"][name]
         assert best["rw"] == rw and best[metric] > 0
         mine = [p for p in probes if p["rw"] == rw]

@@ -1,11 +1,12 @@
 """What `dlio-fast io` / `ceiling` measure by default: the storage, not the page cache; the queue
 depth that ran is the one every output shows; a cache drop is checked."""
+
 import json
 import os
 
 import pytest
-
 from conftest import one_line
+
 from dlio import _core, host
 from dlio.errors import DlioRunError
 
@@ -18,6 +19,7 @@ def points_of(path):
 
 def direct_ok(folder):
     from dlio.fsbench.points import direct_supported
+
     return direct_supported(str(folder))
 
 
@@ -46,15 +48,17 @@ def test_buffered_on_tmpfs_says_the_files_are_in_memory(run_cli):
     if not os.path.isdir("/dev/shm") or host.memory_filesystem("/dev/shm") is None:
         pytest.skip("no tmpfs at /dev/shm")
     import tempfile
+
     with tempfile.TemporaryDirectory(dir="/dev/shm") as d:
         js = os.path.join(d, "r.json")
         # 3 passes over a 1 MiB file: the later ones could be served from memory
-        code, out, err = run_cli("io", d, "--file-size", "1m", "--size", "3m", "--bs", "64k", "--buffered",
-                                 "--json", js)
+        code, out, err = run_cli(
+            "io", d, "--file-size", "1m", "--size", "3m", "--bs", "64k", "--buffered", "--json", js
+        )
         assert code == 0, err
         (p,) = json.loads(open(js).read())["points"]
     assert not p["direct"] and "in memory" in p["cache"]
-    assert "fit in free memory" in err           # the buffered file set is smaller than RAM
+    assert "fit in free memory" in err  # the buffered file set is smaller than RAM
 
 
 def test_buffered_default_drops_each_files_pages_and_checks(run_cli, tmp_path):
@@ -71,7 +75,7 @@ def test_one_pass_by_default_and_no_memory_warning(run_cli, tmp_path):
     code, out, err = run_cli("io", tmp_path, "--file-size", "1m", "--bs", "64k", "--json", js)
     assert code == 0, err
     (p,) = points_of(js)
-    assert p["bytes"] == 1 << 20 and p["ops"] == 16     # each byte read once: none from the page cache
+    assert p["bytes"] == 1 << 20 and p["ops"] == 16  # each byte read once: none from the page cache
     assert "free memory" not in err
 
 
@@ -117,7 +121,7 @@ def test_drop_cache_empties_the_files_pages(tmp_path):
     f.write_bytes(os.urandom(4 << 20))
     with open(f, "rb") as fh:
         fh.read()
-    assert host.resident_share([str(f)]) > 0.9      # just written and read: cached
+    assert host.resident_share([str(f)]) > 0.9  # just written and read: cached
     note = host.drop_cache([str(f)])
     assert host.resident_share([str(f)]) < host.DROP_RESIDUAL
     assert note.startswith("dropped (1 files")
@@ -126,6 +130,6 @@ def test_drop_cache_empties_the_files_pages(tmp_path):
 def test_a_drop_that_does_not_happen_is_an_error(tmp_path, monkeypatch):
     f = tmp_path / "f.bin"
     f.write_bytes(os.urandom(1 << 20))
-    monkeypatch.setattr(_core, "drop_file_cache", lambda p: None)   # a filesystem that ignores DONTNEED
+    monkeypatch.setattr(_core, "drop_file_cache", lambda p: None)  # a filesystem that ignores DONTNEED
     with pytest.raises(DlioRunError, match="still in the page cache"):
         host.drop_cache([str(f)])

@@ -2,8 +2,8 @@
 right reason (hand-made dlio-fast.json documents with known figures, and real checkpoint runs)."""
 
 import pytest
+from test_report_cmd import ckpt_record, make_result, write_run
 
-from test_report_cmd import make_result, write_run, ckpt_record
 from dlio.mlperf import checks_v3
 
 GiB = 1 << 30
@@ -60,9 +60,14 @@ def test_default_rules_follow_the_runs_workload(tmp_path, run_cli):
     assert "MLPerf Storage" not in out and "PASS  dataset >= 5x host RAM" in out  # v2.0 lines, as before
 
 
-@pytest.mark.parametrize("workload,compute_ms,ok", [("unet3d_b200", 8.0, False),      # 88.9 % < 90
-                                                    ("retinanet_b200", 8.0, True),    # 88.9 % >= 85
-                                                    ("retinanet_b200", 5.0, False)])  # 83.3 % < 85
+@pytest.mark.parametrize(
+    "workload,compute_ms,ok",
+    [
+        ("unet3d_b200", 8.0, False),  # 88.9 % < 90
+        ("retinanet_b200", 8.0, True),  # 88.9 % >= 85
+        ("retinanet_b200", 5.0, False),
+    ],
+)  # 83.3 % < 85
 def test_au_threshold_is_the_workloads(workload, compute_ms, ok):
     (name, passed, fig), _ = checks_v3.check_au(v3_result(workload=workload, compute_ms=compute_ms))
     assert passed is ok and name == f"Table 1 AU (exact) >= {85 if 'retina' in workload else 90} %"
@@ -72,7 +77,7 @@ def test_au_threshold_is_the_workloads(workload, compute_ms, ok):
 def test_dataset_size_at_least_and_exact(tmp_path):
     assert not checks_v3.check_datasize(v3_result(files=RULE_FILES - 1), None)[1]
     assert checks_v3.check_datasize(v3_result(files=RULE_FILES + 1), None)[1]
-    name, ok, fig = checks_v3.check_datasize(v3_result(files=RULE_FILES + 1), GiB)   # --ram declares: exact
+    name, ok, fig = checks_v3.check_datasize(v3_result(files=RULE_FILES + 1), GiB)  # --ram declares: exact
     assert (name, ok) == ("3.1.2 dataset size (3.3.1 exact)", False) and "need exactly that" in fig
     assert checks_v3.check_datasize(v3_result(), GiB)[1]
 
@@ -85,20 +90,22 @@ def test_series_fails_for_count_settings_and_overlap(tmp_path, run_cli):
     def threads(i, r):
         if i == 3:
             r["settings"]["read_threads"] = 2
+
     code, out, _ = run_cli("check", "--rules", "v3.0", *series(tmp_path / "b", change=threads))
     assert by_rule(out)[name] == ("FAIL", "r3 has other settings than r0")
 
     def overlap(i, r):
         if i == 2:
-            r["start"] = "2025-03-01T10:01:10"      # run 1 ends at 10:01:30
+            r["start"] = "2025-03-01T10:01:10"  # run 1 ends at 10:01:30
+
     code, out, _ = run_cli("check", "--rules", "v3.0", *series(tmp_path / "c", change=overlap))
     assert by_rule(out)[name] == ("FAIL", "r2 started before the previous run ended")
 
 
 def test_seven_runs_keep_a_consecutive_window():
     docs = [v3_result(i) for i in range(7)]
-    docs[0]["settings"]["read_threads"] = 9          # a stray first run: the window r1..r6 is the result
-    (name, ok, fig), = checks_v3.check_series(docs, [f"r{i}" for i in range(7)])
+    docs[0]["settings"]["read_threads"] = 9  # a stray first run: the window r1..r6 is the result
+    ((name, ok, fig),) = checks_v3.check_series(docs, [f"r{i}" for i in range(7)])
     assert ok and fig == "warm-up r1, runs r2, r3, r4, r5, r6"
 
 
@@ -111,12 +118,16 @@ def test_clients_per_host():
 
 
 def test_workload_outside_v3():
-    assert checks_v3.check_workload(v3_result(workload="unet3d_h100")) == \
-        ("2.1.11 workload in v3.0", True, "unet3d_h100: v3.0 whatif")
+    assert checks_v3.check_workload(v3_result(workload="unet3d_h100")) == (
+        "2.1.11 workload in v3.0",
+        True,
+        "unet3d_h100: v3.0 whatif",
+    )
     assert not checks_v3.check_workload(v3_result(workload="resnet50_tf"))[1]
 
 
 # ---- checkpoints: 10 writes then 10 reads, the gap, the cache flush -------------------------------
+
 
 def ckpt_docs(n_write=10, n_read=10, gap_s=5.0, cache="dropped (2 files)", nbytes=GiB, ram=GiB):
     """A write run (saves 1 s each, 1 s apart) then a read run starting gap_s after the last save."""
@@ -124,8 +135,10 @@ def ckpt_docs(n_write=10, n_read=10, gap_s=5.0, cache="dropped (2 files)", nbyte
     t0 = 2.0 * (n_write - 1) + 1.0 + gap_s
     loads = [dict(ckpt_record("load", 0, 1, t0 + 2.0 * i, 1.0, nbytes), cache=cache) for i in range(n_read)]
     host = {"memory_bytes": ram}
-    return [{"complete": True, "hostnames": ["n0"], "host": host, "ranks": [], "checkpoints": {"records": saves}},
-            {"complete": True, "hostnames": ["n0"], "host": host, "ranks": [], "checkpoints": {"records": loads}}]
+    return [
+        {"complete": True, "hostnames": ["n0"], "host": host, "ranks": [], "checkpoints": {"records": saves}},
+        {"complete": True, "hostnames": ["n0"], "host": host, "ranks": [], "checkpoints": {"records": loads}},
+    ]
 
 
 def ck(docs):
@@ -133,7 +146,7 @@ def ck(docs):
 
 
 def test_checkpoint_rules_pass():
-    c = ck(ckpt_docs(ram=4 * GiB))                        # 10 GiB written < 3 x 4 GiB: the reads dropped it
+    c = ck(ckpt_docs(ram=4 * GiB))  # 10 GiB written < 3 x 4 GiB: the reads dropped it
     assert c["4.x"] == (True, "10 checkpoint writes, 10 reads")
     assert c["4.7.1"] == (True, "write ended -> read started: 5.00 s")
     assert c["4.3.1"][0] and "flush needed, 0 of 10 reads without it" in c["4.3.1"][1]
@@ -142,23 +155,56 @@ def test_checkpoint_rules_pass():
 def test_checkpoint_rules_fail_for_the_right_reason():
     assert ck(ckpt_docs(n_write=9))["4.x"] == (False, "9 checkpoint writes, 10 reads")
     assert ck(ckpt_docs(gap_s=31.0))["4.7.1"] == (False, "write ended -> read started: 31.00 s")
-    ok, fig = ck(ckpt_docs(cache="kept", ram=4 * GiB))["4.3.1"]     # 10 GiB written < 3 x 4 GiB, not flushed
+    ok, fig = ck(ckpt_docs(cache="kept", ram=4 * GiB))["4.3.1"]  # 10 GiB written < 3 x 4 GiB, not flushed
     assert not ok and fig.endswith("flush needed, 10 of 10 reads without it")
     # 10 GiB written >= 3 x 1 GiB RAM: no flush needed, kept cache is fine
-    assert ck(ckpt_docs(cache="kept", ram=GiB))["4.3.1"] == \
-        (True, "n0: wrote 10.0 GiB vs 3 x 1.0 GiB RAM; no flush needed")
+    assert ck(ckpt_docs(cache="kept", ram=GiB))["4.3.1"] == (
+        True,
+        "n0: wrote 10.0 GiB vs 3 x 1.0 GiB RAM; no flush needed",
+    )
 
 
 def test_real_checkpoint_runs_write_then_read(tmp_path, run_cli):
     """A real write run, then a real read run with the cache kept (RAM declared large): 4.3.1 fails,
     4.7.1 measures the gap between the two invocations."""
-    base = ["run", "--workload", "llama_8b_zero3", "--scale", "0.0001", "-q",
-            "--set", f"checkpoint.checkpoint_folder={tmp_path / 'ck'}",
-            "--set", "checkpoint.time_between_checkpoints=0"]
-    assert run_cli(*base, "--set", "checkpoint.num_checkpoints_write=10", "--set", "checkpoint.num_checkpoints_read=0",
-                   "-o", tmp_path / "w")[0] == 0
-    assert run_cli(*base, "--set", "checkpoint.num_checkpoints_write=0", "--set", "checkpoint.num_checkpoints_read=10",
-                   "--cache", "keep", "-o", tmp_path / "r")[0] == 0
+    base = [
+        "run",
+        "--workload",
+        "llama_8b_zero3",
+        "--scale",
+        "0.0001",
+        "-q",
+        "--set",
+        f"checkpoint.checkpoint_folder={tmp_path / 'ck'}",
+        "--set",
+        "checkpoint.time_between_checkpoints=0",
+    ]
+    assert (
+        run_cli(
+            *base,
+            "--set",
+            "checkpoint.num_checkpoints_write=10",
+            "--set",
+            "checkpoint.num_checkpoints_read=0",
+            "-o",
+            tmp_path / "w",
+        )[0]
+        == 0
+    )
+    assert (
+        run_cli(
+            *base,
+            "--set",
+            "checkpoint.num_checkpoints_write=0",
+            "--set",
+            "checkpoint.num_checkpoints_read=10",
+            "--cache",
+            "keep",
+            "-o",
+            tmp_path / "r",
+        )[0]
+        == 0
+    )
     code, out, err = run_cli("check", "--rules", "v3.0", "--ram", "1g", tmp_path / "w", tmp_path / "r")
     rows = {n.split(" ")[0]: (res, fig) for n, (res, fig) in by_rule(out).items()}
     assert rows["4.x"] == ("PASS", "10 checkpoint writes, 10 reads")

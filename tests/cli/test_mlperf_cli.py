@@ -1,13 +1,24 @@
 """`dlio-fast datasize`, `run`'s dataset-size refusal for workloads CLOSED under MLPerf Storage v3.0,
 and `dlio-fast workloads`' rules column."""
+
 import json
 import os
 
 from conftest import one_line
 
 GiB = 1 << 30
-TINY = ["--set", "dataset.record_length_bytes=4096", "--set", "dataset.record_length_bytes_stdev=0",
-        "--set", "dataset.num_files_train=14", "--set", "train.epochs=1", "--set", "train.computation_time=0.001"]
+TINY = [
+    "--set",
+    "dataset.record_length_bytes=4096",
+    "--set",
+    "dataset.record_length_bytes_stdev=0",
+    "--set",
+    "dataset.num_files_train=14",
+    "--set",
+    "train.epochs=1",
+    "--set",
+    "train.computation_time=0.001",
+]
 
 
 def test_datasize_prints_the_rule_and_commands(run_cli):
@@ -33,17 +44,29 @@ def test_workloads_shows_rules_version_and_division(run_cli):
 
 
 def test_run_refuses_a_closed_workload_with_too_small_a_dataset(run_cli, tmp_path):
-    code, out, err = run_cli("run", "-w", "unet3d_b200", *TINY, "--set", f"dataset.data_folder={tmp_path / 'd'}",
-                             "-o", tmp_path / "o", "-q")
+    code, out, err = run_cli(
+        "run", "-w", "unet3d_b200", *TINY, "--set", f"dataset.data_folder={tmp_path / 'd'}", "-o", tmp_path / "o", "-q"
+    )
     assert code == 2
     line = one_line(err)
     assert "Rules 3.1.2" in line and "this run has 14" in line and "dlio_fast.mlperf_rules=warn" in line
-    assert not os.path.exists(tmp_path / "d")          # refused before generating anything
+    assert not os.path.exists(tmp_path / "d")  # refused before generating anything
 
 
 def test_run_warns_with_the_flag_and_runs(run_cli, tmp_path):
-    code, out, err = run_cli("run", "-w", "unet3d_b200", *TINY, "--set", f"dataset.data_folder={tmp_path / 'd'}",
-                             "--set", "dlio_fast.mlperf_rules=warn", "-o", tmp_path / "o", "-q")
+    code, out, err = run_cli(
+        "run",
+        "-w",
+        "unet3d_b200",
+        *TINY,
+        "--set",
+        f"dataset.data_folder={tmp_path / 'd'}",
+        "--set",
+        "dlio_fast.mlperf_rules=warn",
+        "-o",
+        tmp_path / "o",
+        "-q",
+    )
     assert code == 0, err
     assert "warning: unet3d_b200 claims MLPerf Storage v3.0 CLOSED" in err
     assert json.load(open(tmp_path / "o" / "dlio-fast.json"))["complete"]

@@ -1,4 +1,5 @@
 """dlio_fast.results_dir: runs land in MLPerf Storage's results tree with a provenance.json."""
+
 import glob
 import hashlib
 import json
@@ -8,14 +9,25 @@ import subprocess
 
 from conftest import REPO
 
-BASE = ["run", "-w", "default", "-q", "--set", "train.epochs=1", "--set", "train.computation_time=0.001",
-        "--set", "workflow.evaluation=False"]
+BASE = [
+    "run",
+    "-w",
+    "default",
+    "-q",
+    "--set",
+    "train.epochs=1",
+    "--set",
+    "train.computation_time=0.001",
+    "--set",
+    "workflow.evaluation=False",
+]
 
 
 def run_into(run_cli, tmp_path, *extra):
     results = tmp_path / "results"
-    code, out, err = run_cli(*BASE, "--set", f"dataset.data_folder={tmp_path / 'd'}",
-                             "--set", f"dlio_fast.results_dir={results}", *extra)
+    code, out, err = run_cli(
+        *BASE, "--set", f"dataset.data_folder={tmp_path / 'd'}", "--set", f"dlio_fast.results_dir={results}", *extra
+    )
     assert code == 0, err
     leaves = sorted(glob.glob(str(results / "training" / "default" / "run" / "*")))
     return leaves
@@ -32,8 +44,14 @@ def test_layout_and_provenance(run_cli, tmp_path):
     assert doc["config"]["train"]["computation_time"] == 0.001
     assert doc["config"]["dlio_fast"]["results_dir"] == str(tmp_path / "results")
     core = {k: dict(v) if isinstance(v, dict) else v for k, v in doc["config"].items()}
-    for section, key in (("dataset", "data_folder"), ("checkpoint", "checkpoint_folder"), ("output", "log_file"),
-                         ("dlio_fast", "results_dir"), ("dlio_fast", "plots"), ("dlio_fast", "trace")):
+    for section, key in (
+        ("dataset", "data_folder"),
+        ("checkpoint", "checkpoint_folder"),
+        ("output", "log_file"),
+        ("dlio_fast", "results_dir"),
+        ("dlio_fast", "plots"),
+        ("dlio_fast", "trace"),
+    ):
         core[section].pop(key, None)
     canonical = json.dumps(core, sort_keys=True, separators=(",", ":"))
     assert doc["core_config_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
@@ -49,8 +67,9 @@ def test_same_settings_same_core_hash_other_settings_other_hash(run_cli, tmp_pat
     another read_threads: another core hash."""
     a = json.load(open(os.path.join(run_into(run_cli, tmp_path / "a")[0], "provenance.json")))
     b = json.load(open(os.path.join(run_into(run_cli, tmp_path / "b")[0], "provenance.json")))
-    c = json.load(open(os.path.join(run_into(run_cli, tmp_path / "c", "--set", "reader.read_threads=2")[0],
-                                    "provenance.json")))
+    c = json.load(
+        open(os.path.join(run_into(run_cli, tmp_path / "c", "--set", "reader.read_threads=2")[0], "provenance.json"))
+    )
     assert a["core_config_sha256"] == b["core_config_sha256"] != c["core_config_sha256"]
     assert a["config_sha256"] != b["config_sha256"]
 

@@ -5,6 +5,7 @@ The MPI tests start real jobs with `mpiexec -n 2` / `-n 3` (oversubscribed on sm
 and check the numbers against the dataset on disk and the planner. They are skipped, with the
 reason, when mpiexec or mpi4py is missing.
 """
+
 import glob
 import importlib.util
 import json
@@ -18,22 +19,22 @@ import time
 
 import numpy as np
 import pytest
-
 from conftest import REPO
 
 from dlio import _core
+from dlio.config import load_config
 from dlio.dataset.spec import DatasetSpec, file_paths
 from dlio.fsbench import ior
 from dlio.train import planner
-from dlio.config import load_config
 
 ROOT = REPO
 HAVE_MPIEXEC = shutil.which("mpiexec") is not None
 HAVE_MPI4PY = importlib.util.find_spec("mpi4py") is not None
 HAVE_MPIIO = importlib.util.find_spec("dlio._mpiio") is not None
 
-needs_mpi = pytest.mark.skipif(not (HAVE_MPIEXEC and HAVE_MPI4PY),
-                               reason="needs mpiexec and mpi4py (pip install mpich mpi4py)")
+needs_mpi = pytest.mark.skipif(
+    not (HAVE_MPIEXEC and HAVE_MPI4PY), reason="needs mpiexec and mpi4py (pip install mpich mpi4py)"
+)
 needs_mpiio = pytest.mark.skipif(not HAVE_MPIIO, reason="dlio._mpiio not built (no MPI compiler at build time)")
 
 FAST = ["--set", "train.computation_time=0.001", "--set", "evaluation.eval_time=0.001"]
@@ -55,6 +56,7 @@ def load(path):
 
 
 # ---- without MPI ------------------------------------------------------------------------------
+
 
 @pytest.fixture(autouse=True)
 def no_shm_leftovers():
@@ -83,6 +85,7 @@ def test_engines_lists_mpiio_with_reason():
 @needs_mpiio
 def test_register_engine_twice_is_a_noop():
     from dlio import _mpiio
+
     _core.register_engine(_mpiio.engine_capsule())
     _core.register_engine(_mpiio.engine_capsule())
     assert [e[0] for e in _core.engines()].count("mpiio") == 1
@@ -95,7 +98,7 @@ def test_ior_file_per_process_offsets():
         assert p.part == r and p.file_index == r
         assert (p.ops["offset"] == np.arange(16, dtype=np.uint64) * bs).all()
         assert (p.ops["length"] == bs).all() and (p.ops["op"] == _core.OP_READ).all()
-        q = ior.rank_plan("fpp", r, 3, bs, per, shift=1)        # --reorder: the next rank's file
+        q = ior.rank_plan("fpp", r, 3, bs, per, shift=1)  # --reorder: the next rank's file
         assert q.part == (r + 1) % 3 and q.file_index == (r + 1) % 3
 
 
@@ -104,7 +107,7 @@ def test_ior_shared_layouts_cover_the_file_once(layout):
     bs, per, n = 4096, 8 * 4096, 3
     plans = [ior.rank_plan(layout, r, n, bs, per) for r in range(n)]
     offs = np.concatenate([p.ops["offset"] for p in plans])
-    assert sorted(offs.tolist()) == list(range(0, n * per, bs))     # every block exactly once
+    assert sorted(offs.tolist()) == list(range(0, n * per, bs))  # every block exactly once
     for r, p in enumerate(plans):
         assert p.file_index == 0
         o = p.ops["offset"].astype(np.int64)
@@ -122,27 +125,28 @@ def test_ior_shared_layouts_cover_the_file_once(layout):
 
 def test_ior_reorder_shift():
     assert ior.reorder_shift(["a"]) == 0
-    assert ior.reorder_shift(["a", "a", "a"]) == 1                   # one node: the next rank
-    assert ior.reorder_shift(["a", "a", "b", "b"]) == 2              # a node's worth (IOR -C)
+    assert ior.reorder_shift(["a", "a", "a"]) == 1  # one node: the next rank
+    assert ior.reorder_shift(["a", "a", "b", "b"]) == 2  # a node's worth (IOR -C)
     assert ior.parse_hints(["romio_cb_read=enable", "cb_nodes = 2"]) == [("romio_cb_read", "enable"), ("cb_nodes", "2")]
 
 
 def test_planner_union_of_three_ranks_is_each_sample_once():
     cfg = load_config(workload="default", env={})
     nfiles, spf, batch, size = 24, 1, 4, 3
-    layout = planner.Layout(nfiles=nfiles, spf=spf, file_size=np.full(nfiles, 4096, dtype=np.uint64),
-                            whole_file=True)
+    layout = planner.Layout(nfiles=nfiles, spf=spf, file_size=np.full(nfiles, 4096, dtype=np.uint64), whole_file=True)
     for shuffle in ("off", "seed"):
         st = planner.Settings(batch=batch, file_shuffle=shuffle, sample_shuffle=shuffle, seed=7)
         for epoch in (1, 2):
-            per_rank = [planner.epoch_plan(layout, st, cfg.train.computation_time, r, size, epoch).samples
-                        for r in range(size)]
+            per_rank = [
+                planner.epoch_plan(layout, st, cfg.train.computation_time, r, size, epoch).samples for r in range(size)
+            ]
             assert all(len(s) == nfiles * spf // size for s in per_rank)
             union = np.concatenate(per_rank)
             assert sorted(union.tolist()) == list(range(nfiles * spf))
 
 
 # ---- under mpiexec ----------------------------------------------------------------------------
+
 
 def rank_steps(out, nranks, epoch="1"):
     return [len(load(os.path.join(out, f"{r}_output.json"))[epoch]["load"]["block1"]) for r in range(nranks)]
@@ -151,13 +155,33 @@ def rank_steps(out, nranks, epoch="1"):
 @needs_mpi
 def test_run_two_ranks_default_workload(tmp_path):
     data, out = tmp_path / "data", tmp_path / "out"
-    code, so, se = mpiexec(2, "-q", "run", "--workload", "default", "--set", f"dataset.data_folder={data}",
-                           "--set", "train.epochs=2", "--set", "workflow.evaluation=False", *FAST, "-o", out)
+    code, so, se = mpiexec(
+        2,
+        "-q",
+        "run",
+        "--workload",
+        "default",
+        "--set",
+        f"dataset.data_folder={data}",
+        "--set",
+        "train.epochs=2",
+        "--set",
+        "workflow.evaluation=False",
+        *FAST,
+        "-o",
+        out,
+    )
     assert code == 0, se
     names = set(os.listdir(out))
-    assert {"summary.json", "0_output.json", "1_output.json", "0_per_epoch_stats.json",
-            "1_per_epoch_stats.json", "dlio-fast.json"} <= names
-    steps = 64 * 1 // (4 * 2)                          # floor(files * spf / (bs * ranks))
+    assert {
+        "summary.json",
+        "0_output.json",
+        "1_output.json",
+        "0_per_epoch_stats.json",
+        "1_per_epoch_stats.json",
+        "dlio-fast.json",
+    } <= names
+    steps = 64 * 1 // (4 * 2)  # floor(files * spf / (bs * ranks))
     assert rank_steps(out, 2, "1") == [steps, steps] and rank_steps(out, 2, "2") == [steps, steps]
 
     s = load(out / "summary.json")
@@ -166,7 +190,7 @@ def test_run_two_ranks_default_workload(tmp_path):
     for i, e in enumerate(("1", "2")):
         au = [o[e]["au"]["block1"] for o in outs]
         thr = [o[e]["throughput"]["block1"] for o in outs]
-        assert s["metric"]["train_au_percentage"][i] == pytest.approx(np.mean(au), rel=1e-9)       # AU averaged
+        assert s["metric"]["train_au_percentage"][i] == pytest.approx(np.mean(au), rel=1e-9)  # AU averaged
         assert s["metric"]["train_throughput_samples_per_second"][i] == pytest.approx(np.sum(thr), rel=1e-9)  # summed
 
     # every sample once per epoch: the ranks' bytes add up to the train files' bytes
@@ -185,11 +209,31 @@ def test_run_two_ranks_default_workload(tmp_path):
 @pytest.mark.parametrize("nfiles,batch", [(13, 4), (24, 4), (25, 4), (145, 16)])
 def test_uneven_files_on_three_ranks_do_not_deadlock(tmp_path, nfiles, batch):
     data, out = tmp_path / "data", tmp_path / "out"
-    code, so, se = mpiexec(3, "-q", "run", "--workload", "default", "--set", f"dataset.data_folder={data}",
-                           "--set", f"dataset.num_files_train={nfiles}", "--set", "dataset.num_files_eval=0",
-                           "--set", f"reader.batch_size={batch}", "--set", "train.epochs=1",
-                           "--set", "workflow.evaluation=False", "--set", "dataset.record_length_bytes=512",
-                           *FAST, "-o", out, timeout=180)
+    code, so, se = mpiexec(
+        3,
+        "-q",
+        "run",
+        "--workload",
+        "default",
+        "--set",
+        f"dataset.data_folder={data}",
+        "--set",
+        f"dataset.num_files_train={nfiles}",
+        "--set",
+        "dataset.num_files_eval=0",
+        "--set",
+        f"reader.batch_size={batch}",
+        "--set",
+        "train.epochs=1",
+        "--set",
+        "workflow.evaluation=False",
+        "--set",
+        "dataset.record_length_bytes=512",
+        *FAST,
+        "-o",
+        out,
+        timeout=180,
+    )
     assert code == 0, se
     steps = nfiles // (batch * 3)
     assert rank_steps(out, 3) == [steps] * 3
@@ -210,13 +254,32 @@ main(sys.argv[1:])
 @needs_mpi
 def test_failing_rank_stops_the_job_with_its_message(tmp_path):
     data, out = tmp_path / "data", tmp_path / "out"
-    common = ["--workload", "default", "--set", f"dataset.data_folder={data}", "--set", "workflow.evaluation=False",
-              "--set", "reader.file_shuffle=off", "--set", "reader.sample_shuffle=off", "--set", "train.epochs=1"]
+    common = [
+        "--workload",
+        "default",
+        "--set",
+        f"dataset.data_folder={data}",
+        "--set",
+        "workflow.evaluation=False",
+        "--set",
+        "reader.file_shuffle=off",
+        "--set",
+        "reader.sample_shuffle=off",
+        "--set",
+        "train.epochs=1",
+    ]
     code, so, se = mpiexec(2, "-q", "generate", *common)
     assert code == 0, se
-    spec = DatasetSpec(data_folder=str(data), format="npz", num_files_train=64, num_files_eval=8,
-                               num_samples_per_file=1, record_length_bytes=4096, num_subfolders_train=2,
-                               num_subfolders_eval=2)
+    spec = DatasetSpec(
+        data_folder=str(data),
+        format="npz",
+        num_files_train=64,
+        num_files_eval=8,
+        num_samples_per_file=1,
+        record_length_bytes=4096,
+        num_subfolders_train=2,
+        num_subfolders_eval=2,
+    )
     paths = file_paths(spec, "train")
     # no shuffling: rank 1 reads samples 32..63, i.e. files 32..63; rank 0 never touches file 40
     bad = paths[40]
@@ -230,11 +293,17 @@ def test_failing_rank_stops_the_job_with_its_message(tmp_path):
     script = tmp_path / "fail_driver.py"
     script.write_text(textwrap.dedent(FAIL_DRIVER))
     env = {**os.environ, "PYTHONPATH": ROOT}
-    p = subprocess.run(["mpiexec", "-n", "2", sys.executable, str(script), "-q", "run", *common, *FAST,
-                        "-o", str(out)], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    p = subprocess.run(
+        ["mpiexec", "-n", "2", sys.executable, str(script), "-q", "run", *common, *FAST, "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=env,
+    )
     assert p.returncode != 0
     lines = [l for l in p.stderr.splitlines() if l.startswith("dlio-fast:")]
-    assert len(lines) == 1, p.stderr                                 # printed once, by the failing rank
+    assert len(lines) == 1, p.stderr  # printed once, by the failing rank
     assert lines[0].startswith("dlio-fast: rank 1:") and os.path.basename(bad) in lines[0], p.stderr
     assert "Traceback" not in p.stderr
 
@@ -273,9 +342,14 @@ if w.rank == 0:
 def test_mpiio_engine_reads_known_content(tmp_path):
     script = tmp_path / "driver.py"
     script.write_text(textwrap.dedent(DRIVER))
-    p = subprocess.run(["mpiexec", "-n", "2", sys.executable, str(script), str(tmp_path / "known.bin")],
-                       capture_output=True, text=True, timeout=60, cwd=ROOT,
-                       env={**os.environ, "PYTHONPATH": ROOT})
+    p = subprocess.run(
+        ["mpiexec", "-n", "2", sys.executable, str(script), str(tmp_path / "known.bin")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "OK 0 multiple|OK 1 multiple"
 
@@ -288,28 +362,62 @@ def test_io_mpiio_layouts(tmp_path, mode):
     folder = tmp_path / "io"
     folder.mkdir()
     bs, fsize = 64 << 10, 1 << 20
-    code, so, se = mpiexec(2, "-q", "io", folder, "--engine", "mpiio", mode, "--layout", "fpp,segmented,strided",
-                           "--bs", "64k", "--file-size", "1m", "--reorder", "--json", js,
-                           "--mpiio-hint", "romio_cb_read=enable", timeout=180)
+    code, so, se = mpiexec(
+        2,
+        "-q",
+        "io",
+        folder,
+        "--engine",
+        "mpiio",
+        mode,
+        "--layout",
+        "fpp,segmented,strided",
+        "--bs",
+        "64k",
+        "--file-size",
+        "1m",
+        "--reorder",
+        "--json",
+        js,
+        "--mpiio-hint",
+        "romio_cb_read=enable",
+        timeout=180,
+    )
     assert code == 0, se
     doc = load(js)
     assert doc["complete"] and doc["ranks"] == 2
     assert [p["layout"] for p in doc["points"]] == ["fpp", "segmented", "strided"]
     for p in doc["points"]:
         assert p["mode"] == mode[2:] and p["errors"] == 0
-        assert p["bytes"] == 2 * fsize and p["ops"] == 2 * fsize // bs           # one pass each
+        assert p["bytes"] == 2 * fsize and p["ops"] == 2 * fsize // bs  # one pass each
         assert p["lat_ns"]["count"] == p["ops"]
         assert p["hints"] == {"romio_cb_read": "enable"}
-        assert [r["part"] for r in p["per_rank"]] == [1, 0]                      # --reorder
+        assert [r["part"] for r in p["per_rank"]] == [1, 0]  # --reorder
         assert all(r["bytes"] == fsize for r in p["per_rank"])
-    assert not os.listdir(folder)                                                 # files removed
+    assert not os.listdir(folder)  # files removed
 
 
 @needs_mpi
 @needs_mpiio
 def test_io_mpiio_collective_refuses_runtime(tmp_path):
-    code, so, se = mpiexec(2, "-q", "io", tmp_path, "--engine", "mpiio", "--collective", "--layout", "segmented",
-                           "--bs", "64k", "--file-size", "256k", "--runtime", "1s", timeout=180)
+    code, so, se = mpiexec(
+        2,
+        "-q",
+        "io",
+        tmp_path,
+        "--engine",
+        "mpiio",
+        "--collective",
+        "--layout",
+        "segmented",
+        "--bs",
+        "64k",
+        "--file-size",
+        "256k",
+        "--runtime",
+        "1s",
+        timeout=180,
+    )
     assert code != 0
     assert "collective MPI-IO needs the same number of calls" in se
 
@@ -340,15 +448,39 @@ def start_long_run(tmp_path):
     once training is under way."""
     data, out = tmp_path / "data", tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": ROOT, "DLIO_TEST_MARK": str(tmp_path)}
-    p = subprocess.Popen(["mpiexec", "-n", "2", sys.executable, "-m", "dlio", "-q", "run", "--workload", "default",
-                          "--set", f"dataset.data_folder={data}", "--set", "train.epochs=1000",
-                          "--set", "train.computation_time=0.01", "--set", "workflow.evaluation=False",
-                          "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         cwd=ROOT, env=env)
+    p = subprocess.Popen(
+        [
+            "mpiexec",
+            "-n",
+            "2",
+            sys.executable,
+            "-m",
+            "dlio",
+            "-q",
+            "run",
+            "--workload",
+            "default",
+            "--set",
+            f"dataset.data_folder={data}",
+            "--set",
+            "train.epochs=1000",
+            "--set",
+            "train.computation_time=0.01",
+            "--set",
+            "workflow.evaluation=False",
+            "-o",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (data / ".dlio-fast").exists():
         time.sleep(0.1)
-    time.sleep(2.5)                                      # training is under way
+    time.sleep(2.5)  # training is under way
     return p, data, out
 
 
@@ -365,7 +497,7 @@ def assert_rank_partial(out, rank):
 def test_ctrl_c_on_mpiexec_stops_every_rank_with_partial_results(tmp_path):
     p, data, out = start_long_run(tmp_path)
     t0 = time.monotonic()
-    p.send_signal(signal.SIGINT)                         # mpiexec forwards it to every rank
+    p.send_signal(signal.SIGINT)  # mpiexec forwards it to every rank
     try:
         stdout, stderr = p.communicate(timeout=30)
     finally:
@@ -388,7 +520,7 @@ def test_ctrl_c_while_waiting_in_the_c_step_barrier(tmp_path):
         pids = rank_pids(str(tmp_path))
         assert sorted(pids) == [0, 1], pids
         os.kill(pids[1], signal.SIGSTOP)
-        time.sleep(1.0)                                  # rank 0 is now waiting for rank 1
+        time.sleep(1.0)  # rank 0 is now waiting for rank 1
         t0 = time.monotonic()
         os.kill(pids[0], signal.SIGINT)
         while alive(pids[0]) and time.monotonic() - t0 < 30:
@@ -396,7 +528,7 @@ def test_ctrl_c_while_waiting_in_the_c_step_barrier(tmp_path):
         assert not alive(pids[0]), "rank 0 stayed in the barrier (or MPI_Finalize) after Ctrl-C"
         assert time.monotonic() - t0 < 15
     finally:
-        for pid in [*pids.values(), p.pid]:              # the frozen rank too, wherever hydra put it
+        for pid in [*pids.values(), p.pid]:  # the frozen rank too, wherever hydra put it
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -404,5 +536,5 @@ def test_ctrl_c_while_waiting_in_the_c_step_barrier(tmp_path):
         stdout, stderr = p.communicate(timeout=30)
     assert "Traceback" not in stderr, stderr
     assert "SIGINT" in stderr and "results measured so far were written" in stderr, stderr
-    assert "not every rank stopped" in stderr, stderr      # it did not wait for rank 1 in MPI_Finalize
+    assert "not every rank stopped" in stderr, stderr  # it did not wait for rank 1 in MPI_Finalize
     assert_rank_partial(out, 0)

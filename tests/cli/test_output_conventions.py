@@ -1,5 +1,6 @@
 """Output conventions: '-' is stdout for every result file, CSV cells (true/false, rounded), units,
 --version, and the MPI-IO engine's availability under mpiexec."""
+
 import csv
 import io
 import json
@@ -17,16 +18,23 @@ IO = ["--file-size", "4m", "--runtime", "0.2s", "-q"]
 
 
 def test_csv_value():
-    assert [csv_value(x) for x in (True, False, None, 8034.191056762688, 16.0, 3, "a")] == \
-        ["true", "false", "", "8034.191", "16", 3, "a"]
+    assert [csv_value(x) for x in (True, False, None, 8034.191056762688, 16.0, 3, "a")] == [
+        "true",
+        "false",
+        "",
+        "8034.191",
+        "16",
+        3,
+        "a",
+    ]
 
 
 def test_io_json_to_stdout(tmp_path, dlio_cmd):
     code, so, se = dlio_cmd("io", tmp_path, *IO, "--json", "-", cwd=tmp_path)
     assert code == 0, se
-    doc = json.loads(so)                      # stdout holds the document alone ...
+    doc = json.loads(so)  # stdout holds the document alone ...
     assert doc["points"][0]["rw"] == "read"
-    assert "MiB/s" in se                      # ... the table went to stderr
+    assert "MiB/s" in se  # ... the table went to stderr
     assert not os.path.exists(tmp_path / "-")
 
 
@@ -56,12 +64,16 @@ def test_version_says_commit_and_features(dlio_cmd):
     assert code == 0, se
     lines = so.splitlines()
     import dlio
+
     assert lines[0] == f"dlio-fast {dlio.__version__}"
     assert lines[1].startswith("commit: ")
     assert lines[2].startswith("compiled in: io_uring ") and "MPI-IO " in lines[2]
     if os.path.exists(os.path.join(os.path.dirname(os.path.dirname(dlio.__file__)), ".git")) and shutil.which("git"):
-        head = subprocess.run(["git", "-C", os.path.dirname(os.path.dirname(dlio.__file__)), "rev-parse",
-                               "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", os.path.dirname(os.path.dirname(dlio.__file__)), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         assert head in lines[1]
 
 
@@ -72,8 +84,9 @@ def _mpiexec():
 @pytest.mark.skipif(_mpiexec() is None, reason="needs mpiexec (pip install mpich mpi4py)")
 def test_engines_under_mpiexec_has_mpiio():
     pytest.importorskip("dlio._mpiio", reason="dlio._mpiio not built (no MPI compiler at build time)")
-    p = subprocess.run([_mpiexec(), "-n", "1", sys.executable, "-m", "dlio", "engines"], capture_output=True,
-                       text=True, timeout=60)
+    p = subprocess.run(
+        [_mpiexec(), "-n", "1", sys.executable, "-m", "dlio", "engines"], capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 0, p.stderr
     line = next(x for x in p.stdout.splitlines() if x.startswith("mpiio"))
     assert line.rstrip().endswith("available") and "unavailable" not in line

@@ -1,6 +1,7 @@
 """`dlio-fast profile` end to end: real jobs (tests/cli/jobs/profile_job.py) over datasets made by
 `dlio-fast generate`, captured by the LD_PRELOAD interposer; the inferred YAML must recover the
 known batch, epochs, threads, compute, files and sizes, and its replay must score as a match."""
+
 import os
 import re
 import subprocess
@@ -33,10 +34,20 @@ def _run(args, cwd, check=True):
 
 
 def _dataset(tmp, fmt):
-    cfg = {"model": {"name": "src"}, "framework": "pytorch", "workflow": {"generate_data": True, "train": True},
-           "dataset": {"data_folder": str(tmp / "src"), "format": fmt, "num_files_train": NFILES,
-                       "num_samples_per_file": 1, "record_length_bytes": REC[fmt]},
-           "reader": {"batch_size": BATCH}, "train": {"epochs": 1}}
+    cfg = {
+        "model": {"name": "src"},
+        "framework": "pytorch",
+        "workflow": {"generate_data": True, "train": True},
+        "dataset": {
+            "data_folder": str(tmp / "src"),
+            "format": fmt,
+            "num_files_train": NFILES,
+            "num_samples_per_file": 1,
+            "record_length_bytes": REC[fmt],
+        },
+        "reader": {"batch_size": BATCH},
+        "train": {"epochs": 1},
+    }
     (tmp / "src.yaml").write_text(yaml.safe_dump(cfg))
     _run(["generate", "--config", str(tmp / "src.yaml")], tmp)
     return tmp / "src" / "train"
@@ -46,16 +57,37 @@ def _profile_and_replay(tmp_path, fmt, *job_flags):
     """Profile the job over a fresh dataset, check what the YAML recovers, replay it, score it."""
     data = _dataset(tmp_path, fmt)
     out = tmp_path / "prof"
-    _run(["profile", "-o", str(out), "--data-folder", str(tmp_path / "replay_data"), "--",
-          sys.executable, JOB, "--data", str(data), "--batch", str(BATCH), "--epochs", str(EPOCHS),
-          "--threads", str(THREADS), "--compute", str(COMPUTE), *job_flags], tmp_path)
+    _run(
+        [
+            "profile",
+            "-o",
+            str(out),
+            "--data-folder",
+            str(tmp_path / "replay_data"),
+            "--",
+            sys.executable,
+            JOB,
+            "--data",
+            str(data),
+            "--batch",
+            str(BATCH),
+            "--epochs",
+            str(EPOCHS),
+            "--threads",
+            str(THREADS),
+            "--compute",
+            str(COMPUTE),
+            *job_flags,
+        ],
+        tmp_path,
+    )
     wl = yaml.safe_load((out / "workload.yaml").read_text())
     load_config(config_file=str(out / "workload.yaml"), env={})
     files = sorted(p for p in data.iterdir())
     ds = wl["dataset"]
     assert ds["format"] == fmt
     assert ds["num_files_train"] == len(files) == NFILES
-    assert ds["record_length_bytes"] == REC[fmt]          # so the generator writes files of the same size
+    assert ds["record_length_bytes"] == REC[fmt]  # so the generator writes files of the same size
     assert wl["reader"]["batch_size"] == BATCH
     assert wl["reader"]["read_threads"] == THREADS
     assert wl["train"]["epochs"] == EPOCHS
@@ -65,7 +97,7 @@ def _profile_and_replay(tmp_path, fmt, *job_flags):
     assert f"{len(files)} files, {min(sizes)}..{max(sizes)} bytes, {sum(sizes)} in all" in report
     _run(["run", "--config", str(out / "workload.yaml"), "--trace", "-o", str(tmp_path / "run")], tmp_path)
     gen = sorted((tmp_path / "replay_data" / "train").iterdir())
-    assert [p.stat().st_size for p in gen] == sizes   # the replay's dataset has the same sizes
+    assert [p.stat().st_size for p in gen] == sizes  # the replay's dataset has the same sizes
     p = _run(["profile", "--compare", str(out / "raw"), str(tmp_path / "run")], tmp_path, check=False)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "7/7 figures within bounds" in p.stdout
@@ -109,26 +141,28 @@ def test_profile_errors_are_one_line(tmp_path):
     assert p.returncode == 2 and "no trace here" in p.stderr
 
 
-
 def test_capture_keeps_every_path_past_the_name_buffer(tmp_path):
     """The interposer buffers path lines (64 KiB) and writes them with the records: 1500 opens of
     120-character paths overflow that buffer several times, in a parent and a forked child."""
     from dlio.profile.parsers import OP_READ, load_trace
+
     d = tmp_path / ("d" * 100)
     d.mkdir()
     names = [d / f"f{i:05d}.dat" for i in range(1500)]
     for i, p in enumerate(names):
         p.write_bytes(bytes([i % 251]) * 100)
-    job = ("import os, sys\n"
-           "fs = sorted(os.path.join(sys.argv[1], f) for f in os.listdir(sys.argv[1]))\n"
-           "def rd(part):\n"
-           "    for f in part:\n"
-           "        with open(f, 'rb') as h: h.read()\n"
-           "rd(fs[:700])\n"
-           "pid = os.fork()\n"
-           "if pid == 0:\n"
-           "    rd(fs[700:]); os._exit(0)\n"
-           "os.waitpid(pid, 0)\n")
+    job = (
+        "import os, sys\n"
+        "fs = sorted(os.path.join(sys.argv[1], f) for f in os.listdir(sys.argv[1]))\n"
+        "def rd(part):\n"
+        "    for f in part:\n"
+        "        with open(f, 'rb') as h: h.read()\n"
+        "rd(fs[:700])\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    rd(fs[700:]); os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+    )
     out = tmp_path / "prof"
     _run(["profile", "-o", str(out), "--", sys.executable, "-c", job, str(d)], tmp_path)
     tr = load_trace(str(out / "raw"))

@@ -1,4 +1,5 @@
 """The live display on a terminal (read through a pty) and the status lines of a batch log (a pipe)."""
+
 import csv
 import fcntl
 import os
@@ -10,8 +11,16 @@ import subprocess
 import sys
 import termios
 
-FAST = ["--workload", "default", "--set", "train.epochs=2", "--set", "train.computation_time=0.04",
-        "--set", "workflow.evaluation=False"]
+FAST = [
+    "--workload",
+    "default",
+    "--set",
+    "train.epochs=2",
+    "--set",
+    "train.computation_time=0.04",
+    "--set",
+    "workflow.evaluation=False",
+]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -21,8 +30,14 @@ def run_in_pty(args, cols=200, timeout=120, stdout=None):
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    p = subprocess.Popen([sys.executable, "-m", "dlio", *map(str, args)], stdin=slave,
-                         stdout=slave if stdout is None else stdout, stderr=slave, close_fds=True, env=env)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dlio", *map(str, args)],
+        stdin=slave,
+        stdout=slave if stdout is None else stdout,
+        stderr=slave,
+        close_fds=True,
+        env=env,
+    )
     os.close(slave)
     out = b""
     while True:
@@ -59,7 +74,7 @@ def test_live_display_on_a_terminal(tmp_path):
     for b in bars:
         m = re.search(r"AU ([0-9.]+) %", b)
         if m:
-            assert float(m.group(1)) <= 100.0, b            # rates from the phase start
+            assert float(m.group(1)) <= 100.0, b  # rates from the phase start
         m = re.search(r"([0-9,.]+) MiB/s", b)
         if m:
             assert float(m.group(1).replace(",", "")) < 1e5, b
@@ -69,21 +84,37 @@ def test_live_display_on_a_terminal(tmp_path):
     assert not re.search(r"(ETA|%)\s*\S*(Ending|Starting|Epoch) ", ANSI.sub("", raw))
     # DLIO's lines, in DLIO's order
     text = ANSI.sub("", raw)
-    assert text.index("Max steps per epoch: 16") < text.index("Starting epoch 1: 16 steps expected") \
-        < text.index("epoch 1 train") < text.index("Ending epoch 1")
+    assert (
+        text.index("Max steps per epoch: 16")
+        < text.index("Starting epoch 1: 16 steps expected")
+        < text.index("epoch 1 train")
+        < text.index("Ending epoch 1")
+    )
     assert "Computation time per step (second): 0.04" in text and "(set value: 0.04)" in text
 
 
 def test_batch_log_has_status_lines_and_live_csv(tmp_path, dlio_cmd):
     live = tmp_path / "live.csv"
-    code, so, se = dlio_cmd("run", *FAST, "--set", f"dataset.data_folder={tmp_path / 'data'}", "-o", tmp_path / "o",
-                            "--status-interval", "0.2", "--live-csv", live)
+    code, so, se = dlio_cmd(
+        "run",
+        *FAST,
+        "--set",
+        f"dataset.data_folder={tmp_path / 'data'}",
+        "-o",
+        tmp_path / "o",
+        "--status-interval",
+        "0.2",
+        "--live-csv",
+        live,
+    )
     assert code == 0, se
-    assert "\x1b" not in so + se and "\r" not in so + se     # a plain log
+    assert "\x1b" not in so + se and "\r" not in so + se  # a plain log
     status = [line for line in se.splitlines() if line.startswith("[status] epoch")]
     assert len(status) >= 2, se
-    assert all(re.match(r"\[status\] epoch \d train: \d+/16 steps .* samples/s .* MiB/s .*AU [0-9.]+ % .*ETA", s)
-               for s in status), status
+    assert all(
+        re.match(r"\[status\] epoch \d train: \d+/16 steps .* samples/s .* MiB/s .*AU [0-9.]+ % .*ETA", s)
+        for s in status
+    ), status
     rows = list(csv.DictReader(open(live)))
     train = [r for r in rows if r["phase"] == "train"]
     assert len(train) >= 3 and {r["label"] for r in train} == {"epoch 1 train", "epoch 2 train"}
@@ -92,8 +123,16 @@ def test_batch_log_has_status_lines_and_live_csv(tmp_path, dlio_cmd):
 
 
 def test_status_interval_zero_is_quiet(tmp_path, dlio_cmd):
-    code, so, se = dlio_cmd("run", *FAST, "--set", f"dataset.data_folder={tmp_path / 'data'}", "-o", tmp_path / "o",
-                            "--status-interval", "0")
+    code, so, se = dlio_cmd(
+        "run",
+        *FAST,
+        "--set",
+        f"dataset.data_folder={tmp_path / 'data'}",
+        "-o",
+        tmp_path / "o",
+        "--status-interval",
+        "0",
+    )
     assert code == 0, se
     assert "[status]" not in so + se
 
@@ -113,8 +152,9 @@ def test_stdout_to_a_file_keeps_its_lines(tmp_path):
     """`dlio-fast run > log` on a terminal: the bar on the terminal (stderr), every log line in the file."""
     log = tmp_path / "log"
     with open(log, "w") as f:
-        code, raw = run_in_pty(["run", *FAST, "--set", f"dataset.data_folder={tmp_path / 'data'}",
-                                "-o", tmp_path / "o"], stdout=f)
+        code, raw = run_in_pty(
+            ["run", *FAST, "--set", f"dataset.data_folder={tmp_path / 'data'}", "-o", tmp_path / "o"], stdout=f
+        )
     assert code == 0, raw
     text = log.read_text()
     for line in ("Starting epoch 1: 16 steps expected", "Ending epoch 1", "Starting epoch 2", "Ending epoch 2"):

@@ -1,4 +1,5 @@
 """`dlio-fast report` and `check`: known Result files in, exact figures and ratios out; plots, HTML."""
+
 import csv
 import html.parser
 import json
@@ -7,19 +8,15 @@ import struct
 
 import numpy as np
 import pytest
-
 from conftest import REPO, one_line
-from dlio import _core
-from dlio.report import checks
-from dlio.report import compare
-from dlio.report import plots
-from dlio.report import dlio_files
-from dlio.report.result import RUN_SCHEMA
-from dlio import stats
+
+from dlio import _core, stats
 from dlio.cli import main as cli_mod
 from dlio.cli.report import check as check_cmd
 from dlio.cli.report import report as report_cmd
 from dlio.errors import DlioError
+from dlio.report import checks, compare, dlio_files, plots
+from dlio.report.result import RUN_SCHEMA
 
 # the lead registers these in dlio/cli.py; until then (and harmlessly after) the tests do
 for _c in (report_cmd, check_cmd):
@@ -33,17 +30,37 @@ GiB = 1 << 30
 # ---------------------------------------------------------------------------------------------
 # Result fixtures with known numbers
 
+
 def step_times(n, wait_ns, compute_ns, nbytes):
     """n steps, each: wait (t_ready - t_fetch) then compute, back to back."""
     period = wait_ns + compute_ns
     t_fetch = np.arange(n, dtype=np.int64) * period + 1_000_000_000
-    return {"t_fetch": t_fetch, "t_ready": t_fetch + wait_ns, "t_end": t_fetch + period,
-            "compute_ns": np.full(n, compute_ns, dtype=np.int64), "bytes": np.full(n, nbytes, dtype=np.int64)}
+    return {
+        "t_fetch": t_fetch,
+        "t_ready": t_fetch + wait_ns,
+        "t_end": t_fetch + period,
+        "compute_ns": np.full(n, compute_ns, dtype=np.int64),
+        "bytes": np.full(n, nbytes, dtype=np.int64),
+    }
 
 
-def make_result(workload="unet3d", steps=10, wait_ms=1.0, compute_ms=9.0, batch=4, epochs=2,
-                step_bytes=MiB, lat_fast_ns=100_000, lat_slow_ns=1_000_000, ranks=1,
-                bytes_on_disk=6 * GiB, memory_bytes=GiB, metric_au=0.9, cpu_s=0.004, folder="/data/x"):
+def make_result(
+    workload="unet3d",
+    steps=10,
+    wait_ms=1.0,
+    compute_ms=9.0,
+    batch=4,
+    epochs=2,
+    step_bytes=MiB,
+    lat_fast_ns=100_000,
+    lat_slow_ns=1_000_000,
+    ranks=1,
+    bytes_on_disk=6 * GiB,
+    memory_bytes=GiB,
+    metric_au=0.9,
+    cpu_s=0.004,
+    folder="/data/x",
+):
     """A Result as runcmd.build_result makes it, built from exact step timestamps.
 
     Per epoch and rank: steps x (wait + compute); exclude_start_steps=1, so the exact figures are
@@ -57,26 +74,71 @@ def make_result(workload="unet3d", steps=10, wait_ms=1.0, compute_ms=9.0, batch=
         eps = []
         for e in range(1, epochs + 1):
             from dlio.report import metrics
+
             m = metrics.block_metrics(step_times(steps, wait_ns, comp_ns, step_bytes), batch, 1, 0)
-            eps.append({"epoch": e, "start": f"2025-03-0{e}T10:00:00", "train_end": f"2025-03-0{e}T10:00:01",
-                        "end": f"2025-03-0{e}T10:00:01", "duration_s": m["duration_s"], "train": m,
-                        "lat": lat, "sample_lat": slat, "bytes": steps * step_bytes, "ops": 100,
-                        "samples": steps * batch, "steps_planned": steps, "steps_done": steps,
-                        "plan_bytes": steps * step_bytes, "cpu_s": cpu_s, "complete": True})
+            eps.append(
+                {
+                    "epoch": e,
+                    "start": f"2025-03-0{e}T10:00:00",
+                    "train_end": f"2025-03-0{e}T10:00:01",
+                    "end": f"2025-03-0{e}T10:00:01",
+                    "duration_s": m["duration_s"],
+                    "train": m,
+                    "lat": lat,
+                    "sample_lat": slat,
+                    "bytes": steps * step_bytes,
+                    "ops": 100,
+                    "samples": steps * batch,
+                    "steps_planned": steps,
+                    "steps_done": steps,
+                    "plan_bytes": steps * step_bytes,
+                    "cpu_s": cpu_s,
+                    "complete": True,
+                }
+            )
         recs.append({"rank": r, "hostname": "node0", "epochs": eps})
     return {
-        "schema": RUN_SCHEMA, "complete": True, "reason": None, "workload": workload,
-        "config_file": None, "scale": 1.0, "model": workload,
-        "start": "2025-03-01T10:00:00", "end": "2025-03-01T10:01:00",
-        "comm_size": ranks, "hostnames": ["node0"] * ranks,
-        "host": {"cpu_count": 8, "processor_name": "test cpu", "memory_bytes": memory_bytes,
-                 "memory_GB": memory_bytes / GiB},
-        "settings": {"engine": "posix", "direct": False, "qd": 1, "cache": "keep", "read_threads": 1,
-                     "prefetch_size": 2, "batch_size": batch, "batch_size_eval": 1, "compute_mode": "spin",
-                     "computation_time_mean_s": compute_ms / 1e3, "record_length_bytes": float(step_bytes // batch),
-                     "metric_au": metric_au, "exclude_start_steps": 1, "exclude_end_steps": 0},
-        "dataset": {"folder": folder, "format": "npz", "num_files_train": steps * batch, "num_files_eval": 0,
-                    "num_samples_per_file": 1, "bytes_on_disk": bytes_on_disk},
+        "schema": RUN_SCHEMA,
+        "complete": True,
+        "reason": None,
+        "workload": workload,
+        "config_file": None,
+        "scale": 1.0,
+        "model": workload,
+        "start": "2025-03-01T10:00:00",
+        "end": "2025-03-01T10:01:00",
+        "comm_size": ranks,
+        "hostnames": ["node0"] * ranks,
+        "host": {
+            "cpu_count": 8,
+            "processor_name": "test cpu",
+            "memory_bytes": memory_bytes,
+            "memory_GB": memory_bytes / GiB,
+        },
+        "settings": {
+            "engine": "posix",
+            "direct": False,
+            "qd": 1,
+            "cache": "keep",
+            "read_threads": 1,
+            "prefetch_size": 2,
+            "batch_size": batch,
+            "batch_size_eval": 1,
+            "compute_mode": "spin",
+            "computation_time_mean_s": compute_ms / 1e3,
+            "record_length_bytes": float(step_bytes // batch),
+            "metric_au": metric_au,
+            "exclude_start_steps": 1,
+            "exclude_end_steps": 0,
+        },
+        "dataset": {
+            "folder": folder,
+            "format": "npz",
+            "num_files_train": steps * batch,
+            "num_files_eval": 0,
+            "num_samples_per_file": 1,
+            "bytes_on_disk": bytes_on_disk,
+        },
         "environment": {"hostname": "node0", "created": "2025-03-01T10:01:00+0000"},
         "ranks": recs,
     }
@@ -84,17 +146,31 @@ def make_result(workload="unet3d", steps=10, wait_ms=1.0, compute_ms=9.0, batch=
 
 def ckpt_record(kind, rank, epoch, start_s, dur_s, nbytes=GiB):
     """A checkpoint record as dlio.checkpoint.io writes it (one per rank and checkpoint)."""
-    return {"kind": kind, "rank": rank, "epoch": epoch, "step": 10, "bytes": nbytes, "duration_s": dur_s,
-            "wall_start_ns": int(start_s * 1e9), "wall_end_ns": int((start_s + dur_s) * 1e9),
-            "GiB_per_second": nbytes / GiB / dur_s, "checkpoint_size_GB": 2.0,
-            "dlio_throughput_GB_per_second": 2.0 / dur_s}
+    return {
+        "kind": kind,
+        "rank": rank,
+        "epoch": epoch,
+        "step": 10,
+        "bytes": nbytes,
+        "duration_s": dur_s,
+        "wall_start_ns": int(start_s * 1e9),
+        "wall_end_ns": int((start_s + dur_s) * 1e9),
+        "GiB_per_second": nbytes / GiB / dur_s,
+        "checkpoint_size_GB": 2.0,
+        "dlio_throughput_GB_per_second": 2.0 / dur_s,
+    }
 
 
 # save 1: ranks 0 and 1 write 1 GiB each in [0, 1 s] and [0, 0.5 s] -> 2 GiB/s all ranks;
 # save 2: both in [10, 10.5 s] -> 4 GiB/s; load 1: both in [20, 20.25 s] -> 8 GiB/s
-CKPTS = [ckpt_record("save", 0, 1, 0.0, 1.0), ckpt_record("save", 1, 1, 0.0, 0.5),
-         ckpt_record("save", 0, 2, 10.0, 0.5), ckpt_record("save", 1, 2, 10.0, 0.5),
-         ckpt_record("load", 0, 2, 20.0, 0.25), ckpt_record("load", 1, 2, 20.0, 0.25)]
+CKPTS = [
+    ckpt_record("save", 0, 1, 0.0, 1.0),
+    ckpt_record("save", 1, 1, 0.0, 0.5),
+    ckpt_record("save", 0, 2, 10.0, 0.5),
+    ckpt_record("save", 1, 2, 10.0, 0.5),
+    ckpt_record("load", 0, 2, 20.0, 0.25),
+    ckpt_record("load", 1, 2, 20.0, 0.25),
+]
 
 
 def write_run(folder, result, checkpoints=None, dlio_ckpt=None):
@@ -120,13 +196,18 @@ def two_runs(tmp_path):
     """A: 1 ms wait + 9 ms compute per step -> AU 90 %, 400 samples/s, 100 MiB/s.
     B: 1 ms wait + 4 ms compute -> AU 80 %, 800 samples/s, 200 MiB/s; slower reads; checkpoints."""
     a = write_run(tmp_path / "runA", make_result())
-    b = write_run(tmp_path / "runB", make_result(compute_ms=4.0, lat_fast_ns=200_000, cpu_s=0.008),
-                  checkpoints=CKPTS, dlio_ckpt={"save": 1.25, "load": 5.0})
+    b = write_run(
+        tmp_path / "runB",
+        make_result(compute_ms=4.0, lat_fast_ns=200_000, cpu_s=0.008),
+        checkpoints=CKPTS,
+        dlio_ckpt={"save": 1.25, "load": 5.0},
+    )
     return a, b
 
 
 # ---------------------------------------------------------------------------------------------
 # report: JSON, CSV, Markdown, terminal
+
 
 def test_report_json_exact_figures_and_ratios(two_runs, tmp_path, run_cli):
     a, b = two_runs
@@ -154,12 +235,12 @@ def test_report_json_exact_figures_and_ratios(two_runs, tmp_path, run_cli):
     assert fb["read_lat_p50_us"] == pytest.approx(200.0)
     assert fa["io_wait_mean_ms"] == pytest.approx(1.0)
     assert fa["io_wait_p99_ms"] == pytest.approx(1.0)
-    assert fa["cpu_us_per_sample"] == pytest.approx(100.0)   # 2 x 4 ms CPU / 80 samples
+    assert fa["cpu_us_per_sample"] == pytest.approx(100.0)  # 2 x 4 ms CPU / 80 samples
     assert fb["cpu_us_per_sample"] == pytest.approx(200.0)
     assert fa["ckpt_save_GiB_s"] is None and fa["ckpt_save_GB_s"] is None
-    assert fb["ckpt_save_GiB_s"] == pytest.approx(3.0)      # (2 + 4) / 2, all ranks
+    assert fb["ckpt_save_GiB_s"] == pytest.approx(3.0)  # (2 + 4) / 2, all ranks
     assert fb["ckpt_load_GiB_s"] == pytest.approx(8.0)
-    assert fb["ckpt_save_GB_s"] == pytest.approx(1.25)      # DLIO's, from summary.json
+    assert fb["ckpt_save_GB_s"] == pytest.approx(1.25)  # DLIO's, from summary.json
     assert fb["ckpt_load_GB_s"] == pytest.approx(5.0)
     # ratios to the first run
     assert ra["ratios"]["samples_per_s"] == pytest.approx(1.0)
@@ -168,7 +249,7 @@ def test_report_json_exact_figures_and_ratios(two_runs, tmp_path, run_cli):
     assert rb["ratios"]["read_MiB_s"] == pytest.approx(2.0)
     assert rb["ratios"]["read_lat_p50_us"] == pytest.approx(2.0)
     assert rb["ratios"]["cpu_us_per_sample"] == pytest.approx(2.0)
-    assert rb["ratios"]["ckpt_save_GiB_s"] is None         # the first run has none
+    assert rb["ratios"]["ckpt_save_GiB_s"] is None  # the first run has none
     # the terminal table is printed too (the JSON went to a file)
     assert "samples/s (exact)" in stdout and "2.000x" in stdout
 
@@ -178,7 +259,7 @@ def test_report_json_to_stdout_is_only_json(two_runs, run_cli):
     assert code == 0, err
     rep = json.loads(stdout)
     assert rep["runs"]["runs"][0]["figures"]["samples_per_s"] == pytest.approx(400.0)
-    assert "ckpt_save_GiB_s" not in rep["runs"]["runs"][0]["figures"]   # no checkpoints, no row
+    assert "ckpt_save_GiB_s" not in rep["runs"]["runs"][0]["figures"]  # no checkpoints, no row
 
 
 def test_report_csv(two_runs, tmp_path, run_cli):
@@ -208,7 +289,7 @@ def test_report_markdown_is_a_table(two_runs, run_cli):
     table = [l for l in stdout.splitlines() if l.startswith("|")]
     assert len(table) >= 15
     ncols = table[0].count("|")
-    assert ncols == 6                                       # 5 columns
+    assert ncols == 6  # 5 columns
     assert all(l.count("|") - l.count("\\|") == ncols for l in table)
     assert set(table[1].replace("|", "").replace(":", "").replace("-", "")) == set()
     cells = {l.split("|")[1].strip(): [c.strip() for c in l.split("|")[2:-1]] for l in table[2:]}
@@ -218,15 +299,45 @@ def test_report_markdown_is_a_table(two_runs, run_cli):
 
 def test_report_io_points_matched(tmp_path, run_cli):
     def point(rw, bs, engine, qd, bw, p99):
-        return {"rw": rw, "bs": bs, "engine": engine, "qd": qd, "qd_used": qd, "threads": 1, "direct": True,
-                "bw_MiB_s": bw, "iops": bw * MiB / bs,
-                "lat_ns": {"count": 10, "min": 1000, "mean": 2000.0, "stdev": 1.0, "max": p99 * 2,
-                           "p50": p99 // 2, "p90": p99, "p99": p99, "p99.9": p99 * 2}}
-    d1 = {"schema": "dlio-fast.io/1", "paths": ["/mnt/a"], "environment": {"created": "2025-01-02T00:00:00"},
-          "points": [point("read", 4096, "posix", 1, 100.0, 50_000), point("read", 4096, "io_uring", 4, 300.0, 40_000),
-                     point("read", 1 << 20, "io_uring", 4, 2000.0, 900_000)]}
-    d2 = {"schema": "dlio-fast.io/1", "paths": ["/mnt/b"], "environment": {"created": "2025-01-03T00:00:00"},
-          "points": [point("read", 4096, "io_uring", 4, 450.0, 20_000), point("read", 4096, "posix", 1, 50.0, 100_000)]}
+        return {
+            "rw": rw,
+            "bs": bs,
+            "engine": engine,
+            "qd": qd,
+            "qd_used": qd,
+            "threads": 1,
+            "direct": True,
+            "bw_MiB_s": bw,
+            "iops": bw * MiB / bs,
+            "lat_ns": {
+                "count": 10,
+                "min": 1000,
+                "mean": 2000.0,
+                "stdev": 1.0,
+                "max": p99 * 2,
+                "p50": p99 // 2,
+                "p90": p99,
+                "p99": p99,
+                "p99.9": p99 * 2,
+            },
+        }
+
+    d1 = {
+        "schema": "dlio-fast.io/1",
+        "paths": ["/mnt/a"],
+        "environment": {"created": "2025-01-02T00:00:00"},
+        "points": [
+            point("read", 4096, "posix", 1, 100.0, 50_000),
+            point("read", 4096, "io_uring", 4, 300.0, 40_000),
+            point("read", 1 << 20, "io_uring", 4, 2000.0, 900_000),
+        ],
+    }
+    d2 = {
+        "schema": "dlio-fast.io/1",
+        "paths": ["/mnt/b"],
+        "environment": {"created": "2025-01-03T00:00:00"},
+        "points": [point("read", 4096, "io_uring", 4, 450.0, 20_000), point("read", 4096, "posix", 1, 50.0, 100_000)],
+    }
     f1, f2 = tmp_path / "a.json", tmp_path / "b.json"
     f1.write_text(json.dumps(d1))
     f2.write_text(json.dumps(d2))
@@ -242,7 +353,7 @@ def test_report_io_points_matched(tmp_path, run_cli):
     assert v2["ratios"]["iops"] == pytest.approx(1.5)
     assert v2["ratios"]["lat_p99_us"] == pytest.approx(0.5)
     assert pts[("posix", 4096)]["values"][1]["ratios"]["bw_MiB_s"] == pytest.approx(0.5)
-    assert pts[("io_uring", 1 << 20)]["values"][1] is None      # not measured in b.json
+    assert pts[("io_uring", 1 << 20)]["values"][1] is None  # not measured in b.json
     assert v1["lat_p99_us"] == pytest.approx(40.0)
     rows = list(csv.DictReader((tmp_path / "io.csv").open()))
     r = next(r for r in rows if r["engine"] == "io_uring" and r["bs"] == "4096")
@@ -253,24 +364,42 @@ def test_report_io_points_matched(tmp_path, run_cli):
 
 def test_report_ceiling_matches_targets(tmp_path):
     def best(bw, iops, eng, qd):
-        return {"rw": "read", "bs": 1 << 20, "engine": eng, "qd": qd, "threads": 2, "bw_MiB_s": bw, "iops": iops,
-                "lat_ns": {"count": 5, "p50": 1000, "p99": 2000, "p99.9": 3000}}
+        return {
+            "rw": "read",
+            "bs": 1 << 20,
+            "engine": eng,
+            "qd": qd,
+            "threads": 2,
+            "bw_MiB_s": bw,
+            "iops": iops,
+            "lat_ns": {"count": 5, "p50": 1000, "p99": 2000, "p99.9": 3000},
+        }
+
     for name, bw, qd in (("c1", 1000.0, 4), ("c2", 1500.0, 16)):
-        (tmp_path / f"{name}.json").write_text(json.dumps({
-            "schema": "dlio-fast.ceiling/1", "path": "/mnt", "best": {"seq_read": best(bw, bw, "io_uring", qd)},
-            "probes": [best(bw, bw, "io_uring", qd)]}))
+        (tmp_path / f"{name}.json").write_text(
+            json.dumps(
+                {
+                    "schema": "dlio-fast.ceiling/1",
+                    "path": "/mnt",
+                    "best": {"seq_read": best(bw, bw, "io_uring", qd)},
+                    "probes": [best(bw, bw, "io_uring", qd)],
+                }
+            )
+        )
     srcs = compare.load_all([tmp_path / "c1.json", tmp_path / "c2.json"])
     rep = compare.build(srcs)
     (p,) = rep["io"]["points"]
     assert p["target"] == "seq_read"
-    assert p["values"][1]["ratios"]["bw_MiB_s"] == pytest.approx(1.5)   # matched by target, not qd
+    assert p["values"][1]["ratios"]["bw_MiB_s"] == pytest.approx(1.5)  # matched by target, not qd
 
 
 # ---------------------------------------------------------------------------------------------
 # plots and HTML
 
+
 def png_ok(path, min_w=400, min_h=300):
     from PIL import Image
+
     data = open(path, "rb").read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", path
     assert len(data) > 10_000, (path, len(data))
@@ -290,7 +419,7 @@ def test_report_plots_into_the_run_folder(two_runs, tmp_path, run_cli):
     assert code == 0, err
     for name in ("timeline.png", "latency_cdf.png", "throughput.png"):
         png_ok(os.path.join(a, name))
-    assert not os.path.exists(os.path.join(a, "checkpoint.png"))   # run A has no checkpoints
+    assert not os.path.exists(os.path.join(a, "checkpoint.png"))  # run A has no checkpoints
     assert out.read_text().count('<img src="data:image/png;base64,') == 3
     assert err.count("plot: ") == 3
 
@@ -301,7 +430,7 @@ def test_make_all_on_a_result_dict(tmp_path):
     paths = plots.make_all(res, str(tmp_path))
     assert [os.path.basename(p) for p in paths] == ["timeline.png", "latency_cdf.png", "throughput.png"]
     w, h = png_ok(paths[0])
-    assert h > w * 0.8          # one panel per epoch
+    assert h > w * 0.8  # one panel per epoch
 
 
 def test_io_plots(tmp_path):
@@ -310,11 +439,26 @@ def test_io_plots(tmp_path):
         for bs in (4096, 65536, 1 << 20):
             for qd in (1, 4, 16):
                 bw = bs / 4096 * 100 * (qd if eng == "io_uring" else 1) ** 0.5
-                pts.append({"rw": "randread", "bs": bs, "engine": eng, "qd": qd,
-                            "qd_used": qd if eng == "io_uring" else 1, "threads": 1, "direct": True,
-                            "bw_MiB_s": bw, "iops": bw * MiB / bs, "lat_ns": {"count": 1, "p50": 1, "p99": 1, "p99.9": 1}})
-    doc = {"schema": "dlio-fast.io/1", "paths": ["/mnt/nvme"], "environment": {"created": "2025-01-02T00:00:00"},
-           "points": pts}
+                pts.append(
+                    {
+                        "rw": "randread",
+                        "bs": bs,
+                        "engine": eng,
+                        "qd": qd,
+                        "qd_used": qd if eng == "io_uring" else 1,
+                        "threads": 1,
+                        "direct": True,
+                        "bw_MiB_s": bw,
+                        "iops": bw * MiB / bs,
+                        "lat_ns": {"count": 1, "p50": 1, "p99": 1, "p99.9": 1},
+                    }
+                )
+    doc = {
+        "schema": "dlio-fast.io/1",
+        "paths": ["/mnt/nvme"],
+        "environment": {"created": "2025-01-02T00:00:00"},
+        "points": pts,
+    }
     paths = plots.make_all(doc, str(tmp_path), prefix="x_")
     assert [os.path.basename(p) for p in paths] == ["x_vs_bs.png", "x_vs_qd.png"]
     for p in paths:
@@ -346,18 +490,29 @@ class TagChecker(html.parser.HTMLParser):
 
 def test_plots_dir_and_html_of_two_runs(two_runs, tmp_path, run_cli):
     import base64
+
     a, b = two_runs
     pd = tmp_path / "plots"
     out = tmp_path / "r.html"
     code, _, err = run_cli("report", a, b, "--plots-dir", pd, "--html", out)
     assert code == 0, err
     names = sorted(os.listdir(pd))
-    assert names == sorted(["runA_timeline.png", "runA_latency_cdf.png", "runA_throughput.png",
-                            "runB_timeline.png", "runB_latency_cdf.png", "runB_throughput.png",
-                            "runB_checkpoint.png", "compare_latency_cdf.png", "compare_throughput.png"])
+    assert names == sorted(
+        [
+            "runA_timeline.png",
+            "runA_latency_cdf.png",
+            "runA_throughput.png",
+            "runB_timeline.png",
+            "runB_latency_cdf.png",
+            "runB_throughput.png",
+            "runB_checkpoint.png",
+            "compare_latency_cdf.png",
+            "compare_throughput.png",
+        ]
+    )
     for n in names:
         png_ok(pd / n)
-    assert not os.path.exists(os.path.join(a, "timeline.png"))   # --plots-dir, not the run folders
+    assert not os.path.exists(os.path.join(a, "timeline.png"))  # --plots-dir, not the run folders
     text = out.read_text()
     p = TagChecker()
     p.feed(text)
@@ -369,19 +524,24 @@ def test_plots_dir_and_html_of_two_runs(two_runs, tmp_path, run_cli):
         assert base64.b64decode(img["src"].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
         assert img.get("alt")
     assert "<table>" in text and "800.0" in text and "2.000x" in text
-    assert "PASS" in text and "FAIL" in text               # the checks section
+    assert "PASS" in text and "FAIL" in text  # the checks section
     assert 'src="http' not in text and "<script" not in text
 
 
 # ---------------------------------------------------------------------------------------------
 # check
 
+
 def test_run_checks_figures():
     good = make_result(steps=501, wait_ms=0.5, compute_ms=9.5)
     res = checks.run_checks([good])
     assert [(n, ok) for n, ok, _ in res] == [
-        ("run complete", True), ("dataset >= 5x host RAM", True), (">= 500 steps per epoch", True),
-        ("AU (exact) >= 90 %", True), ("AU (DLIO formula) >= 90 %", True)]
+        ("run complete", True),
+        ("dataset >= 5x host RAM", True),
+        (">= 500 steps per epoch", True),
+        ("AU (exact) >= 90 %", True),
+        ("AU (DLIO formula) >= 90 %", True),
+    ]
     assert "6.0 GiB on disk" in res[1][2] and "5.0 GiB" in res[1][2]
     assert "501 steps" in res[2][2]
     assert "95.00 %" in res[3][2]
@@ -392,8 +552,13 @@ def test_run_checks_figures():
     assert checks.check_dataset(two_hosts, ram_bytes=GiB // 2)[1]
     bad = make_result(steps=100, wait_ms=2.0, compute_ms=8.0, bytes_on_disk=GiB)
     res = dict((n, ok) for n, ok, _ in checks.run_checks([bad]))
-    assert res == {"run complete": True, "dataset >= 5x host RAM": False, ">= 500 steps per epoch": False,
-                   "AU (exact) >= 90 %": False, "AU (DLIO formula) >= 90 %": False}
+    assert res == {
+        "run complete": True,
+        "dataset >= 5x host RAM": False,
+        ">= 500 steps per epoch": False,
+        "AU (exact) >= 90 %": False,
+        "AU (DLIO formula) >= 90 %": False,
+    }
     # repeats (same settings, so the same compute): 400 vs 418 samples/s is within 5 %, 400 vs 430 is
     # not (step period = batch / rate: the I/O wait makes the difference)
     r1 = make_result(steps=501, wait_ms=1.0, compute_ms=9.0)
@@ -427,6 +592,7 @@ def test_check_command_exit_status(tmp_path, run_cli):
 # ---------------------------------------------------------------------------------------------
 # errors
 
+
 def test_errors_name_the_path(tmp_path, run_cli):
     missing = tmp_path / "nope"
     code, out, err = run_cli("report", missing)
@@ -453,19 +619,36 @@ def test_errors_name_the_path(tmp_path, run_cli):
 # ---------------------------------------------------------------------------------------------
 # a real run
 
+
 def test_report_of_a_real_run(tmp_path, dlio_cmd, run_cli):
     env = {"PYTHONPATH": REPO}
     out = tmp_path / "run"
-    code, so, se = dlio_cmd("-q", "run", "--workload", "default", "--set", f"dataset.data_folder={tmp_path / 'data'}",
-                            "--set", "dataset.num_files_train=32", "--set", "train.epochs=2",
-                            "--set", "train.computation_time=0.001", "--set", "workflow.evaluation=false",
-                            "-o", out, env=env, timeout=120)
+    code, so, se = dlio_cmd(
+        "-q",
+        "run",
+        "--workload",
+        "default",
+        "--set",
+        f"dataset.data_folder={tmp_path / 'data'}",
+        "--set",
+        "dataset.num_files_train=32",
+        "--set",
+        "train.epochs=2",
+        "--set",
+        "train.computation_time=0.001",
+        "--set",
+        "workflow.evaluation=false",
+        "-o",
+        out,
+        env=env,
+        timeout=120,
+    )
     assert code == 0, se
     doc = json.load(open(out / "dlio-fast.json"))
     code, stdout, err = run_cli("report", out, "--json", "-", "--html", tmp_path / "r.html")
     assert code == 0, err
     assert (tmp_path / "r.html").read_text().count("data:image/png;base64,") == 3
-    assert not os.path.exists(out / "timeline.png")          # plots for --html alone go to a temp folder
+    assert not os.path.exists(out / "timeline.png")  # plots for --html alone go to a temp folder
     f = json.loads(stdout)["runs"]["runs"][0]["figures"]
     m = doc["metrics"]
     assert f["workload"] == "default" and f["epochs"] == 2 and f["ranks"] == 1

@@ -1,10 +1,21 @@
 """Checkpoints inside training, through `dlio-fast run`: DLIO's folders, blocks and fields."""
+
 import json
 import os
 
-BASE = ["run", "--workload", "default", "--set", "train.computation_time=0.001",
-        "--set", "workflow.evaluation=false", "--set", "workflow.checkpoint=true",
-        "--set", "model.model_size_bytes=1048576"]
+BASE = [
+    "run",
+    "--workload",
+    "default",
+    "--set",
+    "train.computation_time=0.001",
+    "--set",
+    "workflow.evaluation=false",
+    "--set",
+    "workflow.checkpoint=true",
+    "--set",
+    "model.model_size_bytes=1048576",
+]
 
 
 def load(p):
@@ -14,9 +25,19 @@ def load(p):
 
 def test_step_checkpoints_split_epochs_into_blocks(run_cli, tmp_path):
     ck, out = tmp_path / "ck", tmp_path / "out"
-    code, stdout, err = run_cli(*BASE, "--set", f"dataset.data_folder={tmp_path / 'd'}",
-                                "--set", "train.epochs=2", "--set", "checkpoint.steps_between_checkpoints=4",
-                                "--set", f"checkpoint.checkpoint_folder={ck}", "-o", out)
+    code, stdout, err = run_cli(
+        *BASE,
+        "--set",
+        f"dataset.data_folder={tmp_path / 'd'}",
+        "--set",
+        "train.epochs=2",
+        "--set",
+        "checkpoint.steps_between_checkpoints=4",
+        "--set",
+        f"checkpoint.checkpoint_folder={ck}",
+        "-o",
+        out,
+    )
     assert code == 0, err
     # 64 files / batch 4 = 16 steps: checkpoints after steps 4, 8, 12, 16 of each epoch
     names = sorted(os.listdir(ck))
@@ -33,23 +54,33 @@ def test_step_checkpoints_split_epochs_into_blocks(run_cli, tmp_path):
     assert stats["1"]["save_ckpt1"]["duration"] > 0
     m = load(out / "summary.json")["metric"]
     assert m["save_checkpoint_io_mean_GB_per_second"] > 0
-    assert m["checkpoint_size_GB"] == 1048576 / 2 ** 30
+    assert m["checkpoint_size_GB"] == 1048576 / 2**30
     doc = load(out / "dlio-fast.json")
     recs = doc["checkpoints"]["records"]
     assert len(recs) == 8 and all(r["bytes"] == 1048576 for r in recs)
     # training bytes are unaffected by the blocks: each epoch reads the 64 train files once
-    train_bytes = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(tmp_path / "d" / "train")
-                      for f in fs)
+    train_bytes = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(tmp_path / "d" / "train") for f in fs)
     assert [e["bytes"] for e in doc["ranks"][0]["epochs"]] == [train_bytes, train_bytes]
     assert all(e["steps_done"] == 16 for e in doc["ranks"][0]["epochs"])
 
 
 def test_epoch_checkpoints(run_cli, tmp_path):
     ck, out = tmp_path / "ck", tmp_path / "out"
-    code, stdout, err = run_cli(*BASE, "--set", f"dataset.data_folder={tmp_path / 'd'}",
-                                "--set", "train.epochs=3", "--set", "checkpoint.checkpoint_after_epoch=2",
-                                "--set", "checkpoint.epochs_between_checkpoints=1",
-                                "--set", f"checkpoint.checkpoint_folder={ck}", "-o", out)
+    code, stdout, err = run_cli(
+        *BASE,
+        "--set",
+        f"dataset.data_folder={tmp_path / 'd'}",
+        "--set",
+        "train.epochs=3",
+        "--set",
+        "checkpoint.checkpoint_after_epoch=2",
+        "--set",
+        "checkpoint.epochs_between_checkpoints=1",
+        "--set",
+        f"checkpoint.checkpoint_folder={ck}",
+        "-o",
+        out,
+    )
     assert code == 0, err
     # DLIO names epoch checkpoints with the step counter past the last step (16 + 1)
     assert sorted(os.listdir(ck)) == ["global_epoch2_step17", "global_epoch3_step17"]
@@ -60,11 +91,25 @@ def test_epoch_checkpoints(run_cli, tmp_path):
 
 def test_checkpoint_only_mode(run_cli, tmp_path):
     ck, out = tmp_path / "ck", tmp_path / "out"
-    code, stdout, err = run_cli("run", "--workload", "llama_8b_zero3", "--scale", "0.0005",
-                                "--set", f"checkpoint.checkpoint_folder={ck}",
-                                "--set", f"dataset.data_folder={tmp_path / 'data'}",
-                                "--set", "checkpoint.num_checkpoints_write=2", "--set", "checkpoint.num_checkpoints_read=1",
-                                "--set", "checkpoint.time_between_checkpoints=0", "-o", out)
+    code, stdout, err = run_cli(
+        "run",
+        "--workload",
+        "llama_8b_zero3",
+        "--scale",
+        "0.0005",
+        "--set",
+        f"checkpoint.checkpoint_folder={ck}",
+        "--set",
+        f"dataset.data_folder={tmp_path / 'data'}",
+        "--set",
+        "checkpoint.num_checkpoints_write=2",
+        "--set",
+        "checkpoint.num_checkpoints_read=1",
+        "--set",
+        "checkpoint.time_between_checkpoints=0",
+        "-o",
+        out,
+    )
     assert code == 0, err
     assert sorted(os.listdir(ck)) == ["global_epoch1_step1", "global_epoch1_step2"]
     m = load(out / "summary.json")["metric"]
@@ -74,28 +119,43 @@ def test_checkpoint_only_mode(run_cli, tmp_path):
     assert kinds == ["save", "save", "load"]
     on_disk = sum(os.path.getsize(ck / "global_epoch1_step1" / f) for f in os.listdir(ck / "global_epoch1_step1"))
     assert doc["checkpoints"]["records"][0]["bytes"] == on_disk
-    assert not (tmp_path / "data").exists()   # checkpoint-only runs need no dataset
+    assert not (tmp_path / "data").exists()  # checkpoint-only runs need no dataset
     assert "Running dlio-fast [Checkpointing] with 1 process(es)" in stdout
     # the console shows the checkpoint figures, not a training AU of 0 marked "fail"
     assert "[METRIC] Checkpoint save I/O Throughput (GB/second)" in stdout
     assert "Training Accelerator Utilization" not in stdout and "train_au_meet_expectation" not in stdout
-    assert m["train_au_meet_expectation"] == "fail"          # summary.json keeps DLIO's fields
+    assert m["train_au_meet_expectation"] == "fail"  # summary.json keeps DLIO's fields
 
 
 def test_checkpoint_spans_in_the_trace(run_cli, tmp_path):
     from dlio.report.trace import read_pfw
+
     ck, out = tmp_path / "ck", tmp_path / "out"
-    code, stdout, err = run_cli("run", "--workload", "llama_8b_zero3", "--scale", "0.0005", "--trace",
-                                "--set", f"checkpoint.checkpoint_folder={ck}",
-                                "--set", "checkpoint.num_checkpoints_write=2", "--set", "checkpoint.num_checkpoints_read=1",
-                                "--set", "checkpoint.time_between_checkpoints=0", "-o", out)
+    code, stdout, err = run_cli(
+        "run",
+        "--workload",
+        "llama_8b_zero3",
+        "--scale",
+        "0.0005",
+        "--trace",
+        "--set",
+        f"checkpoint.checkpoint_folder={ck}",
+        "--set",
+        "checkpoint.num_checkpoints_write=2",
+        "--set",
+        "checkpoint.num_checkpoints_read=1",
+        "--set",
+        "checkpoint.time_between_checkpoints=0",
+        "-o",
+        out,
+    )
     assert code == 0, err
     events = [e for e in read_pfw(out / "trace-0-of-1.pfw.gz") if e.get("cat") == "checkpoint"]
     recs = load(out / "dlio-fast.json")["checkpoints"]["records"]
     assert [e["name"] for e in events] == ["checkpoint.save", "checkpoint.save", "checkpoint.load"]
     for e, r in zip(events, recs):
         assert e["args"]["bytes"] == r["bytes"]
-        assert abs(float(e["dur"]) - r["duration_s"] * 1e6) < 5e3   # the same window (5 ms slack)
+        assert abs(float(e["dur"]) - r["duration_s"] * 1e6) < 5e3  # the same window (5 ms slack)
 
 
 def fake_virtio(root, devices):
@@ -110,9 +170,11 @@ def fake_virtio(root, devices):
 
 def test_free_page_reporting_read_from_the_balloon_features(tmp_path):
     from dlio.host import free_page_reporting
-    bits = lambda *on: "".join("1" if i in on else "0" for i in range(64))   # noqa: E731
-    assert free_page_reporting(fake_virtio(tmp_path / "a", {"virtio0": ("0x0005", bits(1, 2, 5)),
-                                                            "virtio1": ("0x0002", bits(5))}))
+
+    bits = lambda *on: "".join("1" if i in on else "0" for i in range(64))  # noqa: E731
+    assert free_page_reporting(
+        fake_virtio(tmp_path / "a", {"virtio0": ("0x0005", bits(1, 2, 5)), "virtio1": ("0x0002", bits(5))})
+    )
     assert not free_page_reporting(fake_virtio(tmp_path / "b", {"virtio0": ("0x0005", bits(1, 2))}))
     # bit 5 of another device (a block device) says nothing about the balloon
     assert not free_page_reporting(fake_virtio(tmp_path / "c", {"virtio1": ("0x0002", bits(5))}))
@@ -120,9 +182,10 @@ def test_free_page_reporting_read_from_the_balloon_features(tmp_path):
 
 
 def test_balloon_note_for_buffered_checkpoint_writes_only(monkeypatch):
-    from dlio.train import session
     from dlio import host
     from dlio.config import load_config
+    from dlio.train import session
+
     said = []
     for reporting, engine, expect in ((True, "posix", 1), (True, "odirect", 0), (False, "posix", 0)):
         monkeypatch.setattr(host, "free_page_reporting", lambda r=reporting: r)
@@ -136,13 +199,28 @@ def test_balloon_note_for_buffered_checkpoint_writes_only(monkeypatch):
 
 def test_checkpoint_plan_in_dry_run_and_results(run_cli, tmp_path):
     ck, out = tmp_path / "ck", tmp_path / "out"
-    args = ["run", "--workload", "llama_8b_zero3", "--scale", "0.0005", "--set", f"checkpoint.checkpoint_folder={ck}",
-            "--set", f"dataset.data_folder={tmp_path / 'data'}", "--set", "workflow.generate_data=true",
-            "--set", "checkpoint.num_checkpoints_write=1", "--set", "checkpoint.num_checkpoints_read=1",
-            "--set", "checkpoint.time_between_checkpoints=0"]
+    args = [
+        "run",
+        "--workload",
+        "llama_8b_zero3",
+        "--scale",
+        "0.0005",
+        "--set",
+        f"checkpoint.checkpoint_folder={ck}",
+        "--set",
+        f"dataset.data_folder={tmp_path / 'data'}",
+        "--set",
+        "workflow.generate_data=true",
+        "--set",
+        "checkpoint.num_checkpoints_write=1",
+        "--set",
+        "checkpoint.num_checkpoints_read=1",
+        "--set",
+        "checkpoint.time_between_checkpoints=0",
+    ]
     code, stdout, err = run_cli(*args, "--dry-run")
     assert code == 0, err
-    assert "data folder" not in stdout and "steps per epoch" not in stdout   # no fake dataset plan
+    assert "data folder" not in stdout and "steps per epoch" not in stdout  # no fake dataset plan
     lines = {l.split()[0]: l for l in stdout.splitlines() if l[:1].isalpha()}
     code, _, err = run_cli(*args, "-o", out)
     assert code == 0, err
@@ -152,4 +230,4 @@ def test_checkpoint_plan_in_dry_run_and_results(run_cli, tmp_path):
     assert plan["files_total"] == len(files) and plan["ranks_needed"] == 1
     assert f"{plan['bytes_total'] / 2**30:.2f} GiB ({plan['bytes_total'] / 1e9:.2f} GB)" in lines["checkpoint"]
     assert "memory" in lines
-    assert not (tmp_path / "data").exists()   # generate_data on a checkpoint-only run reads nothing: no dataset
+    assert not (tmp_path / "data").exists()  # generate_data on a checkpoint-only run reads nothing: no dataset

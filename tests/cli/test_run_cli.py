@@ -1,23 +1,36 @@
 """`dlio-fast run` end to end through the CLI (in-process): output files parsed, figures checked
 against the dataset on disk (os.stat) and the manifest (what each format's real reader touches)."""
+
 import glob
 import json
 import os
 
 import numpy as np
 import pytest
-
 from conftest import one_line
-from dlio.dataset.manifest import load_manifest
+
 from dlio.config import load_config
+from dlio.dataset.manifest import load_manifest
 
 FAST = ["--set", "train.computation_time=0.001", "--set", "evaluation.eval_time=0.001"]
 
 
 def run_default(run_cli, tmp_path, *extra):
     data, out = tmp_path / "data", tmp_path / "out"
-    code, so, se = run_cli("-q", "run", "--workload", "default", "--set", f"dataset.data_folder={data}",
-                           "--set", "train.epochs=2", *FAST, "-o", out, *extra)
+    code, so, se = run_cli(
+        "-q",
+        "run",
+        "--workload",
+        "default",
+        "--set",
+        f"dataset.data_folder={data}",
+        "--set",
+        "train.epochs=2",
+        *FAST,
+        "-o",
+        out,
+        *extra,
+    )
     assert code == 0, se
     return data, out, so, se
 
@@ -36,7 +49,7 @@ def test_run_default_workload(run_cli, tmp_path):
     names = set(os.listdir(out))
     assert {"summary.json", "0_output.json", "0_per_epoch_stats.json", "config.yaml", "dlio-fast.json"} <= names
 
-    steps = 64 // 4                                     # floor(files * spf / (bs * ranks))
+    steps = 64 // 4  # floor(files * spf / (bs * ranks))
     s = load_json(out / "summary.json")
     assert s["epochs"] == 2 and s["num_accelerators"] == 1
     assert (s["num_files_train"], s["num_files_eval"], s["num_samples_per_file"]) == (64, 8, 1)
@@ -46,16 +59,17 @@ def test_run_default_workload(run_cli, tmp_path):
     assert 0 < m["train_au_mean_percentage"] <= 100
     assert m["train_au_meet_expectation"] in ("success", "fail")
     assert m["train_io_mean_MB_per_second"] == pytest.approx(
-        m["train_throughput_mean_samples_per_second"] * 4096 / 2 ** 20)
-    assert len(m["eval_au_percentage"]) == 2            # eval after every epoch
+        m["train_throughput_mean_samples_per_second"] * 4096 / 2**20
+    )
+    assert len(m["eval_au_percentage"]) == 2  # eval after every epoch
 
     o = load_json(out / "0_output.json")
     for e in ("1", "2"):
         rec = o[e]
         assert len(rec["load"]["block1"]) == len(rec["proc"]["block1"]) == len(rec["compute"]["block1"]) == steps
-        assert all(c >= 0.001 for c in rec["compute"]["block1"])           # spun at least the set time
+        assert all(c >= 0.001 for c in rec["compute"]["block1"])  # spun at least the set time
         assert 0 < rec["au"]["block1"] <= 100
-        assert len(rec["load"]["eval"]) == 8                               # 8 eval files, batch 1
+        assert len(rec["load"]["eval"]) == 8  # 8 eval files, batch 1
     assert "3" not in o
     pe = load_json(out / "0_per_epoch_stats.json")
     assert set(pe) == {"1", "2"}
@@ -83,27 +97,61 @@ def test_run_default_workload(run_cli, tmp_path):
 
     # a second run reuses the dataset (no regeneration) and measures the same bytes
     mtimes = {p: os.stat(p).st_mtime_ns for p in train}
-    code, so2, se2 = run_cli("-q", "run", "--workload", "default", "--set", f"dataset.data_folder={data}",
-                             "--set", "train.epochs=1", "--set", "workflow.evaluation=False", *FAST,
-                             "-o", tmp_path / "out2")
+    code, so2, se2 = run_cli(
+        "-q",
+        "run",
+        "--workload",
+        "default",
+        "--set",
+        f"dataset.data_folder={data}",
+        "--set",
+        "train.epochs=1",
+        "--set",
+        "workflow.evaluation=False",
+        *FAST,
+        "-o",
+        tmp_path / "out2",
+    )
     assert code == 0, se2
     assert {p: os.stat(p).st_mtime_ns for p in train} == mtimes
     d2 = load_json(tmp_path / "out2" / "dlio-fast.json")
     assert d2["metrics"]["bytes_read"] == sum(os.stat(p).st_size for p in train)
 
 
-SMALL = ["--set", "dataset.num_files_train=8", "--set", "dataset.record_length_bytes=4096",
-         "--set", "reader.batch_size=2", "--set", "workflow.evaluation=False", "--set", "train.epochs=2"]
+SMALL = [
+    "--set",
+    "dataset.num_files_train=8",
+    "--set",
+    "dataset.record_length_bytes=4096",
+    "--set",
+    "reader.batch_size=2",
+    "--set",
+    "workflow.evaluation=False",
+    "--set",
+    "train.epochs=2",
+]
 
 
-@pytest.mark.parametrize("fmt", ["npz", "npy", "hdf5", "tfrecord", "jpeg", "png", "csv", "indexed_binary",
-                                 "synthetic"])
+@pytest.mark.parametrize("fmt", ["npz", "npy", "hdf5", "tfrecord", "jpeg", "png", "csv", "indexed_binary", "synthetic"])
 def test_run_each_format_reads_what_the_reader_reads(run_cli, tmp_path, fmt):
-    spf = 1 if fmt in ("jpeg", "png") else 2          # an image file holds one sample
+    spf = 1 if fmt in ("jpeg", "png") else 2  # an image file holds one sample
     data, out = tmp_path / "data", tmp_path / "out"
-    code, so, se = run_cli("-q", "run", "--workload", "default", "--set", f"dataset.data_folder={data}",
-                           "--set", f"dataset.format={fmt}", "--set", f"dataset.num_samples_per_file={spf}",
-                           *SMALL, *FAST, "-o", out)
+    code, so, se = run_cli(
+        "-q",
+        "run",
+        "--workload",
+        "default",
+        "--set",
+        f"dataset.data_folder={data}",
+        "--set",
+        f"dataset.format={fmt}",
+        "--set",
+        f"dataset.num_samples_per_file={spf}",
+        *SMALL,
+        *FAST,
+        "-o",
+        out,
+    )
     assert code == 0, se
     steps = 8 * spf // 2
     d = load_json(out / "dlio-fast.json")
@@ -114,21 +162,22 @@ def test_run_each_format_reads_what_the_reader_reads(run_cli, tmp_path, fmt):
     cfg = load_config(config_file=str(out / "config.yaml"))
     assert cfg.dataset.format == fmt and cfg.dataset.num_samples_per_file == spf
     from dlio.dataset.spec import dataset_spec
+
     m = load_manifest(dataset_spec(cfg), "train")
     rf, rs, ro, rl = m.ranges()
     # steps * batch == files * spf: every sample is read exactly once per epoch
     per_epoch = int(np.asarray(rl, dtype=np.int64).sum())
     sizes = [os.stat(p).st_size for p in m.paths]
     assert len(sizes) == 8
-    if fmt in ("npz", "npy", "csv", "jpeg", "png"):        # whole file per sample
+    if fmt in ("npz", "npy", "csv", "jpeg", "png"):  # whole file per sample
         assert per_epoch == spf * sum(sizes)
-    elif fmt in ("hdf5", "indexed_binary"):                # the sample's bytes only
+    elif fmt in ("hdf5", "indexed_binary"):  # the sample's bytes only
         assert per_epoch == 8 * spf * 4096
         assert per_epoch < sum(sizes) or fmt == "indexed_binary"
-    elif fmt == "tfrecord":                                # framed records cover the file
+    elif fmt == "tfrecord":  # framed records cover the file
         assert per_epoch == sum(sizes)
         assert len(rl) == 8 * spf
-    if fmt in ("tfrecord", "indexed_binary"):              # fixed-size records: planned by arithmetic
+    if fmt in ("tfrecord", "indexed_binary"):  # fixed-size records: planned by arithmetic
         assert m.table.uniform
     elif fmt == "synthetic":
         per_epoch = 0
@@ -143,8 +192,18 @@ def test_run_each_format_reads_what_the_reader_reads(run_cli, tmp_path, fmt):
 
 def test_dry_run_touches_nothing(run_cli, tmp_path):
     data, out = tmp_path / "data", tmp_path / "out"
-    code, so, se = run_cli("run", "--workload", "default", "--set", f"dataset.data_folder={data}",
-                           "--set", "reader.batch_size=3", "--dry-run", "-o", out)
+    code, so, se = run_cli(
+        "run",
+        "--workload",
+        "default",
+        "--set",
+        f"dataset.data_folder={data}",
+        "--set",
+        "reader.batch_size=3",
+        "--dry-run",
+        "-o",
+        out,
+    )
     assert code == 0, se
     line = [l for l in so.splitlines() if l.startswith("steps per epoch")]
     assert len(line) == 1 and line[0].split()[3] == str(64 // 3)
@@ -152,14 +211,18 @@ def test_dry_run_touches_nothing(run_cli, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--workload", "default", "--set", "dataset.bogus=1"], "dataset.bogus"),
-    (["--workload", "default", "--set", "reader.batch_size=0"], "reader.batch_size"),
-    ([], "--workload"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--workload", "default", "--set", "dataset.bogus=1"], "dataset.bogus"),
+        (["--workload", "default", "--set", "reader.batch_size=0"], "reader.batch_size"),
+        ([], "--workload"),
+    ],
+)
 def test_bad_config_exits_2_one_line(run_cli, tmp_path, args, needle):
-    code, so, se = run_cli("-q", "run", *args, "--set", f"dataset.data_folder={tmp_path / 'data'}",
-                           "-o", tmp_path / "out")
+    code, so, se = run_cli(
+        "-q", "run", *args, "--set", f"dataset.data_folder={tmp_path / 'data'}", "-o", tmp_path / "out"
+    )
     assert code == 2
     assert needle in one_line(se)
     assert not (tmp_path / "data").exists() and not (tmp_path / "out").exists()

@@ -1,4 +1,5 @@
 """dlio-fast io s3://... against a real Ceph RADOS Gateway (the s3_server fixture, tools/ceph-s3.sh)."""
+
 import json
 import os
 import subprocess
@@ -6,7 +7,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import one_line
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
@@ -27,9 +27,15 @@ def _settings():
 
 def make_bucket(name):
     import boto3
+
     s = _settings()
-    boto3.client("s3", endpoint_url=s.endpoint, aws_access_key_id=s.access_key,
-                 aws_secret_access_key=s.secret_key, region_name=s.region).create_bucket(Bucket=name)
+    boto3.client(
+        "s3",
+        endpoint_url=s.endpoint,
+        aws_access_key_id=s.access_key,
+        aws_secret_access_key=s.secret_key,
+        region_name=s.region,
+    ).create_bucket(Bucket=name)
 
 
 def count(bucket, prefix):
@@ -49,9 +55,27 @@ def bucket(s3env, request):
 
 def test_get_put_range_points(run_cli, bucket, tmp_path):
     js = tmp_path / "o.json"
-    code, out, err = run_cli("-q", "io", f"s3://{bucket}/bench", "--rw", "read,write,randread", "--bs", "64k",
-                             "--qd", "1,4", "--threads", "2", "--size", "2m", "--file-size", "1m",
-                             "--json", js, "--csv", tmp_path / "o.csv")
+    code, out, err = run_cli(
+        "-q",
+        "io",
+        f"s3://{bucket}/bench",
+        "--rw",
+        "read,write,randread",
+        "--bs",
+        "64k",
+        "--qd",
+        "1,4",
+        "--threads",
+        "2",
+        "--size",
+        "2m",
+        "--file-size",
+        "1m",
+        "--json",
+        js,
+        "--csv",
+        tmp_path / "o.csv",
+    )
     assert code == 0, err
     doc = json.loads(js.read_text())
     assert doc["complete"] and len(doc["points"]) == 6
@@ -74,8 +98,9 @@ def test_get_put_range_points(run_cli, bucket, tmp_path):
 
 
 def test_keep_leaves_objects_and_time_budget(run_cli, bucket):
-    code, out, err = run_cli("-q", "io", f"s3://{bucket}/k", "--bs", "4k", "--qd", "2", "--threads", "1",
-                             "--runtime", "300ms", "--keep")
+    code, out, err = run_cli(
+        "-q", "io", f"s3://{bucket}/k", "--bs", "4k", "--qd", "2", "--threads", "1", "--runtime", "300ms", "--keep"
+    )
     assert code == 0, err
     # GET objects for 4 KiB: max(2*1*2, min(64, 256 MiB / 4 KiB)) = 64
     assert count(bucket, "k/") == 64
@@ -128,18 +153,41 @@ def test_server_killed_mid_run(s3_server, tmp_path):
     own = s3_server.module.CephS3(str(tmp_path / "ceph")).start()
     try:
         env = dict(os.environ, **own.aws_env(), AWS_MAX_ATTEMPTS="1")
-        subprocess.run([sys.executable, "-c", "import boto3, os; boto3.client('s3').create_bucket(Bucket='kill')"],
-                       env=env, check=True, timeout=60)
+        subprocess.run(
+            [sys.executable, "-c", "import boto3, os; boto3.client('s3').create_bucket(Bucket='kill')"],
+            env=env,
+            check=True,
+            timeout=60,
+        )
         js = tmp_path / "k.json"
-        p = subprocess.Popen([sys.executable, "-m", "dlio", "-q", "io", "s3://kill/p", "--bs", "64k", "--qd", "1,2",
-                              "--runtime", "3s", "--json", str(js)],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dlio",
+                "-q",
+                "io",
+                "s3://kill/p",
+                "--bs",
+                "64k",
+                "--qd",
+                "1,2",
+                "--runtime",
+                "3s",
+                "--json",
+                str(js),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         lines = []
-        while len(lines) < 2:          # the header, then the first point's line
+        while len(lines) < 2:  # the header, then the first point's line
             line = p.stdout.readline()
             assert line, p.stderr.read()
             lines.append(line)
-        time.sleep(0.5)                # the second point is running now
+        time.sleep(0.5)  # the second point is running now
         own.stop()
         out, err = p.communicate(timeout=120)
     finally:

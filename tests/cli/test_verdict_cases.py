@@ -6,6 +6,7 @@ keep busy (>= HOST_BUSY, most of it theirs) the rules say `inconclusive` (other 
 the pace) in place of storage-bound or client-bound; the tests then check that this is what the
 counters say. The rules themselves are checked exactly in tests/unit/report/test_verdict.py.
 """
+
 import json
 import os
 import shutil
@@ -54,8 +55,21 @@ def block_tmp(tmp_path):
 
 
 def run(run_cli, data, out, *sets, epochs_=2):
-    args = ["-q", "run", "--workload", "default", "--set", f"dataset.data_folder={data}",
-            "--set", f"train.epochs={epochs_}", "--set", "workflow.evaluation=False", *sets, "-o", out]
+    args = [
+        "-q",
+        "run",
+        "--workload",
+        "default",
+        "--set",
+        f"dataset.data_folder={data}",
+        "--set",
+        f"train.epochs={epochs_}",
+        "--set",
+        "workflow.evaluation=False",
+        *sets,
+        "-o",
+        out,
+    ]
     code, so, se = run_cli(*args)
     assert code == 0, se
     return so
@@ -69,8 +83,8 @@ def test_cache_epoch_two_read_from_the_page_cache(run_cli, tmp_path):
     so = run(run_cli, tmp_path / "data", tmp_path / "out", *BIG, "--set", "dlio_fast.cache=keep")
     ep2 = epochs(load(tmp_path / "out"))[1]
     c = ep2["counters"]
-    assert c["app_bytes"] >= 64 * MIB                          # 64 files of 1 MiB, each read once
-    assert c["resident_before"] > 0.9                          # epoch 1 left them in the page cache
+    assert c["app_bytes"] >= 64 * MIB  # 64 files of 1 MiB, each read once
+    assert c["resident_before"] > 0.9  # epoch 1 left them in the page cache
     assert c["device_bytes"] < verdict.CACHE_RATIO * c["app_bytes"]
     assert ep2["verdict"]["verdict"] == "cache"
     assert "epoch 2: cache" in so and "thresholds:" in so
@@ -93,8 +107,21 @@ def test_storage_bound_odirect_device_bytes_match(run_cli, tmp_path):
 
 def test_io_point_odirect_verdict_in_the_json(run_cli, tmp_path):
     t = block_tmp(tmp_path)
-    code, so, se = run_cli("io", tmp_path, "--rw", "read", "--bs", "1m", "--direct", "--runtime", "1",
-                           "--file-size", "32m", "--json", tmp_path / "io.json")
+    code, so, se = run_cli(
+        "io",
+        tmp_path,
+        "--rw",
+        "read",
+        "--bs",
+        "1m",
+        "--direct",
+        "--runtime",
+        "1",
+        "--file-size",
+        "32m",
+        "--json",
+        tmp_path / "io.json",
+    )
     assert code == 0, se
     with open(tmp_path / "io.json") as f:
         p = json.load(f)["points"][0]
@@ -109,14 +136,39 @@ def test_client_bound_tiny_files_one_cpu(shm, tmp_path):
     """Many tiny files on tmpfs with 100 us of preprocessing (a CPU spin) per sample in the reader,
     the process pinned to one CPU: the readers fill the core they have."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    cmd = [sys.executable, "-m", "dlio", "-q", "run", "--workload", "default", "--set", f"dataset.data_folder={shm}",
-           "--set", "dataset.num_files_train=4000", "--set", "dataset.record_length_bytes=512",
-           "--set", "reader.batch_size=64", "--set", "reader.read_threads=2", "--set", "train.computation_time=0",
-           "--set", "reader.preprocess_time=0.0001",
-           "--set", "train.epochs=2", "--set", "workflow.evaluation=False", "-o", str(tmp_path / "out")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dlio",
+        "-q",
+        "run",
+        "--workload",
+        "default",
+        "--set",
+        f"dataset.data_folder={shm}",
+        "--set",
+        "dataset.num_files_train=4000",
+        "--set",
+        "dataset.record_length_bytes=512",
+        "--set",
+        "reader.batch_size=64",
+        "--set",
+        "reader.read_threads=2",
+        "--set",
+        "train.computation_time=0",
+        "--set",
+        "reader.preprocess_time=0.0001",
+        "--set",
+        "train.epochs=2",
+        "--set",
+        "workflow.evaluation=False",
+        "-o",
+        str(tmp_path / "out"),
+    ]
     cpu = min(os.sched_getaffinity(0))
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
-                       preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+    p = subprocess.run(
+        cmd, env=env, capture_output=True, text=True, timeout=300, preexec_fn=lambda: os.sched_setaffinity(0, {cpu})
+    )
     assert p.returncode == 0, p.stderr
     ep = epochs(load(tmp_path / "out"))[1]
     c, v = ep["counters"], ep["verdict"]
@@ -144,9 +196,29 @@ def test_mpi_ranks_of_one_host_share_one_verdict_per_epoch(tmp_path):
     pytest.importorskip("mpi4py")
     block_tmp(tmp_path)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    cmd = ["mpiexec", "-n", "2", sys.executable, "-m", "dlio", "-q", "run", "--workload", "default",
-           "--set", f"dataset.data_folder={tmp_path / 'data'}", "--set", "train.epochs=2",
-           "--set", "workflow.evaluation=False", "--set", "dlio_fast.engine=odirect", *BIG, "-o", str(tmp_path / "out")]
+    cmd = [
+        "mpiexec",
+        "-n",
+        "2",
+        sys.executable,
+        "-m",
+        "dlio",
+        "-q",
+        "run",
+        "--workload",
+        "default",
+        "--set",
+        f"dataset.data_folder={tmp_path / 'data'}",
+        "--set",
+        "train.epochs=2",
+        "--set",
+        "workflow.evaluation=False",
+        "--set",
+        "dlio_fast.engine=odirect",
+        *BIG,
+        "-o",
+        str(tmp_path / "out"),
+    ]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr
     doc = load(tmp_path / "out")

@@ -4,6 +4,7 @@ A workload file holds the content of DLIO's ``workload`` Hydra group (no ``workl
 ``dlio_benchmark --config-dir DIR workload=NAME`` reads the same file.  A few names are aliases of a
 specific accelerator's variant (``resnet50`` is ``resnet50_h100``), as in MLPerf Storage.
 """
+
 from __future__ import annotations
 
 import difflib

@@ -28,6 +28,7 @@ and a few helpers the dataset layer uses:
 `record_dims` tuple. Content always comes from the C core (stamped random content of programs,
 or its deterministic fill).
 """
+
 import importlib
 import os
 
@@ -35,13 +36,18 @@ import numpy as np
 
 from dlio.errors import ConfigError
 
-FORMATS = ("npz", "npy", "hdf5", "tfrecord", "jpeg", "png", "csv",
-           "indexed_binary", "mmap_indexed_binary", "synthetic")
+FORMATS = ("npz", "npy", "hdf5", "tfrecord", "jpeg", "png", "csv", "indexed_binary", "mmap_indexed_binary", "synthetic")
 
 _MODULES = {
-    "npz": "npz", "npy": "npy", "hdf5": "hdf5", "tfrecord": "tfrecord",
-    "jpeg": "image", "png": "image", "csv": "csv",
-    "indexed_binary": "indexed_binary", "mmap_indexed_binary": "indexed_binary",
+    "npz": "npz",
+    "npy": "npy",
+    "hdf5": "hdf5",
+    "tfrecord": "tfrecord",
+    "jpeg": "image",
+    "png": "image",
+    "csv": "csv",
+    "indexed_binary": "indexed_binary",
+    "mmap_indexed_binary": "indexed_binary",
     "synthetic": "synthetic",
 }
 
@@ -111,6 +117,7 @@ def mix_seeds(base, index):
 def core():
     """The C extension (imported lazily so that listing/planning works without it)."""
     from dlio import _core
+
     return _core
 
 

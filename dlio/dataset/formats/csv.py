@@ -6,6 +6,7 @@ are rendered fully vectorised through a 256-entry table. DLIO's reader (pandas `
 the whole file for every sample. Compression is not applied (DLIO's raw-string comparison never
 applies it either, and never appends a suffix).
 """
+
 import os
 
 import numpy as np
@@ -27,8 +28,8 @@ def _u8_table():
         mask = np.zeros((256, 4), bool)
         for v in range(256):
             s = f"{v},".encode()
-            tab[v, :len(s)] = np.frombuffer(s, np.uint8)
-            mask[v, :len(s)] = True
+            tab[v, : len(s)] = np.frombuffer(s, np.uint8)
+            mask[v, : len(s)] = True
         _U8 = (tab, mask)
     return _U8
 
@@ -40,9 +41,9 @@ def record_values(n, dtype, seed):
     if dtype.kind in "iub":
         if dtype.kind == "b":
             return raw[:n] & 1
-        return raw[:n * dtype.itemsize].view(dtype)
+        return raw[: n * dtype.itemsize].view(dtype)
     if dtype.kind == "f":
-        u = raw[:n * 4].view(np.uint32)
+        u = raw[: n * 4].view(np.uint32)
         return (u >> 8).astype(np.float64) / float(1 << 24)
     raise ConfigError(f"csv cannot hold element type {dtype}")
 

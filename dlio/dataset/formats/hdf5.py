@@ -6,6 +6,7 @@ contiguous slice (contiguous layout) or the set of chunks covering its row (chun
 divides the first record dimension. `labels` is int64 zeros (nsamples,). DLIO's reader opens the
 file and reads `records_i[j]` for each i: `extents()` returns exactly those byte ranges.
 """
+
 import functools
 import os
 
@@ -21,6 +22,7 @@ SLAB = 4 << 20
 
 def _h5py():
     import h5py
+
     return h5py
 
 
@@ -35,7 +37,7 @@ def record_shape(dims, spec):
 
 
 def _compression(spec):
-    c = (spec.compression or "none")
+    c = spec.compression or "none"
     c = str(c).lower()
     if c in ("none", "", "null", "false"):
         return {}
@@ -75,7 +77,7 @@ def _contiguous(spec):
     return not _compression(spec) and not spec.hdf5_chunk_dims and not spec.hdf5_max_shape
 
 
-_orders = {}   # (shape, k, dtype) -> dataset numbers in file order
+_orders = {}  # (shape, k, dtype) -> dataset numbers in file order
 
 
 def _dataset_order(shape, k, spec):
@@ -107,7 +109,7 @@ def template(shape, k, dtype):
     _orders[(shape, k, dtype)] = order
     pieces, pos = [], 0
     for i in order:
-        pieces.append(image[pos:offs[i]])
+        pieces.append(image[pos : offs[i]])
         pos = offs[i] + n
     pieces.append(image[pos:])
     return tuple(pieces), n
@@ -138,7 +140,7 @@ def layout_extents(dims, nsamples, spec):
     shape = (int(nsamples), *record_shape(dims, spec))
     k = max(1, int(spec.hdf5_num_dset_per_record or 1))
     pieces, n = template(shape, k, str(np.dtype(spec.record_element_type)))
-    starts = np.cumsum([len(p) for p in pieces[:-1]]) + n * np.arange(k)   # data offsets in file order
+    starts = np.cumsum([len(p) for p in pieces[:-1]]) + n * np.arange(k)  # data offsets in file order
     base = starts[np.argsort(_dataset_order(shape, k, spec))]
     per = n // max(shape[0], 1)
     s = np.repeat(np.arange(shape[0], dtype=np.int64), k)
@@ -170,7 +172,7 @@ def _slab_shape(shape, sl):
         if isinstance(s, slice):
             out.append(s.stop - s.start)
         # an integer index drops the axis
-    return (*out, *shape[len(sl):])
+    return (*out, *shape[len(sl) :])
 
 
 def expected_size(dims, nsamples, spec):
@@ -213,10 +215,12 @@ def _chunk_table(ds):
     dsid = ds.id
     if hasattr(dsid, "chunk_iter"):
         try:
+
             def cb(info):
                 rows.append(info.chunk_offset[0])
                 offs.append(info.byte_offset)
                 sizes.append(info.size)
+
             dsid.chunk_iter(cb)
             return np.array(rows, np.int64), np.array(offs, np.int64), np.array(sizes, np.int64)
         except Exception:

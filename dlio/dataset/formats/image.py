@@ -10,6 +10,7 @@ the rest of the file up to d1*d2 bytes is unique random padding in segments deco
 incompressible, and the image, encoded once per shape, is copied into every file of that shape.
 A target below the encoded image's size gets the image unpadded.
 """
+
 import functools
 import io
 import math
@@ -23,10 +24,10 @@ from dlio.dataset.formats import whole_file_extents
 
 EXT = None  # the format name: 'jpeg' or 'png'
 WHOLE_FILE = True
-COM_MAX = 65533          # payload bytes per JPEG COM segment (length field counts itself: <= 65535)
+COM_MAX = 65533  # payload bytes per JPEG COM segment (length field counts itself: <= 65535)
 PNG_CHUNK_MAX = 1 << 30  # payload bytes per private PNG chunk (spec limit is 2^31-1)
 PNG_CHUNK_TYPE = b"prVt"
-SPLIT = {"JPEG": 2, "PNG": 33}   # padding goes after SOI / after signature + IHDR
+SPLIT = {"JPEG": 2, "PNG": 33}  # padding goes after SOI / after signature + IHDR
 
 
 def _fmt_of(spec):
@@ -34,7 +35,7 @@ def _fmt_of(spec):
     return "PNG" if f == "png" else "JPEG"
 
 
-GRID = 1.02   # image sides: 1..8, then a 2 % geometric progression (few shapes to encode)
+GRID = 1.02  # image sides: 1..8, then a 2 % geometric progression (few shapes to encode)
 
 
 def image_sides(targets):
@@ -43,7 +44,7 @@ def image_sides(targets):
     only a few dozen encoded images (vectorised; the one place the side is computed)."""
     x = np.sqrt(np.maximum(np.asarray(targets, dtype=np.float64), 1.0))
     k = np.floor(np.log(np.maximum(x, 8.0) / 8.0) / math.log(GRID))
-    grid = np.minimum(np.floor(8.0 * GRID ** k), np.floor(x))
+    grid = np.minimum(np.floor(8.0 * GRID**k), np.floor(x))
     return np.where(x < 9, np.maximum(1, np.floor(x)), np.maximum(8, grid)).astype(np.int64)
 
 
@@ -56,6 +57,7 @@ def image_dims(dims):
 def base_image(fmt, h, w):
     """The encoded h x w image (stripes of 0 and 255, 8 pixels wide) shared by files of that shape."""
     from PIL import Image
+
     a = np.zeros((max(h, 1), max(w, 1)), np.uint8)
     a[:, (np.arange(a.shape[1]) // 8) % 2 == 1] = 255
     out = io.BytesIO()
@@ -130,7 +132,7 @@ def programs(prog, dims, nsamples, spec, seeds, finals):
     dims = np.asarray(dims, dtype=np.int64)
     t = dims[:, 0] * (dims[:, 1] if dims.shape[1] > 1 else 1)
     side = image_sides(t)
-    if fmt == "PNG" and (t > PNG_CHUNK_MAX).any():   # several padding chunks: file by file
+    if fmt == "PNG" and (t > PNG_CHUNK_MAX).any():  # several padding chunks: file by file
         for k in range(len(finals)):
             program(prog, tuple(dims[k]), nsamples, spec, int(seeds[k]), finals[k])
         return
@@ -139,14 +141,19 @@ def programs(prog, dims, nsamples, spec, seeds, finals):
     refs = []
     for sd in uniq.tolist():
         base, key = base_image(fmt, sd, sd), (fmt, sd, sd)
-        refs.append((*prog.lit_ref(base, key), *prog.lit_ref(base[:cut], key + ("head",)),
-                     *prog.lit_ref(base[cut:], key + ("tail",))))
-    refs = np.array(refs, dtype=np.int64)[inv]        # per file: whole, head, tail as (offset, length)
+        refs.append(
+            (
+                *prog.lit_ref(base, key),
+                *prog.lit_ref(base[:cut], key + ("head",)),
+                *prog.lit_ref(base[cut:], key + ("tail",)),
+            )
+        )
+    refs = np.array(refs, dtype=np.int64)[inv]  # per file: whole, head, tail as (offset, length)
     pad = t - refs[:, 1]
     pad[pad < _min_pad(fmt)] = 0
     per_seg = COM_MAX + 4 if fmt == "JPEG" else PNG_CHUNK_MAX + 12
     nseg = -(-pad // per_seg)
-    body = 2 if fmt == "JPEG" else 6                  # segments per padding segment
+    body = 2 if fmt == "JPEG" else 6  # segments per padding segment
     count = np.where(pad > 0, 2 + body * nseg, 1)
     segs = np.zeros(int(count.sum()), P.SEG_DTYPE)
     start = np.cumsum(count) - count
@@ -157,7 +164,7 @@ def programs(prog, dims, nsamples, spec, seeds, finals):
         segs["kind"][at] = P.LIT
         segs["a"][at] = refs[padded, col]
         segs["b"][at] = refs[padded, col + 1]
-    f = np.repeat(np.nonzero(padded)[0], nseg[padded])               # file of each padding segment
+    f = np.repeat(np.nonzero(padded)[0], nseg[padded])  # file of each padding segment
     k = np.arange(f.size) - np.repeat(np.cumsum(nseg[padded]) - nseg[padded], nseg[padded])
     size = pad[f] // nseg[f] + (k < pad[f] % nseg[f])
     at = start[f] + 1 + body * k

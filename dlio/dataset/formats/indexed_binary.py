@@ -6,6 +6,7 @@ exactly [offset, offset+size) per sample (the mmap flavour slices a memmap). The
 by the C core straight to the file (stamped random content); the index files are written atomically
 before the data file is renamed into place, so a data file under its final name always has its indexes.
 """
+
 import os
 
 import numpy as np
@@ -62,9 +63,11 @@ def companions(final, spec):
 def valid(path, dims, nsamples, spec):
     try:
         n = int(nsamples)
-        return (os.stat(path).st_size == expected_size(dims, nsamples, spec)
-                and os.stat(off_path(path)).st_size == 8 * n
-                and os.stat(size_path(path)).st_size == 8 * n)
+        return (
+            os.stat(path).st_size == expected_size(dims, nsamples, spec)
+            and os.stat(off_path(path)).st_size == 8 * n
+            and os.stat(size_path(path)).st_size == 8 * n
+        )
     except OSError:
         return False
 

@@ -4,6 +4,7 @@ The sample axis is last, so one sample is strided across the whole file; DLIO's 
 (`np.load`, no mmap) reads the whole file for every sample. The header is numpy's own; the data
 is the C core's stamped random content (dlio.dataset.formats.program), written straight to the file.
 """
+
 import functools
 import io
 import os

@@ -8,6 +8,7 @@ timestamp), so the C core writes the file: x's content is stamped random data, a
 (in the local header and the central directory) is combined from the content pool's per-block
 checksums. DLIO's reader (`np.load(...)['x']`) reads the whole file for every sample.
 """
+
 import functools
 import os
 import struct
@@ -23,16 +24,33 @@ from dlio.dataset.formats.npy import array_shape, header_bytes
 EXT = "npz"
 WHOLE_FILE = True
 ZIP64_LIMIT = (1 << 31) - 1  # zipfile's threshold for zip64 records
-DOSDATE = (0 << 9) | (1 << 5) | 1   # 1980-01-01
-VERSION = 45                 # zipfile's ZIP64_VERSION (numpy forces zip64 local headers)
-CREATE_SYSTEM = 3            # unix, as zipfile on Linux
+DOSDATE = (0 << 9) | (1 << 5) | 1  # 1980-01-01
+VERSION = 45  # zipfile's ZIP64_VERSION (numpy forces zip64 local headers)
+CREATE_SYSTEM = 3  # unix, as zipfile on Linux
 EXTERNAL_ATTR = 0o600 << 16  # what zipfile gives a member opened for writing
 
 
 def _local_header(name, crc, size):
     extra = struct.pack("<HHQQ", 1, 16, size, size)
-    return struct.pack("<4s2B4HL2L2H", b"PK\x03\x04", VERSION, 0, 0, 0, 0, DOSDATE, crc,
-                       0xFFFFFFFF, 0xFFFFFFFF, len(name), len(extra)) + name + extra
+    return (
+        struct.pack(
+            "<4s2B4HL2L2H",
+            b"PK\x03\x04",
+            VERSION,
+            0,
+            0,
+            0,
+            0,
+            DOSDATE,
+            crc,
+            0xFFFFFFFF,
+            0xFFFFFFFF,
+            len(name),
+            len(extra),
+        )
+        + name
+        + extra
+    )
 
 
 def _central_entry(name, crc, size, offset):
@@ -45,8 +63,32 @@ def _central_entry(name, crc, size, offset):
         extra.append(offset)
         offset = 0xFFFFFFFF
     xdata = struct.pack("<HH" + "Q" * len(extra), 1, 8 * len(extra), *extra) if extra else b""
-    return struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", VERSION, CREATE_SYSTEM, VERSION, 0, 0, 0, 0, DOSDATE,
-                       crc, csize, fsize, len(name), len(xdata), 0, 0, 0, EXTERNAL_ATTR, offset) + name + xdata
+    return (
+        struct.pack(
+            "<4s4B4HL2L5H2L",
+            b"PK\x01\x02",
+            VERSION,
+            CREATE_SYSTEM,
+            VERSION,
+            0,
+            0,
+            0,
+            0,
+            DOSDATE,
+            crc,
+            csize,
+            fsize,
+            len(name),
+            len(xdata),
+            0,
+            0,
+            0,
+            EXTERNAL_ATTR,
+            offset,
+        )
+        + name
+        + xdata
+    )
 
 
 def _end_records(cd_offset, cd_size):
@@ -81,7 +123,7 @@ def layout(shape, dtype):
     cd_x = _central_entry(b"x.npy", 0, xsize, 0)
     cd = cd_x + _central_entry(b"y.npy", ycrc, len(ydata), y_off)
     tail = _end_records(cd_off, len(cd))
-    return lh_x, head, nbytes, lh_y + ydata + cd_x[:16], cd_x[20:] + cd[len(cd_x):] + tail
+    return lh_x, head, nbytes, lh_y + ydata + cd_x[:16], cd_x[20:] + cd[len(cd_x) :] + tail
 
 
 def program(prog, dims, nsamples, spec, seed, final):

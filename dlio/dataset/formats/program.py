@@ -5,6 +5,7 @@ protobuf bytes), stamped random content and checksums over ranges. Literals are 
 blob, so framing computed once per shape is shared by every file of that shape; the C core then
 writes the files with the GIL released, without per-file Python.
 """
+
 from typing import Hashable, List, Optional
 
 import numpy as np
@@ -23,13 +24,13 @@ class Program:
     def __init__(self) -> None:
         self.blob = bytearray()
         self._interned = {}
-        self.segs: List[tuple] = []    # segments since the last block added by extend()
+        self.segs: List[tuple] = []  # segments since the last block added by extend()
         self._blocks: List[np.ndarray] = []
         self._nblocked = 0
         self.paths: List[str] = []
         self.seeds: List[int] = []
         self.first: List[int] = []
-        self.sizes: List[int] = []     # bytes each file will hold
+        self.sizes: List[int] = []  # bytes each file will hold
         self._size = 0
 
     # ---- files
@@ -48,8 +49,9 @@ class Program:
         self._close()
         return self
 
-    def extend(self, paths: List[str], seeds: np.ndarray, segs: np.ndarray, counts: np.ndarray,
-               sizes: np.ndarray) -> None:
+    def extend(
+        self, paths: List[str], seeds: np.ndarray, segs: np.ndarray, counts: np.ndarray, sizes: np.ndarray
+    ) -> None:
         """Add many files at once: file k's program is the next counts[k] records of segs (built
         with numpy by a format that describes a batch of files without per-file Python)."""
         self._close()
@@ -134,6 +136,7 @@ class Program:
 def render(prog: Program, i: int) -> bytes:
     """The bytes file i of prog holds once written (what the C core writes), for tests."""
     from dlio import _core
+
     segs = prog.seg_array()
     first = prog.first[i]
-    return _core.gen_render(segs[first:first + int(prog.counts()[i])], bytes(prog.blob), prog.seeds[i])
+    return _core.gen_render(segs[first : first + int(prog.counts()[i])], bytes(prog.blob), prog.seeds[i])

@@ -1,5 +1,6 @@
 """synthetic: a tiny text file holding the file's global index, as DLIO writes; nothing of it
 is read (a synthetic loader does no I/O), so there are no sample extents."""
+
 import os
 
 import numpy as np

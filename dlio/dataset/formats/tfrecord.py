@@ -10,6 +10,7 @@ All records of a file have the same size (DLIO draws one shape per file), so the
 once per shape and the C core writes the records (stamped random images, CRC32C combined from the
 content pool's per-block checksums, see dlio.dataset.formats.program).
 """
+
 import functools
 import os
 import struct
@@ -56,8 +57,9 @@ def example_parts(nbytes):
     feat_img_len = len(_ld(1, bl_len)) + bl_len
     key_img = b"image"
     entry_img_len = len(_ld(1, len(key_img))) + len(key_img) + len(_ld(2, feat_img_len)) + feat_img_len
-    entry_img_head = (_ld(1, entry_img_len) + _ld(1, len(key_img)) + key_img + _ld(2, feat_img_len)
-                      + _ld(1, bl_len) + _ld(1, nbytes))
+    entry_img_head = (
+        _ld(1, entry_img_len) + _ld(1, len(key_img)) + key_img + _ld(2, feat_img_len) + _ld(1, bl_len) + _ld(1, nbytes)
+    )
     # Int64List{value: [nbytes]} (packed); Feature{int64_list: Int64List} (field 3)
     packed = _varint(nbytes)
     il = _ld(1, len(packed)) + packed
@@ -97,6 +99,7 @@ def framing(nbytes):
 
 def _crc32c(data):
     from dlio import _core
+
     return _core.crc32c(data)
 
 
@@ -108,8 +111,10 @@ def program(prog, dims, nsamples, spec, seed, final):
     head, prefix, suffix = framing(nbytes)
     rlen = len(head) + len(prefix) + nbytes + len(suffix) + 4
     prog.begin(index_path(final, spec), seed)
-    prog.lit(lambda: _index_text(np.arange(nsamples, dtype=np.int64) * rlen, rlen) if nsamples else b"",
-             key=("tfidx", nsamples, rlen))
+    prog.lit(
+        lambda: _index_text(np.arange(nsamples, dtype=np.int64) * rlen, rlen) if nsamples else b"",
+        key=("tfidx", nsamples, rlen),
+    )
     prog.begin(final, seed)
 
     def record(mult):
@@ -120,6 +125,7 @@ def program(prog, dims, nsamples, spec, seed, final):
         prog.lit(suffix, mult=mult)
         prog.crc_end()
         prog.put(P.MASKED_LE, mult=mult)
+
     if nsamples:
         prog.repeat(nsamples, record)
 

@@ -5,6 +5,7 @@ Files are read as real loaders do: np.load for npz, h5py for hdf5, the file's by
 PIL for jpeg. --processes uses forked worker processes instead of threads, --torch a real
 torch DataLoader with worker processes.
 --ranges FILE instead reads --reads random 4 KiB ranges of one file with pread."""
+
 import argparse
 import glob
 import io
@@ -21,9 +22,11 @@ def load(path):
         return np.load(path)["x"]
     if path.endswith((".h5", ".hdf5")):
         import h5py
+
         with h5py.File(path, "r") as f:
             return f["records_0"][:]
     from PIL import Image
+
     with open(path, "rb") as f:
         data = f.read()
     return np.asarray(Image.open(io.BytesIO(data)))
@@ -39,7 +42,7 @@ def train(files, batch, epochs, threads, prefetch, compute):
     steps = len(files) // batch
     for _ in range(epochs):
         ready = [None] * steps
-        done = [0]                       # steps the trainer has taken
+        done = [0]  # steps the trainer has taken
         cond = threading.Condition()
         window = max(prefetch, threads)  # steps read ahead of the trainer, at most
 
@@ -47,7 +50,7 @@ def train(files, batch, epochs, threads, prefetch, compute):
             for k in range(t, steps, threads):
                 with cond:
                     cond.wait_for(lambda: k < done[0] + window)
-                out = [load(p) for p in files[k * batch:(k + 1) * batch]]
+                out = [load(p) for p in files[k * batch : (k + 1) * batch]]
                 with cond:
                     ready[k] = out
                     cond.notify_all()
@@ -68,8 +71,8 @@ def train(files, batch, epochs, threads, prefetch, compute):
 
 def _process_worker(w, workers, steps, batch, files, go, done):
     for k in range(w, steps, workers):
-        go.acquire()                     # the trainer let batch k in
-        [load(p) for p in files[k * batch:(k + 1) * batch]]
+        go.acquire()  # the trainer let batch k in
+        [load(p) for p in files[k * batch : (k + 1) * batch]]
         done.put(k)
 
 
@@ -77,14 +80,17 @@ def train_processes(files, batch, epochs, workers, prefetch, compute):
     """The job with worker processes (forked, as a DataLoader's are) instead of threads: the
     trainer lets batch k + window in when it takes batch k, as the threaded job does."""
     import multiprocessing as mp
+
     ctx = mp.get_context("fork")
     steps = len(files) // batch
     window = max(prefetch, workers)
     for _ in range(epochs):
         go = [ctx.Semaphore(0) for _ in range(workers)]
         done = ctx.Queue()
-        ps = [ctx.Process(target=_process_worker, args=(w, workers, steps, batch, files, go[w], done))
-              for w in range(workers)]
+        ps = [
+            ctx.Process(target=_process_worker, args=(w, workers, steps, batch, files, go[w], done))
+            for w in range(workers)
+        ]
         for p in ps:
             p.start()
         for k in range(min(window, steps)):

@@ -1,4 +1,5 @@
 """dlio.config: DLIO workload loading, both dialects, precedence, scaling, validation, TimeSpec."""
+
 import math
 import textwrap
 
@@ -6,10 +7,9 @@ import numpy as np
 import pytest
 import yaml
 
-from dlio.config import schema
-from dlio.errors import DlioError
-from dlio.config import ConfigError, TimeSpec, from_dict, load_config, parse_override, parse_time
+from dlio.config import ConfigError, TimeSpec, from_dict, load_config, parse_override, parse_time, schema
 from dlio.config.workloads import list_workloads, workload_text
+from dlio.errors import DlioError
 
 NOENV = {}
 
@@ -38,10 +38,32 @@ def one_line_error(excinfo, *needles):
 
 
 EXPECTED_WORKLOADS = {
-    "default", "resnet50", "resnet50_a100", "resnet50_h100", "resnet50_v100", "resnet50_tf", "unet3d",
-    "unet3d_a100", "unet3d_h100", "unet3d_v100", "bert", "bert_v100", "cosmoflow", "cosmoflow_a100",
-    "cosmoflow_h100", "cosmoflow_v100", "dlrm", "megatron_deepspeed", "llama_7b", "llama_7b_zero3",
-    "llama_8b_zero3", "llama_70b", "llama_70b_zero3", "llama_405b", "llama_1t", "imagenet",
+    "default",
+    "resnet50",
+    "resnet50_a100",
+    "resnet50_h100",
+    "resnet50_v100",
+    "resnet50_tf",
+    "unet3d",
+    "unet3d_a100",
+    "unet3d_h100",
+    "unet3d_v100",
+    "bert",
+    "bert_v100",
+    "cosmoflow",
+    "cosmoflow_a100",
+    "cosmoflow_h100",
+    "cosmoflow_v100",
+    "dlrm",
+    "megatron_deepspeed",
+    "llama_7b",
+    "llama_7b_zero3",
+    "llama_8b_zero3",
+    "llama_70b",
+    "llama_70b_zero3",
+    "llama_405b",
+    "llama_1t",
+    "imagenet",
 }
 
 
@@ -54,30 +76,33 @@ def test_builtin_workload_loads_and_round_trips(name, tmp_path):
     cfg = load_config(name, env=NOENV)
     assert cfg.workload == name
     text = workload_text(name)
-    assert text.startswith("#") and "workload" not in yaml.safe_load(text)   # DLIO's group content
+    assert text.startswith("#") and "workload" not in yaml.safe_load(text)  # DLIO's group content
     # The resolved config is itself a loadable DLIO workload file that resolves to the same thing.
     again = load_config(config_file=write(tmp_path, cfg.to_yaml()), env=NOENV)
     assert again.to_dict() == cfg.to_dict()
     assert yaml.safe_load(cfg.to_yaml()) == cfg.to_dict()
 
 
-@pytest.mark.parametrize("name, fmt, loader, files, spf, rec, bs, rt, comp, epochs, au", [
-    ("default", "npz", "pytorch", 64, 1, 4096, 4, 1, 1.0, 10, 0.90),
-    ("resnet50_a100", "tfrecord", "tensorflow", 1024, 1251, 114660.07, 400, 8, 0.435, 5, 0.90),
-    ("resnet50_h100", "tfrecord", "tensorflow", 1024, 1251, 114660.07, 400, 8, 0.224, 5, 0.90),
-    ("resnet50_v100", "tfrecord", "tensorflow", 1024, 1251, 114660.07, 64, 8, 0.195, 5, 0.90),
-    ("resnet50_tf", "tfrecord", "tensorflow", 1024, 1251, 114660.07, 64, 8, 0.098, 1, 0.90),
-    ("unet3d_a100", "npz", "pytorch", 168, 1, 146600628, 7, 4, 0.636, 5, 0.90),
-    ("unet3d_h100", "npz", "pytorch", 168, 1, 146600628, 7, 4, 0.323, 5, 0.90),
-    ("unet3d_v100", "npz", "pytorch", 168, 1, 146600628, 4, 4, 1.3604, 5, 0.90),
-    ("bert_v100", "tfrecord", "tensorflow", 500, 313532, 2500, 48, 1, 0.968, 1, 0.90),
-    ("cosmoflow_a100", "tfrecord", "tensorflow", 524288, 1, 2828486, 1, 4, 0.00551, 5, 0.70),
-    ("cosmoflow_h100", "tfrecord", "tensorflow", 524288, 1, 2828486, 1, 4, 0.00350, 5, 0.70),
-    ("cosmoflow_v100", "tfrecord", "tensorflow", 524288, 1, 2828486, 1, 4, 0.00936, 5, 0.90),
-    ("dlrm", "indexed_binary", "pytorch", 1, 1024, 671088640, 1, 1, 0.064296, 1, 0.90),
-    ("megatron_deepspeed", "mmap_indexed_binary", "pytorch", 1, 277203535, 2048, 16, 1, 2.44, 3, 0.90),
-    ("imagenet", "jpeg", "pytorch", 1281167, 1, 114660, 400, 8, 0.224, 5, 0.90),
-])
+@pytest.mark.parametrize(
+    "name, fmt, loader, files, spf, rec, bs, rt, comp, epochs, au",
+    [
+        ("default", "npz", "pytorch", 64, 1, 4096, 4, 1, 1.0, 10, 0.90),
+        ("resnet50_a100", "tfrecord", "tensorflow", 1024, 1251, 114660.07, 400, 8, 0.435, 5, 0.90),
+        ("resnet50_h100", "tfrecord", "tensorflow", 1024, 1251, 114660.07, 400, 8, 0.224, 5, 0.90),
+        ("resnet50_v100", "tfrecord", "tensorflow", 1024, 1251, 114660.07, 64, 8, 0.195, 5, 0.90),
+        ("resnet50_tf", "tfrecord", "tensorflow", 1024, 1251, 114660.07, 64, 8, 0.098, 1, 0.90),
+        ("unet3d_a100", "npz", "pytorch", 168, 1, 146600628, 7, 4, 0.636, 5, 0.90),
+        ("unet3d_h100", "npz", "pytorch", 168, 1, 146600628, 7, 4, 0.323, 5, 0.90),
+        ("unet3d_v100", "npz", "pytorch", 168, 1, 146600628, 4, 4, 1.3604, 5, 0.90),
+        ("bert_v100", "tfrecord", "tensorflow", 500, 313532, 2500, 48, 1, 0.968, 1, 0.90),
+        ("cosmoflow_a100", "tfrecord", "tensorflow", 524288, 1, 2828486, 1, 4, 0.00551, 5, 0.70),
+        ("cosmoflow_h100", "tfrecord", "tensorflow", 524288, 1, 2828486, 1, 4, 0.00350, 5, 0.70),
+        ("cosmoflow_v100", "tfrecord", "tensorflow", 524288, 1, 2828486, 1, 4, 0.00936, 5, 0.90),
+        ("dlrm", "indexed_binary", "pytorch", 1, 1024, 671088640, 1, 1, 0.064296, 1, 0.90),
+        ("megatron_deepspeed", "mmap_indexed_binary", "pytorch", 1, 277203535, 2048, 16, 1, 2.44, 3, 0.90),
+        ("imagenet", "jpeg", "pytorch", 1281167, 1, 114660, 400, 8, 0.224, 5, 0.90),
+    ],
+)
 def test_workload_figures(name, fmt, loader, files, spf, rec, bs, rt, comp, epochs, au):
     c = load_config(name, env=NOENV)
     assert (c.dataset.format, c.reader.data_loader) == (fmt, loader)
@@ -93,7 +118,7 @@ def test_workload_details():
     assert load_config("unet3d", env=NOENV).train.computation_time.mean() == 0.323
     u = load_config("unet3d_a100", env=NOENV)
     assert u.dataset.record_length_bytes_stdev == 68341808
-    assert u.model.model_size_bytes == 499153191          # model.model_size honoured
+    assert u.model.model_size_bytes == 499153191  # model.model_size honoured
     assert (u.checkpoint.checkpoint_after_epoch, u.checkpoint.epochs_between_checkpoints) == (5, 2)
     assert (u.reader.file_shuffle, u.reader.sample_shuffle) == ("seed", "seed")
     d = load_config("default", env=NOENV)
@@ -135,8 +160,17 @@ LLAMA = {  # L, H, FFN, V, heads, kv, TP, PP, zero
 def test_llama_workloads(name):
     c = load_config(name, env=NOENV)
     m, t, p = c.model, c.model.transformer, c.model.parallelism
-    got = (m.num_layers, t.hidden_size, t.ffn_hidden_size, t.vocab_size, t.num_attention_heads, t.num_kv_heads,
-           p.tensor, p.pipeline, p.zero_stage)
+    got = (
+        m.num_layers,
+        t.hidden_size,
+        t.ffn_hidden_size,
+        t.vocab_size,
+        t.num_attention_heads,
+        t.num_kv_heads,
+        p.tensor,
+        p.pipeline,
+        p.zero_stage,
+    )
     assert got == LLAMA[name]
     assert m.type == "transformer" and (m.model_datatype, m.optimizer_datatype) == ("fp16", "fp32")
     assert c.is_checkpoint_only() and c.framework == "pytorch"
@@ -207,7 +241,9 @@ def test_dialect_200_unet3d(tmp_path):
 
 
 def test_dialect_200_checkpoint_keys(tmp_path):
-    c = load_text(tmp_path, """\
+    c = load_text(
+        tmp_path,
+        """\
         model: megatron_deepspeed
         checkpoint:
           model_size: 30102
@@ -216,22 +252,32 @@ def test_dialect_200_checkpoint_keys(tmp_path):
           layer_parameters: [129761280, 20971520]
           tensor_parallelism: 4
           pipeline_parallelism: 8
-        """)
+        """,
+    )
     m = c.model
     assert (m.model_size_bytes, m.num_layers, m.parallelism.tensor, m.parallelism.pipeline) == (30102, 44, 4, 8)
     assert m.optimization_groups == (1009254400, 865075200, 793600)
     assert m.layer_parameters == (129761280, 20971520)
 
 
-@pytest.mark.parametrize("text, a, b", [
-    ("dataset:\n  record_length: 100\n  record_length_bytes: 200\n",
-     "dataset.record_length", "dataset.record_length_bytes"),
-    ("model:\n  model_size: 5\ncheckpoint:\n  model_size: 6\n", "model.model_size", "checkpoint.model_size"),
-    ("model:\n  model_size_bytes: 5\n  model_size: 6\n", "model.model_size_bytes", "model.model_size"),
-    ("model:\n  parallelism:\n    tensor: 2\ncheckpoint:\n  tensor_parallelism: 4\n",
-     "model.parallelism.tensor", "checkpoint.tensor_parallelism"),
-    ("reader:\n  batch_size: 2\ndata_reader:\n  batch_size: 3\n", "reader.batch_size", "data_reader.batch_size"),
-])
+@pytest.mark.parametrize(
+    "text, a, b",
+    [
+        (
+            "dataset:\n  record_length: 100\n  record_length_bytes: 200\n",
+            "dataset.record_length",
+            "dataset.record_length_bytes",
+        ),
+        ("model:\n  model_size: 5\ncheckpoint:\n  model_size: 6\n", "model.model_size", "checkpoint.model_size"),
+        ("model:\n  model_size_bytes: 5\n  model_size: 6\n", "model.model_size_bytes", "model.model_size"),
+        (
+            "model:\n  parallelism:\n    tensor: 2\ncheckpoint:\n  tensor_parallelism: 4\n",
+            "model.parallelism.tensor",
+            "checkpoint.tensor_parallelism",
+        ),
+        ("reader:\n  batch_size: 2\ndata_reader:\n  batch_size: 3\n", "reader.batch_size", "data_reader.batch_size"),
+    ],
+)
 def test_conflicting_spellings(tmp_path, text, a, b):
     with pytest.raises(ConfigError) as e:
         load_text(tmp_path, text)
@@ -259,26 +305,39 @@ def test_workload_root_key_accepted(tmp_path):
 
 def test_precedence_each_layer(tmp_path):
     f = write(tmp_path, "dataset:\n  num_files_train: 30\nreader:\n  batch_size: 3\n")
-    assert load_config(env=NOENV).dataset.num_files_train == 8                                  # default
-    assert load_config("unet3d", env=NOENV).dataset.num_files_train == 168                      # workload
-    c = load_config("unet3d", f, env=NOENV)                                                     # file
+    assert load_config(env=NOENV).dataset.num_files_train == 8  # default
+    assert load_config("unet3d", env=NOENV).dataset.num_files_train == 168  # workload
+    c = load_config("unet3d", f, env=NOENV)  # file
     assert (c.dataset.num_files_train, c.reader.batch_size, c.reader.read_threads) == (30, 3, 4)
     env = {"DLIO_FAST_NUM_FILES_TRAIN": "40"}
-    c = load_config("unet3d", f, env=env)                                                       # env
+    c = load_config("unet3d", f, env=env)  # env
     assert c.dataset.num_files_train == 40 and c.origin("dataset.num_files_train") == "env DLIO_FAST_NUM_FILES_TRAIN"
     c = load_config("unet3d", f, dlio_overrides=["++workload.dataset.num_files_train=50"], env=env)  # CLI
     assert c.dataset.num_files_train == 50
-    c = load_config("unet3d", f, sets=["dataset.num_files_train=60"],
-                    dlio_overrides=["++workload.dataset.num_files_train=50"], env=env)
+    c = load_config(
+        "unet3d",
+        f,
+        sets=["dataset.num_files_train=60"],
+        dlio_overrides=["++workload.dataset.num_files_train=50"],
+        env=env,
+    )
     assert c.dataset.num_files_train == 60 and c.origin("dataset.num_files_train").startswith("--set")
     assert c.reader.batch_size == 3 and c.origin("reader.batch_size").startswith(f)
 
 
 def test_environment_table():
-    env = {"DLIO_FAST_DATA_FOLDER": "/mnt/x/", "DLIO_FAST_OUTPUT": "out1", "DLIO_FAST_EPOCHS": "3",
-           "DLIO_FAST_BATCH_SIZE": "5", "DLIO_FAST_READ_THREADS": "6", "DLIO_FAST_NUM_FILES_TRAIN": "7",
-           "DLIO_FAST_ENGINE": "io_uring", "DLIO_FAST_QD": "32", "DLIO_FAST_CACHE": "drop",
-           "DLIO_FAST_UNRELATED": "x"}
+    env = {
+        "DLIO_FAST_DATA_FOLDER": "/mnt/x/",
+        "DLIO_FAST_OUTPUT": "out1",
+        "DLIO_FAST_EPOCHS": "3",
+        "DLIO_FAST_BATCH_SIZE": "5",
+        "DLIO_FAST_READ_THREADS": "6",
+        "DLIO_FAST_NUM_FILES_TRAIN": "7",
+        "DLIO_FAST_ENGINE": "io_uring",
+        "DLIO_FAST_QD": "32",
+        "DLIO_FAST_CACHE": "drop",
+        "DLIO_FAST_UNRELATED": "x",
+    }
     c = load_config("default", env=env)
     assert c.dataset.data_folder == "/mnt/x" and c.output.folder == "out1"
     assert (c.train.epochs, c.reader.batch_size, c.reader.read_threads, c.dataset.num_files_train) == (3, 5, 6, 7)
@@ -291,17 +350,23 @@ def test_env_defaults_to_os_environ(monkeypatch):
     assert load_config().dlio_fast.qd == 8
 
 
-@pytest.mark.parametrize("override", [
-    "++workload.reader.read_threads=3", "+workload.reader.read_threads=3", "workload.reader.read_threads=3",
-    "++workload.data_reader.read_threads=3",
-])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "++workload.reader.read_threads=3",
+        "+workload.reader.read_threads=3",
+        "workload.reader.read_threads=3",
+        "++workload.data_reader.read_threads=3",
+    ],
+)
 def test_dlio_override_spellings(override):
     assert load_config("unet3d", dlio_overrides=[override], env=NOENV).reader.read_threads == 3
 
 
 def test_dlio_override_workload_selects_builtin():
-    c = load_config(dlio_overrides=["workload=resnet50_a100", "++workload.reader.batch_size=2",
-                                    "hydra.run.dir=/tmp/x"], env=NOENV)
+    c = load_config(
+        dlio_overrides=["workload=resnet50_a100", "++workload.reader.batch_size=2", "hydra.run.dir=/tmp/x"], env=NOENV
+    )
     assert c.workload == "resnet50_a100" and c.reader.batch_size == 2 and c.dataset.format == "tfrecord"
     with pytest.raises(ConfigError) as e:
         load_config("unet3d", dlio_overrides=["workload=bert"], env=NOENV)
@@ -314,9 +379,18 @@ def test_dlio_override_delete_restores_lower_layer():
 
 
 def test_override_values_are_yaml():
-    c = load_config(sets=["dataset.record_dims=[4, 8]", "workflow.generate_data=true", "metric.au=0.5",
-                          "dataset.format=NPY", "dataset.data_folder=123", "dataset.record_length_bytes=1e6",
-                          "train.computation_time={mean: 0.5, stdev: 0.1}"], env=NOENV)
+    c = load_config(
+        sets=[
+            "dataset.record_dims=[4, 8]",
+            "workflow.generate_data=true",
+            "metric.au=0.5",
+            "dataset.format=NPY",
+            "dataset.data_folder=123",
+            "dataset.record_length_bytes=1e6",
+            "train.computation_time={mean: 0.5, stdev: 0.1}",
+        ],
+        env=NOENV,
+    )
     assert c.dataset.record_dims == (4, 8) and c.workflow.generate_data is True and c.metric.au == 0.5
     assert c.dataset.format == "npy" and c.dataset.data_folder == "123"
     assert c.dataset.record_length_bytes == 1e6
@@ -393,51 +467,63 @@ def test_scale_invalid(bad):
 # validation: one line, naming key, value and origin
 
 
-@pytest.mark.parametrize("sets, key, shown", [
-    (["dataset.num_files_train=-1"], "dataset.num_files_train", "-1"),
-    (["dataset.record_length_bytes=-5"], "dataset.record_length_bytes", "-5"),
-    (["dataset.record_length_bytes_stdev=-5"], "dataset.record_length_bytes_stdev", "-5"),
-    (["reader.batch_size=0"], "reader.batch_size", "0"),
-    (["reader.read_threads=1025"], "reader.read_threads", "1025"),
-    (["reader.read_threads=-1"], "reader.read_threads", "-1"),
-    (["reader.prefetch_size=-1"], "reader.prefetch_size", "-1"),
-    (["dataset.format=npzz"], "dataset.format", "npzz"),
-    (["framework=jax"], "framework", "jax"),
-    (["reader.data_loader=keras"], "reader.data_loader", "keras"),
-    (["dlio_fast.engine=aio"], "dlio_fast.engine", "aio"),
-    (["dlio_fast.qd=0"], "dlio_fast.qd", "0"),
-    (["reader.file_shuffle=sometimes"], "reader.file_shuffle", "sometimes"),
-    (["reader.sample_shuffle=7"], "reader.sample_shuffle", "7"),
-    (["dataset.record_dims=5"], "dataset.record_dims", "5"),
-    (["reader.batch_size=four"], "reader.batch_size", "four"),
-    (["reader.batch_size=2.5"], "reader.batch_size", "2.5"),
-    (["metric.au=high"], "metric.au", "high"),
-    (["metric.au=1.5"], "metric.au", "1.5"),
-    (["workflow.train=maybe"], "workflow.train", "maybe"),
-    (["dataset.record_element_type=complex64"], "dataset.record_element_type", "complex64"),
-    (["dataset.num_subfolders_train=1"], "dataset.num_subfolders_train", "1"),
-    (["train.computation_time=fast"], "train.computation_time", "fast"),
-    (["train.computation_time={type: normal, mean: 1}"], "train.computation_time", "normal"),
-    (["train.computation_time={type: weibull, a: 1}"], "train.computation_time", "weibull"),
-    (["train.computation_time={mean: -1}"], "train.computation_time", "-1"),
-    (["train.computation_time={type: uniform, min: 2, max: 1}"], "train.computation_time", "uniform"),
-    (["train.computation_time={stdev: 1}"], "train.computation_time", "stdev"),
-    (["train.computation_time={mean: 1, stddev: 1}"], "train.computation_time", "stddev"),
-    (["evaluation.eval_time=[1]"], "evaluation.eval_time", "[1]"),
-    (["reader.preprocess_time={type: gamma, shape: 0, scale: 1}"], "reader.preprocess_time", "gamma"),
-    (["dataset.record_dims=[2, 2]", "dataset.record_length_bytes_stdev=5"], "dataset.record_dims",
-     "dataset.record_length_bytes_stdev"),
-    (["dataset.format=jpeg", "dataset.record_dims=[2, 2, 3]"], "dataset.record_dims", "[2, 2, 3]"),
-    (["dataset.format=png", "dataset.record_element_type=float32"], "dataset.record_element_type", "float32"),
-    (["checkpoint.num_checkpoints_write=2", "checkpoint.num_checkpoints_read=3"],
-     "checkpoint.num_checkpoints_read", "3"),
-    (["model.parallelism.zero_stage=3", "model.parallelism.pipeline=2"], "model.parallelism.zero_stage", "3"),
-    (["model.num_layers=2", "model.parallelism.pipeline=4"], "model.num_layers", "2"),
-    (["checkpoint.mode=subset"], "checkpoint.mode", "subset"),
-    (["checkpoint.ksm={}"], "checkpoint.randomize_tensor", "True"),
-    (["dataset.format=hdf5", "dataset.record_dims=[3, 4]", "dataset.hdf5.num_dset_per_record=2"],
-     "dataset.record_dims", "[3, 4]"),
-])
+@pytest.mark.parametrize(
+    "sets, key, shown",
+    [
+        (["dataset.num_files_train=-1"], "dataset.num_files_train", "-1"),
+        (["dataset.record_length_bytes=-5"], "dataset.record_length_bytes", "-5"),
+        (["dataset.record_length_bytes_stdev=-5"], "dataset.record_length_bytes_stdev", "-5"),
+        (["reader.batch_size=0"], "reader.batch_size", "0"),
+        (["reader.read_threads=1025"], "reader.read_threads", "1025"),
+        (["reader.read_threads=-1"], "reader.read_threads", "-1"),
+        (["reader.prefetch_size=-1"], "reader.prefetch_size", "-1"),
+        (["dataset.format=npzz"], "dataset.format", "npzz"),
+        (["framework=jax"], "framework", "jax"),
+        (["reader.data_loader=keras"], "reader.data_loader", "keras"),
+        (["dlio_fast.engine=aio"], "dlio_fast.engine", "aio"),
+        (["dlio_fast.qd=0"], "dlio_fast.qd", "0"),
+        (["reader.file_shuffle=sometimes"], "reader.file_shuffle", "sometimes"),
+        (["reader.sample_shuffle=7"], "reader.sample_shuffle", "7"),
+        (["dataset.record_dims=5"], "dataset.record_dims", "5"),
+        (["reader.batch_size=four"], "reader.batch_size", "four"),
+        (["reader.batch_size=2.5"], "reader.batch_size", "2.5"),
+        (["metric.au=high"], "metric.au", "high"),
+        (["metric.au=1.5"], "metric.au", "1.5"),
+        (["workflow.train=maybe"], "workflow.train", "maybe"),
+        (["dataset.record_element_type=complex64"], "dataset.record_element_type", "complex64"),
+        (["dataset.num_subfolders_train=1"], "dataset.num_subfolders_train", "1"),
+        (["train.computation_time=fast"], "train.computation_time", "fast"),
+        (["train.computation_time={type: normal, mean: 1}"], "train.computation_time", "normal"),
+        (["train.computation_time={type: weibull, a: 1}"], "train.computation_time", "weibull"),
+        (["train.computation_time={mean: -1}"], "train.computation_time", "-1"),
+        (["train.computation_time={type: uniform, min: 2, max: 1}"], "train.computation_time", "uniform"),
+        (["train.computation_time={stdev: 1}"], "train.computation_time", "stdev"),
+        (["train.computation_time={mean: 1, stddev: 1}"], "train.computation_time", "stddev"),
+        (["evaluation.eval_time=[1]"], "evaluation.eval_time", "[1]"),
+        (["reader.preprocess_time={type: gamma, shape: 0, scale: 1}"], "reader.preprocess_time", "gamma"),
+        (
+            ["dataset.record_dims=[2, 2]", "dataset.record_length_bytes_stdev=5"],
+            "dataset.record_dims",
+            "dataset.record_length_bytes_stdev",
+        ),
+        (["dataset.format=jpeg", "dataset.record_dims=[2, 2, 3]"], "dataset.record_dims", "[2, 2, 3]"),
+        (["dataset.format=png", "dataset.record_element_type=float32"], "dataset.record_element_type", "float32"),
+        (
+            ["checkpoint.num_checkpoints_write=2", "checkpoint.num_checkpoints_read=3"],
+            "checkpoint.num_checkpoints_read",
+            "3",
+        ),
+        (["model.parallelism.zero_stage=3", "model.parallelism.pipeline=2"], "model.parallelism.zero_stage", "3"),
+        (["model.num_layers=2", "model.parallelism.pipeline=4"], "model.num_layers", "2"),
+        (["checkpoint.mode=subset"], "checkpoint.mode", "subset"),
+        (["checkpoint.ksm={}"], "checkpoint.randomize_tensor", "True"),
+        (
+            ["dataset.format=hdf5", "dataset.record_dims=[3, 4]", "dataset.hdf5.num_dset_per_record=2"],
+            "dataset.record_dims",
+            "[3, 4]",
+        ),
+    ],
+)
 def test_validation_errors(sets, key, shown):
     with pytest.raises(ConfigError) as e:
         load_config(sets=sets, env=NOENV)
@@ -471,12 +557,15 @@ def test_wrong_types_in_file(tmp_path):
     assert load_text(tmp_path, "metric:\n  au: 1\n").metric.au == 1.0
 
 
-@pytest.mark.parametrize("typo, suggestion", [
-    ("dataset.num_file_train", "dataset.num_files_train"),
-    ("reader.batchsize", "reader.batch_size"),
-    ("train.computation_tim", "train.computation_time"),
-    ("datset.format", "dataset.format"),
-])
+@pytest.mark.parametrize(
+    "typo, suggestion",
+    [
+        ("dataset.num_file_train", "dataset.num_files_train"),
+        ("reader.batchsize", "reader.batch_size"),
+        ("train.computation_tim", "train.computation_time"),
+        ("datset.format", "dataset.format"),
+    ],
+)
 def test_unknown_key_suggests(typo, suggestion, tmp_path):
     with pytest.raises(ConfigError) as e:
         load_config(sets=[f"{typo}=16"], env=NOENV)
@@ -488,7 +577,9 @@ def test_unknown_key_suggests(typo, suggestion, tmp_path):
 
 
 def test_dlio_keys_without_io_effect_accepted(tmp_path):
-    c = load_text(tmp_path, """\
+    c = load_text(
+        tmp_path,
+        """\
         workflow: {debug: true, profiling: false}
         dataset: {enable_chunking: true, chunk_size: 4, keep_files: false, record_element_bytes: 4}
         reader: {dont_use_mmap: true, pin_memory: false, file_access: shared, transformed_record_dims: [2, 2],
@@ -497,20 +588,24 @@ def test_dlio_keys_without_io_effect_accepted(tmp_path):
         profiling: {profiler: darshan, iostat_devices: sda}
         storage: {storage_options: {endpoint_url: 'http://x'}}
         output: {metric: {exclude_start_steps: 2}}
-        """)
+        """,
+    )
     assert c.profiling.iostat_devices == ("sda",) and c.output.metric.exclude_start_steps == 2
     assert c.storage.storage_options["endpoint_url"] == "http://x"
 
 
 def test_enum_normalisation(tmp_path):
-    c = load_text(tmp_path, """\
+    c = load_text(
+        tmp_path,
+        """\
         framework: PyTorch
         dataset: {format: NPZ, compression: off}
         reader: {file_shuffle: off, sample_shuffle: Random, data_loader: native-dali}
         dlio_fast: {engine: URING}
-        """)
+        """,
+    )
     assert c.framework == "pytorch" and c.dataset.format == "npz" and c.dataset.compression == "none"
-    assert (c.reader.file_shuffle, c.reader.sample_shuffle) == ("off", "random")   # YAML off is off
+    assert (c.reader.file_shuffle, c.reader.sample_shuffle) == ("off", "random")  # YAML off is off
     assert c.reader.data_loader == "native_dali" and c.dlio_fast.engine == "io_uring"
 
 
@@ -558,41 +653,50 @@ def test_missing_file(tmp_path):
 # time specs
 
 
-@pytest.mark.parametrize("raw, stdev, kind, params", [
-    (2.0, None, "constant", {"mean": 2.0}),
-    (3, None, "constant", {"mean": 3}),
-    (None, None, "constant", {"mean": 0}),
-    ({}, None, "constant", {"mean": 0}),
-    ({"mean": 1.5}, None, "constant", {"mean": 1.5}),
-    ({"mean": 1.5, "stdev": 0.2}, None, "normal", {"mean": 1.5, "stdev": 0.2}),
-    (1.5, 0.2, "normal", {"mean": 1.5, "stdev": 0.2}),
-    ({"type": "normal", "mean": 1, "stdev": 0.1}, None, "normal", {"mean": 1, "stdev": 0.1}),
-    ({"type": "Uniform", "min": 0.1, "max": 0.2}, None, "uniform", {"min": 0.1, "max": 0.2}),
-    ({"type": "gamma", "shape": 2, "scale": 0.5}, None, "gamma", {"shape": 2, "scale": 0.5}),
-    ({"type": "exponential", "scale": 0.3}, None, "exponential", {"scale": 0.3}),
-    ({"type": "poisson", "lam": 4}, None, "poisson", {"lam": 4}),
-])
+@pytest.mark.parametrize(
+    "raw, stdev, kind, params",
+    [
+        (2.0, None, "constant", {"mean": 2.0}),
+        (3, None, "constant", {"mean": 3}),
+        (None, None, "constant", {"mean": 0}),
+        ({}, None, "constant", {"mean": 0}),
+        ({"mean": 1.5}, None, "constant", {"mean": 1.5}),
+        ({"mean": 1.5, "stdev": 0.2}, None, "normal", {"mean": 1.5, "stdev": 0.2}),
+        (1.5, 0.2, "normal", {"mean": 1.5, "stdev": 0.2}),
+        ({"type": "normal", "mean": 1, "stdev": 0.1}, None, "normal", {"mean": 1, "stdev": 0.1}),
+        ({"type": "Uniform", "min": 0.1, "max": 0.2}, None, "uniform", {"min": 0.1, "max": 0.2}),
+        ({"type": "gamma", "shape": 2, "scale": 0.5}, None, "gamma", {"shape": 2, "scale": 0.5}),
+        ({"type": "exponential", "scale": 0.3}, None, "exponential", {"scale": 0.3}),
+        ({"type": "poisson", "lam": 4}, None, "poisson", {"lam": 4}),
+    ],
+)
 def test_parse_time_spellings(raw, stdev, kind, params):
     assert parse_time(raw, stdev) == TimeSpec(kind, params)
 
 
 def test_time_stdev_sibling_key(tmp_path):
-    c = load_text(tmp_path, "train:\n  computation_time: 0.5\n  computation_time_stdev: 0.1\n"
-                            "evaluation:\n  eval_time: 0.2\n  eval_time_stdev: 0.01\n")
+    c = load_text(
+        tmp_path,
+        "train:\n  computation_time: 0.5\n  computation_time_stdev: 0.1\n"
+        "evaluation:\n  eval_time: 0.2\n  eval_time_stdev: 0.01\n",
+    )
     assert c.train.computation_time == TimeSpec("normal", {"mean": 0.5, "stdev": 0.1})
     assert c.evaluation.eval_time == TimeSpec("normal", {"mean": 0.2, "stdev": 0.01})
     assert c.to_dict()["train"]["computation_time"] == {"mean": 0.5, "stdev": 0.1}
     assert "computation_time_stdev" not in c.to_dict()["train"]
 
 
-@pytest.mark.parametrize("spec, mean, std", [
-    (TimeSpec("constant", {"mean": 0.25}), 0.25, 0.0),
-    (TimeSpec("normal", {"mean": 1.0, "stdev": 0.1}), 1.0, 0.1),
-    (TimeSpec("uniform", {"min": 0.2, "max": 0.6}), 0.4, 0.4 / math.sqrt(12)),
-    (TimeSpec("gamma", {"shape": 4.0, "scale": 0.05}), 0.2, 0.1),
-    (TimeSpec("exponential", {"scale": 0.3}), 0.3, 0.3),
-    (TimeSpec("poisson", {"lam": 5.0}), 5.0, math.sqrt(5.0)),
-])
+@pytest.mark.parametrize(
+    "spec, mean, std",
+    [
+        (TimeSpec("constant", {"mean": 0.25}), 0.25, 0.0),
+        (TimeSpec("normal", {"mean": 1.0, "stdev": 0.1}), 1.0, 0.1),
+        (TimeSpec("uniform", {"min": 0.2, "max": 0.6}), 0.4, 0.4 / math.sqrt(12)),
+        (TimeSpec("gamma", {"shape": 4.0, "scale": 0.05}), 0.2, 0.1),
+        (TimeSpec("exponential", {"scale": 0.3}), 0.3, 0.3),
+        (TimeSpec("poisson", {"lam": 5.0}), 5.0, math.sqrt(5.0)),
+    ],
+)
 def test_time_draws(spec, mean, std):
     x = spec.draw(np.random.default_rng(1), 100_000)
     assert x.shape == (100_000,) and x.dtype == np.float64 and (x >= 0).all()
@@ -605,7 +709,7 @@ def test_normal_draws_are_folded_like_dlio():
     spec = TimeSpec("normal", {"mean": 0.0, "stdev": 1.0})
     x = spec.draw(np.random.default_rng(2), 100_000)
     assert (x >= 0).all()
-    assert x.mean() == pytest.approx(spec.mean(), rel=0.02)          # folded normal: sqrt(2/pi)
+    assert x.mean() == pytest.approx(spec.mean(), rel=0.02)  # folded normal: sqrt(2/pi)
     assert spec.mean() == pytest.approx(math.sqrt(2 / math.pi))
 
 
@@ -622,18 +726,35 @@ def test_timespec_is_frozen_and_hashable():
 # derived helpers
 
 
-@pytest.mark.parametrize("files, bs, ranks, steps", [
-    (16, 4, 2, 2), (17, 4, 2, 2), (13, 4, 3, 1), (24, 4, 3, 2), (25, 4, 3, 2), (145, 16, 3, 3),
-    (9, 2, 2, 2), (10, 3, 2, 1),
-])
+@pytest.mark.parametrize(
+    "files, bs, ranks, steps",
+    [
+        (16, 4, 2, 2),
+        (17, 4, 2, 2),
+        (13, 4, 3, 1),
+        (24, 4, 3, 2),
+        (25, 4, 3, 2),
+        (145, 16, 3, 3),
+        (9, 2, 2, 2),
+        (10, 3, 2, 1),
+    ],
+)
 def test_steps_per_epoch(files, bs, ranks, steps):
     c = load_config(sets=[f"dataset.num_files_train={files}", f"reader.batch_size={bs}"], env=NOENV)
     assert c.steps_per_epoch(ranks) == steps
 
 
 def test_steps_capped_and_eval():
-    c = load_config(sets=["dataset.num_files_train=100", "reader.batch_size=4", "train.total_training_steps=3",
-                          "dataset.num_files_eval=10", "reader.batch_size_eval=2"], env=NOENV)
+    c = load_config(
+        sets=[
+            "dataset.num_files_train=100",
+            "reader.batch_size=4",
+            "train.total_training_steps=3",
+            "dataset.num_files_eval=10",
+            "reader.batch_size_eval=2",
+        ],
+        env=NOENV,
+    )
     assert c.steps_per_epoch(1) == 3 and c.steps_per_epoch(10) == 2
     assert c.eval_steps_per_epoch(1) == 5 and c.eval_steps_per_epoch(2) == 2
     with pytest.raises(ConfigError):
@@ -681,7 +802,9 @@ def test_schema_is_the_single_source():
     for old, new in schema.LEGACY.items():
         assert new in schema.KEYS_BY_PATH and old not in schema.KEYS_BY_PATH
     import dataclasses
+
     from dlio.config import Config
+
     top = {s for s in schema.SECTIONS if "." not in s} | {"framework"}
     assert top <= {f.name for f in dataclasses.fields(Config)}
     d = load_config(env=NOENV).to_dict()
@@ -691,9 +814,13 @@ def test_schema_is_the_single_source():
         for k, v in t.items():
             p = f"{pre}.{k}" if pre else k
             (walk(v, p) if isinstance(v, dict) and p in schema.SECTIONS else flat.add(p))
+
     walk(d, "")
-    visible = {k.path for k in schema.KEYS
-               if not k.hidden and k.default is not None and not k.path.startswith("checkpoint.ksm.")}
+    visible = {
+        k.path
+        for k in schema.KEYS
+        if not k.hidden and k.default is not None and not k.path.startswith("checkpoint.ksm.")
+    }
     assert visible <= flat
 
 
@@ -710,14 +837,28 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-_names = st.sampled_from(sorted({p for k in schema.KEYS for p in k.path.split(".")} | set(schema.LEGACY)
-                                | {"workload", "data_reader", "type", "mean", "stdev", "x"}))
-_scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
-                     st.text(max_size=12), st.sampled_from(["npz", "off", "seed", "pytorch", "1e3", "[1,2]"]))
-_trees = st.recursive(_scalars, lambda ch: st.one_of(st.lists(ch, max_size=3),
-                                                     st.dictionaries(st.one_of(_names, st.text(max_size=6)), ch,
-                                                                     max_size=4)),
-                      max_leaves=12)
+_names = st.sampled_from(
+    sorted(
+        {p for k in schema.KEYS for p in k.path.split(".")}
+        | set(schema.LEGACY)
+        | {"workload", "data_reader", "type", "mean", "stdev", "x"}
+    )
+)
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.sampled_from(["npz", "off", "seed", "pytorch", "1e3", "[1,2]"]),
+)
+_trees = st.recursive(
+    _scalars,
+    lambda ch: st.one_of(
+        st.lists(ch, max_size=3), st.dictionaries(st.one_of(_names, st.text(max_size=6)), ch, max_size=4)
+    ),
+    max_leaves=12,
+)
 _dotted = st.lists(_names, min_size=1, max_size=4).map(".".join)
 
 
@@ -744,10 +885,14 @@ def test_random_trees_only_config_errors(tree):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(st.tuples(_dotted, st.text(max_size=10)).map(lambda kv: f"{kv[0]}={kv[1]}"),
-                          st.text(max_size=20)), max_size=3),
-       st.sampled_from(["", "++workload.", "+workload.", "~workload.", "workload.", "hydra."]),
-       st.dictionaries(st.sampled_from(sorted(schema.ENV) + [schema.ENV_SCALE]), st.text(max_size=8), max_size=2))
+@given(
+    st.lists(
+        st.one_of(st.tuples(_dotted, st.text(max_size=10)).map(lambda kv: f"{kv[0]}={kv[1]}"), st.text(max_size=20)),
+        max_size=3,
+    ),
+    st.sampled_from(["", "++workload.", "+workload.", "~workload.", "workload.", "hydra."]),
+    st.dictionaries(st.sampled_from(sorted(schema.ENV) + [schema.ENV_SCALE]), st.text(max_size=8), max_size=2),
+)
 def test_random_overrides_only_config_errors(items, prefix, env):
     for text in items:
         try:

@@ -1,4 +1,5 @@
 """dlio.progress without a terminal: figures measured from the phase start, status lines, live CSV."""
+
 import csv
 import io
 import time
@@ -36,20 +37,20 @@ def test_training_rates_from_phase_start_and_last_state_drawn(tmp_path):
     p = Progress(enabled=False, stream=out, status_interval=0.01, live_csv=str(live))
     plan, run = FakePlan(4, batch=10, compute_s=0.05), FakeRun()
     t0 = time.monotonic()
-    p.training("train", 1, run, plan)            # execute's tick before the run starts
+    p.training("train", 1, run, plan)  # execute's tick before the run starts
     time.sleep(0.2)
     run.ops, run.bytes, run.steps = 8, 2 * 2**20, 2
     p.training("train", 1, run, plan)
     dt = time.monotonic() - t0
     last = p.last
     assert 2 * 2**20 / 2**20 / dt <= last.mib_s <= 2 / 0.2 + 1e-9
-    assert 100 * 0.1 / dt <= last.au_pct <= 100 * 0.1 / 0.2 + 1e-9     # 2 steps x 50 ms of compute
+    assert 100 * 0.1 / dt <= last.au_pct <= 100 * 0.1 / 0.2 + 1e-9  # 2 steps x 50 ms of compute
     assert 20 / dt <= last.samples_s <= 20 / 0.2 + 1e-9
     assert last.eta_s is not None and 0.15 <= last.eta_s <= dt + 0.01  # half done: as long again
     lines = [line for line in out.getvalue().splitlines() if line.startswith("[status] epoch 1 train: 2/4 steps")]
     assert lines and "AU" in lines[-1] and "ETA" in lines[-1]
     run.steps, run.bytes = 4, 4 * 2**20
-    p.training("train", 1, run, plan)            # execute's tick after the run: the phase ends at 4/4
+    p.training("train", 1, run, plan)  # execute's tick after the run: the phase ends at 4/4
     assert p.key is None and p.last.done == 4
     rows = list(csv.DictReader(open(live)))
     assert rows[-1]["done"] == "4" and rows[-1]["total"] == "4" and rows[-1]["phase"] == "train"

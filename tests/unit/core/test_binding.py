@@ -1,5 +1,6 @@
 """The Cython binding and the C core through it: histograms against exact values, the fill and
 CRC, engines, errors with path and offset, fault injection, and a soak run that loses no bytes."""
+
 import errno
 import os
 import subprocess
@@ -7,8 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from dlio import _core
-from dlio import stats
+from dlio import _core, stats
 
 
 def test_histogram_percentiles_match_exact_within_1_percent():
@@ -23,7 +23,7 @@ def test_histogram_percentiles_match_exact_within_1_percent():
         exact = srt[int(np.ceil(p / 100 * len(srt))) - 1]
         got = stats.percentile(h, p)
         assert abs(int(got) - int(exact)) <= exact / 100 + 1, (p, got, exact)
-        assert got == h["c_percentiles"][p]          # Python walk == C walk
+        assert got == h["c_percentiles"][p]  # Python walk == C walk
     assert stats.percentile(h, 100.0) == values.max()
     assert stats.summary(h)["mean"] == pytest.approx(values.mean(), rel=1e-9)
 
@@ -75,7 +75,7 @@ def test_engines_registry():
     assert names["null"][0] & _core.CAP_NOIO
     assert names["posix"][0] & _core.CAP_DIRECT
     if not names["io_uring"][1]:
-        assert names["io_uring"][2]   # unavailable engines say why
+        assert names["io_uring"][2]  # unavailable engines say why
 
 
 def plan(nops, length=4096, file=0):
@@ -94,7 +94,7 @@ def test_read_past_eof_names_path_and_offset(tmp_path):
     e = ei.value
     assert e.errno == errno.ENODATA and e.filename == str(f) and e.offset == 8192
     assert "unexpected end of file" in str(e) and str(f) in str(e)
-    assert e.result["ops"] == 2 and e.result["bytes"] == 8192   # what completed is kept
+    assert e.result["ops"] == 2 and e.result["bytes"] == 8192  # what completed is kept
 
 
 def test_missing_file_is_enoent_with_path(tmp_path):
@@ -111,7 +111,7 @@ def test_fault_injection_eio_on_nth_request_keeps_stats(qd):
         run.execute()
     e = ei.value
     assert e.errno == errno.EIO and e.filename == "/virtual/file"
-    assert e.offset == 4 * 4096                       # the 5th request
+    assert e.offset == 4 * 4096  # the 5th request
     assert e.result["ops"] >= 4 and e.result["bytes"] == e.result["ops"] * 4096
     assert e.result["lat"]["count"] == e.result["ops"]
 
@@ -142,8 +142,9 @@ def test_soak_4_threads_qd64_loses_no_bytes(tmp_path):
     one_pass = _core.Run("io", engine, [str(f)], ops, threads=4, qd=64, thread_first_op=first).execute()
     assert one_pass["ops"] == 2048 and one_pass["bytes"] == int(ops["length"].sum())
     assert sum(t["bytes"] for t in one_pass["threads"]) == one_pass["bytes"]
-    timed = _core.Run("io", engine, [str(f)], ops, threads=4, qd=64, thread_first_op=first,
-                      runtime_ns=1_000_000_000, loop=True).execute()
+    timed = _core.Run(
+        "io", engine, [str(f)], ops, threads=4, qd=64, thread_first_op=first, runtime_ns=1_000_000_000, loop=True
+    ).execute()
     assert timed["errors"] == 0 and timed["bytes"] == timed["ops"] * 4096
     assert sum(t["ops"] for t in timed["threads"]) == timed["ops"]
     assert timed["lat"]["count"] == timed["ops"]
@@ -152,6 +153,7 @@ def test_soak_4_threads_qd64_loses_no_bytes(tmp_path):
 def test_stop_request_ends_a_long_run_quickly():
     import threading
     import time
+
     run = _core.Run("io", "null", ["/v"], plan(10), delay_ns=1_000_000, runtime_ns=60_000_000_000, loop=True)
     t = threading.Timer(0.3, run.request_stop)
     t0 = time.monotonic()
@@ -166,8 +168,10 @@ def ramfs(tmp_path):
     """A filesystem that refuses O_DIRECT (ramfs), mounted for the test (root only)."""
     d = tmp_path / "ramfs"
     d.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "ramfs", "ramfs", str(d)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["mount", "-t", "ramfs", "ramfs", str(d)], capture_output=True).returncode != 0
+    ):
         pytest.skip("cannot mount a ramfs here (needs root and mount permission)")
     yield d
     subprocess.run(["umount", str(d)], capture_output=True)
@@ -196,7 +200,7 @@ def test_written_blocks_are_all_different(tmp_path):
     res = _core.Run("io", "posix", [str(f)], ops, threads=1, qd=1).execute()
     assert res["bytes"] == n * bs and f.stat().st_size == n * bs
     data = f.read_bytes()
-    blocks = {data[i:i + 4096] for i in range(0, len(data), 4096)}
+    blocks = {data[i : i + 4096] for i in range(0, len(data), 4096)}
     assert len(blocks) == len(data) // 4096
     # the stamp holds the block's own offset
     assert int.from_bytes(data[8192:8200], "little") == 8192
@@ -226,8 +230,9 @@ def test_fsync_flag_flushes_after_the_files_writes(tmp_path, engine, qd):
     ops = np.concatenate([plan(16, 65536, file=0), plan(16, 65536, file=1)])
     ops["op"] = _core.OP_WRITE
     ops["flags"][[15, 31]] = _core.OPF_FSYNC
-    res = _core.Run("io", engine, paths, ops, threads=2, qd=qd,
-                    thread_first_op=np.array([0, 16, 32], dtype=np.uint64)).execute()
+    res = _core.Run(
+        "io", engine, paths, ops, threads=2, qd=qd, thread_first_op=np.array([0, 16, 32], dtype=np.uint64)
+    ).execute()
     assert res["bytes"] == 32 * 65536
     assert all(t["fsync_ns"] > 0 for t in res["threads"])
     assert all(os.path.getsize(p) == 16 * 65536 for p in paths)

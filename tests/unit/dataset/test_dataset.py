@@ -1,5 +1,6 @@
 """Dataset layout (DLIO's names, folders and shape draws), the generation driver (skip/remake,
 temporary names, free-space check, ranks, progress) and the manifest (generated vs scanned)."""
+
 import os
 import struct
 from collections import namedtuple
@@ -17,8 +18,15 @@ _core = pytest.importorskip("dlio._core")
 
 
 def spec_of(tmp_path, fmt="npy", **kw):
-    base = dict(data_folder=str(tmp_path / "data") + "/", format=fmt, num_files_train=4, num_files_eval=2,
-                num_samples_per_file=3, record_length_bytes=1024, record_length_bytes_stdev=256)
+    base = dict(
+        data_folder=str(tmp_path / "data") + "/",
+        format=fmt,
+        num_files_train=4,
+        num_files_eval=2,
+        num_samples_per_file=3,
+        record_length_bytes=1024,
+        record_length_bytes_stdev=256,
+    )
     base.update(kw)
     return DatasetSpec(**base)
 
@@ -30,20 +38,30 @@ def tmp_files(root):
 # ---------------------------------------------------------------------------------------------
 # names and shapes
 
+
 def test_names_flat_like_dlio():
     s = DatasetSpec(data_folder="/d/", format="npz", num_files_train=168, num_files_eval=8)
     tr = file_paths(s, "train")
     assert len(tr) == 168 and tr[7] == "/d/train/img_007_of_168.npz" and tr[167] == "/d/train/img_167_of_168.npz"
     assert file_paths(s, "eval") == [f"/d/valid/img_{i}_of_8.npz" for i in range(8)]
-    assert file_paths(DatasetSpec(format="tfrecord", num_files_train=1, file_prefix="x"), "train") == \
-        ["./data/train/x_0_of_1.tfrecord"]
-    assert file_paths(DatasetSpec(format="mmap_indexed_binary", num_files_train=10), "train")[3] == \
-        "./data/train/img_03_of_10.mmap_indexed_binary"
+    assert file_paths(DatasetSpec(format="tfrecord", num_files_train=1, file_prefix="x"), "train") == [
+        "./data/train/x_0_of_1.tfrecord"
+    ]
+    assert (
+        file_paths(DatasetSpec(format="mmap_indexed_binary", num_files_train=10), "train")[3]
+        == "./data/train/img_03_of_10.mmap_indexed_binary"
+    )
 
 
 def test_names_subfolders_like_dlio():
-    s = DatasetSpec(data_folder="/d", format="jpeg", num_files_train=25, num_subfolders_train=10,
-                    num_files_eval=5, num_subfolders_eval=3)
+    s = DatasetSpec(
+        data_folder="/d",
+        format="jpeg",
+        num_files_train=25,
+        num_subfolders_train=10,
+        num_files_eval=5,
+        num_subfolders_eval=3,
+    )
     tr = file_paths(s, "train")
     assert tr[13] == "/d/train/03/img_13_of_25.jpeg"  # subfolder width len(str(10)) = 2
     assert tr[0] == "/d/train/00/img_00_of_25.jpeg" and tr[9] == "/d/train/09/img_09_of_25.jpeg"
@@ -60,8 +78,13 @@ def test_names_imagenet_scale_fast():
 
 
 def test_dims_follow_dlio_seed10_rule():
-    s = DatasetSpec(format="npz", num_files_train=5, num_files_eval=3, record_length_bytes=146600628,
-                    record_length_bytes_stdev=68341808)
+    s = DatasetSpec(
+        format="npz",
+        num_files_train=5,
+        num_files_eval=3,
+        record_length_bytes=146600628,
+        record_length_bytes_stdev=68341808,
+    )
     np.random.seed(10)
     D = int(np.sqrt(146600628))
     draws = np.random.normal(D, 68341808 / 2 / np.sqrt(146600628), 2 * 8)
@@ -87,18 +110,24 @@ def test_dataset_bytes_estimate(tmp_path):
     for fmt in ("npy", "npz", "tfrecord", "indexed_binary", "hdf5", "jpeg"):
         s = spec_of(tmp_path / fmt, fmt, num_samples_per_file=2)
         generate(s, threads=2)
-        actual = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(s.data_folder)
-                     for f in fs if ".dlio-fast" not in d)
+        actual = sum(
+            os.path.getsize(os.path.join(d, f))
+            for d, _, fs in os.walk(s.data_folder)
+            for f in fs
+            if ".dlio-fast" not in d
+        )
         est = dataset_bytes(s)
         assert abs(est - actual) / actual < 0.1, (fmt, est, actual)
-    big = DatasetSpec(format="npz", num_files_train=168, record_length_bytes=146600628,
-                      record_length_bytes_stdev=68341808)
+    big = DatasetSpec(
+        format="npz", num_files_train=168, record_length_bytes=146600628, record_length_bytes_stdev=68341808
+    )
     dims = file_dims(big, "train")
     assert abs(dataset_bytes(big) - int(np.prod(dims, axis=1).sum())) < 168 * 1000
 
 
 # ---------------------------------------------------------------------------------------------
 # generation
+
 
 def test_generate_skip_and_remake_only_broken_file(tmp_path):
     s = spec_of(tmp_path)
@@ -160,7 +189,8 @@ def test_failed_write_leaves_no_temp_and_no_final(tmp_path):
     r = generate(s, threads=2)
     assert r.files_written == 1 and r.files_skipped == 5
     assert os.path.getsize(victim) == get_format("tfrecord").expected_size(
-        tuple(all_dims(s)[3]), s.num_samples_per_file, s)
+        tuple(all_dims(s)[3]), s.num_samples_per_file, s
+    )
 
 
 def test_stale_temp_files_are_removed(tmp_path):
@@ -226,7 +256,7 @@ def test_progress_callback(tmp_path):
     seen = []
     generate(s, threads=2, progress=lambda b, f: seen.append((b, f)))
     total = sum(os.path.getsize(p) for p in file_paths(s, "train") + file_paths(s, "valid"))
-    assert seen and seen == sorted(seen) and seen[-1] == (total, 6)   # polled: running totals, then all
+    assert seen and seen == sorted(seen) and seen[-1] == (total, 6)  # polled: running totals, then all
     seen.clear()
     generate(s, progress=lambda b, f: seen.append((b, f)))
     assert seen == [(total, 6)]
@@ -234,6 +264,7 @@ def test_progress_callback(tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # manifest
+
 
 def test_manifest_whole_file_values(tmp_path):
     s = spec_of(tmp_path, "npy", record_element_type="float32")
@@ -310,7 +341,7 @@ def test_checksums(tmp_path):
         rf, _, ro, rl = m.ranges()
         for k in np.flatnonzero(rf == f):
             o, n = int(ro[k]), int(rl[k])
-            assert int(m.range_crc32c[k]) == _core.crc32c(data[o:o + n])
+            assert int(m.range_crc32c[k]) == _core.crc32c(data[o : o + n])
 
 
 def test_missing_and_short_datasets(tmp_path):
@@ -340,9 +371,16 @@ def test_dlio_listing_takes_first_n_of_a_larger_dataset(tmp_path):
 
 
 def test_spec_from_dlio_dict():
-    s = DatasetSpec.from_dict({"data_folder": "x/", "format": "hdf5", "record_length": 4096,
-                               "record_length_stdev": 10, "num_files_train": 3,
-                               "hdf5": {"chunk_dims": [1, 8, 8], "num_dset_per_record": 2}})
+    s = DatasetSpec.from_dict(
+        {
+            "data_folder": "x/",
+            "format": "hdf5",
+            "record_length": 4096,
+            "record_length_stdev": 10,
+            "num_files_train": 3,
+            "hdf5": {"chunk_dims": [1, 8, 8], "num_dset_per_record": 2},
+        }
+    )
     assert (s.data_folder, s.record_length_bytes, s.record_length_bytes_stdev) == ("x", 4096, 10)
     assert s.hdf5_chunk_dims == (1, 8, 8) and s.hdf5_num_dset_per_record == 2
     assert DatasetSpec(format="jpeg", record_element_type="float32").record_element_type == "uint8"
@@ -352,6 +390,7 @@ def test_spec_from_dlio_dict():
 
 # ---------------------------------------------------------------------------------------------
 # regular files: the manifest keeps one first offset per file (dlio.dataset.ranges)
+
 
 @pytest.mark.parametrize("fmt", ["tfrecord", "indexed_binary"])
 @pytest.mark.parametrize("ranks", [1, 3])
@@ -364,7 +403,7 @@ def test_fixed_size_records_give_a_uniform_table(tmp_path, fmt, ranks):
     scanned = scan_manifest(s, "train")
     assert scanned.table.uniform
     assert all(np.array_equal(a, b) for a, b in zip(m.ranges(), scanned.ranges()))
-    if fmt == "tfrecord":   # against the bytes themselves
+    if fmt == "tfrecord":  # against the bytes themselves
         for f, p in enumerate(m.paths):
             smp, off, ln = m.table.of_file(f)
             assert list(zip(off.tolist(), ln.tolist())) == records_on_disk(p) and smp.tolist() == list(range(7))
@@ -384,4 +423,4 @@ def test_checksums_of_a_uniform_table(tmp_path):
     for f, p in enumerate(m.paths):
         data = open(p, "rb").read()
         for k in np.flatnonzero(rf == f):
-            assert int(m.range_crc32c[k]) == _core.crc32c(data[int(ro[k]):int(ro[k] + rl[k])])
+            assert int(m.range_crc32c[k]) == _core.crc32c(data[int(ro[k]) : int(ro[k] + rl[k])])

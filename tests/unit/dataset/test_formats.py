@@ -1,6 +1,7 @@
 """Each format's files are real files of that format, read back with the format's own library
 (numpy, h5py, Pillow, csv) or an independent hand-written reader (TFRecord framing, protobuf wire
 format, CRC32C), with DLIO's shapes, names and layouts."""
+
 import csv
 import io
 import os
@@ -11,10 +12,10 @@ import zlib
 import numpy as np
 import pytest
 
+from dlio.dataset.formats import FORMATS, get_format
 from dlio.dataset.generate import generate
 from dlio.dataset.manifest import load_manifest
 from dlio.dataset.spec import DatasetSpec, file_dims, file_paths
-from dlio.dataset.formats import FORMATS, get_format
 from dlio.errors import ConfigError
 
 _core = pytest.importorskip("dlio._core")
@@ -22,6 +23,7 @@ _core = pytest.importorskip("dlio._core")
 
 # ---------------------------------------------------------------------------------------------
 # independent helpers
+
 
 def _crc32c_table():
     tab = []
@@ -68,7 +70,7 @@ def parse_fields(b):
             v, pos = read_varint(b, pos)
         elif wt == 2:
             n, pos = read_varint(b, pos)
-            v = b[pos:pos + n]
+            v = b[pos : pos + n]
             pos += n
         else:
             raise AssertionError(f"unexpected wire type {wt}")
@@ -79,18 +81,18 @@ def parse_fields(b):
 
 def decode_example(b):
     """tf.train.Example -> {key: ('bytes', [..]) | ('int64', [..])}."""
-    (f, wt, features), = parse_fields(b)
+    ((f, wt, features),) = parse_fields(b)
     assert (f, wt) == (1, 2)
     out = {}
     for f, wt, entry in parse_fields(features):
         assert (f, wt) == (1, 2)
         kv = dict((ff, v) for ff, _, v in parse_fields(entry))
         key = kv[1].decode()
-        (kind, _, lst), = parse_fields(kv[2])
+        ((kind, _, lst),) = parse_fields(kv[2])
         if kind == 1:
             out[key] = ("bytes", [v for _, _, v in parse_fields(lst)])
         elif kind == 3:
-            (ff, wt2, packed), = parse_fields(lst)
+            ((ff, wt2, packed),) = parse_fields(lst)
             vals, p = [], 0
             while p < len(packed):
                 v, p = read_varint(packed, p)
@@ -106,8 +108,8 @@ def read_tfrecords(path):
     while pos < len(data):
         (n,) = struct.unpack_from("<Q", data, pos)
         (lcrc,) = struct.unpack_from("<I", data, pos + 8)
-        assert lcrc == masked(crc32c_py(data[pos:pos + 8]))
-        payload = data[pos + 12:pos + 12 + n]
+        assert lcrc == masked(crc32c_py(data[pos : pos + 8]))
+        payload = data[pos + 12 : pos + 12 + n]
         assert len(payload) == n
         (dcrc,) = struct.unpack_from("<I", data, pos + 12 + n)
         assert dcrc == masked(crc32c_py(payload))
@@ -133,16 +135,22 @@ def expected_dims(ntrain, neval, L, stdev):
 def make(tmp_path, fmt, spf=3, **kw):
     kw.setdefault("record_length_bytes", 1024)
     kw.setdefault("record_length_bytes_stdev", 256)
-    spec = DatasetSpec(data_folder=str(tmp_path / fmt), format=fmt, num_files_train=4, num_files_eval=2,
-                       num_samples_per_file=spf, **kw)
+    spec = DatasetSpec(
+        data_folder=str(tmp_path / fmt), format=fmt, num_files_train=4, num_files_eval=2, num_samples_per_file=spf, **kw
+    )
     res = generate(spec, threads=2)
     assert res.files_written == 6 and res.files_skipped == 0
     return spec
 
 
 def all_files(spec):
-    dims = expected_dims(spec.num_files_train, spec.num_files_eval, spec.record_length_bytes,
-                         spec.record_length_bytes_stdev) if not spec.record_dims else None
+    dims = (
+        expected_dims(
+            spec.num_files_train, spec.num_files_eval, spec.record_length_bytes, spec.record_length_bytes_stdev
+        )
+        if not spec.record_dims
+        else None
+    )
     paths = file_paths(spec, "train") + file_paths(spec, "valid")
     if dims is None:
         dims = [tuple(spec.record_dims)] * len(paths)
@@ -151,9 +159,20 @@ def all_files(spec):
 
 # ---------------------------------------------------------------------------------------------
 
+
 def test_registry():
-    assert set(FORMATS) == {"npz", "npy", "hdf5", "tfrecord", "jpeg", "png", "csv", "indexed_binary",
-                            "mmap_indexed_binary", "synthetic"}
+    assert set(FORMATS) == {
+        "npz",
+        "npy",
+        "hdf5",
+        "tfrecord",
+        "jpeg",
+        "png",
+        "csv",
+        "indexed_binary",
+        "mmap_indexed_binary",
+        "synthetic",
+    }
     for f in FORMATS:
         assert get_format(f).EXT == f
     assert get_format("npz").WHOLE_FILE and get_format("jpeg").WHOLE_FILE and get_format("csv").WHOLE_FILE
@@ -209,6 +228,7 @@ def test_npy(tmp_path, spf):
 
 def _h5_check(spec, k=1):
     import h5py
+
     for path, dims in all_files(spec):
         spf = spec.num_samples_per_file
         ex = get_format("hdf5").extents(path, spf, spec)
@@ -237,7 +257,7 @@ def test_hdf5_contiguous_extents_point_at_samples(tmp_path, spf):
         assert s.tolist() == list(range(spf))
         for j in range(spf):
             want = ds[j].tobytes()
-            assert ln[j] == len(want) and raw[o[j]:o[j] + ln[j]] == want
+            assert ln[j] == len(want) and raw[o[j] : o[j] + ln[j]] == want
 
 
 def test_hdf5_multi_dataset_record_dims(tmp_path):
@@ -247,13 +267,21 @@ def test_hdf5_multi_dataset_record_dims(tmp_path):
         assert s.tolist() == [0, 0, 1, 1, 2, 2]
         for r in range(6):
             j, ds = s[r], hf[f"records_{r % 2}"]
-            assert raw[o[r]:o[r] + ln[r]] == ds[j].tobytes()
+            assert raw[o[r] : o[r] + ln[r]] == ds[j].tobytes()
 
 
 @pytest.mark.parametrize("compression", ["none", "gzip"])
 def test_hdf5_chunked_extents_are_the_chunks(tmp_path, compression):
-    spec = make(tmp_path, "hdf5", 5, record_length_bytes=400, record_length_bytes_stdev=0,
-                hdf5_chunk_dims=(2, 20, 20), compression=compression, compression_level=4)
+    spec = make(
+        tmp_path,
+        "hdf5",
+        5,
+        record_length_bytes=400,
+        record_length_bytes_stdev=0,
+        hdf5_chunk_dims=(2, 20, 20),
+        compression=compression,
+        compression_level=4,
+    )
     for hf, path, (s, o, ln), raw in _h5_check(spec):
         ds = hf["records_0"]
         assert ds.chunks == (2, 20, 20)
@@ -262,11 +290,11 @@ def test_hdf5_chunked_extents_are_the_chunks(tmp_path, compression):
         assert s.tolist() == [0, 1, 2, 3, 4]  # one chunk per sample here, chunk rows 0,0,1,1,2
         for r in range(5):
             j = s[r]
-            rows = ds[(j // 2) * 2:(j // 2) * 2 + 2]
-            chunk = raw[o[r]:o[r] + ln[r]]
+            rows = ds[(j // 2) * 2 : (j // 2) * 2 + 2]
+            chunk = raw[o[r] : o[r] + ln[r]]
             if compression == "gzip":
                 chunk = zlib.decompress(chunk)
-            assert chunk[:rows.nbytes] == rows.tobytes()
+            assert chunk[: rows.nbytes] == rows.tobytes()
         assert o[0] == o[1] and o[2] == o[3] and o[0] != o[2]
 
 
@@ -296,6 +324,7 @@ def test_tfrecord_framing_crc_proto_and_index(tmp_path, spf):
 def test_tfrecord_matches_protobuf_runtime():
     pytest.importorskip("google.protobuf")
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
     F = descriptor_pb2.FieldDescriptorProto
     fdp = descriptor_pb2.FileDescriptorProto(name="dlio_ex.proto", package="tfx", syntax="proto3")
 
@@ -303,27 +332,43 @@ def test_tfrecord_matches_protobuf_runtime():
         m = fdp.message_type.add()
         m.name = name
         return m
+
     msg("BytesList").field.add(name="value", number=1, type=F.TYPE_BYTES, label=F.LABEL_REPEATED)
     msg("Int64List").field.add(name="value", number=1, type=F.TYPE_INT64, label=F.LABEL_REPEATED)
     feat = msg("Feature")
     feat.oneof_decl.add(name="kind")
-    feat.field.add(name="bytes_list", number=1, type=F.TYPE_MESSAGE, type_name=".tfx.BytesList",
-                   label=F.LABEL_OPTIONAL, oneof_index=0)
-    feat.field.add(name="int64_list", number=3, type=F.TYPE_MESSAGE, type_name=".tfx.Int64List",
-                   label=F.LABEL_OPTIONAL, oneof_index=0)
+    feat.field.add(
+        name="bytes_list",
+        number=1,
+        type=F.TYPE_MESSAGE,
+        type_name=".tfx.BytesList",
+        label=F.LABEL_OPTIONAL,
+        oneof_index=0,
+    )
+    feat.field.add(
+        name="int64_list",
+        number=3,
+        type=F.TYPE_MESSAGE,
+        type_name=".tfx.Int64List",
+        label=F.LABEL_OPTIONAL,
+        oneof_index=0,
+    )
     fs = msg("Features")
     e = fs.nested_type.add(name="FeatureEntry")
     e.options.map_entry = True
     e.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
     e.field.add(name="value", number=2, type=F.TYPE_MESSAGE, type_name=".tfx.Feature", label=F.LABEL_OPTIONAL)
-    fs.field.add(name="feature", number=1, type=F.TYPE_MESSAGE, type_name=".tfx.Features.FeatureEntry",
-                 label=F.LABEL_REPEATED)
-    msg("Example").field.add(name="features", number=1, type=F.TYPE_MESSAGE, type_name=".tfx.Features",
-                             label=F.LABEL_OPTIONAL)
+    fs.field.add(
+        name="feature", number=1, type=F.TYPE_MESSAGE, type_name=".tfx.Features.FeatureEntry", label=F.LABEL_REPEATED
+    )
+    msg("Example").field.add(
+        name="features", number=1, type=F.TYPE_MESSAGE, type_name=".tfx.Features", label=F.LABEL_OPTIONAL
+    )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
     Example = message_factory.GetMessageClass(pool.FindMessageTypeByName("tfx.Example"))
     from dlio.dataset.formats.tfrecord import example_parts
+
     for n in (0, 127, 128, 16384, 114244):
         img = bytes(range(256)) * (n // 256) + bytes(n % 256)
         p, s = example_parts(n)
@@ -336,6 +381,7 @@ def test_tfrecord_matches_protobuf_runtime():
 @pytest.mark.parametrize("fmt", ["jpeg", "png"])
 def test_images_decode_and_have_the_record_size(tmp_path, fmt):
     from PIL import Image
+
     spec = make(tmp_path, fmt, 1, record_length_bytes=150528, record_length_bytes_stdev=20000)
     sizes = []
     for path, dims in all_files(spec):
@@ -355,6 +401,7 @@ def test_images_decode_and_have_the_record_size(tmp_path, fmt):
 @pytest.mark.parametrize("fmt", ["jpeg", "png"])
 def test_images_small_and_odd_targets(tmp_path, fmt):
     from PIL import Image
+
     spec = make(tmp_path, fmt, 1, record_length_bytes=3000, record_length_bytes_stdev=900)
     for path, dims in all_files(spec):
         assert os.path.getsize(path) == dims[0] * dims[1]
@@ -398,7 +445,7 @@ def test_indexed_binary(tmp_path, fmt):
         s, o, ln = get_format(fmt).extents(path, 3, spec)
         assert s.tolist() == [0, 1, 2] and o.tolist() == off.tolist() and ln.tolist() == sz.tolist()
         data = open(path, "rb").read()
-        assert len({data[a:a + 64] for a in off.tolist()}) == 3
+        assert len({data[a : a + 64] for a in off.tolist()}) == 3
 
 
 def test_synthetic(tmp_path):

@@ -1,5 +1,6 @@
 """The maxacc search on an analytic storage: AU(N) = min(100, 100 x capacity / N) percent, so the
 answer is floor(capacity / threshold) whatever the search path."""
+
 import math
 
 import pytest
@@ -18,6 +19,7 @@ def model(capacity, noise=None):
             au += noise(n, len([c for c in calls if c[0] == n]))
         calls.append((n, kind))
         return Probe(n, au, 10.0 * n, 1.0 * n, kind=kind)
+
     return measure, calls
 
 
@@ -29,7 +31,7 @@ def test_answer_is_the_largest_n_at_or_above_threshold(capacity):
     assert res.answer == want
     if want:
         assert calls[-1] == (want, "confirm")
-        assert sum(1 for n, _ in calls if n == want) >= 3                 # repeats at the edge + confirmation
+        assert sum(1 for n, _ in calls if n == want) >= 3  # repeats at the edge + confirmation
     assert len(calls) <= 2 * math.ceil(math.log2(64)) + 6
 
 

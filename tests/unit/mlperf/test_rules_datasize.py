@@ -1,5 +1,6 @@
 """MLPerf Storage presets against the source figures (field review section 2), the rules registry, and
 the dataset-size rule (Rules 3.1.2) against worked examples computed here by hand."""
+
 import pytest
 
 from dlio.config import load_config
@@ -46,9 +47,13 @@ def test_b200_compute_is_half_the_h100_and_demands_5_90_gib_per_s():
 @pytest.mark.parametrize("model", ["unet3d", "retinanet"])
 def test_mi355_shares_the_dataset_and_says_its_compute_is_not_public(model):
     b, m = load_config(workload=f"{model}_b200", env={}), load_config(workload=f"{model}_mi355", env={})
-    assert (m.dataset.format, m.dataset.record_length_bytes, m.metric.au) == \
-        (b.dataset.format, b.dataset.record_length_bytes, b.metric.au)
+    assert (m.dataset.format, m.dataset.record_length_bytes, m.metric.au) == (
+        b.dataset.format,
+        b.dataset.record_length_bytes,
+        b.metric.au,
+    )
     from dlio.config.workloads import workload_text
+
     assert "NOT PUBLIC" in workload_text(f"{model}_mi355")
     assert rules.rule(f"{model}_mi355", "v3.0").figures_public is False
     assert "compute not public" in rules.label(f"{model}_mi355")
@@ -56,10 +61,10 @@ def test_mi355_shares_the_dataset_and_says_its_compute_is_not_public(model):
 
 def test_registry_versions_divisions_and_thresholds():
     assert rules.label("unet3d_b200") == "v3.0 closed"
-    assert rules.label("unet3d") == "v3.0 whatif, v2.0 closed"      # alias of unet3d_h100
+    assert rules.label("unet3d") == "v3.0 whatif, v2.0 closed"  # alias of unet3d_h100
     assert rules.label("default") == "-"
     assert rules.claimed("retinanet_mi355").au == 0.85
-    assert rules.claimed("unet3d_h100") is None                        # whatif in v3.0: nothing to refuse
+    assert rules.claimed("unet3d_h100") is None  # whatif in v3.0: nothing to refuse
     assert rules.rule("cosmoflow_h100", "v2.0").au == 0.70
     assert {r.model for r in rules.RULES["v3.0"].values() if r.division == "closed"} == {"unet3d", "retinanet"}
     with pytest.raises(DlioError, match="v2.0, v3.0"):
@@ -71,7 +76,7 @@ def test_datasize_steps_bound_unet3d_8_b200_512g():
     assert ds.samples_by_steps == 500 * 7 * 8 == 28000
     assert ds.samples_by_memory == ceil_div(512 * GiB * 5, 146600628) == 18751
     assert (ds.samples, ds.files) == (28000, 28000)
-    assert ds.bytes_on_disk > 28000 * 146_000_000   # ~146.6 MB per npz file
+    assert ds.bytes_on_disk > 28000 * 146_000_000  # ~146.6 MB per npz file
 
 
 def test_datasize_memory_bound_retinanet_16_on_2_hosts():
@@ -82,9 +87,10 @@ def test_datasize_memory_bound_retinanet_16_on_2_hosts():
 
 
 def test_datasize_rounds_files_up_by_samples_per_file():
-    ds = datasize.minimum(batch=400, accelerators=2, hosts=1, host_memory_bytes=GiB, record_bytes=114660.07,
-                          samples_per_file=1251)
-    by_mem = -(-(GiB * 5 * 100) // 11466007)          # ceil(5 GiB / 114660.07), exact in integers
+    ds = datasize.minimum(
+        batch=400, accelerators=2, hosts=1, host_memory_bytes=GiB, record_bytes=114660.07, samples_per_file=1251
+    )
+    by_mem = -(-(GiB * 5 * 100) // 11466007)  # ceil(5 GiB / 114660.07), exact in integers
     assert ds.samples == max(400_000, by_mem) == 400_000
     assert ds.files == ceil_div(400_000, 1251) == 320
 

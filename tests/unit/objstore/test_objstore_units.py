@@ -1,4 +1,5 @@
 """dlio.objstore without a server: settings, URIs, op-log parsing, the record arithmetic."""
+
 import numpy as np
 import pytest
 
@@ -12,22 +13,31 @@ ENV = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ACCESS_KEY_ID": "ak", "
 def test_resolve_precedence():
     s = settings.resolve(environ=ENV)
     assert (s.endpoint, s.access_key, s.secret_key, s.region) == ("http://127.0.0.1:9000", "ak", "sk", "us-east-1")
-    s = settings.resolve("http://h:1/", {"access_key_id": "k2", "region": "eu-west-1", "s3_max_attempts": 3},
-                         environ=ENV)
-    assert (s.endpoint, s.access_key, s.secret_key, s.region, s.max_attempts) == ("http://h:1", "k2", "sk",
-                                                                                 "eu-west-1", 3)
+    s = settings.resolve(
+        "http://h:1/", {"access_key_id": "k2", "region": "eu-west-1", "s3_max_attempts": 3}, environ=ENV
+    )
+    assert (s.endpoint, s.access_key, s.secret_key, s.region, s.max_attempts) == (
+        "http://h:1",
+        "k2",
+        "sk",
+        "eu-west-1",
+        3,
+    )
     env = s.child_env()
     assert env["AWS_MAX_ATTEMPTS"] == env["S3DLIO_MAX_RETRY_ATTEMPTS"] == "3"
     assert env["S3DLIO_ENABLE_RANGE_OPTIMIZATION"] == "0"
 
 
-@pytest.mark.parametrize("kw,msg", [
-    ({"environ": {}}, "no S3 endpoint"),
-    ({"environ": {"AWS_ENDPOINT_URL": "ftp://x"}}, "expected http://HOST:PORT"),
-    ({"environ": {"AWS_ENDPOINT_URL": "http://x:1"}}, "no S3 credentials"),
-    ({"environ": ENV, "storage_options": {"endpoint": "x"}}, "unknown key(s) endpoint"),
-    ({"environ": ENV, "storage_options": {"s3_max_attempts": "many"}}, "s3_max_attempts 'many'"),
-])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        ({"environ": {}}, "no S3 endpoint"),
+        ({"environ": {"AWS_ENDPOINT_URL": "ftp://x"}}, "expected http://HOST:PORT"),
+        ({"environ": {"AWS_ENDPOINT_URL": "http://x:1"}}, "no S3 credentials"),
+        ({"environ": ENV, "storage_options": {"endpoint": "x"}}, "unknown key(s) endpoint"),
+        ({"environ": ENV, "storage_options": {"s3_max_attempts": "many"}}, "s3_max_attempts 'many'"),
+    ],
+)
 def test_resolve_errors(kw, msg):
     with pytest.raises(DlioError, match=msg.replace("(", r"\(").replace(")", r"\)")):
         settings.resolve(**kw)
@@ -45,18 +55,46 @@ HEAD = "\t".join(oplog.COLUMNS)
 
 
 def row(i, op, nbytes, err, start_us, fb_us, end_us):
-    t = lambda us: f"2026-11-30T20:00:00.{us:06d}000Z"   # noqa: E731
-    return "\t".join(map(str, (i, 7, op, "k", 1, nbytes, "http://e", f"p/o{i}", err, t(start_us), t(fb_us),
-                               t(end_us), (end_us - start_us) * 1000)))
+    t = lambda us: f"2026-11-30T20:00:00.{us:06d}000Z"  # noqa: E731
+    return "\t".join(
+        map(
+            str,
+            (
+                i,
+                7,
+                op,
+                "k",
+                1,
+                nbytes,
+                "http://e",
+                f"p/o{i}",
+                err,
+                t(start_us),
+                t(fb_us),
+                t(end_us),
+                (end_us - start_us) * 1000,
+            ),
+        )
+    )
 
 
 def test_oplog_parse_and_point_record():
-    text = "\n".join([HEAD, row(0, "GET", 1000, "", 100, 150, 300), row(1, "GET", 1000, "", 200, 260, 500),
-                      row(2, "GET", 0, "boom", 400, 400, 900), row(3, "GET", 1000, "", 600, 700, 1100)]) + "\n"
+    text = (
+        "\n".join(
+            [
+                HEAD,
+                row(0, "GET", 1000, "", 100, 150, 300),
+                row(1, "GET", 1000, "", 200, 260, 500),
+                row(2, "GET", 0, "boom", 400, 400, 900),
+                row(3, "GET", 1000, "", 600, 700, 1100),
+            ]
+        )
+        + "\n"
+    )
     rows = oplog.parse(text.encode())
     assert list(rows["duration"]) == [200_000, 300_000, 500_000, 500_000]
     assert list(rows["first_byte"] - rows["start"]) == [50_000, 60_000, 0, 100_000]
-    base = rows["start"][0] - 100_000     # 20:00:00.000000
+    base = rows["start"][0] - 100_000  # 20:00:00.000000
     answer = {"errors": [], "measure_start": base + 150_000, "wall_ns": 10**6, "cpu_s": 0.001, "oplog_lost": 0}
     rec = points.point_record(points.S3Point("read", 1000, 2, 1, 1000), rows, answer)
     # the first request started before the measured interval; the third failed
@@ -97,4 +135,5 @@ def test_object_keys_and_counts():
     r = points.S3Point("randread", 4096, 4, 3, 1 << 20)
     assert points.objects_to_create("pre/", [r, p]) == [
         (4096, sorted(k for ks in keys for k in ks)),
-        (1 << 20, [f"pre/.dlio-fast-io/range-{1 << 20}/o{t}" for t in range(3)])]
+        (1 << 20, [f"pre/.dlio-fast-io/range-{1 << 20}/o{t}" for t in range(3)]),
+    ]

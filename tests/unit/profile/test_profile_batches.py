@@ -2,6 +2,7 @@
 threads each read whole batches (an npz-like header read + payload read per file), the trainer
 releases a batch every period. Loading time per file is drawn from a wide lognormal, as on a
 loaded machine, so that no single gap threshold separates the batches."""
+
 import numpy as np
 import pytest
 
@@ -20,8 +21,8 @@ def loader_trace(batch, threads, steps, period_ms, load_ms, epochs=2, seed=0, bo
     rng = np.random.default_rng(seed)
     rows, fid, t_epoch = [], 0, 0
     for ep in range(epochs):
-        free = [t_epoch] * threads                 # when each worker is done with its last batch
-        took = [0] * steps                         # when the trainer took batch k
+        free = [t_epoch] * threads  # when each worker is done with its last batch
+        took = [0] * steps  # when the trainer took batch k
         for k in range(steps):
             w = k % threads
             release = t_epoch if (k < 2 or bound_by_readers) else took[k - 2]
@@ -39,11 +40,10 @@ def loader_trace(batch, threads, steps, period_ms, load_ms, epochs=2, seed=0, bo
     return ev[np.argsort(ev["t"], kind="stable")]
 
 
-@pytest.mark.parametrize("batch,threads,load_ms", [(4, 2, 1.0), (4, 2, 6.0), (8, 4, 3.0), (3, 1, 4.0),
-                                                   (16, 2, 0.5)])
+@pytest.mark.parametrize("batch,threads,load_ms", [(4, 2, 1.0), (4, 2, 6.0), (8, 4, 3.0), (3, 1, 4.0), (16, 2, 0.5)])
 def test_batch_size_and_period_from_reader_pauses(batch, threads, load_ms):
     period = 50.0
-    assert batch * load_ms * 1.7 < threads * period      # compute-bound: readers wait for the trainer
+    assert batch * load_ms * 1.7 < threads * period  # compute-bound: readers wait for the trainer
     rd = loader_trace(batch, threads, steps=12, period_ms=period, load_ms=load_ms)
     b = signals.batches(rd, whole=True)
     assert b["b"] == batch
@@ -72,7 +72,7 @@ def test_units_group_a_readers_reads_of_one_file():
     rd = loader_trace(4, 2, steps=4, period_ms=50, load_ms=1.0, epochs=1)
     u = signals.units(rd, whole=True)
     assert len(u["start"]) == 16 and np.all(u["reads"] == 2)
-    assert list(u["pos"]) == list(range(8)) * 2          # two readers, 8 files each
+    assert list(u["pos"]) == list(range(8)) * 2  # two readers, 8 files each
     assert len(signals.units(rd, whole=False)["start"]) == 32
 
 
@@ -81,5 +81,5 @@ def test_steady_period_leaves_out_fills_and_epoch_pauses_whatever_their_share():
     steady = 50 * MS + rng.normal(0, 0.5 * MS, 18)
     gaps = np.concatenate(([0.4 * MS, 2 * MS, 6 * MS], steady[:9], [172 * MS, 174 * MS, 183 * MS], steady[9:]))
     got = signals.steady_period(gaps)
-    assert sorted(got) == sorted(steady)               # 3 fills and 3 long pauses (13 %) all left out
+    assert sorted(got) == sorted(steady)  # 3 fills and 3 long pauses (13 %) all left out
     assert len(signals.steady_period(np.zeros(0))) == 0

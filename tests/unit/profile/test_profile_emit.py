@@ -1,4 +1,5 @@
 """The workload YAML and report written from inferred values (dlio.profile.emit)."""
+
 import numpy as np
 
 from dlio.profile.analyze import Inferred
@@ -6,17 +7,30 @@ from dlio.profile.emit import report, to_yaml, validate, workload
 
 
 def inferred():
-    v = {"files": 48, "format": "npz", "samples_per_file": 1, "record_length": 262144.0,
-         "record_length_stdev": 0.0, "subfolders": 0, "batch_size": 4, "read_threads": 2, "file_shuffle": False,
-         "pattern": "whole-file", "sequential": True, "epochs": 2, "computation_time": 0.05,
-         "computation_time_stdev": 0.001, "sizes": np.full(48, 262642)}
+    v = {
+        "files": 48,
+        "format": "npz",
+        "samples_per_file": 1,
+        "record_length": 262144.0,
+        "record_length_stdev": 0.0,
+        "subfolders": 0,
+        "batch_size": 4,
+        "read_threads": 2,
+        "file_shuffle": False,
+        "pattern": "whole-file",
+        "sequential": True,
+        "epochs": 2,
+        "computation_time": 0.05,
+        "computation_time_stdev": 0.001,
+        "sizes": np.full(48, 262642),
+    }
     return {k: Inferred(x, 1.0, f"evidence for {k}") for k, x in v.items()}
 
 
 def test_workload_loads_and_emulates_compute_off_the_cpu(tmp_path):
     wl = workload(inferred(), str(tmp_path / "data"))
     assert wl["reader"] == {"data_loader": "pytorch", "batch_size": 4, "read_threads": 2, "file_shuffle": "off"}
-    assert wl["train"] == {"epochs": 2, "computation_time": 0.05}      # stdev under 10 % of the mean: left out
+    assert wl["train"] == {"epochs": 2, "computation_time": 0.05}  # stdev under 10 % of the mean: left out
     assert wl["dlio_fast"] == {"compute_mode": "hybrid"}
     p = tmp_path / "workload.yaml"
     p.write_text(to_yaml(wl))

@@ -1,5 +1,6 @@
 """The trace parsers of `dlio-fast profile` on small hand-written traces: strace -f -tt -T, Darshan
 DXT text and DFTracer .pfw / .pfw.gz. Each expected event is written out by hand from the input."""
+
 import gzip
 import json
 
@@ -27,8 +28,19 @@ STRACE = """\
 
 def rows(tr):
     """(t ns, dur ns, pid, tid, op, path, offset, size) per event."""
-    return [(int(e["t"]), int(e["dur"]), int(e["pid"]), int(e["tid"]), int(e["op"]),
-             str(tr.paths[e["file"]]), int(e["offset"]), int(e["size"])) for e in tr.events]
+    return [
+        (
+            int(e["t"]),
+            int(e["dur"]),
+            int(e["pid"]),
+            int(e["tid"]),
+            int(e["op"]),
+            str(tr.paths[e["file"]]),
+            int(e["offset"]),
+            int(e["size"]),
+        )
+        for e in tr.events
+    ]
 
 
 def test_strace_opens_reads_offsets_unfinished_and_mmap(tmp_path):
@@ -39,12 +51,12 @@ def test_strace_opens_reads_offsets_unfinished_and_mmap(tmp_path):
     a, b = "/data/a.npz", "/data/b.npz"
     assert rows(tr) == [
         (0, 10_000, 1234, 1234, OP_OPEN, a, 0, 0),
-        (100_000, 20_000, 1234, 1234, OP_READ, a, 0, 4096),        # read() offset from the open
-        (150_000, 30_000, 1235, 1235, OP_READ, a, 4096, 8192),     # pread64's own offset; a thread's fd
-        (300_000, 100_000, 1234, 1234, OP_READ, a, 100, 50),       # after lseek; unfinished + resumed
+        (100_000, 20_000, 1234, 1234, OP_READ, a, 0, 4096),  # read() offset from the open
+        (150_000, 30_000, 1235, 1235, OP_READ, a, 4096, 8192),  # pread64's own offset; a thread's fd
+        (300_000, 100_000, 1234, 1234, OP_READ, a, 100, 50),  # after lseek; unfinished + resumed
         (310_000, 5_000, 1235, 1235, OP_OPEN, b, 0, 0),
-        (500_000, 5_000, 1234, 1234, OP_MMAP, b, 0, 65536),        # mmap of an fd another pid opened
-        (700_000, 2_000, 1234, 1234, OP_CLOSE, a, -1, 0),          # failed open and read after close: none
+        (500_000, 5_000, 1234, 1234, OP_MMAP, b, 0, 65536),  # mmap of an fd another pid opened
+        (700_000, 2_000, 1234, 1234, OP_CLOSE, a, -1, 0),  # failed open and read after close: none
         (900_000, 4_000, 1235, 1235, OP_WRITE, b, 0, 5),
     ]
 
@@ -74,33 +86,81 @@ def test_darshan_dxt_rows_ranks_and_mpiio_left_out(tmp_path):
     assert tr.source == "darshan"
     img, ck = "/data/img_0.jpeg", "/ckpt/model.pt"
     r = rows(tr)
-    assert [x[2:] for x in r] == [(0, 0, OP_READ, img, 0, 262144), (0, 0, OP_READ, img, 262144, 100),
-                                  (1, 1, OP_WRITE, ck, 0, 1048576)]   # the MPI-IO row repeats the POSIX one
-    assert [x[0] for x in r] == pytest.approx([0, 3_000_000, 501_000_000], abs=2)   # seconds -> ns, from 0
+    assert [x[2:] for x in r] == [
+        (0, 0, OP_READ, img, 0, 262144),
+        (0, 0, OP_READ, img, 262144, 100),
+        (1, 1, OP_WRITE, ck, 0, 1048576),
+    ]  # the MPI-IO row repeats the POSIX one
+    assert [x[0] for x in r] == pytest.approx([0, 3_000_000, 501_000_000], abs=2)  # seconds -> ns, from 0
     assert [x[1] for x in r] == pytest.approx([2_000_000, 100_000, 498_000_000], abs=2)
 
 
 PFW = [
     {"name": "FH", "ph": "M", "pid": 7, "tid": 7, "args": {"name": "/data/b.npz", "value": 77}},
-    {"id": 1, "name": "open64", "cat": "POSIX", "pid": 7, "tid": 8, "ts": 1000, "dur": 3, "ph": "X",
-     "args": {"fname": "/data/a.npz", "ret": 5}},
-    {"id": 2, "name": "read", "cat": "POSIX", "pid": 7, "tid": 8, "ts": 1010, "dur": 40, "ph": "X",
-     "args": {"fname": "/data/a.npz", "ret": 4096, "offset": 0}},
-    {"id": 3, "name": "pread64", "cat": "POSIX", "pid": 7, "tid": 9, "ts": 1020, "dur": 25, "ph": "X",
-     "args": {"fhash": 77, "ret": 8192, "offset": 4096}},
+    {
+        "id": 1,
+        "name": "open64",
+        "cat": "POSIX",
+        "pid": 7,
+        "tid": 8,
+        "ts": 1000,
+        "dur": 3,
+        "ph": "X",
+        "args": {"fname": "/data/a.npz", "ret": 5},
+    },
+    {
+        "id": 2,
+        "name": "read",
+        "cat": "POSIX",
+        "pid": 7,
+        "tid": 8,
+        "ts": 1010,
+        "dur": 40,
+        "ph": "X",
+        "args": {"fname": "/data/a.npz", "ret": 4096, "offset": 0},
+    },
+    {
+        "id": 3,
+        "name": "pread64",
+        "cat": "POSIX",
+        "pid": 7,
+        "tid": 9,
+        "ts": 1020,
+        "dur": 25,
+        "ph": "X",
+        "args": {"fhash": 77, "ret": 8192, "offset": 4096},
+    },
     {"id": 4, "name": "compute", "cat": "compute", "pid": 7, "tid": 8, "ts": 1100, "dur": 500, "ph": "X"},
-    {"id": 5, "name": "read", "cat": "POSIX", "pid": 7, "tid": 8, "ts": 1200, "dur": 2, "ph": "X",
-     "args": {"fname": "/data/a.npz", "ret": -1, "offset": 4096}},
-    {"id": 6, "name": "close", "cat": "POSIX", "pid": 7, "tid": 8, "ts": 1300, "dur": 1, "ph": "X",
-     "args": {"fname": "/data/a.npz", "ret": 0}},
+    {
+        "id": 5,
+        "name": "read",
+        "cat": "POSIX",
+        "pid": 7,
+        "tid": 8,
+        "ts": 1200,
+        "dur": 2,
+        "ph": "X",
+        "args": {"fname": "/data/a.npz", "ret": -1, "offset": 4096},
+    },
+    {
+        "id": 6,
+        "name": "close",
+        "cat": "POSIX",
+        "pid": 7,
+        "tid": 8,
+        "ts": 1300,
+        "dur": 1,
+        "ph": "X",
+        "args": {"fname": "/data/a.npz", "ret": 0},
+    },
 ]
 PFW_ROWS = [
     (0, 3000, 7, 8, OP_OPEN, "/data/a.npz", -1, 0),
     (10_000, 40_000, 7, 8, OP_READ, "/data/a.npz", 0, 4096),
-    (20_000, 25_000, 7, 9, OP_READ, "/data/b.npz", 4096, 8192),     # name from the FH metadata line
-    (200_000, 2000, 7, 8, OP_READ, "/data/a.npz", 4096, -1),        # a failed read keeps size -1
+    (20_000, 25_000, 7, 9, OP_READ, "/data/b.npz", 4096, 8192),  # name from the FH metadata line
+    (200_000, 2000, 7, 8, OP_READ, "/data/a.npz", 4096, -1),  # a failed read keeps size -1
     (300_000, 1000, 7, 8, OP_CLOSE, "/data/a.npz", -1, 0),
-]                                                                    # the compute span is left out
+]  # the compute span is left out
 
 
 def _pfw_text():
@@ -119,7 +179,7 @@ def test_pfw_gz_and_run_folder(tmp_path):
     with gzip.open(tmp_path / "trace-0-of-1.pfw.gz", "wt") as f:
         f.write(_pfw_text())
     assert rows(load_trace(str(tmp_path / "trace-0-of-1.pfw.gz"))) == PFW_ROWS
-    assert rows(load_trace(str(tmp_path))) == PFW_ROWS               # a run folder of `run --trace`
+    assert rows(load_trace(str(tmp_path))) == PFW_ROWS  # a run folder of `run --trace`
 
 
 def test_unknown_trace_is_a_one_line_error(tmp_path):

@@ -1,4 +1,5 @@
 """dlio.report.metrics against DLIO's formulas (docs/dlio-facts.md §3.3) computed by hand from synthetic timestamps."""
+
 import numpy as np
 import pytest
 
@@ -19,10 +20,13 @@ def synth(loads_ms, comps_ms, hook_ms=0.0, t0=10_000 * MS, bytes_per_step=None):
         t_end.append(t)
     n = len(loads_ms)
     nb = bytes_per_step if bytes_per_step is not None else [4096 * (i + 1) for i in range(n)]
-    return {"t_fetch": np.array(t_fetch, np.uint64), "t_ready": np.array(t_ready, np.uint64),
-            "t_end": np.array(t_end, np.uint64),
-            "compute_ns": np.array([int(c * MS) for c in comps_ms], np.uint64),
-            "bytes": np.array(nb, np.uint64)}
+    return {
+        "t_fetch": np.array(t_fetch, np.uint64),
+        "t_ready": np.array(t_ready, np.uint64),
+        "t_end": np.array(t_end, np.uint64),
+        "compute_ns": np.array([int(c * MS) for c in comps_ms], np.uint64),
+        "bytes": np.array(nb, np.uint64),
+    }
 
 
 def dlio_by_hand(loads_ms, comps_ms, hook_ms, batch, s=1, e_excl=0):
@@ -31,10 +35,10 @@ def dlio_by_hand(loads_ms, comps_ms, hook_ms, batch, s=1, e_excl=0):
     load = [x / 1e3 for x in loads_ms]
     comp = [x / 1e3 for x in comps_ms]
     proc = [a + b for a, b in zip(load, comp)]
-    wall = sum(load) + sum(comp) + n * hook_ms / 1e3      # start_block .. end_block
+    wall = sum(load) + sum(comp) + n * hook_ms / 1e3  # start_block .. end_block
     e_idx = n - 1 - e_excl
-    T = wall - sum(proc[:s]) - sum(proc[e_idx + 1:])
-    csum = sum(comp[s:e_idx + 1])
+    T = wall - sum(proc[:s]) - sum(proc[e_idx + 1 :])
+    csum = sum(comp[s : e_idx + 1])
     au = 100 * csum / T
     thr = (n - 2) * batch / T
     return au, thr, T, csum
@@ -100,7 +104,7 @@ def test_block_metrics_exclude_end_steps():
     assert m["au"] == pytest.approx(au, rel=1e-12)
     # DLIO's "-2" is hard-coded regardless of the exclusions
     assert m["throughput"] == pytest.approx((8 - 2) * 2 / T, rel=1e-12)
-    assert m["exact"]["steps"] == 8          # exact figures ignore the exclusions
+    assert m["exact"]["steps"] == 8  # exact figures ignore the exclusions
     w = (sum(LOADS) + sum(COMPS)) / 1e3
     assert m["exact"]["window_s"] == pytest.approx(w, rel=1e-12)
 
@@ -153,18 +157,20 @@ NSTEPS, BATCH, COMPUTE_S, DELAY_NS, FSIZE = 20, 2, 0.002, 1_000_000, 3 * 4096
 
 
 def null_plan(max_transfer=planner.MAX_TRANSFER):
-    layout = planner.Layout(nfiles=NSTEPS * BATCH, spf=1, whole_file=True,
-                            file_size=np.full(NSTEPS * BATCH, FSIZE, np.uint64))
+    layout = planner.Layout(
+        nfiles=NSTEPS * BATCH, spf=1, whole_file=True, file_size=np.full(NSTEPS * BATCH, FSIZE, np.uint64)
+    )
     st = planner.Settings(batch=BATCH, sample_shuffle="seed", max_transfer=max_transfer)
     return planner.epoch_plan(layout, st, parse_time(COMPUTE_S), 0, 1, 1)
 
 
 @pytest.mark.parametrize("threads,prefetch", [(0, 1), (1, 1), (1, 2), (2, 1), (2, 2)])
 def test_null_engine_run_matches_plan(threads, prefetch):
-    plan = null_plan(max_transfer=4096)          # 3 reads per sample
-    paths = [f"/nonexistent/f{i}" for i in range(NSTEPS * BATCH)]   # null never opens them
-    run = _core.Run("train", "null", paths, plan.ops, threads=threads, qd=1, steps=plan.steps,
-                    prefetch=prefetch, delay_ns=DELAY_NS)
+    plan = null_plan(max_transfer=4096)  # 3 reads per sample
+    paths = [f"/nonexistent/f{i}" for i in range(NSTEPS * BATCH)]  # null never opens them
+    run = _core.Run(
+        "train", "null", paths, plan.ops, threads=threads, qd=1, steps=plan.steps, prefetch=prefetch, delay_ns=DELAY_NS
+    )
     res = run.execute()
     st = res["step_times"]
     nops = plan.steps["nops"].astype(np.int64)
@@ -173,8 +179,10 @@ def test_null_engine_run_matches_plan(threads, prefetch):
     assert res["ops"] == len(plan.ops) == NSTEPS * BATCH * 3
     assert res["bytes"] == plan.nominal_bytes == NSTEPS * BATCH * FSIZE
     # per-step bytes equal the plan's bytes for that step
-    plan_step_bytes = [int(plan.ops["length"][int(f):int(f) + int(n)].sum())
-                       for f, n in zip(plan.steps["first_op"], plan.steps["nops"])]
+    plan_step_bytes = [
+        int(plan.ops["length"][int(f) : int(f) + int(n)].sum())
+        for f, n in zip(plan.steps["first_op"], plan.steps["nops"])
+    ]
     assert [int(b) for b in st["bytes"]] == plan_step_bytes == [BATCH * FSIZE] * NSTEPS
     # every read took at least the engine's delay; one latency per read, one per sample
     assert res["lat"]["count"] == len(plan.ops)
@@ -209,8 +217,9 @@ def test_null_engine_run_matches_plan(threads, prefetch):
 def test_null_engine_no_delay_no_wait_bound():
     """No I/O cost and readers ahead: AU is bounded by compute/(compute+gaps) and > 0."""
     plan = null_plan()
-    res = _core.Run("train", "null", [f"f{i}" for i in range(NSTEPS * BATCH)], plan.ops, threads=1,
-                    steps=plan.steps, prefetch=2).execute()
+    res = _core.Run(
+        "train", "null", [f"f{i}" for i in range(NSTEPS * BATCH)], plan.ops, threads=1, steps=plan.steps, prefetch=2
+    ).execute()
     assert res["steps_done"] == NSTEPS and res["bytes"] == NSTEPS * BATCH * FSIZE
     m = metrics.block_metrics(res["step_times"], BATCH)
     assert 0 < m["au"] <= 100.0

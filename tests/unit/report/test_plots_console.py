@@ -1,5 +1,6 @@
 """Plot details: checkpoint series from a Result in memory, readable latency ticks, the tail view,
 room above the lines; HTML captions and order."""
+
 import struct
 
 import matplotlib
@@ -15,16 +16,30 @@ GiB = 1 << 30
 
 
 def _rec(kind, rank, epoch, start_s, dur_s):
-    return {"kind": kind, "rank": rank, "epoch": epoch, "step": 10, "bytes": GiB, "duration_s": dur_s,
-            "folder": f"/ck/global_epoch{epoch}_step10", "wall_start_ns": int(start_s * 1e9),
-            "wall_end_ns": int((start_s + dur_s) * 1e9), "GiB_per_second": 1 / dur_s}
+    return {
+        "kind": kind,
+        "rank": rank,
+        "epoch": epoch,
+        "step": 10,
+        "bytes": GiB,
+        "duration_s": dur_s,
+        "folder": f"/ck/global_epoch{epoch}_step10",
+        "wall_start_ns": int(start_s * 1e9),
+        "wall_end_ns": int((start_s + dur_s) * 1e9),
+        "GiB_per_second": 1 / dur_s,
+    }
 
 
 def test_checkpoint_series_of_a_result_in_memory(tmp_path):
     """run --plots hands plots the Result: records in the ranks' epochs, no top-level 'checkpoints'."""
-    ranks = [{"rank": r, "epochs": [{"epoch": e, "checkpoints": [_rec("save", r, e, 10.0 * e, 0.5 * (r + 1))]}
-                                    for e in (1, 2, 3)],
-              "checkpoints": [_rec("load", r, 9, 100.0, 0.25)]} for r in (0, 1)]
+    ranks = [
+        {
+            "rank": r,
+            "epochs": [{"epoch": e, "checkpoints": [_rec("save", r, e, 10.0 * e, 0.5 * (r + 1))]} for e in (1, 2, 3)],
+            "checkpoints": [_rec("load", r, 9, 100.0, 0.25)],
+        }
+        for r in (0, 1)
+    ]
     result = {"ranks": ranks, "workload": "w", "dataset": {"folder": "/data"}}
     series = compare.checkpoint_series(result)
     # each save: 2 GiB in the slower rank's 1 s -> 2 GiB/s; the load: 2 GiB in 0.25 s -> 8 GiB/s
@@ -44,7 +59,7 @@ def test_latency_panels_have_a_log_tail(tmp_path):
     with open(path, "rb") as f:
         head = f.read(24)
     w, hgt = struct.unpack(">II", head[16:24])
-    assert (w, hgt) == (12 * plots.DPI, 5 * plots.DPI)           # two panels: CDF and tail
+    assert (w, hgt) == (12 * plots.DPI, 5 * plots.DPI)  # two panels: CDF and tail
 
 
 def test_headroom_keeps_markers_inside():
@@ -65,8 +80,10 @@ def test_html_captions_and_order(tmp_path):
         p.write_bytes(b"\x89PNG\r\n\x1a\n")
         paths.append(str(p))
     imgs = html.images_from(paths)
-    assert [c for c, _ in imgs] == ["runA: per step: I/O wait (accelerator starved) and compute",
-                                    "Comparison: read latency CDF of the runs"]
+    assert [c for c, _ in imgs] == [
+        "runA: per step: I/O wait (accelerator starved) and compute",
+        "Comparison: read latency CDF of the runs",
+    ]
     page = html.render({"schema": "x"}, imgs, None, "t")
     assert page.index("Comparison: read latency") < page.index("runA: per step")
     assert str(tmp_path) not in page

@@ -1,16 +1,16 @@
 """dlio.report.dlio_files: a hand-built Result (2 ranks, 2 epochs) rendered; every figure recomputed here."""
+
 import json
 
 import numpy as np
 import pytest
 
-from dlio import _core
+from dlio import _core, stats
 from dlio.report import dlio_files
 from dlio.report.result import RUN_SCHEMA
-from dlio import stats
 
-REC = 4096.0          # nominal record_length_bytes
-MIB = REC / 2 ** 20
+REC = 4096.0  # nominal record_length_bytes
+MIB = REC / 2**20
 
 # per (rank, epoch): DLIO au, DLIO throughput (per rank), exact au, exact sps, exact bytes, exact window
 FIG = {
@@ -20,7 +20,7 @@ FIG = {
     (1, 2): (96.0, 160.0, 97.0, 170.0, 6_000_000, 1.5),
 }
 EVAL = {(0, 1): (50.0, 10.0), (0, 2): (60.0, 12.0), (1, 1): (70.0, 14.0), (1, 2): (80.0, 16.0)}
-LAT = {0: [1000, 2000, 3000], 1: [4000, 5000]}       # per rank, each epoch (ns)
+LAT = {0: [1000, 2000, 3000], 1: [4000, 5000]}  # per rank, each epoch (ns)
 
 
 def block(r, e):
@@ -28,13 +28,28 @@ def block(r, e):
     load = [0.5 + r, 0.01 * e, 0.02]
     comp = [0.1, 0.1, 0.1]
     return {
-        "steps": 3, "start_ns": 0, "end_ns": 10, "duration_s": 1.25 + r + e / 10,
-        "load": load, "compute": comp, "proc": [a + b for a, b in zip(load, comp)],
-        "au": au, "throughput": thr,
-        "exact": {"window_s": xw, "steps": 2, "au_percentage": xau, "samples_per_second": xsps,
-                  "bytes": xb, "bytes_per_second": xb / xw, "io_wait_mean_s": 0.001 * (r + e),
-                  "io_wait_p99_s": 0.01 * (r + e), "io_wait_max_s": 0.02, "compute_mean_s": 0.1,
-                  "compute_total_s": 0.2},
+        "steps": 3,
+        "start_ns": 0,
+        "end_ns": 10,
+        "duration_s": 1.25 + r + e / 10,
+        "load": load,
+        "compute": comp,
+        "proc": [a + b for a, b in zip(load, comp)],
+        "au": au,
+        "throughput": thr,
+        "exact": {
+            "window_s": xw,
+            "steps": 2,
+            "au_percentage": xau,
+            "samples_per_second": xsps,
+            "bytes": xb,
+            "bytes_per_second": xb / xw,
+            "io_wait_mean_s": 0.001 * (r + e),
+            "io_wait_p99_s": 0.01 * (r + e),
+            "io_wait_max_s": 0.02,
+            "compute_mean_s": 0.1,
+            "compute_total_s": 0.2,
+        },
     }
 
 
@@ -51,26 +66,58 @@ def make_result(with_eval=True, metric_au=0.80):
         eps = []
         for e in (1, 2):
             h = stats.to_json(_core.hist_from_values(LAT[r]))
-            eps.append({
-                "epoch": e, "start": f"2025-01-0{e}T00:00:00.000000", "train_end": f"2025-01-0{e}T00:00:05.000000",
-                "end": f"2025-01-0{e}T00:00:09.000000", "eval_start": f"2025-01-0{e}T00:00:06.000000",
-                "duration_s": 3.14159 + r + e, "train": block(r, e),
-                "eval": eval_block(r, e) if with_eval else None,
-                "lat": h, "sample_lat": h, "bytes": FIG[(r, e)][4] + 100, "ops": 7, "samples": 12,
-                "steps_planned": 3, "steps_done": 3, "plan_bytes": FIG[(r, e)][4], "cpu_s": 0.006,
-                "complete": True,
-            })
+            eps.append(
+                {
+                    "epoch": e,
+                    "start": f"2025-01-0{e}T00:00:00.000000",
+                    "train_end": f"2025-01-0{e}T00:00:05.000000",
+                    "end": f"2025-01-0{e}T00:00:09.000000",
+                    "eval_start": f"2025-01-0{e}T00:00:06.000000",
+                    "duration_s": 3.14159 + r + e,
+                    "train": block(r, e),
+                    "eval": eval_block(r, e) if with_eval else None,
+                    "lat": h,
+                    "sample_lat": h,
+                    "bytes": FIG[(r, e)][4] + 100,
+                    "ops": 7,
+                    "samples": 12,
+                    "steps_planned": 3,
+                    "steps_done": 3,
+                    "plan_bytes": FIG[(r, e)][4],
+                    "cpu_s": 0.006,
+                    "complete": True,
+                }
+            )
         ranks.append({"rank": r, "hostname": "hostA" if r == 0 else "hostB", "epochs": eps})
     return {
-        "schema": RUN_SCHEMA, "complete": True, "reason": None, "workload": "default",
-        "config_file": None, "scale": 1.0, "model": "default",
-        "start": "2025-01-01T00:00:00.000000", "end": "2025-01-02T00:00:10.000000",
-        "comm_size": 2, "hostnames": ["hostA", "hostB"],
-        "host": {"cpu_count": 8, "processor_name": "TestCPU", "memory_bytes": 16 * 2 ** 30, "memory_GB": 16.0},
-        "settings": {"record_length_bytes": REC, "metric_au": metric_au, "batch_size": 4,
-                     "batch_size_eval": 1, "exclude_start_steps": 1, "exclude_end_steps": 0},
-        "dataset": {"folder": "/d", "format": "npz", "num_files_train": 64, "num_files_eval": 8,
-                    "num_samples_per_file": 1, "bytes_on_disk": 3 * 2 ** 30},
+        "schema": RUN_SCHEMA,
+        "complete": True,
+        "reason": None,
+        "workload": "default",
+        "config_file": None,
+        "scale": 1.0,
+        "model": "default",
+        "start": "2025-01-01T00:00:00.000000",
+        "end": "2025-01-02T00:00:10.000000",
+        "comm_size": 2,
+        "hostnames": ["hostA", "hostB"],
+        "host": {"cpu_count": 8, "processor_name": "TestCPU", "memory_bytes": 16 * 2**30, "memory_GB": 16.0},
+        "settings": {
+            "record_length_bytes": REC,
+            "metric_au": metric_au,
+            "batch_size": 4,
+            "batch_size_eval": 1,
+            "exclude_start_steps": 1,
+            "exclude_end_steps": 0,
+        },
+        "dataset": {
+            "folder": "/d",
+            "format": "npz",
+            "num_files_train": 64,
+            "num_files_eval": 8,
+            "num_samples_per_file": 1,
+            "bytes_on_disk": 3 * 2**30,
+        },
         "environment": {},
         "ranks": ranks,
     }
@@ -81,8 +128,8 @@ def pstd(xs):
     return (sum((x - m) ** 2 for x in xs) / len(xs)) ** 0.5
 
 
-AU = [(90.0 + 70.0) / 2, (80.0 + 96.0) / 2]            # mean over ranks per epoch: 80, 88
-THR = [100.0 + 140.0, 120.0 + 160.0]                   # summed over ranks: 240, 280
+AU = [(90.0 + 70.0) / 2, (80.0 + 96.0) / 2]  # mean over ranks per epoch: 80, 88
+THR = [100.0 + 140.0, 120.0 + 160.0]  # summed over ranks: 240, 280
 
 
 def test_summary_figures():
@@ -94,9 +141,9 @@ def test_summary_figures():
     assert m["train_throughput_samples_per_second"] == pytest.approx(THR)
     assert m["train_throughput_mean_samples_per_second"] == pytest.approx(260.0)
     assert m["train_throughput_stdev_samples_per_second"] == pytest.approx(20.0)
-    assert m["train_io_mean_MB_per_second"] == pytest.approx(260.0 * REC / 2 ** 20)
-    assert m["train_io_stdev_MB_per_second"] == pytest.approx(20.0 * REC / 2 ** 20)
-    assert m["train_au_meet_expectation"] == "success"        # 84 >= 80
+    assert m["train_io_mean_MB_per_second"] == pytest.approx(260.0 * REC / 2**20)
+    assert m["train_io_stdev_MB_per_second"] == pytest.approx(20.0 * REC / 2**20)
+    assert m["train_au_meet_expectation"] == "success"  # 84 >= 80
     eau = [(50 + 70) / 2, (60 + 80) / 2]
     ethr = [10 + 14, 12 + 16]
     assert m["eval_au_percentage"] == pytest.approx(eau)
@@ -104,17 +151,32 @@ def test_summary_figures():
     assert m["eval_throughput_samples_per_second"] == pytest.approx(ethr)
     assert m["eval_throughput_mean_samples_per_second"] == pytest.approx(26.0)
     assert m["eval_io_mean_MB_per_second"] == pytest.approx(26.0 * MIB)
-    assert m["eval_au_meet_expectation"] == "fail"            # 65 < 80
+    assert m["eval_au_meet_expectation"] == "fail"  # 65 < 80
     assert s["epochs"] == 2 and s["num_accelerators"] == 2 and s["num_hosts"] == 2
     assert s["hostname"] == "hostA"
     assert (s["num_files_train"], s["num_files_eval"], s["num_samples_per_file"]) == (64, 8, 1)
     assert s["host_cpu_count"] == [8] and s["host_memory_GB"] == [16.0]
     assert s["data_size_per_host_GB"] == pytest.approx(3.0 / 2)
     assert s["potential_caching"] == [1]
-    for k in ("start", "end", "num_accelerators", "num_hosts", "hostname", "epochs", "num_files_train",
-              "num_files_eval", "num_samples_per_file", "host_cpu_count", "host_processor_name",
-              "host_cpuinfo", "host_meminfo", "host_memory_GB", "data_size_per_host_GB",
-              "potential_caching", "metric"):
+    for k in (
+        "start",
+        "end",
+        "num_accelerators",
+        "num_hosts",
+        "hostname",
+        "epochs",
+        "num_files_train",
+        "num_files_eval",
+        "num_samples_per_file",
+        "host_cpu_count",
+        "host_processor_name",
+        "host_cpuinfo",
+        "host_meminfo",
+        "host_memory_GB",
+        "data_size_per_host_GB",
+        "potential_caching",
+        "metric",
+    ):
         assert k in s, k
 
 
@@ -123,12 +185,13 @@ def test_au_meet_expectation_threshold(metric_au, want):
     assert dlio_files.summary(make_result(metric_au=metric_au))["metric"]["train_au_meet_expectation"] == want
 
 
-@pytest.mark.parametrize("disk_gib,hosts,want", [(3, ["a", "b"], 1), (20, ["a", "b"], 1), (20, ["a", "a"], 0),
-                                                  (40, ["a", "b"], 0)])
+@pytest.mark.parametrize(
+    "disk_gib,hosts,want", [(3, ["a", "b"], 1), (20, ["a", "b"], 1), (20, ["a", "a"], 0), (40, ["a", "b"], 0)]
+)
 def test_potential_caching_per_host(disk_gib, hosts, want):
     """DLIO: data per host <= host RAM (16 GiB here) means later epochs may come from the page cache."""
     res = make_result()
-    res["dataset"]["bytes_on_disk"] = disk_gib * 2 ** 30
+    res["dataset"]["bytes_on_disk"] = disk_gib * 2**30
     res["hostnames"] = hosts
     s = dlio_files.summary(res)
     assert s["potential_caching"] == [want]
@@ -144,7 +207,7 @@ def test_summary_without_eval_has_no_eval_keys():
 
 def test_summary_epochs_present_on_every_rank_only():
     res = make_result()
-    res["ranks"][1]["epochs"].pop()           # rank 1 interrupted before epoch 2
+    res["ranks"][1]["epochs"].pop()  # rank 1 interrupted before epoch 2
     m = dlio_files.summary(res)["metric"]
     assert m["train_au_percentage"] == pytest.approx([80.0])
     assert m["train_throughput_samples_per_second"] == pytest.approx([240.0])
@@ -154,8 +217,15 @@ def test_rank_output():
     res = make_result()
     for r in range(2):
         o = dlio_files.rank_output(res, r)
-        for k in ("hostname", "host_cpu_count", "host_processor_name", "host_memory_GB",
-                  "potential_caching", "host_cpuinfo", "host_meminfo"):
+        for k in (
+            "hostname",
+            "host_cpu_count",
+            "host_processor_name",
+            "host_memory_GB",
+            "potential_caching",
+            "host_cpuinfo",
+            "host_meminfo",
+        ):
             assert k in o, k
         assert o["hostname"] == ("hostA", "hostB")[r]
         assert [k for k in o if k.isdigit()] == ["1", "2"]
@@ -176,11 +246,17 @@ def test_per_epoch_stats():
     assert list(p) == ["1", "2"]
     e1 = p["1"]
     assert e1["start"] == "2025-01-01T00:00:00.000000" and e1["end"] == "2025-01-01T00:00:09.000000"
-    assert e1["duration"] == "5.14"                 # 3.14159 + rank 1 + epoch 1, 2 decimals, a string
-    assert e1["block1"] == {"start": "2025-01-01T00:00:00.000000", "end": "2025-01-01T00:00:05.000000",
-                            "duration": "2.35"}      # 1.25 + 1 + 0.1
-    assert e1["eval"] == {"start": "2025-01-01T00:00:06.000000", "end": "2025-01-01T00:00:09.000000",
-                          "duration": "1.33"}
+    assert e1["duration"] == "5.14"  # 3.14159 + rank 1 + epoch 1, 2 decimals, a string
+    assert e1["block1"] == {
+        "start": "2025-01-01T00:00:00.000000",
+        "end": "2025-01-01T00:00:05.000000",
+        "duration": "2.35",
+    }  # 1.25 + 1 + 0.1
+    assert e1["eval"] == {
+        "start": "2025-01-01T00:00:06.000000",
+        "end": "2025-01-01T00:00:09.000000",
+        "duration": "1.33",
+    }
     assert "eval" not in dlio_files.per_epoch_stats(make_result(with_eval=False), 0)["1"]
 
 
@@ -190,13 +266,13 @@ def test_exact_figures():
     assert x["au_mean_percentage"] == pytest.approx(85.0)
     assert x["samples_per_second"] == pytest.approx([260.0, 300.0])
     assert x["samples_per_second_mean"] == pytest.approx(280.0)
-    bps = [14_000_000 / 2.5, 14_000_000 / 1.6]       # all ranks' bytes over the slowest window
+    bps = [14_000_000 / 2.5, 14_000_000 / 1.6]  # all ranks' bytes over the slowest window
     assert x["bytes_per_second"] == pytest.approx(bps)
-    assert x["MiB_per_second_mean"] == pytest.approx(sum(bps) / 2 / 2 ** 20)
+    assert x["MiB_per_second_mean"] == pytest.approx(sum(bps) / 2 / 2**20)
     lat = x["read_latency_ns"]
     assert lat["count"] == 2 * (3 + 2) and lat["min"] == 1000 and lat["max"] == 5000
     assert lat["mean"] == pytest.approx(2 * (6000 + 9000) / 10)
-    assert abs(lat["p50"] - 3000) <= 30                # 5th of 10 values, histogram <1% error
+    assert abs(lat["p50"] - 3000) <= 30  # 5th of 10 values, histogram <1% error
     assert x["io_wait_per_step_s"]["mean"] == pytest.approx(np.mean([0.001 * (r + e) for r in (0, 1) for e in (1, 2)]))
     assert x["io_wait_per_step_s"]["p99"] == pytest.approx(0.03)
     # 12 train + 3 eval samples (batch_size_eval 1) per rank-epoch; cpu_s covers both
@@ -229,8 +305,15 @@ def test_write_all(tmp_path):
     dlio_files.write_all(res, str(tmp_path / "out"), "workload:\n  model:\n    name: default\n")
     out = tmp_path / "out"
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["0_output.json", "0_per_epoch_stats.json", "1_output.json", "1_per_epoch_stats.json",
-                     "config.yaml", "dlio-fast.json", "summary.json"]
+    assert names == [
+        "0_output.json",
+        "0_per_epoch_stats.json",
+        "1_output.json",
+        "1_per_epoch_stats.json",
+        "config.yaml",
+        "dlio-fast.json",
+        "summary.json",
+    ]
     s = json.loads((out / "summary.json").read_text())
     assert s["metric"]["train_au_mean_percentage"] == pytest.approx(84.0)
     assert s == json.loads(json.dumps(dlio_files.summary(res)))
@@ -244,7 +327,7 @@ def test_write_all(tmp_path):
     assert d["metrics"]["bytes_read"] == 28_000_400
     assert len(d["ranks"]) == 2 and d["ranks"][0]["epochs"][0]["lat"]["count"] == 3
     assert (out / "config.yaml").read_text().startswith("workload:")
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]     # no temp files left
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temp files left
 
 
 def test_an_interrupted_run_never_meets_the_expectation():

@@ -2,6 +2,7 @@
 up to the run's own figures (dlio-fast.json): reads, bytes, samples, steps, compute time. Spans on
 one track never cross (Perfetto stacks them), times are integer us, reads carry their engine's
 category, each file's name is written once."""
+
 import gzip
 import json
 import os
@@ -43,11 +44,25 @@ def crossings(events):
 @pytest.fixture(scope="module")
 def traced_run(tmp_path_factory):
     from dlio.cli.main import main
+
     tmp = tmp_path_factory.mktemp("trace")
     out = tmp / "out"
-    args = ["run", "--workload", "default", "--set", f"dataset.data_folder={tmp / 'data'}",
-            "--set", "train.epochs=2", "--set", "train.computation_time=0.001",
-            "--set", "evaluation.eval_time=0.001", "--trace", "-o", str(out)]
+    args = [
+        "run",
+        "--workload",
+        "default",
+        "--set",
+        f"dataset.data_folder={tmp / 'data'}",
+        "--set",
+        "train.epochs=2",
+        "--set",
+        "train.computation_time=0.001",
+        "--set",
+        "evaluation.eval_time=0.001",
+        "--trace",
+        "-o",
+        str(out),
+    ]
     try:
         main(args)
     except SystemExit as e:
@@ -60,18 +75,18 @@ def test_file_layout(traced_run):
     out, doc = traced_run
     path = out / "trace-0-of-1.pfw.gz"
     assert not (out / "trace-0-of-1.pfw").exists()
-    with gzip.open(path, "rt") as f:     # one gzip stream, as DFTracer's tools read it
+    with gzip.open(path, "rt") as f:  # one gzip stream, as DFTracer's tools read it
         lines = f.read().splitlines()
     assert lines[0] == "[" and lines[-1] == "]"
     ids = []
     for line in lines[1:-1]:
-        ev = json.loads(line.rstrip(","))   # every event line is a JSON object on its own
+        ev = json.loads(line.rstrip(","))  # every event line is a JSON object on its own
         assert ev["ph"] in ("X", "M") and ev["pid"] == 0 and isinstance(ev["tid"], int)
         ids.append(ev["id"])
         if ev["ph"] == "X":
             assert {"name", "cat", "ts", "dur", "args"} <= ev.keys()
             assert isinstance(ev["ts"], int) and isinstance(ev["dur"], int) and ev["dur"] >= 0
-    assert ids == list(range(len(ids)))     # one id per line, counting up across appends
+    assert ids == list(range(len(ids)))  # one id per line, counting up across appends
     assert crossings(read_pfw(path)) == 0
 
 
@@ -81,7 +96,7 @@ def test_spans_add_up(traced_run):
     xs = [e for e in evs if e["ph"] == "X"]
     fh_lines = [e for e in evs if e["name"] == "FH"]
     fh = {e["args"]["value"]: e["args"]["name"] for e in fh_lines}
-    assert len(fh_lines) == len(fh) == len(set(fh.values()))   # each file named once, over all runs
+    assert len(fh_lines) == len(fh) == len(set(fh.values()))  # each file named once, over all runs
     data = doc["dataset"]["folder"]
     epochs = doc["ranks"][0]["epochs"]
     assert len(epochs) == 2
@@ -99,8 +114,11 @@ def test_spans_add_up(traced_run):
 
         def inside(run, cat, name):
             a, b = _ns(run["ts"]), _ns(run["ts"]) + _ns(run["dur"])
-            return [e for e in xs if e["cat"] == cat and e["name"] == name
-                    and a <= _ns(e["ts"]) and _ns(e["ts"]) + _ns(e["dur"]) <= b]
+            return [
+                e
+                for e in xs
+                if e["cat"] == cat and e["name"] == name and a <= _ns(e["ts"]) and _ns(e["ts"]) + _ns(e["dur"]) <= b
+            ]
 
         reads = inside(train, "POSIX", "read")
         eval_reads = inside(evl, "POSIX", "read")
@@ -213,7 +231,7 @@ def test_io_uring_qd8_tracks_do_not_cross(tmp_path):
     assert {e["cat"] for e in reads} == {"IO_URING"}
     assert crossings(evs) == 0
     tids = {e["tid"] for e in reads}
-    assert len(tids) > 1 and all(t < _core.TRACE_LANES for t in tids)   # thread 0's lanes
+    assert len(tids) > 1 and all(t < _core.TRACE_LANES for t in tids)  # thread 0's lanes
     names = {e["tid"]: e["args"]["name"] for e in evs if e["name"] == "thread_name"}
     assert names[0] == "worker 0" and all(names[t] == f"worker 0 slot {t}" for t in tids if t)
 
@@ -249,7 +267,7 @@ def test_io_uring_train_samples_in_flight(tmp_path):
     ops["offset"] = np.tile(np.arange(per) * 8192, nfiles)
     ops["length"] = 8192
     ops["flags"][::per] |= _core.OPF_OPEN
-    ops["flags"][per - 1::per] |= _core.OPF_CLOSE
+    ops["flags"][per - 1 :: per] |= _core.OPF_CLOSE
     steps = np.zeros(4, dtype=_core.STEP_DTYPE)
     steps["first_op"] = np.arange(4) * (len(ops) // 4)
     steps["nops"] = len(ops) // 4
@@ -263,10 +281,15 @@ def test_io_uring_train_samples_in_flight(tmp_path):
     samples = [e for e in evs if e["name"] == "sample"]
     reads = [e for e in evs if e["name"] == "read"]
     assert len(samples) == nfiles and len(reads) == len(ops)
-    for r in reads:   # a read on a sample's track inside that sample's time is that sample's
+    for r in reads:  # a read on a sample's track inside that sample's time is that sample's
         for s in samples:
-            if s["tid"] == r["tid"] and s["ts"] <= r["ts"] and r["ts"] + r["dur"] <= s["ts"] + s["dur"] \
-                    and s["dur"] > 0 and r["ts"] < s["ts"] + s["dur"]:
+            if (
+                s["tid"] == r["tid"]
+                and s["ts"] <= r["ts"]
+                and r["ts"] + r["dur"] <= s["ts"] + s["dur"]
+                and s["dur"] > 0
+                and r["ts"] < s["ts"] + s["dur"]
+            ):
                 assert s["args"]["fhash"] == r["args"]["fhash"]
 
 
@@ -281,8 +304,7 @@ def test_back_to_back_samples_do_not_overlap(tmp_path):
     steps = np.zeros(4, dtype=_core.STEP_DTYPE)
     steps["first_op"] = np.arange(4) * (n // 4)
     steps["nops"] = steps["nsamples"] = n // 4
-    res = _core.Run("train", "null", ["a", "b", "c", "d"], ops, threads=1, qd=1, steps=steps,
-                    trace=True).execute()
+    res = _core.Run("train", "null", ["a", "b", "c", "d"], ops, threads=1, qd=1, steps=steps, trace=True).execute()
     tr = Tracer(None, path=str(tmp_path / "t.pfw"))
     tr.add_run(res, ["a", "b", "c", "d"], "train")
     tr.close()
@@ -306,16 +328,20 @@ def test_file_named_once_across_runs(tmp_path):
     tr = Tracer(tmp_path, 0, 1, thread_names=lambda t: f"worker {t}")
     for _ in range(2):
         tr.add_run(_core.Run("io", "null", paths, ops, threads=1, trace=True).execute(), paths, "point")
-    tr.add_run(_core.Run("io", "null", paths[:2] + ["new"], ops[ops["file"] < 3], threads=1, trace=True).execute(),
-               paths[:2] + ["new"], "point")
+    tr.add_run(
+        _core.Run("io", "null", paths[:2] + ["new"], ops[ops["file"] < 3], threads=1, trace=True).execute(),
+        paths[:2] + ["new"],
+        "point",
+    )
     tr.close()
     evs = read_pfw(tr.path)
     fh = [e["args"] for e in evs if e["name"] == "FH"]
     assert sorted(a["name"] for a in fh) == sorted(paths + ["new"])
     assert all(a["value"] == _core.trace_fhash(a["name"]) for a in fh)
     reads = [e for e in evs if e["name"] == "read"]
-    assert len(reads) == 50 + 50 + 30 and all(set(e["args"]) == {"fhash", "offset", "ret", "size", "step"}
-                                              for e in reads)
+    assert len(reads) == 50 + 50 + 30 and all(
+        set(e["args"]) == {"fhash", "offset", "ret", "size", "step"} for e in reads
+    )
     assert [e["name"] for e in evs].count("thread_name") == 1
 
 
@@ -346,8 +372,22 @@ def test_help_says_what_the_file_is(run_cli):
 @pytest.mark.parametrize("name", ["io.pfw", "io.pfw.gz"])
 def test_io_trace_has_a_span_per_request(run_cli, tmp_path, name):
     tr, js = tmp_path / name, tmp_path / "io.json"
-    code, out, err = run_cli("io", tmp_path, "--bs", "64k", "--file-size", "1m", "--size", "1m",
-                             "--threads", "1,2", "--trace", tr, "--json", js)
+    code, out, err = run_cli(
+        "io",
+        tmp_path,
+        "--bs",
+        "64k",
+        "--file-size",
+        "1m",
+        "--size",
+        "1m",
+        "--threads",
+        "1,2",
+        "--trace",
+        tr,
+        "--json",
+        js,
+    )
     assert code == 0, err
     events = read_pfw(tr)
     reads = [e for e in events if e["name"] == "read"]
@@ -355,5 +395,5 @@ def test_io_trace_has_a_span_per_request(run_cli, tmp_path, name):
     assert len(reads) == sum(p["ops"] for p in points)
     assert sum(int(e["args"]["size"]) for e in reads) == sum(p["bytes"] for p in points)
     assert [e["args"]["threads"] for e in events if e["name"] == "point"] == [1, 2]
-    assert (tr.read_bytes()[:2] == b"\x1f\x8b") == name.endswith(".gz")   # the name says which
+    assert (tr.read_bytes()[:2] == b"\x1f\x8b") == name.endswith(".gz")  # the name says which
     assert {e["cat"] for e in reads} == {"POSIX"} and crossings(events) == 0

@@ -1,4 +1,5 @@
 """dlio.counters parsing (hand-made /proc texts) and dlio.report.verdict's rules (hand-made counters)."""
+
 import pytest
 
 from dlio import counters
@@ -34,21 +35,26 @@ def test_parse_mountinfo_fields_optional_tags_and_escapes():
     assert len(ms) == 7
     root = ms[2]
     assert (root.mount_point, root.major, root.minor, root.fstype, root.source) == ("/", 8, 1, "ext4", "/dev/sda1")
-    assert ms[3].mount_point == "/data set" and ms[3].fstype == "xfs"   # \040 is a space; 2 optional fields
+    assert ms[3].mount_point == "/data set" and ms[3].fstype == "xfs"  # \040 is a space; 2 optional fields
 
 
 def test_mount_of_longest_prefix_and_last_stacked():
     ms = counters.parse_mountinfo(MOUNTINFO)
     assert counters.mount_of("/data set/train/a.npz", ms).fstype == "xfs"
-    assert counters.mount_of("/data settle/x", ms).mount_point == "/"     # a prefix of the name is not a parent
+    assert counters.mount_of("/data settle/x", ms).mount_point == "/"  # a prefix of the name is not a parent
     assert counters.mount_of("/dev/shm/x", ms).major == 0 and counters.mount_of("/dev/shm/x", ms).minor == 27
     assert counters.mount_of("/", ms).mount_point == "/"
 
 
 def test_parse_diskstats_sectors_are_512_bytes():
     d = counters.parse_diskstats(DISKSTATS)
-    assert d[(8, 1)] == {"name": "sda1", "read_ios": 90, "read_bytes": 1800 * 512, "write_ios": 40,
-                         "write_bytes": 3000 * 512}
+    assert d[(8, 1)] == {
+        "name": "sda1",
+        "read_ios": 90,
+        "read_bytes": 1800 * 512,
+        "write_ios": 40,
+        "write_bytes": 3000 * 512,
+    }
     assert d[(253, 0)]["read_bytes"] == 16 * 512
 
 
@@ -56,13 +62,16 @@ def test_parse_mountstats_nfs_server_bytes():
     assert counters.parse_mountstats(MOUNTSTATS) == {"/mnt/nfs": {"read_bytes": 5000, "write_bytes": 6000}}
 
 
-@pytest.mark.parametrize("path,kind,dev,why", [
-    ("/home/u/data/x", "block", "sda1", None),
-    ("/data set/x", "block", "dm-0", None),
-    ("/mnt/nfs/train/x", "nfs", "server:/export", None),
-    ("/dev/shm/data/x", "none", None, "tmpfs at /dev/shm has no block device"),
-    ("/var/lib/docker/overlay2/x/merged/f", "none", None, "overlay at"),
-])
+@pytest.mark.parametrize(
+    "path,kind,dev,why",
+    [
+        ("/home/u/data/x", "block", "sda1", None),
+        ("/data set/x", "block", "dm-0", None),
+        ("/mnt/nfs/train/x", "nfs", "server:/export", None),
+        ("/dev/shm/data/x", "none", None, "tmpfs at /dev/shm has no block device"),
+        ("/var/lib/docker/overlay2/x/merged/f", "none", None, "overlay at"),
+    ],
+)
 def test_resolve(path, kind, dev, why):
     t = counters.resolve(path, MOUNTINFO, DISKSTATS).to_json()
     assert t["kind"] == kind and t["device"] == dev
@@ -71,18 +80,30 @@ def test_resolve(path, kind, dev, why):
 
 
 def c(**kw):
-    base = {"wall_s": 10.0, "app_bytes": 1000, "device_bytes": 1000, "network_bytes": None,
-            "target": {"device": "sda1", "kind": "block"}, "cpu_user_s": 1.0, "cpu_sys_s": 1.0,
-            "reader_cpu_s": 2.0, "reader_threads": 4, "cores": 8, "host_cpus": 8, "host_busy_share": 0.3,
-            "resident_before": 0.0, "direction": "read"}
+    base = {
+        "wall_s": 10.0,
+        "app_bytes": 1000,
+        "device_bytes": 1000,
+        "network_bytes": None,
+        "target": {"device": "sda1", "kind": "block"},
+        "cpu_user_s": 1.0,
+        "cpu_sys_s": 1.0,
+        "reader_cpu_s": 2.0,
+        "reader_threads": 4,
+        "cores": 8,
+        "host_cpus": 8,
+        "host_busy_share": 0.3,
+        "resident_before": 0.0,
+        "direction": "read",
+    }
     base.update(kw)
     return base
 
 
 def test_storage_bound_when_bytes_match_and_cpu_spare():
-    v = verdict.classify(c(device_bytes=1200))             # readahead may add
+    v = verdict.classify(c(device_bytes=1200))  # readahead may add
     assert v["verdict"] == "storage-bound" and v["storage_ratio"] == pytest.approx(1.2)
-    assert verdict.classify(c(device_bytes=800))["verdict"] == "storage-bound"    # MATCH_RATIO 0.8 included
+    assert verdict.classify(c(device_bytes=800))["verdict"] == "storage-bound"  # MATCH_RATIO 0.8 included
     assert "other processes using the same device" in verdict.classify(c(device_bytes=2000))["reason"]
 
 
@@ -100,7 +121,7 @@ def test_partly_cached_is_inconclusive():
 
 
 def test_client_bound_reader_threads_and_the_setting():
-    v = verdict.classify(c(reader_threads=2, reader_cpu_s=17.0))   # 1.7 of min(2, 8) cores = 85 %
+    v = verdict.classify(c(reader_threads=2, reader_cpu_s=17.0))  # 1.7 of min(2, 8) cores = 85 %
     assert (v["verdict"], v["part"]) == ("client-bound", "reader threads")
     assert "raise reader.read_threads (2 now, 8 usable cores)" in v["setting"]
     v = verdict.classify(c(reader_threads=8, reader_cpu_s=70.0, cpu_user_s=10.0, cpu_sys_s=60.0))
@@ -108,11 +129,11 @@ def test_client_bound_reader_threads_and_the_setting():
 
 
 def test_client_bound_process_and_host():
-    v = verdict.classify(c(reader_cpu_s=5.0, cpu_user_s=70.0, cpu_sys_s=5.0))   # 7.5 of 8 cores
+    v = verdict.classify(c(reader_cpu_s=5.0, cpu_user_s=70.0, cpu_sys_s=5.0))  # 7.5 of 8 cores
     assert (v["verdict"], v["part"]) == ("client-bound", "process")
     v = verdict.classify(c(reader_cpu_s=5.0, cpu_user_s=30.0, cpu_sys_s=20.0, host_busy_share=0.95))
-    assert (v["verdict"], v["part"]) == ("client-bound", "this process")       # 5.0 of 7.6 busy cores
-    v = verdict.classify(c(host_busy_share=0.95))                              # 0.2 of 7.6: others
+    assert (v["verdict"], v["part"]) == ("client-bound", "this process")  # 5.0 of 7.6 busy cores
+    v = verdict.classify(c(host_busy_share=0.95))  # 0.2 of 7.6: others
     assert (v["verdict"], v["part"]) == ("inconclusive", "other processes on the host")
 
 
@@ -132,10 +153,17 @@ def test_combine_adds_the_ranks_of_a_host():
     b = c(app_bytes=500, device_bytes=990, reader_cpu_s=1.5, reader_threads=2, cores=2)
     m = verdict.combine([a, b])
     assert (m["app_bytes"], m["device_bytes"], m["reader_cpu_s"], m["reader_threads"], m["cores"]) == (
-        1000, 1000, 2.5, 4, 4)
-    assert verdict.classify(m)["verdict"] == "storage-bound"          # 500 alone would read 2x: still storage
-    recs = [{"hostname": "h", "epochs": [{"epoch": 1, "counters": a}]},
-            {"hostname": "h", "epochs": [{"epoch": 1, "counters": b}]}]
+        1000,
+        1000,
+        2.5,
+        4,
+        4,
+    )
+    assert verdict.classify(m)["verdict"] == "storage-bound"  # 500 alone would read 2x: still storage
+    recs = [
+        {"hostname": "h", "epochs": [{"epoch": 1, "counters": a}]},
+        {"hostname": "h", "epochs": [{"epoch": 1, "counters": b}]},
+    ]
     out = verdict.annotate_run(recs)
     assert len(out) == 1 and out[0]["phase"] == "epoch 1" and out[0]["host"] == "h"
     assert recs[0]["epochs"][0]["verdict"]["verdict"] == recs[1]["epochs"][0]["verdict"]["verdict"] == "storage-bound"
@@ -145,14 +173,17 @@ def test_report_table_and_check_read_the_recorded_verdicts(tmp_path):
     """verdict_lines puts each epoch's verdict next to its counters; check_not_cache fails on cache."""
     from dlio.report import checks, tables
     from dlio.report.compare import Source
+
     cached = c(device_bytes=100, resident_before=1.0, reader_cpu_s=1.0)
     ep = {"epoch": 2, "counters": cached, "verdict": verdict.classify(cached)}
-    doc = {"ranks": [{"rank": 0, "hostname": "h", "epochs": [ep]}],
-           "verdicts": [{"phase": "epoch 2", "host": "h", **ep["verdict"]}]}
+    doc = {
+        "ranks": [{"rank": 0, "hostname": "h", "epochs": [ep]}],
+        "verdicts": [{"phase": "epoch 2", "host": "h", **ep["verdict"]}],
+    }
     lines = tables.verdict_lines([Source("run", str(tmp_path / "r1"), doc)])
     row = next(x for x in lines if x.startswith("r1"))
     assert row.split() == ["r1", "epoch", "2", "cache", "1000", "B", "100", "B", "0.10x", "100%", "0.10", "30%"]
     name, ok, text = checks.check_not_cache(doc)
     assert not ok and "1 of 1 epoch verdict(s) are cache" in text
-    assert checks.check_not_cache({"verdicts": []}) is None        # a run recorded before the counters
+    assert checks.check_not_cache({"verdicts": []}) is None  # a run recorded before the counters
     assert tables.verdict_lines([Source("run", "old", {"ranks": [{"epochs": [{"epoch": 1}]}]})]) == []

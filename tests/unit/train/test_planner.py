@@ -3,24 +3,35 @@
 Step counts follow DLIO's test cases (docs/dlio-facts.md §8): steps/rank/epoch = floor(files*spf/(bs*ranks)),
 equal on every rank (the per-step barrier would deadlock otherwise).
 """
+
 import time
 
 import numpy as np
 import pytest
 
 from dlio import _core
-from dlio.train import planner
-from dlio.dataset import ranges
 from dlio.config import parse_time
+from dlio.dataset import ranges
 from dlio.errors import DatasetError
+from dlio.train import planner
 from dlio.train.planner import Layout, Settings, epoch_plan, sample_order
 
 OPEN, CLOSE = _core.OPF_OPEN, _core.OPF_CLOSE
 ZERO = parse_time(0)
 
 # (files, batch, ranks): DLIO's tests (docs/dlio-facts.md §8) incl. the uneven ones and (9|10, 2|3, 2)
-STEP_CASES = [(16, 4, 2), (17, 4, 2), (13, 4, 3), (24, 4, 3), (25, 4, 3), (145, 16, 3),
-              (9, 2, 2), (9, 3, 2), (10, 2, 2), (10, 3, 2)]
+STEP_CASES = [
+    (16, 4, 2),
+    (17, 4, 2),
+    (13, 4, 3),
+    (24, 4, 3),
+    (25, 4, 3),
+    (145, 16, 3),
+    (9, 2, 2),
+    (9, 3, 2),
+    (10, 2, 2),
+    (10, 3, 2),
+]
 
 
 def whole(nfiles, spf=1, size=4096, sizes=None):
@@ -40,10 +51,15 @@ def ranged(nfiles, spf, ranges_per_sample=1, base=1000, seq=False):
                 rf.append(f), rs.append(j), ro.append(off), rl.append(ln)
                 off += ln
         fsz.append(off + 16)
-    table = ranges.Table(file=np.asarray(rf, np.uint32), sample=np.asarray(rs, np.uint32),
-                         offset=np.asarray(ro, np.uint64), size=np.asarray(rl, np.uint64))
-    return Layout(nfiles=nfiles, spf=spf, file_size=np.asarray(fsz, np.uint64), whole_file=False,
-                  table=table, sequential=seq)
+    table = ranges.Table(
+        file=np.asarray(rf, np.uint32),
+        sample=np.asarray(rs, np.uint32),
+        offset=np.asarray(ro, np.uint64),
+        size=np.asarray(rl, np.uint64),
+    )
+    return Layout(
+        nfiles=nfiles, spf=spf, file_size=np.asarray(fsz, np.uint64), whole_file=False, table=table, sequential=seq
+    )
 
 
 def expected_ranges(layout):
@@ -70,7 +86,7 @@ def split_samples(ops):
     """Ops -> list of per-sample op slices (a sample starts at an OPEN op)."""
     opens = np.flatnonzero(ops["flags"] & OPEN)
     bounds = list(opens) + [len(ops)]
-    return [ops[bounds[i]:bounds[i + 1]] for i in range(len(opens))]
+    return [ops[bounds[i] : bounds[i + 1]] for i in range(len(opens))]
 
 
 # ------------------------------------------------------------------ step counts, sharding
@@ -92,7 +108,7 @@ def test_steps_equal_dlio_formula_on_every_rank(files, bs, ranks, shuffle):
         check_partition(p)
         seen.append(p.samples)
     allv = np.concatenate(seen)
-    assert len(np.unique(allv)) == len(allv)          # no sample read twice in an epoch
+    assert len(np.unique(allv)) == len(allv)  # no sample read twice in an epoch
     assert allv.min() >= 0 and allv.max() < files
 
 
@@ -138,11 +154,17 @@ def test_total_training_steps_caps(cap):
 @pytest.mark.parametrize("fs,ss", [("off", "off"), ("seed", "off"), ("off", "seed"), ("seed", "seed")])
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 def test_union_over_ranks_covers_every_sample_once(fs, ss, ranks):
-    files, spf, bs = 32, 3, 4                     # 96 samples: divisible by bs*ranks for 1, 2, 4
+    files, spf, bs = 32, 3, 4  # 96 samples: divisible by bs*ranks for 1, 2, 4
     layout = whole(files, spf)
     for epoch in (1, 2):
-        got = np.concatenate([epoch_plan(layout, Settings(batch=bs, file_shuffle=fs, sample_shuffle=ss),
-                                         ZERO, r, ranks, epoch).samples for r in range(ranks)])
+        got = np.concatenate(
+            [
+                epoch_plan(
+                    layout, Settings(batch=bs, file_shuffle=fs, sample_shuffle=ss), ZERO, r, ranks, epoch
+                ).samples
+                for r in range(ranks)
+            ]
+        )
         assert np.array_equal(np.sort(got), np.arange(files * spf))
 
 
@@ -150,9 +172,12 @@ def test_union_over_ranks_covers_every_sample_once(fs, ss, ranks):
 @pytest.mark.parametrize("bs,ranks", [(4, 1), (2, 2)])
 def test_fewer_samples_than_a_batch_per_rank_gives_empty_plan(kind, bs, ranks):
     """3 samples, batch x ranks > 3: zero steps on every rank, empty arrays (no crash)."""
-    layout = {"whole": whole(3), "ranged": ranged(3, 1), "sequential": ranged(3, 1, seq=True),
-              "no_io": Layout(nfiles=3, spf=1, file_size=np.ones(3, np.uint64), whole_file=False,
-                              no_io=True)}[kind]
+    layout = {
+        "whole": whole(3),
+        "ranged": ranged(3, 1),
+        "sequential": ranged(3, 1, seq=True),
+        "no_io": Layout(nfiles=3, spf=1, file_size=np.ones(3, np.uint64), whole_file=False, no_io=True),
+    }[kind]
     for r in range(ranks):
         p = epoch_plan(layout, Settings(batch=bs), parse_time(0.001), r, ranks, 1)
         assert p.nsteps == 0 and len(p.ops) == 0 and len(p.samples) == 0 and p.nominal_bytes == 0
@@ -176,7 +201,7 @@ def test_file_shuffle_permutes_files_keeps_samples_together():
     seq = sample_order(20, 3, "seed", "off", 7, 1, True)
     assert np.array_equal(np.sort(seq), np.arange(60))
     files = seq.reshape(20, 3) // 3
-    assert np.all(files == files[:, :1])               # the 3 samples of a file stay consecutive
+    assert np.all(files == files[:, :1])  # the 3 samples of a file stay consecutive
     assert np.array_equal(seq.reshape(20, 3) % 3, np.tile(np.arange(3), (20, 1)))
     assert not np.array_equal(files[:, 0], np.arange(20))
 
@@ -185,15 +210,15 @@ def test_file_shuffle_permutes_files_keeps_samples_together():
 def test_shuffle_seed_semantics(fs, ss):
     n, spf = 50, 2
     a1 = sample_order(n, spf, fs, ss, 123, 1, True)
-    assert np.array_equal(np.sort(a1), np.arange(n * spf))              # a permutation
+    assert np.array_equal(np.sort(a1), np.arange(n * spf))  # a permutation
     assert not np.array_equal(a1, np.arange(n * spf))
     assert np.array_equal(a1, sample_order(n, spf, fs, ss, 123, 1, True))  # reproducible
     assert not np.array_equal(a1, sample_order(n, spf, fs, ss, 124, 1, True))  # seed matters
     a2 = sample_order(n, spf, fs, ss, 123, 2, True)
-    assert not np.array_equal(a1, a2)                                   # seed_change_epoch
+    assert not np.array_equal(a1, a2)  # seed_change_epoch
     b1 = sample_order(n, spf, fs, ss, 123, 1, False)
     b2 = sample_order(n, spf, fs, ss, 123, 2, False)
-    assert np.array_equal(b1, b2)                                       # no change per epoch
+    assert np.array_equal(b1, b2)  # no change per epoch
     assert np.array_equal(np.sort(b2), np.arange(n * spf))
 
 
@@ -212,8 +237,9 @@ def test_epoch_plans_reproducible_and_change_per_epoch():
     assert np.array_equal(p1.ops, epoch_plan(layout, st, ZERO, 1, 2, 1).ops)
     assert not np.array_equal(p1.samples, epoch_plan(layout, st, ZERO, 1, 2, 2).samples)
     st2 = Settings(batch=4, sample_shuffle="seed", seed=5, seed_change_epoch=False)
-    assert np.array_equal(epoch_plan(layout, st2, ZERO, 1, 2, 1).samples,
-                          epoch_plan(layout, st2, ZERO, 1, 2, 3).samples)
+    assert np.array_equal(
+        epoch_plan(layout, st2, ZERO, 1, 2, 1).samples, epoch_plan(layout, st2, ZERO, 1, 2, 3).samples
+    )
 
 
 def test_compat_dlio_order_ascending_contiguous_blocks():
@@ -254,7 +280,7 @@ def test_whole_file_ops(ss):
     assert np.all(p.steps["nops"] == 3)
 
 
-@pytest.mark.parametrize("nranges", [1, 3])     # indexed_binary: 1 range, hdf5 with 3 datasets: 3
+@pytest.mark.parametrize("nranges", [1, 3])  # indexed_binary: 1 range, hdf5 with 3 datasets: 3
 def test_ranged_ops_come_from_layout(nranges):
     layout = ranged(10, 4, ranges_per_sample=nranges)
     exp = expected_ranges(layout)
@@ -272,17 +298,22 @@ def test_ranged_ops_come_from_layout(nranges):
         assert p.nominal_bytes == sum(l for sid in p.samples for _, l in exp[(int(sid) // 4, int(sid) % 4)])
         # each step's ops are exactly its samples' ops
         for k, step in enumerate(p.steps):
-            sids = p.samples[k * 2:(k + 1) * 2]
+            sids = p.samples[k * 2 : (k + 1) * 2]
             assert step["nops"] == 2 * nranges
-            sl = p.ops[int(step["first_op"]):int(step["first_op"]) + int(step["nops"])]
+            sl = p.ops[int(step["first_op"]) : int(step["first_op"]) + int(step["nops"])]
             assert int(sl["length"].sum()) == sum(l for s in sids for _, l in exp[(int(s) // 4, int(s) % 4)])
 
 
 def test_missing_range_is_an_error():
     t = ranged(3, 2).table
     keep = ~((t.file == 1) & (t.sample == 1))
-    bad = Layout(nfiles=3, spf=2, file_size=ranged(3, 2).file_size, whole_file=False,
-                 table=ranges.Table(file=t.file[keep], sample=t.sample[keep], offset=t.offset[keep], size=t.size[keep]))
+    bad = Layout(
+        nfiles=3,
+        spf=2,
+        file_size=ranged(3, 2).file_size,
+        whole_file=False,
+        table=ranges.Table(file=t.file[keep], sample=t.sample[keep], offset=t.offset[keep], size=t.size[keep]),
+    )
     with pytest.raises(DatasetError, match="sample 1 of file 1"):
         epoch_plan(bad, Settings(batch=1), ZERO, 0, 1, 1)
 
@@ -299,7 +330,7 @@ def test_large_reads_split_at_max_transfer(limit):
         n = max(1, -(-size // limit))
         assert len(ops) == n
         assert np.all(ops["file"] == f)
-        assert int(ops["length"].sum()) == size                      # bytes preserved
+        assert int(ops["length"].sum()) == size  # bytes preserved
         assert np.all(ops["length"] <= limit)
         assert np.array_equal(ops["offset"], np.arange(n, dtype=np.uint64) * limit)  # contiguous
         assert ops["flags"][0] & OPEN and ops["flags"][-1] & CLOSE
@@ -335,11 +366,11 @@ def test_tfrecord_stream_ops_coalesce_per_batch():
     exp = expected_ranges(layout)
     p = epoch_plan(layout, Settings(batch=bs, transfer_size=transfer), ZERO, 0, 1, 1)
     assert p.nsteps == 3 * spf // bs
-    assert np.array_equal(p.samples, np.arange(3 * spf)[:p.nsteps * bs])
+    assert np.array_equal(p.samples, np.arange(3 * spf)[: p.nsteps * bs])
     # independent model: within a batch, consecutive records of one file form one stream
     runs_per_batch = []
     for k in range(p.nsteps):
-        sids = p.samples[k * bs:(k + 1) * bs]
+        sids = p.samples[k * bs : (k + 1) * bs]
         runs = []
         for s in sids:
             f, j = int(s) // spf, int(s) % spf
@@ -354,7 +385,7 @@ def test_tfrecord_stream_ops_coalesce_per_batch():
     check_partition(p)
     for k, runs in enumerate(runs_per_batch):
         st = p.steps[k]
-        sl = p.ops[int(st["first_op"]):int(st["first_op"]) + int(st["nops"])]
+        sl = p.ops[int(st["first_op"]) : int(st["first_op"]) + int(st["nops"])]
         streams = split_samples(sl)
         assert len(streams) == len(runs)
         for (f, o, l), ops in zip(runs, streams):
@@ -438,8 +469,9 @@ def uniform_pair(nfiles, spf, first, stride, length, seq=False):
 def test_uniform_table_plans_exactly_as_the_flat_one(seq, ranks, shuffle):
     """Arithmetic on a uniform table (O(files)) gives the plan the flat arrays give, op for op."""
     uni, flat = uniform_pair(7, 50, [0, 100, 7, 4096, 12, 0, 999], stride=2516, length=2516, seq=seq)
-    st = Settings(batch=8, file_shuffle=shuffle, sample_shuffle=shuffle, max_steps=9, transfer_size=10000,
-                  max_transfer=3000)
+    st = Settings(
+        batch=8, file_shuffle=shuffle, sample_shuffle=shuffle, max_steps=9, transfer_size=10000, max_transfer=3000
+    )
     for r in range(ranks):
         a = epoch_plan(uni, st, parse_time(0.001), r, ranks, 2)
         b = epoch_plan(flat, st, parse_time(0.001), r, ranks, 2)
@@ -468,10 +500,12 @@ def test_compact_recognises_regular_files_only():
     s, o, ln = np.arange(n), 64 + np.arange(n) * 30, np.full(n, 30)
     assert ranges.compact(s, o, ln) == ranges.Uniform(64, 30, 30, n)
     assert ranges.compact(s, 64 + np.arange(n) * 40, np.full(n, 30)) == ranges.Uniform(64, 40, 30, n)  # gaps
-    for bad in ((s, o, np.r_[ln[:-1], 31]),                 # one record longer
-                (s, np.r_[o[:-1], o[-1] + 1], ln),          # stride broken
-                (np.r_[s[:-1], s[-2]], o, ln),              # two ranges for one sample (hdf5 chunks)
-                (s, 64 + np.arange(n) * 20, ln)):           # overlapping
+    for bad in (
+        (s, o, np.r_[ln[:-1], 31]),  # one record longer
+        (s, np.r_[o[:-1], o[-1] + 1], ln),  # stride broken
+        (np.r_[s[:-1], s[-2]], o, ln),  # two ranges for one sample (hdf5 chunks)
+        (s, 64 + np.arange(n) * 20, ln),
+    ):  # overlapping
         assert not isinstance(ranges.compact(*bad), ranges.Uniform)
     u = ranges.compact(s, o, ln)
     assert [a.tolist() for a in u.arrays()] == [s.tolist(), o.tolist(), ln.tolist()]
@@ -484,12 +518,12 @@ def test_compact_recognises_regular_files_only():
 
 @pytest.mark.parametrize("n", [1, 2, 3, 17, 64, 1000, 4097, 100_003])
 def test_keyed_permutation_is_a_permutation_computed_pointwise(n):
-    keys = np.random.default_rng(n).integers(0, 2 ** 63, size=planner.FEISTEL_ROUNDS, dtype=np.uint64)
+    keys = np.random.default_rng(n).integers(0, 2**63, size=planner.FEISTEL_ROUNDS, dtype=np.uint64)
     full = planner.keyed_permutation(np.arange(n), n, keys)
-    assert np.array_equal(np.sort(full), np.arange(n))                      # a bijection of [0, n)
+    assert np.array_equal(np.sort(full), np.arange(n))  # a bijection of [0, n)
     pick = np.random.default_rng(1).integers(0, n, size=min(n, 500))
-    assert np.array_equal(planner.keyed_permutation(pick, n, keys), full[pick])   # any positions alone
-    if n >= 1000:   # it shuffles: few fixed points, and neighbours land far apart
+    assert np.array_equal(planner.keyed_permutation(pick, n, keys), full[pick])  # any positions alone
+    if n >= 1000:  # it shuffles: few fixed points, and neighbours land far apart
         assert (full == np.arange(n)).mean() < 0.01
         assert np.median(np.abs(np.diff(full))) > n / 10
 

@@ -28,8 +28,9 @@ enum dc_seg_kind {
 	DC_SEG_CRC_BEGIN = 3, /* arg = DC_CRC_*: checksum the bytes that follow */
 	DC_SEG_CRC_END = 4,   /* stop the checksum; its value is kept for PUT and PATCH */
 	DC_SEG_PUT = 5,       /* arg = DC_PUT_*: append the kept checksum (4 bytes) */
-	DC_SEG_PATCH = 6,     /* arg = DC_PUT_*: write the kept checksum at file offset a (earlier bytes) */
-	DC_SEG_REPEAT = 7,    /* a = count, b = number of following segments repeated (not nested) */
+	DC_SEG_PATCH =
+		6, /* arg = DC_PUT_*: write the kept checksum at file offset a (earlier bytes) */
+	DC_SEG_REPEAT = 7, /* a = count, b = number of following segments repeated (not nested) */
 };
 
 enum dc_crc_kind { DC_CRC_32C = 0, DC_CRC_32 = 1 };
@@ -43,16 +44,16 @@ struct dc_gen_seg {
 };
 
 struct dc_gen_file {
-	const char *tmp;      /* written here, then renamed to path */
+	const char *tmp; /* written here, then renamed to path */
 	const char *path;
 	uint64_t seed;
-	uint64_t first_seg;   /* its program: segs[first_seg .. first_seg + nsegs) */
+	uint64_t first_seg; /* its program: segs[first_seg .. first_seg + nsegs) */
 	uint64_t nsegs;
 };
 
 struct dc_gen_error {
-	int err;              /* errno */
-	uint64_t file;        /* index into files */
+	int err;       /* errno */
+	uint64_t file; /* index into files */
 	char what[32];
 };
 
@@ -61,13 +62,13 @@ struct dc_gen_error {
  * 0, -ECANCELED when stopped, or -errno (err describes it; the failed file's temp is removed). */
 enum { DC_GEN_FSYNC = 1 };
 int dc_gen_files(const struct dc_gen_file *files, uint64_t n, const struct dc_gen_seg *segs,
-		 const unsigned char *blob, unsigned flags, volatile int *stop, uint64_t *done_bytes,
-		 uint64_t *done_files, struct dc_gen_error *err);
+		 const unsigned char *blob, unsigned flags, volatile int *stop,
+		 uint64_t *done_bytes, uint64_t *done_files, struct dc_gen_error *err);
 
 /* The bytes a program produces at [0, len) (len = its size) into buf: the reference the tests
  * compare files with, and how small files are checked without writing them. 0 or -EINVAL. */
-int dc_gen_render(const struct dc_gen_seg *segs, uint64_t nsegs, const unsigned char *blob, uint64_t seed,
-		  unsigned char *buf, uint64_t len);
+int dc_gen_render(const struct dc_gen_seg *segs, uint64_t nsegs, const unsigned char *blob,
+		  uint64_t seed, unsigned char *buf, uint64_t len);
 
 /* Size in bytes of a program's output. */
 uint64_t dc_gen_size(const struct dc_gen_seg *segs, uint64_t nsegs);
