@@ -42,6 +42,7 @@ import errno
 import os
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
@@ -332,25 +333,27 @@ def save(
         comm.barrier()
     try:
         return _save_files(
-            cfg,
-            comm,
-            epoch,
-            step,
-            eng,
-            direct,
-            qd,
-            do_fsync,
-            randomize,
-            folder,
-            files,
-            paths,
-            align,
-            ops,
-            first,
-            nthreads,
-            fills,
-            plan,
-            transfer,
+            _Save(
+                cfg=cfg,
+                comm=comm,
+                epoch=epoch,
+                step=step,
+                eng=eng,
+                direct=direct,
+                qd=qd,
+                do_fsync=do_fsync,
+                randomize=randomize,
+                folder=folder,
+                files=files,
+                paths=paths,
+                align=align,
+                ops=ops,
+                first=first,
+                nthreads=nthreads,
+                fills=fills,
+                plan=plan,
+                transfer=transfer,
+            )
         )
     except BaseException:
         remove_partial(folder, paths)  # a half-written checkpoint must not look like one
@@ -389,86 +392,94 @@ def remove_partial(folder: str, paths: Sequence[str]) -> None:
         pass
 
 
-def _save_files(
-    cfg,
-    comm,
-    epoch,
-    step,
-    eng,
-    direct,
-    qd,
-    do_fsync,
-    randomize,
-    folder,
-    files,
-    paths,
-    align,
-    ops,
-    first,
-    nthreads,
-    fills,
-    plan,
-    transfer,
-) -> Dict[str, Any]:
+@dataclass
+class _Save:
+    """One rank's save, planned: what _save_files writes and records."""
+
+    cfg: Any
+    comm: Comm
+    epoch: int
+    step: int
+    eng: str
+    direct: bool
+    qd: int
+    do_fsync: bool
+    randomize: bool
+    folder: str
+    files: List[CkptFile]
+    paths: List[str]
+    align: int
+    ops: np.ndarray
+    first: np.ndarray
+    nthreads: int
+    fills: Optional[List[int]]
+    plan: CheckpointPlan
+    transfer: int
+
+
+def _save_files(job: _Save) -> Dict[str, Any]:
+    """The timed part of a save: create the files, write them through the C core, fsync, the record."""
     w0 = time.time()
     m0 = time.monotonic_ns()
     try:
-        os.makedirs(folder, exist_ok=True)
-        for p in paths:  # the C engines open with O_CREAT but not O_TRUNC
+        os.makedirs(job.folder, exist_ok=True)
+        for p in job.paths:  # the C engines open with O_CREAT but not O_TRUNC
             os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
     except OSError as e:
-        raise DlioRunError(os_error_message(e, e.filename or folder, None)) from None
+        raise DlioRunError(os_error_message(e, e.filename or job.folder, None)) from None
     m_prep = time.monotonic_ns()
     # fsync each file in its writer thread right after its last write (as a framework's writer,
     # and fio's end_fsync, do), unless O_DIRECT padding must be truncated first: then after that.
-    needs_truncate = align > 1 and eng != "null" and any(f.nbytes % align for f in files)
-    c_fsync = do_fsync and eng != "null" and not needs_truncate and len(ops) > 0
+    needs_truncate = job.align > 1 and job.eng != "null" and any(f.nbytes % job.align for f in job.files)
+    c_fsync = job.do_fsync and job.eng != "null" and not needs_truncate and len(job.ops) > 0
     if c_fsync:
-        last = np.flatnonzero(np.append(ops["file"][1:] != ops["file"][:-1], True))
-        ops["flags"][last] |= _core.OPF_FSYNC
+        last = np.flatnonzero(np.append(job.ops["file"][1:] != job.ops["file"][:-1], True))
+        job.ops["flags"][last] |= _core.OPF_FSYNC
     res = {"t_start": 0, "t_end": 0, "bytes": 0, "threads": []}
-    if len(ops):
-        res = _run_core(eng, paths, ops, first, nthreads, qd, direct, fills)
+    if len(job.ops):
+        res = _run_core(job.eng, job.paths, job.ops, job.first, job.nthreads, job.qd, job.direct, job.fills)
     m_io = time.monotonic_ns()
     try:
         if needs_truncate:
-            for p, f in zip(paths, files):
-                if f.nbytes % align:
+            for p, f in zip(job.paths, job.files):
+                if f.nbytes % job.align:
                     os.truncate(p, f.nbytes)
         fs0 = time.monotonic_ns()
-        if do_fsync and eng != "null" and not c_fsync:
-            _fsync_all(paths)
+        if job.do_fsync and job.eng != "null" and not c_fsync:
+            _fsync_all(job.paths)
         m1 = time.monotonic_ns()
     except OSError as e:
-        raise DlioRunError("checkpoint fsync/truncate failed: " + os_error_message(e, e.filename or folder)) from None
+        raise DlioRunError(
+            "checkpoint fsync/truncate failed: " + os_error_message(e, e.filename or job.folder)
+        ) from None
     fsync_s = 0.0
-    if do_fsync:
+    if job.do_fsync:
         fsync_s = max(t["fsync_ns"] for t in res["threads"]) / 1e9 if c_fsync else (m1 - fs0) / 1e9
     written = int(res["bytes"])
     rec = _record(
         "save",
-        cfg,
-        comm,
-        epoch,
-        step,
-        folder,
-        plan.dlio_size_GiB,
-        files,
-        bytes=min(written, plan.rank_bytes) if align > 1 else written,
+        job.cfg,
+        job.comm,
+        job.epoch,
+        job.step,
+        job.folder,
+        job.plan.dlio_size_GiB,
+        job.files,
+        bytes=min(written, job.plan.rank_bytes) if job.align > 1 else written,
         bytes_issued=written,
         prepare_s=(m_prep - m0) / 1e9,
-        io_s=(res["t_end"] - res["t_start"]) / 1e9 if len(ops) else 0.0,
+        io_s=(res["t_end"] - res["t_start"]) / 1e9 if len(job.ops) else 0.0,
         io_window_s=(m_io - m_prep) / 1e9,
         fsync_s=fsync_s,
         sync_s=0.0,
-        engine=eng,
-        direct=direct,
-        threads=nthreads,
-        qd=qd,
-        transfer_size=transfer,
-        fsync=do_fsync,
+        engine=job.eng,
+        direct=job.direct,
+        threads=job.nthreads,
+        qd=job.qd,
+        transfer_size=job.transfer,
+        fsync=job.do_fsync,
         cache="n/a",
-        randomize_tensor=randomize,
+        randomize_tensor=job.randomize,
     )
     return _finish(rec, w0, m0, m1)
 
