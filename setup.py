@@ -9,6 +9,7 @@ The io_uring engine needs no library (it issues the system calls itself against
 DLIO_FAST_NO_MPI=1 to build without the MPI-IO engine.
 Extra compiler flags: DLIO_FAST_CFLAGS.
 """
+
 import glob
 import os
 import shlex
@@ -44,12 +45,12 @@ def find_mpi():
     if not cc:
         return None
     words = None
-    for flag in ("-show", "--showme"):   # MPICH / Intel MPI, Open MPI
+    for flag in ("-show", "--showme"):  # MPICH / Intel MPI, Open MPI
         try:
             out = subprocess.check_output([cc, flag], text=True, stderr=subprocess.DEVNULL)
         except (OSError, subprocess.CalledProcessError):
             continue
-        words = shlex.split(out)[1:]     # drop the underlying compiler
+        words = shlex.split(out)[1:]  # drop the underlying compiler
         break
     if words is None:
         return None
@@ -86,7 +87,8 @@ def find_mpi():
 
 
 sources = sorted(glob.glob(f"{CORE}/*.c")) + sorted(
-    f for f in glob.glob(f"{CORE}/engines/*.c") if not f.endswith("/mpiio.c"))
+    f for f in glob.glob(f"{CORE}/engines/*.c") if not f.endswith("/mpiio.c")
+)
 macros = [("_GNU_SOURCE", None)]
 cflags = ["-std=gnu11", "-O2", "-Wall", "-Wno-unused-function"]
 cflags += os.environ.get("DLIO_FAST_CFLAGS", "").split()
@@ -95,6 +97,7 @@ ldflags = ["-pthread"]
 if os.environ.get("DLIO_FAST_NO_URING"):
     macros.append(("DC_NO_URING", "1"))
     print("dlio-fast: DLIO_FAST_NO_URING set, io_uring engine not built")
+
 
 def record_commit(path="dlio/_build_commit.txt"):
     """The git commit this build comes from, for `dlio-fast --version` (nothing outside a checkout)."""
@@ -123,24 +126,35 @@ ext = Extension(
 exts = [ext]
 # dlio._interpose: the LD_PRELOAD library of `dlio-fast profile` (plain C, never imported; see
 # src/dlio_profile/interpose.c). Built as an extension so that it lands in the package folder.
-exts.append(Extension("dlio._interpose", sources=["src/dlio_profile/interpose.c"], define_macros=macros,
-                      extra_compile_args=cflags, extra_link_args=["-pthread", "-ldl"]))
-mpi = find_mpi()
-if mpi:
-    exts.append(Extension(
-        "dlio._mpiio",
-        sources=["dlio/_mpiio.pyx", f"{CORE}/engines/mpiio.c"],
-        include_dirs=[f"{CORE}/include", f"{CORE}"] + mpi[0],
-        library_dirs=mpi[1],
-        libraries=mpi[2],
+exts.append(
+    Extension(
+        "dlio._interpose",
+        sources=["src/dlio_profile/interpose.c"],
         define_macros=macros,
         extra_compile_args=cflags,
-        extra_link_args=ldflags + mpi[3],
-    ))
+        extra_link_args=["-pthread", "-ldl"],
+    )
+)
+mpi = find_mpi()
+if mpi:
+    exts.append(
+        Extension(
+            "dlio._mpiio",
+            sources=["dlio/_mpiio.pyx", f"{CORE}/engines/mpiio.c"],
+            include_dirs=[f"{CORE}/include", f"{CORE}"] + mpi[0],
+            library_dirs=mpi[1],
+            libraries=mpi[2],
+            define_macros=macros,
+            extra_compile_args=cflags,
+            extra_link_args=ldflags + mpi[3],
+        )
+    )
     print(f"dlio-fast: building the MPI-IO engine (MPI compiler {mpi_compiler()})")
 else:
-    print("dlio-fast: no MPI compiler found, MPI-IO engine not built (pip install mpich mpi4py, "
-          "or set MPICC / MPI_DIR, then reinstall)")
+    print(
+        "dlio-fast: no MPI compiler found, MPI-IO engine not built (pip install mpich mpi4py, "
+        "or set MPICC / MPI_DIR, then reinstall)"
+    )
 
 setup(
     ext_modules=cythonize(exts, language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}),

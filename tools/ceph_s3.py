@@ -3,6 +3,7 @@
 Used by the tests' session fixture and by bench/vs_s3.py. Needs Debian's ceph-mon, ceph-osd and
 radosgw packages (`apt-get install --no-install-recommends ceph-mon ceph-osd radosgw`).
 """
+
 import os
 import shutil
 import socket
@@ -36,8 +37,15 @@ class CephS3:
         self.folder = folder or tempfile.mkdtemp(prefix="dlio-ceph-")
         self.rgw_port = rgw_port or free_port()
         self.mon_port = mon_port or free_port()
-        self.env = dict(os.environ, D=self.folder, RGW_PORT=str(self.rgw_port), MON_PORT=str(self.mon_port),
-                        MEM_GB=str(mem_gb), S3_ACCESS_KEY=ACCESS_KEY, S3_SECRET_KEY=SECRET_KEY)
+        self.env = dict(
+            os.environ,
+            D=self.folder,
+            RGW_PORT=str(self.rgw_port),
+            MON_PORT=str(self.mon_port),
+            MEM_GB=str(mem_gb),
+            S3_ACCESS_KEY=ACCESS_KEY,
+            S3_SECRET_KEY=SECRET_KEY,
+        )
 
     @property
     def endpoint(self) -> str:
@@ -45,8 +53,12 @@ class CephS3:
 
     def aws_env(self) -> dict:
         """The AWS variables a client needs to reach this gateway."""
-        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-                "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": "us-east-1"}
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": "us-east-1",
+        }
 
     def start(self, attempts: int = 2) -> "CephS3":
         """Start; a failed start (seen once in a while on a loaded machine) is retried on new ports."""
@@ -54,8 +66,9 @@ class CephS3:
             p = subprocess.run(["bash", SCRIPT, "start"], env=self.env, capture_output=True, text=True, timeout=180)
             if not p.returncode:
                 return self
-            logs = subprocess.run(f"tail -n 3 {self.folder}/log/* 2>/dev/null", shell=True, capture_output=True,
-                                  text=True).stdout
+            logs = subprocess.run(
+                f"tail -n 3 {self.folder}/log/* 2>/dev/null", shell=True, capture_output=True, text=True
+            ).stdout
             self.stop()
             self.rgw_port, self.mon_port = free_port(), free_port()
             self.env.update(RGW_PORT=str(self.rgw_port), MON_PORT=str(self.mon_port))
