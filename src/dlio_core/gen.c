@@ -33,7 +33,6 @@ static uint32_t tail_crc[2][NBLK]; /* crc of bytes [16, 4096) of each pool block
 static uint32_t poly[2] = { 0x82f63b78u, 0xedb88320u };
 static uint32_t x2n[2][32];
 static uint32_t op_tail[2]; /* x^(8*4080) mod p: shifts a crc over a block's tail */
-static uint32_t crc32_tab[8][256];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_key_t work_key;
 static int init_failed;
@@ -67,26 +66,6 @@ static uint32_t x8nmodp(int kind, uint64_t n)
 	return r;
 }
 
-uint32_t dc_crc32(uint32_t crc, const void *data, size_t len)
-{
-	const unsigned char *p = data;
-	crc = ~crc;
-	while (len >= 8) {
-		uint64_t v;
-		memcpy(&v, p, 8);
-		v ^= crc;
-		crc = crc32_tab[7][v & 0xff] ^ crc32_tab[6][(v >> 8) & 0xff] ^
-		      crc32_tab[5][(v >> 16) & 0xff] ^ crc32_tab[4][(v >> 24) & 0xff] ^
-		      crc32_tab[3][(v >> 32) & 0xff] ^ crc32_tab[2][(v >> 40) & 0xff] ^
-		      crc32_tab[1][(v >> 48) & 0xff] ^ crc32_tab[0][v >> 56];
-		p += 8;
-		len -= 8;
-	}
-	while (len--)
-		crc = (crc >> 8) ^ crc32_tab[0][(crc ^ *p++) & 0xff];
-	return ~crc;
-}
-
 static uint32_t crc_update(int kind, uint32_t crc, const void *p, size_t len)
 {
 	return kind == DC_CRC_32C ? dc_crc32c(crc, p, len) : dc_crc32(crc, p, len);
@@ -99,16 +78,6 @@ static void free_work(void *p)
 
 static void init(void)
 {
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i;
-		for (int k = 0; k < 8; k++)
-			c = c & 1 ? (c >> 1) ^ poly[1] : c >> 1;
-		crc32_tab[0][i] = c;
-	}
-	for (uint32_t i = 0; i < 256; i++)
-		for (int t = 1; t < 8; t++)
-			crc32_tab[t][i] = (crc32_tab[t - 1][i] >> 8) ^
-					  crc32_tab[0][crc32_tab[t - 1][i] & 0xff];
 	for (int k = 0; k < 2; k++) {
 		x2n[k][0] = 1u << 30; /* x^1 */
 		for (int n = 1; n < 32; n++)
