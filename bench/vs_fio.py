@@ -108,7 +108,8 @@ def run_fio_defaults(path, size, rw, bs):
     return {"MiB_s": r["bw_bytes"] / 2**20, "iops": r["iops"], "p50_us": r["clat_ns"]["percentile"]["50.000000"] / 1e3}
 
 
-def defaults_main(a):
+def lay_out(a):
+    """One fully written file both tools read (fio lays it out if missing); its path."""
     os.makedirs(a.dir, exist_ok=True)
     path = os.path.join(a.dir, "vs_fio.dat")
     subprocess.run(
@@ -125,7 +126,11 @@ def defaults_main(a):
         capture_output=True,
         check=True,
     )
-    print(f"each tool's defaults; file {path} ({a.size}), {a.runtime}s per run, {a.repeats} alternating repeats")
+    return path
+
+
+def defaults_main(a, path):
+    print(f"each tool's defaults; file {path} ({a.size}), one pass per run, {a.repeats} alternating repeats")
     print(
         f"{'point':<22} {'fio MiB/s':>10} {'dlio MiB/s':>10} {'ratio':>6} {'fio p50':>9} {'dlio p50':>9} "
         f"{'dlio mode':>10}  verdict"
@@ -158,27 +163,11 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--defaults", action="store_true", help="each tool's defaults on DEFAULT_POINTS")
     a = ap.parse_args()
-    if a.defaults:
-        return defaults_main(a)
     if not shutil.which("fio"):
         sys.exit("fio is not on the PATH: apt-get install fio")
-    os.makedirs(a.dir, exist_ok=True)
-    path = os.path.join(a.dir, "vs_fio.dat")
-    # one fully written file both tools read (fio lays it out if missing)
-    subprocess.run(
-        [
-            "fio",
-            "--name=lay",
-            f"--filename={path}",
-            f"--size={a.size}",
-            "--rw=write",
-            "--bs=1m",
-            "--end_fsync=1",
-            "--output-format=terse",
-        ],
-        capture_output=True,
-        check=True,
-    )
+    path = lay_out(a)
+    if a.defaults:
+        return defaults_main(a, path)
     print(f"file {path} ({a.size}), {a.runtime}s per run, {a.repeats} alternating repeats, medians")
     print(
         f"{'point':<20} {'fio MiB/s':>10} {'dlio MiB/s':>10} {'ratio':>6} {'fio IOPS':>10} {'dlio IOPS':>10} "
