@@ -7,12 +7,14 @@ from typing import Callable, Optional
 
 from dlio import output
 from dlio.errors import DlioError, DlioRunError
-from dlio.fsbench.table import IO_COLUMNS, POINT_HEADER, flat_point
+from dlio.fsbench.grid import Sinks, run_grid
+from dlio.fsbench.table import POINT_HEADER
 from dlio.objstore import client, points
 from dlio.objstore.settings import parse_uri, resolve
+from dlio.report.result import IO_SCHEMA, new_io_doc
 from dlio.units import fmt_ns, fmt_size
 
-S3_COLUMNS = IO_COLUMNS + ["object_size", "requests_per_s", "errors", "retries"]
+S3_EXTRA = ("object_size", "requests_per_s", "errors", "retries")  # CSV columns after the file io ones
 HEADER = POINT_HEADER + f" {'ttfb_p50':>8} {'errors':>6}"
 
 
@@ -28,14 +30,6 @@ def point_line(r: dict) -> str:
         f"{fmt_ns(lat['p99']):>8} {fmt_ns(lat['p99.9']):>8} {fmt_ns(lat['max']):>8} {cpu:>8} "
         f"{ttfb:>8} {r['errors']:>6}"
     )
-
-
-def flat(r: dict) -> dict:
-    row = flat_point(r)
-    for k, v in (r["ttfb_ns"] or {}).items():
-        if k not in ("count", "stdev"):
-            row[f"ttfb_{k}_ns"] = v
-    return row
 
 
 def refuse_file_options(**given: bool) -> None:
@@ -99,40 +93,32 @@ def run_io(
         for q in qds
         for t in thrs
     ]
-    records = []
-    doc = {
-        "schema": "dlio-fast.io/1",
-        "environment": output.environment(),
-        "paths": list(uris),
-        "endpoint": settings.endpoint,
-        "client": "s3dlio",
-        "files": [],
-        "complete": False,
-        "points": records,
-    }
+    doc = new_io_doc(IO_SCHEMA, paths=list(uris), endpoint=settings.endpoint, client="s3dlio", files=[], points=[])
+    sinks = Sinks(json_path, csv_path, csv_extra=S3_EXTRA)
     work = points.workdir()
-    try:
-        groups = points.objects_to_create(prefix, grid)
-        if groups:
-            client.run_task(settings, {"task": "put_objects", "bucket": bucket, "groups": groups})
-        doc["files"] = [f"s3://{bucket}/{k}" for _, keys in groups for k in keys]
-        echo(HEADER)
+    started = False
+
+    def records():
         for pt in grid:
             rec = points.run_point(settings, bucket, prefix, pt, runtime_ns or 0, ramp_ns, size or 0, work)
-            records.append(rec)
-            echo(point_line(rec))
+            yield rec
             if rec.get("error"):
                 raise DlioRunError(
                     f"s3://{bucket}/{prefix}: {pt.rw} bs={fmt_size(pt.bs)} qd={pt.qd} "
                     f"threads={pt.threads} failed: {rec['error']}; the points measured so far "
                     "were written (marked incomplete)"
                 )
-        doc["complete"] = True
+
+    try:
+        groups = points.objects_to_create(prefix, grid)
+        if groups:
+            client.run_task(settings, {"task": "put_objects", "bucket": bucket, "groups": groups})
+        doc["files"] = [f"s3://{bucket}/{k}" for _, keys in groups for k in keys]
+        started = True
+        run_grid(records(), doc, HEADER, point_line, sinks, echo)  # writes the sinks whatever happens
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        if json_path:
-            output.write_json(json_path, doc)
-        if csv_path:
-            output.write_csv(csv_path, [flat(r) for r in records], S3_COLUMNS)
+        if not started:
+            sinks.write(doc)  # failed before the first point: still a document that says so
         if not keep and doc["complete"]:
             client.run_task(settings, {"task": "delete", "bucket": bucket, "prefix": prefix + points.TEST_FOLDER})
