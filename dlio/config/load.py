@@ -47,7 +47,7 @@ from dlio.config.layers import (
     parse_value,
 )
 from dlio.config.problem import problem, show
-from dlio.config.schema import ENV_SCALE, KEYS, LEGACY, OPTIONAL_SECTIONS, SECTION_ALIASES, SECTIONS
+from dlio.config.schema import ENV_SCALE, KEYS, LEGACY, LEGACY_ONLY, OPTIONAL_SECTIONS, SECTION_ALIASES, SECTIONS
 from dlio.config.timespec import TimeSpec, _is_number, _plain_number, parse_time  # noqa: F401
 from dlio.config.validate import _dtype_name, apply_scale, check_all, coerce
 from dlio.config.workloads import resolve as _resolve_workload
@@ -230,6 +230,7 @@ def _resolve(
 
     values: Dict[str, Any] = {}
     sources: Dict[str, str] = {}
+    _resolve_dialect(merged)
     for k in KEYS:
         e = merged.get(k.path)
         if e is None:
@@ -286,6 +287,22 @@ def _resolve(
         scale=factor,
         sources=MappingProxyType(dict(sources)),
     )
+
+
+def _resolve_dialect(merged: Dict[str, Entry]) -> None:
+    """Turn `dlio_fast.dialect: auto` (or no value) into the DLIO version the config was written for."""
+    given = merged.get("dlio_fast.dialect")
+    if given is not None and str(given.value).strip().lower() != "auto":
+        return
+    legacy = sorted(
+        e.spelled
+        for e in merged.values()
+        if e.spelled.removeprefix("workload.") in LEGACY_ONLY or e.spelled.removeprefix("workload.") == "model"
+    )
+    if legacy:
+        merged["dlio_fast.dialect"] = Entry("2.0.0", f"auto: {legacy[0]} is DLIO 2.0.0's spelling", "dlio_fast.dialect")
+    else:
+        merged["dlio_fast.dialect"] = Entry("current", "auto: no DLIO 2.0.0 spelling", "dlio_fast.dialect")
 
 
 def _workload_layer(name: str) -> Layer:

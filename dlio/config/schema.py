@@ -32,6 +32,9 @@ from dlio.config import engines
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
+# The two DLIO versions whose configs, data and result files dlio-fast interchanges with.
+DIALECTS = ("2.0.0", "current")
+
 
 @dataclass(frozen=True)
 class Key:
@@ -434,6 +437,15 @@ KEYS: Tuple[Key, ...] = (
         nullable=True,
     ),
     K(
+        "dlio_fast.dialect",
+        "enum",
+        "auto",
+        "which DLIO the run interchanges with: 2.0.0 (PyPI; MLPerf Storage v1) or current (main); auto: 2.0.0 when "
+        "the config spells a key the 2.0.0 way (dataset.record_length, checkpoint.num_layers, `model: NAME`), else "
+        "current. Decides the data layout written (HDF5 dataset names, CSV header) and the throughput formula",
+        choices=DIALECTS + ("auto",),
+    ),
+    K(
         "dlio_fast.null_delay_ns",
         "int",
         0,
@@ -459,6 +471,10 @@ LEGACY: Mapping[str, str] = MappingProxyType(
         "checkpoint.pipeline_parallelism": "model.parallelism.pipeline",
     }
 )
+
+# Spellings that only DLIO 2.0.0 wrote; seeing one makes `dlio_fast.dialect: auto` resolve to 2.0.0.
+# model.model_size is not one: current DLIO's own workload files still carry it.
+LEGACY_ONLY = frozenset(k for k in LEGACY if k != "model.model_size")
 
 # Whole sections spelled another way.
 SECTION_ALIASES: Mapping[str, str] = MappingProxyType({"data_reader": "reader"})
