@@ -4,7 +4,7 @@ came from.  Checked against the code: a key dlio-fast reads (or follows as DLIO 
 
 Not emulated, and when a warning says so (only when the value changes what DLIO does):
   * ``workflow.profiling`` true with a profiler: DLIO runs iostat / darshan / tensorboard.
-  * ``reader.shuffle_size`` given, with the tensorflow or DALI loader: their shuffle buffer.
+  * ``reader.shuffle_size`` given, with the tensorflow or DALI loader and sample_shuffle: their buffer.
   * ``reader.read_type: memory``: dlio-fast reads the same way for both values.
   * ``dataset.keep_files: false``: DLIO deletes the dataset at the end.
   * ``output.log_file`` other than dlio.log: DLIO's log file name.
@@ -47,10 +47,10 @@ def _profiling(v: Mapping[str, Any]) -> Optional[str]:
 
 
 def _shuffle_size(v: Mapping[str, Any]) -> Optional[str]:
-    if v["reader.data_loader"] in ("tensorflow", "dali", "native_dali"):
+    if v["reader.data_loader"] in ("tensorflow", "dali", "native_dali") and v["reader.sample_shuffle"] != "off":
         return (
-            f"DLIO's {v['reader.data_loader']} reader shuffles samples through a shuffle buffer of this many; "
-            "dlio-fast shuffles over the whole epoch (reader.sample_shuffle)"
+            f"DLIO's {v['reader.data_loader']} reader shuffles the samples it has read in a shuffle buffer of this "
+            "many; dlio-fast has no such buffer (reader.sample_shuffle alone decides its order)"
         )
     return None
 

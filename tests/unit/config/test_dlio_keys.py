@@ -107,7 +107,11 @@ def test_a_known_file_is_silent(tmp_path):
 @pytest.mark.parametrize(
     "text, key, what",
     [
-        ("reader:\n  data_loader: tensorflow\n  shuffle_size: 2\n", "reader.shuffle_size", "shuffle buffer"),
+        (
+            "reader:\n  data_loader: tensorflow\n  sample_shuffle: seed\n  shuffle_size: 2\n",
+            "reader.shuffle_size",
+            "shuffle buffer",
+        ),
         ("dataset:\n  keep_files: false\n", "dataset.keep_files", "deletes the dataset"),
         ("workflow:\n  profiling: true\n", "workflow.profiling", "iostat"),
         ("workflow:\n  profiling: true\nprofiling:\n  profiler: darshan\n", "workflow.profiling", "darshan"),
@@ -139,7 +143,8 @@ def test_not_emulated_warnings_also_come_from_the_command_line():
 @pytest.mark.parametrize(
     "text",
     [
-        "reader:\n  data_loader: pytorch\n  shuffle_size: 2\n",  # only TF and DALI readers use it
+        "reader:\n  data_loader: pytorch\n  sample_shuffle: seed\n  shuffle_size: 2\n",  # TF and DALI use it
+        "reader:\n  data_loader: tensorflow\n  shuffle_size: 2\n",  # ... when they shuffle samples
         "dataset:\n  keep_files: true\n",
         "workflow:\n  profiling: false\nprofiling:\n  profiler: darshan\n",
         "workflow:\n  profiling: true\nprofiling:\n  profiler: none\n",
