@@ -2,11 +2,16 @@
 `dlio-fast run --config FILE --dry-run` loads it, plans it and gives exactly the warnings listed here."""
 
 import glob
+import importlib.util
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 
 import pytest
+from conftest import REPO
 
 from dlio.config import load_config
 
@@ -101,3 +106,21 @@ def test_hydra_run_dir_sets_the_output_folder(run_cli, tmp_path, monkeypatch):
     )
     assert code == 0, err
     assert os.path.exists(tmp_path / "hout" / "dlio-fast.json")
+
+
+@pytest.mark.skipif(
+    not (shutil.which("mpiexec") and importlib.util.find_spec("mpi4py")),
+    reason="needs mpiexec and mpi4py (pip install mpich mpi4py)",
+)
+def test_config_warnings_are_printed_once_per_job_under_mpi():
+    path = os.path.join(ROOT, "2.0.0", "dlrm.yaml")
+    p = subprocess.run(
+        ["mpiexec", "-n", "2", sys.executable, "-m", "dlio", "run", "--config", path, "--dry-run", "--scale", "0.001"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": REPO},
+    )
+    assert p.returncode == 0, p.stderr
+    assert warned_keys(p.stderr) == EXPECTED_WARNINGS["2.0.0/dlrm.yaml"], p.stderr
