@@ -419,7 +419,7 @@ def load_config(
                     value,
                     f"override {text}",
                 )
-            if config_file is not None:
+            if config_file is not None and workload is None:
                 _check_names_the_file(value, os.fspath(config_file), text)
                 file_names = value  # DLIO's `--config-dir DIR workload=NAME`: the file is the workload
                 continue

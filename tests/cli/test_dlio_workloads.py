@@ -124,3 +124,12 @@ def test_config_warnings_are_printed_once_per_job_under_mpi():
     )
     assert p.returncode == 0, p.stderr
     assert warned_keys(p.stderr) == EXPECTED_WARNINGS["2.0.0/dlrm.yaml"], p.stderr
+
+
+def test_workload_name_next_to_another_config_file_is_refused(run_cli, tmp_path):
+    path = os.path.join(ROOT, "current", "unet3d_h100.yaml")
+    code, out, err = run_cli("run", "--config", path, "workload=bert_v100", "--dry-run")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "workload=bert_v100" in err and path in err and "give one" in err
+    code, out, err = run_cli("run", "--config", path, "workload=unet3d_h100", "--dry-run", "-o", tmp_path / "o")
+    assert code == 0, err

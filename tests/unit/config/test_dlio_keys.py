@@ -252,3 +252,9 @@ def test_workload_name_next_to_a_config_file(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_config(config_file=path, dlio_overrides=["workload=bert"], env=NOENV)
     one_line(e, "workload=bert", path, "give one")
+
+
+def test_workload_option_and_override_agreeing_keep_the_file_over_the_builtin(tmp_path):
+    path = write(tmp_path, "dataset:\n  format: npz\n", name="mine.yaml")
+    cfg = load_config("unet3d", config_file=path, dlio_overrides=["workload=unet3d"], env=NOENV)
+    assert cfg.workload == "unet3d" and cfg.dataset.format == "npz" and cfg.reader.batch_size == 7
