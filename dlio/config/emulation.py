@@ -42,7 +42,7 @@ def hydra_warning(spelled: str, origin: str) -> str:
 def _profiling(v: Mapping[str, Any]) -> Optional[str]:
     p = v["profiling.profiler"]
     if v["workflow.profiling"] and p != "none":
-        return f"with profiling.profiler = {p}: DLIO runs {p} during the run; dlio-fast runs no profiler (see --trace)"
+        return f"DLIO runs its profiler (profiling.profiler = {p}) during the run; dlio-fast runs none (see --trace)"
     return None
 
 

@@ -251,11 +251,12 @@ def _resolve(
             if e.value is RESET:
                 gone = [k for k in unknown if k == canon or k.startswith(canon + ".")]
                 if not (canon in KEYS_BY_PATH or canon in SECTIONS or canon == "framework" or gone):
-                    raise problem(
-                        e.spelled,
+                    raise ConfigError(
+                        f"{e.spelled}: nothing to delete: not a DLIO key and no file sets it; {suggest(canon)} "
+                        f"(from {e.origin})",
+                        canon,
                         None,
                         e.origin,
-                        "nothing to delete: not a DLIO key and no file sets it; " + suggest(canon),
                     )
                 for k in gone:
                     del unknown[k]
