@@ -257,7 +257,9 @@ def file_layer(text: str, label: str, where: str) -> Layer:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: the top level must be a mapping of DLIO sections, got {show(data)}", origin=where)
     prefix = ""
-    if len(data) == 1 and "workload" in data:
+    hydra = None
+    if "workload" in data and set(data) <= {"workload", "hydra"}:  # DLIO's composed config (+ its hydra:)
+        hydra = data.get("hydra")
         data = data["workload"]
         prefix = "workload."
         if data is None:
@@ -271,6 +273,9 @@ def file_layer(text: str, label: str, where: str) -> Layer:
         return f"{where} line {line}" if line else where
 
     layer.add_tree(data, "", "", origin_of)
+    if hydra is not None:
+        line = lines.get("hydra")
+        layer.add_value("hydra", "hydra", hydra, lambda w: f"{where} line {lines.get(w, line)}")
     return layer
 
 

@@ -258,3 +258,10 @@ def test_workload_option_and_override_agreeing_keep_the_file_over_the_builtin(tm
     path = write(tmp_path, "dataset:\n  format: npz\n", name="mine.yaml")
     cfg = load_config("unet3d", config_file=path, dlio_overrides=["workload=unet3d"], env=NOENV)
     assert cfg.workload == "unet3d" and cfg.dataset.format == "npz" and cfg.reader.batch_size == 7
+
+
+def test_a_workload_root_key_next_to_hydra_keeps_both(tmp_path):
+    path = write(tmp_path, "workload:\n  dataset:\n    format: npz\nhydra:\n  run:\n    dir: /tmp/hy\n")
+    cfg = load_config(config_file=path, env=NOENV)
+    assert cfg.dataset.format == "npz" and cfg.output.folder == "/tmp/hy" and cfg.warnings == ()
+    assert cfg.origin("output.folder") == f"{path} line 6"
