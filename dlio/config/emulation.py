@@ -24,6 +24,9 @@ from dlio.config.problem import show
 
 IGNORED = "ignored (DLIO ignores it too)"
 
+# Hydra settings dlio-fast follows (Config.hydra has them all): no warning for these.
+HYDRA_HONOURED = frozenset({"hydra.run.dir"})
+
 
 def where(origin: str) -> str:
     """`FILE:LINE` for a file origin ("FILE line N"), the origin as it is otherwise (--set ..., env ...)."""

@@ -305,8 +305,9 @@ def parse_override(text: str, dlio: bool = False) -> Optional[Tuple[str, Any, st
     ``dlio=False``: dlio-fast's ``KEY=VALUE`` (``--set``).  ``dlio=True``: DLIO/Hydra spellings
     ``++workload.KEY=VALUE``, ``+workload.KEY=VALUE``, ``workload.KEY=VALUE``, ``~workload.KEY`` (the key
     is returned with the value ``RESET``), ``workload=NAME`` (key ``workload``), and Hydra's own
-    ``hydra.KEY=VALUE`` (key ``hydra.KEY``, the value as typed: ``hydra.run.dir`` is a path; ``~hydra.KEY``
-    and a bare ``hydra=...`` give None).
+    ``hydra.KEY=VALUE`` (key ``hydra.KEY``; ``hydra.run.dir``'s value is the path as typed, the others are
+    YAML like a key's: ``hydra.output_subdir=null`` is None; ``~hydra.KEY`` and a bare ``hydra=...`` give
+    None).
     """
     if not isinstance(text, str):
         raise ConfigError(f"override {show(text)}: expected a KEY=VALUE string", origin="command line")
@@ -329,7 +330,9 @@ def parse_override(text: str, dlio: bool = False) -> Optional[Tuple[str, Any, st
         raise ConfigError(f"override {show(text)}: expected {form} (from {origin})", origin=origin)
     if dlio:
         if key == "hydra" or key.startswith("hydra."):
-            return None if delete or key == "hydra" else (key, raw.strip(), raw)
+            if delete or key == "hydra":
+                return None
+            return key, (raw.strip() if key == HYDRA_RUN_DIR else parse_value(raw, key, origin)), raw
         if key == "workload":
             if delete:
                 raise ConfigError(f"override {show(text)}: cannot delete workload (from {origin})", origin=origin)

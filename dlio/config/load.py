@@ -55,7 +55,7 @@ import numpy as np
 import yaml
 
 from dlio.config import schema
-from dlio.config.emulation import hydra_warning, not_emulated, unknown_key_warning
+from dlio.config.emulation import HYDRA_HONOURED, hydra_warning, not_emulated, unknown_key_warning
 from dlio.config.layers import (
     HYDRA_RUN_DIR,
     PRESENT,
@@ -141,6 +141,9 @@ class Config:
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # One line each: keys DLIO ignores that a file carried, keys DLIO honours that are not emulated.
     warnings: Tuple[str, ...] = field(default=(), compare=False, repr=False)
+    # Hydra's settings as given (command line, or a file's hydra: section), e.g. {"hydra.output_subdir":
+    # "configs"}: hydra.run.dir is output.folder already; the others are warned about unless honoured.
+    hydra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     # -- access ---------------------------------------------------------------------------------
 
@@ -279,7 +282,7 @@ def _resolve(
         hydra.update(layer.hydra)
 
     warnings = [unknown_key_warning(e.spelled, canon, e.origin) for canon, e in unknown.items()]
-    run_dir = hydra.pop(HYDRA_RUN_DIR, None)
+    run_dir = hydra.get(HYDRA_RUN_DIR)
     if run_dir is not None:
         if not isinstance(run_dir.value, str) or not run_dir.value.strip() or "${" in run_dir.value:
             raise problem(
@@ -290,7 +293,7 @@ def _resolve(
             )
         if "output.folder" not in merged:  # DLIO: output.folder, else Hydra's run dir
             merged["output.folder"] = Entry(run_dir.value.strip(), run_dir.origin, HYDRA_RUN_DIR)
-    warnings += [hydra_warning(e.spelled, e.origin) for e in hydra.values()]
+    warnings += [hydra_warning(e.spelled, e.origin) for k, e in hydra.items() if k not in HYDRA_HONOURED]
 
     values: Dict[str, Any] = {}
     sources: Dict[str, str] = {}
@@ -352,6 +355,7 @@ def _resolve(
         scale=factor,
         sources=MappingProxyType(dict(sources)),
         warnings=tuple(warnings),
+        hydra=MappingProxyType({k: e.value for k, e in hydra.items()}),
     )
 
 

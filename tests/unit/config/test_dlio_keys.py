@@ -265,3 +265,12 @@ def test_a_workload_root_key_next_to_hydra_keeps_both(tmp_path):
     cfg = load_config(config_file=path, env=NOENV)
     assert cfg.dataset.format == "npz" and cfg.output.folder == "/tmp/hy" and cfg.warnings == ()
     assert cfg.origin("output.folder") == f"{path} line 6"
+
+
+def test_hydra_settings_are_kept_for_the_result_writers():
+    # MLPerf Storage's benchmark.sh passes hydra.output_subdir; Config.hydra carries every Hydra setting given
+    cfg = load_config(
+        "default", dlio_overrides=["hydra.run.dir=/tmp/r", "hydra.output_subdir=null", "++hydra.job.name=x"], env=NOENV
+    )
+    assert dict(cfg.hydra) == {"hydra.run.dir": "/tmp/r", "hydra.output_subdir": None, "hydra.job.name": "x"}
+    assert [w.split(": ")[2] for w in cfg.warnings] == ["hydra.output_subdir", "hydra.job.name"]
