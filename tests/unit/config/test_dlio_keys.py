@@ -9,6 +9,7 @@ import pytest
 
 from dlio.checkpoint.layout import plan_checkpoint
 from dlio.config import ConfigError, load_config
+from dlio.config.workloads import list_workloads
 
 NOENV = {}
 IGNORED = "ignored (DLIO ignores it too)"
@@ -98,6 +99,11 @@ def test_unknown_key_on_the_command_line_is_an_error(kw):
 def test_a_known_file_is_silent(tmp_path):
     assert load_config(config_file=write(tmp_path, "dataset:\n  format: npz\n"), env=NOENV).warnings == ()
     assert load_config("unet3d", env=NOENV).warnings == ()
+
+
+def test_the_builtin_workloads_carry_no_unknown_key():
+    for name in list_workloads():
+        assert not [w for w in load_config(name, env=NOENV).warnings if "is not a DLIO key" in w], name
 
 
 # ---------------------------------------------------------------------------------------------------
