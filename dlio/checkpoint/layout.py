@@ -4,7 +4,9 @@ Everything follows DLIO's ``checkpointing/base_checkpointing.py`` (docs/dlio-fac
 
 * Rank layout: ``MP = TP*PP``; ``DP = comm_size // MP`` (or ``model.parallelism.data`` in subset mode);
   ``tp = rank % TP``, ``pp = (rank // TP) % PP``, ``dp = rank // MP``, ``mp = rank % MP``.
-  ZeRO 0: only ranks ``< MP`` write; ZeRO >= 1: every rank writes.
+  ZeRO 0: only ranks ``< MP`` write; ZeRO >= 1: every rank writes.  A 2.0.0 config's ``checkpoint.type``
+  decides instead, as in DLIO 2.0.0: ``rank_zero`` (its default) rank 0 alone, ``all_ranks`` every rank;
+  current DLIO ignores the key.
 * Transformer layers ``0 .. L+2`` (0 = embedding, 1..L = transformer layers, L+1 = lm_head, L+2 = final
   norm) split over the pipeline stages with DLIO's remainder rule; tensor sizes per layer from
   ``get_layer_parameters`` (integer divisions by TP and, for ZeRO-3, by DP), in ``model_datatype``.
@@ -181,6 +183,8 @@ def _model(cfg: Any) -> Dict[str, Any]:
         kv=t.num_kv_heads,
         subset=cfg.checkpoint.mode == "subset",
         framework=cfg.framework,
+        # DLIO 2.0.0 reads checkpoint.type (default rank_zero: only rank 0 saves); current DLIO never does
+        location=cfg.checkpoint.type if cfg.dlio_fast.dialect == "2.0.0" else None,
     )
 
 
@@ -286,13 +290,22 @@ def optimizer_groups(m: Dict[str, Any], lay: Layout) -> List[int]:
     return [n, h5, n, h5, n, h5]
 
 
+def _writes(m: Dict[str, Any], lay: Layout, rank: int) -> bool:
+    """Whether `rank` saves anything.  DLIO 2.0.0: rank 0 alone under rank_zero, every rank under
+    all_ranks; current DLIO: under ZeRO 0 the model-parallel ranks < MP, else every rank."""
+    if m.get("location") == "rank_zero":
+        return rank == 0
+    if m.get("location") == "all_ranks":
+        return True
+    return rank < lay.mp if lay.zero == 0 else True
+
+
 def _rank_state(m: Dict[str, Any], rank: int, comm_size: int):
     """(layout, files without extension, dlio model bytes, dlio optimizer bytes) of one rank."""
     lay = layout(m, rank, comm_size)
     files: List[Tuple[str, int, str, str, int]] = []  # (stem, bytes, dtype, kind, tensors)
     model_b = opt_b = 0
-    writes = rank < lay.mp if lay.zero == 0 else True
-    if not writes:
+    if not _writes(m, lay, rank):
         return lay, files, 0, 0
     dp_r, mp_r = lay.dp_rank, lay.mp_rank
     zname = f"zero_pp_rank_{dp_r}_mp_rank_{mp_r}"
@@ -409,7 +422,7 @@ def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
     memo: Dict[Tuple, Tuple[int, int, int, int]] = {}
     for r in range(comm_size):
         lay0 = layout(m, r, comm_size)
-        writes = r < lay0.mp if lay0.zero == 0 else True
+        writes = _writes(m, lay0, r)
         key = (writes, lay0.pp_rank, lay0.dp_rank == 0, r == 0)  # sizes do not depend on tp_rank
         if r == rank or key not in memo:
             lay, stems, mb, ob = _rank_state(m, r, comm_size)

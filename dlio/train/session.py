@@ -167,6 +167,8 @@ def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes)
     result = build_result(
         cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(), engine, direct
     )
+    if cfg.warnings:  # what the config loader warned about (dlio.config.emulation), as printed
+        result["config_warnings"] = list(cfg.warnings)
     if cfg.workflow.checkpoint:
         per_node = max(Counter(r["hostname"] for r in records).values())
         result["checkpoint_plan"] = ckpt_layout.plan_summary(cfg, comm_size, per_node)
