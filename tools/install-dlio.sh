@@ -48,7 +48,7 @@ install_one() {  # venv, what to pip install for DLIO itself, its pydftracer
     "$venv/bin/pip" install -q --no-deps "$dlio"
     # shellcheck disable=SC2046
     "$venv/bin/pip" install -q 'numpy<2.3' h5py pandas psutil Pillow PyYAML omegaconf 'hydra-core>=1.3.2' \
-      "$tracer" mpi4py tensorflow $(torch_spec)
+      "$tracer" mpi4py mpich tensorflow $(torch_spec)  # mpich: the MPI library mpi4py's wheel loads
     write_tfrecord2idx "$venv"
   fi
 }

@@ -1,0 +1,111 @@
+"""dlio-fast reads what DLIO itself wrote: the golden datasets in tests/data/dlio-golden/<version>/<format>/
+(made by DLIO 2.0.0 and current DLIO, see the README there). Each is verified and trained on for one epoch
+with the posix engine, under the OTHER version's dialect (the readers take both layouts whatever the config
+says); the bytes read must equal the per-sample bytes DLIO's reader touches, computed here from the files
+with h5py / struct / os.stat, and DLIO's files must be left as they were."""
+
+import hashlib
+import json
+import shutil
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from interop_dlio import FORMATS, NUM_FILES_EVAL, NUM_FILES_TRAIN, RECORD_LENGTH, samples_per_file  # noqa: E402
+
+GOLDEN = Path(__file__).resolve().parent.parent / "data" / "dlio-golden"
+VERSIONS = ("2.0.0", "current")
+WHOLE_FILE = ("npz", "npy", "csv", "jpeg", "png")
+
+
+def settings(data, fmt, dialect):
+    keys = {
+        "dataset.data_folder": data,
+        "dataset.format": fmt,
+        "dataset.num_files_train": NUM_FILES_TRAIN,
+        "dataset.num_files_eval": NUM_FILES_EVAL,
+        "dataset.num_subfolders_train": 0,
+        "dataset.num_subfolders_eval": 0,
+        "dataset.num_samples_per_file": samples_per_file(fmt),
+        "dataset.record_length_bytes": RECORD_LENGTH,
+        "reader.batch_size": 2,
+        "train.epochs": 1,
+        "train.computation_time": 0,
+        "workflow.generate_data": False,
+        "workflow.evaluation": False,
+        "dlio_fast.engine": "posix",
+        "dlio_fast.dialect": dialect,
+    }
+    return [a for k, v in keys.items() for a in ("--set", f"{k}={v}")]
+
+
+def expected_train_bytes(data, fmt):
+    """What DLIO's reader of `fmt` reads in one epoch over the train files, from the files themselves."""
+    files = sorted((data / "train").glob(f"*.{fmt}"))
+    assert len(files) == NUM_FILES_TRAIN
+    spf = samples_per_file(fmt)
+    if fmt in WHOLE_FILE:  # np.load / read_csv / PIL open the whole file for every sample
+        return spf * sum(f.stat().st_size for f in files)
+    if fmt == "synthetic":
+        return 0
+    if fmt == "indexed_binary":  # sample sizes are in the .sz.idx companion (uint64 each)
+        return sum(int(np.fromfile(f"{f}.sz.idx", dtype="<u8")[:spf].sum()) for f in files)
+    if fmt == "tfrecord":  # each record framed: u64 length, u32 crc, payload, u32 crc
+        total = 0
+        for f in files:
+            buf, pos, n = f.read_bytes(), 0, 0
+            while pos < len(buf):
+                (length,) = struct.unpack_from("<Q", buf, pos)
+                pos += length + 16
+                n += 1
+            assert n == spf
+            total += pos
+        return total
+    if fmt == "hdf5":  # records[j] (2.0.0) or records_0[j] .. (current): one row of each
+        import h5py
+
+        total = 0
+        for f in files:
+            with h5py.File(f, "r") as hf:
+                names = [n for n in hf if n.startswith("records")]
+                total += spf * sum(hf[n][0].nbytes for n in names)
+        return total
+    raise AssertionError(fmt)
+
+
+def digest(folder):
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_dlio_fast_reads_dlio_golden_files(run_cli, tmp_path, version, fmt):
+    src = GOLDEN / version / fmt
+    if not src.is_dir():
+        pytest.skip(f"no golden files of DLIO {version} for {fmt} (make_golden.py there makes them)")
+    data, out = tmp_path / "data", tmp_path / "out"
+    shutil.copytree(src, data)
+    before = digest(data)
+    other = VERSIONS[1 - VERSIONS.index(version)]
+    keys = settings(data, fmt, other)
+
+    code, so, se = run_cli("verify", "-w", "default", *keys)
+    assert code == 0, so + se
+    assert "0 bad" in so + se
+
+    code, so, se = run_cli("-q", "run", "-w", "default", *keys, "-o", out)
+    assert code == 0, se
+    with open(out / "dlio-fast.json") as f:
+        d = json.load(f)
+    steps = NUM_FILES_TRAIN * samples_per_file(fmt) // 2
+    assert [e["steps_done"] for e in d["ranks"][0]["epochs"]] == [steps]
+    assert d["metrics"]["bytes_read"] == expected_train_bytes(data, fmt)
+
+    after = {k: v for k, v in digest(data).items() if not k.startswith(".dlio-fast")}
+    assert after == before  # DLIO's files read, never rewritten
