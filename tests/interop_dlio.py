@@ -13,7 +13,7 @@ from typing import Dict, List
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "dlio_driver.py"
 TOOLS = HERE / "dlio_bin"  # a tfrecord2idx for DLIO 2.0.0's tfrecord generator (DALI's script, absent here)
-FORMATS = ("npz", "npy", "hdf5", "csv", "tfrecord", "jpeg", "png", "indexed_binary", "synthetic")
+FORMATS = ("npz", "npy", "hdf5", "csv", "tfrecord", "jpeg", "png", "indexed_binary", "mmap_indexed_binary", "synthetic")
 NUM_FILES_TRAIN = 2
 NUM_FILES_EVAL = 1
 SAMPLES_PER_FILE = 4  # the golden files

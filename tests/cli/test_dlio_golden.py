@@ -54,7 +54,7 @@ def expected_train_bytes(data, fmt):
         return spf * sum(f.stat().st_size for f in files)
     if fmt == "synthetic":
         return 0
-    if fmt == "indexed_binary":  # sample sizes are in the .sz.idx companion (uint64 each)
+    if fmt in ("indexed_binary", "mmap_indexed_binary"):  # sample sizes: the .sz.idx companion (uint64 each)
         return sum(int(np.fromfile(f"{f}.sz.idx", dtype="<u8")[:spf].sum()) for f in files)
     if fmt == "tfrecord":  # each record framed: u64 length, u32 crc, payload, u32 crc
         total = 0
@@ -113,7 +113,7 @@ def test_dlio_fast_reads_dlio_golden_files(run_cli, tmp_path, version, fmt):
     assert after == before  # DLIO's files read, never rewritten
 
 
-FIXED_LAYOUT = ("npz", "npy", "hdf5", "tfrecord", "indexed_binary", "synthetic")  # sizes set by the shape
+FIXED_LAYOUT = ("npz", "npy", "hdf5", "tfrecord", "indexed_binary", "mmap_indexed_binary", "synthetic")  # sizes set by the shape
 
 
 def listing(folder):

@@ -1,11 +1,12 @@
 """Remake the golden files: DLIO itself (2.0.0 and current) generates a tiny dataset of every format.
 
-    .venv/bin/python tests/data/dlio-golden/make_golden.py [2.0.0|current ...]
+    .venv/bin/python tests/data/dlio-golden/make_golden.py [--format F ...] [2.0.0|current ...]
 
 Uses the DLIO installs tests/dlio_installs.py finds (tools/install-dlio.sh makes them); the workload is
 tests/interop_dlio.py's workload() with generate_data=True, train=False.
 """
 
+import argparse
 import shutil
 import sys
 import tempfile
@@ -18,18 +19,23 @@ from dlio_installs import dlio_python  # noqa: E402
 from interop_dlio import FORMATS, run_dlio, workload  # noqa: E402
 
 
-def make(version: str) -> None:
+def make(version: str, formats) -> None:
     python = dlio_python(version)
     if python is None:
         sys.exit(f"DLIO {version} not installed (tools/install-dlio.sh installs it)")
     root = HERE / version
-    shutil.rmtree(root, ignore_errors=True)
+    for f in formats:
+        shutil.rmtree(root / f, ignore_errors=True)
     with tempfile.TemporaryDirectory() as work:
-        jobs = [workload(version, f, root / f, Path(work) / f / "out", True, False) for f in FORMATS]
-        for fmt, r in zip(FORMATS, run_dlio(python, jobs, Path(work))):
+        jobs = [workload(version, f, root / f, Path(work) / f / "out", True, False) for f in formats]
+        for fmt, r in zip(formats, run_dlio(python, jobs, Path(work))):
             print(f"DLIO {version} {fmt}: {'ok' if r['ok'] else 'FAILED ' + r['error']}")
 
 
 if __name__ == "__main__":
-    for v in sys.argv[1:] or ["2.0.0", "current"]:
-        make(v)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--format", action="append", choices=FORMATS, help="only these formats (default: all)")
+    ap.add_argument("versions", nargs="*", default=["2.0.0", "current"])
+    a = ap.parse_args()
+    for v in a.versions:
+        make(v, a.format or list(FORMATS))
