@@ -38,6 +38,7 @@ def workload(
     train: bool,
     spf: int = SAMPLES_PER_FILE,
     batch: int = BATCH,
+    subfolders: int = 0,
 ) -> Dict:
     """A tiny DLIO workload in `version`'s spelling (2.0.0: record_length and model: NAME)."""
     tf = fmt == "tfrecord"
@@ -47,6 +48,8 @@ def workload(
         "num_files_train": NUM_FILES_TRAIN,
         "num_files_eval": NUM_FILES_EVAL,
         "num_samples_per_file": samples_per_file(fmt, spf),
+        "num_subfolders_train": subfolders,
+        "num_subfolders_eval": subfolders,
         ("record_length" if version == "2.0.0" else "record_length_bytes"): RECORD_LENGTH,
     }
     return {

@@ -113,7 +113,15 @@ def test_dlio_fast_reads_dlio_golden_files(run_cli, tmp_path, version, fmt):
     assert after == before  # DLIO's files read, never rewritten
 
 
-FIXED_LAYOUT = ("npz", "npy", "hdf5", "tfrecord", "indexed_binary", "mmap_indexed_binary", "synthetic")  # sizes set by the shape
+FIXED_LAYOUT = (
+    "npz",
+    "npy",
+    "hdf5",
+    "tfrecord",
+    "indexed_binary",
+    "mmap_indexed_binary",
+    "synthetic",
+)  # sizes set by the shape
 
 
 def listing(folder):

@@ -28,6 +28,7 @@ from interop_dlio import (  # noqa: E402
 
 VERSIONS = ("2.0.0", "current")
 CONTROL = "control"  # the other version's HDF5 layout: DLIO must fail on it
+SUBFOLDERS = "npz-subfolders"  # train/{i % 2}/img_i_of_2.npz: DLIO's glob of train/*/*.npz
 _runs = {}
 
 
@@ -35,7 +36,7 @@ def spf(fmt):
     return samples_per_file(fmt, TRAIN_SAMPLES_PER_FILE)
 
 
-def generate(data, fmt, dialect):
+def generate(data, fmt, dialect, subfolders=0):
     from dlio.cli.main import main
 
     keys = {
@@ -43,8 +44,8 @@ def generate(data, fmt, dialect):
         "dataset.format": fmt,
         "dataset.num_files_train": NUM_FILES_TRAIN,
         "dataset.num_files_eval": NUM_FILES_EVAL,
-        "dataset.num_subfolders_train": 0,
-        "dataset.num_subfolders_eval": 0,
+        "dataset.num_subfolders_train": subfolders,
+        "dataset.num_subfolders_eval": subfolders,
         "dataset.num_samples_per_file": spf(fmt),
         "dataset.record_length_bytes": RECORD_LENGTH,
         "dlio_fast.dialect": dialect,
@@ -67,25 +68,27 @@ def dlio_run(version, root):
     python = dlio_python(version)
     other = VERSIONS[1 - VERSIONS.index(version)]
     fmts = [f for f in FORMATS if f != "tfrecord" or has_tensorflow(python)]
-    cases = [(f, f, version) for f in fmts] + [(CONTROL, "hdf5", other)]
+    cases = [(f, f, version) for f in fmts] + [(SUBFOLDERS, "npz", version), (CONTROL, "hdf5", other)]
     jobs, outs = [], []
     for key, fmt, dialect in cases:
         data, out = root / "data" / key, root / "out" / key
-        generate(data, fmt, dialect)
-        jobs.append(workload(version, fmt, data, out, False, True, TRAIN_SAMPLES_PER_FILE, TRAIN_BATCH))
+        sub = 2 if key == SUBFOLDERS else 0
+        generate(data, fmt, dialect, sub)
+        jobs.append(workload(version, fmt, data, out, False, True, TRAIN_SAMPLES_PER_FILE, TRAIN_BATCH, sub))
         outs.append(out)
     results = run_dlio(python, jobs, root / "work")
     _runs[version] = {key: (r, out) for (key, _, _), r, out in zip(cases, results, outs)}
     return _runs[version]
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FORMATS + (SUBFOLDERS,))
 @pytest.mark.parametrize("version", [pytest.param(v, marks=needs_dlio(v)) for v in VERSIONS])
 def test_dlio_trains_on_dlio_fast_data(tmp_path_factory, version, fmt):
     runs = dlio_run(version, tmp_path_factory.mktemp(f"dlio-{version}"))
     if fmt not in runs:
         pytest.skip(f"tensorflow is not installed in DLIO {version}'s venv (tools/install-dlio.sh installs it)")
     result, out = runs[fmt]
+    fmt = fmt.split("-")[0]
     assert result["ok"], f"DLIO {version} failed on dlio-fast's {fmt}: {result['error']}"
     with open(out / "0_output.json") as f:
         steps = len(json.load(f)["1"]["load"]["block1"])
