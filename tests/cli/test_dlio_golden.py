@@ -152,3 +152,18 @@ def test_dlio_fast_generates_what_dlio_generates(run_cli, tmp_path, version, fmt
             want = p.read_bytes()
             header = want.startswith(b",")  # 2.0.0: pandas' header row `,0,1,...`
             assert mine.count(b"\n") == want.count(b"\n") and mine.startswith(b",") == header, name
+
+
+def test_hdf5_layout_no_dlio_reads_is_one_line_naming_file_and_datasets(run_cli, tmp_path):
+    import h5py
+
+    data, out = tmp_path / "data", tmp_path / "out"
+    shutil.copytree(GOLDEN / "2.0.0" / "hdf5", data)
+    bad = data / "train" / "img_1_of_2.hdf5"
+    with h5py.File(bad, "a") as hf:
+        hf.move("records", "images")
+    code, so, se = run_cli("-q", "run", "-w", "default", *settings(data, "hdf5", "2.0.0"), "-o", out)
+    assert code == 2
+    err = [ln for ln in se.splitlines() if "error" in ln]
+    assert len(err) == 1 and "Traceback" not in se
+    assert str(bad) in err[0] and "found: images, labels" in err[0] and "'records' (DLIO 2.0.0)" in err[0]
