@@ -19,17 +19,25 @@ from interop_dlio import FORMATS, NUM_FILES_EVAL, NUM_FILES_TRAIN, RECORD_LENGTH
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "dlio-golden"
 VERSIONS = ("2.0.0", "current")
+CASES = FORMATS + ("npz-subfolders",)  # the last: train/{i % 2}/img_i_of_2.npz (num_subfolders = 2)
+
+
+def case(name):
+    """(format, num_subfolders) of a golden folder name."""
+    return name.split("-")[0], (2 if name.endswith("-subfolders") else 0)
+
+
 WHOLE_FILE = ("npz", "npy", "csv", "jpeg", "png")
 
 
-def settings(data, fmt, dialect, read=True):
+def settings(data, fmt, dialect, read=True, subfolders=0):
     keys = {
         "dataset.data_folder": data,
         "dataset.format": fmt,
         "dataset.num_files_train": NUM_FILES_TRAIN,
         "dataset.num_files_eval": NUM_FILES_EVAL,
-        "dataset.num_subfolders_train": 0,
-        "dataset.num_subfolders_eval": 0,
+        "dataset.num_subfolders_train": subfolders,
+        "dataset.num_subfolders_eval": subfolders,
         "dataset.num_samples_per_file": samples_per_file(fmt),
         "dataset.record_length_bytes": RECORD_LENGTH,
         "reader.batch_size": 2,
@@ -47,7 +55,7 @@ def settings(data, fmt, dialect, read=True):
 
 def expected_train_bytes(data, fmt):
     """What DLIO's reader of `fmt` reads in one epoch over the train files, from the files themselves."""
-    files = sorted((data / "train").glob(f"*.{fmt}"))
+    files = sorted((data / "train").rglob(f"*.{fmt}"))
     assert len(files) == NUM_FILES_TRAIN
     spf = samples_per_file(fmt)
     if fmt in WHOLE_FILE:  # np.load / read_csv / PIL open the whole file for every sample
@@ -86,16 +94,17 @@ def digest(folder):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_dlio_fast_reads_dlio_golden_files(run_cli, tmp_path, version, fmt):
-    src = GOLDEN / version / fmt
+@pytest.mark.parametrize("name", CASES)
+def test_dlio_fast_reads_dlio_golden_files(run_cli, tmp_path, version, name):
+    src = GOLDEN / version / name
     if not src.is_dir():
-        pytest.skip(f"no golden files of DLIO {version} for {fmt} (make_golden.py there makes them)")
+        pytest.skip(f"no golden files of DLIO {version} for {name} (make_golden.py there makes them)")
+    fmt, sub = case(name)
     data, out = tmp_path / "data", tmp_path / "out"
     shutil.copytree(src, data)
     before = digest(data)
     other = VERSIONS[1 - VERSIONS.index(version)]
-    keys = settings(data, fmt, other)
+    keys = settings(data, fmt, other, subfolders=sub)
 
     code, so, se = run_cli("verify", "-w", "default", *keys)
     assert code == 0, so + se
@@ -129,16 +138,17 @@ def listing(folder):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_dlio_fast_generates_what_dlio_generates(run_cli, tmp_path, version, fmt):
+@pytest.mark.parametrize("name", CASES)
+def test_dlio_fast_generates_what_dlio_generates(run_cli, tmp_path, version, name):
     """Same file names (index files and folders included) as DLIO of that version, in that dialect; the
     same sizes and index bytes for fixed layouts; CSV with the same header-or-not and row count. Images
     differ in size by design (dlio-fast pads them to the record length, see formats/image.py)."""
-    golden = GOLDEN / version / fmt
+    golden = GOLDEN / version / name
     if not golden.is_dir():
-        pytest.skip(f"no golden files of DLIO {version} for {fmt} (make_golden.py there makes them)")
+        pytest.skip(f"no golden files of DLIO {version} for {name} (make_golden.py there makes them)")
+    fmt, sub = case(name)
     data = tmp_path / "data"
-    code, so, se = run_cli("-q", "generate", "-w", "default", *settings(data, fmt, version, read=False))
+    code, so, se = run_cli("-q", "generate", "-w", "default", *settings(data, fmt, version, False, sub))
     assert code == 0, se
     ours, theirs = listing(data), listing(golden)
     assert sorted(ours) == sorted(theirs)
