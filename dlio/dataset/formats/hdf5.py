@@ -91,7 +91,7 @@ def _contiguous(spec):
     return not _compression(spec) and not spec.hdf5_chunk_dims and not spec.hdf5_max_shape
 
 
-_orders = {}  # (shape, k, dtype) -> dataset numbers in file order
+_orders = {}  # (shape, dataset names, dtype) -> dataset numbers in file order
 
 
 def _dataset_order(shape, names, spec):
