@@ -177,3 +177,33 @@ def test_hdf5_layout_no_dlio_reads_is_one_line_naming_file_and_datasets(run_cli,
     err = [ln for ln in se.splitlines() if "error" in ln]
     assert len(err) == 1 and "Traceback" not in se
     assert str(bad) in err[0] and "found: images, labels" in err[0] and "'records' (DLIO 2.0.0)" in err[0]
+
+
+@pytest.mark.parametrize(
+    "spelling, names", [("record_length", ["labels", "records"]), ("record_length_bytes", ["labels", "records_0"])]
+)
+def test_config_spelling_picks_the_layout(run_cli, tmp_path, spelling, names):
+    """A workload YAML in DLIO 2.0.0's spelling (dataset.record_length) writes what 2.0.0 writes, with no
+    dialect given (dlio_fast.dialect: auto); one in current's spelling what current DLIO writes."""
+    import h5py
+    import yaml
+
+    data = tmp_path / "data"
+    cfg = {
+        "model": {"name": "tiny"} if spelling == "record_length_bytes" else "tiny",
+        "framework": "pytorch",
+        "workflow": {"generate_data": True, "train": False},
+        "dataset": {
+            "data_folder": str(data),
+            "format": "hdf5",
+            "num_files_train": 1,
+            "num_samples_per_file": 2,
+            spelling: 1024,
+        },
+        "reader": {"data_loader": "pytorch", "batch_size": 1},
+    }
+    (tmp_path / "w.yaml").write_text(yaml.safe_dump(cfg))
+    code, so, se = run_cli("-q", "generate", "--config", tmp_path / "w.yaml")
+    assert code == 0, se
+    with h5py.File(data / "train" / "img_0_of_1.hdf5", "r") as hf:
+        assert sorted(hf) == names
