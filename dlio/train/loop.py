@@ -26,7 +26,7 @@ from dlio.dataset.spec import dataset_spec, file_paths
 from dlio.errors import DlioError, DlioRunError, Interrupted
 from dlio.execute import execute_partial, interruptible
 from dlio.host import drop_cache, drop_host_cache, iso
-from dlio.report import metrics
+from dlio.report import dlio_host, metrics
 from dlio.report.result import new_rank_record
 from dlio.train import planner
 
@@ -392,6 +392,7 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
     """One training epoch with its step checkpoints. Returns (epoch record or None, failure)."""
     cfg = tr.cfg
     start_iso = iso()
+    meminfo = dlio_host.meminfo()  # DLIO's per-epoch host_meminfo, taken at start_train
     cpu0 = cpu_seconds()
     plan, st = tr.plan_split("train", sp.layout, epoch, sp.random_seed)
     if epoch == 1:
@@ -417,6 +418,8 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
         blocks,
     )
     rec["checkpoints"] = saves
+    if meminfo is not None:
+        rec["host_meminfo"] = meminfo
     return rec, None
 
 

@@ -164,9 +164,10 @@ def cache_warning(cfg, nbytes, warn):
 
 def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes):
     engine, direct = engine_spec(cfg)
-    result = build_result(
-        cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(), engine, direct
-    )
+    from dlio.report import dlio_host
+
+    host = {**host_info(), **dlio_host.proc_info()}  # + DLIO's host_cpuinfo / host_meminfo fields
+    result = build_result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host, engine, direct)
     if cfg.workflow.checkpoint:
         per_node = max(Counter(r["hostname"] for r in records).values())
         result["checkpoint_plan"] = ckpt_layout.plan_summary(cfg, comm_size, per_node)
@@ -304,6 +305,7 @@ def _measure(s: Session):
         except Interrupted as e:
             return rank_rec, e
         rank_rec["checkpoints"] = ck["records"]
+        rank_rec["checkpoint_phase"] = {"start": ck["start"], "end": ck["end"]}  # DLIO's per_epoch_stats
         if s.tracer is not None:  # records carry wall-clock times: map them to the trace clock
             wall_to_mono = _core.now_ns() - time.time_ns()
             for c in ck["records"]:
@@ -343,12 +345,12 @@ def _finish(s: Session, rank_rec, failure) -> None:
     records = comm.gather(rank_rec)
     lost = None
     if comm.rank == 0:
-        from dlio.report import verdict
+        from dlio.report import hydra_files, verdict
 
         verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
         result["verdicts"] = verdicts
-        where, lost = write_with_fallback(lambda d: dlio_files.write_all(result, d, cfg.to_yaml()), s.folder)
+        where, lost = write_with_fallback(lambda d: dlio_files.write_all(result, d, cfg.to_yaml(), hydra_files.documents(cfg)), s.folder)
         if cfg.dlio_fast.results_dir and not lost:
             from dlio.mlperf import provenance
 
