@@ -56,6 +56,14 @@ def _config(folder: str) -> Dict[str, Any]:
     return doc.get("workload", doc) if isinstance(doc, dict) else {}
 
 
+def _model_name(cfg: Dict[str, Any]) -> str:
+    """The workload's model: current DLIO's model.name, 2.0.0's `model: <name>`."""
+    model = cfg.get("model")
+    if isinstance(model, str):
+        return model
+    return (model or {}).get("name") or cfg.get("name") or "-"
+
+
 def _first(v: Any) -> Any:
     """DLIO writes per-node lists for host fields ([x] on one node)."""
     return v[0] if isinstance(v, list) and v else v
@@ -99,7 +107,7 @@ def load_dlio_folder(folder: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         "schema": "dlio.output",
         "tool": TOOL,
         "complete": True,  # DLIO writes summary.json only at the end of a run
-        "workload": (cfg.get("model") or {}).get("name") or cfg.get("name") or "-",
+        "workload": _model_name(cfg),
         "start": summary.get("start"),
         "end": summary.get("end"),
         "comm_size": int(summary.get("num_accelerators") or max(1, len(ranks))),

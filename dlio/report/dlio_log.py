@@ -51,11 +51,18 @@ def _epoch_lines(result: Dict[str, Any], say, ep: Dict[str, Any]) -> None:
             say(
                 t1,
                 f"Epoch {e} - Block {i} [Training] Computation time per step (second): "
-                f"{comp.mean():.4f}+/-{comp.std():.4f}",
+                f"{comp.mean():.4f}+/-{comp.std():.4f} (set value: {{'mean': {result['settings'].get('computation_time_mean_s')}}})",
             )
         for c in cks:
             if c.get("block", 1) == i:
                 _checkpoint_lines(say, c, legacy, e)
+    if dlio_files._trailing_empty_block(result, ep):  # current DLIO's empty last block (dlio_files)
+        i, t = len(blocks) + 1, max(c["end"] for c in cks)
+        say(t, f"Starting block {i}")
+        say(t, f"Ending block {i} - 0 steps completed in 0.00 s")
+        say(t, f"Epoch {e} - Block {i} [Training] Accelerator Utilization [AU] (%): {0.0:.4f}")
+        say(t, f"Epoch {e} - Block {i} [Training] Throughput (samples/second): {0.0:.4f}")
+        say(t, f"Epoch {e} - Block {i} [Training] Computation time per step (second): nan+/-nan")
     say(dlio_files._train_end(ep), f"Ending epoch {e} - {ep.get('steps_done', 0)} steps completed in "
         f"{dlio_files._secs(ep['start'], dlio_files._train_end(ep))} s")
     ev = ep.get("eval")
@@ -128,7 +135,7 @@ def render(result: Dict[str, Any], folder: str) -> str:
     d = result["dataset"]
     st = result["settings"]
     comm = result["comm_size"]
-    say(result["start"], f"Running DLIO [{_mode(result)}] with {comm} process(es)")
+    say(result["start"], f"Running DLIO {'' if legacy else f'[{_mode(result)}] '}with {comm} process(es)")
     if dlio_files._trained(result):
         if s["potential_caching"] and s["potential_caching"][0]:
             lines.append(f"[WARNING] {CACHE_WARNING}")
