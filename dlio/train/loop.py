@@ -428,9 +428,11 @@ def _epoch_lines(tr, epoch: int, rec, batch: int, verbose: bool) -> None:
         print("\n".join(step_lines(tr.comm.rank, rec["train"], batch)), flush=True)
     if rec["train"]:
         b = rec["train"]
+        # the figures of the config's DLIO version (2.0.0 and current differ in throughput)
+        au, thr = metrics.dlio_epoch_figures(rec.get("blocks") or [b], batch, tr.cfg.dlio_fast.dialect)
         tr.echo(f"Ending epoch {epoch} - {rec['steps_done']} steps completed in {b['duration_s']:.2f} s")
-        tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {b['au']:.4f}")
-        tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): {b['throughput'] * tr.comm.size:.4f}")
+        tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {au:.4f}")
+        tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): {thr * tr.comm.size:.4f}")
         tr.echo(
             f"Epoch {epoch} - Block 1 [Training] Computation time per step (second): {np.mean(b['compute']):.4f}"
             f"+/-{np.std(b['compute']):.4f} (set value: {tr.cfg.train.computation_time.to_yaml()})"
