@@ -25,9 +25,16 @@ RULE = "[METRIC] =========================================================="
 
 
 def _mode(result: Dict[str, Any]) -> str:
-    trained = dlio_files._trained(result)
-    ck = bool(dlio_files.checkpoint_records(result))
-    return "Training & Checkpointing" if trained and ck else ("Checkpointing" if ck else "Training")
+    """DLIO's "[Training & Evaluation & Checkpointing]" from what the run did (checkpointing: the
+    run had a checkpoint plan, workflow.checkpoint; data generation is dlio-fast's own step)."""
+    mode = []
+    if dlio_files._trained(result):
+        mode.append("Training")
+    if any(ep.get("eval") for r in result["ranks"] for ep in r["epochs"]):
+        mode.append("Evaluation")
+    if result.get("checkpoint_plan") or dlio_files.checkpoint_records(result):
+        mode.append("Checkpointing")
+    return " & ".join(mode)
 
 
 def _epoch_lines(result: Dict[str, Any], say, ep: Dict[str, Any]) -> None:
