@@ -5,8 +5,10 @@ import shutil
 
 import pytest
 
-_DEFAULTS = {"2.0.0": ("DLIO_200_PYTHON", "/tmp/dlio-venv/bin/python"),
-             "current": ("DLIO_CURRENT_PYTHON", "/tmp/dlio-cur-venv/bin/python")}
+_DEFAULTS = {
+    "2.0.0": ("DLIO_200_PYTHON", "/tmp/dlio-venv/bin/python"),
+    "current": ("DLIO_CURRENT_PYTHON", "/tmp/dlio-cur-venv/bin/python"),
+}
 
 
 def dlio_python(version: str):
@@ -17,5 +19,6 @@ def dlio_python(version: str):
 
 
 def needs_dlio(version: str):
-    return pytest.mark.skipif(dlio_python(version) is None,
-                              reason=f"DLIO {version} not installed (tools/install-dlio.sh installs it)")
+    return pytest.mark.skipif(
+        dlio_python(version) is None, reason=f"DLIO {version} not installed (tools/install-dlio.sh installs it)"
+    )

@@ -14,10 +14,10 @@ from datetime import datetime
 import numpy as np
 
 from dlio import output, stats
+from dlio.host import iso
 from dlio.report import checkpoint as ckpt_figures
 from dlio.report import metrics
 from dlio.report.result import RUN_SCHEMA
-from dlio.host import iso
 from dlio.units import fmt_ns
 
 # A mean compute overrun above this share of the set compute is worth a note on the console.
@@ -139,9 +139,7 @@ def summary(result):
             "train_au_percentage": au,
             "train_au_mean_percentage": au_mean,
             # An interrupted run met nothing: its AU covers the steps it ran, not the workload.
-            "train_au_meet_expectation": "success"
-            if done and au and au_mean >= 100.0 * s["metric_au"]
-            else "fail",
+            "train_au_meet_expectation": "success" if done and au and au_mean >= 100.0 * s["metric_au"] else "fail",
             "train_au_stdev_percentage": au_std,
             "train_throughput_samples_per_second": thr,
             "train_throughput_mean_samples_per_second": thr_mean,
@@ -296,7 +294,11 @@ def rank_output(result, r):
 
 def _ckpt_entry(result, c):
     if dialect(result) == "2.0.0":
-        return f"ckpt{c.get('block', 1)}", {"start": c["start"], "end": c["end"], "duration": _secs(c["start"], c["end"])}
+        return f"ckpt{c.get('block', 1)}", {
+            "start": c["start"],
+            "end": c["end"],
+            "duration": _secs(c["start"], c["end"]),
+        }
     return f"{c.get('kind', 'save')}_ckpt{c.get('block', 1)}", ckpt_figures.per_epoch_entry(c)
 
 
@@ -407,7 +409,9 @@ def exact(result):
         "read_latency_hist": stats.to_json(lat),
         "dlio_compat": {
             "dialect": dialect(result),
-            "throughput_formula": metrics.THROUGHPUT_FORMULA.get(dialect(result), metrics.THROUGHPUT_FORMULA["current"]),
+            "throughput_formula": metrics.THROUGHPUT_FORMULA.get(
+                dialect(result), metrics.THROUGHPUT_FORMULA["current"]
+            ),
             "train_au_percentage": au,
             "train_throughput_samples_per_second": thr,
         },

@@ -55,14 +55,16 @@ def _epoch_lines(result: Dict[str, Any], say, ep: Dict[str, Any]) -> None:
         say(t1, f"Epoch {e} - Block {i} [Training] Throughput (samples/second): {thr * comm:.4f}")
         if not legacy:
             comp = np.asarray(b["compute"], dtype=np.float64)
+            set_value = {"mean": result["settings"].get("computation_time_mean_s")}
             say(
                 t1,
                 f"Epoch {e} - Block {i} [Training] Computation time per step (second): "
-                f"{comp.mean():.4f}+/-{comp.std():.4f} (set value: {{'mean': {result['settings'].get('computation_time_mean_s')}}})",
+                f"{comp.mean():.4f}+/-{comp.std():.4f} (set value: {set_value})",
             )
         for c in cks:
             if c.get("block", 1) == i:
-                _checkpoint_lines(say, c, legacy, e)
+                # an epoch checkpoint's folder step is steps + 1; DLIO's line names the last step
+                _checkpoint_lines(say, dict(c, step=min(c.get("step", 0), ep.get("steps_done", 0))), legacy, e)
     if dlio_files._trailing_empty_block(result, ep):  # current DLIO's empty last block (dlio_files)
         i, t = len(blocks) + 1, max(c["end"] for c in cks)
         say(t, f"Starting block {i}")
@@ -70,8 +72,11 @@ def _epoch_lines(result: Dict[str, Any], say, ep: Dict[str, Any]) -> None:
         say(t, f"Epoch {e} - Block {i} [Training] Accelerator Utilization [AU] (%): {0.0:.4f}")
         say(t, f"Epoch {e} - Block {i} [Training] Throughput (samples/second): {0.0:.4f}")
         say(t, f"Epoch {e} - Block {i} [Training] Computation time per step (second): nan+/-nan")
-    say(dlio_files._train_end(ep), f"Ending epoch {e} - {ep.get('steps_done', 0)} steps completed in "
-        f"{dlio_files._secs(ep['start'], dlio_files._train_end(ep))} s")
+    say(
+        dlio_files._train_end(ep),
+        f"Ending epoch {e} - {ep.get('steps_done', 0)} steps completed in "
+        f"{dlio_files._secs(ep['start'], dlio_files._train_end(ep))} s",
+    )
     ev = ep.get("eval")
     if ev:
         end = ep["end"] or ep["eval_start"]

@@ -350,7 +350,9 @@ def _finish(s: Session, rank_rec, failure) -> None:
         verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
         result["verdicts"] = verdicts
-        where, lost = write_with_fallback(lambda d: dlio_files.write_all(result, d, cfg.to_yaml(), hydra_files.documents(cfg)), s.folder)
+        where, lost = write_with_fallback(
+            lambda d: dlio_files.write_all(result, d, cfg.to_yaml(), hydra_files.documents(cfg)), s.folder
+        )
         if cfg.dlio_fast.results_dir and not lost:
             from dlio.mlperf import provenance
 

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 import yaml
+from dlio_installs import dlio_python, needs_dlio
 
 from dlio.report import dlio_folder
-from dlio_installs import dlio_python, needs_dlio
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "..", "data", "dlio-output")
 CASES = sorted(os.listdir(GOLDEN)) if os.path.isdir(GOLDEN) else []

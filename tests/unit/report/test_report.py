@@ -212,7 +212,8 @@ def test_au_meet_expectation_threshold(metric_au, want):
 
 
 @pytest.mark.parametrize(
-    "rec_mib,hosts,want", [(96, ["a", "b"], 1), (640, ["a", "b"], 0), (320, ["a", "a"], 0), (256, ["a", "a"], 0), (128, ["a", "a"], 1)]
+    "rec_mib,hosts,want",
+    [(96, ["a", "b"], 1), (640, ["a", "b"], 0), (320, ["a", "a"], 0), (256, ["a", "a"], 0), (128, ["a", "a"], 1)],
 )
 def test_data_size_and_potential_caching_per_host(rec_mib, hosts, want):
     """DLIO: data_size_per_host = ranks per host * samples per file * train files // ranks * record
