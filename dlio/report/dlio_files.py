@@ -541,9 +541,11 @@ def write_rank_files(result, folder, rank):
     output.write_json(os.path.join(folder, f"dlio-fast.rank{rank}.json"), dlio_fast_doc(result))
 
 
-def write_all(result, folder, resolved_config_yaml=None, hydra=None):
+def write_all(result, folder, resolved_config_yaml=None, hydra=None, hydra_subdir=".hydra"):
     """Write every output file of a run into folder (each atomically). Rank 0 calls this.
-    hydra: dlio.report.hydra_files.documents(cfg) ({file name: text} of .hydra/), when known."""
+    hydra: dlio.report.hydra_files.documents(cfg) ({file name: text}), written into the folder's
+    hydra_subdir (Hydra's hydra.output_subdir: MLPerf Storage's benchmark.sh sets it to "configs";
+    None writes none, as hydra.output_subdir=null does)."""
     os.makedirs(folder, exist_ok=True)
     output.write_json(os.path.join(folder, "summary.json"), summary(result))
     for r in range(len(result["ranks"])):
@@ -555,10 +557,10 @@ def write_all(result, folder, resolved_config_yaml=None, hydra=None):
     output.write_json(os.path.join(folder, "dlio-fast.json"), dlio_fast_doc(result))
     if resolved_config_yaml is not None:
         output.atomic_write_text(os.path.join(folder, "config.yaml"), resolved_config_yaml)
-    if hydra:
-        os.makedirs(os.path.join(folder, ".hydra"), exist_ok=True)
+    if hydra and hydra_subdir:
+        os.makedirs(os.path.join(folder, hydra_subdir), exist_ok=True)
         for name, text in hydra.items():
-            output.atomic_write_text(os.path.join(folder, ".hydra", name), text)
+            output.atomic_write_text(os.path.join(folder, hydra_subdir, name), text)
     from dlio.report import dlio_log
 
     output.atomic_write_text(os.path.join(folder, "dlio.log"), dlio_log.render(result, folder))

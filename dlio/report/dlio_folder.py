@@ -41,10 +41,15 @@ def _json(path: str) -> Any:
         raise DlioError(f"{path}: not a valid JSON document ({str(e).splitlines()[0]})") from None
 
 
+# Where Hydra put the run's config: its default, and MLPerf Storage's hydra.output_subdir=configs.
+HYDRA_SUBDIRS = (".hydra", "configs")
+
+
 def _config(folder: str) -> Dict[str, Any]:
-    """The workload section of .hydra/config.yaml ({} without it)."""
-    path = os.path.join(folder, ".hydra", "config.yaml")
-    if not os.path.isfile(path):
+    """The workload section of .hydra/config.yaml (or configs/config.yaml; {} without either)."""
+    paths = [os.path.join(folder, d, "config.yaml") for d in HYDRA_SUBDIRS]
+    path = next((p for p in paths if os.path.isfile(p)), None)
+    if path is None:
         return {}
     import yaml
 

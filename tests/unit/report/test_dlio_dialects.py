@@ -245,3 +245,29 @@ def test_write_all_writes_hydra_and_log(tmp_path):
     assert (tmp_path / ".hydra" / "config.yaml").read_text() == "workload: {}\n"
     assert (tmp_path / "dlio.log").read_text() == dlio_log.render(res, str(tmp_path))
     assert json.loads((tmp_path / "summary.json").read_text())["host_cpuinfo"] == {"model name": "TestCPU"}
+
+
+def test_hydra_subdir_as_mlperf_storage_sets_it(tmp_path):
+    """MLPerf Storage runs DLIO with ++hydra.output_subdir=configs; its report reads configs/overrides.yaml."""
+    res = make_result()
+    docs = {"config.yaml": "workload:\n  model:\n    name: unet3d\n", "overrides.yaml": "- workload=unet3d_h100\n"}
+    dlio_files.write_all(res, str(tmp_path / "a"), None, docs, hydra_subdir="configs")
+    assert (tmp_path / "a" / "configs" / "overrides.yaml").read_text() == "- workload=unet3d_h100\n"
+    assert not (tmp_path / "a" / ".hydra").exists()
+    dlio_files.write_all(res, str(tmp_path / "b"), None, docs, hydra_subdir=None)  # hydra.output_subdir=null
+    assert not [p for p in (tmp_path / "b").iterdir() if p.is_dir()]
+
+
+def test_dlio_folder_reads_the_mlperf_layout(tmp_path):
+    """A DLIO folder whose Hydra config is in configs/ (MLPerf Storage) is read like one with .hydra/."""
+    import shutil
+
+    from test_dlio_interchange import GOLDEN
+
+    from dlio.report import dlio_folder
+
+    src = f"{GOLDEN}/current-train"
+    shutil.copytree(src, tmp_path / "run")
+    (tmp_path / "run" / ".hydra").rename(tmp_path / "run" / "configs")
+    doc, _ = dlio_folder.load_dlio_folder(str(tmp_path / "run"))
+    assert doc["workload"] == "unet3d" and doc["settings"]["batch_size"] == 2

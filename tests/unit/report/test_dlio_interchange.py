@@ -238,3 +238,20 @@ def test_current_postprocessor_fails_on_ours_as_on_current_dlios_own(our_folders
         p = _postprocess("current", tmp)
         assert p.returncode != 0
         assert "KeyError: 'record_length'" in p.stderr, p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "ckpt-only" not in c])
+def test_what_mlperf_storage_v1_report_reads(case, our_folders):
+    """MLPerf Storage v1's report.py reads, per run: the `workload=MODEL_ACCEL` line of the Hydra
+    overrides, and summary.json's AU verdict, accelerators, throughputs and dataset size."""
+    folder = our_folders[case]
+    with open(os.path.join(folder, ".hydra", "overrides.yaml")) as f:
+        line = next(line for line in f if "workload=" in line)
+    model, accel = line.split("workload=")[1].strip().split("_")[:2]
+    assert (model, accel) == ("unet3d", "h100")
+    with open(os.path.join(folder, "summary.json")) as f:
+        s = json.load(f)
+    assert s["metric"]["train_au_meet_expectation"] in ("success", "fail")
+    for key in ("train_au_mean_percentage", "train_throughput_mean_samples_per_second", "train_io_mean_MB_per_second"):
+        assert isinstance(s["metric"][key], float)
+    assert (s["num_accelerators"], s["num_files_train"], s["num_samples_per_file"]) == (1, 8, 1)
