@@ -137,6 +137,7 @@ def load_dlio_folder(folder: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
             "folder": ds.get("data_folder") or "-",
             "format": ds.get("format"),
             "num_files_train": summary.get("num_files_train", ds.get("num_files_train")),
+            # DLIO records no bytes on disk: its samples x record length per host is the nearest figure
             "bytes_on_disk": int(float(size_gib) * 2**30 * nhosts) if size_gib else 0,
         },
         "metrics": {

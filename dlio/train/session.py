@@ -17,7 +17,7 @@ from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.errors import ConfigError, DlioError, DlioRunError
 from dlio.execute import Interrupted
 from dlio.host import host_info, iso
-from dlio.report import dlio_files
+from dlio.report import dlio_files, dlio_host
 from dlio.report.result import build_result, new_rank_record
 from dlio.train import loop
 from dlio.train.results_out import write_with_fallback
@@ -162,11 +162,10 @@ def cache_warning(cfg, nbytes, warn):
         )
 
 
-def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes):
+def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes, proc_info=None):
     engine, direct = engine_spec(cfg)
-    from dlio.report import dlio_host
-
-    host = {**host_info(), **dlio_host.proc_info()}  # + DLIO's host_cpuinfo / host_meminfo fields
+    # + DLIO's host_cpuinfo / host_meminfo / host_processor_name (dlio.report.dlio_host)
+    host = {**host_info(), **(proc_info if proc_info is not None else dlio_host.proc_info())}
     result = build_result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host, engine, direct)
     if cfg.workflow.checkpoint:
         per_node = max(Counter(r["hostname"] for r in records).values())
@@ -202,6 +201,7 @@ class Session:
     tracer: Any = None
     nbytes: int = 0
     start: str = ""
+    proc_info: Any = None  # DLIO's host_cpuinfo / host_meminfo, read at the start as DLIO does
 
 
 def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbose=False):
@@ -285,6 +285,7 @@ def _start(s: Session, output) -> None:
     if comm.rank == 0 and wf.checkpoint:
         balloon_warning(cfg, s.warn)
     s.start = iso()
+    s.proc_info = dlio_host.proc_info() if comm.rank == 0 else None
 
 
 def _measure(s: Session):
@@ -348,7 +349,7 @@ def _finish(s: Session, rank_rec, failure) -> None:
         from dlio.report import hydra_files, verdict
 
         verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
-        result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
+        result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes, s.proc_info)
         result["verdicts"] = verdicts
         where, lost = write_with_fallback(
             lambda d: dlio_files.write_all(result, d, cfg.to_yaml(), hydra_files.documents(cfg)), s.folder
