@@ -222,19 +222,20 @@ def test_dlio_200_postprocessor_reads_our_folder(tmp_path, run_cli):
 
 
 @needs_dlio("current")
-def test_current_postprocessor_fails_on_ours_as_on_current_dlios_own(our_folders):
+def test_current_postprocessor_fails_on_ours_as_on_current_dlios_own(our_folders, tmp_path):
     """Current DLIO's dlio_postprocessor reads dataset.record_length (2.0.0's spelling) and
     per_epoch_stats.json (2.0.0's file), neither of which current DLIO writes: it stops on current
     DLIO's own folders, and on dlio-fast's of a current config at the same place. dlio-fast writes
     what current DLIO writes rather than bend its files to this tool."""
-    for folder in (os.path.join(GOLDEN, "current-train"), our_folders["current-train"]):
-        tmp = folder + ".pp"
-        shutil.rmtree(tmp, ignore_errors=True)
+    for i, folder in enumerate((os.path.join(GOLDEN, "current-train"), our_folders["current-train"])):
+        tmp = str(tmp_path / f"run{i}")
         shutil.copytree(folder, tmp)
-        with open(os.path.join(tmp, ".hydra", "config.yaml"), "a") as f:
-            f.write("  output:\n    log_file: dlio.log\n") if "log_file" not in open(
-                os.path.join(tmp, ".hydra", "config.yaml")
-            ).read() else None
+        cfg = os.path.join(tmp, ".hydra", "config.yaml")
+        with open(cfg) as f:
+            has_log_file = "log_file" in f.read()
+        if not has_log_file:  # without it the postprocessor stops even earlier (LoadConfig on its namespace)
+            with open(cfg, "a") as f:
+                f.write("  output:\n    log_file: dlio.log\n")
         p = _postprocess("current", tmp)
         assert p.returncode != 0
         assert "KeyError: 'record_length'" in p.stderr, p.stderr[-2000:]
