@@ -164,12 +164,15 @@ def cache_warning(cfg, nbytes, warn):
 
 def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes, proc_info=None):
     engine, direct = engine_spec(cfg)
-    # + DLIO's host_cpuinfo / host_meminfo / host_processor_name (dlio.report.dlio_host)
-    host = {**host_info(), **(proc_info if proc_info is not None else dlio_host.proc_info())}
-    result = build_result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host, engine, direct)
+    result = build_result(
+        cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(), engine, direct
+    )
     if cfg.workflow.checkpoint:
         per_node = max(Counter(r["hostname"] for r in records).values())
         result["checkpoint_plan"] = ckpt_layout.plan_summary(cfg, comm_size, per_node)
+
+    # + DLIO's host_cpuinfo / host_meminfo / host_processor_name (dlio.report.dlio_host)
+    result["host"].update(proc_info if proc_info is not None else dlio_host.proc_info())
     return result
 
 
