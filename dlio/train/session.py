@@ -162,7 +162,7 @@ def cache_warning(cfg, nbytes, warn):
         )
 
 
-def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes, proc_info=None):
+def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes):
     engine, direct = engine_spec(cfg)
     result = build_result(
         cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(), engine, direct
@@ -170,9 +170,6 @@ def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes,
     if cfg.workflow.checkpoint:
         per_node = max(Counter(r["hostname"] for r in records).values())
         result["checkpoint_plan"] = ckpt_layout.plan_summary(cfg, comm_size, per_node)
-
-    # + DLIO's host_cpuinfo / host_meminfo / host_processor_name (dlio.report.dlio_host)
-    result["host"].update(proc_info if proc_info is not None else dlio_host.proc_info())
     return result
 
 
@@ -352,7 +349,9 @@ def _finish(s: Session, rank_rec, failure) -> None:
         from dlio.report import hydra_files, verdict
 
         verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
-        result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes, s.proc_info)
+        result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
+        # + DLIO's host_cpuinfo / host_meminfo / host_processor_name, read at the start (dlio.report.dlio_host)
+        result["host"].update(s.proc_info or dlio_host.proc_info())
         result["verdicts"] = verdicts
         where, lost = write_with_fallback(
             lambda d: dlio_files.write_all(result, d, cfg.to_yaml(), hydra_files.documents(cfg)), s.folder
