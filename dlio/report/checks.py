@@ -88,7 +88,7 @@ def check_au(result):
     only DLIO's)."""
     thr = 100.0 * float((result.get("settings") or {}).get("metric_au", 0.9))
     exact = _metrics(result).get("au_mean_percentage")
-    dlio = _summary(result)["metric"]["train_au_mean_percentage"]
+    dlio = _summary(result)["metric"].get("train_au_mean_percentage", 0.0)  # none in a checkpoint-only run
     out = []
     if exact is not None or result.get("tool") is None:
         exact = exact or 0.0

@@ -26,7 +26,7 @@ from dlio.dataset.spec import dataset_spec, file_paths
 from dlio.errors import DlioError, DlioRunError, Interrupted
 from dlio.execute import execute_partial, interruptible
 from dlio.host import drop_cache, drop_host_cache, iso
-from dlio.report import metrics
+from dlio.report import dlio_host, metrics
 from dlio.report.result import new_rank_record
 from dlio.train import planner
 
@@ -392,6 +392,7 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
     """One training epoch with its step checkpoints. Returns (epoch record or None, failure)."""
     cfg = tr.cfg
     start_iso = iso()
+    meminfo = dlio_host.meminfo()  # DLIO's per-epoch host_meminfo, taken at start_train
     cpu0 = cpu_seconds()
     plan, st = tr.plan_split("train", sp.layout, epoch, sp.random_seed)
     if epoch == 1:
@@ -417,6 +418,8 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
         blocks,
     )
     rec["checkpoints"] = saves
+    if meminfo is not None:
+        rec["host_meminfo"] = meminfo
     return rec, None
 
 
@@ -425,9 +428,11 @@ def _epoch_lines(tr, epoch: int, rec, batch: int, verbose: bool) -> None:
         print("\n".join(step_lines(tr.comm.rank, rec["train"], batch)), flush=True)
     if rec["train"]:
         b = rec["train"]
+        # the figures of the config's DLIO version (2.0.0 and current differ in throughput)
+        au, thr = metrics.dlio_epoch_figures(rec.get("blocks") or [b], batch, tr.cfg.dlio_fast.dialect)
         tr.echo(f"Ending epoch {epoch} - {rec['steps_done']} steps completed in {b['duration_s']:.2f} s")
-        tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {b['au']:.4f}")
-        tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): {b['throughput'] * tr.comm.size:.4f}")
+        tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {au:.4f}")
+        tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): {thr * tr.comm.size:.4f}")
         tr.echo(
             f"Epoch {epoch} - Block 1 [Training] Computation time per step (second): {np.mean(b['compute']):.4f}"
             f"+/-{np.std(b['compute']):.4f} (set value: {tr.cfg.train.computation_time.to_yaml()})"

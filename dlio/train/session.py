@@ -17,7 +17,7 @@ from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.errors import ConfigError, DlioError, DlioRunError
 from dlio.execute import Interrupted
 from dlio.host import host_info, iso
-from dlio.report import dlio_files
+from dlio.report import dlio_files, dlio_host
 from dlio.report.result import build_result, new_rank_record
 from dlio.train import loop
 from dlio.train.results_out import write_with_fallback
@@ -203,6 +203,7 @@ class Session:
     tracer: Any = None
     nbytes: int = 0
     start: str = ""
+    proc_info: Any = None  # DLIO's host_cpuinfo / host_meminfo, read at the start as DLIO does
 
 
 def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbose=False):
@@ -286,6 +287,7 @@ def _start(s: Session, output) -> None:
     if comm.rank == 0 and wf.checkpoint:
         balloon_warning(cfg, s.warn)
     s.start = iso()
+    s.proc_info = dlio_host.proc_info() if comm.rank == 0 else None
 
 
 def _measure(s: Session):
@@ -306,6 +308,7 @@ def _measure(s: Session):
         except Interrupted as e:
             return rank_rec, e
         rank_rec["checkpoints"] = ck["records"]
+        rank_rec["checkpoint_phase"] = {"start": ck["start"], "end": ck["end"]}  # DLIO's per_epoch_stats
         if s.tracer is not None:  # records carry wall-clock times: map them to the trace clock
             wall_to_mono = _core.now_ns() - time.time_ns()
             for c in ck["records"]:
@@ -345,12 +348,16 @@ def _finish(s: Session, rank_rec, failure) -> None:
     records = comm.gather(rank_rec)
     lost = None
     if comm.rank == 0:
-        from dlio.report import verdict
+        from dlio.report import hydra_files, verdict
 
         verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
+        # + DLIO's host_cpuinfo / host_meminfo / host_processor_name, read at the start (dlio.report.dlio_host)
+        result["host"].update(s.proc_info or dlio_host.proc_info())
         result["verdicts"] = verdicts
-        where, lost = write_with_fallback(lambda d: dlio_files.write_all(result, d, cfg.to_yaml()), s.folder)
+        where, lost = write_with_fallback(
+            lambda d: dlio_files.write_all(result, d, cfg.to_yaml(), hydra_files.documents(cfg)), s.folder
+        )
         if cfg.dlio_fast.results_dir and not lost:
             from dlio.mlperf import provenance
 
