@@ -139,7 +139,8 @@ static inline void dc_stamp_unique(struct dc_io *io, uint64_t now)
  * files one after another, so that is once per file). */
 /* Copy the file's literal ranges (cfg->overlays) that the request covers into its buffer; returns
  * whether there were any. A binary search, then one memcpy per range: a few per file. */
-static inline int dc_apply_overlays(const struct dc_run_config *cfg, struct dc_io *io, uint32_t file)
+static inline int dc_apply_overlays(const struct dc_run_config *cfg, struct dc_io *io,
+				    uint32_t file)
 {
 	const struct dc_overlay *ov = cfg->overlays;
 	uint64_t lo, hi, last, end = io->offset + io->len;
