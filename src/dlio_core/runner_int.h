@@ -134,9 +134,6 @@ static inline void dc_stamp_unique(struct dc_io *io, uint64_t now)
 	}
 }
 
-/* Ready a write request's buffer: stamped unique (random content), or holding the file's pattern
- * (cfg->file_fill), refilled only when the slot last held another pattern (a thread writes its
- * files one after another, so that is once per file). */
 /* Copy the file's literal ranges (cfg->overlays) that the request covers into its buffer; returns
  * whether there were any. A binary search, then one memcpy per range: a few per file. */
 static inline int dc_apply_overlays(const struct dc_run_config *cfg, struct dc_io *io,
@@ -169,6 +166,9 @@ static inline int dc_apply_overlays(const struct dc_run_config *cfg, struct dc_i
 	return hit;
 }
 
+/* Ready a write request's buffer: stamped unique (random content), or holding the file's pattern
+ * (cfg->file_fill), refilled only when the slot last held another pattern (a thread writes its
+ * files one after another, so that is once per file); then the file's literal ranges over it. */
 static inline void dc_prepare_write(struct dc_worker *w, struct dc_io *io, uint32_t file,
 				    uint64_t now)
 {
