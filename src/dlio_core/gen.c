@@ -33,6 +33,9 @@ static uint32_t tail_crc[2][NBLK]; /* crc of bytes [16, 4096) of each pool block
 static uint32_t poly[2] = { 0x82f63b78u, 0xedb88320u };
 static uint32_t x2n[2][32];
 static uint32_t op_tail[2]; /* x^(8*4080) mod p: shifts a crc over a block's tail */
+/* op_tail times a crc, by byte (the product is linear in the crc): 4 lookups instead of a 32-step
+ * multiplication for every whole 4 KiB block a checksum covers. */
+static uint32_t tail_tab[2][4][256];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_key_t work_key;
 static int init_failed;
@@ -83,6 +86,9 @@ static void init(void)
 		for (int n = 1; n < 32; n++)
 			x2n[k][n] = multmodp(x2n[k][n - 1], x2n[k][n - 1], poly[k]);
 		op_tail[k] = x8nmodp(k, 4096 - STAMP);
+		for (int j = 0; j < 4; j++)
+			for (uint32_t v = 0; v < 256; v++)
+				tail_tab[k][j][v] = multmodp(op_tail[k], v << (8 * j), poly[k]);
 	}
 	if (posix_memalign((void **)&pristine, 4096, POOL + MIRROR) ||
 	    pthread_key_create(&work_key, free_work)) {
@@ -184,7 +190,8 @@ static uint32_t crc_rand(int kind, uint32_t crc, uint64_t x, uint64_t y, uint64_
 			unsigned char s[STAMP];
 			stamp_bytes(s, seed, b);
 			crc = crc_update(kind, crc, s, STAMP);
-			crc = multmodp(op_tail[kind], crc, poly[kind]) ^
+			crc = tail_tab[kind][0][crc & 0xff] ^ tail_tab[kind][1][(crc >> 8) & 0xff] ^
+			      tail_tab[kind][2][(crc >> 16) & 0xff] ^ tail_tab[kind][3][crc >> 24] ^
 			      tail_crc[kind][pool_pos(seed, b) / 4096];
 			pos += 4096;
 			continue;
