@@ -41,7 +41,8 @@ static void init(void)
 }
 
 #ifdef HAVE_HW_CRC32C
-__attribute__((target("sse4.2"))) static uint32_t hw_crc32c(uint32_t crc, const void *data, size_t len)
+__attribute__((target("sse4.2"))) static uint32_t hw_crc32c(uint32_t crc, const void *data,
+							    size_t len)
 {
 	const unsigned char *p = data;
 	uint64_t c = ~crc;
