@@ -183,11 +183,14 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
             old[split] = m
     sizes = np.zeros(total, np.int64)
     todo, skipped, present = [], [], 0
-    split = [os.path.split(paths[i]) for i in mine.tolist()]
+    split = [_split(paths[i]) for i in mine.tolist()]
     dirs = {d for d, _ in split}
     if mine.size:
         dirs.update(os.path.dirname(c) for c in fmt.companions(paths[int(mine[0])], spec))
     listing = _listing(dirs)
+    if not any(listing.values()):  # a new dataset: nothing to check file by file
+        split = []
+        todo = mine.tolist()
     for i, (d, name) in zip(mine.tolist(), split):
         if name not in listing[d]:
             todo.append(i)
@@ -238,9 +241,21 @@ def _batches(pl: _Plan) -> List[np.ndarray]:
     return cuts
 
 
-def _tmp_name(path):
-    d, name = os.path.split(path)
-    return os.path.join(d, f".{name}{TMP_MARK}{os.getpid()}-gen")
+def _split(path):
+    """os.path.split(path), at a third of its cost (it runs once per file)."""
+    i = path.rfind("/") + 1
+    head = path[:i]
+    return (head.rstrip("/") or head), path[i:]
+
+
+def _tmp_names(paths):
+    """The temporary name of each path (.NAME.tmp-PID-gen beside it)."""
+    suffix = f"{TMP_MARK}{os.getpid()}-gen"
+    out = []
+    for p in paths:
+        head, sep, name = p.rpartition("/")
+        out.append(f"{head}{sep}.{name}{suffix}")
+    return out
 
 
 def _write_batch(
@@ -268,7 +283,7 @@ def _write_batch(
     done = 0
     if prog.paths:
         complete = _core.gen_files(
-            [_tmp_name(p) for p in prog.paths],
+            _tmp_names(prog.paths),
             prog.paths,
             prog.seeds,
             prog.first,
