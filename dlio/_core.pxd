@@ -258,6 +258,7 @@ cdef extern from "dlio_core/gen.h" nogil:
         uint64_t file
         char what[32]
     enum: DC_GEN_FSYNC
+    enum: DC_GEN_DIRECT
     int dc_gen_files(const dc_gen_file *files, uint64_t n, const dc_gen_seg *segs, const unsigned char *blob,
                      unsigned flags, volatile int *stop, uint64_t *done_bytes, uint64_t *done_files,
                      dc_gen_error *err)

@@ -632,9 +632,11 @@ def gen_render(segs, blob, uint64_t seed):
     return out.tobytes()
 
 
-def gen_files(tmps, finals, seeds, first, counts, segs, blob, bint fsync=False, stop=None, counters=None):
+def gen_files(tmps, finals, seeds, first, counts, segs, blob, bint fsync=False, stop=None, counters=None,
+              bint direct=False):
     """Write files (tmps[i] renamed to finals[i] once complete) from the programs
-    segs[first[i]:first[i]+counts[i]] and seeds[i], in order, with the GIL released.
+    segs[first[i]:first[i]+counts[i]] and seeds[i], in order, with the GIL released (direct: O_DIRECT,
+    whole aligned blocks, each file's last partial block through the page cache).
     stop: int32 array of 1 (non-zero stops between files); counters: uint64 array [bytes, files]
     advanced after each file (read by another thread for progress). Raises OSError naming the file."""
     cdef Py_ssize_t n = len(finals), i
@@ -657,7 +659,7 @@ def gen_files(tmps, finals, seeds, first, counts, segs, blob, bint fsync=False, 
     cdef dc_gen_file *files = <dc_gen_file *>calloc(max(n, 1), sizeof(dc_gen_file))
     cdef dc_gen_error err
     cdef int rc
-    cdef unsigned flags = DC_GEN_FSYNC if fsync else 0
+    cdef unsigned flags = (DC_GEN_FSYNC if fsync else 0) | (DC_GEN_DIRECT if direct else 0)
     if files == NULL:
         raise MemoryError()
     try:

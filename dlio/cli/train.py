@@ -174,15 +174,31 @@ def run(ctx: click.Context, overrides, workload_name, config_file, sets, scale, 
         "dlio-fast generate --workload unet3d --scale 0.1 --set dataset.data_folder=/scratch/unet3d",
         "mpiexec -n 4 dlio-fast generate -w resnet50 --checksum   # 4 writers, CRC32C recorded",
         "dlio-fast generate -w cosmoflow --live-csv gen.csv --status-interval 5 > gen.log 2>&1",
+        "dlio-fast generate -w resnet50 --scale 0.01 && dlio-fast generate -w resnet50 --dry-run   # full-size ETA",
+        "dlio-fast generate -w unet3d --direct   # O_DIRECT: the page cache is bypassed",
     ),
 )
 @workload_options
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="Writer threads per rank (default: CPUs).")
 @click.option("--checksum", is_flag=True, help="Record CRC32C of every file and sample (for dlio-fast verify).")
+@click.option(
+    "--direct",
+    is_flag=True,
+    help="Write with O_DIRECT (whole 4 KiB-aligned blocks; each file's last partial block through the page "
+    "cache, as dd oflag=direct). hdf5 with chunks or compression is written by h5py, buffered.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print what would be generated and how long it would take at the rate an earlier generation measured "
+    "in the same data folder (e.g. one at --scale 0.01); write nothing.",
+)
 @progress_options
 @console_options
 @click.pass_context
-def generate(ctx: click.Context, overrides, workload_name, config_file, sets, scale, threads, checksum) -> None:
+def generate(
+    ctx: click.Context, overrides, workload_name, config_file, sets, scale, threads, checksum, direct, dry_run
+) -> None:
     """Generate a workload's dataset (DLIO's layout and formats); complete files are kept."""
     from dlio import mpi
     from dlio.dataset.spec import dataset_spec
@@ -191,7 +207,13 @@ def generate(ctx: click.Context, overrides, workload_name, config_file, sets, sc
     cfg = load(workload_name, config_file, sets, overrides, scale)
     comm = mpi.world()
     echo, progress = _rank0_console(ctx, comm)
-    session.generate(cfg, dataset_spec(cfg), comm, echo, progress, threads, checksum=checksum)
+    if dry_run:
+        from dlio.dataset.generate import dry_run_lines
+
+        for line in dry_run_lines(dataset_spec(cfg), comm.size, threads or max(2, os.cpu_count() or 2), direct):
+            echo(line)
+        return
+    session.generate(cfg, dataset_spec(cfg), comm, echo, progress, threads, checksum=checksum, direct=direct)
 
 
 @click.command(

@@ -144,8 +144,22 @@ def _check_space(spec, need, present):
         raise InsufficientSpace(need, free, math.floor(scale * 1000) / 1000, folder)
 
 
+def rank_files(spec: DatasetSpec, dims: np.ndarray, rank: int, size: int) -> np.ndarray:
+    """This rank's files (global indices of train-then-eval): consecutive runs holding about the same
+    bytes on every rank (by the files' estimated sizes: the file whose middle byte falls in rank r's
+    share of the total is r's), so ranks finish together when file sizes vary, and each writes its
+    own stretch of the folders. Every rank computes the same split from the spec alone."""
+    n = len(dims)
+    if size == 1 or n == 0:
+        return np.arange(n, dtype=np.int64)
+    est = np.maximum(estimated_sizes(spec, dims).astype(np.float64), 1.0)
+    mid = np.cumsum(est) - est / 2
+    owner = np.minimum((mid * size / est.sum()).astype(np.int64), size - 1)
+    return np.nonzero(owner == rank)[0].astype(np.int64)
+
+
 def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
-    """This rank's files (global index i of train-then-eval with i % size == rank), which of them are
+    """This rank's files (rank_files: byte-balanced runs of train-then-eval), which of them are
     complete (size recorded in a manifest of the same generation key, or valid for the format),
     and room on the filesystem for the others; stale temporary files of those are removed."""
     if size < 1 or not 0 <= rank < size:
@@ -157,7 +171,7 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
     dims = all_dims(spec)
     total = len(paths)
     spf = spec.num_samples_per_file
-    mine = np.arange(rank, total, size, dtype=np.int64)
+    mine = rank_files(spec, dims, rank, size)
     recorded = np.full(total, -1, np.int64)
     old = {}
     for split, first in (("train", 0), ("valid", ntrain)):
@@ -169,11 +183,14 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
             old[split] = m
     sizes = np.zeros(total, np.int64)
     todo, skipped, present = [], [], 0
-    split = [os.path.split(paths[i]) for i in mine.tolist()]
+    split = [_split(paths[i]) for i in mine.tolist()]
     dirs = {d for d, _ in split}
     if mine.size:
         dirs.update(os.path.dirname(c) for c in fmt.companions(paths[int(mine[0])], spec))
     listing = _listing(dirs)
+    if not any(listing.values()):  # a new dataset: nothing to check file by file
+        split = []
+        todo = mine.tolist()
     for i, (d, name) in zip(mine.tolist(), split):
         if name not in listing[d]:
             todo.append(i)
@@ -204,11 +221,16 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
 
 
 def _batches(pl: _Plan) -> List[np.ndarray]:
-    """The files left, in batches of about BATCH_BYTES (by estimated size) or BATCH_FILES."""
+    """The files left, in batches of about BATCH_BYTES (by estimated size) or BATCH_FILES, largest
+    files first: threads take the next batch as they finish one, so the last batches, which decide
+    when the threads are all done, are the smallest (bytes, not file counts, balance the threads)."""
     todo = np.array(pl.todo, dtype=np.int64)
     if todo.size == 0:
         return []
-    csum = np.cumsum(estimated_sizes(pl.spec, pl.dims[todo]))
+    est = estimated_sizes(pl.spec, pl.dims[todo])
+    order = np.argsort(-est, kind="stable")
+    todo, est = todo[order], est[order]
+    csum = np.cumsum(est)
     cuts, start = [], 0
     while start < todo.size:
         base = csum[start - 1] if start else 0
@@ -219,14 +241,29 @@ def _batches(pl: _Plan) -> List[np.ndarray]:
     return cuts
 
 
-def _tmp_name(path):
-    d, name = os.path.split(path)
-    return os.path.join(d, f".{name}{TMP_MARK}{os.getpid()}-gen")
+def _split(path):
+    """os.path.split(path), at a third of its cost (it runs once per file)."""
+    i = path.rfind("/") + 1
+    head = path[:i]
+    return (head.rstrip("/") or head), path[i:]
 
 
-def _write_batch(pl: _Plan, idx: np.ndarray, fsync: bool, stop: np.ndarray, counters: np.ndarray) -> int:
+def _tmp_names(paths):
+    """The temporary name of each path (.NAME.tmp-PID-gen beside it)."""
+    suffix = f"{TMP_MARK}{os.getpid()}-gen"
+    out = []
+    for p in paths:
+        head, sep, name = p.rpartition("/")
+        out.append(f"{head}{sep}.{name}{suffix}")
+    return out
+
+
+def _write_batch(
+    pl: _Plan, idx: np.ndarray, fsync: bool, stop: np.ndarray, counters: np.ndarray, direct: bool = False
+) -> int:
     """Write one batch of files; returns the bytes written. Files whose format has a program go to
-    the C core together; the others are written one by one by the format."""
+    the C core together (with O_DIRECT when direct); the others are written one by one by the
+    format (buffered: h5py writes chunked/compressed hdf5 through the page cache)."""
     from dlio import _core
 
     spec, fmt, spf = pl.spec, pl.fmt, pl.spec.num_samples_per_file
@@ -246,7 +283,7 @@ def _write_batch(pl: _Plan, idx: np.ndarray, fsync: bool, stop: np.ndarray, coun
     done = 0
     if prog.paths:
         complete = _core.gen_files(
-            [_tmp_name(p) for p in prog.paths],
+            _tmp_names(prog.paths),
             prog.paths,
             prog.seeds,
             prog.first,
@@ -256,6 +293,7 @@ def _write_batch(pl: _Plan, idx: np.ndarray, fsync: bool, stop: np.ndarray, coun
             fsync=fsync,
             stop=stop,
             counters=counters,
+            direct=direct,
         )
         if not complete:  # stopped between files (another thread failed, or an interrupt)
             return done
@@ -277,7 +315,7 @@ def _write_batch(pl: _Plan, idx: np.ndarray, fsync: bool, stop: np.ndarray, coun
     return done
 
 
-def _write_all(pl: _Plan, threads: int, progress: Optional[Callable], fsync: bool) -> int:
+def _write_all(pl: _Plan, threads: int, progress: Optional[Callable], fsync: bool, direct: bool = False) -> int:
     """Write pl.todo on `threads` threads, each taking the next batch; progress(bytes, files) is
     called from this thread every POLL_S with the rank's running totals (skipped files included).
     Returns the bytes written."""
@@ -297,7 +335,7 @@ def _write_all(pl: _Plan, threads: int, progress: Optional[Callable], fsync: boo
             if idx is None:
                 break
             try:
-                total += _write_batch(pl, idx, fsync, stop, counters[t])
+                total += _write_batch(pl, idx, fsync, stop, counters[t], direct)
             except BaseException:
                 stop[0] = 1
                 raise
@@ -322,15 +360,20 @@ def _write_all(pl: _Plan, threads: int, progress: Optional[Callable], fsync: boo
             raise
     errors = [f.exception() for f in futs if f.exception() is not None]
     if errors:
-        _raise_write_error(pl, errors[0])
+        _raise_write_error(pl, errors[0], direct)
     return sum(f.result() for f in futs)
 
 
-def _raise_write_error(pl: _Plan, e: BaseException):
+def _raise_write_error(pl: _Plan, e: BaseException, direct: bool = False):
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         left = np.array([j for j in pl.todo if pl.sizes[j] == 0], dtype=np.int64)
         remaining = int(np.ceil(estimated_sizes(pl.spec, pl.dims[left]).sum())) if left.size else 0
         raise InsufficientSpace(remaining, _free_bytes(pl.spec.data_folder), 0.0, pl.spec.data_folder) from e
+    if direct and isinstance(e, OSError) and e.errno == errno.EINVAL and str(e.strerror).startswith("create"):
+        raise DatasetError(
+            f"{pl.spec.data_folder}: the filesystem refuses O_DIRECT (open: {os.strerror(errno.EINVAL)}); "
+            "generate without --direct"
+        ) from e
     if isinstance(e, OSError):
         raise DatasetError(f"{e.filename or pl.spec.data_folder}: {e.strerror or e}") from e
     raise e
@@ -423,7 +466,14 @@ RATE_FILE = "generation-rate.json"
 
 
 def record_rate(
-    spec: DatasetSpec, nbytes: int, nfiles: int, seconds: float, threads: int, ranks: int, fsync: bool = False
+    spec: DatasetSpec,
+    nbytes: int,
+    nfiles: int,
+    seconds: float,
+    threads: int,
+    ranks: int,
+    fsync: bool = False,
+    direct: bool = False,
 ) -> None:
     """Remember how fast this data folder's filesystem took a real generation (bytes and files per
     second of the whole command), so --dry-run can estimate a full-size generation."""
@@ -441,6 +491,7 @@ def record_rate(
         "threads": int(threads),
         "ranks": int(ranks),
         "fsync": bool(fsync),
+        "direct": bool(direct),
         "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     path = os.path.join(spec.data_folder, MANIFEST_DIR, RATE_FILE)
@@ -482,15 +533,31 @@ def estimate_text(spec: DatasetSpec, nbytes: int, nfiles: int) -> str:
         f"~{_duration(secs)} at the rate measured here on {rec.get('when', '?')}: "
         f"{rec['bytes_per_s'] / 2**20:.0f} MiB/s, {rec['files_per_s']:.0f} files/s "
         f"({rec['files']} {rec.get('format', '')} files, {rec.get('threads', '?')} threads x "
-        f"{rec.get('ranks', 1)} ranks; {MANIFEST_DIR}/{RATE_FILE})"
+        f"{rec.get('ranks', 1)} ranks{', O_DIRECT' if rec.get('direct') else ''}; {MANIFEST_DIR}/{RATE_FILE})"
     )
     ram = _ram_bytes()
-    if not rec.get("fsync") and ram and rec["bytes"] < ram < nbytes:
+    if not rec.get("fsync") and not rec.get("direct") and ram and rec["bytes"] < ram < nbytes:
         text += (
             f"; that run ({rec['bytes'] / 2**30:.1f} GiB) fits in this host's {ram / 2**30:.0f} GiB of RAM, "
             "so its rate may be the page cache's: a dataset larger than RAM can take longer"
         )
     return text
+
+
+def dry_run_lines(spec: DatasetSpec, ranks: int, threads: int, direct: bool = False) -> List[str]:
+    """`generate --dry-run`: what would be written, and the time it would take at the rate measured here."""
+    nbytes = dataset_bytes(spec)
+    nfiles = spec.num_files_train + spec.num_files_eval
+    paths = file_paths(spec, "train")[-1:] + file_paths(spec, "valid")[-1:]
+    present = bool(paths) and all(os.path.exists(p) for p in paths)
+    return [
+        f"data folder         {spec.data_folder} ({'present: complete files are kept' if present else 'to write'})",
+        f"format              {spec.format}, {spec.num_files_train} train + {spec.num_files_eval} eval files, "
+        f"{spec.num_samples_per_file} samples per file",
+        f"size on disk        {nbytes / 2**30:.2f} GiB",
+        f"writers             {ranks} rank(s) x {threads} threads{', O_DIRECT' if direct else ''}",
+        f"generation time     {estimate_text(spec, nbytes, nfiles)}",
+    ]
 
 
 def _ram_bytes() -> int:
@@ -509,9 +576,11 @@ def _duration(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
-def generate(spec, threads=None, rank=0, size=1, progress=None, checksum=False, fsync=False, barrier=None):
-    """Generate this rank's files (global index i of train-then-eval with i % size == rank) on
-    `threads` threads (default: the CPUs).
+def generate(
+    spec, threads=None, rank=0, size=1, progress=None, checksum=False, fsync=False, barrier=None, direct=False
+):
+    """Generate this rank's files (rank_files: byte-balanced runs of train-then-eval) on `threads`
+    threads (default: the CPUs); direct: write with O_DIRECT (the files of formats the C core writes).
 
     Complete files (size recorded in a matching manifest, or valid for the format) are skipped;
     others are written under a temporary name and renamed. progress(bytes, files) is called with
@@ -525,12 +594,12 @@ def generate(spec, threads=None, rank=0, size=1, progress=None, checksum=False, 
     if progress is not None and pl.skipped:
         progress(pl.present_bytes, len(pl.skipped))
     nthreads = int(threads) if threads else (os.cpu_count() or 1)
-    wbytes = _write_all(pl, nthreads, progress, fsync)
+    wbytes = _write_all(pl, nthreads, progress, fsync, direct)
     _ranges_and_crcs(pl, pl.todo, checksum)
     _save(pl, checksum, rank, size, barrier)
     dt = time.perf_counter() - t0
     if rank == 0 and pl.todo:
-        record_rate(spec, wbytes * size, len(pl.todo) * size, dt, nthreads, size, fsync)
+        record_rate(spec, wbytes * size, len(pl.todo) * size, dt, nthreads, size, fsync, direct)
     return GenerateResult(
         files_total=int(pl.mine.size),
         files_written=len(pl.todo),

@@ -383,7 +383,7 @@ def _combine(spec, split, parts, gen_key):
         seen[files] = True
         if have_fc:
             fcs[files] = a["file_crc32c"]
-        t = None if fmt.WHOLE_FILE else _table_from_arrays(a)
+        t = None if fmt.WHOLE_FILE or not files.size else _table_from_arrays(a)  # a rank may have none
         if t is not None:
             tables.append((files, t))
             if have_rc:

@@ -122,7 +122,7 @@ def data_present(spec):
     return True
 
 
-def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False):
+def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False, direct=False):
     total_bytes = dataset_bytes(spec)
     total_files = spec.num_files_train + spec.num_files_eval
     echo(f"Starting data generation: {total_files} files, {total_bytes / 2**30:.2f} GiB in {spec.data_folder}")
@@ -139,6 +139,7 @@ def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False):
         progress=cb,
         barrier=comm.barrier,
         checksum=checksum,
+        direct=direct,
     )
     if progress is not None:
         progress.done()

@@ -12,6 +12,8 @@ file and reads `records_i[j]` for each i: `extents()` returns exactly those byte
 
 import functools
 import os
+import tempfile
+import threading
 
 import numpy as np
 
@@ -21,6 +23,7 @@ from dlio.errors import ConfigError, DatasetError
 EXT = "hdf5"
 WHOLE_FILE = False
 SLAB = 4 << 20
+SPARSE_ABOVE = 1 << 20  # data bytes above which a shape's template comes from a sparse file, not memory
 
 
 def _h5py():
@@ -98,35 +101,63 @@ def _dataset_order(shape, names, spec):
     return _orders[(shape, names, str(np.dtype(spec.record_element_type)))]
 
 
-@functools.lru_cache(maxsize=256)
+_template_lock = threading.Lock()  # one thread builds a shape's template; the others wait for it
+
+
 def template(shape, names, dtype, libver="latest"):
     """The file h5py makes for contiguous datasets `names` of this shape (storage allocated at
     creation) and labels, as (literal pieces, data lengths): the file is piece 0, data 0, piece 1, ...
-    piece k. Built once per shape in memory; the data regions are left to the C core."""
+    piece k. Built once per shape; the data regions are left to the C core."""
+    with _template_lock:
+        return _template(shape, names, dtype, libver)
+
+
+@functools.lru_cache(maxsize=256)
+def _template(shape, names, dtype, libver):
+    n = record_elems(shape) * np.dtype(dtype).itemsize
+    if n * len(names) > SPARSE_ABOVE:
+        try:
+            with tempfile.TemporaryDirectory(prefix="dlio-h5-template-") as d:
+                return _build(shape, names, dtype, libver, n, os.path.join(d, "t.h5"))
+        except OSError:
+            pass  # no writable temporary folder: in memory
+    return _build(shape, names, dtype, libver, n, None)
+
+
+def _build(shape, names, dtype, libver, n, path):
+    """The template from a real, sparse file at `path` (storage allocated, never filled: only its
+    metadata pieces are read back) or, with no path, from an in-memory image (which allocates and
+    copies every data byte: the cheaper way for small shapes only)."""
     h5py = _h5py()
-    dt = np.dtype(dtype)
     k = len(names)
-    fid = h5py.File(f"dlio-template-{id(shape)}", "w", driver="core", backing_store=False, libver=libver)
+    if path is None:
+        fid = h5py.File(f"dlio-template-{id(shape)}", "w", driver="core", backing_store=False, libver=libver)
+    else:
+        fid = h5py.File(path, "w", libver=libver)
     try:
         for name in names:
             dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
             dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
             dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
-            fid.create_dataset(name, shape, dtype=dt, dcpl=dcpl)
+            fid.create_dataset(name, shape, dtype=np.dtype(dtype), dcpl=dcpl)
         fid.create_dataset("labels", data=np.zeros(shape[0], dtype=np.int64))
         fid.flush()
         offs = [fid[name].id.get_offset() for name in names]
-        image = fid.id.get_file_image()
+        image = fid.id.get_file_image() if path is None else None
     finally:
         fid.close()
-    n = record_elems(shape) * dt.itemsize
+    if image is None:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            bounds = [0] + [x for i in sorted(offs) for x in (i, i + n)] + [size]
+            image = {lo: os.pread(f.fileno(), hi - lo, lo) for lo, hi in zip(bounds[::2], bounds[1::2])}
     order = sorted(range(k), key=lambda i: offs[i])
     _orders[(shape, names, dtype)] = order
     pieces, pos = [], 0
     for i in order:
-        pieces.append(image[pos : offs[i]])
+        pieces.append(image[pos] if isinstance(image, dict) else image[pos : offs[i]])
         pos = offs[i] + n
-    pieces.append(image[pos:])
+    pieces.append(image[pos] if isinstance(image, dict) else image[pos:])
     return tuple(pieces), n
 
 

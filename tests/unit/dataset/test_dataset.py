@@ -225,20 +225,37 @@ def test_insufficient_space(tmp_path, monkeypatch):
 
 
 def test_ranks_partition_and_part_manifests(tmp_path):
-    s = spec_of(tmp_path, "tfrecord", num_files_train=5, num_files_eval=3)
+    s = spec_of(tmp_path, "tfrecord", num_files_train=5, num_files_eval=3, record_length_bytes_stdev=0)
     r0 = generate(s, rank=0, size=3)
     r1 = generate(s, rank=1, size=3)
     paths = file_paths(s, "train") + file_paths(s, "valid")
-    assert r0.files_written == 3 and r1.files_written == 3
-    assert [os.path.exists(p) for p in paths] == [i % 3 != 2 for i in range(8)]
+    # equal sizes: the middle bytes of files 0-2 fall in rank 0's third, 3-4 in rank 1's, 5-7 in rank 2's
+    assert r0.files_written == 3 and r1.files_written == 2
+    assert [os.path.exists(p) for p in paths] == [i < 5 for i in range(8)]
     r2 = generate(s, rank=2, size=3)
-    assert r2.files_written == 2
+    assert r2.files_written == 3
     assert not os.path.exists(manifest_path(s, "train"))
     m = load_manifest(s, "train")  # merged from the three parts
     assert m.meta.get("source") == "generate"
     fresh = scan_manifest(s, "train")
     assert np.array_equal(m.file_size, fresh.file_size)
     assert all(np.array_equal(a, b) for a, b in zip(m.ranges(), fresh.ranges()))
+
+
+def test_ranks_balance_bytes_not_files(tmp_path):
+    """One large file and many small ones: the large file's rank gets few files, about half the bytes."""
+    from dlio.dataset.generate import rank_files
+
+    s = spec_of(tmp_path, "npy", num_files_train=9, num_files_eval=0)
+    dims = np.array([[64, 64]] + [[8, 8]] * 8)  # 4096-element file, then 8 files of 64 elements
+    got = [rank_files(s, dims, r, 2) for r in range(2)]
+    assert sorted(np.concatenate(got).tolist()) == list(range(9))  # a partition
+    assert got[0].tolist() == [0] and got[1].tolist() == list(range(1, 9))
+    assert rank_files(s, dims, 0, 1).tolist() == list(range(9))
+    # 3 ranks over equal files: each gets a third, within one file
+    dims = np.array([[16, 16]] * 10)
+    counts = [rank_files(s, dims, r, 3).size for r in range(3)]
+    assert sum(counts) == 10 and max(counts) - min(counts) <= 1
 
 
 def test_barrier_merges_parts(tmp_path):
