@@ -123,6 +123,12 @@ def data_present(spec):
 
 
 def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False):
+    if cfg.storage.storage_type == "s3":
+        from dlio.objstore import dataset as s3_dataset
+
+        ds = s3_dataset.resolve_dataset(cfg)
+        s3_dataset.check(ds)  # keys, bucket, endpoint: before any work
+        return s3_dataset.generate(ds, spec, comm, echo, progress, threads, checksum)
     total_bytes = dataset_bytes(spec)
     total_files = spec.num_files_train + spec.num_files_eval
     echo(f"Starting data generation: {total_files} files, {total_bytes / 2**30:.2f} GiB in {spec.data_folder}")
@@ -226,14 +232,7 @@ def _start(s: Session, output) -> None:
     """Output folder, tracer, the banner, the dataset (generated when missing) and the warnings."""
     cfg, comm, wf = s.cfg, s.comm, s.cfg.workflow
     check_qd(engine_spec(cfg)[0], cfg.dlio_fast.qd)
-    if cfg.storage.storage_type != "local_fs":
-        raise ConfigError(
-            f"storage.storage_type = {cfg.storage.storage_type!r}: runs on object storage are not "
-            "emulated yet (only `dlio-fast io s3://...` measures S3); use local_fs with a mounted "
-            "folder",
-            "storage.storage_type",
-            cfg.storage.storage_type,
-        )
+    s3 = _check_storage(cfg, comm, s.warn)
     check_buffers(cfg, s.spec)
     if cfg.dlio_fast.cache == "drop-all" and os.geteuid() != 0:
         raise DlioError(
@@ -267,23 +266,79 @@ def _start(s: Session, output) -> None:
     ]
     s.echo(f"Running dlio-fast [{' & '.join(phases)}] with {comm.size} process(es)")
     needs_data = wf.train or (wf.generate_data and not cfg.is_checkpoint_only())  # never a dataset nobody reads
-    if (wf.generate_data and needs_data) or (needs_data and not comm.bcast(data_present(s.spec))):
+    present = (lambda: s3_present(s3, s.spec)) if s3 is not None else (lambda: data_present(s.spec))
+    if (wf.generate_data and needs_data) or (needs_data and not comm.bcast(present() if comm.rank == 0 else None)):
         from dlio.report.trace import maybe_phase
 
         with maybe_phase(s.tracer, "generate"):
             generate(cfg, s.spec, comm, s.echo, s.progress)
     comm.barrier()
     if wf.train:
-        from dlio.dataset.mismatch import check_dataset_matches
-
         for split in ("train", "valid"):
-            check_dataset_matches(s.spec, split)  # generated with another config: wrong figures
+            check_dataset_matches(s.spec, split, s3)  # generated with another config: wrong figures
     s.nbytes = dataset_bytes(s.spec) if needs_data else 0
-    if comm.rank == 0 and wf.train:
+    if comm.rank == 0 and wf.train and s3 is None:
         cache_warning(cfg, s.nbytes, s.warn)
     if comm.rank == 0 and wf.checkpoint:
         balloon_warning(cfg, s.warn)
     s.start = iso()
+
+
+def _check_storage(cfg, comm, warn):
+    """local_fs: None. s3: the dataset's S3Dataset, after one request that proves the endpoint,
+    the keys and the bucket (a one-line error, exit status 2, before any work)."""
+    if cfg.storage.storage_type == "local_fs":
+        return None
+    if cfg.storage.storage_type != "s3":
+        raise ConfigError(
+            f"storage.storage_type = {cfg.storage.storage_type!r}: not emulated (use s3 through AIStore's "
+            "S3 API, or local_fs with a mounted folder)",
+            "storage.storage_type",
+            cfg.storage.storage_type,
+        )
+    from dlio.objstore import dataset as s3_dataset
+
+    ds = s3_dataset.resolve_dataset(cfg)
+    if cfg.workflow.checkpoint:
+        raise ConfigError(
+            "workflow.checkpoint with storage.storage_type = s3: checkpoints are not written to S3 yet; "
+            "set workflow.checkpoint=False (or checkpoint to a filesystem in a separate local_fs run)",
+            "workflow.checkpoint",
+            True,
+        )
+    problem = None
+    if comm.rank == 0:
+        try:
+            s3_dataset.check(ds)
+        except DlioError as e:
+            problem = str(e)
+    problem = comm.bcast(problem)
+    if problem:
+        raise DlioError(problem)
+    if comm.size > 1 and comm.rank == 0:
+        warn("note: on S3 the ranks meet between epochs, not after every step (no per-step barrier)")
+    return ds
+
+
+def s3_present(ds, spec):
+    from dlio.objstore import dataset as s3_dataset
+
+    return s3_dataset.present(ds, spec)
+
+
+def check_dataset_matches(spec, split, s3=None):
+    """dlio.dataset.mismatch's check; on S3 against the fetched manifest, named by its s3:// URI."""
+    from dlio.dataset.mismatch import check_dataset_matches as check
+
+    if s3 is None:
+        return check(spec, split)
+    from dlio.objstore import dataset as s3_dataset
+
+    local = s3_dataset.local_spec(spec, s3)
+    try:
+        check(local, split)
+    except DlioError as e:
+        raise type(e)(str(e).replace(local.data_folder, s3.uri().rstrip("/"))) from None
 
 
 def _measure(s: Session):
