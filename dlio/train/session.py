@@ -169,7 +169,7 @@ def cache_warning(cfg, nbytes, warn):
 
 
 def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes):
-    engine, direct = engine_spec(cfg)
+    engine, direct = engine_spec(cfg) if cfg.storage.storage_type != "s3" else ("s3dlio", False)
     result = build_result(
         cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(), engine, direct
     )
@@ -231,8 +231,9 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
 def _start(s: Session, output) -> None:
     """Output folder, tracer, the banner, the dataset (generated when missing) and the warnings."""
     cfg, comm, wf = s.cfg, s.comm, s.cfg.workflow
-    check_qd(engine_spec(cfg)[0], cfg.dlio_fast.qd)
     s3 = _check_storage(cfg, comm, s.warn)
+    if s3 is None:  # on S3, qd x read threads requests are in flight whatever the file engine
+        check_qd(engine_spec(cfg)[0], cfg.dlio_fast.qd)
     check_buffers(cfg, s.spec)
     if cfg.dlio_fast.cache == "drop-all" and os.geteuid() != 0:
         raise DlioError(
