@@ -146,6 +146,20 @@ def present(ds: S3Dataset, spec: DatasetSpec) -> bool:
     return True
 
 
+def complete(ds: S3Dataset, spec: DatasetSpec) -> bool:
+    """Every object is there and the manifests say it was generated with this config's content."""
+    from dlio.dataset.mismatch import check_dataset_matches
+
+    if not present(ds, spec):
+        return False
+    try:
+        for split in ("train", "valid"):
+            check_dataset_matches(local_spec(spec, ds), split)
+    except DlioError:
+        return False
+    return True
+
+
 def generate(
     ds: S3Dataset,
     spec: DatasetSpec,
@@ -164,6 +178,10 @@ def generate(
     total_files = spec.num_files_train + spec.num_files_eval
     echo(f"Starting data generation: {total_files} objects, {total_bytes / 2**30:.2f} GiB in {ds.uri()}")
     problem = None
+    done = comm.bcast(complete(ds, spec) if comm.rank == 0 else None)
+    if done:
+        echo(f"Generation done: the dataset in {ds.uri()} is complete and matches the config; nothing written")
+        return
     if comm.rank == 0:
         t0 = time.monotonic()
         stage = tempfile.mkdtemp(prefix="dlio-fast-s3-stage-", dir=os.environ.get("DLIO_FAST_S3_STAGING"))

@@ -60,7 +60,7 @@ def task_upload_tree(s3, t: dict) -> dict:
         if rel.startswith(".dlio-fast") and (i == 0 or not files[i - 1][0].startswith(".dlio-fast")):
             flush()
             batch_bytes = 0
-        if size >= MULTIPART_MIN:
+        if size >= t.get("multipart_min", MULTIPART_MIN):
             _multipart(s3, bucket, prefix + rel, path)
         else:
             batch.append((rel, path))

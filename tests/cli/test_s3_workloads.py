@@ -158,7 +158,7 @@ def test_every_format_generated_and_trained_on_s3(run_cli, s3env, bucket, tmp_pa
 
 def test_listing_over_1000_keys_and_data_present(run_cli, s3env, bucket, tmp_path):
     """1,100 tiny objects (one listing page is 1,000 keys): generated, then found complete by a
-    second run, which therefore generates nothing."""
+    second run, which therefore writes nothing."""
     cfg = config(
         tmp_path,
         "npy",
@@ -177,11 +177,10 @@ def test_listing_over_1000_keys_and_data_present(run_cli, s3env, bucket, tmp_pat
     assert code == 0, err
     assert "Starting data generation: 1100 objects" in out
     assert len([k for k in keys_under(s3env, bucket, "many/train/")]) == 1100
-    code, out, err = run_cli(
-        "run", "--config", cfg, "--output", tmp_path / "o2", "--set", "workflow.generate_data=False"
-    )
+    # generate_data still on: the complete dataset (found by listing 1,100 keys) is not written again
+    code, out, err = run_cli("run", "--config", cfg, "--output", tmp_path / "o2")
     assert code == 0, err
-    assert "data generation" not in out
+    assert "complete and matches the config; nothing written" in out and "objects PUT" not in out
     ep = result(tmp_path / "o2")["ranks"][0]["epochs"][0]
     assert ep["steps_done"] == 2 and ep["lat"]["count"] == 100
 
@@ -366,3 +365,30 @@ def test_dlio_unet3d_h100_s3_yaml_runs_with_an_endpoint_override(s3_server, tmp_
     assert doc["settings"]["engine"] == "s3dlio"
     listed = s3.list_objects_v2(Bucket="s3pytorchconnector", Prefix="train/")
     assert listed["KeyCount"] == 14 and {o["Size"] for o in listed["Contents"]} == {ep["bytes"] // 14}
+
+
+def test_upload_large_objects_as_multipart(s3env, bucket, tmp_path):
+    """Objects from multipart_min up go as multipart uploads (the ETag of a multipart object ends
+    in -<parts>); their bytes arrive whole. The threshold is lowered so that the test stays small."""
+    from dlio.objstore import client, settings
+
+    (tmp_path / "up" / "train").mkdir(parents=True)
+    big = os.urandom(13 << 20)
+    (tmp_path / "up" / "train" / "big.bin").write_bytes(big + big)  # 26 MiB: two parts of 16 + 10 MiB
+    (tmp_path / "up" / "train" / "small.bin").write_bytes(b"x" * 100)
+    out = client.run_task(
+        settings.resolve(),
+        {
+            "task": "upload_tree",
+            "folder": str(tmp_path / "up"),
+            "bucket": bucket,
+            "prefix": "mp/",
+            "multipart_min": 1 << 20,
+        },
+    )
+    assert out == {"objects": 2, "bytes": 2 * len(big) + 100}
+    s3 = boto(s3env)
+    head = s3.head_object(Bucket=bucket, Key="mp/train/big.bin")
+    assert head["ETag"].strip('"').endswith("-2") and head["ContentLength"] == 2 * len(big)
+    assert s3.get_object(Bucket=bucket, Key="mp/train/big.bin")["Body"].read() == big + big
+    assert not s3.head_object(Bucket=bucket, Key="mp/train/small.bin")["ETag"].strip('"').count("-")
