@@ -193,6 +193,7 @@ def _dataset_tasks() -> dict:
         "upload_tree": worker_data.task_upload_tree,
         "fetch": worker_data.task_fetch,
         "list_all": worker_data.task_list_all,
+        "ckpt": worker_data.task_ckpt,
         "train": worker_train.task_train,
     }
 

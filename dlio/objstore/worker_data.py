@@ -94,3 +94,77 @@ def task_fetch(s3, t: dict) -> dict:
 def task_list_all(s3, t: dict) -> dict:
     """Every object URI under the prefix (paged by the client: any number of keys)."""
     return {"uris": s3.list(f"s3://{t['bucket']}/{t['prefix']}", recursive=True)}
+
+
+def _content(size: int, pattern) -> bytes:
+    """A part's bytes: random, or an 8-byte pattern repeated (tensors of ones)."""
+    import numpy as np
+
+    if pattern is None:
+        return np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    return np.full(-(-size // 8), int(pattern), dtype=np.uint64).tobytes()[:size]
+
+
+def task_ckpt(s3, t: dict) -> dict:
+    """A checkpoint save (PUT every item [uri, size]) or load (GET them whole), timed here from the
+    first request to the last completion. Saves: objects of MULTIPART_MIN bytes or more as multipart
+    uploads (PART_SIZE parts, part_inflight in flight), smaller ones with one PUT; up to t['threads']
+    objects at once. Content is made before the window."""
+    import threading
+    import time
+
+    items, kind = t["items"], t["kind"]
+    fills = t.get("fills") or [None] * len(items)
+    parts = {}
+    if kind == "save":
+        for (_, size), fill in zip(items, fills):
+            n = min(size, PART_SIZE) if size >= MULTIPART_MIN else size
+            parts.setdefault((n, fill), _content(n, fill))
+    s3.list(items[0][0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
+    errors, nbytes = [], [0]
+    lock = threading.Lock()
+
+    def one(i):
+        uri, size = items[i]
+        if kind == "load":
+            got = len(memoryview(s3.get(uri)))
+        elif size < MULTIPART_MIN:
+            s3.put_bytes(uri, parts[(size, fills[i])])
+            got = size
+        else:
+            bucket, key = uri[5:].split("/", 1)
+            w = s3.MultipartUploadWriter(bucket, key, part_size=PART_SIZE, max_in_flight=t["part_inflight"])
+            buf, left = parts[(PART_SIZE, fills[i])], size
+            try:
+                while left:
+                    n = min(left, PART_SIZE)
+                    w.write(buf if n == PART_SIZE else buf[:n])
+                    left -= n
+                w.close()
+            except BaseException:
+                w.abort()
+                raise
+            got = size
+        with lock:
+            nbytes[0] += got
+
+    def worker(k):
+        try:
+            for i in range(k, len(items), t["threads"]):
+                if errors:
+                    return
+                one(i)
+        except Exception as e:
+            errors.append(str(e))
+
+    wall0 = time.time_ns()
+    m0 = time.monotonic_ns()
+    th = [threading.Thread(target=worker, args=(k,)) for k in range(t["threads"])]
+    for x in th:
+        x.start()
+    for x in th:
+        x.join()
+    window = time.monotonic_ns() - m0
+    if errors:
+        raise RuntimeError(errors[0])
+    return {"bytes": nbytes[0], "window_ns": window, "start_wall_ns": wall0, "part_size": PART_SIZE}

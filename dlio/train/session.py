@@ -280,7 +280,7 @@ def _start(s: Session, output) -> None:
     s.nbytes = dataset_bytes(s.spec) if needs_data else 0
     if comm.rank == 0 and wf.train and s3 is None:
         cache_warning(cfg, s.nbytes, s.warn)
-    if comm.rank == 0 and wf.checkpoint:
+    if comm.rank == 0 and wf.checkpoint and s3 is None:
         balloon_warning(cfg, s.warn)
     s.start = iso()
 
@@ -301,16 +301,17 @@ def _check_storage(cfg, comm, warn):
 
     ds = s3_dataset.resolve_dataset(cfg)
     if cfg.workflow.checkpoint:
-        raise ConfigError(
-            "workflow.checkpoint with storage.storage_type = s3: checkpoints are not written to S3 yet; "
-            "set workflow.checkpoint=False (or checkpoint to a filesystem in a separate local_fs run)",
-            "workflow.checkpoint",
-            True,
-        )
+        from dlio.objstore import checkpoint as s3_checkpoint
+
+        ck_bucket, ck_prefix = s3_checkpoint.location(cfg)  # no bucket named: refused now, not at the save
     problem = None
     if comm.rank == 0:
         try:
             s3_dataset.check(ds)
+            if cfg.workflow.checkpoint and ck_bucket != ds.bucket:
+                from dlio.objstore import client
+
+                client.check_access(ds.settings, ck_bucket, ck_prefix)
         except DlioError as e:
             problem = str(e)
     problem = comm.bcast(problem)

@@ -236,11 +236,64 @@ def test_cache_drop_refused_on_s3(run_cli, s3env, bucket, tmp_path):
     assert "no meaning on S3" in one_line(err)
 
 
-def test_checkpoint_on_s3_refused(run_cli, s3env, bucket, tmp_path):
-    cfg = config(tmp_path, "npz", bucket, folder="ck", workflow__checkpoint=True)
-    code, _, err = run_cli("run", "--config", cfg, "--output", tmp_path / "o")
-    assert code == 2
-    assert "checkpoints are not written to S3 yet" in one_line(err)
+def test_checkpoints_during_training_on_s3(run_cli, s3env, bucket, tmp_path):
+    """workflow.checkpoint on S3: the checkpoint after epoch 1 is an object under the checkpoint
+    prefix in the bucket (storage_root), of the planned size."""
+    cfg = config(
+        tmp_path,
+        "npz",
+        bucket,
+        folder="ckdata",
+        workflow__checkpoint=True,
+        workflow__evaluation=False,
+        model__model_size=3000000,
+        checkpoint__checkpoint_folder="ckpts/run1",
+        checkpoint__checkpoint_after_epoch=1,
+        checkpoint__epochs_between_checkpoints=1,
+    )
+    code, out, err = run_cli("-q", "run", "--config", cfg, "--output", tmp_path / "o")
+    assert code == 0, err
+    doc = result(tmp_path / "o")
+    (ck,) = doc["ranks"][0]["epochs"][0]["checkpoints"]
+    objects = keys_under(s3env, bucket, "ckpts/run1/")
+    assert {k: v for k, v in objects.items()} == {
+        f"ckpts/run1/{ck['folder'].rsplit('/', 1)[1]}/{f['name']}": f["bytes"] for f in ck["files"]
+    }
+    assert ck["bytes"] == sum(objects.values()) > 0 and ck["folder"].startswith(f"s3://{bucket}/ckpts/run1/")
+    assert ck["engine"] == "s3dlio"
+
+
+def test_checkpoint_only_save_and_load_on_s3(run_cli, s3env, bucket, tmp_path):
+    """DLIO's checkpoint-only mode on S3: two saves (a 70 MB object goes up as a 5-part multipart
+    upload), then one load; GiB/s is bytes over each record's window."""
+    code, out, err = run_cli(
+        "-q",
+        "run",
+        "-w",
+        "unet3d",
+        "--output",
+        tmp_path / "o",
+        *("--set", "storage.storage_type=s3"),
+        *("--set", f"storage.storage_root={bucket}"),
+        *("--set", "workflow.train=false", "--set", "workflow.generate_data=false"),
+        *("--set", "workflow.checkpoint=true", "--set", f"checkpoint.checkpoint_folder=s3://{bucket}/only"),
+        *("--set", "checkpoint.num_checkpoints_write=2", "--set", "checkpoint.num_checkpoints_read=1"),
+        *("--set", "checkpoint.time_between_checkpoints=0.01", "--set", "model.model_size=70000000"),
+    )
+    assert code == 0, err
+    recs = result(tmp_path / "o")["ranks"][0]["checkpoints"]
+    assert [r["kind"] for r in recs] == ["save", "save", "load"]
+    objects = keys_under(s3env, bucket, "only/")
+    assert sorted(objects) == [
+        "only/global_epoch1_step1/model_states-0.pt",
+        "only/global_epoch1_step2/model_states-0.pt",
+    ]
+    assert set(objects.values()) == {70000000}
+    head = boto(s3env).head_object(Bucket=bucket, Key="only/global_epoch1_step1/model_states-0.pt")
+    assert head["ETag"].strip('"').endswith("-5")  # ceil(70,000,000 / 16 MiB) parts
+    for r in recs:
+        assert r["bytes"] == 70000000
+        assert r["GiB_per_second"] == pytest.approx(70000000 / 2**30 / r["duration_s"])
 
 
 def test_server_killed_mid_run_keeps_partial_results(s3env, bucket, tmp_path):
