@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -43,6 +43,7 @@ class S3Run:
         prefetch: int,
         compute_mode: int = 0,
         preprocess_ns: int = 0,
+        step_hook: Optional[Callable[[int], None]] = None,
     ):
         self.settings = settings
         self.paths = list(uris)
@@ -66,7 +67,9 @@ class S3Run:
             "prefetch": prefetch,
             "compute_mode": compute_mode,
             "preprocess_ns": int(preprocess_ns),
+            "step_sync": step_hook is not None,
         }
+        self.step_hook = step_hook  # called after each step's compute, inside the step (the C trainer's hook)
         self.proc: Optional[subprocess.Popen] = None
         self.stop_requested = False
 
@@ -98,7 +101,10 @@ class S3Run:
             )
             if self.stop_requested:
                 self.proc.send_signal(signal.SIGTERM)
-            out, err = self.proc.communicate(json.dumps(self.task))
+            if self.step_hook is None:
+                out, err = self.proc.communicate(json.dumps(self.task) + "\n")
+            else:
+                out, err = self._converse()
             lines = [ln for ln in out.splitlines() if ln.startswith("{")]
             answer = json.loads(lines[-1]) if lines else None
             if answer is None or "steps_done" not in answer:
@@ -118,6 +124,33 @@ class S3Run:
             return result
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _converse(self):
+        """Hand over the task, then answer each step's line ('S<i>') after the step hook (the ranks'
+        barrier); 'stop' when the hook fails (Ctrl-C, a rank gone). Returns (stdout, stderr)."""
+        p = self.proc
+        p.stdin.write(json.dumps(self.task) + "\n")
+        p.stdin.flush()
+        rest = []
+        for line in p.stdout:
+            if line.startswith("S") and line[1:].strip().isdigit():
+                try:
+                    self.step_hook(int(line[1:]))
+                    word = "go"
+                except Exception:
+                    word = "stop"
+                    self.stop_requested = True
+                try:
+                    p.stdin.write(word + "\n")
+                    p.stdin.flush()
+                except OSError:
+                    pass
+            else:
+                rest.append(line)
+        p.stdin.close()
+        err = p.stderr.read()
+        p.wait()
+        return "".join(rest), err
 
     def _result(self, answer: dict) -> dict:
         tpath = os.path.join(self.dir, "times.npy")

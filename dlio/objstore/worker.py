@@ -199,7 +199,7 @@ def _dataset_tasks() -> dict:
 
 
 def main() -> None:
-    t = json.loads(sys.stdin.read())
+    t = json.loads(sys.stdin.readline())  # one line: the train task keeps stdin open for its step barrier
     TASKS.update(_dataset_tasks())
     try:
         import s3dlio

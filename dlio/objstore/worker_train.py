@@ -94,6 +94,16 @@ class _Loader:
                 self.put(None)
 
 
+def _step_sync(i: int) -> bool:
+    """DLIO's per-step allreduce, done by the parent (an MPI barrier between the ranks): tell it
+    step i is computed and wait for its word. False: the parent stops the run."""
+    import sys
+
+    sys.stdout.write(f"S{i}\n")
+    sys.stdout.flush()
+    return sys.stdin.readline().strip() == "go"
+
+
 def task_train(s3, t: dict) -> dict:
     from dlio import _core
 
@@ -129,6 +139,10 @@ def task_train(s3, t: dict) -> dict:
         t_ready = _core.now_ns()
         comp = _core.compute(int(steps[i]["compute_ns"]), t["compute_mode"])
         spun += comp if t["compute_mode"] == 0 else min(comp, _core.COMPUTE_SPIN_NS)
+        if t.get("step_sync") and not _step_sync(i):
+            times[i] = (t_fetch, t_ready, _core.now_ns(), comp, item[1])
+            _STOP.set()
+            break
         times[i] = (t_fetch, t_ready, _core.now_ns(), comp, item[1])
         done = i + 1
         prog[0] += np.uint64(steps[i]["nops"])

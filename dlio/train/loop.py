@@ -148,6 +148,9 @@ class Trainer:
         Returns (C result, failure): a run ended by a signal or an I/O error returns what it measured."""
         cfg = self.cfg
         steps = plan.steps[first_step:end_step]
+        if self.s3 is not None:
+            pre = cfg.reader.preprocess_time.mean() if cfg.reader.preprocess_time is not None else 0.0
+            return self._execute_s3(split, plan, steps, paths, epoch, pre)
         hook = c_hook = barrier = None
         if split == "train" and self.comm.size > 1:
             # DLIO's per-step allreduce stand-in: a C MPI barrier called by the trainer thread
@@ -158,8 +161,6 @@ class Trainer:
             else:
                 hook = self._step_barrier
         pre = cfg.reader.preprocess_time.mean() if cfg.reader.preprocess_time is not None else 0.0
-        if self.s3 is not None:
-            return self._execute_s3(split, plan, steps, paths, epoch, pre)
         run = _core.Run(
             "train",
             self.engine,
@@ -205,6 +206,8 @@ class Trainer:
             prefetch=batches_in_flight(cfg.reader),
             compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
             preprocess_ns=int(pre * 1e9),
+            # DLIO's per-step allreduce: a barrier between the ranks after each training step
+            step_hook=self._step_barrier if split == "train" and self.comm.size > 1 else None,
         )
         tick = (lambda run: self.progress(split, epoch, run, plan)) if self.progress else None
         res, failure = execute_partial(run, on_tick=tick)

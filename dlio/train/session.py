@@ -317,8 +317,6 @@ def _check_storage(cfg, comm, warn):
     problem = comm.bcast(problem)
     if problem:
         raise DlioError(problem)
-    if comm.size > 1 and comm.rank == 0:
-        warn("note: on S3 the ranks meet between epochs, not after every step (no per-step barrier)")
     return ds
 
 

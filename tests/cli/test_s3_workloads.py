@@ -3,8 +3,10 @@ generated and trained, the objects byte-identical to the file generator's files,
 sample is part of an object, listing over 1,000 keys, and the errors (wrong keys, missing bucket,
 --cache drop, a server killed mid-run)."""
 
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -445,3 +447,56 @@ def test_upload_large_objects_as_multipart(s3env, bucket, tmp_path):
     assert head["ETag"].strip('"').endswith("-2") and head["ContentLength"] == 2 * len(big)
     assert s3.get_object(Bucket=bucket, Key="mp/train/big.bin")["Body"].read() == big + big
     assert not s3.head_object(Bucket=bucket, Key="mp/train/small.bin")["ETag"].strip('"').count("-")
+
+
+@pytest.mark.skipif(
+    shutil.which("mpiexec") is None or importlib.util.find_spec("mpi4py") is None,
+    reason="needs mpiexec and mpi4py (pip install mpich mpi4py)",
+)
+def test_two_ranks_on_s3_meet_after_every_step(s3env, bucket, tmp_path):
+    """mpiexec -n 2 on S3: each rank reads its half, and DLIO's per-step barrier holds: the ranks'
+    compute draws differ (seeded per rank) by far more than their last steps' ends do."""
+    cfg = config(
+        tmp_path,
+        "npz",
+        bucket,
+        folder="mpi",
+        dataset__num_files_train=12,
+        dataset__num_files_eval=0,
+        dataset__num_samples_per_file=1,
+        workflow__evaluation=False,
+        train__computation_time={"mean": 0.15, "stdev": 0.1},
+        train__seed=3,  # rank 0 draws 0.34 s of compute over its 3 steps, rank 1 0.65 s
+    )
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run(
+        [
+            "mpiexec",
+            "-n",
+            "2",
+            sys.executable,
+            "-m",
+            "dlio",
+            "-q",
+            "run",
+            "--config",
+            str(cfg),
+            "--output",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        cwd=REPO,
+    )
+    assert p.returncode == 0, p.stderr
+    ranks = result(tmp_path / "o")["ranks"]
+    assert len(ranks) == 2
+    eps = [r["epochs"][0] for r in ranks]
+    # 12 samples over 2 ranks, batch 2: 3 steps of 2 whole-object GETs per rank
+    assert [e["steps_done"] for e in eps] == [3, 3] and [e["ops"] for e in eps] == [2 * 3, 2 * 3]
+    compute = [sum(e["train"]["compute"]) for e in eps]
+    ends = [e["train"]["end_ns"] for e in eps]
+    assert abs(compute[0] - compute[1]) > 0.2, compute  # the draws differ: a barrier has work to do
+    assert abs(ends[0] - ends[1]) / 1e9 < abs(compute[0] - compute[1]) / 2, (ends, compute)
