@@ -93,10 +93,17 @@ def describe(cfg, spec, comm_size):
 
 def _dataset_lines(cfg, spec, comm_size):
     nbytes = dataset_bytes(spec)
-    present = data_present(spec)
+    if cfg.storage.storage_type == "s3":
+        from dlio.objstore.dataset import location
+
+        bucket, prefix = location(cfg)
+        where, present = f"s3://{bucket}/{prefix}", None
+    else:
+        where, present = spec.data_folder, data_present(spec)
     total = spec.num_files_train * spec.num_samples_per_file
     return [
-        f"data folder         {spec.data_folder} ({'present' if present else 'missing: run generates it'})",
+        f"data folder         {where} "
+        f"({'not checked: on S3' if present is None else 'present' if present else 'missing: run generates it'})",
         f"format              {spec.format}, {spec.num_files_train} train + {spec.num_files_eval} eval files, "
         f"{spec.num_samples_per_file} samples per file",
         f"size on disk        {nbytes / 2**30:.2f} GiB (record {cfg.record_bytes():g} bytes)",
@@ -296,6 +303,13 @@ def _check_storage(cfg, comm, warn):
             "S3 API, or local_fs with a mounted folder)",
             "storage.storage_type",
             cfg.storage.storage_type,
+        )
+    if cfg.dlio_fast.trace:
+        raise ConfigError(
+            "dlio_fast.trace: the trace records the C core's file requests; S3 runs do not write one yet "
+            "(leave --trace out)",
+            "dlio_fast.trace",
+            True,
         )
     from dlio.objstore import dataset as s3_dataset
 

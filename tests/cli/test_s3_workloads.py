@@ -500,3 +500,27 @@ def test_two_ranks_on_s3_meet_after_every_step(s3env, bucket, tmp_path):
     ends = [e["train"]["end_ns"] for e in eps]
     assert abs(compute[0] - compute[1]) > 0.2, compute  # the draws differ: a barrier has work to do
     assert abs(ends[0] - ends[1]) / 1e9 < abs(compute[0] - compute[1]) / 2, (ends, compute)
+
+
+def test_trace_refused_on_s3(run_cli, tmp_path):
+    code, _, err = run_cli(
+        "run",
+        "-w",
+        "unet3d",
+        "--set",
+        "storage.storage_type=s3",
+        "--set",
+        "storage.storage_root=bkt",
+        "--trace",
+        "--output",
+        tmp_path / "o",
+    )
+    assert code == 2 and "S3 runs do not write one yet" in one_line(err)
+
+
+def test_dry_run_names_the_prefix(run_cli):
+    code, out, err = run_cli(
+        "run", "-w", "unet3d", "--set", "storage.storage_type=s3", "--set", "storage.storage_root=bkt", "--dry-run"
+    )
+    assert code == 0, err
+    assert "data folder         s3://bkt/data/unet3d/ (not checked: on S3)" in out
