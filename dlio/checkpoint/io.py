@@ -325,6 +325,10 @@ def save(
     ``barrier``: a barrier just before the window (checkpoint-only mode).  ``plan`` avoids recomputing
     the layout (``plan_checkpoint(cfg, comm.rank, comm.size)``)."""
     comm = _comm(comm)
+    if cfg.storage.storage_type == "s3":  # objects under the checkpoint prefix (dlio.objstore.checkpoint)
+        from dlio.objstore import checkpoint as s3_checkpoint
+
+        return s3_checkpoint.save(cfg, comm, epoch, step, plan, barrier)
     plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
     eng, direct = engines.resolve(cfg.dlio_fast.engine if engine is None else engine, direct, checkpoint=True)
     qd = int(qd if qd is not None else cfg.dlio_fast.qd)
@@ -530,6 +534,10 @@ def load(
     ``checkpoint.recovery_rank_shift`` the files of rank ``(rank + ranks_per_node) % size`` are read;
     ``ranks_per_node_`` gives the ranks per node, else it is found collectively (all ranks call load)."""
     comm = _comm(comm)
+    if cfg.storage.storage_type == "s3":
+        from dlio.objstore import checkpoint as s3_checkpoint
+
+        return s3_checkpoint.load(cfg, comm, epoch, step, plan, barrier)
     plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
     eng, direct = engines.resolve(cfg.dlio_fast.engine if engine is None else engine, direct, checkpoint=True)
     qd = int(qd if qd is not None else cfg.dlio_fast.qd)
@@ -674,8 +682,13 @@ def run_checkpoint_only(
     if nw:
         say("Checkpointing write finished")
     if nr:
-        root = os.path.abspath(c.checkpoint_folder)
-        have = len(os.listdir(root)) if os.path.isdir(root) else 0
+        if cfg.storage.storage_type == "s3":
+            from dlio.objstore import checkpoint as s3_checkpoint
+
+            root, have = c.checkpoint_folder, s3_checkpoint.count(cfg)
+        else:
+            root = os.path.abspath(c.checkpoint_folder)
+            have = len(os.listdir(root)) if os.path.isdir(root) else 0
         if have < nr:
             raise DlioError(
                 f"checkpoint.num_checkpoints_read = {nr}: only {have} checkpoints in {root}; "

@@ -100,7 +100,8 @@ def yaml_load(text: str, where: str) -> Tuple[Any, Dict[str, int]]:
 
 
 class Partial(dict):
-    """Sub-fields of a time key set from the command line (``train.computation_time.stdev=0.1``)."""
+    """Sub-fields of a time key or keys of a map set from the command line (``train.computation_time.stdev=0.1``,
+    ``storage.storage_options.endpoint_url=...``)."""
 
 
 RESET = object()  # ~workload.key: back to the lower layers / default
@@ -357,8 +358,12 @@ def add_dotted(layer: Layer, written: str, value: Any, raw: Optional[str], origi
     if value is RESET:  # an unknown key too: a lower layer (a file) may carry it; the resolver checks
         layer.put(canon, Entry(RESET, origin, written))
         return
-    if parent in KEYS_BY_PATH and KEYS_BY_PATH[parent].type == "time":
-        layer.put(parent, Entry(Partial({leaf: value}), origin, written))
+    # one field of a time key, or one key inside a map (++workload.storage.storage_options.endpoint_url=...,
+    # as Hydra does): merged into the lower layers' value, not replacing it
+    if parent in KEYS_BY_PATH and KEYS_BY_PATH[parent].type in ("time", "map"):
+        old = layer.entries.get(parent)
+        fields = dict(old.value) if old is not None and isinstance(old.value, Partial) else {}
+        layer.put(parent, Entry(Partial({**fields, leaf: value}), origin, written))
         return
     # Build {a: {b: value}} and add it like a file, so aliases and sections behave the same.
     tree: Any = value

@@ -59,17 +59,17 @@ def check_files(paths, recorded_sizes):
     return bad, first
 
 
-def layout_for(spec, split, no_io=False, skip_bad_files=False):
+def layout_for(spec, split, no_io=False, skip_bad_files=False, stat_files=True):
     """The planner's view of one split, from the dataset manifest (made at generation or by scan).
 
     The files on disk are checked against the sizes recorded when the dataset was made: a bad file
     stops the run with its path, or with skip_bad_files its samples are left out of every epoch
-    (and counted in the results)."""
+    (and counted in the results). stat_files False: objects on S3, checked by listing instead."""
     fmt = get_format(spec.format)
     saved = load_saved(spec, split, check=False)
     m = saved if saved is not None else load_manifest(spec, split)
     nfiles = spec.num_files_train if split == "train" else spec.num_files_eval
-    bad, problem = check_files(m.paths, m.file_size)
+    bad, problem = check_files(m.paths, m.file_size) if stat_files else (np.zeros(len(m.paths), dtype=bool), None)
     if problem and not skip_bad_files:
         raise DlioError(
             f"{problem}; regenerate with dlio-fast generate, check with dlio-fast verify, or run with --skip-bad-files"
@@ -110,6 +110,12 @@ class Trainer:
         self.spec = dataset_spec(cfg)
         self.engine, self.direct = engine_spec(cfg)
         self.node_leader = None  # this rank drops the node's page cache (drop-all); found on first use
+        self.s3 = None  # dlio.objstore.dataset.S3Dataset when the dataset is on S3
+        if cfg.storage.storage_type == "s3":
+            from dlio.objstore import dataset as s3_dataset
+
+            self.s3 = s3_dataset.resolve_dataset(cfg)
+            self.engine, self.direct = s3_dataset.ENGINE, False
 
     def settings(self, split):
         r, t = self.cfg.reader, self.cfg.train
@@ -122,6 +128,8 @@ class Trainer:
             max_steps=t.total_training_steps if split == "train" else -1,
             compat_dlio_order=self.cfg.dlio_fast.compat_dlio_order,
             transfer_size=r.transfer_size or planner.TF_BUFFER,
+            # on S3 one GET per object or per sample range: no splitting into 4 MiB reads
+            max_transfer=planner.MAX_TRANSFER if self.s3 is None else 1 << 62,
         )
 
     def plan_split(self, split, layout, epoch, random_seed):
@@ -140,6 +148,9 @@ class Trainer:
         Returns (C result, failure): a run ended by a signal or an I/O error returns what it measured."""
         cfg = self.cfg
         steps = plan.steps[first_step:end_step]
+        if self.s3 is not None:
+            pre = cfg.reader.preprocess_time.mean() if cfg.reader.preprocess_time is not None else 0.0
+            return self._execute_s3(split, plan, steps, paths, epoch, pre)
         hook = c_hook = barrier = None
         if split == "train" and self.comm.size > 1:
             # DLIO's per-step allreduce stand-in: a C MPI barrier called by the trainer thread
@@ -179,6 +190,33 @@ class Trainer:
             self.tracer.add_run(res, paths, "train" if split == "train" else "eval", epoch=epoch)
         return res, failure
 
+    def _execute_s3(self, split, plan, steps, paths, epoch, pre):
+        """The steps on S3: a worker process issues each step's GETs (dlio.objstore.trainrun)."""
+        from dlio.objstore.trainrun import S3Run
+
+        cfg = self.cfg
+        run = S3Run(
+            self.s3.settings,
+            paths,
+            self.s3_sizes[split],
+            plan.ops,
+            steps,
+            threads=max(1, cfg.reader.read_threads),
+            qd=cfg.dlio_fast.qd,
+            prefetch=batches_in_flight(cfg.reader),
+            compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
+            preprocess_ns=int(pre * 1e9),
+            # DLIO's per-step allreduce: a barrier between the ranks after each training step
+            step_hook=self._step_barrier if split == "train" and self.comm.size > 1 else None,
+        )
+        tick = (lambda run: self.progress(split, epoch, run, plan)) if self.progress else None
+        res, failure = execute_partial(run, on_tick=tick)
+        if res is not None:
+            res["step_times"]["set_compute_ns"] = np.asarray(
+                steps["compute_ns"][: len(res["step_times"]["compute_ns"])]
+            )
+        return res, failure
+
     @staticmethod
     def _stop_barrier_tick(barrier, tick):
         """On Ctrl-C / SIGTERM, also release the C barrier (another rank may never arrive)."""
@@ -202,6 +240,8 @@ class Trainer:
         """dlio_fast.cache before an epoch: each file's pages on every rank (so on every node), or the
         whole page cache once per node. Returns what was done, for the epoch's record."""
         mode = self.cfg.dlio_fast.cache
+        if self.s3 is not None:
+            return "n/a (object store)"
         if mode == "drop":
             return drop_cache(paths)
         if mode == "drop-all":
@@ -351,12 +391,21 @@ def _prepare(tr, rank_rec) -> _Splits:
     cfg, spec, comm = tr.cfg, tr.spec, tr.comm
     no_io = cfg.reader.data_loader == "synthetic"  # DLIO's synthetic loader reads nothing
     skip = cfg.dlio_fast.skip_bad_files
-    layout, bad = layout_for(spec, "train", no_io, skip)
+    if tr.s3 is not None:  # the manifests fetched into a local stand-in folder; paths are s3:// URIs
+        from dlio.objstore import dataset as s3_dataset
+
+        spec = s3_dataset.local_spec(spec, tr.s3)
+        s3_dataset.fetch_manifests(tr.s3, spec)
+    layout, bad = layout_for(spec, "train", no_io, skip, stat_files=tr.s3 is None)
     paths = file_paths(spec, "train")
     layout_eval, paths_eval = None, []
     if cfg.workflow.evaluation and spec.num_files_eval > 0:
-        layout_eval, _ = layout_for(spec, "valid", no_io, skip)
+        layout_eval, _ = layout_for(spec, "valid", no_io, skip, stat_files=tr.s3 is None)
         paths_eval = file_paths(spec, "valid")
+    if tr.s3 is not None:
+        tr.s3_sizes = {"train": layout.file_size, "valid": layout_eval.file_size if layout_eval else None}
+        paths = s3_dataset.to_uris(tr.s3, spec.data_folder, paths)
+        paths_eval = s3_dataset.to_uris(tr.s3, spec.data_folder, paths_eval)
     rank_rec["bad_files"] = [paths[i] for i in np.flatnonzero(bad)]
     if bad.any():
         tr.echo(f"Skipping {int(bad.sum())} bad file(s) (--skip-bad-files), e.g. {rank_rec['bad_files'][0]}")
@@ -472,7 +521,8 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
         if stopped is not None:
             return rank_rec, stopped
         t_epoch = _core.now_ns()
-        phase = counters.Phase(sp.paths, tr.engine)  # kernel counters and page-cache residency: dlio.counters
+        # kernel counters and page-cache residency (dlio.counters); objects on S3 have neither
+        phase = counters.Phase(sp.paths if tr.s3 is None else [], tr.engine, residency=tr.s3 is None)
         rec, failure = _train_epoch(tr, sp, epoch)
         if rec is not None:
             rec["cache"] = cache

@@ -7,7 +7,9 @@ from conftest import one_line
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 
-from test_s3 import bucket, count, s3env  # noqa: E402, F401  (fixtures and helpers shared with the io tests)
+import test_s3  # noqa: E402  (the io tests' fixtures, used here by name)
+
+bucket, s3env, count = test_s3.bucket, test_s3.s3env, test_s3.count
 
 
 def test_ceiling_searches_depth_then_threads_and_cleans_up(run_cli, bucket, tmp_path):
