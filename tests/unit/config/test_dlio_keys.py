@@ -168,9 +168,9 @@ def test_2_0_0_checkpoint_type_rank_zero_is_honoured(tmp_path):
     cfg = load_config(config_file=write(tmp_path, base.format("")), env=NOENV)  # 2.0.0's default: rank_zero
     assert cfg.dlio_fast.dialect == "2.0.0" and cfg.checkpoint.type == "rank_zero" and cfg.warnings == ()
     plan = plan_checkpoint(cfg, 1, 4)
-    assert plan.writers == (0,) and plan.files == () and plan.total_bytes == 1000
+    assert plan.writers == (0,) and plan.files == () and plan.total_tensor_bytes == 1000
     cfg = load_config(config_file=write(tmp_path, base.format("type: all_ranks")), env=NOENV)
-    assert plan_checkpoint(cfg, 1, 4).writers == (0, 1, 2, 3) and plan_checkpoint(cfg, 1, 4).total_bytes == 4000
+    assert plan_checkpoint(cfg, 1, 4).writers == (0, 1, 2, 3) and plan_checkpoint(cfg, 1, 4).total_tensor_bytes == 4000
     # current DLIO ignores checkpoint.type: the current layout decides (ZeRO 0: ranks < TP*PP)
     cur = "model:\n  model_size_bytes: 1000\n  parallelism: {{tensor: 2}}\ncheckpoint:\n  type: {}\n"
     for kind in ("rank_zero", "all_ranks"):
