@@ -33,14 +33,11 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from host_memory import warm_free_memory  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from dlio.units import parse_size  # noqa: E402
+
 FIO_ENGINE = {"posix": "psync", "io_uring": "io_uring"}
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
-UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-
-
-def size_bytes(text):
-    t = text.strip().lower()
-    return int(float(t[:-1]) * UNITS[t[-1]]) if t[-1] in UNITS else int(t)
 
 
 def figure(metric, rec):
@@ -114,7 +111,7 @@ def main():
     if not shutil.which("fio"):
         sys.exit("fio is not on the PATH: apt-get install fio")
     os.makedirs(a.dir, exist_ok=True)
-    warm = size_bytes(a.file_size) * (a.max_threads or os.cpu_count() or 1) + (1 << 30)
+    warm = parse_size(a.file_size) * (a.max_threads or os.cpu_count() or 1) + (1 << 30)
     with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
         ceil_dir, io_dir, fio_dir = (os.path.join(tmp, n) for n in ("ceiling", "io", "fio"))
         for d in (ceil_dir, io_dir, fio_dir):

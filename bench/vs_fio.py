@@ -29,6 +29,9 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from host_memory import warm_free_memory  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from dlio.units import parse_size  # noqa: E402
+
 POINTS = [
     # name, rw, bs, fio engine, dlio-fast engine, qd, direct, cached
     ("seq-1m-cached", "read", "1m", "psync", "posix", 1, False, True),
@@ -147,9 +150,9 @@ def defaults_main(a, path):
             f_runs, d_runs = [], []
             for _ in range(a.repeats):
                 # Both read through fresh page-cache pages: start each from the same memory state.
-                warm_free_memory(size_bytes(a.size) + (1 << 30))
+                warm_free_memory(parse_size(a.size) + (1 << 30))
                 f_runs.append(run_fio_defaults(path, a.size, rw, bs))
-                warm_free_memory(size_bytes(a.size) + (1 << 30))
+                warm_free_memory(parse_size(a.size) + (1 << 30))
                 d_runs.append(run_dlio(path, rw, bs, None, None, None, None, tmp, mode="defaults"))
             mode = "direct" if json.load(open(os.path.join(tmp, "d.json")))["points"][0]["direct"] else "buffer"
             fb, db = median(f_runs, "MiB_s"), median(d_runs, "MiB_s")
@@ -159,13 +162,6 @@ def defaults_main(a, path):
                 f"{median(d_runs, 'p50_us'):>8.1f}u {mode:>10}  "
                 f"{'ok' if 0.9 <= ratio <= 1.1 else 'OUTSIDE 10 %'}"
             )
-
-
-def size_bytes(text):
-    """fio-style size text (1g, 512m) in bytes."""
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    t = text.strip().lower()
-    return int(float(t[:-1]) * units[t[-1]]) if t[-1] in units else int(t)
 
 
 def median(runs, key):

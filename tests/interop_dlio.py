@@ -29,6 +29,21 @@ def samples_per_file(fmt: str, spf: int = SAMPLES_PER_FILE) -> int:
     return 1 if fmt in ("jpeg", "png") else spf  # an image file holds one sample
 
 
+def dataset_keys(data, fmt: str, dialect: str, spf: int, subfolders: int = 0) -> Dict[str, object]:
+    """The dataset keys both directions of the interchange tests give dlio-fast."""
+    return {
+        "dataset.data_folder": data,
+        "dataset.format": fmt,
+        "dataset.num_files_train": NUM_FILES_TRAIN,
+        "dataset.num_files_eval": NUM_FILES_EVAL,
+        "dataset.num_subfolders_train": subfolders,
+        "dataset.num_subfolders_eval": subfolders,
+        "dataset.num_samples_per_file": spf,
+        "dataset.record_length_bytes": RECORD_LENGTH,
+        "dlio_fast.dialect": dialect,
+    }
+
+
 def workload(
     version: str,
     fmt: str,

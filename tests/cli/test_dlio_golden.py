@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from interop_dlio import FORMATS, NUM_FILES_EVAL, NUM_FILES_TRAIN, RECORD_LENGTH, samples_per_file  # noqa: E402
+from interop_dlio import FORMATS, NUM_FILES_TRAIN, dataset_keys, samples_per_file  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "dlio-golden"
 VERSIONS = ("2.0.0", "current")
@@ -32,21 +32,13 @@ WHOLE_FILE = ("npz", "npy", "csv", "jpeg", "png")
 
 def settings(data, fmt, dialect, read=True, subfolders=0):
     keys = {
-        "dataset.data_folder": data,
-        "dataset.format": fmt,
-        "dataset.num_files_train": NUM_FILES_TRAIN,
-        "dataset.num_files_eval": NUM_FILES_EVAL,
-        "dataset.num_subfolders_train": subfolders,
-        "dataset.num_subfolders_eval": subfolders,
-        "dataset.num_samples_per_file": samples_per_file(fmt),
-        "dataset.record_length_bytes": RECORD_LENGTH,
+        **dataset_keys(data, fmt, dialect, samples_per_file(fmt), subfolders),
         "reader.batch_size": 2,
         "train.epochs": 1,
         "train.computation_time": 0,
         "workflow.generate_data": False,
         "workflow.evaluation": False,
         "dlio_fast.engine": "posix",
-        "dlio_fast.dialect": dialect,
     }
     if not read:
         del keys["workflow.generate_data"]

@@ -16,11 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from dlio_installs import dlio_python, needs_dlio  # noqa: E402
 from interop_dlio import (  # noqa: E402
     FORMATS,
-    NUM_FILES_EVAL,
     NUM_FILES_TRAIN,
-    RECORD_LENGTH,
     TRAIN_BATCH,
     TRAIN_SAMPLES_PER_FILE,
+    dataset_keys,
     run_dlio,
     samples_per_file,
     workload,
@@ -39,17 +38,7 @@ def spf(fmt):
 def generate(data, fmt, dialect, subfolders=0):
     from dlio.cli.main import main
 
-    keys = {
-        "dataset.data_folder": data,
-        "dataset.format": fmt,
-        "dataset.num_files_train": NUM_FILES_TRAIN,
-        "dataset.num_files_eval": NUM_FILES_EVAL,
-        "dataset.num_subfolders_train": subfolders,
-        "dataset.num_subfolders_eval": subfolders,
-        "dataset.num_samples_per_file": spf(fmt),
-        "dataset.record_length_bytes": RECORD_LENGTH,
-        "dlio_fast.dialect": dialect,
-    }
+    keys = dataset_keys(data, fmt, dialect, spf(fmt), subfolders)
     try:
         main(["-q", "generate", "-w", "default", *[a for k, v in keys.items() for a in ("--set", f"{k}={v}")]])
     except SystemExit as e:
