@@ -21,7 +21,6 @@ Needs fio on the PATH (apt-get install fio). Usage:
 """
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -31,13 +30,12 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from host_memory import warm_free_memory  # noqa: E402
+from host_memory import thp_always, warm_free_memory  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from dlio.units import parse_size  # noqa: E402
 
 FIO_ENGINE = {"posix": "psync", "io_uring": "io_uring"}
-THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 
 def figure(metric, rec):
@@ -60,24 +58,6 @@ def run_dlio_io(folder, p, file_size, runtime, tmp):
     subprocess.run(cmd, capture_output=True, text=True, check=True)
     rec = json.load(open(js))["points"][0]
     return {"bw_MiB_s": rec["bw_MiB_s"], "iops": rec["iops"]}
-
-
-@contextlib.contextmanager
-def thp_always():
-    """THP mode `always` for the duration (fio does not madvise its buffers); restored after."""
-    try:
-        with open(THP) as f:
-            before = f.read().split("[")[1].split("]")[0]
-        with open(THP, "w") as f:
-            f.write("always")
-    except OSError:
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        with open(THP, "w") as f:
-            f.write(before)
 
 
 def best_fio(folder, p, file_size, runtime):

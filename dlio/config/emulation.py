@@ -25,7 +25,7 @@ from dlio.config.problem import show
 IGNORED = "ignored (DLIO ignores it too)"
 
 # Hydra settings dlio-fast follows (Config.hydra has them all): no warning for these.
-HYDRA_HONOURED = frozenset({"hydra.run.dir"})
+HYDRA_HONOURED = frozenset({"hydra.run.dir", "hydra.output_subdir"})
 
 
 def where(origin: str) -> str:

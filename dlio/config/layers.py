@@ -165,6 +165,7 @@ def canon_top(name: str) -> str:
 
 
 HYDRA_RUN_DIR = "hydra.run.dir"  # DLIO's output folder when output.folder is not set
+HYDRA_OUTPUT_SUBDIR = "hydra.output_subdir"  # where Hydra writes config.yaml / overrides.yaml (default .hydra)
 
 
 class Layer:

@@ -49,7 +49,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import yaml
@@ -57,6 +57,7 @@ import yaml
 from dlio.config import schema
 from dlio.config.emulation import HYDRA_HONOURED, hydra_warning, not_emulated, unknown_key_warning
 from dlio.config.layers import (
+    HYDRA_OUTPUT_SUBDIR,
     HYDRA_RUN_DIR,
     PRESENT,
     RESET,
@@ -144,6 +145,9 @@ class Config:
     # Hydra's settings as given (command line, or a file's hydra: section), e.g. {"hydra.output_subdir":
     # "configs"}: hydra.run.dir is output.folder already; the others are warned about unless honoured.
     hydra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # The command line's overrides as typed, in order, as Hydra's overrides.yaml lists them: DLIO's
+    # (workload=NAME, ++workload.K=V, ~workload.K; not hydra.*), then each --set K=V as ++workload.K=V.
+    overrides: Tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     # -- access ---------------------------------------------------------------------------------
 
@@ -293,6 +297,16 @@ def _resolve(
             )
         if "output.folder" not in merged:  # DLIO: output.folder, else Hydra's run dir
             merged["output.folder"] = Entry(run_dir.value.strip(), run_dir.origin, HYDRA_RUN_DIR)
+    subdir = hydra.get(HYDRA_OUTPUT_SUBDIR)  # None (null) writes no Hydra files
+    if subdir is not None and subdir.value is not None:
+        v = subdir.value
+        if not isinstance(v, str) or v.startswith("/") or any(p in ("", "..") for p in v.split("/")):
+            raise problem(
+                HYDRA_OUTPUT_SUBDIR,
+                v,
+                subdir.origin,
+                "expected a folder name inside the output folder (e.g. .hydra or configs), or null for none",
+            )
     warnings += [hydra_warning(e.spelled, e.origin) for k, e in hydra.items() if k not in HYDRA_HONOURED]
 
     values: Dict[str, Any] = {}
@@ -410,11 +424,14 @@ def load_config(
     env = os.environ if env is None else env
     cli = Layer("command line", conflicts=False)
     file_names = None
+    typed: List[str] = []
     for text in tuple(dlio_overrides):
         parsed = parse_override(text, dlio=True)
         if parsed is None:
             continue
         key, value, raw = parsed
+        if not key.startswith("hydra."):
+            typed.append(text.strip())
         if key == "workload":
             if workload is not None and workload != value:
                 raise ConfigError(
@@ -438,6 +455,7 @@ def load_config(
     for text in tuple(sets):
         key, value, raw = parse_override(text, dlio=False)  # type: ignore[misc]
         add_dotted(cli, key, value, raw, f"--set {text}")
+        typed.append(f"++workload.{text.strip()}")
 
     layers = []
     if workload is not None:
@@ -461,7 +479,8 @@ def load_config(
     if scale is None and ENV_SCALE in env:
         scale, scale_origin = env[ENV_SCALE], f"env {ENV_SCALE}"
     label = workload if file_names is None else file_names
-    return _resolve(layers, scale, scale_origin, label, None if config_file is None else os.fspath(config_file))
+    cfg = _resolve(layers, scale, scale_origin, label, None if config_file is None else os.fspath(config_file))
+    return dataclasses.replace(cfg, overrides=tuple(typed))
 
 
 def _check_names_the_file(name: str, path: str, text: str) -> None:

@@ -13,7 +13,7 @@ nothing of DLIO's reads it.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import yaml
 
@@ -80,20 +80,18 @@ def workload_tree(cfg: Any) -> Dict[str, Any]:
 
 
 def overrides(cfg: Any) -> List[str]:
-    """The command line as Hydra's overrides.yaml lists it."""
-    out: List[str] = []
-    if cfg.workload:
-        out.append(f"workload={cfg.workload}")
-    for origin in cfg.sources.values():
-        if origin.startswith("override "):
-            text = origin[len("override ") :]
-        elif origin.startswith("--set "):
-            text = "++workload." + origin[len("--set ") :]
-        else:
-            continue
-        if text not in out:
-            out.append(text)
+    """The command line as Hydra's overrides.yaml lists it: the overrides as typed (deletions too), led by
+    workload=NAME when the workload was named another way (--workload)."""
+    out = list(cfg.overrides)
+    if cfg.workload and not any(o.split("=", 1)[0] == "workload" for o in out):
+        out.insert(0, f"workload={cfg.workload}")
     return out
+
+
+def subdir(cfg: Any) -> Optional[str]:
+    """The folder (inside the output folder) Hydra's files go to: hydra.output_subdir, default .hydra;
+    None when it is null (no files, as Hydra does). load.py has checked that it stays inside."""
+    return cfg.hydra.get("hydra.output_subdir", ".hydra")
 
 
 def documents(cfg: Any) -> Dict[str, str]:

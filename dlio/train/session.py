@@ -428,7 +428,10 @@ def _finish(s: Session, rank_rec, failure) -> None:
         result["host"].update(s.proc_info or dlio_host.proc_info())
         result["verdicts"] = verdicts
         where, lost = write_with_fallback(
-            lambda d: dlio_files.write_all(result, d, cfg.to_yaml(), hydra_files.documents(cfg)), s.folder
+            lambda d: dlio_files.write_all(
+                result, d, cfg.to_yaml(), hydra_files.documents(cfg), hydra_files.subdir(cfg)
+            ),
+            s.folder,
         )
         if cfg.dlio_fast.results_dir and not lost:
             from dlio.mlperf import provenance

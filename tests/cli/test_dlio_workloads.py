@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 from conftest import REPO
 
 from dlio.config import load_config
@@ -106,6 +107,54 @@ def test_hydra_run_dir_sets_the_output_folder(run_cli, tmp_path, monkeypatch):
     )
     assert code == 0, err
     assert os.path.exists(tmp_path / "hout" / "dlio-fast.json")
+    assert yaml.safe_load((tmp_path / "hout" / ".hydra" / "overrides.yaml").read_text())[0] == "workload=default"
+
+
+def test_overrides_yaml_lists_the_command_line_as_typed(run_cli, tmp_path, monkeypatch):
+    # Hydra's overrides.yaml: the task overrides in order, deletions included, hydra.* left out
+    monkeypatch.chdir(tmp_path)
+    typed = ["++workload.train.seed=7", "~workload.train.seed", *TINY_RUN[:-2]]
+    code, out, err = run_cli(
+        "run", "-w", "default", "hydra.run.dir=o", *typed, "--set", "train.epochs=1", *TINY_RUN[-2:]
+    )
+    assert code == 0, err
+    over = yaml.safe_load((tmp_path / "o" / ".hydra" / "overrides.yaml").read_text())
+    assert over == ["workload=default", *typed, "++workload.train.epochs=1", "++workload.dlio_fast.mlperf_rules=off"]
+
+
+TINY_RUN = (
+    "++workload.dataset.num_files_train=2",
+    "++workload.reader.batch_size=1",
+    "++workload.dataset.num_files_eval=0",
+    "++workload.workflow.evaluation=false",
+    "++workload.train.epochs=1",
+    "++workload.train.computation_time=0",
+    "++workload.dataset.data_folder=data",
+    "--set",
+    "dlio_fast.mlperf_rules=off",
+)
+
+
+@pytest.mark.parametrize("subdir, where", [("configs", "configs"), ("null", None), ("a/b", "a/b")])
+def test_hydra_output_subdir_places_the_hydra_files(run_cli, tmp_path, monkeypatch, subdir, where):
+    # MLPerf Storage's benchmark.sh passes ++hydra.output_subdir=configs and reads configs/overrides.yaml
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("run", "workload=default", "hydra.run.dir=o", f"++hydra.output_subdir={subdir}", *TINY_RUN)
+    assert code == 0, err
+    assert "output_subdir" not in err  # honoured: no "not emulated" warning
+    made = sorted(str(p.parent.relative_to(tmp_path / "o")) for p in (tmp_path / "o").rglob("overrides.yaml"))
+    assert made == ([where] if where else [])
+    if where:
+        over = yaml.safe_load((tmp_path / "o" / where / "overrides.yaml").read_text())
+        assert f"++hydra.output_subdir={subdir}" not in over and over[0] == "workload=default"
+        assert yaml.safe_load((tmp_path / "o" / where / "config.yaml").read_text())["workload"]["train"]["epochs"] == 1
+
+
+@pytest.mark.parametrize("subdir", ["../out", "/abs", "a//b", "''"])
+def test_hydra_output_subdir_outside_the_folder_is_refused(run_cli, tmp_path, monkeypatch, subdir):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("run", "workload=default", f"hydra.output_subdir={subdir}", "--dry-run")
+    assert code == 2 and err.count("\n") == 1 and "hydra.output_subdir" in err and "inside the output folder" in err
 
 
 @pytest.mark.skipif(
