@@ -15,7 +15,7 @@ A DLIO output folder is checked on what DLIO recorded (its AU formula, its sampl
 run_checks() returns (name, passed, figure_text) tuples, passed None for a note; nothing here prints.
 """
 
-from dlio.report import dlio_files
+from dlio.report import dlio_files, exact
 from dlio.units import fmt_bytes
 
 RAM_FACTOR = 5
@@ -37,7 +37,7 @@ def _trained(result):
 
 def _metrics(result):
     m = result.get("metrics")
-    return m if isinstance(m, dict) else dlio_files.exact(result)
+    return m if isinstance(m, dict) else exact.exact(result)
 
 
 def check_complete(result):

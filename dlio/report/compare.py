@@ -173,10 +173,10 @@ def _compute_summary(doc, where):
 
 
 def _compute_exact(doc, where):
-    from dlio.report import dlio_files
+    from dlio.report import exact
 
     try:
-        return dlio_files.exact(doc)
+        return exact.exact(doc)
     except (KeyError, TypeError, ValueError) as e:
         raise DlioError(f"{where}: cannot compute the figures from this run document (missing {e})") from None
 

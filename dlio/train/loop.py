@@ -9,14 +9,13 @@ ended it, if any: a stopped or failed run keeps the epochs and steps it measured
 
 import dataclasses
 import os
-import resource
 import socket
 import stat
 from typing import Any, List, Tuple
 
 import numpy as np
 
-from dlio import _core, counters, stats
+from dlio import _core, counters
 from dlio.checkpoint import io as ckpt_io
 from dlio.checkpoint import layout as ckpt_layout
 from dlio.config.engines import engine_spec
@@ -29,6 +28,14 @@ from dlio.host import drop_cache, drop_host_cache, iso
 from dlio.report import dlio_host, metrics
 from dlio.report.result import new_rank_record
 from dlio.train import planner
+from dlio.train.epoch_record import (
+    benchmark_cpu,
+    cpu_seconds,
+    done_steps,
+    epoch_record,
+    merge_results,
+    step_lines,
+)
 
 
 def check_files(paths, recorded_sizes):
@@ -254,40 +261,6 @@ class Trainer:
         return "kept"
 
 
-def benchmark_cpu(process_cpu_s, res, compute_mode, read_threads):
-    """CPU seconds the benchmark itself spent reading (not the emulated accelerator's spin).
-
-    With reader threads: their thread CPU time, measured by the C core (CLOCK_THREAD_CPUTIME_ID).
-    Without (read_threads 0, the trainer reads): the process CPU minus the compute spun (spin mode
-    spins all of it, hybrid the last 100 us of each step)."""
-    if read_threads > 0:
-        return sum(t["cpu_ns"] for t in res["threads"]) / 1e9
-    done = int(res["steps_done"])
-    comp = np.asarray(res["step_times"]["compute_ns"][:done], dtype=np.float64)
-    spun = comp if compute_mode == 0 else np.minimum(comp, float(_core.COMPUTE_SPIN_NS))
-    return max(0.0, process_cpu_s - spun.sum() / 1e9)
-
-
-def merge_results(results):
-    """The C results of an epoch's blocks as one (step arrays joined, histograms and counts added)."""
-    if len(results) == 1:
-        return results[0]
-    out = {
-        "steps_done": sum(int(r["steps_done"]) for r in results),
-        "bytes": sum(int(r["bytes"]) for r in results),
-        "ops": sum(int(r["ops"]) for r in results),
-        "stopped": any(r["stopped"] for r in results),
-        "lat": stats.merge([r["lat"] for r in results]),
-        "sample_lat": stats.merge([r["sample_lat"] for r in results]),
-        "threads": [t for r in results for t in r["threads"]],
-        "step_times": {
-            k: np.concatenate([r["step_times"][k][: int(r["steps_done"])] for r in results])
-            for k in results[0]["step_times"]
-        },
-    }
-    return out
-
-
 def save_checkpoint(tr, cfg, comm, point):
     """A checkpoint during training, timed as DLIO does (no barrier around it)."""
     tr.echo(f"Starting saving checkpoint {point.block} after total step {point.after_step} for epoch {point.epoch}")
@@ -319,7 +292,7 @@ def train_blocks(tr, plan, st, paths, epoch, points, excl):
                 results.append(res)
             if failure is not None:
                 return (merge_results(results) if results else None), blocks, saves, failure
-            blocks.append(metrics.block_metrics(_done_steps(res), st.batch, *excl))
+            blocks.append(metrics.block_metrics(done_steps(res), st.batch, *excl))
             a = b
         if p is not None:
             try:
@@ -327,50 +300,6 @@ def train_blocks(tr, plan, st, paths, epoch, points, excl):
             except DlioRunError as e:  # a failed save (a full disk) ends the run; the steps measured stay
                 return merge_results(results), blocks, saves, e
     return merge_results(results), blocks, saves, None
-
-
-def _done_steps(res):
-    done = int(res["steps_done"])
-    return {k: v[:done] for k, v in res["step_times"].items()}
-
-
-def _epoch_record(epoch, res, plan, settings, excl, cpu_s, start_iso, blocks=None):
-    if blocks:
-        block = metrics.combine_blocks(blocks, settings.batch)
-    else:  # an interrupted epoch: the steps done
-        block = metrics.block_metrics(_done_steps(res), settings.batch, *excl)
-    return {
-        "epoch": epoch,
-        "start": start_iso,
-        "train_end": iso(),
-        "end": None,
-        "duration_s": block.get("duration_s", 0.0),
-        "train": block if block["steps"] else None,
-        "eval": None,
-        "blocks": [b for b in (blocks or []) if b["steps"]] if blocks and len(blocks) > 1 else None,
-        "lat": stats.to_json(res["lat"]),
-        "sample_lat": stats.to_json(res["sample_lat"]),
-        "bytes": int(res["bytes"]),
-        "ops": int(res["ops"]),
-        "samples": int(res["steps_done"]) * settings.batch,
-        "steps_planned": len(plan.steps),
-        "steps_done": int(res["steps_done"]),
-        "plan_bytes": plan.nominal_bytes,
-        "cpu_s": cpu_s,
-        "complete": not res["stopped"],
-    }
-
-
-def cpu_seconds():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def step_lines(rank, block, batch):
-    """DLIO's per-step INFO lines for one block (printed with --verbose)."""
-    for i, (ld, pr) in enumerate(zip(block["load"], block["proc"]), start=1):
-        yield f"Rank {rank} step {i}: loaded {batch} samples in {ld:.6f} s"
-        yield f"Rank {rank} step {i}: processed {batch} samples in {pr:.6f} s"
 
 
 @dataclasses.dataclass
@@ -452,11 +381,11 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
     if failure is not None:
         if res is None or not int(res["steps_done"]):
             return None, failure
-        rec = _epoch_record(epoch, res, plan, st, sp.excl, 0.0, start_iso, blocks)
+        rec = epoch_record(epoch, res, plan, st, sp.excl, 0.0, start_iso, blocks)
         rec.update(checkpoints=saves, complete=False, end=iso())
         return rec, failure
     cpu = cpu_seconds() - cpu0 - sum(c["duration_s"] for c in saves)
-    rec = _epoch_record(
+    rec = epoch_record(
         epoch,
         res,
         plan,

@@ -17,7 +17,7 @@ from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.errors import ConfigError, DlioError, DlioRunError
 from dlio.execute import Interrupted
 from dlio.host import host_info, iso
-from dlio.report import dlio_files, dlio_host
+from dlio.report import dlio_files, dlio_host, exact
 from dlio.report.result import build_result, new_rank_record
 from dlio.train import loop
 from dlio.train.results_out import write_with_fallback
@@ -446,7 +446,7 @@ def _finish(s: Session, rank_rec, failure) -> None:
             except DlioError as e:  # a full disk costs the plots, not the results
                 s.warn(f"warning: plots not written: {e}")
         lines = dlio_files.metric_lines(result) if any(r["epochs"] or r.get("checkpoints") for r in records) else []
-        lines += dlio_files.exact_table(result) if any(r["epochs"] for r in records) else []
+        lines += exact.exact_table(result) if any(r["epochs"] for r in records) else []
         for line in lines:
             s.echo(line)
         for line in verdict.run_lines(verdicts):

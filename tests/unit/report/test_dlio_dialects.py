@@ -10,7 +10,7 @@ import pytest
 from test_report import OFF_NS, REC, later, make_result, wall_ns
 
 from dlio.config.load import load_config
-from dlio.report import dlio_files, dlio_host, dlio_log, hydra_files
+from dlio.report import dlio_files, dlio_host, dlio_log, exact, hydra_files
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -77,13 +77,13 @@ def test_200_throughput_is_n_batch_over_block_time():
     assert m["train_throughput_samples_per_second"] == pytest.approx(thr)
     assert m["train_au_percentage"] == pytest.approx(au)
     assert m["train_io_mean_MB_per_second"] == pytest.approx(np.mean(thr) * REC / 2**20)
-    doc = dlio_files.exact(res)["dlio_compat"]
+    doc = exact.exact(res)["dlio_compat"]
     assert doc["dialect"] == "2.0.0" and doc["throughput_formula"].startswith("n * batch / T")
     o = dlio_files.rank_output(res, 1)
     assert o["1"]["throughput"]["block1"] == pytest.approx(3 * batch / (1.25 + 1 + 0.1))
     assert "end" not in o["1"]  # 2.0.0's rank file has no epoch end
     # current: the recorded (n - 2) figures
-    cur = dlio_files.exact(make_result())["dlio_compat"]
+    cur = exact.exact(make_result())["dlio_compat"]
     assert cur["dialect"] == "current" and cur["throughput_formula"].startswith("(n - 2) * batch")
 
 

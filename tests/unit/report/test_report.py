@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dlio import _core, stats
-from dlio.report import dlio_files
+from dlio.report import dlio_files, exact
 from dlio.report.result import RUN_SCHEMA
 
 REC = 4096.0  # nominal record_length_bytes
@@ -232,7 +232,7 @@ def test_data_size_and_potential_caching_per_host(rec_mib, hosts, want):
     assert s["potential_caching"] == [want] * len(set(hosts))
     assert s["num_hosts"] == len(set(hosts))
     assert dlio_files.rank_output(res, 0)["potential_caching"] == int(gib <= 16.0)
-    assert dlio_files.exact(res)["dataset_bytes_on_disk_per_host"] == 123 * 2**30 / len(set(hosts))
+    assert exact.exact(res)["dataset_bytes_on_disk_per_host"] == 123 * 2**30 / len(set(hosts))
 
 
 def test_summary_without_eval_has_no_eval_keys():
@@ -299,7 +299,7 @@ def test_per_epoch_stats():
 
 
 def test_exact_figures():
-    x = dlio_files.exact(make_result())
+    x = exact.exact(make_result())
     assert x["au_percentage"] == pytest.approx([(91 + 71) / 2, (81 + 97) / 2])
     assert x["au_mean_percentage"] == pytest.approx(85.0)
     assert x["samples_per_second"] == pytest.approx([260.0, 300.0])
@@ -315,7 +315,7 @@ def test_exact_figures():
     assert x["io_wait_per_step_s"]["p99"] == pytest.approx(0.03)
     # 12 train + 3 eval samples (batch_size_eval 1) per rank-epoch; cpu_s covers both
     assert x["cpu_us_per_sample"] == pytest.approx(4 * 0.006 / (4 * 15) * 1e6)
-    assert dlio_files.exact(make_result(with_eval=False))["cpu_us_per_sample"] == pytest.approx(4 * 0.006 / 48 * 1e6)
+    assert exact.exact(make_result(with_eval=False))["cpu_us_per_sample"] == pytest.approx(4 * 0.006 / 48 * 1e6)
     assert x["bytes_read"] == 2 * 8_000_100 + 2 * 6_000_100
     assert x["slowest_rank_epoch_seconds"] == pytest.approx([3.14159 + 2, 3.14159 + 3])
     assert [p["bytes"] for p in x["per_rank"]] == [16_000_200, 12_000_200]
@@ -335,7 +335,7 @@ def test_metric_lines():
     assert "[METRIC] Eval Throughput (samples/second): 26.000000 (2.000000)" in lines
     assert "[METRIC] eval_au_meet_expectation: fail" in lines
     assert not any("Eval" in l for l in dlio_files.metric_lines(make_result(with_eval=False)))
-    assert len(dlio_files.exact_table(make_result())) == 8
+    assert len(exact.exact_table(make_result())) == 8
 
 
 def test_write_all(tmp_path):
