@@ -3,7 +3,7 @@
 A run's Result is what `dlio-fast.json` holds (plus the computed metrics): the settings, the host,
 the dataset and one RankRecord per rank, each with its EpochRecords and CheckpointRecords. io and
 ceiling documents hold IoPoints. These are TypedDicts: the JSON files are these dicts as they are
-(json.dumps/loads is the serialisation; dlio.report.compare.load checks the schema id), and
+(json.dumps/loads is the serialisation; dlio.report.source.load checks the schema id), and
 renderers read the same keys that runs write.
 
 DLIO's result files (dlio.report.dlio_files renders them from a RunResult) follow the DLIO version
