@@ -15,7 +15,7 @@ from dlio.dataset.generate import estimate_text
 from dlio.dataset.generate import generate as generate_dataset
 from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.errors import ConfigError, DlioError, DlioRunError
-from dlio.execute import Interrupted
+from dlio.execute import Interrupted, pending, stop_signals_deferred
 from dlio.host import host_info, iso
 from dlio.report import dlio_files, dlio_host, exact
 from dlio.report.result import build_result, new_rank_record
@@ -236,7 +236,9 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
                 echo(line)
         return None
     _start(s, output)
-    rank_rec, failure = _measure(s)
+    with stop_signals_deferred():
+        rank_rec, failure = _measure(s)
+        failure = failure or pending()  # a signal after the last run: the user stopped it, say so
     _finish(s, rank_rec, failure)
     return s.folder if comm.rank == 0 else None
 
