@@ -19,6 +19,7 @@ from dlio.errors import Interrupted
 STOP = threading.Event()
 # The stop signals that arrived during a guarded measured phase (stop_signals_deferred), first first.
 _SIGNALLED: List[int] = []
+_GUARDS = [0]  # stop_signals_deferred() blocks open (an inner one leaves the outer's handlers be)
 
 
 def _stop(signum: int) -> None:
@@ -31,21 +32,31 @@ def pending() -> Optional[Interrupted]:
     return Interrupted(_SIGNALLED[0]) if _SIGNALLED else None
 
 
+def late_signal_note() -> str:
+    """What to say when a stop signal arrived after the last measurement (nothing was cut short)."""
+    return (
+        f"note: {signal.Signals(_SIGNALLED[0]).name} arrived after the last measurement: the results are "
+        "complete and written"
+    )
+
+
 @contextlib.contextmanager
 def stop_signals_deferred() -> Iterator[None]:
     """For a whole measured phase: a SIGINT / SIGTERM that arrives between C runs and barriers (while
     a rank writes an epoch's record, say) is noted, and the next run or barrier returns its
     Interrupted at once. Without this, Ctrl-C there raised KeyboardInterrupt and SIGTERM killed the
     process, and that rank's measured results were lost. Main thread only."""
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or _GUARDS[0]:
         yield
         return
     _SIGNALLED.clear()
     STOP.clear()
     old = {sig: signal.signal(sig, lambda signum, frame: _stop(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _GUARDS[0] += 1
     try:
         yield
     finally:
+        _GUARDS[0] -= 1
         for sig, h in old.items():
             # once stopping, a second Ctrl-C / SIGTERM must not cut the writing of the results
             signal.signal(sig, shutdown_handler if _SIGNALLED else h)

@@ -15,7 +15,7 @@ from dlio.dataset.generate import estimate_text
 from dlio.dataset.generate import generate as generate_dataset
 from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.errors import ConfigError, DlioError, DlioRunError
-from dlio.execute import Interrupted, pending, stop_signals_deferred
+from dlio.execute import Interrupted, late_signal_note, pending, stop_signals_deferred
 from dlio.host import host_info, iso
 from dlio.report import dlio_files, dlio_host, exact
 from dlio.report.result import build_result, new_rank_record
@@ -238,7 +238,8 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
     _start(s, output)
     with stop_signals_deferred():
         rank_rec, failure = _measure(s)
-        failure = failure or pending()  # a signal after the last run: the user stopped it, say so
+    if failure is None and pending() is not None:
+        s.warn(late_signal_note())
     _finish(s, rank_rec, failure)
     return s.folder if comm.rank == 0 else None
 
