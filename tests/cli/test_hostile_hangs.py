@@ -157,7 +157,7 @@ def test_a_second_signal_during_shutdown_loses_nothing(tmp_path, dataset, second
         stdout=open(log, "w"),
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
     )
     wait_for_text(log, "Ending epoch 1 ", p)  # an epoch measured: the partial results are not empty
     p.send_signal(signal.SIGINT)
@@ -167,7 +167,11 @@ def test_a_second_signal_during_shutdown_loses_nothing(tmp_path, dataset, second
             break
         p.send_signal(second)
         time.sleep(0.01)
-    _, stderr = p.communicate(timeout=60)
+    try:
+        _, stderr = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # SIGABRT: faulthandler prints where every thread is
+        p.send_signal(signal.SIGABRT)
+        pytest.fail(f"still running 60 s after the signals; its threads:\n{p.communicate()[1][-6000:]}")
     # the signal that stopped the run is the first one handled (two pending ones may be taken in either order)
     assert p.returncode in (130, 128 + second), stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
