@@ -105,21 +105,53 @@ def _content(size: int, pattern) -> bytes:
     return np.full(-(-size // 8), int(pattern), dtype=np.uint64).tobytes()[:size]
 
 
+def _patches(segments: list, off: int, n: int) -> list:
+    """(position in the piece, literal bytes) of the container segments inside [off, off + n)."""
+    out = []
+    for so, lit in segments:
+        lo, hi = max(so, off), min(so + len(lit), off + n)
+        if lo < hi:
+            out.append((lo - off, lit[lo - so : hi - so]))
+    return out
+
+
+def _piece(base: bytes, off: int, n: int, segments: list):
+    """A piece of an object at `off`: the content with the container's literal bytes laid over it;
+    the shared content itself (not copied) where no literal falls in it."""
+    patches = _patches(segments, off, n) if segments else []
+    if not patches:
+        return base if n == len(base) else base[:n]
+    buf = bytearray(memoryview(base)[:n])
+    for at, lit in patches:
+        buf[at : at + len(lit)] = lit
+    return buf
+
+
 def task_ckpt(s3, t: dict) -> dict:
     """A checkpoint save (PUT every item [uri, size]) or load (GET them whole), timed here from the
     first request to the last completion. Saves: objects of MULTIPART_MIN bytes or more as multipart
     uploads (PART_SIZE parts, part_inflight in flight), smaller ones with one PUT; up to t['threads']
-    objects at once. Content is made before the window."""
+    objects at once. An item with a container (t['overlay_of'][i], an index into t['overlays']: the
+    (offset, base64 bytes) literal ranges of torch.save's zip records, dlio.checkpoint.torchzip) is
+    the very bytes the file would hold: the tensors' content with the literals laid over it. Whole
+    objects are made before the window; a multipart part that holds literals is filled (one copy of
+    the part) in the window, as the C core copies them into its write requests on a filesystem."""
+    import base64
     import threading
     import time
 
     items, kind = t["items"], t["kind"]
     fills = t.get("fills") or [None] * len(items)
-    parts = {}
+    tables = [[(int(o), base64.b64decode(b)) for o, b in segs] for segs in t.get("overlays") or []]
+    which = t.get("overlay_of") or [None] * len(items)
+    segs_of = [tables[w] if w is not None else [] for w in which]
+    parts, whole = {}, {}
     if kind == "save":
-        for (_, size), fill in zip(items, fills):
+        for i, ((_, size), fill) in enumerate(zip(items, fills)):
             n = min(size, PART_SIZE) if size >= MULTIPART_MIN else size
             parts.setdefault((n, fill), _content(n, fill))
+            if size < MULTIPART_MIN and (size, fill, which[i]) not in whole:
+                whole[(size, fill, which[i])] = bytes(_piece(parts[(n, fill)], 0, size, segs_of[i]))
     s3.list(items[0][0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
     errors, nbytes = [], [0]
     lock = threading.Lock()
@@ -129,17 +161,18 @@ def task_ckpt(s3, t: dict) -> dict:
         if kind == "load":
             got = len(memoryview(s3.get(uri)))
         elif size < MULTIPART_MIN:
-            s3.put_bytes(uri, parts[(size, fills[i])])
+            s3.put_bytes(uri, whole[(size, fills[i], which[i])])
             got = size
         else:
             bucket, key = uri[5:].split("/", 1)
             w = s3.MultipartUploadWriter(bucket, key, part_size=PART_SIZE, max_in_flight=t["part_inflight"])
-            buf, left = parts[(PART_SIZE, fills[i])], size
+            buf, off = parts[(PART_SIZE, fills[i])], 0
             try:
-                while left:
-                    n = min(left, PART_SIZE)
-                    w.write(buf if n == PART_SIZE else buf[:n])
-                    left -= n
+                while off < size:
+                    n = min(size - off, PART_SIZE)
+                    # a patched part is a fresh buffer: the writer borrows what it is given until close()
+                    w.write(_piece(buf, off, n, segs_of[i]))
+                    off += n
                 w.close()
             except BaseException:
                 w.abort()
