@@ -216,6 +216,7 @@ def _dataset_tasks() -> dict:
 
     return {
         "upload_tree": worker_data.task_upload_tree,
+        "upload_stream": worker_data.task_upload_stream,
         "fetch": worker_data.task_fetch,
         "list_all": worker_data.task_list_all,
         "ckpt": worker_data.task_ckpt,

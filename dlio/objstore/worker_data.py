@@ -41,13 +41,10 @@ def _multipart(s3, bucket: str, key: str, path: str) -> None:
         raise
 
 
-def task_upload_tree(s3, t: dict) -> dict:
-    """PUT every file of t['folder'] as s3://bucket/prefix<relative name>: small ones with put_many
-    (PUT_INFLIGHT in flight), large ones as multipart uploads. The manifest folder goes last, so
-    that a dataset whose upload was cut short has no manifest and counts as missing."""
-    files = _files(t["folder"])
-    files.sort(key=lambda f: f[0].startswith(".dlio-fast"))
-    bucket, prefix = t["bucket"], t["prefix"]
+def _upload(s3, bucket: str, prefix: str, files: list, multipart_min: int = MULTIPART_MIN) -> int:
+    """PUT (relative name, path, size) files as s3://bucket/prefix<relative name>: small ones with
+    put_many (PUT_INFLIGHT in flight, read in batches of about BATCH_BYTES), large ones as multipart
+    uploads. Returns the bytes."""
     nbytes = 0
     batch, batch_bytes = [], 0
 
@@ -56,11 +53,8 @@ def task_upload_tree(s3, t: dict) -> dict:
             s3.put_many([(f"s3://{bucket}/{prefix}{rel}", _read(p)) for rel, p in batch], max_in_flight=PUT_INFLIGHT)
             batch.clear()
 
-    for i, (rel, path, size) in enumerate(files):
-        if rel.startswith(".dlio-fast") and (i == 0 or not files[i - 1][0].startswith(".dlio-fast")):
-            flush()
-            batch_bytes = 0
-        if size >= t.get("multipart_min", MULTIPART_MIN):
+    for rel, path, size in files:
+        if size >= multipart_min:
             _multipart(s3, bucket, prefix + rel, path)
         else:
             batch.append((rel, path))
@@ -70,7 +64,34 @@ def task_upload_tree(s3, t: dict) -> dict:
                 batch_bytes = 0
         nbytes += size
     flush()
+    return nbytes
+
+
+def task_upload_tree(s3, t: dict) -> dict:
+    """PUT every file of t['folder'] as s3://bucket/prefix<relative name>. The manifest folder goes
+    last, so that a dataset whose upload was cut short has no manifest and counts as missing."""
+    files = _files(t["folder"])
+    mine = [f for f in files if not f[0].startswith(".dlio-fast")]
+    last = [f for f in files if f[0].startswith(".dlio-fast")]
+    mm = t.get("multipart_min", MULTIPART_MIN)
+    nbytes = _upload(s3, t["bucket"], t["prefix"], mine, mm) + _upload(s3, t["bucket"], t["prefix"], last, mm)
     return {"objects": len(files), "bytes": nbytes}
+
+
+def task_upload_stream(s3, t: dict) -> dict:
+    """Batches of files as the generator stages them: each further line on stdin is a JSON list of
+    [relative name, path, size]; the batch is PUT and one line '{"done": bytes}' answers it (the
+    parent then removes the files). Ends at end of input with the totals."""
+    import json
+    import sys
+
+    objects = nbytes = 0
+    for line in sys.stdin:
+        files = json.loads(line)
+        n = _upload(s3, t["bucket"], t["prefix"], files, t.get("multipart_min", MULTIPART_MIN))
+        objects, nbytes = objects + len(files), nbytes + n
+        print(json.dumps({"done": n}), flush=True)
+    return {"objects": objects, "bytes": nbytes}
 
 
 def task_fetch(s3, t: dict) -> dict:
