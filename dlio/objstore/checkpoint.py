@@ -151,8 +151,23 @@ def save(
 
 
 def load(
-    cfg: Any, comm: Any, epoch: int, step: int, plan: Optional[CheckpointPlan] = None, barrier: bool = False
+    cfg: Any,
+    comm: Any,
+    epoch: int,
+    step: int,
+    plan: Optional[CheckpointPlan] = None,
+    barrier: bool = False,
+    ranks_per_node_: Optional[int] = None,
 ) -> Dict[str, Any]:
-    """This rank's files read back whole (no recovery rank shift on S3: every rank reads its own)."""
-    plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
-    return _run(cfg, comm, "load", epoch, step, plan, barrier, source_rank=comm.rank)
+    """A rank's files read back whole; with checkpoint.recovery_rank_shift those of rank
+    (rank + ranks per node) % size, as on a filesystem (ranks_per_node_ given, else found
+    collectively: every rank calls load)."""
+    from dlio.checkpoint.io import ranks_per_node, recovery_source
+
+    src = comm.rank
+    if cfg.checkpoint.recovery_rank_shift:
+        ppn = ranks_per_node_ if ranks_per_node_ is not None else ranks_per_node(comm)
+        src = recovery_source(comm.rank, comm.size, ppn)
+    if src != comm.rank or plan is None:
+        plan = plan_checkpoint(cfg, src, comm.size)
+    return _run(cfg, comm, "load", epoch, step, plan, barrier, source_rank=src)
