@@ -105,3 +105,21 @@ def test_recovery_rank_shift_on_s3(s3env, bucket, tmp_path):
         # the other rank's objects, whole: their names and their bytes as listed by boto3
         assert {f["name"] for f in load["files"]} == saved[src]
         assert load["bytes"] == sum(n for k, n in objects.items() if k.rsplit("/", 1)[1] in saved[src])
+
+
+def test_workers_start_ahead_and_run_at_normal_priority(run_cli, s3env, bucket, tmp_path):
+    # each task's worker is the spare started ahead of it (its Python and s3dlio start paid), and it
+    # runs its task at normal priority although it waited at idle priority
+    from dlio.objstore import client
+
+    client.STARTS.update(cold=0, spare=0)
+    client._stop_spares()
+    cfg = wl.config(tmp_path, "npz", bucket, folder="spares", train__epochs=3)
+    code, out, err = run_cli("-q", "run", "--config", cfg, "--output", tmp_path / "o")
+    assert code == 0, err
+    # 3 epochs x (train + eval) blocks, each a worker, plus the checks, fetches and listings
+    assert client.STARTS["cold"] == 1 and client.STARTS["spare"] >= 6, client.STARTS
+    settings = test_s3._settings()
+    for _ in range(2):  # the second is a spare
+        assert client.run_task(settings, {"task": "check", "bucket": bucket, "prefix": ""})["normal_priority"]
+    assert client.STARTS["spare"] >= 7
