@@ -9,6 +9,7 @@ MULTIPART_MIN = 64 << 20  # objects this large go up as multipart uploads (parts
 PART_SIZE = 16 << 20
 BATCH_BYTES = 256 << 20  # small objects are read and PUT in batches of about this much
 PUT_INFLIGHT = 32
+PATCHED_PARTS_BYTES = 256 << 20  # checkpoint parts holding container literals made before the window, at most
 
 
 def _files(folder: str):
@@ -155,8 +156,8 @@ def task_ckpt(s3, t: dict) -> dict:
     objects at once. An item with a container (t['overlay_of'][i], an index into t['overlays']: the
     (offset, base64 bytes) literal ranges of torch.save's zip records, dlio.checkpoint.torchzip) is
     the very bytes the file would hold: the tensors' content with the literals laid over it. Whole
-    objects are made before the window; a multipart part that holds literals is filled (one copy of
-    the part) in the window, as the C core copies them into its write requests on a filesystem."""
+    objects are made before the window, and so are the multipart parts that hold literals up to
+    PATCHED_PARTS_BYTES; past it such a part is made in the window (one copy of the part)."""
     import base64
     import threading
     import time
@@ -166,13 +167,20 @@ def task_ckpt(s3, t: dict) -> dict:
     tables = [[(int(o), base64.b64decode(b)) for o, b in segs] for segs in t.get("overlays") or []]
     which = t.get("overlay_of") or [None] * len(items)
     segs_of = [tables[w] if w is not None else [] for w in which]
-    parts, whole = {}, {}
+    parts, whole, patched = {}, {}, {}
+    budget = int(t.get("patched_budget", PATCHED_PARTS_BYTES))
     if kind == "save":
         for i, ((_, size), fill) in enumerate(zip(items, fills)):
             n = min(size, PART_SIZE) if size >= MULTIPART_MIN else size
             parts.setdefault((n, fill), _content(n, fill))
             if size < MULTIPART_MIN and (size, fill, which[i]) not in whole:
                 whole[(size, fill, which[i])] = bytes(_piece(parts[(n, fill)], 0, size, segs_of[i]))
+            if size >= MULTIPART_MIN and segs_of[i]:  # the parts that hold literals, made now while they fit
+                for off in range(0, size, PART_SIZE):
+                    key = (fill, which[i], off, min(size - off, PART_SIZE))
+                    if key not in patched and budget >= key[3] and _patches(segs_of[i], off, key[3]):
+                        patched[key] = bytes(_piece(parts[(PART_SIZE, fill)], off, key[3], segs_of[i]))
+                        budget -= key[3]
     s3.list(items[0][0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
     errors, nbytes = [], [0]
     lock = threading.Lock()
@@ -191,8 +199,10 @@ def task_ckpt(s3, t: dict) -> dict:
             try:
                 while off < size:
                     n = min(size - off, PART_SIZE)
-                    # a patched part is a fresh buffer: the writer borrows what it is given until close()
-                    w.write(_piece(buf, off, n, segs_of[i]))
+                    # made before the window, or now (past the budget): a fresh buffer, as the writer
+                    # borrows what it is given until close()
+                    piece = patched.get((fills[i], which[i], off, n))
+                    w.write(piece if piece is not None else _piece(buf, off, n, segs_of[i]))
                     off += n
                 w.close()
             except BaseException:

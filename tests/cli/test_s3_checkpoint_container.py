@@ -84,3 +84,35 @@ def test_s3_checkpoint_objects_are_the_pt_files(run_cli, s3env, bucket, tmp_path
             p = subprocess.run([dlio_python("2.0.0"), "-c", load, str(got)], capture_output=True, text=True)
             assert p.returncode == 0, p.stderr[-2000:]
             assert json.loads(p.stdout.replace("'", '"')) == sorted(shape_of(state))
+
+
+def test_parts_made_in_the_window_are_the_same_bytes(run_cli, s3env, bucket, tmp_path):
+    # past the budget of parts made before the window, the parts holding literals are made during it
+    from dlio.checkpoint.io import ones_pattern
+    from dlio.checkpoint.layout import plan_checkpoint
+    from dlio.config import load_config
+    from dlio.objstore import checkpoint as s3ck
+    from dlio.objstore import client
+
+    files = tmp_path / "ck"
+    _save(run_cli, tmp_path / "of", f"checkpoint.checkpoint_folder={files}")
+    cfg = load_config(workload="unet3d", sets=list(SETS), env={})
+    (big,) = [f for f in plan_checkpoint(cfg, 0, 1).files if f.nbytes > 64 << 20]
+    overlays, of = s3ck.containers([big])
+    for budget in (0, 16 << 20):  # none, then the first part only
+        task = {
+            "task": "ckpt",
+            "kind": "save",
+            "items": [[f"s3://{bucket}/win/{budget}/{big.name}", big.nbytes]],
+            "fills": [ones_pattern(big.dtype)],
+            "overlays": overlays,
+            "overlay_of": of,
+            "threads": 1,
+            "part_inflight": 4,
+            "patched_budget": budget,
+        }
+        assert client.run_task(test_s3._settings(), task)["bytes"] == big.nbytes
+        got = tmp_path / f"got{budget}"
+        test_s3_workloads.boto(s3env).download_file(bucket, f"win/{budget}/{big.name}", str(got))
+        (step,) = os.listdir(files)
+        assert got.read_bytes() == (files / step / big.name).read_bytes()
