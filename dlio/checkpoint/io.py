@@ -537,7 +537,7 @@ def load(
     if cfg.storage.storage_type == "s3":
         from dlio.objstore import checkpoint as s3_checkpoint
 
-        return s3_checkpoint.load(cfg, comm, epoch, step, plan, barrier)
+        return s3_checkpoint.load(cfg, comm, epoch, step, plan, barrier, ranks_per_node_)
     plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
     eng, direct = engines.resolve(cfg.dlio_fast.engine if engine is None else engine, direct, checkpoint=True)
     qd = int(qd if qd is not None else cfg.dlio_fast.qd)

@@ -77,6 +77,7 @@ class _Plan:
     per_file: dict = field(default_factory=dict)  # file index -> its sample ranges
     crcs: dict = field(default_factory=dict)
     skipped_set: set = field(default_factory=set)
+    range_crcs: dict = field(default_factory=dict)  # file index -> its ranges' CRCs (checksum, computed once)
 
 
 def _make_folders(spec):
@@ -158,10 +159,11 @@ def rank_files(spec: DatasetSpec, dims: np.ndarray, rank: int, size: int) -> np.
     return np.nonzero(owner == rank)[0].astype(np.int64)
 
 
-def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
+def plan(spec: DatasetSpec, rank: int = 0, size: int = 1, check_space: bool = True) -> _Plan:
     """This rank's files (rank_files: byte-balanced runs of train-then-eval), which of them are
     complete (size recorded in a manifest of the same generation key, or valid for the format),
-    and room on the filesystem for the others; stale temporary files of those are removed."""
+    and room on the filesystem for the others (unless not check_space: a caller that writes them a
+    batch at a time checks each batch); stale temporary files of those are removed."""
     if size < 1 or not 0 <= rank < size:
         raise ValueError(f"bad rank {rank} of {size}")
     fmt = get_format(spec.format)
@@ -214,7 +216,7 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
             skipped.append(i)
         else:
             todo.append(i)
-    if todo:
+    if todo and check_space:
         _check_space(spec, int(np.ceil(estimated_sizes(spec, dims[np.array(todo)]).sum())), present)
         _remove_stale_tmp(spec, [paths[i] for i in todo], listing)
     return _Plan(spec, fmt, paths, dims, mine, todo, skipped, sizes, present, old, skipped_set=set(skipped))
@@ -406,6 +408,9 @@ def _ranges_and_crcs(pl: _Plan, written: List[int], checksum: bool) -> None:
         for i in written + pl.skipped:
             c = from_old(i, "crc") if i in pl.skipped_set else None
             pl.crcs[i] = c if c is not None else file_crc(pl.paths[i])
+        if not fmt.WHOLE_FILE:
+            for i in written:
+                pl.range_crcs[i] = range_crcs(pl.paths[i], *ranges.as_arrays(pl.per_file[i])[1:])
 
 
 def _save(pl: _Plan, checksum: bool, rank: int, size: int, barrier: Optional[Callable]) -> None:
@@ -435,7 +440,12 @@ def _save(pl: _Plan, checksum: bool, rank: int, size: int, barrier: Optional[Cal
             m.file_crc32c = np.array([pl.crcs[i] for i in idx.tolist()], dtype=np.uint32)
             if m.table is not None:
                 m.range_crc32c = np.concatenate(
-                    [range_crcs(pl.paths[i], *ranges.as_arrays(pl.per_file[i])[1:]) for i in idx.tolist()]
+                    [
+                        pl.range_crcs[i]
+                        if i in pl.range_crcs
+                        else range_crcs(pl.paths[i], *ranges.as_arrays(pl.per_file[i])[1:])
+                        for i in idx.tolist()
+                    ]
                     or [np.zeros(0, np.uint32)]
                 )
         try:

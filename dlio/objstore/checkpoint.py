@@ -7,14 +7,17 @@ bucket. The window is timed in the worker process from the first request to the 
 objects are written by up to MAX_THREADS threads at once, each object of MULTIPART_MIN bytes or
 more as a multipart upload with PART_INFLIGHT parts in flight (what s3torchconnector's checkpoint
 writer and the AWS CRT do), smaller ones with one PUT. The content (random, or tensors of ones with
-randomize_tensor: false) is made before the window.
+randomize_tensor: false) is made before the window; a .pt object is torch.save's zip container
+(dlio.checkpoint.torchzip), byte for byte the file a filesystem save writes, so torch.load opens
+a downloaded object.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+import base64
+from typing import Any, Dict, List, Optional, Tuple
 
-from dlio.checkpoint.layout import CheckpointPlan, plan_checkpoint, step_folder
+from dlio.checkpoint.layout import CheckpointPlan, CkptFile, plan_checkpoint, step_folder
 from dlio.errors import ConfigError, DlioRunError
 from dlio.objstore import client
 from dlio.objstore.settings import parse_uri, resolve
@@ -57,6 +60,25 @@ def count(cfg: Any) -> int:
     return len({u[cut:].split("/", 1)[0] for u in uris if "/" in u[cut:]})
 
 
+def containers(files: List[CkptFile]) -> Tuple[List[List[List[Any]]], List[Optional[int]]]:
+    """The distinct torch.save containers of the files ([[offset, base64 literal], ...] each, from
+    dlio.checkpoint.torchzip, as the C core overlays them on a filesystem) and, per file, the index
+    of its own (None for a raw file: tensorflow's)."""
+    table: List[List[List[Any]]] = []
+    index: Dict[Any, int] = {}
+    of: List[Optional[int]] = []
+    for f in files:
+        tf = f.torch_file
+        if tf is None:
+            of.append(None)
+            continue
+        if tf.segments not in index:
+            index[tf.segments] = len(table)
+            table.append([[int(o), base64.b64encode(b).decode()] for o, b in tf.segments])
+        of.append(index[tf.segments])
+    return table, of
+
+
 def _run(
     cfg: Any,
     comm: Any,
@@ -72,11 +94,14 @@ def _run(
     settings = resolve(None, cfg.storage.storage_options)
     files = list(plan.files)
     randomize = bool(cfg.checkpoint.randomize_tensor)
+    overlays, overlay_of = containers(files)
     task = {
         "task": "ckpt",
         "kind": kind,
         "items": [[_uri(cfg, epoch, step, f.name), int(f.nbytes)] for f in files],
         "fills": None if randomize else [ones_pattern(f.dtype) for f in files],
+        "overlays": overlays,
+        "overlay_of": overlay_of,
         "threads": min(MAX_THREADS, max(1, len(files))),
         "part_inflight": PART_INFLIGHT,
     }
@@ -126,8 +151,23 @@ def save(
 
 
 def load(
-    cfg: Any, comm: Any, epoch: int, step: int, plan: Optional[CheckpointPlan] = None, barrier: bool = False
+    cfg: Any,
+    comm: Any,
+    epoch: int,
+    step: int,
+    plan: Optional[CheckpointPlan] = None,
+    barrier: bool = False,
+    ranks_per_node_: Optional[int] = None,
 ) -> Dict[str, Any]:
-    """This rank's files read back whole (no recovery rank shift on S3: every rank reads its own)."""
-    plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
-    return _run(cfg, comm, "load", epoch, step, plan, barrier, source_rank=comm.rank)
+    """A rank's files read back whole; with checkpoint.recovery_rank_shift those of rank
+    (rank + ranks per node) % size, as on a filesystem (ranks_per_node_ given, else found
+    collectively: every rank calls load)."""
+    from dlio.checkpoint.io import ranks_per_node, recovery_source
+
+    src = comm.rank
+    if cfg.checkpoint.recovery_rank_shift:
+        ppn = ranks_per_node_ if ranks_per_node_ is not None else ranks_per_node(comm)
+        src = recovery_source(comm.rank, comm.size, ppn)
+    if src != comm.rank or plan is None:
+        plan = plan_checkpoint(cfg, src, comm.size)
+    return _run(cfg, comm, "load", epoch, step, plan, barrier, source_rank=src)

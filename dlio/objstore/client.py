@@ -3,10 +3,14 @@ its failures into one-line errors."""
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
+import os
+import resource
 import subprocess
 import sys
+from typing import Dict, Tuple
 
 from dlio.errors import DlioError, DlioRunError
 from dlio.objstore.settings import S3Settings
@@ -27,24 +31,94 @@ class WorkerFailed(DlioRunError):
         self.kind = kind
 
 
+# A worker serves one task (s3dlio's op-log opens once per process), but its start (Python, numpy,
+# s3dlio: ~0.2 CPU-s) need not be paid when the task arrives: when a task starts, the worker for the
+# next one is started as a spare at SCHED_IDLE priority (it runs only on CPU time nobody else wants,
+# so it does not take the CPU from the measured task), imports everything and waits on stdin; when
+# it gets its task it returns to normal priority. Where returning from SCHED_IDLE is not allowed
+# (neither root nor RLIMIT_NICE >= 20), the spare is started after a task instead.
+_SPARES: Dict[Tuple, subprocess.Popen] = {}
+STARTS = {"cold": 0, "spare": 0}  # how the workers of this process were started (tests read it)
+
+
+def idle_spares() -> bool:
+    """Whether a worker started at SCHED_IDLE may return to normal priority (unprivileged, only
+    when RLIMIT_NICE allows nice 0)."""
+    if not hasattr(os, "SCHED_IDLE"):
+        return False
+    soft = resource.getrlimit(resource.RLIMIT_NICE)[0]
+    return os.geteuid() == 0 or soft == resource.RLIM_INFINITY or soft >= 20
+
+
+def _spawn(env: dict, spare: bool = False) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dlio.objstore.worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(env, DLIO_FAST_S3_SPARE="1") if spare else env,
+        start_new_session=True,  # Ctrl-C reaches the parent, which stops the worker itself
+    )
+
+
+def _key(env: dict) -> Tuple:
+    return tuple(sorted(env.items()))
+
+
+def start_worker(settings: S3Settings) -> subprocess.Popen:
+    """A worker process for one task: the spare waiting for these settings, else a new one; the
+    spare for the next task starts now when it can wait at idle priority."""
+    env = settings.child_env()
+    p = _SPARES.pop(_key(env), None)
+    if p is not None and p.poll() is None:
+        STARTS["spare"] += 1
+    else:
+        STARTS["cold"] += 1
+        p = _spawn(env)
+    if idle_spares():
+        _keep_spare(env, _spawn(env, spare=True))
+    return p
+
+
+def _keep_spare(env: dict, p: subprocess.Popen) -> None:
+    """One spare at most: one for other settings (an earlier command's) is stopped."""
+    _stop_spares()
+    _SPARES[_key(env)] = p
+
+
+def prepare_spare(settings: S3Settings) -> None:
+    """After a task: the spare for the next one, if none is waiting."""
+    env = settings.child_env()
+    p = _SPARES.get(_key(env))
+    if p is None or p.poll() is not None:
+        _keep_spare(env, _spawn(env, spare=idle_spares()))
+
+
+@atexit.register
+def _stop_spares() -> None:
+    for p in _SPARES.values():
+        if p.poll() is None:
+            p.kill()  # it waits on stdin, idle: nothing to finish
+            p.wait()
+    _SPARES.clear()
+
+
 def run_task(settings: S3Settings, task: dict, timeout: float = 3600) -> dict:
-    """Run one task in a fresh worker process; its answer (dict) or WorkerFailed."""
+    """Run one task in a worker process; its answer (dict) or WorkerFailed."""
+    p = start_worker(settings)
     try:
-        p = subprocess.run(
-            [sys.executable, "-m", "dlio.objstore.worker"],
-            input=json.dumps(task),
-            capture_output=True,
-            text=True,
-            env=settings.child_env(),
-            timeout=timeout,
-        )
+        out, err = p.communicate(json.dumps(task) + "\n", timeout=timeout)
     except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
         raise WorkerFailed(
             f"{settings.endpoint}: the S3 task {task['task']!r} did not finish in {timeout:.0f} s", "connect"
         ) from None
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    prepare_spare(settings)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
     if not lines:
-        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        tail = (err.strip().splitlines() or ["no output"])[-1]
         raise WorkerFailed(f"the S3 worker process failed (exit status {p.returncode}): {tail}", "other")
     out = json.loads(lines[-1])
     if "error" in out:

@@ -168,49 +168,44 @@ def generate(
     progress=None,
     threads: Optional[int] = None,
     checksum: bool = False,
+    multipart_min: Optional[int] = None,
 ) -> None:
-    """Generate the dataset into a local staging folder (the file generator's bytes) and PUT it
-    under the prefix, manifests included. Rank 0 does it (one staging folder, one manifest);
-    the other ranks wait."""
-    from dlio.dataset.generate import generate as generate_files
+    """Generate the dataset (the file generator's bytes) and PUT it under the prefix, manifests
+    last: every rank its own byte-balanced share, staged locally a batch at a time
+    (dlio.objstore.genstream)."""
+    from dlio.objstore import genstream
 
     total_bytes = dataset_bytes(spec)
     total_files = spec.num_files_train + spec.num_files_eval
     echo(f"Starting data generation: {total_files} objects, {total_bytes / 2**30:.2f} GiB in {ds.uri()}")
-    problem = None
     done = comm.bcast(complete(ds, spec) if comm.rank == 0 else None)
     if done:
         echo(f"Generation done: the dataset in {ds.uri()} is complete and matches the config; nothing written")
         return
-    if comm.rank == 0:
-        t0 = time.monotonic()
-        stage = tempfile.mkdtemp(prefix="dlio-fast-s3-stage-", dir=os.environ.get("DLIO_FAST_S3_STAGING"))
-        try:
-            cb = None
-            if progress is not None:
-                cb = lambda b, f: progress.generation(b, f, total_bytes, total_files)  # noqa: E731
-                cb(0, 0)
-            res = generate_files(
-                dataclasses.replace(spec, data_folder=stage),
-                threads=threads or max(2, os.cpu_count() or 2),
-                progress=cb,
-                checksum=checksum,
-            )
-            if progress is not None:
-                progress.done()
-            out = client.run_task(
-                ds.settings, {"task": "upload_tree", "folder": stage, "bucket": ds.bucket, "prefix": ds.prefix}
-            )
-            dt = time.monotonic() - t0
-            echo(
-                f"Generation done: {out['bytes'] / 2**30:.2f} GiB in {out['objects']} objects PUT in {dt:.1f} s "
-                f"({out['bytes'] / 2**20 / max(dt, 1e-9):.0f} MiB/s, generation and upload), "
-                f"{res.files_written} files generated"
-            )
-        except DlioError as e:
-            problem = str(e)
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
-    problem = comm.bcast(problem)
-    if problem:
-        raise DlioError(problem)
+    t0 = time.monotonic()
+    cb = None
+    if progress is not None and comm.rank == 0:
+        share = max(1, comm.size)
+        cb = lambda b, f: progress.generation(b * share, f * share, total_bytes, total_files)  # noqa: E731
+        cb(0, 0)
+    objects, nbytes, peak = genstream.generate_ranks(
+        ds.settings,
+        ds.bucket,
+        ds.prefix,
+        spec,
+        comm,
+        threads or max(2, os.cpu_count() or 2),
+        checksum=checksum,
+        progress=cb,
+        multipart_min=multipart_min,
+    )
+    if cb is not None:
+        progress.done()
+    totals = comm.allgather((objects, nbytes, peak))
+    objects, nbytes = sum(t[0] for t in totals), sum(t[1] for t in totals)
+    dt = time.monotonic() - t0
+    echo(
+        f"Generation done: {nbytes / 2**30:.2f} GiB in {objects} objects PUT by {comm.size} rank(s) in {dt:.1f} s "
+        f"({nbytes / 2**20 / max(dt, 1e-9):.0f} MiB/s, generation and upload; at most "
+        f"{max(t[2] for t in totals) / 2**20:.0f} MiB staged at once per rank), manifests last"
+    )

@@ -28,6 +28,17 @@ class S3Settings:
     secret_key: str
     region: str = "us-east-1"
     max_attempts: Optional[int] = None
+    path_style_asked: Optional[bool] = None  # storage_options.s3_force_path_style, when given
+
+    def addressing_note(self) -> Optional[str]:
+        """A word when the config asks for virtual-hosted addressing, which the client does not do."""
+        if self.path_style_asked is False:
+            return (
+                "storage_options.s3_force_path_style is false (virtual-hosted BUCKET.HOST addressing); "
+                "s3dlio addresses every bucket path-style (HOST/BUCKET), which S3-compatible servers and "
+                "AWS accept: requests go path-style"
+            )
+        return None
 
     def child_env(self) -> dict:
         """The environment of a worker process: s3dlio reads its client settings from it once."""
@@ -41,6 +52,8 @@ class S3Settings:
             S3DLIO_ENABLE_RANGE_OPTIMIZATION="0",
             # The op-log (per-request times) must never drop a record when its queue is full.
             S3DLIO_OPLOG_LOSSLESS="1",
+            # what s3dlio does for every request anyway (its client forces path-style); said explicitly
+            AWS_S3_ADDRESSING_STYLE="path",
         )
         env.pop("AWS_PROFILE", None)
         if self.max_attempts:
@@ -79,12 +92,18 @@ def resolve(
             "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
             "(or storage_options access_key_id / secret_access_key)"
         )
+    style = opts.get("s3_force_path_style")
+    if style is not None and not isinstance(style, bool):
+        if str(style).strip().lower() not in ("true", "false"):
+            raise DlioError(f"storage_options.s3_force_path_style {style!r}: expected true or false")
+        style = str(style).strip().lower() == "true"
     attempts = pick("s3_max_attempts")
     try:
         attempts = int(attempts) if attempts else None
     except ValueError:
         raise DlioError(f"s3_max_attempts {attempts!r}: expected a whole number") from None
-    return S3Settings(url.rstrip("/"), ak, sk, pick("region") or env.get("AWS_DEFAULT_REGION") or "us-east-1", attempts)
+    region = pick("region") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
+    return S3Settings(url.rstrip("/"), ak, sk, region, attempts, style)
 
 
 def parse_uri(uri: str) -> Tuple[str, str]:

@@ -14,14 +14,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 
 from dlio import _core
-from dlio.objstore import oplog
+from dlio.objstore import client, oplog
 from dlio.objstore.settings import S3Settings
 
 ENGINE = "s3dlio"
@@ -90,15 +89,7 @@ class S3Run:
         """Run the steps; the result dict of a C train run. An S3 failure raises _core.RunError
         carrying what was measured up to it."""
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "dlio.objstore.worker"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=self.settings.child_env(),
-                start_new_session=True,  # Ctrl-C reaches the parent, which stops the worker itself
-            )
+            self.proc = client.start_worker(self.settings)  # a spare, started after the last task
             if self.stop_requested:
                 self.proc.send_signal(signal.SIGTERM)
             if self.step_hook is None:
@@ -124,6 +115,8 @@ class S3Run:
             return result
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+            if not self.stop_requested:
+                client.prepare_spare(self.settings)  # the next block's worker starts now, between blocks
 
     def _converse(self):
         """Hand over the task, then answer each step's line ('S<i>') after the step hook (the ranks'

@@ -9,6 +9,7 @@ MULTIPART_MIN = 64 << 20  # objects this large go up as multipart uploads (parts
 PART_SIZE = 16 << 20
 BATCH_BYTES = 256 << 20  # small objects are read and PUT in batches of about this much
 PUT_INFLIGHT = 32
+PATCHED_PARTS_BYTES = 256 << 20  # checkpoint parts holding container literals made before the window, at most
 
 
 def _files(folder: str):
@@ -41,13 +42,10 @@ def _multipart(s3, bucket: str, key: str, path: str) -> None:
         raise
 
 
-def task_upload_tree(s3, t: dict) -> dict:
-    """PUT every file of t['folder'] as s3://bucket/prefix<relative name>: small ones with put_many
-    (PUT_INFLIGHT in flight), large ones as multipart uploads. The manifest folder goes last, so
-    that a dataset whose upload was cut short has no manifest and counts as missing."""
-    files = _files(t["folder"])
-    files.sort(key=lambda f: f[0].startswith(".dlio-fast"))
-    bucket, prefix = t["bucket"], t["prefix"]
+def _upload(s3, bucket: str, prefix: str, files: list, multipart_min: int = MULTIPART_MIN) -> int:
+    """PUT (relative name, path, size) files as s3://bucket/prefix<relative name>: small ones with
+    put_many (PUT_INFLIGHT in flight, read in batches of about BATCH_BYTES), large ones as multipart
+    uploads. Returns the bytes."""
     nbytes = 0
     batch, batch_bytes = [], 0
 
@@ -56,11 +54,8 @@ def task_upload_tree(s3, t: dict) -> dict:
             s3.put_many([(f"s3://{bucket}/{prefix}{rel}", _read(p)) for rel, p in batch], max_in_flight=PUT_INFLIGHT)
             batch.clear()
 
-    for i, (rel, path, size) in enumerate(files):
-        if rel.startswith(".dlio-fast") and (i == 0 or not files[i - 1][0].startswith(".dlio-fast")):
-            flush()
-            batch_bytes = 0
-        if size >= t.get("multipart_min", MULTIPART_MIN):
+    for rel, path, size in files:
+        if size >= multipart_min:
             _multipart(s3, bucket, prefix + rel, path)
         else:
             batch.append((rel, path))
@@ -70,7 +65,34 @@ def task_upload_tree(s3, t: dict) -> dict:
                 batch_bytes = 0
         nbytes += size
     flush()
+    return nbytes
+
+
+def task_upload_tree(s3, t: dict) -> dict:
+    """PUT every file of t['folder'] as s3://bucket/prefix<relative name>. The manifest folder goes
+    last, so that a dataset whose upload was cut short has no manifest and counts as missing."""
+    files = _files(t["folder"])
+    mine = [f for f in files if not f[0].startswith(".dlio-fast")]
+    last = [f for f in files if f[0].startswith(".dlio-fast")]
+    mm = t.get("multipart_min", MULTIPART_MIN)
+    nbytes = _upload(s3, t["bucket"], t["prefix"], mine, mm) + _upload(s3, t["bucket"], t["prefix"], last, mm)
     return {"objects": len(files), "bytes": nbytes}
+
+
+def task_upload_stream(s3, t: dict) -> dict:
+    """Batches of files as the generator stages them: each further line on stdin is a JSON list of
+    [relative name, path, size]; the batch is PUT and one line '{"done": bytes}' answers it (the
+    parent then removes the files). Ends at end of input with the totals."""
+    import json
+    import sys
+
+    objects = nbytes = 0
+    for line in sys.stdin:
+        files = json.loads(line)
+        n = _upload(s3, t["bucket"], t["prefix"], files, t.get("multipart_min", MULTIPART_MIN))
+        objects, nbytes = objects + len(files), nbytes + n
+        print(json.dumps({"done": n}), flush=True)
+    return {"objects": objects, "bytes": nbytes}
 
 
 def task_fetch(s3, t: dict) -> dict:
@@ -105,21 +127,60 @@ def _content(size: int, pattern) -> bytes:
     return np.full(-(-size // 8), int(pattern), dtype=np.uint64).tobytes()[:size]
 
 
+def _patches(segments: list, off: int, n: int) -> list:
+    """(position in the piece, literal bytes) of the container segments inside [off, off + n)."""
+    out = []
+    for so, lit in segments:
+        lo, hi = max(so, off), min(so + len(lit), off + n)
+        if lo < hi:
+            out.append((lo - off, lit[lo - so : hi - so]))
+    return out
+
+
+def _piece(base: bytes, off: int, n: int, segments: list):
+    """A piece of an object at `off`: the content with the container's literal bytes laid over it;
+    the shared content itself (not copied) where no literal falls in it."""
+    patches = _patches(segments, off, n) if segments else []
+    if not patches:
+        return base if n == len(base) else base[:n]
+    buf = bytearray(memoryview(base)[:n])
+    for at, lit in patches:
+        buf[at : at + len(lit)] = lit
+    return buf
+
+
 def task_ckpt(s3, t: dict) -> dict:
     """A checkpoint save (PUT every item [uri, size]) or load (GET them whole), timed here from the
     first request to the last completion. Saves: objects of MULTIPART_MIN bytes or more as multipart
     uploads (PART_SIZE parts, part_inflight in flight), smaller ones with one PUT; up to t['threads']
-    objects at once. Content is made before the window."""
+    objects at once. An item with a container (t['overlay_of'][i], an index into t['overlays']: the
+    (offset, base64 bytes) literal ranges of torch.save's zip records, dlio.checkpoint.torchzip) is
+    the very bytes the file would hold: the tensors' content with the literals laid over it. Whole
+    objects are made before the window, and so are the multipart parts that hold literals up to
+    PATCHED_PARTS_BYTES; past it such a part is made in the window (one copy of the part)."""
+    import base64
     import threading
     import time
 
     items, kind = t["items"], t["kind"]
     fills = t.get("fills") or [None] * len(items)
-    parts = {}
+    tables = [[(int(o), base64.b64decode(b)) for o, b in segs] for segs in t.get("overlays") or []]
+    which = t.get("overlay_of") or [None] * len(items)
+    segs_of = [tables[w] if w is not None else [] for w in which]
+    parts, whole, patched = {}, {}, {}
+    budget = int(t.get("patched_budget", PATCHED_PARTS_BYTES))
     if kind == "save":
-        for (_, size), fill in zip(items, fills):
+        for i, ((_, size), fill) in enumerate(zip(items, fills)):
             n = min(size, PART_SIZE) if size >= MULTIPART_MIN else size
             parts.setdefault((n, fill), _content(n, fill))
+            if size < MULTIPART_MIN and (size, fill, which[i]) not in whole:
+                whole[(size, fill, which[i])] = bytes(_piece(parts[(n, fill)], 0, size, segs_of[i]))
+            if size >= MULTIPART_MIN and segs_of[i]:  # the parts that hold literals, made now while they fit
+                for off in range(0, size, PART_SIZE):
+                    key = (fill, which[i], off, min(size - off, PART_SIZE))
+                    if key not in patched and budget >= key[3] and _patches(segs_of[i], off, key[3]):
+                        patched[key] = bytes(_piece(parts[(PART_SIZE, fill)], off, key[3], segs_of[i]))
+                        budget -= key[3]
     s3.list(items[0][0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
     errors, nbytes = [], [0]
     lock = threading.Lock()
@@ -129,17 +190,20 @@ def task_ckpt(s3, t: dict) -> dict:
         if kind == "load":
             got = len(memoryview(s3.get(uri)))
         elif size < MULTIPART_MIN:
-            s3.put_bytes(uri, parts[(size, fills[i])])
+            s3.put_bytes(uri, whole[(size, fills[i], which[i])])
             got = size
         else:
             bucket, key = uri[5:].split("/", 1)
             w = s3.MultipartUploadWriter(bucket, key, part_size=PART_SIZE, max_in_flight=t["part_inflight"])
-            buf, left = parts[(PART_SIZE, fills[i])], size
+            buf, off = parts[(PART_SIZE, fills[i])], 0
             try:
-                while left:
-                    n = min(left, PART_SIZE)
-                    w.write(buf if n == PART_SIZE else buf[:n])
-                    left -= n
+                while off < size:
+                    n = min(size - off, PART_SIZE)
+                    # made before the window, or now (past the budget): a fresh buffer, as the writer
+                    # borrows what it is given until close()
+                    piece = patched.get((fills[i], which[i], off, n))
+                    w.write(piece if piece is not None else _piece(buf, off, n, segs_of[i]))
+                    off += n
                 w.close()
             except BaseException:
                 w.abort()

@@ -324,6 +324,8 @@ def _check_storage(cfg, comm, warn):
     from dlio.objstore import dataset as s3_dataset
 
     ds = s3_dataset.resolve_dataset(cfg)
+    if comm.rank == 0 and ds.settings.addressing_note():
+        warn("warning: " + ds.settings.addressing_note())
     if cfg.workflow.checkpoint:
         from dlio.objstore import checkpoint as s3_checkpoint
 

@@ -106,6 +106,21 @@ def test_keep_leaves_objects_and_time_budget(run_cli, bucket):
     assert count(bucket, "k/") == 64
 
 
+def test_kept_objects_are_reused_not_overwritten(bucket):
+    # an io run with --keep leaves its test objects; the next run PUTs only those missing or of
+    # another size (overwriting just before a GET point halves what the gateway serves)
+    keys = [f"reuse/.dlio-fast-io/get-16/o{i}" for i in range(4)]
+    put = {"task": "put_objects", "bucket": bucket}
+    assert client.run_task(_settings(), {**put, "groups": [(16, keys)]})["written"] == 4
+    assert client.run_task(_settings(), {**put, "groups": [(16, keys)]})["written"] == 0
+    assert client.run_task(_settings(), {**put, "groups": [(8, keys[1:2])]})["written"] == 1
+    assert (
+        client.run_task(_settings(), {**put, "groups": [(16, keys + ["reuse/.dlio-fast-io/get-16/o9"])]})["written"]
+        == 2
+    ), "the object of the wrong size and the missing one"
+    assert client.run_task(_settings(), {**put, "groups": [(16, keys)]})["written"] == 0, "all 16 bytes now"
+
+
 def test_listing_over_1000_keys(bucket):
     keys = [f"many/o{i:05d}" for i in range(1100)]
     client.run_task(_settings(), {"task": "put_objects", "bucket": bucket, "groups": [(16, keys)], "inflight": 32})

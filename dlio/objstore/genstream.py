@@ -1,0 +1,251 @@
+"""Generation to S3 spread over the ranks and streamed: each rank generates its own files (the file
+generator's byte-balanced split, dlio.dataset.generate.rank_files) into a local staging folder a
+batch at a time (about DLIO_FAST_S3_STAGE_BYTES of files, 512 MiB by default) and hands each batch to
+one upload worker process (dlio.objstore.worker_data.task_upload_stream: parallel PUTs, multipart
+for large objects). The next batch is generated while the worker uploads the last one, and a batch's
+files are removed once they are up, so a rank's staging folder never holds more than two batches
+whatever the dataset's size. The manifests go up last (rank 0 merges the ranks' parts), so that a
+dataset whose upload was cut short has no manifest and counts as missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Callable, List, Optional, Tuple
+
+import numpy as np
+
+from dlio.dataset import generate as gen
+from dlio.dataset.manifest import _merge_parts, manifest_path, save_manifest
+from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, estimated_sizes
+from dlio.errors import DlioError
+from dlio.objstore import client
+from dlio.objstore.settings import S3Settings
+
+STAGE_BYTES = 512 << 20
+
+
+def stage_bytes() -> int:
+    """The staging batch: DLIO_FAST_S3_STAGE_BYTES (bytes, or with a unit: 256m, 1g) or STAGE_BYTES."""
+    from dlio.units import parse_size
+
+    v = os.environ.get("DLIO_FAST_S3_STAGE_BYTES", "")
+    if not v:
+        return STAGE_BYTES
+    try:
+        n = int(parse_size(v))
+    except (ValueError, DlioError):
+        n = 0
+    if n < 1:
+        raise DlioError(f"DLIO_FAST_S3_STAGE_BYTES={v!r}: expected a size such as 512m or 1g")
+    return n
+
+
+class Uploader:
+    """One upload worker process for a whole generation: batches go in on its stdin, one answer line
+    per batch comes back."""
+
+    def __init__(self, settings: S3Settings, bucket: str, prefix: str, multipart_min: Optional[int] = None):
+        self.settings = settings
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dlio.objstore.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.err,
+            text=True,
+            env=settings.child_env(),
+        )
+        task = {"task": "upload_stream", "bucket": bucket, "prefix": prefix}
+        if multipart_min:
+            task["multipart_min"] = multipart_min
+        self._send(task)
+
+    def _send(self, obj) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(obj) + "\n")
+            self.proc.stdin.flush()
+        except OSError:
+            self._fail()
+
+    def _fail(self):
+        """The worker answered with an error or died: WorkerFailed with its words."""
+        out = self.proc.stdout.read() if self.proc.stdout else ""
+        self.proc.wait()
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        if lines and "error" in json.loads(lines[-1]):
+            a = json.loads(lines[-1])
+            raise client.WorkerFailed(a["error"], a["kind"])
+        self.err.seek(0)
+        tail = (self.err.read().strip().splitlines() or ["no output"])[-1]
+        raise client.WorkerFailed(f"the S3 upload worker failed (exit status {self.proc.returncode}): {tail}", "other")
+
+    def send(self, files: List[Tuple[str, str, int]]) -> None:
+        self._send([list(f) for f in files])
+
+    def wait(self) -> int:
+        """The bytes of the batch sent last, once it is up."""
+        line = self.proc.stdout.readline()
+        a = json.loads(line) if line.startswith("{") else {}
+        if "done" not in a:
+            if "error" in a:
+                self.proc.wait()
+                raise client.WorkerFailed(a["error"], a["kind"])
+            self._fail()
+        return int(a["done"])
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        out = self.proc.stdout.read()
+        self.proc.wait()
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        if not lines or "error" in json.loads(lines[-1]):
+            self._fail()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def batches(spec: DatasetSpec, dims: np.ndarray, todo: List[int], limit: int) -> List[List[int]]:
+    """The files in order, in runs of at most `limit` estimated bytes (at least one file each)."""
+    if not todo:
+        return []
+    idx = np.asarray(todo, dtype=np.int64)
+    est = estimated_sizes(spec, dims[idx]).astype(np.float64)
+    out, start, acc = [], 0, 0.0
+    for k in range(len(idx)):
+        if k > start and acc + est[k] > limit:
+            out.append(idx[start:k].tolist())
+            start, acc = k, 0.0
+        acc += est[k]
+    out.append(idx[start:].tolist())
+    return out
+
+
+def _staged(pl, batch: List[int], stage: str) -> List[Tuple[str, str, int]]:
+    """(name relative to the stage, path, size) of a batch's files and their companions."""
+    cut = len(stage.rstrip("/")) + 1
+    out = []
+    for i in batch:
+        for p in (*pl.fmt.companions(pl.paths[i], pl.spec), pl.paths[i]):
+            out.append((p[cut:], p, os.path.getsize(p)))
+    return out
+
+
+def _remove(files: List[Tuple[str, str, int]]) -> None:
+    for _, p, _ in files:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
+def generate_ranks(
+    settings: S3Settings,
+    bucket: str,
+    prefix: str,
+    spec: DatasetSpec,
+    comm,
+    threads: int,
+    checksum: bool = False,
+    progress: Optional[Callable[[int, int], None]] = None,
+    multipart_min: Optional[int] = None,
+) -> Tuple[int, int, int]:
+    """Every rank generates and uploads its files, then rank 0 uploads the merged manifests.
+    Returns this rank's (objects, bytes, largest bytes staged at once). Collective: a failure on
+    any rank is a DlioError on every rank."""
+    limit = stage_bytes()
+    stage = tempfile.mkdtemp(prefix="dlio-fast-s3-stage-", dir=os.environ.get("DLIO_FAST_S3_STAGING"))
+    lspec = dataclasses.replace(spec, data_folder=stage)
+    up = None
+    problem = None
+    nobj = nbytes = peak = 0
+    try:
+        up = Uploader(settings, bucket, prefix, multipart_min)
+        pl = gen.plan(lspec, comm.rank, comm.size, check_space=False)
+        done_b = done_f = 0
+        pending: List[Tuple[str, str, int]] = []
+        for batch in batches(lspec, pl.dims, pl.todo, limit):
+            need = int(np.ceil(estimated_sizes(lspec, pl.dims[np.asarray(batch)]).sum()))
+            gen._check_space(lspec, need, 0)
+            sub = dataclasses.replace(pl, todo=batch, skipped=[], present_bytes=0)
+            cb = None
+            if progress is not None:
+                cb = lambda b, f, b0=done_b, f0=done_f: progress(b0 + b, f0 + f)  # noqa: E731
+            done_b += gen._write_all(sub, threads, cb, fsync=False)
+            done_f += len(batch)
+            gen._ranges_and_crcs(sub, batch, checksum)  # from the files, while they are here
+            files = _staged(pl, batch, stage)
+            peak = max(peak, sum(f[2] for f in files) + sum(f[2] for f in pending))
+            if pending:  # the last batch is up: its files go
+                nbytes += up.wait()
+                _remove(pending)
+            up.send(files)
+            nobj += len(files)
+            pending = files
+        if pending:
+            nbytes += up.wait()
+            _remove(pending)
+        pl.todo = [int(i) for i in pl.mine]
+        gen._save(pl, checksum, comm.rank, comm.size, None)
+    except Exception as e:  # noqa: BLE001  (any rank's failure ends every rank's generation)
+        problem = str(e) or type(e).__name__
+    problems = [p for p in comm.allgather(problem) if p]
+    try:
+        if problems:
+            raise DlioError(problems[0])
+        parts = {}
+        if comm.size > 1:
+            for split in ("train", "valid"):
+                if spec.num_files(split):
+                    p = manifest_path(lspec, split, part=(comm.rank, comm.size))
+                    with open(p, "rb") as f:
+                        parts[os.path.basename(p)] = f.read()
+        gathered = comm.gather(parts)
+        problem = None
+        if comm.rank == 0:
+            try:
+                problem = _upload_manifests(up, lspec, gathered, comm.size)
+            except Exception as e:  # noqa: BLE001
+                problem = str(e) or type(e).__name__
+        problem = comm.bcast(problem)
+        if problem:
+            raise DlioError(problem)
+        up.close()
+        return nobj, nbytes, peak
+    finally:
+        if up is not None:
+            up.kill()
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _upload_manifests(up: Uploader, lspec: DatasetSpec, gathered: list, size: int) -> None:
+    """Rank 0: the ranks' manifest parts merged into one manifest per split, PUT last."""
+    d = os.path.join(lspec.data_folder, MANIFEST_DIR)
+    if size > 1:
+        for parts in gathered:
+            for name, data in parts.items():
+                with open(os.path.join(d, name), "wb") as f:
+                    f.write(data)
+        for split in ("train", "valid"):
+            if lspec.num_files(split):
+                m = _merge_parts(lspec, split)
+                if m is None:
+                    raise DlioError(f"the ranks' {split} manifest parts do not cover the dataset")
+                save_manifest(lspec, m)
+                for r in range(size):
+                    os.unlink(manifest_path(lspec, split, part=(r, size)))
+    cut = len(lspec.data_folder.rstrip("/")) + 1
+    files = sorted(
+        (p[cut:], p, os.path.getsize(p)) for p in (os.path.join(d, n) for n in os.listdir(d)) if p.endswith(".npz")
+    )
+    up.send(files)
+    up.wait()

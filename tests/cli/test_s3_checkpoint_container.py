@@ -1,0 +1,118 @@
+"""Checkpoint objects on S3 are torch.save's zip container, byte for byte the .pt file a filesystem
+save writes (dlio.checkpoint.torchzip): downloaded, zipfile and a pickle reader open them (and torch,
+when a DLIO install with torch is there)."""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
+
+import test_s3  # noqa: E402  (the io tests' fixtures, used here by name)
+import test_s3_workloads  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "unit", "checkpoint"))
+from dlio_installs import dlio_python  # noqa: E402
+from test_torchzip import check_storages, read_pt, shape_of  # noqa: E402
+
+bucket, s3env = test_s3.bucket, test_s3.s3env
+
+# one int8 model tensor (a 100 KB object, one PUT) and DLIO's optimizer groups as a,b pairs plus
+# 'combined': a 69 MB object, a 5-part multipart upload whose records begin inside parts 0, 1 and 2
+SETS = (
+    "workflow.train=false",
+    "workflow.generate_data=false",
+    "workflow.checkpoint=true",
+    "checkpoint.num_checkpoints_write=1",
+    "checkpoint.num_checkpoints_read=0",
+    "checkpoint.randomize_tensor=false",
+    "model.model_size=100000",
+    "model.optimization_groups=[14000000,9000000]",
+)
+
+
+def _save(run_cli, out, *extra):
+    args = ["-q", "run", "-w", "unet3d", "--output", out]
+    for s in SETS + extra:
+        args += ["--set", s]
+    code, _, err = run_cli(*args)
+    assert code == 0, err
+
+
+def test_s3_checkpoint_objects_are_the_pt_files(run_cli, s3env, bucket, tmp_path):
+    files = tmp_path / "ck"
+    _save(run_cli, tmp_path / "of", f"checkpoint.checkpoint_folder={files}")
+    _save(
+        run_cli,
+        tmp_path / "os",
+        "storage.storage_type=s3",
+        f"storage.storage_root={bucket}",
+        f"checkpoint.checkpoint_folder=s3://{bucket}/pt",
+    )
+    (step,) = os.listdir(files)
+    names = sorted(os.listdir(files / step))
+    assert names == ["model_states-0.pt", "zero_pp_rank_0_mp_rank_0_optim_states.pt"]
+    s3 = test_s3_workloads.boto(s3env)
+    for name in names:
+        got = tmp_path / name
+        s3.download_file(bucket, f"pt/{step}/{name}", str(got))
+        want = (files / step / name).read_bytes()
+        assert got.read_bytes() == want, f"{name}: the object is not the file's bytes"
+        state, infos = read_pt(got)
+        check_storages(state, infos)
+        if name.startswith("model"):
+            assert shape_of(state) == {"a": ("int8", 100000)}
+        else:
+            assert shape_of(state) == {
+                "0": {"a": ("int8", 14000000), "b": ("int8", 14000000)},
+                "1": {"a": ("int8", 9000000), "b": ("int8", 9000000)},
+                "combined": ("int8", 23000000),
+            }
+        # the tensors are ones (randomize_tensor: false), the literal bytes only where zip records are
+        data = got.read_bytes()
+        for key, info in infos.items():
+            if "/data/" in key:
+                nlen, elen = struct.unpack_from("<HH", data, info.header_offset + 26)
+                start = info.header_offset + 30 + nlen + elen
+                assert data[start : start + info.file_size].count(1) == info.file_size, key
+        if dlio_python("2.0.0"):  # torch itself, from a DLIO install's python
+            load = "import sys, torch; s = torch.load(sys.argv[1], weights_only=True); print(sorted(s))"
+            p = subprocess.run([dlio_python("2.0.0"), "-c", load, str(got)], capture_output=True, text=True)
+            assert p.returncode == 0, p.stderr[-2000:]
+            assert json.loads(p.stdout.replace("'", '"')) == sorted(shape_of(state))
+
+
+def test_parts_made_in_the_window_are_the_same_bytes(run_cli, s3env, bucket, tmp_path):
+    # past the budget of parts made before the window, the parts holding literals are made during it
+    from dlio.checkpoint.io import ones_pattern
+    from dlio.checkpoint.layout import plan_checkpoint
+    from dlio.config import load_config
+    from dlio.objstore import checkpoint as s3ck
+    from dlio.objstore import client
+
+    files = tmp_path / "ck"
+    _save(run_cli, tmp_path / "of", f"checkpoint.checkpoint_folder={files}")
+    cfg = load_config(workload="unet3d", sets=list(SETS), env={})
+    (big,) = [f for f in plan_checkpoint(cfg, 0, 1).files if f.nbytes > 64 << 20]
+    overlays, of = s3ck.containers([big])
+    for budget in (0, 16 << 20):  # none, then the first part only
+        task = {
+            "task": "ckpt",
+            "kind": "save",
+            "items": [[f"s3://{bucket}/win/{budget}/{big.name}", big.nbytes]],
+            "fills": [ones_pattern(big.dtype)],
+            "overlays": overlays,
+            "overlay_of": of,
+            "threads": 1,
+            "part_inflight": 4,
+            "patched_budget": budget,
+        }
+        assert client.run_task(test_s3._settings(), task)["bytes"] == big.nbytes
+        got = tmp_path / f"got{budget}"
+        test_s3_workloads.boto(s3env).download_file(bucket, f"win/{budget}/{big.name}", str(got))
+        (step,) = os.listdir(files)
+        assert got.read_bytes() == (files / step / big.name).read_bytes()

@@ -1,0 +1,123 @@
+"""Generation to S3 under `mpiexec -n 2`: each rank generates and uploads its own byte-balanced share
+(the file generator's split), staged locally a batch at a time (DLIO_FAST_S3_STAGE_BYTES), multipart
+for large objects; the objects are the file generator's bytes and the merged manifest goes up last."""
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
+
+import test_s3  # noqa: E402  (the io tests' fixtures, used here by name)
+import test_s3_workloads as wl  # noqa: E402
+
+bucket, s3env = test_s3.bucket, test_s3.s3env
+
+needs_mpi = pytest.mark.skipif(
+    shutil.which("mpiexec") is None or importlib.util.find_spec("mpi4py") is None,
+    reason="needs mpiexec and mpi4py (pip install mpich mpi4py)",
+)
+
+# each rank: generate_ranks itself, so that the test sees what every rank did
+RANK = """
+import json, sys
+from dlio import mpi
+from dlio.config import load_config
+from dlio.dataset.spec import dataset_spec
+from dlio.objstore import dataset, genstream
+cfg = load_config(config_file=sys.argv[1], env={})
+ds = dataset.resolve_dataset(cfg)
+comm = mpi.world()
+got = genstream.generate_ranks(ds.settings, ds.bucket, ds.prefix, dataset_spec(cfg), comm, 2, checksum=True,
+                               multipart_min=int(sys.argv[2]))
+with open(f"{sys.argv[3]}/rank{comm.rank}.json", "w") as f:  # (two ranks' stdout lines may interleave)
+    json.dump({"rank": comm.rank, "objects": got[0], "bytes": got[1], "peak": got[2]}, f)
+"""
+
+
+@needs_mpi
+def test_generation_spread_over_ranks_in_bounded_batches(run_cli, s3env, bucket, tmp_path):
+    fmt = "indexed_binary"  # companions (.off.idx, .sz.idx) go up with their data file
+    cfg = wl.config(
+        tmp_path,
+        fmt,
+        bucket,
+        folder="gen2",
+        dataset__num_files_eval=2,
+        dataset__num_samples_per_file=4,
+        dataset__num_files_train=16,
+        dataset__record_length_bytes=20000,
+        dataset__record_length_bytes_stdev=15000,  # files of different sizes: bytes, not counts, split them
+    )
+    stage_limit, multipart_min = 200_000, 100_000
+    env = dict(
+        os.environ,
+        PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        DLIO_FAST_S3_STAGE_BYTES=str(stage_limit),
+    )
+    p = subprocess.run(
+        ["mpiexec", "-n", "2", sys.executable, "-c", RANK, str(cfg), str(multipart_min), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        cwd=REPO,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+    # the same config generated to a local folder: the objects are its files, byte for byte
+    local = tmp_path / "local"
+    code, _, err = run_cli(
+        "-q",
+        "generate",
+        "--config",
+        cfg,
+        "--set",
+        "storage.storage_type=local_fs",
+        "--set",
+        f"dataset.data_folder={local}",
+    )
+    assert code == 0, err
+    files = sorted(
+        os.path.relpath(os.path.join(r, n), local) for r, _, ns in os.walk(local) for n in ns if ".dlio-fast" not in r
+    )
+    objects = wl.keys_under(s3env, bucket, "gen2/")
+    assert sorted(k[len("gen2/") :] for k in objects if "/.dlio-fast/" not in k) == files
+    s3 = wl.boto(s3env)
+    for rel in files:
+        assert s3.get_object(Bucket=bucket, Key=f"gen2/{rel}")["Body"].read() == (local / rel).read_bytes(), rel
+    # one merged manifest per split, no parts left
+    assert sorted(k for k in objects if "/.dlio-fast/" in k) == [
+        "gen2/.dlio-fast/manifest-train.npz",
+        "gen2/.dlio-fast/manifest-valid.npz",
+    ]
+    # both ranks wrote: the split is by bytes (each rank's share within the largest file of half the total)
+    sizes = {rel: os.path.getsize(local / rel) for rel in files}
+    total = sum(sizes.values())
+    assert sum(r["bytes"] for r in ranks) == total and sum(r["objects"] for r in ranks) == len(files)
+    largest = max(sizes.values())
+    for r in ranks:
+        assert r["objects"] > 0 and abs(r["bytes"] - total / 2) <= 3 * largest, ranks
+        # never more than two batches staged (the one uploading, the one generating): bounded disk use
+        # (a batch is cut after the file that reaches the limit: it over-runs it by less than a file)
+        assert 0 < r["peak"] <= 2 * (stage_limit + largest), r
+    assert total > 4 * stage_limit, "the test needs several batches per rank"
+    big = [rel for rel, n in sizes.items() if n >= multipart_min]
+    assert big, "the test needs multipart objects"
+    for rel in big:
+        etag = s3.head_object(Bucket=bucket, Key=f"gen2/{rel}")["ETag"].strip('"')
+        assert "-" in etag, f"{rel} ({sizes[rel]} bytes) was not a multipart upload"
+    # the dataset is complete for a run: nothing generated again, and it trains
+    code, out, err = run_cli("run", "--config", cfg, "--output", tmp_path / "o")
+    assert code == 0, err
+    assert "is complete and matches the config; nothing written" in out
+    ep = wl.result(tmp_path / "o")["ranks"][0]["epochs"][0]
+    assert ep["steps_done"] == 32 and np.isclose(ep["samples"], 64)
