@@ -653,6 +653,23 @@ def gen_files(tmps, finals, seeds, first, counts, segs, blob, bint fsync=False, 
     return True
 
 
+def csv_row(values):
+    """A csv row of a 1-d integer array: b"v0,v1,...\\n" (",".join(map(str, values)) + "\\n"), in C."""
+    cdef cnp.ndarray v = np.ascontiguousarray(values)
+    if v.dtype.kind not in "iu" or not v.dtype.isnative:
+        raise ValueError(f"csv_row: native integers only, not {v.dtype}")
+    cdef size_t n = v.size, got = 0
+    cdef unsigned item = v.dtype.itemsize
+    cdef int signed = v.dtype.kind == "i"
+    cdef size_t cap = dc_csv_row_cap(n, item)
+    cdef cnp.ndarray out = np.empty(cap, np.uint8)
+    cdef int rc
+    with nogil:
+        rc = dc_csv_row(cnp.PyArray_DATA(v), n, item, signed, <char *>cnp.PyArray_DATA(out), cap, &got)
+    _check(rc, "csv_row")
+    return out[:got].tobytes()
+
+
 def crc32(data, uint32_t crc=0):
     """CRC-32 (IEEE, as zlib.crc32), as the generator computes it."""
     cdef Py_buffer view

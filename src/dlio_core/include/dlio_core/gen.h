@@ -79,5 +79,9 @@ uint64_t dc_gen_size(const struct dc_gen_seg *segs, uint64_t nsegs);
 
 /* CRC-32 (IEEE, zlib's) for the tests and the format code. */
 uint32_t dc_crc32(uint32_t crc, const void *buf, size_t len);
+/* The same by table (dc_crc32 folds with PCLMULQDQ when the CPU has it): for the tests. */
+uint32_t dc_crc32_table(uint32_t crc, const void *buf, size_t len);
+/* 1 when dc_crc32 uses PCLMULQDQ on this CPU, else 0. */
+int dc_crc32_clmul(void);
 
 #endif
