@@ -4,8 +4,8 @@ Like DLIO (pandas `to_csv(header=False, index=False)`), every row of a file is t
 Integer dtypes take the random bytes as values; float dtypes get values in [0, 1). Integer rows
 are rendered by the C core (dc_csv_row: the bytes ",".join(map(str, values)) gives, at a few ns a
 value); float rows by Python's repr, which C would have to reproduce digit for digit. DLIO's reader
-(pandas `read_csv`) parses the whole file for every sample. Compression is not applied (DLIO's raw-string comparison never
-applies it either, and never appends a suffix).
+(pandas `read_csv`) parses the whole file for every sample. Compression is not applied (DLIO's
+raw-string comparison never applies it either, and never appends a suffix).
 """
 
 import os
