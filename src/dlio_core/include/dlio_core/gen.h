@@ -2,8 +2,10 @@
  *
  * A program is a list of segments: literal bytes (from a blob shared by all files, computed once
  * per shape by the format code), stamped random content, and checksums over ranges of the file
- * (TFRecord's masked CRC32C, PNG's and zip's CRC32). Each file is written under a temporary name,
- * optionally fsync'ed, and renamed: a file under its final name is always complete.
+ * (TFRecord's masked CRC32C, PNG's and zip's CRC32). Each file is written unnamed in its directory
+ * (O_TMPFILE), optionally fsync'ed, and linked under its final name (linkat), or, where the
+ * filesystem has no unnamed files, written under its temporary name and renamed: a file under its
+ * final name is always complete.
  *
  * Random content. Byte o of a file with seed s comes from one 1 MiB pool of random bytes (the same
  * on every host), at pool offset (o + 4096 * (s mod 256)) mod 1 MiB, except for a 16-byte stamp
@@ -44,7 +46,7 @@ struct dc_gen_seg {
 };
 
 struct dc_gen_file {
-	const char *tmp; /* written here, then renamed to path */
+	const char *tmp; /* without O_TMPFILE: written here, then renamed to path */
 	const char *path;
 	uint64_t seed;
 	uint64_t first_seg; /* its program: segs[first_seg .. first_seg + nsegs) */
