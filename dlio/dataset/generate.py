@@ -101,6 +101,17 @@ def _make_folders(spec):
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
+def _data_dirs(spec) -> List[str]:
+    """The folders data files go to (the split folders and their subfolders, as file_paths names
+    them)."""
+    out = []
+    for split in SPLITS:
+        base = split_folder(spec, split)
+        s = spec.num_subfolders(split)
+        out += [f"{base}/{str(k).zfill(len(str(s)))}" for k in range(s)] if s > 1 else [base]
+    return out
+
+
 def _free_bytes(path):
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
@@ -183,16 +194,20 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
             old[split] = m
     sizes = np.zeros(total, np.int64)
     todo, skipped, present = [], [], 0
-    split = [_split(paths[i]) for i in mine.tolist()]
-    dirs = {d for d, _ in split}
+    dirs = set(_data_dirs(spec))  # from the spec: no per-file work to find them
     if mine.size:
         dirs.update(os.path.dirname(c) for c in fmt.companions(paths[int(mine[0])], spec))
     listing = _listing(dirs)
     if not any(listing.values()):  # a new dataset: nothing to check file by file
         split = []
         todo = mine.tolist()
+    else:
+        split = [_split(paths[i]) for i in mine.tolist()]
     for i, (d, name) in zip(mine.tolist(), split):
-        if name not in listing[d]:
+        names = listing.get(d)
+        if names is None:  # (a folder the spec did not name: listed when first seen)
+            names = listing[d] = _listing([d])[d]
+        if name not in names:
             todo.append(i)
             continue
         p = paths[i]
