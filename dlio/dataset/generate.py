@@ -235,10 +235,12 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1) -> _Plan:
     return _Plan(spec, fmt, paths, dims, mine, todo, skipped, sizes, present, old, skipped_set=set(skipped))
 
 
-def _batches(pl: _Plan) -> List[np.ndarray]:
+def _batches(pl: _Plan, threads: int = 1) -> List[np.ndarray]:
     """The files left, in batches of about BATCH_BYTES (by estimated size) or BATCH_FILES, largest
     files first: threads take the next batch as they finish one, so the last batches, which decide
-    when the threads are all done, are the smallest (bytes, not file counts, balance the threads)."""
+    when the threads are all done, are the smallest (bytes, not file counts, balance the threads).
+    The last 2 x threads x BATCH_BYTES go in batches of an eighth of that, so a thread that finds
+    no batch left waits for the others' last small ones, not for a whole batch."""
     todo = np.array(pl.todo, dtype=np.int64)
     if todo.size == 0:
         return []
@@ -246,10 +248,12 @@ def _batches(pl: _Plan) -> List[np.ndarray]:
     order = np.argsort(-est, kind="stable")
     todo, est = todo[order], est[order]
     csum = np.cumsum(est)
+    tail_from = csum[-1] - 2 * max(1, int(threads)) * BATCH_BYTES
     cuts, start = [], 0
     while start < todo.size:
         base = csum[start - 1] if start else 0
-        end = int(np.searchsorted(csum, base + BATCH_BYTES, side="left")) + 1
+        step = BATCH_BYTES if base < tail_from else BATCH_BYTES // 8
+        end = int(np.searchsorted(csum, base + step, side="left")) + 1
         end = max(start + 1, min(end, start + BATCH_FILES, todo.size))
         cuts.append(todo[start:end])
         start = end
@@ -334,7 +338,7 @@ def _write_all(pl: _Plan, threads: int, progress: Optional[Callable], fsync: boo
     """Write pl.todo on `threads` threads, each taking the next batch; progress(bytes, files) is
     called from this thread every POLL_S with the rank's running totals (skipped files included).
     Returns the bytes written."""
-    batches = _batches(pl)
+    batches = _batches(pl, threads)
     nthreads = max(1, min(int(threads), len(batches))) if batches else 0
     if not nthreads:
         return 0
