@@ -251,6 +251,7 @@ cdef extern from "dlio_core/gen.h" nogil:
         uint64_t seed
         uint64_t first_seg
         uint64_t nsegs
+        const char *tmp_suffix
     struct dc_gen_error:
         int err
         uint64_t file

@@ -267,16 +267,6 @@ def _split(path):
     return (head.rstrip("/") or head), path[i:]
 
 
-def _tmp_names(paths):
-    """The temporary name of each path (.NAME.tmp-PID-gen beside it)."""
-    suffix = f"{TMP_MARK}{os.getpid()}-gen"
-    out = []
-    for p in paths:
-        head, sep, name = p.rpartition("/")
-        out.append(f"{head}{sep}.{name}{suffix}")
-    return out
-
-
 def _write_batch(
     pl: _Plan, idx: np.ndarray, fsync: bool, stop: np.ndarray, counters: np.ndarray, direct: bool = False
 ) -> int:
@@ -302,7 +292,7 @@ def _write_batch(
     done = 0
     if prog.paths:
         complete = _core.gen_files(
-            _tmp_names(prog.paths),
+            f"{TMP_MARK}{os.getpid()}-gen",  # temporary names .NAME.tmp-PID-gen (without O_TMPFILE)
             prog.paths,
             prog.seeds,
             prog.first,

@@ -236,6 +236,7 @@ struct emit {
 	int tmpfile, flink, dirfd;
 	size_t dirlen;
 	char dir[PATH_MAX];
+	char tmpname[PATH_MAX]; /* a temporary name made from tmp_suffix */
 };
 
 static int pwrite_all(int fd, const unsigned char *p, uint64_t len, uint64_t off)
@@ -599,9 +600,22 @@ static int link_final(struct emit *e, int fd, int dirfd, const char *base)
 	}
 }
 
+/* The temporary name of file f (given, or made from its suffix), or NULL when too long. */
+static const char *tmp_of(struct emit *e, const struct dc_gen_file *f)
+{
+	if (f->tmp)
+		return f->tmp;
+	const char *slash = strrchr(f->path, '/');
+	int head = slash ? (int)(slash - f->path + 1) : 0;
+	int n = snprintf(e->tmpname, sizeof(e->tmpname), "%.*s.%s%s", head, f->path, f->path + head,
+			 f->tmp_suffix ? f->tmp_suffix : ".tmp");
+	return n > 0 && (size_t)n < sizeof(e->tmpname) ? e->tmpname : NULL;
+}
+
 static int write_one(struct emit *e, const struct dc_gen_file *f, const struct dc_gen_seg *segs,
 		     const unsigned char *blob, unsigned flags, uint64_t *bytes, const char **what)
 {
+	const char *tmp = NULL;
 	*what = "create";
 	int direct = (flags & DC_GEN_DIRECT) ? O_DIRECT : 0;
 	const char *base = NULL;
@@ -617,7 +631,9 @@ again:
 			goto again;
 		}
 	} else {
-		e->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | direct, 0644);
+		if (!(tmp = tmp_of(e, f)))
+			return -ENAMETOOLONG;
+		e->fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | direct, 0644);
 	}
 	if (e->fd < 0)
 		return -errno;
@@ -656,11 +672,11 @@ again:
 	}
 	if (!rc && !e->tmpfile) {
 		*what = "rename";
-		if (rename(f->tmp, f->path))
+		if (rename(tmp, f->path))
 			rc = -errno;
 	}
 	if (rc && !e->tmpfile)
-		unlink(f->tmp);
+		unlink(tmp);
 	*bytes = e->off;
 	return rc;
 }
@@ -685,7 +701,8 @@ int dc_gen_files(const struct dc_gen_file *files, uint64_t n, const struct dc_ge
 		return -ENOMEM;
 	}
 	e->work = work;
-	e->tmpfile = e->flink = 1;
+	e->tmpfile = !(flags & DC_GEN_RENAME);
+	e->flink = 1;
 	e->dirfd = -1;
 	int rc = 0;
 	for (uint64_t i = 0; i < n; i++) {

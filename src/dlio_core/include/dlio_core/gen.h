@@ -46,11 +46,15 @@ struct dc_gen_seg {
 };
 
 struct dc_gen_file {
-	const char *tmp; /* without O_TMPFILE: written here, then renamed to path */
+	const char
+		*tmp; /* without O_TMPFILE: written here, then renamed to path (NULL: see below) */
 	const char *path;
 	uint64_t seed;
 	uint64_t first_seg; /* its program: segs[first_seg .. first_seg + nsegs) */
 	uint64_t nsegs;
+	/* With tmp NULL, the temporary name is path's directory + "." + path's name + tmp_suffix,
+	 * made only when needed (the filesystem has no O_TMPFILE). */
+	const char *tmp_suffix;
 };
 
 struct dc_gen_error {
@@ -61,12 +65,13 @@ struct dc_gen_error {
 
 /* Write files[0..n) in order. done_bytes/done_files (may be NULL) are advanced with relaxed atomics
  * after each file; stop (may be NULL) is polled between files. flags: DC_GEN_FSYNC (fsync each
- * file before its rename), DC_GEN_DIRECT (open with O_DIRECT: the content is copied into an aligned
- * buffer and written in whole 4 KiB blocks of up to 1 MiB; a file's last partial block and patched
- * checksums go through the page cache, as dd's oflag=direct does; open fails with EINVAL where the
- * filesystem refuses O_DIRECT).
+ * file before it is named), DC_GEN_DIRECT (open with O_DIRECT: the content is copied into an
+ * aligned buffer and written in whole 4 KiB blocks of up to 1 MiB; a file's last partial block and
+ * patched checksums go through the page cache, as dd's oflag=direct does; open fails with EINVAL
+ * where the filesystem refuses O_DIRECT), DC_GEN_RENAME (temporary name + rename even where
+ * O_TMPFILE works: what other filesystems get; for the tests).
  * 0, -ECANCELED when stopped, or -errno (err describes it; the failed file's temp is removed). */
-enum { DC_GEN_FSYNC = 1, DC_GEN_DIRECT = 2 };
+enum { DC_GEN_FSYNC = 1, DC_GEN_DIRECT = 2, DC_GEN_RENAME = 4 };
 int dc_gen_files(const struct dc_gen_file *files, uint64_t n, const struct dc_gen_seg *segs,
 		 const unsigned char *blob, unsigned flags, volatile int *stop,
 		 uint64_t *done_bytes, uint64_t *done_files, struct dc_gen_error *err);
