@@ -27,7 +27,6 @@ large buffer pools do (worth several x on cached reads on this VM), so the bar i
 
 import argparse
 import json
-import mmap
 import os
 import shutil
 import statistics
@@ -43,6 +42,9 @@ from dlio.checkpoint.layout import plan_checkpoint  # noqa: E402
 from dlio.config import load_config  # noqa: E402
 from dlio.host import free_page_reporting  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from host_memory import warm_free_memory  # noqa: E402
+
 TRANSFER = 16 << 20
 
 
@@ -53,20 +55,6 @@ def drop_all():
         return "sync + drop_caches"
     except OSError:
         return "posix_fadvise only (not root)"
-
-
-def warm_free_memory(nbytes):
-    """Touch then free ``nbytes`` of anonymous memory, so that the pages the next run allocates are
-    backed by the host again (recently freed pages are reused first and reported only after a delay)."""
-    avail = next(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemAvailable:"))
-    n = min(int(nbytes), avail // 2) // mmap.PAGESIZE * mmap.PAGESIZE
-    if n <= 0:
-        return
-    m = mmap.mmap(-1, n)
-    view = memoryview(m)
-    view[:: mmap.PAGESIZE] = b"\1" * (n // mmap.PAGESIZE)
-    view.release()
-    m.close()
 
 
 def fio(rw, folder, bins, sizes, engine, qd, direct, names=None):

@@ -99,6 +99,11 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         uint64_t offset
         uint64_t length
 
+    struct dc_overlay:
+        uint64_t offset
+        uint64_t len
+        uint64_t data
+
     struct dc_step:
         uint64_t first_op
         uint32_t nops
@@ -180,6 +185,9 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         volatile int *stop
         dc_progress *progress
         const uint64_t *file_fill
+        const dc_overlay *overlays
+        const uint64_t *overlay_first
+        const unsigned char *overlay_data
         dc_trace *trace
 
     struct dc_error:

@@ -35,6 +35,7 @@ ENG_FADV_SEQ = DC_ENG_FADV_SEQ
 
 OP_DTYPE = np.dtype([("file", "<u4"), ("op", "u1"), ("flags", "u1"), ("pad", "<u2"),
                      ("offset", "<u8"), ("length", "<u8")])
+OVERLAY_DTYPE = np.dtype([("offset", "<u8"), ("len", "<u8"), ("data", "<u8")])
 STEP_DTYPE = np.dtype([("first_op", "<u8"), ("nops", "<u4"), ("nsamples", "<u4"), ("compute_ns", "<u8")])
 TRACE_DTYPE = np.dtype([("t_start", "<u8"), ("dur", "<u8"), ("offset", "<u8"), ("bytes", "<u8"),
                         ("step", "<u8"), ("file", "<u4"), ("tid", "<u2"), ("kind", "u1"), ("pad", "u1")])
@@ -266,7 +267,8 @@ cdef class Run:
                  uint64_t bytes_limit=0, bint loop=False, steps=None, unsigned prefetch=2,
                  int compute_mode=0, uint64_t preprocess_ns=0, unsigned eng_flags=0,
                  uint64_t delay_ns=0, uint64_t fail_nth=0, int fail_errno=0, step_hook=None,
-                 c_step_hook=None, size_t mpi_comm=0, hints=None, trace=False, file_fill=None):
+                 c_step_hook=None, size_t mpi_comm=0, hints=None, trace=False, file_fill=None,
+                 file_overlay=None):
         """c_step_hook: a "dlio_core.step_hook" capsule, called by the trainer without the GIL
         (instead of step_hook). mpi_comm: address of an MPI_Comm (mpi4py's MPI._addressof(comm))
         for collective MPI-IO, 0 for independent. hints: [(key, value)] MPI-IO hints.
@@ -274,7 +276,9 @@ cdef class Run:
         buffers sized from the plan (an int: that many events per thread); the result then has
         "trace" (numpy TRACE_DTYPE) and "trace_dropped".
         file_fill: one uint64 per path: writes to that file carry the 8-byte pattern repeated
-        (randomize_tensor: false) instead of unique random bytes."""
+        (randomize_tensor: false) instead of unique random bytes.
+        file_overlay: one entry per path, None or [(offset, bytes), ...] sorted and not overlapping:
+        literal bytes (a file format's headers) that the writes covering them carry."""
         if kind not in ("io", "train"):
             raise ValueError(f"kind must be 'io' or 'train', not {kind!r}")
         self.kind = kind
@@ -303,9 +307,36 @@ cdef class Run:
                 raise ValueError("file_fill needs one pattern per path")
             self.keep.append(fills)
             self.cfg.file_fill = <const uint64_t *>cnp.PyArray_DATA(fills)
+        if file_overlay is not None:
+            self._set_overlay(file_overlay)
         if trace:
             self.tr.cap = 0 if trace is True else <uint64_t>int(trace)
             self.cfg.trace = &self.tr
+
+    cdef _set_overlay(self, file_overlay):
+        """Pack the literal ranges per file into the C table (pinned in self.keep)."""
+        cdef cnp.ndarray first, table, blob
+        per = list(file_overlay)
+        if len(per) != len(self.paths):
+            raise ValueError("file_overlay needs one entry per path")
+        first = np.zeros(len(per) + 1, dtype=np.uint64)
+        rows, chunks, at = [], [], 0
+        for i, segs in enumerate(per):
+            end = 0
+            for off, data in (segs or ()):
+                if off < end:
+                    raise ValueError(f"file_overlay of path {i}: ranges unsorted or overlapping at {off}")
+                rows.append((off, len(data), at))
+                chunks.append(bytes(data))
+                at += len(data)
+                end = off + len(data)
+            first[i + 1] = len(rows)
+        table = np.array(rows, dtype=OVERLAY_DTYPE) if rows else np.zeros(1, dtype=OVERLAY_DTYPE)
+        blob = np.frombuffer(b"".join(chunks) or b"\0", dtype=np.uint8)
+        self.keep.extend([first, table, blob])
+        self.cfg.overlay_first = <const uint64_t *>cnp.PyArray_DATA(first)
+        self.cfg.overlays = <const dc_overlay *>cnp.PyArray_DATA(table)
+        self.cfg.overlay_data = <const unsigned char *>cnp.PyArray_DATA(blob)
 
     cdef _set_files(self, cnp.ndarray ops):
         """The path table and the plan's requests (both pinned in self.keep)."""

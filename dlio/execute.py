@@ -5,17 +5,61 @@ thread while it waits here. On SIGINT/SIGTERM we ask the runner to stop (it retu
 second, keeping what it measured) and hand back the partial result with an Interrupted.
 """
 
+import contextlib
 import errno
 import os
 import signal
 import threading
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from dlio import _core
 from dlio.errors import Interrupted
 
 # Set when a stop signal arrived: code that waits outside the C runner (an MPI barrier) checks it.
 STOP = threading.Event()
+# The stop signals that arrived during a guarded measured phase (stop_signals_deferred), first first.
+_SIGNALLED: List[int] = []
+_GUARDS = [0]  # stop_signals_deferred() blocks open (an inner one leaves the outer's handlers be)
+
+
+def _stop(signum: int) -> None:
+    _SIGNALLED.append(signum)
+    STOP.set()
+
+
+def pending() -> Optional[Interrupted]:
+    """The Interrupted of a stop signal that arrived between C runs and barriers, or None."""
+    return Interrupted(_SIGNALLED[0]) if _SIGNALLED else None
+
+
+def late_signal_note() -> str:
+    """What to say when a stop signal arrived after the last measurement (nothing was cut short)."""
+    return (
+        f"note: {signal.Signals(_SIGNALLED[0]).name} arrived after the last measurement: the results are "
+        "complete and written"
+    )
+
+
+@contextlib.contextmanager
+def stop_signals_deferred() -> Iterator[None]:
+    """For a whole measured phase: a SIGINT / SIGTERM that arrives between C runs and barriers (while
+    a rank writes an epoch's record, say) is noted, and the next run or barrier returns its
+    Interrupted at once. Without this, Ctrl-C there raised KeyboardInterrupt and SIGTERM killed the
+    process, and that rank's measured results were lost. Main thread only."""
+    if threading.current_thread() is not threading.main_thread() or _GUARDS[0]:
+        yield
+        return
+    _SIGNALLED.clear()
+    STOP.clear()
+    old = {sig: signal.signal(sig, lambda signum, frame: _stop(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _GUARDS[0] += 1
+    try:
+        yield
+    finally:
+        _GUARDS[0] -= 1
+        for sig, h in old.items():
+            # once stopping, a second Ctrl-C / SIGTERM must not cut the writing of the results
+            signal.signal(sig, shutdown_handler if _SIGNALLED else h)
 
 
 def shutdown_handler(signum: int, frame: Any) -> None:
@@ -46,7 +90,10 @@ def execute_partial(
     """Run run.execute() in a thread; on_tick(run) is called every tick_s from the main thread.
 
     Returns (result, None), or (what was measured, the failure) when a stop signal (Interrupted) or
-    an I/O error (_core.RunError) ended the run. Anything else is raised."""
+    an I/O error (_core.RunError) ended the run. Anything else is raised. A stop signal already
+    noted (pending) returns (None, its Interrupted) without starting the run."""
+    if pending() is not None:
+        return None, pending()
     box: Dict[str, Any] = {}
 
     def target() -> None:
@@ -59,7 +106,7 @@ def execute_partial(
 
     def handler(signum: int, frame: Any) -> None:
         caught.append(signum)
-        STOP.set()
+        _stop(signum)
         run.request_stop()
 
     main = threading.current_thread() is threading.main_thread()
@@ -102,11 +149,13 @@ def interruptible(wait: Callable[[threading.Event], bool]) -> Optional[Interrupt
     """Run wait(STOP) (a wait that polls the event, as mpi.Comm.barrier_or_stop does) with SIGINT and
     SIGTERM setting the event; returns the Interrupted when a signal ended the wait, else None.
     Between C runs a plain MPI barrier would hold a rank whose peer is stopped or frozen forever."""
+    if pending() is not None:
+        return pending()
     caught = []
 
     def handler(signum: int, frame: Any) -> None:
         caught.append(signum)
-        STOP.set()
+        _stop(signum)
 
     main = threading.current_thread() is threading.main_thread()
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
@@ -117,4 +166,4 @@ def interruptible(wait: Callable[[threading.Event], bool]) -> Optional[Interrupt
             signal.signal(sig, h)
     if caught:
         return Interrupted(caught[0])
-    return None if arrived else Interrupted(signal.SIGINT)  # stopped by an earlier signal
+    return None if arrived else (pending() or Interrupted(signal.SIGINT))  # stopped by an earlier signal

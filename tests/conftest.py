@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -50,6 +51,18 @@ def dlio_cmd():
         return p.returncode, p.stdout, p.stderr
 
     return run
+
+
+def wait_for_text(path, text, proc, timeout=120):
+    """Wait until the file `path` (a child's stdout) holds `text`, instead of sleeping a fixed time that a
+    loaded machine outruns; fails if the process exits or the time is up first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and text in open(path, errors="replace").read():
+            return
+        assert proc.poll() is None, f"the process exited ({proc.returncode}) before printing {text!r}"
+        time.sleep(0.05)
+    raise AssertionError(f"no {text!r} in {path} after {timeout} s")
 
 
 def one_line(text):

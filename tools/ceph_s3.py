@@ -74,6 +74,25 @@ class CephS3:
             self.env.update(RGW_PORT=str(self.rgw_port), MON_PORT=str(self.mon_port))
         raise RuntimeError(f"ceph-s3.sh start failed (exit {p.returncode}): {p.stderr.strip()[-300:]} {logs[-700:]}")
 
+    def add_user(self, uid: str, access_key: str, secret_key: str) -> None:
+        """Another S3 user (e.g. the keys written in DLIO's S3 configs: access-key / secret-key)."""
+        subprocess.run(
+            [
+                "radosgw-admin",
+                "-c",
+                f"{self.folder}/ceph.conf",
+                "user",
+                "create",
+                f"--uid={uid}",
+                f"--display-name={uid}",
+                f"--access-key={access_key}",
+                f"--secret-key={secret_key}",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
     def stop(self) -> None:
         subprocess.run(["bash", SCRIPT, "stop"], env=self.env, capture_output=True, timeout=60)
 

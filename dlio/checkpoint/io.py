@@ -14,6 +14,12 @@ the window; DLIO reads straight back from the page cache), then reads every byte
 same requests.  With ``checkpoint.recovery_rank_shift`` rank r reads the files of rank
 ``(r + ranks_per_node) % size`` (DLIO's intent; its typo disables it).
 
+A ``.pt`` file is written as torch.save lays it out (``dlio.checkpoint.torchzip``): the same
+sequential requests cover the whole file, and the C core copies the container's literal bytes (zip
+headers, pickle, central directory: a few hundred bytes per tensor, planned once per file shape)
+into the requests that cover them (``Run(file_overlay=...)``); the tensors' bytes are the content
+below.  ``torch.load`` opens the files.
+
 Deviations, all recorded in the record:
   * ``randomize_tensor: false`` writes tensors of ones in each file's dtype (0x01 for int8, 1.0 for
     fp16/bf16/fp32/fp64) through the same C path: the request buffers hold that pattern
@@ -175,6 +181,13 @@ def _align_of(folder: str, direct: bool) -> int:
 # writers / readers
 
 
+def file_overlays(files: Sequence[CkptFile]) -> Optional[List[Any]]:
+    """Per file, the literal ranges of its container (torch.save's zip records), or None when no
+    file has one (raw files: tensorflow)."""
+    out = [f.torch_file.segments if f.state is not None else None for f in files]
+    return out if any(x is not None for x in out) else None
+
+
 def ones_pattern(dtype: str) -> int:
     """The 8-byte pattern of a tensor of ones in dtype (1.0 in fp16/bf16/fp32/fp64, 1 in int8)."""
     one = ONE_BYTES.get(dtype, b"\x01")
@@ -190,6 +203,7 @@ def _run_core(
     qd: int,
     direct: bool,
     file_fill=None,
+    file_overlay=None,
 ) -> Dict[str, Any]:
     run = _core.Run(
         "io",
@@ -202,6 +216,7 @@ def _run_core(
         thread_first_op=first,
         loop=False,
         file_fill=file_fill,
+        file_overlay=file_overlay,
     )
     try:
         return execute(run)
@@ -310,6 +325,10 @@ def save(
     ``barrier``: a barrier just before the window (checkpoint-only mode).  ``plan`` avoids recomputing
     the layout (``plan_checkpoint(cfg, comm.rank, comm.size)``)."""
     comm = _comm(comm)
+    if cfg.storage.storage_type == "s3":  # objects under the checkpoint prefix (dlio.objstore.checkpoint)
+        from dlio.objstore import checkpoint as s3_checkpoint
+
+        return s3_checkpoint.save(cfg, comm, epoch, step, plan, barrier)
     plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
     eng, direct = engines.resolve(cfg.dlio_fast.engine if engine is None else engine, direct, checkpoint=True)
     qd = int(qd if qd is not None else cfg.dlio_fast.qd)
@@ -328,6 +347,7 @@ def save(
     )
     # randomize_tensor: false writes tensors of ones, through the same C path (patterned buffers)
     fills = None if randomize else [ones_pattern(f.dtype) for f in files]
+    overlay = file_overlays(files)
     check_free_space(parent, paths, plan.rank_bytes)
     if barrier:
         comm.barrier()
@@ -351,6 +371,7 @@ def save(
                 first=first,
                 nthreads=nthreads,
                 fills=fills,
+                overlay=overlay,
                 plan=plan,
                 transfer=transfer,
             )
@@ -413,6 +434,7 @@ class _Save:
     first: np.ndarray
     nthreads: int
     fills: Optional[List[int]]
+    overlay: Optional[List[Any]]
     plan: CheckpointPlan
     transfer: int
 
@@ -437,7 +459,9 @@ def _save_files(job: _Save) -> Dict[str, Any]:
         job.ops["flags"][last] |= _core.OPF_FSYNC
     res = {"t_start": 0, "t_end": 0, "bytes": 0, "threads": []}
     if len(job.ops):
-        res = _run_core(job.eng, job.paths, job.ops, job.first, job.nthreads, job.qd, job.direct, job.fills)
+        res = _run_core(
+            job.eng, job.paths, job.ops, job.first, job.nthreads, job.qd, job.direct, job.fills, job.overlay
+        )
     m_io = time.monotonic_ns()
     try:
         if needs_truncate:
@@ -510,6 +534,10 @@ def load(
     ``checkpoint.recovery_rank_shift`` the files of rank ``(rank + ranks_per_node) % size`` are read;
     ``ranks_per_node_`` gives the ranks per node, else it is found collectively (all ranks call load)."""
     comm = _comm(comm)
+    if cfg.storage.storage_type == "s3":
+        from dlio.objstore import checkpoint as s3_checkpoint
+
+        return s3_checkpoint.load(cfg, comm, epoch, step, plan, barrier)
     plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
     eng, direct = engines.resolve(cfg.dlio_fast.engine if engine is None else engine, direct, checkpoint=True)
     qd = int(qd if qd is not None else cfg.dlio_fast.qd)
@@ -654,8 +682,13 @@ def run_checkpoint_only(
     if nw:
         say("Checkpointing write finished")
     if nr:
-        root = os.path.abspath(c.checkpoint_folder)
-        have = len(os.listdir(root)) if os.path.isdir(root) else 0
+        if cfg.storage.storage_type == "s3":
+            from dlio.objstore import checkpoint as s3_checkpoint
+
+            root, have = c.checkpoint_folder, s3_checkpoint.count(cfg)
+        else:
+            root = os.path.abspath(c.checkpoint_folder)
+            have = len(os.listdir(root)) if os.path.isdir(root) else 0
         if have < nr:
             raise DlioError(
                 f"checkpoint.num_checkpoints_read = {nr}: only {have} checkpoints in {root}; "

@@ -4,7 +4,9 @@ Everything follows DLIO's ``checkpointing/base_checkpointing.py`` (docs/dlio-fac
 
 * Rank layout: ``MP = TP*PP``; ``DP = comm_size // MP`` (or ``model.parallelism.data`` in subset mode);
   ``tp = rank % TP``, ``pp = (rank // TP) % PP``, ``dp = rank // MP``, ``mp = rank % MP``.
-  ZeRO 0: only ranks ``< MP`` write; ZeRO >= 1: every rank writes.
+  ZeRO 0: only ranks ``< MP`` write; ZeRO >= 1: every rank writes.  A 2.0.0 config's ``checkpoint.type``
+  decides instead, as in DLIO 2.0.0: ``rank_zero`` (its default) rank 0 alone, ``all_ranks`` every rank;
+  current DLIO ignores the key.
 * Transformer layers ``0 .. L+2`` (0 = embedding, 1..L = transformer layers, L+1 = lm_head, L+2 = final
   norm) split over the pipeline stages with DLIO's remainder rule; tensor sizes per layer from
   ``get_layer_parameters`` (integer divisions by TP and, for ZeRO-3, by DP), in ``model_datatype``.
@@ -22,9 +24,13 @@ Everything follows DLIO's ``checkpointing/base_checkpointing.py`` (docs/dlio-fac
   state is ``{name}.pb-1.data-00000-of-00001`` (the tensors) plus ``{name}.pb-1.index``, and rank 0
   writes the folder's ``checkpoint`` file, as ``tf.train.Checkpoint.save`` does.
 
-What dlio-fast writes is the tensors' bytes, back to back, one dtype per file (every DLIO state file
-holds a single dtype).  The container overhead of ``torch.save`` (zip headers, pickle, a few KB) and
-the exact content of TF's index are not emulated: the TF index is ``TF_INDEX_BASE + TF_INDEX_PER_TENSOR
+Each file holds one dtype (every DLIO state file does).  A ``.pt`` file is what ``torch.save`` of
+DLIO's state dict writes (``dlio.checkpoint.torchzip``: the zip container ``torch.load`` opens, the
+tensors' bytes as its storages); ``CkptFile.nbytes`` is its size on disk, ``tensor_bytes`` the
+tensors' share.  The state's structure is DLIO's: ``{"a": model}``, ``{layer: {index: tensor}}``,
+``{group: tensor}``, legacy ``{group: {"a", "b"}, "combined"}``; DLIO's legacy ``layer_parameters``
+puts one dict object under every layer, which torch stores once.  For tensorflow the tensors are
+written back to back and TF's index is not emulated: it is ``TF_INDEX_BASE + TF_INDEX_PER_TENSOR
 * tensors`` bytes, the ``checkpoint`` file ``TF_CHECKPOINT_BYTES``.
 
 Two totals are given: ``dlio_size_GiB`` is DLIO's ``checkpoint_size`` (what its summary calls
@@ -36,8 +42,9 @@ ZeRO-2 counts model state that ``dp != 0`` ranks never write; a non-transformer 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
+from dlio.checkpoint import torchzip
 from dlio.errors import ConfigError
 from dlio.units import GiB
 
@@ -91,11 +98,19 @@ class CkptFile:
     dtype: str  # element type of every tensor in it (ones are written in it)
     kind: str  # model_state | layers | layer | optimizer | tf_index | tf_checkpoint
     tensors: int = 1
+    tensor_bytes: int = 0  # the tensors' bytes in it (nbytes less the container)
+    state: Optional[torchzip.Sig] = field(default=None, repr=False, compare=False)  # .pt: torchzip.signature
+
+    @property
+    def torch_file(self) -> Optional[torchzip.TorchFile]:
+        """The torch.save container of a .pt file (cached per shape), None for a raw file."""
+        return torchzip.container(self.state, self.dtype) if self.state is not None else None
 
     def to_dict(self) -> Dict[str, Any]:
         return {
             "name": self.name,
             "bytes": self.nbytes,
+            "tensor_bytes": self.tensor_bytes,
             "dtype": self.dtype,
             "kind": self.kind,
             "tensors": self.tensors,
@@ -111,7 +126,7 @@ class CheckpointPlan:
     layout: Layout
     files: Tuple[CkptFile, ...]  # this rank's files (names relative to the step folder)
     writers: Tuple[int, ...]  # ranks that write at least one file
-    total_bytes: int  # bytes all ranks write per checkpoint
+    total_bytes: int  # bytes all ranks write per checkpoint (files' sizes on disk)
     total_files: int
     model_bytes: int  # DLIO's allreduced model state bytes (see module doc)
     optimizer_bytes: int  # DLIO's allreduced optimizer state bytes
@@ -119,6 +134,7 @@ class CheckpointPlan:
     num_parameters: int
     ext: str
     per_rank_bytes: Tuple[int, ...] = field(repr=False, default=())
+    total_tensor_bytes: int = 0  # the tensors' share of total_bytes (less the .pt containers)
 
     @property
     def rank_bytes(self) -> int:
@@ -141,6 +157,7 @@ class CheckpointPlan:
             "rank_bytes": self.rank_bytes,
             "writers": list(self.writers),
             "total_bytes": self.total_bytes,
+            "total_tensor_bytes": self.total_tensor_bytes,
             "total_files": self.total_files,
             "model_bytes": self.model_bytes,
             "optimizer_bytes": self.optimizer_bytes,
@@ -181,6 +198,8 @@ def _model(cfg: Any) -> Dict[str, Any]:
         kv=t.num_kv_heads,
         subset=cfg.checkpoint.mode == "subset",
         framework=cfg.framework,
+        # DLIO 2.0.0 reads checkpoint.type (default rank_zero: only rank 0 saves); current DLIO never does
+        location=cfg.checkpoint.type if cfg.dlio_fast.dialect == "2.0.0" else None,
     )
 
 
@@ -286,88 +305,88 @@ def optimizer_groups(m: Dict[str, Any], lay: Layout) -> List[int]:
     return [n, h5, n, h5, n, h5]
 
 
+def _writes(m: Dict[str, Any], lay: Layout, rank: int) -> bool:
+    """Whether `rank` saves anything.  DLIO 2.0.0: rank 0 alone under rank_zero, every rank under
+    all_ranks; current DLIO: under ZeRO 0 the model-parallel ranks < MP, else every rank."""
+    if m.get("location") == "rank_zero":
+        return rank == 0
+    if m.get("location") == "all_ranks":
+        return True
+    return rank < lay.mp if lay.zero == 0 else True
+
+
+def _state(stem: str, tree: torchzip.Tree, dtype: str, kind: str) -> Tuple[str, int, str, str, int, torchzip.Sig]:
+    """(stem, tensor bytes, dtype, kind, tensors, state signature) of a state dict DLIO saves."""
+    sig = torchzip.signature(tree)
+    numels = torchzip.tensor_numels(sig)  # each distinct tensor once, as torch.save stores them
+    return stem, sum(numels) * DTYPE_BYTES[dtype], dtype, kind, len(numels), sig
+
+
 def _rank_state(m: Dict[str, Any], rank: int, comm_size: int):
-    """(layout, files without extension, dlio model bytes, dlio optimizer bytes) of one rank."""
+    """(layout, files without extension, dlio model bytes, dlio optimizer bytes) of one rank; each
+    file is ``_state``'s tuple, its tree the dict DLIO builds (keys and order as in DLIO)."""
     lay = layout(m, rank, comm_size)
-    files: List[Tuple[str, int, str, str, int]] = []  # (stem, bytes, dtype, kind, tensors)
+    files: List[Tuple[str, int, str, str, int, torchzip.Sig]] = []
     model_b = opt_b = 0
-    writes = rank < lay.mp if lay.zero == 0 else True
-    if not writes:
+    if not _writes(m, lay, rank):
         return lay, files, 0, 0
     dp_r, mp_r = lay.dp_rank, lay.mp_rank
     zname = f"zero_pp_rank_{dp_r}_mp_rank_{mp_r}"
     # model state (non-transformer): written first
     if m["model_size"] > 0 and m["type"] != "transformer":
-        files.append((f"model_states-{rank}", m["model_size"], "int8", "model_state", 1))
-    # layer state: {layer index: [tensor elements]}
+        files.append(_state(f"model_states-{rank}", {"a": m["model_size"]}, "int8", "model_state"))
+    # layer state: {layer index: {tensor index: elements}}
     predefined = len(m["layer_parameters"]) > 0
-    layers: Dict[int, List[int]] = {}
+    layers: Dict[int, torchzip.Tree] = {}
     ldt = "int8"
     start, end = layer_index_range(m, lay.pp_rank, predefined)
     if predefined:
-        ldt = "int8"
-        per = [p // lay.tp for p in m["layer_parameters"] if p > 0]
+        # DLIO builds this dict once and puts the same object under every layer
+        shared = {str(j): p // lay.tp for j, p in enumerate(m["layer_parameters"]) if p > 0}
         for i in range(start, end + 1):
-            layers[i] = list(per)
+            layers[i] = shared
     elif m["L"] > 0 and not (lay.zero == 1 and dp_r != 0):
         ldt = m["mdt"]
         for i in range(start, end + 1):
-            layers[i] = [p for p in layer_parameters(m, lay, i) if p > 0]
-            model_b += sum(layers[i]) * DTYPE_BYTES[ldt]
+            layers[i] = {str(j): p for j, p in enumerate(layer_parameters(m, lay, i)) if p > 0}
+            model_b += sum(layers[i].values()) * DTYPE_BYTES[ldt]
     if layers:
-        isz = DTYPE_BYTES[ldt]
+        everything = {str(i): layers[i] for i in range(start, end + 1)}
         if 0 < lay.zero < 3:
             if dp_r == 0 and m["L"] > 0:
                 if lay.pp > 1:
                     for i in range(start, end + 1):
-                        files.append(
-                            (f"layer_{i}-model_{mp_r}_model_states", sum(layers[i]) * isz, ldt, "layer", len(layers[i]))
-                        )
+                        files.append(_state(f"layer_{i}-model_{mp_r}_model_states", layers[i], ldt, "layer"))
                 else:
-                    files.append(
-                        (
-                            f"model_{mp_r}_model_states",
-                            sum(sum(v) for v in layers.values()) * isz,
-                            ldt,
-                            "layers",
-                            sum(len(v) for v in layers.values()),
-                        )
-                    )
+                    files.append(_state(f"model_{mp_r}_model_states", everything, ldt, "layers"))
         else:
-            files.append(
-                (
-                    f"{zname}_model_states",
-                    sum(sum(v) for v in layers.values()) * isz,
-                    ldt,
-                    "layers",
-                    sum(len(v) for v in layers.values()),
-                )
-            )
+            files.append(_state(f"{zname}_model_states", everything, ldt, "layers"))
     # optimizer state
     if m["optimization_groups"]:
-        groups = [g for g in m["optimization_groups"] if g > 0]
         # a and b per group, plus 'combined' (their sum), int8; DLIO does not count it in its size
-        files.append((f"{zname}_optim_states", 3 * sum(groups), "int8", "optimizer", 2 * len(groups) + 1))
+        tree: torchzip.Tree = {str(j): {"a": g, "b": g} for j, g in enumerate(m["optimization_groups"]) if g > 0}
+        tree["combined"] = sum(g for g in m["optimization_groups"] if g > 0)
+        files.append(_state(f"{zname}_optim_states", tree, "int8", "optimizer"))
     else:
-        groups = [g for g in optimizer_groups(m, lay) if g > 0]
+        groups = {str(j): g for j, g in enumerate(optimizer_groups(m, lay)) if g > 0}
         if groups:
-            nb = sum(groups) * DTYPE_BYTES[m["odt"]]
-            opt_b += nb
-            files.append((f"{zname}_optim_states", nb, m["odt"], "optimizer", len(groups)))
+            opt_b += sum(groups.values()) * DTYPE_BYTES[m["odt"]]
+            files.append(_state(f"{zname}_optim_states", groups, m["odt"], "optimizer"))
     return lay, files, model_b, opt_b
 
 
 def _named(m: Dict[str, Any], rank: int, stems) -> List[CkptFile]:
     out: List[CkptFile] = []
     if m["framework"] == "tensorflow":
-        for stem, nb, dt, kind, nt in stems:
-            out.append(CkptFile(f"{stem}.pb-1.data-00000-of-00001", nb, dt, kind, nt))
+        for stem, nb, dt, kind, nt, _ in stems:
+            out.append(CkptFile(f"{stem}.pb-1.data-00000-of-00001", nb, dt, kind, nt, nb))
             out.append(CkptFile(f"{stem}.pb-1.index", TF_INDEX_BASE + TF_INDEX_PER_TENSOR * nt, "uint8", "tf_index", 0))
         if rank == 0 and stems:
             out.append(CkptFile("checkpoint", TF_CHECKPOINT_BYTES, "uint8", "tf_checkpoint", 0))
     else:
-        for stem, nb, dt, kind, nt in stems:
-            out.append(CkptFile(f"{stem}.{EXT['pytorch']}", nb, dt, kind, nt))
+        for stem, nb, dt, kind, nt, sig in stems:
+            size = torchzip.container(sig, dt).size  # torch.save's file: the tensors in its zip container
+            out.append(CkptFile(f"{stem}.{EXT['pytorch']}", size, dt, kind, nt, nb, sig))
     return out
 
 
@@ -406,19 +425,21 @@ def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
     nfiles = 0
     model_b = opt_b = 0
     # Ranks of one (writes, pp stage, dp == 0, rank 0) class have identical sizes; memoise on that.
-    memo: Dict[Tuple, Tuple[int, int, int, int]] = {}
+    memo: Dict[Tuple, Tuple[int, int, int, int, int]] = {}
+    tensor_total = 0
     for r in range(comm_size):
         lay0 = layout(m, r, comm_size)
-        writes = r < lay0.mp if lay0.zero == 0 else True
+        writes = _writes(m, lay0, r)
         key = (writes, lay0.pp_rank, lay0.dp_rank == 0, r == 0)  # sizes do not depend on tp_rank
         if r == rank or key not in memo:
             lay, stems, mb, ob = _rank_state(m, r, comm_size)
             files = _named(m, r, stems)
-            memo[key] = (sum(f.nbytes for f in files), len(files), mb, ob)
+            memo[key] = (sum(f.nbytes for f in files), len(files), mb, ob, sum(f.tensor_bytes for f in files))
             if r == rank:
                 mine, lay_mine = files, lay
-        nb, nf, mb, ob = memo[key]
+        nb, nf, mb, ob, tb = memo[key]
         per_rank.append(nb)
+        tensor_total += tb
         nfiles += nf
         model_b += mb
         opt_b += ob
@@ -441,6 +462,7 @@ def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
         num_parameters=num_parameters(m),
         ext=EXT.get(m["framework"], "pt"),
         per_rank_bytes=tuple(per_rank),
+        total_tensor_bytes=tensor_total,
     )
 
 

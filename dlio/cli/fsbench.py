@@ -292,32 +292,71 @@ def _table_echo(*dests):
 
 @click.command(
     epilog=examples(
-        "dlio-fast ceiling /scratch", "dlio-fast ceiling /scratch --max-threads 16 --runtime 5s --json ceiling.json"
+        "dlio-fast ceiling /scratch",
+        "dlio-fast ceiling /scratch --max-threads 16 --runtime 5s --json ceiling.json",
+        "dlio-fast ceiling s3://bucket/bench --endpoint http://rgw:8080   # GET/PUT MiB/s and GETs/s",
     )
 )
 @click.argument("path")
 @click.option("--runtime", type=Duration(), default="2s", show_default=True, help="Measured time per probe.")
-@click.option("--file-size", type=Size(), default="512m", show_default=True, help="Size of each test file.")
+@click.option("--file-size", type=Size(), default=None, help="Size of each test file.  [default: 512m]")
+@click.option(
+    "--object-size",
+    type=Size(),
+    default=None,
+    help="s3:// paths: object size of the GET and PUT bandwidth targets.  [default: 16m]",
+)
 @click.option(
     "--max-threads", type=click.IntRange(1, 256), default=None, help="Upper bound of the thread search (default: CPUs)."
 )
+@click.option(
+    "--max-qd",
+    type=click.IntRange(1, 1024),
+    default=None,
+    help="Upper bound of the queue-depth search (files: 256; s3://: requests in flight per thread, 64).",
+)
+@click.option("--endpoint", help="s3:// paths: the S3 endpoint URL (default: AWS_ENDPOINT_URL).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON ('-' for stdout).")
-@click.option("--keep", is_flag=True, help="Keep the test files.")
+@click.option("--keep", is_flag=True, help="Keep the test files (objects).")
 @console_options
-def ceiling(path, runtime, file_size, max_threads, json_path, keep) -> None:
-    """Find the best sequential read/write bandwidth and 4 KiB random-read IOPS of PATH's filesystem."""
+def ceiling(path, runtime, file_size, object_size, max_threads, max_qd, endpoint, json_path, keep) -> None:
+    """Find the best sequential read/write bandwidth and 4 KiB random-read IOPS of PATH's filesystem,
+    or an object store's GET/PUT bandwidth and small-object GETs per second (s3://BUCKET/PREFIX)."""
     from dlio import output
+
+    threads = max_threads or os.cpu_count() or 1
+    if path.startswith("s3://"):
+        from dlio.objstore import ceiling as s3_ceiling
+
+        if file_size is not None:
+            raise DlioError("--file-size is for filesystem paths; on s3:// give --object-size")
+        s3_ceiling.run(
+            path,
+            runtime,
+            object_size or 16 << 20,
+            threads,
+            max_qd or s3_ceiling.MAX_QD,
+            endpoint,
+            json_path,
+            keep,
+            echo=_table_echo(json_path),
+        )
+        return
     from dlio.fsbench import ceiling as ceiling_search
 
+    for flag, given in (("--object-size", object_size), ("--endpoint", endpoint)):
+        if given is not None:
+            raise DlioError(f"{flag} is for s3:// paths only")
     if json_path:
         output.check_output_path(json_path)
     ceiling_search.run(
         path,
         runtime,
-        file_size,
-        max_threads or os.cpu_count() or 1,
+        file_size or 512 << 20,
+        threads,
         json_path,
         keep,
         echo=_table_echo(json_path),
         warn=lambda m: click.echo(m, err=True),
+        max_qd=max_qd or ceiling_search.MAX_QD,
     )

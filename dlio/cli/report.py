@@ -78,13 +78,13 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
     RUN_DIR is a run's output folder (with dlio-fast.json); a dlio-fast io or ceiling --json
     file is compared point by point (same rw, bs, engine, qd, threads).
     """
-    from dlio.report import compare, tables
+    from dlio.report import compare, source, tables
 
     dests = [d for d in (csv_path, json_path, md_path, html_path) if d]
     if sum(d == "-" for d in dests) > 1:
         raise DlioError("only one of --csv, --json, --markdown, --html can write to stdout ('-')")
     ram_bytes = _ram(ram)
-    sources = compare.load_all(paths)
+    sources = source.load_all(paths)
     rep = compare.build(sources)
     if "-" not in dests:
         for line in tables.table_lines(rep) + tables.verdict_lines(sources):
@@ -148,10 +148,10 @@ def check(paths, ram, rules_version):
 
     Prints PASS or FAIL with the figure for each; exit status 1 if any fails.
     """
-    from dlio.report import checks, compare
+    from dlio.report import checks, source
 
     ram_bytes = _ram(ram)
-    sources = compare.load_all(paths)
+    sources = source.load_all(paths)
     for s in sources:
         if s.kind != "run":
             raise DlioError(f"{s.path}: an {s.kind} result; check needs run folders")

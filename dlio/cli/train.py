@@ -65,7 +65,7 @@ def load(
     if workload_name is None and config_file is None and not any("workload=" in o for o in overrides):
         raise DlioError(f"say which workload{what}: --workload NAME (see dlio-fast workloads) or --config FILE.yaml")
     options = {k: (v, f"--{k.rpartition('.')[2].replace('_', '-')}") for k, v in (keys or {}).items()}
-    return load_config(
+    cfg = load_config(
         workload=workload_name,
         config_file=config_file,
         sets=list(sets),
@@ -73,6 +73,13 @@ def load(
         scale=scale,
         options=options,
     )
+    if cfg.warnings:
+        from dlio import mpi
+
+        if mpi.world().rank == 0:  # once per job, not once per rank
+            for line in cfg.warnings:
+                _err(line)
+    return cfg
 
 
 def reject_unknown_options(overrides: Sequence[str]) -> None:

@@ -100,7 +100,8 @@ def yaml_load(text: str, where: str) -> Tuple[Any, Dict[str, int]]:
 
 
 class Partial(dict):
-    """Sub-fields of a time key set from the command line (``train.computation_time.stdev=0.1``)."""
+    """Sub-fields of a time key or keys of a map set from the command line (``train.computation_time.stdev=0.1``,
+    ``storage.storage_options.endpoint_url=...``)."""
 
 
 RESET = object()  # ~workload.key: back to the lower layers / default
@@ -127,14 +128,31 @@ class Entry:
 _ALL_NAMES = tuple(sorted(set(KEYS_BY_PATH) | set(LEGACY) | set(SECTIONS)))
 
 
-def suggest(path: str) -> str:
+def nearest(path: str) -> Optional[str]:
+    """The valid key or section nearest to an unknown dotted `path`, or None when nothing is near."""
     near = difflib.get_close_matches(path, _ALL_NAMES, n=1, cutoff=0.6)
     if not near:
         # same leaf name in another section, e.g. reader.epochs -> train.epochs
         leaf = path.rpartition(".")[2]
         near = [p for p in KEYS_BY_PATH if p.rpartition(".")[2] == leaf][:1]
+    return near[0] if near else None
+
+
+def nearest_key(path: str) -> str:
+    """The valid key nearest to `path`, always one (a warning names it): the nearest at all, else the
+    closest-spelled key of the same section, else of any section."""
+    near = nearest(path)
+    if near is not None and near not in SECTIONS:
+        return near
+    sec = path.rpartition(".")[0]
+    pool = [k.path for k in KEYS if not k.hidden and k.section == sec] or [k.path for k in KEYS if not k.hidden]
+    return (difflib.get_close_matches(path, pool, n=1, cutoff=0.0) or pool[:1])[0]
+
+
+def suggest(path: str) -> str:
+    near = nearest(path)
     if near:
-        return f"did you mean {near[0]}?"
+        return f"did you mean {near}?"
     sec = path.rpartition(".")[0]
     if sec in SECTIONS:
         names = sorted(k.name for k in KEYS if k.section == sec and not k.hidden)
@@ -146,11 +164,22 @@ def canon_top(name: str) -> str:
     return SECTION_ALIASES.get(name, name)
 
 
+HYDRA_RUN_DIR = "hydra.run.dir"  # DLIO's output folder when output.folder is not set
+HYDRA_OUTPUT_SUBDIR = "hydra.output_subdir"  # where Hydra writes config.yaml / overrides.yaml (default .hydra)
+
+
 class Layer:
-    def __init__(self, label: str, conflicts: bool):
+    """One source of values.  A `lenient` layer (a workload file) keeps keys DLIO does not know in
+    `unknown` (DLIO ignores them; the resolver warns) where a strict one (the command line) refuses
+    them; `hydra` holds Hydra's own settings (`hydra.run.dir` and the others), canonical path -> Entry."""
+
+    def __init__(self, label: str, conflicts: bool, lenient: bool = False):
         self.label = label
         self.conflicts = conflicts  # one file: two spellings of one key must agree
+        self.lenient = lenient
         self.entries: Dict[str, Entry] = {}
+        self.unknown: Dict[str, Entry] = {}
+        self.hydra: Dict[str, Entry] = {}
 
     def put(self, canon: str, entry: Entry) -> None:
         old = self.entries.get(canon)
@@ -193,12 +222,27 @@ class Layer:
             if not isinstance(value, Mapping):
                 raise problem(written, value, origin, "expected a mapping (this is a section)")
             self.add_tree(value, written, canon, origin_of)
+        elif canon == "hydra" or canon.startswith("hydra."):
+            for w, c, v in _leaves(written, canon, value):
+                self.hydra[c] = Entry(v, origin_of(w), w)
+        elif self.lenient:
+            for w, c, v in _leaves(written, canon, value):
+                self.unknown[c] = Entry(v, origin_of(w), w)
         else:
             # An unknown section: report its first leaf, so `datset.format` suggests dataset.format.
             while isinstance(value, Mapping) and value and isinstance(next(iter(value)), str):
                 k = next(iter(value))
                 written, canon, value = f"{written}.{k}", f"{canon}.{k}", value[k]
             raise problem(written, value, origin_of(written), "unknown key; " + suggest(canon))
+
+
+def _leaves(written: str, canon: str, value: Any):
+    """(written, canonical, value) of every leaf under an unknown key (a non-mapping or empty value)."""
+    if isinstance(value, Mapping) and value:
+        for k, v in value.items():
+            yield from _leaves(f"{written}.{k}", f"{canon}.{k}", v)
+    else:
+        yield written, canon, value
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -215,20 +259,25 @@ def file_layer(text: str, label: str, where: str) -> Layer:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: the top level must be a mapping of DLIO sections, got {show(data)}", origin=where)
     prefix = ""
-    if len(data) == 1 and "workload" in data:
+    hydra = None
+    if "workload" in data and set(data) <= {"workload", "hydra"}:  # DLIO's composed config (+ its hydra:)
+        hydra = data.get("hydra")
         data = data["workload"]
         prefix = "workload."
         if data is None:
             raise ConfigError(f"{where}: empty workload file", origin=where)
         if not isinstance(data, Mapping):
             raise ConfigError(f"{where}: workload: must be a mapping of DLIO sections, got {show(data)}", origin=where)
-    layer = Layer(label, conflicts=True)
+    layer = Layer(label, conflicts=True, lenient=True)
 
     def origin_of(written: str) -> str:
         line = lines.get(prefix + written)
         return f"{where} line {line}" if line else where
 
     layer.add_tree(data, "", "", origin_of)
+    if hydra is not None:
+        line = lines.get("hydra")
+        layer.add_value("hydra", "hydra", hydra, lambda w: f"{where} line {lines.get(w, line)}")
     return layer
 
 
@@ -257,8 +306,10 @@ def parse_override(text: str, dlio: bool = False) -> Optional[Tuple[str, Any, st
 
     ``dlio=False``: dlio-fast's ``KEY=VALUE`` (``--set``).  ``dlio=True``: DLIO/Hydra spellings
     ``++workload.KEY=VALUE``, ``+workload.KEY=VALUE``, ``workload.KEY=VALUE``, ``~workload.KEY`` (the key
-    is returned with the value ``RESET``), ``workload=NAME`` (key ``workload``).  Hydra's own
-    ``hydra.*`` overrides change nothing here and give None.
+    is returned with the value ``RESET``), ``workload=NAME`` (key ``workload``), and Hydra's own
+    ``hydra.KEY=VALUE`` (key ``hydra.KEY``; ``hydra.run.dir``'s value is the path as typed, the others are
+    YAML like a key's: ``hydra.output_subdir=null`` is None; ``~hydra.KEY`` and a bare ``hydra=...`` give
+    None).
     """
     if not isinstance(text, str):
         raise ConfigError(f"override {show(text)}: expected a KEY=VALUE string", origin="command line")
@@ -281,7 +332,9 @@ def parse_override(text: str, dlio: bool = False) -> Optional[Tuple[str, Any, st
         raise ConfigError(f"override {show(text)}: expected {form} (from {origin})", origin=origin)
     if dlio:
         if key == "hydra" or key.startswith("hydra."):
-            return None
+            if delete or key == "hydra":
+                return None
+            return key, (raw.strip() if key == HYDRA_RUN_DIR else parse_value(raw, key, origin)), raw
         if key == "workload":
             if delete:
                 raise ConfigError(f"override {show(text)}: cannot delete workload (from {origin})", origin=origin)
@@ -303,13 +356,15 @@ def add_dotted(layer: Layer, written: str, value: Any, raw: Optional[str], origi
     parts[0] = canon_top(parts[0])
     canon = LEGACY.get(".".join(parts), ".".join(parts))
     parent, _, leaf = canon.rpartition(".")
-    if value is RESET:
-        if canon in KEYS_BY_PATH or canon in SECTIONS or canon == "framework":
-            layer.put(canon, Entry(RESET, origin, written))
-            return
-        raise problem(written, None, origin, "unknown key; " + suggest(canon))
-    if parent in KEYS_BY_PATH and KEYS_BY_PATH[parent].type == "time":
-        layer.put(parent, Entry(Partial({leaf: value}), origin, written))
+    if value is RESET:  # an unknown key too: a lower layer (a file) may carry it; the resolver checks
+        layer.put(canon, Entry(RESET, origin, written))
+        return
+    # one field of a time key, or one key inside a map (++workload.storage.storage_options.endpoint_url=...,
+    # as Hydra does): merged into the lower layers' value, not replacing it
+    if parent in KEYS_BY_PATH and KEYS_BY_PATH[parent].type in ("time", "map"):
+        old = layer.entries.get(parent)
+        fields = dict(old.value) if old is not None and isinstance(old.value, Partial) else {}
+        layer.put(parent, Entry(Partial({**fields, leaf: value}), origin, written))
         return
     # Build {a: {b: value}} and add it like a file, so aliases and sections behave the same.
     tree: Any = value

@@ -6,12 +6,33 @@ Storage v1 used; see ``schema.LEGACY``).  Layers, lowest to highest priority::
     schema defaults < built-in workload < --config file < DLIO_FAST_* environment < command line
 
 The command line is ``sets`` (``dataset.num_files_train=16``) and ``dlio_overrides`` (DLIO's Hydra
-spellings ``++workload.x=y``, ``+workload.x=y``, ``workload.x=y``, ``~workload.x``, ``workload=NAME``).
+spellings ``++workload.x=y``, ``+workload.x=y``, ``workload.x=y``, ``~workload.x``, ``workload=NAME``,
+``hydra.run.dir=DIR``).
 
 Every problem is a ``ConfigError`` whose message is one line naming the dotted key, the bad value, what
-is allowed and where the value came from.  Unlike DLIO, unknown keys are errors (with the nearest valid
-key suggested) and enum-like values are compared as values, case-insensitively: ``file_shuffle: off``
-means off (DLIO keeps raw strings and compares them with Enums; see docs/dlio-facts.md §9).
+is allowed and where the value came from.  Enum-like values are compared as values, case-insensitively:
+``file_shuffle: off`` means off (DLIO keeps raw strings and compares them with Enums; see
+docs/dlio-facts.md §9).
+
+Keys as DLIO treats them (``Config.warnings``, one line each, printed once on stderr and kept in the
+results as ``config_warnings``; the wording is in ``dlio.config.emulation``):
+  * A key DLIO does not know is a warning when a file carries it (DLIO ignores it, so the file runs;
+    2.0.0's dlrm.yaml has ``workflow.do_eval``): file:line, the key, the nearest valid key, "ignored
+    (DLIO ignores it too)".  Typed on the command line (``--set``, ``++workload.x``) it is an error
+    with the nearest key suggested: there it is a typo.  The environment only has known keys.
+  * A key DLIO honours and dlio-fast does not emulate is a warning naming what is not emulated
+    (``emulation.NOT_EMULATED``: profiling, shuffle_size, read_type memory, keep_files false, log_file,
+    plugin classes, ksm).  2.0.0's ``checkpoint.type`` is honoured (``dlio.checkpoint.layout``).
+  * ``~workload.KEY`` deletes any key: one a lower layer set goes back to the layer below or its
+    default; an unknown key a file carried goes, and its warning with it; a known key nobody set is
+    accepted (it is at its default already; Hydra refuses it, but which keys a workload file happens
+    to carry is not something a user sees); an unknown key nobody set is an error (a typo).
+  * ``hydra.run.dir`` (command line, or a file's ``hydra: {run: {dir: DIR}}``) is the output folder
+    when ``output.folder`` is not set, as in DLIO; ``${...}`` interpolations are refused.  Other
+    ``hydra.*`` settings are warnings (dlio-fast does not run Hydra).
+  * ``workload=NAME`` next to ``--config FILE``: DLIO loads NAME.yaml (``--config-dir DIR
+    workload=NAME``), so FILE alone is the workload when it is NAME.yaml, and anything else is refused
+    as two workloads (``--workload NAME --config FILE`` lays the file over the built-in NAME).
 
 Deliberate differences from DLIO, all documented in ``schema.KEYS`` notes:
   * ``model.model_size`` (and 2.0.0's ``checkpoint.model_size``) set ``model.model_size_bytes``; DLIO's
@@ -28,13 +49,16 @@ import math
 import os
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import yaml
 
 from dlio.config import schema
+from dlio.config.emulation import HYDRA_HONOURED, hydra_warning, not_emulated, unknown_key_warning
 from dlio.config.layers import (
+    HYDRA_OUTPUT_SUBDIR,
+    HYDRA_RUN_DIR,
     PRESENT,
     RESET,
     Entry,
@@ -45,9 +69,19 @@ from dlio.config.layers import (
     file_layer,
     parse_override,
     parse_value,
+    suggest,
 )
 from dlio.config.problem import problem, show
-from dlio.config.schema import ENV_SCALE, KEYS, LEGACY, LEGACY_ONLY, OPTIONAL_SECTIONS, SECTION_ALIASES, SECTIONS
+from dlio.config.schema import (
+    ENV_SCALE,
+    KEYS,
+    KEYS_BY_PATH,
+    LEGACY,
+    LEGACY_ONLY,
+    OPTIONAL_SECTIONS,
+    SECTION_ALIASES,
+    SECTIONS,
+)
 from dlio.config.timespec import TimeSpec, _is_number, _plain_number, parse_time  # noqa: F401
 from dlio.config.validate import _dtype_name, apply_scale, check_all, coerce
 from dlio.config.workloads import resolve as _resolve_workload
@@ -106,6 +140,14 @@ class Config:
     config_file: Optional[str] = None
     scale: float = 1.0
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # One line each: keys DLIO ignores that a file carried, keys DLIO honours that are not emulated.
+    warnings: Tuple[str, ...] = field(default=(), compare=False, repr=False)
+    # Hydra's settings as given (command line, or a file's hydra: section), e.g. {"hydra.output_subdir":
+    # "configs"}: hydra.run.dir is output.folder already; the others are warned about unless honoured.
+    hydra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # The command line's overrides as typed, in order, as Hydra's overrides.yaml lists them: DLIO's
+    # (workload=NAME, ++workload.K=V, ~workload.K; not hydra.*), then each --set K=V as ++workload.K=V.
+    overrides: Tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     # -- access ---------------------------------------------------------------------------------
 
@@ -209,9 +251,22 @@ def _resolve(
     layers: Sequence[Layer], scale: Any, scale_origin: str, workload: Optional[str], config_file: Optional[str]
 ) -> Config:
     merged: Dict[str, Entry] = {}
+    unknown: Dict[str, Entry] = {}  # keys DLIO does not know, from files: warned about, then ignored
+    hydra: Dict[str, Entry] = {}
     for layer in layers:
         for canon, e in layer.entries.items():
             if e.value is RESET:
+                gone = [k for k in unknown if k == canon or k.startswith(canon + ".")]
+                if not (canon in KEYS_BY_PATH or canon in SECTIONS or canon == "framework" or gone):
+                    raise ConfigError(
+                        f"{e.spelled}: nothing to delete: not a DLIO key and no file sets it; {suggest(canon)} "
+                        f"(from {e.origin})",
+                        canon,
+                        None,
+                        e.origin,
+                    )
+                for k in gone:
+                    del unknown[k]
                 for k in [k for k in merged if k == canon or k.startswith(canon + ".")]:
                     del merged[k]
             elif isinstance(e.value, Partial):
@@ -227,6 +282,32 @@ def _resolve(
                 merged[canon] = Entry(d, e.origin, e.spelled)
             else:
                 merged[canon] = e
+        unknown.update(layer.unknown)
+        hydra.update(layer.hydra)
+
+    warnings = [unknown_key_warning(e.spelled, canon, e.origin) for canon, e in unknown.items()]
+    run_dir = hydra.get(HYDRA_RUN_DIR)
+    if run_dir is not None:
+        if not isinstance(run_dir.value, str) or not run_dir.value.strip() or "${" in run_dir.value:
+            raise problem(
+                HYDRA_RUN_DIR,
+                run_dir.value,
+                run_dir.origin,
+                "expected a plain path (dlio-fast does not resolve Hydra's ${...} interpolations)",
+            )
+        if "output.folder" not in merged:  # DLIO: output.folder, else Hydra's run dir
+            merged["output.folder"] = Entry(run_dir.value.strip(), run_dir.origin, HYDRA_RUN_DIR)
+    subdir = hydra.get(HYDRA_OUTPUT_SUBDIR)  # None (null) writes no Hydra files
+    if subdir is not None and subdir.value is not None:
+        v = subdir.value
+        if not isinstance(v, str) or v.startswith("/") or any(p in ("", "..") for p in v.split("/")):
+            raise problem(
+                HYDRA_OUTPUT_SUBDIR,
+                v,
+                subdir.origin,
+                "expected a folder name inside the output folder (e.g. .hydra or configs), or null for none",
+            )
+    warnings += [hydra_warning(e.spelled, e.origin) for k, e in hydra.items() if k not in HYDRA_HONOURED]
 
     values: Dict[str, Any] = {}
     sources: Dict[str, str] = {}
@@ -278,6 +359,7 @@ def _resolve(
             apply_scale(values, sources, factor, f"{scale_origin} {_plain_number(factor)}")
 
     check_all(values, {k.path: sources.get(k.path, "default") for k in KEYS} | sources)
+    warnings += not_emulated(values, sources)
     built = _build(values)
     return Config(
         framework=values["framework"],
@@ -286,6 +368,8 @@ def _resolve(
         config_file=config_file,
         scale=factor,
         sources=MappingProxyType(dict(sources)),
+        warnings=tuple(warnings),
+        hydra=MappingProxyType({k: e.value for k, e in hydra.items()}),
     )
 
 
@@ -339,11 +423,15 @@ def load_config(
     """
     env = os.environ if env is None else env
     cli = Layer("command line", conflicts=False)
+    file_names = None
+    typed: List[str] = []
     for text in tuple(dlio_overrides):
         parsed = parse_override(text, dlio=True)
         if parsed is None:
             continue
         key, value, raw = parsed
+        if not key.startswith("hydra."):
+            typed.append(text.strip())
         if key == "workload":
             if workload is not None and workload != value:
                 raise ConfigError(
@@ -353,6 +441,10 @@ def load_config(
                     value,
                     f"override {text}",
                 )
+            if config_file is not None and workload is None:
+                _check_names_the_file(value, os.fspath(config_file), text)
+                file_names = value  # DLIO's `--config-dir DIR workload=NAME`: the file is the workload
+                continue
             workload = value
             continue
         add_dotted(cli, key, value, raw, f"override {text}")
@@ -363,6 +455,7 @@ def load_config(
     for text in tuple(sets):
         key, value, raw = parse_override(text, dlio=False)  # type: ignore[misc]
         add_dotted(cli, key, value, raw, f"--set {text}")
+        typed.append(f"++workload.{text.strip()}")
 
     layers = []
     if workload is not None:
@@ -385,12 +478,28 @@ def load_config(
     scale_origin = "scale argument"
     if scale is None and ENV_SCALE in env:
         scale, scale_origin = env[ENV_SCALE], f"env {ENV_SCALE}"
-    return _resolve(layers, scale, scale_origin, workload, None if config_file is None else os.fspath(config_file))
+    label = workload if file_names is None else file_names
+    cfg = _resolve(layers, scale, scale_origin, label, None if config_file is None else os.fspath(config_file))
+    return dataclasses.replace(cfg, overrides=tuple(typed))
+
+
+def _check_names_the_file(name: str, path: str, text: str) -> None:
+    """`workload=NAME` next to `--config FILE`: DLIO loads one file per workload=NAME (NAME.yaml in its
+    --config-dir), so the two agree only when FILE is NAME.yaml; anything else is two workloads."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if stem != name:
+        raise ConfigError(
+            f"override {text} and --config {path} name two workloads (DLIO loads NAME.yaml for workload=NAME); "
+            f"give one, or --workload {name} --config {path} to lay the file over the built-in {name}",
+            "workload",
+            name,
+            f"override {text}",
+        )
 
 
 def from_dict(tree: Any, source: str = "<dict>", sets: Iterable[str] = (), scale: Optional[float] = None) -> Config:
     """A Config from already-parsed workload data (the content of a workload YAML), no environment."""
-    layer = Layer(source, conflicts=True)
+    layer = Layer(source, conflicts=True, lenient=True)
     if tree is None:
         raise ConfigError(f"{source}: empty workload file", origin=source)
     if isinstance(tree, Mapping) and len(tree) == 1 and "workload" in tree:

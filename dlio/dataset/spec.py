@@ -23,6 +23,10 @@ SPLITS = ("train", "valid")
 MANIFEST_DIR = ".dlio-fast"
 MANIFEST_VERSION = 1
 DLIO_SHAPE_SEED = 10
+DIALECTS = ("2.0.0", "current")
+# Formats whose bytes differ between DLIO 2.0.0 and current (HDF5 dataset names, CSV header and index
+# column, TFRecord's `size` feature): only their generation key includes the dialect.
+DIALECT_FORMATS = ("hdf5", "csv", "tfrecord")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,6 +63,7 @@ class DatasetSpec:
     hdf5_num_dset_per_record: int = 1
     hdf5_max_shape: tuple = ()
     seed_content: int = 0
+    dialect: str = "current"  # the DLIO version whose layout is written: "2.0.0" or "current" (see formats/hdf5, csv)
 
     def __post_init__(self):
         s = object.__setattr__
@@ -80,6 +85,8 @@ class DatasetSpec:
         ):
             s(self, name, int(getattr(self, name) or 0))
         s(self, "compression", str(self.compression or "none").lower())
+        if self.dialect not in DIALECTS:
+            raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, not {self.dialect!r}")
         if self.format in ("jpeg", "png"):
             s(self, "record_element_type", "uint8")  # DLIO forces uint8 for images
         s(self, "record_element_type", np.dtype(self.record_element_type).name)
@@ -146,6 +153,8 @@ class DatasetSpec:
             "hdf5_num_dset_per_record",
             "hdf5_max_shape",
         )
+        if self.format in DIALECT_FORMATS:
+            keys += ("dialect",)
         return json.dumps({k: _jsonable(getattr(self, k)) for k in keys}, sort_keys=True)
 
 
@@ -285,4 +294,5 @@ def dataset_spec(cfg):
         hdf5_num_dset_per_record=d.hdf5.num_dset_per_record,
         hdf5_max_shape=tuple(d.hdf5.max_shape),
         seed_content=cfg.dlio_fast.seed,
+        dialect=cfg.dlio_fast.dialect if cfg.dlio_fast.dialect in DIALECTS else "current",  # "auto" is resolved by load
     )

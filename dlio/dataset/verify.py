@@ -5,12 +5,13 @@ module's own check: headers, framing, companions), and, when the dataset was gen
 --checksum, the CRC32C of its bytes. Problems are listed with the path; nothing is changed.
 """
 
+import dataclasses
 import os
 import stat
 
 from dlio.dataset.formats import get_format
 from dlio.dataset.manifest import file_crc, load_saved
-from dlio.dataset.spec import file_dims, file_paths
+from dlio.dataset.spec import DIALECT_FORMATS, DIALECTS, file_dims, file_paths
 
 
 def verify(spec, checksums=True, log=None):
@@ -46,7 +47,7 @@ def verify(spec, checksums=True, log=None):
                     )
                 )
                 continue
-            if not fmt.valid(p, tuple(int(x) for x in dims[i]), spec.num_samples_per_file, spec):
+            if not _valid_any_dialect(fmt, p, tuple(int(x) for x in dims[i]), spec):
                 problems.append((p, f"not a valid complete {spec.format} file"))
                 continue
             if checksums and saved is not None and saved.file_crc32c is not None:
@@ -55,6 +56,15 @@ def verify(spec, checksums=True, log=None):
             if log is not None and checked % 1000 == 0:
                 log(checked)
     return checked, problems
+
+
+def _valid_any_dialect(fmt, path, dims, spec):
+    """Valid in the layout of the config's DLIO version, or of the other one (the readers take both:
+    a DLIO 2.0.0 dataset is fine under a current config and the other way round)."""
+    if fmt.valid(path, dims, spec.num_samples_per_file, spec):
+        return True
+    others = [d for d in DIALECTS if d != spec.dialect] if spec.format in DIALECT_FORMATS else []
+    return any(fmt.valid(path, dims, spec.num_samples_per_file, dataclasses.replace(spec, dialect=d)) for d in others)
 
 
 def has_checksums(spec):

@@ -43,7 +43,7 @@ def climb(cur, metric, limit, probe_at):
     return best
 
 
-def search(target, fileset, runtime_ns, max_threads, direct, engines, probe):
+def search(target, fileset, runtime_ns, max_threads, direct, engines, probe, max_qd=MAX_QD):
     """Best record for one target over engines x qd x threads (see climb)."""
     name, rw, bs, metric = target
     caps = {n: c for n, c, _, _ in _core.engines()}
@@ -52,7 +52,7 @@ def search(target, fileset, runtime_ns, max_threads, direct, engines, probe):
         cur = probe(points.Point(rw, bs, eng, 1, 1, direct))
         # Depth first (async engines only), then threads at the best depth.
         if caps[eng] & _core.CAP_ASYNC:
-            cur = climb(cur, metric, MAX_QD, lambda q: probe(points.Point(rw, bs, eng, q, 1, direct)))
+            cur = climb(cur, metric, max_qd, lambda q: probe(points.Point(rw, bs, eng, q, 1, direct)))
         qd = cur["qd"]
         cur = climb(cur, metric, max_threads, lambda t: probe(points.Point(rw, bs, eng, qd, t, direct)))
         if best is None or cur[metric] > best[metric]:
@@ -60,12 +60,12 @@ def search(target, fileset, runtime_ns, max_threads, direct, engines, probe):
     return best
 
 
-def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo, warn=print):
+def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo, warn=print, max_qd=MAX_QD):
     testfiles.check_writable_dir(path)
     direct = points.direct_supported(path)
     cache = "keep" if direct else "drop"
     engines, missing = usable_engines()
-    deepest = MAX_QD if any(points.check_engine(e) & _core.CAP_ASYNC for e in engines) else 1
+    deepest = max_qd if any(points.check_engine(e) & _core.CAP_ASYNC for e in engines) else 1
     echo(
         f"# ceiling of {path}: {'O_DIRECT' if direct else 'buffered, page cache dropped per probe'}; "
         f"engines {', '.join(engines)}; up to {max_threads} threads, qd up to {deepest}"
@@ -95,7 +95,7 @@ def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo, warn=pr
     echo(POINT_HEADER)
     try:
         for target in TARGETS:
-            best = search(target, fileset, runtime_ns, max_threads, direct, engines, probe)
+            best = search(target, fileset, runtime_ns, max_threads, direct, engines, probe, max_qd)
             doc["best"][target[0]] = best
         doc["complete"] = True
     finally:

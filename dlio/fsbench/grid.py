@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 from dlio import output
 from dlio.errors import DlioError, Interrupted
+from dlio.execute import late_signal_note, pending, stop_signals_deferred
 from dlio.fsbench.table import IO_COLUMNS, flat_point
 
 
@@ -58,11 +59,14 @@ def run_grid(
     points: List[Dict[str, Any]] = doc.setdefault("points", [])
     echo(header)
     try:
-        for rec in records:
-            if rec is not None:
-                points.append(rec)
-                echo(line(rec))
+        with stop_signals_deferred():  # a signal between points stops the next one, loses nothing
+            for rec in records:
+                if rec is not None:
+                    points.append(rec)
+                    echo(line(rec))
         doc["complete"] = True
+        if pending() is not None:
+            echo(late_signal_note())
     except Interrupted as e:
         rec = getattr(e, "record", None)  # the interrupted point's measured part (points.run_point)
         if rec is not None:

@@ -186,8 +186,21 @@ TASKS = {
 }
 
 
+def _dataset_tasks() -> dict:
+    from dlio.objstore import worker_data, worker_train
+
+    return {
+        "upload_tree": worker_data.task_upload_tree,
+        "fetch": worker_data.task_fetch,
+        "list_all": worker_data.task_list_all,
+        "ckpt": worker_data.task_ckpt,
+        "train": worker_train.task_train,
+    }
+
+
 def main() -> None:
-    t = json.loads(sys.stdin.read())
+    t = json.loads(sys.stdin.readline())  # one line: the train task keeps stdin open for its step barrier
+    TASKS.update(_dataset_tasks())
     try:
         import s3dlio
     except ImportError as e:

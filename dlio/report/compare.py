@@ -1,10 +1,5 @@
-"""Load run folders and io / ceiling JSON files; their figures side by side, with ratios to the first.
-
-A *source* is one of:
-  - a run folder (holds dlio-fast.json, schema dlio-fast.run/1; summary.json is read when present),
-    or that dlio-fast.json file itself;
-  - a `dlio-fast io --json` file (schema dlio-fast.io/1: a list of points);
-  - a `dlio-fast ceiling --json` file (schema dlio-fast.ceiling/1: the best point per target).
+"""Figures of loaded sources (dlio.report.source: run folders, io / ceiling JSON) side by side, with
+ratios to the first.
 
 Runs are compared figure by figure (ratio = figure / the first run's). io and ceiling points are
 compared point by point: a point matches the first source's point with the same rw, bs, engine, qd
@@ -12,12 +7,10 @@ and threads (ceiling targets match by target name). Every renderer here is a pur
 dict that build() returns, which is also what `report --json` writes.
 """
 
-import json
 import math
 import os
 
-from dlio.errors import DlioError
-from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA, REPORT_SCHEMA, RUN_SCHEMA
+from dlio.report.result import REPORT_SCHEMA
 
 # (key, label, unit, decimals): the run figures in table order. Checkpoint rows appear only when a
 # run has them.
@@ -74,129 +67,6 @@ RUN_SETTINGS = [
     ("dataset", "dataset"),
     ("host", "host"),
 ]
-
-
-class Source:
-    """One loaded input. kind: 'run', 'io' or 'ceiling'. For runs, doc is the dlio-fast.json
-    document (the Result plus 'metrics') and summary is DLIO's summary.json."""
-
-    def __init__(self, kind, path, doc, summary=None):
-        self.kind = kind
-        self.path = path
-        self.doc = doc
-        self.summary = summary
-        self.label = _default_label(path)
-
-    def __repr__(self):
-        return f"Source({self.kind}, {self.path!r})"
-
-
-def _default_label(path):
-    p = os.path.abspath(path).rstrip(os.sep)
-    base = os.path.basename(p)
-    if base == "dlio-fast.json":
-        base = os.path.basename(os.path.dirname(p))
-    elif base.endswith(".json"):
-        base = base[:-5]
-    return base or p
-
-
-def _read_json(path, what):
-    from dlio.inputs import JSON_CAP, read_regular
-
-    try:
-        return json.loads(read_regular(path, JSON_CAP, f"{what} JSON file"))
-    except FileNotFoundError:
-        raise DlioError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise DlioError(f"{path}: is a folder, expected a JSON file") from None
-    except PermissionError:
-        raise DlioError(f"{path}: not readable (permission denied)") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise DlioError(f"{path}: not a valid {what} JSON document ({str(e).splitlines()[0]})") from None
-
-
-def load(path):
-    """A run folder, its dlio-fast.json, or an io / ceiling JSON file -> Source (DlioError if not)."""
-    path = str(path)
-    if not os.path.exists(path):
-        raise DlioError(f"{path}: no such run folder or result file")
-    from dlio.report import dlio_folder
-
-    if dlio_folder.is_dlio_folder(path):
-        doc, summary = dlio_folder.load_dlio_folder(path)
-        doc["dlio_summary"] = summary
-        return Source("run", path, doc, summary)
-    if os.path.isdir(path):
-        doc_path = os.path.join(path, "dlio-fast.json")
-        if not os.path.isfile(doc_path):
-            raise DlioError(
-                f"{path}: neither a dlio-fast run folder (no dlio-fast.json) nor a DLIO output folder (no summary.json)"
-            )
-        folder = path
-    else:
-        doc_path = path
-        folder = os.path.dirname(os.path.abspath(path))
-    doc = _read_json(doc_path, "dlio-fast")
-    schema = doc.get("schema") if isinstance(doc, dict) else None
-    if schema == RUN_SCHEMA:
-        if not isinstance(doc.get("ranks"), list) or not isinstance(doc.get("settings"), dict):
-            raise DlioError(f"{doc_path}: incomplete dlio-fast run document (no ranks or settings)")
-        summary = None
-        sp = os.path.join(folder, "summary.json")
-        if os.path.isfile(sp):
-            summary = _read_json(sp, "summary")
-        if summary is None or not isinstance(summary.get("metric"), dict):
-            summary = _compute_summary(doc, doc_path)
-        if not isinstance(doc.get("metrics"), dict):
-            doc = dict(doc)
-            doc["metrics"] = _compute_exact(doc, doc_path)
-        return Source("run", path, doc, summary)
-    if schema == IO_SCHEMA:
-        if not isinstance(doc.get("points"), list):
-            raise DlioError(f"{doc_path}: io document without a points list")
-        return Source("io", path, doc)
-    if schema == CEILING_SCHEMA:
-        if not isinstance(doc.get("best"), dict):
-            raise DlioError(f"{doc_path}: ceiling document without a best section")
-        return Source("ceiling", path, doc)
-    raise DlioError(f"{doc_path}: unknown schema {schema!r} (expected {RUN_SCHEMA}, {IO_SCHEMA} or {CEILING_SCHEMA})")
-
-
-def _compute_summary(doc, where):
-    from dlio.report import dlio_files
-
-    try:
-        return dlio_files.summary(doc)
-    except (KeyError, TypeError, ValueError) as e:
-        raise DlioError(f"{where}: cannot compute the summary from this run document (missing {e})") from None
-
-
-def _compute_exact(doc, where):
-    from dlio.report import dlio_files
-
-    try:
-        return dlio_files.exact(doc)
-    except (KeyError, TypeError, ValueError) as e:
-        raise DlioError(f"{where}: cannot compute the figures from this run document (missing {e})") from None
-
-
-def load_all(paths):
-    """Sources for paths, labels made unique (a folder name seen twice gets its parent's too)."""
-    srcs = [load(p) for p in paths]
-    seen = {}
-    for s in srcs:
-        if s.label in seen:
-            parent = os.path.basename(os.path.dirname(os.path.abspath(s.path).rstrip(os.sep)))
-            cand = f"{parent}/{s.label}" if parent else s.label
-            n = 2
-            base = cand
-            while cand in seen:
-                cand = f"{base}#{n}"
-                n += 1
-            s.label = cand
-        seen[s.label] = s
-    return srcs
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,21 +4,19 @@ Every renderer here is a pure function of the Result (a plain dict built by dlio
 gathered from all ranks on rank 0), so a result file can be re-rendered later and tests can feed
 known Results in. Field names of summary.json / {rank}_output.json / {rank}_per_epoch_stats.json
 are DLIO's (docs/dlio-facts.md §7); their figures follow DLIO's formulas (compat). dlio-fast.json holds
-the exact figures next to them.
+the exact figures next to them (dlio.report.exact).
 """
 
 import os
+from collections import Counter
+from datetime import datetime
 
 import numpy as np
 
-from dlio import output, stats
+from dlio import output
+from dlio.host import iso
 from dlio.report import checkpoint as ckpt_figures
 from dlio.report import metrics
-from dlio.report.result import RUN_SCHEMA
-from dlio.units import fmt_ns
-
-# A mean compute overrun above this share of the set compute is worth a note on the console.
-OVERRUN_NOTE = 0.01
 
 
 def _epochs(result):
@@ -37,13 +35,30 @@ def _epoch(rank, e):
     return None
 
 
+def dialect(result):
+    """The DLIO version whose files and formulas a result follows ("2.0.0" or "current")."""
+    return (result.get("settings") or {}).get("dialect") or "current"
+
+
+def _train_blocks(ep):
+    """The training blocks of an epoch record (step checkpoints split an epoch into blocks)."""
+    return ep.get("blocks") or ([ep["train"]] if ep.get("train") else [])
+
+
+def _rank_epoch_figures(result, ep):
+    """(AU, samples/s) of one rank's epoch by the dialect's formulas."""
+    return metrics.dlio_epoch_figures(_train_blocks(ep), result["settings"]["batch_size"], dialect(result))
+
+
 def train_figures(result):
     """Per-epoch DLIO figures reduced over ranks: AU averaged, samples/s summed (docs/dlio-facts.md §3.3)."""
     au, thr, exact_au, exact_sps, exact_bps = [], [], [], [], []
     for e in _epochs(result):
-        recs = [_epoch(r, e)["train"] for r in result["ranks"]]
-        au.append(float(np.mean([b["au"] for b in recs])))
-        thr.append(float(np.sum([b["throughput"] for b in recs])))
+        eps = [_epoch(r, e) for r in result["ranks"]]
+        recs = [ep["train"] for ep in eps]
+        figs = [_rank_epoch_figures(result, ep) for ep in eps]
+        au.append(float(np.mean([f[0] for f in figs])))
+        thr.append(float(np.sum([f[1] for f in figs])))
         exact_au.append(float(np.mean([b["exact"]["au_percentage"] for b in recs])))
         exact_sps.append(float(np.sum([b["exact"]["samples_per_second"] for b in recs])))
         # aggregate bandwidth: all ranks' bytes over the slowest rank's window
@@ -64,9 +79,23 @@ def eval_figures(result):
     return au, thr
 
 
-def _per_host_bytes(result):
-    """Dataset bytes per host (DLIO's data_size_per_host): what one host's page cache could hold."""
-    return result["dataset"]["bytes_on_disk"] / max(1, len(set(result["hostnames"])))
+def ranks_per_host(result):
+    """DLIO's npernode: the most ranks on one host."""
+    return max(Counter(result["hostnames"]).values()) if result.get("hostnames") else 1
+
+
+def data_size_per_host_bytes(result):
+    """DLIO's data_size_per_host (statscounter.py, both versions): npernode * samples per file *
+    train files // ranks * record length: the samples a host's ranks consume in one epoch."""
+    d = result["dataset"]
+    size = max(1, int(result["comm_size"]))
+    return (ranks_per_host(result) * d["num_samples_per_file"] * d["num_files_train"] // size) * float(
+        result["settings"]["record_length_bytes"]
+    )
+
+
+def _per_host_gib(result):
+    return data_size_per_host_bytes(result) / 1024**3
 
 
 def checkpoint_records(result):
@@ -75,38 +104,55 @@ def checkpoint_records(result):
     return recs + [c for r in result["ranks"] for c in r.get("checkpoints") or []]
 
 
+def _per_host(result, key, default):
+    """DLIO's per-host list of a host field (hosts in the order of their first rank): each host's own
+    value as its ranks recorded it, rank 0's host's for records without it."""
+    seen = {}
+    for r in result["ranks"]:
+        seen.setdefault(r["hostname"], r.get(key, default))
+    for h in result["hostnames"]:
+        seen.setdefault(h, default)
+    return list(seen.values()) or [default]
+
+
+def _trained(result):
+    return any(ep.get("train") for r in result["ranks"] for ep in r["epochs"])
+
+
 def summary(result):
-    """DLIO's summary.json."""
+    """DLIO's summary.json, keys in DLIO's order."""
     s = result["settings"]
     done = result.get("complete", True)
     au, thr, _, _, _ = train_figures(result)
-    au_mean, au_std = metrics.mean_std(au)
-    thr_mean, thr_std = metrics.mean_std(thr)
-    mib = s["record_length_bytes"] / 1024**2
-    io_mb = [t * mib for t in thr]
-    io_mean, io_std = metrics.mean_std(io_mb)
-    m = {
-        "train_au_percentage": au,
-        "train_au_mean_percentage": au_mean,
-        "train_au_stdev_percentage": au_std,
-        # An interrupted run met nothing: its AU covers the steps it ran, not the workload.
-        "train_au_meet_expectation": "success" if done and au and au_mean >= 100.0 * s["metric_au"] else "fail",
-        "train_throughput_samples_per_second": thr,
-        "train_throughput_mean_samples_per_second": thr_mean,
-        "train_throughput_stdev_samples_per_second": thr_std,
-        "train_io_mean_MB_per_second": io_mean,
-        "train_io_stdev_MB_per_second": io_std,
-    }
+    m = {}
+    checkpoint_only = not _trained(result) and bool(checkpoint_records(result))
+    if not checkpoint_only:  # current DLIO writes train_* only when it trained (do_train)
+        au_mean, au_std = metrics.mean_std(au)
+        thr_mean, thr_std = metrics.mean_std(thr)
+        mib = s["record_length_bytes"] / 1024**2
+        m = {
+            "train_au_percentage": au,
+            "train_au_mean_percentage": au_mean,
+            # An interrupted run met nothing: its AU covers the steps it ran, not the workload.
+            "train_au_meet_expectation": "success" if done and au and au_mean >= 100.0 * s["metric_au"] else "fail",
+            "train_au_stdev_percentage": au_std,
+            "train_throughput_samples_per_second": thr,
+            "train_throughput_mean_samples_per_second": thr_mean,
+            "train_throughput_stdev_samples_per_second": thr_std,
+            "train_io_mean_MB_per_second": thr_mean * mib,
+            "train_io_stdev_MB_per_second": thr_std * mib,
+        }
     eau, ethr = eval_figures(result)
     if eau:
+        mib = s["record_length_bytes"] / 1024**2
         ea_m, ea_s = metrics.mean_std(eau)
         et_m, et_s = metrics.mean_std(ethr)
         m.update(
             {
                 "eval_au_percentage": eau,
                 "eval_au_mean_percentage": ea_m,
-                "eval_au_stdev_percentage": ea_s,
                 "eval_au_meet_expectation": "success" if done and ea_m >= 100.0 * s["metric_au"] else "fail",
+                "eval_au_stdev_percentage": ea_s,
                 "eval_throughput_samples_per_second": ethr,
                 "eval_throughput_mean_samples_per_second": et_m,
                 "eval_throughput_stdev_samples_per_second": et_s,
@@ -117,157 +163,183 @@ def summary(result):
     host = result["host"]
     d = result["dataset"]
     ck = checkpoint_records(result)
-    if ck:  # DLIO's checkpoint fields (rank 0's durations, as DLIO computes them)
-        m.update({k: v for k, v in ckpt_figures.summary_fields(ck, result["comm_size"]).items() if k != "exact"})
-    return {
+    if ck and dialect(result) != "2.0.0":  # current DLIO's checkpoint fields (rank 0's durations); 2.0.0 has none
+        m = {**{k: v for k, v in ckpt_figures.summary_fields(ck, result["comm_size"]).items() if k != "exact"}, **m}
+    nhosts = len(set(result["hostnames"]))
+    mem_gib = host.get("memory_GiB", host["memory_GB"])  # DLIO's field: GiB
+    cpus, mems = _per_host(result, "host_cpu_count", host["cpu_count"]), _per_host(result, "host_memory_GiB", mem_gib)
+    out = {
         "start": result["start"],
-        "end": result["end"],
         "num_accelerators": result["comm_size"],
-        "num_hosts": len(set(result["hostnames"])),
+        "num_hosts": nhosts,
         "hostname": result["hostnames"][0],
-        "epochs": len(au),
+        "metric": m,
         "num_files_train": d["num_files_train"],
         "num_files_eval": d["num_files_eval"],
         "num_samples_per_file": d["num_samples_per_file"],
-        "host_cpu_count": [host["cpu_count"]],
-        "host_processor_name": host["processor_name"],
-        "host_cpuinfo": host.get("cpuinfo", {}),
-        "host_meminfo": host.get("meminfo", {}),
-        "host_memory_GB": [host.get("memory_GiB", host["memory_GB"])],  # DLIO's field: GiB
-        "data_size_per_host_GB": _per_host_bytes(result) / 1024**3,
-        "potential_caching": [int(_per_host_bytes(result) <= host["memory_bytes"])],
-        "metric": m,
+        "host_cpu_count": cpus,
+        "host_processor_name": host.get("platform_processor", host["processor_name"]),
+        # DLIO: 1 where the host's memory is larger than what its ranks read in an epoch
+        "potential_caching": [int(m > _per_host_gib(result)) for m in mems],
     }
+    for key in ("cpuinfo", "meminfo"):  # DLIO leaves them out without /proc
+        if key in host:
+            out[f"host_{key}"] = host[key]
+    out.update(
+        {
+            "host_memory_GB": mems,
+            "data_size_per_host_GB": _per_host_gib(result),
+            "epochs": len(au),
+            "end": result["end"],
+        }
+    )
+    return out
+
+
+def _wall(ts):
+    """A DLIO timestamp (local time) as seconds since the epoch."""
+    return datetime.fromisoformat(ts).timestamp()
+
+
+def _secs(a, b):
+    """DLIO's 2-decimal duration string between two of its timestamps."""
+    return f"{_wall(b) - _wall(a):.2f}"
+
+
+def _block_times(rank, ep):
+    """[(start, end, duration)] of each training block of an epoch, DLIO timestamps."""
+    blocks = _train_blocks(ep)
+    off = rank.get("wall_minus_mono_ns")
+    if off is None:  # an older record: place block 1 at the epoch's start
+        off = int(_wall(ep["start"]) * 1e9) - int(blocks[0].get("start_ns", 0)) if blocks else 0
+    out = []
+    for b in blocks:
+        t0, t1 = (b.get("start_ns", 0) + off) / 1e9, (b.get("end_ns", 0) + off) / 1e9
+        out.append((iso(t0), iso(t1), f"{t1 - t0:.2f}"))
+    return out
+
+
+def _train_end(ep):
+    """DLIO's end_train: after the epoch's last block and its checkpoints (step and epoch ones)."""
+    ends = [ep["train_end"]] + [c["end"] for c in ep.get("checkpoints") or [] if c.get("end")]
+    return max(ends, key=_wall)
+
+
+def _trailing_empty_block(result, ep):
+    """Current DLIO opens a new block after every step checkpoint, so a checkpoint on the epoch's
+    last step leaves an empty block behind (its _train always closes the current block)."""
+    cks = [c for c in ep.get("checkpoints") or [] if c.get("step", 0) <= ep.get("steps_done", 0)]
+    return (
+        dialect(result) != "2.0.0"
+        and ep.get("complete", True)
+        and bool(cks)
+        and max(c.get("step", 0) for c in cks) == ep.get("steps_done")
+        and ep.get("steps_done", 0) > 0
+    )
 
 
 def rank_output(result, r):
     """DLIO's {rank}_output.json: per epoch the per-step load/proc/compute lists, AU, throughput."""
     rank = result["ranks"][r]
+    host = result["host"]
     out = {
-        "hostname": rank["hostname"],
-        "host_cpu_count": result["host"]["cpu_count"],
-        "host_processor_name": result["host"]["processor_name"],
-        "host_memory_GB": result["host"].get("memory_GiB", result["host"]["memory_GB"]),  # GiB
-        "host_cpuinfo": result["host"].get("cpuinfo", {}),
-        "host_meminfo": result["host"].get("meminfo", {}),
-        "potential_caching": int(_per_host_bytes(result) <= result["host"]["memory_bytes"]),
+        "host_memory_GB": host.get("memory_GiB", host["memory_GB"]),  # GiB
+        "host_cpu_count": host["cpu_count"],
+        "host_processor_name": host.get("platform_processor", host["processor_name"]),
+        "potential_caching": int(_per_host_gib(result) <= host.get("memory_GiB", host["memory_GB"])),
     }
+    for key in ("cpuinfo", "meminfo"):
+        if key in host:
+            out[f"host_{key}"] = host[key]
+    current = dialect(result) != "2.0.0"
+    batch = result["settings"]["batch_size"]
     for ep in rank["epochs"]:
-        t = ep.get("train")
-        if not t:
+        if not ep.get("train"):
             continue
-        blocks = ep.get("blocks") or [t]  # step checkpoints split an epoch into blocks
-        rec = {
-            key: {f"block{i}": b[key] for i, b in enumerate(blocks, 1)}
-            for key in ("load", "proc", "compute", "throughput", "au")
-        }
-        rec["end"] = ep["end"]
+        blocks = _train_blocks(ep)
+        rec = {key: {f"block{i}": list(b[key]) for i, b in enumerate(blocks, 1)} for key in ("load", "proc")}
+        figs = [metrics.dlio_block_figures(b, batch, dialect(result)) for b in blocks]
+        rec["throughput"] = {f"block{i}": f[1] for i, f in enumerate(figs, 1)}
+        rec["au"] = {f"block{i}": f[0] for i, f in enumerate(figs, 1)}
+        rec["compute"] = {f"block{i}": list(b["compute"]) for i, b in enumerate(blocks, 1)}
+        if _trailing_empty_block(result, ep):
+            k = f"block{len(blocks) + 1}"
+            for key in ("load", "proc", "compute"):
+                rec[key][k] = []
+            rec["throughput"][k] = 0.0  # current DLIO writes (0 - 2) * batch / T here, a negative figure
+            rec["au"][k] = 0.0
+        if "host_meminfo" in ep:
+            rec["host_meminfo"] = ep["host_meminfo"]
         ev = ep.get("eval")
         if ev:
-            rec["load"]["eval"] = ev["load"]
-            rec["proc"]["eval"] = ev["proc"]
-            rec["compute"]["eval"] = ev["compute"]
+            for key in ("load", "proc", "compute"):
+                rec[key]["eval"] = ev[key]
             rec["throughput"]["eval"] = ev["throughput"]
             rec["au"]["eval"] = ev["au"]
+        if current and ep.get("end"):
+            rec["end"] = ep["end"]
         out[str(ep["epoch"])] = rec
+    phase = rank.get("checkpoint_phase")
+    if current and rank.get("checkpoints") and phase:  # a checkpoint-only run: DLIO's one empty epoch
+        out["1"] = {"start": phase["start"], "load": {}, "proc": {}, "throughput": {}, "au": {}, "compute": {}}
+        out["1"]["end"] = phase["end"]
+    out["hostname"] = rank["hostname"]
     return out
+
+
+def _ckpt_entry(result, c):
+    if dialect(result) == "2.0.0":
+        return f"ckpt{c.get('block', 1)}", {
+            "start": c["start"],
+            "end": c["end"],
+            "duration": _secs(c["start"], c["end"]),
+        }
+    return f"{c.get('kind', 'save')}_ckpt{c.get('block', 1)}", ckpt_figures.per_epoch_entry(c)
 
 
 def per_epoch_stats(result, r):
-    """DLIO's {rank}_per_epoch_stats.json (durations as strings with 2 decimals, as DLIO)."""
+    """DLIO's per-epoch stats of rank r (durations as strings with 2 decimals, as DLIO): start, the
+    blocks with the checkpoints between them, end, duration, eval (result.py's docstring)."""
+    rank = result["ranks"][r]
+    current = dialect(result) != "2.0.0"
     out = {}
-    for ep in result["ranks"][r]["epochs"]:
-        t = ep.get("train")
-        if not t:
+    for ep in rank["epochs"]:
+        if not ep.get("train"):
             continue
-        rec = {"start": ep["start"], "end": ep["end"], "duration": f"{ep['duration_s']:.2f}"}
-        for i, b in enumerate(ep.get("blocks") or [t], 1):
-            rec[f"block{i}"] = {
-                "start": ep["start"] if i == 1 else "",
-                "end": ep["train_end"],
-                "duration": f"{b['duration_s']:.2f}",
-            }
-        for c in ep.get("checkpoints") or []:
-            rec[f"save_ckpt{c.get('block', 1)}"] = ckpt_figures.per_epoch_entry(c)
+        rec = {"start": ep["start"]}
+        times = _block_times(rank, ep)
+        saves = sorted(ep.get("checkpoints") or [], key=lambda c: _wall(c["start"]) if c.get("start") else 0)
+        for i, (t0, t1, dur) in enumerate(times, 1):
+            rec[f"block{i}"] = {"start": t0, "end": t1, "duration": dur}
+            for c in saves:
+                if c.get("block", 1) == i:
+                    k, v = _ckpt_entry(result, c)
+                    rec[k] = v
+        if _trailing_empty_block(result, ep):
+            t = max(c["end"] for c in saves)
+            rec[f"block{len(times) + 1}"] = {"start": t, "end": t, "duration": "0.00"}
+        for c in saves:  # a checkpoint whose block is not one of the blocks recorded (an interrupted epoch)
+            k, v = _ckpt_entry(result, c)
+            rec.setdefault(k, v)
+        t_end = _train_end(ep)
+        rec["end"] = ep["end"] if current and ep.get("end") else t_end
+        rec["duration"] = _secs(ep["start"], t_end)
         if ep.get("eval"):
-            rec["eval"] = {"start": ep["eval_start"], "end": ep["end"], "duration": f"{ep['eval']['duration_s']:.2f}"}
+            ev_end = ep["end"] or ep["eval_start"]
+            rec["eval"] = {"start": ep["eval_start"], "end": ev_end, "duration": _secs(ep["eval_start"], ev_end)}
         out[str(ep["epoch"])] = rec
+    phase = rank.get("checkpoint_phase")
+    if rank.get("checkpoints"):  # checkpoint-only: one epoch of saves then loads (current DLIO's _checkpoint)
+        recs = rank["checkpoints"]
+        rec = {"start": phase["start"] if phase else min((c["start"] for c in recs), key=_wall)}
+        for kind in ("save", "load"):
+            for c in recs:
+                if c.get("kind", "save") == kind:
+                    k, v = _ckpt_entry(result, c)
+                    rec[k] = v
+        rec["end"] = phase["end"] if phase else max((c["end"] for c in recs), key=_wall)
+        out["1"] = rec
     return out
-
-
-def exact(result):
-    """dlio-fast's own figures: one window per block, bytes really read, merged latency histograms."""
-    au, thr, eau, esps, ebps = train_figures(result)
-    lat = stats.merge([stats.from_json(ep["lat"]) for r in result["ranks"] for ep in r["epochs"]])
-    slat = stats.merge([stats.from_json(ep["sample_lat"]) for r in result["ranks"] for ep in r["epochs"]])
-    blocks = [ep["train"] for r in result["ranks"] for ep in r["epochs"] if ep.get("train")]
-    waits_mean = [b["exact"]["io_wait_mean_s"] for b in blocks]
-    waits_p99 = [b["exact"]["io_wait_p99_s"] for b in blocks]
-    overrun_mean = [b["exact"].get("compute_overrun_mean_s", 0.0) for b in blocks]
-    overrun_max = [b["exact"].get("compute_overrun_max_s", 0.0) for b in blocks]
-    set_mean = [b["exact"].get("compute_set_mean_s", b["exact"]["compute_mean_s"]) for b in blocks]
-    # cpu_s of an epoch includes its evaluation (dlio.train.loop), so its samples count too
-    bse = result["settings"].get("batch_size_eval", 0)
-    samples = sum(
-        ep["samples"] + (ep["eval"]["steps"] * bse if ep.get("eval") else 0)
-        for r in result["ranks"]
-        for ep in r["epochs"]
-    )
-    cpu = sum(ep["cpu_s"] for r in result["ranks"] for ep in r["epochs"])
-    per_rank = []
-    for r in result["ranks"]:
-        eps = [ep for ep in r["epochs"] if ep.get("train")]
-        per_rank.append(
-            {
-                "rank": r["rank"],
-                "hostname": r["hostname"],
-                "au_percentage": [ep["train"]["exact"]["au_percentage"] for ep in eps],
-                "samples_per_second": [ep["train"]["exact"]["samples_per_second"] for ep in eps],
-                "bytes_per_second": [ep["train"]["exact"]["bytes_per_second"] for ep in eps],
-                "epoch_seconds": [ep["duration_s"] for ep in eps],
-                "bytes": sum(ep["bytes"] for ep in eps),
-            }
-        )
-    return {
-        "au_percentage": eau,
-        "au_mean_percentage": metrics.mean_std(eau)[0],
-        "samples_per_second": esps,
-        "samples_per_second_mean": metrics.mean_std(esps)[0],
-        "bytes_per_second": ebps,
-        "MiB_per_second_mean": metrics.mean_std(ebps)[0] / 2**20,
-        "read_latency_ns": stats.summary(lat, (50.0, 90.0, 99.0, 99.9)),
-        "sample_latency_ns": stats.summary(slat, (50.0, 90.0, 99.0, 99.9)),
-        "io_wait_per_step_s": {
-            "mean": float(np.mean(waits_mean)) if waits_mean else 0.0,
-            "p99": float(np.max(waits_p99)) if waits_p99 else 0.0,
-        },
-        "cpu_us_per_sample": cpu / samples * 1e6 if samples else None,
-        # measured compute beyond the set time (a preempted spin): not counted in au_percentage
-        "compute_overrun_s": {
-            "mean": float(np.mean(overrun_mean)) if blocks else 0.0,
-            "max": float(np.max(overrun_max)) if blocks else 0.0,
-            "set_mean": float(np.mean(set_mean)) if blocks else 0.0,
-        },
-        "bytes_read": sum(ep["bytes"] for r in result["ranks"] for ep in r["epochs"]),
-        "slowest_rank_epoch_seconds": [
-            max(pr["epoch_seconds"][i] for pr in per_rank)
-            for i in range(min((len(p["epoch_seconds"]) for p in per_rank), default=0))
-        ],
-        "per_rank": per_rank,
-        "read_latency_hist": stats.to_json(lat),
-        "dlio_compat": {"train_au_percentage": au, "train_throughput_samples_per_second": thr},
-    }
-
-
-def dlio_fast_doc(result):
-    doc = {k: v for k, v in result.items() if k != "ranks"}
-    doc["schema"] = RUN_SCHEMA
-    doc["metrics"] = exact(result)
-    ck = checkpoint_records(result)
-    if ck:
-        doc["checkpoints"] = {"records": ck, **ckpt_figures.summary_fields(ck, result["comm_size"])}
-    doc["ranks"] = result["ranks"]
-    return doc
 
 
 def _mean_sd(m, prefix, suffix, dec):
@@ -276,16 +348,14 @@ def _mean_sd(m, prefix, suffix, dec):
 
 
 def metric_lines(result):
-    """DLIO's [METRIC] block."""
+    """DLIO's [METRIC] block, for the console (dlio.log has DLIO's exact block: dlio.report.dlio_log)."""
     s = summary(result)
     m = s["metric"]
     lines = [
         "[METRIC] ==========================================================",
         f"[METRIC] Number of Simulated Accelerators: {s['num_accelerators']}",
     ]
-    # A checkpoint-only run trained nothing: its AU of 0 and "fail" (still in summary.json, as
-    # DLIO writes them) would only mislead on the console.
-    if any(r["epochs"] for r in result["ranks"]):
+    if "train_au_mean_percentage" in m:  # not in a checkpoint-only run
         lines += [
             f"[METRIC] Training Accelerator Utilization [AU] (%): {_mean_sd(m, 'train_au', '_percentage', 4)}",
             "[METRIC] Training Throughput (samples/second): "
@@ -309,57 +379,12 @@ def metric_lines(result):
     return lines
 
 
-def exact_table(result):
-    """dlio-fast's final table: exact figures next to DLIO's."""
-    x = exact(result)
-    s = summary(result)["metric"]
-    lat, slat = x["read_latency_ns"], x["sample_latency_ns"]
-    cpu = f"{x['cpu_us_per_sample']:.2f}" if x["cpu_us_per_sample"] is not None else "-"
-    rows = [
-        ("accelerator utilisation (AU)", f"{x['au_mean_percentage']:.2f} %", f"{s['train_au_mean_percentage']:.2f} %"),
-        (
-            "samples/s (all ranks)",
-            f"{x['samples_per_second_mean']:.1f}",
-            f"{s['train_throughput_mean_samples_per_second']:.1f}",
-        ),
-        (
-            "read MiB/s (bytes read)",
-            f"{x['MiB_per_second_mean']:.1f}",
-            f"{s['train_io_mean_MB_per_second']:.1f} (nominal)",
-        ),
-        (
-            "read latency p50 / p99 / p99.9",
-            f"{lat['p50'] / 1e3:.1f} / {lat['p99'] / 1e3:.1f} / {lat['p99.9'] / 1e3:.1f} us",
-            "-",
-        ),
-        ("sample latency p50 / p99", f"{slat['p50'] / 1e3:.1f} / {slat['p99'] / 1e3:.1f} us", "-"),
-        (
-            "I/O wait per step mean / p99",
-            f"{x['io_wait_per_step_s']['mean'] * 1e3:.3f} / {x['io_wait_per_step_s']['p99'] * 1e3:.3f} ms",
-            "-",
-        ),
-        ("benchmark CPU per sample", f"{cpu} us", "-"),
-    ]
-    over = x["compute_overrun_s"]
-    if over["max"] > 0:
-        rows.append(
-            (
-                "compute overrun mean / max",
-                f"{fmt_ns(over['mean'] * 1e9)} / {fmt_ns(over['max'] * 1e9)}",
-                "counted as compute",
-            )
-        )
-    w = max(len(r[0]) for r in rows)
-    out = [f"{'':<{w}}  {'dlio-fast (exact)':>24}  {'DLIO formula':>20}"]
-    out += [f"{a:<{w}}  {b:>24}  {c:>20}" for a, b, c in rows]
-    if over["set_mean"] > 0 and over["mean"] > OVERRUN_NOTE * over["set_mean"]:
-        out.append(
-            f"note: the emulated compute ran over its set time by {fmt_ns(over['mean'] * 1e9)} per step on "
-            f"average ({100 * over['mean'] / over['set_mean']:.1f} % of {fmt_ns(over['set_mean'] * 1e9)}), "
-            f"at most {fmt_ns(over['max'] * 1e9)}: this host's CPU was busy; dlio-fast's AU counts the set "
-            "time, DLIO's counts the overrun as compute"
-        )
-    return out
+def per_epoch_file(result, rank):
+    """The per-epoch stats file of a rank: 2.0.0 writes one, per_epoch_stats.json, from rank 0;
+    current DLIO one per rank. None: this rank writes none."""
+    if dialect(result) == "2.0.0":
+        return "per_epoch_stats.json" if rank == 0 else None
+    return f"{rank}_per_epoch_stats.json"
 
 
 def write_rank_files(result, folder, rank):
@@ -367,18 +392,36 @@ def write_rank_files(result, folder, rank):
     that failed or was interrupted: the ranks cannot gather, so each keeps what it measured."""
     os.makedirs(folder, exist_ok=True)
     output.write_json(os.path.join(folder, f"{rank}_output.json"), rank_output(result, 0))
-    output.write_json(os.path.join(folder, f"{rank}_per_epoch_stats.json"), per_epoch_stats(result, 0))
+    name = per_epoch_file(result, rank)
+    if name:
+        output.write_json(os.path.join(folder, name), per_epoch_stats(result, 0))
+    from dlio.report.exact import dlio_fast_doc  # it builds on this module's figures
+
     output.write_json(os.path.join(folder, f"dlio-fast.rank{rank}.json"), dlio_fast_doc(result))
 
 
-def write_all(result, folder, resolved_config_yaml=None):
-    """Write every output file of a run into folder (each atomically). Rank 0 calls this."""
+def write_all(result, folder, resolved_config_yaml=None, hydra=None, hydra_subdir=".hydra"):
+    """Write every output file of a run into folder (each atomically). Rank 0 calls this.
+    hydra: dlio.report.hydra_files.documents(cfg) ({file name: text}), written into the folder's
+    hydra_subdir (Hydra's hydra.output_subdir: MLPerf Storage's benchmark.sh sets it to "configs";
+    None writes none, as hydra.output_subdir=null does)."""
     os.makedirs(folder, exist_ok=True)
     output.write_json(os.path.join(folder, "summary.json"), summary(result))
     for r in range(len(result["ranks"])):
         rank = result["ranks"][r]["rank"]
         output.write_json(os.path.join(folder, f"{rank}_output.json"), rank_output(result, r))
-        output.write_json(os.path.join(folder, f"{rank}_per_epoch_stats.json"), per_epoch_stats(result, r))
+        name = per_epoch_file(result, rank)
+        if name:
+            output.write_json(os.path.join(folder, name), per_epoch_stats(result, r))
+    from dlio.report.exact import dlio_fast_doc
+
     output.write_json(os.path.join(folder, "dlio-fast.json"), dlio_fast_doc(result))
     if resolved_config_yaml is not None:
         output.atomic_write_text(os.path.join(folder, "config.yaml"), resolved_config_yaml)
+    if hydra and hydra_subdir:
+        os.makedirs(os.path.join(folder, hydra_subdir), exist_ok=True)
+        for name, text in hydra.items():
+            output.atomic_write_text(os.path.join(folder, hydra_subdir, name), text)
+    from dlio.report import dlio_log
+
+    output.atomic_write_text(os.path.join(folder, "dlio.log"), dlio_log.render(result, folder))

@@ -41,10 +41,15 @@ def _json(path: str) -> Any:
         raise DlioError(f"{path}: not a valid JSON document ({str(e).splitlines()[0]})") from None
 
 
+# Where Hydra put the run's config: its default, and MLPerf Storage's hydra.output_subdir=configs.
+HYDRA_SUBDIRS = (".hydra", "configs")
+
+
 def _config(folder: str) -> Dict[str, Any]:
-    """The workload section of .hydra/config.yaml ({} without it)."""
-    path = os.path.join(folder, ".hydra", "config.yaml")
-    if not os.path.isfile(path):
+    """The workload section of .hydra/config.yaml (or configs/config.yaml; {} without either)."""
+    paths = [os.path.join(folder, d, "config.yaml") for d in HYDRA_SUBDIRS]
+    path = next((p for p in paths if os.path.isfile(p)), None)
+    if path is None:
         return {}
     import yaml
 
@@ -54,6 +59,14 @@ def _config(folder: str) -> Dict[str, Any]:
     except (OSError, yaml.YAMLError) as e:
         raise DlioError(f"{path}: not a readable YAML file ({str(e).splitlines()[0]})") from None
     return doc.get("workload", doc) if isinstance(doc, dict) else {}
+
+
+def _model_name(cfg: Dict[str, Any]) -> str:
+    """The workload's model: current DLIO's model.name, 2.0.0's `model: <name>`."""
+    model = cfg.get("model")
+    if isinstance(model, str):
+        return model
+    return (model or {}).get("name") or cfg.get("name") or "-"
 
 
 def _first(v: Any) -> Any:
@@ -99,7 +112,7 @@ def load_dlio_folder(folder: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         "schema": "dlio.output",
         "tool": TOOL,
         "complete": True,  # DLIO writes summary.json only at the end of a run
-        "workload": (cfg.get("model") or {}).get("name") or cfg.get("name") or "-",
+        "workload": _model_name(cfg),
         "start": summary.get("start"),
         "end": summary.get("end"),
         "comm_size": int(summary.get("num_accelerators") or max(1, len(ranks))),
@@ -124,6 +137,7 @@ def load_dlio_folder(folder: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
             "folder": ds.get("data_folder") or "-",
             "format": ds.get("format"),
             "num_files_train": summary.get("num_files_train", ds.get("num_files_train")),
+            # DLIO records no bytes on disk: its samples x record length per host is the nearest figure
             "bytes_on_disk": int(float(size_gib) * 2**30 * nhosts) if size_gib else 0,
         },
         "metrics": {

@@ -6,7 +6,9 @@ DLIO compatibility (docs/dlio-facts.md §3.3), per block of n steps on one rank:
     T          = block wall time - sum(proc[:s]) - sum(proc[e+1:]),  s = exclude_start_steps,
                  e = n - 1 - exclude_end_steps
     AU         = 100 * sum(compute[s:e+1]) / T
-    throughput = (n - 2) * batch / T       (DLIO's hard-coded -2, kept in compat figures)
+    throughput = (n - 2) * batch / T       (current DLIO's hard-coded -2, kept in compat figures)
+DLIO 2.0.0 (a config in its dialect, dlio_block_figures): AU the same with s = 1, e = n - 1 whatever
+the config says (2.0.0 has no exclude settings), throughput = n * batch / block wall time.
 Exact figures use one window for everything, the whole block on the monotonic clock: from the
 trainer's first fetch (when the readers start too) to the end of the last step. Every byte of
 the block is read inside it, so bytes / window is never inflated by prefetching (a window that
@@ -142,3 +144,37 @@ def combine_blocks(blocks, batch):
         "throughput": float(np.dot(n, [b["throughput"] for b in blocks]) / n.sum()),
         "exact": exact,
     }
+
+
+# The throughput formula of each DLIO dialect, as stated in dlio-fast.json (metrics.dlio_compat).
+THROUGHPUT_FORMULA = {
+    "2.0.0": "n * batch / T; T = block wall time (DLIO 2.0.0)",
+    "current": "(n - 2) * batch / T; T = block wall time - proc time of the excluded steps (current DLIO)",
+}
+
+
+def dlio_block_figures(block, batch, dialect):
+    """(AU %, samples/s) of one block (one rank) by the formulas of DLIO `dialect`. The block's
+    recorded "au"/"throughput" are current DLIO's; DLIO 2.0.0 (statscounter.compute_metrics_train)
+    divides all n steps by the whole block wall time and always excludes the first step from AU."""
+    if dialect != "2.0.0":
+        return float(block["au"]), float(block["throughput"])
+    n, wall = int(block["steps"]), float(block["duration_s"])
+    if n == 0 or wall <= 0:
+        return 0.0, 0.0
+    comp = np.asarray(block["compute"], dtype=np.float64)
+    proc = np.asarray(block["proc"], dtype=np.float64)
+    csum = comp[1:].sum()
+    T = wall - proc[0]
+    au = 100.0 * csum / T if csum > 0 and T > 0 else 0.0
+    return float(au), n * batch / wall
+
+
+def dlio_epoch_figures(blocks, batch, dialect):
+    """(AU %, samples/s) of one epoch (one rank) from its blocks: DLIO's end_train, the step-weighted
+    mean over the blocks (both dialects)."""
+    figs = [dlio_block_figures(b, batch, dialect) for b in blocks]
+    n = np.array([b["steps"] for b in blocks], dtype=np.float64)
+    if not len(blocks) or n.sum() == 0:
+        return 0.0, 0.0
+    return float(np.dot(n, [f[0] for f in figs]) / n.sum()), float(np.dot(n, [f[1] for f in figs]) / n.sum())

@@ -77,9 +77,9 @@ def _metrics(result):
     m = result.get("metrics")
     if isinstance(m, dict):
         return m
-    from dlio.report import dlio_files
+    from dlio.report import exact
 
-    return dlio_files.exact(result)
+    return exact.exact(result)
 
 
 def _run_meta(result):

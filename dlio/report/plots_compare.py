@@ -210,7 +210,7 @@ def _common_workload(sources):
 
 
 def make_for_sources(sources, plots_dir=None):
-    """Plots for loaded compare.Sources: each run's into its folder (or plots_dir, prefixed with the
+    """Plots for loaded source.Sources: each run's into its folder (or plots_dir, prefixed with the
     run's label when there are several), io / ceiling plots beside the JSON file (or in plots_dir),
     and comparison plots when there are several runs. Returns the paths written."""
     paths = []

@@ -3,13 +3,41 @@
 A run's Result is what `dlio-fast.json` holds (plus the computed metrics): the settings, the host,
 the dataset and one RankRecord per rank, each with its EpochRecords and CheckpointRecords. io and
 ceiling documents hold IoPoints. These are TypedDicts: the JSON files are these dicts as they are
-(json.dumps/loads is the serialisation; dlio.report.compare.load checks the schema id), and
+(json.dumps/loads is the serialisation; dlio.report.source.load checks the schema id), and
 renderers read the same keys that runs write.
+
+DLIO's result files (dlio.report.dlio_files renders them from a RunResult) follow the DLIO version
+of the config, ``settings.dialect`` ("2.0.0" or "current"), field by field:
+
+- summary.json: DLIO's keys in DLIO's order. ``host_cpuinfo`` / ``host_meminfo``: DLIO's
+  ``lines_to_dict`` of /proc/cpuinfo (the last CPU's fields, no ``processor``) and /proc/meminfo
+  (``host.cpuinfo`` / ``host.meminfo``); ``host_processor_name``: ``platform.processor()``;
+  ``host_memory_GB``: GiB; ``data_size_per_host_GB``: DLIO's ranks-per-host * samples per file *
+  train files // ranks * record length, in GiB (what the host's ranks consume in one epoch, not the
+  bytes on disk: those are ``dataset.bytes_on_disk`` in dlio-fast.json); ``potential_caching``: per
+  host, 1 when that is below the host's memory. ``train_*`` by the dialect's formulas (2.0.0:
+  throughput n * batch / T; current: (n - 2) * batch / (T - excluded steps), named in
+  ``metrics.dlio_compat.throughput_formula`` of dlio-fast.json). A checkpoint-only run (current)
+  has no ``train_*`` and ``epochs`` 0; the checkpoint fields exist in the current dialect only.
+- per epoch stats: 2.0.0 writes ``per_epoch_stats.json`` (rank 0), current ``{rank}_per_epoch_stats.json``
+  (each rank). An epoch's ``start`` is its training start; ``duration`` runs to the end of training
+  *including* its checkpoints (DLIO's end_train is after them); ``end`` is that same time in 2.0.0,
+  and after the evaluation in current (its end_epoch). Each ``block{i}`` has its own real start, end and
+  duration; checkpoints are ``ckpt{i}`` (2.0.0: start, end, duration as a 2-decimal string) or
+  ``save_ckpt{i}`` (current: duration in float seconds, throughput GB/s); current DLIO closes an empty
+  block after a checkpoint on the epoch's last step, and so do we.
+- {rank}_output.json: per epoch load/proc/compute lists, au/throughput per block (dialect formulas),
+  ``host_meminfo`` at the epoch's start, and in current an ``end``.
+- .hydra/config.yaml (``workload:`` and the resolved keys the workload file and the command line set,
+  in the dialect's spellings, plus ``output.log_file``), .hydra/overrides.yaml (the command line as
+  Hydra lists it), dlio.log (DLIO's run, epoch, block, checkpoint and [METRIC] lines).
 """
 
 from __future__ import annotations
 
+import os
 import socket
+import time
 from typing import Any, Dict, List, Optional, Sequence
 
 try:  # Python >= 3.11
@@ -17,7 +45,7 @@ try:  # Python >= 3.11
 except ImportError:  # pragma: no cover - older Pythons
     from typing_extensions import NotRequired, TypedDict  # type: ignore[assignment]
 
-from dlio import output
+from dlio import _core, output
 
 # Schema ids, declared once. Bump the number when a field changes meaning.
 RUN_SCHEMA = "dlio-fast.run/1"
@@ -82,14 +110,22 @@ class EpochRecord(TypedDict, total=False):
     cpu_s: float
     complete: bool
     checkpoints: List[CheckpointRecord]
+    host_meminfo: Dict[str, str]  # /proc/meminfo at the epoch's start (DLIO's per-epoch host_meminfo)
 
 
 class RankRecord(TypedDict):
     rank: int
     hostname: str
     epochs: List[EpochRecord]
+    # wall clock - monotonic clock (ns) on this rank: turns the blocks' start_ns/end_ns into the
+    # wall-clock times of DLIO's per_epoch_stats
+    wall_minus_mono_ns: NotRequired[int]
+    # this rank's host (DLIO's per-host lists host_cpu_count / host_memory_GB in summary.json)
+    host_cpu_count: NotRequired[int]
+    host_memory_GiB: NotRequired[float]
     bad_files: NotRequired[List[str]]
     checkpoints: NotRequired[List[CheckpointRecord]]  # checkpoint-only runs
+    checkpoint_phase: NotRequired[Dict[str, str]]  # checkpoint-only runs: {"start", "end"} of the phase
 
 
 class RunResult(TypedDict):
@@ -110,6 +146,7 @@ class RunResult(TypedDict):
     environment: Dict[str, Any]
     ranks: List[RankRecord]
     checkpoint_plan: NotRequired[Dict[str, Any]]  # dlio.checkpoint.layout.plan_summary, when it checkpoints
+    config_warnings: NotRequired[List[str]]  # the config's warnings (dlio.config.emulation), when there are any
 
 
 class IoPoint(TypedDict, total=False):
@@ -137,7 +174,14 @@ class IoPoint(TypedDict, total=False):
 
 
 def new_rank_record(rank: int) -> RankRecord:
-    return {"rank": rank, "hostname": socket.gethostname(), "epochs": []}
+    return {
+        "rank": rank,
+        "hostname": socket.gethostname(),
+        "epochs": [],
+        "wall_minus_mono_ns": time.time_ns() - _core.now_ns(),
+        "host_cpu_count": os.cpu_count() or 0,
+        "host_memory_GiB": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
+    }
 
 
 def build_result(
@@ -183,6 +227,7 @@ def build_result(
             "metric_au": cfg.metric.au,
             "exclude_start_steps": cfg.output.metric.exclude_start_steps,
             "exclude_end_steps": cfg.output.metric.exclude_end_steps,
+            "dialect": cfg.dlio_fast.dialect,  # which DLIO's result files and formulas to follow
         },
         "dataset": {
             "folder": spec.data_folder,

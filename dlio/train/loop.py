@@ -9,14 +9,13 @@ ended it, if any: a stopped or failed run keeps the epochs and steps it measured
 
 import dataclasses
 import os
-import resource
 import socket
 import stat
 from typing import Any, List, Tuple
 
 import numpy as np
 
-from dlio import _core, counters, stats
+from dlio import _core, counters
 from dlio.checkpoint import io as ckpt_io
 from dlio.checkpoint import layout as ckpt_layout
 from dlio.config.engines import engine_spec
@@ -26,9 +25,17 @@ from dlio.dataset.spec import dataset_spec, file_paths
 from dlio.errors import DlioError, DlioRunError, Interrupted
 from dlio.execute import execute_partial, interruptible
 from dlio.host import drop_cache, drop_host_cache, iso
-from dlio.report import metrics
+from dlio.report import dlio_host, metrics
 from dlio.report.result import new_rank_record
 from dlio.train import planner
+from dlio.train.epoch_record import (
+    benchmark_cpu,
+    cpu_seconds,
+    done_steps,
+    epoch_record,
+    merge_results,
+    step_lines,
+)
 
 
 def check_files(paths, recorded_sizes):
@@ -59,17 +66,17 @@ def check_files(paths, recorded_sizes):
     return bad, first
 
 
-def layout_for(spec, split, no_io=False, skip_bad_files=False):
+def layout_for(spec, split, no_io=False, skip_bad_files=False, stat_files=True):
     """The planner's view of one split, from the dataset manifest (made at generation or by scan).
 
     The files on disk are checked against the sizes recorded when the dataset was made: a bad file
     stops the run with its path, or with skip_bad_files its samples are left out of every epoch
-    (and counted in the results)."""
+    (and counted in the results). stat_files False: objects on S3, checked by listing instead."""
     fmt = get_format(spec.format)
     saved = load_saved(spec, split, check=False)
     m = saved if saved is not None else load_manifest(spec, split)
     nfiles = spec.num_files_train if split == "train" else spec.num_files_eval
-    bad, problem = check_files(m.paths, m.file_size)
+    bad, problem = check_files(m.paths, m.file_size) if stat_files else (np.zeros(len(m.paths), dtype=bool), None)
     if problem and not skip_bad_files:
         raise DlioError(
             f"{problem}; regenerate with dlio-fast generate, check with dlio-fast verify, or run with --skip-bad-files"
@@ -110,6 +117,12 @@ class Trainer:
         self.spec = dataset_spec(cfg)
         self.engine, self.direct = engine_spec(cfg)
         self.node_leader = None  # this rank drops the node's page cache (drop-all); found on first use
+        self.s3 = None  # dlio.objstore.dataset.S3Dataset when the dataset is on S3
+        if cfg.storage.storage_type == "s3":
+            from dlio.objstore import dataset as s3_dataset
+
+            self.s3 = s3_dataset.resolve_dataset(cfg)
+            self.engine, self.direct = s3_dataset.ENGINE, False
 
     def settings(self, split):
         r, t = self.cfg.reader, self.cfg.train
@@ -122,6 +135,8 @@ class Trainer:
             max_steps=t.total_training_steps if split == "train" else -1,
             compat_dlio_order=self.cfg.dlio_fast.compat_dlio_order,
             transfer_size=r.transfer_size or planner.TF_BUFFER,
+            # on S3 one GET per object or per sample range: no splitting into 4 MiB reads
+            max_transfer=planner.MAX_TRANSFER if self.s3 is None else 1 << 62,
         )
 
     def plan_split(self, split, layout, epoch, random_seed):
@@ -140,6 +155,9 @@ class Trainer:
         Returns (C result, failure): a run ended by a signal or an I/O error returns what it measured."""
         cfg = self.cfg
         steps = plan.steps[first_step:end_step]
+        if self.s3 is not None:
+            pre = cfg.reader.preprocess_time.mean() if cfg.reader.preprocess_time is not None else 0.0
+            return self._execute_s3(split, plan, steps, paths, epoch, pre)
         hook = c_hook = barrier = None
         if split == "train" and self.comm.size > 1:
             # DLIO's per-step allreduce stand-in: a C MPI barrier called by the trainer thread
@@ -179,6 +197,33 @@ class Trainer:
             self.tracer.add_run(res, paths, "train" if split == "train" else "eval", epoch=epoch)
         return res, failure
 
+    def _execute_s3(self, split, plan, steps, paths, epoch, pre):
+        """The steps on S3: a worker process issues each step's GETs (dlio.objstore.trainrun)."""
+        from dlio.objstore.trainrun import S3Run
+
+        cfg = self.cfg
+        run = S3Run(
+            self.s3.settings,
+            paths,
+            self.s3_sizes[split],
+            plan.ops,
+            steps,
+            threads=max(1, cfg.reader.read_threads),
+            qd=cfg.dlio_fast.qd,
+            prefetch=batches_in_flight(cfg.reader),
+            compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
+            preprocess_ns=int(pre * 1e9),
+            # DLIO's per-step allreduce: a barrier between the ranks after each training step
+            step_hook=self._step_barrier if split == "train" and self.comm.size > 1 else None,
+        )
+        tick = (lambda run: self.progress(split, epoch, run, plan)) if self.progress else None
+        res, failure = execute_partial(run, on_tick=tick)
+        if res is not None:
+            res["step_times"]["set_compute_ns"] = np.asarray(
+                steps["compute_ns"][: len(res["step_times"]["compute_ns"])]
+            )
+        return res, failure
+
     @staticmethod
     def _stop_barrier_tick(barrier, tick):
         """On Ctrl-C / SIGTERM, also release the C barrier (another rank may never arrive)."""
@@ -202,6 +247,8 @@ class Trainer:
         """dlio_fast.cache before an epoch: each file's pages on every rank (so on every node), or the
         whole page cache once per node. Returns what was done, for the epoch's record."""
         mode = self.cfg.dlio_fast.cache
+        if self.s3 is not None:
+            return "n/a (object store)"
         if mode == "drop":
             return drop_cache(paths)
         if mode == "drop-all":
@@ -212,40 +259,6 @@ class Trainer:
             self.comm.barrier()
             return note
         return "kept"
-
-
-def benchmark_cpu(process_cpu_s, res, compute_mode, read_threads):
-    """CPU seconds the benchmark itself spent reading (not the emulated accelerator's spin).
-
-    With reader threads: their thread CPU time, measured by the C core (CLOCK_THREAD_CPUTIME_ID).
-    Without (read_threads 0, the trainer reads): the process CPU minus the compute spun (spin mode
-    spins all of it, hybrid the last 100 us of each step)."""
-    if read_threads > 0:
-        return sum(t["cpu_ns"] for t in res["threads"]) / 1e9
-    done = int(res["steps_done"])
-    comp = np.asarray(res["step_times"]["compute_ns"][:done], dtype=np.float64)
-    spun = comp if compute_mode == 0 else np.minimum(comp, float(_core.COMPUTE_SPIN_NS))
-    return max(0.0, process_cpu_s - spun.sum() / 1e9)
-
-
-def merge_results(results):
-    """The C results of an epoch's blocks as one (step arrays joined, histograms and counts added)."""
-    if len(results) == 1:
-        return results[0]
-    out = {
-        "steps_done": sum(int(r["steps_done"]) for r in results),
-        "bytes": sum(int(r["bytes"]) for r in results),
-        "ops": sum(int(r["ops"]) for r in results),
-        "stopped": any(r["stopped"] for r in results),
-        "lat": stats.merge([r["lat"] for r in results]),
-        "sample_lat": stats.merge([r["sample_lat"] for r in results]),
-        "threads": [t for r in results for t in r["threads"]],
-        "step_times": {
-            k: np.concatenate([r["step_times"][k][: int(r["steps_done"])] for r in results])
-            for k in results[0]["step_times"]
-        },
-    }
-    return out
 
 
 def save_checkpoint(tr, cfg, comm, point):
@@ -279,7 +292,7 @@ def train_blocks(tr, plan, st, paths, epoch, points, excl):
                 results.append(res)
             if failure is not None:
                 return (merge_results(results) if results else None), blocks, saves, failure
-            blocks.append(metrics.block_metrics(_done_steps(res), st.batch, *excl))
+            blocks.append(metrics.block_metrics(done_steps(res), st.batch, *excl))
             a = b
         if p is not None:
             try:
@@ -287,50 +300,6 @@ def train_blocks(tr, plan, st, paths, epoch, points, excl):
             except DlioRunError as e:  # a failed save (a full disk) ends the run; the steps measured stay
                 return merge_results(results), blocks, saves, e
     return merge_results(results), blocks, saves, None
-
-
-def _done_steps(res):
-    done = int(res["steps_done"])
-    return {k: v[:done] for k, v in res["step_times"].items()}
-
-
-def _epoch_record(epoch, res, plan, settings, excl, cpu_s, start_iso, blocks=None):
-    if blocks:
-        block = metrics.combine_blocks(blocks, settings.batch)
-    else:  # an interrupted epoch: the steps done
-        block = metrics.block_metrics(_done_steps(res), settings.batch, *excl)
-    return {
-        "epoch": epoch,
-        "start": start_iso,
-        "train_end": iso(),
-        "end": None,
-        "duration_s": block.get("duration_s", 0.0),
-        "train": block if block["steps"] else None,
-        "eval": None,
-        "blocks": [b for b in (blocks or []) if b["steps"]] if blocks and len(blocks) > 1 else None,
-        "lat": stats.to_json(res["lat"]),
-        "sample_lat": stats.to_json(res["sample_lat"]),
-        "bytes": int(res["bytes"]),
-        "ops": int(res["ops"]),
-        "samples": int(res["steps_done"]) * settings.batch,
-        "steps_planned": len(plan.steps),
-        "steps_done": int(res["steps_done"]),
-        "plan_bytes": plan.nominal_bytes,
-        "cpu_s": cpu_s,
-        "complete": not res["stopped"],
-    }
-
-
-def cpu_seconds():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def step_lines(rank, block, batch):
-    """DLIO's per-step INFO lines for one block (printed with --verbose)."""
-    for i, (ld, pr) in enumerate(zip(block["load"], block["proc"]), start=1):
-        yield f"Rank {rank} step {i}: loaded {batch} samples in {ld:.6f} s"
-        yield f"Rank {rank} step {i}: processed {batch} samples in {pr:.6f} s"
 
 
 @dataclasses.dataclass
@@ -351,12 +320,21 @@ def _prepare(tr, rank_rec) -> _Splits:
     cfg, spec, comm = tr.cfg, tr.spec, tr.comm
     no_io = cfg.reader.data_loader == "synthetic"  # DLIO's synthetic loader reads nothing
     skip = cfg.dlio_fast.skip_bad_files
-    layout, bad = layout_for(spec, "train", no_io, skip)
+    if tr.s3 is not None:  # the manifests fetched into a local stand-in folder; paths are s3:// URIs
+        from dlio.objstore import dataset as s3_dataset
+
+        spec = s3_dataset.local_spec(spec, tr.s3)
+        s3_dataset.fetch_manifests(tr.s3, spec)
+    layout, bad = layout_for(spec, "train", no_io, skip, stat_files=tr.s3 is None)
     paths = file_paths(spec, "train")
     layout_eval, paths_eval = None, []
     if cfg.workflow.evaluation and spec.num_files_eval > 0:
-        layout_eval, _ = layout_for(spec, "valid", no_io, skip)
+        layout_eval, _ = layout_for(spec, "valid", no_io, skip, stat_files=tr.s3 is None)
         paths_eval = file_paths(spec, "valid")
+    if tr.s3 is not None:
+        tr.s3_sizes = {"train": layout.file_size, "valid": layout_eval.file_size if layout_eval else None}
+        paths = s3_dataset.to_uris(tr.s3, spec.data_folder, paths)
+        paths_eval = s3_dataset.to_uris(tr.s3, spec.data_folder, paths_eval)
     rank_rec["bad_files"] = [paths[i] for i in np.flatnonzero(bad)]
     if bad.any():
         tr.echo(f"Skipping {int(bad.sum())} bad file(s) (--skip-bad-files), e.g. {rank_rec['bad_files'][0]}")
@@ -392,6 +370,7 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
     """One training epoch with its step checkpoints. Returns (epoch record or None, failure)."""
     cfg = tr.cfg
     start_iso = iso()
+    meminfo = dlio_host.meminfo()  # DLIO's per-epoch host_meminfo, taken at start_train
     cpu0 = cpu_seconds()
     plan, st = tr.plan_split("train", sp.layout, epoch, sp.random_seed)
     if epoch == 1:
@@ -402,11 +381,11 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
     if failure is not None:
         if res is None or not int(res["steps_done"]):
             return None, failure
-        rec = _epoch_record(epoch, res, plan, st, sp.excl, 0.0, start_iso, blocks)
+        rec = epoch_record(epoch, res, plan, st, sp.excl, 0.0, start_iso, blocks)
         rec.update(checkpoints=saves, complete=False, end=iso())
         return rec, failure
     cpu = cpu_seconds() - cpu0 - sum(c["duration_s"] for c in saves)
-    rec = _epoch_record(
+    rec = epoch_record(
         epoch,
         res,
         plan,
@@ -417,6 +396,8 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
         blocks,
     )
     rec["checkpoints"] = saves
+    if meminfo is not None:
+        rec["host_meminfo"] = meminfo
     return rec, None
 
 
@@ -425,9 +406,11 @@ def _epoch_lines(tr, epoch: int, rec, batch: int, verbose: bool) -> None:
         print("\n".join(step_lines(tr.comm.rank, rec["train"], batch)), flush=True)
     if rec["train"]:
         b = rec["train"]
+        # the figures of the config's DLIO version (2.0.0 and current differ in throughput)
+        au, thr = metrics.dlio_epoch_figures(rec.get("blocks") or [b], batch, tr.cfg.dlio_fast.dialect)
         tr.echo(f"Ending epoch {epoch} - {rec['steps_done']} steps completed in {b['duration_s']:.2f} s")
-        tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {b['au']:.4f}")
-        tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): {b['throughput'] * tr.comm.size:.4f}")
+        tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {au:.4f}")
+        tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): {thr * tr.comm.size:.4f}")
         tr.echo(
             f"Epoch {epoch} - Block 1 [Training] Computation time per step (second): {np.mean(b['compute']):.4f}"
             f"+/-{np.std(b['compute']):.4f} (set value: {tr.cfg.train.computation_time.to_yaml()})"
@@ -467,7 +450,8 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
         if stopped is not None:
             return rank_rec, stopped
         t_epoch = _core.now_ns()
-        phase = counters.Phase(sp.paths, tr.engine)  # kernel counters and page-cache residency: dlio.counters
+        # kernel counters and page-cache residency (dlio.counters); objects on S3 have neither
+        phase = counters.Phase(sp.paths if tr.s3 is None else [], tr.engine, residency=tr.s3 is None)
         rec, failure = _train_epoch(tr, sp, epoch)
         if rec is not None:
             rec["cache"] = cache

@@ -15,9 +15,9 @@ from dlio.dataset.generate import estimate_text
 from dlio.dataset.generate import generate as generate_dataset
 from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.errors import ConfigError, DlioError, DlioRunError
-from dlio.execute import Interrupted
+from dlio.execute import Interrupted, late_signal_note, pending, stop_signals_deferred
 from dlio.host import host_info, iso
-from dlio.report import dlio_files
+from dlio.report import dlio_files, dlio_host, exact
 from dlio.report.result import build_result, new_rank_record
 from dlio.train import loop
 from dlio.train.results_out import write_with_fallback
@@ -93,10 +93,17 @@ def describe(cfg, spec, comm_size):
 
 def _dataset_lines(cfg, spec, comm_size):
     nbytes = dataset_bytes(spec)
-    present = data_present(spec)
+    if cfg.storage.storage_type == "s3":
+        from dlio.objstore.dataset import location
+
+        bucket, prefix = location(cfg)
+        where, present = f"s3://{bucket}/{prefix}", None
+    else:
+        where, present = spec.data_folder, data_present(spec)
     total = spec.num_files_train * spec.num_samples_per_file
     return [
-        f"data folder         {spec.data_folder} ({'present' if present else 'missing: run generates it'})",
+        f"data folder         {where} "
+        f"({'not checked: on S3' if present is None else 'present' if present else 'missing: run generates it'})",
         f"format              {spec.format}, {spec.num_files_train} train + {spec.num_files_eval} eval files, "
         f"{spec.num_samples_per_file} samples per file",
         f"size on disk        {nbytes / 2**30:.2f} GiB (record {cfg.record_bytes():g} bytes)",
@@ -123,6 +130,14 @@ def data_present(spec):
 
 
 def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False, direct=False):
+    if cfg.storage.storage_type == "s3":
+        from dlio.objstore import dataset as s3_dataset
+
+        if direct:
+            raise DlioError("--direct has no meaning on S3 (objects are PUT, not written through a page cache)")
+        ds = s3_dataset.resolve_dataset(cfg)
+        s3_dataset.check(ds)  # keys, bucket, endpoint: before any work
+        return s3_dataset.generate(ds, spec, comm, echo, progress, threads, checksum)
     total_bytes = dataset_bytes(spec)
     total_files = spec.num_files_train + spec.num_files_eval
     echo(f"Starting data generation: {total_files} files, {total_bytes / 2**30:.2f} GiB in {spec.data_folder}")
@@ -164,10 +179,12 @@ def cache_warning(cfg, nbytes, warn):
 
 
 def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes):
-    engine, direct = engine_spec(cfg)
+    engine, direct = engine_spec(cfg) if cfg.storage.storage_type != "s3" else ("s3dlio", False)
     result = build_result(
         cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(), engine, direct
     )
+    if cfg.warnings:  # what the config loader warned about (dlio.config.emulation), as printed
+        result["config_warnings"] = list(cfg.warnings)
     if cfg.workflow.checkpoint:
         per_node = max(Counter(r["hostname"] for r in records).values())
         result["checkpoint_plan"] = ckpt_layout.plan_summary(cfg, comm_size, per_node)
@@ -202,6 +219,7 @@ class Session:
     tracer: Any = None
     nbytes: int = 0
     start: str = ""
+    proc_info: Any = None  # DLIO's host_cpuinfo / host_meminfo, read at the start as DLIO does
 
 
 def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbose=False):
@@ -218,7 +236,10 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
                 echo(line)
         return None
     _start(s, output)
-    rank_rec, failure = _measure(s)
+    with stop_signals_deferred():
+        rank_rec, failure = _measure(s)
+    if failure is None and pending() is not None:
+        s.warn(late_signal_note())
     _finish(s, rank_rec, failure)
     return s.folder if comm.rank == 0 else None
 
@@ -226,15 +247,9 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
 def _start(s: Session, output) -> None:
     """Output folder, tracer, the banner, the dataset (generated when missing) and the warnings."""
     cfg, comm, wf = s.cfg, s.comm, s.cfg.workflow
-    check_qd(engine_spec(cfg)[0], cfg.dlio_fast.qd)
-    if cfg.storage.storage_type != "local_fs":
-        raise ConfigError(
-            f"storage.storage_type = {cfg.storage.storage_type!r}: runs on object storage are not "
-            "emulated yet (only `dlio-fast io s3://...` measures S3); use local_fs with a mounted "
-            "folder",
-            "storage.storage_type",
-            cfg.storage.storage_type,
-        )
+    s3 = _check_storage(cfg, comm, s.warn)
+    if s3 is None:  # on S3, qd x read threads requests are in flight whatever the file engine
+        check_qd(engine_spec(cfg)[0], cfg.dlio_fast.qd)
     check_buffers(cfg, s.spec)
     if cfg.dlio_fast.cache == "drop-all" and os.geteuid() != 0:
         raise DlioError(
@@ -268,23 +283,86 @@ def _start(s: Session, output) -> None:
     ]
     s.echo(f"Running dlio-fast [{' & '.join(phases)}] with {comm.size} process(es)")
     needs_data = wf.train or (wf.generate_data and not cfg.is_checkpoint_only())  # never a dataset nobody reads
-    if (wf.generate_data and needs_data) or (needs_data and not comm.bcast(data_present(s.spec))):
+    present = (lambda: s3_present(s3, s.spec)) if s3 is not None else (lambda: data_present(s.spec))
+    if (wf.generate_data and needs_data) or (needs_data and not comm.bcast(present() if comm.rank == 0 else None)):
         from dlio.report.trace import maybe_phase
 
         with maybe_phase(s.tracer, "generate"):
             generate(cfg, s.spec, comm, s.echo, s.progress)
     comm.barrier()
     if wf.train:
-        from dlio.dataset.mismatch import check_dataset_matches
-
         for split in ("train", "valid"):
-            check_dataset_matches(s.spec, split)  # generated with another config: wrong figures
+            check_dataset_matches(s.spec, split, s3)  # generated with another config: wrong figures
     s.nbytes = dataset_bytes(s.spec) if needs_data else 0
-    if comm.rank == 0 and wf.train:
+    if comm.rank == 0 and wf.train and s3 is None:
         cache_warning(cfg, s.nbytes, s.warn)
-    if comm.rank == 0 and wf.checkpoint:
+    if comm.rank == 0 and wf.checkpoint and s3 is None:
         balloon_warning(cfg, s.warn)
     s.start = iso()
+    s.proc_info = dlio_host.proc_info() if comm.rank == 0 else None
+
+
+def _check_storage(cfg, comm, warn):
+    """local_fs: None. s3: the dataset's S3Dataset, after one request that proves the endpoint,
+    the keys and the bucket (a one-line error, exit status 2, before any work)."""
+    if cfg.storage.storage_type == "local_fs":
+        return None
+    if cfg.storage.storage_type != "s3":
+        raise ConfigError(
+            f"storage.storage_type = {cfg.storage.storage_type!r}: not emulated (use s3 through AIStore's "
+            "S3 API, or local_fs with a mounted folder)",
+            "storage.storage_type",
+            cfg.storage.storage_type,
+        )
+    if cfg.dlio_fast.trace:
+        raise ConfigError(
+            "dlio_fast.trace: the trace records the C core's file requests; S3 runs do not write one yet "
+            "(leave --trace out)",
+            "dlio_fast.trace",
+            True,
+        )
+    from dlio.objstore import dataset as s3_dataset
+
+    ds = s3_dataset.resolve_dataset(cfg)
+    if cfg.workflow.checkpoint:
+        from dlio.objstore import checkpoint as s3_checkpoint
+
+        ck_bucket, ck_prefix = s3_checkpoint.location(cfg)  # no bucket named: refused now, not at the save
+    problem = None
+    if comm.rank == 0:
+        try:
+            s3_dataset.check(ds)
+            if cfg.workflow.checkpoint and ck_bucket != ds.bucket:
+                from dlio.objstore import client
+
+                client.check_access(ds.settings, ck_bucket, ck_prefix)
+        except DlioError as e:
+            problem = str(e)
+    problem = comm.bcast(problem)
+    if problem:
+        raise DlioError(problem)
+    return ds
+
+
+def s3_present(ds, spec):
+    from dlio.objstore import dataset as s3_dataset
+
+    return s3_dataset.present(ds, spec)
+
+
+def check_dataset_matches(spec, split, s3=None):
+    """dlio.dataset.mismatch's check; on S3 against the fetched manifest, named by its s3:// URI."""
+    from dlio.dataset.mismatch import check_dataset_matches as check
+
+    if s3 is None:
+        return check(spec, split)
+    from dlio.objstore import dataset as s3_dataset
+
+    local = s3_dataset.local_spec(spec, s3)
+    try:
+        check(local, split)
+    except DlioError as e:
+        raise type(e)(str(e).replace(local.data_folder, s3.uri().rstrip("/"))) from None
 
 
 def _measure(s: Session):
@@ -305,6 +383,7 @@ def _measure(s: Session):
         except Interrupted as e:
             return rank_rec, e
         rank_rec["checkpoints"] = ck["records"]
+        rank_rec["checkpoint_phase"] = {"start": ck["start"], "end": ck["end"]}  # DLIO's per_epoch_stats
         if s.tracer is not None:  # records carry wall-clock times: map them to the trace clock
             wall_to_mono = _core.now_ns() - time.time_ns()
             for c in ck["records"]:
@@ -344,12 +423,19 @@ def _finish(s: Session, rank_rec, failure) -> None:
     records = comm.gather(rank_rec)
     lost = None
     if comm.rank == 0:
-        from dlio.report import verdict
+        from dlio.report import hydra_files, verdict
 
         verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
+        # + DLIO's host_cpuinfo / host_meminfo / host_processor_name, read at the start (dlio.report.dlio_host)
+        result["host"].update(s.proc_info or dlio_host.proc_info())
         result["verdicts"] = verdicts
-        where, lost = write_with_fallback(lambda d: dlio_files.write_all(result, d, cfg.to_yaml()), s.folder)
+        where, lost = write_with_fallback(
+            lambda d: dlio_files.write_all(
+                result, d, cfg.to_yaml(), hydra_files.documents(cfg), hydra_files.subdir(cfg)
+            ),
+            s.folder,
+        )
         if cfg.dlio_fast.results_dir and not lost:
             from dlio.mlperf import provenance
 
@@ -363,7 +449,7 @@ def _finish(s: Session, rank_rec, failure) -> None:
             except DlioError as e:  # a full disk costs the plots, not the results
                 s.warn(f"warning: plots not written: {e}")
         lines = dlio_files.metric_lines(result) if any(r["epochs"] or r.get("checkpoints") for r in records) else []
-        lines += dlio_files.exact_table(result) if any(r["epochs"] for r in records) else []
+        lines += exact.exact_table(result) if any(r["epochs"] for r in records) else []
         for line in lines:
             s.echo(line)
         for line in verdict.run_lines(verdicts):

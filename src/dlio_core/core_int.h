@@ -51,6 +51,10 @@ int dc_fd_info(int fd, uint64_t *size, uint32_t *mem_align, uint32_t *off_align)
 int dc_fd_open(struct dc_file *f, int write);
 int dc_fd_close(struct dc_file *f);
 
+/* fsutil.c: write all len bytes at off, retrying short writes and EINTR. 0 or -errno (-EIO when
+ * the kernel writes nothing). */
+int dc_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off);
+
 /* Where an O_DIRECT read really goes. The kernel wants offset and length aligned to off_align, so
  * we read the aligned superset [start, start + total) and the wanted bytes begin skip bytes into
  * the buffer. Buffered files (off_align 1) give start = offset, skip = 0, total = len. */

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core_int.h"
+
 static inline uint64_t rotl(uint64_t x, int k)
 {
 	return (x << k) | (x >> (64 - k));
@@ -82,21 +84,9 @@ int dc_write_random(int fd, uint64_t offset, uint64_t len, uint64_t seed, size_t
 	while (len > 0) {
 		size_t n = len < chunk ? (size_t)len : chunk;
 		xo_fill(&x, buf, n);
-		size_t done = 0;
-		while (done < n) {
-			ssize_t w = pwrite(fd, buf + done, n - done, (off_t)(offset + done));
-			if (w < 0) {
-				if (errno == EINTR)
-					continue;
-				rc = -errno;
-				goto out;
-			}
-			if (w == 0) {
-				rc = -EIO;
-				goto out;
-			}
-			done += (size_t)w;
-		}
+		rc = dc_pwrite_full(fd, buf, n, offset);
+		if (rc)
+			goto out;
 		offset += n;
 		len -= n;
 	}

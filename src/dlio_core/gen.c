@@ -12,6 +12,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "core_int.h"
+
 #ifndef POOL
 #define POOL (1u << 20) /* random bytes every file's content is drawn from (see gen.h) */
 #endif
@@ -239,24 +241,6 @@ struct emit {
 	char tmpname[PATH_MAX]; /* a temporary name made from tmp_suffix */
 };
 
-static int pwrite_all(int fd, const unsigned char *p, uint64_t len, uint64_t off)
-{
-	while (len) {
-		ssize_t w = pwrite(fd, p, len, (off_t)off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (w == 0)
-			return -EIO;
-		p += w;
-		off += (uint64_t)w;
-		len -= (uint64_t)w;
-	}
-	return 0;
-}
-
 /* Leave O_DIRECT for what cannot be written in whole aligned blocks (a file's last partial block,
  * the checksums patched into earlier bytes): written through the page cache, as dd does. */
 static int buffered(int fd)
@@ -277,9 +261,9 @@ static int flush_direct(struct emit *e, int last)
 		p += e->iov[i].iov_len;
 	}
 	uint64_t have = e->carry + e->pending, whole = have & ~(uint64_t)(DIO - 1);
-	int rc = whole ? pwrite_all(e->fd, e->stage, whole, e->stage_off) : 0;
+	int rc = whole ? dc_pwrite_full(e->fd, e->stage, whole, e->stage_off) : 0;
 	if (!rc && last && have > whole && !(rc = buffered(e->fd)))
-		rc = pwrite_all(e->fd, e->stage + whole, have - whole, e->stage_off + whole);
+		rc = dc_pwrite_full(e->fd, e->stage + whole, have - whole, e->stage_off + whole);
 	if (rc)
 		return rc;
 	if (last) {

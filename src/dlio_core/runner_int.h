@@ -134,16 +134,50 @@ static inline void dc_stamp_unique(struct dc_io *io, uint64_t now)
 	}
 }
 
+/* Copy the file's literal ranges (cfg->overlays) that the request covers into its buffer; returns
+ * whether there were any. A binary search, then one memcpy per range: a few per file. */
+static inline int dc_apply_overlays(const struct dc_run_config *cfg, struct dc_io *io,
+				    uint32_t file)
+{
+	const struct dc_overlay *ov = cfg->overlays;
+	uint64_t lo, hi, last, end = io->offset + io->len;
+	int hit = 0;
+
+	if (!cfg->overlay_first)
+		return 0;
+	lo = cfg->overlay_first[file];
+	hi = last = cfg->overlay_first[file + 1];
+	while (lo < hi) { /* the first range that ends after the request starts */
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (ov[mid].offset + ov[mid].len <= io->offset)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < last && ov[lo].offset < end; lo++) {
+		uint64_t a = ov[lo].offset > io->offset ? ov[lo].offset : io->offset;
+		uint64_t b = ov[lo].offset + ov[lo].len < end ? ov[lo].offset + ov[lo].len : end;
+
+		memcpy((unsigned char *)io->buf + (a - io->offset),
+		       cfg->overlay_data + ov[lo].data + (a - ov[lo].offset), b - a);
+		hit = 1;
+	}
+	return hit;
+}
+
 /* Ready a write request's buffer: stamped unique (random content), or holding the file's pattern
  * (cfg->file_fill), refilled only when the slot last held another pattern (a thread writes its
- * files one after another, so that is once per file). */
+ * files one after another, so that is once per file); then the file's literal ranges over it. */
 static inline void dc_prepare_write(struct dc_worker *w, struct dc_io *io, uint32_t file,
 				    uint64_t now)
 {
-	const uint64_t *fill = w->run->cfg->file_fill;
+	const struct dc_run_config *cfg = w->run->cfg;
+	const uint64_t *fill = cfg->file_fill;
 
 	if (!fill) {
 		dc_stamp_unique(io, now);
+		dc_apply_overlays(cfg, io, file);
 		return;
 	}
 	if (w->slot_fill[io->index] != fill[file] + 1 || !w->slot_fill[io->index]) {
@@ -153,6 +187,9 @@ static inline void dc_prepare_write(struct dc_worker *w, struct dc_io *io, uint3
 			p[k] = fill[file];
 		w->slot_fill[io->index] = fill[file] + 1;
 	}
+	/* The literal bytes broke the pattern: refill this slot before its next request. */
+	if (dc_apply_overlays(cfg, io, file))
+		w->slot_fill[io->index] = 0;
 }
 
 #endif

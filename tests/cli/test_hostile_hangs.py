@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import one_line
+from conftest import one_line, wait_for_text
 
 from dlio import _core
 
@@ -136,13 +136,12 @@ def test_ranks_with_different_configs_stop_naming_the_key(tmp_path, dataset):
 @pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("gap_s", [0.0, 0.05, 0.2])
 def test_a_second_signal_during_shutdown_loses_nothing(tmp_path, dataset, second, gap_s):
-    out = tmp_path / "o"
+    out, log = tmp_path / "o", tmp_path / "stdout"
     p = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "dlio",
-            "-q",
             "run",
             "--workload",
             "default",
@@ -155,11 +154,12 @@ def test_a_second_signal_during_shutdown_loses_nothing(tmp_path, dataset, second
             "-o",
             str(out),
         ],
-        stdout=subprocess.PIPE,
+        stdout=open(log, "w"),
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
     )
-    time.sleep(3)
+    wait_for_text(log, "Ending epoch 1 ", p)  # an epoch measured: the partial results are not empty
     p.send_signal(signal.SIGINT)
     time.sleep(gap_s)
     for _ in range(5):  # a user hammering Ctrl-C / a supervisor repeating SIGTERM
@@ -167,7 +167,11 @@ def test_a_second_signal_during_shutdown_loses_nothing(tmp_path, dataset, second
             break
         p.send_signal(second)
         time.sleep(0.01)
-    _, stderr = p.communicate(timeout=60)
+    try:
+        _, stderr = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # SIGABRT: faulthandler prints where every thread is
+        p.send_signal(signal.SIGABRT)
+        pytest.fail(f"still running 60 s after the signals; its threads:\n{p.communicate()[1][-6000:]}")
     # the signal that stopped the run is the first one handled (two pending ones may be taken in either order)
     assert p.returncode in (130, 128 + second), stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr

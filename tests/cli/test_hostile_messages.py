@@ -33,7 +33,7 @@ def dlio(*args):
         ("run", "--engin", "did you mean --engine?"),
         ("run", "--epochs", "--set train.epochs=VALUE"),
         ("run", "--batch-size", "--set reader.batch_size=VALUE"),
-        ("generate", "--dry-run", "unknown option --dry-run"),
+        ("generate", "--dryrun", "did you mean --dry-run?"),
         ("generate", "--thread", "did you mean --threads?"),
         ("verify", "--threads", "unknown option --threads"),
         ("run", "-x", "unknown option -x"),

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, wait_for_text
 
 from dlio import _core
 from dlio.config import load_config
@@ -445,9 +445,9 @@ def alive(pid):
 
 def start_long_run(tmp_path):
     """mpiexec -n 2 dlio-fast run of a long training; returns (Popen, data folder, output folder)
-    once training is under way."""
-    data, out = tmp_path / "data", tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": ROOT, "DLIO_TEST_MARK": str(tmp_path)}
+    once training is under way (its first epoch done)."""
+    data, out, log = tmp_path / "data", tmp_path / "out", tmp_path / "stdout"
+    env = {**os.environ, "PYTHONPATH": ROOT, "DLIO_TEST_MARK": str(tmp_path), "PYTHONUNBUFFERED": "1"}
     p = subprocess.Popen(
         [
             "mpiexec",
@@ -456,7 +456,6 @@ def start_long_run(tmp_path):
             sys.executable,
             "-m",
             "dlio",
-            "-q",
             "run",
             "--workload",
             "default",
@@ -471,16 +470,13 @@ def start_long_run(tmp_path):
             "-o",
             str(out),
         ],
-        stdout=subprocess.PIPE,
+        stdout=open(log, "w"),
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
         env=env,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (data / ".dlio-fast").exists():
-        time.sleep(0.1)
-    time.sleep(2.5)  # training is under way
+    wait_for_text(log, "Ending epoch 1 ", p)
     return p, data, out
 
 

@@ -15,7 +15,7 @@ from dlio.cli import main as cli_mod
 from dlio.cli.report import check as check_cmd
 from dlio.cli.report import report as report_cmd
 from dlio.errors import DlioError
-from dlio.report import checks, compare, dlio_files, plots
+from dlio.report import checks, compare, dlio_files, plots, source
 from dlio.report.result import RUN_SCHEMA
 
 # the lead registers these in dlio/cli.py; until then (and harmlessly after) the tests do
@@ -386,7 +386,7 @@ def test_report_ceiling_matches_targets(tmp_path):
                 }
             )
         )
-    srcs = compare.load_all([tmp_path / "c1.json", tmp_path / "c2.json"])
+    srcs = source.load_all([tmp_path / "c1.json", tmp_path / "c2.json"])
     rep = compare.build(srcs)
     (p,) = rep["io"]["points"]
     assert p["target"] == "seq_read"
@@ -613,7 +613,7 @@ def test_errors_name_the_path(tmp_path, run_cli):
     code, out, err = run_cli("report", other)
     assert code == 2 and str(other) in one_line(err)
     with pytest.raises(DlioError, match="nope"):
-        compare.load(missing)
+        source.load(missing)
 
 
 # ---------------------------------------------------------------------------------------------

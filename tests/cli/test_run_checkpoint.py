@@ -18,6 +18,11 @@ BASE = [
 ]
 
 
+# torch.save({"a": int8 tensor of n bytes}), n a multiple of 64, is n + 1577 bytes: DLIO's own
+# model_states-0.pt of 10240 bytes is 11817 on disk (current DLIO with torch 2.13)
+PT_OVERHEAD = 1577
+
+
 def load(p):
     with open(p) as f:
         return json.load(f)
@@ -45,10 +50,11 @@ def test_step_checkpoints_split_epochs_into_blocks(run_cli, tmp_path):
     for n in names:
         files = os.listdir(ck / n)
         assert files == ["model_states-0.pt"]
-        assert os.path.getsize(ck / n / files[0]) == 1048576
+        assert os.path.getsize(ck / n / files[0]) == 1048576 + PT_OVERHEAD
     rank0 = load(out / "0_output.json")
-    assert sorted(rank0["1"]["load"]) == ["block1", "block2", "block3", "block4"]
-    assert all(len(rank0["1"]["load"][f"block{i}"]) == 4 for i in range(1, 5))
+    # current DLIO opens a block after each checkpoint: the one after step 16 stays empty
+    assert sorted(rank0["1"]["load"]) == ["block1", "block2", "block3", "block4", "block5"]
+    assert all(len(rank0["1"]["load"][f"block{i}"]) == 4 for i in range(1, 5)) and rank0["1"]["load"]["block5"] == []
     stats = load(out / "0_per_epoch_stats.json")
     assert sorted(k for k in stats["2"] if k.startswith("save_ckpt")) == [f"save_ckpt{i}" for i in range(1, 5)]
     assert stats["1"]["save_ckpt1"]["duration"] > 0
@@ -57,7 +63,7 @@ def test_step_checkpoints_split_epochs_into_blocks(run_cli, tmp_path):
     assert m["checkpoint_size_GB"] == 1048576 / 2**30
     doc = load(out / "dlio-fast.json")
     recs = doc["checkpoints"]["records"]
-    assert len(recs) == 8 and all(r["bytes"] == 1048576 for r in recs)
+    assert len(recs) == 8 and all(r["bytes"] == 1048576 + PT_OVERHEAD for r in recs)
     # training bytes are unaffected by the blocks: each epoch reads the 64 train files once
     train_bytes = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(tmp_path / "d" / "train") for f in fs)
     assert [e["bytes"] for e in doc["ranks"][0]["epochs"]] == [train_bytes, train_bytes]
@@ -124,7 +130,8 @@ def test_checkpoint_only_mode(run_cli, tmp_path):
     # the console shows the checkpoint figures, not a training AU of 0 marked "fail"
     assert "[METRIC] Checkpoint save I/O Throughput (GB/second)" in stdout
     assert "Training Accelerator Utilization" not in stdout and "train_au_meet_expectation" not in stdout
-    assert m["train_au_meet_expectation"] == "fail"  # summary.json keeps DLIO's fields
+    # current DLIO writes no train_* fields for a checkpoint-only run, and epochs 0
+    assert not [k for k in m if k.startswith("train_")] and load(out / "summary.json")["epochs"] == 0
 
 
 def test_checkpoint_spans_in_the_trace(run_cli, tmp_path):

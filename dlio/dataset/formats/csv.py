@@ -1,6 +1,9 @@
-"""csv: nsamples rows, each the flattened record as comma-separated decimal text, no header.
+"""csv: nsamples rows, each the flattened record as comma-separated decimal text.
 
-Like DLIO (pandas `to_csv(header=False, index=False)`), every row of a file is the same record.
+Current DLIO writes pandas `to_csv(header=False, index=False)` and reads `read_csv(header=None)`: rows
+only. DLIO 2.0.0 (dialect 2.0.0) writes `to_csv()` and reads `read_csv()`: a header row of column
+numbers `,0,1,...,N-1` and each row led by its row number `i,`; without the header 2.0.0 takes the first
+row as one and is a sample short. Every row of a file is the same record, as in DLIO.
 Integer dtypes take the random bytes as values; float dtypes get values in [0, 1). Integer rows
 are rendered by the C core (dc_csv_row: the bytes ",".join(map(str, values)) gives, at a few ns a
 value); float rows by Python's repr, which C would have to reproduce digit for digit. DLIO's reader
@@ -44,10 +47,39 @@ def row_bytes(values):
     return (",".join(map(str, values.tolist())) + "\n").encode()
 
 
+def _numbers(n, sep):
+    """ "0<sep>1<sep>...(n-1)<sep>" and each number's (offset, length) in it, without the separator."""
+    text = np.arange(n).astype(str)
+    lens = np.char.str_len(text).astype(np.int64)
+    offs = np.concatenate(([0], np.cumsum(lens + len(sep))[:-1])).astype(np.int64)
+    return (sep.join(text.tolist()) + sep).encode(), offs, lens
+
+
+def _program_200(prog, row, nsamples, nelems, final, seed):
+    """DLIO 2.0.0's file: header `,0,1,...,N-1`, then row i as `i,` + the record (numpy segments)."""
+    from dlio.dataset.formats import program as P
+
+    prog.begin(final, seed)
+    prog.lit(lambda: b"," + _numbers(nelems, ",")[0][:-1] + b"\n", key=("csv-header", nelems))
+    text, offs, lens = _numbers(nsamples, ",")
+    base, _ = prog.lit_ref(text, key=("csv-index", nsamples))
+    row_at, _ = prog.lit_ref(row, key=("csv", final))
+    segs = np.zeros(2 * nsamples, P.SEG_DTYPE)
+    segs["kind"] = P.LIT
+    segs["a"][0::2] = base + offs
+    segs["b"][0::2] = lens + 1  # the number and its comma
+    segs["a"][1::2] = row_at
+    segs["b"][1::2] = len(row)
+    prog.block(segs, int(segs["b"].sum()))
+
+
 def program(prog, dims, nsamples, spec, seed, final):
-    """nsamples copies of the file's row: a block of rows (<= BLOCK bytes) repeated, then the rest."""
+    """nsamples copies of the file's row: a block of rows (<= BLOCK bytes) repeated, then the rest
+    (dialect 2.0.0: a header, and each row numbered)."""
     row = row_bytes(record_values(record_elems(dims), spec.record_element_type, mix_seed(seed, 0)))
     nsamples = int(nsamples)
+    if spec.dialect == "2.0.0":
+        return _program_200(prog, row, nsamples, record_elems(dims), final, seed)
     per = max(1, min(nsamples, BLOCK // max(len(row), 1)))
     prog.begin(final, seed)
     if nsamples >= per:
@@ -65,7 +97,12 @@ def estimate_sizes(dims, nsamples, spec):
     dims = np.asarray(dims, dtype=np.int64)
     dt = np.dtype(spec.record_element_type)
     per_value = {1: 3.6, 2: 6.0, 4: 11.0, 8: 20.0}.get(dt.itemsize, 10.0) if dt.kind in "iu" else 20.0
-    return (np.prod(dims, axis=1) * per_value * int(nsamples)).astype(np.int64) + 1
+    n = np.prod(dims, axis=1)
+    est = (n * per_value * int(nsamples)).astype(np.int64) + 1
+    if spec.dialect == "2.0.0":  # the header of column numbers, a row number per row
+        digits = np.floor(np.log10(np.maximum(n, 1))).astype(np.int64) + 1
+        est += n * (digits + 1) + int(nsamples) * (len(str(nsamples)) + 1)
+    return est
 
 
 def companions(final, spec):
@@ -73,18 +110,22 @@ def companions(final, spec):
 
 
 def valid(path, dims, nsamples, spec):
-    """Complete when the file has nsamples lines and ends with a newline."""
+    """Complete when the file has nsamples lines (dialect 2.0.0: a header line starting with ',' and
+    nsamples lines) and ends with a newline."""
+    header = spec.dialect == "2.0.0"
     try:
         size = os.stat(path).st_size
         if size == 0:
-            return int(nsamples) == 0
+            return int(nsamples) == 0 and not header
         with open(path, "rb") as f:
+            if (f.read(1) == b",") != header:
+                return False
             f.seek(size - 1)
             if f.read(1) != b"\n":
                 return False
             f.seek(0)
             lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 22), b""))
-        return lines == int(nsamples)
+        return lines == int(nsamples) + header
     except OSError:
         return False
 

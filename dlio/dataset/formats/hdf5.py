@@ -1,9 +1,12 @@
-"""hdf5: `h5py.File(libver='latest')` with datasets `records_0..k-1` and `labels`, as DLIO writes.
+"""hdf5: datasets `records_0..k-1` and `labels` in `h5py.File(libver='latest')`, as current DLIO writes,
+or (dialect 2.0.0) one dataset `records` and `labels` in h5py's default file, as DLIO 2.0.0 writes.
 
-Each `records_i` has shape (nsamples, *record) with the sample axis first, so one sample is one
-contiguous slice (contiguous layout) or the set of chunks covering its row (chunked layout, when
-`hdf5.chunk_dims`, `hdf5.max_shape` or a compression asks for it). `k = num_dset_per_record`
-divides the first record dimension. `labels` is int64 zeros (nsamples,). DLIO's reader opens the
+The reader side (extents) takes either layout whatever the dialect: `records_0..k-1` when the file has
+them, else `records`; a file with neither is named with the datasets it holds. Each `records_i` has
+shape (nsamples, *record) with the sample axis first, so one sample is one contiguous slice
+(contiguous layout) or the set of chunks covering its row (chunked layout, when `hdf5.chunk_dims`,
+`hdf5.max_shape` or a compression asks for it). `k = num_dset_per_record` divides the first record
+dimension. `labels` is int64 zeros (nsamples,). DLIO's reader opens the
 file and reads `records_i[j]` for each i: `extents()` returns exactly those byte ranges.
 """
 
@@ -15,7 +18,7 @@ import threading
 import numpy as np
 
 from dlio.dataset.formats import core, itemsize, mix_seed, record_elems
-from dlio.errors import ConfigError
+from dlio.errors import ConfigError, DatasetError
 
 EXT = "hdf5"
 WHOLE_FILE = False
@@ -29,10 +32,21 @@ def _h5py():
     return h5py
 
 
+def dataset_names(spec):
+    """The record datasets the spec's dialect writes: DLIO 2.0.0 `records`; current `records_0..k-1`."""
+    if spec.dialect == "2.0.0":
+        return ("records",)
+    return tuple(f"records_{i}" for i in range(max(1, int(spec.hdf5_num_dset_per_record or 1))))
+
+
+def _libver(spec):
+    return None if spec.dialect == "2.0.0" else "latest"  # 2.0.0: h5py.File(path, 'w'), its default
+
+
 def record_shape(dims, spec):
     """Shape of one sample inside each records_i dataset (DLIO's division by k, and its
     dropping of a leading 1 for explicit record_dims)."""
-    k = max(1, int(spec.hdf5_num_dset_per_record or 1))
+    k = len(dataset_names(spec))
     d = [int(int(dims[0]) / k), *(int(x) for x in dims[1:])]
     if spec.record_dims and len(d) > 1 and d[0] == 1:
         d = d[1:]
@@ -80,54 +94,55 @@ def _contiguous(spec):
     return not _compression(spec) and not spec.hdf5_chunk_dims and not spec.hdf5_max_shape
 
 
-_orders = {}  # (shape, k, dtype) -> dataset numbers in file order
+_orders = {}  # (shape, dataset names, dtype) -> dataset numbers in file order
 
 
-def _dataset_order(shape, k, spec):
-    return _orders[(shape, k, str(np.dtype(spec.record_element_type)))]
+def _dataset_order(shape, names, spec):
+    return _orders[(shape, names, str(np.dtype(spec.record_element_type)))]
 
 
 _template_lock = threading.Lock()  # one thread builds a shape's template; the others wait for it
 
 
-def template(shape, k, dtype):
-    """The file h5py makes for k contiguous datasets of this shape (storage allocated at creation)
-    and labels, as (literal pieces, data lengths): the file is piece 0, data 0, piece 1, ... piece k.
-    Built once per shape; the data regions are left to the C core."""
+def template(shape, names, dtype, libver="latest"):
+    """The file h5py makes for contiguous datasets `names` of this shape (storage allocated at
+    creation) and labels, as (literal pieces, data lengths): the file is piece 0, data 0, piece 1, ...
+    piece k. Built once per shape; the data regions are left to the C core."""
     with _template_lock:
-        return _template(shape, k, dtype)
+        return _template(shape, names, dtype, libver)
 
 
 @functools.lru_cache(maxsize=256)
-def _template(shape, k, dtype):
+def _template(shape, names, dtype, libver):
     n = record_elems(shape) * np.dtype(dtype).itemsize
-    if n * k > SPARSE_ABOVE:
+    if n * len(names) > SPARSE_ABOVE:
         try:
             with tempfile.TemporaryDirectory(prefix="dlio-h5-template-") as d:
-                return _build(shape, k, dtype, n, os.path.join(d, "t.h5"))
+                return _build(shape, names, dtype, libver, n, os.path.join(d, "t.h5"))
         except OSError:
             pass  # no writable temporary folder: in memory
-    return _build(shape, k, dtype, n, None)
+    return _build(shape, names, dtype, libver, n, None)
 
 
-def _build(shape, k, dtype, n, path):
+def _build(shape, names, dtype, libver, n, path):
     """The template from a real, sparse file at `path` (storage allocated, never filled: only its
     metadata pieces are read back) or, with no path, from an in-memory image (which allocates and
     copies every data byte: the cheaper way for small shapes only)."""
     h5py = _h5py()
+    k = len(names)
     if path is None:
-        fid = h5py.File(f"dlio-template-{id(shape)}", "w", driver="core", backing_store=False, libver="latest")
+        fid = h5py.File(f"dlio-template-{id(shape)}", "w", driver="core", backing_store=False, libver=libver)
     else:
-        fid = h5py.File(path, "w", libver="latest")
+        fid = h5py.File(path, "w", libver=libver)
     try:
-        for i in range(k):
+        for name in names:
             dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
             dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
             dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
-            fid.create_dataset(f"records_{i}", shape, dtype=np.dtype(dtype), dcpl=dcpl)
+            fid.create_dataset(name, shape, dtype=np.dtype(dtype), dcpl=dcpl)
         fid.create_dataset("labels", data=np.zeros(shape[0], dtype=np.int64))
         fid.flush()
-        offs = [fid[f"records_{i}"].id.get_offset() for i in range(k)]
+        offs = [fid[name].id.get_offset() for name in names]
         image = fid.id.get_file_image() if path is None else None
     finally:
         fid.close()
@@ -137,7 +152,7 @@ def _build(shape, k, dtype, n, path):
             bounds = [0] + [x for i in sorted(offs) for x in (i, i + n)] + [size]
             image = {lo: os.pread(f.fileno(), hi - lo, lo) for lo, hi in zip(bounds[::2], bounds[1::2])}
     order = sorted(range(k), key=lambda i: offs[i])
-    _orders[(shape, k, dtype)] = order
+    _orders[(shape, names, dtype)] = order
     pieces, pos = [], 0
     for i in order:
         pieces.append(image[pos] if isinstance(image, dict) else image[pos : offs[i]])
@@ -152,9 +167,10 @@ def program(prog, dims, nsamples, spec, seed, final):
     if not _contiguous(spec):
         return False
     shape = (int(nsamples), *record_shape(dims, spec))
-    k = max(1, int(spec.hdf5_num_dset_per_record or 1))
-    pieces, n = template(shape, k, str(np.dtype(spec.record_element_type)))
-    key = ("hdf5", shape, k, spec.record_element_type)
+    names = dataset_names(spec)
+    k = len(names)
+    pieces, n = template(shape, names, str(np.dtype(spec.record_element_type)), _libver(spec))
+    key = ("hdf5", shape, names, spec.record_element_type)
     prog.begin(final, seed)
     for j, piece in enumerate(pieces):
         prog.lit(piece, key=key + (j,))
@@ -169,10 +185,11 @@ def layout_extents(dims, nsamples, spec):
     if not _contiguous(spec):
         return None
     shape = (int(nsamples), *record_shape(dims, spec))
-    k = max(1, int(spec.hdf5_num_dset_per_record or 1))
-    pieces, n = template(shape, k, str(np.dtype(spec.record_element_type)))
+    names = dataset_names(spec)
+    k = len(names)
+    pieces, n = template(shape, names, str(np.dtype(spec.record_element_type)), _libver(spec))
     starts = np.cumsum([len(p) for p in pieces[:-1]]) + n * np.arange(k)  # data offsets in file order
-    base = starts[np.argsort(_dataset_order(shape, k, spec))]
+    base = starts[np.argsort(_dataset_order(shape, names, spec))]
     per = n // max(shape[0], 1)
     s = np.repeat(np.arange(shape[0], dtype=np.int64), k)
     d = np.tile(np.arange(k, dtype=np.int64), shape[0])
@@ -183,12 +200,11 @@ def write(path, dims, nsamples, spec, seed, final=None, index=0):
     h5py = _h5py()
     dtype = np.dtype(spec.record_element_type)
     shape = (int(nsamples), *record_shape(dims, spec))
-    k = max(1, int(spec.hdf5_num_dset_per_record or 1))
     kw = _dset_kwargs(shape, spec)
     fill = core().fill_random
-    with h5py.File(path, "w", libver="latest") as hf:
-        for i in range(k):
-            ds = hf.create_dataset(f"records_{i}", shape, dtype=dtype, **kw)
+    with h5py.File(path, "w", libver=_libver(spec)) as hf:
+        for i, name in enumerate(dataset_names(spec)):
+            ds = hf.create_dataset(name, shape, dtype=dtype, **kw)
             for s, sl in enumerate(_slabs(shape, dtype.itemsize)):
                 sub = np.empty(_slab_shape(shape, sl), dtype=dtype)
                 fill(sub.view(np.uint8).reshape(-1), mix_seed(seed, i, s))
@@ -212,7 +228,7 @@ def expected_size(dims, nsamples, spec):
 
 def estimate_sizes(dims, nsamples, spec):
     dims = np.asarray(dims, dtype=np.int64)
-    k = max(1, int(spec.hdf5_num_dset_per_record or 1))
+    k = len(dataset_names(spec))
     d0 = (dims[:, 0] / k).astype(np.int64)
     per = d0 * np.prod(dims[:, 1:], axis=1)
     return k * per * int(nsamples) * itemsize(spec) + 8 * int(nsamples) + 2048
@@ -223,14 +239,14 @@ def companions(final, spec):
 
 
 def valid(path, dims, nsamples, spec):
-    """Complete when it opens and every records_i and labels has the expected shape."""
+    """Complete when it opens and every record dataset of the spec's dialect and labels has the
+    expected shape."""
     try:
         h5py = _h5py()
         shape = (int(nsamples), *record_shape(dims, spec))
-        k = max(1, int(spec.hdf5_num_dset_per_record or 1))
         with h5py.File(path, "r") as hf:
-            for i in range(k):
-                ds = hf[f"records_{i}"]
+            for name in dataset_names(spec):
+                ds = hf[name]
                 if ds.shape != shape or ds.dtype != np.dtype(spec.record_element_type):
                     return False
                 if ds.chunks is None and ds.id.get_offset() is None:
@@ -292,21 +308,36 @@ def _dataset_extents(ds):
     return sample_idx, offs[pos], sizes[pos]
 
 
-def extents(path, nsamples, spec):
-    """Per sample, the bytes h5py's `records_i[j]` reads for each i (the contiguous slice, or the
-    stored chunks covering row j); ordered by sample, then dataset."""
-    h5py = _h5py()
+def _names_in(hf, path, spec):
+    """The record datasets a DLIO reader reads in this file, whichever DLIO wrote it: current's
+    `records_0..k-1` (k = hdf5.num_dset_per_record) when the file has `records_0`, else 2.0.0's `records`."""
     k = max(1, int(spec.hdf5_num_dset_per_record or 1))
+    if "records_0" in hf:
+        names = [f"records_{i}" for i in range(k)]
+        missing = [n for n in names if n not in hf]
+        if not missing:
+            return names
+        why = f"lacks {missing[0]} (dataset.hdf5.num_dset_per_record = {k})"
+    elif "records" in hf:
+        return ["records"]
+    else:
+        why = "lacks the datasets DLIO reads"
+    found = ", ".join(sorted(hf.keys())[:8]) or "none"
+    raise DatasetError(
+        f"{path}: HDF5 file {why}: expected 'records' (DLIO 2.0.0) or 'records_0'..'records_{k - 1}' "
+        f"(current DLIO), found: {found}; set the keys it was made with, or regenerate it with dlio-fast generate"
+    )
+
+
+def extents(path, nsamples, spec):
+    """Per sample, the bytes h5py's `records_i[j]` (or 2.0.0's `records[j]`) reads for each dataset
+    (the contiguous slice, or the stored chunks covering row j); ordered by sample, then dataset."""
+    h5py = _h5py()
     parts = []
     with h5py.File(path, "r") as hf:
-        for i in range(k):
-            name = f"records_{i}"
-            if name not in hf:
-                break
+        for i, name in enumerate(_names_in(hf, path, spec)):
             s, o, ln = _dataset_extents(hf[name])
             parts.append((s, o, ln, np.full(s.size, i, np.int64)))
-    if not parts:
-        return (np.zeros(0, np.int64),) * 3
     s = np.concatenate([p[0] for p in parts])
     o = np.concatenate([p[1] for p in parts])
     ln = np.concatenate([p[2] for p in parts])

@@ -64,6 +64,14 @@ class Program:
         self._blocks.append(np.asarray(segs, SEG_DTYPE))
         self._nblocked += len(segs)
 
+    def block(self, segs: np.ndarray, nbytes: int) -> None:
+        """Segments of the file being added, built with numpy (SEG_DTYPE records), writing `nbytes`:
+        for a format whose pieces vary per sample (CSV's row numbers) without per-sample Python."""
+        self._block()
+        self._blocks.append(np.asarray(segs, SEG_DTYPE))
+        self._nblocked += len(segs)
+        self._size += int(nbytes)
+
     def _block(self) -> None:
         if self.segs:
             self._blocks.append(np.array(self.segs, dtype=SEG_DTYPE))

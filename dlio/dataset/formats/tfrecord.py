@@ -1,5 +1,6 @@
 """tfrecord: nsamples records, each a serialized `tf.train.Example`
-{'image': bytes_list[d1*d2*itemsize bytes], 'size': int64_list[that byte count]}, framed as TFRecord:
+{'image': bytes_list[d1*d2*itemsize bytes], 'size': int64_list[that byte count]} (dialect 2.0.0: 'size'
+holds DLIO 2.0.0's `dimension`, int(sqrt(record_length)), as its generator writes), framed as TFRecord:
 
     uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)
 
@@ -12,6 +13,7 @@ content pool's per-block checksums, see dlio.dataset.formats.program).
 """
 
 import functools
+import math
 import os
 import struct
 
@@ -50,8 +52,16 @@ def _ld(field, payload_len):
     return _varint((field << 3) | 2) + _varint(payload_len)
 
 
-def example_parts(nbytes):
-    """(prefix, suffix) of a serialized Example whose image payload (nbytes) sits between them."""
+def size_value(nbytes, spec):
+    """The Example's 'size': the image's byte count (current DLIO), or 2.0.0's int(sqrt(record_length))."""
+    if spec is not None and spec.dialect == "2.0.0":
+        return int(math.sqrt(float(spec.record_length_bytes)))
+    return nbytes
+
+
+def example_parts(nbytes, size=None):
+    """(prefix, suffix) of a serialized Example whose image payload (nbytes) sits between them;
+    its 'size' feature holds `size` (default nbytes)."""
     # BytesList{value: [image]}; Feature{bytes_list: BytesList}
     bl_len = len(_ld(1, nbytes)) + nbytes
     feat_img_len = len(_ld(1, bl_len)) + bl_len
@@ -61,7 +71,7 @@ def example_parts(nbytes):
         _ld(1, entry_img_len) + _ld(1, len(key_img)) + key_img + _ld(2, feat_img_len) + _ld(1, bl_len) + _ld(1, nbytes)
     )
     # Int64List{value: [nbytes]} (packed); Feature{int64_list: Int64List} (field 3)
-    packed = _varint(nbytes)
+    packed = _varint(nbytes if size is None else size)
     il = _ld(1, len(packed)) + packed
     feat_size = _ld(3, len(il)) + il
     key_size = b"size"
@@ -75,7 +85,7 @@ def example_parts(nbytes):
 def record_layout(dims, spec):
     """(image bytes, proto length, framed record length) of one record of this file."""
     nbytes = record_elems(dims) * itemsize(spec)
-    prefix, suffix = example_parts(nbytes)
+    prefix, suffix = example_parts(nbytes, size_value(nbytes, spec))
     plen = len(prefix) + nbytes + len(suffix)
     return nbytes, plen, plen + 16
 
@@ -89,9 +99,10 @@ def index_path(final, spec):
 
 
 @functools.lru_cache(maxsize=4096)
-def framing(nbytes):
-    """(12-byte record header, Example prefix, Example suffix) of a record holding nbytes of image."""
-    prefix, suffix = example_parts(nbytes)
+def framing(nbytes, size=None):
+    """(12-byte record header, Example prefix, Example suffix) of a record holding nbytes of image
+    (and `size` in its 'size' feature, default nbytes)."""
+    prefix, suffix = example_parts(nbytes, size)
     plen = len(prefix) + nbytes + len(suffix)
     head = struct.pack("<Q", plen)
     return head + struct.pack("<I", masked_crc(_crc32c(head))), prefix, suffix
@@ -108,7 +119,7 @@ def program(prog, dims, nsamples, spec, seed, final):
     computes: header | CRC32C( prefix | image | suffix ) masked."""
     nsamples = int(nsamples)
     nbytes = record_elems(dims) * itemsize(spec)
-    head, prefix, suffix = framing(nbytes)
+    head, prefix, suffix = framing(nbytes, size_value(nbytes, spec))
     rlen = len(head) + len(prefix) + nbytes + len(suffix) + 4
     prog.begin(index_path(final, spec), seed)
     prog.lit(

@@ -99,25 +99,12 @@ static int64_t posix_read(struct dc_io *io)
 static int64_t posix_write(struct dc_io *io)
 {
 	const struct dc_file *f = io->file;
-	const char *buf = io->buf;
-	uint64_t done = 0;
 
 	io->buf_off = 0;
 	if (f->off_align > 1 && (io->offset % f->off_align || io->len % f->off_align))
 		return -EINVAL;
-	while (done < io->len) {
-		ssize_t w = pwrite(f->fd, buf + done, io->len - done, (off_t)(io->offset + done));
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (w == 0)
-			return -EIO;
-		done += (uint64_t)w;
-	}
-	return (int64_t)done;
+	int rc = dc_pwrite_full(f->fd, io->buf, io->len, io->offset);
+	return rc ? rc : (int64_t)io->len;
 }
 
 static int posix_submit(struct dc_engine *e, struct dc_io *io)

@@ -84,11 +84,14 @@ def test_golden_llama_sizes(name, ranks, golden, table):
         par.zero_stage,
     )
     plan = plan_checkpoint(cfg, 0, ranks)
-    assert plan.total_bytes == want
-    assert round(plan.total_bytes / GiB, 2) == golden
+    assert plan.total_tensor_bytes == want
+    assert round(plan.total_tensor_bytes / GiB, 2) == golden
     tm, to, tt = table
     assert abs(plan.model_bytes / GiB - tm) <= 0.051 and abs(plan.optimizer_bytes / GiB - to) <= 0.051
-    assert abs(plan.total_bytes / GiB - tt) <= 0.06
+    assert abs(plan.total_tensor_bytes / GiB - tt) <= 0.06
+    # on disk: the tensors plus torch.save's container, well under 1 KiB per tensor
+    tensors = sum(f.tensors for r in plan.writers for f in rank_files(cfg, r, ranks))
+    assert 0 < plan.total_bytes - plan.total_tensor_bytes < 1024 * tensors
     assert round(plan.dlio_size_GiB, 2) == golden  # DLIO's own figure agrees (zero 1/3)
     assert sum(plan.per_rank_bytes) == plan.total_bytes
     assert plan.writers == tuple(range(ranks))  # ZeRO >= 1: every rank writes
@@ -108,7 +111,7 @@ def test_llama_7b_files_one_rank():
     assert names == ["model_0_model_states.pt", "zero_pp_rank_0_mp_rank_0_optim_states.pt"]
     H, V, L, FFN = 4096, 32000, 32, 11008
     model = 2 * (2 * H * V + H + L * (2 * H + H * 3 * H + H * H + 3 * H * FFN))
-    assert plan.files[0].nbytes == model and plan.files[0].dtype == "fp16"
+    assert plan.files[0].tensor_bytes == model and plan.files[0].dtype == "fp16"
     assert plan.files[1].dtype == "fp32"
 
 
@@ -116,11 +119,11 @@ def test_unet3d_model_size_honoured():
     cfg = load_config("unet3d_a100")
     assert cfg.model.model_size_bytes == 499153191
     plan = plan_checkpoint(cfg, 0, 1)
-    assert [(f.name, f.nbytes) for f in plan.files] == [("model_states-0.pt", 499153191)]
+    assert [(f.name, f.tensor_bytes) for f in plan.files] == [("model_states-0.pt", 499153191)]
     assert plan.dlio_size_GiB == pytest.approx(499153191 / GiB)
     # zero 0: only ranks < TP*PP = 1 write
     p4 = plan_checkpoint(cfg, 3, 4)
-    assert p4.files == () and p4.writers == (0,) and p4.total_bytes == 499153191
+    assert p4.files == () and p4.writers == (0,) and p4.total_tensor_bytes == 499153191
 
 
 # --------------------------------------------------------------------------------------------------
@@ -166,10 +169,11 @@ def test_dlio_checkpoint_epoch_counts(framework, optimizers, num_layers, zero, n
             f"zero_pp_rank_0_mp_rank_{r}_model_states{ext}",
             f"zero_pp_rank_0_mp_rank_{r}_optim_states{ext}",
         } <= names
-        byname = {f.name: f.nbytes for f in rank_files(cfg, r, nranks)}
+        byname = {f.name: f.tensor_bytes for f in rank_files(cfg, r, nranks)}
         groups = [int(x) for x in optimizers.strip("[]").split(",")]
         assert byname[f"zero_pp_rank_0_mp_rank_{r}_optim_states{ext}"] == 3 * sum(groups)  # a, b, combined (int8)
-        assert byname[f"zero_pp_rank_0_mp_rank_{r}_model_states{ext}"] == num_layers * (16 // nranks)
+        # DLIO puts one dict under every layer: torch.save stores its tensor once
+        assert byname[f"zero_pp_rank_0_mp_rank_{r}_model_states{ext}"] == 16 // nranks
         assert byname[f"model_states-{r}{ext}"] == 1024
 
 
@@ -183,7 +187,7 @@ def test_dlio_checkpoint_step_counts():
         assert [p.step for p in pts] == list(range(2, nstep + 1, 2))
         assert [p.stats_key for p in pts] == [f"save_ckpt{i}" for i in range(1, nstep // 2 + 1)]
     # default model: a 10240-byte non-transformer model_states file, rank 0 only (zero 0, MP 1)
-    assert [(f.name, f.nbytes) for f in rank_files(cfg, 0, 2)] == [("model_states-0.pt", 10240)]
+    assert [(f.name, f.tensor_bytes) for f in rank_files(cfg, 0, 2)] == [("model_states-0.pt", 10240)]
     assert rank_files(cfg, 1, 2) == []
 
 
@@ -236,9 +240,9 @@ def test_pipeline_layer_files_zero1(tmp_path):
         layer_files = [f"layer_{i}-model_{mp_r}_model_states.pt" for i in stage[pp_r]] if dp_r == 0 else []
         assert names == layer_files + [f"zero_pp_rank_{dp_r}_mp_rank_{mp_r}_optim_states.pt"]
     H, V = 256, 1000
-    f0 = {f.name: f.nbytes for f in rank_files(cfg, 0, n)}
+    f0 = {f.name: f.tensor_bytes for f in rank_files(cfg, 0, n)}
     assert f0["layer_0-model_0_model_states.pt"] == H * V // 2 * 2
-    f2 = {f.name: f.nbytes for f in rank_files(cfg, 2, n)}
+    f2 = {f.name: f.tensor_bytes for f in rank_files(cfg, 2, n)}
     assert f2["layer_7-model_2_model_states.pt"] == H * 2
 
 
@@ -345,9 +349,13 @@ def test_randomize_false_writes_ones(tmp_path, direct, engine):
     folder = tmp_path / "ck" / "global_epoch1_step1"
     np_dt = {"fp16": np.float16, "fp32": np.float32}
     for f in plan.files:
-        arr = np.fromfile(folder / f.name, dtype=np_dt[f.dtype])
-        assert arr.size * arr.itemsize == f.nbytes
-        assert np.all(arr == 1)
+        raw = np.fromfile(folder / f.name, dtype=np.uint8)
+        assert raw.size == f.nbytes
+        tf = f.torch_file  # the container's bytes where torch.save puts them, ones in every tensor
+        for off, seg in tf.segments:
+            assert raw[off : off + len(seg)].tobytes() == seg
+        for off, n in tf.storages:
+            assert np.all(raw[off : off + n].view(np_dt[f.dtype]) == 1)
     ld = ckpt_io.load(cfg, None, 1, 1, direct=direct)
     assert ld["bytes"] == plan.rank_bytes
 

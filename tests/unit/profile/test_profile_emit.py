@@ -1,7 +1,9 @@
 """The workload YAML and report written from inferred values (dlio.profile.emit)."""
 
 import numpy as np
+import pytest
 
+from dlio.errors import ConfigError
 from dlio.profile.analyze import Inferred
 from dlio.profile.emit import report, to_yaml, validate, workload
 
@@ -35,6 +37,10 @@ def test_workload_loads_and_emulates_compute_off_the_cpu(tmp_path):
     p = tmp_path / "workload.yaml"
     p.write_text(to_yaml(wl))
     validate(str(p))
+    wl["reader"]["batchsize"] = 4  # a key DLIO does not know: a warning in a user's file, an error in ours
+    p.write_text(to_yaml(wl))
+    with pytest.raises(ConfigError, match="reader.batchsize is not a DLIO key"):
+        validate(str(p))
 
 
 def test_report_names_the_source_with_its_article():

@@ -1,12 +1,13 @@
 """dlio.report.dlio_files: a hand-built Result (2 ranks, 2 epochs) rendered; every figure recomputed here."""
 
 import json
+from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
 
 from dlio import _core, stats
-from dlio.report import dlio_files
+from dlio.report import dlio_files, exact
 from dlio.report.result import RUN_SCHEMA
 
 REC = 4096.0  # nominal record_length_bytes
@@ -23,14 +24,28 @@ EVAL = {(0, 1): (50.0, 10.0), (0, 2): (60.0, 12.0), (1, 1): (70.0, 14.0), (1, 2)
 LAT = {0: [1000, 2000, 3000], 1: [4000, 5000]}  # per rank, each epoch (ns)
 
 
+OFF_NS = 1_700_000_000 * 10**9  # each rank's wall clock - monotonic clock
+BLOCK_DELAY = 0.5  # a block starts this long after its epoch's start (the plan is made in between)
+
+
+def wall_ns(ts):
+    return int(round(datetime.fromisoformat(ts).timestamp() * 1e6)) * 1000
+
+
+def later(ts, seconds):
+    """A DLIO timestamp `seconds` after another one."""
+    return (datetime.fromisoformat(ts) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
 def block(r, e):
     au, thr, xau, xsps, xb, xw = FIG[(r, e)]
     load = [0.5 + r, 0.01 * e, 0.02]
     comp = [0.1, 0.1, 0.1]
+    t0 = wall_ns(f"2025-01-0{e}T00:00:00.000000") + int(BLOCK_DELAY * 1e9) - OFF_NS
     return {
         "steps": 3,
-        "start_ns": 0,
-        "end_ns": 10,
+        "start_ns": t0,
+        "end_ns": t0 + int((1.25 + r + e / 10) * 1e9),
         "duration_s": 1.25 + r + e / 10,
         "load": load,
         "compute": comp,
@@ -88,7 +103,9 @@ def make_result(with_eval=True, metric_au=0.80):
                     "complete": True,
                 }
             )
-        ranks.append({"rank": r, "hostname": "hostA" if r == 0 else "hostB", "epochs": eps})
+        ranks.append(
+            {"rank": r, "hostname": "hostA" if r == 0 else "hostB", "epochs": eps, "wall_minus_mono_ns": OFF_NS}
+        )
     return {
         "schema": RUN_SCHEMA,
         "complete": True,
@@ -101,7 +118,14 @@ def make_result(with_eval=True, metric_au=0.80):
         "end": "2025-01-02T00:00:10.000000",
         "comm_size": 2,
         "hostnames": ["hostA", "hostB"],
-        "host": {"cpu_count": 8, "processor_name": "TestCPU", "memory_bytes": 16 * 2**30, "memory_GB": 16.0},
+        "host": {
+            "cpu_count": 8,
+            "processor_name": "TestCPU",
+            "memory_bytes": 16 * 2**30,
+            "memory_GB": 16.0,
+            "cpuinfo": {"model name": "TestCPU"},
+            "meminfo": {"MemTotal": "16777216 kB"},
+        },
         "settings": {
             "record_length_bytes": REC,
             "metric_au": metric_au,
@@ -155,9 +179,11 @@ def test_summary_figures():
     assert s["epochs"] == 2 and s["num_accelerators"] == 2 and s["num_hosts"] == 2
     assert s["hostname"] == "hostA"
     assert (s["num_files_train"], s["num_files_eval"], s["num_samples_per_file"]) == (64, 8, 1)
-    assert s["host_cpu_count"] == [8] and s["host_memory_GB"] == [16.0]
-    assert s["data_size_per_host_GB"] == pytest.approx(3.0 / 2)
-    assert s["potential_caching"] == [1]
+    # one entry per host (DLIO's per-node lists); neither rank recorded its own, so rank 0's host's
+    assert s["host_cpu_count"] == [8, 8] and s["host_memory_GB"] == [16.0, 16.0]
+    assert s["data_size_per_host_GB"] == pytest.approx(1 * 1 * 64 // 2 * REC / 2**30)  # 1 rank per host
+    assert s["potential_caching"] == [1, 1]
+    assert s["host_cpuinfo"] == {"model name": "TestCPU"} and s["host_meminfo"] == {"MemTotal": "16777216 kB"}
     for k in (
         "start",
         "end",
@@ -186,18 +212,27 @@ def test_au_meet_expectation_threshold(metric_au, want):
 
 
 @pytest.mark.parametrize(
-    "disk_gib,hosts,want", [(3, ["a", "b"], 1), (20, ["a", "b"], 1), (20, ["a", "a"], 0), (40, ["a", "b"], 0)]
+    "rec_mib,hosts,want",
+    [(96, ["a", "b"], 1), (640, ["a", "b"], 0), (320, ["a", "a"], 0), (256, ["a", "a"], 0), (128, ["a", "a"], 1)],
 )
-def test_potential_caching_per_host(disk_gib, hosts, want):
-    """DLIO: data per host <= host RAM (16 GiB here) means later epochs may come from the page cache."""
+def test_data_size_and_potential_caching_per_host(rec_mib, hosts, want):
+    """DLIO: data_size_per_host = ranks per host * samples per file * train files // ranks * record
+    length (not the bytes on disk); potential caching where that is below the host's memory (16 GiB).
+    At equality (256 MiB x 64) summary.json says 0 and {rank}_output.json 1, as DLIO's two tests do."""
     res = make_result()
-    res["dataset"]["bytes_on_disk"] = disk_gib * 2**30
+    res["settings"]["record_length_bytes"] = rec_mib * 2**20
+    res["dataset"]["bytes_on_disk"] = 123 * 2**30  # not what the field counts
     res["hostnames"] = hosts
+    for r, h in zip(res["ranks"], hosts):
+        r["hostname"] = h
+    per_host = len(hosts) // len(set(hosts))  # 2 ranks: 1 per host on 2 hosts, 2 on one
+    gib = (per_host * 1 * 64 // 2) * rec_mib / 1024
     s = dlio_files.summary(res)
-    assert s["potential_caching"] == [want]
-    assert s["data_size_per_host_GB"] == pytest.approx(disk_gib / len(set(hosts)))
+    assert s["data_size_per_host_GB"] == pytest.approx(gib)
+    assert s["potential_caching"] == [want] * len(set(hosts))
     assert s["num_hosts"] == len(set(hosts))
-    assert dlio_files.rank_output(res, 0)["potential_caching"] == want
+    assert dlio_files.rank_output(res, 0)["potential_caching"] == int(gib <= 16.0)
+    assert exact.exact(res)["dataset_bytes_on_disk_per_host"] == 123 * 2**30 / len(set(hosts))
 
 
 def test_summary_without_eval_has_no_eval_keys():
@@ -245,23 +280,26 @@ def test_per_epoch_stats():
     p = dlio_files.per_epoch_stats(res, 1)
     assert list(p) == ["1", "2"]
     e1 = p["1"]
+    assert list(e1) == ["start", "block1", "end", "duration", "eval"]  # DLIO's order
+    # current DLIO: end after the evaluation (end_epoch), duration to the end of training (end_train)
     assert e1["start"] == "2025-01-01T00:00:00.000000" and e1["end"] == "2025-01-01T00:00:09.000000"
-    assert e1["duration"] == "5.14"  # 3.14159 + rank 1 + epoch 1, 2 decimals, a string
+    assert e1["duration"] == "5.00"
+    dur = 1.25 + 1 + 0.1  # rank 1, epoch 1
     assert e1["block1"] == {
-        "start": "2025-01-01T00:00:00.000000",
-        "end": "2025-01-01T00:00:05.000000",
-        "duration": "2.35",
-    }  # 1.25 + 1 + 0.1
+        "start": later(e1["start"], BLOCK_DELAY),
+        "end": later(e1["start"], BLOCK_DELAY + dur),
+        "duration": f"{dur:.2f}",
+    }
     assert e1["eval"] == {
         "start": "2025-01-01T00:00:06.000000",
         "end": "2025-01-01T00:00:09.000000",
-        "duration": "1.33",
+        "duration": "3.00",
     }
     assert "eval" not in dlio_files.per_epoch_stats(make_result(with_eval=False), 0)["1"]
 
 
 def test_exact_figures():
-    x = dlio_files.exact(make_result())
+    x = exact.exact(make_result())
     assert x["au_percentage"] == pytest.approx([(91 + 71) / 2, (81 + 97) / 2])
     assert x["au_mean_percentage"] == pytest.approx(85.0)
     assert x["samples_per_second"] == pytest.approx([260.0, 300.0])
@@ -277,7 +315,7 @@ def test_exact_figures():
     assert x["io_wait_per_step_s"]["p99"] == pytest.approx(0.03)
     # 12 train + 3 eval samples (batch_size_eval 1) per rank-epoch; cpu_s covers both
     assert x["cpu_us_per_sample"] == pytest.approx(4 * 0.006 / (4 * 15) * 1e6)
-    assert dlio_files.exact(make_result(with_eval=False))["cpu_us_per_sample"] == pytest.approx(4 * 0.006 / 48 * 1e6)
+    assert exact.exact(make_result(with_eval=False))["cpu_us_per_sample"] == pytest.approx(4 * 0.006 / 48 * 1e6)
     assert x["bytes_read"] == 2 * 8_000_100 + 2 * 6_000_100
     assert x["slowest_rank_epoch_seconds"] == pytest.approx([3.14159 + 2, 3.14159 + 3])
     assert [p["bytes"] for p in x["per_rank"]] == [16_000_200, 12_000_200]
@@ -297,7 +335,7 @@ def test_metric_lines():
     assert "[METRIC] Eval Throughput (samples/second): 26.000000 (2.000000)" in lines
     assert "[METRIC] eval_au_meet_expectation: fail" in lines
     assert not any("Eval" in l for l in dlio_files.metric_lines(make_result(with_eval=False)))
-    assert len(dlio_files.exact_table(make_result())) == 8
+    assert len(exact.exact_table(make_result())) == 8
 
 
 def test_write_all(tmp_path):
@@ -312,6 +350,7 @@ def test_write_all(tmp_path):
         "1_per_epoch_stats.json",
         "config.yaml",
         "dlio-fast.json",
+        "dlio.log",
         "summary.json",
     ]
     s = json.loads((out / "summary.json").read_text())

@@ -60,6 +60,13 @@ struct dc_progress {
 	uint64_t steps;
 };
 
+/* A literal byte range of a written file: overlay_data[data .. data + len) goes to [offset, offset + len). */
+struct dc_overlay {
+	uint64_t offset;
+	uint64_t len;
+	uint64_t data;
+};
+
 struct dc_run_config {
 	const char *engine;        /* registry name */
 	struct dc_engine_opts eng; /* eng.qd is the queue depth per thread */
@@ -96,6 +103,15 @@ struct dc_run_config {
 	 * bytes (DLIO's randomize_tensor: false writes tensors of ones: compressible, dedupable on
 	 * purpose, so such writes are not stamped unique either). NULL = random content. */
 	const uint64_t *file_fill;
+	/* Writes: literal byte ranges of the files (a container's headers and index, e.g. the zip
+	 * records torch.save puts around the tensor bytes). A write request that covers part of a
+	 * range carries those bytes there, over its random or patterned content, so a file with a
+	 * format is still written in the plan's requests. File f's ranges are
+	 * overlays[overlay_first[f] .. overlay_first[f + 1]), sorted by offset, not overlapping; their
+	 * bytes are in overlay_data. overlay_first NULL = none. */
+	const struct dc_overlay *overlays;
+	const uint64_t *overlay_first; /* npaths + 1 entries */
+	const unsigned char *overlay_data;
 	struct dc_trace *trace; /* NULL = no tracing; else zeroed (cap may be set): the run
 	                              * allocates its per-thread buffers before the clock starts and
 	                              * records every request, sample, fetch and compute (trace.h).

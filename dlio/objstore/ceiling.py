@@ -1,0 +1,126 @@
+"""`dlio-fast ceiling s3://bucket/prefix`: the best an object store does for this client host.
+
+Three figures, as warp and elbencho report them: GET and PUT bandwidth on objects of --object-size
+(16 MiB by default: large enough that a request's fixed cost is small) and GETs per second of 4 KiB
+objects (the request rate, where the fixed cost is all there is). The search is the file ceiling's
+(dlio.fsbench.ceiling.climb): double the requests in flight per thread, then the threads, while a
+doubling gains 5 %. Objects are created only for the probes the search runs (a search that stops
+at 8 in flight never PUTs the objects 64 would read), and removed at the end unless --keep.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Callable, Dict, List
+
+from dlio import output
+from dlio.errors import DlioError
+from dlio.fsbench.ceiling import climb
+from dlio.objstore import client, points
+from dlio.objstore.iocmd import HEADER, point_line
+from dlio.objstore.settings import parse_uri, resolve
+from dlio.report.result import CEILING_SCHEMA, new_io_doc
+from dlio.units import fmt_ns, fmt_size
+
+SMALL_OBJECT = 4096
+MAX_QD = 64
+MAX_OBJECT = 64 << 20
+
+
+def targets(object_size: int) -> tuple:
+    """(name, rw, object size, metric) searched, in order."""
+    return (
+        ("get", "read", object_size, "bw_MiB_s"),
+        ("put", "write", object_size, "bw_MiB_s"),
+        ("get_4k", "read", SMALL_OBJECT, "iops"),
+    )
+
+
+def run(
+    uri: str,
+    runtime_ns: int,
+    object_size: int,
+    max_threads: int,
+    max_qd: int,
+    endpoint: str | None,
+    json_path: str | None,
+    keep: bool,
+    echo: Callable[[str], None],
+) -> dict:
+    """Check access, search each target, write the document (also when a probe fails)."""
+    bucket, prefix = parse_uri(uri)
+    if not SMALL_OBJECT <= object_size <= MAX_OBJECT:
+        raise DlioError(f"--object-size {fmt_size(object_size)}: must be between 4 KiB and 64 MiB")
+    if json_path:
+        output.check_output_path(json_path)
+    client.require_client()
+    settings = resolve(endpoint)
+    client.check_access(settings, bucket, prefix)
+
+    created: set = set()
+    work = points.workdir()
+    probes: List[dict] = []
+    doc = new_io_doc(
+        CEILING_SCHEMA, path=uri, endpoint=settings.endpoint, client="s3dlio", direct=False, best={}, probes=probes
+    )
+
+    def probe(pt: points.S3Point) -> dict:
+        groups = [
+            (size, [k for k in keys if k not in created]) for size, keys in points.objects_to_create(prefix, [pt])
+        ]
+        groups = [(size, keys) for size, keys in groups if keys]
+        if groups:
+            client.run_task(settings, {"task": "put_objects", "bucket": bucket, "groups": groups})
+            created.update(k for _, keys in groups for k in keys)
+        rec = points.run_point(settings, bucket, prefix, pt, runtime_ns, 0, 0, work)
+        probes.append(rec)
+        echo(point_line(rec))
+        if rec.get("error"):
+            raise DlioError(
+                f"{uri}: {pt.rw} of {fmt_size(pt.bs)} objects, {pt.qd} in flight x {pt.threads} threads failed: "
+                f"{rec['error']}; the probes so far were written (marked incomplete)"
+            )
+        return rec
+
+    echo(
+        f"# ceiling of {uri} at {settings.endpoint}: GET/PUT of {fmt_size(object_size)} objects, GETs of "
+        f"{fmt_size(SMALL_OBJECT)} objects; up to {max_threads} threads x {max_qd} requests in flight"
+    )
+    echo(HEADER)
+    try:
+        for name, rw, size, metric in targets(object_size):
+            doc["best"][name] = search(rw, size, metric, max_qd, max_threads, probe)
+        doc["complete"] = True
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if json_path:
+            output.write_json(json_path, doc)
+        if not keep:
+            client.run_task(settings, {"task": "delete", "bucket": bucket, "prefix": prefix + points.TEST_FOLDER})
+    echo("")
+    for line in summary_lines(doc["best"], object_size):
+        echo(line)
+    return doc
+
+
+def search(rw: str, size: int, metric: str, max_qd: int, max_threads: int, probe: Callable) -> dict:
+    """Requests in flight first, then threads at the best depth (the file ceiling's order)."""
+    cur = probe(points.S3Point(rw, size, 1, 1, size))
+    cur = climb(cur, metric, max_qd, lambda q: probe(points.S3Point(rw, size, q, 1, size)))
+    qd = cur["qd"]
+    return climb(cur, metric, max_threads, lambda t: probe(points.S3Point(rw, size, qd, t, size)))
+
+
+def summary_lines(best: Dict[str, dict], object_size: int) -> List[str]:
+    lines = []
+    for name, _, size, metric in targets(object_size):
+        b = best.get(name)
+        if b is None:
+            continue
+        fig = f"{b['bw_MiB_s']:.1f} MiB/s" if metric == "bw_MiB_s" else f"{b['iops']:.0f} req/s"
+        ttfb = f", ttfb p50 {fmt_ns(b['ttfb_ns']['p50'])}" if b.get("ttfb_ns") else ""
+        lines.append(
+            f"{name:<7} {fmt_size(size):>7} {fig:>16}   {b['qd']} in flight x {b['threads']} threads, "
+            f"p99 {fmt_ns(b['lat_ns']['p99'])}{ttfb}"
+        )
+    return lines

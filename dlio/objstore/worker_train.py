@@ -1,0 +1,166 @@
+"""Worker task `train`: steps of a training plan on S3, inside `python -m dlio.objstore.worker`.
+
+The plan arrives as the C runner's arrays (ops, steps; dlio.train.planner) in a folder. A loader
+thread fetches each step's batch with ONE client call: get_many_stats for whole objects, or range
+GETs of the samples' bytes from one asyncio loop; at most `inflight` (read threads x qd) requests
+are in flight, and up to `prefetch` batches wait for the trainer, as the C runner's reader threads
+do. The trainer (the main thread) takes a batch and spins the step's compute in C (GIL released).
+Each request is timed by the client itself (its op-log, read by the parent), the steps here with
+the C core's clock, so the parent builds the same result as a C run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import resource
+import signal
+import threading
+
+import numpy as np
+
+_STOP = threading.Event()
+
+
+def _on_term(signum, frame):  # the parent's request_stop(): finish the step, keep what was measured
+    _STOP.set()
+
+
+class _Loader:
+    def __init__(self, s3, t: dict, ops, steps, uris, sizes):
+        self.s3, self.t, self.ops, self.steps, self.uris, self.sizes = s3, t, ops, steps, uris, sizes
+        self.q = queue.Queue(maxsize=max(1, t["prefetch"]))
+        self.error = None
+        self.loop = asyncio.new_event_loop()
+
+    def _ranges(self, uris, offsets, lengths) -> int:
+        s3, inflight = self.s3, self.t["inflight"]
+
+        async def one(sem, u, o, n):
+            async with sem:
+                b = await s3.get_range_async(u, o, n)
+            return len(memoryview(b))
+
+        async def batch():
+            sem = asyncio.Semaphore(inflight)
+            got = await asyncio.gather(*(one(sem, u, int(o), int(n)) for u, o, n in zip(uris, offsets, lengths)))
+            return sum(got)
+
+        return self.loop.run_until_complete(batch())
+
+    def fetch(self, i: int) -> int:
+        """Step i's requests; the bytes received."""
+        st = self.steps[i]
+        a = int(st["first_op"])
+        o = self.ops[a : a + int(st["nops"])]
+        if not len(o):
+            return 0
+        files = o["file"].astype(np.int64)
+        uris = self.uris[files].tolist()
+        if bool(((o["offset"] == 0) & (o["length"] == self.sizes[files])).all()):
+            _, nbytes = self.s3.get_many_stats(uris, max_in_flight=self.t["inflight"])
+            return int(nbytes)
+        return self._ranges(uris, o["offset"], o["length"])
+
+    def put(self, item) -> bool:
+        while not _STOP.is_set():
+            try:
+                self.q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run(self) -> None:
+        pre_s = self.t["preprocess_ns"] / 1e9
+        threads = max(1, self.t["threads"])
+        try:
+            for i in range(len(self.steps)):
+                if _STOP.is_set():
+                    break
+                nbytes = self.fetch(i)
+                if pre_s:  # DLIO's preprocess_time per sample, spread over the read threads
+                    _STOP.wait(pre_s * int(self.steps[i]["nsamples"]) / threads)
+                if not self.put((i, nbytes)):
+                    break
+        except Exception as e:  # the message goes to the parent; the trainer stops at this step
+            from dlio.objstore.worker import short
+
+            self.error = short(str(e))
+            _STOP.set()
+        finally:
+            if not _STOP.is_set():
+                self.put(None)
+
+
+def _step_sync(i: int) -> bool:
+    """DLIO's per-step allreduce, done by the parent (an MPI barrier between the ranks): tell it
+    step i is computed and wait for its word. False: the parent stops the run."""
+    import sys
+
+    sys.stdout.write(f"S{i}\n")
+    sys.stdout.flush()
+    return sys.stdin.readline().strip() == "go"
+
+
+def task_train(s3, t: dict) -> dict:
+    from dlio import _core
+
+    signal.signal(signal.SIGTERM, _on_term)
+    d = t["dir"]
+    ops = np.load(os.path.join(d, "ops.npy"))
+    steps = np.load(os.path.join(d, "steps.npy"))
+    sizes = np.load(os.path.join(d, "sizes.npy"))
+    with open(os.path.join(d, "uris.txt")) as f:
+        uris = np.array(f.read().split("\n"), dtype=object)
+    prog = np.memmap(os.path.join(d, "progress.u64"), dtype=np.uint64, mode="r+", shape=(3,))
+    # build the client and open a connection before anything is timed or logged
+    s3.list(f"{t['probe']}.dlio-fast-probe/")
+    s3.init_op_log(t["oplog"])
+    times = np.zeros((len(steps), 5), dtype=np.uint64)
+    loader = _Loader(s3, t, ops, steps, uris, sizes)
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    th = threading.Thread(target=loader.run, daemon=True)
+    t_start = _core.now_ns()
+    th.start()
+    done = spun = 0
+    for i in range(len(steps)):
+        t_fetch = _core.now_ns()
+        item = None
+        while not _STOP.is_set():
+            try:
+                item = loader.q.get(timeout=0.05)
+                break
+            except queue.Empty:
+                continue
+        if item is None:
+            break
+        t_ready = _core.now_ns()
+        comp = _core.compute(int(steps[i]["compute_ns"]), t["compute_mode"])
+        spun += comp if t["compute_mode"] == 0 else min(comp, _core.COMPUTE_SPIN_NS)
+        if t.get("step_sync") and not _step_sync(i):
+            times[i] = (t_fetch, t_ready, _core.now_ns(), comp, item[1])
+            _STOP.set()
+            break
+        times[i] = (t_fetch, t_ready, _core.now_ns(), comp, item[1])
+        done = i + 1
+        prog[0] += np.uint64(steps[i]["nops"])
+        prog[1] += np.uint64(item[1])
+        prog[2] = done
+    t_end = _core.now_ns()
+    _STOP.set()
+    th.join(60)
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    s3.finalize_op_log()
+    np.save(os.path.join(d, "times.npy"), times[:done])
+    # the reading's CPU: the process's, less the compute the trainer spun (the emulated accelerator)
+    cpu = max(0.0, (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime) - spun / 1e9)
+    return {
+        "steps_done": done,
+        "stopped": done < len(steps),
+        "error": loader.error,
+        "cpu_ns": int(cpu * 1e9),
+        "t_start": t_start,
+        "t_end": t_end,
+    }

@@ -1,0 +1,118 @@
+"""A stop signal between C runs (while a rank does its Python bookkeeping) is kept, not lost: the
+next run or barrier returns its Interrupted (dlio.execute.stop_signals_deferred)."""
+
+import json
+import os
+import signal
+import threading
+
+import pytest
+
+from dlio import execute
+from dlio.errors import Interrupted
+from dlio.fsbench.grid import Sinks, run_grid
+
+
+@pytest.fixture(autouse=True)
+def own_handlers():
+    """Each test leaves the process's signal handlers as it found them."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, h in before.items():
+        signal.signal(s, h)
+
+
+class CountingRun:
+    """Stands in for a C run: counts how often it is started."""
+
+    def __init__(self):
+        self.started = 0
+
+    def execute(self):
+        self.started += 1
+        return {"steps_done": 0}
+
+    def request_stop(self):
+        pass
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_between_runs_stops_the_next_run_before_it_starts(sig):
+    run = CountingRun()
+    with execute.stop_signals_deferred():
+        os.kill(os.getpid(), sig)  # default handlers: KeyboardInterrupt / death of the process
+        res, failure = execute.execute_partial(run)
+        assert res is None and isinstance(failure, Interrupted) and failure.signum == sig
+        assert run.started == 0
+        # the epoch barrier does not wait either, and names the same signal
+        waited = []
+        got = execute.interruptible(lambda stop: waited.append(1) or True)
+        assert isinstance(got, Interrupted) and got.signum == sig and not waited
+        assert execute.pending().signum == sig
+    # afterwards a second signal is only reported (the results are being written)
+    assert signal.getsignal(sig) is execute.shutdown_handler
+
+
+def test_the_first_of_two_signals_decides():
+    with execute.stop_signals_deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+        assert execute.pending().signum == signal.SIGTERM
+
+
+def test_without_a_signal_runs_go_on_and_handlers_come_back():
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    run = CountingRun()
+    with execute.stop_signals_deferred():
+        assert execute.execute_partial(run) == ({"steps_done": 0}, None) and run.started == 1
+        assert execute.interruptible(lambda stop: True) is None and execute.pending() is None
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_off_the_main_thread_it_changes_nothing():
+    # signal.signal() raises ValueError off the main thread: the guard must not
+    errors = []
+
+    def body():
+        try:
+            with execute.stop_signals_deferred():
+                pass
+        except Exception as e:
+            errors.append(e)
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    assert errors == []
+
+
+def test_io_grid_keeps_its_points_when_a_signal_falls_between_two(tmp_path):
+    """As `dlio-fast io`: a SIGTERM while the next point is prepared (no C run going) stops that point
+    before it starts; the points measured are written and the exit names the signal."""
+    run = CountingRun()
+
+    def records():
+        yield {"point": 1}
+        os.kill(os.getpid(), signal.SIGTERM)  # the default would kill the process here
+        res, failure = execute.execute_partial(run)  # the next point (as points.run_point)
+        if failure is not None:
+            raise failure
+        yield {"point": 2}
+
+    doc, lines = {}, []
+    with pytest.raises(Interrupted) as e:
+        run_grid(records(), doc, "header", str, Sinks(json_path=str(tmp_path / "io.json")), lines.append)
+    assert e.value.signum == signal.SIGTERM and run.started == 0
+    written = json.loads((tmp_path / "io.json").read_text())
+    assert written["points"] == [{"point": 1}] and "SIGTERM" in written["reason"] and "complete" not in written
+
+
+def test_a_signal_after_the_last_point_keeps_the_grid_complete(tmp_path):
+    def records():
+        yield {"point": 1}
+        os.kill(os.getpid(), signal.SIGINT)
+
+    lines = []
+    doc = run_grid(records(), {}, "header", str, Sinks(), lines.append)
+    assert doc["complete"] is True and doc["points"] == [{"point": 1}]
+    assert "SIGINT arrived after the last measurement" in lines[-1]
