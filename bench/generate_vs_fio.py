@@ -23,9 +23,13 @@ after the imports, right before generate()): this VM hands freed memory to its h
 into such memory runs several times slower (bench/README.md, "Memory handed back to the host").
 
 Defaults write to /dev/shm (tmpfs: the bar is memory speed, and a figure there is page cache, not
-storage); --dir chooses another filesystem. Needs fio (--fio, default /usr/bin/fio).
+storage); --dir chooses another filesystem (a buffered run there is mostly page cache too, for
+both tools alike). --direct writes with O_DIRECT on both sides: `generate --direct` against fio's
+direct=1 (fio's files then round down to whole 4 KiB blocks; the generator writes each file's
+last partial block through the page cache, as dd oflag=direct does). Needs fio (--fio, default
+/usr/bin/fio).
 Usage: python bench/generate_vs_fio.py [--dir /dev/shm/dlio-gen-bench] [--gib 2] [--repeats 3]
-       [--threads N] [--formats npz,jpeg]
+       [--threads N] [--formats npz,jpeg] [--direct]
 """
 
 import argparse
@@ -63,7 +67,7 @@ from dlio.config import load_config
 from dlio.train.loop import dataset_spec
 from dlio.dataset.generate import generate
 from dlio.dataset.manifest import load_manifest
-cfg = load_config(workload="default", sets=sys.argv[3:])
+cfg = load_config(workload="default", sets=sys.argv[4:])
 spec = dataset_spec(cfg)
 sys.path.insert(0, BENCH_DIR)
 from checkpoint_vs_fio import warm_free_memory
@@ -71,7 +75,7 @@ tw = time.perf_counter()
 warm_free_memory(int(sys.argv[2]))   # right before writing, as for fio (the interpreter's start comes first)
 t1 = time.perf_counter()
 u0 = resource.getrusage(resource.RUSAGE_SELF)
-r = generate(spec, threads=int(sys.argv[1]))
+r = generate(spec, threads=int(sys.argv[1]), direct=bool(int(sys.argv[3])))
 u1 = resource.getrusage(resource.RUSAGE_SELF)
 t2 = time.perf_counter()
 m = load_manifest(spec, "train")
@@ -81,7 +85,7 @@ print(json.dumps({"bytes": r.bytes_written, "files": r.files_written, "gen_s": t
 """
 
 
-def run_dlio(folder, fmt, L, spf, nfiles, threads, warm=0):
+def run_dlio(folder, fmt, L, spf, nfiles, threads, warm=0, direct=False):
     sets = [
         f"dataset.data_folder={folder}",
         f"dataset.format={fmt}",
@@ -95,7 +99,9 @@ def run_dlio(folder, fmt, L, spf, nfiles, threads, warm=0):
     ]
     t = time.perf_counter()
     child = CHILD.replace("{bench_dir!r}", repr(os.path.dirname(os.path.abspath(__file__))))
-    out = subprocess.run([sys.executable, "-c", child, str(threads), str(warm), *sets], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", child, str(threads), str(warm), str(int(direct)), *sets], capture_output=True, text=True
+    )
     wall = time.perf_counter() - t
     if out.returncode:
         sys.exit(f"dlio-fast generate failed for {fmt}:\n{out.stderr[-2000:]}")
@@ -104,7 +110,9 @@ def run_dlio(folder, fmt, L, spf, nfiles, threads, warm=0):
     return r
 
 
-def run_fio(fio, folder, filesize, nfiles, threads):
+def run_fio(fio, folder, filesize, nfiles, threads, direct=False):
+    if direct and filesize <= MiB:  # O_DIRECT writes whole 4 KiB blocks
+        filesize = max(4096, filesize // 4096 * 4096)
     bs = filesize if filesize <= MiB else MiB
     fsize = filesize if filesize <= MiB else filesize // MiB * MiB
     per_job = math.ceil(nfiles / threads)
@@ -125,6 +133,7 @@ def run_fio(fio, folder, filesize, nfiles, threads):
         "--fallocate=none",
         "--group_reporting",
         "--output-format=json",
+        f"--direct={int(direct)}",
     ]
     u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -143,6 +152,7 @@ def main():
     ap.add_argument("--settle", type=float, default=1.0)
     ap.add_argument("--formats", default=",".join(POINTS))
     ap.add_argument("--fio", default="/usr/bin/fio")
+    ap.add_argument("--direct", action="store_true", help="O_DIRECT on both sides (generate --direct, fio direct=1)")
     a = ap.parse_args()
     if not os.path.exists(a.fio):
         sys.exit(f"{a.fio}: fio not found (apt-get install fio, or --fio PATH)")
@@ -162,7 +172,8 @@ def main():
             warm_free_memory(total + (1 << 30))
 
     print(
-        f"dir {a.dir}, ~{a.gib:g} GiB per format, {a.threads} threads (dlio-fast) = numjobs (fio), "
+        f"dir {a.dir}{' (O_DIRECT)' if a.direct else ''}, ~{a.gib:g} GiB per format, {a.threads} threads "
+        "(dlio-fast) = numjobs (fio), "
         f"{a.repeats} alternating repeats; MiB/s medians, verdict on the median of paired gen/fio ratios"
     )
     rows = []
@@ -178,12 +189,12 @@ def main():
             for side in order:
                 fresh(side)
                 if side == "dlio":
-                    d = run_dlio(dl_dir, fmt, L, spf, nfiles, a.threads, total + (1 << 30))
+                    d = run_dlio(dl_dir, fmt, L, spf, nfiles, a.threads, total + (1 << 30), a.direct)
                     got["gen"] = d["bytes"] / d["gen_s"] / MiB
                     got["cmd"] = d["bytes"] / d["cmd_s"] / MiB
                     got["dcpu"] = d["cpu_s"] / (d["bytes"] / (1 << 30))
                 else:
-                    f = run_fio(a.fio, fio_dir, filesize, nfiles, a.threads)
+                    f = run_fio(a.fio, fio_dir, filesize, nfiles, a.threads, a.direct)
                     got["fio"] = f["MiB_s"]
                     got["fcpu"] = f["cpu_s_GiB"]
             for k in ("gen", "cmd", "fio", "dcpu", "fcpu"):

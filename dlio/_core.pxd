@@ -241,6 +241,12 @@ cdef extern from *:
 
 
 # ---- dataset generation from segment programs (gen.h) ----
+cdef extern from "dlio_core/csvrow.h" nogil:
+    size_t dc_csv_row_cap(size_t n, unsigned itemsize)
+    int dc_csv_row(const void *values, size_t n, unsigned itemsize, int is_signed, char *out, size_t cap,
+                   size_t *len)
+
+
 cdef extern from "dlio_core/gen.h" nogil:
     struct dc_gen_seg:
         uint32_t kind
@@ -253,6 +259,7 @@ cdef extern from "dlio_core/gen.h" nogil:
         uint64_t seed
         uint64_t first_seg
         uint64_t nsegs
+        const char *tmp_suffix
     struct dc_gen_error:
         int err
         uint64_t file

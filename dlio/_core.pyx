@@ -634,7 +634,9 @@ def gen_render(segs, blob, uint64_t seed):
 
 def gen_files(tmps, finals, seeds, first, counts, segs, blob, bint fsync=False, stop=None, counters=None,
               bint direct=False):
-    """Write files (tmps[i] renamed to finals[i] once complete) from the programs
+    """Write files (each created unnamed and linked as finals[i] once complete; where the filesystem
+    has no unnamed files, written as tmps[i] and renamed; tmps may be one suffix: the temporary name
+    is then "." + the final name + suffix, beside it) from the programs
     segs[first[i]:first[i]+counts[i]] and seeds[i], in order, with the GIL released (direct: O_DIRECT,
     whole aligned blocks, each file's last partial block through the page cache).
     stop: int32 array of 1 (non-zero stops between files); counters: uint64 array [bytes, files]
@@ -644,7 +646,8 @@ def gen_files(tmps, finals, seeds, first, counts, segs, blob, bint fsync=False, 
     cdef cnp.ndarray sd = np.ascontiguousarray(seeds, dtype=np.uint64)
     cdef cnp.ndarray fi = np.ascontiguousarray(first, dtype=np.uint64)
     cdef cnp.ndarray ct = np.ascontiguousarray(counts, dtype=np.uint64)
-    if len(tmps) != n or sd.shape[0] != n or fi.shape[0] != n or ct.shape[0] != n:
+    suffix = os.fsencode(tmps) if isinstance(tmps, str) else None
+    if (suffix is None and len(tmps) != n) or sd.shape[0] != n or fi.shape[0] != n or ct.shape[0] != n:
         raise ValueError("gen_files: one tmp, final, seed, first and count per file")
     if n and int((fi + ct).max()) > a.shape[0]:
         raise ValueError("gen_files: a program runs past the segments")
@@ -654,7 +657,7 @@ def gen_files(tmps, finals, seeds, first, counts, segs, blob, bint fsync=False, 
     cdef cnp.ndarray cn = np.zeros(2, np.uint64) if counters is None else counters
     if st.dtype != np.int32 or cn.dtype != np.uint64 or cn.shape[0] < 2:
         raise ValueError("gen_files: stop is int32[1], counters uint64[2]")
-    enc_t = [os.fsencode(p) for p in tmps]
+    enc_t = [os.fsencode(p) for p in tmps] if suffix is None else None
     enc_f = [os.fsencode(p) for p in finals]
     cdef dc_gen_file *files = <dc_gen_file *>calloc(max(n, 1), sizeof(dc_gen_file))
     cdef dc_gen_error err
@@ -664,7 +667,10 @@ def gen_files(tmps, finals, seeds, first, counts, segs, blob, bint fsync=False, 
         raise MemoryError()
     try:
         for i in range(n):
-            files[i].tmp = enc_t[i]
+            if suffix is None:
+                files[i].tmp = enc_t[i]
+            else:
+                files[i].tmp_suffix = suffix
             files[i].path = enc_f[i]
             files[i].seed = (<uint64_t *>cnp.PyArray_DATA(sd))[i]
             files[i].first_seg = (<uint64_t *>cnp.PyArray_DATA(fi))[i]
@@ -682,6 +688,23 @@ def gen_files(tmps, finals, seeds, first, counts, segs, blob, bint fsync=False, 
         what = err.what.decode(errors="replace")
         raise OSError(-rc, f"{what}: {os.strerror(-rc)}", os.fsdecode(enc_f[err.file]) if n else None)
     return True
+
+
+def csv_row(values):
+    """A csv row of a 1-d integer array: b"v0,v1,...\\n" (",".join(map(str, values)) + "\\n"), in C."""
+    cdef cnp.ndarray v = np.ascontiguousarray(values)
+    if v.dtype.kind not in "iu" or not v.dtype.isnative:
+        raise ValueError(f"csv_row: native integers only, not {v.dtype}")
+    cdef size_t n = v.size, got = 0
+    cdef unsigned item = v.dtype.itemsize
+    cdef int signed = v.dtype.kind == "i"
+    cdef size_t cap = dc_csv_row_cap(n, item)
+    cdef cnp.ndarray out = np.empty(cap, np.uint8)
+    cdef int rc
+    with nogil:
+        rc = dc_csv_row(cnp.PyArray_DATA(v), n, item, signed, <char *>cnp.PyArray_DATA(out), cap, &got)
+    _check(rc, "csv_row")
+    return out[:got].tobytes()
 
 
 def crc32(data, uint32_t crc=0):

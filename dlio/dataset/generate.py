@@ -102,6 +102,17 @@ def _make_folders(spec):
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
+def _data_dirs(spec) -> List[str]:
+    """The folders data files go to (the split folders and their subfolders, as file_paths names
+    them)."""
+    out = []
+    for split in SPLITS:
+        base = split_folder(spec, split)
+        s = spec.num_subfolders(split)
+        out += [f"{base}/{str(k).zfill(len(str(s)))}" for k in range(s)] if s > 1 else [base]
+    return out
+
+
 def _free_bytes(path):
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
@@ -185,16 +196,20 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1, check_space: bool = Tr
             old[split] = m
     sizes = np.zeros(total, np.int64)
     todo, skipped, present = [], [], 0
-    split = [_split(paths[i]) for i in mine.tolist()]
-    dirs = {d for d, _ in split}
+    dirs = set(_data_dirs(spec))  # from the spec: no per-file work to find them
     if mine.size:
         dirs.update(os.path.dirname(c) for c in fmt.companions(paths[int(mine[0])], spec))
     listing = _listing(dirs)
     if not any(listing.values()):  # a new dataset: nothing to check file by file
         split = []
         todo = mine.tolist()
+    else:
+        split = [_split(paths[i]) for i in mine.tolist()]
     for i, (d, name) in zip(mine.tolist(), split):
-        if name not in listing[d]:
+        names = listing.get(d)
+        if names is None:  # (a folder the spec did not name: listed when first seen)
+            names = listing[d] = _listing([d])[d]
+        if name not in names:
             todo.append(i)
             continue
         p = paths[i]
@@ -222,10 +237,12 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1, check_space: bool = Tr
     return _Plan(spec, fmt, paths, dims, mine, todo, skipped, sizes, present, old, skipped_set=set(skipped))
 
 
-def _batches(pl: _Plan) -> List[np.ndarray]:
+def _batches(pl: _Plan, threads: int = 1) -> List[np.ndarray]:
     """The files left, in batches of about BATCH_BYTES (by estimated size) or BATCH_FILES, largest
     files first: threads take the next batch as they finish one, so the last batches, which decide
-    when the threads are all done, are the smallest (bytes, not file counts, balance the threads)."""
+    when the threads are all done, are the smallest (bytes, not file counts, balance the threads).
+    The last 2 x threads x BATCH_BYTES go in batches of an eighth of that, so a thread that finds
+    no batch left waits for the others' last small ones, not for a whole batch."""
     todo = np.array(pl.todo, dtype=np.int64)
     if todo.size == 0:
         return []
@@ -233,10 +250,12 @@ def _batches(pl: _Plan) -> List[np.ndarray]:
     order = np.argsort(-est, kind="stable")
     todo, est = todo[order], est[order]
     csum = np.cumsum(est)
+    tail_from = csum[-1] - 2 * max(1, int(threads)) * BATCH_BYTES
     cuts, start = [], 0
     while start < todo.size:
         base = csum[start - 1] if start else 0
-        end = int(np.searchsorted(csum, base + BATCH_BYTES, side="left")) + 1
+        step = BATCH_BYTES if base < tail_from else BATCH_BYTES // 8
+        end = int(np.searchsorted(csum, base + step, side="left")) + 1
         end = max(start + 1, min(end, start + BATCH_FILES, todo.size))
         cuts.append(todo[start:end])
         start = end
@@ -248,16 +267,6 @@ def _split(path):
     i = path.rfind("/") + 1
     head = path[:i]
     return (head.rstrip("/") or head), path[i:]
-
-
-def _tmp_names(paths):
-    """The temporary name of each path (.NAME.tmp-PID-gen beside it)."""
-    suffix = f"{TMP_MARK}{os.getpid()}-gen"
-    out = []
-    for p in paths:
-        head, sep, name = p.rpartition("/")
-        out.append(f"{head}{sep}.{name}{suffix}")
-    return out
 
 
 def _write_batch(
@@ -285,7 +294,7 @@ def _write_batch(
     done = 0
     if prog.paths:
         complete = _core.gen_files(
-            _tmp_names(prog.paths),
+            f"{TMP_MARK}{os.getpid()}-gen",  # temporary names .NAME.tmp-PID-gen (without O_TMPFILE)
             prog.paths,
             prog.seeds,
             prog.first,
@@ -321,7 +330,7 @@ def _write_all(pl: _Plan, threads: int, progress: Optional[Callable], fsync: boo
     """Write pl.todo on `threads` threads, each taking the next batch; progress(bytes, files) is
     called from this thread every POLL_S with the rank's running totals (skipped files included).
     Returns the bytes written."""
-    batches = _batches(pl)
+    batches = _batches(pl, threads)
     nthreads = max(1, min(int(threads), len(batches))) if batches else 0
     if not nthreads:
         return 0

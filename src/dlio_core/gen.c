@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,6 +231,14 @@ struct emit {
 	 * stage_off; the last carry bytes (< DIO, not yet written) wait for the next batch. */
 	unsigned char *stage;
 	uint64_t stage_off, carry;
+	/* Files are created unnamed in their directory (O_TMPFILE) and linked under their final name
+	 * once complete: no rename, and a crash leaves nothing behind. tmpfile: 1 while that works here
+	 * (0 after the filesystem refused it: temp name + rename); flink: 1 while linkat(AT_EMPTY_PATH)
+	 * is allowed (else through /proc/self/fd). dirfd: the directory of the last file. */
+	int tmpfile, flink, dirfd;
+	size_t dirlen;
+	char dir[PATH_MAX];
+	char tmpname[PATH_MAX]; /* a temporary name made from tmp_suffix */
 };
 
 /* Leave O_DIRECT for what cannot be written in whole aligned blocks (a file's last partial block,
@@ -521,12 +530,95 @@ int dc_gen_render(const struct dc_gen_seg *segs, uint64_t nsegs, const unsigned 
 	return rc;
 }
 
+/* The directory of path (before its last '/') as an fd, kept while consecutive files share it;
+ * *base gets the name within it. Returns the fd or -errno. */
+static int dir_of(struct emit *e, const char *path, const char **base)
+{
+	const char *slash = strrchr(path, '/');
+	size_t len = slash ? (size_t)(slash - path) : 0;
+	*base = slash ? slash + 1 : path;
+	if (e->dirfd >= 0 && len == e->dirlen && !memcmp(e->dir, path, len))
+		return e->dirfd;
+	if (e->dirfd >= 0)
+		close(e->dirfd);
+	e->dirfd = -1;
+	if (len >= sizeof(e->dir))
+		return -ENAMETOOLONG;
+	memcpy(e->dir, path, len);
+	e->dir[len] = 0;
+	e->dirlen = len;
+	e->dirfd = open(!slash ? "." : len ? e->dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return e->dirfd >= 0 ? e->dirfd : -errno;
+}
+
+/* Give the complete unnamed file fd its final name (replacing a file of that name, which is
+ * removed first: for a moment there is no file under the name, never a partial one). Returns 0,
+ * -errno, or 1 when this system cannot link unnamed files (the caller writes the file again the
+ * classic way). */
+static int link_final(struct emit *e, int fd, int dirfd, const char *base)
+{
+	char proc[64];
+	int replaced = 0;
+	for (;;) {
+		int rc;
+		if (e->flink) {
+			rc = linkat(fd, "", dirfd, base, AT_EMPTY_PATH);
+		} else {
+			snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+			rc = linkat(AT_FDCWD, proc, dirfd, base, AT_SYMLINK_FOLLOW);
+		}
+		if (!rc)
+			return 0;
+		if (errno == ENOENT &&
+		    e->flink) { /* AT_EMPTY_PATH needs a capability before Linux 6.10 */
+			e->flink = 0;
+			continue;
+		}
+		if (errno == ENOENT) /* no /proc either */
+			return 1;
+		if (errno != EEXIST || replaced)
+			return -errno;
+		if (unlinkat(dirfd, base, 0) && errno != ENOENT)
+			return -errno;
+		replaced = 1;
+	}
+}
+
+/* The temporary name of file f (given, or made from its suffix), or NULL when too long. */
+static const char *tmp_of(struct emit *e, const struct dc_gen_file *f)
+{
+	if (f->tmp)
+		return f->tmp;
+	const char *slash = strrchr(f->path, '/');
+	int head = slash ? (int)(slash - f->path + 1) : 0;
+	int n = snprintf(e->tmpname, sizeof(e->tmpname), "%.*s.%s%s", head, f->path, f->path + head,
+			 f->tmp_suffix ? f->tmp_suffix : ".tmp");
+	return n > 0 && (size_t)n < sizeof(e->tmpname) ? e->tmpname : NULL;
+}
+
 static int write_one(struct emit *e, const struct dc_gen_file *f, const struct dc_gen_seg *segs,
 		     const unsigned char *blob, unsigned flags, uint64_t *bytes, const char **what)
 {
+	const char *tmp = NULL;
 	*what = "create";
 	int direct = (flags & DC_GEN_DIRECT) ? O_DIRECT : 0;
-	e->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | direct, 0644);
+	const char *base = NULL;
+	int dirfd = -1;
+again:
+	if (e->tmpfile) {
+		dirfd = dir_of(e, f->path, &base);
+		if (dirfd < 0)
+			return dirfd;
+		e->fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC | direct, 0644);
+		if (e->fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+			e->tmpfile = 0; /* this filesystem (or kernel) has no unnamed files */
+			goto again;
+		}
+	} else {
+		if (!(tmp = tmp_of(e, f)))
+			return -ENAMETOOLONG;
+		e->fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | direct, 0644);
+	}
 	if (e->fd < 0)
 		return -errno;
 	e->seed = f->seed;
@@ -548,17 +640,27 @@ static int write_one(struct emit *e, const struct dc_gen_file *f, const struct d
 		if (fsync(e->fd))
 			rc = -errno;
 	}
+	if (!rc && e->tmpfile) {
+		*what = "link";
+		rc = link_final(e, e->fd, dirfd, base);
+		if (rc ==
+		    1) { /* cannot name an unnamed file here: write it again under a temp name */
+			close(e->fd);
+			e->tmpfile = 0;
+			goto again;
+		}
+	}
 	if (close(e->fd) && !rc) {
 		*what = "close";
 		rc = -errno;
 	}
-	if (!rc) {
+	if (!rc && !e->tmpfile) {
 		*what = "rename";
-		if (rename(f->tmp, f->path))
+		if (rename(tmp, f->path))
 			rc = -errno;
 	}
-	if (rc)
-		unlink(f->tmp);
+	if (rc && !e->tmpfile)
+		unlink(tmp);
 	*bytes = e->off;
 	return rc;
 }
@@ -583,6 +685,9 @@ int dc_gen_files(const struct dc_gen_file *files, uint64_t n, const struct dc_ge
 		return -ENOMEM;
 	}
 	e->work = work;
+	e->tmpfile = !(flags & DC_GEN_RENAME);
+	e->flink = 1;
+	e->dirfd = -1;
 	int rc = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		if (stop && *stop) {
@@ -608,6 +713,8 @@ int dc_gen_files(const struct dc_gen_file *files, uint64_t n, const struct dc_ge
 		if (done_files)
 			__atomic_fetch_add(done_files, 1, __ATOMIC_RELAXED);
 	}
+	if (e->dirfd >= 0)
+		close(e->dirfd);
 	free(e->stage);
 	free(e);
 	return rc;

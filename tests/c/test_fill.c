@@ -72,7 +72,7 @@ static void test_gen(void)
 	mkdir(dir, 0755);
 	snprintf(tmp, sizeof(tmp), "%s/.f.tmp", dir);
 	snprintf(path, sizeof(path), "%s/f", dir);
-	struct dc_gen_file f = { tmp, path, 42, 0, n };
+	struct dc_gen_file f = { tmp, path, 42, 0, n, NULL };
 	struct dc_gen_error err;
 	uint64_t bytes = 0, files = 0;
 	T_CHECK(dc_gen_files(&f, 1, prog, blob, 0, NULL, &bytes, &files, &err) == 0, "gen_files");
@@ -103,7 +103,7 @@ static void test_gen(void)
 	};
 	uint64_t blen = dc_gen_size(big, 6);
 	unsigned char *d = malloc(blen), *e = malloc(blen);
-	struct dc_gen_file fb = { tmp, path, 7, 0, 6 };
+	struct dc_gen_file fb = { tmp, path, 7, 0, 6, NULL };
 	T_CHECK(dc_gen_render(big, 6, blob, 7, d, blen) == 0, "render big");
 	int rc = dc_gen_files(&fb, 1, big, blob, DC_GEN_DIRECT, NULL, NULL, NULL, &err);
 	if (rc == -EINVAL && !strcmp(err.what, "create")) {
@@ -119,12 +119,49 @@ static void test_gen(void)
 	}
 	free(d);
 	free(e);
-	/* A failure names the step and leaves no temp: the final name is a directory. */
+	/* A failure names the step and leaves no temp: the final name is a directory (linkat finds
+	 * it taken and will not remove a directory; rename where there are no unnamed files). */
+	/* Temporary name + rename (filesystems without O_TMPFILE), the name made from a suffix. */
+	struct dc_gen_file fs = { NULL, path, 42, 0, n, ".tmp-x" };
 	unlink(path);
-	mkdir(path, 0755);
-	T_CHECK(dc_gen_files(&f, 1, prog, blob, 0, NULL, NULL, NULL, &err) == -EISDIR &&
+	T_CHECK(dc_gen_files(&fs, 1, prog, blob, DC_GEN_RENAME, NULL, NULL, NULL, &err) == 0,
+		"rename path: %s", err.what);
+	fd = open(path, O_RDONLY);
+	T_CHECK(fd >= 0 && pread(fd, c, len, 0) == (ssize_t)len && !memcmp(a, c, len),
+		"renamed file == render");
+	if (fd >= 0)
+		close(fd);
+	char made[200];
+	snprintf(made, sizeof(made), "%s/.f.tmp-x", dir);
+	unlink(path);
+	mkdir(path, 0755); /* fails at the rename: the temporary made from the suffix is removed */
+	T_CHECK(dc_gen_files(&fs, 1, prog, blob, DC_GEN_RENAME, NULL, NULL, NULL, &err) ==
+				-EISDIR &&
 			!strcmp(err.what, "rename"),
 		"rename onto a directory: %s", err.what);
+	T_CHECK(access(made, F_OK) != 0, "temp from the suffix removed");
+	rmdir(path);
+	unlink(path);
+	mkdir(path, 0755);
+	rc = dc_gen_files(&f, 1, prog, blob, 0, NULL, NULL, NULL, &err);
+	T_CHECK(rc == -EISDIR && (!strcmp(err.what, "link") || !strcmp(err.what, "rename")),
+		"name a directory: %s %d", err.what, rc);
+	T_CHECK(!access(path, F_OK), "the directory is kept");
+	/* A file under the final name (an incomplete one being redone) is replaced. */
+	rmdir(path);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	T_CHECK(fd >= 0 && write(fd, "partial", 7) == 7, "a partial file");
+	if (fd >= 0)
+		close(fd);
+	T_CHECK(dc_gen_files(&f, 1, prog, blob, 0, NULL, NULL, NULL, &err) == 0, "replace: %s",
+		err.what);
+	fd = open(path, O_RDONLY);
+	T_CHECK(fd >= 0 && pread(fd, c, len, 0) == (ssize_t)len && !memcmp(a, c, len),
+		"replaced file == render");
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	mkdir(path, 0755);
 	T_CHECK(access(tmp, F_OK) != 0, "failed temp removed");
 	volatile int stop = 1;
 	T_CHECK(dc_gen_files(&f, 1, prog, blob, 0, &stop, NULL, NULL, &err) == -ECANCELED, "stop");

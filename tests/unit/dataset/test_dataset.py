@@ -174,14 +174,14 @@ def test_generate_changed_spec_remakes(tmp_path):
 
 
 def test_failed_write_leaves_no_temp_and_no_final(tmp_path):
-    """A real failure in the C writer (the final name is taken by a directory, so the rename fails):
+    """A real failure in the C writer (the final name is taken by a directory, so naming the file fails):
     a one-line error naming the file, no temporary file left, and the next run completes."""
     s = spec_of(tmp_path, "tfrecord")
     generate(s, threads=1)
     victim = file_paths(s, "train")[3]
     os.unlink(victim)
     os.mkdir(victim)
-    with pytest.raises(DatasetError, match="img_3_of_4.tfrecord.*rename"):
+    with pytest.raises(DatasetError, match="img_3_of_4.tfrecord.*(link|rename)"):
         generate(s, threads=1)
     assert os.path.isdir(victim)
     assert tmp_files(s.data_folder) == []
@@ -441,3 +441,21 @@ def test_checksums_of_a_uniform_table(tmp_path):
         data = open(p, "rb").read()
         for k in np.flatnonzero(rf == f):
             assert int(m.range_crc32c[k]) == _core.crc32c(data[int(ro[k]) : int(ro[k] + rl[k])])
+
+
+def test_batches_cover_every_file_once_and_end_small(tmp_path, monkeypatch):
+    """Threads take batches in order: every file is in exactly one batch, and the last
+    2 x threads x BATCH_BYTES go in eighth-size batches (no thread idles through a whole batch)."""
+    import dlio.dataset.generate as G
+
+    monkeypatch.setattr(G, "BATCH_BYTES", 4 << 20)
+    s = spec_of(tmp_path, num_files_train=100, num_files_eval=0, record_length_bytes=256 << 10)
+    pl = G.plan(s)
+    batches = G._batches(pl, threads=2)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(100))
+    est = get_format("npy").estimate_sizes(pl.dims, s.num_samples_per_file, s)
+    sizes = [int(est[b].sum()) for b in batches]
+    tail = np.cumsum(sizes[::-1])[::-1] <= 2 * 2 * (4 << 20)  # batches within the last 16 MiB
+    assert tail.any() and not tail.all()
+    assert max(np.array(sizes)[tail]) <= (4 << 20) // 8 + int(est.max())
+    assert max(np.array(sizes)[~tail][:-1]) >= 4 << 20

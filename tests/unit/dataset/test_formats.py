@@ -425,6 +425,22 @@ def test_csv(tmp_path, spf):
         assert a.shape == (spf, dims[0] * dims[1])
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "int32", "int64"])
+def test_csv_integer_rows_are_pythons_text(tmp_path, dtype):
+    """Rows of every integer width come from C (dc_csv_row) yet hold exactly what Python's
+    ",".join(map(str, values)) gives for the record's values (DLIO's pandas writes the same text)."""
+    from dlio.dataset.formats import csv as csv_fmt
+    from dlio.dataset.formats import mix_seed, record_elems
+
+    spec = make(tmp_path, "csv", 2, record_element_type=dtype, record_length_bytes_stdev=0)
+    for k, (path, dims) in enumerate(all_files(spec)):
+        values = csv_fmt.record_values(record_elems(dims), dtype, mix_seed(mix_seed(spec.seed_content, k), 0))
+        row = (",".join(map(str, values.tolist())) + "\n").encode()
+        assert values.min() < 0 if dtype.startswith("int") else True
+        with open(path, "rb") as f:
+            assert f.read() == row * 2
+
+
 def test_csv_float(tmp_path):
     spec = make(tmp_path, "csv", 2, record_element_type="float32", record_length_bytes_stdev=0)
     for path, dims in all_files(spec):

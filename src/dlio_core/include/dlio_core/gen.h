@@ -2,8 +2,10 @@
  *
  * A program is a list of segments: literal bytes (from a blob shared by all files, computed once
  * per shape by the format code), stamped random content, and checksums over ranges of the file
- * (TFRecord's masked CRC32C, PNG's and zip's CRC32). Each file is written under a temporary name,
- * optionally fsync'ed, and renamed: a file under its final name is always complete.
+ * (TFRecord's masked CRC32C, PNG's and zip's CRC32). Each file is written unnamed in its directory
+ * (O_TMPFILE), optionally fsync'ed, and linked under its final name (linkat), or, where the
+ * filesystem has no unnamed files, written under its temporary name and renamed: a file under its
+ * final name is always complete.
  *
  * Random content. Byte o of a file with seed s comes from one 1 MiB pool of random bytes (the same
  * on every host), at pool offset (o + 4096 * (s mod 256)) mod 1 MiB, except for a 16-byte stamp
@@ -44,11 +46,15 @@ struct dc_gen_seg {
 };
 
 struct dc_gen_file {
-	const char *tmp; /* written here, then renamed to path */
+	const char
+		*tmp; /* without O_TMPFILE: written here, then renamed to path (NULL: see below) */
 	const char *path;
 	uint64_t seed;
 	uint64_t first_seg; /* its program: segs[first_seg .. first_seg + nsegs) */
 	uint64_t nsegs;
+	/* With tmp NULL, the temporary name is path's directory + "." + path's name + tmp_suffix,
+	 * made only when needed (the filesystem has no O_TMPFILE). */
+	const char *tmp_suffix;
 };
 
 struct dc_gen_error {
@@ -59,12 +65,13 @@ struct dc_gen_error {
 
 /* Write files[0..n) in order. done_bytes/done_files (may be NULL) are advanced with relaxed atomics
  * after each file; stop (may be NULL) is polled between files. flags: DC_GEN_FSYNC (fsync each
- * file before its rename), DC_GEN_DIRECT (open with O_DIRECT: the content is copied into an aligned
- * buffer and written in whole 4 KiB blocks of up to 1 MiB; a file's last partial block and patched
- * checksums go through the page cache, as dd's oflag=direct does; open fails with EINVAL where the
- * filesystem refuses O_DIRECT).
+ * file before it is named), DC_GEN_DIRECT (open with O_DIRECT: the content is copied into an
+ * aligned buffer and written in whole 4 KiB blocks of up to 1 MiB; a file's last partial block and
+ * patched checksums go through the page cache, as dd's oflag=direct does; open fails with EINVAL
+ * where the filesystem refuses O_DIRECT), DC_GEN_RENAME (temporary name + rename even where
+ * O_TMPFILE works: what other filesystems get; for the tests).
  * 0, -ECANCELED when stopped, or -errno (err describes it; the failed file's temp is removed). */
-enum { DC_GEN_FSYNC = 1, DC_GEN_DIRECT = 2 };
+enum { DC_GEN_FSYNC = 1, DC_GEN_DIRECT = 2, DC_GEN_RENAME = 4 };
 int dc_gen_files(const struct dc_gen_file *files, uint64_t n, const struct dc_gen_seg *segs,
 		 const unsigned char *blob, unsigned flags, volatile int *stop,
 		 uint64_t *done_bytes, uint64_t *done_files, struct dc_gen_error *err);
@@ -79,5 +86,9 @@ uint64_t dc_gen_size(const struct dc_gen_seg *segs, uint64_t nsegs);
 
 /* CRC-32 (IEEE, zlib's) for the tests and the format code. */
 uint32_t dc_crc32(uint32_t crc, const void *buf, size_t len);
+/* The same by table (dc_crc32 folds with PCLMULQDQ when the CPU has it): for the tests. */
+uint32_t dc_crc32_table(uint32_t crc, const void *buf, size_t len);
+/* 1 when dc_crc32 uses PCLMULQDQ on this CPU, else 0. */
+int dc_crc32_clmul(void);
 
 #endif
