@@ -7,10 +7,12 @@ The server is a throwaway Ceph RADOS Gateway on free loopback ports (tools/ceph-
 test objects (--keep) and everyone reads those keys:
   dlio-fast     `dlio-fast io s3://B/P --rw read --bs SIZE --qd INFLIGHT --threads 1 --size N*SIZE`: its MB/s
                 (bytes of the requests over first start .. last end, from s3dlio's op-log)
-  s3dlio        get_many_stats(uris, max_in_flight) and get_many(uris, max_in_flight), in this process;
-                the better of the two (wall clock around the call) is "s3dlio best"
+  s3dlio        get_many_stats(uris, max_in_flight) and get_many(uris, max_in_flight), in this process,
+                each its own column (wall clock around the call)
   boto3         INFLIGHT threads, each get_object(...)['Body'].read() on its share of the uris
-Runs alternate in order, --repeats times; the verdict is the median ratio dlio-fast / best other.
+Runs alternate in order, --repeats times. The bar is the other tool with the highest median; the
+verdict is the median over repeats of dlio-fast / that tool in the same repeat (the per-repeat max of
+three noisy tools would raise the bar by the noise alone).
 Goal: >= 0.95. On a 2-core machine the gateway (about 1 CPU-s per GiB served) sets the ceiling.
 Usage: python bench/vs_s3.py [--repeats 3] [--cases 16m:8:64,128k:32:512] [--endpoint URL]
 """
@@ -76,18 +78,26 @@ def keys_of(size, inflight, n):
     return [ks[i % len(ks)] for i in range(n)]
 
 
-def s3dlio_best(size, inflight, n):
+def s3dlio_stats(size, inflight, n):
     import s3dlio
 
     uris = [f"s3://{BUCKET}/{k}" for k in keys_of(size, inflight, n)]
     t = time.perf_counter()
     c, b = s3dlio.get_many_stats(uris, max_in_flight=inflight)
-    a = b / (time.perf_counter() - t)
+    dt = time.perf_counter() - t
+    assert c == n and b == size * n
+    return b / dt
+
+
+def s3dlio_many(size, inflight, n):
+    import s3dlio
+
+    uris = [f"s3://{BUCKET}/{k}" for k in keys_of(size, inflight, n)]
     t = time.perf_counter()
     got = s3dlio.get_many(uris, max_in_flight=inflight)
     dt = time.perf_counter() - t
-    assert c == n and b == size * n and sum(len(v) for _, v in got) == size * n
-    return max(a, size * n / dt)
+    assert sum(len(v) for _, v in got) == size * n
+    return size * n / dt
 
 
 _BOTO = {}
@@ -139,11 +149,17 @@ def main():
         except Exception as e:
             if "BucketAlreadyOwnedByYou" not in str(e):
                 raise
-        tools = [("dlio-fast", dlio_fast), ("s3dlio best", s3dlio_best), ("boto3 threads", boto3_threads)]
+        tools = [
+            ("dlio-fast", dlio_fast),
+            ("s3dlio get_many_stats", s3dlio_stats),
+            ("s3dlio get_many", s3dlio_many),
+            ("boto3 threads", boto3_threads),
+        ]
         print(
             f"{'object':>8} {'in flight':>9} {'requests':>8} "
-            + " ".join(f"{n + ' MB/s':>18}" for n, _ in tools)
-            + f" {'ratio':>6}  (medians of {args.repeats}; ratio = dlio-fast / best other, per repeat)"
+            + " ".join(f"{n:>22}" for n, _ in tools)
+            + f" {'ratio':>6}  best other  (MB/s medians of {args.repeats} alternating repeats; ratio: median of "
+            "dlio-fast / the best other tool in the same repeat)"
         )
         verdicts = []
         for case in args.cases.split(","):
@@ -151,19 +167,19 @@ def main():
             size, inflight, n = parse_size(s), int(q), int(n)
             dlio_fast(size, inflight, min(n, 4 * inflight))  # creates the objects; a warm-up too
             res = {name: [] for name, _ in tools}
-            ratios = []
             for r in range(args.repeats):
                 order = tools if r % 2 == 0 else tools[::-1]
-                got = {name: f(size, inflight, n) for name, f in order}
-                for k, v in got.items():
-                    res[k].append(v)
-                ratios.append(got["dlio-fast"] / max(got["s3dlio best"], got["boto3 threads"]))
-            med = statistics.median(ratios)
+                for name, f in order:
+                    res[name].append(f(size, inflight, n))
+            # The bar is the best other *tool* (highest median), compared repeat by repeat: the max of
+            # several tools' noisy figures in each repeat would be biased upwards by the noise alone.
+            best = max((nm for nm, _ in tools[1:]), key=lambda nm: statistics.median(res[nm]))
+            med = statistics.median(d / o for d, o in zip(res["dlio-fast"], res[best]))
             verdicts.append(med)
             print(
                 f"{s:>8} {inflight:>9} {n:>8} "
-                + " ".join(f"{statistics.median(res[nm]) / 1e6:>18.1f}" for nm, _ in tools)
-                + f" {med:>6.2f}"
+                + " ".join(f"{statistics.median(res[nm]) / 1e6:>22.1f}" for nm, _ in tools)
+                + f" {med:>6.2f}  {best}"
             )
         print(
             f"verdict: {'PASS' if min(verdicts) >= 0.95 else 'FAIL'} (goal: dlio-fast >= 0.95x the best other "

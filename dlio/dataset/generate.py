@@ -24,11 +24,11 @@ from dlio.dataset.formats import get_format, mix_seed, mix_seeds
 from dlio.dataset.formats.program import Program
 from dlio.dataset.manifest import (
     Manifest,
-    _merge_parts,
     file_crc,
     load_manifest,
     load_saved,
     manifest_path,
+    merge_parts,
     range_crcs,
     resolve_paths,
     save_manifest,
@@ -190,7 +190,7 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1, check_space: bool = Tr
     for split, first in (("train", 0), ("valid", ntrain)):
         m = load_saved(spec, split, check=False) if spec.num_files(split) else None
         if m is None:
-            m = _merge_parts(spec, split) if spec.num_files(split) else None
+            m = merge_parts(spec, split) if spec.num_files(split) else None
         if m is not None and m.meta.get("gen_key") == spec.generation_key():
             recorded[first : first + m.nfiles] = m.file_size.astype(np.int64)
             old[split] = m
@@ -467,7 +467,7 @@ def _save(pl: _Plan, checksum: bool, rank: int, size: int, barrier: Optional[Cal
         barrier()
         if rank == 0:
             for split in SPLITS:
-                m = _merge_parts(spec, split) if spec.num_files(split) else None
+                m = merge_parts(spec, split) if spec.num_files(split) else None
                 if m is not None:
                     save_manifest(spec, m)
                     for r in range(size):

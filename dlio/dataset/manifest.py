@@ -334,7 +334,7 @@ def _add_checksums(m):
         )
 
 
-def _merge_parts(spec, split):
+def merge_parts(spec, split):
     """Merge the per-rank parts a multi-rank generation left (None unless they cover the split)."""
     d = f"{spec.data_folder}/{MANIFEST_DIR}"
     prefix = f"manifest-{split_key(split)}.part-"
@@ -451,7 +451,7 @@ def load_manifest(spec, split, cache=True, checksum=False):
     m = None if _parts_newer(spec, split) else load_saved(spec, split)
     if m is not None and (not checksum or m.file_crc32c is not None):
         return m
-    m = _merge_parts(spec, split)
+    m = merge_parts(spec, split)
     if m is not None and (not checksum or m.file_crc32c is not None):
         if _quick_check(m):
             _try_save(spec, m, cache)

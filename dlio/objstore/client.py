@@ -6,8 +6,6 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import json
-import os
-import resource
 import subprocess
 import sys
 from typing import Dict, Tuple
@@ -32,32 +30,22 @@ class WorkerFailed(DlioRunError):
 
 
 # A worker serves one task (s3dlio's op-log opens once per process), but its start (Python, numpy,
-# s3dlio: ~0.2 CPU-s) need not be paid when the task arrives: when a task starts, the worker for the
-# next one is started as a spare at SCHED_IDLE priority (it runs only on CPU time nobody else wants,
-# so it does not take the CPU from the measured task), imports everything and waits on stdin; when
-# it gets its task it returns to normal priority. Where returning from SCHED_IDLE is not allowed
-# (neither root nor RLIMIT_NICE >= 20), the spare is started after a task instead.
+# s3dlio: ~0.2 CPU-s) need not be paid when the task arrives: after a task, the worker for the next
+# one is started as a spare, imports everything and waits on stdin. Never during a task: even at
+# SCHED_IDLE a starting process took 5 % of the GET bandwidth of a 2-core client (bench/vs_s3.py,
+# 16 MiB objects: 0.93 -> 0.88 of s3dlio's own batch GET).
 _SPARES: Dict[Tuple, subprocess.Popen] = {}
 STARTS = {"cold": 0, "spare": 0}  # how the workers of this process were started (tests read it)
 
 
-def idle_spares() -> bool:
-    """Whether a worker started at SCHED_IDLE may return to normal priority (unprivileged, only
-    when RLIMIT_NICE allows nice 0)."""
-    if not hasattr(os, "SCHED_IDLE"):
-        return False
-    soft = resource.getrlimit(resource.RLIMIT_NICE)[0]
-    return os.geteuid() == 0 or soft == resource.RLIM_INFINITY or soft >= 20
-
-
-def _spawn(env: dict, spare: bool = False) -> subprocess.Popen:
+def _spawn(env: dict) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "dlio.objstore.worker"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=dict(env, DLIO_FAST_S3_SPARE="1") if spare else env,
+        env=env,
         start_new_session=True,  # Ctrl-C reaches the parent, which stops the worker itself
     )
 
@@ -67,32 +55,24 @@ def _key(env: dict) -> Tuple:
 
 
 def start_worker(settings: S3Settings) -> subprocess.Popen:
-    """A worker process for one task: the spare waiting for these settings, else a new one; the
-    spare for the next task starts now when it can wait at idle priority."""
+    """A worker process for one task: the spare waiting for these settings, else a new one."""
     env = settings.child_env()
     p = _SPARES.pop(_key(env), None)
     if p is not None and p.poll() is None:
         STARTS["spare"] += 1
-    else:
-        STARTS["cold"] += 1
-        p = _spawn(env)
-    if idle_spares():
-        _keep_spare(env, _spawn(env, spare=True))
-    return p
-
-
-def _keep_spare(env: dict, p: subprocess.Popen) -> None:
-    """One spare at most: one for other settings (an earlier command's) is stopped."""
-    _stop_spares()
-    _SPARES[_key(env)] = p
+        return p
+    STARTS["cold"] += 1
+    return _spawn(env)
 
 
 def prepare_spare(settings: S3Settings) -> None:
-    """After a task: the spare for the next one, if none is waiting."""
+    """After a task: the spare for the next one, if none is waiting (one at most: a spare for other
+    settings, an earlier command's, is stopped)."""
     env = settings.child_env()
     p = _SPARES.get(_key(env))
     if p is None or p.poll() is not None:
-        _keep_spare(env, _spawn(env, spare=idle_spares()))
+        _stop_spares()
+        _SPARES[_key(env)] = _spawn(env)
 
 
 @atexit.register

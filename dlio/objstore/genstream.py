@@ -22,13 +22,14 @@ from typing import Callable, List, Optional, Tuple
 import numpy as np
 
 from dlio.dataset import generate as gen
-from dlio.dataset.manifest import _merge_parts, manifest_path, save_manifest
+from dlio.dataset.manifest import manifest_path, merge_parts, save_manifest
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, estimated_sizes
 from dlio.errors import DlioError
 from dlio.objstore import client
 from dlio.objstore.settings import S3Settings
 
 STAGE_BYTES = 512 << 20
+STAGE_BYTES_MAX = 64 << 30  # two batches of this sit on the local disk at once
 
 
 def stage_bytes() -> int:
@@ -42,8 +43,8 @@ def stage_bytes() -> int:
         n = int(parse_size(v))
     except (ValueError, DlioError):
         n = 0
-    if n < 1:
-        raise DlioError(f"DLIO_FAST_S3_STAGE_BYTES={v!r}: expected a size such as 512m or 1g")
+    if not 1 <= n <= STAGE_BYTES_MAX:
+        raise DlioError(f"DLIO_FAST_S3_STAGE_BYTES={v!r}: expected a size from 1 byte to 64g, such as 512m or 1g")
     return n
 
 
@@ -237,7 +238,7 @@ def _upload_manifests(up: Uploader, lspec: DatasetSpec, gathered: list, size: in
                     f.write(data)
         for split in ("train", "valid"):
             if lspec.num_files(split):
-                m = _merge_parts(lspec, split)
+                m = merge_parts(lspec, split)
                 if m is None:
                     raise DlioError(f"the ranks' {split} manifest parts do not cover the dataset")
                 save_manifest(lspec, m)

@@ -49,9 +49,7 @@ def short(message: str) -> str:
 def task_check(s3, t: dict) -> dict:
     """List a key that cannot exist under the prefix: fails on credentials, bucket, endpoint."""
     s3.list(f"s3://{t['bucket']}/{t['prefix']}.dlio-fast-probe/")
-    # a spare worker (started at idle priority) runs its task at normal priority: every thread
-    normal = all(os.sched_getscheduler(int(tid)) == os.SCHED_OTHER for tid in os.listdir("/proc/self/task"))
-    return {"normal_priority": normal}
+    return {}
 
 
 def _present(s3, bucket: str, keys: list, size: int) -> set:
@@ -226,21 +224,9 @@ def _dataset_tasks() -> dict:
     }
 
 
-def _priority(policy: int) -> None:
-    """Every thread of the process (s3dlio starts its runtime's threads at import) to `policy`."""
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setscheduler(int(tid), policy, os.sched_param(0))
-        except ProcessLookupError:
-            pass  # a thread that has ended
-
-
 def main() -> None:
     # everything is imported before the task is read: a spare worker (dlio.objstore.client) is
-    # started ahead of its task, at idle priority, and waits here with its start paid
-    spare = os.environ.pop("DLIO_FAST_S3_SPARE", "") == "1"
-    if spare:
-        _priority(os.SCHED_IDLE)
+    # started after the previous task and waits here with its start paid
     TASKS.update(_dataset_tasks())
     try:
         import s3dlio
@@ -253,8 +239,6 @@ def main() -> None:
     line = sys.stdin.readline()  # one line: the train task keeps stdin open for its step barrier
     if not line:  # a spare whose parent is gone (or never needed it)
         os._exit(0)
-    if spare:
-        _priority(os.SCHED_OTHER)  # the task runs at normal priority, every thread of it
     t = json.loads(line)
     try:
         out = TASKS[t["task"]](s3dlio, t)

@@ -569,8 +569,8 @@ static int link_final(struct emit *e, int fd, int dirfd, const char *base)
 		}
 		if (!rc)
 			return 0;
-		if (errno == ENOENT &&
-		    e->flink) { /* AT_EMPTY_PATH needs a capability before Linux 6.10 */
+		/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH before Linux 6.10: go through /proc */
+		if (errno == ENOENT && e->flink) {
 			e->flink = 0;
 			continue;
 		}
@@ -610,8 +610,9 @@ again:
 		if (dirfd < 0)
 			return dirfd;
 		e->fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC | direct, 0644);
-		if (e->fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
-			e->tmpfile = 0; /* this filesystem (or kernel) has no unnamed files */
+		/* this filesystem (or kernel) has no unnamed files: temp name + rename */
+		if (e->fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+			e->tmpfile = 0;
 			goto again;
 		}
 	} else {
@@ -643,8 +644,8 @@ again:
 	if (!rc && e->tmpfile) {
 		*what = "link";
 		rc = link_final(e, e->fd, dirfd, base);
-		if (rc ==
-		    1) { /* cannot name an unnamed file here: write it again under a temp name */
+		/* cannot name an unnamed file here: write it again under a temp name */
+		if (rc == 1) {
 			close(e->fd);
 			e->tmpfile = 0;
 			goto again;

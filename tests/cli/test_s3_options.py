@@ -107,9 +107,9 @@ def test_recovery_rank_shift_on_s3(s3env, bucket, tmp_path):
         assert load["bytes"] == sum(n for k, n in objects.items() if k.rsplit("/", 1)[1] in saved[src])
 
 
-def test_workers_start_ahead_and_run_at_normal_priority(run_cli, s3env, bucket, tmp_path):
-    # each task's worker is the spare started ahead of it (its Python and s3dlio start paid), and it
-    # runs its task at normal priority although it waited at idle priority
+def test_workers_start_ahead_of_their_tasks(run_cli, s3env, bucket, tmp_path):
+    # each task's worker is the spare started after the task before it (its Python and s3dlio start
+    # paid outside any measured window)
     from dlio.objstore import client
 
     client.STARTS.update(cold=0, spare=0)
@@ -119,7 +119,4 @@ def test_workers_start_ahead_and_run_at_normal_priority(run_cli, s3env, bucket, 
     assert code == 0, err
     # 3 epochs x (train + eval) blocks, each a worker, plus the checks, fetches and listings
     assert client.STARTS["cold"] == 1 and client.STARTS["spare"] >= 6, client.STARTS
-    settings = test_s3._settings()
-    for _ in range(2):  # the second is a spare
-        assert client.run_task(settings, {"task": "check", "bucket": bucket, "prefix": ""})["normal_priority"]
-    assert client.STARTS["spare"] >= 7
+    assert len(client._SPARES) == 1 and all(p.poll() is None for p in client._SPARES.values())
