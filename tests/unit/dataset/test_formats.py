@@ -398,6 +398,37 @@ def test_images_decode_and_have_the_record_size(tmp_path, fmt):
     assert len({d[:4096] for d in data}) == 6  # unique files (random padding)
 
 
+@pytest.mark.parametrize("side", [1, 7, 8, 9, 100, 333])
+def test_png_written_without_pillow_decodes_with_it_to_the_stripes(side):
+    from PIL import Image
+
+    from dlio.dataset.formats import image
+
+    data = image.base_image("PNG", side, side)
+    with Image.open(io.BytesIO(data)) as im:
+        im.load()
+        a = np.asarray(im)
+    stripes = np.zeros((side, side), np.uint8)
+    stripes[:, (np.arange(side) // 8) % 2 == 1] = 255
+    assert im.mode == "L" and (a == stripes).all()
+    assert data[12:16] == b"IHDR" and len(data) > image.SPLIT["PNG"] and data.endswith(image.PNG_END)
+
+
+def test_png_generation_does_not_load_pillow(tmp_path):
+    # loading Pillow takes ~30 ms, a sizeable part of a short PNG generation (bench/generate_vs_fio.py)
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from dlio.dataset.generate import generate; from dlio.dataset.spec import DatasetSpec; "
+        f"generate(DatasetSpec(data_folder={str(tmp_path)!r}, format='png', num_files_train=4, "
+        "record_length_bytes=20000)); print('PIL' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split()[-1] == "False"
+    assert len(list(tmp_path.rglob("*.png"))) == 4
+
+
 @pytest.mark.parametrize("fmt", ["jpeg", "png"])
 def test_images_small_and_odd_targets(tmp_path, fmt):
     from PIL import Image
