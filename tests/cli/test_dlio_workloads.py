@@ -89,21 +89,26 @@ def test_unknown_key_on_the_command_line_exits_2(run_cli, tmp_path):
     assert code == 2 and err.count("\n") == 1 and "workflow.do_eval" in err and "workflow.evaluation" in err
 
 
+TINY_RUN = (
+    "++workload.dataset.num_files_train=2",
+    "++workload.reader.batch_size=1",
+    "++workload.dataset.num_files_eval=0",
+    "++workload.workflow.evaluation=false",
+    "++workload.train.epochs=1",
+    "++workload.train.computation_time=0",
+    "++workload.dataset.data_folder=data",
+    "--set",
+    "dlio_fast.mlperf_rules=off",
+)
+
+
 def test_hydra_run_dir_sets_the_output_folder(run_cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(
         "run",
         "workload=default",
         "hydra.run.dir=hout",
-        "++workload.dataset.num_files_train=2",
-        "++workload.reader.batch_size=1",
-        "++workload.dataset.num_files_eval=0",
-        "++workload.workflow.evaluation=false",
-        "++workload.train.epochs=1",
-        "++workload.train.computation_time=0",
-        "++workload.dataset.data_folder=data",
-        "--set",
-        "dlio_fast.mlperf_rules=off",
+        *TINY_RUN,
     )
     assert code == 0, err
     assert os.path.exists(tmp_path / "hout" / "dlio-fast.json")
@@ -120,19 +125,6 @@ def test_overrides_yaml_lists_the_command_line_as_typed(run_cli, tmp_path, monke
     assert code == 0, err
     over = yaml.safe_load((tmp_path / "o" / ".hydra" / "overrides.yaml").read_text())
     assert over == ["workload=default", *typed, "++workload.train.epochs=1", "++workload.dlio_fast.mlperf_rules=off"]
-
-
-TINY_RUN = (
-    "++workload.dataset.num_files_train=2",
-    "++workload.reader.batch_size=1",
-    "++workload.dataset.num_files_eval=0",
-    "++workload.workflow.evaluation=false",
-    "++workload.train.epochs=1",
-    "++workload.train.computation_time=0",
-    "++workload.dataset.data_folder=data",
-    "--set",
-    "dlio_fast.mlperf_rules=off",
-)
 
 
 @pytest.mark.parametrize("subdir, where", [("configs", "configs"), ("null", None), ("a/b", "a/b")])

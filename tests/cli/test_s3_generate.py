@@ -75,20 +75,7 @@ def test_generation_spread_over_ranks_in_bounded_batches(run_cli, s3env, bucket,
 
     # the same config generated to a local folder: the objects are its files, byte for byte
     local = tmp_path / "local"
-    code, _, err = run_cli(
-        "-q",
-        "generate",
-        "--config",
-        cfg,
-        "--set",
-        "storage.storage_type=local_fs",
-        "--set",
-        f"dataset.data_folder={local}",
-    )
-    assert code == 0, err
-    files = sorted(
-        os.path.relpath(os.path.join(r, n), local) for r, _, ns in os.walk(local) for n in ns if ".dlio-fast" not in r
-    )
+    files = wl.generated_locally(run_cli, cfg, local)
     objects = wl.keys_under(s3env, bucket, "gen2/")
     assert sorted(k[len("gen2/") :] for k in objects if "/.dlio-fast/" not in k) == files
     s3 = wl.boto(s3env)

@@ -92,6 +92,25 @@ def result(folder):
         return json.load(f)
 
 
+def generated_locally(run_cli, cfg, local):
+    """The same config generated to the local folder `local`: its data files, relative, sorted (what
+    the objects of a generation to S3 must be, byte for byte)."""
+    code, _, err = run_cli(
+        "-q",
+        "generate",
+        "--config",
+        cfg,
+        "--set",
+        "storage.storage_type=local_fs",
+        "--set",
+        f"dataset.data_folder={local}",
+    )
+    assert code == 0, err
+    return sorted(
+        os.path.relpath(os.path.join(r, n), local) for r, _, ns in os.walk(local) for n in ns if ".dlio-fast" not in r
+    )
+
+
 def keys_under(server, bucket, prefix):
     """Every key under the prefix, with boto3's paginator (independent of dlio-fast's client)."""
     out = {}
@@ -109,20 +128,7 @@ def test_every_format_generated_and_trained_on_s3(run_cli, s3env, bucket, tmp_pa
     assert code == 0, err
     # the objects are the file generator's bytes: the same config generated to a local folder
     local = tmp_path / "local"
-    code, _, err = run_cli(
-        "-q",
-        "generate",
-        "--config",
-        cfg,
-        "--set",
-        "storage.storage_type=local_fs",
-        "--set",
-        f"dataset.data_folder={local}",
-    )
-    assert code == 0, err
-    files = sorted(
-        os.path.relpath(os.path.join(r, n), local) for r, _, ns in os.walk(local) for n in ns if ".dlio-fast" not in r
-    )
+    files = generated_locally(run_cli, cfg, local)
     objects = keys_under(s3env, bucket, f"data/{fmt}/")
     data_keys = sorted(k[len(f"data/{fmt}/") :] for k in objects if "/.dlio-fast/" not in k)
     assert data_keys == files  # index files (tfrecord's .idx, indexed_binary's .off.idx / .sz.idx) included
