@@ -8,7 +8,8 @@ import importlib.util
 import json
 import subprocess
 import sys
-from typing import Dict, Tuple
+import time
+from typing import Dict, Optional, Tuple
 
 from dlio.errors import DlioError, DlioRunError
 from dlio.objstore.settings import S3Settings
@@ -85,16 +86,32 @@ def _stop_spares() -> None:
 
 
 def run_task(settings: S3Settings, task: dict, timeout: float = 3600) -> dict:
-    """Run one task in a worker process; its answer (dict) or WorkerFailed."""
+    """Run one task in a worker process; its answer (dict) or WorkerFailed. A stop signal noted
+    meanwhile (a measured phase defers Ctrl-C / SIGTERM: dlio.execute.pending) stops the worker and
+    raises its Interrupted."""
+    from dlio.execute import pending
+
+    if pending() is not None:
+        raise pending()
     p = start_worker(settings)
-    try:
-        out, err = p.communicate(json.dumps(task) + "\n", timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        raise WorkerFailed(
-            f"{settings.endpoint}: the S3 task {task['task']!r} did not finish in {timeout:.0f} s", "connect"
-        ) from None
+    deadline = time.monotonic() + timeout
+    text: Optional[str] = json.dumps(task) + "\n"
+    while True:
+        try:
+            out, err = p.communicate(text, timeout=max(0.0, min(0.25, deadline - time.monotonic())))
+            break
+        except subprocess.TimeoutExpired:
+            text = None  # sent: a retry only reads
+            stopped = pending()
+            if stopped is None and time.monotonic() < deadline:
+                continue
+            p.kill()
+            p.communicate()
+            if stopped is not None:
+                raise stopped from None
+            raise WorkerFailed(
+                f"{settings.endpoint}: the S3 task {task['task']!r} did not finish in {timeout:.0f} s", "connect"
+            ) from None
     prepare_spare(settings)
     lines = [ln for ln in out.splitlines() if ln.startswith("{")]
     if not lines:

@@ -297,8 +297,8 @@ def train_blocks(tr, plan, st, paths, epoch, points, excl):
         if p is not None:
             try:
                 saves.append(save_checkpoint(tr, tr.cfg, tr.comm, p))
-            except DlioRunError as e:  # a failed save (a full disk) ends the run; the steps measured stay
-                return merge_results(results), blocks, saves, e
+            except (DlioRunError, Interrupted) as e:  # a failed (a full disk) or stopped save ends the run;
+                return merge_results(results), blocks, saves, e  # the steps measured stay
     return merge_results(results), blocks, saves, None
 
 
@@ -469,7 +469,7 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
             if point.mode == "epoch":
                 try:
                     rec["checkpoints"].append(save_checkpoint(tr, cfg, comm, point))
-                except DlioRunError as e:  # a failed save (a full disk): the epochs measured stay
+                except (DlioRunError, Interrupted) as e:  # a failed (a full disk) or stopped save: the epochs stay
                     rec["end"] = iso()
                     return rank_rec, e
         if sp.layout_eval is not None and epoch >= next_eval:

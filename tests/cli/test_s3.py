@@ -216,3 +216,26 @@ def test_server_killed_mid_run(s3_server, tmp_path):
     first, second = doc["points"]
     assert first["ops"] > 0 and first["errors"] == 0 and "error" not in first
     assert second["error"] and second["errors"] >= 1
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_during_a_point_stops_the_grid_at_once(s3env, bucket, tmp_path, sig):
+    """Ctrl-C / SIGTERM while an S3 point's worker runs: the worker is stopped, the result file is
+    written (incomplete), exit 128 + signal, well before the 20 s point would have ended."""
+    import signal
+
+    js = tmp_path / "s.json"
+    cmd = [sys.executable, "-m", "dlio", "-q", "io", f"s3://{bucket}/p", "--bs", "64k", "--qd", "1,2"]
+    p = subprocess.Popen(
+        [*cmd, "--runtime", "20s", "--json", str(js)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert p.stdout.readline(), p.stderr.read()  # the table's header: the first point starts now
+    time.sleep(2.0)
+    t0 = time.monotonic()
+    p.send_signal(getattr(signal, sig))
+    out, err = p.communicate(timeout=60)
+    assert time.monotonic() - t0 < 10, "the S3 point ran on after the signal"
+    assert p.returncode == 128 + getattr(signal, sig), err
+    assert "Traceback" not in err and f"interrupted by {sig}" in err
+    doc = json.loads(js.read_text())
+    assert doc["complete"] is False and sig in doc["reason"] and doc["points"] == []
