@@ -23,7 +23,8 @@ _GUARDS = [0]  # stop_signals_deferred() blocks open (an inner one leaves the ou
 
 
 def _stop(signum: int) -> None:
-    _SIGNALLED.append(signum)
+    if _GUARDS[0]:  # noted for the guarded phase only: nothing stale outlives it
+        _SIGNALLED.append(signum)
     STOP.set()
 
 
@@ -51,8 +52,8 @@ def stop_signals_deferred() -> Iterator[None]:
         return
     _SIGNALLED.clear()
     STOP.clear()
-    old = {sig: signal.signal(sig, lambda signum, frame: _stop(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
     _GUARDS[0] += 1
+    old = {sig: signal.signal(sig, lambda signum, frame: _stop(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
