@@ -43,6 +43,7 @@ from dlio.dataset.spec import (
     estimated_sizes,
     file_dims,
     file_paths,
+    split_dirs,
     split_folder,
 )
 from dlio.errors import DatasetError, InsufficientSpace
@@ -100,17 +101,6 @@ def _make_folders(spec):
 
 
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
-
-
-def _data_dirs(spec) -> List[str]:
-    """The folders data files go to (the split folders and their subfolders, as file_paths names
-    them)."""
-    out = []
-    for split in SPLITS:
-        base = split_folder(spec, split)
-        s = spec.num_subfolders(split)
-        out += [f"{base}/{str(k).zfill(len(str(s)))}" for k in range(s)] if s > 1 else [base]
-    return out
 
 
 def _free_bytes(path):
@@ -196,7 +186,7 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1, check_space: bool = Tr
             old[split] = m
     sizes = np.zeros(total, np.int64)
     todo, skipped, present = [], [], 0
-    dirs = set(_data_dirs(spec))  # from the spec: no per-file work to find them
+    dirs = {d for split in SPLITS for d in split_dirs(spec, split)}  # from the spec: no per-file work
     if mine.size:
         dirs.update(os.path.dirname(c) for c in fmt.companions(paths[int(mine[0])], spec))
     listing = _listing(dirs)

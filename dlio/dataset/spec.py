@@ -209,19 +209,23 @@ def check_names_fit(spec, split, n, name_len):
     )
 
 
+def split_dirs(spec, split):
+    """The folders a split's files go to: its subfolders 0..S-1 (zero-padded to one width) when
+    S = num_subfolders > 1, else the split's folder."""
+    base = split_folder(spec, split_key(split))
+    s = spec.num_subfolders(split_key(split))
+    return [f"{base}/{str(k).zfill(len(str(s)))}" for k in range(s)] if s > 1 else [base]
+
+
 def file_paths(spec, split):
     """DLIO's file names for one split, in index order (which is also DLIO's sorted listing)."""
     split = split_key(split)
     n = spec.num_files(split)
-    s = spec.num_subfolders(split)
-    base = split_folder(spec, split)
+    dirs = split_dirs(spec, split)
     nd = len(str(n))
     pre, ext = spec.file_prefix, spec.format
-    check_names_fit(spec, split, n, len(f"{base}/{'0' * 8}/{pre}_{'0' * nd}_of_{n}.{ext}"))
-    if s > 1:
-        ns = len(str(s))
-        return [f"{base}/{str(i % s).zfill(ns)}/{pre}_{str(i).zfill(nd)}_of_{n}.{ext}" for i in range(n)]
-    return [f"{base}/{pre}_{str(i).zfill(nd)}_of_{n}.{ext}" for i in range(n)]
+    check_names_fit(spec, split, n, len(f"{split_folder(spec, split)}/{'0' * 8}/{pre}_{'0' * nd}_of_{n}.{ext}"))
+    return [f"{dirs[i % len(dirs)]}/{pre}_{str(i).zfill(nd)}_of_{n}.{ext}" for i in range(n)]
 
 
 def all_dims(spec):

@@ -69,37 +69,17 @@ int dc_csv_row(const void *values, size_t n, unsigned itemsize, int is_signed, c
 		}
 		goto end;
 	}
+	const unsigned shift = 64 - 8 * itemsize; /* sign extension of a narrower value */
 	for (size_t i = 0; i < n; i++) {
-		uint64_t u;
+		uint64_t u =
+			0; /* the value's bytes, low first: little-endian hosts (x86-64, arm64) */
+		memcpy(&u, p + (size_t)itemsize * i, itemsize);
 		int neg = 0;
 		if (is_signed) {
-			int64_t s;
-			if (itemsize == 1)
-				s = (int8_t)p[i];
-			else if (itemsize == 2) {
-				int16_t v;
-				memcpy(&v, p + 2 * i, 2);
-				s = v;
-			} else if (itemsize == 4) {
-				int32_t v;
-				memcpy(&v, p + 4 * i, 4);
-				s = v;
-			} else
-				memcpy(&s, p + 8 * i, 8);
-			neg = s < 0;
-			u = neg ? (uint64_t)0 - (uint64_t)s : (uint64_t)s;
-		} else if (itemsize == 1) {
-			u = p[i];
-		} else if (itemsize == 2) {
-			uint16_t v;
-			memcpy(&v, p + 2 * i, 2);
-			u = v;
-		} else if (itemsize == 4) {
-			uint32_t v;
-			memcpy(&v, p + 4 * i, 4);
-			u = v;
-		} else
-			memcpy(&u, p + 8 * i, 8);
+			int64_t v = shift ? (int64_t)(u << shift) >> shift : (int64_t)u;
+			neg = v < 0;
+			u = neg ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+		}
 		char tmp[24];
 		char *s = utoa_back(u, tmp + sizeof(tmp));
 		if (neg)

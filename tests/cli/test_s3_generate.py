@@ -6,12 +6,9 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import REPO
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 
@@ -57,20 +54,7 @@ def test_generation_spread_over_ranks_in_bounded_batches(run_cli, s3env, bucket,
         dataset__record_length_bytes_stdev=15000,  # files of different sizes: bytes, not counts, split them
     )
     stage_limit, multipart_min = 200_000, 100_000
-    env = dict(
-        os.environ,
-        PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        DLIO_FAST_S3_STAGE_BYTES=str(stage_limit),
-    )
-    p = subprocess.run(
-        ["mpiexec", "-n", "2", sys.executable, "-c", RANK, str(cfg), str(multipart_min), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-        cwd=REPO,
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
+    wl.two_ranks(RANK, cfg, multipart_min, tmp_path, DLIO_FAST_S3_STAGE_BYTES=str(stage_limit))
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
 
     # the same config generated to a local folder: the objects are its files, byte for byte

@@ -3,13 +3,10 @@ and checkpoint.recovery_rank_shift on S3 checkpoints (under `mpiexec -n 2`)."""
 
 import importlib.util
 import json
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO, one_line
+from conftest import one_line
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 
@@ -83,16 +80,7 @@ with open(f"{out}/rank{comm.rank}.json", "w") as f:
     reason="needs mpiexec and mpi4py (pip install mpich mpi4py)",
 )
 def test_recovery_rank_shift_on_s3(s3env, bucket, tmp_path):
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run(
-        ["mpiexec", "-n", "2", sys.executable, "-c", SHIFT, bucket, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-        cwd=REPO,
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
+    wl.two_ranks(SHIFT, bucket, tmp_path)
     recs = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     objects = wl.keys_under(s3env, bucket, "shift/")
     saved = [{f["name"] for f in r["save"]["files"]} for r in recs]

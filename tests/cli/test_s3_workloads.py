@@ -92,6 +92,15 @@ def result(folder):
         return json.load(f)
 
 
+def two_ranks(script, *args, **env):
+    """`mpiexec -n 2 python -c script args...` from the repository, env added; fails the test with the
+    ranks' stderr when the job fails."""
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **env)
+    cmd = ["mpiexec", "-n", "2", sys.executable, "-c", script, *map(str, args)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240, cwd=REPO)
+    assert p.returncode == 0, p.stderr[-3000:]
+
+
 def generated_locally(run_cli, cfg, local):
     """The same config generated to the local folder `local`: its data files, relative, sorted (what
     the objects of a generation to S3 must be, byte for byte)."""
