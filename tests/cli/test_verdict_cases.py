@@ -187,9 +187,9 @@ def test_client_bound_tiny_files_one_cpu(shm, tmp_path):
     ep = epochs(load(tmp_path / "out"))[1]
     c, v = ep["counters"], ep["verdict"]
     assert c["cores"] == 1 and c["target"]["kind"] == "none"
-    if others_set_the_pace(c):
-        assert (v["verdict"], v["part"]) == ("inconclusive", "other processes on the host")
-    else:
+    if v["verdict"] == "inconclusive":  # only when the host was full and not by this run (rule 5)
+        assert others_set_the_pace(c) and v["part"] == "other processes on the host", (v, c)
+    else:  # the readers' and the process's rules come first, whatever else ran on the host
         assert v["verdict"] == "client-bound", v
         assert v["part"] in ("reader threads", "process", "this process")
 
