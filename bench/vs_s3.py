@@ -4,22 +4,30 @@ boto3 with threads: same objects, same number of requests, same requests in flig
 
 The server is a throwaway Ceph RADOS Gateway on free loopback ports (tools/ceph-s3.sh, memstore) unless
 --endpoint (with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY set) names another. dlio-fast creates the
-test objects (--keep) and everyone reads those keys:
-  dlio-fast     `dlio-fast io s3://B/P --rw read --bs SIZE --qd INFLIGHT --threads 1 --size N*SIZE`: its MB/s
-                (bytes of the requests over first start .. last end, from s3dlio's op-log)
-  s3dlio        get_many_stats(uris, max_in_flight) and get_many(uris, max_in_flight), in this process,
-                each its own column (wall clock around the call)
-  boto3         INFLIGHT threads, each get_object(...)['Body'].read() on its share of the uris
-Runs alternate in order, --repeats times. The bar is the other tool with the highest median; the
-verdict is the median over repeats of dlio-fast / that tool in the same repeat (the per-repeat max of
-three noisy tools would raise the bar by the noise alone).
-Goal: >= 0.95. On a 2-core machine the gateway (about 1 CPU-s per GiB served) sets the ceiling.
-Usage: python bench/vs_s3.py [--repeats 3] [--cases 16m:8:64,128k:32:512] [--endpoint URL]
+test objects (--keep), the bench waits for the gateway to settle (it serves GETs at about half speed
+for seconds after PUTs), and everyone reads those keys:
+  dlio-fast        `dlio-fast io s3://B/P --rw read --bs SIZE --qd INFLIGHT --threads 1 --size N*SIZE`: its
+                   MB/s (bytes of the requests over first start .. last end, from s3dlio's op-log)
+  s3dlio stats     get_many_stats(uris, max_in_flight), wall clock around the call
+  s3dlio many      get_many(uris, max_in_flight) (the bytes handed to Python), wall clock
+  s3dlio stats, heap kept   get_many_stats under the allocator settings dlio-fast gives its workers
+                   (dlio.objstore.settings.MALLOC_REUSE): dlio-fast's harness next to the bare call
+  boto3 threads    INFLIGHT threads, each get_object(...)['Body'].read() on its share of the uris
+Every tool runs in a fresh process of its own (a live client in a long-lived bench process changed
+the next tool's figures by up to 40 %), and each one's own warm-up is outside its timing: the other
+tools read the same N objects once before the timed pass, dlio-fast opens its connections and
+prefaults its worker's heap. Runs alternate in order, --repeats times. The bar is the other tool with
+the highest median; the verdict is the median over repeats of dlio-fast / that tool in the same
+repeat (the per-repeat max of several noisy tools would raise the bar by the noise alone).
+Goal: >= 0.95. On a 2-core machine the gateway (about 1 CPU-s per GiB served) sets the ceiling, so the
+client's CPU per byte decides who is faster: `--cpu` prints each tool's CPU-s per GiB as well.
+Usage: python bench/vs_s3.py [--repeats 5] [--cases 16m:8:64,128k:32:2048] [--endpoint URL]
 """
 
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,40 +42,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from dlio.units import parse_size  # noqa: E402
 
 BUCKET = "vs-s3"
-
-
-def dlio_fast(size, inflight, n):
-    with tempfile.TemporaryDirectory() as d:
-        js = os.path.join(d, "o.json")
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "dlio",
-                "-q",
-                "io",
-                f"s3://{BUCKET}/p",
-                "--rw",
-                "read",
-                "--bs",
-                str(size),
-                "--qd",
-                str(inflight),
-                "--threads",
-                "1",
-                "--size",
-                str(size * n),
-                "--keep",
-                "--json",
-                js,
-            ],
-            check=True,
-            capture_output=True,
-            cwd=ROOT,
-        )
-        rec = json.load(open(js))["points"][0]
-    assert rec["bytes"] == size * n, rec
-    return rec["bw_bytes_s"]
+SETTLE_S = 5.0
 
 
 def keys_of(size, inflight, n):
@@ -78,58 +53,103 @@ def keys_of(size, inflight, n):
     return [ks[i % len(ks)] for i in range(n)]
 
 
-def s3dlio_stats(size, inflight, n):
+def dlio_fast(size, inflight, n):
+    """(bytes/s, CPU-s of the measured window) of one `dlio-fast io` point in its own processes."""
+    with tempfile.TemporaryDirectory() as d:
+        js = os.path.join(d, "o.json")
+        cmd = [sys.executable, "-m", "dlio", "-q", "io", f"s3://{BUCKET}/p", "--rw", "read", "--bs", str(size)]
+        cmd += ["--qd", str(inflight), "--threads", "1", "--size", str(size * n), "--keep", "--json", js]
+        subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
+        with open(js) as f:
+            rec = json.load(f)["points"][0]
+    assert rec["bytes"] == size * n, rec
+    return rec["bw_bytes_s"], rec["cpu_s"]
+
+
+# --- the other tools, each run by `--child TOOL` in a process of its own -------------------------
+
+
+def s3dlio_stats(uris, inflight):
     import s3dlio
 
-    uris = [f"s3://{BUCKET}/{k}" for k in keys_of(size, inflight, n)]
-    t = time.perf_counter()
     c, b = s3dlio.get_many_stats(uris, max_in_flight=inflight)
-    dt = time.perf_counter() - t
-    assert c == n and b == size * n
-    return b / dt
+    assert c == len(uris)
+    return b
 
 
-def s3dlio_many(size, inflight, n):
+def s3dlio_many(uris, inflight):
     import s3dlio
 
-    uris = [f"s3://{BUCKET}/{k}" for k in keys_of(size, inflight, n)]
-    t = time.perf_counter()
-    got = s3dlio.get_many(uris, max_in_flight=inflight)
-    dt = time.perf_counter() - t
-    assert sum(len(v) for _, v in got) == size * n
-    return size * n / dt
+    return sum(len(v) for _, v in s3dlio.get_many(uris, max_in_flight=inflight))
 
 
-_BOTO = {}
-
-
-def boto3_threads(size, inflight, n):
+def boto3_threads(uris, inflight):
     import boto3
+    from botocore.config import Config
 
-    if "c" not in _BOTO:
-        from botocore.config import Config
-
-        _BOTO["c"] = boto3.client("s3", config=Config(max_pool_connections=max(10, inflight)))
-    c = _BOTO["c"]
-    keys = keys_of(size, inflight, n)
+    c = boto3.client("s3", config=Config(max_pool_connections=max(10, inflight)))
+    keys = [u.split("/", 3)[3] for u in uris]
 
     def part(i):
         return sum(len(c.get_object(Bucket=BUCKET, Key=k)["Body"].read()) for k in keys[i::inflight])
 
     with ThreadPoolExecutor(inflight) as ex:
-        t = time.perf_counter()
-        b = sum(ex.map(part, range(inflight)))
-        dt = time.perf_counter() - t
-    assert b == size * n
-    return b / dt
+        return sum(ex.map(part, range(inflight)))
+
+
+CHILD_TOOLS = {"stats": s3dlio_stats, "many": s3dlio_many, "boto3": boto3_threads}
+
+
+def child(tool, size, inflight, n):
+    """In a fresh process: one untimed pass (connections, server caches, the client's heap), then the
+    timed pass. Prints {"bw": bytes/s, "cpu": CPU-s of the timed pass}."""
+    f = CHILD_TOOLS[tool]
+    uris = [f"s3://{BUCKET}/{k}" for k in keys_of(size, inflight, n)]
+    f(uris, inflight)
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    t = time.perf_counter()
+    b = f(uris, inflight)
+    dt = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    assert b == size * n, (b, size * n)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    print(json.dumps({"bw": b / dt, "cpu": cpu}))
+
+
+def in_child(tool, env_extra=None):
+    def run(size, inflight, n):
+        env = dict(os.environ, **(env_extra or {}))
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", tool, str(size), str(inflight), str(n)]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+        r = json.loads(out.strip().splitlines()[-1])
+        return r["bw"], r["cpu"]
+
+    return run
+
+
+def tools():
+    from dlio.objstore.heap import MALLOC_REUSE
+
+    return [
+        ("dlio-fast", dlio_fast),
+        ("s3dlio stats", in_child("stats")),
+        ("s3dlio many", in_child("many")),
+        ("s3dlio stats, heap kept", in_child("stats", MALLOC_REUSE)),
+        ("boto3 threads", in_child("boto3")),
+    ]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--cases", default="16m:8:64,128k:32:512", help="SIZE:INFLIGHT:REQUESTS[,...]")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--cases", default="16m:8:64,128k:32:2048", help="SIZE:INFLIGHT:REQUESTS[,...]")
     ap.add_argument("--endpoint", help="an existing S3 endpoint (default: start a local Ceph RGW)")
+    ap.add_argument("--cpu", action="store_true", help="also print each tool's CPU-s per GiB (median)")
+    ap.add_argument("--child", nargs=4, metavar=("TOOL", "SIZE", "INFLIGHT", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        tool, *nums = args.child
+        return child(tool, *map(int, nums))
     server = None
     if args.endpoint:
         os.environ["AWS_ENDPOINT_URL"] = args.endpoint
@@ -149,15 +169,10 @@ def main():
         except Exception as e:
             if "BucketAlreadyOwnedByYou" not in str(e):
                 raise
-        tools = [
-            ("dlio-fast", dlio_fast),
-            ("s3dlio get_many_stats", s3dlio_stats),
-            ("s3dlio get_many", s3dlio_many),
-            ("boto3 threads", boto3_threads),
-        ]
+        ts = tools()
         print(
             f"{'object':>8} {'in flight':>9} {'requests':>8} "
-            + " ".join(f"{n:>22}" for n, _ in tools)
+            + " ".join(f"{n:>23}" for n, _ in ts)
             + f" {'ratio':>6}  best other  (MB/s medians of {args.repeats} alternating repeats; ratio: median of "
             "dlio-fast / the best other tool in the same repeat)"
         )
@@ -165,22 +180,27 @@ def main():
         for case in args.cases.split(","):
             s, q, n = case.split(":")
             size, inflight, n = parse_size(s), int(q), int(n)
-            dlio_fast(size, inflight, min(n, 4 * inflight))  # creates the objects; a warm-up too
-            res = {name: [] for name, _ in tools}
+            dlio_fast(size, inflight, min(n, 4 * inflight))  # creates the objects
+            time.sleep(SETTLE_S)
+            res = {name: [] for name, _ in ts}
+            cpu = {name: [] for name, _ in ts}
             for r in range(args.repeats):
-                order = tools if r % 2 == 0 else tools[::-1]
-                for name, f in order:
-                    res[name].append(f(size, inflight, n))
+                for name, f in ts if r % 2 == 0 else ts[::-1]:
+                    bw, c = f(size, inflight, n)
+                    res[name].append(bw)
+                    cpu[name].append(c / (size * n / 2**30))
             # The bar is the best other *tool* (highest median), compared repeat by repeat: the max of
             # several tools' noisy figures in each repeat would be biased upwards by the noise alone.
-            best = max((nm for nm, _ in tools[1:]), key=lambda nm: statistics.median(res[nm]))
+            best = max((nm for nm, _ in ts[1:]), key=lambda nm: statistics.median(res[nm]))
             med = statistics.median(d / o for d, o in zip(res["dlio-fast"], res[best]))
             verdicts.append(med)
             print(
                 f"{s:>8} {inflight:>9} {n:>8} "
-                + " ".join(f"{statistics.median(res[nm]) / 1e6:>22.1f}" for nm, _ in tools)
+                + " ".join(f"{statistics.median(res[nm]) / 1e6:>23.1f}" for nm, _ in ts)
                 + f" {med:>6.2f}  {best}"
             )
+            if args.cpu:
+                print(f"{'CPU-s per GiB':>27} " + " ".join(f"{statistics.median(cpu[nm]):>23.2f}" for nm, _ in ts))
         print(
             f"verdict: {'PASS' if min(verdicts) >= 0.95 else 'FAIL'} (goal: dlio-fast >= 0.95x the best other "
             f"on every case; worst median ratio {min(verdicts):.2f})"

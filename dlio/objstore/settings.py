@@ -9,6 +9,7 @@ import re
 from typing import Mapping, Optional, Tuple
 
 from dlio.errors import DlioError
+from dlio.objstore.heap import MALLOC_REUSE
 
 # DLIO's storage_options keys (storage/s3_storage.py) -> the AWS variable each one stands for.
 STORAGE_OPTION_ENV = {
@@ -56,6 +57,9 @@ class S3Settings:
             AWS_S3_ADDRESSING_STYLE="path",
         )
         env.pop("AWS_PROFILE", None)
+        # response buffers reuse freed pages instead of faulting in fresh ones (dlio.objstore.heap)
+        for var, value in MALLOC_REUSE.items():
+            env.setdefault(var, value)
         if self.max_attempts:
             # s3dlio retries on its own too: both limits, or a dead server takes 25-35 s to report
             env["AWS_MAX_ATTEMPTS"] = env["S3DLIO_MAX_RETRY_ATTEMPTS"] = str(self.max_attempts)

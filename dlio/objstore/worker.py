@@ -21,6 +21,8 @@ import time
 
 import numpy as np
 
+from dlio.objstore import heap
+
 # How much of each error text names the class of failure (s3dlio's messages carry the S3 code).
 AUTH_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken")
 
@@ -128,11 +130,23 @@ class _Threads:
         return time.monotonic_ns() < t["deadline"]
 
 
-def _batch(items: list, qd: int, limit: int) -> list:
-    """Items repeated to at least 8 x qd entries (batch tails are then short), or `limit` if smaller."""
+# s3dlio's get_many_stats holds every response of a batch until the batch returns: the GET batches
+# of a point hold at most this many bytes in all (but always qd requests per thread).
+GET_BATCH_BYTES = 1 << 30
+
+
+def get_batch_cap(bs: int, threads: int, qd: int) -> int:
+    """Most requests in one GET batch of a thread: GET_BATCH_BYTES over all threads, at least qd."""
+    return max(qd, GET_BATCH_BYTES // threads // bs)
+
+
+def _batch(items: list, qd: int, limit: int, max_items: int = 0) -> list:
+    """Items repeated to at least 8 x qd entries (batch tails are then short), or `limit` /
+    `max_items` if smaller."""
     n = max(8 * qd, len(items))
-    if limit:
-        n = min(n, limit)
+    for cap in (limit, max_items):
+        if cap:
+            n = min(n, cap)
     reps = -(-n // len(items))
     return (items * reps)[:n]
 
@@ -141,15 +155,21 @@ def task_point(s3, t: dict) -> dict:
     """One io point with the op-log open; the answer holds the per-request arrays' summary."""
     # A fresh process: build the client and open qd connections before anything is timed or logged.
     s3.list(f"s3://{t['bucket']}/{t['keys'][0][0]}.dlio-fast-probe/")
-    if t["rw"] == "read":
-        s3.get_many_stats([f"s3://{t['bucket']}/{k}" for k in t["keys"][0][: t["qd"]]], max_in_flight=t["qd"])
-    s3.init_op_log(t["oplog"])
-    pool = _Threads(t)
     qd, bucket, rw = t["qd"], t["bucket"], t["rw"]
     limit = t["requests_per_thread"]
+    per_batch = get_batch_cap(t["bs"], t["threads"], qd)
+    if rw == "read":
+        # a batch's responses, and the chunks of the qd in flight before they are gathered
+        heap.prefault(t["threads"] * (len(_batch(t["keys"][0], qd, limit, per_batch)) + qd) * t["bs"])
+        # last before the clock: qd connections opened, and the server busy rather than idle
+        s3.get_many_stats([f"s3://{bucket}/{k}" for k in t["keys"][0][:qd]], max_in_flight=qd)
+    elif rw == "randread":
+        heap.prefault(2 * t["threads"] * qd * t["bs"])
+    s3.init_op_log(t["oplog"])
+    pool = _Threads(t)
 
     def get_loop(i):
-        batch = _batch([f"s3://{bucket}/{k}" for k in t["keys"][i]], qd, limit)
+        batch = _batch([f"s3://{bucket}/{k}" for k in t["keys"][i]], qd, limit, per_batch)
         done = 0
         while pool.more(i, done):
             n, _ = s3.get_many_stats(batch[: limit - done] if limit else batch, max_in_flight=qd)

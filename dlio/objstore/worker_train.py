@@ -20,6 +20,8 @@ import threading
 
 import numpy as np
 
+from dlio.objstore import heap
+
 _STOP = threading.Event()
 
 
@@ -104,6 +106,15 @@ def _step_sync(i: int) -> bool:
     return sys.stdin.readline().strip() == "go"
 
 
+def _largest_step_bytes(ops, steps) -> int:
+    """The most bytes one step reads: a batch's responses are all held until its call returns."""
+    if not len(steps):
+        return 0
+    ends = np.concatenate(([0], np.cumsum(ops["length"], dtype=np.int64)))
+    first = steps["first_op"].astype(np.int64)
+    return int((ends[first + steps["nops"].astype(np.int64)] - ends[first]).max())
+
+
 def task_train(s3, t: dict) -> dict:
     from dlio import _core
 
@@ -117,6 +128,7 @@ def task_train(s3, t: dict) -> dict:
     prog = np.memmap(os.path.join(d, "progress.u64"), dtype=np.uint64, mode="r+", shape=(3,))
     # build the client and open a connection before anything is timed or logged
     s3.list(f"{t['probe']}.dlio-fast-probe/")
+    heap.prefault(_largest_step_bytes(ops, steps) + t["inflight"] * (int(ops["length"].max()) if len(ops) else 0))
     s3.init_op_log(t["oplog"])
     times = np.zeros((len(steps), 5), dtype=np.uint64)
     loader = _Loader(s3, t, ops, steps, uris, sizes)

@@ -366,33 +366,14 @@ def test_server_killed_mid_run_keeps_partial_results(s3env, bucket, tmp_path):
     assert 0 < ep["steps_done"] < 40 and ep["complete"] is False
 
 
-DLIO_S3_YAML = "/tmp/dlio-cur-src/dlio_benchmark/configs/workload/unet3d_h100_s3.yaml"
-
-
-def _dlio_s3_yaml():
-    """DLIO's own unet3d_h100_s3.yaml: from the current DLIO source, else the installed package."""
-    if os.path.exists(DLIO_S3_YAML):
-        return DLIO_S3_YAML
-    from dlio_installs import dlio_python
-
-    py = dlio_python("current")
-    if py is None:
-        return None
-    out = subprocess.run(
-        [py, "-c", "import dlio_benchmark, os; print(os.path.dirname(dlio_benchmark.__file__))"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    path = os.path.join(out, "configs", "workload", "unet3d_h100_s3.yaml")
-    return path if out and os.path.exists(path) else None
+# DLIO's own file, copied unchanged from its source tree (tests/data/dlio-workloads/README.md)
+DLIO_S3_YAML = os.path.join(os.path.dirname(__file__), "..", "data", "dlio-workloads", "current", "unet3d_h100_s3.yaml")
 
 
 def test_dlio_unet3d_h100_s3_yaml_runs_with_an_endpoint_override(s3_server, tmp_path, monkeypatch):
     """DLIO's file as it is (its keys access-key / secret-key, bucket s3pytorchconnector), only the
     endpoint overridden and the dataset made small: generated and trained on the gateway."""
-    path = _dlio_s3_yaml()
-    if path is None:
-        pytest.skip("DLIO's unet3d_h100_s3.yaml not found (current DLIO not installed: tools/install-dlio.sh)")
+    path = DLIO_S3_YAML
     s3_server.add_user("dlio-yaml", "access-key", "secret-key")
     for k in s3_server.aws_env():
         monkeypatch.delenv(k, raising=False)
