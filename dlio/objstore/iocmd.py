@@ -15,6 +15,7 @@ from dlio.report.result import IO_SCHEMA, new_io_doc
 from dlio.units import fmt_ns, fmt_size
 
 S3_EXTRA = ("object_size", "requests_per_s", "errors", "retries")  # CSV columns after the file io ones
+MAX_RANGE_OBJECT = 5 << 30  # S3's largest single PUT
 HEADER = POINT_HEADER + f" {'ttfb_p50':>8} {'errors':>6}"
 
 
@@ -78,6 +79,11 @@ def run_io(
         raise DlioError(
             f"--file-size {fmt_size(file_size)} is smaller than --bs {fmt_size(max(bss))} "
             "(range GETs read --bs bytes inside --file-size objects)"
+        )
+    if any(r == "randread" for r in rws) and file_size > MAX_RANGE_OBJECT:
+        raise DlioError(
+            f"--file-size {fmt_size(file_size)}: range GETs read objects of at most {fmt_size(MAX_RANGE_OBJECT)} "
+            "(each is written in one PUT from memory; S3 takes at most 5 GiB in one PUT)"
         )
     for p in (json_path, csv_path):
         if p:
