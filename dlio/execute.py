@@ -15,8 +15,29 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from dlio import _core
 from dlio.errors import Interrupted
 
+class StopFlag:
+    """A flag that signal handlers set and waits outside the C runner poll (is_set). Not a
+    threading.Event: Event.set() takes a lock, and a second signal whose handler runs while the
+    first handler holds that lock (Ctrl-C hammered, SIGTERM repeated) deadlocks the main thread, so
+    that the run neither stops nor writes its results."""
+
+    __slots__ = ("_on",)
+
+    def __init__(self) -> None:
+        self._on = False
+
+    def set(self) -> None:
+        self._on = True
+
+    def clear(self) -> None:
+        self._on = False
+
+    def is_set(self) -> bool:
+        return self._on
+
+
 # Set when a stop signal arrived: code that waits outside the C runner (an MPI barrier) checks it.
-STOP = threading.Event()
+STOP = StopFlag()
 # The stop signals that arrived during a guarded measured phase (stop_signals_deferred), first first.
 _SIGNALLED: List[int] = []
 _GUARDS = [0]  # stop_signals_deferred() blocks open (an inner one leaves the outer's handlers be)

@@ -17,16 +17,24 @@ import queue
 import resource
 import signal
 import threading
+import time
 
 import numpy as np
 
+from dlio.execute import StopFlag
 from dlio.objstore import heap
 
-_STOP = threading.Event()
+_STOP = StopFlag()  # set by SIGTERM's handler: no lock (dlio.execute.StopFlag)
 
 
 def _on_term(signum, frame):  # the parent's request_stop(): finish the step, keep what was measured
     _STOP.set()
+
+
+def _sleep_unless_stopped(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while not _STOP.is_set() and (left := end - time.monotonic()) > 0:
+        time.sleep(min(left, 0.05))
 
 
 class _Loader:
@@ -83,7 +91,7 @@ class _Loader:
                     break
                 nbytes = self.fetch(i)
                 if pre_s:  # DLIO's preprocess_time per sample, spread over the read threads
-                    _STOP.wait(pre_s * int(self.steps[i]["nsamples"]) / threads)
+                    _sleep_unless_stopped(pre_s * int(self.steps[i]["nsamples"]) / threads)
                 if not self.put((i, nbytes)):
                     break
         except Exception as e:  # the message goes to the parent; the trainer stops at this step

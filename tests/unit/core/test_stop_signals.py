@@ -116,3 +116,68 @@ def test_a_signal_after_the_last_point_keeps_the_grid_complete(tmp_path):
     doc = run_grid(records(), {}, "header", str, Sinks(), lines.append)
     assert doc["complete"] is True and doc["points"] == [{"point": 1}]
     assert "SIGINT arrived after the last measurement" in lines[-1]
+
+
+# A second stop signal whose handler runs *inside* the first one's, at every line of it in turn (a
+# tracer sends it): the handlers take no lock, so none of them can wait for a lock the interrupted
+# one holds. With a threading.Event as the stop flag this hung for ever (Event.set() holds its lock
+# while it notifies), as a user hammering Ctrl-C or a supervisor repeating SIGTERM could make it.
+NESTED = """
+import os, signal, sys, threading
+from dlio import execute
+
+depth, sent = [0], [0]
+plain_stop = execute._stop
+
+def counted_stop(signum):
+    depth[0] += 1
+    try:
+        plain_stop(signum)
+    finally:
+        depth[0] -= 1
+
+execute._stop = counted_stop
+
+def tracer(frame, event, arg):
+    if event == "line" and depth[0] == 1 and sent[0] < 200:
+        sent[0] += 1
+        os.kill(os.getpid(), signal.SIGTERM)
+    return tracer
+
+class WaitingRun:  # a C run that returns once asked to stop
+    def __init__(self):
+        self.asked = threading.Event()
+    def execute(self):
+        self.asked.wait(30)
+        return {"steps_done": 1}
+    def request_stop(self):
+        self.asked.set()
+
+with execute.stop_signals_deferred():
+    sys.settrace(tracer)
+    if sys.argv[1] == "between-runs":
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):  # the pending handlers run at the loop's checks
+            pass
+        failure = execute.pending()
+    else:
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        _, failure = execute.execute_partial(WaitingRun(), tick_s=0.01)
+    sys.settrace(None)
+print(failure.signum, sent[0])
+"""
+
+
+@pytest.mark.parametrize("when", ["between-runs", "during-a-run"])
+def test_a_signal_inside_another_signals_handler_never_hangs(when):
+    import subprocess
+    import sys
+
+    try:
+        p = subprocess.run([sys.executable, "-c", NESTED, when], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the main thread hung in a signal handler")
+    assert p.returncode == 0, p.stderr
+    signum, nested = map(int, p.stdout.split())
+    assert nested > 0, "no second signal was sent inside the first handler"
+    assert signum in (signal.SIGINT, signal.SIGTERM)  # either may be noted first
