@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from dlio import _core
 from dlio.errors import Interrupted
 
+
 class StopFlag:
     """A flag that signal handlers set and waits outside the C runner poll (is_set). Not a
     threading.Event: Event.set() takes a lock, and a second signal whose handler runs while the
