@@ -60,9 +60,9 @@ from dlio.checkpoint.layout import (
     CkptFile,
     plan_checkpoint,
     rank_files,
-    size_lines,
     step_folder,
 )
+from dlio.checkpoint.summary import size_lines
 from dlio.config import engines
 from dlio.errors import DlioError, DlioRunError, os_error_message
 from dlio.execute import execute

@@ -19,7 +19,8 @@ from conftest import REPO
 
 from dlio import _core
 from dlio.checkpoint import io as ckpt_io
-from dlio.checkpoint.layout import checkpoint_schedule, plan_checkpoint, rank_files
+from dlio.checkpoint.layout import plan_checkpoint, rank_files
+from dlio.checkpoint.schedule import checkpoint_schedule
 from dlio.config import ConfigError, load_config
 from dlio.report import checkpoint as ckpt_figures
 
