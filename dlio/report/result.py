@@ -65,7 +65,7 @@ class BlockFigures(TypedDict, total=False):
 
 
 class CheckpointRecord(TypedDict, total=False):
-    """One rank's save or load of one checkpoint (dlio.checkpoint.io)."""
+    """One rank's save or load of one checkpoint (dlio.checkpoint.record)."""
 
     kind: str  # "save" or "load"
     rank: int

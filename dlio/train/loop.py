@@ -16,7 +16,7 @@ from typing import Any, List, Tuple
 import numpy as np
 
 from dlio import _core, counters
-from dlio.checkpoint import io as ckpt_io
+from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.schedule import checkpoint_schedule
 from dlio.config.engines import engine_spec
 from dlio.dataset.formats import get_format
@@ -265,7 +265,7 @@ def save_checkpoint(tr, cfg, comm, point):
     """A checkpoint during training, timed as DLIO does (no barrier around it)."""
     tr.echo(f"Starting saving checkpoint {point.block} after total step {point.after_step} for epoch {point.epoch}")
     t0 = _core.now_ns()
-    rec = ckpt_io.save(cfg, comm, point.epoch, point.step)
+    rec = ckpt_save.save(cfg, comm, point.epoch, point.step)
     rec["block"] = point.block
     if tr.tracer is not None:
         tr.tracer.span("checkpoint.save", t0, _core.now_ns() - t0, epoch=point.epoch, step=point.step)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from dlio import _core, host
-from dlio.checkpoint import io as ckpt_io
+from dlio.checkpoint.only_mode import run_checkpoint_only
 from dlio.checkpoint.summary import plan_summary, summary_lines
 from dlio.config.engines import check_qd, engine_spec
 from dlio.dataset.generate import estimate_text
@@ -381,7 +381,7 @@ def _measure(s: Session):
                 s.progress.done()
     if cfg.is_checkpoint_only():
         try:
-            ck = ckpt_io.run_checkpoint_only(cfg, comm, s.echo)
+            ck = run_checkpoint_only(cfg, comm, s.echo)
         except Interrupted as e:
             return rank_rec, e
         rank_rec["checkpoints"] = ck["records"]
