@@ -11,7 +11,7 @@ from dlio import _core, host
 from dlio.checkpoint.only_mode import run_checkpoint_only
 from dlio.checkpoint.summary import plan_summary, summary_lines
 from dlio.config.engines import check_qd, engine_spec
-from dlio.dataset.generate import estimate_text
+from dlio.dataset.gen_rate import estimate_text
 from dlio.dataset.generate import generate as generate_dataset
 from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.errors import ConfigError, DlioError, DlioRunError
