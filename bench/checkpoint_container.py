@@ -4,7 +4,7 @@ with the .pt container (the C core copies the zip records into the requests that
 without it (the same sizes, raw content), side by side, alternating, in one run.
 
 The checkpoint is a built-in LLM workload (default llama_7b) shrunk with --scale to about --size GiB,
-saved with dlio.checkpoint.io.save (16 MiB requests, min(4, files) threads).  Every save starts
+saved with dlio.checkpoint.save.save (16 MiB requests, min(4, files) threads).  Every save starts
 alike: the previous files deleted, sync, caches dropped, free memory warmed (bench/README.md,
 "Memory handed back to the host").  Buffered writes without fsync by default
 (--fsync to include it): the page cache is then the target, where a CPU cost shows most;
@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoint_vs_fio import warm_free_memory  # noqa: E402  (this VM hands freed memory back)
 
 from dlio import _core  # noqa: E402
-from dlio.checkpoint import io as ckpt_io  # noqa: E402
+from dlio.checkpoint import save as ckpt_save  # noqa: E402
 from dlio.checkpoint.layout import plan_checkpoint  # noqa: E402
 from dlio.config import load_config  # noqa: E402
 
@@ -80,9 +80,9 @@ def main() -> None:
             shutil.rmtree(a.dir, ignore_errors=True)
             drop_all()
             warm_free_memory(plan.rank_bytes + (1 << 30))
-            ckpt_io.save(cfg, None, 1, 0, plan=raw, engine=a.engine)  # untimed: see the module doc
+            ckpt_save.save(cfg, None, 1, 0, plan=raw, engine=a.engine)  # untimed: see the module doc
             shutil.rmtree(a.dir, ignore_errors=True)
-            rec = ckpt_io.save(cfg, None, 1, i + 1, plan=plan if side == "container" else raw, engine=a.engine)
+            rec = ckpt_save.save(cfg, None, 1, i + 1, plan=plan if side == "container" else raw, engine=a.engine)
             got[side].append(rec["bytes"] / rec["duration_s"] / 1e9)
             line.append(f"{side} {got[side][-1]:.3f}")
         print(f"  run {i + 1}: " + ", ".join(line) + " GB/s")

@@ -2,9 +2,9 @@
 """Checkpoint save / load GB/s of dlio-fast next to fio's sequential write / read of the same bytes.
 
 The checkpoint is a built-in LLM workload (default llama_7b: one rank, ZeRO-1, two files) shrunk with
---scale to about --size GiB.  dlio-fast writes it with dlio.checkpoint.io.save (16 MiB requests,
+--scale to about --size GiB.  dlio-fast writes it with dlio.checkpoint.save.save (16 MiB requests,
 min(4, files) threads, checkpoint.fsync: true, so every file is fsynced inside the timed window) and
-reads it back with dlio.checkpoint.io.load.  Writes: each tool creates its own files.  Reads: both read
+reads it back with dlio.checkpoint.load.load.  Writes: each tool creates its own files.  Reads: both read
 the checkpoint dlio-fast just wrote (same blocks on disk), fio with one job per dlio-fast thread.
 fio does the same total size with the same transfer size and
 the same files (names aside) and sizes per thread (one fio job per dlio-fast thread), --fallocate=none (we do
@@ -37,7 +37,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from dlio import _core
-from dlio.checkpoint import io as ckpt_io  # noqa: E402
+from dlio.checkpoint import load as ckpt_load  # noqa: E402
+from dlio.checkpoint import save as ckpt_save  # noqa: E402
+from dlio.checkpoint import transfers  # noqa: E402
 from dlio.checkpoint.layout import plan_checkpoint  # noqa: E402
 from dlio.config import load_config  # noqa: E402
 from dlio.host import free_page_reporting  # noqa: E402
@@ -128,8 +130,8 @@ def main():
     )
     plan = plan_checkpoint(cfg, 0, 1)
     total = plan.total_bytes
-    threads = min(ckpt_io.MAX_THREADS, len(plan.files))
-    bins = ckpt_io.assign_files(plan.files, threads)  # dlio-fast's file -> thread assignment
+    threads = min(transfers.MAX_THREADS, len(plan.files))
+    bins = transfers.assign_files(plan.files, threads)  # dlio-fast's file -> thread assignment
     sizes = [f.nbytes for f in plan.files]
     fio_engine = "psync" if a.engine == "posix" else "io_uring"
     print(
@@ -165,7 +167,7 @@ def main():
         for side in order:  # writes: each tool creates its own files
             fresh()
             if side == "dlio":
-                rec = ckpt_io.save(cfg, None, 1, i + 1, direct=a.direct, transfer=TRANSFER)
+                rec = ckpt_save.save(cfg, None, 1, i + 1, direct=a.direct, transfer=TRANSFER)
                 res["dw"].append(rec["bytes"] / rec["duration_s"] / 1e9)
                 line["dw"] = f"dlio {res['dw'][-1]:.3f} (fsync {rec['fsync_s']:.2f} s)"
             else:
@@ -174,13 +176,13 @@ def main():
                 line["fw"] = f"fio {f['GB_s']:.3f}"
         if order[-1] == "fio":  # fio's start removed it: the checkpoint to read, untimed
             fresh()
-            ckpt_io.save(cfg, None, 1, i + 1, direct=a.direct, transfer=TRANSFER)
+            ckpt_save.save(cfg, None, 1, i + 1, direct=a.direct, transfer=TRANSFER)
         step_dir = os.path.join(ck_dir, f"global_epoch1_step{i + 1}")
         for side in order:  # reads: both read the checkpoint dlio-fast wrote
             cache_note = drop_all()
             warm()
             if side == "dlio":
-                ld = ckpt_io.load(cfg, None, 1, i + 1, direct=a.direct, transfer=TRANSFER)
+                ld = ckpt_load.load(cfg, None, 1, i + 1, direct=a.direct, transfer=TRANSFER)
                 res["dr"].append(ld["bytes"] / ld["duration_s"] / 1e9)
                 line["dr"] = f"dlio {res['dr'][-1]:.3f} ({ld['cache']})"
             else:

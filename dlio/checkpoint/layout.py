@@ -41,6 +41,7 @@ ZeRO-2 counts model state that ``dp != 0`` ranks never write; a non-transformer 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -172,11 +173,17 @@ def step_folder(epoch: int, step: int) -> str:
     return f"global_epoch{int(epoch)}_step{int(step)}"
 
 
+def folder_of(cfg: Any, epoch: int, step: int) -> str:
+    """The absolute folder of checkpoint ``global_epoch{epoch}_step{step}`` under checkpoint_folder."""
+    return os.path.abspath(os.path.join(cfg.checkpoint.checkpoint_folder, step_folder(epoch, step)))
+
+
 # --------------------------------------------------------------------------------------------------
 # DLIO's formulas
 
 
-def _model(cfg: Any) -> Dict[str, Any]:
+def model_of(cfg: Any) -> Dict[str, Any]:
+    """The model section as DLIO's formulas below read it (one dict, DLIO's short names)."""
     m = cfg.model
     t = m.transformer
     return dict(
@@ -305,6 +312,14 @@ def optimizer_groups(m: Dict[str, Any], lay: Layout) -> List[int]:
     return [n, h5, n, h5, n, h5]
 
 
+def dlio_model_GiB(m: Dict[str, Any], model_bytes: int) -> float:
+    """DLIO's model size in GiB: the model state's bytes, or ``model_size`` alone for a
+    non-transformer model (see the module doc)."""
+    if m["type"] != "transformer" and m["model_size"] > 0:
+        return m["model_size"] / GiB
+    return model_bytes / GiB
+
+
 def _writes(m: Dict[str, Any], lay: Layout, rank: int) -> bool:
     """Whether `rank` saves anything.  DLIO 2.0.0: rank 0 alone under rank_zero, every rank under
     all_ranks; current DLIO: under ZeRO 0 the model-parallel ranks < MP, else every rank."""
@@ -402,7 +417,7 @@ def _check_rank(rank: Any, comm_size: Any) -> Tuple[int, int]:
 def rank_files(cfg: Any, rank: int, comm_size: int) -> List[CkptFile]:
     """Just the files ``rank`` writes (cheap: no loop over the other ranks)."""
     rank, comm_size = _check_rank(rank, comm_size)
-    m = _model(cfg)
+    m = model_of(cfg)
     _, stems, _, _ = _rank_state(m, rank, comm_size)
     return _named(m, rank, stems)
 
@@ -413,7 +428,7 @@ def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
     Loops over every rank (a few microseconds each), so a 4096-rank plan takes a fraction of a
     second; ``rank_files`` gives one rank's files alone."""
     rank, comm_size = _check_rank(rank, comm_size)
-    m = _model(cfg)
+    m = model_of(cfg)
     if m["zero"] >= 3 and m["pp"] > 1:
         raise ConfigError(
             "ZeRO stage 3 is not compatible with pipeline parallelism > 1", "model.parallelism.zero_stage", m["zero"]
@@ -445,9 +460,6 @@ def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
         opt_b += ob
         if nf:
             writers.append(r)
-    model_gib = model_b / GiB
-    if m["type"] != "transformer" and m["model_size"] > 0:
-        model_gib = m["model_size"] / GiB
     return CheckpointPlan(
         rank=rank,
         comm_size=comm_size,
@@ -458,125 +470,9 @@ def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
         total_files=nfiles,
         model_bytes=model_b,
         optimizer_bytes=opt_b,
-        dlio_size_GiB=model_gib + opt_b / GiB,
+        dlio_size_GiB=dlio_model_GiB(m, model_b) + opt_b / GiB,
         num_parameters=num_parameters(m),
         ext=EXT.get(m["framework"], "pt"),
         per_rank_bytes=tuple(per_rank),
         total_tensor_bytes=tensor_total,
     )
-
-
-# --------------------------------------------------------------------------------------------------
-# when checkpoints happen in training (DLIO main.py, docs/dlio-facts.md §3.1 / §3.8)
-
-
-@dataclass(frozen=True)
-class CkptPoint:
-    """A checkpoint in a training epoch: save after ``after_step`` steps of the epoch (the epoch's
-    step count for an epoch-mode checkpoint, taken after the epoch's closing barrier) into
-    ``global_epoch{epoch}_step{step}``; DLIO's per_epoch_stats key is ``save_ckpt{block}``."""
-
-    epoch: int
-    after_step: int
-    step: int
-    block: int
-    mode: str  # "epoch" or "step"
-
-    @property
-    def folder(self) -> str:
-        return step_folder(self.epoch, self.step)
-
-    @property
-    def stats_key(self) -> str:
-        return f"save_ckpt{self.block}"
-
-
-def checkpoint_schedule(cfg: Any, epoch: int, steps_in_epoch: int) -> List[CkptPoint]:
-    """The checkpoints DLIO takes in training epoch ``epoch`` (1-based) of ``steps_in_epoch`` steps.
-
-    Step mode (``steps_between_checkpoints >= 0``): after every step s with s % k == 0 (k > 0; DLIO's
-    counter restarts every epoch and k = 0 never fires), folder step = s, block = i-th checkpoint.
-    Epoch mode: epochs ``checkpoint_after_epoch + j * epochs_between_checkpoints`` (j >= 0; an
-    ``after`` of 0 never fires, as in DLIO), after the last step, folder step = ``steps + 1``
-    (DLIO passes its step counter, already advanced past the last step), block = 1 (+ the step
-    checkpoints before it, which cannot happen in epoch mode)."""
-    c = cfg.checkpoint
-    if not cfg.workflow.checkpoint or not cfg.workflow.train:
-        return []
-    out: List[CkptPoint] = []
-    k = c.steps_between_checkpoints
-    if k >= 0:
-        if k > 0:
-            for i, s in enumerate(range(k, steps_in_epoch + 1, k), start=1):
-                out.append(CkptPoint(epoch, s, s, i, "step"))
-        return out
-    after, between = c.checkpoint_after_epoch, c.epochs_between_checkpoints
-    if after >= 1 and epoch >= after and (epoch - after) % between == 0:
-        out.append(CkptPoint(epoch, steps_in_epoch, steps_in_epoch + 1, 1, "epoch"))
-    return out
-
-
-def size_lines(plan: CheckpointPlan, cfg: Any) -> List[str]:
-    """DLIO's rank-0 init lines (``Model size: ... GB`` etc.), its numbers, plus the exact total."""
-    sub = " (subset)" if cfg.checkpoint.mode == "subset" else ""
-    out = []
-    m = _model(cfg)
-    if plan.num_parameters:
-        out.append(f"Total number of parameters in the model: {plan.num_parameters}")
-    model_gib = plan.model_bytes / GiB
-    if m["type"] != "transformer" and m["model_size"] > 0:
-        model_gib = m["model_size"] / GiB
-    kinds = {f.kind for f in plan.files}
-    if kinds & {"model_state", "layers", "layer"} or model_gib:
-        out.append(f"Model size: {model_gib:.6f} GB {sub}")
-    if "optimizer" in kinds or plan.optimizer_bytes:
-        out.append(f"Optimizer state size: {plan.optimizer_bytes / GiB:.6f} GB {sub}")
-    out.append(f"Total checkpoint size: {plan.dlio_size_GiB:.6f} GB {sub}")
-    out.append(
-        f"Checkpoint on storage: {plan.total_bytes} bytes ({plan.total_GiB:.4f} GiB) in "
-        f"{plan.total_files} files written by {len(plan.writers)} of {plan.comm_size} ranks"
-    )
-    return out
-
-
-def plan_summary(cfg: Any, comm_size: int, ranks_per_node: int) -> Dict[str, Any]:
-    """What one checkpoint of the run costs: files and bytes per rank and in total, the ranks the
-    model's parallelism needs, and the memory per node (DLIO holds each rank's state in memory; a
-    buffered write also passes through the page cache). For --dry-run and the run's results."""
-    plan = plan_checkpoint(cfg, 0, comm_size)
-    per_rank = list(plan.per_rank_bytes)
-    node = sorted(per_rank, reverse=True)[: max(1, ranks_per_node)]
-    return {
-        "ranks": comm_size,
-        "ranks_needed": plan.layout.mp,
-        "writers": len(plan.writers),
-        "files_total": plan.total_files,
-        "bytes_total": plan.total_bytes,
-        "bytes_per_rank_max": max(per_rank),
-        "bytes_per_rank_min": min(per_rank),
-        "files_rank0": len(plan.files),
-        "dlio_size_GiB": plan.dlio_size_GiB,
-        "ranks_per_node": ranks_per_node,
-        "state_bytes_per_node": sum(node),
-        "writes": int(cfg.checkpoint.num_checkpoints_write),
-        "reads": int(cfg.checkpoint.num_checkpoints_read),
-    }
-
-
-def summary_lines(s: Dict[str, Any]) -> List[str]:
-    """The --dry-run lines of plan_summary: every size in GiB and GB."""
-
-    def both(n: float) -> str:
-        return f"{n / GiB:.2f} GiB ({n / 1e9:.2f} GB)"
-
-    return [
-        f"checkpoint          {both(s['bytes_total'])} in {s['files_total']} files, written by {s['writers']} "
-        f"of {s['ranks']} ranks; {s['writes']} writes, {s['reads']} reads",
-        f"per rank            {both(s['bytes_per_rank_max'])} at most"
-        + (f", {both(s['bytes_per_rank_min'])} at least" if s["bytes_per_rank_min"] != s["bytes_per_rank_max"] else "")
-        + f"; rank 0 writes {s['files_rank0']} files",
-        f"ranks needed        >= {s['ranks_needed']} (tensor x pipeline parallelism)"
-        + ("" if s["ranks"] >= s["ranks_needed"] else f": this run has {s['ranks']}, run under mpiexec -n N"),
-        f"memory per node     {both(s['state_bytes_per_node'])} for {s['ranks_per_node']} rank(s): the model "
-        "and optimizer state DLIO holds in memory; a buffered save also passes it through the page cache",
-    ]

@@ -208,7 +208,7 @@ def generate(
     comm = mpi.world()
     echo, progress = _rank0_console(ctx, comm)
     if dry_run:
-        from dlio.dataset.generate import dry_run_lines
+        from dlio.dataset.gen_rate import dry_run_lines
 
         for line in dry_run_lines(dataset_spec(cfg), comm.size, threads or max(2, os.cpu_count() or 2), direct):
             echo(line)

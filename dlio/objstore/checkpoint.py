@@ -89,7 +89,8 @@ def _run(
     barrier: bool,
     source_rank: Optional[int] = None,
 ) -> Dict[str, Any]:
-    from dlio.checkpoint.io import _finish, _record, ones_pattern
+    from dlio.checkpoint.record import finish_record, new_record
+    from dlio.checkpoint.transfers import ones_pattern
 
     settings = resolve(None, cfg.storage.storage_options)
     files = list(plan.files)
@@ -113,7 +114,7 @@ def _run(
         raise DlioRunError(f"checkpoint {kind} to {_uri(cfg, epoch, step)}: {e}") from None
     m0 = 0
     m1 = out["window_ns"]
-    rec = _record(
+    rec = new_record(
         kind,
         cfg,
         comm,
@@ -140,7 +141,7 @@ def _run(
     )
     if source_rank is not None:
         rec["source_rank"] = source_rank
-    return _finish(rec, out["start_wall_ns"] / 1e9, m0, m1)
+    return finish_record(rec, out["start_wall_ns"] / 1e9, m0, m1)
 
 
 def save(
@@ -162,7 +163,7 @@ def load(
     """A rank's files read back whole; with checkpoint.recovery_rank_shift those of rank
     (rank + ranks per node) % size, as on a filesystem (ranks_per_node_ given, else found
     collectively: every rank calls load)."""
-    from dlio.checkpoint.io import ranks_per_node, recovery_source
+    from dlio.checkpoint.load import ranks_per_node, recovery_source
 
     src = comm.rank
     if cfg.checkpoint.recovery_rank_shift:

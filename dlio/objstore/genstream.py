@@ -1,5 +1,5 @@
 """Generation to S3 spread over the ranks and streamed: each rank generates its own files (the file
-generator's byte-balanced split, dlio.dataset.generate.rank_files) into a local staging folder a
+generator's byte-balanced split, dlio.dataset.gen_plan.rank_files) into a local staging folder a
 batch at a time (about DLIO_FAST_S3_STAGE_BYTES of files, 512 MiB by default) and hands each batch to
 one upload worker process (dlio.objstore.worker_data.task_upload_stream: parallel PUTs, multipart
 for large objects). The next batch is generated while the worker uploads the last one, and a batch's
@@ -21,7 +21,9 @@ from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 
-from dlio.dataset import generate as gen
+from dlio.dataset.gen_manifest import ranges_and_crcs, save_manifests
+from dlio.dataset.gen_plan import plan, require_space
+from dlio.dataset.gen_write import write_all
 from dlio.dataset.manifest import manifest_path, merge_parts, save_manifest
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, estimated_sizes
 from dlio.errors import DlioError
@@ -171,19 +173,19 @@ def generate_ranks(
     nobj = nbytes = peak = 0
     try:
         up = Uploader(settings, bucket, prefix, multipart_min)
-        pl = gen.plan(lspec, comm.rank, comm.size, check_space=False)
+        pl = plan(lspec, comm.rank, comm.size, check_space=False)
         done_b = done_f = 0
         pending: List[Tuple[str, str, int]] = []
         for batch in batches(lspec, pl.dims, pl.todo, limit):
             need = int(np.ceil(estimated_sizes(lspec, pl.dims[np.asarray(batch)]).sum()))
-            gen._check_space(lspec, need, 0)
+            require_space(lspec, need, 0)
             sub = dataclasses.replace(pl, todo=batch, skipped=[], present_bytes=0)
             cb = None
             if progress is not None:
                 cb = lambda b, f, b0=done_b, f0=done_f: progress(b0 + b, f0 + f)  # noqa: E731
-            done_b += gen._write_all(sub, threads, cb, fsync=False)
+            done_b += write_all(sub, threads, cb, fsync=False)
             done_f += len(batch)
-            gen._ranges_and_crcs(sub, batch, checksum)  # from the files, while they are here
+            ranges_and_crcs(sub, batch, checksum)  # from the files, while they are here
             files = _staged(pl, batch, stage)
             peak = max(peak, sum(f[2] for f in files) + sum(f[2] for f in pending))
             if pending:  # the last batch is up: its files go
@@ -196,7 +198,7 @@ def generate_ranks(
             nbytes += up.wait()
             _remove(pending)
         pl.todo = [int(i) for i in pl.mine]
-        gen._save(pl, checksum, comm.rank, comm.size, None)
+        save_manifests(pl, checksum, comm.rank, comm.size, None)
     except Exception as e:  # noqa: BLE001  (any rank's failure ends every rank's generation)
         problem = str(e) or type(e).__name__
     problems = [p for p in comm.allgather(problem) if p]

@@ -65,7 +65,7 @@ class BlockFigures(TypedDict, total=False):
 
 
 class CheckpointRecord(TypedDict, total=False):
-    """One rank's save or load of one checkpoint (dlio.checkpoint.io)."""
+    """One rank's save or load of one checkpoint (dlio.checkpoint.record)."""
 
     kind: str  # "save" or "load"
     rank: int
@@ -145,7 +145,7 @@ class RunResult(TypedDict):
     dataset: Dict[str, Any]
     environment: Dict[str, Any]
     ranks: List[RankRecord]
-    checkpoint_plan: NotRequired[Dict[str, Any]]  # dlio.checkpoint.layout.plan_summary, when it checkpoints
+    checkpoint_plan: NotRequired[Dict[str, Any]]  # dlio.checkpoint.summary.plan_summary, when it checkpoints
     config_warnings: NotRequired[List[str]]  # the config's warnings (dlio.config.emulation), when there are any
 
 

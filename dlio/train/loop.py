@@ -16,8 +16,8 @@ from typing import Any, List, Tuple
 import numpy as np
 
 from dlio import _core, counters
-from dlio.checkpoint import io as ckpt_io
-from dlio.checkpoint import layout as ckpt_layout
+from dlio.checkpoint import save as ckpt_save
+from dlio.checkpoint.schedule import checkpoint_schedule
 from dlio.config.engines import engine_spec
 from dlio.dataset.formats import get_format
 from dlio.dataset.manifest import load_manifest, load_saved
@@ -265,7 +265,7 @@ def save_checkpoint(tr, cfg, comm, point):
     """A checkpoint during training, timed as DLIO does (no barrier around it)."""
     tr.echo(f"Starting saving checkpoint {point.block} after total step {point.after_step} for epoch {point.epoch}")
     t0 = _core.now_ns()
-    rec = ckpt_io.save(cfg, comm, point.epoch, point.step)
+    rec = ckpt_save.save(cfg, comm, point.epoch, point.step)
     rec["block"] = point.block
     if tr.tracer is not None:
         tr.tracer.span("checkpoint.save", t0, _core.now_ns() - t0, epoch=point.epoch, step=point.step)
@@ -376,7 +376,7 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
     if epoch == 1:
         _check_steps(tr, len(plan.steps), st)
     tr.echo(f"Starting epoch {epoch}: {len(plan.steps)} steps expected")
-    points = ckpt_layout.checkpoint_schedule(cfg, epoch, len(plan.steps))
+    points = checkpoint_schedule(cfg, epoch, len(plan.steps))
     res, blocks, saves, failure = train_blocks(tr, plan, st, sp.paths, epoch, points, sp.excl)
     if failure is not None:
         if res is None or not int(res["steps_done"]):
@@ -465,7 +465,7 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
         stopped = _epoch_barrier(comm)
         if stopped is not None:
             return rank_rec, stopped
-        for point in ckpt_layout.checkpoint_schedule(cfg, epoch, rec["steps_planned"]):
+        for point in checkpoint_schedule(cfg, epoch, rec["steps_planned"]):
             if point.mode == "epoch":
                 try:
                     rec["checkpoints"].append(save_checkpoint(tr, cfg, comm, point))

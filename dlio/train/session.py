@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from dlio import _core, host
-from dlio.checkpoint import io as ckpt_io
-from dlio.checkpoint import layout as ckpt_layout
+from dlio.checkpoint.only_mode import run_checkpoint_only
+from dlio.checkpoint.summary import plan_summary, summary_lines
 from dlio.config.engines import check_qd, engine_spec
-from dlio.dataset.generate import estimate_text
+from dlio.dataset.gen_rate import estimate_text
 from dlio.dataset.generate import generate as generate_dataset
 from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.errors import ConfigError, DlioError, DlioRunError
@@ -87,7 +87,7 @@ def describe(cfg, spec, comm_size):
         ranks = max(comm_size, par.tensor * par.pipeline) if cfg.checkpoint.mode != "subset" else comm_size
         if ranks > comm_size:
             lines.append(f"(this run has {comm_size} rank(s); the checkpoint needs {ranks}: the plan is for {ranks})")
-        lines += ckpt_layout.summary_lines(ckpt_layout.plan_summary(cfg, ranks, ranks))
+        lines += summary_lines(plan_summary(cfg, ranks, ranks))
     return lines
 
 
@@ -187,7 +187,7 @@ def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes)
         result["config_warnings"] = list(cfg.warnings)
     if cfg.workflow.checkpoint:
         per_node = max(Counter(r["hostname"] for r in records).values())
-        result["checkpoint_plan"] = ckpt_layout.plan_summary(cfg, comm_size, per_node)
+        result["checkpoint_plan"] = plan_summary(cfg, comm_size, per_node)
     return result
 
 
@@ -381,7 +381,7 @@ def _measure(s: Session):
                 s.progress.done()
     if cfg.is_checkpoint_only():
         try:
-            ck = ckpt_io.run_checkpoint_only(cfg, comm, s.echo)
+            ck = run_checkpoint_only(cfg, comm, s.echo)
         except Interrupted as e:
             return rank_rec, e
         rank_rec["checkpoints"] = ck["records"]

@@ -121,7 +121,7 @@ def test_checkpoint_larger_than_the_free_space_is_refused_before_writing(tiny, d
 
 def test_checkpoint_that_fills_the_disk_midway_is_removed(tiny, dataset, tmp_path, monkeypatch):
     # the free-space check passes (1.5 MiB free for a 1 MiB file), then a filler grows: ENOSPC mid-save
-    from dlio.checkpoint import io as ckpt_io
+    from dlio.checkpoint import save as ckpt_save
     from dlio.config.load import load_config
     from dlio.errors import DlioRunError
 
@@ -134,7 +134,7 @@ def test_checkpoint_that_fills_the_disk_midway_is_removed(tiny, dataset, tmp_pat
         ],
     )
     fill(tiny, 1536 << 10)
-    real = ckpt_io._run_core
+    real = ckpt_save.run_core
 
     def squeeze(*a, **k):
         fill_more = os.path.join(tiny, "filler2")
@@ -145,9 +145,9 @@ def test_checkpoint_that_fills_the_disk_midway_is_removed(tiny, dataset, tmp_pat
                 pass
         return real(*a, **k)
 
-    monkeypatch.setattr(ckpt_io, "_run_core", squeeze)
+    monkeypatch.setattr(ckpt_save, "run_core", squeeze)
     with pytest.raises(DlioRunError) as e:
-        ckpt_io.save(cfg, None, 1, 1)
+        ckpt_save.save(cfg, None, 1, 1)
     assert "No space left" in str(e.value) or "free some space" in str(e.value)
     assert not os.path.exists(tiny / "ck" / "global_epoch1_step1")
 

@@ -145,7 +145,7 @@ def make_result(
 
 
 def ckpt_record(kind, rank, epoch, start_s, dur_s, nbytes=GiB):
-    """A checkpoint record as dlio.checkpoint.io writes it (one per rank and checkpoint)."""
+    """A checkpoint record as dlio.checkpoint.record makes it (one per rank and checkpoint)."""
     return {
         "kind": kind,
         "rank": rank,

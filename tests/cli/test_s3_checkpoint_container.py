@@ -88,8 +88,8 @@ def test_s3_checkpoint_objects_are_the_pt_files(run_cli, s3env, bucket, tmp_path
 
 def test_parts_made_in_the_window_are_the_same_bytes(run_cli, s3env, bucket, tmp_path):
     # past the budget of parts made before the window, the parts holding literals are made during it
-    from dlio.checkpoint.io import ones_pattern
     from dlio.checkpoint.layout import plan_checkpoint
+    from dlio.checkpoint.transfers import ones_pattern
     from dlio.config import load_config
     from dlio.objstore import checkpoint as s3ck
     from dlio.objstore import client

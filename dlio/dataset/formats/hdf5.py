@@ -161,15 +161,21 @@ def _build(shape, names, dtype, libver, n, path):
     return tuple(pieces), n
 
 
+def _spec_template(dims, nsamples, spec):
+    """(shape, dataset names, template pieces, bytes per dataset) of a contiguous file of this spec."""
+    shape = (int(nsamples), *record_shape(dims, spec))
+    names = dataset_names(spec)
+    pieces, n = template(shape, names, str(np.dtype(spec.record_element_type)), _libver(spec))
+    return shape, names, pieces, n
+
+
 def program(prog, dims, nsamples, spec, seed, final):
     """Contiguous, uncompressed datasets: h5py's file for the shape, copied, with stamped random
     records; other layouts go through h5py (write)."""
     if not _contiguous(spec):
         return False
-    shape = (int(nsamples), *record_shape(dims, spec))
-    names = dataset_names(spec)
+    shape, names, pieces, n = _spec_template(dims, nsamples, spec)
     k = len(names)
-    pieces, n = template(shape, names, str(np.dtype(spec.record_element_type)), _libver(spec))
     key = ("hdf5", shape, names, spec.record_element_type)
     prog.begin(final, seed)
     for j, piece in enumerate(pieces):
@@ -184,10 +190,8 @@ def layout_extents(dims, nsamples, spec):
     sample j of records_i is one slice of its dataset; ordered by sample, then dataset."""
     if not _contiguous(spec):
         return None
-    shape = (int(nsamples), *record_shape(dims, spec))
-    names = dataset_names(spec)
+    shape, names, pieces, n = _spec_template(dims, nsamples, spec)
     k = len(names)
-    pieces, n = template(shape, names, str(np.dtype(spec.record_element_type)), _libver(spec))
     starts = np.cumsum([len(p) for p in pieces[:-1]]) + n * np.arange(k)  # data offsets in file order
     base = starts[np.argsort(_dataset_order(shape, names, spec))]
     per = n // max(shape[0], 1)

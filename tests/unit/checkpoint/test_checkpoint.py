@@ -1,4 +1,5 @@
-"""Checkpoint emulation: sizes, rank layout, file names (dlio.checkpoint.layout) and the I/O (dlio.checkpoint.io).
+"""Checkpoint emulation: sizes, rank layout, file names (dlio.checkpoint.layout), the schedule
+(dlio.checkpoint.schedule) and the I/O (dlio.checkpoint.transfers, save, load, only_mode).
 
 Every expected value is computed here independently of dlio.checkpoint: the golden llama totals
 (docs/dlio-facts.md §2) from a closed-form sum over tensor-parallel / pipeline / data-parallel shards, file
@@ -18,8 +19,11 @@ import pytest
 from conftest import REPO
 
 from dlio import _core
-from dlio.checkpoint import io as ckpt_io
-from dlio.checkpoint.layout import checkpoint_schedule, plan_checkpoint, rank_files
+from dlio.checkpoint import load as ckpt_load
+from dlio.checkpoint import only_mode, transfers
+from dlio.checkpoint import save as ckpt_save
+from dlio.checkpoint.layout import plan_checkpoint, rank_files
+from dlio.checkpoint.schedule import checkpoint_schedule
 from dlio.config import ConfigError, load_config
 from dlio.report import checkpoint as ckpt_figures
 
@@ -305,7 +309,7 @@ def test_scale_model_size_bytes():
 def test_save_load_bytes_fsync(tmp_path):
     cfg = small_transformer(tmp_path / "ck", zero=1, **{"checkpoint.fsync": "true"})
     plan = plan_checkpoint(cfg, 0, 1)
-    rec = ckpt_io.save(cfg, None, 2, 7, transfer=1 << 20)
+    rec = ckpt_save.save(cfg, None, 2, 7, transfer=1 << 20)
     folder = tmp_path / "ck" / "global_epoch2_step7"
     assert rec["folder"] == str(folder)
     for f in plan.files:
@@ -319,15 +323,15 @@ def test_save_load_bytes_fsync(tmp_path):
     assert rec["dlio_throughput_GB_per_second"] == pytest.approx(plan.dlio_size_GiB / rec["duration_s"])
     data = np.fromfile(folder / plan.files[0].name, dtype=np.uint8)
     assert len(np.unique(data[:65536])) > 200  # random bytes, not ones or zeros
-    ld = ckpt_io.load(cfg, None, 2, 7, transfer=1 << 20)
+    ld = ckpt_load.load(cfg, None, 2, 7, transfer=1 << 20)
     assert ld["bytes"] == plan.rank_bytes and ld["source_rank"] == 0
     assert ld["cache"].startswith("dropped")
-    assert ckpt_io.load(cfg, None, 2, 7, drop=False)["cache"] == "kept"
+    assert ckpt_load.load(cfg, None, 2, 7, drop=False)["cache"] == "kept"
 
 
 def test_no_fsync_recorded_zero(tmp_path):
     cfg = small_transformer(tmp_path / "ck", zero=1)
-    rec = ckpt_io.save(cfg, None, 1, 1)
+    rec = ckpt_save.save(cfg, None, 1, 1)
     assert rec["fsync"] is False and rec["fsync_s"] == 0.0
 
 
@@ -340,7 +344,7 @@ def test_randomize_false_writes_ones(tmp_path, direct, engine):
     plan = plan_checkpoint(cfg, 0, 1)
     assert any(f.nbytes % 4096 for f in plan.files)  # an unaligned tail to pad and truncate
     try:
-        rec = ckpt_io.save(cfg, None, 1, 1, engine=engine, direct=direct, transfer=1 << 20)
+        rec = ckpt_save.save(cfg, None, 1, 1, engine=engine, direct=direct, transfer=1 << 20)
     except Exception as e:  # pragma: no cover - a filesystem without O_DIRECT
         if direct:
             pytest.skip(f"O_DIRECT not available here: {e}")
@@ -356,7 +360,7 @@ def test_randomize_false_writes_ones(tmp_path, direct, engine):
             assert raw[off : off + len(seg)].tobytes() == seg
         for off, n in tf.storages:
             assert np.all(raw[off : off + n].view(np_dt[f.dtype]) == 1)
-    ld = ckpt_io.load(cfg, None, 1, 1, direct=direct)
+    ld = ckpt_load.load(cfg, None, 1, 1, direct=direct)
     assert ld["bytes"] == plan.rank_bytes
 
 
@@ -364,7 +368,7 @@ def test_direct_random_exact_sizes(tmp_path):
     cfg = small_transformer(tmp_path / "ck", zero=1, H=96)
     plan = plan_checkpoint(cfg, 0, 1)
     try:
-        rec = ckpt_io.save(cfg, None, 1, 1, direct=True, transfer=1 << 20)
+        rec = ckpt_save.save(cfg, None, 1, 1, direct=True, transfer=1 << 20)
     except Exception as e:  # pragma: no cover
         pytest.skip(f"O_DIRECT not available here: {e}")
     assert rec["direct"] and rec["randomize_tensor"] is True
@@ -379,15 +383,15 @@ def test_io_uring_save_load(tmp_path):
     if not any(n == "io_uring" and ok for n, _, ok, _ in _core.engines()):
         pytest.skip("io_uring not available")
     cfg = small_transformer(tmp_path / "ck", zero=1, **{"dlio_fast.engine": "io_uring", "dlio_fast.qd": 4})
-    rec = ckpt_io.save(cfg, None, 1, 1)
+    rec = ckpt_save.save(cfg, None, 1, 1)
     assert rec["engine"] == "io_uring" and rec["qd"] == 4
-    assert ckpt_io.load(cfg, None, 1, 1)["bytes"] == plan_checkpoint(cfg, 0, 1).rank_bytes
+    assert ckpt_load.load(cfg, None, 1, 1)["bytes"] == plan_checkpoint(cfg, 0, 1).rank_bytes
 
 
 def test_load_missing_is_clear(tmp_path):
     cfg = small_transformer(tmp_path / "ck")
     with pytest.raises(Exception, match="checkpoint file missing"):
-        ckpt_io.load(cfg, None, 1, 1)
+        ckpt_load.load(cfg, None, 1, 1)
 
 
 def test_checkpoint_only_mode(tmp_path):
@@ -396,7 +400,7 @@ def test_checkpoint_only_mode(tmp_path):
         **{"checkpoint.num_checkpoints_write": 2, "checkpoint.num_checkpoints_read": 2, "checkpoint.fsync": "true"},
     )
     lines = []
-    out = ckpt_io.run_checkpoint_only(cfg, None, lines.append)
+    out = only_mode.run_checkpoint_only(cfg, None, lines.append)
     assert sorted(os.listdir(tmp_path / "ck")) == ["global_epoch1_step1", "global_epoch1_step2"]
     recs = out["records"]
     assert [(r["kind"], r["step"]) for r in recs] == [("save", 1), ("save", 2), ("load", 1), ("load", 2)]
@@ -422,7 +426,7 @@ def test_checkpoint_only_read_more_than_exist(tmp_path):
         tmp_path / "ck", **{"checkpoint.num_checkpoints_write": 0, "checkpoint.num_checkpoints_read": 1}
     )
     with pytest.raises(Exception, match="only 0 checkpoints"):
-        ckpt_io.run_checkpoint_only(cfg, None)
+        only_mode.run_checkpoint_only(cfg, None)
 
 
 def test_summary_fields_reduction_synthetic():
@@ -475,9 +479,9 @@ def test_summary_fields_reduction_synthetic():
 
 DRIVER = textwrap.dedent("""
     import json, sys
+    from dlio.checkpoint import only_mode
     from dlio.config import load_config
     from dlio.mpi import world
-    from dlio.checkpoint import io as ckpt_io
     folder, out = sys.argv[1], sys.argv[2]
     comm = world()
     cfg = load_config(sets=["framework=pytorch", "model.type=transformer", "model.num_layers=2",
@@ -489,7 +493,7 @@ DRIVER = textwrap.dedent("""
                             "checkpoint.checkpoint_folder=" + folder, "checkpoint.time_between_checkpoints=0",
                             "checkpoint.num_checkpoints_write=2", "checkpoint.num_checkpoints_read=1",
                             "checkpoint.rank_sync=true", "checkpoint.recovery_rank_shift=true"], env={})
-    res = ckpt_io.run_checkpoint_only(cfg, comm)
+    res = only_mode.run_checkpoint_only(cfg, comm)
     if comm.rank == 0:
         json.dump({"size": comm.size, "summary": res["summary"], "all": res["all_records"]}, open(out, "w"))
 """)
@@ -549,7 +553,7 @@ def test_thread_plan_one_thread_per_file():
         CkptFile("c", 3 << 20, "fp16", "layer"),
         CkptFile("d", 0, "int8", "optimizer"),
     ]
-    ops, first, n = ckpt_io.thread_plan(files, 1, 1 << 20, 1, 2)
+    ops, first, n = transfers.thread_plan(files, 1, 1 << 20, 1, 2)
     assert n == 2 and first[0] == 0 and first[-1] == len(ops) == 5 + 17 + 3
     owner = {}
     for t in range(n):
@@ -559,5 +563,5 @@ def test_thread_plan_one_thread_per_file():
     for f in range(3):  # sequential within the file
         offs = ops["offset"][ops["file"] == f]
         assert list(offs) == [i << 20 for i in range(len(offs))]
-    ops1, first1, n1 = ckpt_io.thread_plan(files[1:2], 1, 1 << 20, 1, 4)  # fewer files than threads
+    ops1, first1, n1 = transfers.thread_plan(files[1:2], 1, 1 << 20, 1, 4)  # fewer files than threads
     assert n1 == 4 and len(ops1) == 17 and list(first1) == sorted(first1)

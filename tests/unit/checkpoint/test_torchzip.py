@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dlio import _core
-from dlio.checkpoint import io as ckpt_io
+from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint import torchzip
 from dlio.checkpoint.layout import plan_checkpoint
 from dlio.config import load_config
@@ -164,7 +164,7 @@ def test_transformer_files_are_torch_zips(tmp_path, mdt, odt, zero):
         **{"model.model_datatype": mdt, "model.optimizer_datatype": odt, "model.parallelism.zero_stage": zero},
     )
     plan = plan_checkpoint(cfg, 0, 1)
-    ckpt_io.save(cfg, None, 1, 3, transfer=1 << 20)
+    ckpt_save.save(cfg, None, 1, 3, transfer=1 << 20)
     folder = tmp_path / "ck" / "global_epoch1_step3"
     want_model, want_opt = transformer_states(2, 128, 384, 500, 4, 2, zero, mdt, odt)
     model_name = "model_0_model_states.pt" if zero == 1 else "zero_pp_rank_0_mp_rank_0_model_states.pt"
@@ -199,7 +199,7 @@ def test_legacy_states_shared_dict_and_groups(tmp_path):
         env={},
     )
     plan = plan_checkpoint(cfg, 0, 1)
-    ckpt_io.save(cfg, None, 1, 1)
+    ckpt_save.save(cfg, None, 1, 1)
     folder = tmp_path / "ck" / "global_epoch1_step1"
     layer = {"0": ("int8", 16), "2": ("int8", 40)}
     want = {

@@ -16,7 +16,7 @@ import pytest
 from dlio_installs import dlio_python, needs_dlio
 from test_torchzip import small_cfg, transformer_states
 
-from dlio.checkpoint import io as ckpt_io
+from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint import torchzip
 from dlio.checkpoint.layout import plan_checkpoint
 from dlio.config import load_config
@@ -95,7 +95,7 @@ def test_torch_load_opens_saved_files(tmp_path):
     }
     paths = {}
     for kind, cfg in cfgs.items():
-        ckpt_io.save(cfg, None, 1, 2, transfer=1 << 20)
+        ckpt_save.save(cfg, None, 1, 2, transfer=1 << 20)
         for f in plan_checkpoint(cfg, 0, 1).files:
             paths[(kind, f.name)] = str(tmp_path / kind / "global_epoch1_step2" / f.name)
     loaded = torch_shapes(list(paths.values()))

@@ -244,7 +244,7 @@ def test_ranks_partition_and_part_manifests(tmp_path):
 
 def test_ranks_balance_bytes_not_files(tmp_path):
     """One large file and many small ones: the large file's rank gets few files, about half the bytes."""
-    from dlio.dataset.generate import rank_files
+    from dlio.dataset.gen_plan import rank_files
 
     s = spec_of(tmp_path, "npy", num_files_train=9, num_files_eval=0)
     dims = np.array([[64, 64]] + [[8, 8]] * 8)  # 4096-element file, then 8 files of 64 elements
@@ -446,12 +446,12 @@ def test_checksums_of_a_uniform_table(tmp_path):
 def test_batches_cover_every_file_once_and_end_small(tmp_path, monkeypatch):
     """Threads take batches in order: every file is in exactly one batch, and the last
     2 x threads x BATCH_BYTES go in eighth-size batches (no thread idles through a whole batch)."""
-    import dlio.dataset.generate as G
+    from dlio.dataset import gen_plan, gen_write
 
-    monkeypatch.setattr(G, "BATCH_BYTES", 4 << 20)
+    monkeypatch.setattr(gen_write, "BATCH_BYTES", 4 << 20)
     s = spec_of(tmp_path, num_files_train=100, num_files_eval=0, record_length_bytes=256 << 10)
-    pl = G.plan(s)
-    batches = G._batches(pl, threads=2)
+    pl = gen_plan.plan(s)
+    batches = gen_write._batches(pl, threads=2)
     assert sorted(np.concatenate(batches).tolist()) == list(range(100))
     est = get_format("npy").estimate_sizes(pl.dims, s.num_samples_per_file, s)
     sizes = [int(est[b].sum()) for b in batches]

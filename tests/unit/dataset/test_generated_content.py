@@ -15,7 +15,8 @@ import pytest
 
 from dlio.dataset.formats import get_format, mix_seed
 from dlio.dataset.formats import program as P
-from dlio.dataset.generate import estimate_seconds, estimate_text, generate, measured_rate
+from dlio.dataset.gen_rate import estimate_seconds, estimate_text, measured_rate
+from dlio.dataset.generate import generate
 from dlio.dataset.spec import DatasetSpec, all_dims, file_paths
 
 pytest.importorskip("dlio._core")
@@ -178,9 +179,9 @@ def test_generation_rate_is_recorded_and_estimates_the_full_size(tmp_path):
 
 
 def test_threads_default_to_the_cpus_and_batches_split_big_datasets(tmp_path, monkeypatch):
-    from dlio.dataset import generate as g
+    from dlio.dataset import gen_plan, gen_write
 
-    monkeypatch.setattr(g, "BATCH_FILES", 3)
+    monkeypatch.setattr(gen_write, "BATCH_FILES", 3)
     spec = DatasetSpec(
         data_folder=str(tmp_path / "d"),
         format="jpeg",
@@ -192,7 +193,7 @@ def test_threads_default_to_the_cpus_and_batches_split_big_datasets(tmp_path, mo
     )
     r = generate(spec)
     assert r.files_written == 12
-    pl = g.plan(spec)
+    pl = gen_plan.plan(spec)
     assert pl.todo == [] and len(pl.skipped) == 12
     from PIL import Image
 
