@@ -51,7 +51,6 @@ from dlio.units import GiB
 
 DTYPE_BYTES = {"int8": 1, "uint8": 1, "fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8}
 # numpy view of one element of each dtype (bf16 has no numpy dtype: its 1.0 is 0x3F80 as uint16)
-NUMPY_DTYPE = {"int8": "i1", "uint8": "u1", "fp16": "<f2", "bf16": "<u2", "fp32": "<f4", "fp64": "<f8"}
 ONE_BYTES = {
     "int8": b"\x01",
     "uint8": b"\x01",

@@ -99,7 +99,6 @@ def load(
     m1 = time.monotonic_ns()
     rec = new_record(
         "load",
-        cfg,
         comm,
         epoch,
         step,

@@ -25,7 +25,6 @@ from dlio.units import GiB
 
 def new_record(
     kind: str,
-    cfg: Any,
     comm: Comm,
     epoch: int,
     step: int,

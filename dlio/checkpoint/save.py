@@ -241,7 +241,6 @@ def _save_files(job: _Save) -> Dict[str, Any]:
     written = int(res["bytes"])
     rec = new_record(
         "save",
-        job.cfg,
         job.comm,
         job.epoch,
         job.step,

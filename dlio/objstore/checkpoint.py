@@ -18,12 +18,12 @@ import base64
 from typing import Any, Dict, List, Optional, Tuple
 
 from dlio.checkpoint.layout import CheckpointPlan, CkptFile, plan_checkpoint, step_folder
+from dlio.checkpoint.transfers import MAX_THREADS
 from dlio.errors import ConfigError, DlioRunError
 from dlio.objstore import client
 from dlio.objstore.settings import parse_uri, resolve
 
 PART_INFLIGHT = 8
-MAX_THREADS = 4
 
 
 def location(cfg: Any) -> Tuple[str, str]:
@@ -116,7 +116,6 @@ def _run(
     m1 = out["window_ns"]
     rec = new_record(
         kind,
-        cfg,
         comm,
         epoch,
         step,
