@@ -9,6 +9,7 @@ from dlio import output
 from dlio.errors import DlioError, DlioRunError
 from dlio.fsbench.grid import Sinks, run_grid
 from dlio.fsbench.table import POINT_HEADER
+from dlio.memcheck import check_fits
 from dlio.objstore import client, points
 from dlio.objstore.settings import parse_uri, resolve
 from dlio.report.result import IO_SCHEMA, new_io_doc
@@ -88,10 +89,6 @@ def run_io(
     for p in (json_path, csv_path):
         if p:
             output.check_output_path(p)
-    client.require_client()
-    settings = resolve(endpoint)
-    client.check_access(settings, bucket, prefix)
-
     grid = [
         points.S3Point(r, b, q, t, b if r != "randread" else file_size)
         for r in rws
@@ -99,6 +96,17 @@ def run_io(
         for q in qds
         for t in thrs
     ]
+    for pt in grid:
+        check_fits(
+            points.held_bytes(prefix, pt, size or 0),
+            f"{pt.rw} of {fmt_size(pt.bs)} x {pt.qd} in flight x {pt.threads} threads (the client holds a batch "
+            "of responses at once)",
+            "lower --bs, --qd or --threads",
+        )
+    client.require_client()
+    settings = resolve(endpoint)
+    client.check_access(settings, bucket, prefix)
+
     doc = new_io_doc(IO_SCHEMA, paths=list(uris), endpoint=settings.endpoint, client="s3dlio", files=[], points=[])
     sinks = Sinks(json_path, csv_path, csv_extra=S3_EXTRA)
     work = points.workdir()

@@ -17,7 +17,7 @@ import tempfile
 import numpy as np
 
 from dlio import _core, stats
-from dlio.objstore import client, oplog
+from dlio.objstore import client, oplog, worker
 from dlio.objstore.settings import S3Settings
 
 TEST_FOLDER = ".dlio-fast-io/"
@@ -51,6 +51,26 @@ def object_keys(prefix: str, point: S3Point) -> list:
     return [[f"{base}put-{point.bs}/t{t}/o{j}" for j in range(2 * point.qd)] for t in range(point.threads)]
 
 
+def requests_per_thread(point: S3Point, size: int) -> int:
+    """A --size budget's requests per thread (0: a --runtime point)."""
+    return -(-size // point.bs // point.threads) if size else 0
+
+
+def held_bytes(prefix: str, point: S3Point, size: int) -> int:
+    """The most response bytes the point's worker holds at once: a GET batch holds every response
+    until it returns (dlio.objstore.worker), plus the chunks of the qd in flight before they are
+    gathered; range GETs, those in flight."""
+    if point.rw == "write":
+        return point.threads * point.bs  # the payload of each thread
+    if point.rw == "randread":
+        return 2 * point.threads * point.qd * point.bs
+    nkeys = len(object_keys(prefix, point)[0])
+    cap = worker.get_batch_cap(point.bs, point.threads, point.qd)
+    return (
+        point.threads * (worker.batch_len(nkeys, point.qd, requests_per_thread(point, size), cap) + point.qd) * point.bs
+    )
+
+
 def objects_to_create(prefix: str, points: list) -> list:
     """[(size, [keys])] that the GET and range points read: created once before the grid."""
     want = {}
@@ -75,7 +95,7 @@ def run_point(
 ) -> dict:
     """Measure one point in a worker process; its record (JSON-ready, the file io record's shape plus
     the S3 fields). A failure mid-point keeps what was measured and names the error in 'error'."""
-    per_thread = -(-size // point.bs // point.threads) if size else 0
+    per_thread = requests_per_thread(point, size)
     log = os.path.join(workdir, f"oplog-{point.rw}-{point.bs}-{point.qd}-{point.threads}.tsv.zst")
     task = {
         "task": "point",
@@ -89,6 +109,7 @@ def run_point(
         "runtime_ns": 0 if size else runtime_ns,
         "ramp_ns": ramp_ns,
         "requests_per_thread": per_thread,
+        "held_bytes": held_bytes(prefix, point, size),
         "oplog": log,
     }
     try:

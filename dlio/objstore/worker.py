@@ -147,13 +147,19 @@ def get_batch_cap(bs: int, threads: int, qd: int) -> int:
     return max(qd, GET_BATCH_BYTES // threads // bs)
 
 
-def _batch(items: list, qd: int, limit: int, max_items: int = 0) -> list:
-    """Items repeated to at least 8 x qd entries (batch tails are then short), or `limit` /
+def batch_len(nitems: int, qd: int, limit: int, max_items: int = 0) -> int:
+    """Entries of a thread's batch: at least 8 x qd (batch tails are then short), or `limit` /
     `max_items` if smaller."""
-    n = max(8 * qd, len(items))
+    n = max(8 * qd, nitems)
     for cap in (limit, max_items):
         if cap:
             n = min(n, cap)
+    return n
+
+
+def _batch(items: list, qd: int, limit: int, max_items: int = 0) -> list:
+    """`items` repeated to batch_len(...) entries."""
+    n = batch_len(len(items), qd, limit, max_items)
     reps = -(-n // len(items))
     return (items * reps)[:n]
 
@@ -165,13 +171,11 @@ def task_point(s3, t: dict) -> dict:
     qd, bucket, rw = t["qd"], t["bucket"], t["rw"]
     limit = t["requests_per_thread"]
     per_batch = get_batch_cap(t["bs"], t["threads"], qd)
+    if rw != "write":
+        heap.prefault(t["held_bytes"])
     if rw == "read":
-        # a batch's responses, and the chunks of the qd in flight before they are gathered
-        heap.prefault(t["threads"] * (len(_batch(t["keys"][0], qd, limit, per_batch)) + qd) * t["bs"])
         # last before the clock: qd connections opened, and the server busy rather than idle
         s3.get_many_stats([f"s3://{bucket}/{k}" for k in t["keys"][0][:qd]], max_in_flight=qd)
-    elif rw == "randread":
-        heap.prefault(2 * t["threads"] * qd * t["bs"])
     s3.init_op_log(t["oplog"])
     pool = _Threads(t)
 

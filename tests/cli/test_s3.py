@@ -157,6 +157,11 @@ def test_refusals(run_cli, s3env, monkeypatch):
     assert code == 2 and "--engine, --direct: file-only option(s)" in one_line(err)
     code, _, err = run_cli("io", "s3://abc/x", "--rw", "randread", "--file-size", "6g")
     assert code == 2 and "--file-size 6GiB: range GETs read objects of at most 5GiB" in one_line(err)
+    code, _, err = run_cli(
+        "io", "s3://abc/x", "--bs", "64m", "--qd", "1024", "--threads", "64", "--endpoint", "http://0:1"
+    )
+    line = one_line(err)  # refused before the endpoint is tried
+    assert code == 2 and "read of 64MiB x 1024 in flight x 64 threads" in line and "lower --bs, --qd" in line, line
     code, _, err = run_cli("io", "s3://A_b/x")
     assert code == 2 and "not a valid bucket name" in one_line(err)
     monkeypatch.delenv("AWS_ENDPOINT_URL")

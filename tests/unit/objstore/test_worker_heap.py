@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from dlio import _core
-from dlio.objstore import heap, settings, worker
+from dlio.objstore import heap, points, settings, worker
 from dlio.objstore.worker_train import _largest_step_bytes
 
 ENV = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ACCESS_KEY_ID": "ak", "AWS_SECRET_ACCESS_KEY": "sk"}
@@ -94,3 +94,17 @@ def test_largest_step_bytes():
     steps["nops"] = [2, 0, 3, 1]
     assert _largest_step_bytes(ops, steps) == 30 + 40 + 50
     assert _largest_step_bytes(ops, steps[:0]) == 0
+
+
+def test_held_bytes_of_a_point():
+    mib = 1 << 20
+    # 16 objects of 16 MiB (2 x qd x threads, at least 256 MiB), qd 8: a batch of 8 x qd = 64 requests
+    read = points.S3Point("read", 16 * mib, 8, 1, 16 * mib)
+    assert points.held_bytes("p/", read, 0) == (64 + 8) * 16 * mib
+    # a --size of 20 requests: batches of 20
+    assert points.held_bytes("p/", read, 20 * 16 * mib) == (20 + 8) * 16 * mib
+    # 64 MiB objects, 2 threads: 1 GiB over both threads = 8 per batch, qd 8
+    big = points.S3Point("read", 64 * mib, 8, 2, 64 * mib)
+    assert points.held_bytes("p/", big, 0) == 2 * (8 + 8) * 64 * mib
+    assert points.held_bytes("p/", points.S3Point("randread", mib, 4, 3, 1 << 30), 0) == 2 * 3 * 4 * mib
+    assert points.held_bytes("p/", points.S3Point("write", mib, 4, 3, mib), 0) == 3 * mib
