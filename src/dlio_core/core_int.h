@@ -55,14 +55,22 @@ int dc_fd_close(struct dc_file *f);
  * the kernel writes nothing). */
 int dc_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off);
 
-/* Where an O_DIRECT read really goes. The kernel wants offset and length aligned to off_align, so
- * we read the aligned superset [start, start + total) and the wanted bytes begin skip bytes into
- * the buffer. Buffered files (off_align 1) give start = offset, skip = 0, total = len. */
+/* Capacity of io->buf: the runner sets cap; 0 means the header's promise, len + 2 * off_align. */
+static inline uint64_t dc_io_cap(const struct dc_io *io)
+{
+	return io->cap ? io->cap : io->len + 2ull * io->file->off_align;
+}
+
+/* Where a read really goes. O_DIRECT wants offset and length aligned to off_align, so we read the
+ * aligned superset [start, start + total) into the buffer's start and the wanted bytes begin skip
+ * bytes in. A buffered file (off_align 1) reads [offset, offset + len) to DC_BUFFERED_LAND bytes
+ * in, when the buffer has the room. */
 struct dc_span {
-	uint64_t start; /* aligned file offset of the read */
-	uint64_t total; /* aligned length of the read */
-	uint64_t need;  /* skip + len: bytes that must arrive for the request to succeed */
-	uint32_t skip;  /* wanted bytes start here in the buffer (io->buf_off) */
+	uint64_t start; /* file offset of the read */
+	uint64_t total; /* its length */
+	uint64_t need;  /* bytes that must arrive for the request to succeed */
+	uint32_t land;  /* the read's bytes go to buf + land */
+	uint32_t skip;  /* the wanted bytes start at buf + skip (io->buf_off) */
 };
 
 static inline void dc_dio_span(const struct dc_io *io, struct dc_span *s)
@@ -72,22 +80,19 @@ static inline void dc_dio_span(const struct dc_io *io, struct dc_span *s)
 	if (a <= 1) {
 		s->start = io->offset;
 		s->total = io->len;
-		s->skip = 0;
+		s->land = dc_io_cap(io) >= io->len + DC_BUFFERED_LAND ? DC_BUFFERED_LAND : 0;
+		s->skip = s->land;
+		s->need = io->len;
 	} else {
 		uint64_t end = io->offset + io->len;
 
 		s->start = io->offset - io->offset % a;
 		end += (a - end % a) % a;
 		s->total = end - s->start;
+		s->land = 0;
 		s->skip = (uint32_t)(io->offset - s->start);
+		s->need = s->skip + io->len;
 	}
-	s->need = s->skip + io->len;
-}
-
-/* Capacity of io->buf: the runner sets cap; 0 means the header's promise, len + 2 * off_align. */
-static inline uint64_t dc_io_cap(const struct dc_io *io)
-{
-	return io->cap ? io->cap : io->len + 2ull * io->file->off_align;
 }
 
 #endif

@@ -4,7 +4,8 @@
  * O_DIRECT wants the file offset and length aligned (statx STATX_DIOALIGN, else 4096). A read at
  * an unaligned offset or of an unaligned length reads the aligned superset into the slot buffer
  * (capacity len + 2 * off_align) and reports where the wanted bytes start in io->buf_off, so the
- * bytes are really read and nothing is copied. Writes must be aligned under O_DIRECT (-EINVAL
+ * bytes are really read and nothing is copied. A buffered read lands DC_BUFFERED_LAND bytes into the
+ * buffer (engine.h: the page cache's copy is slower into a cache-line-aligned destination). Writes must be aligned under O_DIRECT (-EINVAL
  * otherwise): the planner aligns them, and a read-modify-write would measure something else.
  */
 #include <errno.h>
@@ -84,9 +85,9 @@ static int64_t posix_read(struct dc_io *io)
 
 	dc_dio_span(io, &s);
 	io->buf_off = s.skip;
-	if (unlikely(s.total > dc_io_cap(io)))
+	if (unlikely(s.land + s.total > dc_io_cap(io)))
 		return -EINVAL;
-	got = read_full(io->file, io->buf, s.total, s.start);
+	got = read_full(io->file, (char *)io->buf + s.land, s.total, s.start);
 	if (got < 0)
 		return got;
 	/* Short at the end of the file is fine as long as the wanted bytes arrived (the aligned

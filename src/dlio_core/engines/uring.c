@@ -29,8 +29,9 @@
 struct uslot {
 	uint64_t start; /* file offset of the (aligned) transfer */
 	uint64_t total; /* its length */
-	uint64_t need;  /* bytes that must arrive (skip + len) */
+	uint64_t need;  /* bytes that must arrive (dc_span.need) */
 	uint64_t done;  /* bytes that did */
+	uint32_t land;  /* the transfer goes to buf + land (dc_span) */
 };
 
 struct dc_engine {
@@ -308,7 +309,7 @@ static void uring_prep(struct dc_engine *e, struct dc_io *io)
 {
 	const struct uslot *u = &e->us[io->index];
 	struct io_uring_sqe *sqe = get_sqe(e);
-	char *buf = (char *)io->buf + u->done;
+	char *buf = (char *)io->buf + u->land + u->done;
 	uint64_t n = u->total - u->done, off = u->start + u->done;
 	int fd = io->file->fd;
 	int fixed_file = io->file->reg_index >= 0;
@@ -349,18 +350,20 @@ static int uring_submit(struct dc_engine *e, struct dc_io *io)
 		}
 		u->start = io->offset;
 		u->total = u->need = io->len;
+		u->land = 0;
 	} else {
 		struct dc_span s;
 
 		dc_dio_span(io, &s);
 		io->buf_off = s.skip;
-		if (unlikely(s.total > dc_io_cap(io))) {
+		if (unlikely(s.land + s.total > dc_io_cap(io))) {
 			io->res = -EINVAL;
 			return 1;
 		}
 		u->start = s.start;
 		u->total = s.total;
 		u->need = s.need;
+		u->land = s.land;
 	}
 	u->done = 0;
 	if (unlikely(!u->total)) {
