@@ -276,11 +276,16 @@ static int64_t mpiio_xfer(struct dc_engine *e, struct dc_io *io)
 	uint64_t done = 0, pos = 0;
 	int64_t err = 0;
 
-	io->buf_off = 0;
+	/* a read lands where a buffered read does (engine.h: DC_BUFFERED_LAND), room permitting */
+	io->buf_off =
+		!write && io->file->off_align <= 1 && dc_io_cap(io) >= io->len + DC_BUFFERED_LAND
+			? DC_BUFFERED_LAND
+			: 0;
 	while (pos < io->len) {
 		uint64_t left = io->len - pos;
 		int n = (int)(left < DC_MPIIO_CHUNK ? left : DC_MPIIO_CHUNK);
-		int64_t got = xfer_once(e, fh, write, (char *)io->buf + pos, io->offset + pos, n);
+		int64_t got = xfer_once(e, fh, write, (char *)io->buf + io->buf_off + pos,
+					io->offset + pos, n);
 
 		pos += (uint64_t)n;
 		if (got < 0) {
