@@ -61,6 +61,15 @@ static inline uint64_t dc_io_cap(const struct dc_io *io)
 	return io->cap ? io->cap : io->len + 2ull * io->file->off_align;
 }
 
+/* Where a read of a buffered file lands in io->buf: DC_BUFFERED_LAND when the buffer has the room,
+ * else its start; O_DIRECT reads (off_align > 1) land at the start. */
+static inline uint32_t dc_read_land(const struct dc_io *io)
+{
+	return io->file->off_align <= 1 && dc_io_cap(io) >= io->len + DC_BUFFERED_LAND
+		       ? DC_BUFFERED_LAND
+		       : 0;
+}
+
 /* Where a read really goes. O_DIRECT wants offset and length aligned to off_align, so we read the
  * aligned superset [start, start + total) into the buffer's start and the wanted bytes begin skip
  * bytes in. A buffered file (off_align 1) reads [offset, offset + len) to DC_BUFFERED_LAND bytes
@@ -80,7 +89,7 @@ static inline void dc_dio_span(const struct dc_io *io, struct dc_span *s)
 	if (a <= 1) {
 		s->start = io->offset;
 		s->total = io->len;
-		s->land = dc_io_cap(io) >= io->len + DC_BUFFERED_LAND ? DC_BUFFERED_LAND : 0;
+		s->land = dc_read_land(io);
 		s->skip = s->land;
 		s->need = io->len;
 	} else {

@@ -276,11 +276,7 @@ static int64_t mpiio_xfer(struct dc_engine *e, struct dc_io *io)
 	uint64_t done = 0, pos = 0;
 	int64_t err = 0;
 
-	/* a read lands where a buffered read does (engine.h: DC_BUFFERED_LAND), room permitting */
-	io->buf_off =
-		!write && io->file->off_align <= 1 && dc_io_cap(io) >= io->len + DC_BUFFERED_LAND
-			? DC_BUFFERED_LAND
-			: 0;
+	io->buf_off = write ? 0 : dc_read_land(io); /* where posix reads land (engine.h) */
 	while (pos < io->len) {
 		uint64_t left = io->len - pos;
 		int n = (int)(left < DC_MPIIO_CHUNK ? left : DC_MPIIO_CHUNK);
