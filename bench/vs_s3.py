@@ -4,14 +4,14 @@ boto3 with threads: same objects, same number of requests, same requests in flig
 
 The server is a throwaway Ceph RADOS Gateway on free loopback ports (tools/ceph-s3.sh, memstore) unless
 --endpoint (with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY set) names another. dlio-fast creates the
-test objects (--keep), the bench waits for the gateway to settle (it serves GETs at about half speed
-for seconds after PUTs), and everyone reads those keys:
+test objects (--keep; it reads them back once, untimed: the first GET after a PUT runs at about half
+speed on Ceph RGW), and everyone reads those keys:
   dlio-fast        `dlio-fast io s3://B/P --rw read --bs SIZE --qd INFLIGHT --threads 1 --size N*SIZE`: its
                    MB/s (bytes of the requests over first start .. last end, from s3dlio's op-log)
   s3dlio stats     get_many_stats(uris, max_in_flight), wall clock around the call
   s3dlio many      get_many(uris, max_in_flight) (the bytes handed to Python), wall clock
   s3dlio stats, heap kept   get_many_stats under the allocator settings dlio-fast gives its workers
-                   (dlio.objstore.settings.MALLOC_REUSE): dlio-fast's harness next to the bare call
+                   (dlio.objstore.heap.MALLOC_REUSE): dlio-fast's harness next to the bare call
   boto3 threads    INFLIGHT threads, each get_object(...)['Body'].read() on its share of the uris
 Every tool runs in a fresh process of its own (a live client in a long-lived bench process changed
 the next tool's figures by up to 40 %), and each one's own warm-up is outside its timing: the other
@@ -42,7 +42,6 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from dlio.units import parse_size  # noqa: E402
 
 BUCKET = "vs-s3"
-SETTLE_S = 5.0
 
 
 def keys_of(size, inflight, n):
@@ -181,7 +180,6 @@ def main():
             s, q, n = case.split(":")
             size, inflight, n = parse_size(s), int(q), int(n)
             dlio_fast(size, inflight, min(n, 4 * inflight))  # creates the objects
-            time.sleep(SETTLE_S)
             res = {name: [] for name, _ in ts}
             cpu = {name: [] for name, _ in ts}
             for r in range(args.repeats):
