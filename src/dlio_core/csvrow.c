@@ -71,8 +71,8 @@ int dc_csv_row(const void *values, size_t n, unsigned itemsize, int is_signed, c
 	}
 	const unsigned shift = 64 - 8 * itemsize; /* sign extension of a narrower value */
 	for (size_t i = 0; i < n; i++) {
-		uint64_t u =
-			0; /* the value's bytes, low first: little-endian hosts (x86-64, arm64) */
+		/* the value's bytes, low first: little-endian hosts (x86-64, arm64) */
+		uint64_t u = 0;
 		memcpy(&u, p + (size_t)itemsize * i, itemsize);
 		int neg = 0;
 		if (is_signed) {
