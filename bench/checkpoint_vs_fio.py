@@ -39,10 +39,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from dlio import _core
 from dlio.checkpoint import load as ckpt_load  # noqa: E402
 from dlio.checkpoint import save as ckpt_save  # noqa: E402
-from dlio.checkpoint import transfers  # noqa: E402
 from dlio.checkpoint.layout import plan_checkpoint  # noqa: E402
 from dlio.config import load_config  # noqa: E402
 from dlio.host import free_page_reporting  # noqa: E402
+from dlio.storage import file_sets  # noqa: E402
+from dlio.storage.base import MAX_SET_THREADS  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from host_memory import warm_free_memory  # noqa: E402
@@ -130,8 +131,8 @@ def main():
     )
     plan = plan_checkpoint(cfg, 0, 1)
     total = plan.total_bytes
-    threads = min(transfers.MAX_THREADS, len(plan.files))
-    bins = transfers.assign_files(plan.files, threads)  # dlio-fast's file -> thread assignment
+    threads = min(MAX_SET_THREADS, len(plan.files))
+    bins = file_sets.assign_files([f.nbytes for f in plan.files], threads)  # dlio-fast's file -> thread assignment
     sizes = [f.nbytes for f in plan.files]
     fio_engine = "psync" if a.engine == "posix" else "io_uring"
     print(

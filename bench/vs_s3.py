@@ -11,7 +11,7 @@ speed on Ceph RGW), and everyone reads those keys:
   s3dlio stats     get_many_stats(uris, max_in_flight), wall clock around the call
   s3dlio many      get_many(uris, max_in_flight) (the bytes handed to Python), wall clock
   s3dlio stats, heap kept   get_many_stats under the allocator settings dlio-fast gives its workers
-                   (dlio.objstore.heap.MALLOC_REUSE): dlio-fast's harness next to the bare call
+                   (dlio.storage.s3.heap.MALLOC_REUSE): dlio-fast's harness next to the bare call
   boto3 threads    INFLIGHT threads, each get_object(...)['Body'].read() on its share of the uris
 Every tool runs in a fresh process of its own (a live client in a long-lived bench process changed
 the next tool's figures by up to 40 %), and each one's own warm-up is outside its timing: the other
@@ -45,7 +45,7 @@ BUCKET = "vs-s3"
 
 
 def keys_of(size, inflight, n):
-    from dlio.objstore import points
+    from dlio.fsbench import s3_points as points
 
     p = points.S3Point("read", size, inflight, 1, size)
     ks = points.object_keys("p/", p)[0]
@@ -127,7 +127,7 @@ def in_child(tool, env_extra=None):
 
 
 def tools():
-    from dlio.objstore.heap import MALLOC_REUSE
+    from dlio.storage.s3.heap import MALLOC_REUSE
 
     return [
         ("dlio-fast", dlio_fast),

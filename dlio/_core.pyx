@@ -583,7 +583,7 @@ def trace_fhash(path):
 
 def hist_from_array(ns):
     """Histogram (the dict Run returns) of a numpy array of latencies in ns, filled by the C code with
-    the GIL released: requests timed elsewhere (dlio.objstore) land in the same buckets as file reads."""
+    the GIL released: requests timed elsewhere (dlio.storage.s3) land in the same buckets as file reads."""
     arr = np.ascontiguousarray(ns, dtype=np.uint64)
     cdef const uint64_t[::1] v = arr
     cdef Py_ssize_t i, n = v.shape[0]

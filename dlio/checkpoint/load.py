@@ -1,26 +1,25 @@
-"""A checkpoint load of one rank through the C core, timed.
+"""A checkpoint load of one rank, timed, on any storage backend.
 
-A load (``load``) first drops the files' cached pages (posix_fadvise DONTNEED after fdatasync, outside
-the window; DLIO reads straight back from the page cache), then reads every byte of the files in the
-same requests as a save (``dlio.checkpoint.transfers``).  With ``checkpoint.recovery_rank_shift``
-rank r reads the files of rank ``(r + ranks_per_node) % size`` (DLIO's intent; its typo disables it).
-The record is ``dlio.checkpoint.record``'s.
+A load first drops the files' cached pages (posix_fadvise DONTNEED after fdatasync, outside the window,
+checked with mincore; DLIO reads straight back from the page cache) where the backend has a page cache,
+then reads every byte of the files in the same requests as a save (dlio.storage.base ``read_set``).
+With ``checkpoint.recovery_rank_shift`` rank r reads the files of rank ``(r + ranks_per_node) % size``
+(DLIO's intent; its typo disables it). The record is ``dlio.checkpoint.record``'s.
 """
 
 from __future__ import annotations
 
-import os
 import socket
-import time
 from typing import Any, Dict, Optional
 
-from dlio.checkpoint.layout import CheckpointPlan, folder_of, plan_checkpoint, rank_files, step_folder
+from dlio.checkpoint.layout import CheckpointPlan, plan_checkpoint, rank_files, step_folder
 from dlio.checkpoint.record import finish_record, new_record
-from dlio.checkpoint.transfers import TRANSFER, run_core, thread_plan, threads_for
+from dlio.checkpoint.transfers import TRANSFER
 from dlio.config import engines
 from dlio.errors import DlioError
-from dlio.host import drop_cache
 from dlio.mpi import Comm
+from dlio.storage import backend_for
+from dlio.storage.base import Backend, SetOptions
 
 
 def ranks_per_node(comm: Comm) -> int:
@@ -53,50 +52,48 @@ def load(
     plan: Optional[CheckpointPlan] = None,
     ranks_per_node_: Optional[int] = None,
     barrier: bool = False,
+    backend: Optional[Backend] = None,
 ) -> Dict[str, Any]:
     """Read back the checkpoint files of ``global_epoch{epoch}_step{step}``; returns the record.
 
-    ``drop``: drop the files' cached pages first (default: yes, see ``default_drop``).  With
+    ``drop``: drop the files' cached pages first (default: yes, see ``default_drop``). With
     ``checkpoint.recovery_rank_shift`` the files of rank ``(rank + ranks_per_node) % size`` are read;
     ``ranks_per_node_`` gives the ranks per node, else it is found collectively (all ranks call load)."""
     comm = comm if comm is not None else Comm()
-    if cfg.storage.storage_type == "s3":
-        from dlio.objstore import checkpoint as s3_checkpoint
-
-        return s3_checkpoint.load(cfg, comm, epoch, step, plan, barrier, ranks_per_node_)
+    backend = backend if backend is not None else backend_for(cfg)
     plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
-    eng, direct = engines.resolve(cfg.dlio_fast.engine if engine is None else engine, direct, checkpoint=True)
-    qd = int(qd if qd is not None else cfg.dlio_fast.qd)
-    drop = default_drop(cfg) if drop is None else bool(drop)
+    if engine is None:
+        eng, o_direct = backend.engine_spec(cfg, checkpoint=True)
+        o_direct = o_direct if direct is None else bool(direct)
+    else:
+        eng, o_direct = engines.resolve(engine, direct, checkpoint=True)
     src = comm.rank
     if cfg.checkpoint.recovery_rank_shift:
         ppn = ranks_per_node_ if ranks_per_node_ is not None else ranks_per_node(comm)
         src = recovery_source(comm.rank, comm.size, ppn)
     files = list(plan.files) if src == comm.rank else rank_files(cfg, src, comm.size)
-    folder = folder_of(cfg, epoch, step)
-    paths = [os.path.join(folder, f.name) for f in files]
-    for p, f in zip(paths, files):
-        try:
-            size = os.stat(p).st_size
-        except OSError:
-            raise DlioError(
-                f"{p}: checkpoint file missing (rank {src}'s file of {step_folder(epoch, step)}); "
-                "write the checkpoint first"
-            ) from None
-        if size < f.nbytes:
-            raise DlioError(
-                f"{p}: {size} bytes, the checkpoint plan says {f.nbytes}: written with another model configuration?"
-            )
-    cache = "kept"
-    if drop and eng != "null":
-        cache = drop_cache(paths)
-    ops, first, nthreads = thread_plan(files, 0, transfer, 1, threads_for(files, transfer, threads))
-    if barrier:
-        comm.barrier()
-    w0 = time.time()
-    m0 = time.monotonic_ns()
-    res = run_core(eng, paths, ops, first, nthreads, qd, direct)
-    m1 = time.monotonic_ns()
+    folder = backend.join(backend.checkpoint_root(cfg), step_folder(epoch, step))
+    try:
+        res = backend.read_set(
+            [backend.join(folder, f.name) for f in files],
+            [f.nbytes for f in files],
+            SetOptions(
+                engine=eng,
+                direct=o_direct,
+                qd=int(qd if qd is not None else cfg.dlio_fast.qd),
+                threads=threads,
+                transfer=transfer,
+                drop=default_drop(cfg) if drop is None else bool(drop),
+                before_window=comm.barrier if barrier else None,
+            ),
+        )
+    except DlioError as e:
+        if type(e) is not DlioError:  # a run's I/O error (DlioRunError) stays what it is
+            raise
+        raise DlioError(
+            f"{e}: rank {src}'s checkpoint file of {step_folder(epoch, step)}; write the checkpoint first "
+            "(a shorter file was written with another model configuration)"
+        ) from None
     rec = new_record(
         "load",
         comm,
@@ -106,20 +103,21 @@ def load(
         plan.dlio_size_GiB,
         files,
         source_rank=src,
-        bytes=int(res["bytes"]),
+        bytes=res.bytes,
         prepare_s=0.0,
-        io_s=(res["t_end"] - res["t_start"]) / 1e9 if len(ops) else 0.0,
-        io_window_s=(m1 - m0) / 1e9,
+        io_s=res.io_s,
+        io_window_s=res.io_window_s,
         fsync_s=0.0,
         sync_s=0.0,
-        engine=eng,
-        direct=direct,
-        threads=nthreads,
-        qd=qd,
-        transfer_size=transfer,
+        engine=res.engine,
+        direct=res.direct,
+        threads=res.threads,
+        qd=res.qd,
+        transfer_size=res.transfer_size,
         fsync=False,
-        cache=cache,
+        cache=res.cache,
         randomize_tensor=bool(cfg.checkpoint.randomize_tensor),
-        writer="c-core",
     )
-    return finish_record(rec, w0, m0, m1)
+    if res.writer is not None:
+        rec["writer"] = res.writer
+    return finish_record(rec, res.wall_start_s, res.m0, res.m1)

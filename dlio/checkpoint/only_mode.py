@@ -3,7 +3,6 @@ after DLIO's pause, with DLIO's console lines, per_epoch_stats entries and summa
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -16,7 +15,15 @@ from dlio.errors import DlioError
 from dlio.host import iso
 from dlio.mpi import Comm
 from dlio.report import checkpoint as ckpt_figures
+from dlio.storage import backend_for
+from dlio.storage.base import Backend
 from dlio.units import GiB
+
+
+def checkpoints_in(backend: Backend, root: str) -> int:
+    """How many checkpoints (global_epoch*_step* folders) are under the checkpoint root."""
+    cut = len(root.rstrip("/")) + 1
+    return len({n[cut:].split("/", 1)[0] for n in backend.list(root) if "/" in n[cut:]})
 
 
 def sleep_seconds(cfg: Any) -> float:
@@ -45,6 +52,7 @@ def run_checkpoint_only(
     records and ``summary_fields``; None elsewhere), "per_epoch_stats" (this rank's, DLIO's shape),
     "start", "end"}."""
     comm = comm if comm is not None else Comm()
+    backend = backend_for(cfg)
     say = echo if (echo is not None and comm.rank == 0) else (lambda s: None)
     c = cfg.checkpoint
     plan = plan_checkpoint(cfg, comm.rank, comm.size)
@@ -89,17 +97,16 @@ def run_checkpoint_only(
     if nw:
         say("Checkpointing write started")
     for i in range(1, nw + 1):
-        one("save", i, lambda: save(cfg, comm, 1, i, engine=engine, direct=direct, plan=plan, barrier=True))
+        one(
+            "save",
+            i,
+            lambda: save(cfg, comm, 1, i, engine=engine, direct=direct, plan=plan, barrier=True, backend=backend),
+        )
     if nw:
         say("Checkpointing write finished")
     if nr:
-        if cfg.storage.storage_type == "s3":
-            from dlio.objstore import checkpoint as s3_checkpoint
-
-            root, have = c.checkpoint_folder, s3_checkpoint.count(cfg)
-        else:
-            root = os.path.abspath(c.checkpoint_folder)
-            have = len(os.listdir(root)) if os.path.isdir(root) else 0
+        root = backend.checkpoint_root(cfg)
+        have = checkpoints_in(backend, root)
         if have < nr:
             raise DlioError(
                 f"checkpoint.num_checkpoints_read = {nr}: only {have} checkpoints in {root}; "
@@ -111,7 +118,17 @@ def run_checkpoint_only(
             "load",
             i,
             lambda: load(
-                cfg, comm, 1, i, engine=engine, direct=direct, drop=drop, plan=plan, ranks_per_node_=ppn, barrier=True
+                cfg,
+                comm,
+                1,
+                i,
+                engine=engine,
+                direct=direct,
+                drop=drop,
+                plan=plan,
+                ranks_per_node_=ppn,
+                barrier=True,
+                backend=backend,
             ),
         )
     if nr:

@@ -1,7 +1,6 @@
 """The record of one checkpoint save or load on one rank, and its timed window.
 
-A plain JSON-ready dict (``dlio.report.result.CheckpointRecord``; the filesystem's saves and loads,
-and ``dlio.objstore.checkpoint``'s)::
+A plain JSON-ready dict (``dlio.report.result.CheckpointRecord``; every backend's saves and loads)::
 
     kind ("save"|"load"), rank, epoch, step, folder (absolute), source_rank (load), start/end (DLIO's
     local ISO time strings), wall_start_ns/wall_end_ns (time.time_ns, to line ranks up),

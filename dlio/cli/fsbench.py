@@ -184,7 +184,7 @@ def io(
         raise DlioError("--json - and --csv -: only one of them can write to stdout")
     table_echo = _table_echo(json_path, csv_path)
     if any(p.startswith("s3://") for p in paths):
-        from dlio.objstore.iocmd import refuse_file_options, run_io
+        from dlio.fsbench.s3_io import refuse_file_options, run_io
 
         refuse_file_options(
             engine=flatten(engine) != ["posix"],
@@ -326,7 +326,7 @@ def ceiling(path, runtime, file_size, object_size, max_threads, max_qd, endpoint
 
     threads = max_threads or os.cpu_count() or 1
     if path.startswith("s3://"):
-        from dlio.objstore import ceiling as s3_ceiling
+        from dlio.fsbench import s3_ceiling
 
         if file_size is not None:
             raise DlioError("--file-size is for filesystem paths; on s3:// give --object-size")

@@ -3,7 +3,8 @@
 The C registry (`_core.engines()`) defines what an engine is and whether it runs here; this module
 holds the words people type for it. A unit test checks that FILE_ENGINES and the registry agree.
 The config adds one word of its own: `odirect`, posix with O_DIRECT (what DLIO's reader.odirect asks
-for), so that a run's engine choice is one key.
+for), so that a run's engine choice is one key. On S3 the engine is the object store's client,
+S3_ENGINE, whatever the file engine would have been (dlio.storage.s3 refuses a file engine set explicitly).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ FILE_ENGINES: Tuple[str, ...] = ("posix", "io_uring", "mmap", "null")
 # MPI-IO: one call at a time per rank, only under mpiexec (`io --engine mpiio`).
 MPIIO = "mpiio"
 IO_ENGINES: Tuple[str, ...] = FILE_ENGINES + (MPIIO,)
+# The object store's client (storage.storage_type s3, s3:// paths): the engine word of every S3 figure.
+S3_ENGINE = "s3dlio"
 # What dlio_fast.engine (and `run --engine`) accepts.
 ODIRECT = "odirect"
-CONFIG_ENGINES: Tuple[str, ...] = ("posix", ODIRECT, "io_uring", "mmap", "null")
+CONFIG_ENGINES: Tuple[str, ...] = ("posix", ODIRECT, "io_uring", "mmap", "null", S3_ENGINE)
 # Other spellings people type, and what they mean.
 ALIASES: Mapping[str, str] = MappingProxyType(
     {

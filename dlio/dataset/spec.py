@@ -280,7 +280,7 @@ def dataset_spec(cfg):
     """The DatasetSpec of a resolved config (its dataset section and the content seed)."""
     d = cfg.dataset
     return DatasetSpec(
-        data_folder=d.data_folder.rstrip("/") or ".",
+        data_folder=d.data_folder or ".",  # "/" stays "/" (DatasetSpec strips a trailing "/")
         format=d.format,
         num_files_train=d.num_files_train,
         num_files_eval=d.num_files_eval,

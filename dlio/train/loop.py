@@ -15,18 +15,19 @@ from typing import Any, List, Tuple
 
 import numpy as np
 
-from dlio import _core, counters
+from dlio import _core
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.schedule import checkpoint_schedule
-from dlio.config.engines import engine_spec
+from dlio.dataset import stored
 from dlio.dataset.formats import get_format
 from dlio.dataset.manifest import load_manifest, load_saved
-from dlio.dataset.spec import dataset_spec, file_paths
+from dlio.dataset.spec import dataset_spec
 from dlio.errors import DlioError, DlioRunError, Interrupted
 from dlio.execute import execute_partial, interruptible
-from dlio.host import drop_cache, drop_host_cache, iso
+from dlio.host import iso
 from dlio.report import dlio_host, metrics
 from dlio.report.result import new_rank_record
+from dlio.storage.base import C_STEP_HOOK, LOCAL, PAGE_CACHE, TrainOptions
 from dlio.train import planner
 from dlio.train.epoch_record import (
     benchmark_cpu,
@@ -106,23 +107,21 @@ def batches_in_flight(reader):
 
 
 class Trainer:
-    """Runs the epochs of one rank. echo/progress are rank 0's console callbacks."""
+    """Runs the epochs of one rank. echo/progress are rank 0's console callbacks; ``data`` is the
+    dataset where its storage backend keeps it (dlio.dataset.stored)."""
 
-    def __init__(self, cfg, comm, echo, progress=None, tracer=None):
+    def __init__(self, cfg, comm, echo, progress=None, tracer=None, data=None):
         self.cfg = cfg
         self.tracer = tracer  # dlio.report.trace.Tracer, or None
         self.comm = comm
         self.echo = echo if comm.rank == 0 else (lambda *a, **k: None)
         self.progress = progress
         self.spec = dataset_spec(cfg)
-        self.engine, self.direct = engine_spec(cfg)
+        self.data = data if data is not None else stored.stored(cfg, self.spec)
+        self.backend = self.data.backend
+        self.engine, self.direct = self.backend.engine_spec(cfg)
         self.node_leader = None  # this rank drops the node's page cache (drop-all); found on first use
-        self.s3 = None  # dlio.objstore.dataset.S3Dataset when the dataset is on S3
-        if cfg.storage.storage_type == "s3":
-            from dlio.objstore import dataset as s3_dataset
-
-            self.s3 = s3_dataset.resolve_dataset(cfg)
-            self.engine, self.direct = s3_dataset.ENGINE, False
+        self.sizes = {}  # split -> the planned files' sizes (the manifest's)
 
     def settings(self, split):
         r, t = self.cfg.reader, self.cfg.train
@@ -135,8 +134,8 @@ class Trainer:
             max_steps=t.total_training_steps if split == "train" else -1,
             compat_dlio_order=self.cfg.dlio_fast.compat_dlio_order,
             transfer_size=r.transfer_size or planner.TF_BUFFER,
-            # on S3 one GET per object or per sample range: no splitting into 4 MiB reads
-            max_transfer=planner.MAX_TRANSFER if self.s3 is None else 1 << 62,
+            # an object store gets one GET per object or per sample range: no splitting into 4 MiB reads
+            max_transfer=planner.MAX_TRANSFER if self.backend.has(LOCAL) else 1 << 62,
         )
 
     def plan_split(self, split, layout, epoch, random_seed):
@@ -155,35 +154,35 @@ class Trainer:
         Returns (C result, failure): a run ended by a signal or an I/O error returns what it measured."""
         cfg = self.cfg
         steps = plan.steps[first_step:end_step]
-        if self.s3 is not None:
-            pre = cfg.reader.preprocess_time.mean() if cfg.reader.preprocess_time is not None else 0.0
-            return self._execute_s3(split, plan, steps, paths, epoch, pre)
         hook = c_hook = barrier = None
         if split == "train" and self.comm.size > 1:
-            # DLIO's per-step allreduce stand-in: a C MPI barrier called by the trainer thread
-            # without the GIL (dlio._mpiio), else the Python Ibarrier that watches the stop event.
-            barrier = self.comm.step_barrier()
+            # DLIO's per-step allreduce stand-in: a C MPI barrier called by the trainer thread without
+            # the GIL (dlio._mpiio) where the backend runs C hooks, else the Python Ibarrier that
+            # watches the stop event.
+            barrier = self.comm.step_barrier() if self.backend.has(C_STEP_HOOK) else None
             if barrier is not None:
                 c_hook = barrier.capsule()
             else:
                 hook = self._step_barrier
         pre = cfg.reader.preprocess_time.mean() if cfg.reader.preprocess_time is not None else 0.0
-        run = _core.Run(
-            "train",
-            self.engine,
+        run = self.backend.train_run(
             paths,
+            self.sizes[split],
             plan.ops,
-            threads=cfg.reader.read_threads,
-            qd=cfg.dlio_fast.qd,
-            direct=self.direct,
-            steps=steps,
-            prefetch=batches_in_flight(cfg.reader),
-            compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
-            preprocess_ns=int(pre * 1e9),
-            step_hook=hook,
-            c_step_hook=c_hook,
-            trace=self.tracer is not None,
-            delay_ns=cfg.dlio_fast.null_delay_ns,
+            steps,
+            TrainOptions(
+                engine=self.engine,
+                direct=self.direct,
+                threads=cfg.reader.read_threads,
+                qd=cfg.dlio_fast.qd,
+                prefetch=batches_in_flight(cfg.reader),
+                compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
+                preprocess_ns=int(pre * 1e9),
+                step_hook=hook,
+                c_step_hook=c_hook,
+                trace=self.tracer is not None,
+                delay_ns=cfg.dlio_fast.null_delay_ns,
+            ),
         )
         tick = (lambda run: self.progress(split, epoch, run, plan)) if self.progress else None
         if barrier is not None:
@@ -195,33 +194,6 @@ class Trainer:
             )
         if self.tracer is not None and res is not None:
             self.tracer.add_run(res, paths, "train" if split == "train" else "eval", epoch=epoch)
-        return res, failure
-
-    def _execute_s3(self, split, plan, steps, paths, epoch, pre):
-        """The steps on S3: a worker process issues each step's GETs (dlio.objstore.trainrun)."""
-        from dlio.objstore.trainrun import S3Run
-
-        cfg = self.cfg
-        run = S3Run(
-            self.s3.settings,
-            paths,
-            self.s3_sizes[split],
-            plan.ops,
-            steps,
-            threads=max(1, cfg.reader.read_threads),
-            qd=cfg.dlio_fast.qd,
-            prefetch=batches_in_flight(cfg.reader),
-            compute_mode=1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
-            preprocess_ns=int(pre * 1e9),
-            # DLIO's per-step allreduce: a barrier between the ranks after each training step
-            step_hook=self._step_barrier if split == "train" and self.comm.size > 1 else None,
-        )
-        tick = (lambda run: self.progress(split, epoch, run, plan)) if self.progress else None
-        res, failure = execute_partial(run, on_tick=tick)
-        if res is not None:
-            res["step_times"]["set_compute_ns"] = np.asarray(
-                steps["compute_ns"][: len(res["step_times"]["compute_ns"])]
-            )
         return res, failure
 
     @staticmethod
@@ -247,25 +219,21 @@ class Trainer:
         """dlio_fast.cache before an epoch: each file's pages on every rank (so on every node), or the
         whole page cache once per node. Returns what was done, for the epoch's record."""
         mode = self.cfg.dlio_fast.cache
-        if self.s3 is not None:
-            return "n/a (object store)"
-        if mode == "drop":
-            return drop_cache(paths)
-        if mode == "drop-all":
+        if mode == "drop-all" and self.backend.has(PAGE_CACHE):
             if self.node_leader is None:
                 hosts = self.comm.allgather(socket.gethostname())
                 self.node_leader = hosts.index(hosts[self.comm.rank]) == self.comm.rank
-            note = drop_host_cache() if self.node_leader else "dropped by this node's first rank"
+            note = self.backend.drop_cache(paths, mode) if self.node_leader else "dropped by this node's first rank"
             self.comm.barrier()
             return note
-        return "kept"
+        return self.backend.drop_cache(paths, mode)
 
 
 def save_checkpoint(tr, cfg, comm, point):
     """A checkpoint during training, timed as DLIO does (no barrier around it)."""
     tr.echo(f"Starting saving checkpoint {point.block} after total step {point.after_step} for epoch {point.epoch}")
     t0 = _core.now_ns()
-    rec = ckpt_save.save(cfg, comm, point.epoch, point.step)
+    rec = ckpt_save.save(cfg, comm, point.epoch, point.step, backend=tr.backend)
     rec["block"] = point.block
     if tr.tracer is not None:
         tr.tracer.span("checkpoint.save", t0, _core.now_ns() - t0, epoch=point.epoch, step=point.step)
@@ -317,24 +285,19 @@ class _Splits:
 
 
 def _prepare(tr, rank_rec) -> _Splits:
-    cfg, spec, comm = tr.cfg, tr.spec, tr.comm
+    cfg, comm, data = tr.cfg, tr.comm, tr.data
     no_io = cfg.reader.data_loader == "synthetic"  # DLIO's synthetic loader reads nothing
     skip = cfg.dlio_fast.skip_bad_files
-    if tr.s3 is not None:  # the manifests fetched into a local stand-in folder; paths are s3:// URIs
-        from dlio.objstore import dataset as s3_dataset
-
-        spec = s3_dataset.local_spec(spec, tr.s3)
-        s3_dataset.fetch_manifests(tr.s3, spec)
-    layout, bad = layout_for(spec, "train", no_io, skip, stat_files=tr.s3 is None)
-    paths = file_paths(spec, "train")
+    # the manifests in a local view (the data folder itself on files); names are the backend's
+    spec = stored.planning_spec(data)
+    local = tr.backend.has(LOCAL)  # files are stat'ed against the manifest; objects were listed
+    layout, bad = layout_for(spec, "train", no_io, skip, stat_files=local)
+    paths = stored.names(data, spec, "train")
     layout_eval, paths_eval = None, []
     if cfg.workflow.evaluation and spec.num_files_eval > 0:
-        layout_eval, _ = layout_for(spec, "valid", no_io, skip, stat_files=tr.s3 is None)
-        paths_eval = file_paths(spec, "valid")
-    if tr.s3 is not None:
-        tr.s3_sizes = {"train": layout.file_size, "valid": layout_eval.file_size if layout_eval else None}
-        paths = s3_dataset.to_uris(tr.s3, spec.data_folder, paths)
-        paths_eval = s3_dataset.to_uris(tr.s3, spec.data_folder, paths_eval)
+        layout_eval, _ = layout_for(spec, "valid", no_io, skip, stat_files=local)
+        paths_eval = stored.names(data, spec, "valid")
+    tr.sizes = {"train": layout.file_size, "valid": layout_eval.file_size if layout_eval else None}
     rank_rec["bad_files"] = [paths[i] for i in np.flatnonzero(bad)]
     if bad.any():
         tr.echo(f"Skipping {int(bad.sum())} bad file(s) (--skip-bad-files), e.g. {rank_rec['bad_files'][0]}")
@@ -435,12 +398,12 @@ def _evaluate(tr, sp: _Splits, epoch: int, rec):
     return None
 
 
-def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
+def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False, data=None):
     """Train (and evaluate) on an existing dataset. Returns (this rank's record, failure).
 
     failure is None, Interrupted (Ctrl-C / SIGTERM) or DlioRunError (an I/O error); the record then
     holds the epochs measured so far, the interrupted one marked incomplete."""
-    tr = Trainer(cfg, comm, echo, progress, tracer)
+    tr = Trainer(cfg, comm, echo, progress, tracer, data)
     rank_rec = new_rank_record(comm.rank)
     sp = _prepare(tr, rank_rec)
     next_eval = cfg.evaluation.eval_after_epoch
@@ -450,8 +413,7 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False):
         if stopped is not None:
             return rank_rec, stopped
         t_epoch = _core.now_ns()
-        # kernel counters and page-cache residency (dlio.counters); objects on S3 have neither
-        phase = counters.Phase(sp.paths if tr.s3 is None else [], tr.engine, residency=tr.s3 is None)
+        phase = tr.backend.phase(sp.paths, tr.engine)  # kernel counters, page-cache residency (dlio.counters)
         rec, failure = _train_epoch(tr, sp, epoch)
         if rec is not None:
             rec["cache"] = cache

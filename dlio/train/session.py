@@ -10,15 +10,17 @@ from typing import Any, Callable
 from dlio import _core, host
 from dlio.checkpoint.only_mode import run_checkpoint_only
 from dlio.checkpoint.summary import plan_summary, summary_lines
-from dlio.config.engines import check_qd, engine_spec
+from dlio.config.engines import check_qd
+from dlio.dataset import stored
 from dlio.dataset.gen_rate import estimate_text
-from dlio.dataset.generate import generate as generate_dataset
-from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
-from dlio.errors import ConfigError, DlioError, DlioRunError
+from dlio.dataset.spec import dataset_bytes, dataset_spec
+from dlio.errors import DlioError, DlioRunError
 from dlio.execute import Interrupted, late_signal_note, pending, stop_signals_deferred
 from dlio.host import host_info, iso
 from dlio.report import dlio_files, dlio_host, exact
 from dlio.report.result import build_result, new_rank_record
+from dlio.storage import backend_for
+from dlio.storage.base import FILE_ENGINES, PAGE_CACHE
 from dlio.train import loop
 from dlio.train.results_out import write_with_fallback
 
@@ -92,18 +94,17 @@ def describe(cfg, spec, comm_size):
 
 
 def _dataset_lines(cfg, spec, comm_size):
+    ds = stored.stored(cfg, spec)
     nbytes = dataset_bytes(spec)
-    if cfg.storage.storage_type == "s3":
-        from dlio.objstore.dataset import location
-
-        bucket, prefix = location(cfg)
-        where, present = f"s3://{bucket}/{prefix}", None
-    else:
-        where, present = spec.data_folder, data_present(spec)
     total = spec.num_files_train * spec.num_samples_per_file
+    # a dry run sends no request: an object store is not listed, and a rate measured here is not its rate
+    if ds.local:
+        present = "present" if stored.present(ds) else "missing: run generates it"
+        eta = estimate_text(spec, nbytes, spec.num_files_train + spec.num_files_eval)
+    else:
+        present, eta = f"not checked: on {ds.backend.label}", f"not estimated (on {ds.backend.label})"
     return [
-        f"data folder         {where} "
-        f"({'not checked: on S3' if present is None else 'present' if present else 'missing: run generates it'})",
+        f"data folder         {ds.root} ({present})",
         f"format              {spec.format}, {spec.num_files_train} train + {spec.num_files_eval} eval files, "
         f"{spec.num_samples_per_file} samples per file",
         f"size on disk        {nbytes / 2**30:.2f} GiB (record {cfg.record_bytes():g} bytes)",
@@ -112,65 +113,49 @@ def _dataset_lines(cfg, spec, comm_size):
         f"steps per epoch     {cfg.steps_per_epoch(comm_size)} (batch {cfg.reader.batch_size}), "
         f"{cfg.train.epochs} epochs, compute {cfg.train.computation_time.mean():g} s per step",
         f"reader              {cfg.reader.read_threads} threads, prefetch {cfg.reader.prefetch_size}, "
-        f"engine {cfg.dlio_fast.engine} qd {cfg.dlio_fast.qd}, cache {cfg.dlio_fast.cache}",
-        f"generation time     {estimate_text(spec, nbytes, spec.num_files_train + spec.num_files_eval)}",
+        f"engine {ds.backend.engine_spec(cfg)[0]} qd {cfg.dlio_fast.qd}, cache {cfg.dlio_fast.cache}",
+        f"generation time     {eta}",
     ]
 
 
-def data_present(spec):
-    """Every file of both splits is there with the expected count (a cheap listing check)."""
-    for split in ("train", "valid"):
-        n = spec.num_files(split)
-        if n == 0:
-            continue
-        paths = file_paths(spec, split)
-        if not (os.path.exists(paths[0]) and os.path.exists(paths[-1])):
-            return False
-    return True
-
-
 def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False, direct=False):
-    if cfg.storage.storage_type == "s3":
-        from dlio.objstore import dataset as s3_dataset
+    """`dlio-fast generate`: the dataset where its backend keeps it, after the storage checks."""
+    ds = prepare_storage(cfg, spec, comm, echo, checkpoints=False)
+    stored.generate(ds, comm, echo, progress, threads, checksum, direct)
 
-        if direct:
-            raise DlioError("--direct has no meaning on S3 (objects are PUT, not written through a page cache)")
-        ds = s3_dataset.resolve_dataset(cfg)
-        s3_dataset.check(ds)  # keys, bucket, endpoint: before any work
-        return s3_dataset.generate(ds, spec, comm, echo, progress, threads, checksum)
-    total_bytes = dataset_bytes(spec)
-    total_files = spec.num_files_train + spec.num_files_eval
-    echo(f"Starting data generation: {total_files} files, {total_bytes / 2**30:.2f} GiB in {spec.data_folder}")
-    t0 = time.monotonic()
-    cb = None
-    if progress is not None and comm.rank == 0:
-        cb = lambda b, f: progress.generation(b * comm.size, f * comm.size, total_bytes, total_files)  # noqa: E731
-        cb(0, 0)  # the display's clock starts now, not when the first file is written
-    res = generate_dataset(
-        spec,
-        threads=threads or max(2, os.cpu_count() or 2),
-        rank=comm.rank,
-        size=comm.size,
-        progress=cb,
-        barrier=comm.barrier,
-        checksum=checksum,
-        direct=direct,
-    )
-    if progress is not None:
-        progress.done()
-    written = sum(comm.allgather(res.bytes_written))
-    dt = time.monotonic() - t0
-    echo(
-        f"Generation done: {written / 2**30:.2f} GiB written in {dt:.1f} s "
-        f"({written / 2**20 / max(dt, 1e-9):.0f} MiB/s), "
-        f"{sum(comm.allgather(res.files_skipped))} files already complete"
-    )
+
+def prepare_storage(cfg, spec, comm, warn, checkpoints=True) -> stored.StoredDataset:
+    """The dataset's backend, with what the config asks of it checked, and one cheap request per place
+    the run uses (dataset, checkpoints) before any work: a one-line error, exit status 2."""
+    backend = backend_for(cfg)
+    backend.check_config(cfg)
+    ds = stored.stored(cfg, spec, backend)
+    roots = [ds.root]
+    if checkpoints and cfg.workflow.checkpoint:
+        roots.append(backend.checkpoint_root(cfg))  # no place named: refused now, not at the save
+    note = backend.addressing_note()
+    if note and comm.rank == 0:
+        warn("warning: " + note)
+    problem = None
+    if comm.rank == 0:
+        try:
+            backend.check_access(roots)
+        except DlioError as e:
+            problem = str(e)
+    problem = comm.bcast(problem)
+    if problem:
+        raise DlioError(problem)
+    return ds
 
 
 def cache_warning(cfg, nbytes, warn):
     """A dataset that fits in RAM, read buffered with the cache kept: later epochs may not touch storage."""
     host = host_info()
-    if cfg.dlio_fast.cache == "keep" and not engine_spec(cfg)[1] and nbytes < RAM_FACTOR * host["memory_bytes"]:
+    if (
+        cfg.dlio_fast.cache == "keep"
+        and not backend_for(cfg).engine_spec(cfg)[1]
+        and nbytes < RAM_FACTOR * host["memory_bytes"]
+    ):
         warn(
             f"warning: the dataset ({nbytes / 2**30:.2f} GiB) is smaller than {RAM_FACTOR}x this host's RAM "
             f"({host['memory_GiB']:.1f} GiB): reads after the first epoch may come from the page cache, "
@@ -179,7 +164,7 @@ def cache_warning(cfg, nbytes, warn):
 
 
 def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes):
-    engine, direct = engine_spec(cfg) if cfg.storage.storage_type != "s3" else ("s3dlio", False)
+    engine, direct = backend_for(cfg).engine_spec(cfg)
     result = build_result(
         cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(), engine, direct
     )
@@ -195,7 +180,7 @@ def balloon_warning(cfg, warn):
     """Buffered checkpoint writes on a VM that hands free memory back to its host: say why their
     GB/s move from one save to the next (measured: 0.3-1.5 GB/s into returned memory, 3.5-4 GB/s
     into memory still backed, bench/README.md)."""
-    if not engine_spec(cfg, checkpoint=True)[1] and host.free_page_reporting():
+    if not backend_for(cfg).engine_spec(cfg, checkpoint=True)[1] and host.free_page_reporting():
         warn(
             "note: this VM returns free memory to its host (virtio-balloon free page reporting): a "
             "buffered checkpoint write into returned memory pays a host fault per page, so save GB/s "
@@ -215,6 +200,7 @@ class Session:
     progress: Any = None
     verbose: bool = False
     spec: Any = None
+    data: Any = None  # dlio.dataset.stored.StoredDataset: the dataset where its backend keeps it
     folder: str = ""
     tracer: Any = None
     nbytes: int = 0
@@ -247,9 +233,9 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
 def _start(s: Session, output) -> None:
     """Output folder, tracer, the banner, the dataset (generated when missing) and the warnings."""
     cfg, comm, wf = s.cfg, s.comm, s.cfg.workflow
-    s3 = _check_storage(cfg, comm, s.warn)
-    if s3 is None:  # on S3, qd x read threads requests are in flight whatever the file engine
-        check_qd(engine_spec(cfg)[0], cfg.dlio_fast.qd)
+    s.data = ds = prepare_storage(cfg, s.spec, comm, s.warn)
+    if ds.backend.has(FILE_ENGINES):  # on S3, qd x read threads requests are in flight whatever the engine
+        check_qd(ds.backend.engine_spec(cfg)[0], cfg.dlio_fast.qd)
     check_buffers(cfg, s.spec)
     if cfg.dlio_fast.cache == "drop-all" and os.geteuid() != 0:
         raise DlioError(
@@ -283,88 +269,24 @@ def _start(s: Session, output) -> None:
     ]
     s.echo(f"Running dlio-fast [{' & '.join(phases)}] with {comm.size} process(es)")
     needs_data = wf.train or (wf.generate_data and not cfg.is_checkpoint_only())  # never a dataset nobody reads
-    present = (lambda: s3_present(s3, s.spec)) if s3 is not None else (lambda: data_present(s.spec))
-    if (wf.generate_data and needs_data) or (needs_data and not comm.bcast(present() if comm.rank == 0 else None)):
+    if (wf.generate_data and needs_data) or (
+        needs_data and not comm.bcast(stored.present(ds) if comm.rank == 0 else None)
+    ):
         from dlio.report.trace import maybe_phase
 
         with maybe_phase(s.tracer, "generate"):
-            generate(cfg, s.spec, comm, s.echo, s.progress)
+            stored.generate(ds, comm, s.echo, s.progress)
     comm.barrier()
     if wf.train:
         for split in ("train", "valid"):
-            check_dataset_matches(s.spec, split, s3)  # generated with another config: wrong figures
+            stored.check_matches(ds, split)  # generated with another config: wrong figures
     s.nbytes = dataset_bytes(s.spec) if needs_data else 0
-    if comm.rank == 0 and wf.train and s3 is None:
+    if comm.rank == 0 and wf.train and ds.backend.has(PAGE_CACHE):
         cache_warning(cfg, s.nbytes, s.warn)
-    if comm.rank == 0 and wf.checkpoint and s3 is None:
+    if comm.rank == 0 and wf.checkpoint and ds.backend.has(PAGE_CACHE):
         balloon_warning(cfg, s.warn)
     s.start = iso()
     s.proc_info = dlio_host.proc_info() if comm.rank == 0 else None
-
-
-def _check_storage(cfg, comm, warn):
-    """local_fs: None. s3: the dataset's S3Dataset, after one request that proves the endpoint,
-    the keys and the bucket (a one-line error, exit status 2, before any work)."""
-    if cfg.storage.storage_type == "local_fs":
-        return None
-    if cfg.storage.storage_type != "s3":
-        raise ConfigError(
-            f"storage.storage_type = {cfg.storage.storage_type!r}: not emulated (use s3 through AIStore's "
-            "S3 API, or local_fs with a mounted folder)",
-            "storage.storage_type",
-            cfg.storage.storage_type,
-        )
-    if cfg.dlio_fast.trace:
-        raise ConfigError(
-            "dlio_fast.trace: the trace records the C core's file requests; S3 runs do not write one yet "
-            "(leave --trace out)",
-            "dlio_fast.trace",
-            True,
-        )
-    from dlio.objstore import dataset as s3_dataset
-
-    ds = s3_dataset.resolve_dataset(cfg)
-    if comm.rank == 0 and ds.settings.addressing_note():
-        warn("warning: " + ds.settings.addressing_note())
-    if cfg.workflow.checkpoint:
-        from dlio.objstore import checkpoint as s3_checkpoint
-
-        ck_bucket, ck_prefix = s3_checkpoint.location(cfg)  # no bucket named: refused now, not at the save
-    problem = None
-    if comm.rank == 0:
-        try:
-            s3_dataset.check(ds)
-            if cfg.workflow.checkpoint and ck_bucket != ds.bucket:
-                from dlio.objstore import client
-
-                client.check_access(ds.settings, ck_bucket, ck_prefix)
-        except DlioError as e:
-            problem = str(e)
-    problem = comm.bcast(problem)
-    if problem:
-        raise DlioError(problem)
-    return ds
-
-
-def s3_present(ds, spec):
-    from dlio.objstore import dataset as s3_dataset
-
-    return s3_dataset.present(ds, spec)
-
-
-def check_dataset_matches(spec, split, s3=None):
-    """dlio.dataset.mismatch's check; on S3 against the fetched manifest, named by its s3:// URI."""
-    from dlio.dataset.mismatch import check_dataset_matches as check
-
-    if s3 is None:
-        return check(spec, split)
-    from dlio.objstore import dataset as s3_dataset
-
-    local = s3_dataset.local_spec(spec, s3)
-    try:
-        check(local, split)
-    except DlioError as e:
-        raise type(e)(str(e).replace(local.data_folder, s3.uri().rstrip("/"))) from None
 
 
 def _measure(s: Session):
@@ -374,7 +296,13 @@ def _measure(s: Session):
     if cfg.workflow.train:
         try:
             rank_rec, failure = loop.run_training(
-                cfg, comm, s.echo, s.progress.training if s.progress else None, tracer=s.tracer, verbose=s.verbose
+                cfg,
+                comm,
+                s.echo,
+                s.progress.training if s.progress else None,
+                tracer=s.tracer,
+                verbose=s.verbose,
+                data=s.data,
             )
         finally:
             if s.progress is not None:

@@ -124,6 +124,7 @@ def test_checkpoint_that_fills_the_disk_midway_is_removed(tiny, dataset, tmp_pat
     from dlio.checkpoint import save as ckpt_save
     from dlio.config.load import load_config
     from dlio.errors import DlioRunError
+    from dlio.storage import file_sets
 
     cfg = load_config(
         workload="default",
@@ -134,7 +135,7 @@ def test_checkpoint_that_fills_the_disk_midway_is_removed(tiny, dataset, tmp_pat
         ],
     )
     fill(tiny, 1536 << 10)
-    real = ckpt_save.run_core
+    real = file_sets.run_core
 
     def squeeze(*a, **k):
         fill_more = os.path.join(tiny, "filler2")
@@ -145,7 +146,7 @@ def test_checkpoint_that_fills_the_disk_midway_is_removed(tiny, dataset, tmp_pat
                 pass
         return real(*a, **k)
 
-    monkeypatch.setattr(ckpt_save, "run_core", squeeze)
+    monkeypatch.setattr(file_sets, "run_core", squeeze)
     with pytest.raises(DlioRunError) as e:
         ckpt_save.save(cfg, None, 1, 1)
     assert "No space left" in str(e.value) or "free some space" in str(e.value)

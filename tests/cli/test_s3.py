@@ -11,7 +11,7 @@ from conftest import one_line
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 
-from dlio.objstore import client, settings  # noqa: E402
+from dlio.storage.s3 import client, settings  # noqa: E402
 
 
 @pytest.fixture

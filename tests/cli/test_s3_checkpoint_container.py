@@ -91,14 +91,14 @@ def test_parts_made_in_the_window_are_the_same_bytes(run_cli, s3env, bucket, tmp
     from dlio.checkpoint.layout import plan_checkpoint
     from dlio.checkpoint.transfers import ones_pattern
     from dlio.config import load_config
-    from dlio.objstore import checkpoint as s3ck
-    from dlio.objstore import client
+    from dlio.storage.s3 import client
+    from dlio.storage.s3.backend import containers
 
     files = tmp_path / "ck"
     _save(run_cli, tmp_path / "of", f"checkpoint.checkpoint_folder={files}")
     cfg = load_config(workload="unet3d", sets=list(SETS), env={})
     (big,) = [f for f in plan_checkpoint(cfg, 0, 1).files if f.nbytes > 64 << 20]
-    overlays, of = s3ck.containers([big])
+    overlays, of = containers([big.torch_file.segments], 1)
     for budget in (0, 16 << 20):  # none, then the first part only
         task = {
             "task": "ckpt",

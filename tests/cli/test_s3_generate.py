@@ -28,12 +28,13 @@ import json, sys
 from dlio import mpi
 from dlio.config import load_config
 from dlio.dataset.spec import dataset_spec
-from dlio.objstore import dataset, genstream
+from dlio.dataset import gen_stream
+from dlio.storage import backend_for
 cfg = load_config(config_file=sys.argv[1], env={})
-ds = dataset.resolve_dataset(cfg)
+backend = backend_for(cfg)
 comm = mpi.world()
-got = genstream.generate_ranks(ds.settings, ds.bucket, ds.prefix, dataset_spec(cfg), comm, 2, checksum=True,
-                               multipart_min=int(sys.argv[2]))
+got = gen_stream.generate_ranks(backend, backend.dataset_root(cfg), dataset_spec(cfg), comm, 2, checksum=True,
+                                multipart_min=int(sys.argv[2]))
 with open(f"{sys.argv[3]}/rank{comm.rank}.json", "w") as f:  # (two ranks' stdout lines may interleave)
     json.dump({"rank": comm.rank, "objects": got[0], "bytes": got[1], "peak": got[2]}, f)
 """

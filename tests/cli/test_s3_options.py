@@ -47,7 +47,7 @@ def test_force_path_style_bad_value(run_cli, s3env, bucket, tmp_path):
 
 
 def test_worker_env_says_path_style(s3env):
-    from dlio.objstore import settings
+    from dlio.storage.s3 import settings
 
     assert settings.resolve().child_env()["AWS_S3_ADDRESSING_STYLE"] == "path"
 
@@ -58,7 +58,8 @@ SHIFT = """
 import json, sys
 from dlio.config import load_config
 from dlio.mpi import world
-from dlio.objstore import checkpoint as s3ck
+from dlio.checkpoint.load import load
+from dlio.checkpoint.save import save
 bucket, out = sys.argv[1], sys.argv[2]
 comm = world()
 cfg = load_config(sets=["framework=pytorch", "model.type=transformer", "model.num_layers=2",
@@ -68,10 +69,10 @@ cfg = load_config(sets=["framework=pytorch", "model.type=transformer", "model.nu
                         "model.parallelism.zero_stage=0", "workflow.checkpoint=true", "workflow.train=false",
                         "storage.storage_type=s3", "storage.storage_root=" + bucket,
                         "checkpoint.checkpoint_folder=shift", "checkpoint.recovery_rank_shift=true"])
-save = s3ck.save(cfg, comm, 1, 1, barrier=True)
-load = s3ck.load(cfg, comm, 1, 1, barrier=True, ranks_per_node_=1)
+saved = save(cfg, comm, 1, 1, barrier=True)
+loaded = load(cfg, comm, 1, 1, barrier=True, ranks_per_node_=1)
 with open(f"{out}/rank{comm.rank}.json", "w") as f:
-    json.dump({"save": save, "load": load}, f)
+    json.dump({"save": saved, "load": loaded}, f)
 """
 
 
@@ -98,7 +99,7 @@ def test_recovery_rank_shift_on_s3(s3env, bucket, tmp_path):
 def test_workers_start_ahead_of_their_tasks(run_cli, s3env, bucket, tmp_path):
     # each task's worker is the spare started after the task before it (its Python and s3dlio start
     # paid outside any measured window)
-    from dlio.objstore import client
+    from dlio.storage.s3 import client
 
     client.STARTS.update(cold=0, spare=0)
     client._stop_spares()

@@ -250,7 +250,7 @@ def test_cache_drop_refused_on_s3(run_cli, s3env, bucket, tmp_path):
     cfg = config(tmp_path, "npz", bucket, folder="cache")
     code, _, err = run_cli("run", "--config", cfg, "--cache", "drop", "--output", tmp_path / "o")
     assert code == 2
-    assert "no meaning on S3" in one_line(err)
+    assert "dlio_fast.cache = drop: not available on S3" in one_line(err)
 
 
 def test_checkpoints_during_training_on_s3(run_cli, s3env, bucket, tmp_path):
@@ -423,7 +423,7 @@ def test_dlio_unet3d_h100_s3_yaml_runs_with_an_endpoint_override(s3_server, tmp_
 def test_upload_large_objects_as_multipart(s3env, bucket, tmp_path):
     """Objects from multipart_min up go as multipart uploads (the ETag of a multipart object ends
     in -<parts>); their bytes arrive whole. The threshold is lowered so that the test stays small."""
-    from dlio.objstore import client, settings
+    from dlio.storage.s3 import client, settings
 
     (tmp_path / "up" / "train").mkdir(parents=True)
     big = os.urandom(13 << 20)
@@ -513,7 +513,7 @@ def test_trace_refused_on_s3(run_cli, tmp_path):
         "--output",
         tmp_path / "o",
     )
-    assert code == 2 and "S3 runs do not write one yet" in one_line(err)
+    assert code == 2 and "dlio_fast.trace = true: not available on S3" in one_line(err)
 
 
 def test_dry_run_names_the_prefix(run_cli):

@@ -20,12 +20,13 @@ from conftest import REPO
 
 from dlio import _core
 from dlio.checkpoint import load as ckpt_load
-from dlio.checkpoint import only_mode, transfers
+from dlio.checkpoint import only_mode
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.layout import plan_checkpoint, rank_files
 from dlio.checkpoint.schedule import checkpoint_schedule
 from dlio.config import ConfigError, load_config
 from dlio.report import checkpoint as ckpt_figures
+from dlio.storage import file_sets
 
 GiB = 2**30
 
@@ -390,7 +391,7 @@ def test_io_uring_save_load(tmp_path):
 
 def test_load_missing_is_clear(tmp_path):
     cfg = small_transformer(tmp_path / "ck")
-    with pytest.raises(Exception, match="checkpoint file missing"):
+    with pytest.raises(Exception, match="missing: rank 0's checkpoint file of global_epoch1_step1; write the"):
         ckpt_load.load(cfg, None, 1, 1)
 
 
@@ -545,15 +546,8 @@ def test_two_ranks_mpi(tmp_path):
 
 
 def test_thread_plan_one_thread_per_file():
-    from dlio.checkpoint.layout import CkptFile
-
-    files = [
-        CkptFile("a", 5 << 20, "fp16", "layers"),
-        CkptFile("b", 17 << 20, "fp32", "optimizer"),
-        CkptFile("c", 3 << 20, "fp16", "layer"),
-        CkptFile("d", 0, "int8", "optimizer"),
-    ]
-    ops, first, n = transfers.thread_plan(files, 1, 1 << 20, 1, 2)
+    files = [5 << 20, 17 << 20, 3 << 20, 0]  # sizes: a set's files
+    ops, first, n = file_sets.thread_plan(files, 1, 1 << 20, 1, 2)
     assert n == 2 and first[0] == 0 and first[-1] == len(ops) == 5 + 17 + 3
     owner = {}
     for t in range(n):
@@ -563,5 +557,5 @@ def test_thread_plan_one_thread_per_file():
     for f in range(3):  # sequential within the file
         offs = ops["offset"][ops["file"] == f]
         assert list(offs) == [i << 20 for i in range(len(offs))]
-    ops1, first1, n1 = transfers.thread_plan(files[1:2], 1, 1 << 20, 1, 4)  # fewer files than threads
+    ops1, first1, n1 = file_sets.thread_plan(files[1:2], 1, 1 << 20, 1, 4)  # fewer files than threads
     assert n1 == 4 and len(ops1) == 17 and list(first1) == sorted(first1)

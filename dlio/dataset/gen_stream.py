@@ -1,23 +1,21 @@
-"""Generation to S3 spread over the ranks and streamed: each rank generates its own files (the file
-generator's byte-balanced split, dlio.dataset.gen_plan.rank_files) into a local staging folder a
-batch at a time (about DLIO_FAST_S3_STAGE_BYTES of files, 512 MiB by default) and hands each batch to
-one upload worker process (dlio.objstore.worker_data.task_upload_stream: parallel PUTs, multipart
-for large objects). The next batch is generated while the worker uploads the last one, and a batch's
-files are removed once they are up, so a rank's staging folder never holds more than two batches
-whatever the dataset's size. The manifests go up last (rank 0 merges the ranks' parts), so that a
-dataset whose upload was cut short has no manifest and counts as missing.
+"""Generation to a backend without in-place writes (an object store), spread over the ranks and
+streamed: each rank generates its own files (the file generator's byte-balanced split,
+dlio.dataset.gen_plan.rank_files) into a local staging folder a batch at a time (about
+DLIO_FAST_S3_STAGE_BYTES of files, 512 MiB by default) and hands each batch to the backend's uploader
+(for S3 one worker process: dlio.storage.s3.upload, parallel PUTs, multipart for large objects). The
+next batch is generated while the worker uploads the last one, and a batch's files are removed once they
+are up, so a rank's staging folder never holds more than two batches whatever the dataset's size. The
+manifests go up last (rank 0 merges the ranks' parts), so that a dataset whose upload was cut short has
+no manifest and counts as missing.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
@@ -27,8 +25,8 @@ from dlio.dataset.gen_write import write_all
 from dlio.dataset.manifest import manifest_path, merge_parts, save_manifest
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, estimated_sizes
 from dlio.errors import DlioError
-from dlio.objstore import client
-from dlio.objstore.settings import S3Settings
+from dlio.storage.base import Backend
+from dlio.units import parse_size
 
 STAGE_BYTES = 512 << 20
 STAGE_BYTES_MAX = 64 << 30  # two batches of this sit on the local disk at once
@@ -36,8 +34,6 @@ STAGE_BYTES_MAX = 64 << 30  # two batches of this sit on the local disk at once
 
 def stage_bytes() -> int:
     """The staging batch: DLIO_FAST_S3_STAGE_BYTES (bytes, or with a unit: 256m, 1g) or STAGE_BYTES."""
-    from dlio.units import parse_size
-
     v = os.environ.get("DLIO_FAST_S3_STAGE_BYTES", "")
     if not v:
         return STAGE_BYTES
@@ -48,73 +44,6 @@ def stage_bytes() -> int:
     if not 1 <= n <= STAGE_BYTES_MAX:
         raise DlioError(f"DLIO_FAST_S3_STAGE_BYTES={v!r}: expected a size from 1 byte to 64g, such as 512m or 1g")
     return n
-
-
-class Uploader:
-    """One upload worker process for a whole generation: batches go in on its stdin, one answer line
-    per batch comes back."""
-
-    def __init__(self, settings: S3Settings, bucket: str, prefix: str, multipart_min: Optional[int] = None):
-        self.settings = settings
-        self.err = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dlio.objstore.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.err,
-            text=True,
-            env=settings.child_env(),
-        )
-        task = {"task": "upload_stream", "bucket": bucket, "prefix": prefix}
-        if multipart_min:
-            task["multipart_min"] = multipart_min
-        self._send(task)
-
-    def _send(self, obj) -> None:
-        try:
-            self.proc.stdin.write(json.dumps(obj) + "\n")
-            self.proc.stdin.flush()
-        except OSError:
-            self._fail()
-
-    def _fail(self):
-        """The worker answered with an error or died: WorkerFailed with its words."""
-        out = self.proc.stdout.read() if self.proc.stdout else ""
-        self.proc.wait()
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        if lines and "error" in json.loads(lines[-1]):
-            a = json.loads(lines[-1])
-            raise client.WorkerFailed(a["error"], a["kind"])
-        self.err.seek(0)
-        tail = (self.err.read().strip().splitlines() or ["no output"])[-1]
-        raise client.WorkerFailed(f"the S3 upload worker failed (exit status {self.proc.returncode}): {tail}", "other")
-
-    def send(self, files: List[Tuple[str, str, int]]) -> None:
-        self._send([list(f) for f in files])
-
-    def wait(self) -> int:
-        """The bytes of the batch sent last, once it is up."""
-        line = self.proc.stdout.readline()
-        a = json.loads(line) if line.startswith("{") else {}
-        if "done" not in a:
-            if "error" in a:
-                self.proc.wait()
-                raise client.WorkerFailed(a["error"], a["kind"])
-            self._fail()
-        return int(a["done"])
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        out = self.proc.stdout.read()
-        self.proc.wait()
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        if not lines or "error" in json.loads(lines[-1]):
-            self._fail()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def batches(spec: DatasetSpec, dims: np.ndarray, todo: List[int], limit: int) -> List[List[int]]:
@@ -152,9 +81,8 @@ def _remove(files: List[Tuple[str, str, int]]) -> None:
 
 
 def generate_ranks(
-    settings: S3Settings,
-    bucket: str,
-    prefix: str,
+    backend: Backend,
+    root: str,
     spec: DatasetSpec,
     comm,
     threads: int,
@@ -172,7 +100,7 @@ def generate_ranks(
     problem = None
     nobj = nbytes = peak = 0
     try:
-        up = Uploader(settings, bucket, prefix, multipart_min)
+        up = backend.uploader(root, multipart_min)
         pl = plan(lspec, comm.rank, comm.size, check_space=False)
         done_b = done_f = 0
         pending: List[Tuple[str, str, int]] = []
@@ -230,7 +158,7 @@ def generate_ranks(
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def _upload_manifests(up: Uploader, lspec: DatasetSpec, gathered: list, size: int) -> None:
+def _upload_manifests(up: Any, lspec: DatasetSpec, gathered: list, size: int) -> None:
     """Rank 0: the ranks' manifest parts merged into one manifest per split, PUT last."""
     d = os.path.join(lspec.data_folder, MANIFEST_DIR)
     if size > 1:

@@ -8,8 +8,9 @@ import sys
 import numpy as np
 
 from dlio import _core
-from dlio.objstore import heap, points, settings, worker
-from dlio.objstore.worker_train import _largest_step_bytes
+from dlio.fsbench import s3_points as points
+from dlio.storage.s3 import heap, settings, worker
+from dlio.storage.s3.worker_train import _largest_step_bytes
 
 ENV = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ACCESS_KEY_ID": "ak", "AWS_SECRET_ACCESS_KEY": "sk"}
 
@@ -17,7 +18,7 @@ ENV = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ACCESS_KEY_ID": "ak", "
 # at once (a batch's response buffers), free them and do it again; the page faults of each round.
 CHILD = """
 import ctypes, json, resource, sys
-from dlio.objstore import heap
+from dlio.storage.s3 import heap
 if sys.argv[1] == "prefault":
     heap.prefault(96 << 20)
 libc = ctypes.CDLL(None)

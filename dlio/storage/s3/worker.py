@@ -1,4 +1,4 @@
-"""The process that talks to S3: `python -m dlio.objstore.worker` reads one JSON task on stdin and
+"""The process that talks to S3: `python -m dlio.storage.s3.worker` reads one JSON task on stdin and
 writes one JSON answer on stdout.
 
 Why a process per task: s3dlio's client is a process-wide singleton configured once from the
@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from dlio.objstore import heap
+from dlio.storage.s3 import heap
 
 # How much of each error text names the class of failure (s3dlio's messages carry the S3 code).
 AUTH_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken")
@@ -243,7 +243,7 @@ TASKS = {
 
 
 def _dataset_tasks() -> dict:
-    from dlio.objstore import worker_data, worker_train
+    from dlio.storage.s3 import worker_data, worker_train
 
     return {
         "upload_tree": worker_data.task_upload_tree,
@@ -256,7 +256,7 @@ def _dataset_tasks() -> dict:
 
 
 def main() -> None:
-    # everything is imported before the task is read: a spare worker (dlio.objstore.client) is
+    # everything is imported before the task is read: a spare worker (dlio.storage.s3.client) is
     # started after the previous task and waits here with its start paid
     TASKS.update(_dataset_tasks())
     try:

@@ -9,7 +9,7 @@ import re
 from typing import Mapping, Optional, Tuple
 
 from dlio.errors import DlioError
-from dlio.objstore.heap import MALLOC_REUSE
+from dlio.storage.s3.heap import MALLOC_REUSE
 
 # DLIO's storage_options keys (storage/s3_storage.py) -> the AWS variable each one stands for.
 STORAGE_OPTION_ENV = {
@@ -30,6 +30,7 @@ class S3Settings:
     region: str = "us-east-1"
     max_attempts: Optional[int] = None
     path_style_asked: Optional[bool] = None  # storage_options.s3_force_path_style, when given
+    key_source: str = "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"  # where the keys came from, for messages
 
     def addressing_note(self) -> Optional[str]:
         """A word when the config asks for virtual-hosted addressing, which the client does not do."""
@@ -57,7 +58,7 @@ class S3Settings:
             AWS_S3_ADDRESSING_STYLE="path",
         )
         env.pop("AWS_PROFILE", None)
-        # response buffers reuse freed pages instead of faulting in fresh ones (dlio.objstore.heap)
+        # response buffers reuse freed pages instead of faulting in fresh ones (dlio.storage.s3.heap)
         for var, value in MALLOC_REUSE.items():
             env.setdefault(var, value)
         if self.max_attempts:
@@ -79,9 +80,11 @@ def resolve(
             f"(known: {', '.join(sorted(STORAGE_OPTION_ENV))}, s3_force_path_style)"
         )
 
+    def given(key):
+        return opts.get(key) not in (None, "")
+
     def pick(key):
-        v = opts.get(key)
-        return str(v) if v not in (None, "") else env.get(STORAGE_OPTION_ENV[key], "")
+        return str(opts[key]) if given(key) else env.get(STORAGE_OPTION_ENV[key], "")
 
     url = endpoint or pick("endpoint_url")
     if not url:
@@ -107,7 +110,10 @@ def resolve(
     except ValueError:
         raise DlioError(f"s3_max_attempts {attempts!r}: expected a whole number") from None
     region = pick("region") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
-    return S3Settings(url.rstrip("/"), ak, sk, region, attempts, style)
+    source = " / ".join(
+        f"storage_options.{k}" if given(k) else STORAGE_OPTION_ENV[k] for k in ("access_key_id", "secret_access_key")
+    )
+    return S3Settings(url.rstrip("/"), ak, sk, region, attempts, style, source)
 
 
 def parse_uri(uri: str) -> Tuple[str, str]:

@@ -17,8 +17,9 @@ import tempfile
 import numpy as np
 
 from dlio import _core, stats
-from dlio.objstore import client, oplog, worker
-from dlio.objstore.settings import S3Settings
+from dlio.config.engines import S3_ENGINE
+from dlio.storage.s3 import client, oplog, worker
+from dlio.storage.s3.settings import S3Settings
 
 TEST_FOLDER = ".dlio-fast-io/"
 CACHE_NOTE = "n/a (object store: no client cache; server-side caching unknown)"
@@ -58,7 +59,7 @@ def requests_per_thread(point: S3Point, size: int) -> int:
 
 def held_bytes(prefix: str, point: S3Point, size: int) -> int:
     """The most response bytes the point's worker holds at once: a GET batch holds every response
-    until it returns (dlio.objstore.worker), plus the chunks of the qd in flight before they are
+    until it returns (dlio.storage.s3.worker), plus the chunks of the qd in flight before they are
     gathered; range GETs, those in flight."""
     if point.rw == "write":
         return point.threads * point.bs  # the payload of each thread
@@ -139,7 +140,7 @@ def point_record(point: S3Point, rows: dict, answer: dict) -> dict:
     rec = {
         "rw": point.rw,
         "bs": point.bs,
-        "engine": "s3dlio",
+        "engine": S3_ENGINE,
         "qd": point.qd,
         "qd_used": point.qd,
         "threads": point.threads,

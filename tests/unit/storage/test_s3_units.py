@@ -1,11 +1,12 @@
-"""dlio.objstore without a server: settings, URIs, op-log parsing, the record arithmetic."""
+"""dlio.storage.s3 without a server: settings, URIs, op-log parsing, the record arithmetic."""
 
 import numpy as np
 import pytest
 
 from dlio import _core, stats
 from dlio.errors import DlioError
-from dlio.objstore import oplog, points, settings
+from dlio.fsbench import s3_points as points
+from dlio.storage.s3 import oplog, settings
 
 ENV = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ACCESS_KEY_ID": "ak", "AWS_SECRET_ACCESS_KEY": "sk"}
 

@@ -1,4 +1,4 @@
-"""The CLI side of the S3 client: runs tasks in a worker process (dlio.objstore.worker) and turns
+"""The CLI side of the S3 client: runs tasks in a worker process (dlio.storage.s3.worker) and turns
 its failures into one-line errors."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from typing import Dict, Optional, Tuple
 
 from dlio.errors import DlioError, DlioRunError
-from dlio.objstore.settings import S3Settings
+from dlio.storage.s3.settings import S3Settings
 
 
 def require_client() -> None:
@@ -41,7 +41,7 @@ STARTS = {"cold": 0, "spare": 0}  # how the workers of this process were started
 
 def _spawn(env: dict) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "dlio.objstore.worker"],
+        [sys.executable, "-m", "dlio.storage.s3.worker"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -132,8 +132,7 @@ def check_access(settings: S3Settings, bucket: str, prefix: str) -> None:
         where = f"s3://{bucket}/{prefix}"
         if e.kind == "auth":
             raise DlioError(
-                f"{where}: the server at {settings.endpoint} refused the credentials ({e}); "
-                "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"
+                f"{where}: the server at {settings.endpoint} refused the credentials ({e}); check {settings.key_source}"
             ) from None
         if e.kind == "bucket":
             raise DlioError(

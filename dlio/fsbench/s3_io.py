@@ -6,13 +6,15 @@ import shutil
 from typing import Callable, Optional
 
 from dlio import output
+from dlio.config.engines import S3_ENGINE
 from dlio.errors import DlioError, DlioRunError
+from dlio.fsbench import s3_points as points
 from dlio.fsbench.grid import Sinks, run_grid
 from dlio.fsbench.table import POINT_HEADER
 from dlio.memcheck import check_fits
-from dlio.objstore import client, points
-from dlio.objstore.settings import parse_uri, resolve
 from dlio.report.result import IO_SCHEMA, new_io_doc
+from dlio.storage.s3 import client
+from dlio.storage.s3.settings import parse_uri, resolve
 from dlio.units import fmt_ns, fmt_size
 
 S3_EXTRA = ("object_size", "requests_per_s", "errors", "retries")  # CSV columns after the file io ones
@@ -107,7 +109,7 @@ def run_io(
     settings = resolve(endpoint)
     client.check_access(settings, bucket, prefix)
 
-    doc = new_io_doc(IO_SCHEMA, paths=list(uris), endpoint=settings.endpoint, client="s3dlio", files=[], points=[])
+    doc = new_io_doc(IO_SCHEMA, paths=list(uris), endpoint=settings.endpoint, client=S3_ENGINE, files=[], points=[])
     sinks = Sinks(json_path, csv_path, csv_extra=S3_EXTRA)
     work = points.workdir()
     started = False

@@ -1,4 +1,4 @@
-"""Worker tasks for workload datasets on S3 (run inside `python -m dlio.objstore.worker`): upload a
+"""Worker tasks for workload datasets on S3 (run inside `python -m dlio.storage.s3.worker`): upload a
 generated folder, fetch small objects (manifests), and list every key under a prefix."""
 
 from __future__ import annotations

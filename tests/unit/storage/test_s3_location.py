@@ -4,7 +4,13 @@ import pytest
 
 from dlio.config.load import load_config
 from dlio.errors import ConfigError
-from dlio.objstore.dataset import location, resolve_dataset
+from dlio.storage import backend_for
+
+
+def location(cfg):
+    """(bucket, prefix) of the dataset root the S3 backend names."""
+    bucket, _, prefix = backend_for(cfg).dataset_root(cfg)[5:].partition("/")
+    return bucket, prefix
 
 
 def cfg_with(*sets, overrides=()):
@@ -30,9 +36,19 @@ def test_bucket_disagreement_and_missing_bucket_are_refused():
         location(cfg_with("dataset.data_folder=data"))
 
 
-def test_cache_drop_has_no_meaning_on_s3():
-    with pytest.raises(ConfigError, match="no meaning on S3"):
-        resolve_dataset(cfg_with("storage.storage_root=b12", "dlio_fast.cache=drop"))
+def test_cache_drop_is_refused_on_s3():
+    cfg = cfg_with("storage.storage_root=b12", "dlio_fast.cache=drop")
+    with pytest.raises(ConfigError, match="dlio_fast.cache = drop: not available on S3"):
+        backend_for(cfg).check_config(cfg)
+
+
+def test_a_file_engine_set_on_s3_is_refused_not_replaced():
+    cfg = cfg_with("storage.storage_root=b12", "dlio_fast.engine=io_uring")
+    with pytest.raises(ConfigError, match="dlio_fast.engine = io_uring: not available on S3"):
+        backend_for(cfg).check_config(cfg)
+    cfg = cfg_with("storage.storage_root=b12")  # the default engine word: the S3 client, said so
+    backend_for(cfg).check_config(cfg)
+    assert backend_for(cfg).engine_spec(cfg) == ("s3dlio", False)
 
 
 def test_one_storage_option_overridden_keeps_the_others():

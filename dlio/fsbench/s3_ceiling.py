@@ -14,12 +14,14 @@ import shutil
 from typing import Callable, Dict, List
 
 from dlio import output
+from dlio.config.engines import S3_ENGINE
 from dlio.errors import DlioError
+from dlio.fsbench import s3_points as points
 from dlio.fsbench.ceiling import climb
-from dlio.objstore import client, points
-from dlio.objstore.iocmd import HEADER, point_line
-from dlio.objstore.settings import parse_uri, resolve
+from dlio.fsbench.s3_io import HEADER, point_line
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
+from dlio.storage.s3 import client
+from dlio.storage.s3.settings import parse_uri, resolve
 from dlio.units import fmt_ns, fmt_size
 
 SMALL_OBJECT = 4096
@@ -61,7 +63,7 @@ def run(
     work = points.workdir()
     probes: List[dict] = []
     doc = new_io_doc(
-        CEILING_SCHEMA, path=uri, endpoint=settings.endpoint, client="s3dlio", direct=False, best={}, probes=probes
+        CEILING_SCHEMA, path=uri, endpoint=settings.endpoint, client=S3_ENGINE, direct=False, best={}, probes=probes
     )
 
     def probe(pt: points.S3Point) -> dict:

@@ -1,6 +1,6 @@
 """A training run on S3 with the C run's interface (execute, request_stop, progress, paths), so
 that the train loop (dlio.train.loop) plans, stops, reports and computes metrics exactly as on a
-filesystem. The steps run in a worker process (dlio.objstore.worker_train); this side hands it the
+filesystem. The steps run in a worker process (dlio.storage.s3.worker_train); this side hands it the
 plan's arrays and turns what it measured into the C run's result dict: per-step times, the
 request latencies (timed by the client library, one entry per GET) in the C core's histograms,
 bytes, requests and errors.
@@ -20,10 +20,8 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from dlio import _core
-from dlio.objstore import client, oplog
-from dlio.objstore.settings import S3Settings
-
-ENGINE = "s3dlio"
+from dlio.storage.s3 import client, oplog
+from dlio.storage.s3.settings import S3Settings
 
 
 class S3Run:

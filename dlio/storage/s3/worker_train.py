@@ -1,4 +1,4 @@
-"""Worker task `train`: steps of a training plan on S3, inside `python -m dlio.objstore.worker`.
+"""Worker task `train`: steps of a training plan on S3, inside `python -m dlio.storage.s3.worker`.
 
 The plan arrives as the C runner's arrays (ops, steps; dlio.train.planner) in a folder. A loader
 thread fetches each step's batch with ONE client call: get_many_stats for whole objects, or range
@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from dlio.execute import StopFlag
-from dlio.objstore import heap
+from dlio.storage.s3 import heap
 
 _STOP = StopFlag()  # set by SIGTERM's handler: no lock (dlio.execute.StopFlag)
 
@@ -95,7 +95,7 @@ class _Loader:
                 if not self.put((i, nbytes)):
                     break
         except Exception as e:  # the message goes to the parent; the trainer stops at this step
-            from dlio.objstore.worker import short
+            from dlio.storage.s3.worker import short
 
             self.error = short(str(e))
             _STOP.set()

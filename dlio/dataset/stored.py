@@ -1,0 +1,158 @@
+"""A workload's dataset where its storage backend keeps it: whether it is there, the local view planning
+reads its manifests from, the names a run reads, the check that it was made with this config, and its
+generation (in place on a filesystem; staged and uploaded batch by batch to an object store).
+
+A run plans from the manifests (dlio.dataset.manifest) exactly as on a filesystem: on a backend whose
+names are not local files they are fetched into a local folder that stands for the dataset's root, and
+the planned paths under that folder become the backend's names (``names``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Callable, List, Optional
+
+from dlio.dataset import gen_stream
+from dlio.dataset.generate import generate as generate_in_place
+from dlio.dataset.mismatch import check_dataset_matches
+from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, dataset_bytes, file_paths
+from dlio.errors import DlioError
+from dlio.storage import backend_for
+from dlio.storage.base import IN_PLACE, LOCAL, SCAN, Backend
+
+SPLITS = ("train", "valid")
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredDataset:
+    """A dataset spec and where its backend keeps it."""
+
+    backend: Backend
+    root: str  # the backend's name of the data folder (a path, or s3://BUCKET/PREFIX/)
+    spec: DatasetSpec
+
+    @property
+    def local(self) -> bool:
+        """Its names are local paths (cheap to stat, generation rates measured here apply)."""
+        return self.backend.has(LOCAL)
+
+
+def stored(cfg, spec: DatasetSpec, backend: Optional[Backend] = None) -> StoredDataset:
+    backend = backend if backend is not None else backend_for(cfg)
+    return StoredDataset(backend, backend.dataset_root(cfg), spec)
+
+
+def manifest_names(spec: DatasetSpec) -> List[str]:
+    return [f"{MANIFEST_DIR}/manifest-{s}.npz" for s in SPLITS if spec.num_files(s)]
+
+
+def planning_spec(ds: StoredDataset) -> DatasetSpec:
+    """The spec whose data folder holds the manifests locally (the data folder itself on files)."""
+    folder, _ = ds.backend.local_view(ds.root, [] if ds.local else manifest_names(ds.spec))
+    return dataclasses.replace(ds.spec, data_folder=folder)
+
+
+def names(ds: StoredDataset, planning: DatasetSpec, split: str) -> List[str]:
+    """The backend's names of a split's files, in the planner's order."""
+    return ds.backend.names(ds.root, planning.data_folder, file_paths(planning, split))
+
+
+def present(ds: StoredDataset) -> bool:
+    """Every file of both splits is there (a cheap check: the first and last of each split on files, one
+    listing on an object store); where a dataset cannot be scanned in place, its manifests too."""
+    folder, found = ds.backend.local_view(ds.root, [] if ds.backend.has(SCAN) else manifest_names(ds.spec))
+    if not all(found):
+        return False
+    planning = dataclasses.replace(ds.spec, data_folder=folder)
+    return all(ds.backend.exist(names(ds, planning, s)) for s in SPLITS if ds.spec.num_files(s))
+
+
+def check_matches(ds: StoredDataset, split: str, planning: Optional[DatasetSpec] = None) -> None:
+    """dlio.dataset.mismatch's check against the manifest; its message names the dataset's root."""
+    planning = planning if planning is not None else planning_spec(ds)
+    try:
+        check_dataset_matches(planning, split)
+    except DlioError as e:
+        if planning.data_folder == ds.spec.data_folder:
+            raise
+        raise type(e)(str(e).replace(planning.data_folder, ds.root.rstrip("/"))) from None
+
+
+def complete(ds: StoredDataset) -> bool:
+    """Every file is there and the manifests say it was generated with this config's content."""
+    if not present(ds):
+        return False
+    try:
+        for split in SPLITS:
+            check_matches(ds, split)
+    except DlioError:
+        return False
+    return True
+
+
+def generate(
+    ds: StoredDataset,
+    comm,
+    echo: Callable[[str], None],
+    progress=None,
+    threads: Optional[int] = None,
+    checksum: bool = False,
+    direct: bool = False,
+    multipart_min: Optional[int] = None,
+) -> None:
+    """Generate the dataset on every rank (each its byte-balanced share), with the console's lines and
+    the display's bar on rank 0."""
+    spec = ds.spec
+    total_bytes = dataset_bytes(spec)
+    total_files = spec.num_files_train + spec.num_files_eval
+    threads = threads or max(2, os.cpu_count() or 2)
+    if direct and not ds.backend.has(IN_PLACE):
+        raise DlioError(
+            f"--direct has no meaning on {ds.backend.label} (objects are PUT, not written through a page cache)"
+        )
+    noun = "files" if ds.backend.has(IN_PLACE) else "objects"
+    echo(f"Starting data generation: {total_files} {noun}, {total_bytes / 2**30:.2f} GiB in {ds.root}")
+    if not ds.backend.has(IN_PLACE) and comm.bcast(complete(ds) if comm.rank == 0 else None):
+        echo(f"Generation done: the dataset in {ds.root} is complete and matches the config; nothing written")
+        return
+    t0 = time.monotonic()
+    cb = None
+    if progress is not None and comm.rank == 0:
+        cb = lambda b, f: progress.generation(b * comm.size, f * comm.size, total_bytes, total_files)  # noqa: E731
+        cb(0, 0)  # the display's clock starts now, not when the first file is written
+    if ds.backend.has(IN_PLACE):
+        res = generate_in_place(
+            spec,
+            threads=threads,
+            rank=comm.rank,
+            size=comm.size,
+            progress=cb,
+            barrier=comm.barrier,
+            checksum=checksum,
+            direct=direct,
+        )
+        if progress is not None:
+            progress.done()
+        written = sum(comm.allgather(res.bytes_written))
+        dt = time.monotonic() - t0
+        echo(
+            f"Generation done: {written / 2**30:.2f} GiB written in {dt:.1f} s "
+            f"({written / 2**20 / max(dt, 1e-9):.0f} MiB/s), "
+            f"{sum(comm.allgather(res.files_skipped))} files already complete"
+        )
+        return
+    objects, nbytes, peak = gen_stream.generate_ranks(
+        ds.backend, ds.root, spec, comm, threads, checksum=checksum, progress=cb, multipart_min=multipart_min
+    )
+    if cb is not None:
+        progress.done()
+    totals = comm.allgather((objects, nbytes, peak))
+    objects, nbytes = sum(t[0] for t in totals), sum(t[1] for t in totals)
+    dt = time.monotonic() - t0
+    echo(
+        f"Generation done: {nbytes / 2**30:.2f} GiB in {objects} objects PUT by {comm.size} rank(s) in {dt:.1f} s "
+        f"({nbytes / 2**20 / max(dt, 1e-9):.0f} MiB/s, generation and upload; at most "
+        f"{max(t[2] for t in totals) / 2**20:.0f} MiB staged at once per rank), manifests last"
+    )

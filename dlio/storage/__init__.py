@@ -1,0 +1,51 @@
+"""The storage layer: the one place that chooses where bytes go (files or an object store).
+
+``backend_for(cfg)`` (a workload's storage.storage_type) and ``backend_for_uri(path)`` (a path given on
+the command line: ``s3://`` or a filesystem path) return a ``Backend`` (dlio.storage.base); the jobs
+call it and never test which one they hold. A backend is a module plus one line in ``BACKENDS``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional
+
+from dlio.errors import ConfigError
+from dlio.storage.base import Backend
+from dlio.storage.files import FileBackend
+from dlio.storage.s3.backend import S3Backend
+
+# storage.storage_type -> its backend, made from the config's storage_options or a command line's --endpoint
+BACKENDS: Dict[str, Callable[[Optional[Dict[str, Any]], Optional[str]], Backend]] = {
+    "local_fs": lambda options, endpoint: FileBackend(),
+    "s3": lambda options, endpoint: S3Backend(options, endpoint),
+}
+# URI scheme -> storage.storage_type (a path with no scheme is local_fs)
+SCHEMES: Dict[str, str] = {"s3://": "s3"}
+
+
+def make(kind: str, options: Optional[Dict[str, Any]] = None, endpoint: Optional[str] = None) -> Backend:
+    """The one choice of a backend: by its storage type."""
+    maker = BACKENDS.get(kind)
+    if maker is None:
+        raise ConfigError(
+            f"storage.storage_type = {kind!r}: not emulated (use s3 through the store's S3 API, as AIStore "
+            "offers, or local_fs with a mounted folder)",
+            "storage.storage_type",
+            kind,
+        )
+    return maker(options, endpoint)
+
+
+def backend_for(cfg: Any) -> Backend:
+    """The backend of a workload config (storage.storage_type, storage.storage_options)."""
+    return make(cfg.storage.storage_type, cfg.storage.storage_options)
+
+
+def kind_of(path: str) -> str:
+    """The storage type a command-line path names: its URI scheme's, else local_fs."""
+    return next((kind for scheme, kind in SCHEMES.items() if path.startswith(scheme)), "local_fs")
+
+
+def backend_for_uri(path: str, endpoint: Optional[str] = None) -> Backend:
+    """The backend of a path given on the command line (``--endpoint``: an object store's)."""
+    return make(kind_of(path), None, endpoint)

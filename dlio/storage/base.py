@@ -1,0 +1,213 @@
+"""What a storage backend is: the operations the jobs call, the capabilities it declares, and the one
+shape of the message that refuses a setting it cannot honour.
+
+A backend moves bytes to and from one kind of storage and times it; it knows nothing of training,
+checkpoints or datasets. The jobs (dlio.train, dlio.checkpoint, dlio.dataset, dlio.fsbench) decide what
+to move and build the records; they name things by the backend's names (a path for files, an
+``s3://BUCKET/KEY`` URI for S3) and never test which backend they hold. A new backend implements this
+class and adds one line to ``dlio.storage.BACKENDS`` (docs/design.md, "A new storage backend").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, ClassVar, Dict, FrozenSet, List, NoReturn, Optional, Protocol, Sequence, Tuple
+
+import numpy as np
+
+from dlio import counters
+from dlio.errors import ConfigError
+
+# Capabilities: what a backend can honour. A config or option asking for one the backend lacks is
+# refused by `Backend.refuse` (one message shape), never silently dropped.
+PAGE_CACHE = "page cache"  # a client page cache that --cache drop / drop-all act on
+TRACE = "trace"  # the C core's per-request trace (--trace)
+DIRECT = "O_DIRECT"  # requests that bypass a client cache
+FILE_ENGINES = "file engines"  # the C engines (posix, io_uring, mmap, null) choose how requests go out
+IN_PLACE = "in-place writes"  # a file is written where it stays (objects are PUT whole from a staging copy)
+SCAN = "scan"  # a dataset made elsewhere (no manifest) can be scanned where it lies
+C_STEP_HOOK = "C step hook"  # the trainer can call a C function per step (the MPI barrier) without the GIL
+FSYNC = "fsync"  # writes can be made durable by the client (fsync)
+LOCAL = "local"  # names are paths on this host: cheap to stat, and rates measured here apply to them
+
+
+class RunLike(Protocol):
+    """What the train loop drives: the C core's ``_core.Run`` and the S3 worker's run both have it."""
+
+    paths: List[str]
+
+    def execute(self) -> Dict[str, Any]: ...
+
+    def request_stop(self) -> None: ...
+
+    def progress(self) -> Tuple[int, int, int]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOptions:
+    """How a block of training steps is read (the C trainer's settings; a backend uses what it can)."""
+
+    engine: str
+    direct: bool
+    threads: int
+    qd: int
+    prefetch: int
+    compute_mode: int = 0
+    preprocess_ns: int = 0
+    step_hook: Optional[Callable[[int], None]] = None  # Python, called after each step's compute
+    c_step_hook: Any = None  # a capsule of a C function: used instead of step_hook where C_STEP_HOOK
+    trace: bool = False
+    delay_ns: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SetOptions:
+    """How a set of whole files (objects) is written or read: a checkpoint's files."""
+
+    engine: str
+    direct: bool
+    qd: int
+    threads: Optional[int] = None  # None: one per file, up to MAX_SET_THREADS
+    transfer: int = 16 << 20  # bytes per request
+    fsync: bool = False  # writes: durable before the window closes
+    drop: bool = False  # reads: the files' cached pages dropped first (outside the window)
+    before_window: Optional[Callable[[], None]] = None  # e.g. a barrier right before the clock starts
+
+
+@dataclasses.dataclass(frozen=True)
+class SetContent:
+    """What a written set holds: random bytes (every 4 KiB block unique) unless ``fills`` gives an
+    8-byte pattern per file; ``overlays`` per file, literal (offset, bytes) ranges laid over the content
+    (a container's headers: dlio.checkpoint.torchzip), or None."""
+
+    fills: Optional[List[int]] = None
+    overlays: Optional[List[Any]] = None
+
+
+@dataclasses.dataclass
+class SetResult:
+    """The timing of a set's transfer: wall clock at the start, the window on the monotonic clock
+    (m0..m1 ns), and its parts."""
+
+    bytes: int
+    bytes_issued: int
+    wall_start_s: float
+    m0: int
+    m1: int
+    prepare_s: float
+    io_s: float
+    io_window_s: float
+    fsync_s: float
+    engine: str
+    direct: bool
+    threads: int
+    qd: int
+    transfer_size: int
+    cache: str
+    writer: Optional[str] = None
+
+
+MAX_SET_THREADS = 4
+
+
+class Backend:
+    """One kind of storage. Subclasses set the class attributes and implement the operations."""
+
+    name: ClassVar[str]  # the word storage.storage_type takes
+    label: ClassVar[str]  # how messages name it: "files", "S3"
+    caps: ClassVar[FrozenSet[str]]
+
+    def has(self, cap: str) -> bool:
+        return cap in self.caps
+
+    def refuse(self, key: str, value: Any, why: str, fix: str = "leave it out") -> NoReturn:
+        """The one message shape of a setting this backend cannot honour."""
+        shown = str(value).lower() if isinstance(value, bool) else value
+        raise ConfigError(f"{key} = {shown}: not available on {self.label} ({why}); {fix}", key, value)
+
+    # ---- the engine and the settings a config asks of the storage ----
+    def engine_spec(self, cfg: Any, checkpoint: bool = False) -> Tuple[str, bool]:
+        """(engine word, O_DIRECT) the reads (or checkpoint files) of this config go through."""
+        raise NotImplementedError
+
+    def check_config(self, cfg: Any) -> None:
+        """Refuse what the config asks that this backend cannot do, before any work."""
+        if cfg.dlio_fast.cache in ("drop", "drop-all") and not self.has(PAGE_CACHE):
+            self.refuse(
+                "dlio_fast.cache",
+                cfg.dlio_fast.cache,
+                "no client page cache to drop; the server's caches are its own",
+                "leave --cache out",
+            )
+        if cfg.dlio_fast.trace and not self.has(TRACE):
+            self.refuse(
+                "dlio_fast.trace",
+                True,
+                "the trace records the C core's file requests; S3 requests are not traced yet",
+                "leave --trace out",
+            )
+
+    # ---- names ----
+    def dataset_root(self, cfg: Any) -> str:
+        """Where the dataset lives: a folder, or an s3://BUCKET/PREFIX/ URI."""
+        raise NotImplementedError
+
+    def checkpoint_root(self, cfg: Any) -> str:
+        raise NotImplementedError
+
+    def join(self, root: str, *parts: str) -> str:
+        raise NotImplementedError
+
+    def names(self, root: str, local_root: str, paths: Sequence[str]) -> List[str]:
+        """Paths under a local view of ``root`` (``local_view``) -> this backend's names."""
+        raise NotImplementedError
+
+    # ---- before any work ----
+    def check_access(self, roots: Sequence[str]) -> None:
+        """One cheap request per root: a wrong endpoint, key or bucket is a one-line error now."""
+
+    def addressing_note(self) -> Optional[str]:
+        return None
+
+    # ---- small objects and listings ----
+    def local_view(self, root: str, rels: Sequence[str]) -> Tuple[str, List[bool]]:
+        """A local folder standing for ``root`` in which the small files ``rels`` (manifests) can be
+        read, and which of them were found."""
+        raise NotImplementedError
+
+    def exist(self, names: Sequence[str]) -> bool:
+        """Every one of ``names`` is there (a cheap check: a dataset is written in order)."""
+        raise NotImplementedError
+
+    def list(self, root: str) -> List[str]:
+        """Every name under ``root``."""
+        raise NotImplementedError
+
+    def remove_tree(self, root: str) -> None:
+        raise NotImplementedError
+
+    def uploader(self, root: str, multipart_min: Optional[int] = None) -> Any:
+        """Backends without IN_PLACE: a sink that PUTs staged files under ``root`` batch by batch."""
+        raise NotImplementedError
+
+    # ---- timed transfers ----
+    def train_run(
+        self, names: Sequence[str], sizes: np.ndarray, ops: np.ndarray, steps: np.ndarray, opts: TrainOptions
+    ) -> RunLike:
+        raise NotImplementedError
+
+    def write_set(self, names: Sequence[str], sizes: Sequence[int], content: SetContent, opts: SetOptions) -> SetResult:
+        """Write whole files (objects), timed; a failed write leaves none of them behind."""
+        raise NotImplementedError
+
+    def read_set(self, names: Sequence[str], sizes: Sequence[int], opts: SetOptions) -> SetResult:
+        raise NotImplementedError
+
+    # ---- the page cache and the kernel's counters around a phase ----
+    def drop_cache(self, names: Sequence[str], mode: str) -> str:
+        """The note of what was done to the client's cache before a phase."""
+        return "n/a (no client cache)"
+
+    def phase(self, names: Sequence[str], engine: str) -> counters.Phase:
+        """The counters read at a phase's boundaries (dlio.counters)."""
+        return counters.Phase([], engine, residency=False)

@@ -1,0 +1,114 @@
+"""Files on a mounted filesystem (storage.storage_type local_fs): the C core issues every request, the
+client's page cache is dropped on request and checked with mincore, O_DIRECT where the engine and the
+filesystem take it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any, List, Sequence, Tuple
+
+import numpy as np
+
+from dlio import _core, counters
+from dlio.config import engines
+from dlio.host import drop_cache, drop_host_cache
+from dlio.storage import base, file_sets
+from dlio.storage.base import Backend, RunLike, SetContent, SetOptions, SetResult, TrainOptions
+
+
+class FileBackend(Backend):
+    name = "local_fs"
+    label = "files"
+    caps = frozenset(
+        {
+            base.PAGE_CACHE,
+            base.TRACE,
+            base.DIRECT,
+            base.FILE_ENGINES,
+            base.IN_PLACE,
+            base.SCAN,
+            base.C_STEP_HOOK,
+            base.FSYNC,
+            base.LOCAL,
+        }
+    )
+
+    def engine_spec(self, cfg: Any, checkpoint: bool = False) -> Tuple[str, bool]:
+        return engines.engine_spec(cfg, checkpoint)
+
+    def check_config(self, cfg: Any) -> None:
+        super().check_config(cfg)
+        if cfg.dlio_fast.engine == engines.S3_ENGINE:
+            self.refuse(
+                "dlio_fast.engine",
+                engines.S3_ENGINE,
+                "s3dlio is the object store's client",
+                f"choose a file engine ({', '.join(e for e in engines.CONFIG_ENGINES if e != engines.S3_ENGINE)}) "
+                "or storage.storage_type=s3",
+            )
+
+    def dataset_root(self, cfg: Any) -> str:
+        return cfg.dataset.data_folder or "."
+
+    def checkpoint_root(self, cfg: Any) -> str:
+        return os.path.abspath(cfg.checkpoint.checkpoint_folder)
+
+    def join(self, root: str, *parts: str) -> str:
+        return os.path.join(root, *parts)
+
+    def names(self, root: str, local_root: str, paths: Sequence[str]) -> List[str]:
+        return list(paths)
+
+    def local_view(self, root: str, rels: Sequence[str]) -> Tuple[str, List[bool]]:
+        return root, [os.path.exists(os.path.join(root, r)) for r in rels]
+
+    def exist(self, names: Sequence[str]) -> bool:
+        # a dataset is written in order (and each file atomically): its first and last files stand for it
+        return not len(names) or (os.path.exists(names[0]) and os.path.exists(names[-1]))
+
+    def list(self, root: str) -> List[str]:
+        if not os.path.isdir(root):
+            return []
+        return sorted(os.path.join(d, n) for d, _, files in os.walk(root) for n in files)
+
+    def remove_tree(self, root: str) -> None:
+        shutil.rmtree(root, ignore_errors=True)
+
+    def train_run(
+        self, names: Sequence[str], sizes: np.ndarray, ops: np.ndarray, steps: np.ndarray, opts: TrainOptions
+    ) -> RunLike:
+        return _core.Run(
+            "train",
+            opts.engine,
+            list(names),
+            ops,
+            threads=opts.threads,
+            qd=opts.qd,
+            direct=opts.direct,
+            steps=steps,
+            prefetch=opts.prefetch,
+            compute_mode=opts.compute_mode,
+            preprocess_ns=opts.preprocess_ns,
+            step_hook=None if opts.c_step_hook is not None else opts.step_hook,
+            c_step_hook=opts.c_step_hook,
+            trace=opts.trace,
+            delay_ns=opts.delay_ns,
+        )
+
+    def write_set(self, names: Sequence[str], sizes: Sequence[int], content: SetContent, opts: SetOptions) -> SetResult:
+        return file_sets.write_set(names, sizes, content, opts)
+
+    def read_set(self, names: Sequence[str], sizes: Sequence[int], opts: SetOptions) -> SetResult:
+        return file_sets.read_set(names, sizes, opts)
+
+    def drop_cache(self, names: Sequence[str], mode: str) -> str:
+        """keep; drop each file's pages (checked with mincore); drop-all the host's cache (root)."""
+        if mode == "drop":
+            return drop_cache(names)
+        if mode == "drop-all":
+            return drop_host_cache()
+        return "kept"
+
+    def phase(self, names: Sequence[str], engine: str) -> counters.Phase:
+        return counters.Phase(names, engine)

@@ -1,0 +1,253 @@
+"""Objects on an S3 endpoint (storage.storage_type s3, s3:// paths), through s3dlio in worker processes.
+
+Names are ``s3://BUCKET/KEY`` URIs. DLIO's spellings place things: storage.storage_root is the bucket,
+dataset.data_folder and checkpoint.checkpoint_folder are prefixes in it (or s3://BUCKET/PREFIX). A
+dataset's manifests are fetched into a local folder that stands for its prefix, so planning reads them
+as on a filesystem; every planned read becomes a GET of the object or a range GET of the sample's bytes
+(dlio.storage.s3.trainrun). Objects are PUT whole, so a dataset is generated into a local staging folder
+and uploaded batch by batch (``uploader``). A set of whole objects (a checkpoint) is PUT or GET by up to
+MAX_SET_THREADS threads at once, each object of MULTIPART_MIN bytes or more as a multipart upload with
+PART_INFLIGHT parts in flight (what s3torchconnector's checkpoint writer and the AWS CRT do), and timed in
+the worker from the first request to the last completion.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import functools
+import os
+import shutil
+import tempfile
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from dlio.config.engines import S3_ENGINE
+from dlio.errors import ConfigError, DlioRunError
+from dlio.storage.base import MAX_SET_THREADS, Backend, RunLike, SetContent, SetOptions, SetResult, TrainOptions
+from dlio.storage.s3 import client
+from dlio.storage.s3.settings import S3Settings, parse_uri, resolve
+
+PART_INFLIGHT = 8
+CACHE_NOTE = "n/a (object store)"
+
+
+def split(uri: str) -> Tuple[str, str]:
+    """'s3://bucket/a/b' -> ('bucket', 'a/b') (the key as it is, no trailing '/' added)."""
+    bucket, _, key = uri[5:].partition("/")
+    return bucket, key
+
+
+def _place(folder: str, root: str, key: str, what: str) -> str:
+    """The URI of ``folder`` as DLIO spells it on S3: s3://BUCKET[/PREFIX], or a prefix inside the bucket
+    storage.storage_root names. Always ends with '/'."""
+    folder, root = str(folder or "").strip(), str(root or "").strip()
+    if folder.startswith("s3://"):
+        bucket, prefix = parse_uri(folder)
+        if what == "dataset" and root not in ("", "./", ".") and root.strip("/") != bucket:
+            raise ConfigError(
+                f"{key} {folder!r} is in bucket {bucket!r} but storage.storage_root is {root!r}; "
+                "make them name the same bucket",
+                "storage.storage_root",
+                root,
+            )
+        return f"s3://{bucket}/{prefix}"
+    if root.strip("/") in ("", "."):
+        raise ConfigError(
+            f"storage.storage_type = 's3' needs the bucket in storage.storage_root (e.g. "
+            f"storage.storage_root=mybucket) or {key}=s3://BUCKET/PREFIX",
+            "storage.storage_root" if what == "dataset" else key,
+            root if what == "dataset" else folder,
+        )
+    rel = folder
+    while rel.startswith("./"):
+        rel = rel[2:]
+    bucket, prefix = parse_uri(f"s3://{root.strip('/')}/{rel.strip('/')}")
+    return f"s3://{bucket}/{prefix}"
+
+
+def containers(overlays: Optional[Sequence[Any]], n: int) -> Tuple[List[List[List[Any]]], List[Optional[int]]]:
+    """The distinct containers among the files' overlays ([[offset, base64 literal], ...] each, the
+    worker's form) and, per file, the index of its own (None for a raw file)."""
+    table: List[List[List[Any]]] = []
+    index: Dict[Any, int] = {}
+    of: List[Optional[int]] = []
+    for segs in overlays or [None] * n:
+        if segs is None:
+            of.append(None)
+            continue
+        key = tuple((int(o), bytes(b)) for o, b in segs)
+        if key not in index:
+            index[key] = len(table)
+            table.append([[o, base64.b64encode(b).decode()] for o, b in key])
+        of.append(index[key])
+    return table, of
+
+
+class S3Backend(Backend):
+    name = "s3"
+    label = "S3"
+    caps = frozenset()  # no page cache, no C trace, no O_DIRECT, no file engines; objects are PUT whole
+
+    def __init__(self, storage_options: Optional[Dict[str, Any]] = None, endpoint: Optional[str] = None) -> None:
+        self._options = storage_options
+        self._endpoint = endpoint
+        self._views: Dict[str, str] = {}
+
+    @functools.cached_property
+    def settings(self) -> S3Settings:
+        """Endpoint and keys, resolved on first use: a missing key is a one-line error then."""
+        return resolve(self._endpoint, self._options)
+
+    # ---- engine and settings ----
+    def engine_spec(self, cfg: Any, checkpoint: bool = False) -> Tuple[str, bool]:
+        return S3_ENGINE, False
+
+    def check_config(self, cfg: Any) -> None:
+        super().check_config(cfg)
+        if cfg.dlio_fast.engine != S3_ENGINE and cfg.origin("dlio_fast.engine") != "default":
+            self.refuse(
+                "dlio_fast.engine",
+                cfg.dlio_fast.engine,
+                f"a file engine; objects are read by the S3 client, {S3_ENGINE}",
+                "leave --engine out",
+            )
+        if cfg.reader.odirect and cfg.origin("reader.odirect") != "default":
+            self.refuse("reader.odirect", True, "O_DIRECT bypasses a client page cache, and S3 has none")
+
+    def addressing_note(self) -> Optional[str]:
+        return self.settings.addressing_note()
+
+    # ---- names ----
+    def dataset_root(self, cfg: Any) -> str:
+        return _place(cfg.dataset.data_folder, cfg.storage.storage_root, "dataset.data_folder", "dataset")
+
+    def checkpoint_root(self, cfg: Any) -> str:
+        return _place(
+            cfg.checkpoint.checkpoint_folder, cfg.storage.storage_root, "checkpoint.checkpoint_folder", "checkpoint"
+        )
+
+    def join(self, root: str, *parts: str) -> str:
+        return root.rstrip("/") + "/" + "/".join(p.strip("/") for p in parts)
+
+    def names(self, root: str, local_root: str, paths: Sequence[str]) -> List[str]:
+        cut = len(local_root.rstrip("/")) + 1
+        return [self.join(root, p[cut:]) for p in paths]
+
+    def check_access(self, roots: Sequence[str]) -> None:
+        client.require_client()
+        for root in dict.fromkeys(roots):
+            bucket, prefix = parse_uri(root)
+            client.check_access(self.settings, bucket, prefix)
+
+    # ---- small objects and listings ----
+    def local_view(self, root: str, rels: Sequence[str]) -> Tuple[str, List[bool]]:
+        """A temporary folder (removed at exit) with the objects ``rels`` under ``root`` downloaded."""
+        if root not in self._views:
+            d = tempfile.mkdtemp(prefix="dlio-fast-s3-")
+            atexit.register(shutil.rmtree, d, True)
+            self._views[root] = d
+        folder = self._views[root]
+        if not rels:
+            return folder, []
+        dests = [os.path.join(folder, r) for r in rels]
+        for d in dests:
+            os.makedirs(os.path.dirname(d), exist_ok=True)
+        out = client.run_task(
+            self.settings, {"task": "fetch", "uris": [self.join(root, r) for r in rels], "dests": dests}
+        )
+        return folder, list(out["found"])
+
+    def list(self, root: str) -> List[str]:
+        bucket, prefix = parse_uri(root)
+        return list(client.run_task(self.settings, {"task": "list_all", "bucket": bucket, "prefix": prefix})["uris"])
+
+    def exist(self, names: Sequence[str]) -> bool:
+        """One listing under the names' common folder; every name must be in it."""
+        if not len(names):
+            return True
+        common = os.path.commonprefix(list(names))
+        root = common[: common.rfind("/") + 1]
+        listed = np.array(sorted(self.list(root)) or [""])
+        return bool(np.isin(np.asarray(names), listed).all())
+
+    def remove_tree(self, root: str) -> None:
+        bucket, prefix = parse_uri(root)
+        client.run_task(self.settings, {"task": "delete", "bucket": bucket, "prefix": prefix})
+
+    def uploader(self, root: str, multipart_min: Optional[int] = None) -> Any:
+        from dlio.storage.s3.upload import Uploader  # its worker process starts only for a generation
+
+        bucket, prefix = parse_uri(root)
+        return Uploader(self.settings, bucket, prefix, multipart_min)
+
+    # ---- timed transfers ----
+    def train_run(
+        self, names: Sequence[str], sizes: np.ndarray, ops: np.ndarray, steps: np.ndarray, opts: TrainOptions
+    ) -> RunLike:
+        from dlio.storage.s3.trainrun import S3Run
+
+        return S3Run(
+            self.settings,
+            names,
+            sizes,
+            ops,
+            steps,
+            threads=max(1, opts.threads),
+            qd=opts.qd,
+            prefetch=opts.prefetch,
+            compute_mode=opts.compute_mode,
+            preprocess_ns=opts.preprocess_ns,
+            step_hook=opts.step_hook,
+        )
+
+    def write_set(self, names: Sequence[str], sizes: Sequence[int], content: SetContent, opts: SetOptions) -> SetResult:
+        return self._set("save", names, sizes, content, opts)
+
+    def read_set(self, names: Sequence[str], sizes: Sequence[int], opts: SetOptions) -> SetResult:
+        return self._set("load", names, sizes, SetContent(), opts)
+
+    def _set(self, kind: str, names: Sequence[str], sizes: Sequence[int], content: SetContent, o: SetOptions):
+        overlays, overlay_of = containers(content.overlays, len(names))
+        threads = min(o.threads or MAX_SET_THREADS, max(1, len(names)))
+        task = {
+            "task": "ckpt",
+            "kind": kind,
+            "items": [[u, int(n)] for u, n in zip(names, sizes)],
+            "fills": content.fills,
+            "overlays": overlays,
+            "overlay_of": overlay_of,
+            "threads": threads,
+            "part_inflight": PART_INFLIGHT,
+        }
+        if o.before_window is not None:
+            o.before_window()
+        try:
+            out = client.run_task(self.settings, task)
+        except client.WorkerFailed as e:
+            where = os.path.commonprefix(list(names)) if names else "?"
+            raise DlioRunError(
+                f"{'PUT' if kind == 'save' else 'GET'} of {len(names)} objects at {where}: {e}"
+            ) from None
+        window = int(out["window_ns"])
+        return SetResult(
+            bytes=int(out["bytes"]),
+            bytes_issued=int(out["bytes"]),
+            wall_start_s=out["start_wall_ns"] / 1e9,
+            m0=0,
+            m1=window,
+            prepare_s=0.0,
+            io_s=window / 1e9,
+            io_window_s=window / 1e9,
+            fsync_s=0.0,
+            engine=S3_ENGINE,
+            direct=False,
+            threads=threads,
+            qd=PART_INFLIGHT,
+            transfer_size=int(out["part_size"]),
+            cache=CACHE_NOTE,
+        )
+
+    def drop_cache(self, names: Sequence[str], mode: str) -> str:
+        return CACHE_NOTE
