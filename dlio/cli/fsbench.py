@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from dlio.cli.params import (
@@ -19,9 +17,8 @@ from dlio.cli.params import (
     progress_options,
 )
 from dlio.config.engines import IO_ENGINES, MPIIO
-from dlio.errors import DlioError
 from dlio.fsbench.points import RW_MODES
-from dlio.units import fmt_size
+from dlio.fsbench.request import CeilingRequest, IoRequest
 
 
 @click.command(epilog=examples("dlio-fast engines", "mpiexec -n 1 dlio-fast engines   # with the MPI-IO engine"))
@@ -148,141 +145,50 @@ def engines() -> None:
 @progress_options
 @console_options
 @click.pass_context
-def io(
-    ctx: click.Context,
-    paths,
-    rw,
-    bs,
-    engine,
-    qd,
-    threads,
-    direct,
-    file_size,
-    runtime,
-    size,
-    ramp,
-    cache,
-    fixedbufs,
-    regfiles,
-    json_path,
-    csv_path,
-    keep,
-    layout,
-    collective,
-    reorder,
-    mpiio_hints,
-    trace_path,
-    endpoint,
-) -> None:
+def io(ctx: click.Context, paths, **options) -> None:
     """Microbenchmark a grid of transfer size x pattern x engine x queue depth x threads on PATH.
 
     PATH is a folder (test files are created in it, fully written, and removed afterwards unless
     --keep) or one or more existing files (read as they are), or s3://BUCKET/PREFIX: GET (read),
     PUT (write) and range-GET (randread) points on test objects created under the prefix.
     """
-    if json_path == "-" and csv_path == "-":
-        raise DlioError("--json - and --csv -: only one of them can write to stdout")
-    table_echo = _table_echo(json_path, csv_path)
-    if any(p.startswith("s3://") for p in paths):
-        from dlio.fsbench.s3_io import refuse_file_options, run_io
+    from dlio.fsbench.backends import io_backend
 
-        refuse_file_options(
-            engine=flatten(engine) != ["posix"],
-            direct=bool(direct),
-            fixedbufs=fixedbufs,
-            regfiles=regfiles,
-            layout=flatten(layout) != ["fpp"],
-            collective=collective,
-            reorder=reorder,
-            mpiio_hint=bool(mpiio_hints),
-            trace=bool(trace_path),
-        )
-        return run_io(
-            list(paths),
-            flatten(rw),
-            flatten(bs),
-            flatten(qd),
-            flatten(threads),
-            file_size,
-            runtime,
-            size,
-            ramp,
-            cache,
-            endpoint,
-            json_path,
-            csv_path,
-            keep,
-            table_echo,
-        )
-    if endpoint:
-        raise DlioError("--endpoint is for s3:// paths only")
-    from dlio.fsbench import grid, ior, points
-    from dlio.fsbench.grid import Sinks
+    values = {IO_FIELDS.get(k, k): flatten(v) if k in LIST_OPTIONS else v for k, v in options.items()}
+    req = IoRequest.from_options(paths, _given(ctx, options, IO_FIELDS), **values)
+    backend = io_backend(req.paths, req.engines)
+    backend.check_io(req)
+    backend.run_io(req, _console(ctx, req.json_path, req.csv_path))
 
-    rws, bss, engs, qds, thrs = flatten(rw), flatten(bs), flatten(engine), flatten(qd), flatten(threads)
-    for b in bss:
-        if b < 512 or b > 64 << 20:
-            raise DlioError(f"--bs {fmt_size(b)}: transfer size must be between 512 bytes and 64 MiB")
-    if runtime is not None and size is not None:
-        raise DlioError("give --runtime or --size, not both")
-    sinks = Sinks(json_path, csv_path)
-    sinks.check()
-    if MPIIO in engs:
-        # IOR-style points under mpiexec: a fixed amount of work unless --runtime.
-        if engs != [MPIIO] or direct or qds != [1]:
-            raise DlioError("--engine mpiio runs alone, buffered, at queue depth 1 (one MPI call at a time)")
-        ior.main(
-            list(paths),
-            rws,
-            bss,
-            flatten(layout),
-            collective,
-            reorder,
-            mpiio_hints,
-            thrs,
-            file_size,
-            runtime or 0,
-            ramp,
-            size or 0,
-            cache or "drop",
-            json_path,
-            csv_path,
-            keep,
-            table_echo,
-        )
-        return
-    if trace_path:
-        from dlio import output
 
-        output.check_output_path(trace_path)
-    # Neither --runtime nor --size: one pass over the files (Budget of zeros), so a buffered point
-    # reads each byte once, after its pages were dropped: no pass is served by the page cache.
-    spec = grid.Grid(
-        rws,
-        bss,
-        engs,
-        qds,
-        thrs,
-        direct,
-        cache,
-        fixedbufs,
-        regfiles,
-        points.Budget(runtime_ns=runtime or 0, ramp_ns=ramp, size=size or 0),
+# click's parameter names -> IoRequest's fields, where they differ; the options given as lists
+IO_FIELDS = {
+    "rw": "rws",
+    "bs": "bss",
+    "engine": "engines",
+    "qd": "qds",
+    "runtime": "runtime_ns",
+    "ramp": "ramp_ns",
+    "layout": "layouts",
+}
+LIST_OPTIONS = ("rw", "bs", "engine", "qd", "threads", "layout")
+
+
+def _given(ctx: click.Context, options: dict, fields: dict) -> frozenset:
+    """The request fields whose options the user typed (not click's defaults)."""
+    from click.core import ParameterSource
+
+    return frozenset(
+        fields.get(k, k) for k in options if ctx.get_parameter_source(k) not in (ParameterSource.DEFAULT, None)
     )
-    progress = make_progress(ctx)
-    to_err = table_echo is not click.echo
-    echo = (lambda m: progress.echo(m, err=to_err)) if progress else table_echo
-    grid.run_local(
-        list(paths),
-        spec,
-        sinks,
-        file_size,
-        keep,
-        trace_path,
-        progress,
-        echo,
-        lambda m: (progress.echo if progress else click.echo)(m, err=True),
-    )
+
+
+def _console(ctx: click.Context, *dests):
+    """The table's echo (stderr when a document goes to stdout), warnings, and the live display."""
+    from dlio.fsbench.backends import Console
+
+    warn = lambda m: click.echo(m, err=True)  # noqa: E731
+    return Console(table=_table_echo(*dests), warn=warn, progress=make_progress(ctx))
 
 
 def _table_echo(*dests):
@@ -319,44 +225,15 @@ def _table_echo(*dests):
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON ('-' for stdout).")
 @click.option("--keep", is_flag=True, help="Keep the test files (objects).")
 @console_options
-def ceiling(path, runtime, file_size, object_size, max_threads, max_qd, endpoint, json_path, keep) -> None:
+@click.pass_context
+def ceiling(ctx: click.Context, path, **options) -> None:
     """Find the best sequential read/write bandwidth and 4 KiB random-read IOPS of PATH's filesystem,
     or an object store's GET/PUT bandwidth and small-object GETs per second (s3://BUCKET/PREFIX)."""
-    from dlio import output
+    from dlio.fsbench.backends import Console, io_backend
 
-    threads = max_threads or os.cpu_count() or 1
-    if path.startswith("s3://"):
-        from dlio.fsbench import s3_ceiling
-
-        if file_size is not None:
-            raise DlioError("--file-size is for filesystem paths; on s3:// give --object-size")
-        s3_ceiling.run(
-            path,
-            runtime,
-            object_size or 16 << 20,
-            threads,
-            max_qd or s3_ceiling.MAX_QD,
-            endpoint,
-            json_path,
-            keep,
-            echo=_table_echo(json_path),
-        )
-        return
-    from dlio.fsbench import ceiling as ceiling_search
-
-    for flag, given in (("--object-size", object_size), ("--endpoint", endpoint)):
-        if given is not None:
-            raise DlioError(f"{flag} is for s3:// paths only")
-    if json_path:
-        output.check_output_path(json_path)
-    ceiling_search.run(
-        path,
-        runtime,
-        file_size or 512 << 20,
-        threads,
-        json_path,
-        keep,
-        echo=_table_echo(json_path),
-        warn=lambda m: click.echo(m, err=True),
-        max_qd=max_qd or ceiling_search.MAX_QD,
-    )
+    fields = {"runtime": "runtime_ns"}
+    values = {fields.get(k, k): v for k, v in options.items()}
+    req = CeilingRequest(path=path, given=_given(ctx, options, fields), **values)
+    backend = io_backend([path])
+    backend.check_ceiling(req)
+    backend.run_ceiling(req, Console(table=_table_echo(req.json_path), warn=lambda m: click.echo(m, err=True)))

@@ -8,6 +8,8 @@ page cache is kept out of the way with O_DIRECT where the filesystem
 allows it, else by dropping the files' pages before every probe.
 """
 
+import os
+
 from dlio import _core, output
 from dlio.fsbench import grid, points, testfiles
 from dlio.fsbench.table import POINT_HEADER, point_line
@@ -60,7 +62,13 @@ def search(target, fileset, runtime_ns, max_threads, direct, engines, probe, max
     return best
 
 
-def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo, warn=print, max_qd=MAX_QD):
+def run(req, console):
+    """The search on the filesystem of req.path (dlio.fsbench.request.CeilingRequest)."""
+    path, runtime_ns, json_path, echo, warn = req.path, req.runtime_ns, req.json_path, console.table, console.warn
+    file_size = req.file_size or 512 << 20
+    max_threads, max_qd = req.max_threads or os.cpu_count() or 1, req.max_qd or MAX_QD
+    if json_path:
+        output.check_output_path(json_path)
     testfiles.check_writable_dir(path)
     direct = points.direct_supported(path)
     cache = "keep" if direct else "drop"
@@ -101,7 +109,7 @@ def run(path, runtime_ns, file_size, max_threads, json_path, keep, echo, warn=pr
     finally:
         if json_path:
             output.write_json(json_path, doc)
-        if not keep:
+        if not req.keep:
             fileset.cleanup()
     echo("")
     for name, _, _, metric in TARGETS:

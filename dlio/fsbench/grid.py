@@ -183,17 +183,27 @@ def _mem_available() -> Optional[int]:
     return None
 
 
-def run_local(
-    paths: List[str],
-    g: Grid,
-    sinks: Sinks,
-    file_size: int,
-    keep: bool,
-    trace_path: Optional[str],
-    progress: Any,
-    echo: Callable[[str], None],
-    warn: Callable[[str], None],
-) -> Dict[str, Any]:
+def grid_of(req: Any) -> Grid:
+    """The local grid of an io request. Neither --runtime nor --size: one pass over the files (a Budget
+    of zeros), so a buffered point reads each byte once, after its pages were dropped: no pass is served
+    by the page cache."""
+    from dlio.fsbench import points
+
+    return Grid(
+        req.rws,
+        req.bss,
+        req.engines,
+        req.qds,
+        req.threads,
+        req.direct,
+        req.cache,
+        req.fixedbufs,
+        req.regfiles,
+        points.Budget(runtime_ns=req.runtime_ns or 0, ramp_ns=req.ramp_ns, size=req.size or 0),
+    )
+
+
+def run_local(req: Any, console: Any) -> Dict[str, Any]:
     """`dlio-fast io` on this host: check what the grid needs, prepare the test files, run the grid."""
     from dlio import _core, counters
     from dlio.fsbench import points, testfiles
@@ -201,6 +211,13 @@ def run_local(
     from dlio.report import verdict
     from dlio.report.result import IO_SCHEMA, new_io_doc
 
+    g, paths, file_size, progress, warn = grid_of(req), list(req.paths), req.file_size, console.progress, console.warn
+    sinks = Sinks(req.json_path, req.csv_path)
+    sinks.check()
+    if req.trace_path:
+        output.check_output_path(req.trace_path)
+    to_err = "-" in (req.json_path, req.csv_path)  # a document on stdout: the table goes to stderr
+    echo = (lambda m: progress.echo(m, err=to_err)) if progress else console.table
     modes = io_modes(g, paths[0])
     todo = runnable(g, warn)
     if any(m[1] == "drop-all" for m in modes.values()) and os.geteuid() != 0:
@@ -224,10 +241,10 @@ def run_local(
     fits_in_ram_warning(modes, nbytes, warn, looping=bool(g.budget.runtime_ns) or g.budget.size > nbytes)
     flags = (_core.ENG_REGBUFS if g.fixedbufs else 0) | (_core.ENG_REGFILES if g.regfiles else 0)
     tracer = None
-    if trace_path:
+    if req.trace_path:
         from dlio.report.trace import Tracer
 
-        tracer = Tracer(None, path=trace_path, thread_names=lambda tid: f"worker {tid}")
+        tracer = Tracer(None, path=req.trace_path, thread_names=lambda tid: f"worker {tid}")
 
     def records() -> Iterator[Dict[str, Any]]:
         for k, (r, b, e, q, t) in enumerate(todo, 1):
@@ -242,14 +259,14 @@ def run_local(
                 progress.done()
             yield rec
 
-    doc = new_io_doc(IO_SCHEMA, paths=list(paths), files=fileset.paths)
+    doc = new_io_doc(IO_SCHEMA, paths=paths, files=fileset.paths)
     try:
         run_grid(records(), doc, POINT_HEADER, point_line, sinks, echo)
         for v in verdict.point_lines(doc["points"]):
             echo(v)
         return doc
     finally:
-        if not keep:
+        if not req.keep:
             fileset.cleanup()
         if tracer is not None:
             tracer.close()

@@ -367,7 +367,7 @@ def check_ready(comm, threads, collective):
     ok, why = mpi.mpiio_module().available()
     if not ok:
         raise DlioError(f"engine mpiio is not available: {why}")
-    if threads != [1]:
+    if list(threads) != [1]:
         raise DlioError(
             "--engine mpiio runs one I/O thread per rank (IOR's model): use mpiexec -n N "
             "for more streams, not --threads"
@@ -375,25 +375,7 @@ def check_ready(comm, threads, collective):
     return True
 
 
-def main(
-    paths,
-    rws,
-    bss,
-    layouts,
-    collective,
-    reorder,
-    hints,
-    threads,
-    file_size,
-    runtime_ns,
-    ramp_ns,
-    size,
-    cache,
-    json_path,
-    csv_path,
-    keep,
-    echo,
-):
+def main(req, console):
     """The `io --engine mpiio` grid on every rank (rank 0 prints and writes the sinks)."""
     from dlio import mpi
 
@@ -403,15 +385,24 @@ def main(
             "engine mpiio needs mpi4py (pip install mpi4py mpich) and is run under "
             "mpiexec: mpiexec -n N dlio-fast io --engine mpiio ..."
         )
+    paths, rws, bss, threads, collective, reorder = (
+        req.paths,
+        req.rws,
+        req.bss,
+        req.threads,
+        req.collective,
+        req.reorder,
+    )
+    runtime_ns, ramp_ns, size, cache = req.runtime_ns or 0, req.ramp_ns, req.size or 0, req.cache or "drop"
     check_ready(comm, threads, collective)
-    hint_pairs = parse_hints(hints)
+    hint_pairs = parse_hints(req.mpiio_hints)
     for r in rws:
         if r in ("write", "randwrite") and not (len(paths) == 1 and os.path.isdir(paths[0])):
             raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
 
     def records():
-        for layout in layouts:
-            files = prepare(comm, list(paths), layout, file_size, max(bss))
+        for layout in req.layouts:
+            files = prepare(comm, list(paths), layout, req.file_size, max(bss))
             try:
                 for r, b in combinations(rws, bss):
                     if files.per_rank < b:
@@ -427,7 +418,7 @@ def main(
                         cache,
                     )
             finally:
-                if not keep and files.created:
+                if not req.keep and files.created:
                     files.cleanup(comm)
 
     def line(rec):
@@ -436,9 +427,10 @@ def main(
             f"{'shift ' + str(rec['reorder_shift']) if reorder else 'no'}"
         )
 
-    say = echo if comm.rank == 0 else (lambda *a, **k: None)
+    say = console.table if comm.rank == 0 else (lambda *a, **k: None)
     doc = new_io_doc(IO_SCHEMA, paths=list(paths), ranks=comm.size)
-    out = Sinks(json_path, csv_path, csv_extra=("ranks", "layout", "mode"), csv_drop=("per_rank", "hints"))
+    out = Sinks(req.json_path, req.csv_path, csv_extra=("ranks", "layout", "mode"), csv_drop=("per_rank", "hints"))
+    out.check()  # on every rank, as before any point: a rank alone refusing would leave the others waiting
     run_grid(
         records(),
         doc,
@@ -448,3 +440,4 @@ def main(
         say,
         write=comm.rank == 0,
     )
+    return doc

@@ -10,6 +10,7 @@ at 8 in flight never PUTs the objects 64 would read), and removed at the end unl
 
 from __future__ import annotations
 
+import os
 import shutil
 from typing import Callable, Dict, List
 
@@ -38,25 +39,18 @@ def targets(object_size: int) -> tuple:
     )
 
 
-def run(
-    uri: str,
-    runtime_ns: int,
-    object_size: int,
-    max_threads: int,
-    max_qd: int,
-    endpoint: str | None,
-    json_path: str | None,
-    keep: bool,
-    echo: Callable[[str], None],
-) -> dict:
+def run(req, console) -> dict:
     """Check access, search each target, write the document (also when a probe fails)."""
+    uri, runtime_ns, json_path, keep, echo = req.path, req.runtime_ns, req.json_path, req.keep, console.table
+    object_size = req.object_size or 16 << 20
+    max_threads, max_qd = req.max_threads or os.cpu_count() or 1, req.max_qd or MAX_QD
     bucket, prefix = parse_uri(uri)
     if not SMALL_OBJECT <= object_size <= MAX_OBJECT:
         raise DlioError(f"--object-size {fmt_size(object_size)}: must be between 4 KiB and 64 MiB")
     if json_path:
         output.check_output_path(json_path)
     client.require_client()
-    settings = resolve(endpoint)
+    settings = resolve(req.endpoint)
     client.check_access(settings, bucket, prefix)
 
     created: set = set()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-from typing import Callable, Optional
 
 from dlio import output
 from dlio.config.engines import S3_ENGINE
@@ -36,67 +35,49 @@ def point_line(r: dict) -> str:
     )
 
 
-def refuse_file_options(**given: bool) -> None:
-    """Options of file points that mean nothing on S3 are refused, not silently ignored."""
-    bad = ["--" + k.replace("_", "-") for k, v in given.items() if v]
-    if bad:
-        raise DlioError(f"{', '.join(bad)}: file-only option(s), not used on s3:// paths (leave them out)")
-
-
-def run_io(
-    uris: list,
-    rws: list,
-    bss: list,
-    qds: list,
-    thrs: list,
-    file_size: int,
-    runtime_ns: Optional[int],
-    size: Optional[int],
-    ramp_ns: int,
-    cache: str,
-    endpoint: Optional[str],
-    json_path: Optional[str],
-    csv_path: Optional[str],
-    keep: bool,
-    echo: Callable[[str], None],
-) -> None:
-    """Check everything before any request is timed, create the test objects, run the grid."""
-    if len(uris) != 1:
+def check(req) -> None:
+    """What S3 cannot do, refused before any request (the options it does not take already are)."""
+    rws, bss, file_size = req.rws, req.bss, req.file_size
+    if len(req.paths) != 1:
         raise DlioError("io on S3 takes one s3://BUCKET/PREFIX (test objects are created under it)")
-    bucket, prefix = parse_uri(uris[0])
-    bad = [r for r in rws if r == "randwrite"]
-    if bad:
+    parse_uri(req.paths[0])
+    if "randwrite" in rws:
         raise DlioError("--rw randwrite: S3 objects are written whole; use --rw write (PUT)")
-    if cache == "drop":
+    if req.cache in ("drop", "drop-all"):
         raise DlioError(
-            "--cache drop has no meaning on S3 (no client page cache; the server's caches are its own): leave it out"
+            f"--cache {req.cache} has no meaning on S3 (no client page cache; the server's caches are its own): "
+            "leave it out"
         )
     for b in bss:
         if b < 1 or b > 64 << 20:
             raise DlioError(f"--bs {fmt_size(b)}: object / range size must be between 1 byte and 64 MiB")
-    if runtime_ns is not None and size is not None:
-        raise DlioError("give --runtime or --size, not both")
-    if runtime_ns is None and size is None:
-        runtime_ns = 5_000_000_000
-    if any(r == "randread" for r in rws) and file_size < max(bss):
+    if "randread" in rws and file_size < max(bss):
         raise DlioError(
             f"--file-size {fmt_size(file_size)} is smaller than --bs {fmt_size(max(bss))} "
             "(range GETs read --bs bytes inside --file-size objects)"
         )
-    if any(r == "randread" for r in rws) and file_size > MAX_RANGE_OBJECT:
+    if "randread" in rws and file_size > MAX_RANGE_OBJECT:
         raise DlioError(
             f"--file-size {fmt_size(file_size)}: range GETs read objects of at most {fmt_size(MAX_RANGE_OBJECT)} "
             "(each is written in one PUT from memory; S3 takes at most 5 GiB in one PUT)"
         )
+
+
+def run_io(req, console) -> dict:
+    """Check everything before any request is timed, create the test objects, run the grid."""
+    uris, file_size, size = list(req.paths), req.file_size, req.size
+    bucket, prefix = parse_uri(uris[0])
+    runtime_ns = req.runtime_ns if req.runtime_ns is not None or size is not None else 5_000_000_000
+    json_path, csv_path, echo = req.json_path, req.csv_path, console.table
     for p in (json_path, csv_path):
         if p:
             output.check_output_path(p)
     grid = [
         points.S3Point(r, b, q, t, b if r != "randread" else file_size)
-        for r in rws
-        for b in bss
-        for q in qds
-        for t in thrs
+        for r in req.rws
+        for b in req.bss
+        for q in req.qds
+        for t in req.threads
     ]
     for pt in grid:
         check_fits(
@@ -106,7 +87,7 @@ def run_io(
             "lower --bs, --qd or --threads",
         )
     client.require_client()
-    settings = resolve(endpoint)
+    settings = resolve(req.endpoint)
     client.check_access(settings, bucket, prefix)
 
     doc = new_io_doc(IO_SCHEMA, paths=list(uris), endpoint=settings.endpoint, client=S3_ENGINE, files=[], points=[])
@@ -116,7 +97,7 @@ def run_io(
 
     def records():
         for pt in grid:
-            rec = points.run_point(settings, bucket, prefix, pt, runtime_ns or 0, ramp_ns, size or 0, work)
+            rec = points.run_point(settings, bucket, prefix, pt, runtime_ns or 0, req.ramp_ns, size or 0, work)
             yield rec
             if rec.get("error"):
                 raise DlioRunError(
@@ -136,5 +117,6 @@ def run_io(
         shutil.rmtree(work, ignore_errors=True)
         if not started:
             sinks.write(doc)  # failed before the first point: still a document that says so
-        if not keep and doc["complete"]:
+        if not req.keep and doc["complete"]:
             client.run_task(settings, {"task": "delete", "bucket": bucket, "prefix": prefix + points.TEST_FOLDER})
+    return doc

@@ -154,7 +154,9 @@ def test_refusals(run_cli, s3env, monkeypatch):
     code, _, err = run_cli("io", "s3://abc/x", "--rw", "randwrite")
     assert code == 2 and "written whole" in one_line(err)
     code, _, err = run_cli("io", "s3://abc/x", "--direct", "--engine", "io_uring")
-    assert code == 2 and "--engine, --direct: file-only option(s)" in one_line(err)
+    line = one_line(err)
+    assert code == 2 and "--engine (for files, --engine mpiio), --direct/--buffered (for files" in line
+    assert "not used on s3:// paths; leave them out" in line
     code, _, err = run_cli("io", "s3://abc/x", "--rw", "randread", "--file-size", "6g")
     assert code == 2 and "--file-size 6GiB: range GETs read objects of at most 5GiB" in one_line(err)
     code, _, err = run_cli(
