@@ -92,9 +92,11 @@ def coerce(k: Key, e: Entry) -> Any:
     if t == "enum":
         s = str(v).strip().lower() if isinstance(v, (str, bool, int)) else None
         if s is not None:
+            # '-' and '_' are one letter here (io-uring, drop_all): compared as typed, returned as the row spells it
+            canon = {c.lower().replace("-", "_"): c for c in k.choices}
             s = k.aliases.get(s, s).replace("-", "_")
-            if s in k.choices:
-                return s
+            if s in canon:
+                return canon[s]
         raise problem(k.path, v, e.origin, f"expected one of {', '.join(k.choices)}")
     if t == "ints":
         if not isinstance(v, (list, tuple)):

@@ -904,3 +904,22 @@ def test_random_overrides_only_config_errors(items, prefix, env):
         load_config(sets=items, dlio_overrides=[prefix + t for t in items], env=env)
     except ConfigError as e:
         assert "\n" not in str(e)
+
+
+def test_every_enum_word_with_a_hyphen_loads_from_every_layer(tmp_path, monkeypatch):
+    """An enum choice spelled with '-' (dlio_fast.cache drop-all) was refused everywhere: the typed word
+    was compared after '-' became '_'. Every such choice, from --set, a YAML file and the environment."""
+    from dlio.config.schema import KEYS
+
+    hyphened = [(k, c) for k in KEYS if k.type == "enum" for c in k.choices if "-" in c]
+    assert hyphened  # drop-all at least
+    for k, choice in hyphened:
+        for typed in (choice, choice.replace("-", "_"), choice.upper()):
+            cfg = load_config(workload="default", sets=[f"{k.path}={typed}"], env={})
+            assert cfg.get(k.path) == choice
+        section, _, name = k.path.rpartition(".")
+        yml = tmp_path / "c.yaml"
+        yml.write_text(f"{section}:\n  {name}: {choice}\n")
+        assert load_config(config_file=yml, env={}).get(k.path) == choice
+        if k.env:
+            assert load_config(workload="default", env={k.env: choice}).get(k.path) == choice
