@@ -15,6 +15,8 @@ import time
 import numpy as np
 
 import dlio
+from dlio import tmpclaim
+from dlio.tmpclaim import TMP_MARK  # ".{name}.tmp-{pid}-{thread}", or a claim's token
 
 
 def _default(o):
@@ -27,15 +29,24 @@ def _default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-TMP_MARK = ".tmp-"  # ".{name}.tmp-{pid}-{thread}": what dataset generation cleans up after a crash
+@contextlib.contextmanager
+def atomic_path(final, fsync=False, claim_root=None):
+    """Yield a temporary name beside `final` to write; on success (fsynced when asked) it is renamed
+    to `final`, on any error removed: nothing half-written ever carries the final name. With
+    `claim_root` the name carries this process's claim on that folder (dlio.tmpclaim), so that a later
+    run can prove the file is a leftover of ours and remove it."""
+    d, name = os.path.split(os.path.abspath(final))
+    if claim_root is not None:
+        with tmpclaim.claimed(claim_root) as suffix:
+            with _renamed(final, os.path.join(d, f".{name}{suffix}-{threading.get_ident()}"), fsync) as tmp:
+                yield tmp
+        return
+    with _renamed(final, os.path.join(d, f".{name}{TMP_MARK}{os.getpid()}-{threading.get_ident()}"), fsync) as tmp:
+        yield tmp
 
 
 @contextlib.contextmanager
-def atomic_path(final, fsync=False):
-    """Yield a temporary name beside `final` to write; on success (fsynced when asked) it is renamed
-    to `final`, on any error removed: nothing half-written ever carries the final name."""
-    d, name = os.path.split(os.path.abspath(final))
-    tmp = os.path.join(d, f".{name}{TMP_MARK}{os.getpid()}-{threading.get_ident()}")
+def _renamed(final, tmp, fsync):
     try:
         yield tmp
         if fsync:
@@ -63,42 +74,6 @@ def _is_special(path):
     return not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode))
 
 
-_SWEPT = set()
-
-
-def remove_stale_tmp(folder):
-    """Remove `.{name}.tmp-{pid}-{thread}` files left by an interrupted run whose process is gone."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    removed = []
-    for e in names:
-        if not (e.startswith(".") and TMP_MARK in e):
-            continue
-        pid = e[e.rindex(TMP_MARK) + len(TMP_MARK) :].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
-            continue
-        p = os.path.join(folder, e)
-        try:
-            if stat.S_ISREG(os.lstat(p).st_mode):
-                os.unlink(p)
-                removed.append(p)
-        except OSError:
-            pass
-    return removed
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def result_path(path):
     """Where to write a result file `path`: a temporary name renamed over it (atomic) when `path` is
@@ -109,10 +84,8 @@ def result_path(path):
         yield final
         return
     folder = os.path.dirname(os.path.abspath(final))
-    if folder not in _SWEPT:
-        _SWEPT.add(folder)
-        remove_stale_tmp(folder)
-    with atomic_path(final, fsync=True) as tmp:
+    tmpclaim.sweep(folder)  # leftovers of a run that died while writing here, proven ours by its claim
+    with atomic_path(final, fsync=True, claim_root=folder) as tmp:
         yield tmp
 
 

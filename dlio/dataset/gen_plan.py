@@ -11,6 +11,7 @@ from typing import Dict, List
 
 import numpy as np
 
+from dlio import tmpclaim
 from dlio.dataset.formats import get_format
 from dlio.dataset.manifest import Manifest, load_saved, merge_parts
 from dlio.dataset.spec import (
@@ -24,7 +25,6 @@ from dlio.dataset.spec import (
     split_folder,
 )
 from dlio.errors import InsufficientSpace
-from dlio.output import TMP_MARK
 
 READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)  # a read-only mount, or a folder we may not write
 
@@ -83,24 +83,6 @@ def _listing(dirs):
         except OSError:
             out[d] = set()
     return out
-
-
-def _remove_stale_tmp(spec, paths, listing):
-    """Remove temporary files left by an interrupted run for the given final paths (and their
-    companion files)."""
-    stale = [(d, e) for d, names in listing.items() for e in names if e.startswith(".") and TMP_MARK in e]
-    if not stale:
-        return
-    fmt = get_format(spec.format)
-    wanted = set()
-    for p in paths:
-        wanted.update(os.path.split(q) for q in [p, *fmt.companions(p, spec)])
-    for d, e in stale:
-        if (d, e[1 : e.rindex(TMP_MARK)]) in wanted:
-            try:
-                os.unlink(os.path.join(d, e))
-            except OSError:
-                pass
 
 
 def require_space(spec, need, present):
@@ -191,7 +173,7 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1, check_space: bool = Tr
             todo.append(i)
     if todo and check_space:
         require_space(spec, int(np.ceil(estimated_sizes(spec, dims[np.array(todo)]).sum())), present)
-        _remove_stale_tmp(spec, [paths[i] for i in todo], listing)
+        tmpclaim.sweep(spec.data_folder, listing)  # an earlier generation that died: its claim proves them ours
     return GenPlan(spec, fmt, paths, dims, mine, todo, skipped, sizes, present, old, skipped_set=set(skipped))
 
 

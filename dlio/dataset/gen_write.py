@@ -13,12 +13,13 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
+from dlio import tmpclaim
 from dlio.dataset.formats import mix_seed, mix_seeds
 from dlio.dataset.formats.program import Program
 from dlio.dataset.gen_plan import GenPlan, free_bytes
 from dlio.dataset.spec import estimated_sizes
 from dlio.errors import DatasetError, InsufficientSpace
-from dlio.output import TMP_MARK, atomic_path
+from dlio.output import atomic_path
 
 BATCH_BYTES = 64 << 20  # a thread's batch of files: about this many bytes ...
 BATCH_FILES = 512  # ... or this many files (bounds the programs held in memory)
@@ -74,19 +75,20 @@ def _write_batch(
     prog.finish()
     done = 0
     if prog.paths:
-        complete = _core.gen_files(
-            f"{TMP_MARK}{os.getpid()}-gen",  # temporary names .NAME.tmp-PID-gen (without O_TMPFILE)
-            prog.paths,
-            prog.seeds,
-            prog.first,
-            prog.counts(),
-            prog.seg_array(),
-            bytes(prog.blob),
-            fsync=fsync,
-            stop=stop,
-            counters=counters,
-            direct=direct,
-        )
+        with tmpclaim.claimed(spec.data_folder) as suffix:  # temporary names .NAME.tmp-TOKEN-gen (no O_TMPFILE)
+            complete = _core.gen_files(
+                suffix + "-gen",
+                prog.paths,
+                prog.seeds,
+                prog.first,
+                prog.counts(),
+                prog.seg_array(),
+                bytes(prog.blob),
+                fsync=fsync,
+                stop=stop,
+                counters=counters,
+                direct=direct,
+            )
         if not complete:  # stopped between files (another thread failed, or an interrupt)
             return done
         for k, i in main_of.items():
@@ -96,7 +98,7 @@ def _write_batch(
         if stop[0]:
             break
         p = pl.paths[i]
-        with atomic_path(p, fsync=fsync) as tmp:
+        with atomic_path(p, fsync=fsync, claim_root=spec.data_folder) as tmp:
             n = fmt.write(
                 tmp, tuple(int(x) for x in pl.dims[i]), spf, spec, mix_seed(spec.seed_content, i), final=p, index=i
             )

@@ -7,23 +7,26 @@ create are used as they are, read only unless the user asks for writes on them.
 
 import contextlib
 import errno
+import fcntl
 import os
 import stat
 
-from dlio import _core
+from dlio import _core, tmpclaim
 from dlio.errors import DlioError, os_error_message
-from dlio.output import atomic_path, remove_stale_tmp
+from dlio.output import atomic_path
 
 PREFIX = "dlio-fast-io"
 
 
 class FileSet:
-    """The files of one io run. created: paths we made (removed by cleanup unless keep)."""
+    """The files of one io run. created: paths we made (removed by cleanup unless keep); lock: the
+    folder's lock this run holds while it uses the files."""
 
-    def __init__(self, paths, sizes, created=()):
+    def __init__(self, paths, sizes, created=(), lock=None):
         self.paths = list(paths)
         self.sizes = list(sizes)
         self.created = list(created)
+        self.lock = lock
 
     def cleanup(self):
         for p in self.created:
@@ -32,6 +35,31 @@ class FileSet:
             except FileNotFoundError:
                 pass
         self.created = []
+        if self.lock is not None:
+            os.close(self.lock)  # closing the file releases its flock
+            self.lock = None
+
+
+LOCK = ".dlio-fast-io.lock"
+
+
+def lock_folder(folder):
+    """Hold the folder's io lock (flock, released when the run ends or dies): two runs in one folder
+    would share, overwrite and delete each other's test files and both report clean figures."""
+    path = os.path.join(folder, LOCK)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise DlioError(os_error_message(e, path, "test in another folder")) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise DlioError(
+            f"{folder}: another dlio-fast io or ceiling run is using this folder's test files; wait for it to "
+            "end, or test in another folder"
+        ) from None
+    return fd
 
 
 def check_writable_dir(path):
@@ -60,17 +88,22 @@ def prepare(targets, nfiles, file_size, seed=1):
                 f"{file_size / 2**30:.2f} GiB but only {free / 2**30:.2f} GiB is free "
                 "(use a smaller --file-size or fewer --threads)"
             )
-        remove_stale_tmp(folder)
-        paths, created = [], []
-        for i, p in enumerate(_paths(folder, nfiles)):
-            check_ours(p)
-            if not (os.path.exists(p) and os.path.getsize(p) == file_size):
-                _write_full(p, file_size, seed + i)
-                created.append(p)
-            else:
-                created.append(p)  # ours by name: removed too unless --keep
-            paths.append(p)
-        return FileSet(paths, [file_size] * nfiles, created)
+        lock = lock_folder(folder)
+        try:
+            tmpclaim.sweep(folder)  # temporary files of an earlier run that died, proven ours by its claim
+            paths, created = [], []
+            for i, p in enumerate(_paths(folder, nfiles)):
+                check_ours(p)
+                if not (os.path.exists(p) and os.path.getsize(p) == file_size):
+                    _write_full(p, file_size, seed + i)
+                    created.append(p)
+                else:
+                    created.append(p)  # ours by name: removed too unless --keep
+                paths.append(p)
+            return FileSet(paths, [file_size] * nfiles, created, lock)
+        except BaseException:
+            os.close(lock)
+            raise
     sizes = []
     for p in targets:
         if not os.path.exists(p):
@@ -100,6 +133,11 @@ def check_ours(path):
         )
     if not stat.S_ISREG(st.st_mode):
         raise DlioError(f"{path}: exists and is not a regular file (remove it, or test in another folder)")
+    if st.st_nlink > 1:
+        raise DlioError(
+            f"{path}: has {st.st_nlink} names (hard links): a write test would write into the file under its "
+            "other names too; remove this name, or test in another folder"
+        )
     if st.st_uid != os.geteuid():
         raise DlioError(
             f"{path}: exists and belongs to another user (uid {st.st_uid}); remove it, or test in another folder"
@@ -128,7 +166,7 @@ def writing_test_data(path):
 
 
 def _write_full(path, size, seed):
-    with writing_test_data(path), atomic_path(path, fsync=True) as tmp:
+    with writing_test_data(path), atomic_path(path, fsync=True, claim_root=os.path.dirname(path)) as tmp:
         fd = create_exclusive(tmp)
         try:
             _core.write_random(fd, 0, size, seed, 4 << 20)

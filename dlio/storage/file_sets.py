@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -190,6 +191,26 @@ def remove_partial(paths: Sequence[str]) -> None:
             pass
 
 
+def own_names(paths: Sequence[str]) -> None:
+    """Before a write: a name that is a symbolic link or a file with other names (hard links) is removed,
+    so the write makes a file of its own and never writes through into something elsewhere; a regular
+    file of one name is truncated in place, as a framework's save does."""
+    for p in paths:
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise DlioRunError(os_error_message(e, p)) from None
+        if stat.S_ISDIR(st.st_mode):
+            raise DlioRunError(f"{p}: a folder where a checkpoint file goes; remove it or use another folder")
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            try:
+                os.unlink(p)
+            except OSError as e:
+                raise DlioRunError(os_error_message(e, p)) from None
+
+
 def _fsync_one(p: str) -> None:
     fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -224,6 +245,7 @@ def write_set(paths: Sequence[str], sizes: Sequence[int], content: SetContent, o
         sizes, _core.OP_WRITE, o.transfer, align, threads_for(sizes, o.transfer, o.threads)
     )
     check_free_space(parent, paths, int(sum(sizes)))
+    own_names(paths)
     if o.before_window is not None:
         o.before_window()
     try:
@@ -240,7 +262,7 @@ def _timed_write(paths, sizes, content, o, direct, align, ops, first, nthreads, 
         for d in folders:
             os.makedirs(d, exist_ok=True)
         for p in paths:  # the C engines open with O_CREAT but not O_TRUNC
-            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
     except OSError as e:
         raise DlioRunError(os_error_message(e, e.filename or folders[0], None)) from None
     m_prep = time.monotonic_ns()

@@ -11,7 +11,7 @@ import time
 import pytest
 from conftest import one_line
 
-from dlio import output
+from dlio import output, tmpclaim
 from dlio.errors import ConfigError, DlioError
 
 
@@ -63,15 +63,46 @@ def test_result_files_are_atomic_for_files_and_written_through_for_devices(tmp_p
     assert not [f for f in os.listdir(tmp_path) if output.TMP_MARK in f]
 
 
-def test_stale_temporaries_of_a_dead_run_are_removed_live_ones_kept(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    pid = int(dead.stdout)
-    stale = tmp_path / f".r.json{output.TMP_MARK}{pid}-1"
-    live = tmp_path / f".r.json{output.TMP_MARK}{os.getppid()}-1"
-    stale.write_text("x")
-    live.write_text("x")
-    output.remove_stale_tmp(str(tmp_path))
-    assert not stale.exists() and live.exists()
+# A process that claims a folder, writes a temporary file under its claim and dies (os._exit: no clean-up).
+DIES_WRITING = """
+import os, sys
+from dlio import tmpclaim
+d, name = os.path.split(sys.argv[1])
+t = os.path.join(d, f".{name}{tmpclaim.claim(d)}-1")
+open(t, "w").write("half")
+print(t, flush=True)
+os._exit(9)
+"""
+# One that claims it and stays alive (its temporary file is being written).
+WRITING = DIES_WRITING.replace("os._exit(9)", "sys.stdin.read()")
+
+
+def test_only_temporaries_a_claim_proves_ours_are_removed(tmp_path):
+    """Leftovers are removed by proof (the claim of a dead process), never by their name: a user's file
+    named like one of ours stays, and so does a live run's temporary file."""
+    dead = subprocess.run(
+        [sys.executable, "-c", DIES_WRITING, str(tmp_path / "r.json")], capture_output=True, text=True
+    )
+    stale = dead.stdout.strip()
+    live = subprocess.Popen(
+        [sys.executable, "-c", WRITING, str(tmp_path / "s.json")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        writing = live.stdout.readline().strip()
+        gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        users = tmp_path / f".notes{output.TMP_MARK}{int(gone.stdout)}-1"  # named like a temporary file of old
+        users.write_text("mine")
+        removed = tmpclaim.sweep(str(tmp_path))
+        assert removed == [stale] and not os.path.exists(stale)
+        assert os.path.exists(writing) and users.read_text() == "mine"
+        assert [f for f in os.listdir(tmp_path) if f.startswith(tmpclaim.CLAIM)] == [
+            os.path.basename(next(p for p in os.listdir(tmp_path) if p.startswith(tmpclaim.CLAIM)))
+        ]  # the live claim only
+    finally:
+        live.communicate("")
 
 
 def test_io_json_to_a_fifo_and_csv_through_a_symlink(run_cli, tmp_path):
@@ -128,12 +159,15 @@ def test_write_test_never_writes_through_what_it_did_not_create(run_cli, tmp_pat
 
 
 def test_write_test_removes_leftover_temporaries(run_cli, tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    left = tmp_path / f".dlio-fast-io.0.dat{output.TMP_MARK}{int(dead.stdout)}-7"
-    left.write_bytes(b"x" * 1000)
+    dead = subprocess.run(
+        [sys.executable, "-c", DIES_WRITING, str(tmp_path / "dlio-fast-io.0.dat")], capture_output=True, text=True
+    )
+    left = dead.stdout.strip()
+    token = left.rsplit(output.TMP_MARK, 1)[1].split("-")[0]
+    assert os.path.exists(tmp_path / (tmpclaim.CLAIM + token))
     code, out, err = run_cli("io", tmp_path, "--rw", "write", "--bs", "64k", "--file-size", "64k", "--size", "64k")
     assert code == 0, err
-    assert not left.exists()
+    assert not os.path.exists(left) and not os.path.exists(tmp_path / (tmpclaim.CLAIM + token))
 
 
 @pytest.mark.parametrize("prefix", ["../x", "a/b", "..", "", "/etc/passwd", "x..y", "a\0b"])
@@ -274,3 +308,54 @@ def test_report_outputs_to_a_fifo_are_written_through(run_cli, tmp_path, a_run, 
     assert code == 0, err
     assert got and len(got[0]) > 20 and stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert not [f for f in os.listdir(tmp_path) if output.TMP_MARK in f]
+
+
+def test_io_write_never_writes_through_a_hard_link(run_cli, tmp_path):
+    """A test file name hard-linked to a file outside the folder: refused, the other file unchanged."""
+    outside, data = tmp_path / "precious.dat", tmp_path / "d"
+    data.mkdir()
+    outside.write_bytes(b"precious" * 8192)
+    os.link(outside, data / "dlio-fast-io.0.dat")
+    code, out, err = run_cli("io", data, "--rw", "write", "--bs", "64k", "--file-size", "64k", "--size", "64k")
+    assert code == 2 and "hard links" in one_line(err) and "dlio-fast-io.0.dat" in one_line(err)
+    assert outside.read_bytes() == b"precious" * 8192
+
+
+@pytest.mark.parametrize("kind", ["hardlink", "symlink"])
+def test_checkpoint_save_never_writes_through_a_link(tmp_path, kind):
+    """A checkpoint file's name that is a link to a file elsewhere: the save makes a file of its own."""
+    from dlio.checkpoint import save as ckpt_save
+    from dlio.checkpoint.layout import plan_checkpoint, step_folder
+    from dlio.config.load import load_config
+
+    folder = tmp_path / "ck"
+    cfg = load_config(
+        workload="default",
+        sets=["workflow.checkpoint=true", "model.model_size_bytes=65536", f"checkpoint.checkpoint_folder={folder}"],
+        env={},
+    )
+    (first,) = [f.name for f in plan_checkpoint(cfg, 0, 1).files][:1]
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"v" * 100)
+    target = folder / step_folder(1, 1) / first
+    target.parent.mkdir(parents=True)
+    os.link(victim, target) if kind == "hardlink" else target.symlink_to(victim)
+    rec = ckpt_save.save(cfg, None, 1, 1)
+    assert victim.read_bytes() == b"v" * 100
+    assert not target.is_symlink() and os.stat(target).st_nlink == 1 and rec["bytes"] >= 65536
+
+
+def test_two_io_runs_never_share_a_folder(run_cli, tmp_path):
+    """While one run holds the folder's test files, a second is refused (they would overwrite and delete
+    each other's files and both report clean figures)."""
+    from dlio.fsbench import testfiles
+
+    held = testfiles.lock_folder(str(tmp_path))  # another run, in the middle of its points
+    try:
+        code, out, err = run_cli("io", tmp_path, "--rw", "write", "--bs", "64k", "--file-size", "64k", "--size", "64k")
+        assert code == 2 and "another dlio-fast io or ceiling run is using this folder" in one_line(err)
+        assert not os.path.exists(tmp_path / "dlio-fast-io.0.dat")
+    finally:
+        os.close(held)
+    code, out, err = run_cli("io", tmp_path, "--rw", "write", "--bs", "64k", "--file-size", "64k", "--size", "64k")
+    assert code == 0, err

@@ -3,6 +3,8 @@ temporary names, free-space check, ranks, progress) and the manifest (generated 
 
 import os
 import struct
+import subprocess
+import sys
 from collections import namedtuple
 
 import numpy as np
@@ -198,12 +200,20 @@ def test_stale_temp_files_are_removed(tmp_path):
     generate(s)
     p = file_paths(s, "train")[1]
     os.unlink(p)
-    stale = os.path.join(os.path.dirname(p), f".{os.path.basename(p)}.tmp-99999999")
-    open(stale, "wb").write(b"junk")
-    other = os.path.join(os.path.dirname(p), ".unrelated.tmp-1")
-    open(other, "wb").write(b"keep")
+    # a generation that died writing p: its temporary file under its claim on the data folder
+    dies = (
+        "import os, sys; from dlio import output; "
+        "cm = output.atomic_path(sys.argv[1], claim_root=sys.argv[2]); t = cm.__enter__(); "
+        "open(t, 'wb').write(b'junk'); print(t, flush=True); os._exit(9)"
+    )
+    stale = subprocess.run(
+        [sys.executable, "-c", dies, p, s.data_folder], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    assert os.path.exists(stale)
+    named_alike = os.path.join(os.path.dirname(p), f".{os.path.basename(p)}.tmp-99999999")  # no claim: not ours
+    open(named_alike, "wb").write(b"keep")
     r = generate(s)
-    assert r.files_written == 1 and not os.path.exists(stale) and os.path.exists(other)
+    assert r.files_written == 1 and not os.path.exists(stale) and os.path.exists(named_alike)
 
 
 def test_insufficient_space(tmp_path, monkeypatch):
