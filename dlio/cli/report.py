@@ -103,7 +103,7 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
         for p in written:
             click.echo(f"plot: {p}", err=True)
     if html_path:
-        from dlio.report import checks
+        from dlio.mlperf import checks_v2 as checks
         from dlio.report import html as html_report
 
         if written:
@@ -148,7 +148,8 @@ def check(paths, ram, rules_version):
 
     Prints PASS or FAIL with the figure for each; exit status 1 if any fails.
     """
-    from dlio.report import checks, source
+    from dlio.mlperf import checks_v2 as checks
+    from dlio.report import source
 
     ram_bytes = _ram(ram)
     sources = source.load_all(paths)

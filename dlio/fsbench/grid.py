@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 from dlio import output
 from dlio.errors import DlioError, Interrupted
 from dlio.execute import late_signal_note, pending, stop_signals_deferred
-from dlio.fsbench.table import IO_COLUMNS, flat_point
+from dlio.report.io_table import IO_COLUMNS, flat_point
 
 
 @dataclass(frozen=True)
@@ -197,8 +197,8 @@ def run_local(
     """`dlio-fast io` on this host: check what the grid needs, prepare the test files, run the grid."""
     from dlio import _core, counters
     from dlio.fsbench import points, testfiles
-    from dlio.fsbench.table import POINT_HEADER, point_line
     from dlio.report import verdict
+    from dlio.report.io_table import POINT_HEADER, point_line
     from dlio.report.result import IO_SCHEMA, new_io_doc
 
     modes = io_modes(g, paths[0])

@@ -10,7 +10,7 @@ Checkpoint records across all folders: 4.x 10 writes then 10 reads; 4.7.1 the fi
 30 s of the last write ending (measured from the records' wall clocks); 4.3.1 the cache was flushed
 before the reads when the data written per client is under 3x its RAM.
 
-Each check is (name, passed, figure) with the rule's number leading the name, as checks.run_checks.
+Each check is (name, passed, figure) with the rule's number leading the name, as checks_v2.run_checks.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from dlio.mlperf import checks_v2 as v2
 from dlio.mlperf import datasize, rules
-from dlio.report import checks as v2
 from dlio.units import fmt_bytes
 
 Check = Tuple[str, bool, str]

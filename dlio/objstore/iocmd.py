@@ -8,10 +8,10 @@ from typing import Callable, Optional
 from dlio import output
 from dlio.errors import DlioError, DlioRunError
 from dlio.fsbench.grid import Sinks, run_grid
-from dlio.fsbench.table import POINT_HEADER
 from dlio.memcheck import check_fits
 from dlio.objstore import client, points
 from dlio.objstore.settings import parse_uri, resolve
+from dlio.report.io_table import POINT_HEADER
 from dlio.report.result import IO_SCHEMA, new_io_doc
 from dlio.units import fmt_ns, fmt_size
 

@@ -323,7 +323,7 @@ def point_field(p, key):
     if key == "mode":
         if "direct" not in p:
             return None
-        from dlio.fsbench.table import mode
+        from dlio.report.io_table import mode
 
         return mode(p)
     return p.get(key)

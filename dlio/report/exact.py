@@ -1,7 +1,7 @@
 """dlio-fast's own figures of a run, next to DLIO's: exact() (one window per block, bytes really read,
 merged latency histograms), dlio-fast.json (dlio_fast_doc) and the console's final table (exact_table).
 
-Pure functions of the Result, as dlio_files' renderers are (dlio.report.dlio_files has DLIO's files).
+Pure functions of the Result, as dlio_files' renderers are (dlio.report.dlio.files has DLIO's files).
 """
 
 import numpy as np
@@ -9,7 +9,7 @@ import numpy as np
 from dlio import stats
 from dlio.report import checkpoint as ckpt_figures
 from dlio.report import metrics
-from dlio.report.dlio_files import checkpoint_records, dialect, summary, train_figures
+from dlio.report.dlio.files import checkpoint_records, dialect, summary, train_figures
 from dlio.report.result import RUN_SCHEMA
 from dlio.units import fmt_ns
 

@@ -6,7 +6,7 @@ import html
 import os
 import time
 
-from dlio.report import checks as checks_mod
+from dlio.mlperf import checks_v2 as checks_mod
 from dlio.report import tables
 
 STYLE = """

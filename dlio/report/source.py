@@ -58,7 +58,7 @@ def load(path):
     path = str(path)
     if not os.path.exists(path):
         raise DlioError(f"{path}: no such run folder or result file")
-    from dlio.report import dlio_folder
+    from dlio.report.dlio import folder as dlio_folder
 
     if dlio_folder.is_dlio_folder(path):
         doc, summary = dlio_folder.load_dlio_folder(path)
@@ -101,7 +101,7 @@ def load(path):
 
 
 def _compute_summary(doc, where):
-    from dlio.report import dlio_files
+    from dlio.report.dlio import files as dlio_files
 
     try:
         return dlio_files.summary(doc)

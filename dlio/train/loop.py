@@ -25,7 +25,8 @@ from dlio.dataset.spec import dataset_spec, file_paths
 from dlio.errors import DlioError, DlioRunError, Interrupted
 from dlio.execute import execute_partial, interruptible
 from dlio.host import drop_cache, drop_host_cache, iso
-from dlio.report import dlio_host, metrics
+from dlio.report import metrics
+from dlio.report.dlio import host as dlio_host
 from dlio.report.result import new_rank_record
 from dlio.train import planner
 from dlio.train.epoch_record import (

@@ -17,7 +17,9 @@ from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.errors import ConfigError, DlioError, DlioRunError
 from dlio.execute import Interrupted, late_signal_note, pending, stop_signals_deferred
 from dlio.host import host_info, iso
-from dlio.report import dlio_files, dlio_host, exact
+from dlio.report import exact
+from dlio.report.dlio import files as dlio_files
+from dlio.report.dlio import host as dlio_host
 from dlio.report.result import build_result, new_rank_record
 from dlio.train import loop
 from dlio.train.results_out import write_with_fallback
@@ -425,11 +427,12 @@ def _finish(s: Session, rank_rec, failure) -> None:
     records = comm.gather(rank_rec)
     lost = None
     if comm.rank == 0:
-        from dlio.report import hydra_files, verdict
+        from dlio.report import verdict
+        from dlio.report.dlio import hydra as hydra_files
 
         verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
-        # + DLIO's host_cpuinfo / host_meminfo / host_processor_name, read at the start (dlio.report.dlio_host)
+        # + DLIO's host_cpuinfo / host_meminfo / host_processor_name, read at the start (dlio.report.dlio.host)
         result["host"].update(s.proc_info or dlio_host.proc_info())
         result["verdicts"] = verdicts
         where, lost = write_with_fallback(

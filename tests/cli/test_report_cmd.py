@@ -15,7 +15,9 @@ from dlio.cli import main as cli_mod
 from dlio.cli.report import check as check_cmd
 from dlio.cli.report import report as report_cmd
 from dlio.errors import DlioError
-from dlio.report import checks, compare, dlio_files, plots, source
+from dlio.mlperf import checks_v2 as checks
+from dlio.report import compare, plots, source
+from dlio.report.dlio import files as dlio_files
 from dlio.report.result import RUN_SCHEMA
 
 # the lead registers these in dlio/cli.py; until then (and harmlessly after) the tests do

@@ -12,7 +12,8 @@ import pytest
 import yaml
 from test_report_cmd import make_result, write_run
 
-from dlio.report import checks, source
+from dlio.mlperf import checks_v2 as checks
+from dlio.report import source
 
 
 def write_dlio_folder(

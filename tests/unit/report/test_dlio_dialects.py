@@ -10,7 +10,11 @@ import pytest
 from test_report import OFF_NS, REC, later, make_result, wall_ns
 
 from dlio.config.load import load_config
-from dlio.report import dlio_files, dlio_host, dlio_log, exact, hydra_files
+from dlio.report import exact
+from dlio.report.dlio import files as dlio_files
+from dlio.report.dlio import host as dlio_host
+from dlio.report.dlio import hydra as hydra_files
+from dlio.report.dlio import log as dlio_log
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -264,7 +268,7 @@ def test_dlio_folder_reads_the_mlperf_layout(tmp_path):
 
     from test_dlio_interchange import GOLDEN
 
-    from dlio.report import dlio_folder
+    from dlio.report.dlio import folder as dlio_folder
 
     src = f"{GOLDEN}/current-train"
     shutil.copytree(src, tmp_path / "run")

@@ -171,7 +171,8 @@ def test_combine_adds_the_ranks_of_a_host():
 
 def test_report_table_and_check_read_the_recorded_verdicts(tmp_path):
     """verdict_lines puts each epoch's verdict next to its counters; check_not_cache fails on cache."""
-    from dlio.report import checks, tables
+    from dlio.mlperf import checks_v2 as checks
+    from dlio.report import tables
     from dlio.report.source import Source
 
     cached = c(device_bytes=100, resident_before=1.0, reader_cpu_s=1.0)

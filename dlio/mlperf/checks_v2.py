@@ -15,7 +15,8 @@ A DLIO output folder is checked on what DLIO recorded (its AU formula, its sampl
 run_checks() returns (name, passed, figure_text) tuples, passed None for a note; nothing here prints.
 """
 
-from dlio.report import dlio_files, exact
+from dlio.report import exact
+from dlio.report.dlio import files as dlio_files
 from dlio.units import fmt_bytes
 
 RAM_FACTOR = 5
@@ -78,7 +79,7 @@ def check_steps(result):
 
 def _summary(result):
     """DLIO's summary.json of the run: the one DLIO wrote for a DLIO folder, else computed."""
-    from dlio.report.dlio_folder import dlio_summary
+    from dlio.report.dlio.folder import dlio_summary
 
     return dlio_summary(result) or dlio_files.summary(result)
 

@@ -15,7 +15,8 @@ from typing import Any, Dict, List
 import numpy as np
 
 from dlio.report import checkpoint as ckpt_figures
-from dlio.report import dlio_files, metrics
+from dlio.report import metrics
+from dlio.report.dlio import files as dlio_files
 
 CACHE_WARNING = (
     "The amount of dataset is smaller than the host memory; data might be cached after the first epoch. "

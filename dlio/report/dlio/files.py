@@ -348,7 +348,7 @@ def _mean_sd(m, prefix, suffix, dec):
 
 
 def metric_lines(result):
-    """DLIO's [METRIC] block, for the console (dlio.log has DLIO's exact block: dlio.report.dlio_log)."""
+    """DLIO's [METRIC] block, for the console (dlio.log has DLIO's exact block: dlio.report.dlio.log)."""
     s = summary(result)
     m = s["metric"]
     lines = [
@@ -402,7 +402,7 @@ def write_rank_files(result, folder, rank):
 
 def write_all(result, folder, resolved_config_yaml=None, hydra=None, hydra_subdir=".hydra"):
     """Write every output file of a run into folder (each atomically). Rank 0 calls this.
-    hydra: dlio.report.hydra_files.documents(cfg) ({file name: text}), written into the folder's
+    hydra: dlio.report.dlio.hydra.documents(cfg) ({file name: text}), written into the folder's
     hydra_subdir (Hydra's hydra.output_subdir: MLPerf Storage's benchmark.sh sets it to "configs";
     None writes none, as hydra.output_subdir=null does)."""
     os.makedirs(folder, exist_ok=True)
@@ -422,6 +422,6 @@ def write_all(result, folder, resolved_config_yaml=None, hydra=None, hydra_subdi
         os.makedirs(os.path.join(folder, hydra_subdir), exist_ok=True)
         for name, text in hydra.items():
             output.atomic_write_text(os.path.join(folder, hydra_subdir, name), text)
-    from dlio.report import dlio_log
+    from dlio.report.dlio import log as dlio_log
 
     output.atomic_write_text(os.path.join(folder, "dlio.log"), dlio_log.render(result, folder))
