@@ -17,7 +17,7 @@ from dlio.dataset.spec import dataset_bytes, dataset_spec, file_paths
 from dlio.errors import ConfigError, DlioError, DlioRunError
 from dlio.execute import Interrupted, late_signal_note, pending, stop_signals_deferred
 from dlio.host import host_info, iso
-from dlio.report import exact
+from dlio.report import exact, run_files
 from dlio.report.dlio import files as dlio_files
 from dlio.report.dlio import host as dlio_host
 from dlio.report.result import build_result, new_rank_record
@@ -420,7 +420,7 @@ def _finish(s: Session, rank_rec, failure) -> None:
         # Another rank may be gone or stuck: no collective operation from here on. Each rank
         # keeps what it measured in its own files; a failed rank's error then aborts the job.
         partial = _result(cfg, s.spec, comm.size, [rank_rec], s.start, end, False, reason, s.nbytes)
-        _, lost = write_with_fallback(lambda d: dlio_files.write_rank_files(partial, d, comm.rank), s.folder)
+        _, lost = write_with_fallback(lambda d: run_files.write_rank_files(partial, d, comm.rank), s.folder)
         if lost:
             s.warn(f"warning: rank {comm.rank}: {lost}")
         raise failure
@@ -436,7 +436,7 @@ def _finish(s: Session, rank_rec, failure) -> None:
         result["host"].update(s.proc_info or dlio_host.proc_info())
         result["verdicts"] = verdicts
         where, lost = write_with_fallback(
-            lambda d: dlio_files.write_all(
+            lambda d: run_files.write_all(
                 result, d, cfg.to_yaml(), hydra_files.documents(cfg), hydra_files.subdir(cfg)
             ),
             s.folder,

@@ -16,8 +16,7 @@ from dlio.cli.report import check as check_cmd
 from dlio.cli.report import report as report_cmd
 from dlio.errors import DlioError
 from dlio.mlperf import checks_v2 as checks
-from dlio.report import compare, plots, source
-from dlio.report.dlio import files as dlio_files
+from dlio.report import compare, plots, run_files, source
 from dlio.report.result import RUN_SCHEMA
 
 # the lead registers these in dlio/cli.py; until then (and harmlessly after) the tests do
@@ -176,9 +175,9 @@ CKPTS = [
 
 
 def write_run(folder, result, checkpoints=None, dlio_ckpt=None):
-    """dlio_files.write_all, plus the checkpoint records in dlio-fast.json and DLIO's checkpoint means
+    """run_files.write_all, plus the checkpoint records in dlio-fast.json and DLIO's checkpoint means
     (dlio_ckpt: {'save': GB/s, 'load': GB/s}) in summary.json."""
-    dlio_files.write_all(result, str(folder))
+    run_files.write_all(result, str(folder))
     if dlio_ckpt:
         sp = os.path.join(folder, "summary.json")
         s = json.load(open(sp))
