@@ -103,7 +103,7 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
         for p in written:
             click.echo(f"plot: {p}", err=True)
     if html_path:
-        from dlio.mlperf import checks_v2 as checks
+        from dlio.mlperf import checks_v2
         from dlio.report import html as html_report
 
         if written:
@@ -117,7 +117,7 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         runs = [s for s in sources if s.kind == "run"]
-        chk = checks.run_checks([s.doc for s in runs], ram_bytes, [s.label for s in runs]) if runs else None
+        chk = checks_v2.run_checks([s.doc for s in runs], ram_bytes, [s.label for s in runs]) if runs else None
         title = "dlio-fast report: " + ", ".join(s.label for s in sources)
         _write(html_path, html_report.render(rep, images, chk, title), "the HTML report")
 
@@ -148,7 +148,7 @@ def check(paths, ram, rules_version):
 
     Prints PASS or FAIL with the figure for each; exit status 1 if any fails.
     """
-    from dlio.mlperf import checks_v2 as checks
+    from dlio.mlperf import checks
     from dlio.report import source
 
     ram_bytes = _ram(ram)
@@ -160,12 +160,10 @@ def check(paths, ram, rules_version):
         from dlio.mlperf.rules import claimed
 
         rules_version = "v3.0" if all(claimed(s.doc.get("workload")) for s in sources) else "v2.0"
-    res = checks.run_checks_rules([s.doc for s in sources], rules_version, ram_bytes, [s.label for s in sources])
+    res = checks.run_checks([s.doc for s in sources], rules_version, ram_bytes, [s.label for s in sources])
     if rules_version == "v3.0":
-        from dlio.mlperf.checks_v3 import table
-
         click.echo(f"MLPerf Storage {rules_version} rules")
-    for line in table(res) if rules_version == "v3.0" else checks.lines(res):
+    for line in checks.lines(res, rules_version):
         click.echo(line)
     real = [ok for _, ok, _ in res if ok is not None]  # notes (ok None) are not checks
     failed = sum(not ok for ok in real)

@@ -1,4 +1,5 @@
-"""The comparison report rendered: text tables, Markdown, CSV and JSON (dlio-fast report)."""
+"""The comparison report rendered: text tables, Markdown, CSV and JSON (dlio-fast report); and checks
+((name, passed, figure) tuples, dlio.mlperf) as PASS / FAIL / NOTE lines."""
 
 import csv
 import io
@@ -272,3 +273,13 @@ def verdict_lines(sources):
     return (
         ["", "verdicts (is this a storage result?):"] + _text_table(head, rows, left=3) + [f"thresholds: {THRESHOLDS}"]
     )
+
+
+def check_verdict(ok):
+    """PASS / FAIL, or NOTE for what is not a check (ok None)."""
+    return "NOTE" if ok is None else ("PASS" if ok else "FAIL")
+
+
+def check_lines(checks):
+    """'PASS  name: figure' lines of (name, passed, figure) checks."""
+    return [f"{check_verdict(ok)}  {name}: {text}" for name, ok, text in checks]
