@@ -93,7 +93,8 @@ def checkpoint_figures(summary, doc):
     return out
 
 
-def _ckpt_records(doc):
+def checkpoint_records_of(doc):
+    """The checkpoint records of a run document (dlio-fast.json) or of a Result in memory."""
     c = (doc or {}).get("checkpoints")
     if isinstance(c, dict):
         c = c.get("all_records") or c.get("records") or c.get("checkpoints")
@@ -107,7 +108,7 @@ def _ckpt_records(doc):
 def checkpoint_series(doc):
     """{'save': [GiB/s of each checkpoint, all ranks together], 'load': [...]} in checkpoint order."""
     groups = {}
-    for pos, e in enumerate(_ckpt_records(doc)):
+    for pos, e in enumerate(checkpoint_records_of(doc)):
         kind = _ckpt_kind(e)
         if not kind:
             continue
