@@ -128,7 +128,8 @@ def _table_from_arrays(a):
     return None
 
 
-def _read_manifest_file(path):
+def read_manifest_file(path):
+    """A saved manifest's arrays, and its "meta" decoded from JSON."""
     with np.load(path, allow_pickle=False) as z:
         out = {k: z[k] for k in z.files}
     out["meta"] = json.loads(str(out["meta"]))
@@ -157,7 +158,7 @@ def load_saved(spec, split, check=True):
     """The saved manifest of a split when it matches the spec's layout (else None)."""
     path = manifest_path(spec, split)
     try:
-        a = _read_manifest_file(path)
+        a = read_manifest_file(path)
     except (OSError, ValueError, KeyError):
         return None
     meta = a["meta"]
@@ -354,7 +355,7 @@ def merge_parts(spec, split):
         if sorted(parts) != list(range(size)):
             continue
         try:
-            loaded = [_read_manifest_file(parts[r]) for r in range(size)]
+            loaded = [read_manifest_file(parts[r]) for r in range(size)]
         except (OSError, ValueError, KeyError):
             continue
         if any(any(a["meta"].get(k) != v for k, v in want.items()) for a in loaded):

@@ -28,10 +28,10 @@ SIZE_SLACK = 0.10  # headers and container overhead beside the records
 
 
 def _saved_meta(spec: Any, split: str) -> Optional[Dict[str, Any]]:
-    from dlio.dataset.manifest import _read_manifest_file, manifest_path
+    from dlio.dataset.manifest import manifest_path, read_manifest_file
 
     try:
-        meta = _read_manifest_file(manifest_path(spec, split))["meta"]
+        meta = read_manifest_file(manifest_path(spec, split))["meta"]
     except (OSError, ValueError, KeyError):
         return None
     same_files = (
