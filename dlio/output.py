@@ -15,6 +15,8 @@ import time
 import numpy as np
 
 import dlio
+from dlio import _core
+from dlio.errors import DlioError
 
 
 def _default(o):
@@ -159,8 +161,6 @@ def write_csv(path, rows, columns):
 
 def check_output_path(path):
     """Fail before measuring if a result file could not be written."""
-    from dlio.errors import DlioError
-
     if path == STDOUT:
         return
     if _is_special(path):
@@ -176,8 +176,6 @@ def check_output_path(path):
 
 def environment():
     """Where and with what a result was measured."""
-    from dlio import _core
-
     return {
         "dlio_fast_version": dlio.__version__,
         "hostname": socket.gethostname(),

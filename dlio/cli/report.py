@@ -11,7 +11,9 @@ import tempfile
 
 import click
 
+from dlio import output
 from dlio.errors import DlioError
+from dlio.units import parse_size
 
 
 def _write(dest, text, what):
@@ -19,8 +21,6 @@ def _write(dest, text, what):
     if dest == "-":
         click.echo(text, nl=False)
         return
-    from dlio import output
-
     output.check_output_path(dest)
     if os.path.isdir(dest):
         raise DlioError(f"{dest}: is a folder; give a file name for {what}")
@@ -33,8 +33,6 @@ def _write(dest, text, what):
 def _ram(value):
     if value is None:
         return None
-    from dlio.units import parse_size
-
     try:
         return parse_size(value)
     except ValueError as e:
@@ -78,6 +76,7 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
     RUN_DIR is a run's output folder (with dlio-fast.json); a dlio-fast io or ceiling --json
     file is compared point by point (same rw, bs, engine, qd, threads).
     """
+    # the job's modules load when the command runs: --help and completion stay fast
     from dlio.report import compare, source, tables
 
     dests = [d for d in (csv_path, json_path, md_path, html_path) if d]
@@ -97,19 +96,20 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
         _write(md_path, "\n".join(tables.markdown_lines(rep)) + "\n", "the Markdown report")
     written = []
     if plots or plots_dir:
-        from dlio.report import plots_compare as plots_mod
+        from dlio.report import plots_compare as plots_mod  # matplotlib: ~2 s to import, only for plots
 
         written = plots_mod.make_for_sources(sources, plots_dir)
         for p in written:
             click.echo(f"plot: {p}", err=True)
     if html_path:
+        # the job's modules load when the command runs: --help and completion stay fast
         from dlio.mlperf import checks_v2
         from dlio.report import html as html_report
 
         if written:
             images = html_report.images_from(written)
         else:
-            from dlio.report import plots_compare as plots_mod
+            from dlio.report import plots_compare as plots_mod  # matplotlib: ~2 s to import, only for plots
 
             tmp = tempfile.mkdtemp(prefix=html_report.TMP_PREFIX)
             try:
@@ -148,6 +148,7 @@ def check(paths, ram, rules_version):
 
     Prints PASS or FAIL with the figure for each; exit status 1 if any fails.
     """
+    # the job's modules load when the command runs: --help and completion stay fast
     from dlio.mlperf import checks
     from dlio.report import source
 

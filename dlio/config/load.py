@@ -86,7 +86,8 @@ from dlio.config.timespec import TimeSpec, is_number, parse_time, plain_number  
 from dlio.config.validate import apply_scale, check_all, coerce, dtype_name
 from dlio.config.workloads import resolve as _resolve_workload
 from dlio.config.workloads import workload_text
-from dlio.errors import ConfigError
+from dlio.errors import ConfigError, DlioError
+from dlio.inputs import YAML_CAP, read_regular
 
 # --------------------------------------------------------------------------------------------------
 # the frozen config objects, built from the schema
@@ -462,9 +463,6 @@ def load_config(
         layers.append(_workload_layer(workload))
     if config_file is not None:
         path = os.fspath(config_file)
-        from dlio.errors import DlioError
-        from dlio.inputs import YAML_CAP, read_regular
-
         try:
             text = read_regular(path, YAML_CAP, "workload (YAML) file").decode("utf-8")
         except DlioError as e:

@@ -15,6 +15,7 @@ from typing import Optional
 
 import numpy as np
 
+from dlio import _core
 from dlio.dataset import ranges
 from dlio.dataset.formats import get_format
 from dlio.dataset.spec import MANIFEST_DIR, MANIFEST_VERSION, file_paths, split_folder, split_key
@@ -293,8 +294,6 @@ def _file_ranges(fmt, path, spec):
 
 
 def file_crc(path):
-    from dlio import _core
-
     crc = 0
     with open(path, "rb") as f:
         buf = bytearray(8 << 20)
@@ -308,8 +307,6 @@ def file_crc(path):
 
 
 def range_crcs(path, offs, lens):
-    from dlio import _core
-
     out = np.zeros(len(offs), np.uint32)
     if len(offs) == 0:
         return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from dlio.config.workloads import ALIASES
 from dlio.errors import DlioError
 
 VERSIONS = ("v2.0", "v3.0")
@@ -102,8 +103,6 @@ def rule(workload: Optional[str], version: str) -> Optional[WorkloadRule]:
     """The workload's rule under one version (aliases resolved), or None when it is not part of it."""
     if not workload:
         return None
-    from dlio.config.workloads import ALIASES
-
     return RULES[check_version(version)].get(ALIASES.get(workload, workload))
 
 

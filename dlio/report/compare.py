@@ -10,7 +10,9 @@ dict that build() returns, which is also what `report --json` writes.
 import math
 import os
 
+from dlio.report.io_table import mode
 from dlio.report.result import REPORT_SCHEMA
+from dlio.units import fmt_bytes
 
 # (key, label, unit, decimals): the run figures in table order. Checkpoint rows appear only when a
 # run has them.
@@ -217,8 +219,6 @@ def run_settings(src):
 
 def settings_of(doc):
     """{key: text} of RUN_SETTINGS for a run document (dlio-fast.json, or a DLIO folder's)."""
-    from dlio.units import fmt_bytes
-
     st = doc.get("settings") or {}
     ds = doc.get("dataset") or {}
     host = doc.get("host") or {}
@@ -324,8 +324,6 @@ def point_field(p, key):
     if key == "mode":
         if "direct" not in p:
             return None
-        from dlio.report.io_table import mode
-
         return mode(p)
     return p.get(key)
 
