@@ -81,13 +81,6 @@ class Comm:
     def gather(self, obj, root=0):
         return self.comm.gather(obj, root=root) if self.is_mpi else [obj]
 
-    def allreduce_max(self, x):
-        from_all = self.allgather(x)
-        return max(from_all)
-
-    def any_true(self, flag):
-        return any(self.allgather(bool(flag)))
-
     def abort(self, code=1):
         if self.is_mpi:
             self.comm.Abort(code)

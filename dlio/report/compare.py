@@ -328,16 +328,6 @@ def point_field(p, key):
     return p.get(key)
 
 
-def probe_points(src):
-    """Every measured point of a source, for plots: io points, or all ceiling probes."""
-    if src.kind == "io":
-        return list(src.doc["points"])
-    probes = src.doc.get("probes")
-    if isinstance(probes, list) and probes:
-        return probes
-    return [p for p in src.doc["best"].values() if isinstance(p, dict)]
-
-
 def point_figures(p):
     lat = p.get("lat_ns") or {}
     cnt = lat.get("count", 1)
@@ -395,13 +385,6 @@ def storage_path(src):
     if src.kind == "io":
         return ", ".join(d.get("paths") or []) or "-"
     return d.get("path") or "-"
-
-
-def source_date(src):
-    """YYYY-MM-DD of a source (run start, or when the io / ceiling file was made), or ''."""
-    d = src.doc
-    stamp = d.get("start") or (d.get("environment") or {}).get("created") or ""
-    return str(stamp)[:10]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -126,14 +126,6 @@ def log_time_axis(ax, lo_us, hi_us):
     ax.set_xlabel("latency (log scale)")
 
 
-def cdf_axes(ax):
-    log_time_axis(ax, np.inf, 0)
-    ax.set_ylabel("fraction of operations <= latency")
-    ax.set_ylim(0, 1.02)
-    ax.grid(which="both", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-
-
 def latency_panels(series, title_text, path):
     """Two panels of latency distributions: the CDF (linear y, where most operations are) and the tail
     (y = 1 - p on a log scale, labelled p90 / p99 / p99.9 ..., where the slow operations are).

@@ -52,7 +52,6 @@ RUN_SCHEMA = "dlio-fast.run/1"
 IO_SCHEMA = "dlio-fast.io/1"
 CEILING_SCHEMA = "dlio-fast.ceiling/1"
 REPORT_SCHEMA = "dlio-fast.report/1"
-SCHEMAS = (RUN_SCHEMA, IO_SCHEMA, CEILING_SCHEMA, REPORT_SCHEMA)
 
 
 class BlockFigures(TypedDict, total=False):

@@ -62,7 +62,7 @@ def make_result(
     cpu_s=0.004,
     folder="/data/x",
 ):
-    """A Result as runcmd.build_result makes it, built from exact step timestamps.
+    """A Result as dlio.report.result.build_result makes it, built from exact step timestamps.
 
     Per epoch and rank: steps x (wait + compute); exclude_start_steps=1, so the exact figures are
     AU = compute / (wait + compute), samples/s = batch / (wait + compute) per rank, MiB/s =
