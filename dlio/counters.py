@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from dlio.host import resident_share
+
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's block size
 NFS_TYPES = ("nfs", "nfs4")
 
@@ -238,8 +240,6 @@ class Phase:
     """Counters around one phase: begin() before it, end() after it with what the application did."""
 
     def __init__(self, paths: Sequence[str], engine: str = "", residency: bool = True) -> None:
-        from dlio.host import resident_share
-
         self.target = target_for(paths[0]) if len(paths) else Target("?", "?", "?", "none", why="no files")
         if engine == "null":
             self.target = Target(

@@ -13,6 +13,8 @@ import os
 import sys
 import time
 
+from dlio import _core
+
 _LAUNCHER_VARS = (
     "PMI_RANK",
     "PMI_SIZE",
@@ -79,13 +81,6 @@ class Comm:
     def gather(self, obj, root=0):
         return self.comm.gather(obj, root=root) if self.is_mpi else [obj]
 
-    def allreduce_max(self, x):
-        from_all = self.allgather(x)
-        return max(from_all)
-
-    def any_true(self, flag):
-        return any(self.allgather(bool(flag)))
-
     def abort(self, code=1):
         if self.is_mpi:
             self.comm.Abort(code)
@@ -123,7 +118,7 @@ def world(force=False):
     if _WORLD is None or (force and _WORLD.comm is None):
         comm = None
         if launched_by_mpi() or force:
-            try:
+            try:  # importing mpi4py.MPI initialises MPI: only under a launcher (or forced)
                 from mpi4py import MPI
 
                 comm = MPI.COMM_WORLD
@@ -153,7 +148,7 @@ def register_mpiio():
     if importlib.util.find_spec("dlio._mpiio") is None:
         why = NOT_BUILT
     else:
-        try:
+        try:  # the optional extension linked to libmpi: only when the MPI-IO engine is wanted
             from dlio import _mpiio as mod
         except ImportError as e:
             why, mod = f"import dlio._mpiio failed: {e}", None
@@ -172,8 +167,6 @@ def register_mpiio():
                 None,
             )
     if mod is not None:
-        from dlio import _core
-
         _core.register_engine(mod.engine_capsule())
     _MPIIO.update(done=True, module=mod, why=why)
     return why

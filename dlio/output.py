@@ -15,7 +15,8 @@ import time
 import numpy as np
 
 import dlio
-from dlio import tmpclaim
+from dlio import _core, tmpclaim
+from dlio.errors import DlioError
 from dlio.tmpclaim import TMP_MARK  # ".{name}.tmp-{pid}-{thread}", or a claim's token
 
 
@@ -132,8 +133,6 @@ def write_csv(path, rows, columns):
 
 def check_output_path(path):
     """Fail before measuring if a result file could not be written."""
-    from dlio.errors import DlioError
-
     if path == STDOUT:
         return
     if _is_special(path):
@@ -149,8 +148,6 @@ def check_output_path(path):
 
 def environment():
     """Where and with what a result was measured."""
-    from dlio import _core
-
     return {
         "dlio_fast_version": dlio.__version__,
         "hostname": socket.gethostname(),

@@ -19,6 +19,8 @@ from typing import Any, Callable, Optional, TextIO
 
 import click
 
+from dlio.units import fmt_size
+
 CSV_COLUMNS = [
     "time",
     "elapsed_s",
@@ -166,7 +168,7 @@ class Progress:
         self._finish()
         self.key, self.t0, self.last, self.run, self.base = key, time.monotonic(), None, None, (0, 0, 0)
         self.last_status = self.last_csv = self.last_draw = self.t0
-        if self.live:
+        if self.live:  # rich only on a terminal: it takes ~0.3 s to import
             from rich.console import Console
             from rich.progress import BarColumn, TextColumn
             from rich.progress import Progress as RichProgress
@@ -356,8 +358,6 @@ def _isatty(stream: Any) -> bool:
 
 def _size(bs: Any) -> str:
     try:
-        from dlio.units import fmt_size
-
         return fmt_size(int(bs))
     except (TypeError, ValueError):
         return str(bs)

@@ -2,13 +2,15 @@
 and main(), which turns every error into one line and an exit status."""
 
 import os
+import signal
 import sys
 import threading
 
 import click
 
+from dlio import mpi
 from dlio.cli import fsbench, mlperf, profile, report, train, version
-from dlio.errors import DlioError
+from dlio.errors import DlioError, DlioRunError, Interrupted, os_error_message
 
 
 def err(msg):
@@ -58,8 +60,6 @@ for command in (
 
 
 def _rank_and_size():
-    from dlio import mpi
-
     w = mpi.current_world()
     return (w.rank, w.size, w) if w is not None else (0, 1, None)
 
@@ -91,8 +91,6 @@ def _fail(message, code, rank_specific=False, interrupted=False):
         # The results are written: a further Ctrl-C / SIGTERM while the interpreter shuts down (it
         # resets Python handlers to the defaults then, but keeps SIG_IGN) would turn exit 128+n
         # into death by signal.
-        import signal
-
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, signal.SIG_IGN)
     sys.exit(code)
@@ -103,8 +101,6 @@ _WHOLE_PROCESS = False  # main() runs the process (python -m dlio), not an in-pr
 
 def main(argv=None):
     """Entry point: bad input is one line on stderr and exit 2, never a traceback (unless --debug)."""
-    import signal
-
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     global _WHOLE_PROCESS
@@ -121,8 +117,6 @@ def main(argv=None):
 
 
 def _main(args, debug):
-    from dlio.errors import DlioRunError, Interrupted, os_error_message
-
     try:
         rc = cli.main(args=args, prog_name="dlio-fast", standalone_mode=False)
         if isinstance(rc, int) and rc:

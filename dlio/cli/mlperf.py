@@ -1,15 +1,18 @@
 """MLPerf Storage commands: `dlio-fast datasize` (Rules 3.1.2) and `dlio-fast maxacc` (the largest
 accelerator count that keeps AU at or above the workload's threshold)."""
 
+import json
+import os
+
 import click
 
 from dlio.cli.params import examples
+from dlio.config import load_config
 from dlio.errors import DlioError
+from dlio.units import fmt_bytes, parse_duration_ns, parse_size
 
 
 def _size(text: str, option: str) -> int:
-    from dlio.units import parse_size
-
     try:
         return parse_size(text)
     except ValueError as e:
@@ -32,9 +35,9 @@ def _size(text: str, option: str) -> int:
 def datasize(workload, accelerators, hosts, host_memory, data_folder, sets):
     """The smallest dataset MLPerf Storage accepts (Rules 3.1.2): max(500 steps x batch x accelerators,
     hosts x RAM x 5 / record length) samples; the files, the bytes, and the commands that make and run it."""
+    # the job's modules load when the command runs: --help and completion stay fast
     from dlio.mlperf import datasize as ds_mod
     from dlio.mlperf import rules
-    from dlio.units import fmt_bytes
 
     mem = _size(host_memory, "--host-memory")
     ds = ds_mod.plan(workload, accelerators, hosts, mem, list(sets))
@@ -104,13 +107,9 @@ def maxacc(workload_name, config_file, sets, launcher, model_latency, max_n, ste
     """The largest number of simulated accelerators whose AU stays at or above the workload's threshold
     (MLPerf Storage v3.0's, else metric.au): bracketing search of short runs reusing one dataset, repeats
     at the edge, a confirmation run at the answer."""
-    import json as _json
-    import os
-
-    from dlio.config import load_config
+    # the job's modules load when the command runs: --help and completion stay fast
     from dlio.mlperf import maxacc as mx
     from dlio.mlperf import rules
-    from dlio.units import parse_duration_ns
 
     if not (workload_name or config_file):
         raise DlioError("maxacc needs --workload NAME or --config FILE")
@@ -164,7 +163,7 @@ def maxacc(workload_name, config_file, sets, launcher, model_latency, max_n, ste
         model_latency_ns=latency_ns or None,
     )
     with open(os.path.join(out_dir, "maxacc.json"), "w") as f:
-        _json.dump(doc, f, indent=1)
+        json.dump(doc, f, indent=1)
     if plots:
         path = mx.plot(res, os.path.join(out_dir, "maxacc.png"), f"maxacc {name}")
         click.echo(f"plot: {path}" if path else "plot: matplotlib is not installed", err=True)

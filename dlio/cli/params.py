@@ -9,8 +9,11 @@ from __future__ import annotations
 from typing import Any, Callable, List, Optional, Sequence
 
 import click
+from click.shell_completion import CompletionItem
 
 from dlio.config.schema import KEYS_BY_PATH
+from dlio.config.workloads import list_workloads
+from dlio.progress import Progress
 from dlio.units import parse_duration_ns, parse_size
 
 
@@ -59,8 +62,6 @@ class ChoiceList(click.ParamType):
 
     def shell_complete(self, ctx: Any, param: Any, incomplete: str) -> list:
         """Complete the last item of a comma list: --engine posix,io<TAB> -> posix,io_uring."""
-        from click.shell_completion import CompletionItem
-
         head, _, last = incomplete.rpartition(",")
         prefix = head + "," if head else ""
         return [CompletionItem(prefix + c) for c in self.choices if c.startswith(last)]
@@ -209,8 +210,6 @@ def make_progress(ctx: click.Context) -> Any:
     live_csv = obj.get("live_csv")
     if obj.get("quiet") and not live_csv:
         return None
-    from dlio.progress import Progress
-
     interval = obj.get("status_interval")
     return Progress(
         status_interval=30.0 if interval is None else interval, live_csv=live_csv, quiet=bool(obj.get("quiet"))
@@ -219,8 +218,6 @@ def make_progress(ctx: click.Context) -> Any:
 
 def complete_workload(ctx: click.Context, param: Any, incomplete: str) -> list:
     """Shell completion of --workload: the built-in workloads' names."""
-    from dlio.config.workloads import list_workloads
-
     return [n for n in list_workloads() if n.startswith(incomplete)]
 
 

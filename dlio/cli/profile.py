@@ -8,6 +8,7 @@ import sys
 import click
 
 from dlio.errors import DlioError
+from dlio.output import atomic_path
 
 
 @click.command(
@@ -47,6 +48,7 @@ from dlio.errors import DlioError
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def profile(output, trace_in, data_folder, compare_pair, cmd):
     """Capture CMD's file I/O (after `--`) and write the DLIO workload it implies."""
+    # the job's modules load when the command runs: --help and completion stay fast
     from dlio.profile import analyze, emit, parsers
 
     if compare_pair:
@@ -71,8 +73,6 @@ def profile(output, trace_in, data_folder, compare_pair, cmd):
     os.makedirs(output, exist_ok=True)
     wl = emit.workload(inf, data_folder or os.path.join(os.path.abspath(output), "data"))
     yml = os.path.join(output, "workload.yaml")
-    from dlio.output import atomic_path
-
     with atomic_path(yml) as tmp, open(tmp, "w") as f:
         f.write(emit.to_yaml(wl))
     emit.validate(yml)

@@ -11,7 +11,9 @@ import tempfile
 
 import click
 
+from dlio import output
 from dlio.errors import DlioError
+from dlio.units import parse_size
 
 
 def _write(dest, text, what):
@@ -19,8 +21,6 @@ def _write(dest, text, what):
     if dest == "-":
         click.echo(text, nl=False)
         return
-    from dlio import output
-
     output.check_output_path(dest)
     if os.path.isdir(dest):
         raise DlioError(f"{dest}: is a folder; give a file name for {what}")
@@ -33,8 +33,6 @@ def _write(dest, text, what):
 def _ram(value):
     if value is None:
         return None
-    from dlio.units import parse_size
-
     try:
         return parse_size(value)
     except ValueError as e:
@@ -78,6 +76,7 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
     RUN_DIR is a run's output folder (with dlio-fast.json); a dlio-fast io or ceiling --json
     file is compared point by point (same rw, bs, engine, qd, threads).
     """
+    # the job's modules load when the command runs: --help and completion stay fast
     from dlio.report import compare, source, tables
 
     dests = [d for d in (csv_path, json_path, md_path, html_path) if d]
@@ -97,19 +96,20 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
         _write(md_path, "\n".join(tables.markdown_lines(rep)) + "\n", "the Markdown report")
     written = []
     if plots or plots_dir:
-        from dlio.report import plots_compare as plots_mod
+        from dlio.report import plots_compare as plots_mod  # matplotlib: ~2 s to import, only for plots
 
         written = plots_mod.make_for_sources(sources, plots_dir)
         for p in written:
             click.echo(f"plot: {p}", err=True)
     if html_path:
-        from dlio.report import checks
+        # the job's modules load when the command runs: --help and completion stay fast
+        from dlio.mlperf import checks_v2
         from dlio.report import html as html_report
 
         if written:
             images = html_report.images_from(written)
         else:
-            from dlio.report import plots_compare as plots_mod
+            from dlio.report import plots_compare as plots_mod  # matplotlib: ~2 s to import, only for plots
 
             tmp = tempfile.mkdtemp(prefix=html_report.TMP_PREFIX)
             try:
@@ -117,7 +117,7 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         runs = [s for s in sources if s.kind == "run"]
-        chk = checks.run_checks([s.doc for s in runs], ram_bytes, [s.label for s in runs]) if runs else None
+        chk = checks_v2.run_checks([s.doc for s in runs], ram_bytes, [s.label for s in runs]) if runs else None
         title = "dlio-fast report: " + ", ".join(s.label for s in sources)
         _write(html_path, html_report.render(rep, images, chk, title), "the HTML report")
 
@@ -148,7 +148,9 @@ def check(paths, ram, rules_version):
 
     Prints PASS or FAIL with the figure for each; exit status 1 if any fails.
     """
-    from dlio.report import checks, source
+    # the job's modules load when the command runs: --help and completion stay fast
+    from dlio.mlperf import checks
+    from dlio.report import source
 
     ram_bytes = _ram(ram)
     sources = source.load_all(paths)
@@ -159,12 +161,10 @@ def check(paths, ram, rules_version):
         from dlio.mlperf.rules import claimed
 
         rules_version = "v3.0" if all(claimed(s.doc.get("workload")) for s in sources) else "v2.0"
-    res = checks.run_checks_rules([s.doc for s in sources], rules_version, ram_bytes, [s.label for s in sources])
+    res = checks.run_checks([s.doc for s in sources], rules_version, ram_bytes, [s.label for s in sources])
     if rules_version == "v3.0":
-        from dlio.mlperf.checks_v3 import table
-
         click.echo(f"MLPerf Storage {rules_version} rules")
-    for line in table(res) if rules_version == "v3.0" else checks.lines(res):
+    for line in checks.lines(res, rules_version):
         click.echo(line)
     real = [ok for _, ok, _ in res if ok is not None]  # notes (ok None) are not checks
     failed = sum(not ok for ok in real)

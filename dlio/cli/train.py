@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 import click
 
+from dlio import mpi
 from dlio.cli.params import (
     complete_workload,
     console_options,
@@ -18,6 +19,9 @@ from dlio.cli.params import (
     make_progress,
     progress_options,
 )
+from dlio.config import load_config
+from dlio.config.schema import KEYS_BY_PATH
+from dlio.config.workloads import list_workloads, workload_text
 from dlio.errors import DlioError
 from dlio.units import fmt_bytes
 
@@ -59,8 +63,6 @@ def load(
     what: str = "",
 ) -> Any:
     """The resolved config of a command's workload options; `keys` are {dotted key: value} from key options."""
-    from dlio.config import load_config
-
     reject_unknown_options(overrides)
     if workload_name is None and config_file is None and not any("workload=" in o for o in overrides):
         raise DlioError(f"say which workload{what}: --workload NAME (see dlio-fast workloads) or --config FILE.yaml")
@@ -74,8 +76,6 @@ def load(
         options=options,
     )
     if cfg.warnings:
-        from dlio import mpi
-
         if mpi.world().rank == 0:  # once per job, not once per rank
             for line in cfg.warnings:
                 _err(line)
@@ -88,8 +88,6 @@ def reject_unknown_options(overrides: Sequence[str]) -> None:
     bad = next((o for o in overrides if o.startswith("-")), None)
     if bad is None:
         return
-    from dlio.config.schema import KEYS_BY_PATH
-
     word = bad.split("=", 1)[0]
     ctx = click.get_current_context(silent=True)
     names = sorted(
@@ -159,7 +157,7 @@ def run(ctx: click.Context, overrides, workload_name, config_file, sets, scale, 
 
     OVERRIDES in DLIO's spelling are accepted too: ++workload.dataset.num_files_train=16
     """
-    from dlio import mpi
+    # the job's modules load when the command runs: --help and completion stay fast
     from dlio.train import session
 
     cfg = load(workload_name, config_file, sets, overrides, scale, key_values(keys))
@@ -200,7 +198,7 @@ def generate(
     ctx: click.Context, overrides, workload_name, config_file, sets, scale, threads, checksum, direct, dry_run
 ) -> None:
     """Generate a workload's dataset (DLIO's layout and formats); complete files are kept."""
-    from dlio import mpi
+    # the job's modules load when the command runs: --help and completion stay fast
     from dlio.dataset.spec import dataset_spec
     from dlio.train import session
 
@@ -233,6 +231,7 @@ def generate(
 @console_options
 def verify(data_folder, overrides, workload_name, config_file, sets, scale) -> None:
     """Check a dataset against its format (and its checksums when generated with --checksum)."""
+    # the job's modules load when the command runs: --help and completion stay fast
     from dlio.dataset import verify as verify_mod
     from dlio.dataset.spec import dataset_spec
 
@@ -261,8 +260,7 @@ def workloads(ctx: click.Context) -> None:
     """List the built-in workloads (format, files, sample size, dataset size, batch, compute)."""
     if ctx.invoked_subcommand is not None:
         return
-    from dlio.config import load_config
-    from dlio.config.workloads import list_workloads
+    # the job's modules load when the command runs: --help and completion stay fast
     from dlio.dataset.spec import dataset_bytes, dataset_spec
     from dlio.mlperf.rules import label
 
@@ -292,8 +290,6 @@ def workloads(ctx: click.Context) -> None:
 @click.argument("name", shell_complete=complete_workload)
 def workloads_show(name: str) -> None:
     """Print a built-in workload's YAML."""
-    from dlio.config.workloads import list_workloads, workload_text
-
     if name not in list_workloads():
         near = difflib.get_close_matches(name, list_workloads(), n=1)
         raise DlioError(f"unknown workload {name!r}" + (f"; did you mean {near[0]}?" if near else ""))

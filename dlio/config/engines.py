@@ -12,6 +12,9 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Tuple
 
+from dlio import _core
+from dlio.errors import ConfigError
+
 # Engines that read and write files from dlio-fast's own threads (runs, io points, checkpoints).
 FILE_ENGINES: Tuple[str, ...] = ("posix", "io_uring", "mmap", "null")
 # MPI-IO: one call at a time per rank, only under mpiexec (`io --engine mpiio`).
@@ -56,16 +59,12 @@ def engine_spec(cfg: Any, checkpoint: bool = False) -> Tuple[str, bool]:
 def is_async(engine: str) -> bool:
     """True when the C engine keeps several requests in flight per thread (queue depth > 1 means
     something); a synchronous engine runs one at a time whatever the queue depth."""
-    from dlio import _core
-
     return any(name == engine and caps & _core.CAP_ASYNC for name, caps, *_ in _core.engines())
 
 
 def check_qd(engine: str, qd: int, where: str = "dlio_fast.qd") -> None:
     """A queue depth above 1 on a synchronous engine is refused, never silently run at 1."""
     if qd > 1 and not is_async(engine):
-        from dlio.errors import ConfigError
-
         raise ConfigError(
             f"{where} = {qd} with engine {engine}: {engine} runs one request at a time per "
             "thread, so a queue depth above 1 would run at 1; use --engine io_uring for "

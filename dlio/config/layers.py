@@ -12,7 +12,7 @@ import yaml
 
 from dlio.config.problem import problem, show
 from dlio.config.schema import ENV, KEYS, KEYS_BY_PATH, LEGACY, OPTIONAL_SECTIONS, SECTION_ALIASES, SECTIONS
-from dlio.config.timespec import TimeSpec, _is_number, _plain_number, parse_time  # noqa: F401
+from dlio.config.timespec import TimeSpec, is_number, parse_time, plain_number  # noqa: F401
 from dlio.errors import ConfigError
 
 # --------------------------------------------------------------------------------------------------
@@ -247,7 +247,7 @@ def _leaves(written: str, canon: str, value: Any):
 
 def _same(a: Any, b: Any) -> bool:
     try:
-        return bool(a == b) and type(a) is type(b) or (_is_number(a) and _is_number(b) and a == b)
+        return bool(a == b) and type(a) is type(b) or (is_number(a) and is_number(b) and a == b)
     except Exception:  # pragma: no cover
         return False
 

@@ -82,11 +82,12 @@ from dlio.config.schema import (
     SECTION_ALIASES,
     SECTIONS,
 )
-from dlio.config.timespec import TimeSpec, _is_number, _plain_number, parse_time  # noqa: F401
-from dlio.config.validate import _dtype_name, apply_scale, check_all, coerce
+from dlio.config.timespec import TimeSpec, is_number, parse_time, plain_number  # noqa: F401
+from dlio.config.validate import apply_scale, check_all, coerce, dtype_name
 from dlio.config.workloads import resolve as _resolve_workload
 from dlio.config.workloads import workload_text
-from dlio.errors import ConfigError
+from dlio.errors import ConfigError, DlioError
+from dlio.inputs import YAML_CAP, read_regular
 
 # --------------------------------------------------------------------------------------------------
 # the frozen config objects, built from the schema
@@ -338,7 +339,7 @@ def _resolve(
         if not values[path]:
             raise problem(path, "", sources.get(path, "default"), "expected a non-empty path")
     for path in ("dataset.record_element_type", "reader.transformed_record_element_type"):
-        name = _dtype_name(values[path])
+        name = dtype_name(values[path])
         if name is None:
             raise problem(
                 path,
@@ -352,11 +353,11 @@ def _resolve(
     if scale is not None:
         if isinstance(scale, str):
             scale = parse_value(scale, "scale", scale_origin)
-        if not _is_number(scale) or not math.isfinite(scale) or scale <= 0:
+        if not is_number(scale) or not math.isfinite(scale) or scale <= 0:
             raise problem("scale", scale, scale_origin, "expected a number > 0 (1 keeps the dataset as configured)")
         factor = float(scale)
         if factor != 1.0:
-            apply_scale(values, sources, factor, f"{scale_origin} {_plain_number(factor)}")
+            apply_scale(values, sources, factor, f"{scale_origin} {plain_number(factor)}")
 
     check_all(values, {k.path: sources.get(k.path, "default") for k in KEYS} | sources)
     warnings += not_emulated(values, sources)
@@ -462,9 +463,6 @@ def load_config(
         layers.append(_workload_layer(workload))
     if config_file is not None:
         path = os.fspath(config_file)
-        from dlio.errors import DlioError
-        from dlio.inputs import YAML_CAP, read_regular
-
         try:
             text = read_regular(path, YAML_CAP, "workload (YAML) file").decode("utf-8")
         except DlioError as e:

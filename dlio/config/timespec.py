@@ -111,17 +111,19 @@ class TimeSpec:
         """DLIO's current spelling: a scalar, {mean, stdev}, or {type: ..., params}."""
         p = dict(self.params)
         if self.kind == "constant":
-            return _plain_number(p["mean"])
+            return plain_number(p["mean"])
         if self.kind == "normal":
-            return {"mean": _plain_number(p["mean"]), "stdev": _plain_number(p["stdev"])}
-        return {"type": self.kind, **{k: _plain_number(v) for k, v in p.items()}}
+            return {"mean": plain_number(p["mean"]), "stdev": plain_number(p["stdev"])}
+        return {"type": self.kind, **{k: plain_number(v) for k, v in p.items()}}
 
 
-def _plain_number(x: float) -> Any:
+def plain_number(x: float) -> Any:
+    """A whole float as an int (a value shown as typed: 2, not 2.0)."""
     return int(x) if float(x).is_integer() and abs(x) < 2**53 else x
 
 
-def _is_number(v: Any) -> bool:
+def is_number(v: Any) -> bool:
+    """An int or a float, not a bool."""
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -133,7 +135,7 @@ def parse_time(value: Any, stdev: Any = None, key: str = "train.computation_time
     """Every DLIO spelling of a time -> TimeSpec.  ``stdev`` is the ``*_stdev`` sibling key's value."""
     if value is None:
         d: Dict[str, Any] = {}
-    elif _is_number(value):
+    elif is_number(value):
         d = {"mean": value}
     elif isinstance(value, Mapping):
         d = dict(value)
@@ -167,7 +169,7 @@ def parse_time(value: Any, stdev: Any = None, key: str = "train.computation_time
         if name not in d:
             raise problem(key, value, origin, f"type {kind} needs {' and '.join(need)}")
         v = d[name]
-        if not _is_number(v) or not math.isfinite(v):
+        if not is_number(v) or not math.isfinite(v):
             raise problem(key, value, origin, f"{name} must be a finite number")
         params[name] = float(v)
     for name in ("mean", "stdev", "min", "max", "lam", "scale"):

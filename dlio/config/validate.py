@@ -12,7 +12,7 @@ import numpy as np
 from dlio.config.layers import PRESENT, Entry
 from dlio.config.problem import problem, show
 from dlio.config.schema import Key
-from dlio.config.timespec import TimeSpec, _is_number, _plain_number, parse_time  # noqa: F401
+from dlio.config.timespec import TimeSpec, is_number, parse_time, plain_number  # noqa: F401
 from dlio.errors import ConfigError
 
 # --------------------------------------------------------------------------------------------------
@@ -21,11 +21,11 @@ from dlio.errors import ConfigError
 
 def _range_text(k: Key) -> str:
     if k.lo is not None and k.hi is not None:
-        return f" in {_plain_number(k.lo)}..{_plain_number(k.hi)}"
+        return f" in {plain_number(k.lo)}..{plain_number(k.hi)}"
     if k.lo is not None:
-        return f" >= {_plain_number(k.lo)}"
+        return f" >= {plain_number(k.lo)}"
     if k.hi is not None:
-        return f" <= {_plain_number(k.hi)}"
+        return f" <= {plain_number(k.hi)}"
     return ""
 
 
@@ -42,14 +42,15 @@ def _check_range(k: Key, v: Any, e: Entry, what: str) -> None:
 
 
 def _as_int(k: Key, v: Any, e: Entry, what: str) -> int:
-    if isinstance(v, bool) or not _is_number(v) or (isinstance(v, float) and not (math.isfinite(v) and v.is_integer())):
+    if isinstance(v, bool) or not is_number(v) or (isinstance(v, float) and not (math.isfinite(v) and v.is_integer())):
         raise problem(k.path, e.value, e.origin, f"expected {what}{_range_text(k)}")
     v = int(v)
     _check_range(k, v, e, what)
     return v
 
 
-def _dtype_name(s: Any) -> Optional[str]:
+def dtype_name(s: Any) -> Optional[str]:
+    """The numpy name of a numeric dtype as typed (int8, float32...), None when it is not one."""
     if not isinstance(s, str) or not s.strip():
         return None
     try:
@@ -69,7 +70,7 @@ def coerce(k: Key, e: Entry) -> Any:
     if t == "int":
         return _as_int(k, v, e, "an integer")
     if t in ("num", "float", "stdev"):
-        if not _is_number(v) or not math.isfinite(v):
+        if not is_number(v) or not math.isfinite(v):
             raise problem(k.path, v, e.origin, f"expected a number{_range_text(k)}")
         _check_range(k, v, e, "a number")
         return float(v) if t in ("float", "stdev") else v
@@ -86,7 +87,7 @@ def coerce(k: Key, e: Entry) -> Any:
             return e.raw.strip()  # command line / env: the text as typed
         if isinstance(v, str):
             return v
-        if _is_number(v):
+        if is_number(v):
             return str(v)
         raise problem(k.path, v, e.origin, "expected a string")
     if t == "enum":

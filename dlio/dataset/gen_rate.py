@@ -2,6 +2,7 @@
 records how fast it wrote (bytes and files per second), `generate --dry-run` scales it to the full
 size and says what it would write."""
 
+import json
 import os
 import time
 from typing import List, Optional
@@ -24,8 +25,6 @@ def record_rate(
 ) -> None:
     """Remember how fast this data folder's filesystem took a real generation (bytes and files per
     second of the whole command), so --dry-run can estimate a full-size generation."""
-    import json
-
     if nfiles <= 0 or seconds <= 0:
         return
     rec = {
@@ -51,8 +50,6 @@ def record_rate(
 
 def measured_rate(spec: DatasetSpec) -> Optional[dict]:
     """The rate record_rate() saved in this data folder, or None."""
-    import json
-
     try:
         with open(os.path.join(spec.data_folder, MANIFEST_DIR, RATE_FILE)) as f:
             rec = json.load(f)

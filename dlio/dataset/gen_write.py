@@ -13,7 +13,7 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
-from dlio import tmpclaim
+from dlio import _core, tmpclaim
 from dlio.dataset.formats import mix_seed, mix_seeds
 from dlio.dataset.formats.program import Program
 from dlio.dataset.gen_plan import GenPlan, free_bytes
@@ -57,8 +57,6 @@ def _write_batch(
     """Write one batch of files; returns the bytes written. Files whose format has a program go to
     the C core together (with O_DIRECT when direct); the others are written one by one by the
     format (buffered: h5py writes chunked/compressed hdf5 through the page cache)."""
-    from dlio import _core
-
     spec, fmt, spf = pl.spec, pl.fmt, pl.spec.num_samples_per_file
     prog, by_python, main_of = Program(), [], {}
     has_program = hasattr(fmt.module, "program")

@@ -15,6 +15,7 @@ from typing import Optional
 
 import numpy as np
 
+from dlio import _core
 from dlio.dataset import ranges
 from dlio.dataset.formats import get_format
 from dlio.dataset.spec import MANIFEST_DIR, MANIFEST_VERSION, file_paths, split_folder, split_key
@@ -128,7 +129,8 @@ def _table_from_arrays(a):
     return None
 
 
-def _read_manifest_file(path):
+def read_manifest_file(path):
+    """A saved manifest's arrays, and its "meta" decoded from JSON."""
     with np.load(path, allow_pickle=False) as z:
         out = {k: z[k] for k in z.files}
     out["meta"] = json.loads(str(out["meta"]))
@@ -157,7 +159,7 @@ def load_saved(spec, split, check=True):
     """The saved manifest of a split when it matches the spec's layout (else None)."""
     path = manifest_path(spec, split)
     try:
-        a = _read_manifest_file(path)
+        a = read_manifest_file(path)
     except (OSError, ValueError, KeyError):
         return None
     meta = a["meta"]
@@ -292,8 +294,6 @@ def _file_ranges(fmt, path, spec):
 
 
 def file_crc(path):
-    from dlio import _core
-
     crc = 0
     with open(path, "rb") as f:
         buf = bytearray(8 << 20)
@@ -307,8 +307,6 @@ def file_crc(path):
 
 
 def range_crcs(path, offs, lens):
-    from dlio import _core
-
     out = np.zeros(len(offs), np.uint32)
     if len(offs) == 0:
         return out
@@ -354,7 +352,7 @@ def merge_parts(spec, split):
         if sorted(parts) != list(range(size)):
             continue
         try:
-            loaded = [_read_manifest_file(parts[r]) for r in range(size)]
+            loaded = [read_manifest_file(parts[r]) for r in range(size)]
         except (OSError, ValueError, KeyError):
             continue
         if any(any(a["meta"].get(k) != v for k, v in want.items()) for a in loaded):

@@ -8,6 +8,7 @@ import json
 import os
 from typing import Any, Dict, Optional
 
+from dlio.dataset.manifest import manifest_path, read_manifest_file
 from dlio.dataset.spec import DIALECT_FORMATS, DIALECTS, estimated_sizes, file_dims, file_paths, split_key
 from dlio.errors import DatasetError
 
@@ -28,10 +29,8 @@ SIZE_SLACK = 0.10  # headers and container overhead beside the records
 
 
 def _saved_meta(spec: Any, split: str) -> Optional[Dict[str, Any]]:
-    from dlio.dataset.manifest import _read_manifest_file, manifest_path
-
     try:
-        meta = _read_manifest_file(manifest_path(spec, split))["meta"]
+        meta = read_manifest_file(manifest_path(spec, split))["meta"]
     except (OSError, ValueError, KeyError):
         return None
     same_files = (

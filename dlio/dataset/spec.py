@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlio.dataset.formats import get_format
+from dlio.errors import ConfigError
+from dlio.memcheck import STR_OVERHEAD, check_fits
 
 SPLITS = ("train", "valid")
 MANIFEST_DIR = ".dlio-fast"
@@ -181,8 +183,6 @@ def split_key(split):
 
 def _check_prefix(prefix):
     """File names are joined to the data folder: a prefix must not lead out of it."""
-    from dlio.errors import ConfigError
-
     if not prefix or "/" in prefix or ".." in prefix or "\0" in prefix:
         raise ConfigError(
             f"dataset.file_prefix = {prefix!r}: must be a plain file name part (no '/', no '..', "
@@ -199,8 +199,6 @@ def split_folder(spec, split):
 def check_names_fit(spec, split, n, name_len):
     """The list of names (and the planner's per-sample arrays) must fit in memory: an absurd
     num_files or --scale is refused here, with the key and the amount, not by the OOM killer."""
-    from dlio.memcheck import STR_OVERHEAD, check_fits
-
     per_file = name_len + STR_OVERHEAD + 16 * max(1, len(spec.record_dims))
     nbytes = float(n) * per_file + float(n) * spec.num_samples_per_file * 24
     key = "dataset.num_files_train" if split == "train" else "dataset.num_files_eval"

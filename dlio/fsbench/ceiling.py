@@ -12,7 +12,7 @@ import os
 
 from dlio import _core, output
 from dlio.fsbench import grid, points, testfiles
-from dlio.fsbench.table import POINT_HEADER, point_line
+from dlio.report.io_table import POINT_HEADER, point_line
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
 from dlio.units import fmt_ns
 

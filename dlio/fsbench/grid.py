@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 from dlio import output
 from dlio.errors import DlioError, Interrupted
 from dlio.execute import late_signal_note, pending, stop_signals_deferred
-from dlio.fsbench.table import IO_COLUMNS, flat_point
+from dlio.report.io_table import IO_COLUMNS, flat_point
 
 
 @dataclass(frozen=True)
@@ -207,8 +207,8 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
     """`dlio-fast io` on this host: check what the grid needs, prepare the test files, run the grid."""
     from dlio import _core, counters
     from dlio.fsbench import points, testfiles
-    from dlio.fsbench.table import POINT_HEADER, point_line
     from dlio.report import verdict
+    from dlio.report.io_table import POINT_HEADER, point_line
     from dlio.report.result import IO_SCHEMA, new_io_doc
 
     g, paths, file_size, progress, warn = grid_of(req), list(req.paths), req.file_size, console.progress, console.warn

@@ -36,9 +36,9 @@ from dlio import _core, stats
 from dlio.errors import DlioError
 from dlio.execute import execute
 from dlio.fsbench.grid import Sinks, combinations, run_grid
-from dlio.fsbench.table import POINT_HEADER, point_line
 from dlio.fsbench.testfiles import check_ours, create_exclusive, writing_test_data
 from dlio.host import drop_cache
+from dlio.report.io_table import POINT_HEADER, point_line
 from dlio.report.result import IO_SCHEMA, new_io_doc
 
 LAYOUTS = ("fpp", "segmented", "strided")

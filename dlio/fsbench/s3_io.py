@@ -9,8 +9,8 @@ from dlio.config.engines import S3_ENGINE
 from dlio.errors import DlioError, DlioRunError
 from dlio.fsbench import s3_points as points
 from dlio.fsbench.grid import Sinks, run_grid
-from dlio.fsbench.table import POINT_HEADER
 from dlio.memcheck import check_fits
+from dlio.report.io_table import POINT_HEADER
 from dlio.report.result import IO_SCHEMA, new_io_doc
 from dlio.storage.s3 import client
 from dlio.storage.s3.settings import parse_uri, resolve

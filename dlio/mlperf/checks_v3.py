@@ -10,7 +10,7 @@ Checkpoint records across all folders: 4.x 10 writes then 10 reads; 4.7.1 the fi
 30 s of the last write ending (measured from the records' wall clocks); 4.3.1 the cache was flushed
 before the reads when the data written per client is under 3x its RAM.
 
-Each check is (name, passed, figure) with the rule's number leading the name, as checks.run_checks.
+Each check is (name, passed, figure) with the rule's number leading the name, as checks_v2.run_checks.
 """
 
 from __future__ import annotations
@@ -19,16 +19,15 @@ from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from dlio.mlperf import datasize, rules
-from dlio.report import checks as v2
+from dlio.mlperf.checks_v2 import check_complete
+from dlio.report.dlio.files import summary
+from dlio.report.exact import metrics_of
+from dlio.report.run_figures import trained
 from dlio.units import fmt_bytes
 
 Check = Tuple[str, bool, str]
 # Keys of `settings` that may differ between the runs of one result: none of them change the workload.
 _FREE_SETTINGS = ("seed",)
-
-
-def _trained(doc: Dict[str, Any]) -> bool:
-    return v2._trained(doc)
 
 
 def check_workload(doc: Dict[str, Any]) -> Check:
@@ -42,8 +41,8 @@ def check_au(doc: Dict[str, Any]) -> List[Check]:
     r = rules.rule(doc.get("workload"), "v3.0")
     au = r.au if r and r.au is not None else float((doc.get("settings") or {}).get("metric_au", 0.9))
     thr = 100.0 * au
-    exact = v2._metrics(doc).get("au_mean_percentage") or 0.0
-    dlio = v2.dlio_files.summary(doc)["metric"].get("train_au_mean_percentage", 0.0)  # none if checkpoint-only
+    exact = metrics_of(doc).get("au_mean_percentage") or 0.0
+    dlio = summary(doc)["metric"].get("train_au_mean_percentage", 0.0)  # none if checkpoint-only
     src = f"{doc.get('workload')} threshold" if r and r.au is not None else "metric.au (threshold not public)"
     return [
         (f"Table 1 AU (exact) >= {thr:g} %", exact >= thr, f"AU {exact:.2f} %, need >= {thr:g} % ({src})"),
@@ -111,7 +110,7 @@ def check_series(docs: Sequence[Dict[str, Any]], names: Sequence[str]) -> List[C
     need = rules.WARMUP_RUNS + rules.MEASURED_RUNS
     groups: Dict[str, List[Tuple[Dict[str, Any], str]]] = {}
     for doc, name in zip(docs, names):
-        if _trained(doc):
+        if trained(doc):
             groups.setdefault(doc.get("workload") or "-", []).append((doc, name))
     out = []
     for wl, runs in groups.items():
@@ -213,8 +212,8 @@ def run_checks(
     out: List[Check] = []
     for doc, name in zip(docs, names):
         pre = f"{name}: " if several else ""
-        checks = [v2.check_complete(doc)]
-        if _trained(doc):
+        checks = [check_complete(doc)]
+        if trained(doc):
             checks += [check_workload(doc), *check_au(doc), check_datasize(doc, ram_bytes), check_clients(doc)]
         out += [(pre + n, ok, t) for n, ok, t in checks]
     out += check_series(docs, names)

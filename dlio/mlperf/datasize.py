@@ -10,9 +10,11 @@ uses it), not the size on disk. The sample count is rounded up, and so is the fi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, List, Optional
 
+from dlio.config import load_config
+from dlio.dataset.spec import dataset_bytes, dataset_spec
 from dlio.errors import DlioError
 from dlio.mlperf import rules
 
@@ -88,11 +90,6 @@ def for_config(cfg: Any, accelerators: int, hosts: int, host_memory_bytes: int) 
 
 def plan(workload: str, accelerators: int, hosts: int, host_memory_bytes: int, sets: List[str] = ()) -> DataSize:
     """The rule for a built-in workload, with the bytes on disk of the dataset it asks for."""
-    from dataclasses import replace
-
-    from dlio.config import load_config
-    from dlio.dataset.spec import dataset_bytes, dataset_spec
-
     cfg = load_config(workload=workload, sets=list(sets), env={})
     ds = for_config(cfg, accelerators, hosts, host_memory_bytes)
     sized = load_config(workload=workload, sets=list(sets) + [f"dataset.num_files_train={ds.files}"], env={})

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
@@ -120,8 +121,6 @@ def search(
 
 def mpiexec_path() -> str:
     """The mpiexec next to this Python (the mpich wheel's), else the one on PATH."""
-    import shutil
-
     here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     found = here if os.access(here, os.X_OK) else shutil.which("mpiexec")
     if not found:
@@ -214,7 +213,7 @@ def curve_lines(res: Search, demand_gib_s: float, hosts: int = 1) -> List[str]:
 
 def plot(res: Search, path: str, title: str) -> Optional[str]:
     """AU against accelerators with the threshold line (PNG), or None without matplotlib."""
-    try:
+    try:  # only with --plots: matplotlib takes ~2 s to import
         import matplotlib
 
         matplotlib.use("Agg")

@@ -17,6 +17,11 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Optional
 
+import dlio
+from dlio.host import host_info
+from dlio.mlperf import rules
+from dlio.output import atomic_path
+
 SCHEMA = "dlio-fast.provenance/1"
 
 
@@ -75,10 +80,6 @@ def git_commit(path: Optional[str] = None) -> Optional[Dict[str, Any]]:
 
 def provenance(cfg: Any, hostnames: List[str], argv: Optional[List[str]] = None) -> Dict[str, Any]:
     """The provenance document of a run."""
-    import dlio
-    from dlio.host import host_info
-    from dlio.mlperf import rules
-
     config = cfg.to_dict()
     claimed = rules.claimed(cfg.workload)
     return {
@@ -98,8 +99,6 @@ def provenance(cfg: Any, hostnames: List[str], argv: Optional[List[str]] = None)
 
 
 def write(folder: str, doc: Dict[str, Any]) -> str:
-    from dlio.output import atomic_path
-
     path = os.path.join(folder, "provenance.json")
     with atomic_path(path) as tmp, open(tmp, "w") as f:
         json.dump(doc, f, indent=1, default=str)

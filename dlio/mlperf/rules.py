@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from dlio.config.workloads import ALIASES
 from dlio.errors import DlioError
 
 VERSIONS = ("v2.0", "v3.0")
-DEFAULT_VERSION = "v2.0"  # `dlio-fast check` without --rules keeps its v2.0 behaviour
 
 # Rules 3.1.2 (unchanged from v2.0): min samples = max(500 steps x batch x accelerators,
 # hosts x RAM x 5 / record length).
@@ -28,8 +28,6 @@ CKPT_WRITES = 10
 CKPT_READS = 10
 CKPT_CACHE_FACTOR = 3
 CKPT_READ_GAP_S = 30.0
-# Rules 4.3.4: simulated accelerator memory, which must hold the checkpoint (bytes; "GB" as written).
-ACCELERATOR_MEMORY_GB = {"b200": 180, "mi355": 288}
 
 
 @dataclass(frozen=True)
@@ -102,8 +100,6 @@ def rule(workload: Optional[str], version: str) -> Optional[WorkloadRule]:
     """The workload's rule under one version (aliases resolved), or None when it is not part of it."""
     if not workload:
         return None
-    from dlio.config.workloads import ALIASES
-
     return RULES[check_version(version)].get(ALIASES.get(workload, workload))
 
 

@@ -5,6 +5,8 @@ from typing import Dict, Optional
 import numpy as np
 import yaml
 
+from dlio.config.load import load_config
+from dlio.errors import ConfigError
 from dlio.profile.analyze import Inferred
 
 
@@ -53,9 +55,6 @@ def workload(inf: Dict[str, Inferred], data_folder: str, name: str = "profiled")
 def validate(path: str) -> None:
     """Load the written YAML as `dlio-fast run --config` would (raises ConfigError).  A key DLIO does not
     know only warns when a user's file has it; in a file we write it is our bug: an error here."""
-    from dlio.config.load import load_config
-    from dlio.errors import ConfigError
-
     for line in load_config(config_file=path, env={}).warnings:
         if "is not a DLIO key" in line:
             raise ConfigError(line.removeprefix("warning: "), origin=path)

@@ -10,7 +10,9 @@ dict that build() returns, which is also what `report --json` writes.
 import math
 import os
 
+from dlio.report.io_table import mode
 from dlio.report.result import REPORT_SCHEMA
+from dlio.units import fmt_bytes
 
 # (key, label, unit, decimals): the run figures in table order. Checkpoint rows appear only when a
 # run has them.
@@ -93,7 +95,8 @@ def checkpoint_figures(summary, doc):
     return out
 
 
-def _ckpt_records(doc):
+def checkpoint_records_of(doc):
+    """The checkpoint records of a run document (dlio-fast.json) or of a Result in memory."""
     c = (doc or {}).get("checkpoints")
     if isinstance(c, dict):
         c = c.get("all_records") or c.get("records") or c.get("checkpoints")
@@ -107,7 +110,7 @@ def _ckpt_records(doc):
 def checkpoint_series(doc):
     """{'save': [GiB/s of each checkpoint, all ranks together], 'load': [...]} in checkpoint order."""
     groups = {}
-    for pos, e in enumerate(_ckpt_records(doc)):
+    for pos, e in enumerate(checkpoint_records_of(doc)):
         kind = _ckpt_kind(e)
         if not kind:
             continue
@@ -216,8 +219,6 @@ def run_settings(src):
 
 def settings_of(doc):
     """{key: text} of RUN_SETTINGS for a run document (dlio-fast.json, or a DLIO folder's)."""
-    from dlio.units import fmt_bytes
-
     st = doc.get("settings") or {}
     ds = doc.get("dataset") or {}
     host = doc.get("host") or {}
@@ -323,20 +324,8 @@ def point_field(p, key):
     if key == "mode":
         if "direct" not in p:
             return None
-        from dlio.fsbench.table import mode
-
         return mode(p)
     return p.get(key)
-
-
-def probe_points(src):
-    """Every measured point of a source, for plots: io points, or all ceiling probes."""
-    if src.kind == "io":
-        return list(src.doc["points"])
-    probes = src.doc.get("probes")
-    if isinstance(probes, list) and probes:
-        return probes
-    return [p for p in src.doc["best"].values() if isinstance(p, dict)]
 
 
 def point_figures(p):
@@ -396,13 +385,6 @@ def storage_path(src):
     if src.kind == "io":
         return ", ".join(d.get("paths") or []) or "-"
     return d.get("path") or "-"
-
-
-def source_date(src):
-    """YYYY-MM-DD of a source (run start, or when the io / ceiling file was made), or ''."""
-    d = src.doc
-    stamp = d.get("start") or (d.get("environment") or {}).get("created") or ""
-    return str(stamp)[:10]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """dlio-fast's own figures of a run, next to DLIO's: exact() (one window per block, bytes really read,
-merged latency histograms), dlio-fast.json (dlio_fast_doc) and the console's final table (exact_table).
+merged latency histograms), metrics_of() (a document's own or computed), dlio-fast.json (dlio_fast_doc)
+and the console's final table (exact_table, beside DLIO's figures from dlio.report.dlio.files).
 
-Pure functions of the Result, as dlio_files' renderers are (dlio.report.dlio_files has DLIO's files).
+Pure functions of the Result, as DLIO's renderers are (dlio.report.dlio.files has DLIO's files).
 """
 
 import numpy as np
@@ -9,8 +10,9 @@ import numpy as np
 from dlio import stats
 from dlio.report import checkpoint as ckpt_figures
 from dlio.report import metrics
-from dlio.report.dlio_files import checkpoint_records, dialect, summary, train_figures
+from dlio.report.dlio.files import summary
 from dlio.report.result import RUN_SCHEMA
+from dlio.report.run_figures import checkpoint_records, dialect, train_figures
 from dlio.units import fmt_ns
 
 # A mean compute overrun above this share of the set compute is worth a note on the console.
@@ -89,6 +91,13 @@ def exact(result):
         # samples x record length instead)
         "dataset_bytes_on_disk_per_host": result["dataset"]["bytes_on_disk"] / max(1, len(set(result["hostnames"]))),
     }
+
+
+def metrics_of(doc):
+    """dlio-fast's figures of a run document: the ones it holds (dlio-fast.json, a DLIO folder read as a
+    run), else computed from its Result."""
+    m = doc.get("metrics")
+    return m if isinstance(m, dict) else exact(doc)
 
 
 def dlio_fast_doc(result):

@@ -6,7 +6,6 @@ import html
 import os
 import time
 
-from dlio.report import checks as checks_mod
 from dlio.report import tables
 
 STYLE = """
@@ -88,7 +87,7 @@ def render(rep, images=(), checks=None, title="dlio-fast report"):
         out.append("<table><thead><tr><th>result</th><th>check</th><th>figure</th></tr></thead><tbody>")
         for name, ok, text in checks:
             out.append(
-                f'<tr><td class="{checks_mod.verdict(ok).lower()}">{checks_mod.verdict(ok)}</td>'
+                f'<tr><td class="{tables.check_verdict(ok).lower()}">{tables.check_verdict(ok)}</td>'
                 f"<td>{_e(name)}</td><td>{_e(text)}</td></tr>"
             )
         out.append("</tbody></table>")

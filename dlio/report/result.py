@@ -6,7 +6,7 @@ ceiling documents hold IoPoints. These are TypedDicts: the JSON files are these 
 (json.dumps/loads is the serialisation; dlio.report.source.load checks the schema id), and
 renderers read the same keys that runs write.
 
-DLIO's result files (dlio.report.dlio_files renders them from a RunResult) follow the DLIO version
+DLIO's result files (dlio.report.dlio.files renders them from a RunResult) follow the DLIO version
 of the config, ``settings.dialect`` ("2.0.0" or "current"), field by field:
 
 - summary.json: DLIO's keys in DLIO's order. ``host_cpuinfo`` / ``host_meminfo``: DLIO's
@@ -52,7 +52,6 @@ RUN_SCHEMA = "dlio-fast.run/1"
 IO_SCHEMA = "dlio-fast.io/1"
 CEILING_SCHEMA = "dlio-fast.ceiling/1"
 REPORT_SCHEMA = "dlio-fast.report/1"
-SCHEMAS = (RUN_SCHEMA, IO_SCHEMA, CEILING_SCHEMA, REPORT_SCHEMA)
 
 
 class BlockFigures(TypedDict, total=False):

@@ -10,6 +10,10 @@ import json
 import os
 
 from dlio.errors import DlioError
+from dlio.inputs import JSON_CAP, read_regular
+from dlio.report import exact
+from dlio.report.dlio import files as dlio_files
+from dlio.report.dlio import folder as dlio_folder
 from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA, RUN_SCHEMA
 
 
@@ -39,8 +43,6 @@ def _default_label(path):
 
 
 def _read_json(path, what):
-    from dlio.inputs import JSON_CAP, read_regular
-
     try:
         return json.loads(read_regular(path, JSON_CAP, f"{what} JSON file"))
     except FileNotFoundError:
@@ -58,8 +60,6 @@ def load(path):
     path = str(path)
     if not os.path.exists(path):
         raise DlioError(f"{path}: no such run folder or result file")
-    from dlio.report import dlio_folder
-
     if dlio_folder.is_dlio_folder(path):
         doc, summary = dlio_folder.load_dlio_folder(path)
         doc["dlio_summary"] = summary
@@ -101,8 +101,6 @@ def load(path):
 
 
 def _compute_summary(doc, where):
-    from dlio.report import dlio_files
-
     try:
         return dlio_files.summary(doc)
     except (KeyError, TypeError, ValueError) as e:
@@ -110,8 +108,6 @@ def _compute_summary(doc, where):
 
 
 def _compute_exact(doc, where):
-    from dlio.report import exact
-
     try:
         return exact.exact(doc)
     except (KeyError, TypeError, ValueError) as e:

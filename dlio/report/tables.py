@@ -1,11 +1,15 @@
-"""The comparison report rendered: text tables, Markdown, CSV and JSON (dlio-fast report)."""
+"""The comparison report rendered: text tables, Markdown, CSV and JSON (dlio-fast report); and checks
+((name, passed, figure) tuples, dlio.mlperf) as PASS / FAIL / NOTE lines."""
 
 import csv
 import io
 import json
 import math
 
+from dlio.output import csv_value
 from dlio.report.compare import KEY_FIELDS, POINT_FIGURES, RATIO_POINT_FIGURES, RUN_FIGURES
+from dlio.report.verdict import THRESHOLDS
+from dlio.units import fmt_bytes, fmt_ns, fmt_size
 
 
 def _fmt(v, dec):
@@ -24,8 +28,6 @@ NS_PER = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
 def _cell(v, dec, unit):
     """A table cell; a latency (unit ns/us/ms/s) is auto-scaled with its own unit (4.29ms, 422ns)."""
     if unit in NS_PER and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-        from dlio.units import fmt_ns
-
         return fmt_ns(v * NS_PER[unit])
     return _fmt(v, dec)
 
@@ -73,8 +75,6 @@ def _point_name(p):
 
 
 def _size(n):
-    from dlio.units import fmt_size
-
     return fmt_size(n) if isinstance(n, int) else str(n)
 
 
@@ -208,8 +208,6 @@ def csv_text(rep):
 
 def _raw(v):
     """A CSV cell: true/false, floats rounded (dlio.output.csv_value)."""
-    from dlio.output import csv_value
-
     return csv_value(v)
 
 
@@ -220,8 +218,6 @@ def json_text(rep):
 def _counter_cells(c):
     """App bytes, device/network bytes, their ratio, cached share before, reader and host CPU."""
     c = c if isinstance(c, dict) else {}
-    from dlio.units import fmt_bytes
-
     app = c.get("app_bytes")
     dev = c.get("device_bytes") if c.get("device_bytes") is not None else c.get("network_bytes")
     num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
@@ -267,8 +263,16 @@ def verdict_lines(sources):
         "reader cores",
         "host busy",
     ]
-    from dlio.report.verdict import THRESHOLDS
-
     return (
         ["", "verdicts (is this a storage result?):"] + _text_table(head, rows, left=3) + [f"thresholds: {THRESHOLDS}"]
     )
+
+
+def check_verdict(ok):
+    """PASS / FAIL, or NOTE for what is not a check (ok None)."""
+    return "NOTE" if ok is None else ("PASS" if ok else "FAIL")
+
+
+def check_lines(checks):
+    """'PASS  name: figure' lines of (name, passed, figure) checks."""
+    return [f"{check_verdict(ok)}  {name}: {text}" for name, ok, text in checks]

@@ -37,10 +37,12 @@ import re
 import shutil
 import tempfile
 import time
+from decimal import Decimal
 
 import numpy as np
 
 from dlio import _core
+from dlio.errors import os_error_message
 
 KIND_NAMES = {
     _core.TR_READ: "read",
@@ -101,8 +103,6 @@ class Tracer:
         try:
             yield
         except OSError as e:
-            from dlio.errors import os_error_message
-
             self.failed = os_error_message(e, e.filename or self.path)
             gz, self._gz = getattr(self, "_gz", None), None
             try:
@@ -240,8 +240,6 @@ def open_pfw(path):
 def read_pfw(path):
     """The events of a .pfw or .pfw.gz file (list of dicts): every line but "[" / "]", a trailing
     comma allowed. Fractional ts/dur (older files) are parsed as Decimal so that sums are exact."""
-    from decimal import Decimal
-
     out = []
     with open_pfw(path) as f:
         for line in f:

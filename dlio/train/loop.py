@@ -25,7 +25,8 @@ from dlio.dataset.spec import dataset_spec
 from dlio.errors import DlioError, DlioRunError, Interrupted
 from dlio.execute import execute_partial, interruptible
 from dlio.host import iso
-from dlio.report import dlio_host, metrics
+from dlio.report import metrics
+from dlio.report.dlio import host as dlio_host
 from dlio.report.result import new_rank_record
 from dlio.storage.base import C_STEP_HOOK, LOCAL, PAGE_CACHE, TrainOptions
 from dlio.train import planner

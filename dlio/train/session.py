@@ -17,7 +17,9 @@ from dlio.dataset.spec import dataset_bytes, dataset_spec
 from dlio.errors import DlioError, DlioRunError
 from dlio.execute import Interrupted, late_signal_note, pending, stop_signals_deferred
 from dlio.host import host_info, iso
-from dlio.report import dlio_files, dlio_host, exact
+from dlio.report import exact, run_files
+from dlio.report.dlio import files as dlio_files
+from dlio.report.dlio import host as dlio_host
 from dlio.report.result import build_result, new_rank_record
 from dlio.storage import backend_for
 from dlio.storage.base import FILE_ENGINES, PAGE_CACHE
@@ -346,22 +348,23 @@ def _finish(s: Session, rank_rec, failure) -> None:
         # Another rank may be gone or stuck: no collective operation from here on. Each rank
         # keeps what it measured in its own files; a failed rank's error then aborts the job.
         partial = _result(cfg, s.spec, comm.size, [rank_rec], s.start, end, False, reason, s.nbytes)
-        _, lost = write_with_fallback(lambda d: dlio_files.write_rank_files(partial, d, comm.rank), s.folder)
+        _, lost = write_with_fallback(lambda d: run_files.write_rank_files(partial, d, comm.rank), s.folder)
         if lost:
             s.warn(f"warning: rank {comm.rank}: {lost}")
         raise failure
     records = comm.gather(rank_rec)
     lost = None
     if comm.rank == 0:
-        from dlio.report import hydra_files, verdict
+        from dlio.report import verdict
+        from dlio.report.dlio import hydra as hydra_files
 
         verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
-        # + DLIO's host_cpuinfo / host_meminfo / host_processor_name, read at the start (dlio.report.dlio_host)
+        # + DLIO's host_cpuinfo / host_meminfo / host_processor_name, read at the start (dlio.report.dlio.host)
         result["host"].update(s.proc_info or dlio_host.proc_info())
         result["verdicts"] = verdicts
         where, lost = write_with_fallback(
-            lambda d: dlio_files.write_all(
+            lambda d: run_files.write_all(
                 result, d, cfg.to_yaml(), hydra_files.documents(cfg), hydra_files.subdir(cfg)
             ),
             s.folder,

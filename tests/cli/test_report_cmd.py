@@ -15,7 +15,8 @@ from dlio.cli import main as cli_mod
 from dlio.cli.report import check as check_cmd
 from dlio.cli.report import report as report_cmd
 from dlio.errors import DlioError
-from dlio.report import checks, compare, dlio_files, plots, source
+from dlio.mlperf import checks_v2
+from dlio.report import compare, plots, run_files, source
 from dlio.report.result import RUN_SCHEMA
 
 # the lead registers these in dlio/cli.py; until then (and harmlessly after) the tests do
@@ -61,7 +62,7 @@ def make_result(
     cpu_s=0.004,
     folder="/data/x",
 ):
-    """A Result as runcmd.build_result makes it, built from exact step timestamps.
+    """A Result as dlio.report.result.build_result makes it, built from exact step timestamps.
 
     Per epoch and rank: steps x (wait + compute); exclude_start_steps=1, so the exact figures are
     AU = compute / (wait + compute), samples/s = batch / (wait + compute) per rank, MiB/s =
@@ -174,9 +175,9 @@ CKPTS = [
 
 
 def write_run(folder, result, checkpoints=None, dlio_ckpt=None):
-    """dlio_files.write_all, plus the checkpoint records in dlio-fast.json and DLIO's checkpoint means
+    """run_files.write_all, plus the checkpoint records in dlio-fast.json and DLIO's checkpoint means
     (dlio_ckpt: {'save': GB/s, 'load': GB/s}) in summary.json."""
-    dlio_files.write_all(result, str(folder))
+    run_files.write_all(result, str(folder))
     if dlio_ckpt:
         sp = os.path.join(folder, "summary.json")
         s = json.load(open(sp))
@@ -534,7 +535,7 @@ def test_plots_dir_and_html_of_two_runs(two_runs, tmp_path, run_cli):
 
 def test_run_checks_figures():
     good = make_result(steps=501, wait_ms=0.5, compute_ms=9.5)
-    res = checks.run_checks([good])
+    res = checks_v2.run_checks([good])
     assert [(n, ok) for n, ok, _ in res] == [
         ("run complete", True),
         ("dataset >= 5x host RAM", True),
@@ -548,10 +549,10 @@ def test_run_checks_figures():
     # a 2-host run needs twice the data; ram_bytes overrides the recorded RAM
     two_hosts = make_result(steps=501, wait_ms=0.5, compute_ms=9.5, ranks=2)
     two_hosts["hostnames"] = ["node0", "node1"]
-    assert not checks.check_dataset(two_hosts)[1]
-    assert checks.check_dataset(two_hosts, ram_bytes=GiB // 2)[1]
+    assert not checks_v2.check_dataset(two_hosts)[1]
+    assert checks_v2.check_dataset(two_hosts, ram_bytes=GiB // 2)[1]
     bad = make_result(steps=100, wait_ms=2.0, compute_ms=8.0, bytes_on_disk=GiB)
-    res = dict((n, ok) for n, ok, _ in checks.run_checks([bad]))
+    res = dict((n, ok) for n, ok, _ in checks_v2.run_checks([bad]))
     assert res == {
         "run complete": True,
         "dataset >= 5x host RAM": False,
@@ -563,10 +564,10 @@ def test_run_checks_figures():
     # not (step period = batch / rate: the I/O wait makes the difference)
     r1 = make_result(steps=501, wait_ms=1.0, compute_ms=9.0)
     r2 = make_result(steps=501, wait_ms=4 / 418 * 1e3 - 9.0, compute_ms=9.0)
-    rep = checks.run_checks([r1, r2], labels=["a", "b"])
+    rep = checks_v2.run_checks([r1, r2], labels=["a", "b"])
     assert rep[-1][1] is True and "a 400.0, b 418.0: spread 4.50 %" in rep[-1][2]
     r3 = make_result(steps=501, wait_ms=4 / 430 * 1e3 - 9.0, compute_ms=9.0)
-    rep = checks.run_checks([r1, r3], labels=["a", "b"])
+    rep = checks_v2.run_checks([r1, r3], labels=["a", "b"])
     assert rep[-1][0].startswith("unet3d: 2 runs within 5 %") and rep[-1][1] is False
     assert "7.50 %" in rep[-1][2]
 

@@ -12,7 +12,8 @@ import pytest
 import yaml
 from test_report_cmd import make_result, write_run
 
-from dlio.report import checks, source
+from dlio.mlperf import checks_v2
+from dlio.report import source
 
 
 def write_dlio_folder(
@@ -160,7 +161,7 @@ def test_check_groups_repeats_by_settings(tmp_path, run_cli):
     c = copy.deepcopy(a)
     c["settings"].update(engine="io_uring", qd=4)
     paths = [write_run(tmp_path / n, r) for n, r in (("runA", a), ("runB", b), ("runC", c))]
-    res = checks.run_checks([source.load(str(p)).doc for p in paths], labels=["runA", "runB", "runC"])
+    res = checks_v2.run_checks([source.load(str(p)).doc for p in paths], labels=["runA", "runB", "runC"])
     repeat = [r for r in res if "runs within" in r[0]]
     assert len(repeat) == 1 and repeat[0][0].startswith("unet3d: 2 runs within 5 %") and repeat[0][1] is True
     assert "runA" in repeat[0][2] and "runB" in repeat[0][2] and "runC" not in repeat[0][2]
@@ -198,7 +199,7 @@ def test_report_reads_a_dlio_folder(tmp_path, run_cli):
 
 def test_check_reads_a_dlio_folder(tmp_path, run_cli):
     dlio_run = write_dlio_folder(tmp_path / "dlio_run")
-    res = dict((n, (ok, t)) for n, ok, t in checks.run_checks([source.load(str(dlio_run)).doc]))
+    res = dict((n, (ok, t)) for n, ok, t in checks_v2.run_checks([source.load(str(dlio_run)).doc]))
     assert res["run complete"][0] is True
     assert res[">= 500 steps per epoch"] == (False, res[">= 500 steps per epoch"][1])
     assert "4 steps per epoch" in res[">= 500 steps per epoch"][1]
@@ -213,7 +214,7 @@ def test_check_reads_a_dlio_folder(tmp_path, run_cli):
 def test_two_dlio_repeats(tmp_path):
     a = write_dlio_folder(tmp_path / "a", sps=(5.1, 5.0))
     b = write_dlio_folder(tmp_path / "b", sps=(4.0, 4.0))
-    res = checks.run_checks([source.load(str(p)).doc for p in (a, b)], labels=["a", "b"])
+    res = checks_v2.run_checks([source.load(str(p)).doc for p in (a, b)], labels=["a", "b"])
     rep = res[-1]
     assert rep[0] == "unet3d: 2 runs within 5 % (samples/s)" and rep[1] is False
     assert "a 5.0, b 4.0" in rep[2]  # DLIO's samples/s means (5.05 printed with one decimal)

@@ -114,13 +114,6 @@ def mix_seeds(base, index):
     return z
 
 
-def core():
-    """The C extension (imported lazily so that listing/planning works without it)."""
-    from dlio import _core
-
-    return _core
-
-
 def itemsize(spec):
     return np.dtype(spec.record_element_type).itemsize
 

@@ -15,7 +15,9 @@ import os
 
 import numpy as np
 
-from dlio.dataset.formats import core, mix_seed, record_elems, whole_file_extents
+from dlio import _core
+from dlio.dataset.formats import mix_seed, record_elems, whole_file_extents
+from dlio.dataset.formats import program as P
 from dlio.errors import ConfigError
 
 EXT = "csv"
@@ -27,7 +29,7 @@ BLOCK = 64 << 10  # bytes of repeated rows held per file while a batch of files 
 def record_values(n, dtype, seed):
     dtype = np.dtype(dtype)
     raw = np.empty(n * max(dtype.itemsize, 4), np.uint8)
-    core().fill_random(raw, seed)
+    _core.fill_random(raw, seed)
     if dtype.kind in "iub":
         if dtype.kind == "b":
             return raw[:n] & 1
@@ -43,7 +45,7 @@ def row_bytes(values):
     if values.size == 0:
         return b"" if values.dtype == np.uint8 else b"\n"
     if values.dtype.kind in "iu" and values.dtype.isnative:
-        return core().csv_row(values)
+        return _core.csv_row(values)
     return (",".join(map(str, values.tolist())) + "\n").encode()
 
 
@@ -57,8 +59,6 @@ def _numbers(n, sep):
 
 def _program_200(prog, row, nsamples, nelems, final, seed):
     """DLIO 2.0.0's file: header `,0,1,...,N-1`, then row i as `i,` + the record (numpy segments)."""
-    from dlio.dataset.formats import program as P
-
     prog.begin(final, seed)
     prog.lit(lambda: b"," + _numbers(nelems, ",")[0][:-1] + b"\n", key=("csv-header", nelems))
     text, offs, lens = _numbers(nsamples, ",")

@@ -10,6 +10,8 @@ from typing import Hashable, List, Optional
 
 import numpy as np
 
+from dlio import _core
+
 LIT, INLINE, RAND, CRC_BEGIN, CRC_END, PUT, PATCH, REPEAT = range(8)
 CRC32C, CRC32 = 0, 1
 MASKED_LE, BE, LE = 0, 1, 2
@@ -143,8 +145,6 @@ class Program:
 
 def render(prog: Program, i: int) -> bytes:
     """The bytes file i of prog holds once written (what the C core writes), for tests."""
-    from dlio import _core
-
     segs = prog.seg_array()
     first = prog.first[i]
     return _core.gen_render(segs[first : first + int(prog.counts()[i])], bytes(prog.blob), prog.seeds[i])

@@ -19,6 +19,7 @@ import struct
 
 import numpy as np
 
+from dlio import _core
 from dlio.dataset.formats import itemsize, record_elems
 from dlio.dataset.formats import program as P
 
@@ -109,8 +110,6 @@ def framing(nbytes, size=None):
 
 
 def _crc32c(data):
-    from dlio import _core
-
     return _core.crc32c(data)
 
 

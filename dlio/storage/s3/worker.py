@@ -22,35 +22,11 @@ import time
 import numpy as np
 
 from dlio.storage.s3 import heap
-
-# How much of each error text names the class of failure (s3dlio's messages carry the S3 code).
-AUTH_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken")
-
+from dlio.storage.s3.failures import classify, short
 
 # s3dlio's get_many_stats holds every response of a batch until the batch returns: the GET batches
 # of a point hold at most this many bytes in all (but always qd requests per thread).
 GET_BATCH_BYTES = 1 << 30
-
-
-def classify(message: str) -> str:
-    """'auth', 'bucket', 'connect' or 'other' for an s3dlio error message."""
-    if any(c in message for c in AUTH_CODES):
-        return "auth"
-    if "NoSuchBucket" in message:
-        return "bucket"
-    if "dispatch failure" in message or "Connection refused" in message or "connection" in message.lower():
-        return "connect"
-    return "other"
-
-
-def short(message: str) -> str:
-    """The useful part of an s3dlio error: after 'service error:' or the whole first line."""
-    m = str(message).splitlines()[0] if str(message) else repr(message)
-    for tag in ("service error: ", "failed: "):
-        if tag in m:
-            m = m.split(tag, 1)[1]
-            break
-    return m.replace(" ()", "")[:400]
 
 
 def task_check(s3, t: dict) -> dict:

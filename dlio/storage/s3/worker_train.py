@@ -23,6 +23,7 @@ import numpy as np
 
 from dlio.execute import StopFlag
 from dlio.storage.s3 import heap
+from dlio.storage.s3.failures import short
 
 _STOP = StopFlag()  # set by SIGTERM's handler: no lock (dlio.execute.StopFlag)
 
@@ -95,8 +96,6 @@ class _Loader:
                 if not self.put((i, nbytes)):
                     break
         except Exception as e:  # the message goes to the parent; the trainer stops at this step
-            from dlio.storage.s3.worker import short
-
             self.error = short(str(e))
             _STOP.set()
         finally:

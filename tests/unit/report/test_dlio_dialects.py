@@ -10,7 +10,11 @@ import pytest
 from test_report import OFF_NS, REC, later, make_result, wall_ns
 
 from dlio.config.load import load_config
-from dlio.report import dlio_files, dlio_host, dlio_log, exact, hydra_files
+from dlio.report import exact, run_files
+from dlio.report.dlio import files as dlio_files
+from dlio.report.dlio import host as dlio_host
+from dlio.report.dlio import hydra as hydra_files
+from dlio.report.dlio import log as dlio_log
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -157,7 +161,7 @@ def test_per_epoch_stats_with_step_checkpoints_200(tmp_path):
     assert p["ckpt1"] == {"start": later(t0, 3), "end": later(t0, 3.5), "duration": "0.50"}
     assert p["end"] == later(t0, 7.75) and p["duration"] == "7.75"  # 2.0.0: end is end_train
     assert not [k for k in dlio_files.summary(res)["metric"] if "checkpoint" in k]  # 2.0.0 has none
-    dlio_files.write_all(res, str(tmp_path))
+    run_files.write_all(res, str(tmp_path))
     names = sorted(p.name for p in tmp_path.iterdir())
     assert "per_epoch_stats.json" in names and "0_per_epoch_stats.json" not in names
     log = (tmp_path / "dlio.log").read_text()
@@ -241,7 +245,7 @@ def test_hydra_documents(dialect):
 
 def test_write_all_writes_hydra_and_log(tmp_path):
     res = make_result()
-    dlio_files.write_all(res, str(tmp_path), None, {"config.yaml": "workload: {}\n", "overrides.yaml": "[]\n"})
+    run_files.write_all(res, str(tmp_path), None, {"config.yaml": "workload: {}\n", "overrides.yaml": "[]\n"})
     assert (tmp_path / ".hydra" / "config.yaml").read_text() == "workload: {}\n"
     assert (tmp_path / "dlio.log").read_text() == dlio_log.render(res, str(tmp_path))
     assert json.loads((tmp_path / "summary.json").read_text())["host_cpuinfo"] == {"model name": "TestCPU"}
@@ -251,10 +255,10 @@ def test_hydra_subdir_as_mlperf_storage_sets_it(tmp_path):
     """MLPerf Storage runs DLIO with ++hydra.output_subdir=configs; its report reads configs/overrides.yaml."""
     res = make_result()
     docs = {"config.yaml": "workload:\n  model:\n    name: unet3d\n", "overrides.yaml": "- workload=unet3d_h100\n"}
-    dlio_files.write_all(res, str(tmp_path / "a"), None, docs, hydra_subdir="configs")
+    run_files.write_all(res, str(tmp_path / "a"), None, docs, hydra_subdir="configs")
     assert (tmp_path / "a" / "configs" / "overrides.yaml").read_text() == "- workload=unet3d_h100\n"
     assert not (tmp_path / "a" / ".hydra").exists()
-    dlio_files.write_all(res, str(tmp_path / "b"), None, docs, hydra_subdir=None)  # hydra.output_subdir=null
+    run_files.write_all(res, str(tmp_path / "b"), None, docs, hydra_subdir=None)  # hydra.output_subdir=null
     assert not [p for p in (tmp_path / "b").iterdir() if p.is_dir()]
 
 
@@ -264,7 +268,7 @@ def test_dlio_folder_reads_the_mlperf_layout(tmp_path):
 
     from test_dlio_interchange import GOLDEN
 
-    from dlio.report import dlio_folder
+    from dlio.report.dlio import folder as dlio_folder
 
     src = f"{GOLDEN}/current-train"
     shutil.copytree(src, tmp_path / "run")

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from dlio_installs import dlio_python, needs_dlio
 
-from dlio.report import dlio_folder
+from dlio.report.dlio import folder as dlio_folder
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "..", "data", "dlio-output")
 CASES = sorted(os.listdir(GOLDEN)) if os.path.isdir(GOLDEN) else []

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from dlio import _core, stats  # noqa: E402
-from dlio.report import compare, html, plots  # noqa: E402
+from dlio.report import compare, html, plots, plotting  # noqa: E402
 
 GiB = 1 << 30
 
@@ -49,23 +49,23 @@ def test_checkpoint_series_of_a_result_in_memory(tmp_path):
 
 
 def test_time_ticks_and_percentile_labels():
-    assert [plots.short_time(x) for x in (0.5, 20, 1500, 2e6)] == ["500ns", "20us", "1.5ms", "2s"]
-    assert [plots._pct_label(x) for x in (1.0, 0.1, 0.01, 0.001)] == ["p0", "p90", "p99", "p99.9"]
+    assert [plotting.short_time(x) for x in (0.5, 20, 1500, 2e6)] == ["500ns", "20us", "1.5ms", "2s"]
+    assert [plotting._pct_label(x) for x in (1.0, 0.1, 0.01, 0.001)] == ["p0", "p90", "p99", "p99.9"]
 
 
 def test_latency_panels_have_a_log_tail(tmp_path):
     h = stats.to_json(_core.hist_from_values(np.array([10_000] * 990 + [5_000_000] * 10, dtype=np.uint64)))
-    path = plots.latency_panels([(plots.hist(h), "read", None, True)], "t", str(tmp_path / "l.png"))
+    path = plotting.latency_panels([(plotting.hist(h), "read", None, True)], "t", str(tmp_path / "l.png"))
     with open(path, "rb") as f:
         head = f.read(24)
     w, hgt = struct.unpack(">II", head[16:24])
-    assert (w, hgt) == (12 * plots.DPI, 5 * plots.DPI)  # two panels: CDF and tail
+    assert (w, hgt) == (12 * plotting.DPI, 5 * plotting.DPI)  # two panels: CDF and tail
 
 
 def test_headroom_keeps_markers_inside():
     fig, ax = plt.subplots()
     ax.plot([1, 2, 3], [100.0, 120.0, 110.0], marker="o")
-    plots.headroom(ax)
+    plotting.headroom(ax)
     lo, hi = ax.get_ylim()
     assert lo == 0 and hi >= 120 * 1.2
     x0, x1 = ax.get_xlim()

@@ -1,4 +1,4 @@
-"""dlio.report.dlio_files: a hand-built Result (2 ranks, 2 epochs) rendered; every figure recomputed here."""
+"""dlio.report.dlio.files: a hand-built Result (2 ranks, 2 epochs) rendered; every figure recomputed here."""
 
 import json
 from datetime import datetime, timedelta
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from dlio import _core, stats
-from dlio.report import dlio_files, exact
+from dlio.report import exact, run_files
+from dlio.report.dlio import files as dlio_files
 from dlio.report.result import RUN_SCHEMA
 
 REC = 4096.0  # nominal record_length_bytes
@@ -340,7 +341,7 @@ def test_metric_lines():
 
 def test_write_all(tmp_path):
     res = make_result()
-    dlio_files.write_all(res, str(tmp_path / "out"), "workload:\n  model:\n    name: default\n")
+    run_files.write_all(res, str(tmp_path / "out"), "workload:\n  model:\n    name: default\n")
     out = tmp_path / "out"
     names = sorted(p.name for p in out.iterdir())
     assert names == [

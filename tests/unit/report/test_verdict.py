@@ -171,7 +171,8 @@ def test_combine_adds_the_ranks_of_a_host():
 
 def test_report_table_and_check_read_the_recorded_verdicts(tmp_path):
     """verdict_lines puts each epoch's verdict next to its counters; check_not_cache fails on cache."""
-    from dlio.report import checks, tables
+    from dlio.mlperf import checks_v2
+    from dlio.report import tables
     from dlio.report.source import Source
 
     cached = c(device_bytes=100, resident_before=1.0, reader_cpu_s=1.0)
@@ -183,7 +184,7 @@ def test_report_table_and_check_read_the_recorded_verdicts(tmp_path):
     lines = tables.verdict_lines([Source("run", str(tmp_path / "r1"), doc)])
     row = next(x for x in lines if x.startswith("r1"))
     assert row.split() == ["r1", "epoch", "2", "cache", "1000", "B", "100", "B", "0.10x", "100%", "0.10", "30%"]
-    name, ok, text = checks.check_not_cache(doc)
+    name, ok, text = checks_v2.check_not_cache(doc)
     assert not ok and "1 of 1 epoch verdict(s) are cache" in text
-    assert checks.check_not_cache({"verdicts": []}) is None  # a run recorded before the counters
+    assert checks_v2.check_not_cache({"verdicts": []}) is None  # a run recorded before the counters
     assert tables.verdict_lines([Source("run", "old", {"ranks": [{"epochs": [{"epoch": 1}]}]})]) == []

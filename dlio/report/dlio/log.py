@@ -15,7 +15,10 @@ from typing import Any, Dict, List
 import numpy as np
 
 from dlio.report import checkpoint as ckpt_figures
-from dlio.report import dlio_files, metrics
+from dlio.report import metrics
+from dlio.report.dlio.files import summary
+from dlio.report.dlio.timeline import block_times, secs, trailing_empty_block, train_end, wall
+from dlio.report.run_figures import checkpoint_records, dialect, train_blocks, trained
 
 CACHE_WARNING = (
     "The amount of dataset is smaller than the host memory; data might be cached after the first epoch. "
@@ -28,27 +31,27 @@ def _mode(result: Dict[str, Any]) -> str:
     """DLIO's "[Training & Evaluation & Checkpointing]" from what the run did (checkpointing: the
     run had a checkpoint plan, workflow.checkpoint; data generation is dlio-fast's own step)."""
     mode = []
-    if dlio_files._trained(result):
+    if trained(result):
         mode.append("Training")
     if any(ep.get("eval") for r in result["ranks"] for ep in r["epochs"]):
         mode.append("Evaluation")
-    if result.get("checkpoint_plan") or dlio_files.checkpoint_records(result):
+    if result.get("checkpoint_plan") or checkpoint_records(result):
         mode.append("Checkpointing")
     return " & ".join(mode)
 
 
 def _epoch_lines(result: Dict[str, Any], say, ep: Dict[str, Any]) -> None:
-    legacy = dlio_files.dialect(result) == "2.0.0"
+    legacy = dialect(result) == "2.0.0"
     rank = result["ranks"][0]
     comm = result["comm_size"]
     batch = result["settings"]["batch_size"]
     e = ep["epoch"]
     say(ep["start"], f"Starting epoch {e}: {ep.get('steps_planned', ep.get('steps_done', 0))} steps expected")
-    blocks = dlio_files._train_blocks(ep)
-    times = dlio_files._block_times(rank, ep)
-    cks = sorted(ep.get("checkpoints") or [], key=lambda c: dlio_files._wall(c["start"]))
+    blocks = train_blocks(ep)
+    times = block_times(rank, ep)
+    cks = sorted(ep.get("checkpoints") or [], key=lambda c: wall(c["start"]))
     for i, (b, (t0, t1, dur)) in enumerate(zip(blocks, times), 1):
-        au, thr = metrics.dlio_block_figures(b, batch, dlio_files.dialect(result))
+        au, thr = metrics.dlio_block_figures(b, batch, dialect(result))
         say(t0, f"Starting block {i}")
         say(t1, f"Ending block {i} - {b['steps']} steps completed in {dur} s")
         say(t1, f"Epoch {e} - Block {i} [Training] Accelerator Utilization [AU] (%): {au:.4f}")
@@ -65,7 +68,7 @@ def _epoch_lines(result: Dict[str, Any], say, ep: Dict[str, Any]) -> None:
             if c.get("block", 1) == i:
                 # an epoch checkpoint's folder step is steps + 1; DLIO's line names the last step
                 _checkpoint_lines(say, dict(c, step=min(c.get("step", 0), ep.get("steps_done", 0))), legacy, e)
-    if dlio_files._trailing_empty_block(result, ep):  # current DLIO's empty last block (dlio_files)
+    if trailing_empty_block(result, ep):  # current DLIO's empty last block (dlio.report.dlio.files)
         i, t = len(blocks) + 1, max(c["end"] for c in cks)
         say(t, f"Starting block {i}")
         say(t, f"Ending block {i} - 0 steps completed in 0.00 s")
@@ -73,15 +76,14 @@ def _epoch_lines(result: Dict[str, Any], say, ep: Dict[str, Any]) -> None:
         say(t, f"Epoch {e} - Block {i} [Training] Throughput (samples/second): {0.0:.4f}")
         say(t, f"Epoch {e} - Block {i} [Training] Computation time per step (second): nan+/-nan")
     say(
-        dlio_files._train_end(ep),
-        f"Ending epoch {e} - {ep.get('steps_done', 0)} steps completed in "
-        f"{dlio_files._secs(ep['start'], dlio_files._train_end(ep))} s",
+        train_end(ep),
+        f"Ending epoch {e} - {ep.get('steps_done', 0)} steps completed in {secs(ep['start'], train_end(ep))} s",
     )
     ev = ep.get("eval")
     if ev:
         end = ep["end"] or ep["eval_start"]
         say(ep["eval_start"], f"Starting eval - {ev['steps']} steps expected")
-        say(end, f"Ending eval - {ev['steps']} steps completed in {dlio_files._secs(ep['eval_start'], end)} s")
+        say(end, f"Ending eval - {ev['steps']} steps completed in {secs(ep['eval_start'], end)} s")
         say(end, f"Epoch {e} [Eval] Accelerator Utilization [AU] (%): {ev['au']:.4f}")
         say(end, f"Epoch {e} [Eval] Throughput (samples/second): {ev['throughput'] * comm:.4f}")
 
@@ -103,9 +105,9 @@ def _checkpoint_lines(say, c: Dict[str, Any], legacy: bool, epoch: int) -> None:
 
 def metric_block(result: Dict[str, Any]) -> List[str]:
     """DLIO's [METRIC] block as its end_run formats it (current: train, checkpoint, eval lines)."""
-    s = dlio_files.summary(result)
+    s = summary(result)
     m = s["metric"]
-    legacy = dlio_files.dialect(result) == "2.0.0"
+    legacy = dialect(result) == "2.0.0"
     out = [RULE, f"[METRIC] Number of Simulated Accelerators: {s['num_accelerators']} "]
 
     def msd(prefix: str, suffix: str, dec: int) -> str:
@@ -118,7 +120,7 @@ def metric_block(result: Dict[str, Any]) -> List[str]:
             f"[METRIC] Training I/O Throughput (MB/second): {msd('train_io', '_MB_per_second', 4)}",
             f"[METRIC] train_au_meet_expectation: {m['train_au_meet_expectation']}",
         ]
-    ck = dlio_files.checkpoint_records(result)
+    ck = checkpoint_records(result)
     if ck and not legacy:
         f = ckpt_figures.summary_fields(ck, result["comm_size"])
         f.pop("exact", None)
@@ -136,19 +138,19 @@ def metric_block(result: Dict[str, Any]) -> List[str]:
 
 def render(result: Dict[str, Any], folder: str) -> str:
     """The text of dlio.log for a run whose files are written into `folder`."""
-    legacy = dlio_files.dialect(result) == "2.0.0"
+    legacy = dialect(result) == "2.0.0"
     tag = "[INFO]" if legacy else "[OUTPUT]"
     lines: List[str] = []
 
     def say(ts: str, msg: str) -> None:
         lines.append(f"{tag} {ts} {msg}")
 
-    s = dlio_files.summary(result)
+    s = summary(result)
     d = result["dataset"]
     st = result["settings"]
     comm = result["comm_size"]
     say(result["start"], f"Running DLIO {'' if legacy else f'[{_mode(result)}] '}with {comm} process(es)")
-    if dlio_files._trained(result):
+    if trained(result):
         if s["potential_caching"] and s["potential_caching"][0]:
             lines.append(f"[WARNING] {CACHE_WARNING}")
         total = d["num_samples_per_file"] * d["num_files_train"] // st["batch_size"] // comm

@@ -1,82 +1,20 @@
-"""One run's Result record -> DLIO's output files, dlio-fast.json, the console.
+"""One run's Result record -> DLIO's output files (summary.json, {rank}_output.json, the per-epoch
+stats) and the console's [METRIC] lines.
 
 Every renderer here is a pure function of the Result (a plain dict built by dlio.train and
 gathered from all ranks on rank 0), so a result file can be re-rendered later and tests can feed
 known Results in. Field names of summary.json / {rank}_output.json / {rank}_per_epoch_stats.json
-are DLIO's (docs/dlio-facts.md §7); their figures follow DLIO's formulas (compat). dlio-fast.json holds
-the exact figures next to them (dlio.report.exact).
+are DLIO's (docs/dlio-facts.md §7); their figures follow DLIO's formulas (compat; the shared ones in
+dlio.report.run_figures). dlio-fast.json holds the exact figures next to them (dlio.report.exact), and
+dlio.report.run_files writes a run's folder.
 """
 
-import os
 from collections import Counter
-from datetime import datetime
 
-import numpy as np
-
-from dlio import output
-from dlio.host import iso
 from dlio.report import checkpoint as ckpt_figures
 from dlio.report import metrics
-
-
-def _epochs(result):
-    """Epoch numbers present on every rank (an interrupted run may have fewer on some)."""
-    per_rank = [[e["epoch"] for e in r["epochs"] if e.get("train")] for r in result["ranks"]]
-    if not per_rank:
-        return []
-    common = set(per_rank[0]).intersection(*per_rank[1:]) if len(per_rank) > 1 else set(per_rank[0])
-    return sorted(common)
-
-
-def _epoch(rank, e):
-    for rec in rank["epochs"]:
-        if rec["epoch"] == e:
-            return rec
-    return None
-
-
-def dialect(result):
-    """The DLIO version whose files and formulas a result follows ("2.0.0" or "current")."""
-    return (result.get("settings") or {}).get("dialect") or "current"
-
-
-def _train_blocks(ep):
-    """The training blocks of an epoch record (step checkpoints split an epoch into blocks)."""
-    return ep.get("blocks") or ([ep["train"]] if ep.get("train") else [])
-
-
-def _rank_epoch_figures(result, ep):
-    """(AU, samples/s) of one rank's epoch by the dialect's formulas."""
-    return metrics.dlio_epoch_figures(_train_blocks(ep), result["settings"]["batch_size"], dialect(result))
-
-
-def train_figures(result):
-    """Per-epoch DLIO figures reduced over ranks: AU averaged, samples/s summed (docs/dlio-facts.md §3.3)."""
-    au, thr, exact_au, exact_sps, exact_bps = [], [], [], [], []
-    for e in _epochs(result):
-        eps = [_epoch(r, e) for r in result["ranks"]]
-        recs = [ep["train"] for ep in eps]
-        figs = [_rank_epoch_figures(result, ep) for ep in eps]
-        au.append(float(np.mean([f[0] for f in figs])))
-        thr.append(float(np.sum([f[1] for f in figs])))
-        exact_au.append(float(np.mean([b["exact"]["au_percentage"] for b in recs])))
-        exact_sps.append(float(np.sum([b["exact"]["samples_per_second"] for b in recs])))
-        # aggregate bandwidth: all ranks' bytes over the slowest rank's window
-        nbytes = sum(b["exact"]["bytes"] for b in recs)
-        window = max(b["exact"]["window_s"] for b in recs)
-        exact_bps.append(nbytes / window if window > 0 else 0.0)
-    return au, thr, exact_au, exact_sps, exact_bps
-
-
-def eval_figures(result):
-    au, thr = [], []
-    for e in _epochs(result):
-        recs = [_epoch(r, e).get("eval") for r in result["ranks"]]
-        if any(x is None for x in recs):
-            continue
-        au.append(float(np.mean([b["au"] for b in recs])))
-        thr.append(float(np.sum([b["throughput"] for b in recs])))
-    return au, thr
+from dlio.report.dlio.timeline import block_times, secs, trailing_empty_block, train_end, wall
+from dlio.report.run_figures import checkpoint_records, dialect, eval_figures, train_blocks, train_figures, trained
 
 
 def ranks_per_host(result):
@@ -98,12 +36,6 @@ def _per_host_gib(result):
     return data_size_per_host_bytes(result) / 1024**3
 
 
-def checkpoint_records(result):
-    """Every checkpoint save/load record of the run, all ranks (training and checkpoint-only)."""
-    recs = [c for r in result["ranks"] for ep in r["epochs"] for c in ep.get("checkpoints") or []]
-    return recs + [c for r in result["ranks"] for c in r.get("checkpoints") or []]
-
-
 def _per_host(result, key, default):
     """DLIO's per-host list of a host field (hosts in the order of their first rank): each host's own
     value as its ranks recorded it, rank 0's host's for records without it."""
@@ -115,17 +47,13 @@ def _per_host(result, key, default):
     return list(seen.values()) or [default]
 
 
-def _trained(result):
-    return any(ep.get("train") for r in result["ranks"] for ep in r["epochs"])
-
-
 def summary(result):
     """DLIO's summary.json, keys in DLIO's order."""
     s = result["settings"]
     done = result.get("complete", True)
     au, thr, _, _, _ = train_figures(result)
     m = {}
-    checkpoint_only = not _trained(result) and bool(checkpoint_records(result))
+    checkpoint_only = not trained(result) and bool(checkpoint_records(result))
     if not checkpoint_only:  # current DLIO writes train_* only when it trained (do_train)
         au_mean, au_std = metrics.mean_std(au)
         thr_mean, thr_std = metrics.mean_std(thr)
@@ -196,48 +124,6 @@ def summary(result):
     return out
 
 
-def _wall(ts):
-    """A DLIO timestamp (local time) as seconds since the epoch."""
-    return datetime.fromisoformat(ts).timestamp()
-
-
-def _secs(a, b):
-    """DLIO's 2-decimal duration string between two of its timestamps."""
-    return f"{_wall(b) - _wall(a):.2f}"
-
-
-def _block_times(rank, ep):
-    """[(start, end, duration)] of each training block of an epoch, DLIO timestamps."""
-    blocks = _train_blocks(ep)
-    off = rank.get("wall_minus_mono_ns")
-    if off is None:  # an older record: place block 1 at the epoch's start
-        off = int(_wall(ep["start"]) * 1e9) - int(blocks[0].get("start_ns", 0)) if blocks else 0
-    out = []
-    for b in blocks:
-        t0, t1 = (b.get("start_ns", 0) + off) / 1e9, (b.get("end_ns", 0) + off) / 1e9
-        out.append((iso(t0), iso(t1), f"{t1 - t0:.2f}"))
-    return out
-
-
-def _train_end(ep):
-    """DLIO's end_train: after the epoch's last block and its checkpoints (step and epoch ones)."""
-    ends = [ep["train_end"]] + [c["end"] for c in ep.get("checkpoints") or [] if c.get("end")]
-    return max(ends, key=_wall)
-
-
-def _trailing_empty_block(result, ep):
-    """Current DLIO opens a new block after every step checkpoint, so a checkpoint on the epoch's
-    last step leaves an empty block behind (its _train always closes the current block)."""
-    cks = [c for c in ep.get("checkpoints") or [] if c.get("step", 0) <= ep.get("steps_done", 0)]
-    return (
-        dialect(result) != "2.0.0"
-        and ep.get("complete", True)
-        and bool(cks)
-        and max(c.get("step", 0) for c in cks) == ep.get("steps_done")
-        and ep.get("steps_done", 0) > 0
-    )
-
-
 def rank_output(result, r):
     """DLIO's {rank}_output.json: per epoch the per-step load/proc/compute lists, AU, throughput."""
     rank = result["ranks"][r]
@@ -256,13 +142,13 @@ def rank_output(result, r):
     for ep in rank["epochs"]:
         if not ep.get("train"):
             continue
-        blocks = _train_blocks(ep)
+        blocks = train_blocks(ep)
         rec = {key: {f"block{i}": list(b[key]) for i, b in enumerate(blocks, 1)} for key in ("load", "proc")}
         figs = [metrics.dlio_block_figures(b, batch, dialect(result)) for b in blocks]
         rec["throughput"] = {f"block{i}": f[1] for i, f in enumerate(figs, 1)}
         rec["au"] = {f"block{i}": f[0] for i, f in enumerate(figs, 1)}
         rec["compute"] = {f"block{i}": list(b["compute"]) for i, b in enumerate(blocks, 1)}
-        if _trailing_empty_block(result, ep):
+        if trailing_empty_block(result, ep):
             k = f"block{len(blocks) + 1}"
             for key in ("load", "proc", "compute"):
                 rec[key][k] = []
@@ -292,7 +178,7 @@ def _ckpt_entry(result, c):
         return f"ckpt{c.get('block', 1)}", {
             "start": c["start"],
             "end": c["end"],
-            "duration": _secs(c["start"], c["end"]),
+            "duration": secs(c["start"], c["end"]),
         }
     return f"{c.get('kind', 'save')}_ckpt{c.get('block', 1)}", ckpt_figures.per_epoch_entry(c)
 
@@ -307,37 +193,37 @@ def per_epoch_stats(result, r):
         if not ep.get("train"):
             continue
         rec = {"start": ep["start"]}
-        times = _block_times(rank, ep)
-        saves = sorted(ep.get("checkpoints") or [], key=lambda c: _wall(c["start"]) if c.get("start") else 0)
+        times = block_times(rank, ep)
+        saves = sorted(ep.get("checkpoints") or [], key=lambda c: wall(c["start"]) if c.get("start") else 0)
         for i, (t0, t1, dur) in enumerate(times, 1):
             rec[f"block{i}"] = {"start": t0, "end": t1, "duration": dur}
             for c in saves:
                 if c.get("block", 1) == i:
                     k, v = _ckpt_entry(result, c)
                     rec[k] = v
-        if _trailing_empty_block(result, ep):
+        if trailing_empty_block(result, ep):
             t = max(c["end"] for c in saves)
             rec[f"block{len(times) + 1}"] = {"start": t, "end": t, "duration": "0.00"}
         for c in saves:  # a checkpoint whose block is not one of the blocks recorded (an interrupted epoch)
             k, v = _ckpt_entry(result, c)
             rec.setdefault(k, v)
-        t_end = _train_end(ep)
+        t_end = train_end(ep)
         rec["end"] = ep["end"] if current and ep.get("end") else t_end
-        rec["duration"] = _secs(ep["start"], t_end)
+        rec["duration"] = secs(ep["start"], t_end)
         if ep.get("eval"):
             ev_end = ep["end"] or ep["eval_start"]
-            rec["eval"] = {"start": ep["eval_start"], "end": ev_end, "duration": _secs(ep["eval_start"], ev_end)}
+            rec["eval"] = {"start": ep["eval_start"], "end": ev_end, "duration": secs(ep["eval_start"], ev_end)}
         out[str(ep["epoch"])] = rec
     phase = rank.get("checkpoint_phase")
     if rank.get("checkpoints"):  # checkpoint-only: one epoch of saves then loads (current DLIO's _checkpoint)
         recs = rank["checkpoints"]
-        rec = {"start": phase["start"] if phase else min((c["start"] for c in recs), key=_wall)}
+        rec = {"start": phase["start"] if phase else min((c["start"] for c in recs), key=wall)}
         for kind in ("save", "load"):
             for c in recs:
                 if c.get("kind", "save") == kind:
                     k, v = _ckpt_entry(result, c)
                     rec[k] = v
-        rec["end"] = phase["end"] if phase else max((c["end"] for c in recs), key=_wall)
+        rec["end"] = phase["end"] if phase else max((c["end"] for c in recs), key=wall)
         out["1"] = rec
     return out
 
@@ -348,7 +234,7 @@ def _mean_sd(m, prefix, suffix, dec):
 
 
 def metric_lines(result):
-    """DLIO's [METRIC] block, for the console (dlio.log has DLIO's exact block: dlio.report.dlio_log)."""
+    """DLIO's [METRIC] block, for the console (dlio.log has DLIO's exact block: dlio.report.dlio.log)."""
     s = summary(result)
     m = s["metric"]
     lines = [
@@ -385,43 +271,3 @@ def per_epoch_file(result, rank):
     if dialect(result) == "2.0.0":
         return "per_epoch_stats.json" if rank == 0 else None
     return f"{rank}_per_epoch_stats.json"
-
-
-def write_rank_files(result, folder, rank):
-    """One rank's own output files (its DLIO files and dlio-fast.rank{rank}.json), for a multi-rank run
-    that failed or was interrupted: the ranks cannot gather, so each keeps what it measured."""
-    os.makedirs(folder, exist_ok=True)
-    output.write_json(os.path.join(folder, f"{rank}_output.json"), rank_output(result, 0))
-    name = per_epoch_file(result, rank)
-    if name:
-        output.write_json(os.path.join(folder, name), per_epoch_stats(result, 0))
-    from dlio.report.exact import dlio_fast_doc  # it builds on this module's figures
-
-    output.write_json(os.path.join(folder, f"dlio-fast.rank{rank}.json"), dlio_fast_doc(result))
-
-
-def write_all(result, folder, resolved_config_yaml=None, hydra=None, hydra_subdir=".hydra"):
-    """Write every output file of a run into folder (each atomically). Rank 0 calls this.
-    hydra: dlio.report.hydra_files.documents(cfg) ({file name: text}), written into the folder's
-    hydra_subdir (Hydra's hydra.output_subdir: MLPerf Storage's benchmark.sh sets it to "configs";
-    None writes none, as hydra.output_subdir=null does)."""
-    os.makedirs(folder, exist_ok=True)
-    output.write_json(os.path.join(folder, "summary.json"), summary(result))
-    for r in range(len(result["ranks"])):
-        rank = result["ranks"][r]["rank"]
-        output.write_json(os.path.join(folder, f"{rank}_output.json"), rank_output(result, r))
-        name = per_epoch_file(result, rank)
-        if name:
-            output.write_json(os.path.join(folder, name), per_epoch_stats(result, r))
-    from dlio.report.exact import dlio_fast_doc
-
-    output.write_json(os.path.join(folder, "dlio-fast.json"), dlio_fast_doc(result))
-    if resolved_config_yaml is not None:
-        output.atomic_write_text(os.path.join(folder, "config.yaml"), resolved_config_yaml)
-    if hydra and hydra_subdir:
-        os.makedirs(os.path.join(folder, hydra_subdir), exist_ok=True)
-        for name, text in hydra.items():
-            output.atomic_write_text(os.path.join(folder, hydra_subdir, name), text)
-    from dlio.report import dlio_log
-
-    output.atomic_write_text(os.path.join(folder, "dlio.log"), dlio_log.render(result, folder))

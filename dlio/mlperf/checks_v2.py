@@ -15,7 +15,11 @@ A DLIO output folder is checked on what DLIO recorded (its AU formula, its sampl
 run_checks() returns (name, passed, figure_text) tuples, passed None for a note; nothing here prints.
 """
 
-from dlio.report import dlio_files, exact
+from dlio.report.compare import RUN_SETTINGS, settings_of
+from dlio.report.dlio.files import summary
+from dlio.report.dlio.folder import dlio_summary
+from dlio.report.exact import metrics_of
+from dlio.report.run_figures import trained
 from dlio.units import fmt_bytes
 
 RAM_FACTOR = 5
@@ -29,15 +33,6 @@ def _label(result, i, labels, several):
     if labels and i < len(labels):
         return f"{labels[i]}: "
     return f"run {i + 1}: "
-
-
-def _trained(result):
-    return any(ep.get("train") for r in result.get("ranks", []) for ep in r.get("epochs", []))
-
-
-def _metrics(result):
-    m = result.get("metrics")
-    return m if isinstance(m, dict) else exact.exact(result)
 
 
 def check_complete(result):
@@ -78,16 +73,14 @@ def check_steps(result):
 
 def _summary(result):
     """DLIO's summary.json of the run: the one DLIO wrote for a DLIO folder, else computed."""
-    from dlio.report.dlio_folder import dlio_summary
-
-    return dlio_summary(result) or dlio_files.summary(result)
+    return dlio_summary(result) or summary(result)
 
 
 def check_au(result):
     """Two checks: exact AU mean and DLIO's AU mean against settings.metric_au x 100 (a DLIO run has
     only DLIO's)."""
     thr = 100.0 * float((result.get("settings") or {}).get("metric_au", 0.9))
-    exact = _metrics(result).get("au_mean_percentage")
+    exact = metrics_of(result).get("au_mean_percentage")
     dlio = _summary(result)["metric"].get("train_au_mean_percentage", 0.0)  # none in a checkpoint-only run
     out = []
     if exact is not None or result.get("tool") is None:
@@ -101,7 +94,7 @@ def check_au(result):
 
 def _samples_per_s(result):
     """Exact samples/s mean; DLIO's figure for a DLIO run (the only one it has)."""
-    m = _metrics(result)
+    m = metrics_of(result)
     v = m.get("samples_per_second_mean")
     return v if v is not None else (_summary(result)["metric"].get("train_throughput_mean_samples_per_second") or 0.0)
 
@@ -125,14 +118,12 @@ def check_not_cache(result):
 def check_repeats(results, names):
     """Runs of one workload and the same settings within 5 % of each other in samples/s (exact
     means), and a note for runs of one workload whose settings differ (they are not repeats)."""
-    from dlio.report.compare import RUN_SETTINGS, settings_of
-
     labels = dict(RUN_SETTINGS)
     out = []
     groups = {}
     by_workload = {}
     for res, name in zip(results, names):
-        if _trained(res):
+        if trained(res):
             wl = res.get("workload") or res.get("model") or "-"
             st = settings_of(res)
             groups.setdefault((wl, tuple(sorted(st.items()))), []).append((res, name))
@@ -172,7 +163,7 @@ def check_repeats(results, names):
 def run_checks(result_dicts, ram_bytes=None, labels=None):
     """Every check of every result, then the repeat check per workload.
 
-    result_dicts: Result dicts (as runcmd.build_result makes them) or dlio-fast.json documents.
+    result_dicts: Result dicts (as dlio.report.result.build_result makes them) or dlio-fast.json documents.
     ram_bytes: the RAM of one host, instead of what each result recorded.
     labels: names of the results, used to prefix the checks when there are several.
     Returns [(name, passed, figure_text)]."""
@@ -184,7 +175,7 @@ def run_checks(result_dicts, ram_bytes=None, labels=None):
         pre = _label(res, i, labels, several)
         names.append(pre)
         checks = [check_complete(res)]
-        if _trained(res):
+        if trained(res):
             checks.append(check_dataset(res, ram_bytes))
             checks.append(check_steps(res))
             checks += check_au(res)
@@ -195,24 +186,3 @@ def run_checks(result_dicts, ram_bytes=None, labels=None):
     if several:
         out += check_repeats(results, names)
     return out
-
-
-def verdict(ok):
-    """PASS / FAIL, or NOTE for what is not a check (ok None)."""
-    return "NOTE" if ok is None else ("PASS" if ok else "FAIL")
-
-
-def lines(checks):
-    """'PASS  name: figure' lines."""
-    return [f"{verdict(ok)}  {name}: {text}" for name, ok, text in checks]
-
-
-def run_checks_rules(result_dicts, version="v2.0", ram_bytes=None, labels=None):
-    """run_checks under one MLPerf Storage rules version: v2.0 (this module) or v3.0 (dlio.mlperf.checks_v3)."""
-    from dlio.mlperf import rules
-
-    if rules.check_version(version) == "v3.0":
-        from dlio.mlperf import checks_v3
-
-        return checks_v3.run_checks(result_dicts, ram_bytes, labels)
-    return run_checks(result_dicts, ram_bytes, labels)

@@ -16,6 +16,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
+import yaml
 
 from dlio.errors import DlioError
 
@@ -51,8 +52,6 @@ def _config(folder: str) -> Dict[str, Any]:
     path = next((p for p in paths if os.path.isfile(p)), None)
     if path is None:
         return {}
-    import yaml
-
     try:
         with open(path) as f:
             doc = yaml.safe_load(f) or {}

@@ -1,5 +1,9 @@
-"""Table lines and CSV columns for io / ceiling results."""
+"""Table lines and CSV columns of io / ceiling points (dlio.report.result.IoPoint): the console's row of
+a point (fsbench, objstore) and its flat CSV row."""
 
+from typing import Any, Dict
+
+from dlio.report.result import IoPoint
 from dlio.units import fmt_ns, fmt_size
 
 IO_COLUMNS = [
@@ -26,7 +30,8 @@ IO_COLUMNS = [
 ]
 
 
-def flat_point(r):
+def flat_point(r: IoPoint) -> Dict[str, Any]:
+    """A point as one CSV row: its plain fields, and its latency summary as lat_<stat>_ns columns."""
     row = {k: v for k, v in r.items() if not isinstance(v, dict)}
     for k, v in r["lat_ns"].items():
         if k != "count" and k != "stdev":
@@ -34,7 +39,7 @@ def flat_point(r):
     return row
 
 
-def mode(r):
+def mode(r: IoPoint) -> str:
     """direct (O_DIRECT), buffer (buffered, pages dropped before the point) or cached (page cache kept:
     the figure may be the page cache's, not the storage's)."""
     if r["direct"]:
@@ -42,7 +47,8 @@ def mode(r):
     return "cached" if str(r.get("cache", "")).startswith("kept") else "buffer"
 
 
-def point_line(r):
+def point_line(r: IoPoint) -> str:
+    """A point's row under POINT_HEADER."""
     lat = r["lat_ns"]
     cpu = f"{r['cpu_us_per_io']:.2f}" if r["cpu_us_per_io"] is not None else "-"
     return (
