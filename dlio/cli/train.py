@@ -280,6 +280,10 @@ def workloads(ctx: click.Context) -> None:
         if cfg.is_checkpoint_only():
             click.echo(f"{name:<{width}} {'(checkpoint only)'}")
             continue
+        if cfg.workflow.vdb:
+            v = cfg.vdb
+            click.echo(f"{name:<{width}} (vector search: {v.index}, {v.vectors} x {v.dimension}-d, R={v.max_degree})")
+            continue
         size = dataset_bytes(dataset_spec(cfg))
         click.echo(
             f"{name:<{width}} {d.format:<{fw}} {d.num_files_train:>9} {d.num_samples_per_file:>10} "

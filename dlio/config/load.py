@@ -136,6 +136,7 @@ class Config:
     profiling: Any
     storage: Any
     dlio_fast: Any
+    vdb: Any = None  # vector search (workflow.vdb; dlio.vdb)
     workload: Optional[str] = None
     config_file: Optional[str] = None
     scale: float = 1.0
@@ -186,6 +187,8 @@ class Config:
 
         out: Dict[str, Any] = {"model": conv(self.model), "framework": self.framework}
         for sec in _TOP:
+            if sec == "vdb" and not self.workflow.vdb:  # a training workload's config stays DLIO's
+                continue
             if sec != "model":
                 out[sec] = conv(getattr(self, sec))
         return out
