@@ -31,8 +31,8 @@ def expected(spec: VdbSpec, p: search.Plan) -> Dict[str, float]:
         "reads_per_query": reads * seg,
         "hops_per_query": hops * seg,
         "bytes_per_query": reads * seg * spec.layout.read_bytes,
-        "model_reads_per_search": model.reads_per_search(spec.search_list, spec.beam_width),
-        "model_hops_per_search": model.hops_per_search(spec.search_list, spec.beam_width),
+        "model_reads_per_search": model.reads_per_search(spec.search_list, spec.beam_width, spec.layout.nodes_in(0)),
+        "model_hops_per_search": model.hops_per_search(spec.search_list, spec.beam_width, spec.layout.nodes_in(0)),
     }
 
 

@@ -3,10 +3,12 @@
 Measured with diskannpy 0.7.0 on uniform L2-normalised vectors (vdbbench's data; inference-storage.md §2.4 at
 20k x 1536, R=64, and tests/data/vdb at 5k x 1536, R=32), one query at a time, no node cache:
 
-  - reads per segment search = L + OVERSHOOT * W^0.75 * (100 / L)^0.3: the L best candidates are all expanded,
-    plus the expansions that later fell out of the list, more of them the wider the beam (§2.4: 63/111/207 reads
-    at W=4 and L=50/100/200, 86/133/225 at W=16; the capture: 74.1 at L=64, W=4; the model: 64/111/209,
-    88/131/225 and 76.6);
+  - reads per segment search = L + OVERSHOOT * W^0.75 * (100 / L)^0.3 * (1 - exp(-N / N_SAT)): the L best
+    candidates are all expanded, plus the expansions that later fell out of the list, more of them the wider
+    the beam and the larger the graph (§2.4 at N=20k: 63/111/207 reads at W=4 and L=50/100/200, 86/133/225 at
+    W=16, the model 64/111/209 and 88/131/225; at N=5k, R=32: 74.1, 94.3, 134.3, 153.1, 79.2 reads at
+    (L, W) = (64, 4), (64, 16), (128, 4), (128, 16), (64, 8), the model 74.2, 92.9, 136.3, 151.5, 81.2; at
+    N=2k: 69.1, the model 70.1; at N=1k, R=16, L=32: 37.0, the model 36.4);
   - hops = reads / W + TAIL_A * log2(W) + TAIL_B: the first hop reads the medoid alone, the middle hops W nodes
     each, and the search ends with a few short hops as the list runs out of unexpanded candidates;
   - the first read of every search is the medoid; the second hop reads W of the medoid's R neighbours; later
@@ -27,19 +29,20 @@ from dataclasses import dataclass
 import numpy as np
 
 OVERSHOOT = 3.9
+N_SAT = 3000.0  # the overshoot's growth with the segment's node count saturates past ~10k nodes
 TAIL_A, TAIL_B = 0.8, 0.6
 READ_CV = 0.07  # per-search spread of the read count (the capture: 5.3 / 74.1)
 PLAN_READS = 8 << 20  # at most this many reads in a planned pool (32 MiB of node ids): runs cycle through it
 
 
-def reads_per_search(L: int, W: int) -> float:
-    """Mean node reads of one segment search (no cache)."""
-    return L + OVERSHOOT * W**0.75 * (100.0 / L) ** 0.3
+def reads_per_search(L: int, W: int, nodes: float = math.inf) -> float:
+    """Mean node reads of one segment search of a segment of `nodes` nodes (no cache)."""
+    return L + OVERSHOOT * W**0.75 * (100.0 / L) ** 0.3 * -math.expm1(-nodes / N_SAT)
 
 
-def hops_per_search(L: int, W: int) -> float:
+def hops_per_search(L: int, W: int, nodes: float = math.inf) -> float:
     """Mean hops of one segment search."""
-    r = reads_per_search(L, W)
+    r = reads_per_search(L, W, nodes)
     if W == 1:
         return r
     return min(r, max(1 + math.ceil((r - 1) / W), r / W + TAIL_A * math.log2(W) + TAIL_B))
@@ -114,7 +117,7 @@ def plan(
 ) -> Chains:
     """A pool of `searches` segment searches on a segment of `nodes` nodes."""
     rng = np.random.default_rng([seed, 28])
-    mean_r, mean_h = reads_per_search(L, W), hops_per_search(L, W)
+    mean_r, mean_h = reads_per_search(L, W, nodes), hops_per_search(L, W, nodes)
     reads = np.maximum(1, np.rint(mean_r * (1 + READ_CV * rng.standard_normal(searches)))).astype(np.int64)
     lo = 1 + -(-(reads - 1) // W)
     hops = np.clip(np.rint(reads / W + (mean_h - mean_r / W)).astype(np.int64), lo, reads)

@@ -46,7 +46,7 @@ def plan(spec: VdbSpec) -> Plan:
             np.bitwise_or.at(cache, top >> 3, (1 << (top & 7)).astype(np.uint8))
         return Plan(chains, spec.trace, max(spec.beam_width, chains.max_hop), cache, cache_n)
     hint = spec.queries * spec.runs
-    size = model.pool_size(hint, spec.layout.segments, spec.search_list, spec.beam_width)
+    size = model.pool_size(hint, spec.layout.segments, spec.search_list, spec.beam_width)  # bounded
     chains = model.plan(
         size,
         spec.search_list,
