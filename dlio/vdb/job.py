@@ -118,7 +118,9 @@ def run(
         "host": host_info(),
         "config": cfg.to_dict(),
         "layout": asdict(spec.layout) | {"node_len": spec.layout.node_len, "read_bytes": spec.layout.read_bytes},
-        "plan": None if p is None else {"source": p.source, "beam_width": p.beam_width, **expected(spec, p)},
+        "plan": None
+        if p is None
+        else {"source": p.source, "beam_width": p.beam_width, "medoid": p.chains.medoid, **expected(spec, p)},
         "build": None,
         "load": None,
         "runs": [],
