@@ -187,8 +187,6 @@ class Config:
 
         out: Dict[str, Any] = {"model": conv(self.model), "framework": self.framework}
         for sec in _TOP:
-            if sec == "vdb" and not self.workflow.vdb:  # a training workload's config stays DLIO's
-                continue
             if sec != "model":
                 out[sec] = conv(getattr(self, sec))
         return out

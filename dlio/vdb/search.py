@@ -101,6 +101,8 @@ def timed_run(
         queries=spec.queries,
         runtime_ns=int(spec.duration_s * 1e9) if not spec.queries else 0,
         delay_ns=spec.null_delay_ns,
+        # registered buffers and files: no page pinning or file lookup per read
+        eng_flags=_core.ENG_REGBUFS | _core.ENG_REGFILES if spec.engine == "io_uring" else 0,
     )
     res, failure = execute_partial(vr, on_tick)
     counters = {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import asdict
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -25,7 +26,7 @@ import numpy as np
 
 from dlio import _core
 from dlio.counters import Phase, usable_cores
-from dlio.errors import ConfigError
+from dlio.errors import ConfigError, DlioError
 from dlio.report.verdict import classify
 from dlio.vdb.config import VdbSpec
 
@@ -141,6 +142,7 @@ class LocalStore:
         if os.path.exists(self.manifest):
             os.unlink(self.manifest)
         files = file_sizes(self.spec)
+        self._check_space(files)
         for p, _ in files:
             os.makedirs(os.path.dirname(p), exist_ok=True)
             with open(p, "ab"):
@@ -150,6 +152,18 @@ class LocalStore:
             self._write_metadata()
         write_json(self.manifest, self._want())
         return rec
+
+    def _check_space(self, files: List[Tuple[str, int]]) -> None:
+        """Refuse an index the filesystem cannot hold, before writing any of it (one line, the amounts)."""
+        os.makedirs(self.folder, exist_ok=True)
+        have = sum(os.path.getsize(p) for p, _ in files if os.path.isfile(p))
+        need = sum(n for _, n in files) - have
+        free = shutil.disk_usage(self.folder).free
+        if need > free:
+            raise DlioError(
+                f"{self.folder}: the index needs {need / 2**30:.2f} GiB more but {free / 2**30:.2f} GiB is free; "
+                "choose another vdb.index_folder, or fewer vdb.vectors"
+            )
 
     def _write_metadata(self) -> None:
         lay = self.spec.layout

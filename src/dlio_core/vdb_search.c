@@ -223,6 +223,7 @@ static void run_search(struct vdb_searcher *s, const struct vdb_task *t)
 	const struct dc_vdb_config *cfg = r->cfg;
 	uint64_t k = __atomic_fetch_add(&r->next_search, 1, __ATOMIC_RELAXED);
 	uint64_t c = (cfg->first_search + k) % cfg->nsearches, t0 = dc_now_ns();
+	uint64_t reads0 = s->reads, bytes0 = s->bytes;
 
 	for (uint64_t h = cfg->hop_first[c]; h < cfg->hop_first[c + 1]; h++) {
 		uint64_t a = cfg->read_first[h], b = cfg->read_first[h + 1];
@@ -238,6 +239,10 @@ static void run_search(struct vdb_searcher *s, const struct vdb_task *t)
 
 	s->search_ns += now - t0;
 	s->searches++;
+	if (cfg->progress) { /* once per search, not per read */
+		__atomic_fetch_add(&cfg->progress->ops, s->reads - reads0, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&cfg->progress->bytes, s->bytes - bytes0, __ATOMIC_RELAXED);
+	}
 	vdb_task_done(r, t, now);
 }
 

@@ -61,6 +61,28 @@ def test_counts_follow_the_plan_on_the_null_engine():
     assert res["cache_hits"] == 0 and res["query_lat"]["count"] == 25 and res["read_lat"]["count"] == reads.sum()
 
 
+def test_progress_counts_reads_bytes_and_queries():
+    lay = Layout("diskann", 500, 32, 4, 16, 1)
+    ch = small_plan()
+    run = _core.VdbRun(
+        "null",
+        ["x"],
+        [500],
+        ch.hop_first,
+        ch.read_first,
+        ch.nodes,
+        beam_width=4,
+        read_bytes=4096,
+        nodes_per_sector=lay.nodes_per_sector,
+        queries=15,
+        clients=2,
+        batch=2,
+        direct=False,
+    )
+    res = run.execute()
+    assert run.progress() == (res["reads"], res["bytes"], 15)
+
+
 def test_latency_on_a_storage_of_known_latency():
     """null engine, 50 us per read, synchronous: a query of one segment search takes reads x 50 us."""
     lay = Layout("diskann", 500, 32, 4, 16, 1)
