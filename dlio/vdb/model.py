@@ -32,7 +32,7 @@ OVERSHOOT = 3.9
 N_SAT = 3000.0  # the overshoot's growth with the segment's node count saturates past ~10k nodes
 TAIL_A, TAIL_B = 0.8, 0.6
 READ_CV = 0.07  # per-search spread of the read count (the capture: 5.3 / 74.1)
-PLAN_READS = 8 << 20  # at most this many reads in a planned pool (32 MiB of node ids): runs cycle through it
+PLAN_READS = 2 << 20  # at most this many reads in a planned pool (8 MiB of node ids; ~1 s to plan): runs cycle
 
 
 def reads_per_search(L: int, W: int, nodes: float = math.inf) -> float:
