@@ -36,7 +36,7 @@ def expected(spec: VdbSpec, p: search.Plan) -> Dict[str, float]:
     }
 
 
-def describe(spec: VdbSpec, p: Optional[search.Plan]) -> List[str]:
+def describe(spec: VdbSpec, p: Optional[search.Plan], present: bool) -> List[str]:
     lay = spec.layout
     total = sum(n for _, n in file_sizes(spec))
     raw = lay.vectors * lay.dimension * lay.dtype_bytes
@@ -49,7 +49,7 @@ def describe(spec: VdbSpec, p: Optional[search.Plan]) -> List[str]:
         + (f", PQ {lay.pq_bytes} B/vector on storage" if lay.kind == "aisaq_scale" else ""),
         f"segments            {lay.segments} (raw {fmt_bytes(raw)})",
         f"index files         {len(file_sizes(spec))}, {fmt_bytes(total)} in {spec.folder} "
-        f"({'present' if os.path.exists(os.path.join(spec.folder, 'vdb-index.json')) else 'missing: built first'})",
+        f"({'present: kept' if present else 'missing: built first'})",
     ]
     if not spec.searches:
         return out + ["search              in memory (HNSW): the run writes the index and loads it, nothing else"]
@@ -77,6 +77,40 @@ def _run_line(i: int, m: Dict[str, Any]) -> str:
     )
 
 
+def _phases(spec: VdbSpec, store: Any, p: Optional[search.Plan], doc: Dict[str, Any], echo: Callable) -> Any:
+    """Build (or keep) the index, load it, and the timed runs (HNSW: its load instead), recorded in doc.
+    Returns the failure (Interrupted, RunError) that ended the runs, or None."""
+    if store.present():
+        echo(f"index present in {store.describe()}: kept")
+        doc["build"] = {"phase": "build", "kept": True}
+    else:
+        echo(f"building the index in {store.describe()} ...")
+        doc["build"] = store.write()
+        echo(
+            f"build: {doc['build']['bytes'] / 2**30:.2f} GiB in {doc['build']['seconds']:.1f} s "
+            f"({doc['build']['mb_per_s']:.0f} MB/s); {verdict_line('build', doc['build']['verdict'])}"
+        )
+    index_paths, pq_paths, doc["load"] = store.fetch()
+    if not spec.searches:
+        doc["load"] = io_pass(spec, file_sizes(spec), False)
+        echo(
+            f"load: {doc['load']['bytes'] / 2**30:.2f} GiB in {doc['load']['seconds']:.2f} s "
+            f"({doc['load']['mb_per_s']:.0f} MB/s); {verdict_line('load', doc['load']['verdict'])}"
+        )
+        return None
+    for i in range(spec.runs):
+        res, failure, counters = search.timed_run(spec, p, index_paths, pq_paths, i)
+        if res is not None and res["queries"]:
+            m = metrics.run_metrics(res, counters)
+            v = metrics.verdict(m, counters)
+            doc["runs"].append({"run": i + 1, **m, "counters": counters, "verdict": v})
+            echo(_run_line(i, m))
+            echo("  " + verdict_line("verdict", v))
+        if failure is not None:
+            return failure
+    return None
+
+
 def run(
     cfg: Any,
     comm: Any,
@@ -96,8 +130,9 @@ def run(
             "(vdb.processes); run without mpiexec"
         )
     p = search.plan(spec) if spec.searches else None
+    store = store_for(cfg, spec, p.chains.medoid if p else 0)
     if dry_run:
-        for text in [cfg.to_yaml().rstrip(), "---", *describe(spec, p)]:
+        for text in [cfg.to_yaml().rstrip(), "---", *describe(spec, p, store.present())]:
             echo(text)
         return None
     if spec.engine == "posix":
@@ -107,10 +142,8 @@ def run(
         )
     folder = output_folder(cfg, output, comm)
     prepare_output(folder, comm)
-    for text in describe(spec, p):
+    for text in describe(spec, p, store.present()):
         echo(text)
-    medoid = p.chains.medoid if p else 0
-    store = store_for(cfg, spec, medoid)
     doc: Dict[str, Any] = {
         "schema": SCHEMA,
         "workload": cfg.workload,
@@ -126,36 +159,8 @@ def run(
         "runs": [],
         "complete": False,
     }
-    failure = None
     with stop_signals_deferred():
-        if store.present():
-            echo(f"index present in {store.describe()}: kept")
-            doc["build"] = {"phase": "build", "kept": True}
-        else:
-            echo(f"building the index in {store.describe()} ...")
-            doc["build"] = store.write()
-            echo(
-                f"build: {doc['build']['bytes'] / 2**30:.2f} GiB in {doc['build']['seconds']:.1f} s "
-                f"({doc['build']['mb_per_s']:.0f} MB/s); {verdict_line('build', doc['build']['verdict'])}"
-            )
-        index_paths, pq_paths, doc["load"] = store.fetch()
-        if not spec.searches:
-            doc["load"] = io_pass(spec, file_sizes(spec), False)
-            echo(
-                f"load: {doc['load']['bytes'] / 2**30:.2f} GiB in {doc['load']['seconds']:.2f} s "
-                f"({doc['load']['mb_per_s']:.0f} MB/s); {verdict_line('load', doc['load']['verdict'])}"
-            )
-        else:
-            for i in range(spec.runs):
-                res, failure, counters = search.timed_run(spec, p, index_paths, pq_paths, i)
-                if res is not None and res["queries"]:
-                    m = metrics.run_metrics(res, counters)
-                    v = metrics.verdict(m, counters, spec.search_threads)
-                    doc["runs"].append({"run": i + 1, **m, "counters": counters, "verdict": v})
-                    echo(_run_line(i, m))
-                    echo("  " + verdict_line("verdict", v))
-                if failure is not None:
-                    break
+        failure = _phases(spec, store, p, doc, echo)
     doc["complete"] = failure is None
     doc["end"] = iso()
     if doc["runs"]:

@@ -57,7 +57,7 @@ def run_metrics(res: Dict[str, Any], counters: Dict[str, Any]) -> Dict[str, Any]
     }
 
 
-def verdict(m: Dict[str, Any], counters: Dict[str, Any], search_threads: int) -> Dict[str, Any]:
+def verdict(m: Dict[str, Any], counters: Dict[str, Any]) -> Dict[str, Any]:
     """dlio.report.verdict's rules, then the chain's own: a search waits for its hops one after another, so
     on a fast device the client's time per hop (CPU, wake-ups) can set the pace with the CPUs far from full."""
     v = classify(counters) if counters else {"verdict": "inconclusive", "reason": "no counters"}
