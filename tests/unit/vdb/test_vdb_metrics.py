@@ -18,7 +18,7 @@ def result(io_wait_ns=900, search_ns=1000):
         "searches": 3000,
         "hops": 90_000,
         "reads": 600_000,
-        "bytes": 600_000 * 8192 - 100 * 4096 * 0,
+        "bytes": 600_000 * 8192,
         "pq_reads": 0,
         "cache_hits": 45_000,
         "io_wait_ns": io_wait_ns,
