@@ -168,3 +168,32 @@ def test_strace_sees_o_direct(tmp_path):
     opens = re.findall(r'openat\([^"]*"([^"]+/_disk\.index)", ([A-Z_|]+)', log.read_text())
     searched = [flags for path, flags in opens if "O_RDONLY" in flags and "O_CREAT" not in flags]
     assert len(searched) >= 2 and all("O_DIRECT" in f for f in searched)
+
+
+@pytest.mark.parametrize("workload", ["vdb_aisaq_perf", "vdb_aisaq_scale"])
+def test_aisaq_modes(run_cli, tmp_path, workload):
+    """Performance mode: 12 KiB node reads (the neighbours' PQ codes inline). Scale mode: 4 KiB node reads plus
+    2 PQ-page reads per hop from each segment's PQ file."""
+    out = tmp_path / "out"
+    code, so, se = run_cli(
+        "run",
+        "-w",
+        workload,
+        *SMALL,
+        "--set",
+        "vdb.runs=1",
+        "--set",
+        f"vdb.index_folder={tmp_path / 'idx'}",
+        "--set",
+        f"dlio_fast.engine={_engine()}",
+        "-o",
+        out,
+    )
+    assert code == 0, se
+    r = load(out / "dlio-fast.json")["runs"][0]
+    if workload == "vdb_aisaq_perf":
+        assert r["read_bytes_mean"] == 12288 and r["pq_reads_per_query"] == 0
+    else:
+        assert r["pq_reads_per_query"] == pytest.approx(2 * r["hops_per_query"])
+        assert r["read_bytes_mean"] == 4096
+        assert len(list((tmp_path / "idx").rglob("_pq_rearranged.bin"))) == 1

@@ -88,3 +88,13 @@ def test_a_trace_with_an_empty_hop_is_refused(tmp_path):
     path.write_text(json.dumps(doc))
     with pytest.raises(ConfigError, match="empty hop"):
         trace.load(str(path))
+
+
+def test_replay_at_another_scale_stretches_the_node_ids():
+    from dlio.vdb.search import _scaled
+
+    tr = trace.load(CAPTURE)
+    ids, medoid = _scaled(tr, 4 * tr.params["vectors"])
+    assert medoid == 4 * tr.medoid and np.array_equal(ids, 4 * tr.nodes)
+    ids, medoid = _scaled(tr, tr.params["vectors"])
+    assert medoid == tr.medoid and np.array_equal(ids, tr.nodes)
