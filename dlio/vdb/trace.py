@@ -134,9 +134,9 @@ def parse_strace(text: str, index_path: str, params: Dict[str, Any], source: str
 
 
 def _layout_of(meta: Any, read_bytes: int) -> Layout:
-    """A layout whose node <-> offset map is the captured index's (its degree stands in for the rest)."""
-    vec = meta.node_len - 4
-    lay = Layout("diskann", meta.points, 1, vec, 0, 1)
+    """A layout with the captured index's node length, which alone decides where a node is read (the split of
+    that length into vector and neighbour ids does not matter: one "dimension" of node_len - 4 bytes, R = 0)."""
+    lay = Layout("diskann", meta.points, 1, meta.node_len - 4, 0, 1)
     if lay.node_len != meta.node_len or lay.read_bytes != read_bytes:
         raise ValueError(f"node length {meta.node_len} does not match reads of {read_bytes} bytes")
     return lay
