@@ -273,3 +273,60 @@ cdef extern from "dlio_core/gen.h" nogil:
                       unsigned char *buf, uint64_t len)
     uint64_t dc_gen_size(const dc_gen_seg *segs, uint64_t nsegs)
     uint32_t dc_crc32(uint32_t crc, const void *buf, size_t len)
+
+
+# ---- vector search: DiskANN / AISAQ hop chains (vdb.h) ----
+cdef extern from "dlio_core/vdb.h" nogil:
+    struct dc_vdb_config:
+        const char *engine
+        dc_engine_opts eng
+        int direct
+        unsigned segments
+        const char *const *index_paths
+        const char *const *pq_paths
+        const uint64_t *seg_nodes
+        const uint64_t *pq_pages
+        uint32_t nodes_per_sector
+        uint32_t read_bytes
+        const uint64_t *hop_first
+        const uint64_t *read_first
+        const uint32_t *nodes
+        uint64_t nsearches
+        uint64_t first_search
+        const uint8_t *cached
+        uint64_t cached_bits
+        unsigned beam_width
+        unsigned pq_reads_per_hop
+        uint64_t cpu_per_hop_ns
+        int compute_mode
+        uint64_t seed
+        unsigned clients
+        unsigned batch
+        unsigned search_threads
+        uint64_t queries
+        uint64_t runtime_ns
+        volatile int *stop
+        dc_progress *progress
+    struct dc_vdb_result:
+        uint64_t t_start
+        uint64_t t_end
+        uint64_t queries
+        uint64_t batches
+        uint64_t searches
+        uint64_t hops
+        uint64_t reads
+        uint64_t bytes
+        uint64_t pq_reads
+        uint64_t cache_hits
+        uint64_t io_wait_ns
+        uint64_t cpu_hop_ns
+        uint64_t search_ns
+        uint64_t search_cpu_ns
+        dc_hist query_lat
+        dc_hist batch_lat
+        dc_hist hop_lat
+        dc_hist read_lat
+        int stopped
+        unsigned eng_flags_used
+        dc_error error
+    int dc_vdb_run(const dc_vdb_config *cfg, dc_vdb_result *result)

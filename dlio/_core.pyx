@@ -718,3 +718,6 @@ def crc32(data, uint32_t crc=0):
     finally:
         PyBuffer_Release(&view)
     return out
+
+
+include "_core_vdb.pxi"

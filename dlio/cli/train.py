@@ -278,6 +278,19 @@ def workloads(ctx: click.Context) -> None:
         if cfg.is_checkpoint_only():
             click.echo(f"{name:<{width}} {'(checkpoint only)'}")
             continue
+        if cfg.workflow.vdb:  # vector search: segments as files, the node read as the sample, the index's size
+            from dlio.vdb.config import vdb_spec
+            from dlio.vdb.store import file_sizes
+
+            vs = vdb_spec(cfg)
+            kind = f"vdb {cfg.vdb.index}"
+            size = sum(n for _, n in file_sizes(vs))
+            read = fmt_bytes(vs.layout.read_bytes, "") if vs.searches else "-"
+            click.echo(
+                f"{name:<{width}} {kind:<{fw}} {vs.layout.segments:>9} {'-':>10} {read:>10} {fmt_bytes(size, ''):>10} "
+                f"{cfg.vdb.batch if vs.searches else '-':>6} {'-':>10}  {rules[name]:<{rw}}"
+            )
+            continue
         size = dataset_bytes(dataset_spec(cfg))
         click.echo(
             f"{name:<{width}} {d.format:<{fw}} {d.num_files_train:>9} {d.num_samples_per_file:>10} "

@@ -137,6 +137,7 @@ class Config:
     profiling: Any
     storage: Any
     dlio_fast: Any
+    vdb: Any = None  # vector search (workflow.vdb; dlio.vdb)
     workload: Optional[str] = None
     config_file: Optional[str] = None
     scale: float = 1.0

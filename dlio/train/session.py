@@ -1,11 +1,12 @@
 """What `dlio-fast run` and `dlio-fast generate` do, start to end, on every rank."""
 
+import importlib
 import os
 import socket
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Dict, Optional
 
 from dlio import _core, host
 from dlio.checkpoint.only_mode import run_checkpoint_only
@@ -14,7 +15,7 @@ from dlio.config.engines import check_qd
 from dlio.dataset import stored
 from dlio.dataset.gen_rate import estimate_text
 from dlio.dataset.spec import dataset_bytes, dataset_spec
-from dlio.errors import DlioError, DlioRunError
+from dlio.errors import ConfigError, DlioError, DlioRunError
 from dlio.execute import Interrupted, late_signal_note, pending, stop_signals_deferred
 from dlio.host import host_info, iso
 from dlio.report import exact, run_files
@@ -40,6 +41,32 @@ def output_folder(cfg, given, comm):
             from dlio.mlperf.provenance import run_folder
 
             folder = run_folder(cfg, stamp)
+    return folder
+
+
+# The workload families beside training (a workflow flag each): their module's
+#   run(cfg, comm, echo, warn, progress, make_output, dry_run) -> output folder (rank 0) or None
+# where make_output() makes and locks the run's output folder, called once the family has checked what it
+# was asked and is about to measure.
+FAMILIES: Dict[str, str] = {"vdb": "dlio.vdb.job"}
+
+
+def family_of(cfg) -> Optional[str]:
+    """The workload family a config runs (workflow.vdb, ...), or None for training / checkpoints."""
+    chosen = [f for f in FAMILIES if getattr(cfg.workflow, f, False)]
+    if len(chosen) > 1:
+        raise ConfigError(
+            f"workflow.{chosen[0]} and workflow.{chosen[1]} are both true: one workload family per run",
+            f"workflow.{chosen[1]}",
+            True,
+        )
+    return chosen[0] if chosen else None
+
+
+def make_output(cfg, given, comm) -> str:
+    """The run's output folder, made, tested and locked (output_folder, prepare_output)."""
+    folder = output_folder(cfg, given, comm)
+    prepare_output(folder, comm)
     return folder
 
 
@@ -215,6 +242,10 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
     With dlio_fast.trace, this rank's trace-{rank}-of-{size}.pfw.gz is written in the output folder."""
     from dlio.train.samecfg import check_same_config
 
+    family = family_of(cfg)
+    if family is not None:  # a workload family of its own: it makes the output folder when it measures
+        job = importlib.import_module(FAMILIES[family])
+        return job.run(cfg, comm, echo, warn, progress, lambda: make_output(cfg, output, comm), dry_run)
     check_same_config(cfg, comm)  # ranks that disagree would deadlock in a collective
     s = Session(cfg, comm, echo, warn, progress, verbose, spec=dataset_spec(cfg))
     if dry_run:

@@ -1,0 +1,176 @@
+"""`dlio-fast run --workload vdb_*` start to end: plan, build (or keep) the index, load it, the timed runs,
+summary.json (the rules' fields) and dlio-fast.json (everything, with the verdicts)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from typing import Any, Callable, Dict, List, Optional
+
+from dlio.errors import DlioError
+from dlio.execute import stop_signals_deferred
+from dlio.host import host_info, iso
+from dlio.output import write_json
+from dlio.report.verdict import line as verdict_line
+from dlio.units import fmt_bytes
+from dlio.vdb import metrics, model, search
+from dlio.vdb.config import VdbSpec, vdb_spec
+from dlio.vdb.store import file_sizes, io_pass, store_for
+
+SCHEMA = "dlio-fast.vdb/1"
+
+
+def expected(spec: VdbSpec, p: search.Plan) -> Dict[str, float]:
+    """What a query should cost, from the plan (model or capture)."""
+    reads = float(p.chains.reads().mean())
+    hops = float(p.chains.hops().mean())
+    seg = spec.layout.segments
+    return {
+        "reads_per_search": reads,
+        "hops_per_search": hops,
+        "reads_per_query": reads * seg,
+        "hops_per_query": hops * seg,
+        "bytes_per_query": reads * seg * spec.layout.read_bytes,
+        "model_reads_per_search": model.reads_per_search(spec.search_list, spec.beam_width, spec.layout.nodes_in(0)),
+        "model_hops_per_search": model.hops_per_search(spec.search_list, spec.beam_width, spec.layout.nodes_in(0)),
+    }
+
+
+def describe(spec: VdbSpec, p: Optional[search.Plan], present: bool) -> List[str]:
+    lay = spec.layout
+    total = sum(n for _, n in file_sizes(spec))
+    raw = lay.vectors * lay.dimension * lay.dtype_bytes
+    pack = (
+        f"{lay.nodes_per_sector} per 4 KiB sector" if lay.nodes_per_sector else f"{lay.sectors_per_node} sectors each"
+    )
+    out = [
+        f"index               {lay.kind}: {lay.vectors} x {lay.dimension}-d x {lay.dtype_bytes} B, R={lay.degree}"
+        + (f", inline PQ {lay.inline_pq} x {lay.pq_bytes} B" if lay.kind == "aisaq_perf" else "")
+        + (f", PQ {lay.pq_bytes} B/vector on storage" if lay.kind == "aisaq_scale" else ""),
+        f"segments            {lay.segments} (raw {fmt_bytes(raw)})",
+        f"index files         {len(file_sizes(spec))}, {fmt_bytes(total)} in {spec.folder} "
+        f"({'present: kept' if present else 'missing: built first'})",
+    ]
+    if not spec.searches:
+        return out + ["search              in memory (HNSW): the run writes the index and loads it, nothing else"]
+    e = expected(spec, p)
+    out += [
+        f"node                {lay.node_len} B, {pack}: each read {lay.read_bytes} B (O_DIRECT)",
+        f"search              L={spec.search_list}, W={p.beam_width} ({spec.beam_width_note}), chains from "
+        f"{p.source}, node cache {spec.cache_ratio:g} ({p.cached_nodes} nodes per segment)",
+        f"per segment search  {e['reads_per_search']:.1f} reads, {e['hops_per_search']:.1f} hops"
+        + (f" + {spec.pq_reads_per_hop} PQ pages per hop" if spec.pq_reads_per_hop else ""),
+        f"per query           {e['reads_per_query']:.0f} reads, {fmt_bytes(e['bytes_per_query'])} (before the cache)",
+        f"load                {spec.processes} processes x batch {spec.batch}, {spec.search_threads} search threads, "
+        f"cpu {spec.cpu_per_hop_ns / 1e3:g} us per hop, engine {spec.engine}",
+        f"runs                {spec.runs} x "
+        + (f"{spec.queries} queries" if spec.queries else f"{spec.duration_s:g} s"),
+    ]
+    return out
+
+
+def _run_line(i: int, m: Dict[str, Any]) -> str:
+    return (
+        f"run {i + 1}: {m['throughput_qps']:.1f} QPS, latency mean {m['latency_mean_ms']:.2f} ms, p95 "
+        f"{m['latency_p95_ms']:.2f}, p99 {m['latency_p99_ms']:.2f}, p99.9 {m['latency_p999_ms']:.2f}; "
+        f"{m['reads_per_query']:.1f} reads and {m['hops_per_query']:.1f} hops per query, {m['iops']:.0f} IOPS"
+    )
+
+
+def _phases(spec: VdbSpec, store: Any, p: Optional[search.Plan], doc: Dict[str, Any], echo: Callable) -> Any:
+    """Build (or keep) the index, load it, and the timed runs (HNSW: its load instead), recorded in doc.
+    Returns the failure (Interrupted, RunError) that ended the runs, or None."""
+    if store.present():
+        echo(f"index present in {store.describe()}: kept")
+        doc["build"] = {"phase": "build", "kept": True}
+    else:
+        echo(f"building the index in {store.describe()} ...")
+        doc["build"] = store.write()
+        echo(
+            f"build: {doc['build']['bytes'] / 2**30:.2f} GiB in {doc['build']['seconds']:.1f} s "
+            f"({doc['build']['mb_per_s']:.0f} MB/s); {verdict_line('build', doc['build']['verdict'])}"
+        )
+    index_paths, pq_paths, doc["load"] = store.fetch()
+    if not spec.searches:
+        doc["load"] = io_pass(spec, file_sizes(spec), False)
+        echo(
+            f"load: {doc['load']['bytes'] / 2**30:.2f} GiB in {doc['load']['seconds']:.2f} s "
+            f"({doc['load']['mb_per_s']:.0f} MB/s); {verdict_line('load', doc['load']['verdict'])}"
+        )
+        return None
+    for i in range(spec.runs):
+        res, failure, counters = search.timed_run(spec, p, index_paths, pq_paths, i)
+        if res is not None and res["queries"]:
+            m = metrics.run_metrics(res, counters)
+            v = metrics.verdict(m, counters)
+            doc["runs"].append({"run": i + 1, **m, "counters": counters, "verdict": v})
+            echo(_run_line(i, m))
+            echo("  " + verdict_line("verdict", v))
+        if failure is not None:
+            return failure
+    return None
+
+
+def run(
+    cfg: Any,
+    comm: Any,
+    echo: Callable[[str], None],
+    warn: Callable[[str], None],
+    progress: Any = None,
+    make_output: Callable[[], str] = lambda: "output",
+    dry_run: bool = False,
+) -> Optional[str]:
+    """The whole vdb run. Returns the output folder (made by ``make_output`` once the checks passed)."""
+    spec = vdb_spec(cfg)
+    if comm.size > 1:
+        raise DlioError(
+            f"vdb workloads run as one process ({comm.size} ranks here): its query processes are threads "
+            "(vdb.processes); run without mpiexec"
+        )
+    p = search.plan(spec) if spec.searches else None
+    store = store_for(cfg, spec, p.chains.medoid if p else 0)
+    if dry_run:
+        for text in [cfg.to_yaml().rstrip(), "---", *describe(spec, p, store.present())]:
+            echo(text)
+        return None
+    if spec.engine == "posix":
+        warn(
+            "note: engine posix reads a hop's nodes one after another (DiskANN submits them together): "
+            "use io_uring for DiskANN's beam"
+        )
+    folder = make_output()
+    for text in describe(spec, p, store.present()):
+        echo(text)
+    doc: Dict[str, Any] = {
+        "schema": SCHEMA,
+        "workload": cfg.workload,
+        "start": iso(),
+        "host": host_info(),
+        "config": cfg.to_dict(),
+        "layout": asdict(spec.layout) | {"node_len": spec.layout.node_len, "read_bytes": spec.layout.read_bytes},
+        "plan": None
+        if p is None
+        else {"source": p.source, "beam_width": p.beam_width, "medoid": p.chains.medoid, **expected(spec, p)},
+        "build": None,
+        "load": None,
+        "runs": [],
+        "complete": False,
+    }
+    with stop_signals_deferred():
+        failure = _phases(spec, store, p, doc, echo)
+    doc["complete"] = failure is None
+    doc["end"] = iso()
+    if doc["runs"]:
+        write_json(os.path.join(folder, "summary.json"), metrics.summary(doc["runs"]) | {"complete": doc["complete"]})
+    write_json(os.path.join(folder, "dlio-fast.json"), doc)
+    if doc["runs"]:
+        s = metrics.summary(doc["runs"])
+        echo(
+            f"summary ({len(doc['runs'])} runs): {s['throughput_qps']:.1f} QPS, latency mean "
+            f"{s['latency_mean_ms']:.2f} ms, p95 {s['latency_p95_ms']:.2f}, p99 {s['latency_p99_ms']:.2f}, "
+            f"p99.9 {s['latency_p999_ms']:.2f}"
+        )
+    echo(f"results in {folder}")
+    if failure is not None:
+        raise failure
+    return folder
