@@ -1,15 +1,21 @@
 """Before allocating something whose size comes from input: does it fit in this process?
 
-The limit is the smaller of the host's available memory (MemAvailable) and what the address-space
-limit (`ulimit -v`, RLIMIT_AS) still allows. Without the check an absurd file count or queue depth
-grows a list or a buffer pool until the kernel's OOM killer ends the process with no message.
+The limit is the smallest of the host's available memory (MemAvailable), what the address-space limit
+(`ulimit -v`, RLIMIT_AS) still allows, and what the process's control groups still allow (a container's
+memory.max, dlio.limits). Without the check an absurd file count or queue depth grows a list or a buffer
+pool until the kernel's OOM killer ends the process with no message. Likewise threads: a count from input
+is checked against the control group's task limit (pids.max) before any is started.
 """
 
 import resource
-from typing import Optional
+from typing import Optional, Tuple
 
+from dlio import limits as limits_mod
 from dlio.errors import DlioError
 
+# threads a run starts beside the ones its settings ask for (the C run's trainer, the thread that waits
+# for it, the display's)
+THREAD_MARGIN = 4
 # Python's cost of one str in a list (object header + the list's pointer), beside its characters
 STR_OVERHEAD = 57
 
@@ -39,10 +45,24 @@ def _address_space_left() -> Optional[int]:
     return soft
 
 
+def available() -> Optional[Tuple[int, str]]:
+    """What this process may still allocate and which limit says so, or None when it cannot be told."""
+    limits = [
+        (n, where)
+        for n, where in (
+            (_meminfo_available(), "MemAvailable in /proc/meminfo"),
+            (_address_space_left(), "the address-space limit (ulimit -v)"),
+            limits_mod.memory_left() or (None, ""),
+        )
+        if n is not None
+    ]
+    return min(limits) if limits else None
+
+
 def available_bytes() -> Optional[int]:
     """What this process may still allocate, or None when it cannot be told."""
-    limits = [x for x in (_meminfo_available(), _address_space_left()) if x is not None]
-    return min(limits) if limits else None
+    a = available()
+    return a[0] if a else None
 
 
 def _gib(n: float) -> str:
@@ -50,7 +70,18 @@ def _gib(n: float) -> str:
 
 
 def check_fits(nbytes: float, what: str, fix: str) -> None:
-    """DlioError naming `what` (the key and the amount) when `nbytes` does not fit in memory."""
-    avail = available_bytes()
-    if avail is not None and nbytes > avail:
-        raise DlioError(f"{what}: about {_gib(nbytes)} of memory is needed but only {_gib(avail)} is available; {fix}")
+    """DlioError naming `what` (the key and the amount) when `nbytes` does not fit in memory, and the
+    limit that says so."""
+    a = available()
+    if a is not None and nbytes > a[0]:
+        raise DlioError(
+            f"{what}: about {_gib(nbytes)} of memory is needed but only {_gib(a[0])} is available ({a[1]}); {fix}"
+        )
+
+
+def check_threads(n: int, what: str, fix: str) -> None:
+    """DlioError when `n` more threads would pass the control group's task limit (pids.max): the C core
+    would fail to start them (EAGAIN) halfway through its setup."""
+    left = limits_mod.tasks_left()
+    if left is not None and n > left[0]:
+        raise DlioError(f"{what}: {n} threads are needed but only {left[0]} more tasks are allowed ({left[1]}); {fix}")

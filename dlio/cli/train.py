@@ -23,6 +23,7 @@ from dlio.config import load_config
 from dlio.config.schema import KEYS_BY_PATH
 from dlio.config.workloads import list_workloads, workload_text
 from dlio.errors import DlioError
+from dlio.limits import usable_cpus
 from dlio.units import fmt_bytes
 
 
@@ -208,7 +209,7 @@ def generate(
     if dry_run:
         from dlio.dataset.gen_rate import dry_run_lines
 
-        for line in dry_run_lines(dataset_spec(cfg), comm.size, threads or max(2, os.cpu_count() or 2), direct):
+        for line in dry_run_lines(dataset_spec(cfg), comm.size, threads or max(2, round(usable_cpus())), direct):
             echo(line)
         return
     session.generate(cfg, dataset_spec(cfg), comm, echo, progress, threads, checksum=checksum, direct=direct)

@@ -8,7 +8,6 @@ sample ranges, checksums and the manifest. A format without programs for some la
 chunks or compression, synthetic) is written file by file by its own write(). A generation that
 wrote files records its rate (gen_rate, for --dry-run's estimate)."""
 
-import os
 import time
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ from dlio.dataset.gen_write import write_all
 from dlio.dataset.manifest import Manifest, load_manifest, manifest_path, resolve_paths, scan_manifest
 from dlio.dataset.spec import DatasetSpec, all_dims, dataset_bytes, file_dims, file_paths, split_folder
 from dlio.errors import DatasetError, InsufficientSpace
+from dlio.limits import usable_cpus
 
 
 @dataclass
@@ -47,7 +47,7 @@ def generate(
     pl = plan(spec, rank, size)
     if progress is not None and pl.skipped:
         progress(pl.present_bytes, len(pl.skipped))
-    nthreads = int(threads) if threads else (os.cpu_count() or 1)
+    nthreads = int(threads) if threads else max(1, round(usable_cpus()))
     wbytes = write_all(pl, nthreads, progress, fsync, direct)
     ranges_and_crcs(pl, pl.todo, checksum)
     save_manifests(pl, checksum, rank, size, barrier)

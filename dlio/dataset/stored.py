@@ -10,7 +10,6 @@ the planned paths under that folder become the backend's names (``names``).
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import Callable, List, Optional
 
@@ -19,6 +18,7 @@ from dlio.dataset.generate import generate as generate_in_place
 from dlio.dataset.mismatch import check_dataset_matches
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, dataset_bytes, file_paths
 from dlio.errors import DlioError
+from dlio.limits import usable_cpus
 from dlio.storage import backend_for
 from dlio.storage.base import IN_PLACE, LOCAL, SCAN, Backend
 
@@ -107,7 +107,7 @@ def generate(
     spec = ds.spec
     total_bytes = dataset_bytes(spec)
     total_files = spec.num_files_train + spec.num_files_eval
-    threads = threads or max(2, os.cpu_count() or 2)
+    threads = threads or max(2, round(usable_cpus()))
     if direct and not ds.backend.has(IN_PLACE):
         raise DlioError(
             f"--direct has no meaning on {ds.backend.label} (objects are PUT, not written through a page cache)"

@@ -8,10 +8,9 @@ page cache is kept out of the way with O_DIRECT where the filesystem
 allows it, else by dropping the files' pages before every probe.
 """
 
-import os
-
 from dlio import _core, output
 from dlio.fsbench import grid, points, testfiles
+from dlio.limits import usable_cpus
 from dlio.report.io_table import POINT_HEADER, point_line
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
 from dlio.units import fmt_ns
@@ -66,7 +65,7 @@ def run(req, console):
     """The search on the filesystem of req.path (dlio.fsbench.request.CeilingRequest)."""
     path, runtime_ns, json_path, echo, warn = req.path, req.runtime_ns, req.json_path, console.table, console.warn
     file_size = req.file_size or 512 << 20
-    max_threads, max_qd = req.max_threads or os.cpu_count() or 1, req.max_qd or MAX_QD
+    max_threads, max_qd = req.max_threads or max(1, int(usable_cpus())), req.max_qd or MAX_QD
     if json_path:
         output.check_output_path(json_path)
     testfiles.check_writable_dir(path)

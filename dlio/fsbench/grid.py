@@ -227,7 +227,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
         )
     if any(r in ("write", "randwrite") for r in g.rws) and not (len(paths) == 1 and os.path.isdir(paths[0])):
         raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
-    from dlio.memcheck import check_fits
+    from dlio.memcheck import THREAD_MARGIN, check_fits, check_threads
 
     _, b, _, q, t = max(todo, key=lambda p: p[4] * p[3] * p[1])  # (rw, bs, engine, qd, threads)
     check_fits(
@@ -235,6 +235,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
         f"the buffers of --threads {t} x --qd {q} x --bs {b}",
         "use fewer threads, a lower qd or a smaller block size",
     )
+    check_threads(max(g.threads) + THREAD_MARGIN, f"--threads {max(g.threads)}", "use fewer --threads")
     check_direct_sizes(modes, g.bss, file_size, paths[0])
     fileset = testfiles.prepare(paths, max(g.threads), file_size)
     nbytes = sum(fileset.sizes)

@@ -10,7 +10,6 @@ at 8 in flight never PUTs the objects 64 would read), and removed at the end unl
 
 from __future__ import annotations
 
-import os
 import shutil
 from typing import Callable, Dict, List
 
@@ -20,6 +19,7 @@ from dlio.errors import DlioError
 from dlio.fsbench import s3_points as points
 from dlio.fsbench.ceiling import climb
 from dlio.fsbench.s3_io import HEADER, point_line
+from dlio.limits import usable_cpus
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
 from dlio.storage.s3 import client
 from dlio.storage.s3.settings import parse_uri, resolve
@@ -43,7 +43,7 @@ def run(req, console) -> dict:
     """Check access, search each target, write the document (also when a probe fails)."""
     uri, runtime_ns, json_path, keep, echo = req.path, req.runtime_ns, req.json_path, req.keep, console.table
     object_size = req.object_size or 16 << 20
-    max_threads, max_qd = req.max_threads or os.cpu_count() or 1, req.max_qd or MAX_QD
+    max_threads, max_qd = req.max_threads or max(1, int(usable_cpus())), req.max_qd or MAX_QD
     bucket, prefix = parse_uri(uri)
     if not SMALL_OBJECT <= object_size <= MAX_OBJECT:
         raise DlioError(f"--object-size {fmt_size(object_size)}: must be between 4 KiB and 64 MiB")

@@ -94,7 +94,7 @@ def prepare_output(folder, comm):
 
 def check_buffers(cfg, spec):
     """Each reader thread keeps qd buffers of a sample's size: refuse what memory cannot hold."""
-    from dlio.memcheck import check_fits
+    from dlio.memcheck import THREAD_MARGIN, check_fits, check_threads
 
     if not cfg.workflow.train:
         return
@@ -105,6 +105,7 @@ def check_buffers(cfg, spec):
         f"the read buffers of reader.read_threads {t} x dlio_fast.qd {q} x dataset.record_length_bytes {int(sample)}",
         "use fewer threads, a lower qd or smaller records",
     )
+    check_threads(t + THREAD_MARGIN, f"reader.read_threads {t}", "use fewer reader threads")
 
 
 def describe(cfg, spec, comm_size):

@@ -38,7 +38,7 @@ LAYERS: List[Tuple[str, Set[str]]] = [
     ("base: measuring helpers", {"counters", "progress"}),
     ("base: host and process", {"host", "execute", "stats", "output", "mpi", "inputs", "memcheck"}),
     ("base: C bindings", {"_core", "_mpiio"}),
-    ("base: errors and units", {"errors", "units", "tmpclaim", "dlio"}),
+    ("base: errors and units", {"errors", "units", "tmpclaim", "limits", "dlio"}),
 ]
 
 # profile is a leaf: it reads traces and writes a workload with config, dataset and base only, and
