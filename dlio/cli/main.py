@@ -1,6 +1,7 @@
 """The command line's root: the `dlio-fast` group, its global options, the commands registered on it,
 and main(), which turns every error into one line and an exit status."""
 
+import errno
 import os
 import signal
 import sys
@@ -8,7 +9,7 @@ import threading
 
 import click
 
-from dlio import mpi
+from dlio import _core, mpi
 from dlio.cli import fsbench, mlperf, profile, report, train, version
 from dlio.errors import DlioError, DlioRunError, Interrupted, os_error_message
 
@@ -116,6 +117,18 @@ def main(argv=None):
                 signal.signal(s, h)
 
 
+# What the system says of a path the user gave (a missing folder, a file where a folder goes, a symlink
+# loop, no permission): bad input, exit 2 like every other. Anything else (EIO, ENOSPC...) failed the run.
+INPUT_ERRNOS = frozenset(
+    {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.ENAMETOOLONG, errno.EACCES, errno.EPERM, errno.EROFS}
+)
+
+
+def os_exit_code(e: OSError) -> int:
+    """2 for an OSError about a path the user gave, 1 for one of a run's I/O (the C core's, or any other)."""
+    return 2 if e.errno in INPUT_ERRNOS and not isinstance(e, _core.RunError) else 1
+
+
 def _main(args, debug):
     try:
         rc = cli.main(args=args, prog_name="dlio-fast", standalone_mode=False)
@@ -140,7 +153,7 @@ def _main(args, debug):
     except OSError as e:
         if debug:
             raise
-        _fail(f"error: {os_error_message(e)}", 1, rank_specific=True)
+        _fail(f"error: {os_error_message(e)}", os_exit_code(e), rank_specific=True)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
 

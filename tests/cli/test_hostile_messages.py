@@ -203,3 +203,29 @@ def test_os_errors_keep_their_path_and_a_hint(run_cli, tmp_path, make, args, nee
     assert "Traceback" not in err
     line = err.strip().splitlines()[-1]
     assert str(p) in line and needle in line and ";" in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["generate", "-w", "default", "--set", "dataset.data_folder={loop}/x"],
+        ["generate", "-w", "default", "--set", "dataset.data_folder={file}/x"],
+        ["run", "-w", "default", "--set", "dataset.data_folder={file}/x", "--output", "{tmp}/o"],
+        ["run", "-w", "default", "--set", "dataset.data_folder={tmp}/d", "--output", "{file}/o"],
+        ["io", "{loop}"],
+        ["io", "{tmp}/missing"],
+        ["ceiling", "{file}"],
+        ["run", "--config", "{loop}"],
+        ["verify", "--data", "{tmp}/missing", "-w", "default"],
+    ],
+)
+def test_a_bad_path_is_bad_input_exit_2(run_cli, tmp_path, args):
+    """A path the user gave that is a file where a folder goes, a symbolic-link loop or missing: one line
+    naming it, exit status 2 like every other bad input (an OSError used to exit 1)."""
+    loop, file = tmp_path / "loop", tmp_path / "a-file"
+    loop.symlink_to(loop)
+    file.write_text("x")
+    code, out, err = run_cli(*[a.format(loop=loop, file=file, tmp=tmp_path) for a in args])
+    assert code == 2, err
+    line = one_line(err)
+    assert str(tmp_path) in line or "loop" in line or "a-file" in line, line
