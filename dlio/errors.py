@@ -57,9 +57,12 @@ class Interrupted(Exception):
     """The run was stopped by a signal; `signum` is the signal. Not a DlioError: the CLI gives it
     its own exit status (128 + signum) after the partial results are written."""
 
-    def __init__(self, signum: int):
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+    def __init__(self, signum: int, origin: str = ""):
+        """``origin``: another rank's stop that stopped this one ("rank 1 was interrupted by SIGTERM")."""
+        name = signal.Signals(signum).name
+        super().__init__(f"stopped because {origin}" if origin else f"interrupted by {name}")
         self.signum = signum
+        self.origin = origin
 
 
 # What to do about an errno, where there is something to do.

@@ -44,15 +44,46 @@ _SIGNALLED: List[int] = []
 _GUARDS = [0]  # stop_signals_deferred() blocks open (an inner one leaves the outer's handlers be)
 
 
+_ORIGIN: List[str] = []  # another rank's stop that stopped this one, when that is why
+# Pollers of the other ranks' stop notices (dlio.mpi.Comm.peer_stopped): polled where a stop signal is
+# looked for, so that a rank whose peer stopped or failed stops too, within a tick, and keeps its results.
+_PEERS: List[Callable[[], Optional[Tuple[int, str]]]] = []
+
+
 def _stop(signum: int) -> None:
     if _GUARDS[0]:  # noted for the guarded phase only: nothing stale outlives it
         _SIGNALLED.append(signum)
     STOP.set()
 
 
+def watch_peers(poll: Callable[[], Optional[Tuple[int, str]]]) -> Callable[[], None]:
+    """Poll ``poll`` (-> (signum, what the other rank said) or None) wherever stop signals are looked
+    for; returns the function that stops watching."""
+    _PEERS.append(poll)
+    return lambda: _PEERS.remove(poll)
+
+
+def peer_stop() -> Optional[Interrupted]:
+    """The Interrupted of another rank's stop notice, noted as if its signal had arrived here."""
+    if _ORIGIN:
+        return Interrupted(_SIGNALLED[0] if _SIGNALLED else signal.SIGTERM, _ORIGIN[0])
+    for poll in list(_PEERS):
+        got = poll()
+        if got is not None:
+            _ORIGIN.append(got[1])
+            _stop(got[0])
+            return Interrupted(got[0], got[1])
+    return None
+
+
 def pending() -> Optional[Interrupted]:
-    """The Interrupted of a stop signal that arrived between C runs and barriers, or None."""
-    return Interrupted(_SIGNALLED[0]) if _SIGNALLED else None
+    """The Interrupted of a stop signal (or another rank's stop notice) that arrived between C runs and
+    barriers, or None."""
+    if not _SIGNALLED and not _ORIGIN:
+        peer_stop()
+    if _SIGNALLED:
+        return Interrupted(_SIGNALLED[0], _ORIGIN[0] if _ORIGIN else "")
+    return None
 
 
 def late_signal_note() -> str:
@@ -73,6 +104,7 @@ def stop_signals_deferred() -> Iterator[None]:
         yield
         return
     _SIGNALLED.clear()
+    _ORIGIN.clear()
     STOP.clear()
     _GUARDS[0] += 1
     old = {sig: signal.signal(sig, lambda signum, frame: _stop(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -144,6 +176,11 @@ def execute_partial(
     try:
         while t.is_alive():
             t.join(tick_s)
+            if not caught and t.is_alive():
+                peer = peer_stop()  # another rank stopped or failed: stop as if signalled
+                if peer is not None:
+                    caught.append(peer.signum)
+                    run.request_stop()
             if on_tick is not None and t.is_alive():
                 on_tick(run)
         if on_tick is not None and "error" not in box:  # the last state is drawn (N/N)
@@ -159,16 +196,27 @@ def execute_partial(
         if caught and getattr(err, "errno", None) == errno.EINTR:
             # The stop released a wait the run cannot finish (the C step barrier): that is the
             # signal's doing, not an I/O error.
-            return partial, Interrupted(caught[0])
+            return partial, _interrupted(caught[0])
         if isinstance(err, _core.RunError):
             return partial, err
         raise err
     if caught:
-        return box.get("result"), Interrupted(caught[0])
+        return box.get("result"), _interrupted(caught[0])
     return box["result"], None
 
 
-def interruptible(wait: Callable[[threading.Event], bool]) -> Optional[Interrupted]:
+def _interrupted(signum: int) -> Interrupted:
+    return Interrupted(signum, _ORIGIN[0] if _ORIGIN else "")
+
+
+class _StopOrPeer:
+    """The stop event as a wait polls it, that also sees another rank's stop notice."""
+
+    def is_set(self) -> bool:
+        return STOP.is_set() or peer_stop() is not None
+
+
+def interruptible(wait: Callable[[Any], bool]) -> Optional[Interrupted]:
     """Run wait(STOP) (a wait that polls the event, as mpi.Comm.barrier_or_stop does) with SIGINT and
     SIGTERM setting the event; returns the Interrupted when a signal ended the wait, else None.
     Between C runs a plain MPI barrier would hold a rank whose peer is stopped or frozen forever."""
@@ -183,7 +231,7 @@ def interruptible(wait: Callable[[threading.Event], bool]) -> Optional[Interrupt
     main = threading.current_thread() is threading.main_thread()
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try:
-        arrived = wait(STOP)
+        arrived = wait(_StopOrPeer())
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)

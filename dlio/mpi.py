@@ -27,6 +27,9 @@ _LAUNCHER_VARS = (
 )
 
 
+STOP_TAG = 17  # the stop notices' tag, on a communicator of their own
+
+
 class Comm:
     """The few collective operations dlio-fast needs, on mpi4py's COMM_WORLD or on one rank."""
 
@@ -37,6 +40,15 @@ class Comm:
         # A communicator of its own for the last meeting of an interrupted job (all_arrive): a
         # step barrier left behind on COMM_WORLD would otherwise be matched by it.
         self._exit_comm = comm.Dup() if comm is not None and self.size > 1 else None
+        # And one for the stop notices (notify_stop / peer_stopped), polled by the main thread while a
+        # run's trainer thread may be in an MPI call: only where MPI takes calls from several threads.
+        self._stop_comm = None
+        if self._exit_comm is not None:
+            from mpi4py import MPI  # loaded already: comm is one of its communicators
+
+            if MPI.Query_thread() == MPI.THREAD_MULTIPLE:
+                self._stop_comm = comm.Dup()
+        self._told: list = []
 
     @property
     def is_mpi(self):
@@ -71,6 +83,28 @@ class Comm:
                 return False
             time.sleep(0.001)
         return True
+
+    def notify_stop(self, signum, what):
+        """Tell the other ranks that this one stops (by signal `signum`: `what` says why): each stops its
+        run within a tick, as if signalled, and writes what it measured (dlio.execute.watch_peers)."""
+        if self._stop_comm is None or self._told:
+            return
+        for r in range(self.size):
+            if r != self.rank:
+                self._told.append(
+                    self._stop_comm.isend((int(signum), f"rank {self.rank} {what}"), dest=r, tag=STOP_TAG)
+                )
+
+    def peer_stopped(self):
+        """(signum, why) of another rank's stop notice, or None; never waits."""
+        if self._stop_comm is None:
+            return None
+        from mpi4py import MPI  # loaded already (see __init__)
+
+        status = MPI.Status()
+        if not self._stop_comm.iprobe(source=MPI.ANY_SOURCE, tag=STOP_TAG, status=status):
+            return None
+        return tuple(self._stop_comm.recv(source=status.Get_source(), tag=STOP_TAG))
 
     def bcast(self, obj, root=0):
         return self.comm.bcast(obj, root=root) if self.is_mpi else obj

@@ -11,7 +11,8 @@ from dlio.checkpoint.load import load, ranks_per_node
 from dlio.checkpoint.record import extend_window
 from dlio.checkpoint.save import save
 from dlio.checkpoint.summary import size_lines
-from dlio.errors import DlioError
+from dlio.errors import DlioError, DlioRunError, Interrupted
+from dlio.execute import pending
 from dlio.host import iso
 from dlio.mpi import Comm
 from dlio.report import checkpoint as ckpt_figures
@@ -50,7 +51,9 @@ def run_checkpoint_only(
 
     Returns {"plan", "records" (this rank's), "all_records" and "summary" (rank 0: every rank's
     records and ``summary_fields``; None elsewhere), "per_epoch_stats" (this rank's, DLIO's shape),
-    "start", "end"}."""
+    "start", "end", "failure"}: a save or load that fails (a full disk, storage gone) or a stop signal
+    ends the mode with the records of those done kept, and "failure" the DlioRunError or Interrupted
+    (then no collective runs and "all_records" is None)."""
     comm = comm if comm is not None else Comm()
     backend = backend_for(cfg)
     say = echo if (echo is not None and comm.rank == 0) else (lambda s: None)
@@ -71,7 +74,7 @@ def run_checkpoint_only(
 
     def one(kind, i, op):
         """One checkpoint-only save or load: DLIO's pause, lines, rank_sync barrier in the window."""
-        time.sleep(pause)
+        _pause(pause)
         verb = "saving" if kind == "save" else "loading"
         say(f"Starting {verb} checkpoint {i} after total step {i} for epoch 1")
         rec = op()
@@ -94,6 +97,38 @@ def run_checkpoint_only(
         )
         say(f"Checkpoint {i} {kind}, this rank: {extra}")  # own line: DLIO's "GB" above are GiB
 
+    failure: Optional[BaseException] = None
+    try:
+        _saves_and_loads(cfg, comm, one, say, nw, nr, backend, engine, direct, drop, plan, ppn)
+    except (DlioRunError, Interrupted) as e:  # a failed or stopped save or load: those done are kept
+        failure = e
+    end = iso()
+    stats["end"] = end
+    out = {"plan": plan.to_dict(), "records": records, "per_epoch_stats": {"1": stats}, "start": start, "end": end}
+    if failure is not None:  # no collective: another rank may be gone (the caller writes each rank's part)
+        return {**out, "all_records": None, "summary": None, "failure": failure}
+    gathered = comm.gather(records, root=0)
+    all_records = None
+    summary = None
+    if comm.rank == 0:
+        all_records = [r for rank_recs in gathered for r in rank_recs]
+        summary = ckpt_figures.summary_fields(all_records, comm.size)
+    return {**out, "all_records": all_records, "summary": summary, "failure": None}
+
+
+def _pause(seconds: float) -> None:
+    """DLIO's sleep before a checkpoint-only op, cut short by Ctrl-C / SIGTERM (noted in the measured
+    phase: dlio.execute.pending), which then stops the run before the next op."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        if pending() is not None:
+            break
+        time.sleep(min(left, 0.1))
+    if pending() is not None:
+        raise pending()
+
+
+def _saves_and_loads(cfg, comm, one, say, nw, nr, backend, engine, direct, drop, plan, ppn) -> None:
     if nw:
         say("Checkpointing write started")
     for i in range(1, nw + 1):
@@ -133,20 +168,3 @@ def run_checkpoint_only(
         )
     if nr:
         say("Checkpointing read finished")
-    end = iso()
-    stats["end"] = end
-    gathered = comm.gather(records, root=0)
-    all_records = None
-    summary = None
-    if comm.rank == 0:
-        all_records = [r for rank_recs in gathered for r in rank_recs]
-        summary = ckpt_figures.summary_fields(all_records, comm.size)
-    return {
-        "plan": plan.to_dict(),
-        "records": records,
-        "all_records": all_records,
-        "summary": summary,
-        "per_epoch_stats": {"1": stats},
-        "start": start,
-        "end": end,
-    }

@@ -79,6 +79,7 @@ def _fail(message, code, rank_specific=False, interrupted=False):
     if size > 1 and rank_specific:
         err(f"dlio-fast: rank {rank}: {message}")
         sys.stderr.flush()
+        world.all_arrive(INTERRUPTED_WAIT_S)  # the others, told, write what they measured first
         world.abort(code)
     if rank == 0:
         err(f"dlio-fast: {message}")

@@ -2,6 +2,7 @@
 
 import importlib
 import os
+import signal
 import socket
 import time
 from collections import Counter
@@ -15,8 +16,8 @@ from dlio.config.engines import check_qd
 from dlio.dataset import stored
 from dlio.dataset.gen_rate import estimate_text
 from dlio.dataset.spec import dataset_bytes, dataset_spec
-from dlio.errors import ConfigError, DlioError, DlioRunError
-from dlio.execute import Interrupted, late_signal_note, pending, stop_signals_deferred
+from dlio.errors import ConfigError, DlioError, DlioRunError, Interrupted
+from dlio.execute import late_signal_note, pending, stop_signals_deferred, watch_peers
 from dlio.host import host_info, iso
 from dlio.report import exact, run_files
 from dlio.report.dlio import files as dlio_files
@@ -256,8 +257,12 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
                 echo(line)
         return None
     _start(s, output)
-    with stop_signals_deferred():
-        rank_rec, failure = _measure(s)
+    unwatch = watch_peers(comm.peer_stopped) if comm.size > 1 else (lambda: None)
+    try:
+        with stop_signals_deferred():
+            rank_rec, failure = _measure(s)
+    finally:
+        unwatch()
     if failure is None and pending() is not None:
         s.warn(late_signal_note())
     _finish(s, rank_rec, failure)
@@ -342,10 +347,8 @@ def _measure(s: Session):
             if s.progress is not None:
                 s.progress.done()
     if cfg.is_checkpoint_only():
-        try:
-            ck = run_checkpoint_only(cfg, comm, s.echo)
-        except Interrupted as e:
-            return rank_rec, e
+        ck = run_checkpoint_only(cfg, comm, s.echo)
+        failure = ck["failure"]
         rank_rec["checkpoints"] = ck["records"]
         rank_rec["checkpoint_phase"] = {"start": ck["start"], "end": ck["end"]}  # DLIO's per_epoch_stats
         if s.tracer is not None:  # records carry wall-clock times: map them to the trace clock
@@ -360,6 +363,15 @@ def _measure(s: Session):
                     bytes=c["bytes"],
                 )
     return rank_rec, failure
+
+
+def tell_peers(comm, failure) -> None:
+    """The other ranks hear that this one stops, unless it stopped because one of them did."""
+    if isinstance(failure, Interrupted):
+        if not failure.origin:
+            comm.notify_stop(failure.signum, f"was interrupted by {signal.Signals(failure.signum).name}")
+    else:
+        comm.notify_stop(signal.SIGTERM, "failed")  # it says why itself
 
 
 def _finish(s: Session, rank_rec, failure) -> None:
@@ -377,8 +389,10 @@ def _finish(s: Session, rank_rec, failure) -> None:
                 f"{f', {s.tracer.dropped} dropped: buffers full' if s.tracer.dropped else ''})"
             )
     if failure is not None and comm.size > 1:
-        # Another rank may be gone or stuck: no collective operation from here on. Each rank
-        # keeps what it measured in its own files; a failed rank's error then aborts the job.
+        # Another rank may be gone or stuck: no collective operation from here on. The others are told
+        # (they stop within a tick and keep what they measured); each rank keeps what it measured in
+        # its own files; a failed rank's error then ends the job.
+        tell_peers(comm, failure)
         partial = _result(cfg, s.spec, comm.size, [rank_rec], s.start, end, False, reason, s.nbytes)
         _, lost = write_with_fallback(lambda d: run_files.write_rank_files(partial, d, comm.rank), s.folder)
         if lost:

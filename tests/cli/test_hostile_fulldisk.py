@@ -5,8 +5,10 @@ import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import one_line
@@ -162,3 +164,58 @@ def test_out_of_inodes_is_named(few_inodes, dataset, tmp_path):
     code, stdout, err = dlio("generate", *OPTS, "--set", f"dataset.data_folder={few_inodes}/d2")
     assert code != 0
     assert "inode" in one_line(err) and "Traceback" not in err
+
+
+CKPT_ONLY = [
+    "-w",
+    "default",
+    "--set",
+    "workflow.train=false",
+    "--set",
+    "workflow.checkpoint=true",
+    "--set",
+    "model.model_size_bytes=1100000",
+    "--set",
+    "checkpoint.num_checkpoints_write=3",
+    "--set",
+    "checkpoint.num_checkpoints_read=0",
+    "--set",
+    "checkpoint.time_between_checkpoints=0.01",
+]
+
+
+def _saves(out):
+    doc = json.loads((out / "dlio-fast.json").read_text())
+    return doc, [c for r in doc["ranks"] for c in r["checkpoints"] if c["kind"] == "save"]
+
+
+def test_checkpoint_only_keeps_the_saves_before_one_that_fails(tiny, tmp_path):
+    """Checkpoint-only mode, the second save out of room: the first save's record is kept and written,
+    the run says it failed (exit 1), and the failed save leaves no files."""
+    out = tmp_path / "out"
+    code, _, err = dlio("run", *CKPT_ONLY, "--set", f"checkpoint.checkpoint_folder={tiny / 'ck'}", "--output", out)
+    assert code == 1, err
+    doc, saves = _saves(out)
+    assert doc["complete"] is False and [s["block"] for s in saves] == [1]
+    assert saves[0]["bytes"] >= 1100000 and "free" in doc["reason"]
+    assert sorted(os.listdir(tiny / "ck")) == ["global_epoch1_step1"]
+
+
+def test_a_stop_signal_between_checkpoints_keeps_the_saves_done(tmp_path):
+    """SIGTERM during the pause before save 2: save 1 is in the results, exit 143, within the grace."""
+    out = tmp_path / "out"
+    args = [*CKPT_ONLY, "--set", f"checkpoint.checkpoint_folder={tmp_path / 'ck'}", "--output", out]
+    args[args.index("checkpoint.time_between_checkpoints=0.01")] = "checkpoint.time_between_checkpoints=3"
+    p = subprocess.Popen([sys.executable, "-m", "dlio", "run", *map(str, args)], stdout=subprocess.PIPE, text=True)
+    lines = []
+    for line in p.stdout:  # the first save is done when its line is printed
+        lines.append(line)
+        if "Checkpoint 1 save" in line:
+            break
+    p.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    rest = p.communicate(timeout=30)[0]
+    assert p.returncode == 143, "".join(lines) + rest
+    assert time.monotonic() - t0 < 2.5
+    doc, saves = _saves(out)
+    assert doc["complete"] is False and [s["block"] for s in saves] == [1]

@@ -303,8 +303,13 @@ def test_failing_rank_stops_the_job_with_its_message(tmp_path):
     )
     assert p.returncode != 0
     lines = [l for l in p.stderr.splitlines() if l.startswith("dlio-fast:")]
-    assert len(lines) == 1, p.stderr  # printed once, by the failing rank
-    assert lines[0].startswith("dlio-fast: rank 1:") and os.path.basename(bad) in lines[0], p.stderr
+    # the error once, by the failing rank; rank 0, told, stops and says its own results are written
+    failing = [l for l in lines if l.startswith("dlio-fast: rank 1:")]
+    assert len(failing) == 1 and os.path.basename(bad) in failing[0], p.stderr
+    assert [l for l in lines if l not in failing] == [
+        "dlio-fast: stopped because rank 1 failed; the results measured so far were written (marked incomplete)"
+    ], p.stderr
+    assert load(out / "dlio-fast.rank0.json")["complete"] is False
     assert "Traceback" not in p.stderr
 
 
@@ -534,3 +539,25 @@ def test_ctrl_c_while_waiting_in_the_c_step_barrier(tmp_path):
     assert "SIGINT" in stderr and "results measured so far were written" in stderr, stderr
     assert "not every rank stopped" in stderr, stderr  # it did not wait for rank 1 in MPI_Finalize
     assert_rank_partial(out, 0)
+
+
+@needs_mpi
+def test_a_signal_to_one_rank_stops_the_others_with_their_results(tmp_path):
+    """SIGTERM to rank 1 alone: it tells rank 0, which stops within a tick (as if signalled) and keeps
+    what it measured in its own files, instead of waiting in the next barrier until the job is killed."""
+    p, data, out = start_long_run(tmp_path)
+    try:
+        pids = rank_pids(str(tmp_path))
+        assert sorted(pids) == [0, 1], pids
+        t0 = time.monotonic()
+        os.kill(pids[1], signal.SIGTERM)
+        stdout, stderr = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert time.monotonic() - t0 < 15
+    assert p.returncode == 143, stderr
+    assert "Traceback" not in stderr and "stopped because rank 1 was interrupted by SIGTERM" in stderr, stderr
+    doc = load(out / "dlio-fast.rank0.json")  # rank 0's measurements, kept
+    assert doc["complete"] is False and "rank 1 was interrupted by SIGTERM" in doc["reason"]
+    assert doc["ranks"][0]["epochs"] and load(out / "0_output.json")
+    assert load(out / "dlio-fast.rank1.json")["complete"] is False
