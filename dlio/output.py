@@ -107,11 +107,18 @@ def write_json(path, doc):
     atomic_write_text(path, json.dumps(doc, indent=2, default=_default, allow_nan=False) + "\n")
 
 
+# A text cell a spreadsheet would run as a formula starts with one of these (OWASP's CSV injection).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
 def csv_value(v):
     """One CSV cell: true/false (not Python's True/False), floats rounded to 3 decimals (whole
-    numbers without a decimal point), None empty."""
+    numbers without a decimal point), None empty; text that a spreadsheet would run as a formula (a
+    path or a label that starts with =, +, -, @) gets a leading ' so it is shown as text."""
     if v is None:
         return ""
+    if isinstance(v, str):
+        return "'" + v if v.startswith(FORMULA_START) else v
     if isinstance(v, (bool, np.bool_)):
         return "true" if v else "false"
     if isinstance(v, (float, np.floating)):

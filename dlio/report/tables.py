@@ -170,7 +170,7 @@ def markdown_lines(rep):
 def csv_text(rep):
     """CSV with raw numbers (not formatted): the run table, then a blank line and the io table."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = _CellWriter(csv.writer(buf, lineterminator="\n"))
     if "runs" in rep:
         runs = rep["runs"]["runs"]
         w.writerow(
@@ -207,8 +207,18 @@ def csv_text(rep):
 
 
 def _raw(v):
-    """A CSV cell: true/false, floats rounded (dlio.output.csv_value)."""
+    """A CSV cell: true/false, floats rounded, formula-like text made text (dlio.output.csv_value)."""
     return csv_value(v)
+
+
+class _CellWriter:
+    """A csv writer whose every cell, labels and headers included, goes through csv_value."""
+
+    def __init__(self, w):
+        self.w = w
+
+    def writerow(self, cells):
+        self.w.writerow([csv_value(c) for c in cells])
 
 
 def json_text(rep):

@@ -666,3 +666,25 @@ def test_report_of_a_real_run(tmp_path, dlio_cmd, run_cli):
         png_ok(p)
     code, so, _ = run_cli("check", out)
     assert code == 1 and "FAIL  >= 500 steps per epoch: 8 steps per epoch" in so
+
+
+def test_csv_cells_a_spreadsheet_would_run_are_text(tmp_path, run_cli):
+    """A run folder (a label in the CSV) or workload named like a formula is written as text: a
+    colleague opening the report's CSV in a spreadsheet runs nothing."""
+    bad = "=HYPERLINK(\"x\",\"y\")"
+    a = write_run(tmp_path / bad, make_result())
+    b = write_run(tmp_path / "@SUM(1)", make_result(compute_ms=4.0))
+    out = tmp_path / "r.csv"
+    code, _, err = run_cli("report", a, b, "--csv", out)
+    assert code == 0, err
+    cells = [c for row in csv.reader(out.open()) for c in row]
+    assert "'" + bad in cells and "'@SUM(1)" in cells
+    assert not [c for c in cells if c[:1] in ("=", "+", "@") or (c[:1] == "-" and not _number(c))]
+
+
+def _number(text):
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
