@@ -6,12 +6,11 @@
 Anything else is a one-line DlioError naming the path.
 """
 
-import json
 import os
 
 from dlio.errors import DlioError
 from dlio.inputs import JSON_CAP, read_regular
-from dlio.report import exact
+from dlio.report import exact, validate
 from dlio.report.dlio import files as dlio_files
 from dlio.report.dlio import folder as dlio_folder
 from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA, RUN_SCHEMA
@@ -44,15 +43,13 @@ def _default_label(path):
 
 def _read_json(path, what):
     try:
-        return json.loads(read_regular(path, JSON_CAP, f"{what} JSON file"))
+        return validate.loads(read_regular(path, JSON_CAP, f"{what} JSON file"), path, what)
     except FileNotFoundError:
         raise DlioError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise DlioError(f"{path}: is a folder, expected a JSON file") from None
     except PermissionError:
         raise DlioError(f"{path}: not readable (permission denied)") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise DlioError(f"{path}: not a valid {what} JSON document ({str(e).splitlines()[0]})") from None
 
 
 def load(path):
@@ -77,8 +74,7 @@ def load(path):
     doc = _read_json(doc_path, "dlio-fast")
     schema = doc.get("schema") if isinstance(doc, dict) else None
     if schema == RUN_SCHEMA:
-        if not isinstance(doc.get("ranks"), list) or not isinstance(doc.get("settings"), dict):
-            raise DlioError(f"{doc_path}: incomplete dlio-fast run document (no ranks or settings)")
+        validate.check_run(doc, doc_path)
         summary = None
         sp = os.path.join(folder, "summary.json")
         if os.path.isfile(sp):
@@ -92,10 +88,12 @@ def load(path):
     if schema == IO_SCHEMA:
         if not isinstance(doc.get("points"), list):
             raise DlioError(f"{doc_path}: io document without a points list")
+        validate.check_points(doc["points"], doc_path)
         return Source("io", path, doc)
     if schema == CEILING_SCHEMA:
         if not isinstance(doc.get("best"), dict):
             raise DlioError(f"{doc_path}: ceiling document without a best section")
+        validate.check_points(list(doc["best"].values()), doc_path, "best")
         return Source("ceiling", path, doc)
     raise DlioError(f"{doc_path}: unknown schema {schema!r} (expected {RUN_SCHEMA}, {IO_SCHEMA} or {CEILING_SCHEMA})")
 

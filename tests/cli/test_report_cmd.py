@@ -688,3 +688,32 @@ def _number(text):
         return True
     except ValueError:
         return False
+
+
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (lambda d: d["ranks"][0]["epochs"][0].update(bytes="many"), "ranks[0].epochs[0].bytes"),
+        (lambda d: d.update(comm_size=1.5), "comm_size"),
+        (lambda d: d["ranks"][0].update(epochs={"x": 1}), "ranks[0].epochs"),
+        (lambda d: d.pop("ranks"), "ranks"),
+    ],
+)
+def test_a_result_file_with_a_wrong_field_names_the_file_and_the_field(two_runs, run_cli, edit, field):
+    """Result files are input: checked against the Result types on load (report and check alike)."""
+    path = os.path.join(two_runs[0], "dlio-fast.json")
+    doc = json.load(open(path))
+    edit(doc)
+    json.dump(doc, open(path, "w"))
+    for cmd in ("report", "check"):
+        code, _, err = run_cli(cmd, two_runs[0])
+        assert code == 2 and "dlio-fast.json: field " + field in one_line(err), (cmd, err)
+
+
+@pytest.mark.parametrize("text", ['{"schema": "dlio-fast.run/1", "x": NaN}', "[" * 100000 + "]" * 100000])
+def test_nan_or_deep_json_is_one_line(tmp_path, run_cli, text):
+    (tmp_path / "r.json").write_text(text)
+    code, _, err = run_cli("report", tmp_path / "r.json")
+    line = one_line(err)
+    assert code == 2 and "r.json: not a valid dlio-fast JSON document" in line, err
+    assert "NaN is not a number JSON allows" in line or "nested too deeply" in line, line

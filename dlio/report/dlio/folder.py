@@ -10,7 +10,6 @@ per step from the per-step `load` lists of the rank files.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
@@ -19,6 +18,8 @@ import numpy as np
 import yaml
 
 from dlio.errors import DlioError
+from dlio.inputs import JSON_CAP, read_regular
+from dlio.report import validate
 
 TOOL = "DLIO"
 
@@ -33,13 +34,8 @@ def is_dlio_folder(path: str) -> bool:
 
 
 def _json(path: str) -> Any:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except OSError as e:
-        raise DlioError(f"{path}: cannot read ({e.strerror or e})") from None
-    except ValueError as e:
-        raise DlioError(f"{path}: not a valid JSON document ({str(e).splitlines()[0]})") from None
+    """A DLIO result file: a regular file of bounded size, JSON with no NaN and bounded nesting."""
+    return validate.loads(read_regular(path, JSON_CAP, "DLIO result file"), path, "DLIO result")
 
 
 # Where Hydra put the run's config: its default, and MLPerf Storage's hydra.output_subdir=configs.
