@@ -276,9 +276,11 @@ def _file_ranges(fmt, path, spec):
     spf = spec.num_samples_per_file
     try:
         samples, offs, lens = fmt.extents(path, spf, spec)
+        offs, lens = np.asarray(offs, dtype=np.int64), np.asarray(lens, dtype=np.int64)
+        _check_bounds(path, offs, lens)
     except DatasetError:
         raise
-    except (ValueError, KeyError, IndexError, TypeError, OSError, EOFError) as e:
+    except (ValueError, KeyError, IndexError, TypeError, OSError, EOFError, OverflowError, MemoryError) as e:
         what = e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split()) or type(e).__name__
         raise DatasetError(
             f"{path}: not a valid {spec.format} file ({what}); check it with dlio-fast verify, "
@@ -291,6 +293,19 @@ def _file_ranges(fmt, path, spec):
             "the data was generated with, or regenerate with dlio-fast generate"
         )
     return ranges.compact(samples, offs, lens)
+
+
+def _check_bounds(path, offs, lens):
+    """Every sample's bytes lie inside the file: a malformed record (a length field of 2^64, an index
+    pointing past the end) must not become a read the plan cannot do."""
+    size = os.stat(path).st_size
+    bad = (offs < 0) | (lens < 0) | (offs > size) | (lens > size - np.minimum(offs, size))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DatasetError(
+            f"{path}: malformed: record {i} at offset {int(offs[i])} claims {int(lens[i])} bytes, but the file "
+            f"has {size}; check it with dlio-fast verify, or regenerate with dlio-fast generate"
+        )
 
 
 def file_crc(path):

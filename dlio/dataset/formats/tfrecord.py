@@ -194,6 +194,10 @@ def scan_records(path):
             f.seek(pos)
             (n,) = struct.unpack("<Q", f.read(8))
             rl = n + 16
+            if rl > size - pos:  # a length field past the end: malformed (the check after names it)
+                offs.append(pos)
+                lens.append(min(rl, 1 << 62))
+                break
             offs.append(pos)
             lens.append(rl)
             pos += rl

@@ -469,3 +469,40 @@ def test_batches_cover_every_file_once_and_end_small(tmp_path, monkeypatch):
     assert tail.any() and not tail.all()
     assert max(np.array(sizes)[tail]) <= (4 << 20) // 8 + int(est.max())
     assert max(np.array(sizes)[~tail][:-1]) >= 4 << 20
+
+
+def _corrupt_tfrecord_length(path, value):
+    b = bytearray(open(path, "rb").read())
+    b[0:8] = struct.pack("<Q", value)
+    open(path, "wb").write(b)
+
+
+def _idx_past_the_end(path, spec):
+    idx = [p for p in get_format("indexed_binary").companions(path, spec) if "off" in os.path.basename(p)][0]
+    offs = np.fromfile(idx, dtype=np.uint64)
+    offs[-1] = np.uint64(2**63 + 5)
+    offs.tofile(idx)
+
+
+@pytest.mark.parametrize(
+    "fmt, corrupt",
+    [
+        ("tfrecord", lambda p, s: _corrupt_tfrecord_length(p, 2**64 - 1)),  # overflowed int64 (a traceback)
+        ("tfrecord", lambda p, s: _corrupt_tfrecord_length(p, 10**9)),  # a record past the file's end
+        ("indexed_binary", _idx_past_the_end),  # an index entry pointing past the end
+    ],
+)
+def test_a_dataset_made_elsewhere_with_malformed_records_is_named(tmp_path, fmt, corrupt):
+    """No manifest (a dataset another tool made): the scan reads lengths and offsets from the files, and
+    a record that cannot be where it says is one error naming the file, never an overflow traceback or
+    a planned read past the end of the file."""
+    s = spec_of(tmp_path, fmt, num_samples_per_file=2, record_length_bytes_stdev=0)
+    generate(s)
+    for p in resolve_paths(s, "train"):
+        for idx in [q for q in get_format(fmt).companions(p, s) if fmt == "tfrecord"]:
+            os.unlink(idx)  # the tfrecord scan walks the length fields when no .idx exists
+    victim = file_paths(s, "train")[1]
+    corrupt(victim, s)
+    with pytest.raises(DatasetError) as e:
+        scan_manifest(s, "train")
+    assert os.path.basename(victim) in str(e.value) and "regenerate" in str(e.value)
