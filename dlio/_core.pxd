@@ -182,6 +182,7 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         uint64_t preprocess_ns_per_sample
         int (*step_hook)(void *ctx, uint64_t step) noexcept
         void *hook_ctx
+        unsigned char *bad_files
         volatile int *stop
         dc_progress *progress
         const uint64_t *file_fill
@@ -216,6 +217,7 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         uint64_t ops
         uint64_t bytes
         uint64_t errors
+        uint64_t skipped
         uint64_t steps_done
         int stopped
         dc_hist lat

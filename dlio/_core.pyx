@@ -244,6 +244,7 @@ cdef class Run:
     cdef const char **cpaths
     cdef const char **chints
     cdef object keep          # Python objects whose memory C reads
+    cdef object bad_files     # skip_bad_files: per path, 1 once its file failed during the run
     cdef object step_hook
     cdef readonly str kind
     cdef readonly list paths
@@ -268,7 +269,7 @@ cdef class Run:
                  int compute_mode=0, uint64_t preprocess_ns=0, unsigned eng_flags=0,
                  uint64_t delay_ns=0, uint64_t fail_nth=0, int fail_errno=0, step_hook=None,
                  c_step_hook=None, size_t mpi_comm=0, hints=None, trace=False, file_fill=None,
-                 file_overlay=None):
+                 file_overlay=None, bint skip_bad_files=False):
         """c_step_hook: a "dlio_core.step_hook" capsule, called by the trainer without the GIL
         (instead of step_hook). mpi_comm: address of an MPI_Comm (mpi4py's MPI._addressof(comm))
         for collective MPI-IO, 0 for independent. hints: [(key, value)] MPI-IO hints.
@@ -278,7 +279,9 @@ cdef class Run:
         file_fill: one uint64 per path: writes to that file carry the 8-byte pattern repeated
         (randomize_tensor: false) instead of unique random bytes.
         file_overlay: one entry per path, None or [(offset, bytes), ...] sorted and not overlapping:
-        literal bytes (a file format's headers) that the writes covering them carry."""
+        literal bytes (a file format's headers) that the writes covering them carry.
+        skip_bad_files (train): a sample whose file fails to open or read during the run is left out,
+        not a failure; the result then has "skipped" (samples) and "bad_files" (path indices)."""
         if kind not in ("io", "train"):
             raise ValueError(f"kind must be 'io' or 'train', not {kind!r}")
         self.kind = kind
@@ -312,6 +315,13 @@ cdef class Run:
         if trace:
             self.tr.cap = 0 if trace is True else <uint64_t>int(trace)
             self.cfg.trace = &self.tr
+        cdef cnp.ndarray bad
+        self.bad_files = None
+        if skip_bad_files and kind == "train":
+            bad = np.zeros(max(1, len(self.paths)), dtype=np.uint8)
+            self.keep.append(bad)
+            self.bad_files = bad
+            self.cfg.bad_files = <unsigned char *>cnp.PyArray_DATA(bad)
 
     cdef _set_overlay(self, file_overlay):
         """Pack the literal ranges per file into the C table (pinned in self.keep)."""
@@ -473,7 +483,8 @@ cdef class Run:
                "bytes": self.res.bytes, "errors": self.res.errors, "steps_done": self.res.steps_done,
                "stopped": bool(self.res.stopped), "lat": _hist_dict(&self.res.lat),
                "threads": threads, "qd_used": self.res.qd_used,
-               "eng_flags_used": self.res.eng_flags_used}
+               "eng_flags_used": self.res.eng_flags_used, "skipped": self.res.skipped,
+               "bad_files": [] if self.bad_files is None else np.flatnonzero(self.bad_files).tolist()}
         cdef uint64_t[:, ::1] st
         if self.kind == "train":
             out["sample_lat"] = _hist_dict(&self.res.sample_lat)

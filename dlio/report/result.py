@@ -110,6 +110,8 @@ class EpochRecord(TypedDict, total=False):
     complete: bool
     checkpoints: List[CheckpointRecord]
     host_meminfo: Dict[str, str]  # /proc/meminfo at the epoch's start (DLIO's per-epoch host_meminfo)
+    skipped_samples: int  # --skip-bad-files: samples left out because their file failed during the epoch
+    bad_files_during: List[str]  # and those files
 
 
 class RankRecord(TypedDict):

@@ -58,6 +58,7 @@ class TrainOptions:
     c_step_hook: Any = None  # a capsule of a C function: used instead of step_hook where C_STEP_HOOK
     trace: bool = False
     delay_ns: int = 0
+    skip_bad_files: bool = False  # a sample whose file fails during the run is left out and counted
 
 
 @dataclasses.dataclass(frozen=True)

@@ -94,6 +94,7 @@ class FileBackend(Backend):
             c_step_hook=opts.c_step_hook,
             trace=opts.trace,
             delay_ns=opts.delay_ns,
+            skip_bad_files=opts.skip_bad_files,
         )
 
     def write_set(self, names: Sequence[str], sizes: Sequence[int], content: SetContent, opts: SetOptions) -> SetResult:

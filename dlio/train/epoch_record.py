@@ -36,6 +36,8 @@ def merge_results(results):
         "lat": stats.merge([r["lat"] for r in results]),
         "sample_lat": stats.merge([r["sample_lat"] for r in results]),
         "threads": [t for r in results for t in r["threads"]],
+        "skipped": sum(int(r.get("skipped", 0)) for r in results),
+        "bad_files": sorted({i for r in results for i in r.get("bad_files", ())}),
         "step_times": {
             k: np.concatenate([r["step_times"][k][: int(r["steps_done"])] for r in results])
             for k in results[0]["step_times"]

@@ -183,6 +183,7 @@ class Trainer:
                 c_step_hook=c_hook,
                 trace=self.tracer is not None,
                 delay_ns=cfg.dlio_fast.null_delay_ns,
+                skip_bad_files=cfg.dlio_fast.skip_bad_files,
             ),
         )
         tick = (lambda run: self.progress(split, epoch, run, plan)) if self.progress else None
@@ -362,7 +363,23 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
     rec["checkpoints"] = saves
     if meminfo is not None:
         rec["host_meminfo"] = meminfo
+    _note_skipped(tr, rec, res, sp.paths)
     return rec, None
+
+
+def _note_skipped(tr, rec, res, paths) -> None:
+    """Samples left out because their file failed during the epoch (--skip-bad-files): counted in the
+    epoch's record, the files added to the rank's bad files, and said."""
+    skipped = int(res.get("skipped", 0))
+    if not skipped:
+        return
+    bad = [paths[i] for i in res.get("bad_files", ())]
+    rec["skipped_samples"] = skipped
+    rec["bad_files_during"] = bad
+    tr.echo(
+        f"Skipped {skipped} sample(s) of {len(bad)} file(s) that failed during epoch {rec['epoch']} "
+        f"(truncated, removed or replaced; --skip-bad-files), e.g. {bad[0] if bad else '?'}"
+    )
 
 
 def _epoch_lines(tr, epoch: int, rec, batch: int, verbose: bool) -> None:

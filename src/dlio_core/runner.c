@@ -121,7 +121,7 @@ static int check_config(struct dc_run *r, int train)
 static void init_result(struct dc_run_result *res, unsigned nthreads, uint64_t nsteps)
 {
 	res->t_start = res->t_end = 0;
-	res->ops = res->bytes = res->errors = 0;
+	res->ops = res->bytes = res->errors = res->skipped = 0;
 	res->steps_done = 0;
 	res->stopped = 0;
 	dc_hist_init(&res->lat);
@@ -398,6 +398,7 @@ void run_collect(struct dc_run *r)
 		res->ops += w->ops;
 		res->bytes += w->bytes;
 		res->errors += w->errors;
+		res->skipped += w->skipped;
 		if (w->lat)
 			dc_hist_merge(&res->lat, w->lat);
 		if (w->slat)

@@ -52,6 +52,8 @@ struct dc_worker {
 	uint64_t step_bytes;
 	/* counters (measured window) */
 	uint64_t ops, bytes, errors;
+	uint64_t skipped;            /* train: samples left out (cfg->bad_files) */
+	int skipping;                /* train: the rest of a sample whose open failed is left out */
 	uint64_t pub_ops, pub_bytes; /* already added to cfg->progress */
 	unsigned since_pub;
 	uint64_t cpu_ns;

@@ -37,6 +37,18 @@ static struct dc_sample *sample_get(struct dc_worker *w)
 	return s;
 }
 
+/* A sample's file failed under --skip-bad-files: the sample is left out (counted once) and its file
+ * marked; the run goes on. */
+static void sample_skip(struct dc_worker *w, struct dc_sample *s, uint32_t file)
+{
+	w->run->cfg->bad_files[file] = 1;
+	if (!s || !s->failed) {
+		w->skipped++;
+		if (s)
+			s->failed = 1;
+	}
+}
+
 /* Close a sample once its last op was issued and all its ops completed. */
 static void sample_maybe_finish(struct dc_worker *w, struct dc_sample *s)
 {
@@ -84,6 +96,8 @@ static void train_complete(struct dc_worker *w, struct dc_io *io, uint64_t now)
 		}
 		if (unlikely(++w->since_pub >= RUN_PROGRESS_EVERY))
 			worker_publish(w);
+	} else if (w->run->cfg->bad_files) {
+		sample_skip(w, s, w->run->cfg->ops[io->user].file);
 	} else {
 		worker_io_error(w, io);
 		if (s)
@@ -112,6 +126,10 @@ static int persistent_file(struct dc_worker *w, const struct dc_op *op, struct d
 	ret = r->ops->open(w->eng, f, op->op == DC_OP_WRITE);
 	if (ret < 0) {
 		f->fd = -1;
+		if (r->cfg->bad_files) {
+			sample_skip(w, NULL, op->file);
+			return 1; /* the op is left out */
+		}
 		run_fail(r, -ret, op->file, op->offset, "open");
 	}
 	return ret;
@@ -140,7 +158,13 @@ static int sample_open(struct dc_worker *w, const struct dc_op *op, struct dc_sa
 		s->next_free = w->free_samples;
 		w->free_samples = s;
 		s = NULL;
-		run_fail(r, -ret, op->file, op->offset, "open");
+		if (r->cfg->bad_files) { /* the sample's ops up to its CLOSE are left out */
+			sample_skip(w, NULL, op->file);
+			w->skipping = 1;
+			ret = 0;
+		} else {
+			run_fail(r, -ret, op->file, op->offset, "open");
+		}
 	}
 	*cur = s;
 	return ret;
@@ -159,16 +183,22 @@ static inline int issue_op(struct dc_worker *w, uint64_t i, struct dc_sample **c
 	int ret;
 
 	if (op->flags & DC_OPF_OPEN) {
+		w->skipping = 0;
 		ret = sample_open(w, op, cur);
 		if (ret < 0)
 			return ret;
+	}
+	if (unlikely(w->skipping)) { /* a sample whose file would not open (--skip-bad-files) */
+		if (op->flags & DC_OPF_CLOSE)
+			w->skipping = 0;
+		return 0;
 	}
 	if (*cur) {
 		f = &(*cur)->file;
 	} else {
 		ret = persistent_file(w, op, &f);
-		if (ret < 0)
-			return ret;
+		if (ret != 0)
+			return ret < 0 ? ret : 0;
 	}
 	s = *cur;
 	io = w->free[--w->nfree];
@@ -193,11 +223,17 @@ static inline int issue_op(struct dc_worker *w, uint64_t i, struct dc_sample **c
 	}
 	if (ret == 0)
 		return 1;
-	w->errors++;
 	w->free[w->nfree++] = io;
-	run_fail(r, -ret, op->file, op->offset, "submit");
+	if (r->cfg->bad_files) {
+		sample_skip(w, s, op->file);
+		ret = 0;
+	} else {
+		w->errors++;
+		run_fail(r, -ret, op->file, op->offset, "submit");
+		if (s)
+			s->failed = 1;
+	}
 	if (s) {
-		s->failed = 1;
 		s->outstanding--;
 		sample_maybe_finish(w, s);
 	}

@@ -455,6 +455,36 @@ static void test_train_reader_error(void)
 	}
 }
 
+/* --skip-bad-files: the same failing request leaves its sample out, marks its file, and the run goes
+ * on to its last step with no error. */
+static void test_train_skip_bad(void)
+{
+	for (unsigned readers = 0; readers <= 2; readers++) {
+		struct tplan t;
+		struct dc_run_config c;
+		struct dc_run_result *r = new_result(readers, 50);
+		unsigned char bad[2] = { 0, 0 };
+		int ret;
+
+		make_tplan(&t, 50, 100000);
+		tcfg(&c, &t, readers, 2);
+		c.eng.fail_nth = 11;
+		c.eng.fail_errno = EIO;
+		c.bad_files = bad;
+		ret = dc_run_train(&c, r);
+		T_CHECK(ret == 0 && r->error.err == 0, "readers %u: ret %d err %d", readers, ret,
+			r->error.err);
+		T_CHECK(r->steps_done == 50, "all steps: %llu", (unsigned long long)r->steps_done);
+		/* the null engine fails each reader's 11th request: one sample per reader */
+		T_CHECK(r->skipped == (readers ? readers : 1) && r->errors == 0,
+			"skipped %llu errors %llu", (unsigned long long)r->skipped,
+			(unsigned long long)r->errors);
+		T_CHECK(bad[0] + bad[1] >= 1, "files marked: %u %u", bad[0], bad[1]);
+		free_tplan(&t);
+		free_result(r);
+	}
+}
+
 static void test_train_stop(void)
 {
 	for (unsigned readers = 0; readers <= 1; readers++) {
@@ -523,6 +553,7 @@ int main(void)
 	test_train_preprocess();
 	test_train_hook_error();
 	test_train_reader_error();
+	test_train_skip_bad();
 	test_train_stop();
 	return t_exit();
 }

@@ -1,11 +1,13 @@
 """A dataset generated with one config and run with another is detected before training."""
 
+import json
+import os
 import shutil
 import subprocess
 import sys
 
 import pytest
-from conftest import one_line
+from conftest import one_line, wait_for_text
 
 OPTS = [
     "--workload",
@@ -67,3 +69,39 @@ def test_run_with_another_config_than_the_dataset_stops_naming_both(
 def test_the_same_config_runs(run_cli, tmp_path, made):
     code, out, err = run_cli("run", *OPTS, "--set", f"dataset.data_folder={made}", "-o", tmp_path / "o")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_a_file_truncated_during_the_run(tmp_path, skip):
+    """The dataset checked at the start, then a file truncated under the running job: with
+    --skip-bad-files its samples are left out and counted (the run completes); without, the run stops
+    naming the file and keeps the epochs it measured."""
+    data, out, log = tmp_path / "d", tmp_path / "o", tmp_path / "log"
+    common = ["-w", "default", "--set", f"dataset.data_folder={data}", "--set", "workflow.evaluation=false"]
+    gen = subprocess.run([sys.executable, "-m", "dlio", "generate", *common], capture_output=True, text=True)
+    assert gen.returncode == 0, gen.stderr
+    args = [*common, "--set", "train.epochs=3", "--set", "train.computation_time=0.05", "-o", str(out)]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dlio", "run", *args, *(["--skip-bad-files"] if skip else [])],
+        stdout=open(log, "w"),
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    wait_for_text(log, "Ending epoch 1 ", p)
+    victims = sorted(str(f) for f in (data / "train").rglob("*.npz"))
+    for v in victims:
+        os.truncate(v, 100)
+    err = p.communicate(timeout=120)[1]
+    doc = json.loads((out / "dlio-fast.json").read_text())
+    epochs = doc["ranks"][0]["epochs"]
+    if skip:
+        assert p.returncode == 0, err
+        later = [e for e in epochs if e["epoch"] > 1]
+        assert sum(e.get("skipped_samples", 0) for e in later) > 0
+        assert set(later[-1]["bad_files_during"]) <= set(victims) and later[-1]["bad_files_during"]
+        assert "Skipped" in log.read_text()
+    else:
+        assert p.returncode == 1, err
+        assert "shorter than the plan expects" in err and any(os.path.basename(v) in err for v in victims)
+        assert epochs[0]["epoch"] == 1 and doc["complete"] is False

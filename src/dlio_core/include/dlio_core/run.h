@@ -96,6 +96,10 @@ struct dc_run_config {
 	/* Called after each step's compute (MPI barrier): 0 or -errno. */
 	int (*step_hook)(void *ctx, uint64_t step);
 	void *hook_ctx;
+	/* NULL: a sample that cannot be opened or read fails the run. Else npaths zeroed bytes: such a
+	 * sample (its file truncated, removed or replaced during the run: --skip-bad-files) is left out,
+	 * counted in result->skipped, and its file's byte set to 1. */
+	unsigned char *bad_files;
 
 	volatile int *stop;           /* set non-zero (e.g. from another thread) to stop early */
 	struct dc_progress *progress; /* may be NULL */
@@ -145,10 +149,11 @@ struct dc_step_times {
 struct dc_run_result {
 	uint64_t t_start, t_end;     /* measured window (after ramp) on dc_now_ns() */
 	uint64_t ops, bytes, errors; /* measured window only */
-	uint64_t steps_done;         /* train: steps completed */
-	int stopped;                 /* stopped early by *stop */
-	struct dc_hist lat;          /* per-request latency (submit to completion), all threads */
-	struct dc_hist sample_lat;   /* train: per-sample open..close latency */
+	uint64_t skipped;          /* train with cfg->bad_files: samples left out, their file bad */
+	uint64_t steps_done;       /* train: steps completed */
+	int stopped;               /* stopped early by *stop */
+	struct dc_hist lat;        /* per-request latency (submit to completion), all threads */
+	struct dc_hist sample_lat; /* train: per-sample open..close latency */
 	struct dc_thread_stats *threads;  /* caller's, one per thread (train: max(1, threads)) */
 	struct dc_step_times *step_times; /* caller-provided, nsteps entries (train) */
 	struct dc_error error;            /* first error, if any */
