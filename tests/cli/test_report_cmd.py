@@ -671,7 +671,7 @@ def test_report_of_a_real_run(tmp_path, dlio_cmd, run_cli):
 def test_csv_cells_a_spreadsheet_would_run_are_text(tmp_path, run_cli):
     """A run folder (a label in the CSV) or workload named like a formula is written as text: a
     colleague opening the report's CSV in a spreadsheet runs nothing."""
-    bad = "=HYPERLINK(\"x\",\"y\")"
+    bad = '=HYPERLINK("x","y")'
     a = write_run(tmp_path / bad, make_result())
     b = write_run(tmp_path / "@SUM(1)", make_result(compute_ms=4.0))
     out = tmp_path / "r.csv"
