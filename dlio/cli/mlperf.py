@@ -39,6 +39,11 @@ def datasize(workload, accelerators, hosts, host_memory, data_folder, sets):
     from dlio.mlperf import datasize as ds_mod
     from dlio.mlperf import rules
 
+    if host_memory.strip().replace(".", "", 1).isdigit():
+        raise DlioError(
+            f"--host-memory {host_memory}: give a unit (512g = 512 GiB): a bare number would be "
+            "bytes (mlpstorage's --client-host-memory-in-gb takes GB)"
+        )
     mem = _size(host_memory, "--host-memory")
     ds = ds_mod.plan(workload, accelerators, hosts, mem, list(sets))
     r = rules.claimed(workload)

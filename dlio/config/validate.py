@@ -135,7 +135,7 @@ def _allowed(k: Key) -> str:
 # scaling
 
 
-def scale_checkpoint_model(values: Dict[str, Any], factor: float) -> None:
+def scale_checkpoint_model(values: Dict[str, Any], factor: float, given: Any = lambda key: False) -> None:
     """Shrink (or grow) the checkpoint by about ``factor`` with ``--scale``, keeping its layout.
 
     Parallelism (tensor, pipeline, data, ZeRO stage), dtypes, heads and kv heads are never changed,
@@ -150,8 +150,11 @@ def scale_checkpoint_model(values: Dict[str, Any], factor: float) -> None:
     * Legacy ``layer_parameters`` / ``optimization_groups``: every element times factor.
     * ``model_size_bytes`` (non-transformer models): times factor.
     Sizes are rounded and kept >= 1 where they were > 0.  ``values`` maps dotted keys to values.
+    A model the user sized explicitly (``given(key)`` for one of its size keys) keeps its size.
     """
-    if factor == 1.0:
+    sizing = ("model.model_size_bytes", "model.layer_parameters", "model.optimization_groups", "model.num_layers")
+    sizing += tuple(f"model.transformer.{k}" for k in ("hidden_size", "ffn_hidden_size", "vocab_size"))
+    if factor == 1.0 or any(given(k) for k in sizing):
         return None
 
     def sc(n: int) -> int:
@@ -186,26 +189,35 @@ def scale_checkpoint_model(values: Dict[str, Any], factor: float) -> None:
     return None
 
 
+# Where a value typed for this run comes from (the command line, a DLIO override, the environment):
+# --scale shrinks the workload's values, never one the user gave explicitly.
+EXPLICIT = ("--", "override ", "env ")
+
+
 def apply_scale(values: Dict[str, Any], sources: Dict[str, str], factor: float, origin: str) -> None:
-    """Shrink (or grow) the dataset by ``factor``, keeping sample size, batch size and compute time."""
+    """Shrink (or grow) the dataset by ``factor``, keeping sample size, batch size and compute time;
+    a count given explicitly (``--set dataset.num_files_train=100 --scale 0.5``) stays as given."""
     tr, ev = values["dataset.num_files_train"], values["dataset.num_files_eval"]
 
     def scaled(n: int) -> int:
         return max(1, int(round(n * factor)))
 
-    if max(tr, ev) == 1:
+    def given(key: str) -> bool:
+        return sources.get(key, "default").startswith(EXPLICIT)
+
+    if max(tr, ev) == 1 and not given("dataset.num_samples_per_file"):
         values["dataset.num_samples_per_file"] = scaled(values["dataset.num_samples_per_file"])
         sources["dataset.num_samples_per_file"] = origin
     for split in ("train", "eval"):
         key = f"dataset.num_files_{split}"
-        if values[key] > 1:
+        if values[key] > 1 and not given(key):
             values[key] = scaled(values[key])
             sources[key] = origin
         sub = f"dataset.num_subfolders_{split}"
         if values[sub] > values[key]:
             values[sub] = values[key] if values[key] > 1 else 0
             sources[sub] = origin
-    scale_checkpoint_model(values, factor)
+    scale_checkpoint_model(values, factor, given)
 
 
 # --------------------------------------------------------------------------------------------------

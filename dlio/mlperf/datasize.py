@@ -91,6 +91,11 @@ def for_config(cfg: Any, accelerators: int, hosts: int, host_memory_bytes: int) 
 def plan(workload: str, accelerators: int, hosts: int, host_memory_bytes: int, sets: List[str] = ()) -> DataSize:
     """The rule for a built-in workload, with the bytes on disk of the dataset it asks for."""
     cfg = load_config(workload=workload, sets=list(sets), env={})
+    if not cfg.workflow.train:
+        raise DlioError(
+            f"{workload}: reads no dataset (a checkpoint-only or inference workload); the dataset-size rule "
+            "(Rules 3.1.2) is for training workloads such as unet3d, resnet50, cosmoflow, retinanet"
+        )
     ds = for_config(cfg, accelerators, hosts, host_memory_bytes)
     sized = load_config(workload=workload, sets=list(sets) + [f"dataset.num_files_train={ds.files}"], env={})
     return replace(ds, bytes_on_disk=dataset_bytes(dataset_spec(sized)))

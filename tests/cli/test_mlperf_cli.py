@@ -4,6 +4,7 @@ and `dlio-fast workloads`' rules column."""
 import json
 import os
 
+import pytest
 from conftest import one_line
 
 GiB = 1 << 30
@@ -70,3 +71,16 @@ def test_run_warns_with_the_flag_and_runs(run_cli, tmp_path):
     assert code == 0, err
     assert "warning: unet3d_b200 claims MLPerf Storage v3.0 CLOSED" in err
     assert json.load(open(tmp_path / "o" / "dlio-fast.json"))["complete"]
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["-w", "llama_8b_zero3", "-n", "8", "--host-memory", "512g"], "reads no dataset"),
+        (["-w", "unet3d_b200", "-n", "8", "--host-memory", "512"], "--host-memory 512: give a unit"),
+    ],
+)
+def test_datasize_refuses_what_has_no_answer(run_cli, args, words):
+    """A checkpoint-only workload has no dataset to size; a bare number is not taken as bytes."""
+    code, out, err = run_cli("datasize", *args)
+    assert code == 2 and words in one_line(err) and not out

@@ -923,3 +923,24 @@ def test_every_enum_word_with_a_hyphen_loads_from_every_layer(tmp_path, monkeypa
         assert load_config(config_file=yml, env={}).get(k.path) == choice
         if k.env:
             assert load_config(workload="default", env={k.env: choice}).get(k.path) == choice
+
+
+def test_scale_never_shrinks_a_value_given_explicitly():
+    """--scale shrinks the workload's counts; one typed on the command line, as a DLIO override or in
+    the environment stays as given (--scale 0.5 --set dataset.num_files_train=100 has 100 files)."""
+    base = load_config(workload="imagenet", env={})
+    cfg = load_config(
+        workload="imagenet",
+        sets=["dataset.num_files_train=100"],
+        dlio_overrides=["++workload.dataset.num_files_eval=64"],
+        scale=0.5,
+        env={},
+    )
+    assert cfg.dataset.num_files_train == 100 and cfg.dataset.num_files_eval == 64
+    cfg = load_config(workload="imagenet", scale=0.5, env={"DLIO_FAST_NUM_FILES_TRAIN": "100"})
+    assert cfg.dataset.num_files_train == 100
+    assert load_config(workload="imagenet", scale=0.5, env={}).dataset.num_files_train == round(
+        base.dataset.num_files_train * 0.5
+    )
+    big = load_config(workload="llama_8b_zero3", sets=["model.num_layers=2"], scale=0.01, env={})
+    assert big.model.num_layers == 2 and big.model.transformer.hidden_size == 4096  # sized by the user: kept
