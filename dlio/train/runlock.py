@@ -41,3 +41,15 @@ def lock_output_folder(folder: str) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     _held[key] = fd
+
+
+def unlock_output_folder(folder: str) -> None:
+    """Release and remove this process's lock of the folder (a run that ends before writing results)."""
+    fd = _held.pop(os.path.realpath(folder), None)
+    if fd is None:
+        return
+    try:
+        os.unlink(os.path.join(folder, LOCK_NAME))
+    except OSError:
+        pass
+    os.close(fd)

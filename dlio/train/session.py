@@ -27,6 +27,7 @@ from dlio.storage import backend_for
 from dlio.storage.base import FILE_ENGINES, PAGE_CACHE
 from dlio.train import loop
 from dlio.train.results_out import write_with_fallback
+from dlio.train.runlock import LOCK_NAME, lock_output_folder, unlock_output_folder
 
 RAM_FACTOR = 5  # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
 
@@ -71,18 +72,17 @@ def make_output(cfg, given, comm) -> str:
     return folder
 
 
-def prepare_output(folder, comm):
-    """Create and test the output folder before measuring anything."""
-    problem = None
+def prepare_output(folder, comm) -> bool:
+    """Create, test and lock the output folder before measuring anything. True when this run made it."""
+    problem, made = None, False
     if comm.rank == 0:
         try:
+            made = not os.path.isdir(folder)
             os.makedirs(folder, exist_ok=True)
             probe = os.path.join(folder, f".write-test-{os.getpid()}")
             with open(probe, "w") as f:
                 f.write("x")
             os.unlink(probe)
-            from dlio.train.runlock import lock_output_folder
-
             lock_output_folder(folder)
         except DlioError as e:
             problem = str(e)
@@ -91,6 +91,17 @@ def prepare_output(folder, comm):
     problem = comm.bcast(problem)
     if problem:
         raise DlioError(problem)
+    return made
+
+
+def discard_output(folder) -> None:
+    """Remove an output folder this run made when it holds nothing but the run's lock."""
+    try:
+        if set(os.listdir(folder)) <= {LOCK_NAME}:
+            unlock_output_folder(folder)
+            os.rmdir(folder)
+    except OSError:
+        pass
 
 
 def check_buffers(cfg, spec):
@@ -237,6 +248,7 @@ class Session:
     nbytes: int = 0
     start: str = ""
     proc_info: Any = None  # DLIO's host_cpuinfo / host_meminfo, read at the start as DLIO does
+    made_folder: bool = False  # this run made its output folder
 
 
 def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbose=False):
@@ -247,7 +259,10 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
     family = family_of(cfg)
     if family is not None:  # a workload family of its own: it makes the output folder when it measures
         job = importlib.import_module(FAMILIES[family])
-        return job.run(cfg, comm, echo, warn, progress, lambda: make_output(cfg, output, comm), dry_run)
+        folder = job.run(cfg, comm, echo, warn, progress, lambda: make_output(cfg, output, comm), dry_run)
+        if folder:
+            unlock_output_folder(folder)
+        return folder
     check_same_config(cfg, comm)  # ranks that disagree would deadlock in a collective
     s = Session(cfg, comm, echo, warn, progress, verbose, spec=dataset_spec(cfg))
     if dry_run:
@@ -256,7 +271,12 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
             for line in [cfg.to_yaml().rstrip(), "---", *lines]:
                 echo(line)
         return None
-    _start(s, output)
+    try:
+        _start(s, output)
+    except BaseException:
+        if comm.rank == 0 and s.made_folder:
+            discard_output(s.folder)  # failed before measuring (a generation out of room): nothing to keep
+        raise
     unwatch = watch_peers(comm.peer_stopped) if comm.size > 1 else (lambda: None)
     try:
         with stop_signals_deferred():
@@ -281,8 +301,6 @@ def _start(s: Session, output) -> None:
             "dlio_fast.cache = drop-all drops the whole host's page cache and needs root; use "
             "--cache drop (each file's pages, no root needed)"
         )
-    s.folder = output_folder(cfg, output, comm)
-    prepare_output(s.folder, comm)
     if wf.train and cfg.dlio_fast.mlperf_rules != "off":  # MLPerf Rules 3.1.2, before generating anything
         from dlio.mlperf.datasize import shortfall
 
@@ -292,6 +310,10 @@ def _start(s: Session, output) -> None:
             raise DlioError(problem)
         if problem and comm.rank == 0:
             s.warn(f"warning: {problem}")
+    # Every check above runs before the output folder exists: a refused run leaves nothing in a results
+    # tree (MLPerf's `check run/*` would stop at a folder holding only a lock).
+    s.folder = output_folder(cfg, output, comm)
+    s.made_folder = prepare_output(s.folder, comm)
     if cfg.dlio_fast.trace:
         from dlio.report.trace import Tracer
 
@@ -434,6 +456,7 @@ def _finish(s: Session, rank_rec, failure) -> None:
         for line in verdict.run_lines(verdicts):
             s.echo(line)
         s.echo(f"Saved outputs in {where}{'' if failure is None else ' (partial: ' + reason + ')'}")
+        unlock_output_folder(s.folder)  # the results are written: the folder holds no lock file after the run
     if failure is not None:
         if lost:
             s.warn(f"warning: {lost}")

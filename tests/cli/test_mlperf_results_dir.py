@@ -7,7 +7,7 @@ import os
 import re
 import subprocess
 
-from conftest import REPO
+from conftest import REPO, one_line
 
 BASE = [
     "run",
@@ -77,3 +77,41 @@ def test_same_settings_same_core_hash_other_settings_other_hash(run_cli, tmp_pat
 def test_without_results_dir_no_provenance(run_cli, tmp_path):
     code, out, err = run_cli(*BASE, "--set", f"dataset.data_folder={tmp_path / 'd'}", "-o", tmp_path / "o")
     assert code == 0 and not os.path.exists(tmp_path / "o" / "provenance.json")
+
+
+def test_a_refused_run_leaves_nothing_in_the_results_tree(run_cli, tmp_path):
+    """A CLOSED workload refused by the dataset-size rule (before anything is measured) leaves no
+    folder in the results tree: `check RESULTS/.../run/*` must not meet a folder holding only a lock.
+    A run that finishes leaves no lock file either."""
+    res = tmp_path / "res"
+    small = [
+        "-w",
+        "unet3d_b200",
+        "--set",
+        "dataset.num_files_train=8",
+        "--set",
+        "dataset.record_length_bytes=65536",
+        "--set",
+        "dataset.record_length_bytes_stdev=0",
+        "--set",
+        f"dataset.data_folder={tmp_path / 'd'}",
+        "--set",
+        f"dlio_fast.results_dir={res}",
+    ]
+    code, _, err = run_cli("run", *small)
+    assert code == 2 and "3.1.2" in one_line(err), err
+    runs = [d for d in res.rglob("*") if d.is_dir() and d.parent.name == "run"]
+    assert runs == [], runs
+    code, _, err = run_cli(
+        "run",
+        *small,
+        "--set",
+        "dlio_fast.mlperf_rules=off",
+        "--set",
+        "train.epochs=1",
+        "--set",
+        "train.computation_time=0.001",
+    )
+    assert code == 0, err
+    (run,) = [d for d in res.rglob("*") if d.is_dir() and d.parent.name == "run"]
+    assert (run / "summary.json").is_file() and not (run / ".dlio-fast.lock").exists()
