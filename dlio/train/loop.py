@@ -11,7 +11,7 @@ import dataclasses
 import os
 import socket
 import stat
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -382,9 +382,33 @@ def _note_skipped(tr, rec, res, paths) -> None:
     )
 
 
+def too_few_steps(n: int, excl: Tuple[int, int]) -> Optional[str]:
+    """Why DLIO's figures of a block of n steps measure nothing, or None: the exclusions leave no step
+    (then every step counts, the first one's start-up included), or DLIO's throughput formula, (n - 2)
+    x batch / time, gives 0 below 3 steps."""
+    if n <= sum(excl):
+        return (
+            f"{n} step(s) and output.metric.exclude_start_steps={excl[0]} / exclude_end_steps={excl[1]} leave "
+            "none measured (every step is counted instead, its start-up included)"
+        )
+    if n <= 2:
+        return f"{n} step(s): DLIO's throughput, (steps - 2) x batch / time, is 0 below 3 steps"
+    return None
+
+
+def _warn_few_steps(tr, what: str, n: int, excl: Tuple[int, int]) -> None:
+    why = too_few_steps(n, excl)
+    if why:
+        tr.echo(
+            f"warning: {what}: {why}; run more steps: more files, a smaller batch, or fewer ranks "
+            "(dataset.num_files_*, reader.batch_size*)"
+        )
+
+
 def _epoch_lines(tr, epoch: int, rec, batch: int, verbose: bool) -> None:
     if verbose and rec["train"]:
         print("\n".join(step_lines(tr.comm.rank, rec["train"], batch)), flush=True)
+    _warn_few_steps(tr, f"epoch {epoch}", int(rec["steps_done"]), _exclusions(tr.cfg))
     if rec["train"]:
         b = rec["train"]
         # the figures of the config's DLIO version (2.0.0 and current differ in throughput)
@@ -408,12 +432,25 @@ def _evaluate(tr, sp: _Splits, epoch: int, rec):
         rec["complete"] = False
         return failure
     rec["eval"] = metrics.eval_metrics(eres["step_times"], est.batch) if len(eplan.steps) else None
+    if not len(eplan.steps):
+        spec = tr.spec
+        tr.echo(
+            f"warning: evaluation after epoch {epoch}: 0 steps: {spec.num_files_eval} eval files x "
+            f"{spec.num_samples_per_file} samples on {tr.comm.size} rank(s) do not fill one batch of "
+            f"reader.batch_size_eval {est.batch}; nothing was measured (more eval files or a smaller batch)"
+        )
+    else:
+        _warn_few_steps(tr, f"evaluation after epoch {epoch}", len(eplan.steps), _exclusions(cfg))
     rec["cpu_s"] += benchmark_cpu(cpu_seconds() - cpu0, eres, sp.compute_mode, cfg.reader.read_threads)
     rec["bytes"] += int(eres["bytes"])
     if rec["eval"]:
         tr.echo(f"Epoch {epoch} [Eval] Accelerator Utilization [AU] (%): {rec['eval']['au']:.4f}")
         tr.echo(f"Epoch {epoch} [Eval] Throughput (samples/second): {rec['eval']['throughput'] * tr.comm.size:.4f}")
     return None
+
+
+def _exclusions(cfg) -> Tuple[int, int]:
+    return cfg.output.metric.exclude_start_steps, cfg.output.metric.exclude_end_steps
 
 
 def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False, data=None):

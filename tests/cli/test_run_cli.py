@@ -226,3 +226,40 @@ def test_bad_config_exits_2_one_line(run_cli, tmp_path, args, needle):
     assert code == 2
     assert needle in one_line(se)
     assert not (tmp_path / "data").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_phase_that_measures_nothing_says_so(run_cli, tmp_path):
+    """One training step (DLIO excludes the first) and an evaluation with 0 steps: each is said, not
+    printed as AU 0 % / 0 samples/s with no word."""
+    code, out, err = run_cli(
+        "run",
+        "-w",
+        "default",
+        "--set",
+        f"dataset.data_folder={tmp_path / 'd'}",
+        "--set",
+        "dataset.num_files_train=4",
+        "--set",
+        "train.epochs=1",
+        "--set",
+        "train.computation_time=0.001",
+        "--set",
+        "workflow.evaluation=true",
+        "--set",
+        "dataset.num_files_eval=2",
+        "--set",
+        "reader.batch_size_eval=4",
+        "-o",
+        tmp_path / "o",
+    )
+    assert code == 0, err
+    text = out + err
+    assert "warning: epoch 1: 1 step(s) and output.metric.exclude_start_steps=1" in text
+    assert "warning: evaluation after epoch 1: 0 steps: 2 eval files" in text
+
+
+def test_too_few_steps_rule():
+    from dlio.train.loop import too_few_steps
+
+    assert too_few_steps(1, (1, 0)) and too_few_steps(2, (0, 0)) and too_few_steps(3, (2, 1))
+    assert too_few_steps(3, (1, 0)) is None and too_few_steps(500, (1, 1)) is None
