@@ -233,19 +233,28 @@ def generate(
 def verify(data_folder, overrides, workload_name, config_file, sets, scale) -> None:
     """Check a dataset against its format (and its checksums when generated with --checksum)."""
     # the job's modules load when the command runs: --help and completion stay fast
+    from dlio.dataset import stored
     from dlio.dataset import verify as verify_mod
     from dlio.dataset.spec import dataset_spec
+    from dlio.train import session
 
     extra = [f"dataset.data_folder={data_folder}"] if data_folder else []
     cfg = load(workload_name, config_file, extra + list(sets), overrides, scale, what=" the data belongs to")
     spec = dataset_spec(cfg)
-    if not os.path.isdir(spec.data_folder):
+    comm = mpi.world()
+    ds = session.prepare_storage(cfg, spec, comm, _err, checkpoints=False)
+    if ds.local and not os.path.isdir(spec.data_folder):
         raise DlioError(f"{spec.data_folder}: no such dataset folder")
-    checked, problems = verify_mod.verify(spec)
+    if not ds.local and not all(ds.backend.local_view(ds.root, stored.manifest_names(spec))[1]):
+        raise DlioError(f"{ds.root}: no dataset there (no manifest): generate it first")
+    checked, problems, note = verify_mod.verify_stored(ds)
+    if note:
+        click.echo(f"note: {note}", err=True)
     for path, what in problems:
         click.echo(f"BAD  {path}: {what}")
-    sums = "with content checksums" if verify_mod.has_checksums(spec) else "no checksums recorded"
-    click.echo(f"{checked} files checked ({spec.format}, {sums}): {len(problems)} bad")
+    made = verify_mod.as_generated(stored.planning_spec(ds))[0]
+    sums = "with content checksums" if verify_mod.has_checksums(made) else "no checksums recorded"
+    click.echo(f"{checked} files checked ({made.format} in {ds.root}, {sums}): {len(problems)} bad")
     if problems:
         sys.exit(1)
 

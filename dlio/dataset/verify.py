@@ -2,30 +2,90 @@
 
 Per file: present, readable, the size the manifest recorded, valid for its format (the format
 module's own check: headers, framing, companions), and, when the dataset was generated with
---checksum, the CRC32C of its bytes. Problems are listed with the path; nothing is changed.
+--checksum, the CRC32C of its bytes. Problems are listed with the path; nothing is changed. The
+dataset is checked against its own manifest (the config it was generated with), wherever its storage
+backend keeps it: an object store's objects are fetched a batch at a time into a local folder, checked
+there, and removed.
 """
 
 import dataclasses
+import json
 import os
 import stat
+from typing import List, Optional, Tuple
 
+from dlio.dataset import stored
 from dlio.dataset.formats import get_format
-from dlio.dataset.manifest import file_crc, load_saved
-from dlio.dataset.spec import DIALECT_FORMATS, DIALECTS, file_dims, file_paths
+from dlio.dataset.manifest import file_crc, load_saved, read_manifest_file
+from dlio.dataset.spec import DIALECT_FORMATS, DIALECTS, DatasetSpec, file_dims, file_paths
+
+FETCH_BYTES = 1 << 30  # an object store's files are fetched and checked about this much at a time
 
 
-def verify(spec, checksums=True, log=None):
-    """Returns (files_checked, problems: list of (path, what))."""
+def as_generated(spec: DatasetSpec) -> Tuple[DatasetSpec, Optional[str]]:
+    """The spec the dataset in spec.data_folder was generated with (its manifest's generation key), and
+    a note when it differs from the config's; the spec as given when there is no manifest."""
+    from dlio.dataset.manifest import manifest_path
+
+    try:
+        meta = read_manifest_file(manifest_path(spec, "train"))["meta"]
+        key = json.loads(meta["gen_key"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return spec, None
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in key.items() if hasattr(spec, k)}
+    made = dataclasses.replace(spec, **fields)
+    changed = [
+        f"{k} {getattr(made, k)!r} (config: {getattr(spec, k)!r})"
+        for k in fields
+        if getattr(made, k) != getattr(spec, k)
+    ]
+    note = f"checked against the dataset's own manifest: generated with {', '.join(changed)}" if changed else None
+    return made, note
+
+
+def verify_stored(ds: "stored.StoredDataset", checksums: bool = True, log=None) -> Tuple[int, List, Optional[str]]:
+    """verify() of a dataset where its backend keeps it: (files checked, problems, note)."""
+    spec, note = as_generated(stored.planning_spec(ds))
+    if ds.local:
+        checked, problems = verify(spec, checksums, log)
+        return checked, problems, note
     fmt = get_format(spec.format)
-    problems, checked = [], 0
+    batch_files = max(1, FETCH_BYTES // max(1, int(spec.record_length_bytes * spec.num_samples_per_file)))
+    checked, problems = 0, []
     for split in ("train", "valid"):
         n = spec.num_files(split)
+        paths = file_paths(spec, split)
+        name_of = dict(zip(paths, stored.names(ds, spec, split)))
+        for start in range(0, n, batch_files):
+            batch = list(range(start, min(n, start + batch_files)))
+            local = [q for i in batch for q in (*fmt.companions(paths[i], spec), paths[i])]
+            rels = [os.path.relpath(q, spec.data_folder) for q in local]
+            ds.backend.local_view(ds.root, rels)  # fetched; an object that is not there stays missing
+            c, found = verify(spec, checksums, log, split=split, only=batch)
+            checked += c
+            problems += [(name_of.get(path, path), what) for path, what in found]
+            for q in local:
+                try:
+                    os.unlink(q)
+                except OSError:
+                    pass
+    return checked, problems, note
+
+
+def verify(spec, checksums=True, log=None, split=None, only=None):
+    """Returns (files_checked, problems: list of (path, what)); ``split`` and ``only`` (file indices)
+    restrict it to part of the dataset."""
+    fmt = get_format(spec.format)
+    problems, checked = [], 0
+    for split_ in ("train", "valid") if split is None else (split,):
+        n = spec.num_files(split_)
         if n == 0:
             continue
-        paths = file_paths(spec, split)
-        dims = file_dims(spec, split)
-        saved = load_saved(spec, split, check=False)
-        for i, p in enumerate(paths):
+        paths = file_paths(spec, split_)
+        dims = file_dims(spec, split_)
+        saved = load_saved(spec, split_, check=False)
+        for i in range(n) if only is None else only:
+            p = paths[i]
             checked += 1
             try:
                 st = os.stat(p)

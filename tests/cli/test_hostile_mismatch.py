@@ -105,3 +105,17 @@ def test_a_file_truncated_during_the_run(tmp_path, skip):
         assert p.returncode == 1, err
         assert "shorter than the plan expects" in err and any(os.path.basename(v) in err for v in victims)
         assert epochs[0]["epoch"] == 1 and doc["complete"] is False
+
+
+def test_verify_of_a_folder_checks_it_against_its_own_manifest(run_cli, tmp_path):
+    """verify --data DIR of a dataset generated with other counts than the workload's (8 files, not
+    unet3d's 168): its own manifest decides what is there, said in a note; nothing is 'missing'."""
+    d = tmp_path / "u3"
+    sets = ["--set", "dataset.num_files_train=8", "--set", "dataset.record_length_bytes=65536"]
+    sets += ["--set", "dataset.record_length_bytes_stdev=0", "--set", f"dataset.data_folder={d}"]
+    code, _, err = run_cli("generate", "-w", "unet3d", *sets, "--checksum")
+    assert code == 0, err
+    code, out, err = run_cli("verify", "--data", d, "-w", "unet3d")
+    assert code == 0, out + err
+    assert "8 files checked (npz in" in out and "with content checksums): 0 bad" in out
+    assert "own manifest: generated with num_files_train 8 (config: 168)" in err

@@ -93,3 +93,27 @@ def test_generation_spread_over_ranks_in_bounded_batches(run_cli, s3env, bucket,
     assert "is complete and matches the config; nothing written" in out
     ep = wl.result(tmp_path / "o")["ranks"][0]["epochs"][0]
     assert ep["steps_done"] == 32 and np.isclose(ep["samples"], 64)
+
+
+def test_verify_on_s3_checks_the_objects_against_their_manifest(run_cli, s3env, bucket, tmp_path):
+    """verify of a dataset on S3 checks the objects (not a local folder of the same name): sizes, format
+    and CRC32C, a batch at a time; a missing and a changed object are named by their s3:// URIs."""
+    cfg = wl.config(tmp_path, "tfrecord", bucket, folder="ver", dataset__num_files_train=6, dataset__num_files_eval=0)
+    code, _, err = run_cli("generate", "--config", cfg, "--checksum")
+    assert code == 0, err
+    code, out, err = run_cli("verify", "--config", cfg)
+    assert code == 0 and "6 files checked (tfrecord in s3://" in out and "with content checksums): 0 bad" in out, (
+        out + err
+    )
+    s3 = wl.boto(s3env)
+    keys = sorted(k for k in wl.keys_under(s3env, bucket, "ver/") if k.endswith(".tfrecord"))
+    s3.delete_object(Bucket=bucket, Key=keys[0])
+    body = bytearray(s3.get_object(Bucket=bucket, Key=keys[1])["Body"].read())
+    body[-5] ^= 0xFF  # same size, one byte changed
+    s3.put_object(Bucket=bucket, Key=keys[1], Body=bytes(body))
+    code, out, err = run_cli("verify", "--config", cfg)
+    bad = [line for line in out.splitlines() if line.startswith("BAD")]
+    assert code == 1, out + err
+    assert f"BAD  s3://{bucket}/{keys[0]}: missing" in bad, bad
+    assert any(line.startswith(f"BAD  s3://{bucket}/{keys[1]}:") for line in bad), bad
+    assert not os.path.exists(tmp_path / "ver")  # nothing local of that name was consulted or made
