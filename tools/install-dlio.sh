@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install DLIO itself, to run interchange tests against it (never a dependency of dlio-fast):
 #   DLIO 2.0.0 from PyPI into $DLIO_200_VENV (default /tmp/dlio-venv), and current DLIO from the source tree
-#   or pip URL given as $1 (default: GitHub main) into $DLIO_CURRENT_VENV (default /tmp/dlio-cur-venv).
+#   or pip URL given as $1 (default: GitHub main) into $DLIO_CURRENT_VENV (default /tmp/dlio-cur-venv); $1 = none
+#   installs DLIO 2.0.0 only (where GitHub cannot be reached: CI).
 # The way ../shared/reference/dlio-measured.md shows: --no-deps for DLIO (its declared dependencies pull CUDA
 # builds and NVIDIA DALI, several GB), then the packages it imports, CPU torch (a local wheel in /opt/wheels when
 # there is one), tensorflow (2.0.0 imports it at start; both use it for tfrecord). A venv whose python already
@@ -54,6 +55,8 @@ install_one() {  # venv, what to pip install for DLIO itself, its pydftracer
 }
 
 install_one "$V200" "dlio-benchmark==2.0.0" "pydftracer==1.0.2"
-install_one "$VCUR" "$CURRENT_SRC" "pydftracer>=2.0.2"
 echo "DLIO_200_PYTHON=$V200/bin/python"
-echo "DLIO_CURRENT_PYTHON=$VCUR/bin/python"
+if [ "$CURRENT_SRC" != none ]; then
+  install_one "$VCUR" "$CURRENT_SRC" "pydftracer>=2.0.2"
+  echo "DLIO_CURRENT_PYTHON=$VCUR/bin/python"
+fi
