@@ -1,0 +1,140 @@
+"""Types of the C core's binding (dlio/_core.pyx, dlio/_core_*.pxi), for the type checker.
+
+A Run's result and the histograms are plain dicts (their keys are listed in the .pyx docstrings and
+dlio.report.result); they are typed as Dict[str, Any] here."""
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+HIST_NR: int
+COMPUTE_SPIN_NS: int
+CAP_ASYNC: int
+CAP_DIRECT: int
+CAP_WRITE: int
+CAP_NOIO: int
+ENG_REGBUFS: int
+ENG_REGFILES: int
+ENG_SQPOLL: int
+ENG_FADV_RANDOM: int
+ENG_FADV_SEQ: int
+OP_DTYPE: np.dtype
+OVERLAY_DTYPE: np.dtype
+STEP_DTYPE: np.dtype
+TRACE_DTYPE: np.dtype
+GEN_SEG_DTYPE: np.dtype
+TRACE_LANES: int
+OP_READ: int
+OP_WRITE: int
+OPF_OPEN: int
+OPF_CLOSE: int
+OPF_FSYNC: int
+
+class RunError(OSError):
+    path: Optional[str]
+    offset: Optional[int]
+    what: Optional[str]
+    result: Optional[Dict[str, Any]]
+    def __init__(
+        self,
+        err: int,
+        message: str,
+        path: Optional[str] = ...,
+        offset: Optional[int] = ...,
+        what: Optional[str] = ...,
+        result: Optional[Dict[str, Any]] = ...,
+    ) -> None: ...
+
+def now_ns() -> int: ...
+def timer_overhead_ns(n: int = ...) -> int: ...
+def timer_source() -> str: ...
+def compute(ns: int, mode: int = ...) -> int: ...
+def fill_random(buf: Any, seed: int) -> None: ...
+def write_random(fd: int, offset: int, length: int, seed: int, chunk: int = ...) -> None: ...
+def crc32c(data: Any, crc: int = ...) -> int: ...
+def crc32(data: Any, crc: int = ...) -> int: ...
+def dio_align(path: str) -> Tuple[int, int, bool]: ...
+def drop_file_cache(path: str) -> None: ...
+def drop_all_caches() -> None: ...
+def engines() -> List[Tuple[str, int, bool, str]]: ...
+def register_engine(capsule: Any) -> None: ...
+def hist_bucket_values() -> np.ndarray: ...
+def hist_index(ns: int) -> int: ...
+def hist_from_values(values: Any) -> Dict[str, Any]: ...
+def hist_from_array(ns: Any) -> Dict[str, Any]: ...
+def write_trace(
+    dest: Any,
+    events: np.ndarray,
+    paths: Sequence[str],
+    pid: int,
+    t0_ns: int,
+    id_base: int = ...,
+    cat: str = ...,
+    seen: Any = ...,
+) -> int: ...
+def json_escape(s: str) -> str: ...
+def trace_fhash(path: str) -> int: ...
+def gen_size(segs: Any) -> int: ...
+def gen_render(segs: Any, blob: Any, seed: int) -> bytes: ...
+def gen_files(
+    tmps: Any,
+    finals: Sequence[str],
+    seeds: Any,
+    first: Any,
+    counts: Any,
+    segs: Any,
+    blob: Any,
+    fsync: bool = ...,
+    stop: Any = ...,
+    counters: Any = ...,
+    direct: bool = ...,
+) -> bool: ...
+def csv_row(values: Any) -> bytes: ...
+
+class Run:
+    kind: str
+    paths: List[str]
+    nthreads_stats: int
+    def __init__(
+        self,
+        kind: str,
+        engine: str,
+        paths: Sequence[str],
+        ops: np.ndarray,
+        *,
+        threads: int = ...,
+        qd: int = ...,
+        direct: bool = ...,
+        thread_first_op: Any = ...,
+        runtime_ns: int = ...,
+        ramp_ns: int = ...,
+        bytes_limit: int = ...,
+        loop: bool = ...,
+        steps: Any = ...,
+        prefetch: int = ...,
+        compute_mode: int = ...,
+        preprocess_ns: int = ...,
+        eng_flags: int = ...,
+        delay_ns: int = ...,
+        fail_nth: int = ...,
+        fail_errno: int = ...,
+        step_hook: Any = ...,
+        c_step_hook: Any = ...,
+        mpi_comm: int = ...,
+        hints: Any = ...,
+        trace: Any = ...,
+        file_fill: Any = ...,
+        file_overlay: Any = ...,
+        skip_bad_files: bool = ...,
+    ) -> None: ...
+    def request_stop(self) -> None: ...
+    def progress(self) -> Tuple[int, int, int]: ...
+    def execute(self) -> Dict[str, Any]: ...
+
+class VdbRun:
+    index_paths: List[str]
+    pq_paths: List[str]
+    def __init__(self, engine: str, index_paths: Sequence[str], *args: Any, **kwargs: Any) -> None: ...
+    def request_stop(self) -> None: ...
+    def progress(self) -> Any: ...
+    def execute(self) -> Dict[str, Any]: ...
