@@ -396,7 +396,7 @@ def _finish(s: Session, rank_rec, failure) -> None:
         result["verdicts"] = verdicts
         where, lost = write_with_fallback(
             lambda d: run_files.write_all(
-                result, d, cfg.to_yaml(), hydra_files.documents(cfg), hydra_files.subdir(cfg)
+                result, d, cfg.to_yaml(), hydra_files.documents(cfg, d), hydra_files.subdir(cfg)
             ),
             s.folder,
         )
