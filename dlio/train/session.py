@@ -289,7 +289,7 @@ def _start(s: Session, output) -> None:
     if cfg.dlio_fast.trace:
         from dlio.report.trace import Tracer
 
-        s.tracer = Tracer(s.folder, comm.rank, comm.size)
+        s.tracer = Tracer(s.folder, comm.rank, comm.size, ai_root=True)
     phases = [
         name
         for name, on in (
