@@ -4,6 +4,7 @@ mpirun as mlpstorage launches it when it is installed)."""
 
 import os
 import sys
+import time
 
 import pytest
 import tomllib
@@ -221,3 +222,29 @@ def test_plain_override_of_a_key_the_file_has_is_accepted(tmp_path):
     )
     assert p.returncode == 0, p.stderr
     assert yaml.safe_load(p.stdout)["workload"]["train"]["epochs"] == 3
+
+
+def test_config_path_and_name_choose_the_primary_config(tmp_path):
+    """--config-path replaces the built-in configs: its --config-name file's defaults pick the workload
+    and its hydra.run.dir names the run folder (${workload.model.name}, ${now:...} resolved)."""
+    from dlio.config.workloads import workload_text
+
+    cp = tmp_path / "cp"
+    (cp / "workload").mkdir(parents=True)
+    (cp / "workload" / "mine.yaml").write_text(workload_text("unet3d_h100"))
+    (cp / "exp.yaml").write_text(
+        "defaults:\n - _self_\n - workload: mine\nhydra:\n  run:\n    dir: out/${workload.model.name}/${now:%Y}\n"
+        "  output_subdir: cfgs\n"
+    )
+    bins = dlio_bin_dir(tmp_path)
+    base = [str(bins / "dlio_benchmark"), f"--config-path={cp}", "--config-name", "exp"]
+    p = run(base + ["--cfg", "all"], cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    doc = yaml.safe_load(p.stdout)
+    assert doc["workload"]["model"]["name"] == "unet3d"
+    h = doc["hydra"]
+    assert h["run"]["dir"] == f"out/unet3d/{time.strftime('%Y')}" and h["output_subdir"] == "cfgs"
+    assert h["runtime"]["choices"] == {"workload": "mine"} and h["job"]["config_name"] == "exp"
+    assert [s["provider"] for s in h["runtime"]["config_sources"]] == ["main"]  # no built-ins behind it
+    p = run(base + ["workload=unet3d_h100", "--cfg", "job"], cwd=tmp_path)  # not in --config-path
+    assert p.returncode == 1 and "could not find 'workload/unet3d_h100'" in p.stderr
