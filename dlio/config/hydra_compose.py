@@ -286,6 +286,7 @@ def check_overrides(task: List[str], path: Optional[str], name: str) -> None:
 
 
 _INTERPOLATION = re.compile(r"\$\{([^}]*)\}")
+_HONOURED = ("hydra.run.dir=", "hydra.output_subdir=")  # composed into the run's own settings
 
 
 def resolve_run_dir(text: str, cfg: Any, now: Optional[float] = None) -> str:
@@ -324,6 +325,9 @@ def run_arguments(c: Composed, run_dir: Optional[str]) -> List[str]:
         out.append(f"hydra.run.dir={run_dir}")
     if c.output_subdir is not ...:
         out.append(f"++hydra.output_subdir={'null' if c.output_subdir is None else c.output_subdir}")
+    # the other hydra.KEY settings go along: the loader warns that they are not followed (Hydra's config
+    # groups, hydra/NAME=..., only go into hydra.yaml)
+    out += [o for o in c.hydra if o.lstrip("+").startswith("hydra.") and not o.lstrip("+").startswith(_HONOURED)]
     out += [
         f"++hydra.job.name={JOB_NAME}",
         f"++hydra.job.config_name={c.config_name}",
