@@ -14,6 +14,7 @@ import sys
 import time
 
 from dlio import _core
+from dlio.errors import DlioError
 
 _LAUNCHER_VARS = (
     "PMI_RANK",
@@ -143,6 +144,88 @@ def launched_by_mpi(env=os.environ):
     return any(v in env for v in _LAUNCHER_VARS)
 
 
+# Open MPI's launcher (mpirun / mpiexec from openmpi-bin: MLPerf Storage's `mpirun -n N -host H:N`)
+# speaks PMIx, which an MPICH library (the mpich wheel that `pip install` brings) cannot: it aborts
+# every rank with "unsupported PMI version PMIx". mpi4py's wheel carries both ABIs and loads the
+# library MPI4PY_LIBMPI names, so under Open MPI's launcher Open MPI's own library is named there.
+OPENMPI_LIB = "libmpi.so.40"
+
+
+def _openmpi_library(env=os.environ):
+    """The path of an Open MPI libmpi this process can load, or None: OPAL_PREFIX's, the one beside
+    the mpirun on PATH, the dynamic loader's."""
+    import ctypes.util
+    import shutil
+    import sysconfig
+
+    prefixes = [env.get("OPAL_PREFIX")]
+    launcher = shutil.which("mpirun", path=env.get("PATH"))
+    if launcher:
+        prefixes.append(os.path.dirname(os.path.dirname(os.path.realpath(launcher))))
+    subdirs = ["lib", "lib64", os.path.join("lib", sysconfig.get_config_var("MULTIARCH") or "")]
+    candidates = [os.path.join(p, sub, OPENMPI_LIB) for p in filter(None, prefixes) for sub in subdirs]
+    found = ctypes.util.find_library("mpi")
+    if found:
+        candidates.append(found)
+    for path in candidates:
+        if _is_openmpi(path):
+            return path
+    return None
+
+
+def _is_openmpi(path):
+    """Whether path loads as an Open MPI library (loading one does not initialise MPI)."""
+    import ctypes
+
+    try:
+        return hasattr(ctypes.CDLL(path, os.RTLD_LOCAL), "ompi_mpi_comm_self")
+    except OSError:
+        return False
+
+
+def choose_library(env=os.environ):
+    """Before mpi4py initialises MPI: under Open MPI's launcher, point mpi4py at Open MPI's library
+    (unless MPI4PY_LIBMPI / MPI4PY_MPIABI already choose one). A DlioError saying what to do when
+    there is none (instead of MPICH's raw PMIx abort on every rank)."""
+    if "OMPI_COMM_WORLD_SIZE" not in env or "MPI4PY_LIBMPI" in env or "MPI4PY_MPIABI" in env:
+        return
+    if not _mpi4py_has_abi("openmpi"):
+        return  # an mpi4py built against one MPI (the site's): it loads what it was built with
+    lib = _openmpi_library(env)
+    if lib is None:
+        raise DlioError(
+            "started by Open MPI's mpirun, but no Open MPI library (libmpi.so.40) to load: install it "
+            "(apt-get install libopenmpi3), or start the job with the mpiexec of the mpich wheel "
+            f"({os.path.join(os.path.dirname(sys.executable), 'mpiexec')})"
+        )
+    env["MPI4PY_LIBMPI"] = lib  # mpi4py reads it when mpi4py.MPI is imported
+
+
+def _mpi4py_has_abi(abi):
+    """Whether the installed mpi4py can load an `abi` library (its wheels carry MPI.mpich and
+    MPI.openmpi extensions); an mpi4py built from source has one MPI.*.so and no choice."""
+    spec = importlib.util.find_spec("mpi4py")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    folder = list(spec.submodule_search_locations)[0]
+    return any(n.startswith(f"MPI.{abi}.") for n in os.listdir(folder))
+
+
+def check_world_size(size, env=os.environ):
+    """The ranks MPI sees must be the ranks the launcher started: an MPI library that does not
+    speak the launcher's protocol starts each process as a job of its own (every rank 0 of 1)."""
+    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"):
+        want = env.get(var)
+        if want and want.isdigit() and int(want) != size:
+            raise DlioError(
+                f"the launcher started {want} processes ({var}) but MPI sees {size}: mpi4py's MPI library "
+                "is not the launcher's; use the mpiexec of the MPI mpi4py was built with, or rebuild it "
+                "against this one (MPICC=$(which mpicc) pip install --no-binary mpi4py mpi4py)"
+            )
+        if want:
+            return
+
+
 def world(force=False):
     """COMM_WORLD when launched under MPI with mpi4py importable; else a single rank.
 
@@ -152,12 +235,15 @@ def world(force=False):
     if _WORLD is None or (force and _WORLD.comm is None):
         comm = None
         if launched_by_mpi() or force:
+            choose_library()
             try:  # importing mpi4py.MPI initialises MPI: only under a launcher (or forced)
                 from mpi4py import MPI
 
                 comm = MPI.COMM_WORLD
             except ImportError:
                 comm = None
+            if comm is not None:
+                check_world_size(comm.Get_size())
         _WORLD = Comm(comm)
         if comm is not None:
             register_mpiio()
@@ -179,8 +265,15 @@ def register_mpiio():
     if _MPIIO["done"]:
         return _MPIIO["why"]
     why, mod = None, None
-    if importlib.util.find_spec("dlio._mpiio") is None:
+    spec = importlib.util.find_spec("dlio._mpiio")
+    mismatch = _abi_mismatch(spec.origin) if spec is not None else None
+    if spec is None:
         why = NOT_BUILT
+    elif mismatch:
+        why = (
+            f"dlio._mpiio was built for the {mismatch[0]} ABI but mpi4py loaded {mismatch[1]} (rebuild "
+            "dlio-fast with that MPI's mpicc: MPICC=/path/to/mpicc pip install --no-binary dlio-fast .)"
+        )
     else:
         try:  # the optional extension linked to libmpi: only when the MPI-IO engine is wanted
             from dlio import _mpiio as mod
@@ -191,7 +284,7 @@ def register_mpiio():
         # would crash at the first call.
         theirs = sys.modules["mpi4py.MPI"].Get_library_version().strip()
         ours = mod.library_version().strip()
-        if theirs.splitlines()[:1] != ours.splitlines()[:1]:
+        if [x.strip() for x in theirs.splitlines()[:1]] != [x.strip() for x in ours.splitlines()[:1]]:
             why, mod = (
                 (
                     f"dlio._mpiio was built against '{ours.splitlines()[0] if ours else '?'}' but "
@@ -204,3 +297,26 @@ def register_mpiio():
         _core.register_engine(mod.engine_capsule())
     _MPIIO.update(done=True, module=mod, why=why)
     return why
+
+
+# The MPI ABIs by the soname of their library: MPICH's (also Intel MPI's, the mpich wheel's) and Open MPI's.
+_ABI_OF_SONAME = {b"libmpi.so.12": "MPICH", b"libmpi.so.40": "Open MPI"}
+
+
+def _abi_mismatch(extension):
+    """(the ABI dlio._mpiio was linked for, the ABI mpi4py loaded) when they differ, else None. Read
+    from the extension's file and mpi4py's loaded module (the ABI wheels' MPI.mpich / MPI.openmpi),
+    before dlio._mpiio is imported: loading an MPICH-linked extension into an Open MPI process binds its
+    calls to the wrong library (MPI_Comm is an int in one ABI, a pointer in the other)."""
+    mpi_mod = sys.modules.get("mpi4py.MPI")
+    loaded = os.path.basename(getattr(mpi_mod, "__file__", "") or "")
+    theirs = "Open MPI" if ".openmpi." in loaded else "MPICH" if ".mpich." in loaded else None
+    if theirs is None or not extension:
+        return None
+    try:
+        with open(extension, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    ours = next((abi for soname, abi in _ABI_OF_SONAME.items() if soname in data), None)
+    return (ours, theirs) if ours is not None and ours != theirs else None

@@ -24,8 +24,18 @@ from dlio.config.problem import show
 
 IGNORED = "ignored (DLIO ignores it too)"
 
-# Hydra settings dlio-fast follows (Config.hydra has them all): no warning for these.
-HYDRA_HONOURED = frozenset({"hydra.run.dir", "hydra.output_subdir"})
+# Hydra settings dlio-fast follows (Config.hydra has them all): no warning for these. The job's facts
+# that `dlio_benchmark` records in hydra.yaml (dlio.config.hydra_compose -> dlio.report.dlio.hydra) too.
+HYDRA_HONOURED = frozenset(
+    {
+        "hydra.run.dir",
+        "hydra.output_subdir",
+        "hydra.job.name",
+        "hydra.job.config_name",
+        "hydra.runtime.config_sources",
+        "hydra.overrides.hydra",
+    }
+)
 
 
 def where(origin: str) -> str:

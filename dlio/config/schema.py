@@ -18,6 +18,7 @@ Types:
   enum            one of ``choices``, compared case-insensitively, normalised to the spelling here
   ints, strs      lists (``strs`` also accepts one string)
   map             a mapping (or null)
+  records         a list of mappings (parquet's columns)
   time            a DLIO time distribution (scalar, {mean[, stdev]}, {type: ...}), see dlio.config.timespec.TimeSpec
   stdev           DLIO's ``*_stdev`` sibling of a time key; folded into it, not a field of its own
 """
@@ -68,12 +69,24 @@ class Key:
 
 
 # Enum value sets (DLIO's Enums, minus the members that have no implementation).
-FORMATS = ("tfrecord", "hdf5", "csv", "npz", "npy", "jpeg", "png", "indexed_binary", "mmap_indexed_binary", "synthetic")
+FORMATS = (
+    "tfrecord",
+    "hdf5",
+    "csv",
+    "npz",
+    "npy",
+    "jpeg",
+    "png",
+    "indexed_binary",
+    "mmap_indexed_binary",
+    "synthetic",
+    "parquet",  # MLPerf Storage's DLIO (mlcommons/DLIO_local_changes): dlrm_b200, flux_b200
+)
 FRAMEWORKS = ("tensorflow", "pytorch")
 DATA_LOADERS = ("pytorch", "tensorflow", "dali", "native_dali", "synthetic")
 SHUFFLES = ("off", "seed", "random")
 DATATYPES = ("fp16", "bf16", "fp32", "fp64", "int8", "uint8")
-COMPRESSIONS = ("none", "gzip", "lzf", "bz2", "zip", "xz")
+COMPRESSIONS = ("none", "gzip", "lzf", "bz2", "zip", "xz", "snappy", "lz4", "zstd")  # the last three: parquet's
 PROFILERS = ("none", "iostat", "darshan", "tensorboard")
 STORAGE_TYPES = ("local_fs", "s3", "aistore")
 TIME_TYPES = ("normal", "uniform", "gamma", "exponential", "poisson")
@@ -194,6 +207,37 @@ KEYS: Tuple[Key, ...] = (
     K("dataset.hdf5.chunk_dims", "ints", (), "hdf5 chunk shape ([]: contiguous)", lo=1, io=True),
     K("dataset.hdf5.num_dset_per_record", "int", 1, "hdf5 datasets a record is split into", lo=1, io=True),
     K("dataset.hdf5.max_shape", "ints", (), "hdf5 maxshape", lo=1),
+    # parquet (MLPerf Storage's DLIO; dlio.dataset.formats.parquet)
+    K(
+        "dataset.parquet.columns",
+        "records",
+        (),
+        "typed columns: [{name, dtype, size (elements per row, 1), read (true)}]; none: one uint8 list column "
+        "'data' of the record's size",
+        io=True,
+        note="only the columns with read: true are read (MLPerf Storage's DLIO reads them all, or "
+        "storage.storage_options.columns)",
+    ),
+    K("dataset.parquet.row_group_size", "int", 1024, "rows per row group", lo=1, io=True),
+    K(
+        "dataset.parquet.read_mode",
+        "enum",
+        "default",
+        "default: a file's read columns when a reader first opens it; row_group: a sample's row group when a "
+        "reader first needs it",
+        choices=("default", "row_group"),
+        io=True,
+    ),
+    K(
+        "dataset.parquet.generation_batch_size",
+        "int",
+        0,
+        "rows written per write_table call (0: row_group_size); a row group never spans two",
+        lo=0,
+        io=True,
+    ),
+    K("dataset.parquet.partition_by", "str", None, "hive partitioning column (not supported)", nullable=True),
+    K("dataset.parquet.use_s3dlio_gen", "bool", False, "DLIO's s3dlio generation path; same files here"),
     # ---- reader (alias data_reader) ----
     K(
         "reader.data_loader",
@@ -361,9 +405,20 @@ KEYS: Tuple[Key, ...] = (
     ),
     K("profiling.iostat_devices", "strs", (), "devices for iostat (a string is one device)"),
     # ---- storage ----
-    K("storage.storage_type", "enum", "local_fs", "storage backend", choices=STORAGE_TYPES, io=True),
+    K(
+        "storage.storage_type",
+        "enum",
+        "local_fs",
+        "storage backend",
+        choices=STORAGE_TYPES,
+        io=True,
+        aliases=MappingProxyType({"s3dlio": "s3"}),  # MLPerf Storage's s3dlio configs: S3 through s3dlio
+    ),
     K("storage.storage_root", "str", "./", "directory or bucket", io=True),
     K("storage.storage_options", "map", None, "backend options (S3 endpoint, credentials ...)", nullable=True),
+    # MLPerf Storage's DLIO (s3dlio): several S3 endpoints, one per group of ranks (refused: config/validate.py)
+    K("storage.endpoint_uris", "strs", (), "S3 endpoints spread over the ranks (not supported yet)", io=True),
+    K("storage.use_mpi_endpoint_distribution", "bool", False, "ranks split over endpoint_uris by rank (not supported)"),
     # ---- dlio-fast's own keys (DLIO ignores unknown top-level sections) ----
     K(
         "dlio_fast.engine",

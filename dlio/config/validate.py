@@ -113,6 +113,10 @@ def coerce(k: Key, e: Entry) -> Any:
         if isinstance(v, Mapping):
             return MappingProxyType(dict(v))
         raise problem(k.path, v, e.origin, "expected a mapping")
+    if t == "records":
+        if isinstance(v, (list, tuple)) and all(isinstance(x, Mapping) for x in v):
+            return tuple(MappingProxyType(dict(x)) for x in v)
+        raise problem(k.path, v, e.origin, "expected a list of mappings, e.g. [{name: label, dtype: float32}]")
     raise AssertionError(f"schema type {t!r} of {k.path}")  # pragma: no cover
 
 
@@ -127,6 +131,7 @@ def _allowed(k: Key) -> str:
         "ints": "a list of integers",
         "strs": "a list of strings",
         "map": "a mapping",
+        "records": "a list of mappings",
         "stdev": "a number >= 0",
     }.get(k.type, "a value")
 
@@ -257,6 +262,20 @@ def check_all(values: Dict[str, Any], sources: Dict[str, str]) -> None:
             "dataset.record_dims",
             "dataset.hdf5.num_dset_per_record",
             "record_dims[0] must be a multiple of num_dset_per_record",
+        )
+    if v("storage.endpoint_uris"):  # MLPerf Storage's multi-endpoint s3dlio configs (hybrid_storage.yaml)
+        raise problem(
+            "storage.endpoint_uris",
+            list(v("storage.endpoint_uris")),
+            sources["storage.endpoint_uris"],
+            "several S3 endpoints spread over the ranks are not supported yet; give one endpoint "
+            "(storage.storage_options.endpoint_url) and remove endpoint_uris",
+        )
+    if v("storage.storage_type") != "local_fs" and str(v("checkpoint.checkpoint_folder")).startswith("file://"):
+        raise err2(
+            "checkpoint.checkpoint_folder",
+            "storage.storage_type",
+            "checkpoints on files beside a dataset on S3 are not supported yet (one storage per run)",
         )
     w, r = v("checkpoint.num_checkpoints_write"), v("checkpoint.num_checkpoints_read")
     if w > 0 and r > w:

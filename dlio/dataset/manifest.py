@@ -1,5 +1,6 @@
 """The manifest: per split, the size of every file and, for formats where a sample is not the
-whole file (hdf5, tfrecord, indexed_binary), the byte ranges a real reader touches per sample.
+whole file (hdf5, tfrecord, indexed_binary), the byte ranges a real reader touches per sample (per
+group for parquet: dlio.dataset.formats.parquet).
 
 It is written by generation and, for a dataset made by someone else (DLIO), built by scanning the
 files and cached when the folder is writable:
@@ -81,6 +82,7 @@ def _layout_meta(spec, split):
         "spf": spec.num_samples_per_file,
         "prefix": spec.file_prefix,
         "subfolders": spec.num_subfolders(split),
+        "reader_view": spec.reader_view(),  # parquet: the columns read and how (the table is of those)
     }
 
 
@@ -287,7 +289,9 @@ def _file_ranges(fmt, path, spec):
             "or regenerate with dlio-fast generate"
         ) from None
     have = np.unique(np.asarray(samples)).size if len(samples) else 0
-    if have < spf and spec.format != "synthetic":  # a synthetic file is never read: it has no samples
+    # a synthetic file is never read: it has no samples; a grouped format's keys are its groups (it checks
+    # its rows itself)
+    if have < spf and spec.format != "synthetic" and not getattr(fmt, "GROUPED", False):
         raise DatasetError(
             f"{path}: holds {have} sample(s) but dataset.num_samples_per_file = {spf}; set the value "
             "the data was generated with, or regenerate with dlio-fast generate"

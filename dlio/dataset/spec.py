@@ -66,6 +66,14 @@ class DatasetSpec:
     hdf5_max_shape: tuple = ()
     seed_content: int = 0
     dialect: str = "current"  # the DLIO version whose layout is written: "2.0.0" or "current" (see formats/hdf5, csv)
+    # parquet (dlio.dataset.formats.parquet): columns as (name, dtype, size, read) tuples, () for DLIO's one
+    # uint8 list column; rows per row group and per write; how a reader reads; the columns read when
+    # storage.storage_options.columns names them (else the columns' read flags decide)
+    parquet_columns: tuple = ()
+    parquet_row_group_size: int = 1024
+    parquet_generation_batch_size: int = 0
+    parquet_read_mode: str = "default"
+    parquet_read: tuple = ()
 
     def __post_init__(self):
         s = object.__setattr__
@@ -84,8 +92,12 @@ class DatasetSpec:
             "compression_level",
             "hdf5_num_dset_per_record",
             "seed_content",
+            "parquet_row_group_size",
+            "parquet_generation_batch_size",
         ):
             s(self, name, int(getattr(self, name) or 0))
+        s(self, "parquet_columns", tuple(tuple(c) for c in self.parquet_columns))
+        s(self, "parquet_read", tuple(str(c) for c in self.parquet_read))
         s(self, "compression", str(self.compression or "none").lower())
         if self.dialect not in DIALECTS:
             raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, not {self.dialect!r}")
@@ -157,7 +169,20 @@ class DatasetSpec:
         )
         if self.format in DIALECT_FORMATS:
             keys += ("dialect",)
-        return json.dumps({k: _jsonable(getattr(self, k)) for k in keys}, sort_keys=True)
+        out = {k: _jsonable(getattr(self, k)) for k in keys}
+        if self.format == "parquet":  # the columns as written (not what is read), the row groups
+            out["parquet"] = [[list(c[:3]) for c in self.parquet_columns], self.parquet_row_group_size]
+            out["parquet"].append(self.parquet_generation_batch_size)
+        return json.dumps(out, sort_keys=True)
+
+    def reader_view(self):
+        """What, of the files, a reader reads, where the format lets a config choose (parquet: its
+        columns and read mode); None otherwise. A saved manifest holds the ranges of one view."""
+        if self.format != "parquet":
+            return None
+        from dlio.dataset.formats.parquet import read_columns
+
+        return [self.parquet_read_mode, read_columns(self)]
 
 
 def _jsonable(v):
@@ -196,11 +221,12 @@ def split_folder(spec, split):
     return f"{spec.data_folder}/{split_key(split)}"
 
 
-def check_names_fit(spec, split, n, name_len):
+def check_names_fit(spec, split, n, name_len, per_sample=True):
     """The list of names (and the planner's per-sample arrays) must fit in memory: an absurd
-    num_files or --scale is refused here, with the key and the amount, not by the OOM killer."""
+    num_files or --scale is refused here, with the key and the amount, not by the OOM killer.
+    per_sample False: only per-file arrays are made (the drawn shapes)."""
     per_file = name_len + STR_OVERHEAD + 16 * max(1, len(spec.record_dims))
-    nbytes = float(n) * per_file + float(n) * spec.num_samples_per_file * 24
+    nbytes = float(n) * per_file + (float(n) * spec.num_samples_per_file * 24 if per_sample else 0.0)
     key = "dataset.num_files_train" if split == "train" else "dataset.num_files_eval"
     check_fits(
         nbytes, f"{key} = {n} ({spec.num_samples_per_file} samples per file)", "use fewer files or a smaller --scale"
@@ -230,7 +256,7 @@ def all_dims(spec):
     """Drawn shape of every file of the combined train-then-eval list: int64 (total, ndim)."""
     n = spec.total_files
     for split in ("train", "eval"):
-        check_names_fit(spec, split, spec.num_files(split), 64)
+        check_names_fit(spec, split, spec.num_files(split), 64, per_sample=False)
     L = float(spec.record_length_bytes)
     stdev = float(spec.record_length_bytes_stdev or 0)
     if spec.record_dims:
@@ -297,4 +323,14 @@ def dataset_spec(cfg):
         hdf5_max_shape=tuple(d.hdf5.max_shape),
         seed_content=cfg.dlio_fast.seed,
         dialect=cfg.dlio_fast.dialect if cfg.dlio_fast.dialect in DIALECTS else "current",  # "auto" is resolved by load
+        **_parquet_fields(cfg),
     )
+
+
+def _parquet_fields(cfg):
+    """The parquet section of a config as DatasetSpec fields (checked: dlio.dataset.formats.parquet)."""
+    if cfg.dataset.format != "parquet":
+        return {}
+    from dlio.dataset.formats.parquet import spec_fields
+
+    return spec_fields(cfg)

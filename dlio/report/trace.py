@@ -7,17 +7,24 @@ Each line parses on its own (DFTracer's DFAnalyzer reads the file line by line);
 the file as it is (commas between events are optional to it, and it unpacks gzip). There are no
 commas, so the whole file is not one strict JSON document: read it with read_pfw().
 
-What is in it:
+What is in it: DFTracer's AI events (pydftracer's `dft_ai`, with the category and name DLIO's runs
+give them, so that DFAnalyzer's AI views read a dlio-fast trace as a DLIO one), and the I/O requests:
   cat <ENGINE>      "read"/"write": one per request (args fhash, offset, size, ret, step); the
                     category is the engine: POSIX (as DFTracer), IO_URING, MMAP, NULL, MPIIO
                     (DFAnalyzer's default I/O filter is cat == "POSIX": give it a condition
                     function that takes the engine's category too)
-  cat reader        "sample": open .. reads .. close of one sample (args fhash, size, step)
-  cat data_loader   "fetch": the trainer waiting for batch `step` (args size = its bytes)
-  cat ai_framework  "compute": the emulated accelerator time of step `step`
-  cat dlio_benchmark  "train"/"eval" (one C run), "epoch", "generate": Python-side phases
-  cat checkpoint    "checkpoint.save"/"checkpoint.load" (span() / phase() for the checkpoint code)
+  cat data          "item": open .. reads .. close of one sample (args fhash, size, step)
+  cat dataloader    "fetch.iter": the trainer waiting for batch `step` (args size = its bytes)
+  cat compute       "compute": the emulated accelerator time of step `step`
+  cat pipeline      "train" / "evaluate" (one C run), "epoch.block" (an epoch)
+  cat checkpoint    "capture" / "restart": a checkpoint's save / load
+  cat ai_root       "ai_root": the whole run, from the trace's start to its close
+  cat dlio_benchmark  "generate": generating the dataset (no dft_ai event of DLIO's covers it)
   "ph":"M" lines    FH (file hash -> name, as DFTracer: once per file), process_name / thread_name
+DLIO's `data.preprocess` (its per-sample preprocess sleep) and `checkpoint.init` (allocating the
+checkpoint's tensors) have nothing to time here and are not written.
+The code names phases by what they are (AI_EVENTS maps "train", "eval", "epoch", "checkpoint.save",
+"checkpoint.load" to their events).
 Per-request events are recorded by the C runner in per-thread buffers (no Python per event) and
 written by the C writer in bulk; the few Python-side spans are written here.
 
@@ -47,10 +54,19 @@ from dlio.errors import os_error_message
 KIND_NAMES = {
     _core.TR_READ: "read",
     _core.TR_WRITE: "write",
-    _core.TR_SAMPLE: "sample",
-    _core.TR_FETCH: "fetch",
+    _core.TR_SAMPLE: "item",
+    _core.TR_FETCH: "fetch.iter",
     _core.TR_COMPUTE: "compute",
 }
+# A phase the code names -> the (cat, name) of DFTracer's AI event for it (pydftracer's dft_ai).
+AI_EVENTS = {
+    "train": ("pipeline", "train"),
+    "eval": ("pipeline", "evaluate"),
+    "epoch": ("pipeline", "epoch.block"),
+    "checkpoint.save": ("checkpoint", "capture"),
+    "checkpoint.load": ("checkpoint", "restart"),
+}
+ROOT_EVENT = ("ai_root", "ai_root")
 TRACE_LANES = _core.TRACE_LANES
 GZIP_LEVEL = 6  # zlib's default: ~10x smaller than the text here, at ~100 MB/s of text
 
@@ -72,14 +88,16 @@ def _us(ns: int) -> int:
 
 class Tracer:
     """This rank's trace file. add_run() appends a C run's events; span()/phase() add Python-side
-    phases; close() ends the file. Times given to span() are _core.now_ns() times. The file is
+    phases; close() ends the file (after the run's ai_root event, with ai_root). Times given to span()
+    are _core.now_ns() times. The file is
     gzip when its name ends in .gz (the default name does)."""
 
-    def __init__(self, folder, rank=0, size=1, thread_names=None, path=None):
+    def __init__(self, folder, rank=0, size=1, thread_names=None, path=None, ai_root=False):
         self.path = path or trace_path(folder, rank, size)
         self.compressed = self.path.endswith(".gz")
         self.pid = rank
         self.t0_ns = time.time_ns() - _core.now_ns()  # epoch ns = now_ns() + t0_ns
+        self.t_open = _core.now_ns() if ai_root else None  # a training run's ai_root event starts here
         self.next_id = 0
         self.dropped = 0
         self.events = 0
@@ -182,7 +200,7 @@ class Tracer:
         """One complete event of a Python-side phase (times from _core.now_ns()) on thread tid's
         first lane."""
         if cat is None:
-            cat = "checkpoint" if name.startswith("checkpoint") else "dlio_benchmark"
+            cat, name = AI_EVENTS.get(name, ("dlio_benchmark", name))
         t = int(t_start_ns) + self.t0_ns
         ts, te = _us(t), _us(t + int(dur_ns))
         line = (
@@ -206,6 +224,8 @@ class Tracer:
     def close(self):
         if self.dropped:
             self.span("trace_dropped", _core.now_ns(), 0, cat="dftracer", dropped=self.dropped)
+        if self.t_open is not None:
+            self.span(ROOT_EVENT[1], self.t_open, _core.now_ns() - self.t_open, cat=ROOT_EVENT[0])
         if self.failed:
             return
         with self._guard():

@@ -92,6 +92,7 @@ def layout_for(spec, split, no_io=False, skip_bad_files=False, stat_files=True):
         table=table,
         sequential=spec.format == "tfrecord",
         no_io=no_io or spec.format == "synthetic",
+        grouped=bool(getattr(fmt, "GROUPED", False)),
     )
     return layout, bad
 
@@ -137,6 +138,7 @@ class Trainer:
             transfer_size=r.transfer_size or planner.TF_BUFFER,
             # an object store gets one GET per object or per sample range: no splitting into 4 MiB reads
             max_transfer=planner.MAX_TRANSFER if self.backend.has(LOCAL) else 1 << 62,
+            readers=max(1, r.read_threads),
         )
 
     def plan_split(self, split, layout, epoch, random_seed):

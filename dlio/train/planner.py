@@ -60,6 +60,7 @@ class Layout:
     sequential: bool = False  # tfrecord: records streamed in file order
     no_io: bool = False  # synthetic
     bad: np.ndarray = None  # files to leave out (--skip-bad-files), bool per file
+    grouped: bool = False  # parquet: table rows are groups, read once per reader and epoch (grouped_ops)
 
 
 def seed_for(seed, epoch, change_epoch):
@@ -236,6 +237,56 @@ def sample_ops(samples, layout, max_transfer=MAX_TRANSFER):
     return ops, _ops_per_group(flags, n)
 
 
+def grouped_ops(samples, layout, batch, readers, max_transfer=MAX_TRANSFER):
+    """Ops of the samples of a grouped layout (parquet) and the ops of each sample, which may be none.
+
+    The table's rows are groups of ranges keyed (file, first sample of the group), and the file's
+    footer keyed (file, spf). Reader r (PyTorch's worker of batch k: r = k mod readers) reads a group
+    the first time one of its samples needs it in the epoch, and the footer before a file's first
+    group, as DLIO's parquet reader caches both per worker; the later samples of the group read nothing.
+    O(samples log groups), numpy only."""
+    n, spf, t = len(samples), layout.spf, layout.table
+    if n == 0:
+        return np.zeros(0, dtype=_core.OP_DTYPE), np.zeros(0, dtype=np.int64)
+    key = t.file.astype(np.int64) * (spf + 1) + t.sample.astype(np.int64)
+    gkey, gfirst, gcount = np.unique(key, return_index=True, return_counts=True)  # the table is sorted by key
+    files = samples // spf
+    group = np.searchsorted(gkey, files * (spf + 1) + samples % spf, side="right") - 1
+    lost = (group < 0) | (gkey[np.maximum(group, 0)] // (spf + 1) != files)  # no group of its file holds it
+    if lost.any():
+        _no_ranges(samples[lost][0], spf)
+    footer = np.minimum(np.searchsorted(gkey, files * (spf + 1) + spf), len(gkey) - 1)
+    has_footer = gkey[footer] == files * (spf + 1) + spf
+    reader = (np.arange(n, dtype=np.int64) // max(1, batch)) % max(1, readers)
+    first_group = _first_seen(reader * len(gkey) + group)
+    first_file = _first_seen(reader * (int(files.max()) + 1) + files) & has_footer
+    n_footer = np.where(first_file, gcount[footer], 0)
+    count = n_footer + np.where(first_group, gcount[group], 0)
+    owner = np.repeat(np.arange(n), count)
+    k = np.arange(len(owner)) - np.repeat(np.cumsum(count) - count, count)  # range number in its sample
+    nf = n_footer[owner]
+    ridx = np.where(k < nf, gfirst[footer][owner] + k, gfirst[group][owner] + k - nf)
+    flags = (np.where(k == 0, _core.OPF_OPEN, 0) | np.where(k == count[owner] - 1, _core.OPF_CLOSE, 0)).astype(np.uint8)
+    file, offset, length = (
+        t.file[ridx].astype(np.int64),
+        t.offset[ridx].astype(np.uint64),
+        t.size[ridx].astype(np.uint64),
+    )
+    limit = np.uint64(max_transfer)
+    pieces = np.maximum(1, (length + limit - np.uint64(1)) // limit).astype(np.int64)  # _split_large's
+    file, offset, length, flags = _split_large(file, offset, length, flags, max_transfer)
+    ops = np.zeros(len(file), dtype=_core.OP_DTYPE)
+    ops["file"], ops["offset"], ops["length"], ops["flags"] = file, offset, length, flags
+    return ops, np.bincount(owner, weights=pieces, minlength=n).astype(np.int64)
+
+
+def _first_seen(keys):
+    """True where a key occurs for the first time in the array."""
+    first = np.zeros(len(keys), dtype=bool)
+    first[np.unique(keys, return_index=True)[1]] = True
+    return first
+
+
 def _no_ranges(sample, spf):
     raise DatasetError(f"no byte ranges known for sample {sample % spf} of file {sample // spf}")
 
@@ -310,6 +361,7 @@ class Settings:
     compat_dlio_order: bool = False
     transfer_size: int = TF_BUFFER
     max_transfer: int = MAX_TRANSFER
+    readers: int = 1  # reader threads (PyTorch workers): batch k is read by reader k mod readers
 
 
 def epoch_plans(layout, settings, time_spec, size, epoch, random_seed=None, ranks=None):
@@ -378,7 +430,10 @@ def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None,
             )
         first, steps = shard(len(order), rank, size, s.batch, s.max_steps)
         samples = order.at(np.arange(first, first + steps * s.batch, dtype=np.int64))
-        ops, per_sample = sample_ops(samples, layout, s.max_transfer)
+        if layout.grouped:
+            ops, per_sample = grouped_ops(samples, layout, s.batch, s.readers, s.max_transfer)
+        else:
+            ops, per_sample = sample_ops(samples, layout, s.max_transfer)
         per_batch = per_sample.reshape(steps, s.batch).sum(axis=1) if steps else np.zeros(0, np.int64)
     plan_steps = np.zeros(steps, dtype=_core.STEP_DTYPE)
     if steps:

@@ -317,7 +317,7 @@ def _start(s: Session, output) -> None:
     if cfg.dlio_fast.trace:
         from dlio.report.trace import Tracer
 
-        s.tracer = Tracer(s.folder, comm.rank, comm.size)
+        s.tracer = Tracer(s.folder, comm.rank, comm.size, ai_root=True)
     phases = [
         name
         for name, on in (
@@ -433,7 +433,7 @@ def _finish(s: Session, rank_rec, failure) -> None:
         result["verdicts"] = verdicts
         where, lost = write_with_fallback(
             lambda d: run_files.write_all(
-                result, d, cfg.to_yaml(), hydra_files.documents(cfg), hydra_files.subdir(cfg)
+                result, d, cfg.to_yaml(), hydra_files.documents(cfg, d), hydra_files.subdir(cfg)
             ),
             s.folder,
         )

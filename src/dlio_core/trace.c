@@ -356,9 +356,10 @@ static int hash_seen(const struct dc_pfw_opts *opt, uint32_t h)
 int dc_trace_write_pfw(int fd, const struct dc_trace_event *ev, size_t n, const char *const *paths,
 		       const struct dc_pfw_opts *opt, uint64_t *id_base)
 {
-	static const char *const names[] = { "read", "write", "sample", "fetch", "compute" };
-	static const char *const cats[] = { "POSIX", "POSIX", "reader", "data_loader",
-					    "ai_framework" };
+	/* DFTracer's AI events (pydftracer's dft_ai, as DLIO emits them): a sample is data.item, the
+	 * trainer's wait for a batch dataloader's fetch.iter, a step's compute compute. */
+	static const char *const names[] = { "read", "write", "item", "fetch.iter", "compute" };
+	static const char *const cats[] = { "POSIX", "POSIX", "data", "dataloader", "compute" };
 	struct pfw w = { .fd = fd };
 	uint8_t *named = NULL; /* per file: FH line checked (and written when new) */
 	uint32_t *hash = NULL;

@@ -121,7 +121,7 @@ static void test_write(void)
 	snprintf(want, sizeof(want),
 		 "{\"id\":10,\"name\":\"FH\",\"cat\":\"dftracer\",\"pid\":4,\"tid\":0,\"ph\":\"M\","
 		 "\"args\":{\"name\":\"/data/we\\\"ird\\\\name\\n.npz\",\"value\":%u}}\n"
-		 "{\"id\":11,\"name\":\"sample\",\"cat\":\"reader\",\"pid\":4,\"tid\":0,"
+		 "{\"id\":11,\"name\":\"item\",\"cat\":\"data\",\"pid\":4,\"tid\":0,"
 		 "\"ts\":1000000,\"dur\":0,\"ph\":\"X\",\"args\":{\"fhash\":%u,\"size\":512,"
 		 "\"step\":-1}}\n",
 		 h, h);
@@ -134,7 +134,7 @@ static void test_write(void)
 		 2 * DC_TRACE_LANES, h);
 	T_CHECK(strstr(text, want) != NULL, "read line (engine category, thread 2): %s", text);
 	T_CHECK(strstr(text,
-		       "{\"id\":12,\"name\":\"compute\",\"cat\":\"ai_framework\",\"pid\":4,\"tid\":0,"
+		       "{\"id\":12,\"name\":\"compute\",\"cat\":\"compute\",\"pid\":4,\"tid\":0,"
 		       "\"ts\":1000005,\"dur\":1000,\"ph\":\"X\",\"args\":{\"step\":3}}\n") != NULL,
 		"compute line: %s", text);
 	T_CHECK(strstr(text, "plain") == NULL, "no FH line for an unused file");

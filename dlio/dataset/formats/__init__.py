@@ -13,7 +13,9 @@
   extents(path, nsamples, spec) -> (sample_idx, offsets, lengths)   (layout_extents(dims, nsamples, spec): the
       same from the shape alone, without reading the file, where the format knows it)
       the byte ranges a real reader of that format touches for each sample (numpy arrays, sorted
-      by sample; several ranges per sample when a sample spans several datasets/chunks).
+      by sample; several ranges per sample when a sample spans several datasets/chunks). A format
+      with GROUPED = True (parquet) gives groups instead: ranges keyed by the first sample of the
+      group they belong to, read once per reader and epoch (dlio.train.planner).
 
 and a few helpers the dataset layer uses:
 
@@ -36,7 +38,19 @@ import numpy as np
 
 from dlio.errors import ConfigError
 
-FORMATS = ("npz", "npy", "hdf5", "tfrecord", "jpeg", "png", "csv", "indexed_binary", "mmap_indexed_binary", "synthetic")
+FORMATS = (
+    "npz",
+    "npy",
+    "hdf5",
+    "tfrecord",
+    "jpeg",
+    "png",
+    "csv",
+    "indexed_binary",
+    "mmap_indexed_binary",
+    "synthetic",
+    "parquet",
+)
 
 _MODULES = {
     "npz": "npz",
@@ -49,6 +63,7 @@ _MODULES = {
     "indexed_binary": "indexed_binary",
     "mmap_indexed_binary": "indexed_binary",
     "synthetic": "synthetic",
+    "parquet": "parquet",
 }
 
 

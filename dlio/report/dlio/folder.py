@@ -38,8 +38,9 @@ def _json(path: str) -> Any:
     return validate.loads(read_regular(path, JSON_CAP, "DLIO result file"), path, "DLIO result")
 
 
-# Where Hydra put the run's config: its default, and MLPerf Storage's hydra.output_subdir=configs.
-HYDRA_SUBDIRS = (".hydra", "configs")
+# Where Hydra put the run's config: its default, and MLPerf Storage's hydra.output_subdir (configs in
+# v1's benchmark.sh, dlio_config in mlpstorage).
+HYDRA_SUBDIRS = (".hydra", "configs", "dlio_config")
 
 
 def _config(folder: str) -> Dict[str, Any]:

@@ -276,7 +276,15 @@ def test_a_workload_root_key_next_to_hydra_keeps_both(tmp_path):
 def test_hydra_settings_are_kept_for_the_result_writers():
     # MLPerf Storage's benchmark.sh passes hydra.output_subdir; Config.hydra carries every Hydra setting given
     cfg = load_config(
-        "default", dlio_overrides=["hydra.run.dir=/tmp/r", "hydra.output_subdir=null", "++hydra.job.name=x"], env=NOENV
+        "default",
+        dlio_overrides=["hydra.run.dir=/tmp/r", "hydra.output_subdir=null", "++hydra.job.name=x", "hydra.job.chdir=1"],
+        env=NOENV,
     )
-    assert dict(cfg.hydra) == {"hydra.run.dir": "/tmp/r", "hydra.output_subdir": None, "hydra.job.name": "x"}
-    assert [w.split(": ")[2] for w in cfg.warnings] == ["hydra.job.name"]  # output_subdir is honoured
+    assert dict(cfg.hydra) == {
+        "hydra.run.dir": "/tmp/r",
+        "hydra.output_subdir": None,
+        "hydra.job.name": "x",
+        "hydra.job.chdir": 1,
+    }
+    # output_subdir is honoured, job.name written into hydra.yaml; chdir is not followed
+    assert [w.split(": ")[2] for w in cfg.warnings] == ["hydra.job.chdir"]

@@ -412,7 +412,7 @@ def test_spec_from_dlio_dict():
     assert s.hdf5_chunk_dims == (1, 8, 8) and s.hdf5_num_dset_per_record == 2
     assert DatasetSpec(format="jpeg", record_element_type="float32").record_element_type == "uint8"
     with pytest.raises(ConfigError):
-        DatasetSpec(format="parquet")
+        DatasetSpec(format="lance")  # no such DLIO format
 
 
 # ---------------------------------------------------------------------------------------------

@@ -172,6 +172,7 @@ def test_registry():
         "indexed_binary",
         "mmap_indexed_binary",
         "synthetic",
+        "parquet",
     }
     for f in FORMATS:
         assert get_format(f).EXT == f

@@ -229,11 +229,12 @@ def test_hydra_documents(dialect):
     assert "dlio_fast" not in w and "profiling" not in w  # schema defaults are not Hydra's
     assert w["output"] == {"log_file": "dlio.log"}
     if dialect == "2.0.0":
-        assert w["model"] == "unet3d" and w["checkpoint"]["model_size"] == 499153191
-        assert "record_length_bytes" not in w["dataset"]
+        # model a mapping, record_length_bytes beside record_length: what mlpstorage reads (hydra.py)
+        assert w["model"] == {"name": "unet3d"} and w["checkpoint"]["model_size"] == 499153191
+        assert w["dataset"]["record_length_bytes"] == 65536
     else:
         assert w["model"]["name"] == "unet3d" and w["model"]["model_size_bytes"] == 499153191
-    assert sorted(yaml.safe_load(docs["overrides.yaml"])) == sorted(
+    task = sorted(
         [
             "workload=unet3d_h100",
             f"++workload.dataset.{rl}=65536",
@@ -241,6 +242,22 @@ def test_hydra_documents(dialect):
             "++workload.reader.batch_size=2",
         ]
     )
+    assert sorted(yaml.safe_load(docs["overrides.yaml"])) == task
+    h = yaml.safe_load(docs["hydra.yaml"])["hydra"]
+    assert h["overrides"]["task"] == yaml.safe_load(docs["overrides.yaml"])
+    assert h["job"]["override_dirname"] == ",".join(task) and h["runtime"]["choices"] == {"workload": "unet3d_h100"}
+    assert h["output_subdir"] == ".hydra" and h["job"]["name"] == "dlio-fast"
+
+
+def test_hydra_yaml_records_the_run_dir_and_output_folder(tmp_path):
+    """hydra.yaml: run.dir as given, runtime.output_dir the folder written, the hydra overrides."""
+    import yaml
+
+    cfg = load_config(dlio_overrides=["workload=default", "hydra.run.dir=out/x", "++hydra.output_subdir=dlio_config"])
+    h = yaml.safe_load(hydra_files.documents(cfg, str(tmp_path / "out" / "x"))["hydra.yaml"])["hydra"]
+    assert h["run"]["dir"] == "out/x" and h["runtime"]["output_dir"] == str(tmp_path / "out" / "x")
+    assert h["output_subdir"] == "dlio_config"
+    assert h["overrides"]["hydra"] == ["++hydra.run.dir=out/x", "++hydra.output_subdir=dlio_config", "hydra.mode=RUN"]
 
 
 def test_write_all_writes_hydra_and_log(tmp_path):

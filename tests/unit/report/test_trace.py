@@ -104,9 +104,9 @@ def test_spans_add_up(traced_run):
     t_hi = datetime.fromisoformat(doc["end"]).timestamp() * 1e6 + 1e6
     for rec in epochs:
         ep = rec["epoch"]
-        (train,) = [e for e in xs if e["name"] == "train" and e["args"]["epoch"] == ep]
-        (evl,) = [e for e in xs if e["name"] == "eval" and e["args"]["epoch"] == ep]
-        (epoch,) = [e for e in xs if e["name"] == "epoch" and e["args"]["epoch"] == ep]
+        (train,) = [e for e in xs if (e["cat"], e["name"]) == ("pipeline", "train") and e["args"]["epoch"] == ep]
+        (evl,) = [e for e in xs if (e["cat"], e["name"]) == ("pipeline", "evaluate") and e["args"]["epoch"] == ep]
+        (epoch,) = [e for e in xs if (e["cat"], e["name"]) == ("pipeline", "epoch.block") and e["args"]["epoch"] == ep]
         for run in (train, evl):
             assert _ns(epoch["ts"]) <= _ns(run["ts"])
             assert _ns(run["ts"]) + _ns(run["dur"]) <= _ns(epoch["ts"]) + _ns(epoch["dur"])
@@ -130,9 +130,9 @@ def test_spans_add_up(traced_run):
             assert "fname" not in a and fh[a["fhash"]].startswith(data)
             assert os.path.exists(fh[a["fhash"]])
         steps = rec["steps_done"]
-        compute = inside(train, "ai_framework", "compute")
-        fetch = inside(train, "data_loader", "fetch")
-        samples = inside(train, "reader", "sample")
+        compute = inside(train, "compute", "compute")
+        fetch = inside(train, "dataloader", "fetch.iter")
+        samples = inside(train, "data", "item")
         assert len(compute) == len(fetch) == steps
         assert sorted(e["args"]["step"] for e in compute) == list(range(steps))
         assert len(samples) == rec["samples"]
@@ -278,7 +278,7 @@ def test_io_uring_train_samples_in_flight(tmp_path):
     tr.close()
     evs = read_pfw(tr.path)
     assert crossings(evs) == 0
-    samples = [e for e in evs if e["name"] == "sample"]
+    samples = [e for e in evs if e["name"] == "item"]
     reads = [e for e in evs if e["name"] == "read"]
     assert len(samples) == nfiles and len(reads) == len(ops)
     for r in reads:  # a read on a sample's track inside that sample's time is that sample's
@@ -310,7 +310,7 @@ def test_back_to_back_samples_do_not_overlap(tmp_path):
     tr.close()
     with open(tr.path) as f:
         evs = [json.loads(line) for line in f if line.startswith("{")]
-    samples = sorted((e for e in evs if e["name"] == "sample"), key=lambda e: e["ts"])
+    samples = sorted((e for e in evs if e["name"] == "item"), key=lambda e: e["ts"])
     assert len(samples) == n and len({e["tid"] for e in samples}) == 1
     assert all(type(e["ts"]) is int and type(e["dur"]) is int for e in samples)
     for a, b in zip(samples, samples[1:]):
@@ -397,3 +397,22 @@ def test_io_trace_has_a_span_per_request(run_cli, tmp_path, name):
     assert [e["args"]["threads"] for e in events if e["name"] == "point"] == [1, 2]
     assert (tr.read_bytes()[:2] == b"\x1f\x8b") == name.endswith(".gz")  # the name says which
     assert {e["cat"] for e in reads} == {"POSIX"} and crossings(events) == 0
+
+
+def test_dft_ai_events_as_dlio_counts_them(traced_run):
+    """DFTracer's AI taxonomy, counted per rank as DLIO's tests/dlio_ai_logging_test.py counts a DLIO
+    trace: one ai_root, one pipeline epoch.block and train (and evaluate) per epoch, one dataloader
+    fetch.iter and one compute per step (training and evaluation), one data item per sample read.
+    The default workload: 64 train files, batch 4; 8 eval files, eval batch 1; 2 epochs (the fixture)."""
+    out, _ = traced_run
+    count = {}
+    for e in read_pfw(out / "trace-0-of-1.pfw.gz"):
+        if e["ph"] == "X":
+            count[(e["cat"], e["name"])] = count.get((e["cat"], e["name"]), 0) + 1
+    epochs, train_steps, eval_steps = 2, 64 // 4, 8 // 1
+    assert count[("ai_root", "ai_root")] == 1
+    assert count[("pipeline", "epoch.block")] == count[("pipeline", "train")] == epochs
+    assert count[("pipeline", "evaluate")] == epochs
+    assert count[("dataloader", "fetch.iter")] == count[("compute", "compute")] == epochs * (train_steps + eval_steps)
+    assert count[("data", "item")] == epochs * (train_steps * 4 + eval_steps * 1)
+    assert ("checkpoint", "capture") not in count and ("checkpoint", "restart") not in count

@@ -35,9 +35,9 @@
 enum dc_trace_kind {
 	DC_TR_READ = 0,    /* one read request: issue .. completion (cat POSIX, name "read") */
 	DC_TR_WRITE = 1,   /* one write request (cat POSIX, name "write") */
-	DC_TR_SAMPLE = 2,  /* one sample: open .. its reads .. close (cat reader, name "sample") */
-	DC_TR_FETCH = 3,   /* trainer waits for batch `step` (cat data_loader, name "fetch") */
-	DC_TR_COMPUTE = 4, /* emulated compute of step `step` (cat ai_framework, "compute") */
+	DC_TR_SAMPLE = 2,  /* one sample: open .. its reads .. close (cat data, name "item") */
+	DC_TR_FETCH = 3,   /* trainer waits for batch `step` (cat dataloader, name "fetch.iter") */
+	DC_TR_COMPUTE = 4, /* emulated compute of step `step` (cat compute, name "compute") */
 };
 
 #define DC_TRACE_NONE32 UINT32_MAX

@@ -1,0 +1,46 @@
+"""dlio.mpi under a launcher whose MPI is not the one mpi4py would load: Open MPI's mpirun starting an
+mpi4py that brings the mpich wheel (MLPerf Storage's `mpirun -n N -host H:N`), and any launcher whose
+processes each come up as a job of one."""
+
+import pytest
+
+from dlio import mpi
+from dlio.errors import DlioError
+
+OMPI = {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0", "PMIX_RANK": "0"}
+
+
+def test_world_size_must_be_the_launchers():
+    mpi.check_world_size(2, dict(OMPI))
+    mpi.check_world_size(1, {})  # no launcher: nothing to compare
+    with pytest.raises(DlioError) as e:
+        mpi.check_world_size(1, dict(OMPI))
+    msg = str(e.value)
+    assert "started 2 processes (OMPI_COMM_WORLD_SIZE) but MPI sees 1" in msg and "\n" not in msg
+    with pytest.raises(DlioError, match=r"started 4 processes \(PMI_SIZE\)"):
+        mpi.check_world_size(1, {"PMI_SIZE": "4", "PMI_RANK": "0"})
+
+
+@pytest.mark.skipif(not mpi._mpi4py_has_abi("openmpi"), reason="mpi4py here is not a wheel with an Open MPI ABI")
+def test_open_mpi_launcher_gets_open_mpis_library(monkeypatch):
+    env = dict(OMPI)
+    lib = mpi._openmpi_library(env)
+    if lib is None:
+        pytest.skip("no Open MPI library (libmpi.so.40) on this host (apt-get install libopenmpi3)")
+    mpi.choose_library(env)
+    assert env["MPI4PY_LIBMPI"] == lib and mpi._is_openmpi(lib)
+    chosen = dict(OMPI, MPI4PY_LIBMPI="/x/libmpi.so")  # the user's choice is kept
+    mpi.choose_library(chosen)
+    assert chosen["MPI4PY_LIBMPI"] == "/x/libmpi.so"
+    plain = {"PMI_SIZE": "2"}  # MPICH's launcher: mpi4py's own choice (the wheel's MPICH)
+    mpi.choose_library(plain)
+    assert "MPI4PY_LIBMPI" not in plain
+
+
+@pytest.mark.skipif(not mpi._mpi4py_has_abi("openmpi"), reason="mpi4py here is not a wheel with an Open MPI ABI")
+def test_open_mpi_launcher_without_its_library_says_what_to_do(monkeypatch):
+    monkeypatch.setattr(mpi, "_openmpi_library", lambda env: None)
+    with pytest.raises(DlioError) as e:
+        mpi.choose_library(dict(OMPI))
+    msg = str(e.value)
+    assert "libopenmpi3" in msg and "mpiexec" in msg and "\n" not in msg
