@@ -26,6 +26,7 @@ from dlio.storage import backend_for
 from dlio.storage.base import FILE_ENGINES, PAGE_CACHE
 from dlio.train import loop
 from dlio.train.results_out import write_with_fallback
+from dlio.units import dlio_line, fmt_bytes, fmt_num
 
 RAM_FACTOR = 5  # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
 
@@ -110,7 +111,7 @@ def check_buffers(cfg, spec):
 def describe(cfg, spec, comm_size):
     """The --dry-run report: the dataset (size on disk, files/samples per rank, steps) when the run
     reads one, and the checkpoint plan when it writes checkpoints."""
-    lines = [f"workload            {cfg.workload or cfg.config_file or '-'} (scale {cfg.scale:g})"]
+    lines = [f"workload            {cfg.workload or cfg.config_file or '-'} (scale {fmt_num(cfg.scale)})"]
     if not cfg.is_checkpoint_only():
         lines += _dataset_lines(cfg, spec, comm_size)
     if cfg.workflow.checkpoint:
@@ -136,11 +137,12 @@ def _dataset_lines(cfg, spec, comm_size):
         f"data folder         {ds.root} ({present})",
         f"format              {spec.format}, {spec.num_files_train} train + {spec.num_files_eval} eval files, "
         f"{spec.num_samples_per_file} samples per file",
-        f"size on disk        {nbytes / 2**30:.2f} GiB (record {cfg.record_bytes():g} bytes)",
-        f"ranks               {comm_size}: {spec.num_files_train / comm_size:g} files and "
-        f"{total // comm_size} samples per rank",
-        f"steps per epoch     {cfg.steps_per_epoch(comm_size)} (batch {cfg.reader.batch_size}), "
-        f"{cfg.train.epochs} epochs, compute {cfg.train.computation_time.mean():g} s per step",
+        f"size on disk        {fmt_bytes(nbytes)} (record {fmt_bytes(cfg.record_bytes())}, "
+        f"{fmt_num(cfg.record_bytes())} bytes)",
+        f"ranks               {comm_size}: {fmt_num(spec.num_files_train / comm_size)} files and "
+        f"{total // comm_size:,} samples per rank",
+        f"steps per epoch     {cfg.steps_per_epoch(comm_size):,} (batch {cfg.reader.batch_size}), "
+        f"{cfg.train.epochs} epochs, compute {fmt_num(cfg.train.computation_time.mean())} s per step",
         f"reader              {cfg.reader.read_threads} threads, prefetch {cfg.reader.prefetch_size}, "
         f"engine {ds.backend.engine_spec(cfg)[0]} qd {cfg.dlio_fast.qd}, cache {cfg.dlio_fast.cache}",
         f"generation time     {eta}",
@@ -186,8 +188,8 @@ def cache_warning(cfg, nbytes, warn):
         and nbytes < RAM_FACTOR * host["memory_bytes"]
     ):
         warn(
-            f"warning: the dataset ({nbytes / 2**30:.2f} GiB) is smaller than {RAM_FACTOR}x this host's RAM "
-            f"({host['memory_GiB']:.1f} GiB): reads after the first epoch may come from the page cache, "
+            f"warning: the dataset ({fmt_bytes(nbytes)}) is smaller than {RAM_FACTOR}x this host's RAM "
+            f"({fmt_bytes(host['memory_bytes'])}): reads after the first epoch may come from the page cache, "
             "not storage (use --cache drop, O_DIRECT, or a larger dataset)"
         )
 
@@ -212,7 +214,7 @@ def balloon_warning(cfg, warn):
     if not backend_for(cfg).engine_spec(cfg, checkpoint=True)[1] and host.free_page_reporting():
         warn(
             "note: this VM returns free memory to its host (virtio-balloon free page reporting): a "
-            "buffered checkpoint write into returned memory pays a host fault per page, so save GB/s "
+            "buffered checkpoint write into returned memory pays a host fault per page, so save GiB/s "
             "depend on what was freed how long before; O_DIRECT (dlio_fast.engine=odirect) avoids it"
         )
 
@@ -389,7 +391,8 @@ def _finish(s: Session, rank_rec, failure) -> None:
         from dlio.report import verdict
         from dlio.report.dlio import hydra as hydra_files
 
-        verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
+        direct = backend_for(cfg).engine_spec(cfg)[1]  # the verdicts' advice leaves out what is in effect
+        verdicts = verdict.annotate_run(records, verdict.run_context(cfg, direct))  # sets each epoch's "verdict"
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
         # + DLIO's host_cpuinfo / host_meminfo / host_processor_name, read at the start (dlio.report.dlio.host)
         result["host"].update(s.proc_info or dlio_host.proc_info())
@@ -412,7 +415,11 @@ def _finish(s: Session, rank_rec, failure) -> None:
                 s.echo(f"Plots: {', '.join(os.path.basename(p) for p in made)}")
             except DlioError as e:  # a full disk costs the plots, not the results
                 s.warn(f"warning: plots not written: {e}")
-        lines = dlio_files.metric_lines(result) if any(r["epochs"] or r.get("checkpoints") for r in records) else []
+        lines = (
+            [dlio_line(x) for x in dlio_files.metric_lines(result)]
+            if any(r["epochs"] or r.get("checkpoints") for r in records)
+            else []
+        )
         lines += exact.exact_table(result) if any(r["epochs"] for r in records) else []
         for line in lines:
             s.echo(line)
