@@ -233,6 +233,7 @@ class Session:
     spec: Any = None
     data: Any = None  # dlio.dataset.stored.StoredDataset: the dataset where its backend keeps it
     folder: str = ""
+    made_folder: bool = False  # this run made its output folder (removed again when the run is refused)
     tracer: Any = None
     nbytes: int = 0
     start: str = ""
@@ -256,7 +257,14 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
             for line in [cfg.to_yaml().rstrip(), "---", *lines]:
                 echo(line)
         return None
-    _start(s, output)
+    try:
+        _start(s, output)
+    except DlioError:  # refused before measuring: no lock-only folder left behind
+        if s.folder and s.made_folder and comm.rank == 0:
+            from dlio.train.runlock import remove_unused
+
+            remove_unused(s.folder)
+        raise
     with stop_signals_deferred():
         rank_rec, failure = _measure(s)
     if failure is None and pending() is not None:
@@ -277,9 +285,7 @@ def _start(s: Session, output) -> None:
             "dlio_fast.cache = drop-all drops the whole host's page cache and needs root; use "
             "--cache drop (each file's pages, no root needed)"
         )
-    s.folder = output_folder(cfg, output, comm)
-    prepare_output(s.folder, comm)
-    if wf.train and cfg.dlio_fast.mlperf_rules != "off":  # MLPerf Rules 3.1.2, before generating anything
+    if wf.train and cfg.dlio_fast.mlperf_rules != "off":  # MLPerf Rules 3.1.2, before any folder or data
         from dlio.mlperf.datasize import shortfall
 
         hosts = len(set(comm.allgather(socket.gethostname())))
@@ -288,6 +294,9 @@ def _start(s: Session, output) -> None:
             raise DlioError(problem)
         if problem and comm.rank == 0:
             s.warn(f"warning: {problem}")
+    s.folder = output_folder(cfg, output, comm)
+    s.made_folder = not os.path.isdir(s.folder)
+    prepare_output(s.folder, comm)
     if cfg.dlio_fast.trace:
         from dlio.report.trace import Tracer
 
