@@ -79,7 +79,6 @@ def run(req, console):
         f"# ceiling of {path}: {'O_DIRECT' if direct else 'buffered, page cache dropped per probe'}; "
         f"engines {', '.join(engines)}; up to {max_threads} threads, qd up to {deepest}"
     )
-    grid.memory_note(path, warn)
     for name, why in missing.items():
         warn(
             f"warning: engine {name} is unavailable here ({why}): "
@@ -90,6 +89,7 @@ def run(req, console):
             )
         )
     fileset = testfiles.prepare([path], max_threads, file_size)
+    grid.memory_note(path, warn)
     if not direct:
         grid.fits_in_ram_warning({"posix": (False, cache)}, sum(fileset.sizes), warn)
     budget = points.Budget(runtime_ns=runtime_ns)

@@ -233,7 +233,6 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
     echo = (lambda m: progress.echo(m, err=to_err)) if progress else console.table
     modes = io_modes(g, paths[0])
     todo = runnable(g, warn)
-    memory_note(paths[0], warn)
     if any(m[1] == "drop-all" for m in modes.values()) and os.geteuid() != 0:
         raise DlioError(
             "--cache drop-all drops the whole host's page cache and needs root; use --cache drop "
@@ -253,6 +252,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
     fileset = testfiles.prepare(paths, max(g.threads), file_size)
     nbytes = sum(fileset.sizes)
     fits_in_ram_warning(modes, nbytes, warn, looping=bool(g.budget.runtime_ns) or g.budget.size > nbytes)
+    memory_note(paths[0], warn)  # checks passed, files made: said before the figures
     flags = (_core.ENG_REGBUFS if g.fixedbufs else 0) | (_core.ENG_REGFILES if g.regfiles else 0)
     tracer = None
     if req.trace_path:
