@@ -13,7 +13,7 @@ from dlio.report import metrics
 from dlio.report.dlio.files import summary
 from dlio.report.result import RUN_SCHEMA
 from dlio.report.run_figures import checkpoint_records, dialect, train_figures
-from dlio.units import fmt_ns
+from dlio.units import fmt_figure, fmt_ns
 
 # A mean compute overrun above this share of the set compute is worth a note on the console.
 OVERRUN_NOTE = 0.01
@@ -121,13 +121,13 @@ def exact_table(result):
         ("AU (exact | DLIO formula)", f"{x['au_mean_percentage']:.2f} %", f"{s['train_au_mean_percentage']:.2f} %"),
         (
             "samples/s (all ranks)",
-            f"{x['samples_per_second_mean']:.1f}",
-            f"{s['train_throughput_mean_samples_per_second']:.1f}",
+            fmt_figure(x["samples_per_second_mean"]),
+            fmt_figure(s["train_throughput_mean_samples_per_second"]),
         ),
         (
             "read MiB/s (bytes read)",
-            f"{x['MiB_per_second_mean']:.1f}",
-            f"{s['train_io_mean_MB_per_second']:.1f} (nominal)",
+            fmt_figure(x["MiB_per_second_mean"]),
+            f"{fmt_figure(s['train_io_mean_MB_per_second'])} (nominal)",
         ),
         ("read latency p50 / p99 / p99.9", " / ".join(fmt_ns(lat[p]) for p in ("p50", "p99", "p99.9")), "-"),
         ("sample latency p50 / p99", " / ".join(fmt_ns(slat[p]) for p in ("p50", "p99")), "-"),
