@@ -227,6 +227,7 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         dc_error error
         unsigned qd_used
         unsigned eng_flags_used
+        uint64_t trainer_cpu_ns
 
     int dc_run_io(const dc_run_config *cfg, dc_run_result *result)
     int dc_run_train(const dc_run_config *cfg, dc_run_result *result)

@@ -488,6 +488,7 @@ cdef class Run:
         cdef uint64_t[:, ::1] st
         if self.kind == "train":
             out["sample_lat"] = _hist_dict(&self.res.sample_lat)
+            out["trainer_cpu_ns"] = self.res.trainer_cpu_ns
             n = self.cfg.nsteps
             arr = np.zeros((n, 5), dtype=np.uint64)
             if n:

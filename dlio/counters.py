@@ -8,6 +8,10 @@ end only, never per I/O, so that dlio.report.verdict can say whether the phase m
   - this process's CPU time (user, system), the reader threads' CPU time (from the C core, which
     measures each thread with CLOCK_THREAD_CPUTIME_ID: its threads have no names to find them by
     in /proc/self/task), the cores this process may use, and the host's CPU use (/proc/stat);
+  - what the phase's caller knows and the kernel cannot tell apart: the emulated accelerator's
+    compute (the time it computed, the CPU its spin took, the steps' I/O wait) and the CPU of the
+    benchmark's own worker processes (S3), which /proc/stat counts as other processes';
+  - whether the files are on a memory-backed filesystem (tmpfs, ramfs: dlio.host.memory_filesystem);
   - the share of the dataset's pages in the page cache before the phase (mincore on a sample).
 
 The device counters are the whole device's: another process reading the same disk adds to them.
@@ -15,16 +19,19 @@ The device counters are the whole device's: another process reading the same dis
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from dlio.host import resident_share
+from dlio.host import memory_filesystem, resident_share
+from dlio.limits import usable_cpus
 
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's block size
 NFS_TYPES = ("nfs", "nfs4")
+MEMORY_TYPES = ("tmpfs", "ramfs")  # their files live in memory (dlio.host.memory_filesystem by statfs)
 
 
 @dataclass(frozen=True)
@@ -147,6 +154,7 @@ class Target:
     name: str = ""
     underlying: List[str] = field(default_factory=list)
     why: str = ""  # kind "none": why nothing can be counted
+    memory_fs: Optional[str] = None  # tmpfs / ramfs: the files live in memory
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -157,6 +165,7 @@ class Target:
             "device": self.name or None,
             "underlying": self.underlying,
             "why": self.why or None,
+            "memory_fs": self.memory_fs,
         }
 
 
@@ -178,12 +187,15 @@ def resolve(path: str, mountinfo: Optional[str] = None, diskstats: Optional[str]
         except OSError:
             pass
     if dev not in disks:
+        memory = m.fstype if m.fstype in MEMORY_TYPES else (None if mountinfo is not None else memory_filesystem(real))
         return Target(
             m.mount_point,
             m.fstype,
             m.source,
             "none",
-            why=f"{m.fstype} at {m.mount_point} has no block device in /proc/diskstats",
+            why=f"{m.fstype} at {m.mount_point} has no block device in /proc/diskstats"
+            + (": a memory-backed filesystem" if memory else ""),
+            memory_fs=memory,
         )
     return Target(m.mount_point, m.fstype, m.source, "block", dev, disks[dev]["name"], underlying(*dev))
 
@@ -219,10 +231,9 @@ def snapshot(target: Target) -> Dict[str, Any]:
 
 
 def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    """The cores this process can use: its affinity, capped by its control group's CPU quota (rounded up:
+    a quota of 1.5 CPUs lets two threads run)."""
+    return max(1, math.ceil(usable_cpus()))
 
 
 _TARGETS: Dict[str, Target] = {}
@@ -256,9 +267,20 @@ class Phase:
         reader_threads: int,
         write: bool = False,
         samples: int = 0,
+        compute_s: float = 0.0,
+        compute_set_s: float = 0.0,
+        compute_cpu_s: float = 0.0,
+        io_wait_s: Optional[float] = None,
+        worker_cpu_s: float = 0.0,
     ) -> Dict[str, Any]:
         """The phase's counters (JSON-ready). reader_cpu_s None: the whole process's CPU is the readers'
-        (io points, where the workers are nearly all of it); reader_threads 0: the trainer reads."""
+        (io points, where the workers are nearly all of it); reader_threads 0: the trainer reads.
+
+        The emulated accelerator (training phases): compute_s the time it computed (compute_set_s what it
+        was set to), compute_cpu_s the CPU its spin took wherever it ran (not the client's CPU), io_wait_s
+        the steps' wait for their data.
+        worker_cpu_s: the CPU of the benchmark's own worker processes during the phase (the S3 workers):
+        the benchmark's, not other processes'; add it to reader_cpu_s too when the workers read."""
         s0, s1 = self.start, snapshot(self.target)
         wall = max(1e-9, (s1["t_ns"] - s0["t_ns"]) / 1e9)
         user, sys_ = s1["user_s"] - s0["user_s"], s1["sys_s"] - s0["sys_s"]
@@ -282,6 +304,11 @@ class Phase:
             "cores": usable_cores(),
             "host_cpus": host_cpus,
             "host_busy_share": (s1["host_busy"] - s0["host_busy"]) / dt if dt > 0 else None,
+            "worker_cpu_s": float(worker_cpu_s),
+            "compute_s": float(compute_s),
+            "compute_set_s": float(compute_set_s),
+            "compute_cpu_s": float(compute_cpu_s),
+            "io_wait_s": None if io_wait_s is None else float(io_wait_s),
         }
         d = "write" if write else "read"
         if s0["dev"] and s1["dev"]:

@@ -47,9 +47,10 @@ class InsufficientSpace(DatasetError):
         self.suggested_scale = float(suggested_scale)
         self.folder = folder
         super().__init__(
-            f"{folder or 'data folder'}: generating the dataset needs {self.needed / 2**30:.2f} GiB more "
-            f"but only {self.free / 2**30:.2f} GiB is free; free some space, use another data_folder, "
-            f"or scale the dataset down (e.g. num_files x {self.suggested_scale:.3g})"
+            # MiB (dlio.units is this module's peer and cannot be imported here): never "0.00 GiB"
+            f"{folder or 'data folder'}: generating the dataset needs {self.needed / 2**20:,.1f} MiB more "
+            f"but only {self.free / 2**20:,.1f} MiB is free; free some space, use another data_folder, "
+            f"or scale the dataset down (e.g. num_files x {self.suggested_scale:.3f})"
         )
 
 

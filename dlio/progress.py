@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional, TextIO
 
 import click
 
-from dlio.units import fmt_size
+from dlio.units import fmt_figure, fmt_size
 
 CSV_COLUMNS = [
     "time",
@@ -76,11 +76,11 @@ class Figures:
         parts = []
         if self.samples_s is not None:
             parts.append(f"{self.samples_s:,.1f} samples/s")
-        parts.append(f"{self.mib_s:,.1f} MiB/s")
+        parts.append(f"{fmt_figure(self.mib_s)} MiB/s")  # a slow phase is 0.432, not 0.0
         if self.iops is not None:
             parts.append(f"{self.iops:,.0f} IOPS")
         if self.au_pct is not None:
-            parts.append(f"AU {self.au_pct:.1f} %")
+            parts.append(f"exact AU {self.au_pct:.1f} %")  # the set compute over the time so far, as the exact AU
         parts.append(f"elapsed {fmt_eta(self.elapsed_s)}")
         parts.append(f"ETA {fmt_eta(self.eta_s)}")
         return "  ".join(parts)

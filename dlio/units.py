@@ -1,5 +1,13 @@
-"""Sizes and durations as people type them: 4k, 1MiB, 1.5GiB, 64m; 10s, 500ms, 2m."""
+"""Sizes and durations as people type them (4k, 1MiB, 1.5GiB, 64m; 10s, 500ms, 2m), and as dlio-fast prints
+them: the one place a figure gets its unit.
 
+Printed sizes are binary (KiB, MiB, GiB: the unit DLIO's own "GB" fields hold too) with a precision that
+fits the number (fmt_bytes: never "0.00 GiB", never 1.46601e+08); latencies take the unit that keeps
+them short (fmt_ns: 850ns, 73.2us, 1.25ms, never 55836.7 us). DLIO's lines keep DLIO's word "GB"
+for its GiB figures, labelled with DLIO_GB where dlio-fast prints them.
+"""
+
+import math
 import re
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?b?)\s*$", re.I)
@@ -50,6 +58,31 @@ def fmt_bytes(n, sep=" "):
         n /= 1024
 
 
+def fmt_rate(bytes_per_s, sep=" "):
+    """A rate of bytes: '812 B/s', '1.5 GiB/s'."""
+    return fmt_bytes(bytes_per_s, sep) + "/s"
+
+
+# Said next to a figure of DLIO's own lines: DLIO's "GB" and "MB" are 2**30 and 2**20 bytes (it divides by
+# 1024**3 and 1024**2), and its AU and samples/s are DLIO's formulas, not dlio-fast's exact figures.
+DLIO_GB = "[DLIO's GB = GiB]"
+DLIO_MB = "[DLIO's MB = MiB]"
+DLIO_FORMULA = "[DLIO formula]"
+
+
+def dlio_line(line):
+    """One of DLIO's console lines (its words and numbers kept), with what its figure is said after it:
+    the formula of an AU or samples/s, the unit DLIO calls GB or MB. dlio.log keeps DLIO's lines bare."""
+    labels = []
+    if "[AU]" in line or "(samples/second)" in line:
+        labels.append(DLIO_FORMULA)
+    if re.search(r"\bGB\b", line):
+        labels.append(DLIO_GB)
+    if re.search(r"\bMB\b", line):
+        labels.append(DLIO_MB)
+    return " ".join([line.rstrip(), *labels]) if labels else line
+
+
 def fmt_size(n):
     """1048576 -> '1MiB', 4096 -> '4KiB', 1000 -> '1000B'."""
     for unit, p in (("PiB", 5), ("TiB", 4), ("GiB", 3), ("MiB", 2), ("KiB", 1)):
@@ -59,7 +92,7 @@ def fmt_size(n):
 
 
 def fmt_ns(ns):
-    """A latency for tables: '850ns', '73.2us', '1.25ms', '2.50s'."""
+    """A latency for tables: '850ns', '73.2us', '1.25ms', '2.50s' (ms from 1,000 us on)."""
     ns = float(ns)
     if ns < 1e3:
         return f"{ns:.0f}ns"
@@ -68,3 +101,25 @@ def fmt_ns(ns):
     if ns < 1e9:
         return f"{ns / 1e6:.2f}ms"
     return f"{ns / 1e9:.2f}s"
+
+
+def fmt_num(x, digits=6):
+    """A number as people write it: 1,234, 0.162, 0.00002 (never 1e-05 or 1.46601e+08), to `digits`
+    significant digits."""
+    x = float(x)
+    if x.is_integer() and abs(x) < 2**53:
+        return f"{int(x):,}"
+    lead = int(math.floor(math.log10(abs(x)))) if x else 0
+    text = f"{x:,.{min(15, max(0, digits - 1 - lead))}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def fmt_figure(x, decimals=1):
+    """A figure in a fixed unit (a MiB/s column): `decimals` from 1 up, three significant digits below
+    (0.432, not 0.0), 0 as 0."""
+    return f"{x:,.{decimals}f}" if abs(x) >= 1 else fmt_num(x, 3)
+
+
+def fmt_us(us):
+    """A latency given in microseconds, as fmt_ns prints it."""
+    return fmt_ns(float(us) * 1e3)

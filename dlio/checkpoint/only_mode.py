@@ -18,7 +18,7 @@ from dlio.mpi import Comm
 from dlio.report import checkpoint as ckpt_figures
 from dlio.storage import backend_for
 from dlio.storage.base import Backend
-from dlio.units import GiB
+from dlio.units import dlio_line, fmt_bytes
 
 
 def checkpoints_in(backend: Backend, root: str) -> int:
@@ -61,7 +61,7 @@ def run_checkpoint_only(
     plan = plan_checkpoint(cfg, comm.rank, comm.size)
     pause = sleep_seconds(cfg) if sleep_s is None else abs(float(sleep_s))
     for line in size_lines(plan, cfg):
-        say(line)
+        say(dlio_line(line))
     ppn = None
     if c.recovery_rank_shift:
         ppn = ranks_per_node(comm)
@@ -86,16 +86,18 @@ def run_checkpoint_only(
         records.append(rec)
         stats[f"{kind}_ckpt{i}"] = ckpt_figures.per_epoch_entry(rec)
         if kind == "save":
-            extra = f"{rec['bytes'] / GiB:.4f} GiB, {rec['GiB_per_second']:.4f} GiB/s" + (
+            extra = f"{fmt_bytes(rec['bytes'])}, {rec['GiB_per_second']:.4f} GiB/s" + (
                 f", fsync {rec['fsync_s']:.4f} s" if rec["fsync"] else ""
             )
         else:
             extra = f"{rec['GiB_per_second']:.4f} GiB/s, page cache {rec['cache']}"
         say(
-            f"Finished {verb} checkpoint {i} for epoch 1 in {rec['duration_s']:.4f} s; Throughput: "
-            f"{rec['dlio_throughput_GB_per_second']:.4f} GB/s"
+            dlio_line(
+                f"Finished {verb} checkpoint {i} for epoch 1 in {rec['duration_s']:.4f} s; Throughput: "
+                f"{rec['dlio_throughput_GB_per_second']:.4f} GB/s"
+            )
         )
-        say(f"Checkpoint {i} {kind}, this rank: {extra}")  # own line: DLIO's "GB" above are GiB
+        say(f"Checkpoint {i} {kind}, this rank: {extra}")
 
     failure: Optional[BaseException] = None
     try:

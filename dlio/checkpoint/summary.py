@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from dlio.checkpoint.layout import CheckpointPlan, dlio_model_GiB, model_of, plan_checkpoint
-from dlio.units import GiB
+from dlio.units import GiB, fmt_bytes
 
 
 def size_lines(plan: CheckpointPlan, cfg: Any) -> List[str]:
@@ -23,7 +23,7 @@ def size_lines(plan: CheckpointPlan, cfg: Any) -> List[str]:
         out.append(f"Optimizer state size: {plan.optimizer_bytes / GiB:.6f} GB {sub}")
     out.append(f"Total checkpoint size: {plan.dlio_size_GiB:.6f} GB {sub}")
     out.append(
-        f"Checkpoint on storage: {plan.total_bytes} bytes ({plan.total_GiB:.4f} GiB) in "
+        f"Checkpoint on storage: {fmt_bytes(plan.total_bytes)} ({plan.total_bytes:,} bytes) in "
         f"{plan.total_files} files written by {len(plan.writers)} of {plan.comm_size} ranks"
     )
     return out
@@ -54,10 +54,10 @@ def plan_summary(cfg: Any, comm_size: int, ranks_per_node: int) -> Dict[str, Any
 
 
 def summary_lines(s: Dict[str, Any]) -> List[str]:
-    """The --dry-run lines of plan_summary: every size in GiB and GB."""
+    """The --dry-run lines of plan_summary, sizes in binary units (dlio.units.fmt_bytes)."""
 
     def both(n: float) -> str:
-        return f"{n / GiB:.2f} GiB ({n / 1e9:.2f} GB)"
+        return fmt_bytes(n)
 
     return [
         f"checkpoint          {both(s['bytes_total'])} in {s['files_total']} files, written by {s['writers']} "

@@ -9,7 +9,7 @@ import click
 from dlio.cli.params import examples
 from dlio.config import load_config
 from dlio.errors import DlioError
-from dlio.units import fmt_bytes, parse_duration_ns, parse_size
+from dlio.units import fmt_bytes, fmt_num, parse_duration_ns, parse_size
 
 
 def _size(text: str, option: str) -> int:
@@ -57,11 +57,11 @@ def datasize(workload, accelerators, hosts, host_memory, data_folder, sets):
         f"{accelerators} accelerators"
     )
     click.echo(
-        f"by memory           {ds.samples_by_memory} samples = {hosts} x {mem} B x {rules.RAM_FACTOR} / "
-        f"{ds.record_bytes:g} B per record"
+        f"by memory           {ds.samples_by_memory} samples = {hosts} x {fmt_bytes(mem)} x {rules.RAM_FACTOR} / "
+        f"{fmt_bytes(ds.record_bytes)} ({fmt_num(ds.record_bytes)} B) per record"
     )
     click.echo(f"minimum             {ds.samples} samples = {ds.files} files x {ds.samples_per_file} samples/file")
-    click.echo(f"size on disk        {fmt_bytes(ds.bytes_on_disk)} ({ds.bytes_on_disk} B)")
+    click.echo(f"size on disk        {fmt_bytes(ds.bytes_on_disk)} ({ds.bytes_on_disk:,} B)")
     for cmd in ds_mod.commands(ds, data_folder, r.version if r else None):
         click.echo(cmd)
 
@@ -145,7 +145,7 @@ def maxacc(workload_name, config_file, sets, launcher, model_latency, max_n, ste
     args += [a for s in sets for a in ("--set", s)]
     click.echo(
         f"maxacc {name}: AU threshold {threshold:g} %, {launcher} probes of {steps} steps, "
-        f"each accelerator demands {demand:.4g} GiB/s at 100 % AU",
+        f"each accelerator demands {fmt_num(demand, 4)} GiB/s at 100 % AU (exact)",
         err=True,
     )
     measure = mx.subprocess_measure(launcher, args, out_dir, steps, latency_ns, lambda s: click.echo(s, err=True))
@@ -155,9 +155,13 @@ def maxacc(workload_name, config_file, sets, launcher, model_latency, max_n, ste
     conf = [p for p in res.probes if p.kind == "confirm" and p.n == res.answer]
     bound = " (every probe up to --max passed: a lower bound)" if res.limit_hit else ""
     click.echo(
-        f"answer: {res.answer} accelerators{bound} on this host, each demanding {demand:.4g} GiB/s "
-        f"({res.answer * demand:.4g} GiB/s in all at 100 % AU)"
-        + (f"; confirmation run AU {conf[-1].au:.2f} %, {conf[-1].mib_per_s / 1024:.3f} GiB/s measured" if conf else "")
+        f"answer: {res.answer} accelerators{bound} on this host, each demanding {fmt_num(demand, 4)} GiB/s "
+        f"({fmt_num(res.answer * demand, 4)} GiB/s in all at 100 % AU)"
+        + (
+            f"; confirmation run AU (exact) {conf[-1].au:.2f} %, {conf[-1].mib_per_s / 1024:.3f} GiB/s measured"
+            if conf
+            else ""
+        )
     )
     doc = dict(
         res.to_json(),

@@ -86,7 +86,7 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
     sources = source.load_all(paths)
     rep = compare.build(sources)
     if "-" not in dests:
-        for line in tables.table_lines(rep) + tables.verdict_lines(sources):
+        for line in tables.table_lines(rep) + tables.verdict_lines(rep):
             click.echo(line)
     if csv_path:
         _write(csv_path, tables.csv_text(rep), "the CSV report")

@@ -9,6 +9,7 @@ from typing import List, Optional
 
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, dataset_bytes, file_paths
 from dlio.output import atomic_path
+from dlio.units import fmt_bytes
 
 RATE_FILE = "generation-rate.json"
 
@@ -82,7 +83,7 @@ def estimate_text(spec: DatasetSpec, nbytes: int, nfiles: int) -> str:
     ram = _ram_bytes()
     if not rec.get("fsync") and not rec.get("direct") and ram and rec["bytes"] < ram < nbytes:
         text += (
-            f"; that run ({rec['bytes'] / 2**30:.1f} GiB) fits in this host's {ram / 2**30:.0f} GiB of RAM, "
+            f"; that run ({fmt_bytes(rec['bytes'])}) fits in this host's {fmt_bytes(ram)} of RAM, "
             "so its rate may be the page cache's: a dataset larger than RAM can take longer"
         )
     return text
@@ -98,7 +99,7 @@ def dry_run_lines(spec: DatasetSpec, ranks: int, threads: int, direct: bool = Fa
         f"data folder         {spec.data_folder} ({'present: complete files are kept' if present else 'to write'})",
         f"format              {spec.format}, {spec.num_files_train} train + {spec.num_files_eval} eval files, "
         f"{spec.num_samples_per_file} samples per file",
-        f"size on disk        {nbytes / 2**30:.2f} GiB",
+        f"size on disk        {fmt_bytes(nbytes)}",
         f"writers             {ranks} rank(s) x {threads} threads{', O_DIRECT' if direct else ''}",
         f"generation time     {estimate_text(spec, nbytes, nfiles)}",
     ]

@@ -21,6 +21,7 @@ from dlio.errors import DlioError
 from dlio.limits import usable_cpus
 from dlio.storage import backend_for
 from dlio.storage.base import IN_PLACE, LOCAL, SCAN, Backend
+from dlio.units import fmt_bytes
 
 SPLITS = ("train", "valid")
 
@@ -113,7 +114,7 @@ def generate(
             f"--direct has no meaning on {ds.backend.label} (objects are PUT, not written through a page cache)"
         )
     noun = "files" if ds.backend.has(IN_PLACE) else "objects"
-    echo(f"Starting data generation: {total_files} {noun}, {total_bytes / 2**30:.2f} GiB in {ds.root}")
+    echo(f"Starting data generation: {total_files} {noun}, {fmt_bytes(total_bytes)} in {ds.root}")
     if not ds.backend.has(IN_PLACE) and comm.bcast(complete(ds) if comm.rank == 0 else None):
         echo(f"Generation done: the dataset in {ds.root} is complete and matches the config; nothing written")
         return
@@ -138,7 +139,7 @@ def generate(
         written = sum(comm.allgather(res.bytes_written))
         dt = time.monotonic() - t0
         echo(
-            f"Generation done: {written / 2**30:.2f} GiB written in {dt:.1f} s "
+            f"Generation done: {fmt_bytes(written)} written in {dt:.1f} s "
             f"({written / 2**20 / max(dt, 1e-9):.0f} MiB/s), "
             f"{sum(comm.allgather(res.files_skipped))} files already complete"
         )
@@ -152,7 +153,7 @@ def generate(
     objects, nbytes = sum(t[0] for t in totals), sum(t[1] for t in totals)
     dt = time.monotonic() - t0
     echo(
-        f"Generation done: {nbytes / 2**30:.2f} GiB in {objects} objects PUT by {comm.size} rank(s) in {dt:.1f} s "
+        f"Generation done: {fmt_bytes(nbytes)} in {objects} objects PUT by {comm.size} rank(s) in {dt:.1f} s "
         f"({nbytes / 2**20 / max(dt, 1e-9):.0f} MiB/s, generation and upload; at most "
         f"{max(t[2] for t in totals) / 2**20:.0f} MiB staged at once per rank), manifests last"
     )

@@ -8,12 +8,13 @@ page cache is kept out of the way with O_DIRECT where the filesystem
 allows it, else by dropping the files' pages before every probe.
 """
 
-from dlio import _core, output
+from dlio import _core, counters, output
 from dlio.fsbench import grid, points, testfiles
 from dlio.limits import usable_cpus
-from dlio.report.io_table import POINT_HEADER, point_line
+from dlio.report import verdict
+from dlio.report.io_table import VERDICT_HEADER, verdict_line
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
-from dlio.units import fmt_ns
+from dlio.units import fmt_figure, fmt_ns
 
 GAIN = 1.05
 TARGETS = (
@@ -87,19 +88,23 @@ def run(req, console):
             )
         )
     fileset = testfiles.prepare([path], max_threads, file_size)
+    grid.memory_note(path, warn)
     if not direct:
         grid.fits_in_ram_warning({"posix": (False, cache)}, sum(fileset.sizes), warn)
     budget = points.Budget(runtime_ns=runtime_ns)
     probes = []
 
+    ctx = verdict.Context("ceiling", direct, cache)
+
     def probe(pt):
-        rec = points.run_point(pt, fileset, budget, cache)
+        rec = points.run_point(pt, fileset, budget, cache, phase=lambda: counters.Phase(fileset.paths, pt.engine))
+        rec["verdict"] = verdict.classify(rec["counters"], ctx)
         probes.append(rec)
-        echo(point_line(rec))
+        echo(verdict_line(rec))
         return rec
 
     doc = new_io_doc(CEILING_SCHEMA, path=path, direct=direct, best={}, probes=probes, engines_unavailable=missing)
-    echo(POINT_HEADER)
+    echo(VERDICT_HEADER)
     try:
         for target in TARGETS:
             best = search(target, fileset, runtime_ns, max_threads, direct, engines, probe, max_qd)
@@ -113,9 +118,21 @@ def run(req, console):
     echo("")
     for name, _, _, metric in TARGETS:
         b = doc["best"][name]
-        fig = f"{b['bw_MiB_s']:.1f} MiB/s" if metric == "bw_MiB_s" else f"{b['iops']:.0f} IOPS"
+        fig = f"{fmt_figure(b['bw_MiB_s'])} MiB/s" if metric == "bw_MiB_s" else f"{b['iops']:,.0f} IOPS"
         echo(
             f"{name:<13} {fig:>16}   engine {b['engine']}, qd {b['qd']}, threads {b['threads']}, "
-            f"p99 {fmt_ns(b['lat_ns']['p99'])}"
+            f"p99 {fmt_ns(b['lat_ns']['p99'])}; verdict {_verdict_word(b)}"
         )
+    for line in verdict.point_lines([doc["best"][name] for name, _, _, _ in TARGETS]):
+        echo(line)
     return doc
+
+
+def _verdict_word(rec):
+    """The best point's verdict, with what it means when its figure is not the storage's."""
+    v = rec.get("verdict") or {}
+    if str(v.get("part") or "").startswith("memory filesystem"):
+        return f"cache ({v['summary']})"
+    if v.get("verdict") == "cache":
+        return "cache (the page cache's figure, not storage's)"
+    return str(v.get("verdict") or "-")

@@ -14,6 +14,7 @@ from dlio import output
 from dlio.errors import DlioError, Interrupted
 from dlio.execute import late_signal_note, pending, stop_signals_deferred
 from dlio.report.io_table import IO_COLUMNS, flat_point
+from dlio.units import fmt_bytes
 
 
 @dataclass(frozen=True)
@@ -166,10 +167,22 @@ def fits_in_ram_warning(
         avail = _mem_available()
         if avail is not None and nbytes < avail:
             warn(
-                f"warning: the buffered points read {nbytes / 2**30:.2f} GiB of files, which fit in free memory "
-                f"({avail / 2**30:.1f} GiB): after a first pass their reads may come from the page cache, not "
+                f"warning: the buffered points read {fmt_bytes(nbytes)} of files, which fit in free memory "
+                f"({fmt_bytes(avail)}): after a first pass their reads may come from the page cache, not "
                 "storage; use O_DIRECT (--direct), or files larger than memory (--file-size)"
             )
+
+
+def memory_note(path: str, warn: Callable[[str], None]) -> None:
+    """Say once, before the figures, that a memory-backed filesystem's figures are RAM's."""
+    from dlio.host import memory_filesystem
+
+    fs = memory_filesystem(path)
+    if fs:
+        warn(
+            f"note: {path} is on {fs}, a memory-backed filesystem: its figures are RAM's, not storage's "
+            "(verdict cache, 'memory' in the table)"
+        )
 
 
 def _mem_available() -> Optional[int]:
@@ -208,7 +221,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
     from dlio import _core, counters
     from dlio.fsbench import points, testfiles
     from dlio.report import verdict
-    from dlio.report.io_table import POINT_HEADER, point_line
+    from dlio.report.io_table import VERDICT_HEADER, verdict_line
     from dlio.report.result import IO_SCHEMA, new_io_doc
 
     g, paths, file_size, progress, warn = grid_of(req), list(req.paths), req.file_size, console.progress, console.warn
@@ -240,6 +253,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
     fileset = testfiles.prepare(paths, max(g.threads), file_size)
     nbytes = sum(fileset.sizes)
     fits_in_ram_warning(modes, nbytes, warn, looping=bool(g.budget.runtime_ns) or g.budget.size > nbytes)
+    memory_note(paths[0], warn)  # checks passed, files made: said before the figures
     flags = (_core.ENG_REGBUFS if g.fixedbufs else 0) | (_core.ENG_REGFILES if g.regfiles else 0)
     tracer = None
     if req.trace_path:
@@ -252,17 +266,24 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
             direct, cache = modes[e]
             pt = points.Point(r, b, e, q, t, direct)
             tick = progress.io_point(pt, g.budget, k, len(todo), sum(fileset.sizes)) if progress else None
-            phase = counters.Phase(fileset.paths, e)  # kernel counters around the point: dlio.counters
-            rec = points.run_point(pt, fileset, g.budget, cache, on_tick=tick, eng_flags=flags, tracer=tracer)
-            rec["counters"] = phase.end(rec["bytes"], rec["ops"], None, t, write=r in ("write", "randwrite"))
-            rec["verdict"] = verdict.classify(rec["counters"])
+            rec = points.run_point(
+                pt,
+                fileset,
+                g.budget,
+                cache,
+                on_tick=tick,
+                eng_flags=flags,
+                tracer=tracer,
+                phase=lambda: counters.Phase(fileset.paths, e),  # kernel counters after the drop: dlio.counters
+            )
+            rec["verdict"] = verdict.classify(rec["counters"], verdict.Context("io", direct, cache, e))
             if progress:
                 progress.done()
             yield rec
 
     doc = new_io_doc(IO_SCHEMA, paths=paths, files=fileset.paths)
     try:
-        run_grid(records(), doc, POINT_HEADER, point_line, sinks, echo)
+        run_grid(records(), doc, VERDICT_HEADER, verdict_line, sinks, echo)
         for v in verdict.point_lines(doc["points"]):
             echo(v)
         return doc

@@ -25,6 +25,7 @@ from dlio.execute import execute_partial
 from dlio.host import drop_cache, drop_host_cache
 
 RW_MODES = ("read", "randread", "write", "randwrite")
+WRITES = ("write", "randwrite")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,11 +95,16 @@ def build_plan(point, fileset, seed=42):
     return np.concatenate(chunks), first_op
 
 
-def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, delay_ns=0, tracer=None):
+def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, delay_ns=0, tracer=None, phase=None):
     """Measure one point. Returns the point's record (plain dict, JSON-ready). With a tracer
-    (dlio.report.trace.Tracer), the point's requests are appended to its .pfw file as spans."""
+    (dlio.report.trace.Tracer), the point's requests are appended to its .pfw file as spans.
+
+    phase: a function returning the point's dlio.counters.Phase, begun after the page-cache step (what
+    it samples, the pages cached before, is then what the point meets) and ended with the run; the
+    record carries its counters as "counters"."""
     ops, first_op = build_plan(point, fileset)
     cache_note = cache_step(point, fileset.paths, cache)
+    counted = phase() if phase is not None else None
     # fio's fadvise_hint: buffered random points get no readahead (its neighbouring pages would serve
     # later random reads from memory), sequential ones the larger readahead.
     advice = _core.ENG_FADV_RANDOM if point.rw.startswith("rand") else _core.ENG_FADV_SEQ
@@ -128,7 +134,8 @@ def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, d
         if isinstance(failure, Interrupted) and res is not None and res.get("ops"):
             # the seconds measured before Ctrl-C / SIGTERM are kept, marked as such
             failure.record = dict(
-                point_record(point, res, ru0, ru1, wall, cache_note), interrupted=signal.Signals(failure.signum).name
+                _counted(point_record(point, res, ru0, ru1, wall, cache_note), counted, point),
+                interrupted=signal.Signals(failure.signum).name,
             )
         raise failure
     if tracer is not None:
@@ -142,7 +149,14 @@ def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, d
             qd=point.qd,
             threads=point.threads,
         )
-    return point_record(point, res, ru0, ru1, wall, cache_note)
+    return _counted(point_record(point, res, ru0, ru1, wall, cache_note), counted, point)
+
+
+def _counted(rec, phase, point):
+    """The record with its phase's counters (none without a phase)."""
+    if phase is not None:
+        rec["counters"] = phase.end(rec["bytes"], rec["ops"], None, point.threads, write=point.rw in WRITES)
+    return rec
 
 
 def point_record(point, res, ru0, ru1, wall_ns, cache_note):

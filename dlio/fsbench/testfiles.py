@@ -14,6 +14,7 @@ import stat
 from dlio import _core, tmpclaim
 from dlio.errors import DlioError, os_error_message
 from dlio.output import atomic_path
+from dlio.units import fmt_bytes
 
 PREFIX = "dlio-fast-io"
 
@@ -84,8 +85,8 @@ def prepare(targets, nfiles, file_size, seed=1):
         existing = sum(os.path.getsize(p) for p in _paths(folder, nfiles) if os.path.exists(p))
         if need - existing > free:
             raise DlioError(
-                f"{folder}: needs {need / 2**30:.2f} GiB for {nfiles} test file(s) of "
-                f"{file_size / 2**30:.2f} GiB but only {free / 2**30:.2f} GiB is free "
+                f"{folder}: needs {fmt_bytes(need)} for {nfiles} test file(s) of "
+                f"{fmt_bytes(file_size)} but only {fmt_bytes(free)} is free "
                 "(use a smaller --file-size or fewer --threads)"
             )
         lock = lock_folder(folder)

@@ -3,7 +3,9 @@
 Training results, each:  2.1.11 the workload is part of v3.0; Table 1 AU >= the workload's threshold
 (exact and DLIO's formula); 3.1.2 / 3.3.1 the dataset-size rule recomputed from the run's accelerators,
 hosts, batch, record length and host RAM (exact file count when --ram declares the RAM, else at least);
-3.3.4 one client in single-host mode, the same accelerators on every host otherwise.
+3.3.4 one client in single-host mode, the same accelerators on every host otherwise; 3.6.2 a CLOSED
+run changed only the parameters the Rules let it tune (dlio.mlperf.closed); 6.6 (Submission guidelines:
+caching) no epoch read from the host's page cache (its verdict, dlio.report.verdict, is not `cache`).
 Across training results of one workload: 2.1.17 / 2.1.18 one warm-up then 5 consecutive runs (each
 starting after the previous ended) with the same settings.
 Checkpoint records across all folders: 4.x 10 writes then 10 reads; 4.7.1 the first read starts within
@@ -18,8 +20,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from dlio.mlperf import datasize, rules
-from dlio.mlperf.checks_v2 import check_complete
+from dlio.mlperf import closed, datasize, rules
+from dlio.mlperf.checks_v2 import check_complete, check_not_cache
 from dlio.report.dlio.files import summary
 from dlio.report.exact import metrics_of
 from dlio.report.run_figures import trained
@@ -77,6 +79,32 @@ def check_datasize(doc: Dict[str, Any], ram_bytes: Optional[int]) -> Check:
         f"{ds.samples_by_memory} by {hosts} x {fmt_bytes(ram)} RAM x {rules.RAM_FACTOR}), "
         f"{acc} accelerators" + (", need exactly that" if ram_bytes else ", need at least that"),
     )
+
+
+def check_closed(doc: Dict[str, Any]) -> Optional[Check]:
+    """3.6.2: a CLOSED workload's run changed none of its parameters but the tunable ones; None for a
+    workload that is not CLOSED in v3.0 (2.1.11 says so)."""
+    wl = doc.get("workload")
+    r = rules.rule(wl, "v3.0")
+    if r is None or r.division != "closed":
+        return None
+    found, source = closed.changes(doc)
+    if found:
+        text = f"{len(found)} CLOSED parameter(s) changed: {closed.describe(found)} (from {source})"
+    else:
+        text = f"only tunable parameters differ from {wl}'s (from {source})"
+    if doc.get("scale") not in (None, 1, 1.0):
+        text += f"; scaled by --scale {doc['scale']:g}"
+    return ("3.6.2 CLOSED parameters unchanged", not found, text)
+
+
+def check_page_cache(doc: Dict[str, Any]) -> Check:
+    """6.6: no epoch read from the page cache (its verdict); a run recorded without verdicts cannot
+    show it, and fails."""
+    c = check_not_cache(doc)
+    if c is None:
+        return ("6.6 reads from storage, not the page cache", False, "no verdicts recorded: cannot tell")
+    return ("6.6 " + c[0], c[1], c[2])
 
 
 def check_clients(doc: Dict[str, Any]) -> Check:
@@ -215,6 +243,7 @@ def run_checks(
         checks = [check_complete(doc)]
         if trained(doc):
             checks += [check_workload(doc), *check_au(doc), check_datasize(doc, ram_bytes), check_clients(doc)]
+            checks += [c for c in (check_closed(doc), check_page_cache(doc)) if c is not None]
         out += [(pre + n, ok, t) for n, ok, t in checks]
     out += check_series(docs, names)
     out += check_checkpoints(docs, ram_bytes)

@@ -17,6 +17,7 @@ from dlio.config import load_config
 from dlio.dataset.spec import dataset_bytes, dataset_spec
 from dlio.errors import DlioError
 from dlio.mlperf import rules
+from dlio.units import fmt_bytes, fmt_num
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def minimum(
             f"accelerators (Rules 3.3.4); choose a multiple of {hosts}"
         )
     if record_bytes <= 0:
-        raise DlioError(f"{workload}: record_length_bytes is {record_bytes:g}; the rule divides by it")
+        raise DlioError(f"{workload}: record_length_bytes is {fmt_num(record_bytes)}; the rule divides by it")
     by_steps = rules.MIN_STEPS * batch * accelerators
     by_memory = math.ceil(hosts * host_memory_bytes * rules.RAM_FACTOR / record_bytes)
     samples = max(by_steps, by_memory)
@@ -127,6 +128,6 @@ def shortfall(cfg: Any, accelerators: int, hosts: int, host_memory_bytes: int) -
     return (
         f"{cfg.workload} claims MLPerf Storage {r.version} {r.division.upper()}, whose dataset rule (Rules 3.1.2) "
         f"needs >= {ds.samples} samples ({ds.files} files) for {accelerators} accelerator(s) on {hosts} host(s) "
-        f"with {host_memory_bytes / 2**30:.1f} GiB RAM each; this run has {have}. Generate the size "
+        f"with {fmt_bytes(host_memory_bytes)} RAM each; this run has {have}. Generate the size "
         f"`dlio-fast datasize` prints, or --set dlio_fast.mlperf_rules=warn to run anyway"
     )

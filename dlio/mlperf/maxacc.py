@@ -189,7 +189,10 @@ def subprocess_measure(
             folder,
             kind,
         )
-        echo(f"{kind:<8} n={n:<4} AU {pr.au:6.2f} %  {pr.samples_per_s:10.1f} samples/s  {pr.mib_per_s:10.1f} MiB/s")
+        echo(
+            f"{kind:<8} n={n:<4} exact AU {pr.au:6.2f} %  {pr.samples_per_s:10.1f} samples/s  "
+            f"{pr.mib_per_s:10.1f} MiB/s"
+        )
         return pr
 
     return measure
@@ -198,8 +201,8 @@ def subprocess_measure(
 def curve_lines(res: Search, demand_gib_s: float, hosts: int = 1) -> List[str]:
     """The AU curve table: n, accelerators per host, probes' AU (min / median / max), pass/fail."""
     rows = [
-        f"{'accel':>5} {'per host':>8} {'probes':>6} {'AU min %':>9} {'AU med %':>9} {'AU max %':>9}  "
-        f"{'demand GiB/s':>12}  verdict"
+        f"{'accel':>5} {'per host':>8} {'probes':>6} {'min %':>9} {'med %':>9} {'max %':>9}  "
+        f"{'demand GiB/s':>12}  verdict   (the probes' exact AU)"
     ]
     for n, aus in res.curve().items():
         s = sorted(aus)
@@ -227,7 +230,7 @@ def plot(res: Search, path: str, title: str) -> Optional[str]:
     if res.answer:
         ax.axvline(res.answer, color="C2", linestyle=":", label=f"answer {res.answer}")
     ax.set_xlabel("simulated accelerators")
-    ax.set_ylabel("AU (%)")
+    ax.set_ylabel("exact AU (%)")
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()

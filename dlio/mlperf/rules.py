@@ -30,6 +30,28 @@ CKPT_CACHE_FACTOR = 3
 CKPT_READ_GAP_S = 30.0
 
 
+# Rules v3.0 3.6.2 (trainingClosedSubmissionParameters), the table "Training Workload Tunable Parameters
+# for CLOSED": the only keys a CLOSED training run may set to other values than its workload's; any
+# other change fails the run. storage.* (where the data is: storage_root, storage_type and the
+# storage_options such as prefetch_window) counts as the table's storage parameters. reader.odirect is
+# listed for unet3d only. Not workload parameters: dlio-fast's own section (how the I/O is issued and
+# reported), output.* and hydra.* (where results go), the seeds (6.6.3: they change between runs) and
+# workflow.generate_data (mlpstorage's datagen / run split).
+CLOSED_TUNABLE = (
+    "dataset.num_files_train",
+    "dataset.num_subfolders_train",
+    "dataset.data_folder",
+    "reader.read_threads",
+    "reader.computation_threads",
+    "reader.transfer_size",
+    "reader.prefetch_size",
+    "storage.",
+    "checkpoint.checkpoint_folder",
+)
+CLOSED_TUNABLE_UNET3D = ("reader.odirect",)
+CLOSED_NOT_WORKLOAD = ("dlio_fast.", "output.", "hydra.", "train.seed", "workflow.generate_data")
+
+
 @dataclass(frozen=True)
 class WorkloadRule:
     """One built-in workload under one rules version."""

@@ -1,10 +1,12 @@
 """Figures of loaded sources (dlio.report.source: run folders, io / ceiling JSON) side by side, with
-ratios to the first.
+ratios to the first, and the verdict of every phase and point (dlio.report.verdict) beside them.
 
-Runs are compared figure by figure (ratio = figure / the first run's). io and ceiling points are
-compared point by point: a point matches the first source's point with the same rw, bs, engine, qd
-and threads (ceiling targets match by target name). Every renderer here is a pure function of the
-dict that build() returns, which is also what `report --json` writes.
+Runs are compared figure by figure (ratio = figure / the first run's); a run's `verdict` figure sums
+up its epochs' verdicts. io and ceiling points are compared point by point: a point matches the first
+source's point with the same rw, bs, engine, qd and threads (ceiling targets match by target name),
+and each source's point carries its verdict. build()'s "verdicts" lists every recorded verdict with
+its counters. Every renderer (dlio.report.tables, html) is a pure function of the dict that build()
+returns, which is also what `report --json` writes: a figure never travels without its verdict.
 """
 
 import math
@@ -12,6 +14,7 @@ import os
 
 from dlio.report.io_table import mode
 from dlio.report.result import REPORT_SCHEMA
+from dlio.report.verdict import point_name
 from dlio.units import fmt_bytes
 
 # (key, label, unit, decimals): the run figures in table order. Checkpoint rows appear only when a
@@ -20,6 +23,7 @@ RUN_FIGURES = [
     ("workload", "workload", "", None),
     ("data_folder", "data folder", "", None),
     ("start", "start", "", None),
+    ("verdict", "verdict (is this a storage result?)", "", None),
     ("ranks", "ranks", "", 0),
     ("hosts", "hosts", "", 0),
     ("epochs", "epochs", "", 0),
@@ -41,10 +45,11 @@ RUN_FIGURES = [
     ("ckpt_load_GB_s", "checkpoint load (DLIO formula)", "GB/s", 3),
 ]
 OPTIONAL_FIGURES = ("ckpt_save_GiB_s", "ckpt_save_GB_s", "ckpt_load_GiB_s", "ckpt_load_GB_s")
-TEXT_FIGURES = ("workload", "data_folder", "start")
+TEXT_FIGURES = ("workload", "data_folder", "start", "verdict")
 
 # (key, label, unit, decimals) of an io / ceiling point; ratios for the first three.
 POINT_FIGURES = [
+    ("verdict", "verdict", "", None),
     ("bw_MiB_s", "MiB/s", "MiB/s", 1),
     ("iops", "IOPS", "1/s", 0),
     ("lat_p50_us", "lat p50", "us", 2),
@@ -189,6 +194,7 @@ def run_figures(src):
         "workload": doc.get("workload") or doc.get("model") or doc.get("config_file") or "-",
         "data_folder": (doc.get("dataset") or {}).get("folder") or "-",
         "start": doc.get("start") or "-",
+        "verdict": run_verdict(doc),
         "ranks": ranks,
         "hosts": len(set(doc.get("hostnames") or [])) or 1,
         "epochs": epochs,
@@ -210,6 +216,31 @@ def run_figures(src):
         f[f"ckpt_{kind}_GiB_s"] = ck.get(f"{kind}_GiB_s")
         f[f"ckpt_{kind}_GB_s"] = ck.get(f"{kind}_GB_s")
     return f
+
+
+def run_verdict(doc):
+    """A run's verdicts in a few words: 'cache (epochs 1-5)', 'storage-bound (epoch 1); cache (epochs
+    2-3)'; '-' for a run recorded without them (DLIO's folders, older runs)."""
+    groups = {}
+    for v in doc.get("verdicts") or []:
+        if isinstance(v, dict) and v.get("verdict"):
+            groups.setdefault(str(v["verdict"]), []).append(v.get("epoch"))
+    if not groups:
+        return "-"
+    return "; ".join(f"{word} ({epochs_text(eps)})" for word, eps in groups.items())
+
+
+def epochs_text(epochs):
+    """[1, 2, 3, 5] -> 'epochs 1-3,5'; [2] -> 'epoch 2'."""
+    nums = sorted({e for e in epochs if isinstance(e, int)})
+    if not nums:
+        return f"{len(epochs)} phases"
+    runs, start = [], nums[0]
+    for a, b in zip(nums, nums[1:] + [None]):
+        if b != a + 1:
+            runs.append(str(start) if start == a else f"{start}-{a}")
+            start = b
+    return ("epoch " if len(nums) == 1 else "epochs ") + ",".join(runs)
 
 
 def run_settings(src):
@@ -331,7 +362,9 @@ def point_field(p, key):
 def point_figures(p):
     lat = p.get("lat_ns") or {}
     cnt = lat.get("count", 1)
+    v = p.get("verdict")
     return {
+        "verdict": v.get("verdict") if isinstance(v, dict) else None,
         "bw_MiB_s": p.get("bw_MiB_s"),
         "iops": p.get("iops"),
         "lat_p50_us": lat["p50"] / 1e3 if cnt and "p50" in lat else None,
@@ -400,4 +433,47 @@ def build(sources):
         doc["runs"] = compare_runs(runs)
     if pts:
         doc["io"] = compare_points(pts)
+    doc["verdicts"] = verdicts(sources)
     return doc
+
+
+def verdicts(sources):
+    """Every recorded verdict of the sources, with the counters it was made from: [{source, phase,
+    verdict, part, reason, setting, app_bytes, device_bytes, storage_ratio, resident_before,
+    reader_cores, host_busy_share}]; none for results recorded before the counters existed."""
+    rows = []
+    for s in sources:
+        doc = s.doc if isinstance(s.doc, dict) else {}
+        if s.kind == "run":
+            ranks = doc.get("ranks") or []
+            for r in ranks:
+                for ep in (r.get("epochs") or []) if isinstance(r, dict) else []:
+                    if isinstance(ep, dict) and isinstance(ep.get("verdict"), dict):
+                        name = f"epoch {ep.get('epoch')}" + (f" rank {r.get('rank')}" if len(ranks) > 1 else "")
+                        rows.append(_verdict_row(s.label, name, ep["verdict"], ep.get("counters")))
+        else:
+            pts = doc.get("points") or doc.get("probes") or []
+            for p in pts:
+                if isinstance(p, dict) and isinstance(p.get("verdict"), dict):
+                    rows.append(_verdict_row(s.label, point_name(p), p["verdict"], p.get("counters")))
+    return rows
+
+
+def _verdict_row(label, phase, v, c):
+    c = c if isinstance(c, dict) else {}
+    dev = c.get("device_bytes") if c.get("device_bytes") is not None else c.get("network_bytes")
+    wall = c.get("wall_s") if _num(c.get("wall_s")) and c["wall_s"] > 0 else None
+    return {
+        "source": label,
+        "phase": phase,
+        "verdict": v.get("verdict"),
+        "part": v.get("part"),
+        "reason": v.get("reason"),
+        "setting": v.get("setting"),
+        "app_bytes": c.get("app_bytes"),
+        "device_bytes": dev,
+        "storage_ratio": v.get("storage_ratio"),
+        "resident_before": c.get("resident_before"),
+        "reader_cores": c["reader_cpu_s"] / wall if wall and _num(c.get("reader_cpu_s")) else None,
+        "host_busy_share": c.get("host_busy_share"),
+    }

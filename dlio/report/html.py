@@ -17,6 +17,9 @@ th { background: #f0f3f7; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.pass { color: #1a7f37; font-weight: bold; } td.fail { color: #c62828; font-weight: bold; }
 td.note { color: #8a6d00; font-weight: bold; } tr.differ td { background: #fff4d6; font-weight: bold; }
+td.cache { background: #fde2e1; color: #a31515; font-weight: bold; }
+td.verdict-storage { color: #1a7f37; } td.verdict-other { color: #8a6d00; }
+p.cache-note { color: #a31515; font-weight: bold; }
 figure { margin: 1.5em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 0.85em; color: #555; }
 p.meta { color: #555; font-size: 0.9em; }
@@ -27,16 +30,51 @@ def _e(x):
     return html.escape(str(x), quote=True)
 
 
-def _table(header, rows, left):
+def _verdict_class(c):
+    """A cell holding a verdict gets its colour; a page-cache result stands out (its figures are the
+    page cache's, not the storage's)."""
+    text = str(c)
+    if tables.is_cache(text):
+        return "cache"
+    if text.startswith("storage-bound"):
+        return "verdict-storage"
+    if text.startswith(("client-bound", "inconclusive")):
+        return "verdict-other"
+    return None
+
+
+def _table(header, rows, left, verdict_cols=()):
     out = ["<table>", "<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead>", "<tbody>"]
     for r in rows:
         cells = []
         for i, c in enumerate(r):
-            cls = "" if i < left else ' class="num"'
-            cells.append(f"<td{cls}>{_e(c)}</td>")
+            cls = [] if i < left else ["num"]
+            vc = _verdict_class(c) if i in verdict_cols or (r and str(r[0]).startswith("verdict")) else None
+            if vc:
+                cls = [vc]
+            attr = f' class="{" ".join(cls)}"' if cls else ""
+            cells.append(f"<td{attr}>{_e(c)}</td>")
         differ = str(r[0]).startswith("* ")  # a setting that is not the same in every run
         out.append(('<tr class="differ">' if differ else "<tr>") + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
+    return out
+
+
+def _verdicts(rep):
+    """The verdict of every epoch and point with its counters and reason (dlio.report.verdict)."""
+    h, rows = tables.verdict_rows(rep)
+    if not rows:
+        return []
+    out = ["<h2>Verdicts (is this a storage result?)</h2>"]
+    cached = sum(str(v.get("verdict")) == "cache" for v in rep["verdicts"])
+    if cached:
+        out.append(
+            f'<p class="cache-note">{cached} of {len(rows)} phases read from the page cache (or memory): '
+            "their figures are the page cache's, not the storage's.</p>"
+        )
+    reasons = [v.get("reason") or "" for v in rep["verdicts"]]
+    out += _table(h + ["reason"], [r + [why] for r, why in zip(rows, reasons)], left=3, verdict_cols={2})
+    out.append(f'<p class="meta">thresholds: {_e(tables.THRESHOLDS)}</p>')
     return out
 
 
@@ -81,7 +119,8 @@ def render(rep, images=(), checks=None, title="dlio-fast report"):
             "<ul>" + "".join(f"<li>{_e(s['label'])} ({_e(s['kind'])}): {_e(s['where'])}</li>" for s in srcs) + "</ul>"
         )
         h, rows = tables.point_rows(rep)
-        out += _table(h, rows, left=1)
+        out += _table(h, rows, left=1, verdict_cols={i for i, x in enumerate(h) if str(x).startswith("verdict")})
+    out += _verdicts(rep)
     if checks:
         out.append("<h2>MLPerf Storage checks</h2>")
         out.append("<table><thead><tr><th>result</th><th>check</th><th>figure</th></tr></thead><tbody>")

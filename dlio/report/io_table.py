@@ -1,10 +1,12 @@
 """Table lines and CSV columns of io / ceiling points (dlio.report.result.IoPoint): the console's row of
-a point (fsbench, objstore) and its flat CSV row."""
+a point (fsbench, objstore) and its flat CSV row, each with the point's verdict (dlio.report.verdict):
+a figure is never printed without it."""
 
 from typing import Any, Dict
 
 from dlio.report.result import IoPoint
-from dlio.units import fmt_ns, fmt_size
+from dlio.report.verdict import short
+from dlio.units import fmt_figure, fmt_ns, fmt_size
 
 IO_COLUMNS = [
     "rw",
@@ -27,6 +29,9 @@ IO_COLUMNS = [
     "bytes",
     "runtime_s",
     "cache",
+    "verdict",
+    "verdict_part",
+    "verdict_reason",
 ]
 
 
@@ -36,6 +41,9 @@ def flat_point(r: IoPoint) -> Dict[str, Any]:
     for k, v in r["lat_ns"].items():
         if k != "count" and k != "stdev":
             row[f"lat_{k}_ns"] = v
+    v = r.get("verdict")
+    if isinstance(v, dict):
+        row.update(verdict=v.get("verdict"), verdict_part=v.get("part"), verdict_reason=v.get("reason"))
     return row
 
 
@@ -53,7 +61,7 @@ def point_line(r: IoPoint) -> str:
     cpu = f"{r['cpu_us_per_io']:.2f}" if r["cpu_us_per_io"] is not None else "-"
     return (
         f"{r['rw']:<9} {fmt_size(r['bs']):>7} {r['engine']:<8} {r.get('qd_used') or r['qd']:>4} {r['threads']:>3} "
-        f"{mode(r):<6} {r['bw_MiB_s']:>10.1f} {r['iops']:>11.0f} "
+        f"{mode(r):<6} {fmt_figure(r['bw_MiB_s']):>10} {r['iops']:>11,.0f} "
         f"{fmt_ns(lat['min']):>8} {fmt_ns(lat['mean']):>8} {fmt_ns(lat['p50']):>8} "
         f"{fmt_ns(lat['p99']):>8} {fmt_ns(lat['p99.9']):>8} {fmt_ns(lat['max']):>8} {cpu:>8}"
     )
@@ -64,3 +72,11 @@ POINT_HEADER = (
     f"{'IOPS':>11} {'min':>8} {'mean':>8} {'p50':>8} {'p99':>8} {'p99.9':>8} {'max':>8} "
     f"{'cpu_us/io':>8}"
 )
+# The local io grid's and ceiling's table: each row ends with its point's verdict in a word
+# (dlio.report.verdict.short; the verdict lines under the table say why).
+VERDICT_HEADER = POINT_HEADER + "  verdict"
+
+
+def verdict_line(r: IoPoint) -> str:
+    """A point's row under VERDICT_HEADER: its figures, then its verdict."""
+    return f"{point_line(r)}  {short(r.get('verdict'))}"

@@ -19,8 +19,22 @@ from dlio.errors import DlioError
 from dlio.report import compare
 from dlio.report.exact import metrics_of
 from dlio.report.plots_io import io_vs
-from dlio.report.plotting import headroom, hist, latency_panels, merged_hist, plt, save_figure, title
+from dlio.report.plotting import (
+    CACHE_COLOR,
+    CACHE_HATCH,
+    CACHE_LABEL,
+    cache_epochs,
+    cache_note,
+    headroom,
+    hist,
+    latency_panels,
+    merged_hist,
+    plt,
+    save_figure,
+    title,
+)
 from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA
+from dlio.units import fmt_ns
 
 MAX_EPOCH_PANELS = 6
 MAX_RANK_LINES = 8
@@ -54,6 +68,7 @@ def timeline(result, path):
     else:
         shown = eps
     skip = int((result.get("settings") or {}).get("exclude_start_steps", 0) or 0)
+    cached = cache_epochs(result)
     n = len(shown)
     height = 1.6 + 2.3 * n
     fig, axes = plt.subplots(n, 1, figsize=(10, height), squeeze=False, sharey=True)
@@ -87,10 +102,14 @@ def timeline(result, path):
         total = wait.sum() + comp.sum()
         share = 100.0 * wait.sum() / total if total > 0 else 0.0
         worst = int(np.argmax(wait)) if len(wait) else 0
+        if ep["epoch"] in cached:  # the whole panel hatched: these reads came from the page cache
+            ax.axvspan(-0.5, len(x) - 0.5, facecolor="none", edgecolor=CACHE_COLOR, hatch=CACHE_HATCH, alpha=0.35)
         ax.set_title(
-            f"epoch {ep['epoch']}: I/O wait {share:.1f} % of step time, max {wait[worst] * 1e3:.3f} ms at step {worst}",
+            f"epoch {ep['epoch']}: I/O wait {share:.1f} % of step time, max {fmt_ms(wait[worst])} at step {worst}"
+            + (f" [{CACHE_LABEL}]" if ep["epoch"] in cached else ""),
             fontsize=9,
             loc="left",
+            **({"color": CACHE_COLOR} if ep["epoch"] in cached else {}),
         )
         ax.set_ylabel("seconds")
         ax.set_xlim(-0.5, len(x) - 0.5)
@@ -99,7 +118,10 @@ def timeline(result, path):
     axes[-1, 0].set_xlabel("step")
     wl, where, date = _run_meta(result)
     note = "rank 0" + (f", {n} of {len(eps)} epochs" if n < len(eps) else "")
-    fig.suptitle(title(f"per-step I/O wait vs compute ({note})", wl, where, date), fontsize=11, y=1 - 0.08 / height)
+    mark = cache_note(len(cached), len(eps))
+    fig.suptitle(
+        title(f"per-step I/O wait vs compute ({note}){mark}", wl, where, date), fontsize=11, y=1 - 0.08 / height
+    )
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(
         handles,
@@ -112,6 +134,11 @@ def timeline(result, path):
     )
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.30 / height))
     return save_figure(fig, path)
+
+
+def fmt_ms(seconds):
+    """A wait in the plots' titles, in the console's units (dlio.units.fmt_ns)."""
+    return fmt_ns(float(seconds) * 1e9)
 
 
 def _epoch_train(rank, e):
@@ -128,11 +155,12 @@ def latency_cdf(result, path):
     sample = merged_hist(result, "sample_lat")
     if not read["count"]:
         return None
-    series = [(read, f"read ({read['count']:,} reads)", "#2a6fb0", True)]
+    mark = cache_note(len(cache_epochs(result)), len(_epochs_of((result.get("ranks") or [{}])[0])))
+    series = [(read, f"read ({read['count']:,} reads){' incl. page-cache epochs' if mark else ''}", "#2a6fb0", True)]
     if sample["count"]:
         series.append((sample, f"sample ({sample['count']:,} samples)", "#e08a1e", False))
     wl, where, date = _run_meta(result)
-    return latency_panels(series, title("read latency distribution", wl, where, date), path)
+    return latency_panels(series, title(f"read latency distribution{mark}", wl, where, date), path)
 
 
 def throughput(result, path):
@@ -160,6 +188,16 @@ def throughput(result, path):
         tot = np.asarray(m.get(total_key) or [], dtype=np.float64)[:n] * scale
         if len(per_rank) > 1 and len(tot) == n:
             ax.plot(epochs, tot, marker="s", color="black", linewidth=1.6, label="all ranks")
+        for i, e in enumerate(sorted(cache_epochs(result) & set(epochs.tolist()))):  # page-cache epochs hatched
+            ax.axvspan(
+                e - 0.45,
+                e + 0.45,
+                facecolor="none",
+                edgecolor=CACHE_COLOR,
+                hatch=CACHE_HATCH,
+                alpha=0.5,
+                label=CACHE_LABEL if i == 0 else None,
+            )
         ax.set_xlabel("epoch")
         ax.set_ylabel(unit)
         ax.set_xticks(epochs)
@@ -168,7 +206,10 @@ def throughput(result, path):
         ax.legend(fontsize=8, loc="upper right", ncol=2)
         ax.set_title(f"training {unit} per epoch", fontsize=10)
     wl, where, date = _run_meta(result)
-    fig.suptitle(title("throughput per epoch", wl, where, date), fontsize=11)
+    mark = cache_note(
+        len(cache_epochs(result)), len(m.get("samples_per_second") or []) or len(per_rank[0]["samples_per_second"])
+    )
+    fig.suptitle(title(f"throughput per epoch{mark}", wl, where, date), fontsize=11)
     fig.tight_layout()
     return save_figure(fig, path)
 

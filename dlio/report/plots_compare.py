@@ -8,7 +8,7 @@ import numpy as np
 
 from dlio import stats
 from dlio.report.plots import make_all
-from dlio.report.plotting import headroom, hist, latency_panels, merged_hist, plt, save_figure, title
+from dlio.report.plotting import cache_epochs, headroom, hist, latency_panels, merged_hist, plt, save_figure, title
 from dlio.units import fmt_ns
 
 
@@ -21,7 +21,12 @@ def compare_latency(sources, path):
         if not h["count"]:
             continue  # a DLIO run records no read latency
         series.append(
-            (h, f"{s.label}: p50 {fmt_ns(stats.percentile(h, 50))}, p99 {fmt_ns(stats.percentile(h, 99))}", None, False)
+            (
+                h,
+                f"{_label(s)}: p50 {fmt_ns(stats.percentile(h, 50))}, p99 {fmt_ns(stats.percentile(h, 99))}",
+                None,
+                False,
+            )
         )
     if not series:
         return None
@@ -38,8 +43,8 @@ def compare_throughput(sources, path):
         bps = m.get("bytes_per_second") or []
         if not sps:
             continue
-        a1.plot(np.arange(1, len(sps) + 1), sps, marker="o", label=s.label)
-        a2.plot(np.arange(1, len(bps) + 1), np.asarray(bps) / 2**20, marker="o", label=s.label)
+        a1.plot(np.arange(1, len(sps) + 1), sps, marker="o", label=_label(s))
+        a2.plot(np.arange(1, len(bps) + 1), np.asarray(bps) / 2**20, marker="o", label=_label(s))
         drawn += 1
     if not drawn:
         plt.close(fig)
@@ -55,6 +60,12 @@ def compare_throughput(sources, path):
     fig.suptitle(_compared_title("throughput", sources), fontsize=11)
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def _label(s):
+    """A run's legend label, marked when some of its epochs read from the page cache."""
+    n = len(cache_epochs(s.doc))
+    return f"{s.label} [{n} epoch{'s' if n > 1 else ''}: page cache, not storage]" if n else s.label
 
 
 def _compared_title(what, sources):

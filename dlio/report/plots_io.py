@@ -6,7 +6,17 @@
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from dlio.report.plotting import headroom, minor_log_formatter, plt, save_figure, title
+from dlio.report.plotting import (
+    CACHE_COLOR,
+    CACHE_HATCH,
+    CACHE_LABEL,
+    cache_note,
+    headroom,
+    minor_log_formatter,
+    plt,
+    save_figure,
+    title,
+)
 from dlio.units import fmt_size
 
 
@@ -86,6 +96,21 @@ def io_vs(doc, path, xkey):
         lab = _group_label(group, g)
         a1.plot(xs, bw, marker="o", label=lab)
         a2.plot(xs, iops, marker="o", label=lab)
+    cached = [p for p in pts if (p.get("verdict") or {}).get("verdict") == "cache"]
+    if cached:  # each page-cache point ringed and hatched, in the legend as such
+        xs = [_qd(p) if xkey == "qd" else p[xkey] for p in cached]
+        for ax, key in ((a1, "bw_MiB_s"), (a2, "iops")):
+            ax.scatter(
+                xs,
+                [p[key] for p in cached],
+                s=160,
+                facecolors="none",
+                edgecolors=CACHE_COLOR,
+                hatch=CACHE_HATCH,
+                linewidths=1.2,
+                zorder=3,
+                label=CACHE_LABEL,
+            )
     for ax, ylab in ((a1, "bandwidth (MiB/s)"), (a2, "IOPS")):
         ax.set_xscale("log", base=2)
         if xkey == "bs":
@@ -110,6 +135,11 @@ def io_vs(doc, path, xkey):
     kind, where, date = _io_meta(doc)
     what = "bandwidth and IOPS vs " + ("transfer size" if xkey == "bs" else "queue depth")
     mode = "O_DIRECT" if any(p.get("direct") for p in pts) else "buffered"
-    fig.suptitle(title(f"{what} ({mode})", kind, where, date), fontsize=11)
+    memory = next(
+        (str(p["verdict"]["part"]) for p in cached if str(p["verdict"].get("part") or "").startswith("memory")), ""
+    )
+    mark = f" [{memory}: RAM, not storage]" if memory else cache_note(len(cached), len(pts), "points")
+    colour = {"color": CACHE_COLOR} if cached else {}
+    fig.suptitle(title(f"{what} ({mode}){mark}", kind, where, date), fontsize=11, **colour)
     fig.tight_layout()
     return save_figure(fig, path)

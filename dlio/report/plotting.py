@@ -33,6 +33,29 @@ def title(what, workload, where, date):
     return f"{' - '.join(bits)}\n{tail}" if tail else " - ".join(bits)
 
 
+# A page-cache result, marked wherever a plot shows one: its figures are the page cache's (or RAM's), not
+# the storage's (dlio.report.verdict).
+CACHE_LABEL = "page cache: not storage (verdict cache)"
+CACHE_COLOR = "#c62828"
+CACHE_HATCH = "////"
+
+
+def cache_epochs(result):
+    """The epochs of a run whose verdict is cache (dlio.report.verdict), from its verdicts or its
+    epochs' records."""
+    out = {v.get("epoch") for v in result.get("verdicts") or [] if isinstance(v, dict) and v.get("verdict") == "cache"}
+    for r in result.get("ranks") or []:
+        for ep in r.get("epochs") or []:
+            if isinstance(ep.get("verdict"), dict) and ep["verdict"].get("verdict") == "cache":
+                out.add(ep.get("epoch"))
+    return {e for e in out if e is not None}
+
+
+def cache_note(n, total, what="epochs"):
+    """The title's mark of page-cache results: ' [3 of 5 epochs: page cache, not storage]'."""
+    return f" [{n} of {total} {what}: page cache, not storage]" if n else ""
+
+
 def save_figure(fig, path):
     try:
         with result_path(path) as tmp:  # atomic for a file, written through for /dev/stdout

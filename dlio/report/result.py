@@ -106,7 +106,8 @@ class EpochRecord(TypedDict, total=False):
     steps_planned: int
     steps_done: int
     plan_bytes: float
-    cpu_s: float
+    cpu_s: float  # the benchmark's own CPU (readers and harness, not the compute spin), evaluation included
+    cpu_accounts: Optional[Dict[str, float]]  # dlio.train.epoch_record.cpu_accounts: the split of the training's CPU
     complete: bool
     checkpoints: List[CheckpointRecord]
     host_meminfo: Dict[str, str]  # /proc/meminfo at the epoch's start (DLIO's per-epoch host_meminfo)

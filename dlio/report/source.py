@@ -8,6 +8,8 @@ Anything else is a one-line DlioError naming the path.
 
 import os
 
+import yaml
+
 from dlio.errors import DlioError
 from dlio.inputs import JSON_CAP, read_regular
 from dlio.report import exact, validate
@@ -84,6 +86,9 @@ def load(path):
         if not isinstance(doc.get("metrics"), dict):
             doc = dict(doc)
             doc["metrics"] = _compute_exact(doc, doc_path)
+        cfg = _read_config(os.path.join(folder, "config.yaml"))
+        if cfg is not None and "config" not in doc:  # the resolved config, for `check` (Rules 3.6.2)
+            doc = dict(doc, config=cfg)
         return Source("run", path, doc, summary)
     if schema == IO_SCHEMA:
         if not isinstance(doc.get("points"), list):
@@ -96,6 +101,17 @@ def load(path):
         validate.check_points(list(doc["best"].values()), doc_path, "best")
         return Source("ceiling", path, doc)
     raise DlioError(f"{doc_path}: unknown schema {schema!r} (expected {RUN_SCHEMA}, {IO_SCHEMA} or {CEILING_SCHEMA})")
+
+
+def _read_config(path):
+    """The run folder's config.yaml (the resolved config the run wrote), or None without one."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        tree = yaml.safe_load(read_regular(path, JSON_CAP, "config YAML file"))
+    except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise DlioError(f"{path}: not a valid config YAML file ({str(e).splitlines()[0]})") from None
+    return tree if isinstance(tree, dict) else None
 
 
 def _compute_summary(doc, where):

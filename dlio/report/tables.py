@@ -160,10 +160,34 @@ def markdown_lines(rep):
             out.append("")
         out.append(f"### {title}")
         out.append("")
-        out.append("| " + " | ".join(_md_cell(c) for c in h) + " |")
-        out.append("|" + "|".join(":---" if i < left else "---:" for i in range(len(h))) + "|")
-        for r in rows:
-            out.append("| " + " | ".join(_md_cell(c) for c in r) + " |")
+        cols = {i for i, x in enumerate(h) if str(x).startswith("verdict")}
+        out += _md_table(h, [_md_marked(r, cols) for r in rows], left)
+    h, rows = verdict_rows(rep)
+    if rows:
+        out += ["", "### Verdicts (is this a storage result?)", ""]
+        out += _md_table(h, [_md_marked(r, {2}) for r in rows], 3)
+        reasons = [f"- {v['source']} {v['phase']}: {v['reason']}" for v in rep["verdicts"] if v.get("reason")]
+        out += ["", *reasons, "", f"thresholds: {THRESHOLDS}"]
+    return out
+
+
+def _md_marked(row, cols):
+    """A page-cache verdict in bold (its figures are the page cache's, not the storage's): in the
+    verdict columns, and across a run table's verdict row."""
+    verdict_row = bool(row) and str(row[0]).startswith("verdict")
+    return [f"**{c}**" if (i in cols or verdict_row) and is_cache(c) else c for i, c in enumerate(row)]
+
+
+def is_cache(cell):
+    """A verdict cell that says some figure came from the page cache (or memory)."""
+    text = str(cell)
+    return text.startswith("cache") or "; cache (" in text
+
+
+def _md_table(h, rows, left):
+    out = ["| " + " | ".join(_md_cell(c) for c in h) + " |"]
+    out.append("|" + "|".join(":---" if i < left else "---:" for i in range(len(h))) + "|")
+    out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
     return out
 
 
@@ -203,6 +227,13 @@ def csv_text(rep):
             for v in p["values"][1:]:
                 row += [_raw(v["ratios"][k]) if v else "" for k in RATIO_POINT_FIGURES]
             w.writerow(row)
+    if rep.get("verdicts"):
+        if "runs" in rep or "io" in rep:
+            w.writerow([])
+        keys = list(rep["verdicts"][0])
+        w.writerow(keys)
+        for v in rep["verdicts"]:
+            w.writerow([_raw(v.get(k)) for k in keys])
     return buf.getvalue()
 
 
@@ -225,54 +256,49 @@ def json_text(rep):
     return json.dumps(rep, indent=2, allow_nan=False) + "\n"
 
 
-def _counter_cells(c):
-    """App bytes, device/network bytes, their ratio, cached share before, reader and host CPU."""
-    c = c if isinstance(c, dict) else {}
-    app = c.get("app_bytes")
-    dev = c.get("device_bytes") if c.get("device_bytes") is not None else c.get("network_bytes")
+VERDICT_HEAD = [
+    "source",
+    "phase",
+    "verdict",
+    "app bytes",
+    "device bytes",
+    "dev/app",
+    "cached before",
+    "reader cores",
+    "host busy",
+]
+
+
+def verdict_rows(rep):
+    """Header and rows (strings) of the report's verdicts (compare.verdicts): each epoch's or point's
+    verdict next to the counters it was made from."""
     num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
-    wall = c.get("wall_s") if num(c.get("wall_s")) and c.get("wall_s") > 0 else None
-    return [
-        fmt_bytes(app) if num(app) else "-",
-        fmt_bytes(dev) if num(dev) else "-",
-        f"{dev / app:.2f}x" if num(dev) and num(app) and app > 0 else "-",
-        f"{c['resident_before']:.0%}" if num(c.get("resident_before")) else "-",
-        f"{c['reader_cpu_s'] / wall:.2f}" if wall and num(c.get("reader_cpu_s")) else "-",
-        f"{c['host_busy_share']:.0%}" if num(c.get("host_busy_share")) else "-",
-    ]
-
-
-def verdict_lines(sources):
-    """The verdict of each epoch (runs) or point (io) next to its counters, one row each
-    (dlio.report.verdict); nothing for results recorded before the counters existed."""
     rows = []
-    for s in sources:
-        doc = s.doc if isinstance(s.doc, dict) else {}
-        if s.kind == "run":
-            for r in doc.get("ranks") or []:
-                for ep in (r.get("epochs") or []) if isinstance(r, dict) else []:
-                    v = ep.get("verdict") if isinstance(ep, dict) else None
-                    if isinstance(v, dict):
-                        name = f"epoch {ep.get('epoch')}" + (f" rank {r.get('rank')}" if len(doc["ranks"]) > 1 else "")
-                        rows.append([s.label, name, str(v.get("verdict")), *_counter_cells(ep.get("counters"))])
-        else:
-            for p in doc.get("points") or []:
-                v = p.get("verdict") if isinstance(p, dict) else None
-                if isinstance(v, dict):
-                    rows.append([s.label, _point_name(p), str(v.get("verdict")), *_counter_cells(p.get("counters"))])
+    for v in rep.get("verdicts") or []:
+        app, dev, ratio = v.get("app_bytes"), v.get("device_bytes"), v.get("storage_ratio")
+        word = str(v.get("verdict")) + (f" ({v['part']})" if v.get("part") else "")
+        rows.append(
+            [
+                v.get("source"),
+                v.get("phase"),
+                word,
+                fmt_bytes(app) if num(app) else "-",
+                fmt_bytes(dev) if num(dev) else "-",
+                f"{ratio:.2f}x" if num(ratio) and num(dev) else "-",
+                f"{v['resident_before']:.0%}" if num(v.get("resident_before")) else "-",
+                f"{v['reader_cores']:.2f}" if num(v.get("reader_cores")) else "-",
+                f"{v['host_busy_share']:.0%}" if num(v.get("host_busy_share")) else "-",
+            ]
+        )
+    return VERDICT_HEAD, rows
+
+
+def verdict_lines(rep):
+    """The verdicts as a text table under the figures, and the thresholds; nothing for results
+    recorded before the counters existed."""
+    head, rows = verdict_rows(rep)
     if not rows:
         return []
-    head = [
-        "source",
-        "phase",
-        "verdict",
-        "app bytes",
-        "device bytes",
-        "dev/app",
-        "cached before",
-        "reader cores",
-        "host busy",
-    ]
     return (
         ["", "verdicts (is this a storage result?):"] + _text_table(head, rows, left=3) + [f"thresholds: {THRESHOLDS}"]
     )

@@ -1,24 +1,36 @@
-"""Is this a storage result? The verdict of a phase (an epoch of `run`, an io point) from its
-counters (dlio.counters): storage-bound, client-bound, cache or inconclusive, with the reason.
+"""Is this a storage result? The verdict of a phase (an epoch of `run`, an io point, a ceiling probe)
+from its counters (dlio.counters): storage-bound, client-bound, cache or inconclusive, with the reason
+and the setting to change, said in the words of the command that measured it (Context).
 
 The rules, in the order they are tried (the thresholds are printed next to each verdict):
 
   1. no bytes moved: inconclusive;
-  2. cache: the device (or NFS) bytes are below CACHE_RATIO x the application's: the rest came from
-     the page cache (for NFS: the client's cache);
+  2. cache: the files are on a memory-backed filesystem (tmpfs, ramfs: every byte is RAM's), or the
+     device (or NFS) bytes are below CACHE_RATIO x the application's: the rest came from the page cache
+     (for NFS: the client's cache);
+  3-5 (the client), skipped when the emulated accelerator set the pace: it computed >= ACCEL_PACED of
+     the steps' time (compute / (compute + I/O wait)), so the reads kept up whatever the CPUs did, and
+     within OVERRUN_MAX of its set time. When it ran longer than that, the CPU it spins on was taken
+     and the AU is the CPU's, not the storage's: inconclusive when other processes took it, else
+     client-bound (emulated accelerator);
   3. client-bound, reader threads: their CPU time over the phase is >= READER_BUSY x the cores they
      could use (min(threads, usable cores)): CPU per sample x samples/s left no headroom;
-  4. client-bound, process: the whole process used >= PROCESS_BUSY x its usable cores (the emulated
-     compute spin, Python, the readers);
-  5. the host's CPUs were >= HOST_BUSY busy: the client had no headroom. client-bound when this
-     process used most of it, else inconclusive (other processes may have set the pace: a CPU they
-     hold delays the readers' wake-ups; their share is stated);
-  6. inconclusive: nothing to count the storage's bytes with (tmpfs, overlay, the null engine);
+  4. client-bound, process: the whole process (and the benchmark's worker processes) used >=
+     PROCESS_BUSY x its usable cores (the readers, the harness, the emulated compute's spin);
+  5. the host's CPUs were >= HOST_BUSY busy: the client had no headroom. client-bound when the client
+     (the readers and the harness, not the spin) used most of the CPU the run did not leave to others,
+     else inconclusive (other processes may have set the pace: a CPU they hold delays the readers'
+     wake-ups; their share is stated);
+  6. inconclusive: nothing to count the storage's bytes with (overlay, the null engine);
   7. inconclusive: device bytes between CACHE_RATIO and MATCH_RATIO of the application's (partly
      cached);
   8. storage-bound: the device (or network) bytes match the application's (>= MATCH_RATIO; readahead
-     may add more) and the client had headroom. Over NFS the server may still have served them from
-     its own cache: the client cannot see that, and the verdict says so.
+     may add more) and the client had headroom, or the accelerator set the pace. Over NFS the server may
+     still have served them from its own cache: the client cannot see that, and the verdict says so.
+
+The CPU of a phase is split three ways wherever it is shown: the readers (their thread CPU, from the C
+core), the harness (the rest of the benchmark: Python, the trainer's wake-ups, S3 worker processes), and
+the emulated accelerator (the compute spin: it stands for a GPU, it is not the client's CPU).
 
 The device counters are the whole device's: another process reading the same disk during the phase
 adds to them, so a shared disk can turn `cache` into `inconclusive` or `storage-bound`, never the
@@ -29,30 +41,91 @@ added before the rules run (combine()).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from dlio.units import fmt_bytes
+from dlio.units import fmt_bytes, fmt_size
 
+VERDICTS = ("storage-bound", "client-bound", "cache", "inconclusive")
 CACHE_RATIO = 0.5
 MATCH_RATIO = 0.8
 READER_BUSY = 0.8
 PROCESS_BUSY = 0.9
 HOST_BUSY = 0.9
+ACCEL_PACED = 0.9  # the emulated accelerator computed at least this share of the steps' time
+OVERRUN_MAX = 0.1  # above: the emulated compute ran that much over its set time (its CPU was taken)
 EXTRA_RATIO = 1.5  # above: the device moved more than the application read (said, not judged)
 
 THRESHOLDS = (
     f"cache < {CACHE_RATIO:g}x app bytes <= partly cached < {MATCH_RATIO:g}x <= storage; "
     f"client-bound: readers >= {READER_BUSY:.0%} of their cores, process >= {PROCESS_BUSY:.0%}, "
-    f"host >= {HOST_BUSY:.0%} busy"
+    f"host >= {HOST_BUSY:.0%} busy, unless the accelerator computed >= {ACCEL_PACED:.0%} of the steps "
+    f"within {OVERRUN_MAX:.0%} of its set time"
 )
 
 
+@dataclass(frozen=True)
+class Context:
+    """The command that measured a phase and what it had in effect: a verdict suggests only settings
+    that command takes, in its words, and never one already in effect."""
+
+    command: str = "run"  # run | io | ceiling
+    direct: bool = False  # O_DIRECT in effect
+    cache: str = ""  # the page-cache step in effect: drop | drop-all | keep ("" not known)
+    engine: str = ""
+    compute_mode: str = ""  # run: spin | hybrid
+
+
+RUN = Context()
+
+# The settings a verdict may suggest, per command. None: the command has no such setting (ceiling
+# chooses O_DIRECT and the drop itself).
+WORDS: Dict[str, Dict[str, Optional[str]]] = {
+    "run": {
+        "direct": "--engine odirect (O_DIRECT)",
+        "drop": "--cache drop",
+        "larger": "a dataset larger than RAM (dataset.num_files_train)",
+        "storage": "a dataset.data_folder on the storage to measure",
+        "threads": "reader.read_threads",
+        "deeper": "--engine io_uring with a deeper --qd",
+        "bigger": "fewer, larger samples (dataset.record_length_bytes)",
+        "hybrid": "dlio_fast.compute_mode=hybrid (the spin then sleeps most of each step)",
+    },
+    "io": {
+        "direct": "--direct",
+        "drop": "--cache drop",
+        "larger": "--file-size larger than RAM",
+        "storage": "a PATH on the storage to measure",
+        "threads": "--threads",
+        "deeper": "--engine io_uring with a deeper --qd",
+        "bigger": "a larger --bs",
+        "hybrid": None,
+    },
+    "ceiling": {
+        "direct": None,
+        "drop": None,
+        "larger": "--file-size larger than RAM",
+        "storage": "a PATH on the storage to measure",
+        "threads": "--max-threads",
+        "deeper": "--max-qd",
+        "bigger": None,
+        "hybrid": None,
+    },
+}
+
+
 def _v(
-    verdict: str, reason: str, part: Optional[str] = None, setting: Optional[str] = None, ratio: Optional[float] = None
+    verdict: str,
+    reason: str,
+    summary: str,
+    part: Optional[str] = None,
+    setting: Optional[str] = None,
+    ratio: Optional[float] = None,
 ) -> Dict[str, Any]:
     return {
         "verdict": verdict,
         "reason": reason,
+        "summary": summary,  # the reason without the phase's own figures: what grouped lines print
         "part": part,
         "setting": setting,
         "storage_ratio": ratio,
@@ -60,41 +133,68 @@ def _v(
     }
 
 
-def classify(c: Dict[str, Any]) -> Dict[str, Any]:
+def _join(items: Sequence[Optional[str]]) -> Optional[str]:
+    items = [x for x in items if x]
+    if not items:
+        return None
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + ", or " + items[-1]
+
+
+def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
     """The verdict of one phase's counters (dlio.counters.Phase.end, or combine())."""
+    words = WORDS.get(ctx.command, WORDS["run"])
     app = int(c.get("app_bytes") or 0)
     if app <= 0:
-        return _v("inconclusive", "no bytes were read or written")
+        return _v("inconclusive", "no bytes were read or written", "no bytes were read or written")
+    tgt = c.get("target") or {}
+    write = c.get("direction") == "write"
+    memory = tgt.get("memory_fs")
+    if memory:
+        what = "every write went to RAM" if write else "every read came from RAM"
+        return _v(
+            "cache",
+            f"the files are on {memory} at {tgt.get('mount') or '?'}, a memory-backed filesystem: {what}, "
+            "not from storage",
+            f"{memory}: a memory-backed filesystem, not storage",
+            part=f"memory filesystem ({memory})",
+            setting=words["storage"],
+            ratio=0.0,
+        )
     seen = c.get("device_bytes") if c.get("device_bytes") is not None else c.get("network_bytes")
     where = "device" if c.get("device_bytes") is not None else "network"
     ratio = None if seen is None else seen / app
-    tgt = c.get("target") or {}
     what = f"{where} {tgt.get('device') or tgt.get('mount') or ''}".rstrip()
     if ratio is not None and ratio < CACHE_RATIO:
         res = c.get("resident_before")
         pre = f"; {res:.0%} of the sampled pages were cached before the phase" if res is not None else ""
-        how = (
-            "stayed in the page cache (not yet written back)"
-            if c.get("direction") == "write"
-            else "came from the page cache"
-        )
+        if res is not None and res < CACHE_RATIO and not write:
+            pre += ": the reads after a first pass over files that fit in RAM found the pages it left"
+        how = "stayed in the page cache (not yet written back)" if write else "came from the page cache"
         return _v(
             "cache",
             f"{what} moved {fmt_bytes(seen)} of the application's {fmt_bytes(app)} "
             f"({ratio:.2f}x): {1 - ratio:.0%} {how}{pre}",
-            setting="O_DIRECT (dlio_fast.engine=odirect), dlio_fast.cache=drop, or a dataset larger than RAM",
+            f"the page cache {'kept the writes' if write else 'served the reads'} ({what})",
+            setting=_cache_setting(ctx, words),
             ratio=ratio,
         )
-    client = _client(c)
+    paced, over = accelerator_share(c), compute_overrun(c)
+    kept_up = paced is not None and paced >= ACCEL_PACED  # the reads kept up with the emulated accelerator
+    if kept_up and over is not None and over > OVERRUN_MAX:
+        client = _slowed(c, ctx, words, paced, over)  # the storage kept up; the accelerator's CPU did not
+    else:
+        client = None if kept_up else _client(c, ctx, words)
     if client is not None:
         client["storage_ratio"] = ratio
         return client
     if ratio is None:
-        return _v("inconclusive", tgt.get("why") or "no device or network counters for the data folder")
+        why = tgt.get("why") or "no device or network counters for the data folder"
+        return _v("inconclusive", why, why)
     if ratio < MATCH_RATIO:
         return _v(
             "inconclusive",
             f"{what} moved {ratio:.2f}x the application's bytes: partly from the page cache",
+            f"{what}: partly from the page cache",
             ratio=ratio,
         )
     note = (
@@ -104,16 +204,107 @@ def classify(c: Dict[str, Any]) -> Dict[str, Any]:
     )
     if ratio > EXTRA_RATIO:
         note += " (more than was read: readahead, or other processes using the same device)"
-    return _v(
-        "storage-bound",
-        f"{what} moved {ratio:.2f}x the application's bytes{note}; the client had "
-        f"headroom (readers {_reader_share(c):.0%} of their cores, host {_pct(c.get('host_busy_share'))})",
-        ratio=ratio,
+    if paced is not None and paced >= ACCEL_PACED:
+        why = f"the emulated accelerator computed {paced:.1%} of the steps' time: the reads kept up ({cpu_text(c)})"
+        short = "the storage served the reads and kept up with the emulated accelerator"
+    else:
+        why = f"the client had headroom (readers {_reader_share(c):.0%} of their cores, host {_pct(c)})"
+        short = "the storage served the bytes and the client had headroom"
+    return _v("storage-bound", f"{what} moved {ratio:.2f}x the application's bytes{note}; {why}", short, ratio=ratio)
+
+
+def _cache_setting(ctx: Context, words: Dict[str, Optional[str]]) -> Optional[str]:
+    """What keeps the page cache out, less what is in effect already."""
+    dropped = ctx.cache in ("drop", "drop-all")
+    return _join(
+        [
+            None if ctx.direct else words["direct"],
+            None if ctx.direct or dropped else words["drop"],
+            words["larger"],
+        ]
     )
 
 
-def _pct(x: Optional[float]) -> str:
+def _pct(c: Dict[str, Any]) -> str:
+    x = c.get("host_busy_share")
     return "-" if x is None else f"{x:.0%} busy"
+
+
+def compute_overrun(c: Dict[str, Any]) -> Optional[float]:
+    """How much longer the emulated compute took than it was set to (achieved / set - 1), or None."""
+    want, got = float(c.get("compute_set_s") or 0.0), float(c.get("compute_s") or 0.0)
+    return got / want - 1.0 if want > 0 else None
+
+
+def _slowed(
+    c: Dict[str, Any], ctx: Context, words: Dict[str, Optional[str]], paced: float, over: float
+) -> Dict[str, Any]:
+    """The reads kept up, but the emulated compute ran over its set time: the CPU it spins on was taken,
+    and the AU and samples/s say so, not the storage. Who took it decides the verdict."""
+    s = cpu_split(c)
+    host = c.get("host_busy_share")
+    total = (host or 0.0) * int(c.get("host_cpus") or c.get("cores") or 1)
+    others = max(0.0, total - s["total"])
+    why = (
+        f"the emulated compute ran {over:.0%} over its set time while the reads kept up (the accelerator "
+        f"computed {paced:.1%} of the steps' time): the exact AU and samples/s are the CPU's, not the storage's; "
+        f"host {_pct(c)} ({cpu_text(c)}, other processes {others:.2f})"
+    )
+    if host is not None and host >= HOST_BUSY and others >= s["client"]:
+        return _v(
+            "inconclusive",
+            f"{why}; other processes took the CPU: rerun on an idle client",
+            "other processes slowed the emulated accelerator; the reads kept up",
+            part="other processes on the host",
+        )
+    fix = _join(
+        [
+            words["hybrid"] if ctx.compute_mode != "hybrid" else None,
+            "fewer ranks (accelerators) per host than its cores" if ctx.command == "run" else None,
+        ]
+    )
+    return _v(
+        "client-bound",
+        why,
+        "the emulated accelerator did not get the CPU it spins on; the reads kept up",
+        part="emulated accelerator",
+        setting=fix,
+    )
+
+
+def accelerator_share(c: Dict[str, Any]) -> Optional[float]:
+    """compute / (compute + I/O wait) of the phase's steps (the AU of all its steps), or None when the
+    phase has no emulated accelerator (io points, checkpoints)."""
+    comp = float(c.get("compute_s") or 0.0)
+    wait = c.get("io_wait_s")
+    if comp <= 0 or wait is None:
+        return None
+    return comp / (comp + max(0.0, float(wait)))
+
+
+def cpu_split(c: Dict[str, Any]) -> Dict[str, float]:
+    """The phase's CPU in cores (CPU seconds / wall seconds): the readers, the harness (the rest of the
+    benchmark, its worker processes included), the emulated accelerator's spin, and their sum."""
+    wall = float(c["wall_s"])
+    proc = (float(c.get("cpu_user_s") or 0.0) + float(c.get("cpu_sys_s") or 0.0)) / wall
+    worker = float(c.get("worker_cpu_s") or 0.0) / wall
+    accel = min(proc + worker, float(c.get("compute_cpu_s") or 0.0) / wall)
+    readers = float(c.get("reader_cpu_s") or 0.0) / wall
+    client = max(0.0, proc + worker - accel)
+    return {
+        "readers": min(readers, client),
+        "harness": max(0.0, client - readers),
+        "accelerator": accel,
+        "client": client,
+        "total": proc + worker,
+    }
+
+
+def cpu_text(c: Dict[str, Any]) -> str:
+    """'readers 0.02, harness 0.03, emulated accelerator 0.98 cores' (no accelerator for io points)."""
+    s = cpu_split(c)
+    acc = f", emulated accelerator {s['accelerator']:.2f}" if c.get("compute_s") else ""
+    return f"readers {s['readers']:.2f}, harness {s['harness']:.2f}{acc} cores"
 
 
 def _reader_cores(c: Dict[str, Any]) -> int:
@@ -124,66 +315,94 @@ def _reader_share(c: Dict[str, Any]) -> float:
     return float(c.get("reader_cpu_s") or 0.0) / float(c["wall_s"]) / _reader_cores(c)
 
 
-def _client(c: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def _client(c: Dict[str, Any], ctx: Context, words: Dict[str, Optional[str]]) -> Optional[Dict[str, Any]]:
     """Client-bound (rules 3-5), or None when the client had headroom."""
-    wall, cores = float(c["wall_s"]), int(c.get("cores") or 1)
+    cores = int(c.get("cores") or 1)
     threads = int(c.get("reader_threads") or 0)
     user, sys_ = float(c.get("cpu_user_s") or 0.0), float(c.get("cpu_sys_s") or 0.0)
     kernel = sys_ / (user + sys_) if user + sys_ > 0 else 0.0
-    side = (
-        f"{kernel:.0%} of the process's CPU in the kernel: dlio_fast.engine io_uring with a deeper "
-        "dlio_fast.qd, larger reads, or O_DIRECT"
-        if kernel >= 0.5
-        else f"{1 - kernel:.0%} of the process's CPU in user space: fewer, larger samples, or more cores/hosts"
-    )
+    if kernel >= 0.5:
+        side = f"{kernel:.0%} of the process's CPU in the kernel: " + (
+            _join(
+                [
+                    "a deeper --qd" if ctx.engine == "io_uring" and ctx.command != "ceiling" else words["deeper"],
+                    words["bigger"],
+                    None if ctx.direct else words["direct"],
+                ]
+            )
+            or "a faster client"
+        )
+    else:
+        side = f"{1 - kernel:.0%} of the process's CPU in user space: " + (
+            _join([words["bigger"], "more cores/hosts"]) or "more cores"
+        )
+    s = cpu_split(c)
     share = _reader_share(c)
     if share >= READER_BUSY:
-        busy = float(c.get("reader_cpu_s") or 0.0) / wall
-        if max(1, threads) < cores:
-            fix = f"raise reader.read_threads ({max(1, threads)} now, {cores} usable cores)"
+        if max(1, threads) < cores and words["threads"]:
+            fix = f"raise {words['threads']} ({max(1, threads)} now, {cores} usable cores)"
         else:
             fix = f"the {cores} usable core(s) are full: {side}"
         return _v(
             "client-bound",
-            f"the reader threads used {busy:.2f} cores, {share:.0%} of the {_reader_cores(c)} they could use",
+            f"the reader threads used {share * _reader_cores(c):.2f} cores, {share:.0%} of the "
+            f"{_reader_cores(c)} they could use",
+            "the reader threads were CPU-bound",
             part="reader threads",
             setting=fix,
         )
-    proc = (user + sys_) / wall
-    if proc >= PROCESS_BUSY * cores:
+    if s["total"] >= PROCESS_BUSY * cores:
+        spin = s["accelerator"] >= 0.5 and ctx.compute_mode != "hybrid" and words["hybrid"]
         return _v(
             "client-bound",
-            f"the process used {proc:.2f} of its {cores} usable cores "
-            f"(readers {float(c.get('reader_cpu_s') or 0.0) / wall:.2f})",
+            f"the process used {s['total']:.2f} of its {cores} usable cores ({cpu_text(c)})",
+            "the process's cores were full",
             part="process",
-            setting=f"the cores are full: {side}; dlio_fast.compute_mode=hybrid spins less",
+            setting=f"the cores are full: {side}" + (f"; {words['hybrid']}" if spin else ""),
         )
     host = c.get("host_busy_share")
     if host is not None and host >= HOST_BUSY:
         total = host * int(c.get("host_cpus") or cores)
-        others = max(0.0, total - proc)
+        others = max(0.0, total - s["total"])
         why = (
-            f"the host's CPUs were {host:.0%} busy ({total:.2f} cores: this process {proc:.2f}, other "
-            f"processes {others:.2f}): no headroom"
+            f"the host's CPUs were {host:.0%} busy ({total:.2f} cores: {cpu_text(c)}, other processes "
+            f"{others:.2f}): no headroom"
         )
-        if others >= proc:  # not a part of the client the run's settings control
+        if others >= s["client"]:  # not a part of the client the run's settings control
             return _v(
                 "inconclusive",
                 f"{why}; the other processes may have set the pace: rerun on an idle client",
+                "the host's CPUs were busy with other processes",
                 part="other processes on the host",
             )
-        return _v("client-bound", why, part="this process", setting=side)
+        return _v(
+            "client-bound", why, "the host's CPUs were full, mostly with this run", part="this process", setting=side
+        )
     return None
 
 
 def combine(phases: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     """One host's counters for a phase from its ranks' (device bytes are the host's: the largest
-    delta; application bytes, samples and CPU are added)."""
+    delta; application bytes, samples, CPU, compute and I/O wait are added)."""
     if len(phases) == 1:
         return dict(phases[0])
     out = dict(phases[0])
-    for k in ("app_bytes", "app_ops", "samples", "cpu_user_s", "cpu_sys_s", "reader_cpu_s", "reader_threads"):
+    for k in (
+        "app_bytes",
+        "app_ops",
+        "samples",
+        "cpu_user_s",
+        "cpu_sys_s",
+        "reader_cpu_s",
+        "reader_threads",
+        "worker_cpu_s",
+        "compute_s",
+        "compute_set_s",
+        "compute_cpu_s",
+    ):
         out[k] = sum(p.get(k) or 0 for p in phases)
+    waits = [p.get("io_wait_s") for p in phases]
+    out["io_wait_s"] = None if any(w is None for w in waits) else sum(waits)
     for k in ("device_bytes", "device_ios", "network_bytes"):
         vals = [p[k] for p in phases if p.get(k) is not None]
         out[k] = max(vals) if vals else None
@@ -192,7 +411,13 @@ def combine(phases: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     return out
 
 
-def annotate_run(records: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def run_context(cfg: Any, direct: bool) -> Context:
+    """The Context of a `run` (direct: whether its reads were O_DIRECT, dlio.config.engines.engine_spec)."""
+    d = cfg.dlio_fast
+    return Context("run", bool(direct), str(d.cache or ""), str(d.engine or ""), str(d.compute_mode or ""))
+
+
+def annotate_run(records: Sequence[Dict[str, Any]], ctx: Context = RUN) -> List[Dict[str, Any]]:
     """The verdict of each epoch of a run, per host: set as "verdict" in each rank's epoch record and
     returned as [{epoch, host, verdict...}] for the result's "verdicts"."""
     groups: "OrderedDict[tuple, List[Dict[str, Any]]]" = OrderedDict()
@@ -202,7 +427,7 @@ def annotate_run(records: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
                 groups.setdefault((ep["epoch"], r.get("hostname", "")), []).append(ep)
     out = []
     for (epoch, hostname), eps in groups.items():
-        v = classify(combine([ep["counters"] for ep in eps]))
+        v = classify(combine([ep["counters"] for ep in eps]), ctx)
         for ep in eps:
             ep["verdict"] = v
         out.append({"phase": f"epoch {epoch}", "epoch": epoch, "host": hostname, **v})
@@ -216,24 +441,104 @@ def line(phase: str, v: Dict[str, Any]) -> str:
     return f"{phase}: {v['verdict']}{part}: {v['reason']}{fix}"
 
 
+def short(v: Optional[Dict[str, Any]]) -> str:
+    """A verdict in one word for a table's column: storage, client, cache, memory or inconcl."""
+    if not isinstance(v, dict) or not v.get("verdict"):
+        return "-"
+    if str(v.get("part") or "").startswith("memory filesystem"):
+        return "memory"
+    return {"storage-bound": "storage", "client-bound": "client", "inconclusive": "inconcl"}.get(
+        str(v["verdict"]), str(v["verdict"])
+    )
+
+
+def point_name(p: Dict[str, Any]) -> str:
+    """An io point as the table names it: 'randread 128KiB io_uring qd8 t1'."""
+    return " ".join(point_axes(p))
+
+
+def point_axes(p: Dict[str, Any]) -> Tuple[str, ...]:
+    """A point's place in its grid, as the labels of its axes."""
+    bs = fmt_size(p["bs"]) if isinstance(p.get("bs"), int) else str(p.get("bs"))
+    return (str(p.get("rw")), bs, str(p.get("engine")), f"qd{p.get('qd')}", f"t{p.get('threads')}")
+
+
+def grouped_lines(items: Sequence[Tuple[Any, ...]], names: str = "phases") -> List[str]:
+    """One line per distinct verdict (verdict, part, setting) with the phases it covers; a phase alone
+    keeps its full reason, several share the verdict's summary and the range of their storage ratio.
+    items: (name, verdict) or (name, verdict, axes): axes (a tuple of labels, one per axis of a grid) let
+    a group that covers a whole sub-grid be named by its axes (read,randread x 4KiB,1MiB x posix ...)."""
+    groups: "OrderedDict[tuple, List[Tuple[Any, ...]]]" = OrderedDict()
+    for it in items:
+        v = it[1]
+        groups.setdefault((v.get("verdict"), v.get("part"), v.get("setting")), []).append(it)
+    out = []
+    for (verd, part, setting), members in groups.items():
+        if len(members) == 1:
+            out.append("  " + line(members[0][0], members[0][1]))
+            continue
+        ratios = [m[1]["storage_ratio"] for m in members if m[1].get("storage_ratio") is not None]
+        rng = ""
+        if ratios and not str(part or "").startswith("memory"):
+            lo, hi = f"{min(ratios):.2f}x", f"{max(ratios):.2f}x"
+            rng = f" ({lo}{'' if hi == lo else '-' + hi} of the application's bytes)"
+        summaries = {m[1].get("summary") or m[1]["reason"] for m in members}
+        why = summaries.pop() if len(summaries) == 1 else members[0][1].get("summary") or members[0][1]["reason"]
+        fix = f"; change: {setting}" if setting and verd != "storage-bound" else ""
+        label = f" ({part})" if part else ""
+        out.append(f"  {verd}{label}, {len(members)} {names} ({_covered(members)}): {why}{rng}{fix}")
+    return out
+
+
+def _covered(members: Sequence[Tuple[Any, ...]]) -> str:
+    """The members' names, or, when they have axes, the sub-grids they fill
+    ('read 4KiB,128KiB (posix qd1 t1 | io_uring qd1,qd8 t1); randread 128KiB ...')."""
+    axes = [m[2] for m in members if len(m) > 2 and m[2]]
+    if len(axes) == len(members):
+        return _factor(list(OrderedDict.fromkeys(axes)), top=True)
+    names = [m[0] for m in members]
+    return "; ".join(names) if len(names) <= 6 else "; ".join(names[:5]) + f"; and {len(names) - 5} more"
+
+
+def _factor(tuples: List[Tuple[str, ...]], top: bool = False) -> str:
+    """Tuples of axis labels in few words: the values of the first axis that share the same rest are
+    written together ('4KiB,128KiB'), then their rest; groups with different rests are separated."""
+    if not tuples or not tuples[0]:
+        return ""
+    rest: "OrderedDict[str, List[Tuple[str, ...]]]" = OrderedDict()
+    for t in tuples:
+        rest.setdefault(t[0], []).append(t[1:])
+    groups: "OrderedDict[frozenset, List[str]]" = OrderedDict()
+    for head, r in rest.items():
+        groups.setdefault(frozenset(r), []).append(head)
+    parts = []
+    for key, heads in groups.items():
+        tail = _factor(rest[heads[0]])
+        parts.append(",".join(heads) + (" " + tail if tail else ""))
+    if len(parts) == 1:
+        return parts[0]
+    return "; ".join(parts) if top else "(" + " | ".join(parts) + ")"
+
+
 def run_lines(verdicts: Sequence[Dict[str, Any]]) -> List[str]:
-    """The verdict lines printed at the end of a run (one per epoch and host) and the thresholds."""
+    """The verdict lines printed at the end of a run (epochs with one verdict grouped) and the thresholds."""
     if not verdicts:
         return []
     hosts = len({v["host"] for v in verdicts})
-    out = ["Verdict (is this a storage result?):"]
-    out += ["  " + line(v["phase"] + (f" [{v['host']}]" if hosts > 1 else ""), v) for v in verdicts]
-    out.append(f"  thresholds: {THRESHOLDS}")
-    return out
+    items = [
+        (
+            v["phase"] + (f" [{v['host']}]" if hosts > 1 else ""),
+            v,
+            ("epoch", str(v.get("epoch")), *((v["host"],) if hosts > 1 else ())) if "epoch" in v else None,
+        )
+        for v in verdicts
+    ]
+    return ["Verdict (is this a storage result?):", *grouped_lines(items, "epochs"), f"  thresholds: {THRESHOLDS}"]
 
 
 def point_lines(points: Sequence[Dict[str, Any]]) -> List[str]:
-    """The verdict lines of an io grid, one per point."""
-    vs = [(p, p["verdict"]) for p in points if p.get("verdict")]
-    if not vs:
+    """The verdict lines of an io grid or a ceiling search: one per distinct verdict, with its points."""
+    items = [(point_name(p), p["verdict"], point_axes(p)) for p in points if p.get("verdict")]
+    if not items:
         return []
-    out = ["Verdict (is this a storage result?):"]
-    for p, v in vs:
-        out.append("  " + line(f"{p['rw']} {p['bs']} {p['engine']} qd{p['qd']} t{p['threads']}", v))
-    out.append(f"  thresholds: {THRESHOLDS}")
-    return out
+    return ["Verdict (is this a storage result?):", *grouped_lines(items, "points"), f"  thresholds: {THRESHOLDS}"]

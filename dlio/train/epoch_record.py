@@ -10,18 +10,66 @@ from dlio.host import iso
 from dlio.report import metrics
 
 
-def benchmark_cpu(process_cpu_s, res, compute_mode, read_threads):
-    """CPU seconds the benchmark itself spent reading (not the emulated accelerator's spin).
+def cpu_accounts(process_cpu_s, res, compute_mode, read_threads, set_compute_ns=None):
+    """How a C train result's CPU splits (seconds): the benchmark's own (the readers and the harness: what
+    `benchmark CPU per sample` shows), the readers' part of it, the CPU of the benchmark's worker
+    processes (S3: their reading and their spin; /proc/stat counts them as other processes), and the
+    emulated accelerator's spin, which stands for a GPU and is not the client's CPU; with the time the
+    accelerator computed and the steps' I/O wait (dlio.counters.Phase.end).
 
-    With reader threads: their thread CPU time, measured by the C core (CLOCK_THREAD_CPUTIME_ID).
-    Without (read_threads 0, the trainer reads): the process CPU minus the compute spun (spin mode
-    spins all of it, hybrid the last 100 us of each step)."""
-    if read_threads > 0:
-        return sum(t["cpu_ns"] for t in res["threads"]) / 1e9
-    done = int(res["steps_done"])
-    comp = np.asarray(res["step_times"]["compute_ns"][:done], dtype=np.float64)
+    The spin is what the trainer spun (spin mode: all of each step's compute; hybrid: the last
+    COMPUTE_SPIN_NS of it), no more than the trainer thread's CPU time (the C core measures it: a
+    preempted spin takes less CPU than its wall time). A result without the trainer's CPU came from
+    worker processes (dlio.storage.s3.trainrun.S3Run): the spin ran there (taken as what it spun), and
+    their reading CPU (threads' cpu_ns, their spin left out) is the benchmark's. set_compute_ns: the
+    plan's compute per step (what the accelerator was set to compute; its first steps_done are done)."""
+    st = done_steps(res)
+    comp = np.asarray(st["compute_ns"], dtype=np.float64)
+    wait = np.asarray(st["t_ready"], dtype=np.float64) - np.asarray(st["t_fetch"], dtype=np.float64)
     spun = comp if compute_mode == 0 else np.minimum(comp, float(_core.COMPUTE_SPIN_NS))
-    return max(0.0, process_cpu_s - spun.sum() / 1e9)
+    threads_s = sum(t["cpu_ns"] for t in res["threads"]) / 1e9
+    trainer = res.get("trainer_cpu_ns")
+    if trainer is None:  # the worker spun (its CPU for it not measured apart) and read (threads_s)
+        accel = spun.sum() / 1e9
+        workers, readers, benchmark = threads_s + accel, threads_s, process_cpu_s + threads_s
+    else:
+        accel = min(spun.sum() / 1e9, trainer / 1e9, max(0.0, process_cpu_s))
+        workers, benchmark = 0.0, max(0.0, process_cpu_s - accel)
+        # no reader threads: the trainer read (its CPU is threads_s), and its CPU less the spin is the reading's
+        readers = threads_s if read_threads > 0 else max(0.0, threads_s - accel)
+    return {
+        "benchmark_s": benchmark,
+        "readers_s": readers,
+        "workers_s": workers,
+        "accelerator_s": accel,
+        "compute_s": float(comp.sum()) / 1e9,
+        "compute_set_s": (
+            float(np.asarray(set_compute_ns[: len(comp)], dtype=np.float64).sum()) / 1e9
+            if set_compute_ns is not None
+            else float(comp.sum()) / 1e9
+        ),
+        "io_wait_s": float(np.maximum(wait, 0.0).sum()) / 1e9,
+    }
+
+
+def benchmark_cpu(process_cpu_s, res, compute_mode, read_threads):
+    """CPU seconds the benchmark itself spent (the readers and the harness, not the emulated
+    accelerator's spin): cpu_accounts' benchmark_s."""
+    return cpu_accounts(process_cpu_s, res, compute_mode, read_threads)["benchmark_s"]
+
+
+def phase_cpu(rec):
+    """The CPU arguments of dlio.counters.Phase.end for an epoch record: the readers', the workers',
+    the emulated accelerator's compute, spin and the steps' I/O wait."""
+    a = rec.get("cpu_accounts") or {}
+    return {
+        "reader_cpu_s": a.get("readers_s", rec.get("cpu_s", 0.0)),
+        "worker_cpu_s": a.get("workers_s", 0.0),
+        "compute_s": a.get("compute_s", 0.0),
+        "compute_set_s": a.get("compute_set_s", 0.0),
+        "compute_cpu_s": a.get("accelerator_s", 0.0),
+        "io_wait_s": a.get("io_wait_s"),
+    }
 
 
 def merge_results(results):
@@ -38,6 +86,9 @@ def merge_results(results):
         "threads": [t for r in results for t in r["threads"]],
         "skipped": sum(int(r.get("skipped", 0)) for r in results),
         "bad_files": sorted({i for r in results for i in r.get("bad_files", ())}),
+        "trainer_cpu_ns": (
+            sum(int(r["trainer_cpu_ns"]) for r in results) if all("trainer_cpu_ns" in r for r in results) else None
+        ),
         "step_times": {
             k: np.concatenate([r["step_times"][k][: int(r["steps_done"])] for r in results])
             for k in results[0]["step_times"]
@@ -51,8 +102,9 @@ def done_steps(res):
     return {k: v[:done] for k, v in res["step_times"].items()}
 
 
-def epoch_record(epoch, res, plan, settings, excl, cpu_s, start_iso, blocks=None):
-    """The record of one epoch from its merged C result (blocks: the metrics of each complete block)."""
+def epoch_record(epoch, res, plan, settings, excl, cpu, start_iso, blocks=None):
+    """The record of one epoch from its merged C result (blocks: the metrics of each complete block;
+    cpu: cpu_accounts(), or None for an epoch stopped early)."""
     if blocks:
         block = metrics.combine_blocks(blocks, settings.batch)
     else:  # an interrupted epoch: the steps done
@@ -74,7 +126,8 @@ def epoch_record(epoch, res, plan, settings, excl, cpu_s, start_iso, blocks=None
         "steps_planned": len(plan.steps),
         "steps_done": int(res["steps_done"]),
         "plan_bytes": plan.nominal_bytes,
-        "cpu_s": cpu_s,
+        "cpu_s": cpu["benchmark_s"] if cpu else 0.0,  # the readers and the harness, not the spin
+        "cpu_accounts": cpu,
         "complete": not res["stopped"],
     }
 

@@ -32,12 +32,15 @@ from dlio.storage.base import C_STEP_HOOK, LOCAL, PAGE_CACHE, TrainOptions
 from dlio.train import planner
 from dlio.train.epoch_record import (
     benchmark_cpu,
+    cpu_accounts,
     cpu_seconds,
     done_steps,
     epoch_record,
     merge_results,
+    phase_cpu,
     step_lines,
 )
+from dlio.units import dlio_line
 
 
 def check_files(paths, recorded_sizes):
@@ -242,8 +245,10 @@ def save_checkpoint(tr, cfg, comm, point):
     if tr.tracer is not None:
         tr.tracer.span("checkpoint.save", t0, _core.now_ns() - t0, epoch=point.epoch, step=point.step)
     tr.echo(
-        f"Finished saving checkpoint {point.block} for epoch {point.epoch} in {rec['duration_s']:.4f} s; "
-        f"Throughput: {rec['dlio_throughput_GB_per_second']:.4f} GB/s"
+        dlio_line(
+            f"Finished saving checkpoint {point.block} for epoch {point.epoch} in {rec['duration_s']:.4f} s; "
+            f"Throughput: {rec['dlio_throughput_GB_per_second']:.4f} GB/s"
+        )
     )
     return rec
 
@@ -348,7 +353,7 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
     if failure is not None:
         if res is None or not int(res["steps_done"]):
             return None, failure
-        rec = epoch_record(epoch, res, plan, st, sp.excl, 0.0, start_iso, blocks)
+        rec = epoch_record(epoch, res, plan, st, sp.excl, None, start_iso, blocks)
         rec.update(checkpoints=saves, complete=False, end=iso())
         return rec, failure
     cpu = cpu_seconds() - cpu0 - sum(c["duration_s"] for c in saves)
@@ -358,7 +363,7 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
         plan,
         st,
         sp.excl,
-        benchmark_cpu(cpu, res, sp.compute_mode, cfg.reader.read_threads),
+        cpu_accounts(cpu, res, sp.compute_mode, cfg.reader.read_threads, plan.steps["compute_ns"]),
         start_iso,
         blocks,
     )
@@ -416,8 +421,8 @@ def _epoch_lines(tr, epoch: int, rec, batch: int, verbose: bool) -> None:
         # the figures of the config's DLIO version (2.0.0 and current differ in throughput)
         au, thr = metrics.dlio_epoch_figures(rec.get("blocks") or [b], batch, tr.cfg.dlio_fast.dialect)
         tr.echo(f"Ending epoch {epoch} - {rec['steps_done']} steps completed in {b['duration_s']:.2f} s")
-        tr.echo(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {au:.4f}")
-        tr.echo(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): {thr * tr.comm.size:.4f}")
+        tr.echo(dlio_line(f"Epoch {epoch} - Block 1 [Training] Accelerator Utilization [AU] (%): {au:.4f}"))
+        tr.echo(dlio_line(f"Epoch {epoch} - Block 1 [Training] Throughput (samples/second): {thr * tr.comm.size:.4f}"))
         tr.echo(
             f"Epoch {epoch} - Block 1 [Training] Computation time per step (second): {np.mean(b['compute']):.4f}"
             f"+/-{np.std(b['compute']):.4f} (set value: {tr.cfg.train.computation_time.to_yaml()})"
@@ -446,8 +451,12 @@ def _evaluate(tr, sp: _Splits, epoch: int, rec):
     rec["cpu_s"] += benchmark_cpu(cpu_seconds() - cpu0, eres, sp.compute_mode, cfg.reader.read_threads)
     rec["bytes"] += int(eres["bytes"])
     if rec["eval"]:
-        tr.echo(f"Epoch {epoch} [Eval] Accelerator Utilization [AU] (%): {rec['eval']['au']:.4f}")
-        tr.echo(f"Epoch {epoch} [Eval] Throughput (samples/second): {rec['eval']['throughput'] * tr.comm.size:.4f}")
+        tr.echo(dlio_line(f"Epoch {epoch} [Eval] Accelerator Utilization [AU] (%): {rec['eval']['au']:.4f}"))
+        tr.echo(
+            dlio_line(
+                f"Epoch {epoch} [Eval] Throughput (samples/second): {rec['eval']['throughput'] * tr.comm.size:.4f}"
+            )
+        )
     return None
 
 
@@ -475,7 +484,11 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False, dat
         if rec is not None:
             rec["cache"] = cache
             rec["counters"] = phase.end(
-                rec["bytes"], rec["ops"], rec["cpu_s"], cfg.reader.read_threads, samples=rec["samples"]
+                rec["bytes"],
+                rec["ops"],
+                reader_threads=cfg.reader.read_threads,
+                samples=rec["samples"],
+                **phase_cpu(rec),
             )
             rank_rec["epochs"].append(rec)
         if failure is not None:

@@ -15,6 +15,21 @@ LOCK_NAME = ".dlio-fast.lock"
 _held: dict = {}  # folder -> open fd, kept until the process exits
 
 
+def remove_unused(folder: str) -> None:
+    """Remove an output folder this process made and locked when it holds nothing but the lock: a run
+    refused before it measured leaves no folder (an MLPerf results tree of lock-only runs fails `check`)."""
+    key = os.path.realpath(folder)
+    try:
+        if set(os.listdir(folder)) - {LOCK_NAME}:
+            return
+        if key in _held:
+            os.close(_held.pop(key))
+        os.unlink(os.path.join(folder, LOCK_NAME))
+        os.rmdir(folder)
+    except OSError:
+        pass  # a folder someone else is writing into, or already gone: left as it is
+
+
 def lock_output_folder(folder: str) -> None:
     """Take the folder's lock or raise DlioError naming the run that holds it."""
     key = os.path.realpath(folder)

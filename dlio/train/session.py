@@ -27,7 +27,8 @@ from dlio.storage import backend_for
 from dlio.storage.base import FILE_ENGINES, PAGE_CACHE
 from dlio.train import loop
 from dlio.train.results_out import write_with_fallback
-from dlio.train.runlock import LOCK_NAME, lock_output_folder, unlock_output_folder
+from dlio.train.runlock import lock_output_folder, remove_unused, unlock_output_folder
+from dlio.units import dlio_line, fmt_bytes, fmt_num
 
 RAM_FACTOR = 5  # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
 
@@ -94,16 +95,6 @@ def prepare_output(folder, comm) -> bool:
     return made
 
 
-def discard_output(folder) -> None:
-    """Remove an output folder this run made when it holds nothing but the run's lock."""
-    try:
-        if set(os.listdir(folder)) <= {LOCK_NAME}:
-            unlock_output_folder(folder)
-            os.rmdir(folder)
-    except OSError:
-        pass
-
-
 def check_buffers(cfg, spec):
     """Each reader thread keeps qd buffers of a sample's size: refuse what memory cannot hold."""
     from dlio.memcheck import THREAD_MARGIN, check_fits, check_threads
@@ -123,7 +114,7 @@ def check_buffers(cfg, spec):
 def describe(cfg, spec, comm_size):
     """The --dry-run report: the dataset (size on disk, files/samples per rank, steps) when the run
     reads one, and the checkpoint plan when it writes checkpoints."""
-    lines = [f"workload            {cfg.workload or cfg.config_file or '-'} (scale {cfg.scale:g})"]
+    lines = [f"workload            {cfg.workload or cfg.config_file or '-'} (scale {fmt_num(cfg.scale)})"]
     if not cfg.is_checkpoint_only():
         lines += _dataset_lines(cfg, spec, comm_size)
     if cfg.workflow.checkpoint:
@@ -149,11 +140,12 @@ def _dataset_lines(cfg, spec, comm_size):
         f"data folder         {ds.root} ({present})",
         f"format              {spec.format}, {spec.num_files_train} train + {spec.num_files_eval} eval files, "
         f"{spec.num_samples_per_file} samples per file",
-        f"size on disk        {nbytes / 2**30:.2f} GiB (record {cfg.record_bytes():g} bytes)",
-        f"ranks               {comm_size}: {spec.num_files_train / comm_size:g} files and "
-        f"{total // comm_size} samples per rank",
-        f"steps per epoch     {cfg.steps_per_epoch(comm_size)} (batch {cfg.reader.batch_size}), "
-        f"{cfg.train.epochs} epochs, compute {cfg.train.computation_time.mean():g} s per step",
+        f"size on disk        {fmt_bytes(nbytes)} (record {fmt_bytes(cfg.record_bytes())}, "
+        f"{fmt_num(cfg.record_bytes())} bytes)",
+        f"ranks               {comm_size}: {fmt_num(spec.num_files_train / comm_size)} files and "
+        f"{total // comm_size:,} samples per rank",
+        f"steps per epoch     {cfg.steps_per_epoch(comm_size):,} (batch {cfg.reader.batch_size}), "
+        f"{cfg.train.epochs} epochs, compute {fmt_num(cfg.train.computation_time.mean())} s per step",
         f"reader              {cfg.reader.read_threads} threads, prefetch {cfg.reader.prefetch_size}, "
         f"engine {ds.backend.engine_spec(cfg)[0]} qd {cfg.dlio_fast.qd}, cache {cfg.dlio_fast.cache}",
         f"generation time     {eta}",
@@ -199,8 +191,8 @@ def cache_warning(cfg, nbytes, warn):
         and nbytes < RAM_FACTOR * host["memory_bytes"]
     ):
         warn(
-            f"warning: the dataset ({nbytes / 2**30:.2f} GiB) is smaller than {RAM_FACTOR}x this host's RAM "
-            f"({host['memory_GiB']:.1f} GiB): reads after the first epoch may come from the page cache, "
+            f"warning: the dataset ({fmt_bytes(nbytes)}) is smaller than {RAM_FACTOR}x this host's RAM "
+            f"({fmt_bytes(host['memory_bytes'])}): reads after the first epoch may come from the page cache, "
             "not storage (use --cache drop, O_DIRECT, or a larger dataset)"
         )
 
@@ -225,7 +217,7 @@ def balloon_warning(cfg, warn):
     if not backend_for(cfg).engine_spec(cfg, checkpoint=True)[1] and host.free_page_reporting():
         warn(
             "note: this VM returns free memory to its host (virtio-balloon free page reporting): a "
-            "buffered checkpoint write into returned memory pays a host fault per page, so save GB/s "
+            "buffered checkpoint write into returned memory pays a host fault per page, so save GiB/s "
             "depend on what was freed how long before; O_DIRECT (dlio_fast.engine=odirect) avoids it"
         )
 
@@ -244,11 +236,11 @@ class Session:
     spec: Any = None
     data: Any = None  # dlio.dataset.stored.StoredDataset: the dataset where its backend keeps it
     folder: str = ""
+    made_folder: bool = False  # this run made its output folder (removed again when the run is refused)
     tracer: Any = None
     nbytes: int = 0
     start: str = ""
     proc_info: Any = None  # DLIO's host_cpuinfo / host_meminfo, read at the start as DLIO does
-    made_folder: bool = False  # this run made its output folder
 
 
 def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbose=False):
@@ -275,7 +267,7 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
         _start(s, output)
     except BaseException:
         if comm.rank == 0 and s.made_folder:
-            discard_output(s.folder)  # failed before measuring (a generation out of room): nothing to keep
+            remove_unused(s.folder)  # failed before measuring (refused, a generation out of room): nothing to keep
         raise
     unwatch = watch_peers(comm.peer_stopped) if comm.size > 1 else (lambda: None)
     try:
@@ -301,7 +293,7 @@ def _start(s: Session, output) -> None:
             "dlio_fast.cache = drop-all drops the whole host's page cache and needs root; use "
             "--cache drop (each file's pages, no root needed)"
         )
-    if wf.train and cfg.dlio_fast.mlperf_rules != "off":  # MLPerf Rules 3.1.2, before generating anything
+    if wf.train and cfg.dlio_fast.mlperf_rules != "off":  # MLPerf Rules 3.1.2, before any folder or data
         from dlio.mlperf.datasize import shortfall
 
         hosts = len(set(comm.allgather(socket.gethostname())))
@@ -426,7 +418,8 @@ def _finish(s: Session, rank_rec, failure) -> None:
         from dlio.report import verdict
         from dlio.report.dlio import hydra as hydra_files
 
-        verdicts = verdict.annotate_run(records)  # sets each epoch's "verdict" (per host)
+        direct = backend_for(cfg).engine_spec(cfg)[1]  # the verdicts' advice leaves out what is in effect
+        verdicts = verdict.annotate_run(records, verdict.run_context(cfg, direct))  # sets each epoch's "verdict"
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
         # + DLIO's host_cpuinfo / host_meminfo / host_processor_name, read at the start (dlio.report.dlio.host)
         result["host"].update(s.proc_info or dlio_host.proc_info())
@@ -449,7 +442,11 @@ def _finish(s: Session, rank_rec, failure) -> None:
                 s.echo(f"Plots: {', '.join(os.path.basename(p) for p in made)}")
             except DlioError as e:  # a full disk costs the plots, not the results
                 s.warn(f"warning: plots not written: {e}")
-        lines = dlio_files.metric_lines(result) if any(r["epochs"] or r.get("checkpoints") for r in records) else []
+        lines = (
+            [dlio_line(x) for x in dlio_files.metric_lines(result)]
+            if any(r["epochs"] or r.get("checkpoints") for r in records)
+            else []
+        )
         lines += exact.exact_table(result) if any(r["epochs"] for r in records) else []
         for line in lines:
             s.echo(line)

@@ -87,14 +87,14 @@ def _phases(spec: VdbSpec, store: Any, p: Optional[search.Plan], doc: Dict[str, 
         echo(f"building the index in {store.describe()} ...")
         doc["build"] = store.write()
         echo(
-            f"build: {doc['build']['bytes'] / 2**30:.2f} GiB in {doc['build']['seconds']:.1f} s "
+            f"build: {fmt_bytes(doc['build']['bytes'])} in {doc['build']['seconds']:.1f} s "
             f"({doc['build']['mb_per_s']:.0f} MB/s); {verdict_line('build', doc['build']['verdict'])}"
         )
     index_paths, pq_paths, doc["load"] = store.fetch()
     if not spec.searches:
         doc["load"] = io_pass(spec, file_sizes(spec), False)
         echo(
-            f"load: {doc['load']['bytes'] / 2**30:.2f} GiB in {doc['load']['seconds']:.2f} s "
+            f"load: {fmt_bytes(doc['load']['bytes'])} in {doc['load']['seconds']:.2f} s "
             f"({doc['load']['mb_per_s']:.0f} MB/s); {verdict_line('load', doc['load']['verdict'])}"
         )
         return None

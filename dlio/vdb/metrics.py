@@ -6,6 +6,7 @@ from typing import Any, Dict, List
 
 from dlio import stats
 from dlio.report.verdict import classify
+from dlio.units import fmt_us
 
 IO_SHARE_MIN = 0.5  # below: most of a search's time is the client's CPU, not the reads it waits for
 
@@ -63,7 +64,7 @@ def verdict(m: Dict[str, Any], counters: Dict[str, Any]) -> Dict[str, Any]:
     v = classify(counters) if counters else {"verdict": "inconclusive", "reason": "no counters"}
     chain = (
         f"a latency-bound chain: {m['hops_per_search']:.1f} hops in sequence per segment search, reads of "
-        f"{m['read_latency_p50_us']:.0f} us (p50), {m['io_share']:.0%} of the search time waiting for reads"
+        f"{fmt_us(m['read_latency_p50_us'])} (p50), {m['io_share']:.0%} of the search time waiting for reads"
     )
     if v["verdict"] == "storage-bound" and m["io_share"] < IO_SHARE_MIN:
         v = dict(

@@ -28,6 +28,7 @@ from dlio import _core
 from dlio.counters import Phase, usable_cores
 from dlio.errors import ConfigError, DlioError
 from dlio.report.verdict import classify
+from dlio.units import fmt_bytes
 from dlio.vdb.config import VdbSpec
 
 MANIFEST = "vdb-index.json"
@@ -161,7 +162,7 @@ class LocalStore:
         free = shutil.disk_usage(self.folder).free
         if need > free:
             raise DlioError(
-                f"{self.folder}: the index needs {need / 2**30:.2f} GiB more but {free / 2**30:.2f} GiB is free; "
+                f"{self.folder}: the index needs {fmt_bytes(need)} more but {fmt_bytes(free)} is free; "
                 "choose another vdb.index_folder, or fewer vdb.vectors"
             )
 

@@ -130,6 +130,7 @@ static void init_result(struct dc_run_result *res, unsigned nthreads, uint64_t n
 	res->error.file = UINT32_MAX;
 	res->qd_used = 0;
 	res->eng_flags_used = 0;
+	res->trainer_cpu_ns = 0;
 	if (res->threads)
 		memset(res->threads, 0, sizeof(*res->threads) * nthreads);
 	if (res->step_times && nsteps)

@@ -477,6 +477,7 @@ int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *res)
 			trainer(&r);
 			res->t_end = dc_now_ns();
 			w->cpu_ns = thread_cpu_ns() - cpu0;
+			res->trainer_cpu_ns = w->cpu_ns;
 		}
 		worker_publish(w);
 		close_persistent(w);
@@ -492,8 +493,11 @@ int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *res)
 			r.ncreated++;
 		}
 		if (gate_open(&r) == 0) {
+			uint64_t cpu0 = thread_cpu_ns();
+
 			trainer(&r);
 			res->t_end = dc_now_ns();
+			res->trainer_cpu_ns = thread_cpu_ns() - cpu0;
 		} else {
 			__atomic_store_n(&r.quit, 1, __ATOMIC_RELAXED);
 		}

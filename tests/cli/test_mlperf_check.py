@@ -1,9 +1,17 @@
 """`dlio-fast check --rules v3.0`: run folders that pass, and folders that fail each rule for the
 right reason (hand-made dlio-fast.json documents with known figures, and real checkpoint runs)."""
 
+import glob
+import os
+import shutil
+import tempfile
+
 import pytest
+import yaml
 from test_report_cmd import ckpt_record, make_result, write_run
 
+from dlio.config.load import load_config
+from dlio.host import memory_filesystem
 from dlio.mlperf import checks_v3
 
 GiB = 1 << 30
@@ -13,11 +21,26 @@ RULE_FILES = 20480
 
 
 def v3_result(i=0, workload="unet3d_b200", compute_ms=19.0, files=RULE_FILES, **kw):
-    """Run i of a series: 1 ms wait + compute_ms per step (AU = compute / (1 + compute)), minute i."""
+    """Run i of a series: 1 ms wait + compute_ms per step (AU = compute / (1 + compute)), minute i;
+    each epoch read from storage (verdict storage-bound)."""
     r = make_result(workload=workload, compute_ms=compute_ms, **kw)
     r["dataset"]["num_files_train"] = files
     r["start"], r["end"] = f"2025-03-01T10:0{i}:00", f"2025-03-01T10:0{i}:30"
+    r["verdicts"] = [
+        {"phase": f"epoch {e}", "epoch": e, "host": "node0", "verdict": "storage-bound", "reason": "device 1.00x"}
+        for e in (1, 2)
+    ]
     return r
+
+
+def closed_config(workload="unet3d_b200", files=RULE_FILES, *sets):
+    """The config.yaml a run of the built-in workload writes, with only tunable parameters changed (and
+    `sets`)."""
+    return load_config(
+        workload=workload,
+        sets=[f"dataset.num_files_train={files}", "dataset.data_folder=/data/x", "reader.read_threads=8", *sets],
+        env={},
+    ).to_yaml()
 
 
 def series(tmp_path, n=6, change=None):
@@ -27,6 +50,7 @@ def series(tmp_path, n=6, change=None):
         if change:
             change(i, r)
         out.append(write_run(tmp_path / f"r{i}", r))
+        (tmp_path / f"r{i}" / "config.yaml").write_text(closed_config())
     return out
 
 
@@ -212,3 +236,117 @@ def test_real_checkpoint_runs_write_then_read(tmp_path, run_cli):
     assert rows["4.7.1"][0] == "PASS" and 0 <= gap < 30
     assert rows["4.3.1"][0] == "FAIL" and "flush needed, 10 of 10 reads without it" in rows["4.3.1"][1]
     assert code == 1
+
+
+# ---- 3.6.2 CLOSED parameters and 6.6 the page cache (issue 30, usability bug 10) --------------------
+
+
+def test_closed_parameters_from_the_config_and_from_the_recorded_settings():
+    doc = v3_result()
+    doc["config"] = yaml.safe_load(closed_config())  # tunables only: files, folder, read threads
+    assert checks_v3.check_closed(doc) == (
+        "3.6.2 CLOSED parameters unchanged",
+        True,
+        "only tunable parameters differ from unet3d_b200's (from config.yaml)",
+    )
+    doc["config"] = yaml.safe_load(closed_config("unet3d_b200", RULE_FILES, "reader.odirect=true"))
+    assert checks_v3.check_closed(doc)[1]  # O_DIRECT is a CLOSED tunable for unet3d
+    doc["config"] = yaml.safe_load(closed_config("unet3d_b200", RULE_FILES, "dataset.num_samples_per_file=2"))
+    name, ok, fig = checks_v3.check_closed(doc)
+    assert not ok and fig.startswith("1 CLOSED parameter(s) changed: dataset.num_samples_per_file 2 (workload: 1)")
+    retina = dict(v3_result(workload="retinanet_b200"))
+    retina["config"] = yaml.safe_load(closed_config("retinanet_b200", RULE_FILES, "reader.odirect=true"))
+    assert "reader.odirect True (workload: False)" in checks_v3.check_closed(retina)[2]  # unet3d only
+    # no config.yaml: the settings the result recorded (make_result: batch 4, 262144 B records, 19 ms)
+    name, ok, fig = checks_v3.check_closed(v3_result())
+    assert not ok and "(from the settings its result recorded (no config.yaml))" in fig
+    assert (
+        "dataset.record_length_bytes 262,144 (workload: 146,600,628)" in fig
+        and "reader.batch_size 4 (workload: 7)" in fig
+    )
+    assert checks_v3.check_closed(v3_result(workload="unet3d_h100")) is None  # whatif: 2.1.11 says it
+
+
+def test_page_cache_reads_fail_v3():
+    doc = v3_result()
+    doc["verdicts"][1] = dict(doc["verdicts"][1], verdict="cache", reason="device vda moved 0.01x")
+    name, ok, fig = checks_v3.check_page_cache(doc)
+    assert (name, ok) == ("6.6 reads from storage, not the page cache", False) and "epoch 2" in fig
+    assert checks_v3.check_page_cache(v3_result())[1]
+    assert checks_v3.check_page_cache(dict(v3_result(), verdicts=[])) == (
+        "6.6 reads from storage, not the page cache",
+        False,
+        "no verdicts recorded: cannot tell",
+    )
+
+
+@pytest.fixture
+def shm():
+    if not os.path.isdir("/dev/shm") or memory_filesystem("/dev/shm") != "tmpfs":
+        pytest.skip("no tmpfs at /dev/shm")
+    d = tempfile.mkdtemp(prefix="dlio-check-", dir="/dev/shm")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_closed_runs_with_an_overridden_record_size_from_the_page_cache_fail(run_cli, tmp_path, shm):
+    """Usability bug 10, reproduced: unet3d_b200 (v3.0 CLOSED) with its record length overridden, run
+    with dlio_fast.mlperf_rules=warn into a results tree 1 + 5 times (one epoch each), its reads served
+    from memory. check --rules v3.0 fails 3.6.2 on the record length and 6.6 on the page-cache reads.
+    (The dataset is on tmpfs, whose pages are the page cache: on the disk, the device counters of a
+    machine shared with other jobs can hide a cached epoch, see dlio.report.verdict.)"""
+    sets = [
+        "--set",
+        "dataset.num_files_train=56",
+        "--set",
+        "dataset.record_length_bytes=524288",
+        "--set",
+        "dataset.record_length_bytes_stdev=0",
+        "--set",
+        f"dataset.data_folder={shm}",
+    ]
+    code, _, se = run_cli("-q", "generate", "-w", "unet3d_b200", *sets)
+    assert code == 0, se
+    for _ in range(6):
+        code, _, se = run_cli(
+            "-q", "run", "-w", "unet3d_b200", *sets, "--set", "train.epochs=1",
+            "--set", f"dlio_fast.results_dir={tmp_path / 'res'}", "--set", "dlio_fast.mlperf_rules=warn",
+        )  # fmt: skip
+        assert code == 0, se
+    runs = sorted(glob.glob(str(tmp_path / "res" / "training" / "unet3d" / "run" / "*")))
+    assert len(runs) == 6
+    code, out, _ = run_cli("check", "--rules", "v3.0", *runs)
+    assert code == 1
+    rows = by_rule(out)
+    name = os.path.basename(runs[0])
+    res, fig = rows[f"{name}: 3.6.2 CLOSED parameters unchanged"]
+    assert res == "FAIL" and "dataset.record_length_bytes 524,288 (workload: 146,600,628)" in fig
+    assert "train.epochs 1 (workload: 5)" in fig and "(from config.yaml)" in fig
+    res, fig = rows[f"{name}: 6.6 reads from storage, not the page cache"]
+    assert res == "FAIL" and "1 of 1 epoch verdict(s) are cache" in fig and "tmpfs" in fig
+
+
+def test_a_refused_run_leaves_nothing_in_the_results_tree(run_cli, tmp_path):
+    """Usability bug 9: a run the MLPerf dataset rule refuses, and a run refused after its folder was made
+    (a dataset generated with another record length), leave no lock-only folder behind."""
+    sets = [
+        "--set",
+        "dataset.num_files_train=56",
+        "--set",
+        "dataset.record_length_bytes=65536",
+        "--set",
+        "dataset.record_length_bytes_stdev=0",
+        "--set",
+        f"dataset.data_folder={tmp_path / 'mlp'}",
+    ]
+    code, _, se = run_cli("-q", "generate", "-w", "unet3d_b200", *sets)
+    assert code == 0, se
+    code, _, se = run_cli("-q", "run", "-w", "unet3d_b200", *sets, "--set", f"dlio_fast.results_dir={tmp_path / 'res'}")
+    assert code == 2 and "3.1.2" in se
+    assert glob.glob(str(tmp_path / "res" / "training" / "unet3d" / "run" / "*")) == []
+    other = [x.replace("65536", "131072") for x in sets]
+    code, _, se = run_cli(
+        "-q", "run", "-w", "unet3d_b200", *other, "--set", "dlio_fast.mlperf_rules=off", "-o", tmp_path / "o"
+    )
+    assert code == 2, se
+    assert not os.path.exists(tmp_path / "o")

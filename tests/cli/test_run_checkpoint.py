@@ -3,6 +3,8 @@
 import json
 import os
 
+from dlio.units import fmt_bytes
+
 BASE = [
     "run",
     "--workload",
@@ -235,6 +237,6 @@ def test_checkpoint_plan_in_dry_run_and_results(run_cli, tmp_path):
     files = os.listdir(ck / "global_epoch1_step1")
     assert plan["bytes_total"] == sum(os.path.getsize(ck / "global_epoch1_step1" / f) for f in files)
     assert plan["files_total"] == len(files) and plan["ranks_needed"] == 1
-    assert f"{plan['bytes_total'] / 2**30:.2f} GiB ({plan['bytes_total'] / 1e9:.2f} GB)" in lines["checkpoint"]
+    assert f"{fmt_bytes(plan['bytes_total'])} in {plan['files_total']} files" in lines["checkpoint"]
     assert "memory" in lines
     assert not (tmp_path / "data").exists()  # generate_data on a checkpoint-only run reads nothing: no dataset

@@ -230,7 +230,7 @@ def test_insufficient_space(tmp_path, monkeypatch):
         generate(s)
     e = ei.value
     assert e.free == 409600 and e.needed >= 6 * 3 * (1 << 20) and 0 < e.suggested_scale < 0.03
-    assert "GiB" in str(e) and s.data_folder in str(e)
+    assert "MiB" in str(e) and "0.00" not in str(e) and s.data_folder in str(e)
     assert not any(os.path.exists(p) for p in file_paths(s, "train"))
 
 

@@ -172,7 +172,7 @@ def test_combine_adds_the_ranks_of_a_host():
 def test_report_table_and_check_read_the_recorded_verdicts(tmp_path):
     """verdict_lines puts each epoch's verdict next to its counters; check_not_cache fails on cache."""
     from dlio.mlperf import checks_v2
-    from dlio.report import tables
+    from dlio.report import compare, tables
     from dlio.report.source import Source
 
     cached = c(device_bytes=100, resident_before=1.0, reader_cpu_s=1.0)
@@ -181,10 +181,143 @@ def test_report_table_and_check_read_the_recorded_verdicts(tmp_path):
         "ranks": [{"rank": 0, "hostname": "h", "epochs": [ep]}],
         "verdicts": [{"phase": "epoch 2", "host": "h", **ep["verdict"]}],
     }
-    lines = tables.verdict_lines([Source("run", str(tmp_path / "r1"), doc)])
+    lines = tables.verdict_lines({"verdicts": compare.verdicts([Source("run", str(tmp_path / "r1"), doc)])})
     row = next(x for x in lines if x.startswith("r1"))
     assert row.split() == ["r1", "epoch", "2", "cache", "1000", "B", "100", "B", "0.10x", "100%", "0.10", "30%"]
     name, ok, text = checks_v2.check_not_cache(doc)
     assert not ok and "1 of 1 epoch verdict(s) are cache" in text
     assert checks_v2.check_not_cache({"verdicts": []}) is None  # a run recorded before the counters
-    assert tables.verdict_lines([Source("run", "old", {"ranks": [{"epochs": [{"epoch": 1}]}]})]) == []
+    old = [Source("run", "old", {"ranks": [{"epochs": [{"epoch": 1}]}]})]
+    assert tables.verdict_lines({"verdicts": compare.verdicts(old)}) == []
+
+
+# ---- the emulated accelerator's spin is not the client's CPU (issue 30, usability bug 7) --------------
+
+
+def spin(**kw):
+    """Bug 7's phase: 10 s, 2 cores; the trainer spun 9.7 s of the process's 9.9 s (AU 99.99 %, 1 ms of
+    I/O wait); a CPU hog beside it: the host 95 % busy."""
+    base = c(
+        wall_s=10.0,
+        cores=2,
+        host_cpus=2,
+        cpu_user_s=9.8,
+        cpu_sys_s=0.1,
+        reader_cpu_s=0.1,
+        reader_threads=1,
+        host_busy_share=0.95,
+        compute_s=9.99,
+        compute_set_s=9.99,
+        compute_cpu_s=9.7,
+        io_wait_s=0.001,
+    )
+    base.update(kw)
+    return base
+
+
+def test_the_spin_is_the_accelerator_not_this_process():
+    v = verdict.classify(spin())
+    assert v["verdict"] == "storage-bound", v  # today: client-bound (this process) 0.99, others 0.91
+    assert "emulated accelerator 0.97" in v["reason"] and "readers 0.01, harness 0.01" in v["reason"]
+    s = verdict.cpu_split(spin())
+    assert s["accelerator"] == pytest.approx(0.97) and s["client"] == pytest.approx(0.02)
+    # the same host, the reads slow (AU 50 %): the hog, not this process, is who may have set the pace
+    v = verdict.classify(spin(compute_s=5.0, compute_set_s=5.0, io_wait_s=5.0, compute_cpu_s=4.9, cpu_user_s=5.0))
+    assert (v["verdict"], v["part"]) == ("inconclusive", "other processes on the host")
+    assert "emulated accelerator 0.49" in v["reason"]
+    # the reads kept up but the spin ran 30 % over its set time: the AU is the busy CPU's, not storage's
+    v = verdict.classify(spin(compute_s=12.99))
+    assert (v["verdict"], v["part"]) == ("inconclusive", "other processes on the host")
+    assert "ran 30% over its set time" in v["reason"]
+    v = verdict.classify(spin(compute_s=12.99, host_busy_share=0.5))  # nobody else: its own CPU was short
+    assert (v["verdict"], v["part"]) == ("client-bound", "emulated accelerator")
+    assert "dlio_fast.compute_mode=hybrid" in v["setting"]
+    # the process's rule counts the spin (it holds a core the readers cannot use) and says so
+    v = verdict.classify(
+        spin(compute_s=5.0, compute_set_s=5.0, io_wait_s=5.0, cpu_user_s=18.0, reader_cpu_s=6.0, reader_threads=2)
+    )
+    assert (v["verdict"], v["part"]) == ("client-bound", "process") and "emulated accelerator 0.97" in v["reason"]
+
+
+def test_benchmark_cpu_leaves_the_spin_out():
+    """cpu_accounts: the trainer's CPU (measured by the C core) bounds the spin; the rest of the process
+    is the benchmark's (readers and harness); a worker process's result (S3) counts its CPU instead."""
+    import numpy as np
+
+    from dlio.train.epoch_record import cpu_accounts
+
+    steps = {
+        "t_fetch": np.array([0, 100], dtype=np.uint64),
+        "t_ready": np.array([10, 100], dtype=np.uint64),
+        "t_end": np.array([100, 200], dtype=np.uint64),
+        "compute_ns": np.array([4 * 10**8, 4 * 10**8], dtype=np.uint64),
+        "bytes": np.array([1, 1], dtype=np.uint64),
+    }
+    res = {"steps_done": 2, "step_times": steps, "threads": [{"cpu_ns": 10**8}], "trainer_cpu_ns": 6 * 10**8}
+    a = cpu_accounts(1.0, res, 0, 1, np.array([3 * 10**8, 3 * 10**8]))
+    assert a["accelerator_s"] == pytest.approx(0.6)  # 0.8 s spun, the trainer had 0.6 s of CPU: preempted
+    assert (a["benchmark_s"], a["readers_s"], a["compute_s"]) == (pytest.approx(0.4), 0.1, pytest.approx(0.8))
+    assert a["compute_set_s"] == pytest.approx(0.6) and a["io_wait_s"] == pytest.approx(1e-8)
+    hybrid = cpu_accounts(1.0, res, 1, 1)  # hybrid spins the last COMPUTE_SPIN_NS of each step only
+    from dlio import _core
+
+    assert hybrid["accelerator_s"] == pytest.approx(min(0.6, 2 * _core.COMPUTE_SPIN_NS / 1e9))
+    s3 = cpu_accounts(0.05, dict(res, trainer_cpu_ns=None), 0, 1)  # S3Run: the worker spun, its reading is ours
+    assert (s3["accelerator_s"], s3["workers_s"], s3["benchmark_s"]) == (0.8, pytest.approx(0.9), pytest.approx(0.15))
+    c3 = c(cpu_user_s=0.05, cpu_sys_s=0.0, worker_cpu_s=s3["workers_s"], compute_cpu_s=s3["accelerator_s"])
+    assert verdict.cpu_split(c3)["client"] == pytest.approx(0.015)  # the worker's reading, not its spin
+
+
+# ---- a figure sampled where it is true; a memory filesystem named ----------------------------------
+
+
+def test_memory_filesystem_is_named_and_is_cache():
+    t = counters.resolve("/dev/shm/data/x", MOUNTINFO, DISKSTATS).to_json()
+    assert t["memory_fs"] == "tmpfs" and "memory-backed" in t["why"]
+    assert counters.resolve("/home/u/x", MOUNTINFO, DISKSTATS).to_json()["memory_fs"] is None
+    v = verdict.classify(c(device_bytes=None, target=dict(t), host_busy_share=0.99, reader_cpu_s=40.0))
+    assert (v["verdict"], v["part"]) == ("cache", "memory filesystem (tmpfs)")  # before the CPU rules
+    assert "tmpfs at /dev/shm, a memory-backed filesystem" in v["reason"]
+    assert verdict.short(v) == "memory"
+    io = verdict.classify(c(device_bytes=None, target=dict(t)), verdict.Context("io"))
+    assert io["setting"] == "a PATH on the storage to measure"
+
+
+# ---- advice in the command's words, never what is in effect; grouped lines -----------------------
+
+
+def test_advice_speaks_the_commands_words_and_skips_what_is_in_effect():
+    cached = c(device_bytes=100, resident_before=0.0)
+    io = verdict.classify(cached, verdict.Context("io", direct=False, cache="drop", engine="posix"))
+    assert io["setting"] == "--direct, or --file-size larger than RAM"  # --cache drop is in effect
+    assert "dlio_fast" not in io["setting"] and "first pass" in io["reason"]
+    run = verdict.classify(cached, verdict.Context("run", direct=False, cache="keep"))
+    assert run["setting"].startswith("--engine odirect (O_DIRECT), --cache drop, or a dataset larger than RAM")
+    direct = verdict.classify(cached, verdict.Context("io", direct=True, cache="keep"))
+    assert direct["setting"] == "--file-size larger than RAM"
+    ceil = verdict.classify(cached, verdict.Context("ceiling", direct=False, cache="drop"))
+    assert ceil["setting"] == "--file-size larger than RAM"
+    readers = c(reader_threads=2, reader_cpu_s=17.0)
+    assert "raise --threads (2 now" in verdict.classify(readers, verdict.Context("io"))["setting"]
+    kernel = c(reader_threads=8, reader_cpu_s=70.0, cpu_user_s=10.0, cpu_sys_s=60.0)
+    s = verdict.classify(kernel, verdict.Context("io", direct=True, engine="io_uring"))["setting"]
+    assert "a deeper --qd" in s and "--direct" not in s and "--engine io_uring" not in s
+
+
+def test_a_grid_prints_one_line_per_distinct_verdict():
+    pts = []
+    for rw in ("read", "randread"):
+        for bs in (4096, 131072):
+            for e, qd in (("posix", 1), ("io_uring", 1), ("io_uring", 8)):
+                v = verdict.classify(c(device_bytes=100 if bs > 4096 else 1000), verdict.Context("io", cache="drop"))
+                pts.append({"rw": rw, "bs": bs, "engine": e, "qd": qd, "threads": 1, "verdict": v})
+    lines = verdict.point_lines(pts)
+    assert len(lines) == 4  # the title, cache, storage-bound, the thresholds
+    cache = next(x for x in lines if x.startswith("  cache"))
+    assert cache.startswith("  cache, 6 points (read,randread 128KiB (posix qd1 t1 | io_uring qd1,qd8 t1)): ")
+    assert "131072" not in "\n".join(lines) and "(0.10x of the application's bytes)" in cache
+    assert cache.endswith("; change: --direct, or --file-size larger than RAM")
+    one = verdict.point_lines(pts[:1])[1]  # a point alone keeps its whole reason
+    assert one.startswith("  read 4KiB posix qd1 t1: storage-bound: device sda1 moved 1.00x")
+    runs = verdict.run_lines([{"phase": f"epoch {e}", "epoch": e, "host": "h", **pts[3]["verdict"]} for e in (1, 2, 3)])
+    assert runs[1].startswith("  cache, 3 epochs (epoch 1,2,3): the page cache served the reads")

@@ -159,6 +159,8 @@ struct dc_run_result {
 	struct dc_error error;            /* first error, if any */
 	unsigned qd_used;                 /* queue depth actually used */
 	unsigned eng_flags_used;          /* engine flags actually used */
+	uint64_t trainer_cpu_ns; /* train: the trainer thread's CPU time (the compute spin, the step
+				  * hook, and the reads when there are no reader threads) */
 };
 
 /* Both return 0, or -errno (with result->error filled) on the first failure. Results up to the
