@@ -224,16 +224,17 @@ def _table_echo(*dests):
 @click.option("--endpoint", help="s3:// paths: the S3 endpoint URL (default: AWS_ENDPOINT_URL).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON ('-' for stdout).")
 @click.option("--keep", is_flag=True, help="Keep the test files (objects).")
+@progress_options
 @console_options
 @click.pass_context
 def ceiling(ctx: click.Context, path, **options) -> None:
     """Find the best sequential read/write bandwidth and 4 KiB random-read IOPS of PATH's filesystem,
     or an object store's GET/PUT bandwidth and small-object GETs per second (s3://BUCKET/PREFIX)."""
-    from dlio.fsbench.backends import Console, io_backend
+    from dlio.fsbench.backends import io_backend
 
     fields = {"runtime": "runtime_ns"}
     values = {fields.get(k, k): v for k, v in options.items()}
     req = CeilingRequest(path=path, given=_given(ctx, options, fields), **values)
     backend = io_backend([path])
     backend.check_ceiling(req)
-    backend.run_ceiling(req, Console(table=_table_echo(req.json_path), warn=lambda m: click.echo(m, err=True)))
+    backend.run_ceiling(req, _console(ctx, req.json_path))
