@@ -475,6 +475,11 @@ cdef class Run:
                "threads": threads, "qd_used": self.res.qd_used,
                "eng_flags_used": self.res.eng_flags_used}
         cdef uint64_t[:, ::1] st
+        if self.kind == "io":  # each direction apart, for a mixed plan (fio's read and write sections)
+            out["ops_write"] = self.res.ops_write
+            out["bytes_write"] = self.res.bytes_write
+            out["lat_read"] = _hist_dict(&self.res.lat_read)
+            out["lat_write"] = _hist_dict(&self.res.lat_write)
         if self.kind == "train":
             out["sample_lat"] = _hist_dict(&self.res.sample_lat)
             n = self.cfg.nsteps

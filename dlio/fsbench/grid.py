@@ -13,7 +13,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 from dlio import output
 from dlio.errors import DlioError, Interrupted
 from dlio.execute import late_signal_note, pending, stop_signals_deferred
-from dlio.report.io_table import IO_COLUMNS, flat_point
+from dlio.fsbench.points import MIXED, writes
+from dlio.report.io_table import IO_COLUMNS, MIXED_COLUMNS, flat_point
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class Grid:
     fixedbufs: bool
     regfiles: bool
     budget: Any  # dlio.fsbench.points.Budget
+    rwmixread: int = 50  # mixed patterns: % reads
 
 
 def io_modes(g: Grid, path: str) -> Dict[str, Tuple[bool, str]]:
@@ -200,6 +202,7 @@ def grid_of(req: Any) -> Grid:
         req.fixedbufs,
         req.regfiles,
         points.Budget(runtime_ns=req.runtime_ns or 0, ramp_ns=req.ramp_ns, size=req.size or 0),
+        req.rwmixread,
     )
 
 
@@ -212,7 +215,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
     from dlio.report.result import IO_SCHEMA, new_io_doc
 
     g, paths, file_size, progress, warn = grid_of(req), list(req.paths), req.file_size, console.progress, console.warn
-    sinks = Sinks(req.json_path, req.csv_path)
+    sinks = Sinks(req.json_path, req.csv_path, csv_extra=MIXED_COLUMNS if any(r in MIXED for r in g.rws) else ())
     sinks.check()
     if req.trace_path:
         output.check_output_path(req.trace_path)
@@ -225,7 +228,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
             "--cache drop-all drops the whole host's page cache and needs root; use --cache drop "
             "(each file's pages, no root needed)"
         )
-    if any(r in ("write", "randwrite") for r in g.rws) and not (len(paths) == 1 and os.path.isdir(paths[0])):
+    if any(writes(r) for r in g.rws) and not (len(paths) == 1 and os.path.isdir(paths[0])):
         raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
     from dlio.memcheck import check_fits
 
@@ -249,11 +252,13 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
     def records() -> Iterator[Dict[str, Any]]:
         for k, (r, b, e, q, t) in enumerate(todo, 1):
             direct, cache = modes[e]
-            pt = points.Point(r, b, e, q, t, direct)
+            pt = points.Point(r, b, e, q, t, direct, g.rwmixread)
             tick = progress.io_point(pt, g.budget, k, len(todo), sum(fileset.sizes)) if progress else None
             phase = counters.Phase(fileset.paths, e)  # kernel counters around the point: dlio.counters
             rec = points.run_point(pt, fileset, g.budget, cache, on_tick=tick, eng_flags=flags, tracer=tracer)
-            rec["counters"] = phase.end(rec["bytes"], rec["ops"], None, t, write=r in ("write", "randwrite"))
+            # a mixed point is judged by its reads (are they the storage's?), its writes shown beside them
+            app = (rec["read"]["bytes"], rec["read"]["ops"]) if r in MIXED else (rec["bytes"], rec["ops"])
+            rec["counters"] = phase.end(*app, None, t, write=writes(r) and r not in MIXED)
             rec["verdict"] = verdict.classify(rec["counters"])
             if progress:
                 progress.done()
