@@ -212,6 +212,10 @@ def make_progress(ctx: click.Context) -> Any:
     live_csv = obj.get("live_csv")
     if obj.get("quiet") and not live_csv:
         return None
+    if live_csv:  # a path that cannot be written is refused now, not dropped row by row during the run
+        from dlio.output import check_output_path
+
+        check_output_path(live_csv)
     interval = obj.get("status_interval")
     progress = Progress(
         status_interval=30.0 if interval is None else interval, live_csv=live_csv, quiet=bool(obj.get("quiet"))

@@ -171,16 +171,19 @@ def run(
 
     cfg = load(workload_name, config_file, sets, overrides, scale, key_values(keys))
     comm = mpi.world()
-    with _document_out(json_path) as result_doc:
-        echo, progress = _rank0_console(ctx, comm)
+    echo, progress = _rank0_console(ctx, comm)
+    with _document_out(json_path, progress) as result_doc:
         verbose = ctx.obj.get("verbose", False)
         session.run(cfg, comm, echo, _warn_to(progress), progress, output, dry_run, verbose, result_doc)
 
 
 @contextlib.contextmanager
-def _document_out(json_path: Optional[str]) -> Iterator[Optional[Callable[[Dict[str, Any], str], None]]]:
+def _document_out(
+    json_path: Optional[str], progress: Any = None
+) -> Iterator[Optional[Callable[[Dict[str, Any], str], None]]]:
     """`run --json FILE`: the writer of the run's document. With '-' the document is the only thing on
-    stdout: every other line (DLIO's, the figures, a library's print) goes to stderr meanwhile."""
+    stdout: every other line (DLIO's, the figures, a library's print) goes to stderr meanwhile (the live
+    display, which may hold sys.stdout, is closed before stdout is given back)."""
     from dlio import output
     from dlio.cli import stdout as guarded
 
@@ -208,6 +211,8 @@ def _document_out(json_path: Optional[str]) -> Iterator[Optional[Callable[[Dict[
         yield write
     finally:
         if json_path == output.STDOUT:
+            if progress is not None:
+                progress.done()
             sys.stdout = doc_out
 
 

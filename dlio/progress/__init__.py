@@ -119,19 +119,18 @@ def pause(
     stop: Any = None,
 ) -> bool:
     """Sleep `seconds` because the workload asks for it (`why`: its config key), shown as a phase
-    ("sleeping 5 s before checkpoint 2 save (checkpoint.time_between_checkpoints)") on every output, and
-    said with `echo` from LONG_PAUSE_S. A stop signal (dlio.execute.STOP, or `stop`) ends it early:
-    returns False then, True after the whole sleep."""
+    ("sleeping before checkpoint 2 save", 3/5 s) on every output, and said with `echo` from LONG_PAUSE_S
+    ("sleeping 5 s before checkpoint 2 save (checkpoint.time_between_checkpoints)"). A stop signal
+    (dlio.execute.STOP, or `stop`) ends it early: returns False then, True after the whole sleep."""
     from dlio.execute import STOP
 
     stop = STOP if stop is None else stop
     if seconds <= 0:
         return not stop.is_set()
-    label = f"sleeping {seconds:g} s {what} ({why})"
     if echo is not None and seconds >= LONG_PAUSE_S:
-        echo(label)
+        echo(f"sleeping {seconds:g} s {what} ({why})")
     end = time.monotonic() + seconds
-    with phase_of(progress, "sleep", label, seconds, "s", transient=True, counts=False) as ph:
+    with phase_of(progress, "sleep", f"sleeping {what}", seconds, "s", transient=True, counts=False) as ph:
         while True:
             left = end - time.monotonic()
             ph.update(min(seconds, seconds - max(0.0, left)))
@@ -186,7 +185,6 @@ class Progress:
         self.csv_interval = self.status_interval or 30.0
         self.lock = threading.RLock()
         self.key: Any = None  # the current phase's key
-        self.phase_obj: Optional[Phase] = None
         self.counts = True
         self.t0 = 0.0
         self.last: Optional[Figures] = None
@@ -246,7 +244,6 @@ class Progress:
             self._serial += 1
             ph = Phase(self, ("phase", self._serial), kind, label, total, unit)
             self._begin(ph.key, label, transient, counts)
-            self.phase_obj = ph
             return ph
 
     def _report(
@@ -330,7 +327,7 @@ class Progress:
         if self.view is not None:
             self.view.stop(self.last)  # the last report, even if it came sooner than REFRESH_S after the one drawn
             self.view = None
-        self.key = self.phase_obj = None
+        self.key = None
 
     def done(self) -> None:
         """The current phase is over (generation, training, an io point)."""
