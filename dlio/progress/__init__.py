@@ -120,11 +120,12 @@ def pause(
 ) -> bool:
     """Sleep `seconds` because the workload asks for it (`why`: its config key), shown as a phase
     ("sleeping before checkpoint 2 save", 3/5 s) on every output, and said with `echo` from LONG_PAUSE_S
-    ("sleeping 5 s before checkpoint 2 save (checkpoint.time_between_checkpoints)"). A stop signal
-    (dlio.execute.STOP, or `stop`) ends it early: returns False then, True after the whole sleep."""
-    from dlio.execute import STOP
+    ("sleeping 5 s before checkpoint 2 save (checkpoint.time_between_checkpoints)"). A stop signal noted
+    during the measured phase (dlio.execute.pending; or `stop.is_set()`) ends it early: returns False then,
+    True after the whole sleep. (Outside a measured phase Ctrl-C interrupts the sleep as usual.)"""
+    from dlio import execute
 
-    stop = STOP if stop is None else stop
+    stop = stop if stop is not None else _PendingStop(execute)
     if seconds <= 0:
         return not stop.is_set()
     if echo is not None and seconds >= LONG_PAUSE_S:
@@ -139,6 +140,16 @@ def pause(
             if stop.is_set():
                 return False
             time.sleep(min(0.25, left))
+
+
+class _PendingStop:
+    """is_set() when a stop signal arrived in the measured phase (dlio.execute's record of it)."""
+
+    def __init__(self, execute: Any) -> None:
+        self.execute = execute
+
+    def is_set(self) -> bool:
+        return self.execute.pending() is not None
 
 
 class _Run:

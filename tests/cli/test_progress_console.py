@@ -406,3 +406,25 @@ def test_a_workload_family_through_the_phase_api(tmp_path, dlio_cmd):
         ("run 1/2", "40", "40", "queries", "vdb run 1/2"),
         ("run 2/2", "40", "40", "queries", "vdb run 2/2"),
     ]
+
+
+def test_ctrl_c_ends_a_long_checkpoint_pause(tmp_path):
+    """The workload's 30 s pause before a save is said, and Ctrl-C during it stops the run at once (it used
+    to sleep the 30 s out first), the results written."""
+    out = tmp_path / "stdout"
+    args = ["run", *CKPT[:-1], "checkpoint.time_between_checkpoints=30", "--set", "checkpoint.num_checkpoints_read=0"]
+    args += ["--set", f"checkpoint.checkpoint_folder={tmp_path / 'ckpt'}", "-o", tmp_path / "o"]
+    with open(out, "w") as so:
+        p = subprocess.Popen([sys.executable, "-m", "dlio", *map(str, args)], stdout=so, stderr=subprocess.DEVNULL)
+        try:
+            wait_for_text(out, "sleeping 30 s before checkpoint 1 save (checkpoint.time_between_checkpoints)", p)
+            time.sleep(0.5)
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGINT)
+            code = p.wait(60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert code == 130 and time.monotonic() - t0 < 5
+    assert json.load(open(tmp_path / "o" / "dlio-fast.json"))["complete"] is False
