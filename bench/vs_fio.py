@@ -20,7 +20,7 @@ table shows fio as is ("fio 4k pg") next to the bar.
 Mixed read/write (issue 30): randrw-4k-70 is fio's --rw=randrw --rwmixread=70 next to dlio-fast io
 --rw randrw --rwmixread 70 (4 KiB, io_uring qd 32, O_DIRECT, a file of --size each: dlio-fast writes
 only into files it made, so it gets a folder of its own beside fio's file). Goal: read and write IOPS
-each within 2 % of fio's (medians of the alternating runs). --mixed runs only these points.
+each within 2 % of fio's (median of the paired ratios). --mixed runs only these points.
 Usage: python bench/vs_fio.py [--dir /var/tmp/dlio-fast-bench] [--runtime 5] [--repeats 3] [--defaults] [--mixed]
 """
 
@@ -166,7 +166,9 @@ def mixed_main(a, path):
                 d_runs.append(run_dlio_mixed(folder, a.size, rw, bs, eng, qd, direct, mix, a.runtime, tmp))
             for d in ("read", "write"):
                 fr, dr = [r[d] for r in f_runs], [r[d] for r in d_runs]
-                ratio = median(dr, "iops") / median(fr, "iops")
+                # the median of paired ratios: each repeat runs both tools back to back (a shared disk's
+                # figures move by 2x from one minute to the next)
+                ratio = statistics.median(x["iops"] / f["iops"] for f, x in zip(fr, dr))
                 print(
                     f"{name:<20} {d:<5} {median(fr, 'iops'):>10.0f} {median(dr, 'iops'):>10.0f} {ratio:>6.3f} "
                     f"{median(fr, 'MiB_s'):>10.1f} {median(dr, 'MiB_s'):>10.1f} {median(fr, 'p50_us'):>7.1f}u "
