@@ -222,6 +222,10 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         int stopped
         dc_hist lat
         dc_hist sample_lat
+        uint64_t ops_write
+        uint64_t bytes_write
+        dc_hist lat_read
+        dc_hist lat_write
         dc_thread_stats *threads
         dc_step_times *step_times
         dc_error error

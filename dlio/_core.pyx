@@ -486,6 +486,11 @@ cdef class Run:
                "eng_flags_used": self.res.eng_flags_used, "skipped": self.res.skipped,
                "bad_files": [] if self.bad_files is None else np.flatnonzero(self.bad_files).tolist()}
         cdef uint64_t[:, ::1] st
+        if self.kind == "io":  # each direction apart, for a mixed plan (fio's read and write sections)
+            out["ops_write"] = self.res.ops_write
+            out["bytes_write"] = self.res.bytes_write
+            out["lat_read"] = _hist_dict(&self.res.lat_read)
+            out["lat_write"] = _hist_dict(&self.res.lat_write)
         if self.kind == "train":
             out["sample_lat"] = _hist_dict(&self.res.sample_lat)
             out["trainer_cpu_ns"] = self.res.trainer_cpu_ns

@@ -18,6 +18,7 @@ from dlio.checkpoint.transfers import TRANSFER
 from dlio.config import engines
 from dlio.errors import DlioError
 from dlio.mpi import Comm
+from dlio.progress import phase_of
 from dlio.storage import backend_for
 from dlio.storage.base import Backend, SetOptions
 
@@ -53,6 +54,7 @@ def load(
     ranks_per_node_: Optional[int] = None,
     barrier: bool = False,
     backend: Optional[Backend] = None,
+    progress: Any = None,
 ) -> Dict[str, Any]:
     """Read back the checkpoint files of ``global_epoch{epoch}_step{step}``; returns the record.
 
@@ -73,20 +75,23 @@ def load(
         src = recovery_source(comm.rank, comm.size, ppn)
     files = list(plan.files) if src == comm.rank else rank_files(cfg, src, comm.size)
     folder = backend.join(backend.checkpoint_root(cfg), step_folder(epoch, step))
+    total = int(sum(f.nbytes for f in files))
     try:
-        res = backend.read_set(
-            [backend.join(folder, f.name) for f in files],
-            [f.nbytes for f in files],
-            SetOptions(
-                engine=eng,
-                direct=o_direct,
-                qd=int(qd if qd is not None else cfg.dlio_fast.qd),
-                threads=threads,
-                transfer=transfer,
-                drop=default_drop(cfg) if drop is None else bool(drop),
-                before_window=comm.barrier if barrier else None,
-            ),
-        )
+        with phase_of(progress, "load", f"loading {step_folder(epoch, step)}", total, "B", counts=False) as ph:
+            res = backend.read_set(
+                [backend.join(folder, f.name) for f in files],
+                [f.nbytes for f in files],
+                SetOptions(
+                    engine=eng,
+                    direct=o_direct,
+                    qd=int(qd if qd is not None else cfg.dlio_fast.qd),
+                    threads=threads,
+                    transfer=transfer,
+                    drop=default_drop(cfg) if drop is None else bool(drop),
+                    before_window=comm.barrier if barrier else None,
+                    on_bytes=lambda n: ph.update(min(n, total), nbytes=n),
+                ),
+            )
     except DlioError as e:
         if type(e) is not DlioError:  # a run's I/O error (DlioRunError) stays what it is
             raise

@@ -3,6 +3,7 @@ after DLIO's pause, with DLIO's console lines, per_epoch_stats entries and summa
 
 from __future__ import annotations
 
+import signal
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -15,6 +16,8 @@ from dlio.errors import DlioError, DlioRunError, Interrupted
 from dlio.execute import pending
 from dlio.host import iso
 from dlio.mpi import Comm
+from dlio.progress import LONG_PAUSE_S
+from dlio.progress import pause as announced_pause
 from dlio.report import checkpoint as ckpt_figures
 from dlio.storage import backend_for
 from dlio.storage.base import Backend
@@ -40,6 +43,7 @@ def run_checkpoint_only(
     engine: Optional[str] = None,
     direct: Optional[bool] = None,
     drop: Optional[bool] = None,
+    progress: Any = None,
 ) -> Dict[str, Any]:
     """DLIO's checkpoint-only mode (``workflow.train: false, checkpoint: true``), main.py:281-336.
 
@@ -47,7 +51,10 @@ def run_checkpoint_only(
     inside the window), then a check that ``checkpoint_folder`` holds >= ``num_checkpoints_read``
     entries, then ``num_checkpoints_read`` x (sleep, drop cache, barrier, load ``global_epoch1_step{i}``,
     barrier if rank_sync).  The sleep is ``abs(time_between_checkpoints)`` like DLIO (its -1 default
-    sleeps 1 s) unless ``sleep_s`` is given.  ``echo`` gets rank 0's console lines (DLIO's wording).
+    sleeps 1 s) unless ``sleep_s`` is given; the sleeps are announced (a line from
+    dlio.progress.LONG_PAUSE_S, a phase of their own on the live display) and a stop signal ends one
+    early.  ``echo`` gets rank 0's console lines (DLIO's wording); ``progress`` (dlio.progress.Progress,
+    rank 0) shows each save and load, with the checkpoint ops as the run line.
 
     Returns {"plan", "records" (this rank's), "all_records" and "summary" (rank 0: every rank's
     records and ``summary_fields``; None elsewhere), "per_epoch_stats" (this rank's, DLIO's shape),
@@ -72,9 +79,22 @@ def run_checkpoint_only(
     records: List[Dict[str, Any]] = []
     nw, nr = max(0, c.num_checkpoints_write), max(0, c.num_checkpoints_read)
 
+    if progress is not None:
+        progress.run_begin("checkpoints", "op", nw + nr)
+    if pause * (nw + nr) >= LONG_PAUSE_S:
+        say(
+            f"Each of the {nw + nr} checkpoint saves and loads waits {pause:g} s first "
+            f"(checkpoint.time_between_checkpoints): {pause * (nw + nr):g} s of sleep in all"
+        )
+
     def one(kind, i, op):
         """One checkpoint-only save or load: DLIO's pause, lines, rank_sync barrier in the window."""
-        _pause(pause)
+        k = i if kind == "save" else nw + i
+        if progress is not None:
+            progress.run_at(k, f"{kind} {i} of {nw if kind == 'save' else nr}")
+        why = "checkpoint.time_between_checkpoints"
+        if not announced_pause(progress, pause, f"before checkpoint {i} {kind}", why, echo=say):
+            raise pending() or Interrupted(signal.SIGINT)
         verb = "saving" if kind == "save" else "loading"
         say(f"Starting {verb} checkpoint {i} after total step {i} for epoch 1")
         rec = op()
@@ -101,7 +121,7 @@ def run_checkpoint_only(
 
     failure: Optional[BaseException] = None
     try:
-        _saves_and_loads(cfg, comm, one, say, nw, nr, backend, engine, direct, drop, plan, ppn)
+        _saves_and_loads(cfg, comm, one, say, nw, nr, backend, engine, direct, drop, plan, ppn, progress)
     except (DlioRunError, Interrupted) as e:  # a failed or stopped save or load: those done are kept
         failure = e
     end = iso()
@@ -118,26 +138,25 @@ def run_checkpoint_only(
     return {**out, "all_records": all_records, "summary": summary, "failure": None}
 
 
-def _pause(seconds: float) -> None:
-    """DLIO's sleep before a checkpoint-only op, cut short by Ctrl-C / SIGTERM (noted in the measured
-    phase: dlio.execute.pending), which then stops the run before the next op."""
-    end = time.monotonic() + seconds
-    while (left := end - time.monotonic()) > 0:
-        if pending() is not None:
-            break
-        time.sleep(min(left, 0.1))
-    if pending() is not None:
-        raise pending()
-
-
-def _saves_and_loads(cfg, comm, one, say, nw, nr, backend, engine, direct, drop, plan, ppn) -> None:
+def _saves_and_loads(cfg, comm, one, say, nw, nr, backend, engine, direct, drop, plan, ppn, progress) -> None:
     if nw:
         say("Checkpointing write started")
     for i in range(1, nw + 1):
         one(
             "save",
             i,
-            lambda: save(cfg, comm, 1, i, engine=engine, direct=direct, plan=plan, barrier=True, backend=backend),
+            lambda: save(
+                cfg,
+                comm,
+                1,
+                i,
+                engine=engine,
+                direct=direct,
+                plan=plan,
+                barrier=True,
+                backend=backend,
+                progress=progress,
+            ),
         )
     if nw:
         say("Checkpointing write finished")
@@ -166,6 +185,7 @@ def _saves_and_loads(cfg, comm, one, say, nw, nr, backend, engine, direct, drop,
                 ranks_per_node_=ppn,
                 barrier=True,
                 backend=backend,
+                progress=progress,
             ),
         )
     if nr:

@@ -25,6 +25,7 @@ from dlio.checkpoint.record import finish_record, new_record
 from dlio.checkpoint.transfers import TRANSFER, set_content
 from dlio.config import engines
 from dlio.mpi import Comm
+from dlio.progress import phase_of
 from dlio.storage import backend_for
 from dlio.storage.base import FSYNC, Backend, SetOptions
 
@@ -43,6 +44,7 @@ def save(
     plan: Optional[CheckpointPlan] = None,
     barrier: bool = False,
     backend: Optional[Backend] = None,
+    progress: Any = None,
 ) -> Dict[str, Any]:
     """Write this rank's checkpoint files of ``global_epoch{epoch}_step{step}``; returns the record.
 
@@ -60,20 +62,23 @@ def save(
     do_fsync = bool(cfg.checkpoint.fsync if fsync is None else fsync)
     files = list(plan.files)
     folder = backend.join(backend.checkpoint_root(cfg), step_folder(epoch, step))
-    res = backend.write_set(
-        [backend.join(folder, f.name) for f in files],
-        [f.nbytes for f in files],
-        set_content(files, randomize),
-        SetOptions(
-            engine=eng,
-            direct=o_direct,
-            qd=int(qd if qd is not None else cfg.dlio_fast.qd),
-            threads=threads,
-            transfer=transfer,
-            fsync=do_fsync,
-            before_window=comm.barrier if barrier else None,
-        ),
-    )
+    total = int(sum(f.nbytes for f in files))
+    with phase_of(progress, "save", f"saving {step_folder(epoch, step)}", total, "B", counts=False) as ph:
+        res = backend.write_set(
+            [backend.join(folder, f.name) for f in files],
+            [f.nbytes for f in files],
+            set_content(files, randomize),
+            SetOptions(
+                engine=eng,
+                direct=o_direct,
+                qd=int(qd if qd is not None else cfg.dlio_fast.qd),
+                threads=threads,
+                transfer=transfer,
+                fsync=do_fsync,
+                before_window=comm.barrier if barrier else None,
+                on_bytes=lambda n: ph.update(min(n, total), nbytes=n),
+            ),
+        )
     rec = new_record(
         "save",
         comm,

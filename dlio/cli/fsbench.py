@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from dlio.cli.fio_names import FioNamesCommand
 from dlio.cli.params import (
     ChoiceList,
     Duration,
@@ -17,7 +18,7 @@ from dlio.cli.params import (
     progress_options,
 )
 from dlio.config.engines import IO_ENGINES, MPIIO
-from dlio.fsbench.points import RW_MODES
+from dlio.fsbench.points import RW_ALIASES, RW_MODES
 from dlio.fsbench.request import CeilingRequest, IoRequest
 
 
@@ -44,24 +45,33 @@ def engines() -> None:
 
 
 @click.command(
+    cls=FioNamesCommand,
     epilog=examples(
         "dlio-fast io /scratch               # 4 KiB reads, posix, qd 1, 1 thread, one pass, pages dropped first",
         "dlio-fast io /scratch --rw read,randread --bs 4k,1m --engine posix,io_uring --qd 1,32 --json g.json",
         "dlio-fast io /scratch --rw write --bs 1m --threads 1,2,4 --size 1g --csv - > w.csv",
         "dlio-fast io /scratch --direct --runtime 10s --engine io_uring --qd 32   # O_DIRECT, 10 s per point",
         "dlio-fast io /scratch --cache keep --runtime 5s          # the page cache, on purpose",
+        "dlio-fast io /scratch --rw randrw --rwmixread 70 --direct --engine io_uring --qd 16 --runtime 10s",
         "mpiexec -n 4 dlio-fast io /scratch --engine mpiio --layout segmented --collective",
-    )
+    ),
 )
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
     "--rw",
     "rw",
     multiple=True,
-    type=ChoiceList(RW_MODES),
+    type=ChoiceList(RW_MODES, RW_ALIASES),
     default=["read"],
     show_default=True,
-    help=f"Access pattern(s): {', '.join(RW_MODES)}.",
+    help=f"Access pattern(s): {', '.join(RW_MODES)} (readwrite and randrw mix reads and writes, as fio's).",
+)
+@click.option(
+    "--rwmixread",
+    type=click.IntRange(0, 100),
+    default=50,
+    show_default=True,
+    help="readwrite / randrw: the share of requests that read, in % (fio's rwmixread).",
 )
 @click.option(
     "--bs", multiple=True, type=SizeList(), default=["4k"], show_default=True, help="Transfer size(s), 512..64m."
@@ -224,16 +234,17 @@ def _table_echo(*dests):
 @click.option("--endpoint", help="s3:// paths: the S3 endpoint URL (default: AWS_ENDPOINT_URL).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON ('-' for stdout).")
 @click.option("--keep", is_flag=True, help="Keep the test files (objects).")
+@progress_options
 @console_options
 @click.pass_context
 def ceiling(ctx: click.Context, path, **options) -> None:
     """Find the best sequential read/write bandwidth and 4 KiB random-read IOPS of PATH's filesystem,
     or an object store's GET/PUT bandwidth and small-object GETs per second (s3://BUCKET/PREFIX)."""
-    from dlio.fsbench.backends import Console, io_backend
+    from dlio.fsbench.backends import io_backend
 
     fields = {"runtime": "runtime_ns"}
     values = {fields.get(k, k): v for k, v in options.items()}
     req = CeilingRequest(path=path, given=_given(ctx, options, fields), **values)
     backend = io_backend([path])
     backend.check_ceiling(req)
-    backend.run_ceiling(req, Console(table=_table_echo(req.json_path), warn=lambda m: click.echo(m, err=True)))
+    backend.run_ceiling(req, _console(ctx, req.json_path))

@@ -107,6 +107,10 @@ def main(argv=None):
     debug = "--debug" in args
     global _WHOLE_PROCESS
     _WHOLE_PROCESS = argv is None
+    if _WHOLE_PROCESS:  # a reader that closes stdout (`| head`) costs its lines, not the run
+        from dlio.cli.stdout import guard_stdout
+
+        guard_stdout()
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         _main(args, debug)

@@ -6,7 +6,7 @@ help), so a flag and the key it sets cannot disagree; their values reach the con
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import click
 from click.shell_completion import CompletionItem
@@ -57,8 +57,9 @@ class IntList(click.ParamType):
 class ChoiceList(click.ParamType):
     name = "CHOICE[,CHOICE...]"
 
-    def __init__(self, choices: Sequence[str]):
+    def __init__(self, choices: Sequence[str], aliases: Optional[Dict[str, str]] = None):
         self.choices = list(choices)
+        self.aliases = dict(aliases or {})  # other spellings taken for a choice (fio's rw = readwrite)
 
     def shell_complete(self, ctx: Any, param: Any, incomplete: str) -> list:
         """Complete the last item of a comma list: --engine posix,io<TAB> -> posix,io_uring."""
@@ -71,6 +72,7 @@ class ChoiceList(click.ParamType):
             return value
         out = []
         for v in (v.strip() for v in str(value).split(",")):
+            v = self.aliases.get(v, v)
             if v and v not in self.choices:
                 self.fail(f"{v!r} is not one of {', '.join(self.choices)}", param, ctx)
             if v:
@@ -210,10 +212,16 @@ def make_progress(ctx: click.Context) -> Any:
     live_csv = obj.get("live_csv")
     if obj.get("quiet") and not live_csv:
         return None
+    if live_csv:  # a path that cannot be written is refused now, not dropped row by row during the run
+        from dlio.output import check_output_path
+
+        check_output_path(live_csv)
     interval = obj.get("status_interval")
-    return Progress(
+    progress = Progress(
         status_interval=30.0 if interval is None else interval, live_csv=live_csv, quiet=bool(obj.get("quiet"))
     )
+    ctx.call_on_close(progress.close)  # the outputs closed (and what they dropped said) when the command ends
+    return progress
 
 
 def complete_workload(ctx: click.Context, param: Any, incomplete: str) -> list:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import sys
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 import click
 
@@ -150,10 +151,18 @@ def _warn_to(progress: Any) -> Callable[[str], None]:
     "lines, one event per line: every read, sample, fetch, compute); opens in Perfetto.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the resolved config and the dataset plan; touch nothing.")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    help="Also write the run's dlio-fast.json document to FILE ('-' for stdout: every other line then goes to stderr).",
+)
 @progress_options
 @console_options
 @click.pass_context
-def run(ctx: click.Context, overrides, workload_name, config_file, sets, scale, output, dry_run, **keys) -> None:
+def run(
+    ctx: click.Context, overrides, workload_name, config_file, sets, scale, output, dry_run, json_path, **keys
+) -> None:
     """Emulate a training workload: generate the data if missing, train, report (DLIO-compatible).
 
     OVERRIDES in DLIO's spelling are accepted too: ++workload.dataset.num_files_train=16
@@ -164,7 +173,48 @@ def run(ctx: click.Context, overrides, workload_name, config_file, sets, scale, 
     cfg = load(workload_name, config_file, sets, overrides, scale, key_values(keys))
     comm = mpi.world()
     echo, progress = _rank0_console(ctx, comm)
-    session.run(cfg, comm, echo, _warn_to(progress), progress, output, dry_run, verbose=ctx.obj.get("verbose", False))
+    with _document_out(json_path, progress) as result_doc:
+        verbose = ctx.obj.get("verbose", False)
+        session.run(cfg, comm, echo, _warn_to(progress), progress, output, dry_run, verbose, result_doc)
+
+
+@contextlib.contextmanager
+def _document_out(
+    json_path: Optional[str], progress: Any = None
+) -> Iterator[Optional[Callable[[Dict[str, Any], str], None]]]:
+    """`run --json FILE`: the writer of the run's document. With '-' the document is the only thing on
+    stdout: every other line (DLIO's, the figures, a library's print) goes to stderr meanwhile (the live
+    display, which may hold sys.stdout, is closed before stdout is given back)."""
+    from dlio import output
+    from dlio.cli import stdout as guarded
+
+    if not json_path:
+        yield None
+        return
+    output.check_output_path(json_path)
+    doc_out = sys.stdout
+
+    def write(doc: Dict[str, Any], folder: str) -> None:
+        if json_path != output.STDOUT:
+            output.write_json(json_path, doc)
+            return
+        saved, sys.stdout = sys.stdout, doc_out  # the one write that goes to the real stdout
+        try:
+            output.write_json(output.STDOUT, doc)
+        finally:
+            sys.stdout = saved
+        if guarded.lost():
+            _err(f"warning: stdout was closed: the JSON document is in {os.path.join(folder, 'dlio-fast.json')}")
+
+    if json_path == output.STDOUT:
+        sys.stdout = sys.stderr
+    try:
+        yield write
+    finally:
+        if json_path == output.STDOUT:
+            if progress is not None:
+                progress.done()
+            sys.stdout = doc_out
 
 
 @click.command(

@@ -33,6 +33,7 @@ class Console:
 class IoBackend:
     label = ""  # how messages name the paths it serves
     io_options: FrozenSet[str] = frozenset()
+    mixed_rw = False  # mixed read/write points (--rw readwrite / randrw)
     ceiling_options: Optional[FrozenSet[str]] = None  # None: no ceiling search
 
     def check_io(self, req: IoRequest) -> None:
@@ -41,6 +42,9 @@ class IoBackend:
             raise DlioError("--json - and --csv -: only one of them can write to stdout")
         if req.runtime_ns is not None and req.size is not None:
             raise DlioError("give --runtime or --size, not both")
+        mixed = [r for r in req.rws if r in ("readwrite", "randrw")]
+        if mixed and not self.mixed_rw:
+            raise DlioError(f"--rw {mixed[0]}: mixed read/write points run on files, not on {self.label}")
 
     def run_io(self, req: IoRequest, console: Console) -> Dict[str, Any]:
         raise NotImplementedError
@@ -56,7 +60,10 @@ class IoBackend:
 
 class LocalIo(IoBackend):
     label = "files"
-    io_options = frozenset({"engines", "qds", "direct", "file_size", "cache", "fixedbufs", "regfiles", "trace_path"})
+    io_options = frozenset(
+        {"engines", "qds", "direct", "file_size", "cache", "fixedbufs", "regfiles", "trace_path", "rwmixread"}
+    )
+    mixed_rw = True
     ceiling_options = frozenset({"file_size"})
 
     def check_io(self, req: IoRequest) -> None:

@@ -64,7 +64,10 @@ def search(target, fileset, runtime_ns, max_threads, direct, engines, probe, max
 
 def run(req, console):
     """The search on the filesystem of req.path (dlio.fsbench.request.CeilingRequest)."""
-    path, runtime_ns, json_path, echo, warn = req.path, req.runtime_ns, req.json_path, console.table, console.warn
+    path, runtime_ns, json_path, warn = req.path, req.runtime_ns, req.json_path, console.warn
+    progress = console.progress
+    to_err = json_path == "-"  # a document on stdout: the table goes to stderr
+    echo = (lambda m: progress.echo(m, err=to_err)) if progress else console.table  # rows above the live bar
     file_size = req.file_size or 512 << 20
     max_threads, max_qd = req.max_threads or max(1, int(usable_cpus())), req.max_qd or MAX_QD
     if json_path:
@@ -97,7 +100,14 @@ def run(req, console):
     ctx = verdict.Context("ceiling", direct, cache)
 
     def probe(pt):
-        rec = points.run_point(pt, fileset, budget, cache, phase=lambda: counters.Phase(fileset.paths, pt.engine))
+        tick = progress.io_point(pt, budget) if progress else None
+        try:
+            rec = points.run_point(
+                pt, fileset, budget, cache, on_tick=tick, phase=lambda: counters.Phase(fileset.paths, pt.engine)
+            )
+        finally:
+            if progress:
+                progress.done()
         rec["verdict"] = verdict.classify(rec["counters"], ctx)
         probes.append(rec)
         echo(verdict_line(rec))
@@ -106,7 +116,11 @@ def run(req, console):
     doc = new_io_doc(CEILING_SCHEMA, path=path, direct=direct, best={}, probes=probes, engines_unavailable=missing)
     echo(VERDICT_HEADER)
     try:
-        for target in TARGETS:
+        if progress:  # the run line: which of the three figures is being searched, and the search's ETA
+            progress.run_begin("search", "target", len(TARGETS))
+        for k, target in enumerate(TARGETS, 1):
+            if progress:
+                progress.run_at(k, target[0])
             best = search(target, fileset, runtime_ns, max_threads, direct, engines, probe, max_qd)
             doc["best"][target[0]] = best
         doc["complete"] = True

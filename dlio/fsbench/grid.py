@@ -13,7 +13,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 from dlio import output
 from dlio.errors import DlioError, Interrupted
 from dlio.execute import late_signal_note, pending, stop_signals_deferred
-from dlio.report.io_table import IO_COLUMNS, flat_point
+from dlio.fsbench.points import MIXED, writes
+from dlio.report.io_table import IO_COLUMNS, MIXED_COLUMNS, flat_point
 from dlio.units import fmt_bytes
 
 
@@ -95,6 +96,7 @@ class Grid:
     fixedbufs: bool
     regfiles: bool
     budget: Any  # dlio.fsbench.points.Budget
+    rwmixread: int = 50  # mixed patterns: % reads
 
 
 def io_modes(g: Grid, path: str) -> Dict[str, Tuple[bool, str]]:
@@ -213,6 +215,7 @@ def grid_of(req: Any) -> Grid:
         req.fixedbufs,
         req.regfiles,
         points.Budget(runtime_ns=req.runtime_ns or 0, ramp_ns=req.ramp_ns, size=req.size or 0),
+        req.rwmixread,
     )
 
 
@@ -225,7 +228,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
     from dlio.report.result import IO_SCHEMA, new_io_doc
 
     g, paths, file_size, progress, warn = grid_of(req), list(req.paths), req.file_size, console.progress, console.warn
-    sinks = Sinks(req.json_path, req.csv_path)
+    sinks = Sinks(req.json_path, req.csv_path, csv_extra=MIXED_COLUMNS if any(r in MIXED for r in g.rws) else ())
     sinks.check()
     if req.trace_path:
         output.check_output_path(req.trace_path)
@@ -238,7 +241,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
             "--cache drop-all drops the whole host's page cache and needs root; use --cache drop "
             "(each file's pages, no root needed)"
         )
-    if any(r in ("write", "randwrite") for r in g.rws) and not (len(paths) == 1 and os.path.isdir(paths[0])):
+    if any(writes(r) for r in g.rws) and not (len(paths) == 1 and os.path.isdir(paths[0])):
         raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
     from dlio.memcheck import THREAD_MARGIN, check_fits, check_threads
 
@@ -264,7 +267,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
     def records() -> Iterator[Dict[str, Any]]:
         for k, (r, b, e, q, t) in enumerate(todo, 1):
             direct, cache = modes[e]
-            pt = points.Point(r, b, e, q, t, direct)
+            pt = points.Point(r, b, e, q, t, direct, g.rwmixread)
             tick = progress.io_point(pt, g.budget, k, len(todo), sum(fileset.sizes)) if progress else None
             rec = points.run_point(
                 pt,

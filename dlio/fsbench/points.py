@@ -8,6 +8,12 @@ file whose size is not a multiple of bs ends with one shorter read, so small fil
 points walk the blocks in order; random points visit every block once per pass in a random order
 (fio's random map). The C runner cycles through the plan until the runtime or byte budget is
 spent; the ramp period is run and not counted.
+
+Mixed points (fio's readwrite / randrw with rwmixread): each request is drawn a read or a write (numpy,
+rwmixread % reads), over the same blocks as the pure pattern; in readwrite the reads and the writes each
+walk the blocks in order from the start, as fio keeps a position per direction. The record gives the
+totals and, as fio's JSON, a `read` and a `write` section each with its ops, bytes, bandwidth, IOPS
+and latency.
 """
 
 import dataclasses
@@ -24,8 +30,14 @@ from dlio.errors import DlioError, Interrupted
 from dlio.execute import execute_partial
 from dlio.host import drop_cache, drop_host_cache
 
-RW_MODES = ("read", "randread", "write", "randwrite")
-WRITES = ("write", "randwrite")
+RW_MODES = ("read", "randread", "write", "randwrite", "readwrite", "randrw")
+RW_ALIASES = {"rw": "readwrite"}  # fio's other spelling
+MIXED = ("readwrite", "randrw")
+
+
+def writes(rw):
+    """True when a pattern writes (the test files must be ours to write)."""
+    return rw in ("write", "randwrite") or rw in MIXED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +48,7 @@ class Point:
     qd: int
     threads: int
     direct: bool
+    rwmixread: int = 50  # mixed patterns: the share of reads in %, fio's default
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +69,7 @@ def _blocks(size, bs, first_byte=0, nbytes=None):
 def build_plan(point, fileset, seed=42):
     """(ops, thread_first_op) for a point: numpy arrays, no per-block Python work."""
     nfiles = len(fileset.paths)
-    op = _core.OP_WRITE if point.rw in ("write", "randwrite") else 0
+    op = _core.OP_WRITE if point.rw in ("write", "randwrite") else 0  # mixed: drawn per request below
     rng = np.random.default_rng(seed)
     per_thread = [[] for _ in range(point.threads)]
     if nfiles >= point.threads:
@@ -89,10 +102,27 @@ def build_plan(point, fileset, seed=42):
         ops = np.concatenate(parts) if parts else np.zeros(0, dtype=_core.OP_DTYPE)
         if point.rw.startswith("rand"):
             ops = ops[rng.permutation(len(ops))]
+        if point.rw in MIXED:
+            ops = mix_directions(ops, point.rw, point.rwmixread, rng)
         chunks.append(ops)
     counts = [len(c) for c in chunks]
     first_op = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint64)
     return np.concatenate(chunks), first_op
+
+
+def mix_directions(ops, rw, rwmixread, rng):
+    """Each request drawn a write with probability 1 - rwmixread / 100; in readwrite the reads take the
+    blocks in order from the first, and so do the writes (fio's position per direction)."""
+    write = rng.random(len(ops)) * 100.0 >= rwmixread
+    if rw == "readwrite":
+        order = np.empty(len(ops), dtype=np.int64)
+        order[~write] = np.arange(int((~write).sum()))
+        order[write] = np.arange(int(write.sum()))
+        ops = ops[order]
+    else:
+        ops = ops.copy()
+    ops["op"] = np.where(write, _core.OP_WRITE, 0).astype(ops["op"].dtype)
+    return ops
 
 
 def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, delay_ns=0, tracer=None, phase=None):
@@ -153,9 +183,12 @@ def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, d
 
 
 def _counted(rec, phase, point):
-    """The record with its phase's counters (none without a phase)."""
+    """The record with its phase's counters (none without a phase). A mixed point is judged by its reads
+    (are they the storage's?), its writes shown beside them."""
     if phase is not None:
-        rec["counters"] = phase.end(rec["bytes"], rec["ops"], None, point.threads, write=point.rw in WRITES)
+        mixed = point.rw in MIXED
+        app = (rec["read"]["bytes"], rec["read"]["ops"]) if mixed else (rec["bytes"], rec["ops"])
+        rec["counters"] = phase.end(*app, None, point.threads, write=writes(point.rw) and not mixed)
     return rec
 
 
@@ -188,7 +221,30 @@ def point_record(point, res, ru0, ru1, wall_ns, cache_note):
         "engine_flags_used": res["eng_flags_used"],
         "lat_hist": stats.to_json(res["lat"]),
         "stopped": res["stopped"],
+        **(mixed_sections(point, res, window) if point.rw in MIXED else {}),
     }
+
+
+def mixed_sections(point, res, window_ns):
+    """A mixed point's read and write sections (fio's JSON has one per direction), from the C run's
+    per-direction counters: every request is in exactly one of them."""
+    secs = window_ns / 1e9
+    out = {"rwmixread": point.rwmixread}
+    parts = {
+        "read": (res["ops"] - res["ops_write"], res["bytes"] - res["bytes_write"], res["lat_read"]),
+        "write": (res["ops_write"], res["bytes_write"], res["lat_write"]),
+    }
+    for name, (ops, nbytes, lat) in parts.items():
+        out[name] = {
+            "ops": int(ops),
+            "bytes": int(nbytes),
+            "bw_bytes_s": nbytes / secs,
+            "bw_MiB_s": nbytes / 2**20 / secs,
+            "iops": ops / secs,
+            "lat_ns": stats.summary(lat),
+            "lat_hist": stats.to_json(lat),
+        }
+    return out
 
 
 def cache_step(point, paths, cache):

@@ -14,6 +14,7 @@ from typing import Any, FrozenSet, Mapping, Optional, Tuple
 # The option names as the command line spells them (without --), per request field.
 IO_FLAGS: Mapping[str, str] = {
     "rws": "rw",
+    "rwmixread": "rwmixread",
     "bss": "bs",
     "engines": "engine",
     "qds": "qd",
@@ -44,6 +45,7 @@ class IoRequest:
 
     paths: Tuple[str, ...]
     rws: Tuple[str, ...] = ("read",)
+    rwmixread: int = 50  # mixed patterns (readwrite, randrw): % of the requests that read
     bss: Tuple[int, ...] = (4096,)
     engines: Tuple[str, ...] = ("posix",)
     qds: Tuple[int, ...] = (1,)

@@ -33,6 +33,11 @@ IO_COLUMNS = [
     "verdict_part",
     "verdict_reason",
 ]
+# a mixed point's (randrw, readwrite) read and write sections, after IO_COLUMNS in a grid that has one
+MIXED_COLUMNS = [
+    "rwmixread",
+    *(f"{d}_{k}" for d in ("read", "write") for k in ("bw_MiB_s", "iops", "ops", "bytes", "lat_mean_ns", "lat_p99_ns")),
+]
 
 
 def flat_point(r: IoPoint) -> Dict[str, Any]:
@@ -44,6 +49,11 @@ def flat_point(r: IoPoint) -> Dict[str, Any]:
     v = r.get("verdict")
     if isinstance(v, dict):
         row.update(verdict=v.get("verdict"), verdict_part=v.get("part"), verdict_reason=v.get("reason"))
+    for d in ("read", "write"):
+        sec = r.get(d)
+        if isinstance(sec, dict):  # a mixed point's direction
+            row.update({f"{d}_{k}": sec[k] for k in ("bw_MiB_s", "iops", "ops", "bytes")})
+            row[f"{d}_lat_mean_ns"], row[f"{d}_lat_p99_ns"] = sec["lat_ns"]["mean"], sec["lat_ns"]["p99"]
     return row
 
 
@@ -56,15 +66,26 @@ def mode(r: IoPoint) -> str:
 
 
 def point_line(r: IoPoint) -> str:
-    """A point's row under POINT_HEADER."""
+    """A point's row under POINT_HEADER; a mixed point's read and write rows under it."""
     lat = r["lat_ns"]
     cpu = f"{r['cpu_us_per_io']:.2f}" if r["cpu_us_per_io"] is not None else "-"
-    return (
+    line = (
         f"{r['rw']:<9} {fmt_size(r['bs']):>7} {r['engine']:<8} {r.get('qd_used') or r['qd']:>4} {r['threads']:>3} "
         f"{mode(r):<6} {fmt_figure(r['bw_MiB_s']):>10} {r['iops']:>11,.0f} "
         f"{fmt_ns(lat['min']):>8} {fmt_ns(lat['mean']):>8} {fmt_ns(lat['p50']):>8} "
         f"{fmt_ns(lat['p99']):>8} {fmt_ns(lat['p99.9']):>8} {fmt_ns(lat['max']):>8} {cpu:>8}"
     )
+    for d in ("read", "write"):
+        sec = r.get(d)
+        if isinstance(sec, dict):
+            share = r["rwmixread"] if d == "read" else 100 - r["rwmixread"]
+            sl = sec["lat_ns"]
+            line += (
+                f"\n{'  ' + d:<9} {str(share) + ' %':>7} {'':<8} {'':>4} {'':>3} {'':<6} {sec['bw_MiB_s']:>10.1f} "
+                f"{sec['iops']:>11.0f} {fmt_ns(sl['min']):>8} {fmt_ns(sl['mean']):>8} {fmt_ns(sl['p50']):>8} "
+                f"{fmt_ns(sl['p99']):>8} {fmt_ns(sl['p99.9']):>8} {fmt_ns(sl['max']):>8}"
+            )
+    return line
 
 
 POINT_HEADER = (

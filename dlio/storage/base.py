@@ -73,6 +73,8 @@ class SetOptions:
     fsync: bool = False  # writes: durable before the window closes
     drop: bool = False  # reads: the files' cached pages dropped first (outside the window)
     before_window: Optional[Callable[[], None]] = None  # e.g. a barrier right before the clock starts
+    # the live display: called with the bytes moved so far, a few times a second, from the waiting thread
+    on_bytes: Optional[Callable[[int], None]] = None
 
 
 @dataclasses.dataclass(frozen=True)

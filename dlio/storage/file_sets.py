@@ -125,6 +125,7 @@ def run_core(
     direct: bool,
     file_fill: Optional[List[int]] = None,
     file_overlay: Optional[List[Any]] = None,
+    on_bytes: Optional[Any] = None,
 ) -> Dict[str, Any]:
     """Run the requests ``ops`` (thread t takes ``ops[first[t]:first[t + 1]]``) through the C core; its
     result. No requests (a rank's empty files): nothing runs, zero times and bytes. A failed run is a
@@ -145,7 +146,7 @@ def run_core(
         file_overlay=file_overlay,
     )
     try:
-        return execute(run)
+        return execute(run, on_tick=(lambda r: on_bytes(int(r.progress()[1]))) if on_bytes else None)
     except _core.RunError as e:
         hint = (
             ("; " + os_error_message(e, e.filename).split("; ", 1)[-1])
@@ -274,7 +275,7 @@ def _timed_write(paths, sizes, content, o, direct, align, ops, first, nthreads, 
     if c_fsync:
         last = np.flatnonzero(np.append(ops["file"][1:] != ops["file"][:-1], True))
         ops["flags"][last] |= _core.OPF_FSYNC
-    res = run_core(o.engine, paths, ops, first, nthreads, o.qd, direct, content.fills, content.overlays)
+    res = run_core(o.engine, paths, ops, first, nthreads, o.qd, direct, content.fills, content.overlays, o.on_bytes)
     m_io = time.monotonic_ns()
     try:
         if needs_truncate:
@@ -339,7 +340,7 @@ def read_set(paths: Sequence[str], sizes: Sequence[int], o: SetOptions) -> SetRe
         o.before_window()
     w0 = time.time()
     m0 = time.monotonic_ns()
-    res = run_core(o.engine, paths, ops, first, nthreads, o.qd, o.direct)
+    res = run_core(o.engine, paths, ops, first, nthreads, o.qd, o.direct, on_bytes=o.on_bytes)
     m1 = time.monotonic_ns()
     return SetResult(
         bytes=int(res["bytes"]),

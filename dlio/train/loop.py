@@ -112,7 +112,7 @@ def batches_in_flight(reader):
 
 
 class Trainer:
-    """Runs the epochs of one rank. echo/progress are rank 0's console callbacks; ``data`` is the
+    """Runs the epochs of one rank. echo / progress (dlio.progress.Progress) are rank 0's console; ``data`` is the
     dataset where its storage backend keeps it (dlio.dataset.stored)."""
 
     def __init__(self, cfg, comm, echo, progress=None, tracer=None, data=None):
@@ -191,7 +191,7 @@ class Trainer:
                 skip_bad_files=cfg.dlio_fast.skip_bad_files,
             ),
         )
-        tick = (lambda run: self.progress(split, epoch, run, plan)) if self.progress else None
+        tick = (lambda run: self.progress.training(split, epoch, run, plan)) if self.progress else None
         if barrier is not None:
             tick = self._stop_barrier_tick(barrier, tick)
         res, failure = execute_partial(run, on_tick=tick)
@@ -240,7 +240,7 @@ def save_checkpoint(tr, cfg, comm, point):
     """A checkpoint during training, timed as DLIO does (no barrier around it)."""
     tr.echo(f"Starting saving checkpoint {point.block} after total step {point.after_step} for epoch {point.epoch}")
     t0 = _core.now_ns()
-    rec = ckpt_save.save(cfg, comm, point.epoch, point.step, backend=tr.backend)
+    rec = ckpt_save.save(cfg, comm, point.epoch, point.step, backend=tr.backend, progress=tr.progress)
     rec["block"] = point.block
     if tr.tracer is not None:
         tr.tracer.span("checkpoint.save", t0, _core.now_ns() - t0, epoch=point.epoch, step=point.step)
@@ -473,7 +473,11 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False, dat
     rank_rec = new_rank_record(comm.rank)
     sp = _prepare(tr, rank_rec)
     next_eval = cfg.evaluation.eval_after_epoch
+    if progress is not None:  # the run line beside each phase: epoch k of N, the whole run's ETA
+        progress.run_begin("run", "epoch", cfg.train.epochs)
     for epoch in range(1, cfg.train.epochs + 1):
+        if progress is not None:
+            progress.run_at(epoch)
         cache = tr.drop_cache(sp.paths)
         stopped = _epoch_barrier(comm)
         if stopped is not None:

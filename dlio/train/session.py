@@ -241,22 +241,34 @@ class Session:
     nbytes: int = 0
     start: str = ""
     proc_info: Any = None  # DLIO's host_cpuinfo / host_meminfo, read at the start as DLIO does
+    result_doc: Optional[Callable[[Dict[str, Any], str], None]] = None  # `run --json`: (dlio-fast.json, folder)
 
 
-def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbose=False):
+def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbose=False, result_doc=None):
     """The whole `dlio-fast run` on this rank. Returns the output folder (rank 0) or None.
-    With dlio_fast.trace, this rank's trace-{rank}-of-{size}.pfw.gz is written in the output folder."""
+    With dlio_fast.trace, this rank's trace-{rank}-of-{size}.pfw.gz is written in the output folder.
+    result_doc(doc, folder) gets the run's dlio-fast.json document on rank 0 once it is written (also
+    when the run failed or was stopped: what was measured)."""
     from dlio.train.samecfg import check_same_config
 
     family = family_of(cfg)
     if family is not None:  # a workload family of its own: it makes the output folder when it measures
         job = importlib.import_module(FAMILIES[family])
-        folder = job.run(cfg, comm, echo, warn, progress, lambda: make_output(cfg, output, comm), dry_run)
-        if folder:
-            unlock_output_folder(folder)
-        return folder
+        made = []
+
+        def make() -> str:
+            made.append(make_output(cfg, output, comm))
+            return made[-1]
+
+        try:
+            return job.run(cfg, comm, echo, warn, progress, make, dry_run)
+        finally:
+            if made and comm.rank == 0:
+                if result_doc is not None:
+                    _family_doc(made[-1], result_doc)
+                unlock_output_folder(made[-1])
     check_same_config(cfg, comm)  # ranks that disagree would deadlock in a collective
-    s = Session(cfg, comm, echo, warn, progress, verbose, spec=dataset_spec(cfg))
+    s = Session(cfg, comm, echo, warn, progress, verbose, spec=dataset_spec(cfg), result_doc=result_doc)
     if dry_run:
         lines = describe(cfg, s.spec, comm.size)
         if comm.rank == 0:
@@ -279,6 +291,18 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
         s.warn(late_signal_note())
     _finish(s, rank_rec, failure)
     return s.folder if comm.rank == 0 else None
+
+
+def _family_doc(folder: str, result_doc: Callable[[Dict[str, Any], str], None]) -> None:
+    """A workload family's dlio-fast.json, as it wrote it, to result_doc."""
+    import json
+
+    try:
+        with open(os.path.join(folder, "dlio-fast.json")) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return  # stopped before it wrote one: nothing to hand on
+    result_doc(doc, folder)
 
 
 def _start(s: Session, output) -> None:
@@ -352,7 +376,7 @@ def _measure(s: Session):
                 cfg,
                 comm,
                 s.echo,
-                s.progress.training if s.progress else None,
+                s.progress,
                 tracer=s.tracer,
                 verbose=s.verbose,
                 data=s.data,
@@ -361,7 +385,7 @@ def _measure(s: Session):
             if s.progress is not None:
                 s.progress.done()
     if cfg.is_checkpoint_only():
-        ck = run_checkpoint_only(cfg, comm, s.echo)
+        ck = run_checkpoint_only(cfg, comm, s.echo, progress=s.progress)
         failure = ck["failure"]
         rank_rec["checkpoints"] = ck["records"]
         rank_rec["checkpoint_phase"] = {"start": ck["start"], "end": ck["end"]}  # DLIO's per_epoch_stats
@@ -430,6 +454,8 @@ def _finish(s: Session, rank_rec, failure) -> None:
             ),
             s.folder,
         )
+        if s.result_doc is not None:
+            s.result_doc(exact.dlio_fast_doc(result), where)
         if cfg.dlio_fast.results_dir and not lost:
             from dlio.mlperf import provenance
 

@@ -3,14 +3,17 @@ summary.json (the rules' fields) and dlio-fast.json (everything, with the verdic
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from dataclasses import asdict
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from dlio.errors import DlioError
 from dlio.execute import stop_signals_deferred
 from dlio.host import host_info, iso
 from dlio.output import write_json
+from dlio.progress import phase_of
 from dlio.report.verdict import line as verdict_line
 from dlio.units import fmt_bytes
 from dlio.vdb import metrics, model, search
@@ -77,7 +80,9 @@ def _run_line(i: int, m: Dict[str, Any]) -> str:
     )
 
 
-def _phases(spec: VdbSpec, store: Any, p: Optional[search.Plan], doc: Dict[str, Any], echo: Callable) -> Any:
+def _phases(
+    spec: VdbSpec, store: Any, p: Optional[search.Plan], doc: Dict[str, Any], echo: Callable, progress: Any = None
+) -> Any:
     """Build (or keep) the index, load it, and the timed runs (HNSW: its load instead), recorded in doc.
     Returns the failure (Interrupted, RunError) that ended the runs, or None."""
     if store.present():
@@ -98,8 +103,13 @@ def _phases(spec: VdbSpec, store: Any, p: Optional[search.Plan], doc: Dict[str, 
             f"({doc['load']['mb_per_s']:.0f} MB/s); {verdict_line('load', doc['load']['verdict'])}"
         )
         return None
+    if progress is not None:
+        progress.run_begin("vdb", "run", spec.runs)
     for i in range(spec.runs):
-        res, failure, counters = search.timed_run(spec, p, index_paths, pq_paths, i)
+        if progress is not None:
+            progress.run_at(i + 1)
+        with _run_phase(spec, progress, i) as tick:
+            res, failure, counters = search.timed_run(spec, p, index_paths, pq_paths, i, tick)
         if res is not None and res["queries"]:
             m = metrics.run_metrics(res, counters)
             v = metrics.verdict(m, counters)
@@ -109,6 +119,22 @@ def _phases(spec: VdbSpec, store: Any, p: Optional[search.Plan], doc: Dict[str, 
         if failure is not None:
             return failure
     return None
+
+
+@contextlib.contextmanager
+def _run_phase(spec: VdbSpec, progress: Any, i: int) -> Iterator[Optional[Callable[[Any], None]]]:
+    """A timed run as a phase of the live display (dlio.progress): queries of the run's count, or seconds
+    of its duration; reads/s as IOPS."""
+    by_queries = bool(spec.queries)
+    total = spec.queries if by_queries else spec.duration_s
+    with phase_of(progress, "search", f"run {i + 1}/{spec.runs}", total, "queries" if by_queries else "s") as ph:
+        t0 = time.monotonic()
+
+        def tick(run: Any) -> None:
+            reads, nbytes, queries = run.progress()
+            ph.update(queries if by_queries else min(total, time.monotonic() - t0), nbytes=nbytes, ops=reads)
+
+        yield tick if progress is not None else None
 
 
 def run(
@@ -157,7 +183,7 @@ def run(
         "complete": False,
     }
     with stop_signals_deferred():
-        failure = _phases(spec, store, p, doc, echo)
+        failure = _phases(spec, store, p, doc, echo, progress)
     doc["complete"] = failure is None
     doc["end"] = iso()
     if doc["runs"]:

@@ -126,6 +126,8 @@ static void init_result(struct dc_run_result *res, unsigned nthreads, uint64_t n
 	res->stopped = 0;
 	dc_hist_init(&res->lat);
 	dc_hist_init(&res->sample_lat);
+	dc_hist_init(&res->lat_read);
+	dc_hist_init(&res->lat_write);
 	memset(&res->error, 0, sizeof(res->error));
 	res->error.file = UINT32_MAX;
 	res->qd_used = 0;
@@ -260,6 +262,7 @@ void run_destroy(struct dc_run *r)
 	if (r->w) {
 		for (unsigned t = 0; t < r->nworkers; t++) {
 			free(r->w[t].lat);
+			free(r->w[t].wlat);
 			free(r->w[t].slat);
 		}
 	}
@@ -282,6 +285,7 @@ int worker_setup(struct dc_worker *w)
 
 	w->nslots = n;
 	w->lat = malloc(sizeof(*w->lat));
+	w->wlat = malloc(sizeof(*w->wlat));
 	w->slat = malloc(sizeof(*w->slat));
 	w->slots = calloc(n, sizeof(*w->slots));
 	w->free = calloc(n, sizeof(*w->free));
@@ -289,10 +293,11 @@ int worker_setup(struct dc_worker *w)
 	w->io_sample = calloc(n, sizeof(*w->io_sample));
 	w->samples = calloc(n + 2, sizeof(*w->samples));
 	w->slot_fill = calloc(n, sizeof(*w->slot_fill));
-	if (!w->lat || !w->slat || !w->slots || !w->free || !w->done || !w->io_sample ||
+	if (!w->lat || !w->wlat || !w->slat || !w->slots || !w->free || !w->done || !w->io_sample ||
 	    !w->samples || !w->slot_fill)
 		return -ENOMEM;
 	dc_hist_init(w->lat);
+	dc_hist_init(w->wlat);
 	dc_hist_init(w->slat);
 	ret = dc_bufpool_init(&w->pool, w->slots, n, cfg->max_len, r->dio_align, r->has_writes,
 			      0x5eed0000ull + ((uint64_t)w->id << 16));
@@ -400,8 +405,16 @@ void run_collect(struct dc_run *r)
 		res->bytes += w->bytes;
 		res->errors += w->errors;
 		res->skipped += w->skipped;
-		if (w->lat)
+		res->ops_write += w->wops;
+		res->bytes_write += w->wbytes;
+		if (w->lat) {
 			dc_hist_merge(&res->lat, w->lat);
+			dc_hist_merge(&res->lat_read, w->lat);
+		}
+		if (w->wlat) {
+			dc_hist_merge(&res->lat, w->wlat);
+			dc_hist_merge(&res->lat_write, w->wlat);
+		}
 		if (w->slat)
 			dc_hist_merge(&res->sample_lat, w->slat);
 		if (res->threads) {

@@ -41,7 +41,8 @@ struct dc_worker {
 	unsigned nfree;
 	struct dc_io **done; /* reap() output */
 	struct dc_bufpool pool;
-	struct dc_hist *lat;
+	struct dc_hist *lat;   /* io: reads (writes in wlat); train: every request */
+	struct dc_hist *wlat;  /* io: writes */
 	struct dc_hist *slat;  /* train: sample latency */
 	struct dc_file *files; /* io: one per path; train: files used outside samples */
 	/* train */
@@ -54,6 +55,7 @@ struct dc_worker {
 	uint64_t ops, bytes, errors;
 	uint64_t skipped;            /* train: samples left out (cfg->bad_files) */
 	int skipping;                /* train: the rest of a sample whose open failed is left out */
+	uint64_t wops, wbytes;       /* io: the writes among ops and bytes */
 	uint64_t pub_ops, pub_bytes; /* already added to cfg->progress */
 	unsigned since_pub;
 	uint64_t cpu_ns;

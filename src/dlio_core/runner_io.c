@@ -96,9 +96,13 @@ static inline void io_complete(struct dc_worker *w, struct dc_io *io, uint64_t n
 	if (likely(io->res == (int64_t)io->len)) {
 		/* Only requests issued after the ramp count. */
 		if (likely(io->t_issue >= t_ramp)) {
+			const int wr = io->op == DC_OP_WRITE;
+
 			w->ops++;
 			w->bytes += io->len;
-			dc_hist_add_inline(w->lat, now - io->t_issue);
+			w->wops += (uint64_t)wr;
+			w->wbytes += wr ? io->len : 0;
+			dc_hist_add_inline(wr ? w->wlat : w->lat, now - io->t_issue);
 			if (unlikely(w->tb))
 				dc_trace_add(w->tb, io->op, w->trace_tid, io->t_issue,
 					     now - io->t_issue, w->run->cfg->ops[io->user].file,
@@ -146,10 +150,10 @@ static inline __attribute__((always_inline)) void io_loop_sync_impl(struct dc_wo
 	int (*submit)(struct dc_engine *, struct dc_io *) = r->ops->submit;
 	struct dc_engine *eng = w->eng;
 	struct dc_file *files = w->files;
-	struct dc_hist *lat = w->lat;
+	struct dc_hist *lat = w->lat, *wlat = w->wlat; /* reads, writes */
 	struct dc_trace_buf *const tb = w->tb;
 	struct dc_io *io = &w->slots[0];
-	uint64_t idx = first, nops = 0, nbytes = 0;
+	uint64_t idx = first, nops = 0, nbytes = 0, nwops = 0, nwbytes = 0;
 	int64_t budget = 0;
 	unsigned since = 0;
 
@@ -190,9 +194,13 @@ static inline __attribute__((always_inline)) void io_loop_sync_impl(struct dc_wo
 		done = dc_now_ns();
 		if (likely(ret == 1 && io->res == (int64_t)io->len)) {
 			if (likely(now >= t_ramp)) {
+				const int wr = io->op == DC_OP_WRITE;
+
 				nops++;
 				nbytes += io->len;
-				dc_hist_add_inline(lat, done - now);
+				nwops += (uint64_t)wr;
+				nwbytes += wr ? io->len : 0;
+				dc_hist_add_inline(wr ? wlat : lat, done - now);
 				if (traced)
 					dc_trace_add(tb, io->op, w->trace_tid, now, done - now,
 						     op->file, op->offset, io->len,
@@ -209,6 +217,8 @@ static inline __attribute__((always_inline)) void io_loop_sync_impl(struct dc_wo
 		} else if (ret == 1) {
 			w->ops = nops;
 			w->bytes = nbytes;
+			w->wops = nwops;
+			w->wbytes = nwbytes;
 			worker_io_error(w, io);
 			break;
 		} else {
@@ -220,6 +230,8 @@ static inline __attribute__((always_inline)) void io_loop_sync_impl(struct dc_wo
 out:
 	w->ops = nops;
 	w->bytes = nbytes;
+	w->wops = nwops;
+	w->wbytes = nwbytes;
 	w->t_end = dc_now_ns();
 	worker_publish(w);
 }

@@ -93,6 +93,42 @@ static void test_counts(void)
 	}
 }
 
+/* A mixed read/write plan: every request counted in its direction (ops, bytes, latency), the
+ * totals their sums. Every fourth request is an 8 KiB write, the others 4 KiB reads. */
+static void test_mixed_directions(void)
+{
+	for (unsigned threads = 1; threads <= 3; threads += 2) {
+		struct plan p;
+		struct dc_run_config c;
+		struct dc_run_result *r = new_result(threads, 0);
+		int ret;
+
+		make_plan(&p, 1000, 4096, threads);
+		for (uint64_t i = 0; i < p.nops; i += 4) {
+			p.ops[i].op = DC_OP_WRITE;
+			p.ops[i].length = 8192;
+		}
+		base_cfg(&c, &p, threads, 8192);
+		ret = dc_run_io(&c, r);
+		T_CHECK(ret == 0, "mixed run: %d %s", ret, r->error.what);
+		T_CHECK(r->ops == 1000 && r->ops_write == 250, "threads %u: ops %llu writes %llu",
+			threads, (unsigned long long)r->ops, (unsigned long long)r->ops_write);
+		T_CHECK(r->bytes_write == 250 * 8192 && r->bytes == 750 * 4096 + 250 * 8192,
+			"bytes %llu written %llu", (unsigned long long)r->bytes,
+			(unsigned long long)r->bytes_write);
+		T_CHECK(r->lat_write.count == 250 && r->lat_read.count == 750 &&
+				r->lat.count == 1000,
+			"latency counts read %llu write %llu all %llu",
+			(unsigned long long)r->lat_read.count,
+			(unsigned long long)r->lat_write.count, (unsigned long long)r->lat.count);
+		T_CHECK(r->lat.max == (r->lat_read.max > r->lat_write.max ? r->lat_read.max
+									  : r->lat_write.max),
+			"the whole max is the larger direction's");
+		free(p.ops);
+		free_result(r);
+	}
+}
+
 static void test_bytes_limit(void)
 {
 	for (unsigned threads = 1; threads <= 2; threads++) {
@@ -541,6 +577,7 @@ int main(void)
 	T_CHECK(dc_engine_available("nope", why, sizeof(why)) == -ENOENT, "unknown engine");
 	printf("unknown engine message: %s\n", why);
 	test_counts();
+	test_mixed_directions();
 	test_bytes_limit();
 	test_runtime_and_ramp();
 	test_fault(EIO);

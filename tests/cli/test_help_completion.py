@@ -55,7 +55,7 @@ def test_completion_of_workloads_engines_rw():
     assert complete(["dlio-fast", "run", "--workload", "unet"]) == [n for n in list_workloads() if n.startswith("unet")]
     assert "resnet50" in complete(["dlio-fast", "workloads", "show", "res"])
     assert complete(["dlio-fast", "io", "/tmp", "--engine", "posix,io"]) == ["posix,io_uring"]
-    assert complete(["dlio-fast", "io", "/tmp", "--rw", "rand"]) == ["randread", "randwrite"]
+    assert complete(["dlio-fast", "io", "/tmp", "--rw", "rand"]) == ["randread", "randwrite", "randrw"]
     assert "io_uring" in complete(["dlio-fast", "run", "--engine", ""])
 
 

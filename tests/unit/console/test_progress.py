@@ -2,11 +2,15 @@
 
 import csv
 import io
+import re
 import time
+import types
 
 import numpy as np
+import pytest
 
-from dlio.progress import Progress, fmt_eta
+from dlio.progress import Progress, fmt_eta, pause, phase_of
+from dlio.progress.figures import BAR_MIN, fit
 
 
 class FakeRun:
@@ -88,3 +92,163 @@ def test_generation_status_line():
     line = out.getvalue().splitlines()[-1]
     assert line.startswith("[status] generating: 2/4 files") and "MiB/s" in line and "ETA" in line
     assert p.last.mib_s <= 2 / 0.05
+
+
+# --- issue 30: one console for every phase -------------------------------------------------------
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def test_live_csv_writes_each_row_once(tmp_path):
+    """Bug 16: the end of a phase wrote its last row twice (once as the final update, once at its end)."""
+    live = tmp_path / "live.csv"
+    p = Progress(enabled=False, stream=io.StringIO(), status_interval=0, live_csv=str(live))
+    plan, run = FakePlan(4, batch=1, compute_s=0.0), FakeRun()
+    for epoch in (1, 2):
+        run = FakeRun()
+        p.training("train", epoch, run, plan)
+        run.steps, run.bytes = 4, 4096
+        p.training("train", epoch, run, plan)  # reaches 4/4: the phase ends here
+        p.training("train", epoch, run, plan)  # execute's last tick after the run: nothing more
+        p.done()
+    with phase_of(p, "save", "saving global_epoch1_step4", 100, "B") as ph:
+        ph.update(100, nbytes=100)
+    p.close()
+    rows = list(csv.DictReader(open(live)))
+    keys = [(r["label"], r["done"], r["elapsed_s"]) for r in rows]
+    assert len(keys) == len(set(keys)), rows
+    assert [(r["label"], r["done"]) for r in rows] == [
+        ("epoch 1 train", "4"),
+        ("epoch 2 train", "4"),
+        ("saving global_epoch1_step4", "100"),
+    ]
+
+
+def test_run_line_in_status_lines_and_csv(tmp_path):
+    """The whole run beside the phase: which epoch of how many, the run's elapsed time and ETA, each
+    labelled as the run's (the phase's elapsed / ETA are the phase's)."""
+    out, live = io.StringIO(), tmp_path / "live.csv"
+    p = Progress(enabled=False, stream=out, status_interval=0.01, live_csv=str(live))
+    p.run_begin("run", "epoch", 4)
+    plan = FakePlan(10, batch=2, compute_s=0.0)
+    p.run_at(1)
+    r1 = FakeRun()
+    p.training("train", 1, r1, plan)
+    time.sleep(0.1)
+    r1.steps = 10
+    p.training("train", 1, r1, plan)
+    p.run_at(2)
+    r2 = FakeRun()
+    p.training("train", 2, r2, plan)
+    time.sleep(0.1)
+    r2.steps = 5
+    p.training("train", 2, r2, plan)
+    line = out.getvalue().splitlines()[-1]
+    m = re.match(
+        r"\[status\] epoch 2 train: 5/10 steps .* elapsed \S+  ETA \S+  \| run: epoch 2/4  elapsed (\S+)  ETA (\S+)$",
+        line,
+    )
+    assert m, line
+    fig = p.last.run
+    # 1.5 of 4 epochs done in the run's elapsed time: 2.5 / 1.5 of it left
+    assert fig.eta_s == pytest.approx(fig.elapsed_s * 2.5 / 1.5, rel=1e-6)
+    p.close()
+    rows = list(csv.DictReader(open(live)))
+    assert rows[-1]["run"] == "run epoch 2/4" and float(rows[-1]["run_eta_s"]) > 0
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_display_fits_the_terminal(width):
+    """At 80 columns the figures of lowest priority go first; the bar and the ETA stay (the review: at
+    80 columns the bar vanished and the ETA was cut). At 160 everything is shown."""
+    out = io.StringIO()
+    p = Progress(enabled=True, stream=out, width=width)
+    p.run_begin("run", "epoch", 8)
+    p.run_at(3)
+    ph = p.phase("train", "epoch 3 train", 16, "steps")
+    time.sleep(0.15)
+    ph.update(14, nbytes=9 * 2**20, samples=14 * 16, au_pct=94.2)
+    ph.end()
+    lines = [s for s in re.split(r"[\r\n]+", ANSI.sub("", out.getvalue())) if s.strip()]
+    bars = [s for s in lines if s.startswith("epoch 3 train")]
+    assert bars and any(s.startswith("run: epoch 3/8") and "ETA" in s for s in lines), lines
+    for s in lines:
+        assert len(s) <= width - 1, (len(s), s)
+    last = bars[-1]
+    assert "━" * BAR_MIN in last and "14/16 steps" in last and re.search(r"ETA \S+$", last), last
+    assert ("samples/s" in last and "elapsed" in last) == (width == 160), last
+
+
+def test_fit_keeps_bar_count_and_eta():
+    parts = [(3, "12,345.6 samples/s"), (5, "1,234.5 MiB/s"), (6, "AU 99.1 %"), (2, "elapsed 1m02s"), (99, "ETA 3m05s")]
+    label = "point 12/24 randread 4KiB io_uring qd32 t4"
+    for width in (40, 60, 80, 120, 200):
+        f = fit(label, "41.0 %", parts, width)
+        text = f.plain(0.4)
+        assert f.bar >= BAR_MIN and "41.0 %" in text and text.endswith("ETA 3m05s"), text
+        if width >= 60:
+            assert len(text) <= width - 1, (width, text)
+        else:  # too narrow for all of it: every figure but the ETA dropped, the label cut
+            assert f.figures == "ETA 3m05s" and f.label.endswith("…"), text
+    assert fit(label, "41.0 %", parts, 200).plain(0.4).count("━") + 1 == 24  # the whole bar when there is room
+
+
+def test_phase_api_in_bytes_and_without_progress():
+    assert phase_of(None, "save", "x", 10, "B").update(5) is None  # rank > 0 / -q: a phase that does nothing
+    out = io.StringIO()
+    p = Progress(enabled=False, stream=out, status_interval=0.01)
+    with p.phase("load", "loading global_epoch1_step1", 3 * 2**30, "B", counts=False) as ph:
+        time.sleep(0.05)
+        ph.update(1.5 * 2**30, nbytes=1.5 * 2**30)
+    line = out.getvalue().splitlines()[-1]
+    assert line.startswith("[status] loading global_epoch1_step1: 1.5/3.0 GiB ") and "MiB/s" in line, line
+    assert p.key is None  # ended with the block
+
+
+def test_pause_is_shown_announced_and_stops_on_a_signal():
+    out, said = io.StringIO(), []
+    p = Progress(enabled=False, stream=out, status_interval=0.05)
+    t0 = time.monotonic()
+    assert pause(p, 0.3, "before checkpoint 2 save", "checkpoint.time_between_checkpoints", echo=said.append)
+    assert 0.3 <= time.monotonic() - t0 < 1.0
+    assert said == []  # short pauses are only shown, long ones said
+    assert "[status] sleeping before checkpoint 2 save: 0." in out.getvalue()  # n/0.3 s
+
+    class Stop:
+        def is_set(self):
+            return time.monotonic() - t1 > 0.2
+
+    t1 = time.monotonic()
+    assert not pause(p, 30, "before checkpoint 3 save", "checkpoint.time_between_checkpoints", said.append, Stop())
+    assert time.monotonic() - t1 < 2.0
+    assert said == ["sleeping 30 s before checkpoint 3 save (checkpoint.time_between_checkpoints)"]
+
+
+def test_training_figures_never_go_back():
+    """A run whose counters read 0 once it ended (S3's worker, bug 4) keeps the epoch's last figures."""
+    p = Progress(enabled=False, stream=io.StringIO(), status_interval=0)
+    plan, run = FakePlan(6, batch=1, compute_s=0.0), FakeRun()
+    p.training("train", 1, run, plan)
+    run.steps, run.bytes = 4, 400
+    p.training("train", 1, run, plan)
+    run.steps, run.bytes = 0, 0
+    p.training("train", 1, run, plan)
+    assert p.last.done == 4 and p.last.mib_s > 0
+
+
+def test_io_point_line_and_grid_line():
+    """A point's ETA is its own; the grid's elapsed and ETA are on the grid's line."""
+    out = io.StringIO()
+    p = Progress(enabled=False, stream=out, status_interval=0.01)
+    point = types.SimpleNamespace(rw="randread", bs=4096, engine="io_uring", qd=8, threads=1)
+    budget = types.SimpleNamespace(size=0, runtime_ns=int(1e9), ramp_ns=0)
+    tick = p.io_point(point, budget, 2, 4)
+    time.sleep(0.2)
+    tick(FakeRun())
+    line = out.getvalue().splitlines()[-1]
+    assert re.match(
+        r"\[status\] point 2/4 randread 4KiB io_uring qd8 t1: +\d+\.\d % .*ETA \S+  "
+        r"\| grid: point 2/4  elapsed \S+  ETA \S+$",
+        line,
+    ), line
+    p.done()

@@ -154,6 +154,10 @@ struct dc_run_result {
 	int stopped;               /* stopped early by *stop */
 	struct dc_hist lat;        /* per-request latency (submit to completion), all threads */
 	struct dc_hist sample_lat; /* train: per-sample open..close latency */
+	/* io: the writes among ops / bytes / lat, and the reads' latency alone (a mixed read/write
+	 * plan reports each direction apart, as fio's read and write sections) */
+	uint64_t ops_write, bytes_write;
+	struct dc_hist lat_read, lat_write;
 	struct dc_thread_stats *threads;  /* caller's, one per thread (train: max(1, threads)) */
 	struct dc_step_times *step_times; /* caller-provided, nsteps entries (train) */
 	struct dc_error error;            /* first error, if any */
