@@ -256,12 +256,16 @@ class Phase:
         reader_threads: int,
         write: bool = False,
         samples: int = 0,
+        other_cpu: Tuple[float, float] = (0.0, 0.0),
     ) -> Dict[str, Any]:
         """The phase's counters (JSON-ready). reader_cpu_s None: the whole process's CPU is the readers'
-        (io points, where the workers are nearly all of it); reader_threads 0: the trainer reads."""
+        (io points, where the workers are nearly all of it); reader_threads 0: the trainer reads.
+        other_cpu: (user, sys) seconds of processes that do this process's I/O (the S3 workers), counted
+        as this process's: they are the client, not other processes on the host."""
         s0, s1 = self.start, snapshot(self.target)
         wall = max(1e-9, (s1["t_ns"] - s0["t_ns"]) / 1e9)
-        user, sys_ = s1["user_s"] - s0["user_s"], s1["sys_s"] - s0["sys_s"]
+        user = s1["user_s"] - s0["user_s"] + other_cpu[0]
+        sys_ = s1["sys_s"] - s0["sys_s"] + other_cpu[1]
         dt = s1["host_total"] - s0["host_total"]
         host_cpus = os.cpu_count() or 1
         c = {

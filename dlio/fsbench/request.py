@@ -35,6 +35,8 @@ IO_FLAGS: Mapping[str, str] = {
     "mpiio_hints": "mpiio-hint",
     "trace_path": "trace",
     "endpoint": "endpoint",
+    "timeout_ns": "timeout",
+    "create_bucket": "create-bucket",
 }
 
 
@@ -65,6 +67,8 @@ class IoRequest:
     mpiio_hints: Tuple[str, ...] = ()
     trace_path: Optional[str] = None
     endpoint: Optional[str] = None
+    timeout_ns: Optional[int] = None  # an object store's deadline (None: dlio_fast.storage_timeout's default)
+    create_bucket: bool = False
     given: FrozenSet[str] = frozenset()  # the fields the user set
 
     @classmethod
@@ -82,6 +86,8 @@ CEILING_FLAGS: Mapping[str, str] = {
     "endpoint": "endpoint",
     "json_path": "json",
     "keep": "keep",
+    "timeout_ns": "timeout",
+    "create_bucket": "create-bucket",
 }
 
 
@@ -98,4 +104,6 @@ class CeilingRequest:
     endpoint: Optional[str] = None
     json_path: Optional[str] = None
     keep: bool = False
+    timeout_ns: Optional[int] = None
+    create_bucket: bool = False
     given: FrozenSet[str] = frozenset()
