@@ -11,7 +11,7 @@ from dlio.checkpoint.load import load, ranks_per_node
 from dlio.checkpoint.record import extend_window
 from dlio.checkpoint.save import save
 from dlio.checkpoint.summary import size_lines
-from dlio.errors import DlioError
+from dlio.errors import DlioError, DlioRunError, Interrupted
 from dlio.host import iso
 from dlio.mpi import Comm
 from dlio.report import checkpoint as ckpt_figures
@@ -94,45 +94,49 @@ def run_checkpoint_only(
         )
         say(f"Checkpoint {i} {kind}, this rank: {extra}")  # own line: DLIO's "GB" above are GiB
 
-    if nw:
-        say("Checkpointing write started")
-    for i in range(1, nw + 1):
-        one(
-            "save",
-            i,
-            lambda: save(cfg, comm, 1, i, engine=engine, direct=direct, plan=plan, barrier=True, backend=backend),
-        )
-    if nw:
-        say("Checkpointing write finished")
-    if nr:
-        root = backend.checkpoint_root(cfg)
-        have = checkpoints_in(backend, root)
-        if have < nr:
-            raise DlioError(
-                f"checkpoint.num_checkpoints_read = {nr}: only {have} checkpoints in {root}; "
-                "write them first (num_checkpoints_write) or read fewer"
-            )
-        say("Checkpointing read started")
-    for i in range(1, nr + 1):
-        one(
-            "load",
-            i,
-            lambda: load(
-                cfg,
-                comm,
-                1,
+    try:
+        if nw:
+            say("Checkpointing write started")
+        for i in range(1, nw + 1):
+            one(
+                "save",
                 i,
-                engine=engine,
-                direct=direct,
-                drop=drop,
-                plan=plan,
-                ranks_per_node_=ppn,
-                barrier=True,
-                backend=backend,
-            ),
-        )
-    if nr:
-        say("Checkpointing read finished")
+                lambda: save(cfg, comm, 1, i, engine=engine, direct=direct, plan=plan, barrier=True, backend=backend),
+            )
+        if nw:
+            say("Checkpointing write finished")
+        if nr:
+            root = backend.checkpoint_root(cfg)
+            have = checkpoints_in(backend, root)
+            if have < nr:
+                raise DlioError(
+                    f"checkpoint.num_checkpoints_read = {nr}: only {have} checkpoints in {root}; "
+                    "write them first (num_checkpoints_write) or read fewer"
+                )
+            say("Checkpointing read started")
+        for i in range(1, nr + 1):
+            one(
+                "load",
+                i,
+                lambda: load(
+                    cfg,
+                    comm,
+                    1,
+                    i,
+                    engine=engine,
+                    direct=direct,
+                    drop=drop,
+                    plan=plan,
+                    ranks_per_node_=ppn,
+                    barrier=True,
+                    backend=backend,
+                ),
+            )
+        if nr:
+            say("Checkpointing read finished")
+    except (DlioRunError, Interrupted) as e:  # a failed or stopped save: the ones done before it are kept
+        e.records, e.phase = records, {"start": start, "end": iso()}
+        raise
     end = iso()
     stats["end"] = end
     gathered = comm.gather(records, root=0)

@@ -343,7 +343,10 @@ def _measure(s: Session):
     if cfg.is_checkpoint_only():
         try:
             ck = run_checkpoint_only(cfg, comm, s.echo)
-        except Interrupted as e:
+        except (Interrupted, DlioRunError) as e:  # the saves and loads done before it are kept
+            rank_rec["checkpoints"] = getattr(e, "records", [])
+            if hasattr(e, "phase"):
+                rank_rec["checkpoint_phase"] = e.phase
             return rank_rec, e
         rank_rec["checkpoints"] = ck["records"]
         rank_rec["checkpoint_phase"] = {"start": ck["start"], "end": ck["end"]}  # DLIO's per_epoch_stats

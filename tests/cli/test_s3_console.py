@@ -4,6 +4,7 @@ workers' CPU is the benchmark's (the client's), in the verdict and in `benchmark
 
 import csv
 import json
+import os
 import subprocess
 import sys
 
@@ -148,3 +149,37 @@ def test_s3_workers_cpu_is_the_clients(s3env, bucket, tmp_path):  # noqa: F811
     assert v["part"] != "other processes on the host" or c["host_busy_share"] * c["host_cpus"] - process > process, v
     if process / c["wall_s"] >= 0.8:  # the worker kept a core busy: that is the client
         assert v["verdict"] == "client-bound", v
+
+
+def test_benchmark_cpu_per_sample_on_a_busy_core(s3env, bucket, tmp_path):  # noqa: F811
+    """The run and a CPU hog share one core: the emulated compute's spin gets about half of it, so its
+    wall time is twice its CPU. The benchmark's CPU is the worker's reading CPU (its CPU less the CPU the
+    trainer thread spun), not its CPU less the spin's wall time (that gave 0.00 us per sample)."""
+    import yaml
+
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    core = min(os.sched_getaffinity(0))
+    pin = lambda: os.sched_setaffinity(0, {core})  # noqa: E731
+    doc = yaml.safe_load(_tiny_config(tmp_path, bucket).read_text())
+    doc["dataset"]["num_files_train"] = 80
+    doc["train"]["computation_time"] = 0.02
+    cfg = tmp_path / "busy.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin)
+    try:
+        cmd = [sys.executable, "-m", "dlio", "-q", "run", "--config", str(cfg), "-o", str(tmp_path / "o")]
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=300, preexec_fn=pin)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert p.returncode == 0, p.stderr
+    with open(tmp_path / "o" / "dlio-fast.json") as f:
+        (ep,) = json.load(f)["ranks"][0]["epochs"]
+    c = ep["counters"]
+    assert c["cores"] == 1
+    per_sample_us = ep["cpu_s"] / ep["samples"] * 1e6
+    assert per_sample_us > 1, per_sample_us  # the worker's GETs cost CPU
+    # the spin is the accelerator's: the client's CPU stays well below the compute's wall time
+    assert ep["cpu_s"] < 0.9 * ep["steps_done"] * 0.02, ep["cpu_s"]
+    assert c["cpu_user_s"] + c["cpu_sys_s"] >= ep["cpu_s"] * 0.99

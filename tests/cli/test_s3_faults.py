@@ -329,3 +329,36 @@ def test_create_bucket_and_timeout_are_refused_where_they_mean_nothing(run_cli, 
     )
     line = one_line(err)
     assert code == 2 and "dlio_fast.create_bucket = true: not available on files" in line, line
+
+
+def test_checkpoint_only_keeps_the_saves_done_when_the_server_freezes(own, tmp_path):
+    """Save 1 done, the gateway frozen before save 2: exit 1 at the deadline with the line naming the PUT,
+    and save 1's record in the results."""
+    make_bucket(own, "frozen-ckpt")
+    env = dict(os.environ, **own.aws_env())
+    log = tmp_path / "stdout.txt"
+    args = [
+        *("run", "-w", "unet3d", "--output", tmp_path / "o"),
+        *("--set", "storage.storage_type=s3", "--set", "storage.storage_root=frozen-ckpt"),
+        *("--set", "workflow.train=false", "--set", "workflow.generate_data=false"),
+        *("--set", "workflow.checkpoint=true", "--set", "checkpoint.checkpoint_folder=s3://frozen-ckpt/ck"),
+        *("--set", "checkpoint.num_checkpoints_write=2", "--set", "checkpoint.num_checkpoints_read=1"),
+        *("--set", "checkpoint.time_between_checkpoints=1.0", "--set", "model.model_size=1000000"),
+        *("--set", "dlio_fast.storage_timeout=3"),
+    ]
+    with open(log, "w") as lf:
+        p = subprocess.Popen(
+            [sys.executable, "-m", "dlio", *map(str, args)], stdout=lf, stderr=subprocess.PIPE, text=True, env=env
+        )
+    _wait_for(log, "Checkpoint 1 save", p)
+    with frozen(own):
+        _, err, took = finish(p, 60)
+    assert p.returncode == 1, err
+    line = one_line(err)
+    assert own.endpoint in line and "did not answer for 3 s while PUT of 1 checkpoint objects" in line, line
+    assert "global_epoch1_step2" in line and "raise dlio_fast.storage_timeout" in line, line
+    assert took < 1 + 3 + 15, took
+    doc = _result(tmp_path / "o")
+    assert doc["complete"] is False
+    (save1,) = doc["ranks"][0]["checkpoints"]
+    assert save1["kind"] == "save" and save1["bytes"] > 1_000_000

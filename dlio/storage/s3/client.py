@@ -143,9 +143,9 @@ class Session:
         self.err: "collections.deque[str]" = collections.deque(maxlen=20)
         for stream, put, eof in ((self.proc.stdout, self.lines.put, True), (self.proc.stderr, self.err.append, False)):
             threading.Thread(target=self._drain, args=(stream, put, eof), daemon=True).start()
-        self.silence = Silence(self.proc.pid, self.counters)
         self.stop_at: Optional[float] = None
         self.cpu: Optional[Tuple[float, float]] = None  # the task's (user, sys) once reaped
+        self.silence = Silence(self.proc.pid, self.counters)
         self.send("@" + path)  # one short line, whatever the task's size: never blocks
 
     @staticmethod
@@ -161,7 +161,9 @@ class Session:
                 put(_EOF)
 
     def send(self, line: str) -> None:
-        """A line to the worker's stdin (a gone worker is seen at its end of output)."""
+        """A line to the worker's stdin (a gone worker is seen at its end of output). New work: the
+        silence counts from now (the worker waited for the parent, not for the server)."""
+        self.silence.reset()
         try:
             self.proc.stdin.write(line + "\n")
             self.proc.stdin.flush()

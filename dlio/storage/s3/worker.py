@@ -177,8 +177,7 @@ def task_point(s3, t: dict, c) -> dict:
     limit = t["requests_per_thread"]
     per_batch = get_batch_cap(t["bs"], t["threads"], qd)
     if rw != "write":
-        heap.prefault(t["held_bytes"])
-        c.beat()
+        heap.prefault(t["held_bytes"], c.beat)
     if rw == "read":
         # last before the clock: qd connections opened, and the server busy rather than idle
         s3.get_many_stats([f"s3://{bucket}/{k}" for k in t["keys"][0][:qd]], max_in_flight=qd)

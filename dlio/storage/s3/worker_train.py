@@ -145,8 +145,9 @@ def task_train(s3, t: dict, c) -> dict:
     )
     # build the client and open a connection before anything is timed or logged
     s3.list(f"{t['probe']}.dlio-fast-probe/")
-    heap.prefault(_largest_step_bytes(ops, steps) + t["inflight"] * (int(ops["length"].max()) if len(ops) else 0))
-    c.beat()
+    heap.prefault(
+        _largest_step_bytes(ops, steps) + t["inflight"] * (int(ops["length"].max()) if len(ops) else 0), c.beat
+    )
     s3.init_op_log(t["oplog"])
     loader = _Loader(s3, t, ops, steps, uris, sizes, c)
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
