@@ -44,6 +44,22 @@ def engines() -> None:
         click.echo(f"{name:<10} {','.join(flags):<24} {state}")
 
 
+def s3_options(f):
+    """--timeout / --create-bucket: an object store's deadline and its bucket (s3:// paths only)."""
+    f = click.option(
+        "--create-bucket",
+        is_flag=True,
+        help="s3:// paths: create the bucket when it does not exist.",
+    )(f)
+    return click.option(
+        "--timeout",
+        type=Duration(),
+        default=None,
+        help="s3:// paths: how long the server may go without answering (each request's deadline; a worker "
+        "with no reply for this long is stopped and the points measured so far are kept).  [default: 60s]",
+    )(f)
+
+
 @click.command(
     cls=FioNamesCommand,
     epilog=examples(
@@ -152,6 +168,7 @@ def engines() -> None:
     "gzip when FILE ends in .gz); opens in Perfetto.",
 )
 @click.option("--endpoint", help="s3:// paths: the S3 endpoint URL (default: AWS_ENDPOINT_URL).")
+@s3_options
 @progress_options
 @console_options
 @click.pass_context
@@ -180,6 +197,7 @@ IO_FIELDS = {
     "runtime": "runtime_ns",
     "ramp": "ramp_ns",
     "layout": "layouts",
+    "timeout": "timeout_ns",
 }
 LIST_OPTIONS = ("rw", "bs", "engine", "qd", "threads", "layout")
 
@@ -234,6 +252,7 @@ def _table_echo(*dests):
 @click.option("--endpoint", help="s3:// paths: the S3 endpoint URL (default: AWS_ENDPOINT_URL).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results as JSON ('-' for stdout).")
 @click.option("--keep", is_flag=True, help="Keep the test files (objects).")
+@s3_options
 @progress_options
 @console_options
 @click.pass_context
@@ -242,7 +261,7 @@ def ceiling(ctx: click.Context, path, **options) -> None:
     or an object store's GET/PUT bandwidth and small-object GETs per second (s3://BUCKET/PREFIX)."""
     from dlio.fsbench.backends import io_backend
 
-    fields = {"runtime": "runtime_ns"}
+    fields = {"runtime": "runtime_ns", "timeout": "timeout_ns"}
     values = {fields.get(k, k): v for k, v in options.items()}
     req = CeilingRequest(path=path, given=_given(ctx, options, fields), **values)
     backend = io_backend([path])

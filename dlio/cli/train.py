@@ -121,6 +121,9 @@ def _warn_to(progress: Any) -> Callable[[str], None]:
     return (lambda m: progress.echo(m, err=True)) if progress else _err
 
 
+CREATE_BUCKET_HELP = "S3: create the bucket (storage.storage_root) when it does not exist."
+
+
 @click.command(
     context_settings={"ignore_unknown_options": True},
     epilog=examples(
@@ -157,6 +160,7 @@ def _warn_to(progress: Any) -> Callable[[str], None]:
     type=click.Path(dir_okay=False),
     help="Also write the run's dlio-fast.json document to FILE ('-' for stdout: every other line then goes to stderr).",
 )
+@key_option("dlio_fast.create_bucket", "--create-bucket", help=CREATE_BUCKET_HELP)
 @progress_options
 @console_options
 @click.pass_context
@@ -242,18 +246,19 @@ def _document_out(
     help="Print what would be generated and how long it would take at the rate an earlier generation measured "
     "in the same data folder (e.g. one at --scale 0.01); write nothing.",
 )
+@key_option("dlio_fast.create_bucket", "--create-bucket", help=CREATE_BUCKET_HELP)
 @progress_options
 @console_options
 @click.pass_context
 def generate(
-    ctx: click.Context, overrides, workload_name, config_file, sets, scale, threads, checksum, direct, dry_run
+    ctx: click.Context, overrides, workload_name, config_file, sets, scale, threads, checksum, direct, dry_run, **keys
 ) -> None:
     """Generate a workload's dataset (DLIO's layout and formats); complete files are kept."""
     # the job's modules load when the command runs: --help and completion stay fast
     from dlio.dataset.spec import dataset_spec
     from dlio.train import session
 
-    cfg = load(workload_name, config_file, sets, overrides, scale)
+    cfg = load(workload_name, config_file, sets, overrides, scale, key_values(keys))
     comm = mpi.world()
     echo, progress = _rank0_console(ctx, comm)
     if dry_run:

@@ -508,6 +508,21 @@ KEYS: Tuple[Key, ...] = (
         "busy-wait per request of the null engine: a storage of known latency (tests, dlio-fast maxacc)",
         lo=0,
     ),
+    K(
+        "dlio_fast.storage_timeout",
+        "num",
+        60.0,
+        "seconds an object store may go without answering (S3: each request's deadline, and a worker with no "
+        "reply for this long is stopped); the run then ends with what it measured",
+        lo=1,
+        hi=86400,
+    ),
+    K(
+        "dlio_fast.create_bucket",
+        "bool",
+        False,
+        "S3: create the bucket when it does not exist (generate, and run when it generates)",
+    ),
 )
 
 # ---- vector search (workflow.vdb): Milvus's DiskANN / AISAQ / HNSW indexes on storage (dlio.vdb) ----

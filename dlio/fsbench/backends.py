@@ -102,8 +102,8 @@ class MpiIo(IoBackend):
 
 class S3Io(IoBackend):
     label = "s3:// paths"
-    io_options = frozenset({"qds", "file_size", "cache", "endpoint"})
-    ceiling_options = frozenset({"object_size", "endpoint"})
+    io_options = frozenset({"qds", "file_size", "cache", "endpoint", "timeout_ns", "create_bucket"})
+    ceiling_options = frozenset({"object_size", "endpoint", "timeout_ns", "create_bucket"})
 
     def check_io(self, req: IoRequest) -> None:
         from dlio.fsbench import s3_io

@@ -36,6 +36,8 @@ IO_FLAGS: Mapping[str, str] = {
     "mpiio_hints": "mpiio-hint",
     "trace_path": "trace",
     "endpoint": "endpoint",
+    "timeout_ns": "timeout",
+    "create_bucket": "create-bucket",
 }
 
 
@@ -67,6 +69,8 @@ class IoRequest:
     mpiio_hints: Tuple[str, ...] = ()
     trace_path: Optional[str] = None
     endpoint: Optional[str] = None
+    timeout_ns: Optional[int] = None  # an object store's deadline (None: dlio_fast.storage_timeout's default)
+    create_bucket: bool = False
     given: FrozenSet[str] = frozenset()  # the fields the user set
 
     @classmethod
@@ -84,6 +88,8 @@ CEILING_FLAGS: Mapping[str, str] = {
     "endpoint": "endpoint",
     "json_path": "json",
     "keep": "keep",
+    "timeout_ns": "timeout",
+    "create_bucket": "create-bucket",
 }
 
 
@@ -100,4 +106,6 @@ class CeilingRequest:
     endpoint: Optional[str] = None
     json_path: Optional[str] = None
     keep: bool = False
+    timeout_ns: Optional[int] = None
+    create_bucket: bool = False
     given: FrozenSet[str] = frozenset()

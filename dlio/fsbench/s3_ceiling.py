@@ -15,14 +15,16 @@ from typing import Callable, Dict, List
 
 from dlio import output
 from dlio.config.engines import S3_ENGINE
-from dlio.errors import DlioError
+from dlio.errors import DlioError, DlioRunError
 from dlio.fsbench import s3_points as points
 from dlio.fsbench.ceiling import climb
-from dlio.fsbench.s3_io import HEADER, point_line
+from dlio.fsbench.points import Budget
+from dlio.fsbench.s3_io import HEADER, point_line, timeout_s
 from dlio.limits import usable_cpus
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
-from dlio.storage.s3 import client
-from dlio.storage.s3.settings import parse_uri, resolve
+from dlio.storage import backend_for_uri
+from dlio.storage.s3 import client, limits
+from dlio.storage.s3.settings import parse_uri
 from dlio.units import fmt_ns, fmt_size
 
 SMALL_OBJECT = 4096
@@ -41,7 +43,8 @@ def targets(object_size: int) -> tuple:
 
 def run(req, console) -> dict:
     """Check access, search each target, write the document (also when a probe fails)."""
-    uri, runtime_ns, json_path, keep, echo = req.path, req.runtime_ns, req.json_path, req.keep, console.table
+    uri, runtime_ns, json_path, keep, progress = req.path, req.runtime_ns, req.json_path, req.keep, console.progress
+    echo = (lambda m: progress.echo(m, err=json_path == "-")) if progress else console.table
     object_size = req.object_size or 16 << 20
     max_threads, max_qd = req.max_threads or max(1, int(usable_cpus())), req.max_qd or MAX_QD
     bucket, prefix = parse_uri(uri)
@@ -49,9 +52,13 @@ def run(req, console) -> dict:
         raise DlioError(f"--object-size {fmt_size(object_size)}: must be between 4 KiB and 64 MiB")
     if json_path:
         output.check_output_path(json_path)
+    limits.check_open_files(
+        max_threads * max_qd, f"--max-qd {max_qd} x --max-threads {max_threads}", "lower --max-qd or --max-threads"
+    )
     client.require_client()
-    settings = resolve(req.endpoint)
-    client.check_access(settings, bucket, prefix)
+    backend = backend_for_uri(uri, req.endpoint, timeout_s(req))
+    backend.check_access([uri], create=req.create_bucket)
+    settings = backend.settings
 
     created: set = set()
     work = points.workdir()
@@ -65,14 +72,18 @@ def run(req, console) -> dict:
             (size, [k for k in keys if k not in created]) for size, keys in points.objects_to_create(prefix, [pt])
         ]
         groups = [(size, keys) for size, keys in groups if keys]
-        if groups:
-            client.run_task(settings, {"task": "put_objects", "bucket": bucket, "groups": groups})
-            created.update(k for _, keys in groups for k in keys)
-        rec = points.run_point(settings, bucket, prefix, pt, runtime_ns, 0, 0, work)
+        points.put_objects(settings, bucket, groups, progress)
+        created.update(k for _, keys in groups for k in keys)
+        tick = progress.io_point(pt, Budget(runtime_ns=runtime_ns), len(probes) + 1, None) if progress else None
+        try:
+            rec = points.run_point(settings, bucket, prefix, pt, runtime_ns, 0, 0, work, tick)
+        finally:
+            if progress:
+                progress.done()
         probes.append(rec)
         echo(point_line(rec))
         if rec.get("error"):
-            raise DlioError(
+            raise DlioRunError(
                 f"{uri}: {pt.rw} of {fmt_size(pt.bs)} objects, {pt.qd} in flight x {pt.threads} threads failed: "
                 f"{rec['error']}; the probes so far were written (marked incomplete)"
             )
@@ -91,7 +102,7 @@ def run(req, console) -> dict:
         shutil.rmtree(work, ignore_errors=True)
         if json_path:
             output.write_json(json_path, doc)
-        if not keep:
+        if not keep and doc.get("complete"):  # a server that failed a probe is not asked again
             client.run_task(settings, {"task": "delete", "bucket": bucket, "prefix": prefix + points.TEST_FOLDER})
     echo("")
     for line in summary_lines(doc["best"], object_size):

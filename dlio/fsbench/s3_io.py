@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import shutil
+from typing import Any, Optional
 
 from dlio import output
 from dlio.config.engines import S3_ENGINE
 from dlio.errors import DlioError, DlioRunError
 from dlio.fsbench import s3_points as points
 from dlio.fsbench.grid import Sinks, run_grid
+from dlio.fsbench.points import Budget
 from dlio.memcheck import check_fits
 from dlio.report.io_table import POINT_HEADER
 from dlio.report.result import IO_SCHEMA, new_io_doc
-from dlio.storage.s3 import client
-from dlio.storage.s3.settings import parse_uri, resolve
+from dlio.storage import backend_for_uri
+from dlio.storage.s3 import client, limits
+from dlio.storage.s3.settings import parse_uri
 from dlio.units import fmt_ns, fmt_size
 
 S3_EXTRA = ("object_size", "requests_per_s", "errors", "retries")  # CSV columns after the file io ones
 MAX_RANGE_OBJECT = 5 << 30  # S3's largest single PUT
 HEADER = POINT_HEADER + f" {'ttfb_p50':>8} {'errors':>6}"
+TIMEOUT_MIN_S, TIMEOUT_MAX_S = 1, 86400  # --timeout's bounds (dlio_fast.storage_timeout's)
 
 
 def point_line(r: dict) -> str:
@@ -48,9 +52,11 @@ def check(req) -> None:
             f"--cache {req.cache} has no meaning on S3 (no client page cache; the server's caches are its own): "
             "leave it out"
         )
+    timeout_s(req)
     for b in bss:
         if b < 1 or b > 64 << 20:
             raise DlioError(f"--bs {fmt_size(b)}: object / range size must be between 1 byte and 64 MiB")
+
     if "randread" in rws and file_size < max(bss):
         raise DlioError(
             f"--file-size {fmt_size(file_size)} is smaller than --bs {fmt_size(max(bss))} "
@@ -63,12 +69,25 @@ def check(req) -> None:
         )
 
 
+def timeout_s(req: Any) -> Optional[float]:
+    """--timeout in seconds (None: the default), refused outside its bounds."""
+    if req.timeout_ns is None:
+        return None
+    s = req.timeout_ns / 1e9
+    if not TIMEOUT_MIN_S <= s <= TIMEOUT_MAX_S:
+        raise DlioError(f"--timeout {s:g}s: must be between {TIMEOUT_MIN_S} s and {TIMEOUT_MAX_S} s (one day)")
+    return s
+
+
 def run_io(req, console) -> dict:
     """Check everything before any request is timed, create the test objects, run the grid."""
     uris, file_size, size = list(req.paths), req.file_size, req.size
     bucket, prefix = parse_uri(uris[0])
     runtime_ns = req.runtime_ns if req.runtime_ns is not None or size is not None else 5_000_000_000
-    json_path, csv_path, echo = req.json_path, req.csv_path, console.table
+    progress = console.progress
+    to_err = "-" in (req.json_path, req.csv_path)  # a document on stdout: the table goes to stderr
+    json_path, csv_path = req.json_path, req.csv_path
+    echo = (lambda m: progress.echo(m, err=to_err)) if progress else console.table
     for p in (json_path, csv_path):
         if p:
             output.check_output_path(p)
@@ -86,18 +105,32 @@ def run_io(req, console) -> dict:
             "of responses at once)",
             "lower --bs, --qd or --threads",
         )
+    most = max(grid, key=lambda p: points.in_flight(p, size or 0))  # connections: this host's open files
+    limits.check_open_files(
+        points.in_flight(most, size or 0), f"--qd {most.qd} x --threads {most.threads}", "lower --qd or --threads"
+    )
     client.require_client()
-    settings = resolve(req.endpoint)
-    client.check_access(settings, bucket, prefix)
+    backend = backend_for_uri(uris[0], req.endpoint, timeout_s(req))
+    backend.check_access([uris[0]], create=req.create_bucket)
+    settings = backend.settings
 
     doc = new_io_doc(IO_SCHEMA, paths=list(uris), endpoint=settings.endpoint, client=S3_ENGINE, files=[], points=[])
     sinks = Sinks(json_path, csv_path, csv_extra=S3_EXTRA)
     work = points.workdir()
     started = False
 
+    budget = Budget(runtime_ns=runtime_ns or 0, ramp_ns=req.ramp_ns, size=size or 0)
+
     def records():
-        for pt in grid:
-            rec = points.run_point(settings, bucket, prefix, pt, runtime_ns or 0, req.ramp_ns, size or 0, work)
+        for k, pt in enumerate(grid, 1):
+            tick = progress.io_point(pt, budget, k, len(grid)) if progress else None
+            try:
+                rec = points.run_point(
+                    settings, bucket, prefix, pt, runtime_ns or 0, req.ramp_ns, size or 0, work, tick
+                )
+            finally:
+                if progress:
+                    progress.done()
             yield rec
             if rec.get("error"):
                 raise DlioRunError(
@@ -107,9 +140,8 @@ def run_io(req, console) -> dict:
                 )
 
     try:
-        groups = points.objects_to_create(prefix, grid)
-        if groups:
-            client.run_task(settings, {"task": "put_objects", "bucket": bucket, "groups": groups})
+        groups = points.objects_to_create(prefix, grid, size or 0)
+        points.put_objects(settings, bucket, groups, progress)
         doc["files"] = [f"s3://{bucket}/{k}" for _, keys in groups for k in keys]
         started = True
         run_grid(records(), doc, HEADER, point_line, sinks, echo)  # writes the sinks whatever happens

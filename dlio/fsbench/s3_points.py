@@ -13,16 +13,19 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+from typing import Callable, Optional
 
 import numpy as np
 
 from dlio import _core, stats
 from dlio.config.engines import S3_ENGINE
-from dlio.storage.s3 import client, oplog, worker
+from dlio.storage.s3 import client, limits, oplog, worker
 from dlio.storage.s3.settings import S3Settings
+from dlio.units import fmt_size
 
 TEST_FOLDER = ".dlio-fast-io/"
 CACHE_NOTE = "n/a (object store: no client cache; server-side caching unknown)"
+SMALL_PUT = 1 << 20  # test objects this small go up 64 at a time (else 16)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,18 +36,31 @@ class S3Point:
     threads: int
     object_size: int
 
+    @property
+    def engine(self) -> str:
+        return S3_ENGINE
 
-def get_object_count(bs: int, threads: int, qd: int) -> int:
+    def doing(self) -> str:
+        """What the point's worker is doing, for the deadline's message."""
+        what = {"read": "GET of {} objects", "write": "PUT of {} objects", "randread": "range GETs of {}"}
+        return f"{what[self.rw].format(fmt_size(self.bs))}, {self.qd} in flight x {self.threads} threads"
+
+
+def get_object_count(bs: int, threads: int, qd: int, size: int = 0) -> int:
     """Objects per size for GET points: every request in flight has its own object, and at least
-    256 MiB (or 64 objects) so that a pass is not a handful of keys."""
-    return max(2 * threads * qd, min(64, max(1, (256 << 20) // bs)))
+    256 MiB (or 64 objects) so that a pass is not a handful of keys; a --size budget needs no more
+    objects than the requests it makes (at 64 threads x qd 1024, 131,072 objects for 256 requests)."""
+    n = max(2 * threads * qd, min(64, max(1, (256 << 20) // bs)))
+    if size:
+        n = min(n, threads * max(1, -(-size // bs // threads)))
+    return n
 
 
-def object_keys(prefix: str, point: S3Point) -> list:
+def object_keys(prefix: str, point: S3Point, size: int = 0) -> list:
     """Keys per thread for a point; GET and range objects are shared by the points of a size."""
     base = prefix + TEST_FOLDER
     if point.rw == "read":
-        n = get_object_count(point.bs, point.threads, point.qd)
+        n = get_object_count(point.bs, point.threads, point.qd, size)
         keys = [f"{base}get-{point.bs}/o{i}" for i in range(n)]
         return [keys[t :: point.threads] for t in range(point.threads)]
     if point.rw == "randread":
@@ -57,6 +73,13 @@ def requests_per_thread(point: S3Point, size: int) -> int:
     return -(-size // point.bs // point.threads) if size else 0
 
 
+def in_flight(point: S3Point, size: int) -> int:
+    """Most requests in flight at once (each a connection): qd per thread, or fewer when a --size
+    budget gives a thread fewer requests than that."""
+    per_thread = requests_per_thread(point, size)
+    return point.threads * (min(point.qd, per_thread) if per_thread else point.qd)
+
+
 def held_bytes(prefix: str, point: S3Point, size: int) -> int:
     """The most response bytes the point's worker holds at once: a GET batch holds every response
     until it returns (dlio.storage.s3.worker), plus the chunks of the qd in flight before they are
@@ -65,23 +88,47 @@ def held_bytes(prefix: str, point: S3Point, size: int) -> int:
         return point.threads * point.bs  # the payload of each thread
     if point.rw == "randread":
         return 2 * point.threads * point.qd * point.bs
-    nkeys = len(object_keys(prefix, point)[0])
+    nkeys = len(object_keys(prefix, point, size)[0])
     cap = worker.get_batch_cap(point.bs, point.threads, point.qd)
     return (
         point.threads * (worker.batch_len(nkeys, point.qd, requests_per_thread(point, size), cap) + point.qd) * point.bs
     )
 
 
-def objects_to_create(prefix: str, points: list) -> list:
-    """[(size, [keys])] that the GET and range points read: created once before the grid."""
+def objects_to_create(prefix: str, points: list, budget: int = 0) -> list:
+    """[(size, [keys])] that the GET and range points read (a --size `budget` each): created once
+    before the grid."""
     want = {}
     for p in points:
         if p.rw == "write":
             continue
         size = p.bs if p.rw == "read" else p.object_size
-        for keys in object_keys(prefix, p):
+        for keys in object_keys(prefix, p, budget):
             want.setdefault(size, set()).update(keys)
     return [(size, sorted(keys)) for size, keys in sorted(want.items())]
+
+
+def put_objects(settings: S3Settings, bucket: str, groups: list, progress=None) -> None:
+    """Create the test objects of `groups` ([(size, [keys])]); the live display shows them as they
+    go up (a grid at 64 threads x qd 1024 PUTs 131,072 of them first)."""
+    if not groups:
+        return
+    count = sum(len(k) for _, k in groups)
+    total = sum(size * len(k) for size, k in groups)
+    small = max(size for size, _ in groups) <= SMALL_PUT
+    task = {"task": "put_objects", "bucket": bucket, "groups": groups, "inflight": 64 if small else 16}
+    task["files"] = limits.files_needed(task["inflight"])
+
+    def tick(session) -> None:
+        ops, nbytes, _ = session.progress()
+        progress.generation(nbytes, ops, total, count)
+
+    what = f"creating {count} test objects under s3://{bucket}/"
+    try:
+        client.run_task(settings, task, what, tick if progress is not None else None)
+    finally:
+        if progress is not None:
+            progress.done()
 
 
 def run_point(
@@ -93,11 +140,16 @@ def run_point(
     ramp_ns: int,
     size: int,
     workdir: str,
+    on_tick: Optional[Callable] = None,
 ) -> dict:
     """Measure one point in a worker process; its record (JSON-ready, the file io record's shape plus
-    the S3 fields). A failure mid-point keeps what was measured and names the error in 'error'."""
+    the S3 fields). A failure mid-point (an error, a server silent past the deadline) keeps what was
+    measured and names the error in 'error'. on_tick(session): the live display's tick while it runs."""
     per_thread = requests_per_thread(point, size)
     log = os.path.join(workdir, f"oplog-{point.rw}-{point.bs}-{point.qd}-{point.threads}.tsv.zst")
+    files = limits.check_open_files(
+        in_flight(point, size), f"--qd {point.qd} x --threads {point.threads}", "lower --qd or --threads"
+    )
     task = {
         "task": "point",
         "bucket": bucket,
@@ -106,15 +158,16 @@ def run_point(
         "qd": point.qd,
         "threads": point.threads,
         "object_size": point.object_size,
-        "keys": object_keys(prefix, point),
+        "keys": object_keys(prefix, point, size),
         "runtime_ns": 0 if size else runtime_ns,
         "ramp_ns": ramp_ns,
         "requests_per_thread": per_thread,
         "held_bytes": held_bytes(prefix, point, size),
         "oplog": log,
+        "files": files,
     }
     try:
-        answer = client.run_task(settings, task, timeout=max(600, 3 * (runtime_ns + ramp_ns) / 1e9))
+        answer = client.run_task(settings, task, point.doing(), on_tick)
     except client.WorkerFailed as e:
         answer = {"errors": [str(e)], "measure_start": 0, "wall_ns": 0, "cpu_s": 0.0, "oplog_lost": 0}
     rows = oplog.read(log) if os.path.exists(log) else oplog.parse(b"\t".join(c.encode() for c in oplog.COLUMNS))

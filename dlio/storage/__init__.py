@@ -7,23 +7,30 @@ call it and never test which one they hold. A backend is a module plus one line 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from dlio.errors import ConfigError
 from dlio.storage.base import Backend
 from dlio.storage.files import FileBackend
 from dlio.storage.s3.backend import S3Backend
 
-# storage.storage_type -> its backend, made from the config's storage_options or a command line's --endpoint
-BACKENDS: Dict[str, Callable[[Optional[Dict[str, Any]], Optional[str]], Backend]] = {
-    "local_fs": lambda options, endpoint: FileBackend(),
-    "s3": lambda options, endpoint: S3Backend(options, endpoint),
+TIMEOUT_KEY = "dlio_fast.storage_timeout"
+# storage.storage_type -> its backend, made from the config's storage_options or a command line's --endpoint,
+# and the deadline of its requests (seconds, and the key or option that sets it; files have none)
+BACKENDS: Dict[str, Callable[..., Backend]] = {
+    "local_fs": lambda options, endpoint, timeout: FileBackend(),
+    "s3": lambda options, endpoint, timeout: S3Backend(options, endpoint, *timeout),
 }
 # URI scheme -> storage.storage_type (a path with no scheme is local_fs)
 SCHEMES: Dict[str, str] = {"s3://": "s3"}
 
 
-def make(kind: str, options: Optional[Dict[str, Any]] = None, endpoint: Optional[str] = None) -> Backend:
+def make(
+    kind: str,
+    options: Optional[Dict[str, Any]] = None,
+    endpoint: Optional[str] = None,
+    timeout: Tuple[Optional[float], str] = (None, TIMEOUT_KEY),
+) -> Backend:
     """The one choice of a backend: by its storage type."""
     maker = BACKENDS.get(kind)
     if maker is None:
@@ -33,12 +40,15 @@ def make(kind: str, options: Optional[Dict[str, Any]] = None, endpoint: Optional
             "storage.storage_type",
             kind,
         )
-    return maker(options, endpoint)
+    return maker(options, endpoint, timeout)
 
 
 def backend_for(cfg: Any) -> Backend:
-    """The backend of a workload config (storage.storage_type, storage.storage_options)."""
-    return make(cfg.storage.storage_type, cfg.storage.storage_options)
+    """The backend of a workload config (storage.storage_type, storage.storage_options,
+    dlio_fast.storage_timeout)."""
+    return make(
+        cfg.storage.storage_type, cfg.storage.storage_options, None, (cfg.dlio_fast.storage_timeout, TIMEOUT_KEY)
+    )
 
 
 def kind_of(path: str) -> str:
@@ -46,6 +56,6 @@ def kind_of(path: str) -> str:
     return next((kind for scheme, kind in SCHEMES.items() if path.startswith(scheme)), "local_fs")
 
 
-def backend_for_uri(path: str, endpoint: Optional[str] = None) -> Backend:
-    """The backend of a path given on the command line (``--endpoint``: an object store's)."""
-    return make(kind_of(path), None, endpoint)
+def backend_for_uri(path: str, endpoint: Optional[str] = None, timeout_s: Optional[float] = None) -> Backend:
+    """The backend of a path given on the command line (``--endpoint``: an object store's; ``--timeout``)."""
+    return make(kind_of(path), None, endpoint, (timeout_s, "--timeout"))

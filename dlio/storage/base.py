@@ -29,6 +29,7 @@ SCAN = "scan"  # a dataset made elsewhere (no manifest) can be scanned where it 
 C_STEP_HOOK = "C step hook"  # the trainer can call a C function per step (the MPI barrier) without the GIL
 FSYNC = "fsync"  # writes can be made durable by the client (fsync)
 LOCAL = "local"  # names are paths on this host: cheap to stat, and rates measured here apply to them
+BUCKETS = "buckets"  # places that must exist before anything is written, made on request (--create-bucket)
 
 
 class RunLike(Protocol):
@@ -142,6 +143,10 @@ class Backend:
                 "no client page cache to drop; the server's caches are its own",
                 "leave --cache out",
             )
+        if cfg.dlio_fast.create_bucket and not self.has(BUCKETS):
+            self.refuse(
+                "dlio_fast.create_bucket", True, "a folder is created when the run writes into it", "leave it out"
+            )
         if cfg.dlio_fast.trace and not self.has(TRACE):
             self.refuse(
                 "dlio_fast.trace",
@@ -166,8 +171,15 @@ class Backend:
         raise NotImplementedError
 
     # ---- before any work ----
-    def check_access(self, roots: Sequence[str]) -> None:
-        """One cheap request per root: a wrong endpoint, key or bucket is a one-line error now."""
+    def check_access(self, roots: Sequence[str], create: bool = False) -> None:
+        """One cheap request per root: a wrong endpoint, key or bucket is a one-line error now.
+        create: a bucket that does not exist is made (BUCKETS; refused elsewhere)."""
+        if create and not self.has(BUCKETS):
+            self.create_bucket(roots[0] if roots else "")
+
+    def create_bucket(self, root: str) -> None:
+        """Make the bucket ``root`` lives in (BUCKETS)."""
+        self.refuse("--create-bucket", True, "a folder is created when the run writes into it", "leave it out")
 
     def addressing_note(self) -> Optional[str]:
         return None

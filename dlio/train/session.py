@@ -173,7 +173,7 @@ def prepare_storage(cfg, spec, comm, warn, checkpoints=True) -> stored.StoredDat
     problem = None
     if comm.rank == 0:
         try:
-            backend.check_access(roots)
+            backend.check_access(roots, create=cfg.dlio_fast.create_bucket)
         except DlioError as e:
             problem = str(e)
     problem = comm.bcast(problem)

@@ -340,19 +340,19 @@ def test_server_killed_mid_run_keeps_partial_results(s3env, bucket, tmp_path):
             storage__storage_options={"s3_max_attempts": 1},
         )
         env = dict(os.environ, **server.aws_env())
-        log = tmp_path / "stdout.txt"
+        log, live = tmp_path / "stdout.txt", tmp_path / "live.csv"
+        args = ["-q", "run", "--config", str(cfg), "--output", str(tmp_path / "o"), "--live-csv", str(live)]
         with open(log, "w") as lf:
             p = subprocess.Popen(
-                [sys.executable, "-m", "dlio", "run", "--config", str(cfg), "--output", str(tmp_path / "o")],
+                [sys.executable, "-m", "dlio", *args, "--status-interval", "0.2"],
                 stdout=lf,
                 stderr=subprocess.PIPE,
                 text=True,
                 env=env,
             )
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and p.poll() is None and "Starting epoch 1" not in log.read_text():
-            time.sleep(0.05)
-        time.sleep(1.5)  # some steps measured (0.1 s of compute each)
+        while time.monotonic() < deadline and p.poll() is None and _train_steps(live) < 3:
+            time.sleep(0.05)  # some steps measured (0.1 s of compute each): a loaded host starts slowly
     finally:
         server.stop()
     _, err = p.communicate(timeout=180)
@@ -364,6 +364,15 @@ def test_server_killed_mid_run_keeps_partial_results(s3env, bucket, tmp_path):
     assert doc["complete"] is False
     ep = doc["ranks"][0]["epochs"][0]
     assert 0 < ep["steps_done"] < 40 and ep["complete"] is False
+
+
+def _train_steps(live_csv):
+    """The training steps the live CSV has shown so far."""
+    if not os.path.exists(live_csv):
+        return 0
+    with open(live_csv) as f:
+        rows = [ln.split(",") for ln in f.read().splitlines()[1:]]
+    return max([int(r[4]) for r in rows if len(r) > 4 and r[2] == "train"] or [0])
 
 
 # DLIO's own file, copied unchanged from its source tree (tests/data/dlio-workloads/README.md)

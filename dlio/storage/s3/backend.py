@@ -23,10 +23,20 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from dlio import counters
 from dlio.config.engines import S3_ENGINE
 from dlio.errors import ConfigError, DlioRunError
-from dlio.storage.base import MAX_SET_THREADS, Backend, RunLike, SetContent, SetOptions, SetResult, TrainOptions
-from dlio.storage.s3 import client
+from dlio.storage.base import (
+    BUCKETS,
+    MAX_SET_THREADS,
+    Backend,
+    RunLike,
+    SetContent,
+    SetOptions,
+    SetResult,
+    TrainOptions,
+)
+from dlio.storage.s3 import client, limits
 from dlio.storage.s3.settings import S3Settings, parse_uri, resolve
 
 PART_INFLIGHT = 8
@@ -85,20 +95,48 @@ def containers(overlays: Optional[Sequence[Any]], n: int) -> Tuple[List[List[Lis
     return table, of
 
 
+class WorkerPhase:
+    """A phase's counters (dlio.counters.Phase) on S3: the worker processes' CPU is the client's, so it
+    is counted as this process's (they read and write for it), not as other processes'."""
+
+    def __init__(self, engine: str) -> None:
+        self.phase = counters.Phase([], engine, residency=False)
+        self.phase.target = counters.Target(
+            "s3", "s3", "object store", "none", why="an object store: its devices are not visible from the client"
+        )
+        self.cpu0 = tuple(client.WORKER_CPU)
+
+    def end(self, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        """The counters, the workers' CPU measured over the phase (their rusage) as worker_cpu_s, over an
+        estimate the caller may give."""
+        measured = sum(now - then for now, then in zip(client.WORKER_CPU, self.cpu0))
+        if measured > 0:
+            kwargs["worker_cpu_s"] = measured
+        return self.phase.end(*args, **kwargs)
+
+
 class S3Backend(Backend):
     name = "s3"
     label = "S3"
-    caps = frozenset()  # no page cache, no C trace, no O_DIRECT, no file engines; objects are PUT whole
+    # no page cache, no C trace, no O_DIRECT, no file engines; objects are PUT whole; buckets made on request
+    caps = frozenset({BUCKETS})
 
-    def __init__(self, storage_options: Optional[Dict[str, Any]] = None, endpoint: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        storage_options: Optional[Dict[str, Any]] = None,
+        endpoint: Optional[str] = None,
+        timeout_s: Optional[float] = None,
+        timeout_key: str = "dlio_fast.storage_timeout",
+    ) -> None:
         self._options = storage_options
         self._endpoint = endpoint
+        self._timeout = (timeout_s, timeout_key)
         self._views: Dict[str, str] = {}
 
     @functools.cached_property
     def settings(self) -> S3Settings:
-        """Endpoint and keys, resolved on first use: a missing key is a one-line error then."""
-        return resolve(self._endpoint, self._options)
+        """Endpoint, keys and deadline, resolved on first use: a missing key is a one-line error then."""
+        return resolve(self._endpoint, self._options, timeout_s=self._timeout[0], timeout_key=self._timeout[1])
 
     # ---- engine and settings ----
     def engine_spec(self, cfg: Any, checkpoint: bool = False) -> Tuple[str, bool]:
@@ -135,11 +173,15 @@ class S3Backend(Backend):
         cut = len(local_root.rstrip("/")) + 1
         return [self.join(root, p[cut:]) for p in paths]
 
-    def check_access(self, roots: Sequence[str]) -> None:
+    def check_access(self, roots: Sequence[str], create: bool = False) -> None:
         client.require_client()
         for root in dict.fromkeys(roots):
             bucket, prefix = parse_uri(root)
-            client.check_access(self.settings, bucket, prefix)
+            client.check_access(self.settings, bucket, prefix, create=create)
+
+    def create_bucket(self, root: str) -> None:
+        bucket, _ = parse_uri(root)
+        client.run_task(self.settings, {"task": "create_bucket", "bucket": bucket}, f"creating bucket {bucket!r}")
 
     # ---- small objects and listings ----
     def local_view(self, root: str, rels: Sequence[str]) -> Tuple[str, List[bool]]:
@@ -188,6 +230,12 @@ class S3Backend(Backend):
     ) -> RunLike:
         from dlio.storage.s3.trainrun import S3Run
 
+        inflight = max(1, opts.threads) * max(1, opts.qd)
+        files = limits.check_open_files(
+            inflight,
+            f"reader.read_threads {max(1, opts.threads)} x dlio_fast.qd {max(1, opts.qd)}",
+            "lower dlio_fast.qd or reader.read_threads",
+        )
         return S3Run(
             self.settings,
             names,
@@ -200,6 +248,7 @@ class S3Backend(Backend):
             compute_mode=opts.compute_mode,
             preprocess_ns=opts.preprocess_ns,
             step_hook=opts.step_hook,
+            files=files,
         )
 
     def write_set(self, names: Sequence[str], sizes: Sequence[int], content: SetContent, opts: SetOptions) -> SetResult:
@@ -223,13 +272,13 @@ class S3Backend(Backend):
         }
         if o.before_window is not None:
             o.before_window()
+        where = os.path.commonprefix(list(names)) if names else "?"
+        what = f"{'PUT' if kind == 'save' else 'GET'} of {len(names)} checkpoint objects at {where}"
         try:
-            out = client.run_task(self.settings, task)
+            out = client.run_task(self.settings, task, what)
         except client.WorkerFailed as e:
-            where = os.path.commonprefix(list(names)) if names else "?"
-            raise DlioRunError(
-                f"{'PUT' if kind == 'save' else 'GET'} of {len(names)} objects at {where}: {e}"
-            ) from None
+            # a deadline's message already names what was being done
+            raise DlioRunError(str(e) if e.kind == "timeout" else f"{what}: {e}") from None
         window = int(out["window_ns"])
         return SetResult(
             bytes=int(out["bytes"]),
@@ -251,3 +300,6 @@ class S3Backend(Backend):
 
     def drop_cache(self, names: Sequence[str], mode: str) -> str:
         return CACHE_NOTE
+
+    def phase(self, names: Sequence[str], engine: str) -> Any:
+        return WorkerPhase(engine)

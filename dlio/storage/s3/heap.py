@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from typing import Callable, Optional
 
 # glibc malloc settings of the worker processes (S3Settings.child_env; a value the user set is kept):
 # every block up to 1 GiB from one heap, never given back to the system while the worker lives. A
@@ -25,10 +26,11 @@ MALLOC_REUSE = {
 _BLOCK = 256 << 20  # below the mmap threshold: blocks come from the heap, and stay in it when freed
 
 
-def prefault(nbytes: int) -> int:
+def prefault(nbytes: int, on_block: Optional[Callable[[], None]] = None) -> int:
     """Fault in `nbytes` of heap and free it again (the heap keeps it under MALLOC_REUSE), so the
     client's response buffers in the timed requests land on pages already there. Bounded by a
-    quarter of the memory available; the bytes touched."""
+    quarter of the memory available; the bytes touched. on_block: called after each block is touched
+    (the worker's beat: gigabytes take seconds on a busy host)."""
     avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     nbytes = max(0, min(int(nbytes), avail // 4))
     libc = ctypes.CDLL(None)
@@ -39,6 +41,8 @@ def prefault(nbytes: int) -> int:
     for b, n in blocks:
         if b:
             ctypes.memset(b, 1, n)
+        if on_block is not None:
+            on_block()
     for b, _ in blocks:
         libc.free(b)
     return sum(n for b, n in blocks if b)

@@ -61,8 +61,22 @@ def parse(raw: bytes) -> dict:
 
 
 def read(path: str) -> dict:
+    """The op-log file's rows. A log cut short (its worker killed at a deadline) gives the rows that
+    were written whole: a truncated zstd frame decodes as far as it goes, the partial last row is dropped."""
     import zstandard
 
     with open(path, "rb") as f:
-        raw = zstandard.ZstdDecompressor().stream_reader(f).read()
+        data = f.read()
+    raw = b""
+    while data:  # frame after frame
+        d = zstandard.ZstdDecompressor().decompressobj()
+        try:
+            raw += d.decompress(data)
+        except zstandard.ZstdError:
+            break
+        data = d.unused_data
+    if not raw:
+        return parse("\t".join(COLUMNS).encode())
+    if not raw.endswith(b"\n") and b"\n" in raw:
+        raw = raw[: raw.rindex(b"\n") + 1]
     return parse(raw)

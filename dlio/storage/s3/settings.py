@@ -4,6 +4,7 @@ usual AWS environment variables (in that order of precedence), plus s3:// URI pa
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from typing import Mapping, Optional, Tuple
@@ -20,6 +21,8 @@ STORAGE_OPTION_ENV = {
     "s3_max_attempts": "AWS_MAX_ATTEMPTS",
 }
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+DEFAULT_TIMEOUT_S = 60.0  # dlio_fast.storage_timeout's default (dlio.config.schema)
+CONNECT_TIMEOUT_MAX_S = 20  # a TCP connect slower than this (s3dlio's own default) is a dead host
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +34,10 @@ class S3Settings:
     max_attempts: Optional[int] = None
     path_style_asked: Optional[bool] = None  # storage_options.s3_force_path_style, when given
     key_source: str = "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"  # where the keys came from, for messages
+    # The deadline of every request and of every silence of a worker process (dlio.storage.s3.deadline),
+    # and how the user raises it: --timeout (io, ceiling) or the config key (run, generate).
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    timeout_key: str = "dlio_fast.storage_timeout"
 
     def addressing_note(self) -> Optional[str]:
         """A word when the config asks for virtual-hosted addressing, which the client does not do."""
@@ -58,6 +65,12 @@ class S3Settings:
             AWS_S3_ADDRESSING_STYLE="path",
         )
         env.pop("AWS_PROFILE", None)
+        # s3dlio's own deadlines: one request (its whole transfer, each attempt) and its TCP connect;
+        # whole seconds (it parses an integer). A stalled response body is cut by the SDK's own
+        # stalled-stream guard (no byte for 5 s).
+        secs = max(1, math.ceil(self.timeout_s))
+        env["S3DLIO_OPERATION_TIMEOUT_SECS"] = str(secs)
+        env["S3DLIO_CONNECT_TIMEOUT_SECS"] = str(min(secs, CONNECT_TIMEOUT_MAX_S))
         # response buffers reuse freed pages instead of faulting in fresh ones (dlio.storage.s3.heap)
         for var, value in MALLOC_REUSE.items():
             env.setdefault(var, value)
@@ -68,9 +81,14 @@ class S3Settings:
 
 
 def resolve(
-    endpoint: Optional[str] = None, storage_options: Optional[Mapping] = None, environ: Optional[Mapping] = None
+    endpoint: Optional[str] = None,
+    storage_options: Optional[Mapping] = None,
+    environ: Optional[Mapping] = None,
+    timeout_s: Optional[float] = None,
+    timeout_key: str = "dlio_fast.storage_timeout",
 ) -> S3Settings:
-    """Settings from an explicit endpoint, then DLIO's storage_options, then the environment."""
+    """Settings from an explicit endpoint, then DLIO's storage_options, then the environment; the
+    deadline of requests and worker silences (`timeout_key` names how the user sets it)."""
     env = os.environ if environ is None else environ
     opts = dict(storage_options or {})
     unknown = sorted(set(opts) - set(STORAGE_OPTION_ENV) - {"s3_force_path_style"})
@@ -113,7 +131,8 @@ def resolve(
     source = " / ".join(
         f"storage_options.{k}" if given(k) else STORAGE_OPTION_ENV[k] for k in ("access_key_id", "secret_access_key")
     )
-    return S3Settings(url.rstrip("/"), ak, sk, region, attempts, style, source)
+    timeout = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
+    return S3Settings(url.rstrip("/"), ak, sk, region, attempts, style, source, timeout, timeout_key)
 
 
 def parse_uri(uri: str) -> Tuple[str, str]:

@@ -3,25 +3,25 @@ that the train loop (dlio.train.loop) plans, stops, reports and computes metrics
 filesystem. The steps run in a worker process (dlio.storage.s3.worker_train); this side hands it the
 plan's arrays and turns what it measured into the C run's result dict: per-step times, the
 request latencies (timed by the client library, one entry per GET) in the C core's histograms,
-bytes, requests and errors.
+bytes, requests and errors. The worker writes each step's times as the step ends, so a worker killed
+at the deadline (a server that stopped answering) or after a stop still leaves the steps it measured.
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
 from dlio import _core
 from dlio.storage.s3 import client, oplog
+from dlio.storage.s3.failures import classify
 from dlio.storage.s3.settings import S3Settings
+from dlio.storage.s3.worker_train import TIMES_COLUMNS
 
 
 class S3Run:
@@ -41,6 +41,7 @@ class S3Run:
         compute_mode: int = 0,
         preprocess_ns: int = 0,
         step_hook: Optional[Callable[[int], None]] = None,
+        files: int = 0,
     ):
         self.settings = settings
         self.paths = list(uris)
@@ -50,7 +51,8 @@ class S3Run:
         np.save(os.path.join(self.dir, "sizes.npy"), np.asarray(sizes, dtype=np.uint64))
         with open(os.path.join(self.dir, "uris.txt"), "w") as f:
             f.write("\n".join(self.paths))
-        np.zeros(3, np.uint64).tofile(os.path.join(self.dir, "progress.u64"))
+        # each step's times, written by the worker as the step ends (at least one row: a valid map)
+        np.zeros((max(1, len(steps)), TIMES_COLUMNS), np.uint64).tofile(os.path.join(self.dir, "times.u64"))
         self.inflight = max(1, threads) * max(1, qd)
         self.nsteps = len(steps)
         probe = self.paths[0] if self.paths else ""
@@ -65,45 +67,52 @@ class S3Run:
             "compute_mode": compute_mode,
             "preprocess_ns": int(preprocess_ns),
             "step_sync": step_hook is not None,
+            "files": files,
         }
         self.step_hook = step_hook  # called after each step's compute, inside the step (the C trainer's hook)
-        self.proc: Optional[subprocess.Popen] = None
+        self.session: Optional[client.Session] = None
         self.stop_requested = False
+        self.last = (0, 0, 0)  # progress as last seen: it stays once the worker is gone
 
     def request_stop(self) -> None:
+        """Stop the steps (Ctrl-C / SIGTERM): the worker ends its step and answers, or is killed after
+        client.STOP_GRACE_S; the steps done are kept either way."""
         self.stop_requested = True
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+        if self.session is not None:
+            self.session.request_stop()
 
-    def progress(self):
-        """(requests, bytes, steps) so far, as the worker counts them after each step."""
-        try:
-            p = np.fromfile(os.path.join(self.dir, "progress.u64"), dtype=np.uint64, count=3)
-            return int(p[0]), int(p[1]), int(p[2])
-        except (OSError, ValueError, IndexError):
-            return 0, 0, 0
+    def progress(self) -> Tuple[int, int, int]:
+        """(requests, bytes, steps) so far, as the worker counts them after each step; the final counts
+        once the run is over (a finished epoch's display keeps them)."""
+        if self.session is not None:
+            self.last = self.session.progress()
+        return self.last
 
     def execute(self) -> dict:
-        """Run the steps; the result dict of a C train run. An S3 failure raises _core.RunError
-        carrying what was measured up to it."""
+        """Run the steps; the result dict of a C train run. An S3 failure (an error, a server silent past
+        the timeout) raises _core.RunError carrying what was measured up to it."""
+        failure = None
         try:
-            self.proc = client.start_worker(self.settings)  # a spare, started after the last task
+            # a spare worker, started after the last task; its deadline is on silence, not duration
+            self.session = s = client.Session(self.settings, self.task, "GETs of training batches")
             if self.stop_requested:
-                self.proc.send_signal(signal.SIGTERM)
-            if self.step_hook is None:
-                out, err = self.proc.communicate(json.dumps(self.task) + "\n")
-            else:
-                out, err = self._converse()
-            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-            answer = json.loads(lines[-1]) if lines else None
-            if answer is None or "steps_done" not in answer:
-                if self.stop_requested:  # stopped before the worker could listen
-                    answer = {"steps_done": 0, "stopped": True, "error": None, "cpu_ns": 0, "t_start": 0, "t_end": 0}
-                else:
-                    why = answer["error"] if answer else (err.strip().splitlines() or ["no output"])[-1]
-                    raise _core.RunError(errno.EIO, f"S3 training run failed: {why}", what="S3 run")
-            result = self._result(answer)
-            if answer["error"]:
+                s.request_stop()
+            try:
+                answer = s.reply(on_line=self._step_line)
+            except client.WorkerFailed as e:
+                answer, failure = None, e
+            finally:
+                s.close()
+            self.last = s.progress()
+            result = self._result(answer, s)
+            if failure is not None:
+                code = errno.ETIMEDOUT if failure.kind == "timeout" else errno.EIO
+                raise _core.RunError(code, f"S3 training run failed: {failure}", what="S3 run", result=result)
+            if answer is not None and answer["error"]:
+                kind = classify(answer["error"])
+                if kind in ("timeout", "files"):  # in this tool's words: the key to raise, this host's limit
+                    msg = s.failure(answer["error"], kind)
+                    raise _core.RunError(errno.ETIMEDOUT, msg, what="S3 GET", result=result)
                 raise _core.RunError(
                     errno.EIO,
                     f"GET from {self.settings.endpoint} failed: {answer['error']}",
@@ -116,56 +125,53 @@ class S3Run:
             if not self.stop_requested:
                 client.prepare_spare(self.settings)  # the next block's worker starts now, between blocks
 
-    def _converse(self):
-        """Hand over the task, then answer each step's line ('S<i>') after the step hook (the ranks'
-        barrier); 'stop' when the hook fails (Ctrl-C, a rank gone). Returns (stdout, stderr)."""
-        p = self.proc
-        p.stdin.write(json.dumps(self.task) + "\n")
-        p.stdin.flush()
-        rest = []
-        for line in p.stdout:
-            if line.startswith("S") and line[1:].strip().isdigit():
-                try:
-                    self.step_hook(int(line[1:]))
-                    word = "go"
-                except Exception:
-                    word = "stop"
-                    self.stop_requested = True
-                try:
-                    p.stdin.write(word + "\n")
-                    p.stdin.flush()
-                except OSError:
-                    pass
-            else:
-                rest.append(line)
-        p.stdin.close()
-        err = p.stderr.read()
-        p.wait()
-        return "".join(rest), err
+    def _step_line(self, line: str) -> None:
+        """A step's line ('S<i>'): the step hook (the ranks' barrier), then 'go', or 'stop' when the hook
+        fails (Ctrl-C, a rank gone). The worker waits meanwhile: not the server's silence."""
+        s = self.session
+        if not (line.startswith("S") and line[1:].strip().isdigit()) or self.step_hook is None:
+            return
+        try:
+            self.step_hook(int(line[1:]))
+            word = "go"
+        except Exception:
+            word = "stop"
+            self.stop_requested = True
+        s.silence.reset()
+        s.send(word)
 
-    def _result(self, answer: dict) -> dict:
-        tpath = os.path.join(self.dir, "times.npy")
-        times = np.load(tpath) if os.path.exists(tpath) else np.zeros((0, 5), np.uint64)
+    def _result(self, answer: Optional[dict], s: "client.Session") -> dict:
+        """The C result dict from the files the worker wrote; `answer` None: it was stopped or killed
+        before answering (its steps, counted as they ended, are kept; the op-log as far as it got)."""
+        ops_done, bytes_done, done = s.progress()
+        if answer is not None:
+            done = int(answer["steps_done"])
+        times = np.fromfile(os.path.join(self.dir, "times.u64"), dtype=np.uint64).reshape(-1, TIMES_COLUMNS)[:done]
         log = self.task["oplog"]
-        if os.path.exists(log):
-            rows = oplog.read(log)
-        else:
-            rows = oplog.parse("\t".join(oplog.COLUMNS).encode())
+        rows = oplog.read(log) if os.path.exists(log) else oplog.parse("\t".join(oplog.COLUMNS).encode())
         ok = rows["error"] == ""
         lat = _core.hist_from_array(np.asarray(rows["duration"][ok], dtype=np.uint64))
         ops, nbytes, errors = int(ok.sum()), int(rows["bytes"][ok].sum()), int((~ok).sum())
+        if answer is None:  # the op-log may end early: the steps' own counts
+            ops, nbytes = max(ops, ops_done), max(nbytes, bytes_done)
+            # the reading's CPU: the task's (its rusage at exit) less the compute's spin
+            cpu_ns = int(sum(s.cpu or (0.0, 0.0)) * 1e9)
+            t_start = int(times[0, 0]) if done else 0
+            t_end = int(times[done - 1, 2]) if done else 0
+        else:
+            cpu_ns, t_start, t_end = answer["cpu_ns"], answer["t_start"], answer["t_end"]
         return {
-            "t_start": answer["t_start"],
-            "t_end": answer["t_end"],
+            "t_start": t_start,
+            "t_end": t_end,
             "ops": ops,
             "bytes": nbytes,
             "errors": errors,
-            "steps_done": int(answer["steps_done"]),
-            "stopped": bool(answer["stopped"]),
+            "steps_done": done,
+            "stopped": answer is None or bool(answer["stopped"]),
             "lat": lat,
             # one GET per sample (whole object or the sample's range): a sample's latency is its request's
             "sample_lat": dict(lat),
-            "threads": [{"ops": ops, "bytes": nbytes, "errors": errors, "cpu_ns": answer["cpu_ns"], "fsync_ns": 0}],
+            "threads": [{"ops": ops, "bytes": nbytes, "errors": errors, "cpu_ns": cpu_ns, "fsync_ns": 0}],
             "qd_used": self.inflight,
             "eng_flags_used": 0,
             "step_times": {

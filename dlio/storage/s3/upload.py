@@ -1,13 +1,11 @@
 """A stream of staged files PUT as objects: one upload worker process for a whole generation; batches
 go in on its stdin (parallel PUTs, multipart for large objects: dlio.storage.s3.worker_data), one answer
-line per batch comes back, so the caller removes a batch's files once they are up."""
+line per batch comes back, so the caller removes a batch's files once they are up. Every wait for an
+answer has the silence deadline of every worker (dlio.storage.s3.client.Session)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import tempfile
 from typing import List, Optional, Tuple
 
 from dlio.storage.s3 import client
@@ -20,62 +18,38 @@ class Uploader:
 
     def __init__(self, settings: S3Settings, bucket: str, prefix: str, multipart_min: Optional[int] = None):
         self.settings = settings
-        self.err = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dlio.storage.s3.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.err,
-            text=True,
-            env=settings.child_env(),
-        )
         task = {"task": "upload_stream", "bucket": bucket, "prefix": prefix}
         if multipart_min:
             task["multipart_min"] = multipart_min
-        self._send(task)
-
-    def _send(self, obj) -> None:
-        try:
-            self.proc.stdin.write(json.dumps(obj) + "\n")
-            self.proc.stdin.flush()
-        except OSError:
-            self._fail()
-
-    def _fail(self):
-        """The worker answered with an error or died: WorkerFailed with its words."""
-        out = self.proc.stdout.read() if self.proc.stdout else ""
-        self.proc.wait()
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        if lines and "error" in json.loads(lines[-1]):
-            a = json.loads(lines[-1])
-            raise client.WorkerFailed(a["error"], a["kind"])
-        self.err.seek(0)
-        tail = (self.err.read().strip().splitlines() or ["no output"])[-1]
-        raise client.WorkerFailed(f"the S3 upload worker failed (exit status {self.proc.returncode}): {tail}", "other")
+        self.session = client.Session(settings, task, f"uploading the generated dataset to s3://{bucket}/{prefix}")
 
     def send(self, files: List[Tuple[str, str, int]]) -> None:
-        self._send([list(f) for f in files])
+        self.session.send(json.dumps([list(f) for f in files]))
 
     def wait(self) -> int:
         """The bytes of the batch sent last, once it is up."""
-        line = self.proc.stdout.readline()
-        a = json.loads(line) if line.startswith("{") else {}
-        if "done" not in a:
-            if "error" in a:
-                self.proc.wait()
-                raise client.WorkerFailed(a["error"], a["kind"])
-            self._fail()
+        try:
+            a = self.session.reply()
+        except client.WorkerFailed:
+            self.session.close(kill=True)
+            raise
+        if a is None or "done" not in a:
+            self.session.close(kill=True)
+            raise client.WorkerFailed("the S3 upload worker ended before its batch was up", "other")
         return int(a["done"])
 
     def close(self) -> None:
-        self.proc.stdin.close()
-        out = self.proc.stdout.read()
-        self.proc.wait()
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        if not lines or "error" in json.loads(lines[-1]):
-            self._fail()
+        """No more batches: the worker's totals, once everything is up."""
+        s = self.session
+        try:
+            s.proc.stdin.close()
+        except (OSError, ValueError):
+            pass
+        try:
+            s.reply()
+        finally:
+            s.close()
+        client.prepare_spare(self.settings)  # the next task's worker starts now, after the upload
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        self.session.close(kill=True)

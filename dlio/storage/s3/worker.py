@@ -1,5 +1,6 @@
-"""The process that talks to S3: `python -m dlio.storage.s3.worker` reads one JSON task on stdin and
-writes one JSON answer on stdout.
+"""The process that talks to S3: `python -m dlio.storage.s3.worker` reads one task on stdin (a JSON
+line, or '@FILE' naming a JSON file: a task of any size) and writes one JSON answer on stdout. While it
+runs it counts its requests and bytes in a file its parent maps (dlio.storage.s3.shared).
 
 Why a process per task: s3dlio's client is a process-wide singleton configured once from the
 environment, and its op-log (the per-request timings) can be opened once per process. A fresh
@@ -21,17 +22,39 @@ import time
 
 import numpy as np
 
-from dlio.storage.s3 import heap
+from dlio.storage.s3 import heap, limits, shared
 from dlio.storage.s3.failures import classify, short
 
 # s3dlio's get_many_stats holds every response of a batch until the batch returns: the GET batches
 # of a point hold at most this many bytes in all (but always qd requests per thread).
 GET_BATCH_BYTES = 1 << 30
+PUT_CHUNK = 4  # test objects are PUT in calls of this many x the requests in flight (counted between calls)
 
 
-def task_check(s3, t: dict) -> dict:
+class NoCounters:
+    """The counters of a task run without a parent's file (a test calling a task directly)."""
+
+    def add(self, ops: int = 0, nbytes: int = 0, steps: int = 0) -> None:
+        pass
+
+    def beat(self) -> None:
+        pass
+
+    def start_cpu(self) -> None:
+        pass
+
+    def spun(self, ns: int) -> None:
+        pass
+
+
+def task_check(s3, t: dict, c) -> dict:
     """List a key that cannot exist under the prefix: fails on credentials, bucket, endpoint."""
     s3.list(f"s3://{t['bucket']}/{t['prefix']}.dlio-fast-probe/")
+    return {}
+
+
+def task_create_bucket(s3, t: dict, c) -> dict:
+    s3.create_bucket(t["bucket"])
     return {}
 
 
@@ -51,7 +74,7 @@ def _present(s3, bucket: str, keys: list, size: int) -> set:
     return {u[len(f"s3://{bucket}/") :] for u, n in zip(uris, sizes) if n == size}
 
 
-def task_put_objects(s3, t: dict) -> dict:
+def task_put_objects(s3, t: dict, c) -> dict:
     """Write the test objects: groups of (size, [keys]) with one random payload per size. Objects
     already there with the right size (kept by --keep) are not written again: a GET point measured
     right after overwriting its objects measures the server's clean-up of the old ones too (on Ceph
@@ -68,20 +91,24 @@ def task_put_objects(s3, t: dict) -> dict:
         if not uris:
             continue
         data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
-        s3.put_many([(u, data) for u in uris], max_in_flight=inflight)
+        for i in range(0, len(uris), PUT_CHUNK * inflight):
+            chunk = uris[i : i + PUT_CHUNK * inflight]
+            s3.put_many([(u, data) for u in chunk], max_in_flight=inflight)
+            c.add(len(chunk), len(chunk) * size)
         written += len(uris)
-        per_batch = max(1, GET_BATCH_BYTES // size)
+        per_batch = max(1, min(PUT_CHUNK * inflight, GET_BATCH_BYTES // size))
         for i in range(0, len(uris), per_batch):
             read_back += s3.get_many_stats(uris[i : i + per_batch], max_in_flight=inflight)[1]
+            c.beat()
     return {"written": written, "read_back": read_back}
 
 
-def task_delete(s3, t: dict) -> dict:
+def task_delete(s3, t: dict, c) -> dict:
     s3.delete(f"s3://{t['bucket']}/{t['prefix']}", recursive=True)
     return {}
 
 
-def task_list(s3, t: dict) -> dict:
+def task_list(s3, t: dict, c) -> dict:
     uris = s3.list(f"s3://{t['bucket']}/{t['prefix']}", recursive=True)
     return {"count": len(uris), "first": uris[:3]}
 
@@ -140,15 +167,17 @@ def _batch(items: list, qd: int, limit: int, max_items: int = 0) -> list:
     return (items * reps)[:n]
 
 
-def task_point(s3, t: dict) -> dict:
-    """One io point with the op-log open; the answer holds the per-request arrays' summary."""
+def task_point(s3, t: dict, c) -> dict:
+    """One io point with the op-log open; the answer holds the per-request arrays' summary. Each
+    thread adds its requests and bytes to the shared counters after each batch call (the live
+    display and the parent's deadline read them)."""
     # A fresh process: build the client and open qd connections before anything is timed or logged.
     s3.list(f"s3://{t['bucket']}/{t['keys'][0][0]}.dlio-fast-probe/")
     qd, bucket, rw = t["qd"], t["bucket"], t["rw"]
     limit = t["requests_per_thread"]
     per_batch = get_batch_cap(t["bs"], t["threads"], qd)
     if rw != "write":
-        heap.prefault(t["held_bytes"])
+        heap.prefault(t["held_bytes"], c.beat)
     if rw == "read":
         # last before the clock: qd connections opened, and the server busy rather than idle
         s3.get_many_stats([f"s3://{bucket}/{k}" for k in t["keys"][0][:qd]], max_in_flight=qd)
@@ -159,7 +188,8 @@ def task_point(s3, t: dict) -> dict:
         batch = _batch([f"s3://{bucket}/{k}" for k in t["keys"][i]], qd, limit, per_batch)
         done = 0
         while pool.more(i, done):
-            n, _ = s3.get_many_stats(batch[: limit - done] if limit else batch, max_in_flight=qd)
+            n, nbytes = s3.get_many_stats(batch[: limit - done] if limit else batch, max_in_flight=qd)
+            c.add(n, nbytes)
             done += n
 
     def put_loop(i):
@@ -169,6 +199,7 @@ def task_point(s3, t: dict) -> dict:
         while pool.more(i, done):
             chunk = items[: limit - done] if limit else items
             s3.put_many(chunk, max_in_flight=qd)
+            c.add(len(chunk), len(chunk) * t["bs"])
             done += len(chunk)
 
     def range_loop(i):
@@ -189,6 +220,7 @@ def task_point(s3, t: dict) -> dict:
                 await asyncio.gather(*(worker(w, plan) for w in range(qd)))
 
             asyncio.run(wave())
+            c.add(n, n * t["bs"])
             done += n
 
     ramp_end = time.time_ns() + t["ramp_ns"]
@@ -211,6 +243,7 @@ def task_point(s3, t: dict) -> dict:
 
 TASKS = {
     "check": task_check,
+    "create_bucket": task_create_bucket,
     "put_objects": task_put_objects,
     "delete": task_delete,
     "list": task_list,
@@ -246,9 +279,17 @@ def main() -> None:
     line = sys.stdin.readline()  # one line: the train task keeps stdin open for its step barrier
     if not line:  # a spare whose parent is gone (or never needed it)
         os._exit(0)
-    t = json.loads(line)
+    if line.startswith("@"):  # the task in a file (dlio.storage.s3.client.Session)
+        with open(line[1:].rstrip("\n")) as f:
+            t = json.load(f)
+    else:
+        t = json.loads(line)
+    c = shared.Counters(t["counters"], write=True) if t.get("counters") else NoCounters()
+    c.start_cpu()
     try:
-        out = TASKS[t["task"]](s3dlio, t)
+        # the connections of the requests in flight: the parent checked the hard limit allows them
+        limits.raise_soft_limit(int(t.get("files") or 0))
+        out = TASKS[t["task"]](s3dlio, t, c)
     except Exception as e:
         out = {"error": short(str(e)), "kind": classify(str(e))}
     print(json.dumps(out))

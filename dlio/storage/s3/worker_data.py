@@ -42,7 +42,7 @@ def _multipart(s3, bucket: str, key: str, path: str) -> None:
         raise
 
 
-def _upload(s3, bucket: str, prefix: str, files: list, multipart_min: int = MULTIPART_MIN) -> int:
+def _upload(s3, bucket: str, prefix: str, files: list, c, multipart_min: int = MULTIPART_MIN) -> int:
     """PUT (relative name, path, size) files as s3://bucket/prefix<relative name>: small ones with
     put_many (PUT_INFLIGHT in flight, read in batches of about BATCH_BYTES), large ones as multipart
     uploads. Returns the bytes."""
@@ -52,11 +52,13 @@ def _upload(s3, bucket: str, prefix: str, files: list, multipart_min: int = MULT
     def flush():
         if batch:
             s3.put_many([(f"s3://{bucket}/{prefix}{rel}", _read(p)) for rel, p in batch], max_in_flight=PUT_INFLIGHT)
+            c.add(len(batch), batch_bytes)
             batch.clear()
 
     for rel, path, size in files:
         if size >= multipart_min:
             _multipart(s3, bucket, prefix + rel, path)
+            c.add(1, size)
         else:
             batch.append((rel, path))
             batch_bytes += size
@@ -68,18 +70,18 @@ def _upload(s3, bucket: str, prefix: str, files: list, multipart_min: int = MULT
     return nbytes
 
 
-def task_upload_tree(s3, t: dict) -> dict:
+def task_upload_tree(s3, t: dict, c) -> dict:
     """PUT every file of t['folder'] as s3://bucket/prefix<relative name>. The manifest folder goes
     last, so that a dataset whose upload was cut short has no manifest and counts as missing."""
     files = _files(t["folder"])
     mine = [f for f in files if not f[0].startswith(".dlio-fast")]
     last = [f for f in files if f[0].startswith(".dlio-fast")]
     mm = t.get("multipart_min", MULTIPART_MIN)
-    nbytes = _upload(s3, t["bucket"], t["prefix"], mine, mm) + _upload(s3, t["bucket"], t["prefix"], last, mm)
+    nbytes = _upload(s3, t["bucket"], t["prefix"], mine, c, mm) + _upload(s3, t["bucket"], t["prefix"], last, c, mm)
     return {"objects": len(files), "bytes": nbytes}
 
 
-def task_upload_stream(s3, t: dict) -> dict:
+def task_upload_stream(s3, t: dict, c) -> dict:
     """Batches of files as the generator stages them: each further line on stdin is a JSON list of
     [relative name, path, size]; the batch is PUT and one line '{"done": bytes}' answers it (the
     parent then removes the files). Ends at end of input with the totals."""
@@ -89,13 +91,13 @@ def task_upload_stream(s3, t: dict) -> dict:
     objects = nbytes = 0
     for line in sys.stdin:
         files = json.loads(line)
-        n = _upload(s3, t["bucket"], t["prefix"], files, t.get("multipart_min", MULTIPART_MIN))
+        n = _upload(s3, t["bucket"], t["prefix"], files, c, t.get("multipart_min", MULTIPART_MIN))
         objects, nbytes = objects + len(files), nbytes + n
         print(json.dumps({"done": n}), flush=True)
     return {"objects": objects, "bytes": nbytes}
 
 
-def task_fetch(s3, t: dict) -> dict:
+def task_fetch(s3, t: dict, c) -> dict:
     """Download small objects to local files; found[i] False where the object does not exist."""
     found = []
     for uri, dest in zip(t["uris"], t["dests"]):
@@ -110,10 +112,11 @@ def task_fetch(s3, t: dict) -> dict:
         with open(dest, "wb") as f:
             f.write(memoryview(data))
         found.append(True)
+        c.add(1, len(memoryview(data)))
     return {"found": found}
 
 
-def task_list_all(s3, t: dict) -> dict:
+def task_list_all(s3, t: dict, c) -> dict:
     """Every object URI under the prefix (paged by the client: any number of keys)."""
     return {"uris": s3.list(f"s3://{t['bucket']}/{t['prefix']}", recursive=True)}
 
@@ -149,7 +152,7 @@ def _piece(base: bytes, off: int, n: int, segments: list):
     return buf
 
 
-def task_ckpt(s3, t: dict) -> dict:
+def task_ckpt(s3, t: dict, c) -> dict:
     """A checkpoint save (PUT every item [uri, size]) or load (GET them whole), timed here from the
     first request to the last completion. Saves: objects of MULTIPART_MIN bytes or more as multipart
     uploads (PART_SIZE parts, part_inflight in flight), smaller ones with one PUT; up to t['threads']
@@ -171,6 +174,7 @@ def task_ckpt(s3, t: dict) -> dict:
     budget = int(t.get("patched_budget", PATCHED_PARTS_BYTES))
     if kind == "save":
         for i, ((_, size), fill) in enumerate(zip(items, fills)):
+            c.beat()  # making the payloads: busy, no request outstanding
             n = min(size, PART_SIZE) if size >= MULTIPART_MIN else size
             parts.setdefault((n, fill), _content(n, fill))
             if size < MULTIPART_MIN and (size, fill, which[i]) not in whole:
@@ -211,6 +215,7 @@ def task_ckpt(s3, t: dict) -> dict:
             got = size
         with lock:
             nbytes[0] += got
+        c.add(1, got)
 
     def worker(k):
         try:

@@ -6,7 +6,9 @@ GETs of the samples' bytes from one asyncio loop; at most `inflight` (read threa
 are in flight, and up to `prefetch` batches wait for the trainer, as the C runner's reader threads
 do. The trainer (the main thread) takes a batch and spins the step's compute in C (GIL released).
 Each request is timed by the client itself (its op-log, read by the parent), the steps here with
-the C core's clock, so the parent builds the same result as a C run.
+the C core's clock, so the parent builds the same result as a C run. Each step's times go into a file
+the parent preallocated (times.u64) as the step ends, and the steps done into the shared counters
+(dlio.storage.s3.shared): a worker killed at its deadline or after a stop keeps what it measured.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from dlio.storage.s3 import heap
 from dlio.storage.s3.failures import short
 
 _STOP = StopFlag()  # set by SIGTERM's handler: no lock (dlio.execute.StopFlag)
+# After a stop, how long the trainer waits for the loader thread: a GET stuck on a frozen server must
+# not hold the answer (the process exits and takes the thread with it).
+LOADER_JOIN_S = 1.0
+TIMES_COLUMNS = 5  # t_fetch, t_ready, t_end, compute_ns, bytes
 
 
 def _on_term(signum, frame):  # the parent's request_stop(): finish the step, keep what was measured
@@ -39,8 +45,9 @@ def _sleep_unless_stopped(seconds: float) -> None:
 
 
 class _Loader:
-    def __init__(self, s3, t: dict, ops, steps, uris, sizes):
+    def __init__(self, s3, t: dict, ops, steps, uris, sizes, counters):
         self.s3, self.t, self.ops, self.steps, self.uris, self.sizes = s3, t, ops, steps, uris, sizes
+        self.counters = counters
         self.q = queue.Queue(maxsize=max(1, t["prefetch"]))
         self.error = None
         self.loop = asyncio.new_event_loop()
@@ -80,6 +87,7 @@ class _Loader:
                 self.q.put(item, timeout=0.05)
                 return True
             except queue.Full:
+                self.counters.beat()  # waiting for the trainer, not for storage
                 continue
         return False
 
@@ -122,7 +130,7 @@ def _largest_step_bytes(ops, steps) -> int:
     return int((ends[first + steps["nops"].astype(np.int64)] - ends[first]).max())
 
 
-def task_train(s3, t: dict) -> dict:
+def task_train(s3, t: dict, c) -> dict:
     from dlio import _core
 
     signal.signal(signal.SIGTERM, _on_term)
@@ -132,18 +140,21 @@ def task_train(s3, t: dict) -> dict:
     sizes = np.load(os.path.join(d, "sizes.npy"))
     with open(os.path.join(d, "uris.txt")) as f:
         uris = np.array(f.read().split("\n"), dtype=object)
-    prog = np.memmap(os.path.join(d, "progress.u64"), dtype=np.uint64, mode="r+", shape=(3,))
+    times = np.memmap(
+        os.path.join(d, "times.u64"), dtype=np.uint64, mode="r+", shape=(max(1, len(steps)), TIMES_COLUMNS)
+    )
     # build the client and open a connection before anything is timed or logged
     s3.list(f"{t['probe']}.dlio-fast-probe/")
-    heap.prefault(_largest_step_bytes(ops, steps) + t["inflight"] * (int(ops["length"].max()) if len(ops) else 0))
+    heap.prefault(
+        _largest_step_bytes(ops, steps) + t["inflight"] * (int(ops["length"].max()) if len(ops) else 0), c.beat
+    )
     s3.init_op_log(t["oplog"])
-    times = np.zeros((len(steps), 5), dtype=np.uint64)
-    loader = _Loader(s3, t, ops, steps, uris, sizes)
+    loader = _Loader(s3, t, ops, steps, uris, sizes, c)
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     th = threading.Thread(target=loader.run, daemon=True)
     t_start = _core.now_ns()
     th.start()
-    done = spun = 0
+    done = spun_cpu = 0
     for i in range(len(steps)):
         t_fetch = _core.now_ns()
         item = None
@@ -156,25 +167,29 @@ def task_train(s3, t: dict) -> dict:
         if item is None:
             break
         t_ready = _core.now_ns()
+        # the accelerator's CPU is the trainer thread's CPU during compute (not its wall time: on a busy
+        # host a preempted spin takes longer than the CPU it uses)
+        c0 = time.thread_time_ns()
         comp = _core.compute(int(steps[i]["compute_ns"]), t["compute_mode"])
-        spun += comp if t["compute_mode"] == 0 else min(comp, _core.COMPUTE_SPIN_NS)
-        if t.get("step_sync") and not _step_sync(i):
-            times[i] = (t_fetch, t_ready, _core.now_ns(), comp, item[1])
+        spin = time.thread_time_ns() - c0
+        spun_cpu += spin
+        c.spun(spin)
+        synced = not t.get("step_sync") or _step_sync(i)
+        times[i] = (t_fetch, t_ready, _core.now_ns(), comp, item[1])
+        if not synced:
             _STOP.set()
             break
-        times[i] = (t_fetch, t_ready, _core.now_ns(), comp, item[1])
         done = i + 1
-        prog[0] += np.uint64(steps[i]["nops"])
-        prog[1] += np.uint64(item[1])
-        prog[2] = done
+        c.add(int(steps[i]["nops"]), int(item[1]), steps=1)  # after its times: the parent reads [:steps]
     t_end = _core.now_ns()
+    stopped = _STOP.is_set()
     _STOP.set()
-    th.join(60)
+    th.join(LOADER_JOIN_S if stopped else 60)
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     s3.finalize_op_log()
-    np.save(os.path.join(d, "times.npy"), times[:done])
-    # the reading's CPU: the process's, less the compute the trainer spun (the emulated accelerator)
-    cpu = max(0.0, (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime) - spun / 1e9)
+    times.flush()
+    # the reading's CPU: the process's, less the CPU the trainer's compute spun (the emulated accelerator)
+    cpu = max(0.0, (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime) - spun_cpu / 1e9)
     return {
         "steps_done": done,
         "stopped": done < len(steps),

@@ -1,0 +1,76 @@
+"""The counters a worker process shares with its parent while a task runs: a small file both map.
+
+The worker adds the requests and bytes it has done (after each batch call), the steps a training task
+has done, and a beat while it works on its own (no request outstanding: preparing payloads, waiting for
+the trainer); it notes its CPU time when the task began and the CPU its emulated compute spun. The
+parent reads them for the live display, for the silence deadline (dlio.storage.s3.deadline) and for the
+worker's CPU (dlio.storage.s3.client.Session), and they outlive a worker that is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+from typing import Tuple
+
+import numpy as np
+
+OPS, BYTES, STEPS, BEAT, CPU0_USER_NS, CPU0_SYS_NS, SPIN_NS = range(7)
+WORDS = 8
+FILE = "counters.u64"
+
+
+def create(folder: str) -> str:
+    """The parent's side: a zeroed counters file in `folder`; its path (handed to the worker)."""
+    path = os.path.join(folder, FILE)
+    np.zeros(WORDS, np.uint64).tofile(path)
+    return path
+
+
+class Counters:
+    """A mapped counters file. Writers (the worker's threads) go through add(), under a lock: one
+    call per batch of requests, never per request."""
+
+    def __init__(self, path: str, write: bool = False) -> None:
+        self.words = np.memmap(path, dtype=np.uint64, mode="r+" if write else "r", shape=(WORDS,))
+        self.lock = threading.Lock()
+
+    # ---- the worker ----
+    def add(self, ops: int = 0, nbytes: int = 0, steps: int = 0) -> None:
+        with self.lock:
+            self.words[OPS] += np.uint64(ops)
+            self.words[BYTES] += np.uint64(nbytes)
+            self.words[STEPS] += np.uint64(steps)
+
+    def beat(self) -> None:
+        """A sign of life that is not a request: the worker is busy on its own, not waiting on storage."""
+        self.words[BEAT] += np.uint64(1)
+
+    def start_cpu(self) -> None:
+        """The worker's CPU time now (the task begins; a spare's start-up is not the task's)."""
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        self.words[CPU0_USER_NS] = np.uint64(ru.ru_utime * 1e9)
+        self.words[CPU0_SYS_NS] = np.uint64(ru.ru_stime * 1e9)
+
+    def spun(self, ns: int) -> None:
+        """CPU the emulated accelerator's compute used (the trainer thread's, during compute())."""
+        self.words[SPIN_NS] += np.uint64(max(0, int(ns)))
+
+    # ---- the parent ----
+    def progress(self) -> Tuple[int, int, int]:
+        """(requests, bytes, steps) so far."""
+        w = self.words
+        return int(w[OPS]), int(w[BYTES]), int(w[STEPS])
+
+    def signature(self) -> Tuple[int, ...]:
+        """What changes while the worker makes progress (the silence deadline compares it)."""
+        w = self.words
+        return int(w[OPS]), int(w[BYTES]), int(w[STEPS]), int(w[BEAT])
+
+    def task_cpu(self, user_s: float, sys_s: float) -> Tuple[float, float]:
+        """The task's CPU (user, sys) from the worker's whole-life rusage: less its CPU before the task,
+        less the emulated compute's spin (the accelerator's, not the client's)."""
+        w = self.words
+        user = user_s - int(w[CPU0_USER_NS]) / 1e9 - int(w[SPIN_NS]) / 1e9
+        return max(0.0, user), max(0.0, sys_s - int(w[CPU0_SYS_NS]) / 1e9)
