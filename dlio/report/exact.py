@@ -8,7 +8,7 @@ import numpy as np
 
 from dlio import stats
 from dlio.report import checkpoint as ckpt_figures
-from dlio.report import metrics
+from dlio.report import interference, metrics
 from dlio.report.dlio_files import checkpoint_records, dialect, summary, train_figures
 from dlio.report.result import RUN_SCHEMA
 from dlio.units import fmt_ns
@@ -98,6 +98,8 @@ def dlio_fast_doc(result):
     ck = checkpoint_records(result)
     if ck:
         doc["checkpoints"] = {"records": ck, **ckpt_figures.summary_fields(ck, result["comm_size"])}
+        if interference.summary(ck) is not None:  # checkpoint.async_save: what the saves cost training
+            doc["checkpoints"]["async"] = interference.summary(ck)
     doc["ranks"] = result["ranks"]
     return doc
 

@@ -17,7 +17,7 @@ from dlio.dataset.spec import dataset_bytes, dataset_spec
 from dlio.errors import DlioError, DlioRunError
 from dlio.execute import Interrupted, late_signal_note, pending, stop_signals_deferred
 from dlio.host import host_info, iso
-from dlio.report import dlio_files, dlio_host, exact
+from dlio.report import dlio_files, dlio_host, exact, interference
 from dlio.report.result import build_result, new_rank_record
 from dlio.storage import backend_for
 from dlio.storage.base import FILE_ENGINES, PAGE_CACHE
@@ -214,6 +214,10 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
     from dlio.train.samecfg import check_same_config
 
     check_same_config(cfg, comm)  # ranks that disagree would deadlock in a collective
+    if cfg.workflow.model_load:  # a model-load job, not training (dlio.modelload)
+        from dlio.modelload.run import run as run_model_load
+
+        return run_model_load(cfg, comm, echo, warn, progress, output, dry_run)
     s = Session(cfg, comm, echo, warn, progress, verbose, spec=dataset_spec(cfg))
     if dry_run:
         lines = describe(cfg, s.spec, comm.size)
@@ -380,6 +384,7 @@ def _finish(s: Session, rank_rec, failure) -> None:
                 s.warn(f"warning: plots not written: {e}")
         lines = dlio_files.metric_lines(result) if any(r["epochs"] or r.get("checkpoints") for r in records) else []
         lines += exact.exact_table(result) if any(r["epochs"] for r in records) else []
+        lines += interference.lines(dlio_files.checkpoint_records(result))  # checkpoint.async_save
         for line in lines:
             s.echo(line)
         for line in verdict.run_lines(verdicts):
