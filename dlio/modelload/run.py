@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dlio.config.engines import S3_ENGINE
 from dlio.errors import ConfigError, DlioError, DlioRunError, Interrupted
-from dlio.execute import stop_signals_deferred
+from dlio.execute import interruptible, stop_signals_deferred
 from dlio.host import host_info, iso
 from dlio.modelload import figures
 from dlio.modelload.models import Model, model_of
@@ -170,7 +170,10 @@ def load_once(cfg: Any, comm: Any, stored: StoredModel, mine: RankPlan, tp: int,
     names = [stored.names[i] for i in mine.files]
     sizes = [stored.sizes[i] for i in mine.files]
     cache = "kept (warm)" if ml.cache == "warm" else backend.drop_cache(names, "drop")
-    comm.barrier()  # every rank's drop done: nobody reads a page another rank is dropping
+    # every rank's drop done: nobody reads a page another rank is dropping; Ctrl-C ends the wait
+    stopped = interruptible(lambda stop: comm.barrier_or_stop(stop, poll_s=0.001))
+    if stopped is not None:
+        raise stopped
     phase = backend.phase(names, engine)
     t0 = time.monotonic_ns()
     res = backend.read_ranges(

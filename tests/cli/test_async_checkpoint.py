@@ -221,3 +221,10 @@ def test_async_save_under_two_ranks(run_cli, tmp_path):
         assert saves[0]["snapshot_to_durable_s"] > 0
     assert doc["checkpoints"]["async"]["saves"] == 2
     assert "Asynchronous checkpoints (2 saves, all ranks)" in p.stdout
+
+
+def test_async_save_without_training_is_refused(run_cli, tmp_path):
+    from conftest import one_line
+
+    code, _, err = run_cli("run", "-w", "llama_8b_zero3", "--set", "checkpoint.async_save=true", "--dry-run")
+    assert code == 2 and "checkpoint.async_save" in one_line(err) and "workflow.train" in err
