@@ -54,6 +54,17 @@ def engine_of(cfg: Any, backend: Backend) -> Tuple[str, bool, int]:
 def check(cfg: Any, comm_size: int, backend: Backend) -> int:
     """Refuse what cannot be honoured; the tensor-parallel group size."""
     ml = cfg.model_load
+    # the training's keys that a load does not take: refused rather than ignored
+    for key, fix in (
+        ("dlio_fast.engine", "model_load.read_mode"),
+        ("dlio_fast.qd", "model_load.qd"),
+        ("dlio_fast.cache", "model_load.cache"),
+        ("dlio_fast.trace", None),
+        ("dlio_fast.plots", None),
+    ):
+        if cfg.origin(key) != "default":
+            then = f"set {fix} instead" if fix else "a model load has none yet: leave it out"
+            raise ConfigError(f"{key} ({cfg.origin(key)}) is a training setting; {then}", key, cfg.get(key))
     if not backend.has(FILE_ENGINES) and ml.read_mode != "read":
         backend.refuse(
             "model_load.read_mode",
@@ -138,13 +149,13 @@ def run(
         raise DlioError(problem)
     for line in plan_lines(cfg, model, shards, root, tp, comm.size, mine):
         echo(line)
-    if not comm.bcast(stored.present() if comm.rank == 0 else None):
-        stored.write(comm, echo)
     start = iso()
     passes: List[Dict[str, Any]] = []
     failure: Optional[BaseException] = None
     with stop_signals_deferred():
         try:
+            if not comm.bcast(stored.present() if comm.rank == 0 else None):
+                stored.write(comm, echo)
             _loads(cfg, comm, echo, stored, mine, tp, passes)
         except (Interrupted, DlioRunError) as e:
             failure = e
@@ -200,7 +211,9 @@ def load_once(cfg: Any, comm: Any, stored: StoredModel, mine: RankPlan, tp: int,
         "GiB_per_second": res.bytes / figures.GiB / ready if ready > 0 else 0.0,
         "minflt": res.minflt,
         "majflt": res.majflt,
-        "pages_per_fault": mine.pages / res.minflt if mine.pages and res.minflt else None,
+        "pages_per_fault": (
+            mine.pages / (res.minflt + res.majflt) if mine.pages and res.minflt is not None and res.minflt else None
+        ),
         "engine": res.engine,
         "direct": res.direct,
         "threads": res.threads,
@@ -216,12 +229,13 @@ def _finish(cfg, comm, echo, warn, folder, model, stored, mine, tp, start, passe
     from dlio.output import environment, write_json
     from dlio.train.results_out import write_with_fallback
 
+    plan = {"rank": comm.rank, "files": len(mine.files), "bytes": mine.bytes, "wanted_bytes": mine.wanted_bytes}
     if failure is not None and comm.size > 1:  # no collective after a failure: each rank keeps its own
-        doc = _document(cfg, comm.size, model, stored, tp, start, [passes], [mine], failure)
+        doc = _document(cfg, comm.size, model, stored, tp, start, [passes], [plan], failure)
         write_with_fallback(lambda d: write_json(os.path.join(d, f"dlio-fast-rank{comm.rank}.json"), doc), folder)
         raise failure
     all_passes = comm.gather(passes)
-    plans = comm.gather({"rank": comm.rank, "files": len(mine.files), "bytes": mine.bytes})
+    plans = comm.gather(plan)
     if comm.rank != 0:
         if failure is not None:
             raise failure
@@ -280,7 +294,7 @@ def _document(cfg, size, model, stored, tp, start, all_passes, plans, failure) -
             "root": stored.root,
             "shards": [{"name": s.name, "bytes": s.size} for s in stored.shards],
         },
-        "plans": [p if isinstance(p, dict) else {"files": len(p.files), "bytes": p.bytes} for p in plans],
+        "plans": plans,
         "loads": summaries,
         "summary": figures.overall(summaries),
         "verdicts": vs,

@@ -11,7 +11,7 @@ an index that matches the model means every shard was written.
 from __future__ import annotations
 
 import os
-from typing import Any, List, Sequence
+from typing import Any, Sequence
 
 from dlio.modelload.shards import INDEX, Shard
 from dlio.storage.base import LOCAL, Backend, SetContent, SetOptions
@@ -71,7 +71,3 @@ class StoredModel:
 
         engine = "posix" if self.backend.has(LOCAL) else S3_ENGINE
         return SetOptions(engine=engine, direct=False, qd=1, transfer=WRITE_TRANSFER, fsync=True)
-
-
-def shard_names(stored: StoredModel, files: List[int]) -> List[str]:
-    return [stored.names[i] for i in files]

@@ -102,7 +102,7 @@ def test_training_goes_on_during_a_write_longer_than_a_step(run_cli, tmp_path):
     for c in saves:
         nreq = -(-c["bytes"] // (16 * MiB))
         # the write: as long as its requests' known latency, several steps long
-        assert c["write_s"] >= nreq * DELAY_NS / 1e9 > 5 * step_s
+        assert c["write_s"] >= nreq * DELAY_NS / 1e9 > 2 * step_s
         assert c["write_start_ns"] >= c["snapshot_end_ns"] and c["write_end_ns"] > c["write_start_ns"]
         # the snapshot: a memcpy of the state through the buffer, as long as this process's own
         assert c["staged"] and c["host_buffer_bytes"] == buffer and "chunks" in c["note"]

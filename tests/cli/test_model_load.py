@@ -114,7 +114,7 @@ def test_mmap_cold_load_faults_its_pages_and_reads_every_byte(run_cli, tmp_path)
         faults = r["minflt"] + r["majflt"]
         assert mine / 3 <= faults <= 3 * mine + 16, (faults, mine, pages)
         assert faults <= pages + 16
-        assert r["pages_per_fault"] == pytest.approx(pages / r["minflt"])
+        assert r["pages_per_fault"] == pytest.approx(pages / faults)
     # read mode copies instead: its thread faults nothing of the files
     code, _, err = run_cli(*args(tmp_path, "model_load.spread=whole", "model_load.read_mode=read", out="read"))
     assert code == 0, err
@@ -182,6 +182,8 @@ def test_bad_settings_are_one_line(run_cli, tmp_path):
     assert code == 2 and "model_load.read_mode" in one_line(err)
     code, _, err = run_cli(*args(tmp_path, "model_load.repeats=0"))
     assert code == 2 and "model_load.repeats" in one_line(err)
+    code, _, err = run_cli(*args(tmp_path), "--engine", "io_uring")  # training's engine key: refused, not ignored
+    assert code == 2 and "set model_load.read_mode instead" in one_line(err)
 
 
 @pytest.mark.skipif(shutil.which("mpiexec") is None, reason="needs mpiexec (pip install mpich mpi4py)")
@@ -235,3 +237,24 @@ def test_model_on_s3_written_and_loaded_by_range_gets(run_cli, s3_server, monkey
     safetensors = pytest.importorskip("safetensors")
     with safetensors.safe_open(str(got), framework="np") as f:
         assert len(list(f.keys())) > 0
+
+
+def test_a_stopped_run_keeps_the_loads_measured(tmp_path):
+    from conftest import wait_for_text
+
+    cmd = [sys.executable, "-m", "dlio", *map(str, args(tmp_path, "model_load.repeats=1000"))]
+    log = tmp_path / "stdout"
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with open(log, "w") as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        try:
+            wait_for_text(log, "Load 2 [cold]", p)
+            p.send_signal(15)
+            _, err = p.communicate(timeout=120)
+        finally:
+            if p.poll() is None:
+                p.kill()
+    assert p.returncode == 128 + 15, err
+    doc = doc_of(tmp_path / "out")
+    assert not doc["complete"] and "SIGTERM" in doc["reason"]
+    assert 2 <= len(doc["loads"]) < 1000 and len(doc["ranks"]) == len(doc["loads"])

@@ -17,6 +17,18 @@ safetensors = pytest.importorskip("safetensors", reason="pip install safetensors
 from safetensors import safe_open  # noqa: E402
 
 NOENV = {}
+
+
+@pytest.fixture(autouse=True)
+def no_stale_stop_signal():
+    """An earlier in-process test's stop signal (dlio.execute keeps it for its run's late note) must
+    not stop the C runs these tests start outside any run."""
+    from dlio import execute
+
+    execute._SIGNALLED.clear()
+    execute.STOP.clear()
+
+
 TINY = [
     "model_load.model=transformer",
     "model.num_layers=3",
