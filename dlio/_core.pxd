@@ -203,6 +203,8 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         uint64_t errors
         uint64_t cpu_ns
         uint64_t fsync_ns
+        uint64_t minflt
+        uint64_t majflt
 
     struct dc_step_times:
         uint64_t t_fetch

@@ -119,6 +119,35 @@ def crc32c(data, uint32_t crc=0):
     return out
 
 
+def copy_timed(dst, src, uint64_t nbytes):
+    """Copy nbytes out of src into dst with the GIL released: a checkpoint's snapshot into host memory
+    (dlio.checkpoint.async_save). A buffer smaller than nbytes is a staging buffer: min(len(dst),
+    len(src)) bytes are copied over and over until nbytes went. Returns the copy's ns."""
+    cdef Py_buffer d, s
+    cdef uint64_t left = nbytes, n, chunk, t0
+    PyObject_GetBuffer(dst, &d, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+    try:
+        PyObject_GetBuffer(src, &s, PyBUF_SIMPLE | PyBUF_ANY_CONTIGUOUS)
+    except BaseException:
+        PyBuffer_Release(&d)
+        raise
+    try:
+        chunk = <uint64_t>min(d.len, s.len)
+        if chunk == 0 and nbytes:
+            raise ValueError("copy_timed: empty buffer")
+        with nogil:
+            t0 = dc_now_ns()
+            while left:
+                n = chunk if left > chunk else left
+                memcpy(d.buf, s.buf, n)
+                left -= n
+            t0 = dc_now_ns() - t0
+    finally:
+        PyBuffer_Release(&s)
+        PyBuffer_Release(&d)
+    return t0
+
+
 def dio_align(path):
     """(memory alignment, offset alignment, from_statx) for O_DIRECT on path."""
     cdef uint32_t mem = 0, off = 0
@@ -477,7 +506,8 @@ cdef class Run:
     cdef dict _result(self):
         threads = [{"ops": self.tstats[i].ops, "bytes": self.tstats[i].bytes,
                     "errors": self.tstats[i].errors, "cpu_ns": self.tstats[i].cpu_ns,
-                    "fsync_ns": self.tstats[i].fsync_ns}
+                    "fsync_ns": self.tstats[i].fsync_ns, "minflt": self.tstats[i].minflt,
+                    "majflt": self.tstats[i].majflt}
                    for i in range(self.nthreads_stats)]
         out = {"t_start": self.res.t_start, "t_end": self.res.t_end, "ops": self.res.ops,
                "bytes": self.res.bytes, "errors": self.res.errors, "steps_done": self.res.steps_done,

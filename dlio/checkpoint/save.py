@@ -45,11 +45,13 @@ def save(
     barrier: bool = False,
     backend: Optional[Backend] = None,
     progress: Any = None,
+    delay_ns: int = 0,
 ) -> Dict[str, Any]:
     """Write this rank's checkpoint files of ``global_epoch{epoch}_step{step}``; returns the record.
 
     ``barrier``: a barrier just before the window (checkpoint-only mode). ``plan`` avoids recomputing the
-    layout. ``engine`` / ``direct`` override the config's (file backends)."""
+    layout. ``engine`` / ``direct`` override the config's (file backends). ``delay_ns``: the null engine's
+    busy-wait per request (an asynchronous save's emulated storage, dlio.checkpoint.async_save)."""
     comm = comm if comm is not None else Comm()
     backend = backend if backend is not None else backend_for(cfg)
     plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
@@ -77,6 +79,7 @@ def save(
                 fsync=do_fsync,
                 before_window=comm.barrier if barrier else None,
                 on_bytes=lambda n: ph.update(min(n, total), nbytes=n),
+                delay_ns=delay_ns,
             ),
         )
     rec = new_record(

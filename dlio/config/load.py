@@ -138,6 +138,7 @@ class Config:
     storage: Any
     dlio_fast: Any
     vdb: Any = None  # vector search (workflow.vdb; dlio.vdb)
+    model_load: Any = None  # dlio.modelload's section (workflow.model_load)
     workload: Optional[str] = None
     config_file: Optional[str] = None
     scale: float = 1.0

@@ -302,3 +302,10 @@ def check_all(values: Dict[str, Any], sources: Dict[str, str]) -> None:
             "checkpoint.ksm",
             "KSM merges identical pages: set checkpoint.randomize_tensor: false",
         )
+    if v("checkpoint.async_save") and v("workflow.checkpoint") and not v("workflow.train"):
+        raise err2(
+            "checkpoint.async_save",
+            "workflow.train",
+            "an asynchronous save overlaps training's reads, and a checkpoint-only run has none; set "
+            "workflow.train: true, or leave checkpoint.async_save out",
+        )

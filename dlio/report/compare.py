@@ -12,6 +12,7 @@ returns, which is also what `report --json` writes: a figure never travels witho
 import math
 import os
 
+from dlio.report import interference
 from dlio.report.io_table import mode
 from dlio.report.result import REPORT_SCHEMA
 from dlio.report.verdict import point_name
@@ -43,9 +44,15 @@ RUN_FIGURES = [
     ("ckpt_save_GB_s", "checkpoint save (DLIO formula)", "GB/s", 3),
     ("ckpt_load_GiB_s", "checkpoint load (all ranks, exact)", "GiB/s", 3),
     ("ckpt_load_GB_s", "checkpoint load (DLIO formula)", "GB/s", 3),
+    # checkpoint.async_save (dlio.report.interference)
+    ("async_blocked_s", "async checkpoint: training blocked per save", "s", 4),
+    ("async_durable_s", "async checkpoint: snapshot to durable", "s", 3),
+    ("async_au_during_pct", "AU during checkpoint writes / outside", "%", 2),
+    ("async_read_during_MiB_s", "read MiB/s during checkpoint writes / outside", "MiB/s", 2),
 ]
-OPTIONAL_FIGURES = ("ckpt_save_GiB_s", "ckpt_save_GB_s", "ckpt_load_GiB_s", "ckpt_load_GB_s")
-TEXT_FIGURES = ("workload", "data_folder", "start", "verdict")
+ASYNC_FIGURES = ("async_blocked_s", "async_durable_s", "async_au_during_pct", "async_read_during_MiB_s")
+OPTIONAL_FIGURES = ("ckpt_save_GiB_s", "ckpt_save_GB_s", "ckpt_load_GiB_s", "ckpt_load_GB_s") + ASYNC_FIGURES
+TEXT_FIGURES = ("workload", "data_folder", "start", "verdict", "async_au_during_pct", "async_read_during_MiB_s")
 
 # (key, label, unit, decimals) of an io / ceiling point; ratios for the first three.
 POINT_FIGURES = [
@@ -215,6 +222,7 @@ def run_figures(src):
     for kind in ("save", "load"):
         f[f"ckpt_{kind}_GiB_s"] = ck.get(f"{kind}_GiB_s")
         f[f"ckpt_{kind}_GB_s"] = ck.get(f"{kind}_GB_s")
+    f.update(async_figures(doc))
     return f
 
 
@@ -241,6 +249,22 @@ def epochs_text(epochs):
             runs.append(str(start) if start == a else f"{start}-{a}")
             start = b
     return ("epoch " if len(nums) == 1 else "epochs ") + ",".join(runs)
+
+
+def async_figures(doc):
+    """The asynchronous checkpoints' figures of a run (None where it has none). The AU and read rows
+    hold 'during / outside' as text: the pair is the figure, a ratio of either alone says little."""
+    s = interference.summary(checkpoint_records_of(doc)) or {}
+    d, o = s.get("during"), s.get("outside")
+    pair = d is not None and o is not None
+    return {
+        "async_blocked_s": s.get("blocked_s_mean"),
+        "async_durable_s": s.get("snapshot_to_durable_s_mean"),
+        "async_au_during_pct": f"{d['au_percentage']:.2f} / {o['au_percentage']:.2f}" if pair else None,
+        "async_read_during_MiB_s": (
+            f"{d['read_MiB_per_second']:.2f} / {o['read_MiB_per_second']:.2f}" if pair else None
+        ),
+    }
 
 
 def run_settings(src):

@@ -9,7 +9,7 @@ import numpy as np
 
 from dlio import stats
 from dlio.report import checkpoint as ckpt_figures
-from dlio.report import metrics
+from dlio.report import interference, metrics
 from dlio.report.dlio.files import summary
 from dlio.report.result import RUN_SCHEMA
 from dlio.report.run_figures import checkpoint_records, dialect, train_figures
@@ -107,6 +107,8 @@ def dlio_fast_doc(result):
     ck = checkpoint_records(result)
     if ck:
         doc["checkpoints"] = {"records": ck, **ckpt_figures.summary_fields(ck, result["comm_size"])}
+        if interference.summary(ck) is not None:  # checkpoint.async_save: what the saves cost training
+            doc["checkpoints"]["async"] = interference.summary(ck)
     doc["ranks"] = result["ranks"]
     return doc
 

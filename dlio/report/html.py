@@ -150,6 +150,7 @@ CAPTIONS = {
     "latency_cdf": "read and sample latency CDF",
     "throughput": "samples/s and MiB/s per epoch",
     "checkpoint": "checkpoint saves and loads",
+    "interference": "training's read MiB/s and AU over time, asynchronous checkpoint writes shaded",
     "vs_bs": "io points against the transfer size",
     "vs_qd": "io points against the queue depth",
 }

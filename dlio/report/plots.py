@@ -5,6 +5,8 @@ Run plots (from one Result dict, or the dlio-fast.json document that holds it):
   latency_cdf.png   CDF of read and sample latency from the merged histograms, log x, us
   throughput.png    samples/s and MiB/s per epoch, one line per rank (and all ranks together)
   checkpoint.png    checkpoint save / load GB/s, when the run has checkpoints
+  interference.png  read MiB/s and AU over time with the asynchronous checkpoint writes marked
+                    (checkpoint.async_save: dlio.report.plots_interference)
 io / ceiling plots: dlio.report.plots_io; comparisons of several runs: dlio.report.plots_compare.
 
 Every figure is titled with the workload (or 'io' / 'ceiling'), the storage path and the date, is
@@ -18,6 +20,7 @@ import numpy as np
 from dlio.errors import DlioError
 from dlio.report import compare
 from dlio.report.exact import metrics_of
+from dlio.report.plots_interference import interference_plot
 from dlio.report.plots_io import io_vs
 from dlio.report.plotting import (
     CACHE_COLOR,
@@ -282,4 +285,5 @@ def make_all(result, out_dir, prefix="", summary=None):
     out.append(latency_cdf(result, p("latency_cdf.png")))
     out.append(throughput(result, p("throughput.png")))
     out.append(checkpoint(result, p("checkpoint.png"), summary))
+    out.append(interference_plot(result, p("interference.png")))
     return [x for x in out if x]

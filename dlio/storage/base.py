@@ -76,6 +76,7 @@ class SetOptions:
     before_window: Optional[Callable[[], None]] = None  # e.g. a barrier right before the clock starts
     # the live display: called with the bytes moved so far, a few times a second, from the waiting thread
     on_bytes: Optional[Callable[[int], None]] = None
+    delay_ns: int = 0  # engine null: the busy-wait per request (a storage of known latency)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +110,10 @@ class SetResult:
     transfer_size: int
     cache: str
     writer: Optional[str] = None
+    # read_ranges on files: the reading threads' page faults while they read (getrusage
+    # RUSAGE_THREAD in the C core), minor and major; None on objects
+    minflt: Optional[int] = None
+    majflt: Optional[int] = None
 
 
 MAX_SET_THREADS = 4
@@ -216,6 +221,13 @@ class Backend:
         raise NotImplementedError
 
     def read_set(self, names: Sequence[str], sizes: Sequence[int], opts: SetOptions) -> SetResult:
+        raise NotImplementedError
+
+    def read_ranges(self, names: Sequence[str], sizes: Sequence[int], ops: np.ndarray, opts: SetOptions) -> SetResult:
+        """Read the byte ranges ``ops`` (_core.OP_DTYPE: ``file`` indexes ``names``, ``offset``,
+        ``length``) of whole files (objects) of ``sizes`` bytes, timed: a model's shards. The ops of a
+        file stay in order on one thread (``opts.threads``, files balanced by bytes); the engine may
+        be ``mmap`` (the pages of each range touched), buffered, O_DIRECT or io_uring on files."""
         raise NotImplementedError
 
     # ---- the page cache and the kernel's counters around a phase ----

@@ -126,6 +126,8 @@ def run_core(
     file_fill: Optional[List[int]] = None,
     file_overlay: Optional[List[Any]] = None,
     on_bytes: Optional[Any] = None,
+    what: str = "checkpoint I/O",
+    delay_ns: int = 0,
 ) -> Dict[str, Any]:
     """Run the requests ``ops`` (thread t takes ``ops[first[t]:first[t + 1]]``) through the C core; its
     result. No requests (a rank's empty files): nothing runs, zero times and bytes. A failed run is a
@@ -144,6 +146,7 @@ def run_core(
         loop=False,
         file_fill=file_fill,
         file_overlay=file_overlay,
+        delay_ns=delay_ns,
     )
     try:
         return execute(run, on_tick=(lambda r: on_bytes(int(r.progress()[1]))) if on_bytes else None)
@@ -153,7 +156,7 @@ def run_core(
             if e.errno in (errno.ENOSPC, errno.EDQUOT)
             else ""
         )
-        raise DlioRunError(f"checkpoint I/O failed: {e}{hint}") from e
+        raise DlioRunError(f"{what} failed: {e}{hint}") from e
 
 
 def check_free_space(parent: str, paths: Sequence[str], nbytes: int) -> None:
@@ -275,7 +278,19 @@ def _timed_write(paths, sizes, content, o, direct, align, ops, first, nthreads, 
     if c_fsync:
         last = np.flatnonzero(np.append(ops["file"][1:] != ops["file"][:-1], True))
         ops["flags"][last] |= _core.OPF_FSYNC
-    res = run_core(o.engine, paths, ops, first, nthreads, o.qd, direct, content.fills, content.overlays, o.on_bytes)
+    res = run_core(
+        o.engine,
+        paths,
+        ops,
+        first,
+        nthreads,
+        o.qd,
+        direct,
+        content.fills,
+        content.overlays,
+        o.on_bytes,
+        delay_ns=o.delay_ns,
+    )
     m_io = time.monotonic_ns()
     try:
         if needs_truncate:
@@ -359,4 +374,64 @@ def read_set(paths: Sequence[str], sizes: Sequence[int], o: SetOptions) -> SetRe
         transfer_size=o.transfer,
         cache=cache,
         writer="c-core",
+    )
+
+
+def ops_threads(ops: np.ndarray, nfiles: int, threads: int) -> Tuple[np.ndarray, np.ndarray, int]:
+    """(ops reordered, thread_first_op, threads) for ranges of ``nfiles`` files: each file's ops in
+    their order on one thread, files balanced by bytes (``assign_files``); fewer files than threads:
+    contiguous runs of about equal bytes."""
+    threads = max(1, min(threads, len(ops)))
+    if threads == 1:
+        return ops, np.array([0, len(ops)], dtype=np.uint64), 1
+    per_file = np.bincount(ops["file"].astype(np.int64), weights=ops["length"].astype(np.float64), minlength=nfiles)
+    if np.count_nonzero(per_file) < threads:
+        return ops, split_threads(ops, threads), threads
+    order = np.argsort(ops["file"], kind="stable")
+    by_file = ops[order]
+    starts = np.searchsorted(by_file["file"], np.arange(nfiles + 1))
+    parts, first = [], [0]
+    for b in assign_files([int(x) for x in per_file], threads):
+        parts += [np.arange(starts[i], starts[i + 1]) for i in b]
+        first.append(first[-1] + int(sum(starts[i + 1] - starts[i] for i in b)))
+    return by_file[np.concatenate(parts)], np.asarray(first, dtype=np.uint64), threads
+
+
+def read_ranges(paths: Sequence[str], sizes: Sequence[int], ops: np.ndarray, o: SetOptions) -> SetResult:
+    """Read the ranges ``ops`` of the files through the C core, timed (dlio.storage.base.read_ranges);
+    ``minflt`` / ``majflt``: the reading threads' page faults while they ran the requests (the C core's
+    getrusage RUSAGE_THREAD: the mmap engine's touches, not the process's other work)."""
+    paths = list(paths)
+    problem = check_sizes(paths, sizes)
+    if problem:
+        raise DlioError(problem)
+    cache = "kept"
+    if o.drop and o.engine != "null":
+        cache = drop_cache(paths)
+    ops, first, nthreads = ops_threads(ops, len(paths), o.threads or 1)
+    if o.before_window is not None:
+        o.before_window()
+    w0 = time.time()
+    m0 = time.monotonic_ns()
+    res = run_core(o.engine, paths, ops, first, nthreads, o.qd, o.direct, what="read")
+    m1 = time.monotonic_ns()
+    return SetResult(
+        bytes=int(res["bytes"]),
+        bytes_issued=int(res["bytes"]),
+        wall_start_s=w0,
+        m0=m0,
+        m1=m1,
+        prepare_s=0.0,
+        io_s=(res["t_end"] - res["t_start"]) / 1e9 if len(ops) else 0.0,
+        io_window_s=(m1 - m0) / 1e9,
+        fsync_s=0.0,
+        engine=o.engine,
+        direct=o.direct,
+        threads=nthreads,
+        qd=o.qd,
+        transfer_size=o.transfer,
+        cache=cache,
+        writer="c-core",
+        minflt=sum(int(t.get("minflt", 0)) for t in res["threads"]),
+        majflt=sum(int(t.get("majflt", 0)) for t in res["threads"]),
     )

@@ -103,6 +103,9 @@ class FileBackend(Backend):
     def read_set(self, names: Sequence[str], sizes: Sequence[int], opts: SetOptions) -> SetResult:
         return file_sets.read_set(names, sizes, opts)
 
+    def read_ranges(self, names: Sequence[str], sizes: Sequence[int], ops: np.ndarray, opts: SetOptions) -> SetResult:
+        return file_sets.read_ranges(names, sizes, ops, opts)
+
     def drop_cache(self, names: Sequence[str], mode: str) -> str:
         """keep; drop each file's pages (checked with mincore); drop-all the host's cache (root)."""
         if mode == "drop":

@@ -16,6 +16,7 @@ from typing import Any, List, Optional, Tuple
 import numpy as np
 
 from dlio import _core
+from dlio.checkpoint import async_save
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.schedule import checkpoint_schedule
 from dlio.dataset import stored
@@ -127,6 +128,7 @@ class Trainer:
         self.engine, self.direct = self.backend.engine_spec(cfg)
         self.node_leader = None  # this rank drops the node's page cache (drop-all); found on first use
         self.sizes = {}  # split -> the planned files' sizes (the manifest's)
+        self.saver = None  # dlio.checkpoint.async_save.AsyncSaver with checkpoint.async_save
 
     def settings(self, split):
         r, t = self.cfg.reader, self.cfg.train
@@ -237,7 +239,10 @@ class Trainer:
 
 
 def save_checkpoint(tr, cfg, comm, point):
-    """A checkpoint during training, timed as DLIO does (no barrier around it)."""
+    """A checkpoint during training, timed as DLIO does (no barrier around it); with
+    checkpoint.async_save the snapshot, the write going on in the background (dlio.checkpoint.async_save)."""
+    if tr.saver is not None:
+        return tr.saver.start(point)
     tr.echo(f"Starting saving checkpoint {point.block} after total step {point.after_step} for epoch {point.epoch}")
     t0 = _core.now_ns()
     rec = ckpt_save.save(cfg, comm, point.epoch, point.step, backend=tr.backend, progress=tr.progress)
@@ -355,8 +360,10 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
             return None, failure
         rec = epoch_record(epoch, res, plan, st, sp.excl, None, start_iso, blocks)
         rec.update(checkpoints=saves, complete=False, end=iso())
+        if tr.saver is not None:
+            rec["steps"] = async_save.step_arrays(res)
         return rec, failure
-    cpu = cpu_seconds() - cpu0 - sum(c["duration_s"] for c in saves)
+    cpu = cpu_seconds() - cpu0 - sum(async_save.blocked_s(c) for c in saves)
     rec = epoch_record(
         epoch,
         res,
@@ -368,6 +375,8 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
         blocks,
     )
     rec["checkpoints"] = saves
+    if tr.saver is not None:  # the steps' timestamps split them by the writes' windows (dlio.report.interference)
+        rec["steps"] = async_save.step_arrays(res)
     if meminfo is not None:
         rec["host_meminfo"] = meminfo
     _note_skipped(tr, rec, res, sp.paths)
@@ -472,6 +481,16 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False, dat
     tr = Trainer(cfg, comm, echo, progress, tracer, data)
     rank_rec = new_rank_record(comm.rank)
     sp = _prepare(tr, rank_rec)
+    if cfg.checkpoint.async_save and cfg.workflow.checkpoint:
+        tr.saver = async_save.AsyncSaver(cfg, comm, tr.backend, tr.echo, tracer)
+        rank_rec, failure = _epochs(tr, sp, rank_rec, tracer, verbose)
+        return rank_rec, tr.saver.finish(rank_rec, failure)
+    return _epochs(tr, sp, rank_rec, tracer, verbose)
+
+
+def _epochs(tr, sp: _Splits, rank_rec, tracer, verbose):
+    """The epochs of run_training (with their evaluations and checkpoints). Returns (record, failure)."""
+    cfg, comm, progress = tr.cfg, tr.comm, tr.progress
     next_eval = cfg.evaluation.eval_after_epoch
     if progress is not None:  # the run line beside each phase: epoch k of N, the whole run's ETA
         progress.run_begin("run", "epoch", cfg.train.epochs)

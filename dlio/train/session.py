@@ -19,14 +19,14 @@ from dlio.dataset.spec import dataset_bytes, dataset_spec
 from dlio.errors import ConfigError, DlioError, DlioRunError, Interrupted
 from dlio.execute import late_signal_note, pending, stop_signals_deferred, watch_peers
 from dlio.host import host_info, iso
-from dlio.report import exact, run_files
+from dlio.report import exact, interference, run_files
 from dlio.report.dlio import files as dlio_files
 from dlio.report.dlio import host as dlio_host
 from dlio.report.result import build_result, new_rank_record
+from dlio.results_out import write_with_fallback
 from dlio.storage import backend_for
 from dlio.storage.base import FILE_ENGINES, PAGE_CACHE
 from dlio.train import loop
-from dlio.train.results_out import write_with_fallback
 from dlio.train.runlock import lock_output_folder, remove_unused, unlock_output_folder
 from dlio.units import dlio_line, fmt_bytes, fmt_num
 
@@ -51,7 +51,7 @@ def output_folder(cfg, given, comm):
 #   run(cfg, comm, echo, warn, progress, make_output, dry_run) -> output folder (rank 0) or None
 # where make_output() makes and locks the run's output folder, called once the family has checked what it
 # was asked and is about to measure.
-FAMILIES: Dict[str, str] = {"vdb": "dlio.vdb.job"}
+FAMILIES: Dict[str, str] = {"vdb": "dlio.vdb.job", "model_load": "dlio.modelload.run"}
 
 
 def family_of(cfg) -> Optional[str]:
@@ -474,6 +474,7 @@ def _finish(s: Session, rank_rec, failure) -> None:
             else []
         )
         lines += exact.exact_table(result) if any(r["epochs"] for r in records) else []
+        lines += interference.lines(dlio_files.checkpoint_records(result))  # checkpoint.async_save
         for line in lines:
             s.echo(line)
         for line in verdict.run_lines(verdicts):

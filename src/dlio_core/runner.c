@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "dlio_core/fill.h"
@@ -19,6 +20,18 @@ uint64_t thread_cpu_ns(void)
 	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
 		return 0;
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void thread_faults(uint64_t *minflt, uint64_t *majflt)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_THREAD, &ru) < 0) {
+		*minflt = *majflt = 0;
+		return;
+	}
+	*minflt = (uint64_t)ru.ru_minflt;
+	*majflt = (uint64_t)ru.ru_majflt;
 }
 
 static void set_what(struct dc_error *e, const char *what)
@@ -423,6 +436,8 @@ void run_collect(struct dc_run *r)
 			res->threads[t].errors = w->errors;
 			res->threads[t].cpu_ns = w->cpu_ns;
 			res->threads[t].fsync_ns = w->fsync_ns;
+			res->threads[t].minflt = w->minflt;
+			res->threads[t].majflt = w->majflt;
 		}
 	}
 	if (r->nworkers) {

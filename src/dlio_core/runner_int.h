@@ -59,7 +59,8 @@ struct dc_worker {
 	uint64_t pub_ops, pub_bytes; /* already added to cfg->progress */
 	unsigned since_pub;
 	uint64_t cpu_ns;
-	uint64_t fsync_ns; /* io: time spent in DC_OPF_FSYNC fsyncs */
+	uint64_t fsync_ns;       /* io: time spent in DC_OPF_FSYNC fsyncs */
+	uint64_t minflt, majflt; /* io: page faults while running the requests */
 	uint64_t t_end;
 	/* tracing (NULL = off) */
 	struct dc_trace_buf *tb;
@@ -120,6 +121,8 @@ int gate_open(struct dc_run *r);
 void worker_publish(struct dc_worker *w);
 void run_collect(struct dc_run *r);
 uint64_t thread_cpu_ns(void);
+/* This thread's minor and major page faults so far (0 where getrusage cannot tell). */
+void thread_faults(uint64_t *minflt, uint64_t *majflt);
 int run_finish(struct dc_run *r);
 
 /* Writes: make every 4 KiB block of the request unique before it is issued (its file offset and

@@ -358,8 +358,9 @@ static void *io_worker(void *arg)
 	else
 		io_open_files(w); /* a failure is recorded and aborts the gate */
 	if (gate_wait(w) == 0) {
-		uint64_t cpu0 = thread_cpu_ns();
+		uint64_t cpu0 = thread_cpu_ns(), min0, maj0;
 
+		thread_faults(&min0, &maj0);
 		if (r->ops->caps & DC_CAP_ASYNC)
 			io_loop(w);
 		else if (w->tb)
@@ -367,6 +368,9 @@ static void *io_worker(void *arg)
 		else
 			io_loop_sync(w);
 		w->cpu_ns = thread_cpu_ns() - cpu0;
+		thread_faults(&w->minflt, &w->majflt);
+		w->minflt -= min0;
+		w->majflt -= maj0;
 	}
 	io_close_files(w);
 	worker_teardown(w);

@@ -35,7 +35,7 @@ LAYERS: List[Tuple[str, Set[str]]] = [
     ("config", {"config"}),
     # base, top first: helpers that use host / units; modules built on the bindings and errors; the
     # C bindings; pure Python with no dlio import
-    ("base: measuring helpers", {"counters", "progress"}),
+    ("base: measuring helpers", {"counters", "progress", "results_out"}),
     ("base: host and process", {"host", "execute", "stats", "output", "mpi", "inputs", "memcheck"}),
     ("base: C bindings", {"_core", "_mpiio"}),
     ("base: errors and units", {"errors", "units", "tmpclaim", "limits", "dlio"}),

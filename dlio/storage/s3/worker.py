@@ -260,6 +260,7 @@ def _dataset_tasks() -> dict:
         "fetch": worker_data.task_fetch,
         "list_all": worker_data.task_list_all,
         "ckpt": worker_data.task_ckpt,
+        "ranges": worker_data.task_ranges,
         "train": worker_train.task_train,
     }
 

@@ -237,3 +237,31 @@ def task_ckpt(s3, t: dict, c) -> dict:
     if errors:
         raise RuntimeError(errors[0])
     return {"bytes": nbytes[0], "window_ns": window, "start_wall_ns": wall0, "part_size": PART_SIZE}
+
+
+def task_ranges(s3, t: dict, c) -> dict:
+    """Range GETs of t['ops'] ([object index, offset, length] into t['uris']), t['inflight'] at once,
+    timed here from the first request to the last completion (a model's shards: dlio.modelload)."""
+    import asyncio
+    import time
+
+    uris, ops, inflight = t["uris"], t["ops"], max(1, int(t["inflight"]))
+    if ops:
+        s3.list(uris[0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
+    got = [0] * inflight
+
+    async def worker(w):
+        for j in range(w, len(ops), inflight):
+            f, off, n = ops[j]
+            n = len(memoryview(await s3.get_range_async(uris[f], int(off), int(n))))
+            got[w] += n
+            c.add(1, n)  # bytes arrived: the task's deadline on silence starts again
+
+    async def all_workers():
+        await asyncio.gather(*(worker(w) for w in range(inflight)))
+
+    wall0 = time.time_ns()
+    m0 = time.monotonic_ns()
+    asyncio.run(all_workers())
+    window = time.monotonic_ns() - m0
+    return {"bytes": sum(got), "window_ns": window, "start_wall_ns": wall0}

@@ -135,6 +135,9 @@ struct dc_thread_stats {
 	uint64_t ops, bytes, errors;
 	uint64_t cpu_ns;   /* thread CPU time (user + sys) during the run */
 	uint64_t fsync_ns; /* time in fsync (DC_OPF_FSYNC ops) */
+	/* io: the thread's page faults while it ran its requests (getrusage RUSAGE_THREAD): the
+	 * mmap engine's touches fault the file's pages in */
+	uint64_t minflt, majflt;
 };
 
 /* Per-step record of dc_run_train (caller allocates nsteps of them). */

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Model loading (`dlio-fast run -w load_model`) next to fio reading the same safetensors shards with the
+matching engine, cold, alternating runs, the median of the paired ratios per read mode.
+
+  mode       dlio-fast                         fio
+  mmap       C mmap engine, a load per page    --ioengine=mmap (maps the file, copies each block out)
+  read       posix, buffered pread             --ioengine=psync
+  odirect    posix, O_DIRECT                   --ioengine=psync --direct=1
+  io_uring   io_uring, O_DIRECT, qd 8          --ioengine=io_uring --direct=1 --iodepth=8
+
+Both read every shard whole, one thread, one file after the other, in --bs requests (dlio-fast's
+model_load.transfer_size), with the shards' pages dropped first (posix_fadvise DONTNEED, checked) and
+free memory warmed alike (host_memory.warm_free_memory). fio on huge pages (THP always for its run,
+--iomem_align=2m, as vs_fio.py: the virtio disk splits O_DIRECT reads from 4 KiB pages),
+--file_service_type=sequential, --fadvise_hint=0 (dlio-fast gives no hint, nor does safetensors), its
+bandwidth over its job's runtime;
+dlio-fast: the bytes of the load over its time to ready (the clock starts before the files are
+opened, so it holds what fio's does and more). Each tool loads twice, cold, and the second load counts:
+dlio-fast's first comes a second of Python start-up after the bench's drop and memory warm-up (by
+then this VM's balloon may have taken freed memory back, bench/README.md) and its second right after
+its own drop; fio runs once after the warm-up, then again right after a drop.
+Goal: >= 0.95x fio in every mode.
+Needs fio on the PATH (apt-get install fio); installs nothing.
+Usage: python bench/model_load_vs_fio.py [--dir /var/tmp/dlio-fast-bench-modelload] [--size 1g]
+       [--shard 256m] [--bs 16m] [--repeats 3] [--modes mmap,read,odirect,io_uring]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from host_memory import thp_always, warm_free_memory  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from dlio import _core  # noqa: E402
+from dlio.host import drop_cache  # noqa: E402
+from dlio.units import parse_size  # noqa: E402
+
+FIO = {  # mode -> (fio engine, direct, iodepth)
+    "mmap": ("mmap", 0, 1),
+    "read": ("psync", 0, 1),
+    "odirect": ("psync", 1, 1),
+    "io_uring": ("io_uring", 1, 8),
+}
+GOAL = 0.95
+
+
+def dlio_sets(a, mode):
+    return [
+        "model_load.model=generic",
+        f"model_load.model_bytes={a.size}",
+        f"model_load.shard_size={a.shard}",
+        f"model_load.transfer_size={a.bs}",
+        f"checkpoint.checkpoint_folder={a.dir}",
+        "model_load.spread=whole",
+        "model_load.cache=cold",
+        "model_load.repeats=2",
+        f"model_load.read_mode={mode}",
+    ]
+
+
+def run_dlio(a, mode, out):
+    cmd = [sys.executable, "-m", "dlio", "run", "-q", "-w", "load_model", "--output", out]
+    for s in dlio_sets(a, mode):
+        cmd += ["--set", s]
+    subprocess.run(cmd, capture_output=True, text=True, check=True)
+    with open(os.path.join(out, "dlio-fast.json")) as f:
+        load = json.load(f)["loads"][1]  # the second: right after its own drop, as fio's run is after ours
+    return load["bytes"] / 2**20 / load["slowest_rank_s"]
+
+
+def run_fio(a, mode, files):
+    engine, direct, qd = FIO[mode]
+    cmd = [
+        "fio",
+        "--name=load",
+        f"--filename={':'.join(f.replace(':', chr(92) + ':') for f in files)}",
+        "--file_service_type=sequential",
+        "--rw=read",
+        f"--bs={a.bs}",
+        f"--ioengine={engine}",
+        f"--direct={direct}",
+        f"--iodepth={qd}",
+        "--fadvise_hint=0",
+        "--invalidate=1",
+        "--output-format=json",
+    ]
+    with thp_always() as ok:  # fio at its best: its buffers on huge pages, as dlio-fast's pools are
+        out = subprocess.run(cmd + (["--iomem_align=2m"] if ok else []), capture_output=True, text=True, check=True)
+    job = json.loads(out.stdout[out.stdout.index("{") :])["jobs"][0]
+    return job["read"]["bw_bytes"] / 2**20
+
+
+def cold(files, nbytes):
+    drop_cache(files)  # checked with mincore: fails when pages stay
+    warm_free_memory(nbytes + (1 << 30))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dir", default="/var/tmp/dlio-fast-bench-modelload")
+    p.add_argument("--size", default="1g", help="model bytes (a generic model)")
+    p.add_argument("--shard", default="256m", help="shard size")
+    p.add_argument("--bs", default="16m", help="bytes per request")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--modes", default="mmap,read,odirect,io_uring")
+    a = p.parse_args()
+    if shutil.which("fio") is None:
+        sys.exit("fio is not on the PATH: apt-get install -y fio")
+    a.size, a.shard, a.bs = parse_size(a.size), parse_size(a.shard), parse_size(a.bs)
+    modes = [m for m in a.modes.split(",") if m]
+    uring_why = next((w for n, _, ok, w in _core.engines() if n == "io_uring" and not ok), None)
+    if "io_uring" in modes and uring_why:
+        print(f"io_uring skipped: {uring_why}")
+        modes.remove("io_uring")
+    tmp = tempfile.mkdtemp(prefix="dlio-fast-bench-")
+    try:
+        run_dlio(a, "read", os.path.join(tmp, "first"))  # writes the shards once (or reuses them)
+        files = sorted(os.path.join(a.dir, n) for n in os.listdir(a.dir) if n.endswith(".safetensors"))
+        nbytes = sum(os.path.getsize(f) for f in files)
+        print(f"{len(files)} shards, {nbytes / 2**30:.2f} GiB at {a.dir}; bs {a.bs >> 20} MiB, {a.repeats} repeats")
+        print(f"{'mode':<9} {'dlio-fast MiB/s':>16} {'fio MiB/s':>10} {'ratio':>7}  goal    verdict")
+        failed = False
+        for mode in modes:
+            ratios, ours, theirs = [], [], []
+            for i in range(a.repeats):
+                cold(files, nbytes)
+                d = run_dlio(a, mode, os.path.join(tmp, f"{mode}{i}"))
+                cold(files, nbytes)
+                run_fio(a, mode, files)  # fio's first load, as dlio-fast's: not counted
+                drop_cache(files)
+                f = run_fio(a, mode, files)
+                ours.append(d)
+                theirs.append(f)
+                ratios.append(d / f)
+            r = statistics.median(ratios)
+            ok = r >= GOAL
+            failed |= not ok
+            print(
+                f"{mode:<9} {statistics.median(ours):>16.1f} {statistics.median(theirs):>10.1f} {r:>6.3f}x"
+                f"  >={GOAL:.2f}  {'ok' if ok else 'BELOW'}"
+            )
+        print("(median of paired runs; a shared VM's disk moves by 2x between runs: read the verdicts so)")
+        sys.exit(1 if failed else 0)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

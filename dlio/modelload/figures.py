@@ -1,0 +1,102 @@
+"""The figures of a model load, pure functions of the ranks' pass records (dlio.modelload.run):
+
+time to ready    per rank: from the moment all ranks start (a barrier) until the rank holds every
+                 byte it reads (its files opened, mapped or read, its pages faulted in); the load's
+                 time is the slowest rank's (serving starts when the last rank is ready)
+GiB/s            per rank: its bytes / its time to ready; all ranks: every rank's bytes / the slowest
+                 rank's time (what the storage delivered to the job)
+page faults      minor and major faults of the rank's process over the load (getrusage): mmap loads
+                 fault the pages in; a fault maps a whole folio of the page cache (and its fault-around
+                 neighbours), so there are fewer faults than pages, how many fewer the kernel decides
+verdict          per load and host, dlio.report.verdict's rules on the kernel counters (device bytes
+                 against the bytes read); a warm load is the page cache's figure and is labelled so
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+import numpy as np
+
+from dlio.report import verdict
+
+GiB = float(1 << 30)
+
+
+def pass_summary(recs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """One load of all ranks: slowest and fastest rank, all ranks' GiB/s, faults."""
+    t = np.array([r["time_to_ready_s"] for r in recs], dtype=np.float64)
+    nbytes = sum(int(r["bytes"]) for r in recs)
+    slow = int(np.argmax(t))
+    return {
+        "pass": recs[0]["pass"],
+        "kind": recs[0]["kind"],
+        "slowest_rank": int(recs[slow]["rank"]),
+        "slowest_rank_s": float(t[slow]),
+        "fastest_rank_s": float(t.min()),
+        "bytes": nbytes,
+        "GiB_per_second": nbytes / GiB / t[slow] if t[slow] > 0 else 0.0,
+        "rank_GiB_per_second_mean": float(np.mean([r["GiB_per_second"] for r in recs])),
+        "minflt": sum(int(r.get("minflt") or 0) for r in recs),
+        "majflt": sum(int(r.get("majflt") or 0) for r in recs),
+    }
+
+
+def verdicts(recs: Sequence[Dict[str, Any]], warm: bool) -> List[Dict[str, Any]]:
+    """The verdict of one load per host (its ranks' counters combined); a warm load says it read the
+    page cache whatever the counters say."""
+    hosts: Dict[str, List[Dict[str, Any]]] = {}
+    for r in recs:
+        if r.get("counters"):
+            hosts.setdefault(r["hostname"], []).append(r["counters"])
+    out = []
+    for host, cs in hosts.items():
+        v = verdict.classify(verdict.combine(cs))
+        if warm and v["verdict"] != "cache":
+            v = dict(v, verdict="cache", reason=f"warm load: a second pass over the shards just read ({v['reason']})")
+        out.append({"phase": f"load {recs[0]['pass']}", "host": host, **v})
+    return out
+
+
+def overall(passes: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The timed loads together: the slowest rank's time to ready (mean, min, max) and GiB/s."""
+    timed = [p for p in passes if p["kind"] == "timed"]
+    if not timed:
+        return {}
+    s = np.array([p["slowest_rank_s"] for p in timed])
+    g = np.array([p["GiB_per_second"] for p in timed])
+    return {
+        "loads": len(timed),
+        "time_to_ready_s": {"mean": float(s.mean()), "min": float(s.min()), "max": float(s.max())},
+        "GiB_per_second": {"mean": float(g.mean()), "min": float(g.min()), "max": float(g.max())},
+    }
+
+
+def pass_line(p: Dict[str, Any], cache: str, nranks: int) -> str:
+    kind = "warm-up, not counted" if p["kind"] == "warm-up" else cache
+    faults = f"; page faults {p['minflt']:,} minor, {p['majflt']:,} major" if p["minflt"] or p["majflt"] else ""
+    ranks = f" (rank {p['slowest_rank']}; fastest {p['fastest_rank_s']:.3f} s)" if nranks > 1 else ""
+    return (
+        f"Load {p['pass']} [{kind}]: ready in {p['slowest_rank_s']:.3f} s{ranks}, "
+        f"{p['bytes'] / 1e9:.3f} GB read, {p['GiB_per_second']:.3f} GiB/s{faults}"
+    )
+
+
+def summary_lines(result: Dict[str, Any]) -> List[str]:
+    """The console's lines after the loads."""
+    o = result.get("summary") or {}
+    out = []
+    if o:
+        t, g = o["time_to_ready_s"], o["GiB_per_second"]
+        warm = " (warm: the page cache's figure, not the storage's)" if result["settings"]["cache"] == "warm" else ""
+        out.append(
+            f"Time to ready (slowest rank), {o['loads']} load(s): mean {t['mean']:.3f} s, min {t['min']:.3f} s, "
+            f"max {t['max']:.3f} s; all ranks {g['mean']:.3f} GiB/s{warm}"
+        )
+    vs = result.get("verdicts") or []
+    if vs:
+        hosts = len({v["host"] for v in vs})
+        out.append("Verdict (is this a storage result?):")
+        out += ["  " + verdict.line(v["phase"] + (f" [{v['host']}]" if hosts > 1 else ""), v) for v in vs]
+        out.append(f"  thresholds: {verdict.THRESHOLDS}")
+    return out

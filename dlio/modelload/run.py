@@ -1,0 +1,298 @@
+"""`dlio-fast run` of a model-load workload (workflow.model_load: true): how long until a model is
+ready to serve, on every rank of the job.
+
+Start to end on every rank: the model's tensors and shards (dlio.modelload.models, shards), the shards
+where the storage backend keeps them, written when missing (dlio.modelload.store), this rank's
+requests (dlio.modelload.plan); then the loads: with model_load.cache cold each one after the shards'
+pages were dropped (and checked with mincore: dlio.host.drop_cache), with warm a first, untimed load
+fills the page cache; every load starts on all ranks at once (a barrier) and is one C run through the
+backend's ``read_ranges``; the kernel's counters around it give its verdict (dlio.counters,
+dlio.report.verdict). Rank 0 gathers the records, writes ``dlio-fast.json`` (schema
+``dlio-fast.modelload/1``) in the output folder and prints the figures (dlio.modelload.figures).
+A load stopped by Ctrl-C / SIGTERM keeps the loads measured (``complete: false``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from dlio import _core
+from dlio.config.engines import S3_ENGINE
+from dlio.errors import ConfigError, DlioError, DlioRunError, Interrupted
+from dlio.execute import interruptible, stop_signals_deferred
+from dlio.host import host_info, iso
+from dlio.modelload import figures
+from dlio.modelload.models import Model, model_of
+from dlio.modelload.plan import RankPlan, rank_plan
+from dlio.modelload.shards import INDEX, Shard, index_text, layout
+from dlio.modelload.store import StoredModel
+from dlio.output import environment, write_json
+from dlio.results_out import write_with_fallback
+from dlio.storage import backend_for
+from dlio.storage.base import FILE_ENGINES, Backend, SetOptions
+
+SCHEMA = "dlio-fast.modelload/1"
+
+# read mode -> (C engine, O_DIRECT, uses model_load.qd)
+MODES: Dict[str, Tuple[str, bool, bool]] = {
+    "mmap": ("mmap", False, False),
+    "read": ("posix", False, False),
+    "odirect": ("posix", True, False),
+    "io_uring": ("io_uring", True, True),
+}
+
+
+def engine_of(cfg: Any, backend: Backend) -> Tuple[str, bool, int]:
+    """(engine, O_DIRECT, queue depth) of the config's read mode on this backend."""
+    ml = cfg.model_load
+    if not backend.has(FILE_ENGINES):
+        return S3_ENGINE, False, 1
+    engine, direct, deep = MODES[ml.read_mode]
+    return engine, direct, ml.qd if deep else 1
+
+
+def check(cfg: Any, comm_size: int, backend: Backend) -> int:
+    """Refuse what cannot be honoured; the tensor-parallel group size."""
+    ml = cfg.model_load
+    # the training's keys that a load does not take: refused rather than ignored
+    for key, fix in (
+        ("dlio_fast.engine", "model_load.read_mode"),
+        ("dlio_fast.qd", "model_load.qd"),
+        ("dlio_fast.cache", "model_load.cache"),
+        ("dlio_fast.trace", None),
+        ("dlio_fast.plots", None),
+    ):
+        if cfg.origin(key) != "default":
+            then = f"set {fix} instead" if fix else "a model load has none yet: leave it out"
+            raise ConfigError(f"{key} ({cfg.origin(key)}) is a training setting; {then}", key, cfg.get(key))
+    if not backend.has(FILE_ENGINES) and ml.read_mode != "read":
+        backend.refuse(
+            "model_load.read_mode",
+            ml.read_mode,
+            "objects have no mapping, page cache or O_DIRECT: each range is a GET",
+            "use model_load.read_mode=read",
+        )
+    if backend.has(FILE_ENGINES):
+        engine = MODES[ml.read_mode][0]
+        why = next((w for name, _, ok, w in _core.engines() if name == engine and not ok), None)
+        if why is not None:
+            raise ConfigError(f"model_load.read_mode = {ml.read_mode}: {why}", "model_load.read_mode", ml.read_mode)
+    tp = ml.tensor_parallel or comm_size
+    if tp > comm_size or comm_size % tp:
+        raise ConfigError(
+            f"model_load.tensor_parallel = {tp} with {comm_size} rank(s): the job must hold whole groups "
+            f"(a multiple of {tp} ranks: mpiexec -n {tp} ...), or set model_load.tensor_parallel to a divisor "
+            f"of {comm_size} (0: all ranks)",
+            "model_load.tensor_parallel",
+            tp,
+        )
+    return tp
+
+
+def plan_lines(cfg: Any, model: Model, shards: List[Shard], root: str, tp: int, size: int, p: RankPlan) -> List[str]:
+    """What the run loads, in words (the banner, and --dry-run)."""
+    ml = cfg.model_load
+    big = max(s.size for s in shards)
+    return [
+        f"model               {model.name}: {model.parameters / 1e9:.3f} B parameters, {ml.dtype}, "
+        f"{model.nbytes / 1e9:.3f} GB in {len(model.tensors)} tensors",
+        f"shards              {len(shards)} safetensors file(s) (at most {ml.shard_size / 1e9:g} GB each, the "
+        f"largest {big / 1e9:.3f} GB) + {INDEX} at {root}",
+        f"ranks               {size}: tensor-parallel groups of {tp} ({size // tp} replica(s)), spread {ml.spread}",
+        f"per rank            tensor-parallel rank 0 reads {p.bytes / 1e9:.3f} GB of {len(p.files)} file(s) in "
+        f"{len(p.ops):,} request(s) ({p.wanted_bytes / 1e9:.3f} GB wanted"
+        + (f", {p.pages:,} pages touched)" if ml.read_mode == "mmap" else ")"),
+        f"loads               {ml.repeats} timed, {ml.cache}, read mode {ml.read_mode}, {ml.threads} thread(s)"
+        + (f", qd {ml.qd}" if ml.read_mode == "io_uring" else "")
+        + (", after one untimed load (warm)" if ml.cache == "warm" else ", pages dropped before each"),
+    ]
+
+
+def run(
+    cfg: Any,
+    comm: Any,
+    echo: Callable[[str], None],
+    warn: Callable[[str], None],
+    progress: Any = None,
+    make_output: Callable[[], str] = lambda: "output",
+    dry_run: bool = False,
+) -> Optional[str]:
+    """The whole model-load run on this rank; the output folder on rank 0, else None. The output
+    folder is made (``make_output``) once the plan is checked."""
+    backend = backend_for(cfg)
+    backend.check_config(cfg)
+    tp = check(cfg, comm.size, backend)
+    model = model_of(cfg)
+    shards = layout(model, cfg.model_load.shard_size)
+    root = backend.checkpoint_root(cfg)
+    stored = StoredModel(backend, root, shards, index_text(model, shards))
+    ml = cfg.model_load
+    mine = rank_plan(shards, ml.spread, tp, comm.rank % tp, model.itemsize, ml.read_mode, ml.transfer_size)
+    if dry_run:
+        if comm.rank == 0:
+            for line in [cfg.to_yaml().rstrip(), "---", *plan_lines(cfg, model, shards, root, tp, comm.size, mine)]:
+                echo(line)
+        return None
+    folder = make_output()
+    problem = None
+    if comm.rank == 0:
+        try:
+            backend.check_access([root])
+        except DlioError as e:
+            problem = str(e)
+    problem = comm.bcast(problem)
+    if problem:
+        raise DlioError(problem)
+    for line in plan_lines(cfg, model, shards, root, tp, comm.size, mine):
+        echo(line)
+    start = iso()
+    passes: List[Dict[str, Any]] = []
+    failure: Optional[BaseException] = None
+    with stop_signals_deferred():
+        try:
+            if not comm.bcast(stored.present() if comm.rank == 0 else None):
+                stored.write(comm, echo)
+            _loads(cfg, comm, echo, stored, mine, tp, passes)
+        except (Interrupted, DlioRunError) as e:
+            failure = e
+    return _finish(cfg, comm, echo, warn, folder, model, stored, mine, tp, start, passes, failure)
+
+
+def _loads(cfg, comm, echo, stored: StoredModel, mine: RankPlan, tp: int, passes: List[Dict[str, Any]]) -> None:
+    """The loads of this rank: an untimed one first when warm, then model_load.repeats timed ones."""
+    ml = cfg.model_load
+    kinds = (["warm-up"] if ml.cache == "warm" else []) + ["timed"] * ml.repeats
+    for n, kind in enumerate(kinds, start=1):
+        rec = load_once(cfg, comm, stored, mine, tp, n, kind)
+        passes.append(rec)
+        recs = comm.gather(rec)
+        if comm.rank == 0:
+            echo(figures.pass_line(figures.pass_summary(recs), ml.cache, comm.size))
+
+
+def load_once(cfg: Any, comm: Any, stored: StoredModel, mine: RankPlan, tp: int, n: int, kind: str) -> Dict[str, Any]:
+    """One load of this rank's requests, started on every rank at once; its record."""
+    backend, ml = stored.backend, cfg.model_load
+    engine, direct, qd = engine_of(cfg, backend)
+    names = [stored.names[i] for i in mine.files]
+    sizes = [stored.sizes[i] for i in mine.files]
+    cache = "kept (warm)" if ml.cache == "warm" else backend.drop_cache(names, "drop")
+    # every rank's drop done: nobody reads a page another rank is dropping; Ctrl-C ends the wait
+    stopped = interruptible(lambda stop: comm.barrier_or_stop(stop, poll_s=0.001))
+    if stopped is not None:
+        raise stopped
+    phase = backend.phase(names, engine)
+    t0 = time.monotonic_ns()
+    res = backend.read_ranges(
+        names,
+        sizes,
+        mine.ops,
+        SetOptions(engine=engine, direct=direct, qd=qd, threads=ml.threads, transfer=ml.transfer_size),
+    )
+    ready = (time.monotonic_ns() - t0) / 1e9
+    counters = phase.end(res.bytes, len(mine.ops), None, res.threads)
+    return {
+        "pass": n,
+        "kind": kind,
+        "rank": comm.rank,
+        "hostname": socket.gethostname(),
+        "tp_rank": comm.rank % tp,
+        "files": len(names),
+        "bytes": res.bytes,
+        "wanted_bytes": mine.wanted_bytes,
+        "requests": len(mine.ops),
+        "pages": mine.pages,
+        "time_to_ready_s": ready,
+        "io_s": res.io_s,
+        "GiB_per_second": res.bytes / figures.GiB / ready if ready > 0 else 0.0,
+        "minflt": res.minflt,
+        "majflt": res.majflt,
+        "pages_per_fault": (
+            mine.pages / (res.minflt + res.majflt) if mine.pages and res.minflt is not None and res.minflt else None
+        ),
+        "engine": res.engine,
+        "direct": res.direct,
+        "threads": res.threads,
+        "qd": qd,
+        "cache": cache,
+        "start": iso(res.wall_start_s),
+        "counters": counters,
+    }
+
+
+def _finish(cfg, comm, echo, warn, folder, model, stored, mine, tp, start, passes, failure) -> Optional[str]:
+    """Gather, write dlio-fast.json, print the figures; re-raise a failure after writing."""
+    plan = {"rank": comm.rank, "files": len(mine.files), "bytes": mine.bytes, "wanted_bytes": mine.wanted_bytes}
+    if failure is not None and comm.size > 1:  # no collective after a failure: each rank keeps its own
+        doc = _document(cfg, comm.size, model, stored, tp, start, [passes], [plan], failure)
+        write_with_fallback(lambda d: write_json(os.path.join(d, f"dlio-fast-rank{comm.rank}.json"), doc), folder)
+        raise failure
+    all_passes = comm.gather(passes)
+    plans = comm.gather(plan)
+    if comm.rank != 0:
+        if failure is not None:
+            raise failure
+        return None
+    doc = _document(cfg, comm.size, model, stored, tp, start, all_passes, plans, failure)
+    doc["environment"] = environment()
+    where, lost = write_with_fallback(lambda d: write_json(os.path.join(d, "dlio-fast.json"), doc), folder)
+    for line in figures.summary_lines(doc):
+        echo(line)
+    echo(f"Saved outputs in {where}{'' if failure is None else ' (partial: ' + str(failure) + ')'}")
+    if lost:
+        warn(f"warning: {lost}")
+    if failure is not None:
+        raise failure
+    return where
+
+
+def _document(cfg, size, model, stored, tp, start, all_passes, plans, failure) -> Dict[str, Any]:
+    ml = cfg.model_load
+    by_pass: Dict[int, List[Dict[str, Any]]] = {}
+    for recs in all_passes:
+        for r in recs:
+            by_pass.setdefault(r["pass"], []).append(r)
+    summaries = [figures.pass_summary(rs) for _, rs in sorted(by_pass.items()) if len(rs) == len(all_passes)]
+    vs = [v for _, rs in sorted(by_pass.items()) for v in figures.verdicts(rs, ml.cache == "warm")]
+    return {
+        "schema": SCHEMA,
+        "complete": failure is None,
+        "reason": None if failure is None else str(failure),
+        "workload": cfg.workload,
+        "config_file": cfg.config_file,
+        "start": start,
+        "end": iso(),
+        "comm_size": size,
+        "host": host_info(),
+        "settings": {
+            "model": ml.model,
+            "dtype": ml.dtype,
+            "shard_size": ml.shard_size,
+            "tensor_parallel": tp,
+            "spread": ml.spread,
+            "read_mode": ml.read_mode,
+            "cache": ml.cache,
+            "repeats": ml.repeats,
+            "threads": ml.threads,
+            "qd": ml.qd,
+            "transfer_size": ml.transfer_size,
+            "storage_type": cfg.storage.storage_type,
+        },
+        "model": {
+            "name": model.name,
+            "config": model.config,
+            "parameters": model.parameters,
+            "bytes": model.nbytes,
+            "tensors": len(model.tensors),
+            "root": stored.root,
+            "shards": [{"name": s.name, "bytes": s.size} for s in stored.shards],
+        },
+        "plans": plans,
+        "loads": summaries,
+        "summary": figures.overall(summaries),
+        "verdicts": vs,
+        "ranks": [r for recs in all_passes for r in recs],
+    }

@@ -1,0 +1,72 @@
+"""A model's shards where its storage backend keeps them (checkpoint.checkpoint_folder: a folder, or
+an S3 prefix): their names, whether they are there, and writing them.
+
+The shards are written once and reused by later loads: ranks write shards round-robin through the
+backend's ``write_set`` (the C core on files, multipart PUTs on S3), each shard's safetensors header
+laid over its first bytes, the tensors random (every 4 KiB block unique on files, so a storage that
+deduplicates or compresses gains nothing); rank 0 writes ``model.safetensors.index.json`` last, so that
+an index that matches the model means every shard was written.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from dlio.config.engines import S3_ENGINE
+from dlio.modelload.shards import INDEX, Shard
+from dlio.storage.base import LOCAL, Backend, SetContent, SetOptions
+
+WRITE_TRANSFER = 16 << 20
+
+
+class StoredModel:
+    """The shards of a model at ``root`` (the backend's names)."""
+
+    def __init__(self, backend: Backend, root: str, shards: Sequence[Shard], index: bytes) -> None:
+        self.backend = backend
+        self.root = root
+        self.shards = list(shards)
+        self.index = index
+        self.names = [backend.join(root, s.name) for s in self.shards]
+        self.sizes = [s.size for s in self.shards]
+
+    def present(self) -> bool:
+        """The index is there with this model's text, and so is every shard (of its size on files)."""
+        folder, found = self.backend.local_view(self.root, [INDEX])
+        if not found[0]:
+            return False
+        with open(os.path.join(folder, INDEX), "rb") as f:
+            if f.read() != self.index:
+                return False
+        if not self.backend.exist(self.names):
+            return False
+        if self.backend.has(LOCAL):
+            return all(os.path.getsize(p) == n for p, n in zip(self.names, self.sizes))
+        return True
+
+    def write(self, comm: Any, echo: Any) -> None:
+        """Every rank writes its shards (i mod size == rank); then rank 0 the index."""
+        mine = [i for i in range(len(self.shards)) if i % comm.size == comm.rank]
+        total = sum(self.sizes)
+        echo(f"Writing the model's {len(self.shards)} shard(s), {total / 1e9:.2f} GB, at {self.root}")
+        if mine:
+            self.backend.write_set(
+                [self.names[i] for i in mine],
+                [self.sizes[i] for i in mine],
+                SetContent(overlays=[[(0, self.shards[i].header)] for i in mine]),
+                self._options(),
+            )
+        comm.barrier()
+        if comm.rank == 0:
+            self.backend.write_set(
+                [self.backend.join(self.root, INDEX)],
+                [len(self.index)],
+                SetContent(overlays=[[(0, self.index)]]),
+                self._options(),
+            )
+        comm.barrier()
+
+    def _options(self) -> SetOptions:
+        engine = "posix" if self.backend.has(LOCAL) else S3_ENGINE
+        return SetOptions(engine=engine, direct=False, qd=1, transfer=WRITE_TRANSFER, fsync=True)
