@@ -718,3 +718,7 @@ def crc32(data, uint32_t crc=0):
     finally:
         PyBuffer_Release(&view)
     return out
+
+
+# The KV-cache request engine (dlio.kvcache): its own file, one binding.
+include "_kvcache.pxi"

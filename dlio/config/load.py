@@ -136,6 +136,7 @@ class Config:
     profiling: Any
     storage: Any
     dlio_fast: Any
+    kvcache: Any
     workload: Optional[str] = None
     config_file: Optional[str] = None
     scale: float = 1.0

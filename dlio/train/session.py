@@ -227,6 +227,10 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
     With dlio_fast.trace, this rank's trace-{rank}-of-{size}.pfw.gz is written in the output folder."""
     from dlio.train.samecfg import check_same_config
 
+    if cfg.workflow.kvcache:  # the KV-cache offload workload is its own family (dlio.kvcache)
+        from dlio.kvcache import job
+
+        return job.run(cfg, comm, echo, warn, progress, output, dry_run, verbose)
     check_same_config(cfg, comm)  # ranks that disagree would deadlock in a collective
     s = Session(cfg, comm, echo, warn, progress, verbose, spec=dataset_spec(cfg))
     if dry_run:

@@ -1,0 +1,182 @@
+"""`dlio-fast run` of a kvcache workload (workflow.kvcache), start to end, on every rank.
+
+Each rank (a client, in the rules' words) plans its own requests, uses its own cache folder
+(kvcache.cache_dir/rank_N, emptied of its entries before each trial), and runs the trials; the ranks
+start each trial together. Rank 0 gathers the records and writes the run's files (results.py).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import socket
+from typing import Any, Callable, Dict, List, Optional
+
+from dlio import output
+from dlio.errors import DlioError, DlioRunError
+from dlio.execute import late_signal_note, pending, stop_signals_deferred
+from dlio.host import iso
+from dlio.kvcache import attest, engine, metrics, oplog, results
+from dlio.kvcache.plan import Plan, plan_lines, synthetic_plan
+from dlio.kvcache.settings import KvSettings, settings
+from dlio.kvcache.traces import trace_plan
+from dlio.stats import to_json
+from dlio.units import fmt_bytes
+
+
+def plan_for(s: KvSettings, rank: int, trial: int) -> Plan:
+    return trace_plan(s) if s.trace else synthetic_plan(s, rank, trial)
+
+
+def rank_folder(s: KvSettings, rank: int) -> str:
+    return os.path.join(s.cache_dir, f"rank_{rank}")
+
+
+def clear_entries(folder: str) -> None:
+    """Remove the entries a run leaves (kv_*.npy): the reference empties its folder the same way."""
+    for p in glob.glob(os.path.join(folder, "kv_*.npy")):
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
+def _trace_path(path: str, rank: int, trial: int, ranks: int, trials: int) -> str:
+    if ranks == 1 and trials == 1:
+        return path
+    base, ext = os.path.splitext(path)
+    return f"{base}.rank{rank}.trial{trial}{ext}"
+
+
+def describe(s: KvSettings, plan: Plan, folder: str, ranks: int) -> List[str]:
+    alloc = s.max_concurrent_allocs or "unlimited"
+    out = [
+        f"kvcache: model {s.model.name} ({s.bytes_per_token:,} B/token), {s.users} users x {ranks} rank(s), "
+        f"{s.workers} workers, {alloc} concurrent allocations, {s.duration_s:g} s x {s.trials} trial(s), seed {s.seed}",
+        f"  tiers: RAM {fmt_bytes(s.cpu_bytes) if s.cpu_bytes else 'none'}, storage "
+        + (fmt_bytes(s.storage_capacity) if s.storage_capacity else "95% of the free space")
+        + f" in {folder}/rank_N; io_mode {s.io_mode}"
+        + (f", chunks of {s.chunk_tokens} tokens" if s.chunk_tokens else ""),
+    ]
+    return out + plan_lines(s, plan)
+
+
+def run(
+    cfg: Any,
+    comm: Any,
+    echo: Callable[[str], None],
+    warn: Callable[[str], None],
+    progress: Any = None,
+    out: Optional[str] = None,
+    dry_run: bool = False,
+    verbose: bool = False,
+) -> Optional[str]:
+    """The whole run on this rank. Returns the output folder (rank 0) or None."""
+    from dlio.train.samecfg import check_same_config
+    from dlio.train.session import output_folder, prepare_output
+
+    check_same_config(cfg, comm)
+    s = settings(cfg)
+    plan0 = plan_for(s, comm.rank, 0)
+    lines = describe(s, plan0, s.cache_dir, comm.size)
+    if dry_run:
+        if comm.rank == 0:
+            for line in [cfg.to_yaml().rstrip(), "---", *lines]:
+                echo(line)
+        return None
+    folder = output_folder(cfg, out, comm)
+    prepare_output(folder, comm)
+    cache = rank_folder(s, comm.rank)
+    problem = None
+    try:
+        os.makedirs(cache, exist_ok=True)
+        clear_entries(cache)
+        largest = int(plan0.entries["bytes"].max()) if len(plan0.entries) else 4096
+        engine.check_store(s, cache, largest)
+    except DlioError as e:
+        problem = str(e)
+    except OSError as e:
+        problem = f"{cache}: {e.strerror}; choose another kvcache.cache_dir"
+    problems = [p for p in comm.allgather(problem) if p]
+    if problems:
+        raise DlioError(problems[0])
+    for line in lines:
+        echo(line)
+    echo(f"Running dlio-fast [KV cache] with {comm.size} process(es)")
+    started = iso()
+    recs: List[Dict[str, Any]] = []
+    failure: Optional[BaseException] = None
+    with stop_signals_deferred():
+        for trial in range(s.trials):
+            plan = plan0 if trial == 0 else plan_for(s, comm.rank, trial)
+            rec, failure = _trial(s, plan, cache, comm, trial, echo)
+            if rec is not None:
+                recs.append(rec)
+            clear_entries(cache)
+            if failure is not None or pending() is not None:
+                failure = failure or pending()
+                break
+    if failure is None and pending() is not None:
+        warn(late_signal_note())
+    return _finish(cfg, s, comm, folder, lines, recs, failure, started, echo, warn)
+
+
+def _trial(s: KvSettings, plan: Plan, cache: str, comm: Any, trial: int, echo: Callable[[str], None]):
+    capacity = engine.storage_capacity(s, cache)
+    comm.barrier()  # the ranks start each trial together (the rules' clients)
+    window = attest.Window(cache)
+    result, failure, log = engine.run_trial(s, plan, cache, capacity, log=bool(s.io_trace_log))
+    win = window.end()
+    if result is None:
+        return None, failure
+    if s.io_trace_log and log is not None:
+        import time
+
+        t0 = time.time() - (result["end_ns"] - result["start_ns"]) / 1e9
+        ops = oplog.from_log(log, result["oplog_n"], t0)
+        oplog.write_csv(_trace_path(s.io_trace_log, comm.rank, trial, comm.size, s.trials), ops, plan.key_of)
+    result = dict(result, hists={k: to_json(h) for k, h in result["hists"].items()})
+    rec: Dict[str, Any] = {
+        "rank": comm.rank,
+        "host": socket.gethostname(),
+        "trial": trial,
+        "io_mode": s.io_mode,
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "capacity": capacity,
+        "result": result,
+        "window": win,
+    }
+    rec["reference"] = metrics.reference_results(rec, s.seed)
+    rec["exact"] = metrics.exact(rec)
+    c = result["counts"]
+    rec["attestation"] = attest.attest(s.io_mode, win, result["store"], c["storage_write_bytes"] + c["demote_bytes"])
+    x = rec["exact"]
+    echo(
+        f"trial {trial}: {x['requests']:,} requests, storage read {x['storage_read_gibps']:.3f} GiB/s, write "
+        f"{x['storage_write_gibps']:.3f} GiB/s (rank 0)"
+    )
+    return rec, failure
+
+
+def _finish(cfg, s, comm, folder, lines, recs, failure, started, echo, warn) -> Optional[str]:
+    reason = "" if failure is None else str(failure)
+    if failure is not None and comm.size > 1:
+        # Another rank may be gone: no collective from here on; this rank keeps its own files.
+        if recs:
+            output.write_json(os.path.join(folder, f"rank_{comm.rank}-partial.json"), recs)
+        raise failure
+    gathered = comm.gather(recs)
+    if comm.rank == 0:
+        all_recs = [r for rs in gathered for r in rs]
+        hosts = len({r["host"] for r in all_recs}) or 1
+        try:
+            doc = results.write_all(folder, cfg, s, lines, all_recs, failure is None, reason, started, comm.size, hosts)
+        except OSError as e:
+            raise DlioRunError(f"{folder}: results not written ({e.strerror})") from None
+        if all_recs:
+            for line in results.lines(doc):
+                echo(line)
+        echo(f"Saved outputs in {folder}{'' if failure is None else ' (partial: ' + reason + ')'}")
+    if failure is not None:
+        raise failure
+    return folder if comm.rank == 0 else None
