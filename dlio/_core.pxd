@@ -335,6 +335,7 @@ cdef extern from "dlio_core/kvcache.h" nogil:
         DC_KV_NCOUNT
         DC_KV_ASAP
         DC_KV_DRAIN
+        DC_KV_VIRTUAL
     struct dc_kv_result:
         uint64_t count[1]
         dc_hist hist[1]

@@ -94,8 +94,9 @@ cdef class KvRun:
                  uint64_t chunk_bytes=0, uint64_t gen_ns_per_token=0, uint64_t cpu_bytes=0, storage_bytes=None,
                  double target_ratio=0.8, double skip_ratio=0.95, bint asap=False, bint drain=False,
                  uint64_t seed=0, uint64_t stage_bytes=0, uint64_t direct_chunk=8 << 20, unsigned direct_qd=4,
-                 unsigned drop_check=16, model=(0, 0, 0, 0), uint64_t log_cap=0):
-        """storage_bytes None: unlimited. log_cap: record up to that many operations (.oplog, KV_LOG_DTYPE)."""
+                 unsigned drop_check=16, model=(0, 0, 0, 0), uint64_t log_cap=0, bint virtual=False):
+        """storage_bytes None: unlimited. log_cap: record up to that many operations (.oplog, KV_LOG_DTYPE).
+        virtual: run in virtual time (null store: requests in arrival order, one at a time, no waiting)."""
         cdef cnp.ndarray a_r = np.ascontiguousarray(reqs, dtype=KV_REQ_DTYPE)
         cdef cnp.ndarray a_s = np.ascontiguousarray(steps, dtype=KV_STEP_DTYPE)
         cdef cnp.ndarray a_e = np.ascontiguousarray(entries, dtype=KV_ENTRY_DTYPE)
@@ -126,7 +127,7 @@ cdef class KvRun:
         self.cfg.storage_bytes = 0xFFFFFFFFFFFFFFFF if storage_bytes is None else <uint64_t>storage_bytes
         self.cfg.target_ratio = target_ratio
         self.cfg.skip_ratio = skip_ratio
-        self.cfg.flags = (DC_KV_ASAP if asap else 0) | (DC_KV_DRAIN if drain else 0)
+        self.cfg.flags = (DC_KV_ASAP if asap else 0) | (DC_KV_DRAIN if drain else 0) | (DC_KV_VIRTUAL if virtual else 0)
         self.cfg.seed = seed
         self.cfg.stage_bytes = stage_bytes
         self.cfg.store = _kv_store(store)

@@ -280,6 +280,10 @@ def workloads(ctx: click.Context) -> None:
         if cfg.is_checkpoint_only():
             click.echo(f"{name:<{width}} {'(checkpoint only)'}")
             continue
+        if cfg.workflow.kvcache:  # dlio.kvcache: no dataset; its model and users instead
+            kv = cfg.kvcache
+            click.echo(f"{name:<{width}} {'(kv cache)':<{fw}} {kv.model} x {kv.users} users  {rules[name]:<{rw}}")
+            continue
         size = dataset_bytes(dataset_spec(cfg))
         click.echo(
             f"{name:<{width}} {d.format:<{fw}} {d.num_files_train:>9} {d.num_samples_per_file:>10} "

@@ -87,7 +87,7 @@ def run_trial(
         plan.conv_reqs,
         store=s.io_mode,
         folder=folder,
-        workers=s.workers,
+        workers=1 if s.io_mode == "null" else s.workers,
         alloc_slots=s.alloc_slots,
         duration_s=s.duration_s,
         bytes_per_token=s.bytes_per_token,
@@ -107,8 +107,11 @@ def run_trial(
         drop_check=s.drop_check,
         model=(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes),
         log_cap=min(LOG_CAP, 64 + plan.nreqs * 64) if log else 0,
+        virtual=s.io_mode == "null",  # decisions only: in virtual time, as fast as the CPU goes
     )
     result, failure = execute_partial(run, on_tick)
     if result is not None:
         result["stage_bytes"] = stage
+        # null: virtual time, so the trial lasted its duration (the offered load), not the CPU's time
+        result["virtual_s"] = s.duration_s if s.io_mode == "null" else None
     return result, failure, run.oplog

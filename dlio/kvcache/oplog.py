@@ -109,24 +109,64 @@ def ks_distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(np.searchsorted(a, v, "right") / len(a) - np.searchsorted(b, v, "right") / len(b))))
 
 
-def mix(ops: np.ndarray, tier: Optional[int] = 2) -> Dict[str, Any]:
-    """The op mix of ops on one tier (None: all): counts, reads per write, read:write bytes, the
-    write sizes (for a KS distance), key reuse (reads per distinct key read), and the rate."""
+KEYS_DTYPE = np.dtype(
+    [("key", "<u8"), ("tier", "u1"), ("size", "<u8"), ("writes", "<u4"), ("evict_writes", "<u4"), ("reads", "<u4")]
+)
+KEYS_HEADER = ["Key", "Tier", "Object_Size_Bytes", "Writes", "Evict_Writes", "Reads"]
+
+
+def per_key(ops: np.ndarray) -> np.ndarray:
+    """ops summed per (key, tier): the object's size, its writes (of which demotions) and reads. All
+    an op mix needs, a fraction of the trace's size (the fidelity test's reference data)."""
+    if not len(ops):
+        return np.zeros(0, KEYS_DTYPE)
+    kt = ops["key"].astype(np.uint64) * np.uint64(4) + ops["tier"]
+    uniq, inv = np.unique(kt, return_inverse=True)
+    out = np.zeros(len(uniq), KEYS_DTYPE)
+    out["key"], out["tier"] = uniq // 4, uniq % 4
+    np.maximum.at(out["size"], inv, ops["size"])
+    w = ops["op"] == 1
+    out["writes"] = np.bincount(inv, weights=w, minlength=len(uniq))
+    out["evict_writes"] = np.bincount(inv, weights=w & (ops["phase"] == PHASES["Evict"]), minlength=len(uniq))
+    out["reads"] = np.bincount(inv, weights=~w, minlength=len(uniq))
+    return out
+
+
+def write_keys_csv(path: str, keys: np.ndarray) -> None:
+    rows = [KEYS_HEADER] + [[f"k{k[0]}", f"Tier-{k[1]}", *k[2:]] for k in keys.tolist()]
+    text = "\n".join(",".join(map(str, r)) for r in rows) + "\n"
+    if path.endswith(".gz"):
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        atomic_write_text(path, text)
+
+
+def read_keys_csv(path: str) -> np.ndarray:
+    with open_text(path) as f:
+        r = csv.reader(f)
+        if next(r, None) != KEYS_HEADER:
+            raise DlioError(f"{path}: expected the header {','.join(KEYS_HEADER)}")
+        rows = [(int(k[1:]), int(t[-1]), int(sz), int(w), int(ew), int(rd)) for k, t, sz, w, ew, rd in r]
+    return np.array(rows, dtype=KEYS_DTYPE)
+
+
+def mix(data: np.ndarray, tier: Optional[int] = 2) -> Dict[str, Any]:
+    """The op mix on one tier (None: all) of ops or of their per_key() sums: counts, reads per write,
+    read:write bytes, the write sizes (for a KS distance), and key reuse (reads per key read)."""
+    k = data if data.dtype == KEYS_DTYPE else per_key(data)
     if tier is not None:
-        ops = ops[ops["tier"] == tier]
-    r, w = ops["op"] == 0, ops["op"] == 1
-    span = float(ops["t"].max() - ops["t"].min()) if len(ops) > 1 else 0.0
-    rk = ops["key"][r]
+        k = k[k["tier"] == tier]
+    w, r = k["writes"].astype(np.int64), k["reads"].astype(np.int64)
+    size = k["size"].astype(np.float64)
     return {
-        "ops": int(len(ops)),
         "reads": int(r.sum()),
         "writes": int(w.sum()),
-        "evict_writes": int((w & (ops["phase"] == PHASES["Evict"])).sum()),
+        "evict_writes": int(k["evict_writes"].sum()),
         "reads_per_write": float(r.sum() / max(1, w.sum())),
-        "read_write_bytes": float(ops["size"][r].sum() / max(1, ops["size"][w].sum())),
-        "reads_per_key": float(len(rk) / max(1, len(np.unique(rk)))),
-        "write_sizes": ops["size"][w],
-        "writes_per_s": float(w.sum() / span) if span else 0.0,
+        "read_write_bytes": float((r * size).sum() / max(1.0, (w * size).sum())),
+        "reads_per_key": float(r.sum() / max(1, (r > 0).sum())),
+        "write_sizes": np.repeat(k["size"], w),
     }
 
 

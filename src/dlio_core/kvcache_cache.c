@@ -307,8 +307,8 @@ static int demote(struct kv_worker *w, uint32_t v)
 		dc_hist_add_inline(&r->res->hist[DC_KV_H_DEMOTE_WRITE_DEV], t.device_ns);
 		pthread_mutex_unlock(&r->stats_lock);
 		progress_add(r, 1, s->bytes);
-		kv_log(r, v, s->bytes, DC_KV_LOG_READ, DC_KV_CPU, DC_KV_PH_EVICT);
-		kv_log(r, v, s->bytes, DC_KV_LOG_WRITE, DC_KV_STORAGE, DC_KV_PH_EVICT);
+		kv_log(w, v, s->bytes, DC_KV_LOG_READ, DC_KV_CPU, DC_KV_PH_EVICT);
+		kv_log(w, v, s->bytes, DC_KV_LOG_WRITE, DC_KV_STORAGE, DC_KV_PH_EVICT);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return ret;
@@ -454,7 +454,7 @@ int kv_access(struct kv_worker *w, uint32_t ent, int ctype, uint64_t *lat)
 	pthread_mutex_unlock(&r->stats_lock);
 	if (loc == DC_KV_STORAGE)
 		progress_add(r, 0, bytes);
-	kv_log(r, ent, bytes, DC_KV_LOG_READ, loc, DC_KV_PH_DECODE);
+	kv_log(w, ent, bytes, DC_KV_LOG_READ, loc, DC_KV_PH_DECODE);
 	pthread_mutex_unlock(&e->lock);
 	*lat += total;
 	return 1;
@@ -572,7 +572,7 @@ int kv_allocate(struct kv_worker *w, uint32_t ent, int forced, int prefill, uint
 	if (ret < 0)
 		return -1;
 	count_write(r, ent, tier, total, &t);
-	kv_log(r, ent, bytes, DC_KV_LOG_WRITE, tier, DC_KV_PH_PREFILL);
+	kv_log(w, ent, bytes, DC_KV_LOG_WRITE, tier, DC_KV_PH_PREFILL);
 	*lat += total;
 	return 1;
 }

@@ -71,11 +71,12 @@ struct kv_worker {
 	struct dc_kv_worker *sw;
 	pthread_t th;
 	int started;
+	uint64_t arrival_ns; /* the request it runs: the time of its operations in virtual time */
 };
 
 /* kvcache_run.c */
 void kv_fail(struct kv_run *r, int err, uint64_t entry, const char *what);
-void kv_log(struct kv_run *r, uint32_t entry, uint64_t bytes, int op, int tier, int phase);
+void kv_log(struct kv_worker *w, uint32_t entry, uint64_t bytes, int op, int tier, int phase);
 
 /* kvcache_cache.c: the tiers. Each returns 1/0 (hit or done / miss or nothing to do) and adds the
  * storage latency the reference counts to *lat; an I/O error stops the run (kv_fail). */

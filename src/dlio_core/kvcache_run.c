@@ -33,8 +33,9 @@ void kv_fail(struct kv_run *r, int err, uint64_t entry, const char *what)
 	pthread_mutex_unlock(&r->qlock);
 }
 
-void kv_log(struct kv_run *r, uint32_t entry, uint64_t bytes, int op, int tier, int phase)
+void kv_log(struct kv_worker *w, uint32_t entry, uint64_t bytes, int op, int tier, int phase)
 {
+	struct kv_run *r = w->r;
 	struct dc_kv_log *l = r->cfg->log;
 	uint64_t i;
 
@@ -44,7 +45,7 @@ void kv_log(struct kv_run *r, uint32_t entry, uint64_t bytes, int op, int tier, 
 	if (i < l->cap) {
 		struct dc_kv_logrec *x = &l->rec[i];
 
-		x->t_ns = dc_now_ns() - r->start_ns;
+		x->t_ns = r->cfg->flags & DC_KV_VIRTUAL ? w->arrival_ns : dc_now_ns() - r->start_ns;
 		x->bytes = bytes;
 		x->entry = entry;
 		x->op = (uint8_t)op;
@@ -76,6 +77,9 @@ static void run_synth(struct kv_worker *w, const struct dc_kv_req *q, uint32_t o
 	if (q->turn > 0 && q->conv < cfg->nconv) {
 		uint32_t first = cfg->conv_first[q->conv], n = cfg->conv_first[q->conv + 1] - first;
 		uint32_t enq = __atomic_load_n(&r->conv_enq[q->conv], __ATOMIC_ACQUIRE);
+
+		if (cfg->flags & DC_KV_VIRTUAL) /* each request done before the next arrives */
+			enq = q->turn + 1;
 
 		/* Every turn enqueued so far but this one: later turns not yet written miss. */
 		for (uint32_t j = 0; j < enq && j < n && !r->err; j++) {
@@ -150,6 +154,7 @@ static void run_request(struct kv_worker *w, uint32_t i, uint64_t t_enq)
 		: q->prio == 2 ? DC_KV_H_E2E_RESPONSIVE
 			       : DC_KV_H_E2E_BATCH;
 
+	w->arrival_ns = q->arrival_ns;
 	for (uint32_t k = 0; k < q->nsteps && !r->err; k++)
 		run_step(w, q, &cfg->steps[q->first_step + k], &lat);
 	if (r->err)
@@ -177,7 +182,7 @@ static void run_request(struct kv_worker *w, uint32_t i, uint64_t t_enq)
 
 static void q_push(struct kv_run *r, uint32_t i)
 {
-	unsigned p = r->cfg->reqs[i].prio;
+	unsigned p = r->cfg->flags & DC_KV_VIRTUAL ? 1 : r->cfg->reqs[i].prio;
 
 	p = p < 1 ? 1 : p > 3 ? 3 : p;
 	r->qnext[i] = KV_NIL;
@@ -299,14 +304,14 @@ static void dispatch(struct kv_run *r, uint64_t *t_enq)
 	const struct dc_kv_config *cfg = r->cfg;
 	uint64_t t0 = r->start_ns;
 	uint64_t deadline = cfg->duration_ns ? t0 + cfg->duration_ns : UINT64_MAX;
-	int asap = !!(cfg->flags & DC_KV_ASAP);
+	int asap = !!(cfg->flags & (DC_KV_ASAP | DC_KV_VIRTUAL));
 
 	for (uint64_t i = 0; i < cfg->nreqs; i++) {
 		uint64_t due = asap ? t0 : t0 + cfg->reqs[i].arrival_ns, now;
 
 		while ((now = dc_now_ns()) < due && now < deadline && !*cfg->stop && !r->stopping)
 			sleep_until(due < deadline ? due : deadline);
-		if (now >= deadline || *cfg->stop || r->stopping)
+		if ((now >= deadline && !(cfg->flags & DC_KV_VIRTUAL)) || *cfg->stop || r->stopping)
 			break;
 		pthread_mutex_lock(&r->qlock);
 		t_enq[i] = dc_now_ns();
@@ -333,8 +338,10 @@ static void dispatch(struct kv_run *r, uint64_t *t_enq)
 		pthread_mutex_lock(&r->qlock);
 		idle = !r->qlen && !r->active;
 		pthread_mutex_unlock(&r->qlock);
-		if (now >= deadline || *cfg->stop || r->stopping ||
-		    ((cfg->flags & DC_KV_DRAIN || deadline == UINT64_MAX) && idle))
+		if ((now >= deadline && !(cfg->flags & DC_KV_VIRTUAL)) || *cfg->stop ||
+		    r->stopping ||
+		    ((cfg->flags & (DC_KV_DRAIN | DC_KV_VIRTUAL) || deadline == UINT64_MAX) &&
+		     idle))
 			break;
 		sleep_until(deadline);
 	}

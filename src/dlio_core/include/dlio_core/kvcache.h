@@ -201,6 +201,9 @@ struct dc_kv_progress {
 #define DC_KV_ASAP (1u << 0) /* ignore arrival times: every request is queued at the start */
 #define DC_KV_DRAIN                                                                                \
 	(1u << 1) /* run until every request is done (duration_ns then only bounds the wait) */
+/* Virtual time (the null store): every request runs in arrival order, one FIFO, each done before
+ * the next arrives; the log stamps operations with their request's arrival. Decisions only. */
+#define DC_KV_VIRTUAL (1u << 2)
 
 struct dc_kv_config {
 	const struct dc_kv_req *reqs;
