@@ -20,6 +20,7 @@ struct dc_kv_store {
 	 * entry in RAM (the bytes are discarded; nobody looks at them). */
 	unsigned char *sink;
 	uint64_t sink_len, sink_phys;
+	int sink_anon;               /* direct mode: plain memory, not the mapped window */
 	struct dc_kv_store_stats st; /* summed from the workers at their close (under lock) */
 	pthread_mutex_t lock;
 };

@@ -7,6 +7,8 @@
 #include "dlio_core/kvcache.h"
 
 #define KV_NIL UINT32_MAX
+#define KV_HUGE_PAGE                                                                               \
+	(2u << 20) /* buffers that O_DIRECT moves: THP-aligned (bufpool.c does the same) */
 
 /* Which of the reference's hit counters a read adds to (its cache_type). */
 enum kv_ctype { KV_CT_USER = 0, KV_CT_SYSTEM = 1, KV_CT_MULTI_TURN = 2 };
