@@ -247,8 +247,9 @@ KVCACHE_KEYS: Tuple[Key, ...] = (
     Key(
         "kvcache.stage_bytes",
         "str",
-        "64MiB",
-        "compat mode: staging buffer per allocation; a larger entry is written in this many bytes per write()",
+        "auto",
+        "compat mode: staging buffer per allocation, where an entry is made before its one write(); a larger "
+        "entry is written in pieces of this size (auto: the largest entry, within a quarter of the host's RAM)",
         io=True,
     ),
     Key(

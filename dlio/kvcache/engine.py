@@ -7,6 +7,8 @@ import os
 import shutil
 from typing import Any, Callable, Dict, Optional, Tuple
 
+import numpy as np
+
 from dlio import _core
 from dlio.errors import DlioError
 from dlio.execute import execute_partial
@@ -15,6 +17,8 @@ from dlio.kvcache.settings import KvSettings
 from dlio.units import fmt_bytes
 
 STAGE_RAM_SHARE = 0.25  # the staging buffers may take this share of the host's memory at most
+MIN_STAGE = 64 << 20  # auto staging is never smaller than this
+RAM_TIER_SHARE = 0.5  # the RAM tier may take this share of the host's memory at most
 LOG_CAP = 5_000_000  # operations recorded for kvcache.io_trace_log, at most (24 B each)
 
 
@@ -35,7 +39,12 @@ def stage_bytes(s: KvSettings, plan: Plan) -> int:
     largest = int(plan.entries["bytes"].max()) if len(plan.entries) else 4096
     if s.chunk_bytes:
         largest = min(largest, s.chunk_bytes)
-    return max(4096, min(s.stage_bytes, (largest + 4095) // 4096 * 4096))
+    largest = (largest + 4095) // 4096 * 4096
+    if s.stage_bytes:
+        return max(4096, min(s.stage_bytes, largest))
+    # auto: room for the largest entry (one write() each, as the reference), within a quarter of the RAM
+    room = int(STAGE_RAM_SHARE * host_memory()) // max(1, s.alloc_slots) // (2 << 20) * (2 << 20)
+    return max(4096, min(largest, max(MIN_STAGE, room)))
 
 
 def check_memory(s: KvSettings, stage: int) -> None:
@@ -46,6 +55,15 @@ def check_memory(s: KvSettings, stage: int) -> None:
             f"kvcache: {s.alloc_slots} allocation slots x {fmt_bytes(stage)} of staging = {fmt_bytes(total)}, over "
             f"{STAGE_RAM_SHARE:.0%} of this host's {fmt_bytes(mem)}: lower {key} or set "
             "kvcache.max_concurrent_allocs"
+        )
+
+
+def check_ram_tier(s: KvSettings) -> None:
+    mem = host_memory()
+    if mem and s.cpu_bytes > RAM_TIER_SHARE * mem:
+        raise DlioError(
+            f"kvcache.cpu_bytes = {fmt_bytes(s.cpu_bytes)}: the RAM tier holds its entries in memory, and this "
+            f"host has {fmt_bytes(mem)}; at most {RAM_TIER_SHARE:.0%} of it per rank"
         )
 
 
@@ -60,11 +78,26 @@ def storage_capacity(s: KvSettings, folder: str) -> Optional[int]:
 
 
 def check_store(s: KvSettings, folder: str, largest: int) -> None:
+    check_ram_tier(s)
     if s.io_mode == "null":
         return
     why = _core.kv_store_check(s.io_mode, folder, largest, s.direct_chunk, s.direct_qd)
     if why is not None:
         raise DlioError(f"kvcache.io_mode = {s.io_mode}: {why}")
+
+
+def check_room(plan: Plan, capacity: Optional[int], folder: str) -> None:
+    """A replayed trace's writes are its own decisions (no eviction): they must fit in the folder."""
+    st = plan.steps
+    forced = ((st["kind"] == _core.KV_WRITE) & (st["tier"] == _core.KV_TIER_STORAGE)) | (st["kind"] == _core.KV_DEMOTE)
+    if capacity is None or not forced.any():
+        return
+    need = int(plan.entries["bytes"][np.unique(st["entry"][forced])].sum())
+    if need > capacity:
+        raise DlioError(
+            f"the trace writes {fmt_bytes(need)} to storage and deletes nothing; {folder} has room for "
+            f"{fmt_bytes(capacity)}: use a larger kvcache.cache_dir or a shorter trace"
+        )
 
 
 def run_trial(

@@ -93,6 +93,7 @@ def run(
         clear_entries(cache)
         largest = int(plan0.entries["bytes"].max()) if len(plan0.entries) else 4096
         engine.check_store(s, cache, largest)
+        engine.check_room(plan0, engine.storage_capacity(s, cache), cache)
     except DlioError as e:
         problem = str(e)
     except OSError as e:

@@ -175,6 +175,14 @@ def lines(doc: Dict[str, Any]) -> List[str]:
                 f"    hit rate {hits / lk:.1%} (RAM tier {(hits - st) / lk:.1%}, storage {st / lk:.1%}) of "
                 f"{lk:,} lookups"
             )
+    split = sum(r["result"]["store"]["split_writes"] for r in recs)
+    if split:
+        writes = sum(r["result"]["counts"]["storage_writes"] + r["result"]["counts"]["demotions"] for r in recs)
+        stage = max(r["result"].get("stage_bytes") or 0 for r in recs)
+        out.append(
+            f"    note: {split:,} of {writes:,} storage writes were larger than the {stage / 2**20:.0f} MiB staging "
+            "buffer and went out in pieces (the reference: one write() per entry; kvcache.stage_bytes)"
+        )
     out += verdict.run_lines(doc["verdicts"])
     seen = set()
     for r in recs:

@@ -59,7 +59,7 @@ class KvSettings:
     chunk_tokens: int
     direct_chunk: int
     direct_qd: int
-    stage_bytes: int
+    stage_bytes: int  # 0: auto (engine.stage_bytes)
     gen_ns_per_token: int
     generation_mode: str
     trace: Optional[str]
@@ -155,7 +155,7 @@ def settings(cfg: Any) -> KvSettings:
             "kvcache.direct_chunk",
             kv.direct_chunk,
         )
-    stage = _size(cfg, "kvcache.stage_bytes", 4096)
+    stage = 0 if str(kv.stage_bytes).strip().lower() == "auto" else _size(cfg, "kvcache.stage_bytes", 4096)
     stage = (stage + 4095) // 4096 * 4096
     trace = kv.trace
     if trace is not None and not os.path.exists(trace):

@@ -29,6 +29,7 @@ from dlio.kvcache.plan import MAX_REQUESTS, Plan
 from dlio.kvcache.settings import KvSettings
 
 SHAREGPT_MAX_CONTEXT, SHAREGPT_MAX_GEN = 16384, 2048
+MAX_OBJECT = 64 << 30  # an object of a trace larger than this is a broken trace
 
 
 def detect(path: str, given: str) -> str:
@@ -72,6 +73,8 @@ def csv_plan(s: KvSettings, path: str) -> Plan:
     n = len(ops)
     if n > MAX_REQUESTS:
         raise DlioError(f"{path}: {n:,} operations; at most {MAX_REQUESTS:,}")
+    if len(ops) and int(ops["size"].max()) > MAX_OBJECT:
+        raise DlioError(f"{path}: an object of {int(ops['size'].max()):,} bytes; at most {MAX_OBJECT:,} (64 GiB)")
     nkeys = len(names)
     size = np.zeros(nkeys, np.uint64)
     np.maximum.at(size, ops["key"], ops["size"])
