@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import os
 import socket
+import time
 from typing import Any, Callable, Dict, List, Optional
 
 from dlio import output
@@ -110,7 +111,7 @@ def run(
     with stop_signals_deferred():
         for trial in range(s.trials):
             plan = plan0 if trial == 0 else plan_for(s, comm.rank, trial)
-            rec, failure = _trial(s, plan, cache, comm, trial, echo)
+            rec, failure = _trial(s, plan, cache, comm, trial, echo, progress)
             if rec is not None:
                 recs.append(rec)
             clear_entries(cache)
@@ -122,17 +123,39 @@ def run(
     return _finish(cfg, s, comm, folder, lines, recs, failure, started, echo, warn)
 
 
-def _trial(s: KvSettings, plan: Plan, cache: str, comm: Any, trial: int, echo: Callable[[str], None]):
+def status_ticker(s: KvSettings, trial: int, progress: Any) -> Optional[Callable[[Any], None]]:
+    """A status line every progress.status_interval seconds while a trial runs (rank 0)."""
+    every = getattr(progress, "status_interval", 0) if progress is not None else 0
+    if not every:
+        return None
+    t0, last = time.monotonic(), [time.monotonic()]
+
+    def tick(run: Any) -> None:
+        now = time.monotonic()
+        if now - last[0] < every:
+            return
+        last[0] = now
+        p, dt = run.progress(), max(1e-9, now - t0)
+        progress.echo(
+            f"[status] kvcache trial {trial}: {p['requests_done']:,} requests done of {p['queued']:,} queued, storage "
+            f"read {p['storage_read_bytes'] / 2**30 / dt:.2f} GiB/s, write {p['storage_write_bytes'] / 2**30 / dt:.2f} "
+            f"GiB/s, {dt:.0f} s of {s.duration_s:g}",
+            err=True,
+        )
+
+    return tick
+
+
+def _trial(s: KvSettings, plan: Plan, cache: str, comm: Any, trial: int, echo: Callable[[str], None], progress: Any):
     capacity = engine.storage_capacity(s, cache)
     comm.barrier()  # the ranks start each trial together (the rules' clients)
     window = attest.Window(cache)
-    result, failure, log = engine.run_trial(s, plan, cache, capacity, log=bool(s.io_trace_log))
+    tick = status_ticker(s, trial, progress) if comm.rank == 0 else None
+    result, failure, log = engine.run_trial(s, plan, cache, capacity, tick, log=bool(s.io_trace_log))
     win = window.end()
     if result is None:
         return None, failure
     if s.io_trace_log and log is not None:
-        import time
-
         t0 = time.time() - (result["end_ns"] - result["start_ns"]) / 1e9
         ops = oplog.from_log(log, result["oplog_n"], t0)
         oplog.write_csv(_trace_path(s.io_trace_log, comm.rank, trial, comm.size, s.trials), ops, plan.key_of)

@@ -14,10 +14,10 @@
 #include "dlio_core/timer.h"
 #include "kvcache_int.h"
 
-#define KV_SCRATCH     (8u << 20) /* RAM-tier reads copy the entry out through this */
-#define KV_MAX_DEPTH   10         /* the reference's eviction.max_recursion_depth */
-#define KV_NEAR_EMPTY  0.05       /* a tier under this share of its capacity takes any entry */
-#define KV_FEW_ENTRIES 0.2        /* ... and one holding under this share bails out early */
+#define KV_SCRATCH     (256u << 10) /* RAM-tier reads copy the entry out through this, per worker */
+#define KV_MAX_DEPTH   10           /* the reference's eviction.max_recursion_depth */
+#define KV_NEAR_EMPTY  0.05         /* a tier under this share of its capacity takes any entry */
+#define KV_FEW_ENTRIES 0.2          /* ... and one holding under this share bails out early */
 
 /* ---- objects of an entry (the chunked layout stores each chunk as its own object) ---- */
 
@@ -201,15 +201,26 @@ static int ram_put(struct kv_run *r, struct kv_entry *e, uint32_t ent, const uns
 	return 0;
 }
 
-static void ram_get(struct kv_run *r, const struct kv_entry *e, uint64_t bytes)
+static void ram_get(struct kv_worker *w, const struct kv_entry *e, uint64_t bytes)
 {
-	if (r->ram_noop || !e->ram)
+	if (w->r->ram_noop || !e->ram || !w->scratch)
 		return;
 	for (uint64_t off = 0; off < bytes; off += KV_SCRATCH) {
 		uint64_t n = bytes - off < KV_SCRATCH ? bytes - off : KV_SCRATCH;
 
-		memcpy(r->scratch, (const unsigned char *)e->ram + off, n);
+		memcpy(w->scratch, (const unsigned char *)e->ram + off, n);
 	}
+}
+
+int kv_worker_scratch(struct kv_worker *w)
+{
+	if (!w->r->cfg->cpu_bytes || w->r->ram_noop)
+		return 0;
+	w->scratch = malloc(KV_SCRATCH);
+	if (!w->scratch)
+		return -ENOMEM;
+	memset(w->scratch, 0, KV_SCRATCH); /* no page fault in the measured loop */
+	return 0;
 }
 
 /* ---- allocation slots (the reference's max_concurrent_allocs semaphore) ---- */
@@ -422,7 +433,7 @@ int kv_access(struct kv_worker *w, uint32_t ent, int ctype, uint64_t *lat)
 	if (loc == DC_KV_CPU) {
 		uint64_t t0 = dc_now_ns();
 
-		ram_get(r, e, bytes);
+		ram_get(w, e, bytes);
 		total = dc_now_ns() - t0;
 	} else if (storage_get(w, ent, &total, &t) < 0) {
 		pthread_mutex_unlock(&e->lock);
@@ -648,12 +659,6 @@ int kv_cache_init(struct kv_run *r)
 	r->tier[DC_KV_STORAGE].last = 1;
 	r->tier[DC_KV_STORAGE].unlimited = cfg->storage_bytes == UINT64_MAX;
 	r->ram_noop = cfg->store == &dc_kv_store_null;
-	if (cfg->cpu_bytes && !r->ram_noop) {
-		r->scratch = malloc(KV_SCRATCH);
-		if (!r->scratch)
-			return -ENOMEM;
-		memset(r->scratch, 0, KV_SCRATCH); /* no page fault in the measured loop */
-	}
 	pthread_mutex_init(&r->tier_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -672,7 +677,6 @@ void kv_cache_free(struct kv_run *r)
 	}
 	free(r->e);
 	r->e = NULL;
-	free(r->scratch);
 	pthread_cond_destroy(&r->written);
 	pthread_mutex_destroy(&r->tier_lock);
 }

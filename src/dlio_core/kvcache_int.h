@@ -61,7 +61,6 @@ struct kv_run {
 	unsigned nfree;
 	unsigned char *stage; /* alloc_slots x stage_len bytes */
 	uint64_t stage_len;
-	unsigned char *scratch; /* where RAM-tier reads copy to */
 	struct dc_kv_store *store;
 	uint64_t start_ns;
 	int err; /* first error (also in res) */
@@ -74,6 +73,7 @@ struct kv_worker {
 	pthread_t th;
 	int started;
 	uint64_t arrival_ns; /* the request it runs: the time of its operations in virtual time */
+	unsigned char *scratch; /* where its RAM-tier reads copy to */
 };
 
 /* kvcache_run.c */
@@ -88,6 +88,7 @@ int kv_access(struct kv_worker *w, uint32_t ent, int ctype, uint64_t *lat);
 int kv_allocate(struct kv_worker *w, uint32_t ent, int tier, int prefill, uint64_t *lat);
 int kv_demote_forced(struct kv_worker *w, uint32_t ent);
 int kv_is_cached(struct kv_run *r, uint32_t ent);
+int kv_worker_scratch(struct kv_worker *w);
 /* trace replay: wait until the entry is cached (or the run stops). */
 void kv_wait_written(struct kv_run *r, uint32_t ent);
 

@@ -235,6 +235,8 @@ static void *worker_main(void *arg)
 
 	if (ret < 0)
 		kv_fail(r, -ret, UINT64_MAX, "store worker");
+	else if (kv_worker_scratch(w) < 0)
+		kv_fail(r, ENOMEM, UINT64_MAX, "memory");
 	pthread_mutex_lock(&a->gate->lock);
 	a->gate->ready++;
 	pthread_cond_broadcast(&a->gate->cond);
@@ -271,6 +273,7 @@ static void *worker_main(void *arg)
 	}
 	if (w->sw)
 		r->cfg->store->worker_close(w->sw);
+	free(w->scratch);
 	return NULL;
 }
 
