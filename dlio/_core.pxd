@@ -297,6 +297,7 @@ cdef extern from "dlio_core/kvcache.h" nogil:
         unsigned workers
         uint64_t seed
         dc_kv_model model
+        const void *opts
     struct dc_kv_store_ops:
         const char *name
     struct dc_kv_store_stats:

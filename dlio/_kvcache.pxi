@@ -29,18 +29,22 @@ assert sizeof(dc_kv_req) == KV_REQ_DTYPE.itemsize and sizeof(dc_kv_step) == KV_S
 assert sizeof(dc_kv_entry_spec) == KV_ENTRY_DTYPE.itemsize and sizeof(dc_kv_logrec) == KV_LOG_DTYPE.itemsize
 
 
-cdef const dc_kv_store_ops *_kv_store(str store) except NULL:
+cdef const dc_kv_store_ops *_kv_store(store) except NULL:
+    """compat / direct (the file store), null, or a store built outside the core: a PyCapsule named
+    "dlio_core.kv_store_ops" holding a const struct dc_kv_store_ops * that outlives the run."""
     if store == "null":
         return &dc_kv_store_null
     if store in ("compat", "direct"):
         return &dc_kv_store_file
-    raise ValueError(f"unknown kv store {store!r} (compat, direct, null)")
+    if PyCapsule_IsValid(store, "dlio_core.kv_store_ops"):
+        return <const dc_kv_store_ops *>PyCapsule_GetPointer(store, "dlio_core.kv_store_ops")
+    raise ValueError(f"unknown kv store {store!r} (compat, direct, null, or a dlio_core.kv_store_ops capsule)")
 
 
-cdef void _kv_store_cfg(dc_kv_store_cfg *c, bytes folder, str store, uint64_t max_obj, uint64_t chunk, unsigned qd,
+cdef void _kv_store_cfg(dc_kv_store_cfg *c, bytes folder, store, uint64_t max_obj, uint64_t chunk, unsigned qd,
                         unsigned drop_check, unsigned workers, uint64_t seed, model):
     c.dir = folder
-    c.direct = store == "direct"
+    c.direct = isinstance(store, str) and store == "direct"
     c.max_obj = max_obj
     c.chunk = chunk
     c.qd = qd
@@ -50,7 +54,7 @@ cdef void _kv_store_cfg(dc_kv_store_cfg *c, bytes folder, str store, uint64_t ma
     c.model.layers, c.model.kv_heads, c.model.head_dim, c.model.dtype_bytes = model
 
 
-def kv_store_check(str store, folder, uint64_t max_obj=4096, uint64_t chunk=8 << 20, unsigned qd=4):
+def kv_store_check(store, folder, uint64_t max_obj=4096, uint64_t chunk=8 << 20, unsigned qd=4):
     """None if the store can run in folder, else the reason (direct: io_uring or O_DIRECT refused)."""
     cdef dc_kv_store_cfg c
     cdef char why[256]
@@ -89,13 +93,16 @@ cdef class KvRun:
     def __dealloc__(self):
         free(self.res)
 
-    def __init__(self, reqs, steps, entries, conv_first, conv_reqs, *, str store, folder="", unsigned workers=1,
+    def __init__(self, reqs, steps, entries, conv_first, conv_reqs, *, store, folder="", unsigned workers=1,
                  unsigned alloc_slots=1, double duration_s=0, uint64_t bytes_per_token=0, unsigned decode_batch=32,
                  uint64_t chunk_bytes=0, uint64_t gen_ns_per_token=0, uint64_t cpu_bytes=0, storage_bytes=None,
                  double target_ratio=0.8, double skip_ratio=0.95, bint asap=False, bint drain=False,
                  uint64_t seed=0, uint64_t stage_bytes=0, uint64_t direct_chunk=8 << 20, unsigned direct_qd=4,
-                 unsigned drop_check=16, model=(0, 0, 0, 0), uint64_t log_cap=0, bint virtual=False):
-        """storage_bytes None: unlimited. log_cap: record up to that many operations (.oplog, KV_LOG_DTYPE).
+                 unsigned drop_check=16, model=(0, 0, 0, 0), uint64_t log_cap=0, bint virtual=False,
+                 store_opts=None):
+        """store: compat, direct, null, or a "dlio_core.kv_store_ops" capsule (an object store); store_opts: a
+        capsule named "dlio_core.kv_store_opts" with that store's settings (store_cfg.opts).
+        storage_bytes None: unlimited. log_cap: record up to that many operations (.oplog, KV_LOG_DTYPE).
         virtual: run in virtual time (null store: requests in arrival order, one at a time, no waiting)."""
         cdef cnp.ndarray a_r = np.ascontiguousarray(reqs, dtype=KV_REQ_DTYPE)
         cdef cnp.ndarray a_s = np.ascontiguousarray(steps, dtype=KV_STEP_DTYPE)
@@ -138,6 +145,10 @@ cdef class KvRun:
         if chunk_bytes:
             max_obj = min(max_obj, chunk_bytes)
         _kv_store_cfg(&self.scfg, bfolder, store, max_obj, direct_chunk, direct_qd, drop_check, workers, seed, model)
+        if store_opts is not None:
+            self.scfg.opts = PyCapsule_GetPointer(store_opts, "dlio_core.kv_store_opts")
+            self.keep.append(store_opts)
+        self.keep.append(store)
         self.oplog = None
         if log_cap:
             a_log = np.zeros(log_cap, dtype=KV_LOG_DTYPE)

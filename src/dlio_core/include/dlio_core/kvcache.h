@@ -131,6 +131,8 @@ struct dc_kv_store_cfg {
 	unsigned workers;    /* worker threads that will call worker_open */
 	uint64_t seed;       /* of the content stamps (dc_kv_stamp) */
 	struct dc_kv_model model;
+	const void
+		*opts; /* a store's own settings (an object store's endpoint ...); NULL for file */
 };
 
 struct dc_kv_store;  /* private to each store */
