@@ -52,8 +52,9 @@ def verdicts(recs: Sequence[Dict[str, Any]], workers: int) -> List[Dict[str, Any
                 "host_cpus": os.cpu_count() or 1,
                 "host_busy_share": None,
             }
-            if w["target"].get("kind") == "none" and rs[0]["io_mode"] == "null":
-                c["target"] = dict(w["target"], why="kvcache.io_mode null issues no I/O")
+            if rs[0]["io_mode"] == "null":  # decisions only: nothing to count on a device
+                c["device_bytes"] = None
+                c["target"] = dict(w["target"], kind="none", why="kvcache.io_mode null issues no I/O")
             out.append({"phase": f"trial {trial} {direction}s", "trial": trial, "host": host, **verdict.classify(c)})
     return out
 

@@ -245,3 +245,33 @@ def test_attestation_catches_a_no_op_fsync(tmp_path, dlio_cmd):
     assert "fsync reached the kernel: NO" in out
     code, out, err = dlio_cmd("check", tmp_path / "out")
     assert code == 1 and "FAIL  attestation" in out and "libnofsync.so" in out
+
+
+def test_null_mode_is_the_decisions_in_virtual_time(run_cli, tmp_path):
+    """io_mode null: 30 s of users in well under that, no file, the verdict says so, the operations as the
+    reference's --io-trace-log CSV."""
+    from dlio.kvcache import oplog
+
+    log = tmp_path / "ops.csv"
+    code, out, err = run_cli(
+        *args(
+            tmp_path,
+            "--set",
+            "kvcache.io_mode=null",
+            "--set",
+            "kvcache.duration=30",
+            "--set",
+            f"kvcache.io_trace_log={log}",
+        )
+    )
+    assert code == 0, err
+    doc, _ = load(tmp_path)
+    (rec,) = doc["records"]
+    assert rec["result"]["counts"]["requests"] > 100 and rec["window"]["wall_s"] < 30
+    assert {v["verdict"] for v in doc["verdicts"]} == {"inconclusive"}
+    assert not os.listdir(tmp_path / "cache" / "rank_0")
+    ops, names = oplog.read_csv(str(log))
+    c = rec["result"]["counts"]
+    assert len(ops) == c["read_ops"] + c["write_ops"] and ops["t"].max() - ops["t"].min() < 30
+    code, out, err = run_cli("check", tmp_path / "out")
+    assert code == 0, out
