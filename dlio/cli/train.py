@@ -280,9 +280,16 @@ def workloads(ctx: click.Context) -> None:
         if cfg.is_checkpoint_only():
             click.echo(f"{name:<{width}} {'(checkpoint only)'}")
             continue
-        if cfg.workflow.kvcache:  # dlio.kvcache: no dataset; its model and users instead
-            kv = cfg.kvcache
-            click.echo(f"{name:<{width}} {'(kv cache)':<{fw}} {kv.model} x {kv.users} users  {rules[name]:<{rw}}")
+        if cfg.workflow.kvcache:  # dlio.kvcache: no dataset; users, and KV bytes per token as the sample
+            from dlio.kvcache.check import OPTIONS
+            from dlio.kvcache.models import resolve_model
+
+            bpt = fmt_bytes(resolve_model(cfg.kvcache).bytes_per_token, "")
+            rule = "v3.0 closed (KVCache)" if name in OPTIONS else "-"
+            click.echo(
+                f"{name:<{width}} {'(kv cache)':<{fw}} {cfg.kvcache.users:>9} {'users':>10} {bpt:>10} {'-':>10} "
+                f"{'-':>6} {'-':>10}  {rule:<{rw}}"
+            )
             continue
         size = dataset_bytes(dataset_spec(cfg))
         click.echo(
