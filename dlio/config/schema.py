@@ -121,7 +121,15 @@ KVCACHE_KEYS: Tuple[Key, ...] = (
         hi=4096,
         io=True,
     ),
-    Key("kvcache.duration", "float", 60.0, "seconds of requests per trial (--duration)", lo=0.001, hi=86400, io=True),
+    Key(
+        "kvcache.duration",
+        "float",
+        60.0,
+        "seconds of requests per trial (--duration); a trace replay ends here or with the trace",
+        lo=0.001,
+        hi=86400,
+        io=True,
+    ),
     Key("kvcache.seed", "int", 42, "seed of the users, conversations and sizes (--seed)", lo=0, hi=2**32 - 1, io=True),
     Key("kvcache.trials", "int", 1, "trials per run, results averaged as the rules say (CLOSED: 3)", lo=1, hi=100),
     Key(
