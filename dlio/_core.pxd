@@ -339,3 +339,79 @@ cdef extern from "dlio_core/vdb.h" nogil:
         unsigned eng_flags_used
         dc_error error
     int dc_vdb_run(const dc_vdb_config *cfg, dc_vdb_result *result)
+# ---- the KV-cache request engine (kvcache.h; bound in _kvcache.pxi) ----
+cdef extern from "dlio_core/kvcache.h" nogil:
+    struct dc_kv_req:
+        pass
+    struct dc_kv_step:
+        pass
+    struct dc_kv_entry_spec:
+        pass
+    struct dc_kv_logrec:
+        pass
+    struct dc_kv_model:
+        uint32_t layers, kv_heads, head_dim, dtype_bytes
+    struct dc_kv_store_cfg:
+        const char *dir
+        int direct
+        uint64_t max_obj
+        uint64_t chunk
+        unsigned qd
+        unsigned drop_check
+        unsigned workers
+        uint64_t seed
+        dc_kv_model model
+        const void *opts
+    struct dc_kv_store_ops:
+        const char *name
+    struct dc_kv_store_stats:
+        uint64_t fsyncs, fsync_ns, fadvises, drop_checks, drop_pages, drop_resident, split_writes
+        uint64_t syscall_writes
+    struct dc_kv_log:
+        dc_kv_logrec *rec
+        uint64_t cap
+        uint64_t n
+    struct dc_kv_progress:
+        uint64_t requests_done, storage_read_bytes, storage_write_bytes, queued
+    struct dc_kv_config:
+        const dc_kv_req *reqs
+        uint64_t nreqs
+        const dc_kv_step *steps
+        uint64_t nsteps
+        const dc_kv_entry_spec *entries
+        uint64_t nentries
+        const uint32_t *conv_first
+        const uint32_t *conv_reqs
+        uint32_t nconv
+        unsigned workers, alloc_slots
+        uint64_t duration_ns, bytes_per_token
+        uint32_t decode_batch
+        uint64_t chunk_bytes, gen_ns_per_token, cpu_bytes, storage_bytes
+        double target_ratio, skip_ratio
+        unsigned flags
+        uint64_t seed, stage_bytes
+        const dc_kv_store_ops *store
+        const dc_kv_store_cfg *store_cfg
+        volatile int *stop
+        dc_kv_progress *progress
+        dc_kv_log *log
+    enum:
+        DC_KV_NHIST
+        DC_KV_NCOUNT
+        DC_KV_ASAP
+        DC_KV_DRAIN
+        DC_KV_VIRTUAL
+    struct dc_kv_result:
+        uint64_t count[1]
+        dc_hist hist[1]
+        uint64_t start_ns, stop_ns, end_ns, enqueued
+        uint64_t cpu_entries, storage_entries, cpu_used, storage_used
+        dc_kv_store_stats store
+        int err
+        uint64_t err_entry
+        char err_what[48]
+        char why[256]
+    const dc_kv_store_ops dc_kv_store_file
+    const dc_kv_store_ops dc_kv_store_null
+    int dc_kv_run(const dc_kv_config *cfg, dc_kv_result *res)
+    int dc_kv_store_check(const dc_kv_store_ops *ops, const dc_kv_store_cfg *cfg, char *why, size_t whylen)

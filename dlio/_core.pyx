@@ -10,7 +10,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset, memcpy
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_SIMPLE, PyBUF_ANY_CONTIGUOUS
-from cpython.pycapsule cimport PyCapsule_GetPointer
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 
 import errno
 import os
@@ -768,3 +768,5 @@ def crc32(data, uint32_t crc=0):
 
 
 include "_core_vdb.pxi"
+# The KV-cache request engine (dlio.kvcache): its own file, one binding.
+include "_kvcache.pxi"

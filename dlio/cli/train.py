@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import importlib
 import os
 import sys
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence
@@ -328,6 +329,7 @@ def workloads(ctx: click.Context) -> None:
     # the job's modules load when the command runs: --help and completion stay fast
     from dlio.dataset.spec import dataset_bytes, dataset_spec
     from dlio.mlperf.rules import label
+    from dlio.train.session import FAMILIES, family_of
 
     width = max(len(n) for n in list_workloads()) + 1
     fw = max(len("(checkpoint only)"), len("mmap_indexed_binary")) + 1  # the longest format name
@@ -343,17 +345,14 @@ def workloads(ctx: click.Context) -> None:
         if cfg.is_checkpoint_only():
             click.echo(f"{name:<{width}} {'(checkpoint only)'}")
             continue
-        if cfg.workflow.vdb:  # vector search: segments as files, the node read as the sample, the index's size
-            from dlio.vdb.config import vdb_spec
-            from dlio.vdb.store import file_sizes
-
-            vs = vdb_spec(cfg)
-            kind = f"vdb {cfg.vdb.index}"
-            size = sum(n for _, n in file_sizes(vs))
-            read = fmt_bytes(vs.layout.read_bytes, "") if vs.searches else "-"
+        family = family_of(cfg)
+        if family is not None:  # vdb, model loading, KV cache: each family says what its columns hold
+            row = {"files": "-", "spf": "-", "sample": "-", "dataset": "-", "batch": "-", "compute": "-"}
+            row.update(importlib.import_module(FAMILIES[family]).listing(cfg))
+            rule = row.get("rules", rules[name])
             click.echo(
-                f"{name:<{width}} {kind:<{fw}} {vs.layout.segments:>9} {'-':>10} {read:>10} {fmt_bytes(size, ''):>10} "
-                f"{cfg.vdb.batch if vs.searches else '-':>6} {'-':>10}  {rules[name]:<{rw}}"
+                f"{name:<{width}} {row['format']:<{fw}} {row['files']:>9} {row['spf']:>10} {row['sample']:>10} "
+                f"{row['dataset']:>10} {row['batch']:>6} {row['compute']:>10}  {rule:<{rw}}"
             )
             continue
         size = dataset_bytes(dataset_spec(cfg))

@@ -139,6 +139,7 @@ class Config:
     dlio_fast: Any
     vdb: Any = None  # vector search (workflow.vdb; dlio.vdb)
     model_load: Any = None  # dlio.modelload's section (workflow.model_load)
+    kvcache: Any = None  # the KV-cache offload workload (workflow.kvcache; dlio.kvcache)
     workload: Optional[str] = None
     config_file: Optional[str] = None
     scale: float = 1.0

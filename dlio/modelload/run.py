@@ -33,6 +33,7 @@ from dlio.output import environment, write_json
 from dlio.results_out import write_with_fallback
 from dlio.storage import backend_for
 from dlio.storage.base import FILE_ENGINES, Backend, SetOptions
+from dlio.units import fmt_bytes
 
 SCHEMA = "dlio-fast.modelload/1"
 
@@ -109,6 +110,16 @@ def plan_lines(cfg: Any, model: Model, shards: List[Shard], root: str, tp: int, 
         + (f", qd {ml.qd}" if ml.read_mode == "io_uring" else "")
         + (", after one untimed load (warm)" if ml.cache == "warm" else ", pages dropped before each"),
     ]
+
+
+def listing(cfg: Any) -> Dict[str, str]:
+    """`dlio-fast workloads`' columns: the safetensors shards as files, the model's size as the dataset."""
+    model = model_of(cfg)
+    return {
+        "format": f"(model load {cfg.model_load.dtype})",
+        "files": str(len(layout(model, cfg.model_load.shard_size))),
+        "dataset": fmt_bytes(model.nbytes, ""),
+    }
 
 
 def run(

@@ -51,7 +51,7 @@ def output_folder(cfg, given, comm):
 #   run(cfg, comm, echo, warn, progress, make_output, dry_run) -> output folder (rank 0) or None
 # where make_output() makes and locks the run's output folder, called once the family has checked what it
 # was asked and is about to measure.
-FAMILIES: Dict[str, str] = {"vdb": "dlio.vdb.job", "model_load": "dlio.modelload.run"}
+FAMILIES: Dict[str, str] = {"vdb": "dlio.vdb.job", "model_load": "dlio.modelload.run", "kvcache": "dlio.kvcache.job"}
 
 
 def family_of(cfg) -> Optional[str]:
@@ -251,6 +251,7 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
     when the run failed or was stopped: what was measured)."""
     from dlio.train.samecfg import check_same_config
 
+    check_same_config(cfg, comm)  # ranks that disagree would deadlock in a collective
     family = family_of(cfg)
     if family is not None:  # a workload family of its own: it makes the output folder when it measures
         job = importlib.import_module(FAMILIES[family])
@@ -267,7 +268,6 @@ def run(cfg, comm, echo, warn, progress=None, output=None, dry_run=False, verbos
                 if result_doc is not None:
                     _family_doc(made[-1], result_doc)
                 unlock_output_folder(made[-1])
-    check_same_config(cfg, comm)  # ranks that disagree would deadlock in a collective
     s = Session(cfg, comm, echo, warn, progress, verbose, spec=dataset_spec(cfg), result_doc=result_doc)
     if dry_run:
         lines = describe(cfg, s.spec, comm.size)

@@ -39,6 +39,18 @@ def expected(spec: VdbSpec, p: search.Plan) -> Dict[str, float]:
     }
 
 
+def listing(cfg: Any) -> Dict[str, str]:
+    """`dlio-fast workloads`' columns: segments as files, the node read as the sample, the index's size."""
+    vs = vdb_spec(cfg)
+    return {
+        "format": f"vdb {cfg.vdb.index}",
+        "files": str(vs.layout.segments),
+        "sample": fmt_bytes(vs.layout.read_bytes, "") if vs.searches else "-",
+        "dataset": fmt_bytes(sum(n for _, n in file_sizes(vs)), ""),
+        "batch": str(cfg.vdb.batch) if vs.searches else "-",
+    }
+
+
 def describe(spec: VdbSpec, p: Optional[search.Plan], present: bool) -> List[str]:
     lay = spec.layout
     total = sum(n for _, n in file_sizes(spec))

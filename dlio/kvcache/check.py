@@ -1,0 +1,100 @@
+"""`dlio-fast check` of kvcache run folders (their dlio-fast.json, schema dlio-fast.kvcache/1):
+
+  - the run completed;
+  - the attestation of every trial and rank: fsync and fadvise reached the kernel (no I/O function
+    interposed by a preloaded library, the device took the bytes written and fsync'ed, the drop
+    emptied the page cache); a run attested bad FAILS;
+  - no verdict is `cache` (device bytes well below the application's: the page cache served them);
+  - a run of one of the rules' options (Table KVCache-1) has the option's parameters, seed 42 and 3
+    trials (CLOSED), else a note saying what differs.
+
+checks() returns (name, passed, figure) tuples, passed None for a note.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from dlio.kvcache.results import SCHEMA
+
+# Rules 6.3.1, Table KVCache-1 (per client): model, users, cpu bytes, max concurrent allocations; all
+# 300 s, generation none, seed 42, 3 trials.
+OPTIONS = {
+    "kvcache_llama3_8b_opt1": ("llama3.1-8b", 200, 0, 16),
+    "kvcache_llama3_8b_opt2": ("llama3.1-8b", 100, 4 << 30, 16),
+    "kvcache_llama3_70b_opt3": ("llama3.1-70b-instruct", 70, 0, 4),
+}
+
+Check = Tuple[str, Optional[bool], str]
+
+
+def load(path: str) -> Optional[Dict[str, Any]]:
+    """The dlio-fast.json of a kvcache run folder, or None when path is not one."""
+    p = os.path.join(path, "dlio-fast.json")
+    try:
+        with open(p) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("schema") == SCHEMA else None
+
+
+def checks(doc: Dict[str, Any]) -> List[Check]:
+    out: List[Check] = []
+    ok = bool(doc.get("complete"))
+    out.append(("run complete", ok, "complete" if ok else f"partial run: {doc.get('reason') or 'interrupted'}"))
+    for r in doc.get("records", []):
+        a = r.get("attestation") or {}
+        where = f"trial {r['trial']}, rank {r['rank']}"
+        if not a.get("problems"):
+            fs, fa = a.get("fsync_reached_kernel"), a.get("fadvise_reached_kernel")
+            text = f"fsync {'yes' if fs else 'unknown' if fs is None else 'no'}, fadvise " + (
+                "yes" if fa else "unknown" if fa is None else "no"
+            )
+            out.append((f"attestation ({where})", True, text))
+        else:
+            out.append((f"attestation ({where})", False, "; ".join(a["problems"])))
+    for v in doc.get("verdicts", []):
+        if v.get("verdict") == "cache":
+            out.append((f"storage, not the page cache ({v['phase']})", False, v["reason"]))
+    out += _option(doc)
+    return out
+
+
+def _option(doc: Dict[str, Any]) -> List[Check]:
+    want = OPTIONS.get(doc.get("workload") or "")
+    if want is None:
+        return []
+    s = doc.get("settings", {})
+    got = (s.get("model"), s.get("users"), s.get("cpu_bytes"), s.get("max_concurrent_allocs"))
+    seq = (s.get("duration_s"), s.get("seed"), s.get("trials"))
+    diff = [
+        f"{name} {g} (the option: {w})"
+        for name, g, w in zip(
+            ("model", "users", "cpu_bytes", "max_concurrent_allocs", "duration", "seed", "trials"),
+            got + seq,
+            want + (300, 42, 3),
+        )
+        if g != w
+    ]
+    if diff:
+        return [("the option's CLOSED parameters (rules 6.3.1, 6.3.2)", None, "OPEN: " + ", ".join(diff))]
+    return [("the option's CLOSED parameters (rules 6.3.1, 6.3.2)", True, "as Table KVCache-1")]
+
+
+def main(paths: Sequence[str], echo: Callable[[str], None]) -> int:
+    """Print the checks of each run folder; 1 if any failed."""
+    failed = 0
+    for p in paths:
+        doc = load(p)
+        assert doc is not None
+        if len(paths) > 1:
+            echo(f"{p}:")
+        for name, ok, text in checks(doc):
+            word = "NOTE" if ok is None else "PASS" if ok else "FAIL"
+            echo(f"{word}  {name}: {text}")
+            failed += ok is False
+    echo(f"checks: {'all passed' if not failed else f'{failed} failed'}")
+    return 1 if failed else 0

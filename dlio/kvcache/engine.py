@@ -1,0 +1,150 @@
+"""One trial of one rank through the C engine (dlio._core.KvRun): the store checked, the staging
+sized, the run executed off the main thread (Ctrl-C keeps what was measured), the result returned."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import numpy as np
+
+from dlio import _core
+from dlio.errors import DlioError
+from dlio.execute import execute_partial
+from dlio.kvcache.plan import Plan
+from dlio.kvcache.settings import KvSettings
+from dlio.units import fmt_bytes
+
+STAGE_RAM_SHARE = 0.25  # the staging buffers may take this share of the host's memory at most
+MIN_STAGE = 64 << 20  # auto staging is never smaller than this
+RAM_TIER_SHARE = 0.5  # the RAM tier may take this share of the host's memory at most
+LOG_CAP = 5_000_000  # operations recorded for kvcache.io_trace_log, at most (24 B each)
+
+
+def host_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+
+
+def stage_bytes(s: KvSettings, plan: Plan) -> int:
+    """Bytes of staging per allocation slot: direct mode's chunks in flight, compat's write() size
+    (no bigger than the largest object), the null store's none."""
+    if s.io_mode == "null":
+        return 0
+    if s.io_mode == "direct":
+        return s.direct_chunk * s.direct_qd
+    largest = int(plan.entries["bytes"].max()) if len(plan.entries) else 4096
+    if s.chunk_bytes:
+        largest = min(largest, s.chunk_bytes)
+    largest = (largest + 4095) // 4096 * 4096
+    if s.stage_bytes:
+        return max(4096, min(s.stage_bytes, largest))
+    # auto: room for the largest entry (one write() each, as the reference), within a quarter of the RAM
+    room = int(STAGE_RAM_SHARE * host_memory()) // max(1, s.alloc_slots) // (2 << 20) * (2 << 20)
+    return max(4096, min(largest, max(MIN_STAGE, room)))
+
+
+def check_memory(s: KvSettings, stage: int) -> None:
+    total, mem = s.alloc_slots * stage, host_memory()
+    if mem and total > STAGE_RAM_SHARE * mem:
+        key = "kvcache.direct_chunk / direct_qd" if s.io_mode == "direct" else "kvcache.stage_bytes"
+        raise DlioError(
+            f"kvcache: {s.alloc_slots} allocation slots x {fmt_bytes(stage)} of staging = {fmt_bytes(total)}, over "
+            f"{STAGE_RAM_SHARE:.0%} of this host's {fmt_bytes(mem)}: lower {key} or set "
+            "kvcache.max_concurrent_allocs"
+        )
+
+
+def check_ram_tier(s: KvSettings) -> None:
+    mem = host_memory()
+    if mem and s.cpu_bytes > RAM_TIER_SHARE * mem:
+        raise DlioError(
+            f"kvcache.cpu_bytes = {fmt_bytes(s.cpu_bytes)}: the RAM tier holds its entries in memory, and this "
+            f"host has {fmt_bytes(mem)}; at most {RAM_TIER_SHARE:.0%} of it per rank"
+        )
+
+
+def storage_capacity(s: KvSettings, folder: str) -> Optional[int]:
+    """The storage tier's bytes: as configured, else 95 % of the folder's free space (the
+    reference's default); None (unlimited) for the null store, which holds nothing."""
+    if s.io_mode == "null":
+        return None
+    if s.storage_capacity:
+        return s.storage_capacity
+    return int(shutil.disk_usage(folder).free * 0.95)
+
+
+def check_store(s: KvSettings, folder: str, largest: int) -> None:
+    check_ram_tier(s)
+    if s.io_mode == "null":
+        return
+    why = _core.kv_store_check(s.io_mode, folder, largest, s.direct_chunk, s.direct_qd)
+    if why is not None:
+        raise DlioError(f"kvcache.io_mode = {s.io_mode}: {why}")
+
+
+def check_room(plan: Plan, capacity: Optional[int], folder: str) -> None:
+    """A replayed trace's writes are its own decisions (no eviction): they must fit in the folder."""
+    st = plan.steps
+    forced = ((st["kind"] == _core.KV_WRITE) & (st["tier"] == _core.KV_TIER_STORAGE)) | (st["kind"] == _core.KV_DEMOTE)
+    if capacity is None or not forced.any():
+        return
+    need = int(plan.entries["bytes"][np.unique(st["entry"][forced])].sum())
+    if need > capacity:
+        raise DlioError(
+            f"the trace writes {fmt_bytes(need)} to storage and deletes nothing; {folder} has room for "
+            f"{fmt_bytes(capacity)}: use a larger kvcache.cache_dir or a shorter trace"
+        )
+
+
+def run_trial(
+    s: KvSettings,
+    plan: Plan,
+    folder: str,
+    capacity: Optional[int],
+    on_tick: Optional[Callable[[Any], None]] = None,
+    log: bool = False,
+) -> Tuple[Optional[Dict[str, Any]], Optional[BaseException], Optional[Any]]:
+    """(result, failure, oplog) of one trial in folder (which exists and is empty)."""
+    stage = stage_bytes(s, plan)
+    check_memory(s, stage)
+    m = s.model
+    run = _core.KvRun(
+        plan.reqs,
+        plan.steps,
+        plan.entries,
+        plan.conv_first,
+        plan.conv_reqs,
+        store=s.io_mode,
+        folder=folder,
+        workers=1 if s.io_mode == "null" else s.workers,
+        alloc_slots=s.alloc_slots,
+        duration_s=s.duration_s,
+        bytes_per_token=s.bytes_per_token,
+        decode_batch=s.decode_batch,
+        chunk_bytes=s.chunk_bytes,
+        gen_ns_per_token=s.gen_ns_per_token,
+        cpu_bytes=s.cpu_bytes,
+        storage_bytes=capacity,
+        target_ratio=s.eviction_target,
+        skip_ratio=s.eviction_skip,
+        asap=plan.asap,
+        drain=plan.drain,
+        seed=s.seed,
+        stage_bytes=stage,
+        direct_chunk=s.direct_chunk,
+        direct_qd=s.direct_qd,
+        drop_check=s.drop_check,
+        model=(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes),
+        log_cap=min(LOG_CAP, 64 + plan.nreqs * 64) if log else 0,
+        virtual=s.io_mode == "null",  # decisions only: in virtual time, as fast as the CPU goes
+    )
+    result, failure = execute_partial(run, on_tick)
+    if result is not None:
+        result["stage_bytes"] = stage
+        # null: virtual time, so the trial lasted its duration (the offered load), not the CPU's time
+        result["virtual_s"] = s.duration_s if s.io_mode == "null" else None
+    return result, failure, run.oplog

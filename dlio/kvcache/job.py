@@ -1,0 +1,225 @@
+"""`dlio-fast run` of a kvcache workload (workflow.kvcache), start to end, on every rank.
+
+Each rank (a client, in the rules' words) plans its own requests, uses its own cache folder
+(kvcache.cache_dir/rank_N, emptied of its entries before each trial), and runs the trials; the ranks
+start each trial together. Rank 0 gathers the records and writes the run's files (results.py).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import socket
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from dlio import output
+from dlio.errors import DlioError, DlioRunError
+from dlio.execute import late_signal_note, pending, stop_signals_deferred
+from dlio.host import iso
+from dlio.kvcache import attest, engine, metrics, oplog, results
+from dlio.kvcache.check import OPTIONS
+from dlio.kvcache.models import resolve_model
+from dlio.kvcache.plan import Plan, plan_lines, synthetic_plan
+from dlio.kvcache.settings import KvSettings, settings
+from dlio.kvcache.traces import trace_plan
+from dlio.stats import to_json
+from dlio.storage import backend_for
+from dlio.storage.base import LOCAL
+from dlio.units import fmt_bytes
+
+
+def plan_for(s: KvSettings, rank: int, trial: int) -> Plan:
+    return trace_plan(s) if s.trace else synthetic_plan(s, rank, trial)
+
+
+def rank_folder(s: KvSettings, rank: int) -> str:
+    return os.path.join(s.cache_dir, f"rank_{rank}")
+
+
+def clear_entries(folder: str) -> None:
+    """Remove the entries a run leaves (kv_*.npy): the reference empties its folder the same way."""
+    for p in glob.glob(os.path.join(folder, "kv_*.npy")):
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
+def _trace_path(path: str, rank: int, trial: int, ranks: int, trials: int) -> str:
+    if ranks == 1 and trials == 1:
+        return path
+    base, ext = os.path.splitext(path)
+    return f"{base}.rank{rank}.trial{trial}{ext}"
+
+
+def describe(s: KvSettings, plan: Plan, folder: str, ranks: int) -> List[str]:
+    alloc = s.max_concurrent_allocs or "unlimited"
+    out = [
+        f"kvcache: model {s.model.name} ({s.bytes_per_token:,} B/token), {s.users} users x {ranks} rank(s), "
+        f"{s.workers} workers, {alloc} concurrent allocations, {s.duration_s:g} s x {s.trials} trial(s), seed {s.seed}",
+        f"  tiers: RAM {fmt_bytes(s.cpu_bytes) if s.cpu_bytes else 'none'}, storage "
+        + (fmt_bytes(s.storage_capacity) if s.storage_capacity else "95% of the free space")
+        + f" in {folder}/rank_N; io_mode {s.io_mode}"
+        + (f", chunks of {s.chunk_tokens} tokens" if s.chunk_tokens else ""),
+    ]
+    return out + plan_lines(s, plan)
+
+
+def listing(cfg: Any) -> Dict[str, str]:
+    """`dlio-fast workloads`' columns: no dataset; the users, and KV bytes per token as the sample."""
+    return {
+        "format": "(kv cache)",
+        "files": str(cfg.kvcache.users),
+        "spf": "users",
+        "sample": fmt_bytes(resolve_model(cfg.kvcache).bytes_per_token, ""),
+        "rules": "v3.0 closed (KVCache)" if cfg.workload in OPTIONS else "-",
+    }
+
+
+def run(
+    cfg: Any,
+    comm: Any,
+    echo: Callable[[str], None],
+    warn: Callable[[str], None],
+    progress: Any = None,
+    make_output: Callable[[], str] = lambda: "output",
+    dry_run: bool = False,
+) -> Optional[str]:
+    """The whole run on this rank. Returns the output folder (rank 0) or None; the folder is made
+    (``make_output``) once the plan is checked."""
+    backend = backend_for(cfg)
+    if not backend.has(LOCAL):  # said, not ignored: the tier would silently be a local folder
+        backend.refuse(
+            "storage.storage_type",
+            backend.name,
+            "the KV-cache tier is written and read by the C core's file stores (kvcache.cache_dir); an object "
+            "store has no KV store yet",
+            "run the KV-cache workload on a filesystem: leave storage.storage_type out and set kvcache.cache_dir",
+        )
+    s = settings(cfg)
+    plan0 = plan_for(s, comm.rank, 0)
+    lines = describe(s, plan0, s.cache_dir, comm.size)
+    if dry_run:
+        if comm.rank == 0:
+            for line in [cfg.to_yaml().rstrip(), "---", *lines]:
+                echo(line)
+        return None
+    folder = make_output()
+    cache = rank_folder(s, comm.rank)
+    problem = None
+    try:
+        os.makedirs(cache, exist_ok=True)
+        clear_entries(cache)
+        largest = int(plan0.entries["bytes"].max()) if len(plan0.entries) else 4096
+        engine.check_store(s, cache, largest)
+        engine.check_room(plan0, engine.storage_capacity(s, cache), cache)
+    except DlioError as e:
+        problem = str(e)
+    except OSError as e:
+        problem = f"{cache}: {e.strerror}; choose another kvcache.cache_dir"
+    problems = [p for p in comm.allgather(problem) if p]
+    if problems:
+        raise DlioError(problems[0])
+    for line in lines:
+        echo(line)
+    echo(f"Running dlio-fast [KV cache] with {comm.size} process(es)")
+    started = iso()
+    recs: List[Dict[str, Any]] = []
+    failure: Optional[BaseException] = None
+    with stop_signals_deferred():
+        for trial in range(s.trials):
+            plan = plan0 if trial == 0 else plan_for(s, comm.rank, trial)
+            rec, failure = _trial(s, plan, cache, comm, trial, echo, progress)
+            if rec is not None:
+                recs.append(rec)
+            clear_entries(cache)
+            if failure is not None or pending() is not None:
+                failure = failure or pending()
+                break
+    if failure is None and pending() is not None:
+        warn(late_signal_note())
+    return _finish(cfg, s, comm, folder, lines, recs, failure, started, echo, warn)
+
+
+def status_ticker(s: KvSettings, trial: int, progress: Any) -> Optional[Callable[[Any], None]]:
+    """A status line every progress.status_interval seconds while a trial runs (rank 0)."""
+    every = getattr(progress, "status_interval", 0) if progress is not None else 0
+    if not every:
+        return None
+    t0, last = time.monotonic(), [time.monotonic()]
+
+    def tick(run: Any) -> None:
+        now = time.monotonic()
+        if now - last[0] < every:
+            return
+        last[0] = now
+        p, dt = run.progress(), max(1e-9, now - t0)
+        progress.echo(
+            f"[status] kvcache trial {trial}: {p['requests_done']:,} requests done of {p['queued']:,} queued, storage "
+            f"read {p['storage_read_bytes'] / 2**30 / dt:.2f} GiB/s, write {p['storage_write_bytes'] / 2**30 / dt:.2f} "
+            f"GiB/s, {dt:.0f} s of {s.duration_s:g}",
+            err=True,
+        )
+
+    return tick
+
+
+def _trial(s: KvSettings, plan: Plan, cache: str, comm: Any, trial: int, echo: Callable[[str], None], progress: Any):
+    capacity = engine.storage_capacity(s, cache)
+    comm.barrier()  # the ranks start each trial together (the rules' clients)
+    window = attest.Window(cache)
+    tick = status_ticker(s, trial, progress) if comm.rank == 0 else None
+    result, failure, log = engine.run_trial(s, plan, cache, capacity, tick, log=bool(s.io_trace_log))
+    win = window.end()
+    if result is None:
+        return None, failure
+    if s.io_trace_log and log is not None:
+        t0 = time.time() - (result["end_ns"] - result["start_ns"]) / 1e9
+        ops = oplog.from_log(log, result["oplog_n"], t0)
+        oplog.write_csv(_trace_path(s.io_trace_log, comm.rank, trial, comm.size, s.trials), ops, plan.key_of)
+    result = dict(result, hists={k: to_json(h) for k, h in result["hists"].items()})
+    rec: Dict[str, Any] = {
+        "rank": comm.rank,
+        "host": socket.gethostname(),
+        "trial": trial,
+        "io_mode": s.io_mode,
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "capacity": capacity,
+        "result": result,
+        "window": win,
+    }
+    rec["reference"] = metrics.reference_results(rec, s.seed)
+    rec["exact"] = metrics.exact(rec)
+    c = result["counts"]
+    rec["attestation"] = attest.attest(s.io_mode, win, result["store"], c["storage_write_bytes"] + c["demote_bytes"])
+    x = rec["exact"]
+    echo(
+        f"trial {trial}: {x['requests']:,} requests, storage read {x['storage_read_gibps']:.3f} GiB/s, write "
+        f"{x['storage_write_gibps']:.3f} GiB/s (rank 0)"
+    )
+    return rec, failure
+
+
+def _finish(cfg, s, comm, folder, lines, recs, failure, started, echo, warn) -> Optional[str]:
+    reason = "" if failure is None else str(failure)
+    if failure is not None and comm.size > 1:
+        # Another rank may be gone: no collective from here on; this rank keeps its own files.
+        if recs:
+            output.write_json(os.path.join(folder, f"rank_{comm.rank}-partial.json"), recs)
+        raise failure
+    gathered = comm.gather(recs)
+    if comm.rank == 0:
+        all_recs = [r for rs in gathered for r in rs]
+        hosts = len({r["host"] for r in all_recs}) or 1
+        try:
+            doc = results.write_all(folder, cfg, s, lines, all_recs, failure is None, reason, started, comm.size, hosts)
+        except OSError as e:
+            raise DlioRunError(f"{folder}: results not written ({e.strerror})") from None
+        if all_recs:
+            for line in results.lines(doc):
+                echo(line)
+        echo(f"Saved outputs in {folder}{'' if failure is None else ' (partial: ' + reason + ')'}")
+    if failure is not None:
+        raise failure
+    return folder if comm.rank == 0 else None

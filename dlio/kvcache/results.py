@@ -1,0 +1,198 @@
+"""The files of a kvcache run, written by rank 0 from every rank's records, and its console lines:
+
+  trial_<T>/rank_<N>/kvcache_results_<stamp>.json  the reference's results file of that rank and
+                                                   trial (its --output JSON; the rules' layout 6.3.3.3)
+  summary.json      the rules' aggregation, as mlpstorage's kvcache_run_summary: options[<workload>]
+  dlio-fast.json    schema dlio-fast.kvcache/1: settings, plan, every rank and trial's exact
+                    figures, histograms, counters and attestation, the aggregate and the verdicts
+
+All written atomically; a stopped run's files say "complete": false.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, List, Sequence
+
+from dlio import output
+from dlio.kvcache import attest, metrics
+from dlio.report import verdict
+
+SCHEMA = "dlio-fast.kvcache/1"
+
+
+def verdicts(recs: Sequence[Dict[str, Any]], workers: int) -> List[Dict[str, Any]]:
+    """Is this a storage result? Per trial and host, for the reads and for the writes, by the
+    project's rules (dlio.report.verdict) on the device counters against the bytes that moved."""
+    groups: Dict[tuple, List[Dict[str, Any]]] = {}
+    for r in recs:
+        groups.setdefault((r["trial"], r["host"]), []).append(r)
+    out = []
+    for (trial, host), rs in sorted(groups.items()):
+        for direction in ("read", "write"):
+            app = sum(x["exact"]["storage_read_bytes" if direction == "read" else "storage_write_bytes"] for x in rs)
+            devs = [x["window"]["device"] for x in rs if x["window"].get("device")]
+            dev = max((d[f"{direction}_bytes"] for d in devs), default=None) if devs else None
+            w = rs[0]["window"]
+            c = {
+                "wall_s": max(x["window"]["wall_s"] for x in rs),
+                "app_bytes": app,
+                "app_ops": 0,
+                "direction": direction,
+                "target": w["target"],
+                "device_bytes": dev,
+                "network_bytes": None,
+                "resident_before": None,
+                "cpu_user_s": sum(x["window"]["cpu_user_s"] for x in rs),
+                "cpu_sys_s": sum(x["window"]["cpu_sys_s"] for x in rs),
+                "reader_cpu_s": sum(x["window"]["cpu_user_s"] + x["window"]["cpu_sys_s"] for x in rs),
+                "reader_threads": workers * len(rs),
+                "cores": min(os.cpu_count() or 1, sum(int(x.get("cores") or 1) for x in rs)),
+                "host_cpus": os.cpu_count() or 1,
+                "host_busy_share": None,
+            }
+            if rs[0]["io_mode"] == "null":  # decisions only: nothing to count on a device
+                c["device_bytes"] = None
+                c["target"] = dict(w["target"], kind="none", why="kvcache.io_mode null issues no I/O")
+            out.append({"phase": f"trial {trial} {direction}s", "trial": trial, "host": host, **verdict.classify(c)})
+    return out
+
+
+def run_doc(
+    cfg: Any,
+    s: Any,
+    plan_lines: List[str],
+    recs: Sequence[Dict[str, Any]],
+    complete: bool,
+    reason: str,
+    started: str,
+    ranks: int,
+) -> Dict[str, Any]:
+    agg = metrics.aggregate(recs, s.trials)
+    return {
+        "schema": SCHEMA,
+        "workload": cfg.workload or cfg.model.name,
+        "complete": complete,
+        "reason": reason or None,
+        "started": started,
+        "environment": output.environment(),
+        "settings": {
+            "model": s.model.name,
+            "bytes_per_token": s.bytes_per_token,
+            "users": s.users,
+            "workers": s.workers,
+            "duration_s": s.duration_s,
+            "trials": s.trials,
+            "seed": s.seed,
+            "cpu_bytes": s.cpu_bytes,
+            "max_concurrent_allocs": s.max_concurrent_allocs,
+            "io_mode": s.io_mode,
+            "chunk_tokens": s.chunk_tokens,
+            "cache_dir": os.path.abspath(s.cache_dir),
+            "trace": s.trace,
+            "ranks": ranks,
+        },
+        "plan": plan_lines,
+        "aggregate": agg,
+        "verdicts": verdicts(recs, s.workers),
+        "records": [{k: v for k, v in r.items() if k != "reference"} for r in recs],
+        "config": cfg.to_dict(),
+    }
+
+
+def summary_doc(cfg: Any, recs: Sequence[Dict[str, Any]], s: Any, ranks: int, hosts: int, stamp: str) -> Dict[str, Any]:
+    """mlpstorage's kvcache_run_summary for this one option (rules 6.3.4)."""
+    agg = metrics.aggregate(recs, s.trials)["reference"]
+    name = cfg.workload or cfg.model.name
+    return {
+        "schema_version": "1.0",
+        "run_datetime": stamp,
+        "npernode": max(1, ranks // max(1, hosts)),
+        "host_count": hosts,
+        "total_ranks": ranks,
+        "trials_per_option": s.trials,
+        "options": {name: {"option": name, **agg}},
+        "partial_failure": agg["partial_failure"],
+    }
+
+
+def write_all(
+    folder: str,
+    cfg: Any,
+    s: Any,
+    plan_lines: List[str],
+    recs: Sequence[Dict[str, Any]],
+    complete: bool,
+    reason: str,
+    started: str,
+    ranks: int,
+    hosts: int,
+) -> Dict[str, Any]:
+    stamp = time.strftime("%Y%m%d_%H%M%S")
+    for r in recs:
+        d = os.path.join(folder, f"trial_{r['trial']}", f"rank_{r['rank']}")
+        os.makedirs(d, exist_ok=True)
+        output.write_json(os.path.join(d, f"kvcache_results_{stamp}.json"), r["reference"])
+    doc = run_doc(cfg, s, plan_lines, recs, complete, reason, started, ranks)
+    output.write_json(os.path.join(folder, "summary.json"), summary_doc(cfg, recs, s, ranks, hosts, stamp))
+    output.write_json(os.path.join(folder, "dlio-fast.json"), doc)
+    return doc
+
+
+def _f(x: Any, fmt: str = ".2f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def lines(doc: Dict[str, Any]) -> List[str]:
+    """The end of a run on the console: the rules' figures, dlio-fast's, the verdicts, the attestation."""
+    a, x = doc["aggregate"]["reference"], doc["aggregate"]["exact"]
+    n = doc["settings"]["ranks"]
+    out = [
+        f"KV cache {doc['workload']}: {n} rank(s) x {doc['settings']['users']} users, {a['trial_count']} trial(s), "
+        f"io_mode {doc['settings']['io_mode']}" + ("" if doc["complete"] else f"  [incomplete: {doc['reason']}]"),
+        "  as the rules aggregate the reference's figures (summary.json):",
+        f"    storage read {_f(a['aggregated_read_bandwidth_gbps'])} GiB/s, write "
+        f"{_f(a['aggregated_write_bandwidth_gbps'])} GiB/s (demotions left out, as the reference does)",
+        f"    device P95 read {_f(a['aggregated_device_read_p95_ms'])} ms, write "
+        f"{_f(a['aggregated_device_write_p95_ms'])} ms (max over ranks and trials)",
+        f"    storage throughput {_f(a['aggregated_storage_throughput_tokens_per_sec'], ',.1f')} tokens/s (tokens / "
+        f"sum of request storage time), wall-clock {_f(a['aggregated_avg_throughput_tokens_per_sec'], ',.1f')}",
+        "  dlio-fast (bytes that moved over the wall-clock window; dlio-fast.json):",
+        f"    storage read {_f(x['storage_read_gibps'])} GiB/s, write {_f(x['storage_write_gibps'])} GiB/s, of which "
+        f"demotions {_f(x['demotion_gibps'])} GiB/s ({x['demotion_writes']} writes)",
+        f"    device read P95 {_f(x['device_read_p95_ms_pooled'])} P99 {_f(x['device_read_p99_ms_pooled'])} ms, "
+        f"write P95 {_f(x['device_write_p95_ms_pooled'])} P99 {_f(x['device_write_p99_ms_pooled'])} ms (pooled)",
+        f"    tokens/s {_f(x['tokens_per_s_wall'], ',.1f')} wall-clock, {_f(x['tokens_per_s_storage'], ',.1f')} as "
+        f"the reference counts; {x['requests']:,} requests",
+    ]
+    recs = doc["records"]
+    if recs:
+        lk = sum(r["result"]["counts"]["hits"] + r["result"]["counts"]["misses"] for r in recs)
+        st = sum(r["result"]["counts"]["storage_reads"] for r in recs)
+        hits = sum(r["result"]["counts"]["hits"] for r in recs)
+        if lk:
+            out.append(
+                f"    hit rate {hits / lk:.1%} (RAM tier {(hits - st) / lk:.1%}, storage {st / lk:.1%}) of "
+                f"{lk:,} lookups"
+            )
+    split = sum(r["result"]["store"]["split_writes"] for r in recs)
+    if split:
+        writes = sum(r["result"]["counts"]["storage_writes"] + r["result"]["counts"]["demotions"] for r in recs)
+        stage = max(r["result"].get("stage_bytes") or 0 for r in recs)
+        out.append(
+            f"    note: {split:,} of {writes:,} storage writes were larger than the {stage / 2**20:.0f} MiB staging "
+            "buffer and went out in pieces (the reference: one write() per entry; kvcache.stage_bytes)"
+        )
+    out += verdict.run_lines(doc["verdicts"])
+    seen = set()
+    for r in recs:
+        a_ = r.get("attestation")
+        if not a_:
+            continue
+        key = (tuple(a_["problems"]), a_["fsync_reached_kernel"], a_["fadvise_reached_kernel"])
+        if key in seen:
+            continue
+        seen.add(key)
+        out += attest.lines(a_, f" (trial {r['trial']}, rank {r['rank']})")
+    return out

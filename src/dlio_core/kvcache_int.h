@@ -1,0 +1,95 @@
+/* Private to the KV-cache engine (kvcache_run.c, kvcache_cache.c): the run's shared state. */
+#ifndef DLIO_CORE_KVCACHE_INT_H
+#define DLIO_CORE_KVCACHE_INT_H
+#include <pthread.h>
+#include <stdint.h>
+
+#include "dlio_core/kvcache.h"
+
+#define KV_NIL UINT32_MAX
+#define KV_HUGE_PAGE                                                                               \
+	(2u << 20) /* buffers that O_DIRECT moves: THP-aligned (bufpool.c does the same) */
+
+/* Which of the reference's hit counters a read adds to (its cache_type). */
+enum kv_ctype { KV_CT_USER = 0, KV_CT_SYSTEM = 1, KV_CT_MULTI_TURN = 2 };
+
+struct kv_entry {
+	pthread_mutex_t lock; /* held across a read, a demotion or a delete of the entry: the
+			       * reference's entry lock */
+	void *ram;            /* the RAM tier's copy */
+	uint64_t last;        /* last access (ns): the LRU order */
+	uint32_t prev, next;  /* its tier's LRU list, oldest first */
+	uint8_t loc;          /* enum dc_kv_tier */
+	uint8_t listed;       /* on its tier's list (an evictor takes it off first) */
+	uint8_t writing;      /* a write of it is under way */
+	uint8_t pad;
+};
+
+struct kv_tier {
+	uint64_t cap;   /* capacity in bytes */
+	uint64_t used;  /* reserved bytes: the reference's *_memory_used */
+	uint64_t held;  /* bytes of the entries in it */
+	uint64_t count; /* entries in it */
+	uint32_t head, tail;
+	int last;      /* the bottom tier: evicting deletes */
+	int unlimited; /* storage without a capacity: only counted */
+};
+
+struct kv_run {
+	const struct dc_kv_config *cfg;
+	struct dc_kv_result *res;
+	struct kv_entry *e;
+	struct kv_tier tier[3]; /* [DC_KV_CPU], [DC_KV_STORAGE] */
+	int ram_noop;           /* null store: the RAM tier is counted, not held */
+	pthread_mutex_t tier_lock;
+	pthread_cond_t written; /* an entry became cached (trace-replay reads wait for it) */
+	pthread_mutex_t stats_lock;
+	/* the request queues, one FIFO per priority (intrusive lists over the request index) */
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	uint32_t *qnext;
+	uint32_t qhead[4], qtail[4];
+	uint64_t qlen;
+	unsigned active;    /* workers inside a request */
+	int dispatched;     /* every request is queued */
+	int stopping;       /* no new request starts */
+	uint32_t *conv_enq; /* turns of each conversation enqueued so far */
+	/* allocation slots: the reference's max_concurrent_allocs semaphore, each with its staging */
+	pthread_mutex_t slot_lock;
+	pthread_cond_t slot_cond;
+	unsigned *free_slots;
+	unsigned nfree;
+	unsigned char *stage; /* alloc_slots x stage_len bytes */
+	uint64_t stage_len;
+	struct dc_kv_store *store;
+	uint64_t start_ns;
+	int err; /* first error (also in res) */
+};
+
+struct kv_worker {
+	struct kv_run *r;
+	unsigned id;
+	struct dc_kv_worker *sw;
+	pthread_t th;
+	int started;
+	uint64_t arrival_ns; /* the request it runs: the time of its operations in virtual time */
+	unsigned char *scratch; /* where its RAM-tier reads copy to */
+};
+
+/* kvcache_run.c */
+void kv_fail(struct kv_run *r, int err, uint64_t entry, const char *what);
+void kv_log(struct kv_worker *w, uint32_t entry, uint64_t bytes, int op, int tier, int phase);
+
+/* kvcache_cache.c: the tiers. Each returns 1/0 (hit or done / miss or nothing to do) and adds the
+ * storage latency the reference counts to *lat; an I/O error stops the run (kv_fail). */
+int kv_cache_init(struct kv_run *r);
+void kv_cache_free(struct kv_run *r);
+int kv_access(struct kv_worker *w, uint32_t ent, int ctype, uint64_t *lat);
+int kv_allocate(struct kv_worker *w, uint32_t ent, int tier, int prefill, uint64_t *lat);
+int kv_demote_forced(struct kv_worker *w, uint32_t ent);
+int kv_is_cached(struct kv_run *r, uint32_t ent);
+int kv_worker_scratch(struct kv_worker *w);
+/* trace replay: wait until the entry is cached (or the run stops). */
+void kv_wait_written(struct kv_run *r, uint32_t ent);
+
+#endif

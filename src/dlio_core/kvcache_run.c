@@ -1,0 +1,531 @@
+/* dc_kv_run: the KV-cache request engine (see kvcache.h). The calling thread is the dispatcher:
+ * it queues each request at its arrival time, open loop, into one FIFO per priority; `workers`
+ * threads take the highest priority first and run the request's steps (kvcache_cache.c does the
+ * tiers). Everything is allocated before the start gate; a request allocates only the RAM tier's
+ * copy of an entry, as the reference does.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "core_int.h"
+#include "dlio_core/fill.h"
+#include "dlio_core/timer.h"
+#include "kvcache_int.h"
+
+#define KV_POLL_NS (20 * 1000 * 1000ull) /* the dispatcher looks at the stop flag this often */
+#define KV_STACK   (256u << 10)          /* worker stacks: they recurse only 10 deep */
+#define KV_NPRIO   4                     /* queues 1..3 */
+
+void kv_fail(struct kv_run *r, int err, uint64_t entry, const char *what)
+{
+	pthread_mutex_lock(&r->qlock);
+	if (!r->err) {
+		r->err = err ? err : EIO;
+		r->res->err = r->err;
+		r->res->err_entry = entry;
+		snprintf(r->res->err_what, sizeof(r->res->err_what), "%s", what);
+	}
+	r->stopping = 1;
+	pthread_cond_broadcast(&r->qcond);
+	pthread_mutex_unlock(&r->qlock);
+}
+
+void kv_log(struct kv_worker *w, uint32_t entry, uint64_t bytes, int op, int tier, int phase)
+{
+	struct kv_run *r = w->r;
+	struct dc_kv_log *l = r->cfg->log;
+	uint64_t i;
+
+	if (!l)
+		return;
+	i = __atomic_fetch_add(&l->n, 1, __ATOMIC_RELAXED);
+	if (i < l->cap) {
+		struct dc_kv_logrec *x = &l->rec[i];
+
+		x->t_ns = r->cfg->flags & DC_KV_VIRTUAL ? w->arrival_ns : dc_now_ns() - r->start_ns;
+		x->bytes = bytes;
+		x->entry = entry;
+		x->op = (uint8_t)op;
+		x->tier = (uint8_t)tier;
+		x->phase = (uint8_t)phase;
+	}
+}
+
+/* ---- one request ---- */
+
+static uint32_t own_entry(const struct kv_run *r, uint32_t req)
+{
+	return r->cfg->steps[r->cfg->reqs[req].first_step].entry;
+}
+
+/* The reference's request (benchmark.py process_requests): probe, earlier turns, prefill, decode. */
+static void run_synth(struct kv_worker *w, const struct dc_kv_req *q, uint32_t own, uint64_t *lat)
+{
+	struct kv_run *r = w->r;
+	const struct dc_kv_config *cfg = r->cfg;
+	int ctype = q->flags & DC_KV_PROBE ? KV_CT_SYSTEM : KV_CT_USER;
+
+	if (q->flags & DC_KV_PROBE) { /* its key is never written: a miss, no I/O */
+		pthread_mutex_lock(&r->stats_lock);
+		r->res->count[DC_KV_C_MISSES]++;
+		r->res->count[DC_KV_C_PROBES]++;
+		pthread_mutex_unlock(&r->stats_lock);
+	}
+	if (q->turn > 0 && q->conv < cfg->nconv) {
+		uint32_t first = cfg->conv_first[q->conv], n = cfg->conv_first[q->conv + 1] - first;
+		uint32_t enq = __atomic_load_n(&r->conv_enq[q->conv], __ATOMIC_ACQUIRE);
+
+		if (cfg->flags & DC_KV_VIRTUAL) /* each request done before the next arrives */
+			enq = q->turn + 1;
+
+		/* Every turn enqueued so far but this one: later turns not yet written miss. */
+		for (uint32_t j = 0; j < enq && j < n && !r->err; j++) {
+			int hit;
+
+			if (j == q->turn)
+				continue;
+			hit = kv_access(w, own_entry(r, cfg->conv_reqs[first + j]),
+					KV_CT_MULTI_TURN, lat);
+			pthread_mutex_lock(&r->stats_lock);
+			r->res->count[hit > 0 ? DC_KV_C_MT_HITS : DC_KV_C_MT_MISSES]++;
+			pthread_mutex_unlock(&r->stats_lock);
+		}
+	}
+	if (r->err || kv_allocate(w, own, DC_KV_NONE, 1, lat) < 0)
+		return;
+	if (q->flags & DC_KV_PREFILL_ONLY)
+		return;
+	if (kv_access(w, own, ctype, lat) == 0) { /* evicted already: written again, no decode */
+		kv_allocate(w, own, DC_KV_NONE, 1, lat);
+		return;
+	}
+	{
+		uint32_t b = cfg->decode_batch ? cfg->decode_batch : 32;
+		uint32_t reads = (q->gen + b - 1) / b;
+
+		for (uint32_t k = 0; k < (reads ? reads : 1) && !r->err; k++)
+			kv_access(w, own, ctype, lat);
+	}
+}
+
+static void run_step(struct kv_worker *w, const struct dc_kv_req *q, const struct dc_kv_step *s,
+		     uint64_t *lat)
+{
+	struct kv_run *r = w->r;
+
+	switch (s->kind) {
+	case DC_KV_SYNTH:
+		run_synth(w, q, s->entry, lat);
+		break;
+	case DC_KV_READ:
+		if (r->cfg->entries[s->entry].flags & DC_KV_WRITTEN_LATER &&
+		    !kv_is_cached(r, s->entry)) {
+			pthread_mutex_lock(&r->stats_lock);
+			r->res->count[DC_KV_C_WAITS]++;
+			pthread_mutex_unlock(&r->stats_lock);
+		}
+		if (r->cfg->entries[s->entry].flags & DC_KV_WRITTEN_LATER)
+			kv_wait_written(r, s->entry);
+		kv_access(w, s->entry, KV_CT_USER, lat);
+		break;
+	case DC_KV_WRITE:
+		kv_allocate(w, s->entry, s->tier, 1, lat);
+		break;
+	case DC_KV_READ_OR_WRITE:
+		if (!kv_is_cached(r, s->entry) || kv_access(w, s->entry, KV_CT_USER, lat) == 0)
+			kv_allocate(w, s->entry, DC_KV_NONE, 1, lat);
+		break;
+	case DC_KV_DEMOTE:
+		kv_demote_forced(w, s->entry);
+		break;
+	}
+}
+
+static void run_request(struct kv_worker *w, uint32_t i, uint64_t t_enq)
+{
+	struct kv_run *r = w->r;
+	const struct dc_kv_config *cfg = r->cfg;
+	const struct dc_kv_req *q = &cfg->reqs[i];
+	uint64_t lat = 0, gen_ns = (uint64_t)q->gen * cfg->gen_ns_per_token, done;
+	int h = q->prio >= 3   ? DC_KV_H_E2E_INTERACTIVE
+		: q->prio == 2 ? DC_KV_H_E2E_RESPONSIVE
+			       : DC_KV_H_E2E_BATCH;
+
+	w->arrival_ns = q->arrival_ns;
+	for (uint32_t k = 0; k < q->nsteps && !r->err; k++)
+		run_step(w, q, &cfg->steps[q->first_step + k], &lat);
+	if (r->err)
+		return;
+	if (gen_ns) { /* the emulated token generation (generation_mode fast / realistic) */
+		struct timespec ts = { (time_t)(gen_ns / 1000000000ull),
+				       (long)(gen_ns % 1000000000ull) };
+
+		nanosleep(&ts, NULL);
+	}
+	done = dc_now_ns();
+	pthread_mutex_lock(&r->stats_lock);
+	r->res->count[DC_KV_C_REQUESTS]++;
+	r->res->count[DC_KV_C_TOKENS] += q->gen;
+	r->res->count[DC_KV_C_STORAGE_NS] += lat;
+	dc_hist_add_inline(&r->res->hist[DC_KV_H_REQ_STORAGE], lat);
+	dc_hist_add_inline(&r->res->hist[h], done - t_enq);
+	dc_hist_add_inline(&r->res->hist[DC_KV_H_GENERATION], gen_ns);
+	pthread_mutex_unlock(&r->stats_lock);
+	if (cfg->progress)
+		__atomic_fetch_add(&cfg->progress->requests_done, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- the queues ---- */
+
+static void q_push(struct kv_run *r, uint32_t i)
+{
+	unsigned p = r->cfg->flags & DC_KV_VIRTUAL ? 1 : r->cfg->reqs[i].prio;
+
+	p = p < 1 ? 1 : p > 3 ? 3 : p;
+	r->qnext[i] = KV_NIL;
+	if (r->qtail[p] == KV_NIL)
+		r->qhead[p] = i;
+	else
+		r->qnext[r->qtail[p]] = i;
+	r->qtail[p] = i;
+	r->qlen++;
+}
+
+static uint32_t q_pop(struct kv_run *r)
+{
+	for (unsigned p = 3; p >= 1; p--) {
+		uint32_t i = r->qhead[p];
+
+		if (i == KV_NIL)
+			continue;
+		r->qhead[p] = r->qnext[i];
+		if (r->qhead[p] == KV_NIL)
+			r->qtail[p] = KV_NIL;
+		r->qlen--;
+		return i;
+	}
+	return KV_NIL;
+}
+
+/* The start gate: workers open their store state, say they are ready, and wait for go. */
+struct kv_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned ready;
+	int go;
+};
+
+struct kv_worker_arg {
+	struct kv_worker *w;
+	uint64_t *t_enq; /* when each request was queued: written before the push, read after the
+			  * pop, both under qlock */
+	struct kv_gate *gate;
+};
+
+static void *worker_main(void *arg)
+{
+	struct kv_worker_arg *a = arg;
+	struct kv_worker *w = a->w;
+	struct kv_run *r = w->r;
+	int ret = r->cfg->store->worker_open(r->store, w->id, &w->sw);
+
+	if (ret < 0)
+		kv_fail(r, -ret, UINT64_MAX, "store worker");
+	else if (kv_worker_scratch(w) < 0)
+		kv_fail(r, ENOMEM, UINT64_MAX, "memory");
+	pthread_mutex_lock(&a->gate->lock);
+	a->gate->ready++;
+	pthread_cond_broadcast(&a->gate->cond);
+	while (!a->gate->go)
+		pthread_cond_wait(&a->gate->cond, &a->gate->lock);
+	pthread_mutex_unlock(&a->gate->lock);
+	for (;;) {
+		uint32_t i;
+		uint64_t t;
+
+		pthread_mutex_lock(&r->qlock);
+		while (!r->stopping && !r->qlen && !r->dispatched)
+			pthread_cond_wait(&r->qcond, &r->qlock);
+		if (r->stopping || !r->qlen) {
+			pthread_mutex_unlock(&r->qlock);
+			break;
+		}
+		i = q_pop(r);
+		t = a->t_enq[i];
+		r->active++;
+		pthread_mutex_unlock(&r->qlock);
+		if (*r->cfg->stop) { /* dequeued after the stop: not started, as in the reference */
+			pthread_mutex_lock(&r->stats_lock);
+			r->res->count[DC_KV_C_REQUESTS_DROPPED]++;
+			pthread_mutex_unlock(&r->stats_lock);
+		} else {
+			run_request(w, i, t);
+		}
+		pthread_mutex_lock(&r->qlock);
+		r->active--;
+		if (!r->active && !r->qlen)
+			pthread_cond_broadcast(&r->qcond);
+		pthread_mutex_unlock(&r->qlock);
+	}
+	if (w->sw)
+		r->cfg->store->worker_close(w->sw);
+	free(w->scratch);
+	return NULL;
+}
+
+/* Sleep until the absolute time t (CLOCK_MONOTONIC ns), at most KV_POLL_NS. */
+static void sleep_until(uint64_t t)
+{
+	uint64_t now = dc_now_ns();
+	struct timespec ts;
+
+	if (t > now + KV_POLL_NS)
+		t = now + KV_POLL_NS;
+	ts.tv_sec = (time_t)(t / 1000000000ull);
+	ts.tv_nsec = (long)(t % 1000000000ull);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+static void set_stopping(struct kv_run *r)
+{
+	pthread_mutex_lock(&r->qlock);
+	if (!r->stopping) {
+		r->stopping = 1;
+		r->res->stop_ns = dc_now_ns();
+	}
+	pthread_cond_broadcast(&r->qcond);
+	pthread_mutex_unlock(&r->qlock);
+}
+
+/* The open-loop arrivals, then the wait for the deadline (or for the last request, DRAIN). */
+static void dispatch(struct kv_run *r, uint64_t *t_enq)
+{
+	const struct dc_kv_config *cfg = r->cfg;
+	uint64_t t0 = r->start_ns;
+	uint64_t deadline = cfg->duration_ns ? t0 + cfg->duration_ns : UINT64_MAX;
+	int asap = !!(cfg->flags & (DC_KV_ASAP | DC_KV_VIRTUAL));
+
+	for (uint64_t i = 0; i < cfg->nreqs; i++) {
+		uint64_t due = asap ? t0 : t0 + cfg->reqs[i].arrival_ns, now;
+
+		while ((now = dc_now_ns()) < due && now < deadline && !*cfg->stop && !r->stopping)
+			sleep_until(due < deadline ? due : deadline);
+		if ((now >= deadline && !(cfg->flags & DC_KV_VIRTUAL)) || *cfg->stop || r->stopping)
+			break;
+		pthread_mutex_lock(&r->qlock);
+		t_enq[i] = dc_now_ns();
+		if (cfg->steps[cfg->reqs[i].first_step].kind == DC_KV_SYNTH &&
+		    cfg->reqs[i].conv <
+			    cfg->nconv) /* the reference adds the turn when it enqueues */
+			__atomic_fetch_add(&r->conv_enq[cfg->reqs[i].conv], 1, __ATOMIC_RELEASE);
+		q_push(r, (uint32_t)i);
+		r->res->enqueued++;
+		pthread_cond_signal(&r->qcond);
+		pthread_mutex_unlock(&r->qlock);
+		if (cfg->progress)
+			__atomic_store_n(&cfg->progress->queued, r->res->enqueued,
+					 __ATOMIC_RELAXED);
+	}
+	pthread_mutex_lock(&r->qlock);
+	r->dispatched = 1;
+	pthread_cond_broadcast(&r->qcond);
+	pthread_mutex_unlock(&r->qlock);
+	for (;;) {
+		uint64_t now = dc_now_ns();
+		int idle;
+
+		pthread_mutex_lock(&r->qlock);
+		idle = !r->qlen && !r->active;
+		pthread_mutex_unlock(&r->qlock);
+		if ((now >= deadline && !(cfg->flags & DC_KV_VIRTUAL)) || *cfg->stop ||
+		    r->stopping ||
+		    ((cfg->flags & (DC_KV_DRAIN | DC_KV_VIRTUAL) || deadline == UINT64_MAX) &&
+		     idle))
+			break;
+		sleep_until(deadline);
+	}
+	set_stopping(r);
+}
+
+/* ---- setup and teardown ---- */
+
+static int check_config(const struct dc_kv_config *cfg)
+{
+	if (!cfg->reqs && cfg->nreqs)
+		return -EINVAL;
+	if (!cfg->workers || !cfg->alloc_slots || !cfg->store || !cfg->stop || !cfg->store_cfg)
+		return -EINVAL;
+	if (cfg->nentries >= KV_NIL || cfg->nreqs >= KV_NIL)
+		return -E2BIG;
+	for (uint64_t i = 0; i < cfg->nreqs; i++) {
+		const struct dc_kv_req *q = &cfg->reqs[i];
+
+		if (!q->nsteps || (uint64_t)q->first_step + q->nsteps > cfg->nsteps)
+			return -EINVAL;
+		if (i && q->arrival_ns < cfg->reqs[i - 1].arrival_ns)
+			return -EINVAL; /* the dispatcher walks them in arrival order */
+	}
+	for (uint64_t i = 0; i < cfg->nsteps; i++)
+		if (cfg->steps[i].entry >= cfg->nentries || cfg->steps[i].kind > DC_KV_DEMOTE ||
+		    cfg->steps[i].tier > DC_KV_STORAGE)
+			return -EINVAL;
+	for (uint32_t c = 0; c < cfg->nconv; c++)
+		if (cfg->conv_first[c + 1] < cfg->conv_first[c] ||
+		    cfg->conv_first[c + 1] > cfg->nreqs)
+			return -EINVAL;
+	for (uint64_t i = 0; cfg->nconv && i < cfg->conv_first[cfg->nconv]; i++)
+		if (cfg->conv_reqs[i] >= cfg->nreqs)
+			return -EINVAL;
+	if (cfg->store != &dc_kv_store_null && cfg->stage_bytes < 4096)
+		return -EINVAL;
+	return 0;
+}
+
+static int setup(struct kv_run *r)
+{
+	const struct dc_kv_config *cfg = r->cfg;
+	int ret = kv_cache_init(r);
+
+	if (ret < 0)
+		return ret;
+	pthread_mutex_init(&r->qlock, NULL);
+	pthread_cond_init(&r->qcond, NULL);
+	pthread_mutex_init(&r->stats_lock, NULL);
+	pthread_mutex_init(&r->slot_lock, NULL);
+	pthread_cond_init(&r->slot_cond, NULL);
+	for (int p = 0; p < KV_NPRIO; p++)
+		r->qhead[p] = r->qtail[p] = KV_NIL;
+	r->qnext = malloc((cfg->nreqs ? cfg->nreqs : 1) * sizeof(*r->qnext));
+	r->conv_enq = calloc(cfg->nconv ? cfg->nconv : 1, sizeof(*r->conv_enq));
+	r->free_slots = malloc(cfg->alloc_slots * sizeof(*r->free_slots));
+	if (!r->qnext || !r->conv_enq || !r->free_slots)
+		return -ENOMEM;
+	for (unsigned s = 0; s < cfg->alloc_slots; s++)
+		r->free_slots[r->nfree++] = cfg->alloc_slots - 1 - s;
+	r->stage_len = cfg->stage_bytes;
+	if (r->stage_len) {
+		size_t len = cfg->alloc_slots * r->stage_len;
+
+		/* Random bytes, one region per slot: a write stamps each 4 KiB block of its pieces.
+		 * Huge pages where THP is in madvise mode, as bufpool.c's: an O_DIRECT transfer from
+		 * 4 KiB pages is split into more device requests (max_segments), and a copy into the
+		 * page cache takes more TLB misses. */
+		if (posix_memalign((void **)&r->stage, KV_HUGE_PAGE, len))
+			return -ENOMEM;
+#ifdef MADV_HUGEPAGE
+		(void)madvise(r->stage, len, MADV_HUGEPAGE); /* a hint: failure is fine */
+#endif
+		for (unsigned s = 0; s < cfg->alloc_slots; s++)
+			dc_fill_random(r->stage + (uint64_t)s * r->stage_len, r->stage_len,
+				       cfg->seed * 0x9e3779b97f4a7c15ull + s);
+	}
+	for (int i = 0; i < DC_KV_NHIST; i++)
+		dc_hist_init(&r->res->hist[i]);
+	return 0;
+}
+
+static void teardown(struct kv_run *r)
+{
+	kv_cache_free(r);
+	free(r->qnext);
+	free(r->conv_enq);
+	free(r->free_slots);
+	free(r->stage);
+	pthread_mutex_destroy(&r->qlock);
+	pthread_cond_destroy(&r->qcond);
+	pthread_mutex_destroy(&r->stats_lock);
+	pthread_mutex_destroy(&r->slot_lock);
+	pthread_cond_destroy(&r->slot_cond);
+}
+
+int dc_kv_run(const struct dc_kv_config *cfg, struct dc_kv_result *res)
+{
+	struct kv_run r;
+	struct kv_worker *ws = NULL;
+	struct kv_worker_arg *args = NULL;
+	uint64_t *t_enq = NULL;
+	struct kv_gate gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+	pthread_attr_t attr;
+	unsigned started = 0;
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	ret = check_config(cfg);
+	if (ret < 0)
+		return ret;
+	memset(&r, 0, sizeof(r));
+	r.cfg = cfg;
+	r.res = res;
+	ret = setup(&r);
+	if (ret == 0)
+		ret = cfg->store->open(&r.store, cfg->store_cfg, res->why, sizeof(res->why));
+	t_enq = calloc(cfg->nreqs ? cfg->nreqs : 1, sizeof(*t_enq));
+	ws = calloc(cfg->workers, sizeof(*ws));
+	args = calloc(cfg->workers, sizeof(*args));
+	if (ret == 0 && (!t_enq || !ws || !args))
+		ret = -ENOMEM;
+	if (ret < 0) {
+		if (r.store)
+			cfg->store->close(r.store, &res->store);
+		goto out;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, KV_STACK);
+	for (unsigned i = 0; i < cfg->workers; i++) {
+		ws[i].r = &r;
+		ws[i].id = i;
+		args[i].w = &ws[i];
+		args[i].t_enq = t_enq;
+		args[i].gate = &gate;
+		if (pthread_create(&ws[i].th, &attr, worker_main, &args[i]) != 0) {
+			kv_fail(&r, EAGAIN, UINT64_MAX, "thread");
+			break;
+		}
+		ws[i].started = 1;
+		started++;
+	}
+	pthread_attr_destroy(&attr);
+	pthread_mutex_lock(&gate.lock);
+	while (gate.ready < started)
+		pthread_cond_wait(&gate.cond, &gate.lock);
+	r.start_ns = res->start_ns = dc_now_ns();
+	gate.go = 1;
+	pthread_cond_broadcast(&gate.cond);
+	pthread_mutex_unlock(&gate.lock);
+	if (!r.err)
+		dispatch(&r, t_enq);
+	set_stopping(&r);
+	for (unsigned i = 0; i < cfg->workers; i++)
+		if (ws[i].started)
+			pthread_join(ws[i].th, NULL);
+	res->end_ns = dc_now_ns();
+	cfg->store->close(r.store, &res->store);
+	res->cpu_entries = r.tier[DC_KV_CPU].count;
+	res->storage_entries = r.tier[DC_KV_STORAGE].count;
+	res->cpu_used = r.tier[DC_KV_CPU].used;
+	res->storage_used = r.tier[DC_KV_STORAGE].used;
+	ret = r.err ? -r.err : 0;
+out:
+	free(args);
+	free(ws);
+	free(t_enq);
+	teardown(&r);
+	return ret;
+}
+
+int dc_kv_store_check(const struct dc_kv_store_ops *ops, const struct dc_kv_store_cfg *cfg,
+		      char *why, size_t whylen)
+{
+	struct dc_kv_store *s = NULL;
+	struct dc_kv_store_stats st;
+	int ret = ops->open(&s, cfg, why, whylen);
+
+	if (ret == 0)
+		ops->close(s, &st);
+	return ret;
+}
