@@ -79,16 +79,23 @@ def _epochs(dv: DataView) -> Inferred:
     return Inferred(e, 0.3, "range reads: bytes read / dataset size (low confidence)")
 
 
-def _readers(dv: DataView, root_pid: int):
-    """(reader keys, the trainer's key or -1, read threads at once): the job's own main thread is
-    the trainer; a worker process's main thread (a DataLoader worker) is a reader."""
+def _readers(dv: DataView, tr: Trace):
+    """(reader keys, which of them is a trainer, read threads at once). A process's main thread
+    is a trainer unless the process was forked by a traced one (a DataLoader worker, whose main
+    thread reads for the trainer); without that record (traces other than the interposer's) only
+    the first process to do I/O counts as the job's own."""
     u = dv.units
     uk, inv = np.unique(u["key"], return_inverse=True)
     first = np.full(len(uk), np.iinfo(np.int64).max)
     last = np.zeros(len(uk), np.int64)
     np.minimum.at(first, inv, u["start"])
     np.maximum.at(last, inv, u["end"])
-    main = ((uk >> 32) == (uk & 0xFFFFFFFF)) & ((uk >> 32) == root_pid)
+    pid = uk >> 32
+    main = pid == (uk & 0xFFFFFFFF)
+    if tr.forked is not None:
+        main &= ~np.isin(pid, tr.forked)
+    if tr.forked is None or main.sum() > 1:  # one trainer: the first process to do I/O
+        main &= pid == (int(tr.events["pid"][0]) if len(tr.events) else -1)
     n = signals.max_overlap(first[~main], last[~main])
     return uk, main, n
 
@@ -117,11 +124,11 @@ def _shape(st: Dict, sync: bool) -> Inferred:
     )
 
 
-def _structure(dv: DataView, root_pid: int) -> Dict[str, Inferred]:
+def _structure(dv: DataView, tr: Trace) -> Dict[str, Inferred]:
     """Batch, steps, compute per step, the readers' own time per sample, readers, prefetch."""
     out = {}
     st = steps.find_steps(dv.units, dv.epoch)
-    uk, main, n = _readers(dv, root_pid)
+    uk, main, n = _readers(dv, tr)
     sync = bool(len(uk) == 1 and main[0])
     out["loader"] = _shape(st, sync)
     what = "files" if dv.whole else "reads"
@@ -296,8 +303,7 @@ def infer(tr: Trace) -> Dict[str, Inferred]:
     out.update(access(dv))
     out["passes"] = Inferred(dv.passes(), 1.0, "bytes visited per file / one pass's bytes")
     out["epochs"] = _epochs(dv)
-    root = int(tr.events["pid"][0]) if len(tr.events) else -1  # the first process to do I/O
-    out.update(_structure(dv, root))
+    out.update(_structure(dv, tr))
     out["pass_pauses"] = _pauses(dv)
     if dv.whole:
         rec, sd, conf, why = record_length(fmt or "", dv.sizes)

@@ -96,6 +96,22 @@ def test_np_load_of_a_small_npz_is_one_pass_not_two(tmp_path):
     assert re.search(r"^  epochs +3 ", report, re.M), report
 
 
+def test_a_loop_without_readers_behind_a_shell_that_reads_first(tmp_path):
+    """The trainer is a process's main thread that no traced process forked, not merely the first
+    process to do I/O: here a shell's `cat` reads before the job starts."""
+    d = tmp_path / "d"
+    d.mkdir()
+    for i in range(24):
+        np.savez(d / f"s{i:02d}.npz", x=np.zeros((128, 128), np.uint8))
+    job = f"{sys.executable} {JOB} --shape sync --data {d} --batch 4 --epochs 2 --compute 0.03"
+    out = tmp_path / "prof"
+    _run(["profile", "-o", str(out), "--", "sh", "-c", f"cat /etc/hostname > /dev/null; {job}"], tmp_path)
+    wl = yaml.safe_load((out / "workload.yaml").read_text())
+    report = (out / "report.txt").read_text()
+    assert wl["reader"]["read_threads"] == 0 and wl["reader"]["batch_size"] == 4, report
+    assert re.search(r"^  loader +synchronous ", report, re.M), report
+
+
 def test_random_ranges_are_not_whole_files(tmp_path):
     big = tmp_path / "big.bin"
     big.write_bytes(np.random.default_rng(0).integers(0, 255, 16 << 20, dtype=np.uint8).tobytes())
