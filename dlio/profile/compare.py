@@ -59,6 +59,15 @@ BYTES_RANGE = (0.90, 1.10)
 DURATION_RANGE = (0.80, 1.25)
 
 
+def ks_limit(name: str, n: int, m: int, weighted: bool = False) -> float:
+    """The bound of a KS figure: its own, or for unweighted samples the distance two samples of
+    n and m values from one distribution stay within 99 % of the time, whichever is larger."""
+    lim = KS_LIMITS[name][1]
+    if weighted or not n or not m:
+        return lim
+    return round(max(lim, KS_C01 * float(np.sqrt((n + m) / (n * m)))), 3)
+
+
 def _orders(dv: DataView, tr: Trace):
     """(rank correlation with the sorted paths, between consecutive passes (nan: one pass))."""
     if not dv.whole:
@@ -76,9 +85,8 @@ def compare(orig: Trace, replay: Trace) -> List[Dict]:
     rows = []
 
     def ks(name, xa, xb, wa=None, wb=None, unit=1.0, fmt="{:.3g}"):
-        tol, lim = KS_LIMITS[name]
-        if wa is None and len(xa) and len(xb):  # no tighter than the samples can tell
-            lim = round(max(lim, KS_C01 * np.sqrt((len(xa) + len(xb)) / (len(xa) * len(xb)))), 3)
+        tol = KS_LIMITS[name][0]
+        lim = ks_limit(name, len(xa), len(xb), weighted=wa is not None)
         d = signals.ks_distance(xa, xb, wa, wb, rel_tol=tol)
         med = lambda x: fmt.format(np.median(x) / unit) if len(x) else "-"  # noqa: E731
         rows.append(

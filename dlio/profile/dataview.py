@@ -109,12 +109,9 @@ def data_view(tr: Trace) -> DataView:
     walks = seq_frac >= 0.5 or big_read >= 0.5
     whole = bool(walks and (np.median(frac) >= 0.9 or (np.median(frac) >= 0.5 and per_visit >= 0.9)))
     if whole:
-        units, extents = v, vis["seg_len"]
-    else:
+        units, extents, ep = v, vis["seg_len"], order.epoch_of(v, cover)
+    else:  # ranges: a read call is a sample, and passes are not told apart
         units, extents = _read_units(rd), rd["size"].astype(np.int64)
-    if whole:
-        ep = order.epoch_of(units, cover)
-    else:
         ep = np.zeros(len(units), np.int64)
     return DataView(
         files, ds["ext"], ds["evidence"], sizes, how, rd, units, extents, cover, ep, whole, seq_frac,

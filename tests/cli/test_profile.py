@@ -45,10 +45,8 @@ def test_profile_recovers_the_job_and_its_replay_matches(tmp_path, case):
     assert tr["epochs"] == pc.EPOCHS
     threads = 0 if case.shape == "sync" else pc.THREADS
     assert rd["read_threads"] == threads
-    # the trainer's own measure of its step (its compute wait and overheads), within 10 %
-    compute = float(pc.report_value(report, "computation_time"))
-    assert abs(compute - r["trainer_step_s"]) <= 0.1 * r["trainer_step_s"], report
-    assert r["trainer_step_s"] >= pc.COMPUTE * 0.98
+    # between the trainer's own measures of its compute and of its steps, 10 % either side
+    assert pc.compute_ok(float(pc.report_value(report, "computation_time")), r), (r, report)
     want = pc.expected_order(case)
     assert rd["file_shuffle"] == want["file_shuffle"]
     assert tr.get("seed_change_epoch", True) == want["seed_change_epoch"]

@@ -19,7 +19,7 @@ samples, for --epochs epochs:
 --order: sorted (the files' sorted paths, every epoch), shuffle (a new permutation each epoch)
 or shuffle-once (one permutation for every epoch). --write N first writes N npz files of
 --write-size bytes into --data (a job that makes its dataset before it trains). --truth FILE
-writes the trainer's own measure of its time per step (TrainerClock).
+writes the trainer's own measure of its steps (TrainerClock).
 --ranges FILE instead reads --reads random 4 KiB ranges of one file with pread."""
 
 import argparse
@@ -55,18 +55,21 @@ def load(path):
 def accelerator_wait(seconds):
     """Wait like a trainer on its accelerator: off the CPU and outside the GIL, so that on a small
     machine the reader threads keep the cores (a spinning wait would take one of them)."""
+    t = time.perf_counter()
     time.sleep(seconds)
+    CLOCK.compute.append(time.perf_counter() - t)
 
 
 class TrainerClock:
-    """What the trainer really spends per step outside its data (--truth): the accelerator wait
-    plus its overhead (a sleep wakes late on a busy host; a DataLoader's trainer unpickles each
-    batch). took(): the trainer has a batch in hand; loading(): a loop without readers starts
-    reading. A step's time is from a batch in hand to the next batch's request, or, with readers
-    that keep it fed, from one batch in hand to the next."""
+    """The trainer's own measure of its steps (--truth). compute: each accelerator wait as it
+    lasted (a sleep wakes late on a busy host). steps: from a batch in hand to the next one
+    (took(); with readers: the wait, plus the hand-over of the next batch, e.g. a DataLoader's
+    trainer unpickling it, plus any wait for data), or to the next batch's first read (loading();
+    a loop without readers). The compute is what the trainer spends at least per step, the steps
+    what it spent at most."""
 
     def __init__(self):
-        self.steps, self.t_took = [], None
+        self.compute, self.steps, self.t_took = [], [], None
 
     def took(self, first_of_epoch=False):
         now = time.perf_counter()
@@ -331,4 +334,4 @@ if __name__ == "__main__":
         train_sync(orders, a.batch, a.compute)
     if a.truth:
         with open(a.truth, "w") as f:
-            json.dump({"step_s": CLOCK.steps}, f)
+            json.dump({"compute_s": CLOCK.compute, "step_s": CLOCK.steps}, f)
