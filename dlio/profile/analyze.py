@@ -171,18 +171,18 @@ def _structure(dv: DataView, tr: Trace) -> Dict[str, Inferred]:
             "compute time is hidden behind them",
         )
     elif sync:
-        sg = signals.steady_period(st["step_gaps"])
+        sg = st["step_gaps"]
         inner = _mean95(st["sample_gaps"])
         if len(sg) >= 3:
-            c = max(0.0, float(np.mean(sg)) - inner)
+            c = max(0.0, _mean95(sg) - inner)
             q1, q3 = np.percentile(sg, [25, 75])
             sd = (q3 - q1) / 1.349
             out["computation_time"] = Inferred(
                 c / 1e9,
                 max(0.0, 1 - sd / max(c, 1e-12)),
                 f"the trainer reads its own batches: its mean time from a batch's last sample to the next "
-                f"batch less its time per sample ({np.mean(sg) / 1e6:.2f} - {inner / 1e6:.2f} ms), "
-                f"{len(sg)} steady steps",
+                f"batch less its time per sample ({_mean95(sg) / 1e6:.2f} - {inner / 1e6:.2f} ms; the top "
+                f"5 % left out), {len(sg)} steps",
             )
             out["computation_time_stdev"] = Inferred(
                 float(sd) / 1e9, 0.5, "interquartile spread of those times / 1.349"
@@ -192,17 +192,18 @@ def _structure(dv: DataView, tr: Trace) -> Dict[str, Inferred]:
     else:
         gaps = steps.step_period(st)
         if len(gaps) >= 3:
-            # The mean, not the median: the replay must take as long as the job over all its steps,
-            # and a trainer's late steps (a loaded host, a slow batch hand-over) skew the period.
-            c = float(np.mean(gaps)) / 1e9
+            # The mean period over each pass's steady steps, not a median: the replay must take as
+            # long as the job over all its steps, and a trainer's late steps (a loaded host, a slow
+            # batch hand-over) skew the period.
+            c = steps.mean_period(st) / 1e9
             q1, q3 = np.percentile(gaps, [25, 75])
             sd = (q3 - q1) / 1.349  # robust: the odd late step does not make a spread
             cv = float(sd / max(np.median(gaps), 1e-12))
             out["computation_time"] = Inferred(
                 c,
                 max(0.0, 1 - cv),
-                f"mean time between the starts of steps' reads, {len(gaps)} steady steps (within x0.5..x2 of "
-                f"their median): "
+                f"mean time between the starts of steps' reads over each pass after its fill; "
+                f"{len(gaps)} steady steps (within x0.5..x2 of their median): "
                 f"p10/p50/p90 {_ms(np.percentile(gaps, [10, 50, 90]))} ms",
             )
             out["computation_time_stdev"] = Inferred(

@@ -160,7 +160,7 @@ def depth(m: Dict, v: np.ndarray, period_ns: float, per_reader: bool) -> np.ndar
     return np.array(out, np.float64)
 
 
-def _bursts(v: np.ndarray, order: np.ndarray, new: np.ndarray) -> Dict[str, np.ndarray]:
+def _bursts(v: np.ndarray, order: np.ndarray, new: np.ndarray, epoch: np.ndarray) -> Dict[str, np.ndarray]:
     """Steps from visits in `order` with `new` marking each step's first visit."""
     x = v[order]
     sid = np.cumsum(new) - 1
@@ -176,6 +176,7 @@ def _bursts(v: np.ndarray, order: np.ndarray, new: np.ndarray) -> Dict[str, np.n
         "bytes": np.bincount(sid, weights=x["bytes"], minlength=ns)[o],
         "units": np.bincount(sid, minlength=ns)[o],
         "readers": np.bincount(pairs[0], minlength=ns)[o],
+        "pass": epoch[order][new][o],
         "sid": np.argsort(o)[sid],  # step of each visit in `order`
     }
 
@@ -201,20 +202,20 @@ def find_steps(v: np.ndarray, epoch: Optional[np.ndarray] = None) -> Dict:
         new[pos == 0] = True
     else:
         new = pos % b == 0
-    st = _bursts(v, o, new)
+    st = _bursts(v, o, new, epoch)
     # A reader's own work per sample (start to next start, less its time in read calls), split
-    # by whether the next sample starts a step.
+    # by whether the next sample starts a step; not across passes.
     ro = np.lexsort((v["start"], v["key"]))
     step_of = np.empty(len(v), np.int64)
     step_of[o] = st["sid"]
-    k, s, io, sp = v["key"][ro], v["start"][ro], v["io"][ro], step_of[ro]
-    same = k[1:] == k[:-1]
+    k, s, io, sp, ep = v["key"][ro], v["start"][ro], v["io"][ro], step_of[ro], epoch[ro]
+    same = (k[1:] == k[:-1]) & (ep[1:] == ep[:-1])
     g = (s[1:] - s[:-1] - io[:-1]).astype(np.float64)
     within = same & (sp[1:] == sp[:-1])
-    period = step_period(st)
+    period = mean_period(st)
     deep = np.zeros(0)
-    if b > 1 and len(period):
-        deep = depth(merged(v, epoch, only_b=b), v, float(np.mean(period)), view == "per reader")
+    if b > 1 and period > 0:
+        deep = depth(merged(v, epoch, only_b=b), v, period, view == "per reader")
     return {
         "b": b,
         "eta": best["eta"],
@@ -228,10 +229,26 @@ def find_steps(v: np.ndarray, epoch: Optional[np.ndarray] = None) -> Dict:
         "sample_gaps": g[within],
         "step_gaps": g[same & ~within],
         "depth": deep,
-        **{x: st[x] for x in ("start", "end", "bytes", "units", "readers")},
+        **{x: st[x] for x in ("start", "end", "bytes", "units", "readers", "pass")},
     }
 
 
 def step_period(st: Dict) -> np.ndarray:
     """The steady gaps between consecutive step starts, over all readers (ns)."""
     return steady_period(np.diff(st["start"]).astype(np.float64))
+
+
+def mean_period(st: Dict) -> float:
+    """The trainer's mean step period (ns): per pass, from its first steady step start (after the
+    fill, whose step starts follow one another faster than half the median gap) to its last, over
+    the steps in between; passes weighted by their steps. A stall and the catch-up after it
+    average out here, where a window around the median would keep one and drop the other."""
+    span, n = 0.0, 0
+    for p in np.unique(st["pass"]):
+        s = np.sort(st["start"][st["pass"] == p]).astype(np.float64)
+        if len(s) < 3:
+            continue
+        g = np.diff(s)
+        k = int(np.argmax(g >= np.median(g) / 2))  # the first steady gap
+        span, n = span + (s[-1] - s[k]), n + (len(s) - 1 - k)
+    return span / n if n else 0.0
