@@ -18,8 +18,9 @@
                       shuffle each epoch ~0; '-' with one pass)              <= 0.30
   total bytes         replay / original, bytes taken per visit (a library's
                       re-reads of a header counted once)                     0.90 .. 1.10
-  duration            replay / original of the time in passes (first to last
-                      read of each pass over the dataset, summed)           0.80 .. 1.25
+  duration            replay / original of the time in passes (each pass from
+                      its first steady step, the later of the two sides',
+                      to its last read, summed)                             0.80 .. 1.25
 KS distances take a relative tolerance (signals.ks_distance): values within it count as equal.
 An unweighted KS bound is never tighter than the distance two samples of one distribution reach
 1 % of the time at their sizes (1.628 sqrt((n + m) / (n m)): 0.42 for 30 steps against 30, 0.30 for
@@ -27,9 +28,10 @@ An unweighted KS bound is never tighter than the distance two samples of one dis
 Transfer sizes are a visit's contiguous runs, not its read calls: np.load takes a 4.5 KB npz in 7
 calls that read 8.9 KB (the first 4 KiB twice), and its storage sees one 4.5 KB file, which the
 replay reads in one call. The call sizes are in the report (transfer).
-The duration leaves out the pauses between passes: there a DataLoader starts its worker
-processes again (persistent_workers=False), or the job evaluates or saves; the replay has none of
-that, and the profile's report says how long those pauses were (pauses).
+The duration leaves out the pauses between passes and each pass's fill (its steps read back to
+back before the trainer sets the pace): there a DataLoader starts its worker processes again
+(persistent_workers=False), or the job evaluates or saves; the replay has none of that, and the
+profile's report says how long the pauses between passes were (pass_pauses).
 The inter-burst gaps leave out an epoch's start because there the loaders, not the workload,
 decide: dlio-fast's replay reads two batches per reader back to back, PyTorch one per worker and
 prefetch slot; with a few dozen steps those transients would be a quarter of the sample.
@@ -126,9 +128,12 @@ def compare(orig: Trace, replay: Trace) -> List[Dict]:
             "ok": (math.isnan(ea) and math.isnan(eb)) or (not one and abs(ea - eb) <= ORDER_LIMIT),
         }
     )
+    # the same steps of each pass on both sides: from the later of the two first steady steps
+    ka, kb = steps.steady_starts(sa), steps.steady_starts(sb)
+    skip = [max(x, y) for x, y in zip(ka, kb)] + (ka[len(kb) :] if len(ka) > len(kb) else kb[len(ka) :])
     for name, xa, xb, rng, unit, u in (
         ("total bytes", da.logical_bytes, db.logical_bytes, BYTES_RANGE, 2**20, "MiB"),
-        ("duration", da.pass_time(), db.pass_time(), DURATION_RANGE, 1e9, "s"),
+        ("duration", steps.steady_time(sa, skip), steps.steady_time(sb, skip), DURATION_RANGE, 1e9, "s"),
     ):
         r = xb / xa if xa else float("inf")
         rows.append(

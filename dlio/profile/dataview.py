@@ -50,13 +50,6 @@ class DataView:
         np.maximum.at(last, ep, u["end"])
         return first, last
 
-    def pass_time(self) -> float:
-        """ns spent in passes (overlapping passes, as a pipeline running on across epochs has,
-        counted once)."""
-        first, last = self.pass_spans()
-        _, s, e = union_segments(np.zeros(len(first), np.int64), first, last)
-        return float((e - s).sum())
-
 
 def dataset_reads(tr: Trace, files: np.ndarray) -> np.ndarray:
     ev = tr.events

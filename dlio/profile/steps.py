@@ -238,6 +238,36 @@ def step_period(st: Dict) -> np.ndarray:
     return steady_period(np.diff(st["start"]).astype(np.float64))
 
 
+def _steady_start(s: np.ndarray) -> int:
+    """Index of a pass's first steady step in its sorted step starts: the first gap at least half
+    the median gap ends the fill (steps read back to back as the prefetch fills)."""
+    g = np.diff(s)
+    return int(np.argmax(g >= np.median(g) / 2)) if len(g) else 0
+
+
+def steady_starts(st: Dict) -> list:
+    """Per pass (in order), the index of its first steady step (see _steady_start)."""
+    out = []
+    for p in np.unique(st["pass"]):
+        s = np.sort(st["start"][st["pass"] == p])
+        out.append(_steady_start(s) if len(s) >= 3 else 0)
+    return out
+
+
+def steady_time(st: Dict, skip: Optional[list] = None) -> float:
+    """ns from each pass's first steady step start (or its skip[i]-th step) to its last step's
+    end, summed: the time the trainer's pace decides, without a pass's start, where the loader
+    decides (worker processes starting, the prefetch filling)."""
+    skip = steady_starts(st) if skip is None else skip
+    total = 0.0
+    for i, p in enumerate(np.unique(st["pass"])):
+        sel = st["pass"] == p
+        s = np.sort(st["start"][sel])
+        if len(s) >= 3:
+            total += float(st["end"][sel].max() - s[min(skip[i] if i < len(skip) else 0, len(s) - 1)])
+    return total
+
+
 def mean_period(st: Dict) -> float:
     """The trainer's mean step period (ns): per pass, from its first steady step start (after the
     fill, whose step starts follow one another faster than half the median gap) to its last, over
@@ -248,7 +278,6 @@ def mean_period(st: Dict) -> float:
         s = np.sort(st["start"][st["pass"] == p]).astype(np.float64)
         if len(s) < 3:
             continue
-        g = np.diff(s)
-        k = int(np.argmax(g >= np.median(g) / 2))  # the first steady gap
+        k = _steady_start(s)
         span, n = span + (s[-1] - s[k]), n + (len(s) - 1 - k)
     return span / n if n else 0.0
