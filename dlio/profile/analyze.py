@@ -124,6 +124,60 @@ def _shape(st: Dict, sync: bool) -> Inferred:
     )
 
 
+def _compute(st: Dict, sync: bool) -> Dict[str, Inferred]:
+    """The trainer's compute per step (and its spread): with readers, its step period; without,
+    its time between batches less its time per sample."""
+    if st["b"] == 1 and not sync:
+        return {
+            "computation_time": Inferred(
+                0.0,
+                0.2,
+                "the readers never pause for the trainer: reading and decoding set the pace, and the "
+                "compute time is hidden behind them",
+            )
+        }
+    if sync:
+        sg = st["step_gaps"]
+        inner = _mean95(st["sample_gaps"])
+        if len(sg) < 3:
+            return {"computation_time": Inferred(0.0, 0.2, "too few steps to see a step period")}
+        c = max(0.0, _mean95(sg) - inner)
+        q1, q3 = np.percentile(sg, [25, 75])
+        sd = (q3 - q1) / 1.349
+        return {
+            "computation_time": Inferred(
+                c / 1e9,
+                max(0.0, 1 - sd / max(c, 1e-12)),
+                f"the trainer reads its own batches: its mean time from a batch's last sample to the next "
+                f"batch less its time per sample ({_mean95(sg) / 1e6:.2f} - {inner / 1e6:.2f} ms; the top "
+                f"5 % left out), {len(sg)} steps",
+            ),
+            "computation_time_stdev": Inferred(float(sd) / 1e9, 0.5, "interquartile spread of those times / 1.349"),
+        }
+    gaps = steps.step_period(st)
+    if len(gaps) < 3:
+        return {"computation_time": Inferred(0.0, 0.2, "too few steps to see a step period")}
+    # The mean period over each pass's steady steps, not a median: the replay must take as long as
+    # the job over all its steps, and a trainer's late steps (a loaded host, a slow batch hand-over)
+    # skew the period.
+    c = steps.mean_period(st) / 1e9
+    q1, q3 = np.percentile(gaps, [25, 75])
+    sd = (q3 - q1) / 1.349  # robust: the odd late step does not make a spread
+    cv = float(sd / max(np.median(gaps), 1e-12))
+    return {
+        "computation_time": Inferred(
+            c,
+            max(0.0, 1 - cv),
+            f"mean time between the starts of steps' reads over each pass after its fill; "
+            f"{len(gaps)} steady steps (within x0.5..x2 of their median): "
+            f"p10/p50/p90 {_ms(np.percentile(gaps, [10, 50, 90]))} ms",
+        ),
+        "computation_time_stdev": Inferred(
+            float(sd) / 1e9, 0.5, f"interquartile spread of those gaps / 1.349, cv {cv:.2f}"
+        ),
+    }
+
+
 def _structure(dv: DataView, tr: Trace) -> Dict[str, Inferred]:
     """Batch, steps, compute per step, the readers' own time per sample, readers, prefetch."""
     out = {}
@@ -163,54 +217,7 @@ def _structure(dv: DataView, tr: Trace) -> Dict[str, Inferred]:
         if len(st["sample_gaps"])
         else "no reader takes two samples of one step: its time per sample is not visible",
     )
-    if st["b"] == 1 and not sync:
-        out["computation_time"] = Inferred(
-            0.0,
-            0.2,
-            "the readers never pause for the trainer: reading and decoding set the pace, and the "
-            "compute time is hidden behind them",
-        )
-    elif sync:
-        sg = st["step_gaps"]
-        inner = _mean95(st["sample_gaps"])
-        if len(sg) >= 3:
-            c = max(0.0, _mean95(sg) - inner)
-            q1, q3 = np.percentile(sg, [25, 75])
-            sd = (q3 - q1) / 1.349
-            out["computation_time"] = Inferred(
-                c / 1e9,
-                max(0.0, 1 - sd / max(c, 1e-12)),
-                f"the trainer reads its own batches: its mean time from a batch's last sample to the next "
-                f"batch less its time per sample ({_mean95(sg) / 1e6:.2f} - {inner / 1e6:.2f} ms; the top "
-                f"5 % left out), {len(sg)} steps",
-            )
-            out["computation_time_stdev"] = Inferred(
-                float(sd) / 1e9, 0.5, "interquartile spread of those times / 1.349"
-            )
-        else:
-            out["computation_time"] = Inferred(0.0, 0.2, "too few steps to see a step period")
-    else:
-        gaps = steps.step_period(st)
-        if len(gaps) >= 3:
-            # The mean period over each pass's steady steps, not a median: the replay must take as
-            # long as the job over all its steps, and a trainer's late steps (a loaded host, a slow
-            # batch hand-over) skew the period.
-            c = steps.mean_period(st) / 1e9
-            q1, q3 = np.percentile(gaps, [25, 75])
-            sd = (q3 - q1) / 1.349  # robust: the odd late step does not make a spread
-            cv = float(sd / max(np.median(gaps), 1e-12))
-            out["computation_time"] = Inferred(
-                c,
-                max(0.0, 1 - cv),
-                f"mean time between the starts of steps' reads over each pass after its fill; "
-                f"{len(gaps)} steady steps (within x0.5..x2 of their median): "
-                f"p10/p50/p90 {_ms(np.percentile(gaps, [10, 50, 90]))} ms",
-            )
-            out["computation_time_stdev"] = Inferred(
-                float(sd) / 1e9, 0.5, f"interquartile spread of those gaps / 1.349, cv {cv:.2f}"
-            )
-        else:
-            out["computation_time"] = Inferred(0.0, 0.2, "too few steps to see a step period")
+    out.update(_compute(st, sync))
     threads = 0 if sync else int(n)
     out["read_threads"] = Inferred(
         threads,

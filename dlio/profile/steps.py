@@ -239,10 +239,14 @@ def step_period(st: Dict) -> np.ndarray:
 
 
 def _steady_start(s: np.ndarray) -> int:
-    """Index of a pass's first steady step in its sorted step starts: the first gap at least half
-    the median gap ends the fill (steps read back to back as the prefetch fills)."""
+    """Index of a pass's first steady step in its sorted step starts: after the last gap shorter
+    than half the median gap in the pass's first half (the fill: steps read back to back as the
+    prefetch fills, however slowly the first ones came while worker processes started)."""
     g = np.diff(s)
-    return int(np.argmax(g >= np.median(g) / 2)) if len(g) else 0
+    if not len(g):
+        return 0
+    short = np.flatnonzero(g[: (len(g) + 1) // 2] < np.median(g) / 2)
+    return int(short[-1]) + 1 if len(short) else 0
 
 
 def steady_starts(st: Dict) -> list:
