@@ -1,6 +1,7 @@
 """The jobs `dlio-fast profile` is scored on (tests/cli/test_profile.py runs each one; run this
 file to print the table of inferred values against the truth: python tests/cli/jobs/profile_cases.py
-[--all], --all for every shape x format x layout).
+[--all], --all for every shape x format x layout; the table of the last such run, and what the
+columns mean, is in docs/profile.md).
 
 Each case runs profile_job.py in one loader shape over a dataset in one format and layout, in one
 file order, profiles it, replays the workload it infers and scores the replay. The truth is what
