@@ -680,6 +680,16 @@ KEYS: Tuple[Key, ...] = (
         io=True,
     ),
     K(
+        "dlio_fast.file_order",
+        "enum",
+        "name",
+        "the file list before shuffling: name = DLIO's (sorted by file name, so round-robin subfolders "
+        "interleave); path = sorted by full path (one subfolder after another, as a job that sorts its "
+        "paths reads them)",
+        choices=("name", "path"),
+        io=True,
+    ),
+    K(
         "dlio_fast.skip_bad_files",
         "bool",
         False,

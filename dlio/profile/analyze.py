@@ -1,15 +1,19 @@
-"""Infer a DLIO workload from a trace: dataset, access pattern, training structure, checkpoints.
-Every value is an Inferred(value, confidence 0..1, evidence)."""
+"""Infer a DLIO workload from a trace: dataset, access pattern, training structure, file order,
+checkpoints. Every value is an Inferred(value, confidence 0..1, evidence)."""
 
 from dataclasses import dataclass
 from typing import Any, Dict
 
 import numpy as np
 
-from dlio.profile import signals
-from dlio.profile.dataset import dataset_files, file_sizes, guess_format
-from dlio.profile.parsers import OP_READ, OP_WRITE, Trace
+from dlio.profile import signals, steps
+from dlio.profile.dataset import guess_format
+from dlio.profile.dataview import DataView, data_view
+from dlio.profile.order import file_order
+from dlio.profile.parsers import OP_WRITE, Trace
 from dlio.profile.records import record_length
+
+MIN_PREPROCESS_S = 1e-4  # a reader's own time per sample below this is the loader's noise
 
 
 @dataclass
@@ -24,137 +28,233 @@ def _mode(x: np.ndarray):
     return v[np.argmax(c)], c.max() / max(len(x), 1)
 
 
-def dataset_reads(tr: Trace, files: np.ndarray) -> np.ndarray:
-    ev = tr.events
-    return ev[(ev["op"] == OP_READ) & (ev["size"] > 0) & np.isin(ev["file"], files)]
+def _ms(x) -> str:
+    return "/".join(f"{v / 1e6:.2f}" for v in x)
 
 
-def access(rd: np.ndarray, files: np.ndarray, sizes: np.ndarray) -> Dict[str, Inferred]:
-    """Whole-file or ranges, and sequential or random within a file."""
-    lut = np.zeros(int(files.max()) + 1, np.int64)
-    lut[files] = np.arange(len(files))  # files are in path order, not index order
-    pos = lut[rd["file"]]
-    o = np.lexsort((rd["t"], rd["tid"], rd["pid"], rd["file"]))
-    r = rd[o]
-    same = (r["file"][1:] == r["file"][:-1]) & (r["tid"][1:] == r["tid"][:-1]) & (r["pid"][1:] == r["pid"][:-1])
-    seq = (r["offset"][1:] == r["offset"][:-1] + r["size"][:-1]) | (r["offset"][1:] == 0)
-    seq_frac = float(seq[same].mean()) if same.any() else 1.0
-    per_file = np.bincount(pos, weights=rd["size"], minlength=len(files))
-    passes = per_file / np.maximum(sizes, 1)
-    # bytes covered at least once per file (union of ranges), against the file size
-    big = rd["size"].sum() / max(sizes.sum(), 1)
-    cover = np.zeros(len(files))
-    for k in np.unique(pos):  # per file, vectorised over its reads
-        x = rd[pos == k]
-        oo = np.argsort(x["offset"])
-        s, e = x["offset"][oo], (x["offset"] + x["size"])[oo]
-        run_end = np.maximum.accumulate(e)
-        new = np.concatenate(([True], s[1:] > run_end[:-1]))
-        seg = np.cumsum(new) - 1
-        seg_end = np.zeros(seg[-1] + 1, np.int64)
-        np.maximum.at(seg_end, seg, e)
-        cover[k] = (seg_end - s[new]).sum() / max(sizes[k], 1)
-    largest = np.zeros(len(files))
-    np.maximum.at(largest, pos, rd["size"])
-    big_read = float(np.median(largest / np.maximum(sizes, 1)))
-    whole = bool(np.median(cover) >= 0.9 and (seq_frac >= 0.5 or big_read >= 0.5))
+def _mean95(x: np.ndarray) -> float:
+    """Mean of the values up to the 95th percentile (0 for none)."""
+    if not len(x):
+        return 0.0
+    return float(np.mean(x[x <= np.percentile(x, 95)]))
+
+
+def access(dv: DataView) -> Dict[str, Inferred]:
+    """Whole-file or ranges, sequential or random within a file, the commonest read call."""
+    rd = dv.rd
     tsz, share = _mode(rd["size"])
     return {
         "pattern": Inferred(
-            "whole-file" if whole else "ranges",
-            0.9 if (whole or big_read < 0.1) else 0.6,
-            f"median coverage {np.median(cover):.0%} of each file, {seq_frac:.0%} of reads "
-            f"follow the previous one in the file, the largest read is {big_read:.0%} of a file, "
-            f"{big:.2f} dataset passes",
+            "whole-file" if dv.whole else "ranges",
+            0.9 if (dv.whole or dv.big_read < 0.1) else 0.6,
+            f"median coverage {dv.median_cover:.0%} of each file, {dv.seq_frac:.0%} of reads "
+            f"follow the previous one in the file, the largest read is {dv.big_read:.0%} of a file, "
+            f"{dv.logical_bytes / max(dv.sizes.sum(), 1):.2f} dataset passes counted by "
+            + ("visits (a reader's reads of one file, re-read bytes once)" if dv.whole else "read calls"),
         ),
         "sequential": Inferred(
-            seq_frac >= 0.8,
-            min(1.0, abs(seq_frac - 0.5) * 2),
-            f"{seq_frac:.0%} of reads within a file start where the previous ended",
+            dv.seq_frac >= 0.8,
+            min(1.0, abs(dv.seq_frac - 0.5) * 2),
+            f"{dv.seq_frac:.0%} of reads within a file start where the previous ended",
         ),
         "transfer": Inferred(
             int(tsz),
             float(share),
-            f"{share:.0%} of reads are {int(tsz)} bytes; "
+            f"{share:.0%} of read calls are {int(tsz)} bytes; "
             f"median {int(np.median(rd['size']))}, max {int(rd['size'].max())}",
         ),
-        "passes": Inferred(passes, 1.0, "bytes read per file / file size"),
     }
 
 
-def _structure(
-    rd: np.ndarray, whole: bool, passes: np.ndarray, sizes: np.ndarray, root_pid: int
-) -> Dict[str, Inferred]:
-    """Epochs, batch (samples per burst), compute per step (gaps between burst starts), readers."""
+def _epochs(dv: DataView) -> Inferred:
+    if dv.whole:
+        passes = dv.passes()
+        e, share = _mode(np.maximum(np.round(passes).astype(int), 1))
+        raw = np.bincount(dv.rd["file"], weights=dv.rd["size"], minlength=len(dv.cover))[dv.files]
+        calls = float(np.median(raw / np.maximum(dv.cover[dv.files], 1)))
+        why = f"{share:.0%} of files are visited {int(e)} times over (one visit: a reader's reads of one file"
+        why += f" between opens; read calls alone would say {calls:.2f} passes)" if abs(calls - e) > 0.25 else ")"
+        return Inferred(int(e), float(share), why)
+    e = max(1, int(round(dv.rd["size"].sum() / max(dv.sizes.sum(), 1))))
+    return Inferred(e, 0.3, "range reads: bytes read / dataset size (low confidence)")
+
+
+def _readers(dv: DataView, tr: Trace):
+    """(reader keys, which of them is a trainer, read threads at once). A process's main thread
+    is a trainer unless the process was forked by a traced one (a DataLoader worker, whose main
+    thread reads for the trainer); without that record (traces other than the interposer's) only
+    the first process to do I/O counts as the job's own."""
+    u = dv.units
+    uk, inv = np.unique(u["key"], return_inverse=True)
+    first = np.full(len(uk), np.iinfo(np.int64).max)
+    last = np.zeros(len(uk), np.int64)
+    np.minimum.at(first, inv, u["start"])
+    np.maximum.at(last, inv, u["end"])
+    pid = uk >> 32
+    main = pid == (uk & 0xFFFFFFFF)
+    if tr.forked is not None:
+        main &= ~np.isin(pid, tr.forked)
+    if tr.forked is None or main.sum() > 1:  # one trainer: the first process to do I/O
+        main &= pid == (int(tr.events["pid"][0]) if len(tr.events) else -1)
+    n = signals.max_overlap(first[~main], last[~main])
+    return uk, main, n
+
+
+def _shape(st: Dict, sync: bool) -> Inferred:
+    if sync:
+        return Inferred(
+            "synchronous", 0.9, "the job's main thread reads every sample itself: no reader threads or processes"
+        )
+    if st["b"] < 2:
+        return Inferred("unknown", 0.2, "no steps seen")
+    if st["view"] == "merged" and st["reader_eta_at_b"] < steps.MIN_ETA:
+        return Inferred(
+            "sample-parallel",
+            round(st["eta_merged"], 2),
+            f"all readers together pause every {st['b']}th sample (explains {st['eta_merged']:.0%} of "
+            f"{st['gaps']} gaps), no single reader does ({st['reader_eta_at_b']:.0%}): a batch is "
+            f"spread over the readers (thread pool, queue, tf.data's parallel map); "
+            f"{np.mean(st['readers']):.1f} readers per step on average",
+        )
+    return Inferred(
+        "batch-per-worker",
+        round(max(st["reader_eta_at_b"], st["eta"]), 2),
+        f"each reader pauses every {st['b']}th sample it reads (explains {st['reader_eta_at_b']:.0%} "
+        "of its gaps): a reader reads whole batches (PyTorch DataLoader workers)",
+    )
+
+
+def _compute(st: Dict, sync: bool) -> Dict[str, Inferred]:
+    """The trainer's compute per step (and its spread): with readers, its step period; without,
+    its time between batches less its time per sample."""
+    if st["b"] == 1 and not sync:
+        return {
+            "computation_time": Inferred(
+                0.0,
+                0.2,
+                "the readers never pause for the trainer: reading and decoding set the pace, and the "
+                "compute time is hidden behind them",
+            )
+        }
+    if sync:
+        sg = st["step_gaps"]
+        inner = _mean95(st["sample_gaps"])
+        if len(sg) < 3:
+            return {"computation_time": Inferred(0.0, 0.2, "too few steps to see a step period")}
+        c = max(0.0, _mean95(sg) - inner)
+        q1, q3 = np.percentile(sg, [25, 75])
+        sd = (q3 - q1) / 1.349
+        return {
+            "computation_time": Inferred(
+                c / 1e9,
+                max(0.0, 1 - sd / max(c, 1e-12)),
+                f"the trainer reads its own batches: its mean time from a batch's last sample to the next "
+                f"batch less its time per sample ({_mean95(sg) / 1e6:.2f} - {inner / 1e6:.2f} ms; the top "
+                f"5 % left out), {len(sg)} steps",
+            ),
+            "computation_time_stdev": Inferred(float(sd) / 1e9, 0.5, "interquartile spread of those times / 1.349"),
+        }
+    gaps = steps.step_period(st)
+    if len(gaps) < 3:
+        return {"computation_time": Inferred(0.0, 0.2, "too few steps to see a step period")}
+    # The mean period over each pass's steady steps, not a median: the replay must take as long as
+    # the job over all its steps, and a trainer's late steps (a loaded host, a slow batch hand-over)
+    # skew the period.
+    c = steps.mean_period(st) / 1e9
+    q1, q3 = np.percentile(gaps, [25, 75])
+    sd = (q3 - q1) / 1.349  # robust: the odd late step does not make a spread
+    cv = float(sd / max(np.median(gaps), 1e-12))
+    return {
+        "computation_time": Inferred(
+            c,
+            max(0.0, 1 - cv),
+            f"mean time between the starts of steps' reads over each pass after its fill; "
+            f"{len(gaps)} steady steps (within x0.5..x2 of their median): "
+            f"p10/p50/p90 {_ms(np.percentile(gaps, [10, 50, 90]))} ms",
+        ),
+        "computation_time_stdev": Inferred(
+            float(sd) / 1e9, 0.5, f"interquartile spread of those gaps / 1.349, cv {cv:.2f}"
+        ),
+    }
+
+
+def _structure(dv: DataView, tr: Trace) -> Dict[str, Inferred]:
+    """Batch, steps, compute per step, the readers' own time per sample, readers, prefetch."""
     out = {}
-    if whole:
-        ep = np.round(passes).astype(int)
-        e, share = _mode(ep)
-        out["epochs"] = Inferred(int(e), float(share), f"{share:.0%} of files are read {int(e)} times over")
-    else:
-        e = max(1, int(round(rd["size"].sum() / max(sizes.sum(), 1))))
-        out["epochs"] = Inferred(e, 0.3, "range reads: bytes read / dataset size (low confidence)")
-    b = signals.batches(rd, whole)
-    what = "files" if whole else "reads"
-    if b["b"] > 1:
+    st = steps.find_steps(dv.units, dv.epoch)
+    uk, main, n = _readers(dv, tr)
+    sync = bool(len(uk) == 1 and main[0])
+    out["loader"] = _shape(st, sync)
+    what = "files" if dv.whole else "reads"
+    if st["b"] > 1:
+        view = "all readers together pause" if st["view"] == "merged" else "each reader pauses"
         out["batch_size"] = Inferred(
-            int(b["b"]),
-            round(b["eta"], 2),
-            f"every {b['b']}th of a reader's {what} follows a longer pause: the split at "
-            f"those positions explains {b['eta']:.0%} of the spread of {b['gaps']} "
-            f"log gaps between a reader's {what}",
+            int(st["b"]),
+            round(st["eta"], 2),
+            f"{view} every {st['b']}th of the {what}: the split at those positions explains "
+            f"{st['eta']:.0%} of the spread of {st['gaps']} log gaps (per reader: b={st['b_reader']} "
+            f"{st['eta_reader']:.0%}; merged: b={st['b_merged']} {st['eta_merged']:.0%})",
         )
     else:
         out["batch_size"] = Inferred(
             1,
             0.3,
-            f"no period in the pauses between a reader's {what} "
-            f"(best split explains {b['eta']:.0%}): one sample per step",
+            f"no period in the pauses between {what}, per reader or merged "
+            f"(best split explains {max(st['eta_reader'], st['eta_merged']):.0%}): one sample per step",
         )
-    share = out["batch_size"].confidence
-    gaps = signals.steady_period(signals.start_gaps(b))
-    if b["b"] == 1 and b["eta"] < signals.MIN_ETA:
-        out["computation_time"] = Inferred(
-            0.0,
-            0.2,
-            "the readers never pause for the trainer: reading and decoding "
-            "set the pace, and the compute time is hidden behind them",
+    # Means (the top 5 % left out), not medians: the replay must spend as long as the job over all
+    # its samples and steps, and per-sample work is skewed (the odd page fault, collection, late wake).
+    pre = _mean95(st["sample_gaps"]) / 1e9
+    out["preprocess_time"] = Inferred(
+        pre if pre >= MIN_PREPROCESS_S else 0.0,
+        0.6 if len(st["sample_gaps"]) >= 5 else 0.2,
+        (
+            f"mean time a reader spends on a sample besides its read calls (one sample's start to the "
+            f"next's in a step, less the reads; the top 5 % left out), {len(st['sample_gaps'])} samples: "
+            "opening, parsing, decoding"
+            + (f" (under {MIN_PREPROCESS_S * 1e3:.1f} ms: left out)" if pre < MIN_PREPROCESS_S else "")
         )
-    elif len(gaps) >= 3:
-        c = float(np.median(gaps)) / 1e9
-        q1, q3 = np.percentile(gaps, [25, 75])
-        sd = (q3 - q1) / 1.349  # robust: the odd late step does not make a spread
-        cv = float(sd / max(np.median(gaps), 1e-12))
-        p = np.percentile(gaps, [10, 50, 90]) / 1e6
-        out["computation_time"] = Inferred(
-            c,
-            max(0.0, 1 - cv),
-            f"median time between the starts of batch reads, "
-            f"{len(gaps)} steady steps: p10/p50/p90 {p[0]:.2f}/{p[1]:.2f}/{p[2]:.2f} ms",
-        )
-        out["computation_time_stdev"] = Inferred(
-            float(sd) / 1e9, 0.5, f"interquartile spread of those gaps / 1.349, cv {cv:.2f}"
-        )
-    else:
-        out["computation_time"] = Inferred(0.0, 0.2, "too few bursts to see a step period")
-    key = rd["pid"] * (1 << 32) + rd["tid"]
-    uk, inv = np.unique(key, return_inverse=True)
-    first = np.full(len(uk), np.iinfo(np.int64).max)
-    last = np.zeros(len(uk), np.int64)
-    np.minimum.at(first, inv, rd["t"])
-    np.maximum.at(last, inv, rd["t"] + rd["dur"])
-    # The job's own main thread is the trainer; a worker process's main thread (a DataLoader
-    # worker) is a reader.
-    main = ((uk >> 32) == (uk & 0xFFFFFFFF)) & ((uk >> 32) == root_pid)
-    n = signals.max_overlap(first[~main], last[~main])
-    out["read_threads"] = Inferred(
-        int(n),
-        0.9,
-        f"{len(uk)} readers (threads or processes) read the dataset over "
-        f"the run, at most {n} of them (not the job's main thread) at once",
+        if len(st["sample_gaps"])
+        else "no reader takes two samples of one step: its time per sample is not visible",
     )
-    out["steps"] = Inferred(int(len(b["start"])), float(share), "batch reads in the whole trace")
+    out.update(_compute(st, sync))
+    threads = 0 if sync else int(n)
+    out["read_threads"] = Inferred(
+        threads,
+        0.9,
+        "the trainer is the only reader (DLIO's read_threads 0: reads in the main process)"
+        if sync
+        else f"{len(uk)} readers (threads or processes) read the dataset over the run, at most {n} of "
+        "them (not the job's main thread) at once",
+    )
+    out["prefetch"] = _prefetch(st, threads)
+    out["steps"] = Inferred(int(len(st["start"])), round(st["eta"], 2), "steps in the whole trace")
+    rps = float(np.mean(st["readers"])) if len(st["readers"]) else 1.0
+    out["readers_per_step"] = Inferred(
+        round(rps, 2), 0.8, "mean number of readers that read the samples of one step (1: a reader reads whole batches)"
+    )
     return out
+
+
+def _prefetch(st: Dict, threads: int) -> Inferred:
+    """reader.prefetch_size from the readers' depth ahead of the trainer when they first wait for
+    it (steps.depth): a PyTorch DataLoader holds workers x prefetch_factor batches, a bounded queue
+    its size plus a sample per blocked reader, a tf.data pipeline its map's look-ahead. dlio-fast's
+    replay lets prefetch_size batches (rounded up to a multiple of the readers: train/loop.py
+    batches_in_flight) wait beyond the one the trainer is about to take: its depth is
+    prefetch_size + 1."""
+    d = st["depth"]
+    if threads == 0:
+        return Inferred(0, 0.8, "no reader threads: nothing is read ahead of the trainer")
+    if st["b"] < 2 or not len(d):
+        return Inferred(2, 0.1, "not visible (no steps): DLIO's default")
+    deep = float(np.max(d))  # a late reader (thread start-up) only makes a pass look shallower
+    return Inferred(
+        max(1, int(round(deep)) - 1),
+        0.5,
+        f"the readers hold up to {deep:.1f} batches ahead of the trainer when they first wait for it "
+        f"(per pass: {', '.join(f'{x:.1f}' for x in d[:6])}); the replay holds prefetch_size + 1",
+    )
 
 
 def _checkpoints(tr: Trace, files: np.ndarray) -> Inferred:
@@ -174,38 +274,67 @@ def _checkpoints(tr: Trace, files: np.ndarray) -> Inferred:
     )
 
 
+def _pauses(dv: DataView) -> Inferred:
+    """Idle time between passes over the dataset (not replayed: see compare.py, duration)."""
+    first, last = dv.pass_spans()
+    o = np.argsort(first)
+    gaps = np.maximum(first[o][1:] - np.maximum.accumulate(last[o])[:-1], 0) / 1e9
+    if not len(gaps):
+        return Inferred(0.0, 1.0, "one pass")
+    return Inferred(
+        round(float(gaps.sum()), 3),
+        0.9,
+        f"seconds without dataset reads between the {len(first)} passes ({', '.join(f'{g:.2f}' for g in gaps[:8])}): "
+        "a DataLoader starting its workers, evaluation, checkpoints; the replay does not reproduce them",
+    )
+
+
+ORDER_WORDS = {
+    "path": "sorted paths (one folder after another)",
+    "name": "sorted file names (DLIO's listing: subfolders interleave)",
+    "once": "shuffled once: the same permutation every epoch",
+    "epoch": "shuffled anew each epoch",
+}
+
+
 def infer(tr: Trace) -> Dict[str, Inferred]:
     """All inferred values of one trace."""
-    ds = dataset_files(tr)
-    files = ds["files"]
-    out = {"files": Inferred(len(files), 1.0 if len(files) else 0.0, ds["evidence"])}
+    dv = data_view(tr)
+    files = dv.files
+    out = {"files": Inferred(len(files), 1.0 if len(files) else 0.0, dv.evidence)}
     if not len(files):
         return out
-    sizes, how = file_sizes(tr, files)
-    fmt, why = guess_format(tr, files, ds["ext"])
+    fmt, why = guess_format(tr, files, dv.ext)
     out["paths"] = Inferred(tr.paths[files].astype(str), 1.0, "the dataset files, sorted")
-    out["sizes"] = Inferred(sizes, 1.0, how)
+    out["sizes"] = Inferred(dv.sizes, 1.0, dv.sizes_how)
     out["format"] = Inferred(fmt, 0.9 if fmt else 0.0, why)
-    rd = dataset_reads(tr, files)
-    out.update(access(rd, files, sizes))
-    whole = out["pattern"].value == "whole-file"
-    root = int(tr.events["pid"][0]) if len(tr.events) else -1  # the first process to do I/O
-    out.update(_structure(rd, whole, out["passes"].value, sizes, root))
-    if whole:
-        rec, sd, conf, why = record_length(fmt or "", sizes)
+    out.update(access(dv))
+    out["passes"] = Inferred(dv.passes(), 1.0, "bytes visited per file / one pass's bytes")
+    out["epochs"] = _epochs(dv)
+    out.update(_structure(dv, tr))
+    out["pass_pauses"] = _pauses(dv)
+    if dv.whole:
+        rec, sd, conf, why = record_length(fmt or "", dv.sizes)
         out["record_length"] = Inferred(rec, conf, why)
         out["record_length_stdev"] = Inferred(sd, conf, "spread of the file sizes")
-        out["samples_per_file"] = Inferred(1, 0.8, "every read burst reads whole files")
+        out["samples_per_file"] = Inferred(1, 0.8, "every visit reads a whole file")
     else:
         t = out["transfer"].value
         out["record_length"] = Inferred(float(t), out["transfer"].confidence, "the commonest transfer size")
         out["record_length_stdev"] = Inferred(0.0, 0.5, "one record size")
-        out["samples_per_file"] = Inferred(int(sizes.max() // max(t, 1)), 0.6, "file size / record size")
-    corr = signals.order_correlation(rd, tr.paths)
-    out["file_shuffle"] = Inferred(
-        corr < 0.9, min(1.0, abs(corr - 0.45) * 2), f"rank correlation {corr:.2f} of first-read order with name order"
-    )
+        out["samples_per_file"] = Inferred(int(dv.sizes.max() // max(t, 1)), 0.6, "file size / record size")
     sub = np.unique([p.rsplit("/", 1)[0] for p in out["paths"].value])
     out["subfolders"] = Inferred(len(sub) if len(sub) > 1 else 0, 1.0, f"{len(sub)} folder(s) hold the files")
+    if dv.whole:
+        fo = file_order(dv.units, dv.epoch, tr.paths)
+        out["file_order"] = Inferred(
+            fo["kind"], round(fo["confidence"], 2), f"{ORDER_WORDS[fo['kind']]}: {fo['evidence']}"
+        )
+    else:
+        corr = signals.order_correlation(dv.rd, tr.paths)
+        kind = "path" if corr >= 0.9 else "epoch"
+        out["file_order"] = Inferred(
+            kind, 0.5, f"rank correlation {corr:.2f} of first-read order with the sorted paths"
+        )
     out["checkpoints"] = _checkpoints(tr, files)
     return out

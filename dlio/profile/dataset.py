@@ -2,15 +2,19 @@
 
 The dataset is the largest group (by bytes read) of files sharing an extension, after leaving out
 what a Python job reads to start (interpreter, libraries, .py/.so, /proc, /sys, /dev, /etc) and
-files the job also writes (outputs, checkpoints)."""
+files the job also writes (outputs, checkpoints) unless the evidence says the job made its own
+dataset: a file written and then read again in a later pass (opened for reading twice or more
+after its last write) or read by another thread or process than the one that wrote it, and not
+named like a checkpoint (dataset_written)."""
 
 import os
+import re
 import sys
 from typing import Dict, Optional
 
 import numpy as np
 
-from dlio.profile.parsers import OP_READ, OP_WRITE, Trace
+from dlio.profile.parsers import OP_OPEN, OP_READ, OP_WRITE, Trace
 
 _CODE_EXT = (
     ".py",
@@ -78,15 +82,54 @@ def is_noise(paths: np.ndarray) -> np.ndarray:
     return out
 
 
+_CHECKPOINT = re.compile(
+    r"(ckpt|checkpoint|optim|model_states|zero_pp|global_step|\.pt$|\.pth$|\.safetensors$|\.distcp$|\.bin$)",
+    re.IGNORECASE,
+)
+
+
+def dataset_written(tr: Trace, written: np.ndarray) -> Dict[str, np.ndarray]:
+    """Of the files the job wrote, those whose reads say they are its dataset: opened for reading
+    twice or more after the last write (read again in a later pass), or read by another reader
+    (pid, tid) than every writer; checkpoint-like names never. Returns {'files', 'again', 'other'}
+    (the last two: per trace file, which sign it shows)."""
+    ev = tr.events
+    n = len(tr.paths)
+    if not len(written):
+        return {"files": np.zeros(0, np.int64), "again": np.zeros(n, bool), "other": np.zeros(n, bool)}
+    is_w = (ev["op"] == OP_WRITE) & (ev["size"] > 0)
+    last_w = np.full(n, -1, np.int64)
+    np.maximum.at(last_w, ev["file"][is_w], ev["t"][is_w])
+    after = (ev["file"] >= 0) & (ev["t"] > last_w[np.maximum(ev["file"], 0)])
+    opens = np.bincount(ev["file"][after & (ev["op"] == OP_OPEN)], minlength=n)
+    rd = ev[after & (ev["op"] == OP_READ) & (ev["size"] > 0)]
+    key = ev["pid"].astype(np.int64) * (1 << 32) + ev["tid"]
+    wpairs = np.unique(np.stack([ev["file"][is_w], key[is_w]]), axis=1)
+    rkey = rd["pid"].astype(np.int64) * (1 << 32) + rd["tid"]
+    rpairs = np.unique(np.stack([rd["file"], rkey]), axis=1)
+    # a (file, reader) pair that is no (file, writer) pair: read by someone who did not write it
+    wset = set(map(tuple, wpairs.T.tolist()))
+    other = np.zeros(n, bool)
+    for f, k in rpairs.T.tolist():  # one per distinct (file, reader), not per event
+        if (f, k) not in wset:
+            other[f] = True
+    again = opens >= 2
+    ok = np.array([not _CHECKPOINT.search(str(tr.paths[f])) for f in written], bool)
+    w = written[ok]
+    keep = w[(again[w] | other[w]) & (np.bincount(rd["file"], minlength=n)[w] > 0)]
+    return {"files": keep, "again": again, "other": other}
+
+
 def dataset_files(tr: Trace) -> Dict:
     """{'files': file indices of the dataset (sorted by path), 'ext', 'evidence'}."""
     ev = tr.events
     noise = is_noise(tr.paths)
     rd = ev[(ev["op"] == OP_READ) & (ev["size"] > 0) & (ev["file"] >= 0)]
     written = np.unique(ev["file"][(ev["op"] == OP_WRITE) & (ev["size"] > 0)])
+    made = dataset_written(tr, written[~noise[written]])
     nbytes = np.bincount(rd["file"], weights=rd["size"], minlength=len(tr.paths))
     cand = np.flatnonzero((nbytes > 0) & ~noise)
-    cand = cand[~np.isin(cand, written)]
+    cand = cand[~np.isin(cand, written) | np.isin(cand, made["files"])]
     if not len(cand):
         return {"files": cand, "ext": "", "evidence": "no file was read apart from code and system files"}
     exts = np.array([_ext(str(tr.paths[i])) for i in cand], dtype=object)
@@ -96,12 +139,18 @@ def dataset_files(tr: Trace) -> Dict:
     files = cand[inv == best]
     files = files[np.argsort(tr.paths[files].astype(str))]
     share = per[best] / per.sum()
-    return {
-        "files": files,
-        "ext": str(uext[best]),
-        "evidence": f"{len(files)} '{uext[best] or '(no extension)'}' files carry {share:.0%} of the "
-        f"{per.sum() / 2**20:.1f} MiB read from data files",
-    }
+    why = (
+        f"{len(files)} '{uext[best] or '(no extension)'}' files carry {share:.0%} of the "
+        f"{per.sum() / 2**20:.1f} MiB read from data files"
+    )
+    own = files[np.isin(files, made["files"])]
+    if len(own):
+        why += (
+            f"; the job wrote {len(own)} of them before it read them (its own dataset, kept because "
+            f"{int(made['again'][own].sum())} were read again after their last write and "
+            f"{int(made['other'][own].sum())} by other threads or processes than their writer)"
+        )
+    return {"files": files, "ext": str(uext[best]), "evidence": why}
 
 
 def file_sizes(tr: Trace, files: np.ndarray) -> (np.ndarray, str):

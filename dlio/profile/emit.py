@@ -26,18 +26,38 @@ def workload(inf: Dict[str, Inferred], data_folder: str, name: str = "profiled")
         ds["record_length_bytes_stdev"] = int(round(v["record_length_stdev"]))
     if v["subfolders"] > 1:
         ds["num_subfolders_train"] = int(v["subfolders"])
+    order = v.get("file_order", "name")
     reader = {
         "data_loader": "pytorch",
         "batch_size": int(v["batch_size"]),
         "read_threads": int(v["read_threads"]),
-        "file_shuffle": "seed" if v["file_shuffle"] else "off",
+        "file_shuffle": "seed" if order in ("once", "epoch") else "off",
     }
+    if v.get("prefetch") is not None and int(v["read_threads"]) > 0:
+        reader["prefetch_size"] = int(v["prefetch"])
+    compute, pre = float(v["computation_time"]), float(v.get("preprocess_time") or 0.0)
+    if pre and int(v["read_threads"]) == 0:
+        # Without readers the trainer decodes its samples on its own time: the replay's step takes
+        # as long when that time is part of its compute, which waits off the CPU (hybrid), where a
+        # per-sample preprocess spin on the trainer is stretched by every preemption on a busy host.
+        compute, pre = compute + int(v["batch_size"]) * pre, 0.0
+    if pre and v.get("loader") == "sample-parallel":
+        # The job's readers share a batch's samples; the replay's reader takes a whole batch (as a
+        # DataLoader worker does): its time per sample is shared out so that a batch takes as long.
+        pre /= max(1.0, float(v.get("readers_per_step") or 1.0))
+    if pre:
+        reader["preprocess_time"] = round(pre, 6)
     if v["pattern"] == "ranges":
         reader["sample_shuffle"] = "seed" if not v["sequential"] else "off"
-    train = {"epochs": int(v["epochs"]), "computation_time": round(float(v["computation_time"]), 6)}
+    train = {"epochs": int(v["epochs"]), "computation_time": round(compute, 6)}
     sd = inf.get("computation_time_stdev")
     if sd is not None and sd.value > 0.1 * max(train["computation_time"], 1e-9):
         train["computation_time_stdev"] = round(float(sd.value), 6)
+    if order == "once":  # one permutation for every epoch
+        train["seed_change_epoch"] = False
+    fast = {"compute_mode": "hybrid"}
+    if order == "path" and v["subfolders"] > 1:  # sorted paths: one folder after another
+        fast["file_order"] = "path"
     # The profiled trainer waited on its accelerator off the CPU (DLIO emulates that with a sleep):
     # dlio-fast's default busy-spin would take a core from the replay's readers and delay their
     # batches by a scheduler slice on a small machine. DLIO ignores the dlio_fast section.
@@ -48,7 +68,7 @@ def workload(inf: Dict[str, Inferred], data_folder: str, name: str = "profiled")
         "dataset": ds,
         "reader": reader,
         "train": train,
-        "dlio_fast": {"compute_mode": "hybrid"},
+        "dlio_fast": fast,
     }
 
 

@@ -12,7 +12,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 
@@ -53,6 +53,7 @@ class Trace:
     events: np.ndarray  # EVENT_DTYPE, sorted by t; size = bytes done (mmap: length); file -1: none
     paths: np.ndarray  # str, indexed by events["file"]
     source: str  # "interposer", "pfw", "darshan", "strace"
+    forked: Optional[np.ndarray] = None  # pids forked from a traced process (interposer only; None: unknown)
 
 
 def _finish(rows: List[tuple], paths: List[str], source: str) -> Trace:
@@ -60,11 +61,11 @@ def _finish(rows: List[tuple], paths: List[str], source: str) -> Trace:
     return _sorted(ev, np.array(paths, dtype=object), source)
 
 
-def _sorted(ev: np.ndarray, paths: np.ndarray, source: str) -> Trace:
+def _sorted(ev: np.ndarray, paths: np.ndarray, source: str, forked=None) -> Trace:
     ev = ev[np.argsort(ev["t"], kind="stable")]
     if len(ev):
         ev["t"] -= ev["t"][0]
-    return Trace(ev, paths, source)
+    return Trace(ev, paths, source, forked)
 
 
 # ------------------------------------------------------------------------------------ interposer
@@ -117,7 +118,9 @@ def load_native(folder: str) -> Trace:
         ev["size"][io & (rec["ret"] < 0)] = -1  # failed call
         parts.append(ev)
     ev = np.concatenate(parts) if parts else np.zeros(0, EVENT_DTYPE)
-    return _sorted(ev, np.array(paths, dtype=object), "interposer")
+    # a process forked by a traced one (a DataLoader worker) names its parent; an exec'd one does not
+    forked = np.array(sorted({int(k.split("-")[0]) for k, (_, parent) in names.items() if parent}), np.int64)
+    return _sorted(ev, np.array(paths, dtype=object), "interposer", forked)
 
 
 # ------------------------------------------------------------------------------------ .pfw

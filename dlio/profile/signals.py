@@ -1,9 +1,8 @@
-"""Vectorised measures on dataset reads, shared by the inference and the replay score: batches
-(a reader's runs of b consecutive file visits, b found from where the reader pauses), pause
-bursts (for checkpoint writes), burst starts and volumes, reads in flight, the Kolmogorov-Smirnov
-distance (numpy; scipy is not a dependency) and a rank correlation."""
+"""Vectorised measures shared by the inference and the replay score: pause bursts (for checkpoint
+writes), the steady state of a series of gaps, reads in flight, the Kolmogorov-Smirnov distance
+(numpy; scipy is not a dependency) and a rank correlation. Steps are found in steps.py."""
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -60,97 +59,6 @@ def pause_bursts(rd: np.ndarray, threshold: Optional[float] = None) -> Dict[str,
         "id": np.argsort(o)[bid],
         "order": order,
     }
-
-
-def units(rd: np.ndarray, whole: bool) -> Dict[str, np.ndarray]:
-    """What a loader reads per sample, per reader (pid, tid), in the reader's time order: with
-    whole-file reads a visit (the reader's consecutive reads of one file: an npz's header and
-    payload reads are one sample), else each read. Returns key (reader), start, end (ns), bytes,
-    reads and pos (index of the unit within its reader)."""
-    order = np.lexsort((rd["t"], rd["tid"], rd["pid"]))
-    r = rd[order]
-    key = r["pid"].astype(np.int64) * (1 << 32) + r["tid"]
-    new = np.ones(len(r), bool)
-    if whole:
-        new[1:] = (key[1:] != key[:-1]) | (r["file"][1:] != r["file"][:-1])
-    uid = np.cumsum(new) - 1
-    n = int(uid[-1]) + 1 if len(uid) else 0
-    end = np.zeros(n, np.int64)
-    np.maximum.at(end, uid, r["t"] + r["dur"])
-    k = key[new]
-    first = np.concatenate(([True], k[1:] != k[:-1])) if n else np.zeros(0, bool)
-    pos = np.arange(n) - np.maximum.accumulate(np.where(first, np.arange(n), 0)) if n else np.zeros(0, np.int64)
-    return {
-        "key": k,
-        "start": r["t"][new],
-        "end": end,
-        "bytes": np.bincount(uid, weights=r["size"], minlength=n),
-        "reads": np.bincount(uid, minlength=n),
-        "pos": pos,
-    }
-
-
-def batch_size(u: Dict[str, np.ndarray], max_b: int = 512) -> Tuple[int, float, int]:
-    """The batch size b of a loader whose readers each read whole batches: every b-th gap of a
-    reader (between the last sample of one batch and the first of its next) holds the reader's
-    wait for the trainer, the others only the time to read and decode one sample. For each b,
-    the gaps are split by position (gap before unit p is a batch boundary when p % b == 0) and
-    scored by the share of the variance of log gaps the split explains (the correlation ratio,
-    Otsu's criterion with the classes fixed by position): b/2 puts short gaps among the
-    boundaries and 2b long ones among the rest, so both explain less. Positions, not a gap
-    threshold, decide: a loaded machine stretches every gap but does not move the boundaries.
-    Returns (b, the explained share 0..1, gaps used)."""
-    same = np.zeros(len(u["key"]), bool)
-    same[1:] = u["key"][1:] == u["key"][:-1]
-    if same.sum() < 3:
-        return 1, 0.0, int(same.sum())
-    gap = (u["start"][1:] - u["end"][:-1])[same[1:]]
-    lg = np.log(np.maximum(gap, 1000).astype(np.float64))  # below 1 us a gap is no gap
-    pos = u["pos"][same]
-    tot = ((lg - lg.mean()) ** 2).sum()
-    if tot <= 0:
-        return 1, 0.0, len(lg)
-    best, best_eta = 1, 0.0
-    for b in range(2, min(max_b, int(pos.max())) + 1):
-        bnd = pos % b == 0
-        ns = int(bnd.sum())
-        if ns == 0 or ns == len(lg):
-            continue
-        ms, mi = lg[bnd].mean(), lg[~bnd].mean()
-        if ms <= mi:  # boundaries must be the longer gaps
-            continue
-        eta = ns * (len(lg) - ns) * (ms - mi) ** 2 / len(lg) / tot
-        if eta > best_eta:
-            best, best_eta = b, float(eta)
-    return best, best_eta, len(lg)
-
-
-def batches(rd: np.ndarray, whole: bool) -> Dict[str, np.ndarray]:
-    """The read bursts of one batch each: per reader, runs of b consecutive units (b from
-    batch_size, 1 when no structure explains at least MIN_ETA of the gaps). Returns start, end
-    (ns), bytes, units per burst, sorted by start, and b, eta."""
-    u = units(rd, whole)
-    b, eta, ngaps = batch_size(u)
-    if eta < MIN_ETA:
-        b = 1
-    bid = np.cumsum(u["pos"] % b == 0) - 1  # units are in reader order, pos 0 starts a reader
-    nb = int(bid[-1]) + 1 if len(bid) else 0
-    start = np.zeros(nb, np.int64)
-    start[bid[::-1]] = u["start"][::-1]  # the first unit's start
-    end = np.zeros(nb, np.int64)
-    np.maximum.at(end, bid, u["end"])
-    vol = np.bincount(bid, weights=u["bytes"], minlength=nb)
-    cnt = np.bincount(bid, minlength=nb)
-    o = np.argsort(start, kind="stable")
-    return {"start": start[o], "end": end[o], "bytes": vol[o], "units": cnt[o], "b": b, "eta": eta, "gaps": ngaps}
-
-
-MIN_ETA = 0.3  # below this, the position split explains too little of the gaps to call it batches
-
-
-def start_gaps(b: Dict[str, np.ndarray]) -> np.ndarray:
-    """Time between consecutive burst starts, over all readers (ns)."""
-    return np.diff(b["start"]).astype(np.float64)
 
 
 def steady_period(gaps: np.ndarray) -> np.ndarray:

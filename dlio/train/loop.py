@@ -140,6 +140,7 @@ class Trainer:
             seed_change_epoch=t.seed_change_epoch,
             max_steps=t.total_training_steps if split == "train" else -1,
             compat_dlio_order=self.cfg.dlio_fast.compat_dlio_order,
+            path_folders=self.spec.num_subfolders(split) if self.cfg.dlio_fast.file_order == "path" else 0,
             transfer_size=r.transfer_size or planner.TF_BUFFER,
             # an object store gets one GET per object or per sample range: no splitting into 4 MiB reads
             max_transfer=planner.MAX_TRANSFER if self.backend.has(LOCAL) else 1 << 62,

@@ -125,16 +125,30 @@ def keyed_permutation(x, n, keys):
 
 
 def epoch_order(
-    nfiles, spf, file_shuffle, sample_shuffle, seed, epoch, seed_change_epoch, random_seed=None, compat=False, bad=None
+    nfiles,
+    spf,
+    file_shuffle,
+    sample_shuffle,
+    seed,
+    epoch,
+    seed_change_epoch,
+    random_seed=None,
+    compat=False,
+    bad=None,
+    path_folders=0,
 ):
     """The SampleOrder of an epoch. *_shuffle: 'off' | 'seed' | 'random'; 'random' uses
     random_seed, which the caller must make the same on every rank (rank 0 draws it and
-    broadcasts). bad (bool per file): files left out before shuffling."""
+    broadcasts). bad (bool per file): files left out before shuffling. path_folders > 1: the
+    files listed by full path (dlio_fast.file_order: path), one of that many round-robin
+    subfolders after another, instead of DLIO's listing by file name (index order)."""
     files = np.arange(nfiles, dtype=np.int32 if nfiles < 2**31 else np.int64)
     if bad is not None:
         files = files[~bad]
     if compat:
         return SampleOrder(files, spf)
+    if path_folders > 1:  # file i is in subfolder i % S: sorted paths walk the folders in turn
+        files = files[np.argsort(files % path_folders, kind="stable")]
     s = seed_for(seed, epoch, seed_change_epoch)
     if file_shuffle != "off":
         rng = np.random.default_rng(s if file_shuffle == "seed" else (random_seed, epoch, 1))
@@ -359,6 +373,7 @@ class Settings:
     seed_change_epoch: bool = True
     max_steps: int = -1  # total_training_steps (per epoch, as DLIO), -1 = all
     compat_dlio_order: bool = False
+    path_folders: int = 0  # dlio_fast.file_order: path over this many subfolders (epoch_order)
     transfer_size: int = TF_BUFFER
     max_transfer: int = MAX_TRANSFER
     readers: int = 1  # reader threads (PyTorch workers): batch k is read by reader k mod readers
@@ -380,6 +395,7 @@ def epoch_plans(layout, settings, time_spec, size, epoch, random_seed=None, rank
             random_seed,
             s.compat_dlio_order,
             layout.bad,
+            s.path_folders,
         )
     return [
         epoch_plan(layout, settings, time_spec, r, size, epoch, random_seed, order=order)
@@ -427,6 +443,7 @@ def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None,
                 random_seed,
                 s.compat_dlio_order,
                 layout.bad,
+                s.path_folders,
             )
         first, steps = shard(len(order), rank, size, s.batch, s.max_steps)
         samples = order.at(np.arange(first, first + steps * s.batch, dtype=np.int64))

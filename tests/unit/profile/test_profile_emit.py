@@ -48,3 +48,51 @@ def test_report_names_the_source_with_its_article():
     text = report(inferred(), "strace", "python train.py")
     assert text.startswith("dlio-fast profile: inferred from a strace trace of `python train.py`\n")
     assert "  sizes " in text and "48 files, 262642..262642 bytes, 12606816 in all" in text
+
+
+def _with(**kw):
+    inf = inferred()
+    for k, x in kw.items():
+        inf[k] = Inferred(x, 1.0, f"evidence for {k}")
+    return inf
+
+
+@pytest.mark.parametrize(
+    "order,subfolders,shuffle,change,file_order",
+    [
+        ("path", 2, "off", True, "path"),  # sorted paths over 2 subfolders: one folder after another
+        ("path", 0, "off", True, None),  # flat: path order is DLIO's
+        ("name", 2, "off", True, None),
+        ("once", 2, "seed", False, None),
+        ("epoch", 0, "seed", True, None),
+    ],
+)
+def test_file_order_becomes_shuffle_seed_change_and_file_order(
+    tmp_path, order, subfolders, shuffle, change, file_order
+):
+    wl = workload(_with(file_order=order, subfolders=subfolders), str(tmp_path / "data"))
+    assert wl["reader"]["file_shuffle"] == shuffle
+    assert wl["train"].get("seed_change_epoch", True) is change
+    assert wl["dlio_fast"].get("file_order") == file_order
+    p = tmp_path / "workload.yaml"
+    p.write_text(to_yaml(wl))
+    validate(str(p))
+
+
+def test_prefetch_and_preprocess_for_readers_folded_into_compute_without_them(tmp_path):
+    wl = workload(_with(prefetch=3, preprocess_time=0.002), str(tmp_path / "data"))
+    assert wl["reader"]["prefetch_size"] == 3 and wl["reader"]["preprocess_time"] == 0.002
+    assert wl["train"]["computation_time"] == 0.05
+    # a loop without readers: the trainer's own time on its 4 samples is part of its step
+    wl = workload(_with(prefetch=0, preprocess_time=0.002, read_threads=0), str(tmp_path / "data"))
+    assert "prefetch_size" not in wl["reader"] and "preprocess_time" not in wl["reader"]
+    assert wl["reader"]["read_threads"] == 0
+    assert wl["train"]["computation_time"] == pytest.approx(0.05 + 4 * 0.002)
+
+
+def test_a_sample_parallel_loaders_time_per_sample_is_shared_by_its_readers(tmp_path):
+    """Its readers share each batch; the replay's reader takes a whole batch alone."""
+    wl = workload(_with(preprocess_time=0.004, loader="sample-parallel", readers_per_step=2.0), str(tmp_path))
+    assert wl["reader"]["preprocess_time"] == 0.002
+    wl = workload(_with(preprocess_time=0.004, loader="batch-per-worker", readers_per_step=1.0), str(tmp_path))
+    assert wl["reader"]["preprocess_time"] == 0.004
