@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 
+from dlio.storage.s3 import content
+
 MULTIPART_MIN = 64 << 20  # objects this large go up as multipart uploads (parts in parallel)
 PART_SIZE = 16 << 20
 BATCH_BYTES = 256 << 20  # small objects are read and PUT in batches of about this much
 PUT_INFLIGHT = 32
-PATCHED_PARTS_BYTES = 256 << 20  # checkpoint parts holding container literals made before the window, at most
 
 
 def _files(folder: str):
@@ -121,46 +122,14 @@ def task_list_all(s3, t: dict, c) -> dict:
     return {"uris": s3.list(f"s3://{t['bucket']}/{t['prefix']}", recursive=True)}
 
 
-def _content(size: int, pattern) -> bytes:
-    """A part's bytes: random, or an 8-byte pattern repeated (tensors of ones)."""
-    import numpy as np
-
-    if pattern is None:
-        return np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
-    return np.full(-(-size // 8), int(pattern), dtype=np.uint64).tobytes()[:size]
-
-
-def _patches(segments: list, off: int, n: int) -> list:
-    """(position in the piece, literal bytes) of the container segments inside [off, off + n)."""
-    out = []
-    for so, lit in segments:
-        lo, hi = max(so, off), min(so + len(lit), off + n)
-        if lo < hi:
-            out.append((lo - off, lit[lo - so : hi - so]))
-    return out
-
-
-def _piece(base: bytes, off: int, n: int, segments: list):
-    """A piece of an object at `off`: the content with the container's literal bytes laid over it;
-    the shared content itself (not copied) where no literal falls in it."""
-    patches = _patches(segments, off, n) if segments else []
-    if not patches:
-        return base if n == len(base) else base[:n]
-    buf = bytearray(memoryview(base)[:n])
-    for at, lit in patches:
-        buf[at : at + len(lit)] = lit
-    return buf
-
-
 def task_ckpt(s3, t: dict, c) -> dict:
     """A checkpoint save (PUT every item [uri, size]) or load (GET them whole), timed here from the
     first request to the last completion. Saves: objects of MULTIPART_MIN bytes or more as multipart
     uploads (PART_SIZE parts, part_inflight in flight), smaller ones with one PUT; up to t['threads']
-    objects at once. An item with a container (t['overlay_of'][i], an index into t['overlays']: the
-    (offset, base64 bytes) literal ranges of torch.save's zip records, dlio.checkpoint.torchzip) is
-    the very bytes the file would hold: the tensors' content with the literals laid over it. Whole
-    objects are made before the window, and so are the multipart parts that hold literals up to
-    PATCHED_PARTS_BYTES; past it such a part is made in the window (one copy of the part)."""
+    objects at once. Each object's bytes are unique (dlio.storage.s3.content: every 4 KiB block
+    stamped with its object and offset); an item with a container (t['overlay_of'][i], an index into
+    t['overlays']: the (offset, base64 bytes) literal ranges of torch.save's zip records,
+    dlio.checkpoint.torchzip) holds the very bytes the file would: the literals laid over them."""
     import base64
     import threading
     import time
@@ -169,60 +138,52 @@ def task_ckpt(s3, t: dict, c) -> dict:
     fills = t.get("fills") or [None] * len(items)
     tables = [[(int(o), base64.b64decode(b)) for o, b in segs] for segs in t.get("overlays") or []]
     which = t.get("overlay_of") or [None] * len(items)
-    segs_of = [tables[w] if w is not None else [] for w in which]
-    parts, whole, patched = {}, {}, {}
-    budget = int(t.get("patched_budget", PATCHED_PARTS_BYTES))
-    if kind == "save":
-        for i, ((_, size), fill) in enumerate(zip(items, fills)):
+    bases = {}
+    if kind == "save":  # the base bytes of a part (and of a whole small object), per content, before the window
+        small = max([size for _, size in items if size < MULTIPART_MIN] or [0])
+        large = any(size >= MULTIPART_MIN for _, size in items)
+        for fill in set(fills):
             c.beat()  # making the payloads: busy, no request outstanding
-            n = min(size, PART_SIZE) if size >= MULTIPART_MIN else size
-            parts.setdefault((n, fill), _content(n, fill))
-            if size < MULTIPART_MIN and (size, fill, which[i]) not in whole:
-                whole[(size, fill, which[i])] = bytes(_piece(parts[(n, fill)], 0, size, segs_of[i]))
-            if size >= MULTIPART_MIN and segs_of[i]:  # the parts that hold literals, made now while they fit
-                for off in range(0, size, PART_SIZE):
-                    key = (fill, which[i], off, min(size - off, PART_SIZE))
-                    if key not in patched and budget >= key[3] and _patches(segs_of[i], off, key[3]):
-                        patched[key] = bytes(_piece(parts[(PART_SIZE, fill)], off, key[3], segs_of[i]))
-                        budget -= key[3]
+            bases[fill] = content.content(max(small, PART_SIZE if large else 0), fill)
     s3.list(items[0][0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
     errors, nbytes = [], [0]
     lock = threading.Lock()
 
-    def one(i):
+    def one(i, stampers):
         uri, size = items[i]
         if kind == "load":
             got = len(memoryview(s3.get(uri)))
-        elif size < MULTIPART_MIN:
-            s3.put_bytes(uri, whole[(size, fills[i], which[i])])
-            got = size
         else:
-            bucket, key = uri[5:].split("/", 1)
-            w = s3.MultipartUploadWriter(bucket, key, part_size=PART_SIZE, max_in_flight=t["part_inflight"])
-            buf, off = parts[(PART_SIZE, fills[i])], 0
-            try:
-                while off < size:
-                    n = min(size - off, PART_SIZE)
-                    # made before the window, or now (past the budget): a fresh buffer, as the writer
-                    # borrows what it is given until close()
-                    piece = patched.get((fills[i], which[i], off, n))
-                    w.write(piece if piece is not None else _piece(buf, off, n, segs_of[i]))
-                    off += n
-                w.close()
-            except BaseException:
-                w.abort()
-                raise
+            fill, segs = fills[i], tables[which[i]] if which[i] is not None else []
+            st = stampers.get(fill)
+            if st is None:  # this thread's copy of the base, stamped piece by piece
+                st = stampers[fill] = content.Stamper(bases[fill], stamped=fill is None)
+            uid = content.object_id(uri)
+            if size < MULTIPART_MIN:
+                s3.put_bytes(uri, bytes(st.piece(uid, 0, size, segs)))
+            else:
+                bucket, key = uri[5:].split("/", 1)
+                w = s3.MultipartUploadWriter(bucket, key, part_size=PART_SIZE, max_in_flight=t["part_inflight"])
+                try:
+                    for off in range(0, size, PART_SIZE):
+                        # the writer copies the piece before returning: the one buffer is stamped anew for the next
+                        w.write(st.piece(uid, off, min(size - off, PART_SIZE), segs), copy=True)
+                    w.close()
+                except BaseException:
+                    w.abort()
+                    raise
             got = size
         with lock:
             nbytes[0] += got
         c.add(1, got)
 
     def worker(k):
+        stampers = {}
         try:
             for i in range(k, len(items), t["threads"]):
                 if errors:
                     return
-                one(i)
+                one(i, stampers)
         except Exception as e:
             errors.append(str(e))
 
