@@ -10,6 +10,7 @@ dlio.report.run_files writes a run's folder.
 """
 
 from collections import Counter
+from typing import Any, Dict
 
 from dlio.report import checkpoint as ckpt_figures
 from dlio.report import metrics
@@ -39,7 +40,7 @@ def _per_host_gib(result):
 def _per_host(result, key, default):
     """DLIO's per-host list of a host field (hosts in the order of their first rank): each host's own
     value as its ranks recorded it, rank 0's host's for records without it."""
-    seen = {}
+    seen: Dict[str, Any] = {}
     for r in result["ranks"]:
         seen.setdefault(r["hostname"], r.get(key, default))
     for h in result["hostnames"]:
@@ -143,7 +144,9 @@ def rank_output(result, r):
         if not ep.get("train"):
             continue
         blocks = train_blocks(ep)
-        rec = {key: {f"block{i}": list(b[key]) for i, b in enumerate(blocks, 1)} for key in ("load", "proc")}
+        rec: Dict[str, Any] = {
+            key: {f"block{i}": list(b[key]) for i, b in enumerate(blocks, 1)} for key in ("load", "proc")
+        }
         figs = [metrics.dlio_block_figures(b, batch, dialect(result)) for b in blocks]
         rec["throughput"] = {f"block{i}": f[1] for i, f in enumerate(figs, 1)}
         rec["au"] = {f"block{i}": f[0] for i, f in enumerate(figs, 1)}

@@ -47,7 +47,8 @@ def _upload(s3, bucket: str, prefix: str, files: list, c, multipart_min: int = M
     put_many (PUT_INFLIGHT in flight, read in batches of about BATCH_BYTES), large ones as multipart
     uploads. Returns the bytes."""
     nbytes = 0
-    batch, batch_bytes = [], 0
+    batch: list[tuple[str, str]] = []
+    batch_bytes = 0
 
     def flush():
         if batch:
@@ -170,7 +171,9 @@ def task_ckpt(s3, t: dict, c) -> dict:
     tables = [[(int(o), base64.b64decode(b)) for o, b in segs] for segs in t.get("overlays") or []]
     which = t.get("overlay_of") or [None] * len(items)
     segs_of = [tables[w] if w is not None else [] for w in which]
-    parts, whole, patched = {}, {}, {}
+    parts: dict[tuple, bytes] = {}
+    whole: dict[tuple, bytes] = {}
+    patched: dict[tuple, bytes] = {}
     budget = int(t.get("patched_budget", PATCHED_PARTS_BYTES))
     if kind == "save":
         for i, ((_, size), fill) in enumerate(zip(items, fills)):
@@ -186,7 +189,8 @@ def task_ckpt(s3, t: dict, c) -> dict:
                         patched[key] = bytes(_piece(parts[(PART_SIZE, fill)], off, key[3], segs_of[i]))
                         budget -= key[3]
     s3.list(items[0][0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
-    errors, nbytes = [], [0]
+    errors: list[str] = []
+    nbytes = [0]
     lock = threading.Lock()
 
     def one(i):
