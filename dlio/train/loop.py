@@ -372,7 +372,7 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
         if res is None or not int(res["steps_done"]):
             return None, failure
         rec = epoch_record(epoch, res, plan, st, sp.excl, None, start_iso, blocks)
-        rec.update(checkpoints=saves, complete=False, end=iso())
+        rec.update({"checkpoints": saves, "complete": False, "end": iso()})
         if tr.saver is not None:
             rec["steps"] = async_save.step_arrays(res)
         return rec, failure

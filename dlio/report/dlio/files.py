@@ -10,20 +10,21 @@ dlio.report.run_files writes a run's folder.
 """
 
 from collections import Counter
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 from dlio.report import checkpoint as ckpt_figures
 from dlio.report import metrics
 from dlio.report.dlio.timeline import block_times, secs, trailing_empty_block, train_end, wall
+from dlio.report.result import RunResult
 from dlio.report.run_figures import checkpoint_records, dialect, eval_figures, train_blocks, train_figures, trained
 
 
-def ranks_per_host(result):
+def ranks_per_host(result: RunResult) -> int:
     """DLIO's npernode: the most ranks on one host."""
     return max(Counter(result["hostnames"]).values()) if result.get("hostnames") else 1
 
 
-def data_size_per_host_bytes(result):
+def data_size_per_host_bytes(result: RunResult) -> float:
     """DLIO's data_size_per_host (statscounter.py, both versions): npernode * samples per file *
     train files // ranks * record length: the samples a host's ranks consume in one epoch."""
     d = result["dataset"]
@@ -48,7 +49,7 @@ def _per_host(result, key, default):
     return list(seen.values()) or [default]
 
 
-def summary(result):
+def summary(result: RunResult) -> Dict[str, Any]:
     """DLIO's summary.json, keys in DLIO's order."""
     s = result["settings"]
     done = result.get("complete", True)
@@ -125,7 +126,7 @@ def summary(result):
     return out
 
 
-def rank_output(result, r):
+def rank_output(result: RunResult, r: int) -> Dict[str, Any]:
     """DLIO's {rank}_output.json: per epoch the per-step load/proc/compute lists, AU, throughput."""
     rank = result["ranks"][r]
     host = result["host"]
@@ -186,7 +187,7 @@ def _ckpt_entry(result, c):
     return f"{c.get('kind', 'save')}_ckpt{c.get('block', 1)}", ckpt_figures.per_epoch_entry(c)
 
 
-def per_epoch_stats(result, r):
+def per_epoch_stats(result: RunResult, r: int) -> Dict[str, Any]:
     """DLIO's per-epoch stats of rank r (durations as strings with 2 decimals, as DLIO): start, the
     blocks with the checkpoints between them, end, duration, eval (result.py's docstring)."""
     rank = result["ranks"][r]
@@ -195,7 +196,7 @@ def per_epoch_stats(result, r):
     for ep in rank["epochs"]:
         if not ep.get("train"):
             continue
-        rec = {"start": ep["start"]}
+        rec: Dict[str, Any] = {"start": ep["start"]}
         times = block_times(rank, ep)
         saves = sorted(ep.get("checkpoints") or [], key=lambda c: wall(c["start"]) if c.get("start") else 0)
         for i, (t0, t1, dur) in enumerate(times, 1):
@@ -236,7 +237,7 @@ def _mean_sd(m, prefix, suffix, dec):
     return f"{m[f'{prefix}_mean{suffix}']:.{dec}f} ({m[f'{prefix}_stdev{suffix}']:.{dec}f})"
 
 
-def metric_lines(result):
+def metric_lines(result: RunResult) -> List[str]:
     """DLIO's [METRIC] block, for the console (dlio.log has DLIO's exact block: dlio.report.dlio.log)."""
     s = summary(result)
     m = s["metric"]
@@ -268,7 +269,7 @@ def metric_lines(result):
     return lines
 
 
-def per_epoch_file(result, rank):
+def per_epoch_file(result: RunResult, rank: int) -> Optional[str]:
     """The per-epoch stats file of a rank: 2.0.0 writes one, per_epoch_stats.json, from rank 0;
     current DLIO one per rank. None: this rank writes none."""
     if dialect(result) == "2.0.0":
