@@ -1,9 +1,11 @@
-"""Types of the C core's binding (dlio/_core.pyx, dlio/_core_*.pxi), for the type checker.
+"""Types of the C core's binding (dlio/_core.pyx and the files it includes, _core_vdb.pxi and
+_kvcache.pxi), for the type checker; tests/unit/test_core_stub.py checks it names what the module has.
 
 A Run's result and the histograms are plain dicts (their keys are listed in the .pyx docstrings and
 dlio.report.result); they are typed as Dict[str, Any] here."""
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -29,6 +31,12 @@ OP_WRITE: int
 OPF_OPEN: int
 OPF_CLOSE: int
 OPF_FSYNC: int
+# the kinds of a trace event (TRACE_DTYPE's "kind")
+TR_READ: int
+TR_WRITE: int
+TR_SAMPLE: int
+TR_FETCH: int
+TR_COMPUTE: int
 
 class RunError(OSError):
     path: Optional[str]
@@ -135,7 +143,104 @@ class Run:
 class VdbRun:
     index_paths: List[str]
     pq_paths: List[str]
-    def __init__(self, engine: str, index_paths: Sequence[str], *args: Any, **kwargs: Any) -> None: ...
+    def __init__(
+        self,
+        engine: str,
+        index_paths: Sequence[str],
+        seg_nodes: Any,
+        hop_first: Any,
+        read_first: Any,
+        nodes: Any,
+        *,
+        beam_width: int,
+        read_bytes: int,
+        nodes_per_sector: int,
+        direct: bool = ...,
+        pq_paths: Optional[Sequence[str]] = ...,
+        pq_pages: Any = ...,
+        pq_reads_per_hop: int = ...,
+        cached: Any = ...,
+        cached_bits: int = ...,
+        first_search: int = ...,
+        cpu_per_hop_ns: int = ...,
+        compute_mode: int = ...,
+        seed: int = ...,
+        clients: int = ...,
+        batch: int = ...,
+        search_threads: int = ...,
+        queries: int = ...,
+        runtime_ns: int = ...,
+        delay_ns: int = ...,
+        eng_flags: int = ...,
+    ) -> None: ...
     def request_stop(self) -> None: ...
-    def progress(self) -> Any: ...
+    def progress(self) -> Tuple[int, int, int]: ...  # (reads, bytes, queries)
+    def execute(self) -> Dict[str, Any]: ...
+
+# The KV-cache request engine (_kvcache.pxi): the plan's dtypes, its enum values, and the names of the
+# result's counters and histograms in kvcache.h's order.
+KV_REQ_DTYPE: np.dtype
+KV_STEP_DTYPE: np.dtype
+KV_ENTRY_DTYPE: np.dtype
+KV_LOG_DTYPE: np.dtype
+KV_SYNTH: int
+KV_READ: int
+KV_WRITE: int
+KV_READ_OR_WRITE: int
+KV_DEMOTE: int
+KV_TIER_NONE: int
+KV_TIER_CPU: int
+KV_TIER_STORAGE: int
+KV_PROBE: int
+KV_PREFILL_ONLY: int
+KV_WRITTEN_LATER: int
+KV_LOG_READ: int
+KV_LOG_WRITE: int
+KV_PH_PREFILL: int
+KV_PH_DECODE: int
+KV_PH_EVICT: int
+KV_COUNTS: Tuple[str, ...]
+KV_HISTS: Tuple[str, ...]
+
+def kv_store_check(
+    store: Any, folder: Union[str, "os.PathLike[str]"], max_obj: int = ..., chunk: int = ..., qd: int = ...
+) -> Optional[str]: ...
+
+class KvRun:
+    oplog: Optional[np.ndarray]  # KV_LOG_DTYPE records when log_cap was given
+    def __init__(
+        self,
+        reqs: Any,
+        steps: Any,
+        entries: Any,
+        conv_first: Any,
+        conv_reqs: Any,
+        *,
+        store: Any,
+        folder: Union[str, "os.PathLike[str]"] = ...,
+        workers: int = ...,
+        alloc_slots: int = ...,
+        duration_s: float = ...,
+        bytes_per_token: int = ...,
+        decode_batch: int = ...,
+        chunk_bytes: int = ...,
+        gen_ns_per_token: int = ...,
+        cpu_bytes: int = ...,
+        storage_bytes: Optional[int] = ...,
+        target_ratio: float = ...,
+        skip_ratio: float = ...,
+        asap: bool = ...,
+        drain: bool = ...,
+        seed: int = ...,
+        stage_bytes: int = ...,
+        direct_chunk: int = ...,
+        direct_qd: int = ...,
+        drop_check: int = ...,
+        model: Tuple[int, int, int, int] = ...,
+        log_cap: int = ...,
+        virtual: bool = ...,
+        store_opts: Any = ...,
+    ) -> None: ...
+    def request_stop(self) -> None: ...
+    def progress(self) -> Dict[str, int]: ...
     def execute(self) -> Dict[str, Any]: ...

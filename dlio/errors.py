@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 
 class DlioError(Exception):
@@ -64,6 +64,9 @@ class Interrupted(Exception):
         super().__init__(f"stopped because {origin}" if origin else f"interrupted by {name}")
         self.signum = signum
         self.origin = origin
+
+    # an io point's measured part before the stop (dlio.fsbench.points.run_point), for the grid to keep
+    record: Optional[Dict[str, Any]] = None
 
 
 # What to do about an errno, where there is something to do.

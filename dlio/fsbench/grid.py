@@ -15,6 +15,7 @@ from dlio.errors import DlioError, Interrupted
 from dlio.execute import late_signal_note, pending, stop_signals_deferred
 from dlio.fsbench.points import MIXED, writes
 from dlio.report.io_table import IO_COLUMNS, MIXED_COLUMNS, flat_point
+from dlio.report.result import IoPoint
 from dlio.units import fmt_bytes
 
 
@@ -47,10 +48,10 @@ def combinations(*axes: Iterable[Any]) -> Iterator[tuple]:
 
 
 def run_grid(
-    records: Iterable[Optional[Dict[str, Any]]],
+    records: Iterable[Optional[IoPoint]],
     doc: Dict[str, Any],
     header: str,
-    line: Callable[[Dict[str, Any]], str],
+    line: Callable[[IoPoint], str],
     sinks: Sinks,
     echo: Callable[[str], None],
     write: bool = True,
@@ -58,7 +59,7 @@ def run_grid(
     """Consume `records` (a generator that runs one point per item; None = nothing to report),
     print each, collect them in doc["points"], and write the sinks at the end whatever happens
     (`write`: this process writes them: rank 0 under MPI)."""
-    points: List[Dict[str, Any]] = doc.setdefault("points", [])
+    points: List[IoPoint] = doc.setdefault("points", [])
     echo(header)
     try:
         with stop_signals_deferred():  # a signal between points stops the next one, loses nothing
@@ -264,7 +265,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
 
         tracer = Tracer(None, path=req.trace_path, thread_names=lambda tid: f"worker {tid}")
 
-    def records() -> Iterator[Dict[str, Any]]:
+    def records() -> Iterator[IoPoint]:
         for k, (r, b, e, q, t) in enumerate(todo, 1):
             direct, cache = modes[e]
             pt = points.Point(r, b, e, q, t, direct, g.rwmixread)

@@ -22,6 +22,7 @@ import os
 import resource
 import signal
 import time
+from typing import Dict, List
 
 import numpy as np
 
@@ -71,12 +72,12 @@ def build_plan(point, fileset, seed=42):
     nfiles = len(fileset.paths)
     op = _core.OP_WRITE if point.rw in ("write", "randwrite") else 0  # mixed: drawn per request below
     rng = np.random.default_rng(seed)
-    per_thread = [[] for _ in range(point.threads)]
+    per_thread: List[List[tuple]] = [[] for _ in range(point.threads)]
     if nfiles >= point.threads:
         for f in range(nfiles):
             per_thread[f % point.threads].append((f,) + _blocks(fileset.sizes[f], point.bs))
     else:
-        sharers = {}
+        sharers: Dict[int, List[int]] = {}
         for t in range(point.threads):
             sharers.setdefault(t % nfiles, []).append(t)
         for f, group in sharers.items():

@@ -11,7 +11,7 @@ at 8 in flight never PUTs the objects 64 would read), and removed at the end unl
 from __future__ import annotations
 
 import shutil
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, cast
 
 from dlio import output
 from dlio.config.engines import S3_ENGINE
@@ -24,6 +24,7 @@ from dlio.limits import usable_cpus
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
 from dlio.storage import backend_for_uri
 from dlio.storage.s3 import client, limits
+from dlio.storage.s3.backend import S3Backend
 from dlio.storage.s3.settings import parse_uri
 from dlio.units import fmt_ns, fmt_size
 
@@ -58,7 +59,7 @@ def run(req, console) -> dict:
     client.require_client()
     backend = backend_for_uri(uri, req.endpoint, timeout_s(req))
     backend.check_access([uri], create=req.create_bucket)
-    settings = backend.settings
+    settings = cast(S3Backend, backend).settings  # an s3:// URI's backend
 
     created: set = set()
     work = points.workdir()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, cast
 
 from dlio import output
 from dlio.config.engines import S3_ENGINE
@@ -16,6 +16,7 @@ from dlio.report.io_table import POINT_HEADER
 from dlio.report.result import IO_SCHEMA, new_io_doc
 from dlio.storage import backend_for_uri
 from dlio.storage.s3 import client, limits
+from dlio.storage.s3.backend import S3Backend
 from dlio.storage.s3.settings import parse_uri
 from dlio.units import fmt_ns, fmt_size
 
@@ -25,8 +26,8 @@ HEADER = POINT_HEADER + f" {'ttfb_p50':>8} {'errors':>6}"
 TIMEOUT_MIN_S, TIMEOUT_MAX_S = 1, 86400  # --timeout's bounds (dlio_fast.storage_timeout's)
 
 
-def point_line(r: dict) -> str:
-    """The file io table's line (mode column 's3') plus time to first byte and errors."""
+def point_line(r: Mapping[str, Any]) -> str:
+    """An S3 IoPoint's line: the file io table's line (mode column 's3') plus time to first byte and errors."""
     lat = r["lat_ns"]
     cpu = f"{r['cpu_us_per_io']:.2f}" if r["cpu_us_per_io"] is not None else "-"
     ttfb = fmt_ns(r["ttfb_ns"]["p50"]) if r["ttfb_ns"] else "-"
@@ -112,7 +113,7 @@ def run_io(req, console) -> dict:
     client.require_client()
     backend = backend_for_uri(uris[0], req.endpoint, timeout_s(req))
     backend.check_access([uris[0]], create=req.create_bucket)
-    settings = backend.settings
+    settings = cast(S3Backend, backend).settings  # an s3:// URI's backend
 
     doc = new_io_doc(IO_SCHEMA, paths=list(uris), endpoint=settings.endpoint, client=S3_ENGINE, files=[], points=[])
     sinks = Sinks(json_path, csv_path, csv_extra=S3_EXTRA)

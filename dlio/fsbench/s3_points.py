@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from typing import Callable, Optional
+from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
@@ -98,7 +98,7 @@ def held_bytes(prefix: str, point: S3Point, size: int) -> int:
 def objects_to_create(prefix: str, points: list, budget: int = 0) -> list:
     """[(size, [keys])] that the GET and range points read (a --size `budget` each): created once
     before the grid."""
-    want = {}
+    want: Dict[int, set] = {}
     for p in points:
         if p.rw == "write":
             continue
@@ -116,7 +116,7 @@ def put_objects(settings: S3Settings, bucket: str, groups: list, progress=None) 
     count = sum(len(k) for _, k in groups)
     total = sum(size * len(k) for size, k in groups)
     small = max(size for size, _ in groups) <= SMALL_PUT
-    task = {"task": "put_objects", "bucket": bucket, "groups": groups, "inflight": 64 if small else 16}
+    task: Dict[str, Any] = {"task": "put_objects", "bucket": bucket, "groups": groups, "inflight": 64 if small else 16}
     task["files"] = limits.files_needed(task["inflight"])
 
     def tick(session) -> None:

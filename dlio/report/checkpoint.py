@@ -8,10 +8,11 @@ from typing import Any, Dict, Iterable, List
 import numpy as np
 
 from dlio.report.metrics import mean_std
+from dlio.report.result import CheckpointRecord
 from dlio.units import GiB
 
 
-def per_epoch_entry(rec: Dict[str, Any]) -> Dict[str, Any]:
+def per_epoch_entry(rec: CheckpointRecord) -> Dict[str, Any]:
     """DLIO's ``save_ckpt{b}`` / ``load_ckpt{b}`` value: start, end, duration (float s), throughput
     (DLIO's checkpoint_size_GB / duration)."""
     return {
@@ -22,8 +23,8 @@ def per_epoch_entry(rec: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
-def _exact(recs: List[Dict[str, Any]], comm_size: int) -> Dict[str, Any]:
-    groups: Dict[tuple, List[Dict[str, Any]]] = {}
+def _exact(recs: List[CheckpointRecord], comm_size: int) -> Dict[str, Any]:
+    groups: Dict[tuple, List[CheckpointRecord]] = {}
     for r in recs:
         groups.setdefault((r["epoch"], r["step"], r.get("block")), []).append(r)
     ckpts = []
@@ -74,7 +75,7 @@ def _exact(recs: List[Dict[str, Any]], comm_size: int) -> Dict[str, Any]:
     }
 
 
-def summary_fields(records: Iterable[Dict[str, Any]], comm_size: int) -> Dict[str, Any]:
+def summary_fields(records: Iterable[CheckpointRecord], comm_size: int) -> Dict[str, Any]:
     """summary.json checkpoint fields from the save/load records of all ranks.
 
     DLIO's (statscounter.py:144-166), computed as DLIO does: from **rank 0's** records only,

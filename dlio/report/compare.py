@@ -11,6 +11,7 @@ returns, which is also what `report --json` writes: a figure never travels witho
 
 import math
 import os
+from typing import Any, Dict, List, Optional
 
 from dlio.report import interference
 from dlio.report.io_table import mode
@@ -97,9 +98,9 @@ def checkpoint_figures(summary, doc):
     bytes of all ranks / (latest end - earliest start)."""
     m = (summary or {}).get("metric", {}) if isinstance(summary, dict) else {}
     series = checkpoint_series(doc)
-    out = {"save": series.get("save", []), "load": series.get("load", [])}
+    out: Dict[str, Any] = {"save": series.get("save", []), "load": series.get("load", [])}
     for kind in ("save", "load"):
-        v = m.get(f"{kind}_checkpoint_io_mean_GB_per_second")
+        v: Any = m.get(f"{kind}_checkpoint_io_mean_GB_per_second")
         out[f"{kind}_GB_s"] = float(v) if _num(v) else None
         out[f"{kind}_GiB_s"] = sum(out[kind]) / len(out[kind]) if out[kind] else None
     if not any(out[k] for k in ("save", "load")) and out["save_GB_s"] is None and out["load_GB_s"] is None:
@@ -121,13 +122,13 @@ def checkpoint_records_of(doc):
 
 def checkpoint_series(doc):
     """{'save': [GiB/s of each checkpoint, all ranks together], 'load': [...]} in checkpoint order."""
-    groups = {}
+    groups: Dict[str, Dict[Any, List[Dict[str, Any]]]] = {}
     for pos, e in enumerate(checkpoint_records_of(doc)):
         kind = _ckpt_kind(e)
         if not kind:
             continue
         if any(k in e for k in ("epoch", "step", "index")):
-            key = (e.get("epoch"), e.get("step"), e.get("block"), e.get("index"))
+            key: Any = (e.get("epoch"), e.get("step"), e.get("block"), e.get("index"))
         else:
             key = pos
         groups.setdefault(kind, {}).setdefault(key, []).append(e)
@@ -229,7 +230,7 @@ def run_figures(src):
 def run_verdict(doc):
     """A run's verdicts in a few words: 'cache (epochs 1-5)', 'storage-bound (epoch 1); cache (epochs
     2-3)'; '-' for a run recorded without them (DLIO's folders, older runs)."""
-    groups = {}
+    groups: Dict[str, List[Any]] = {}
     for v in doc.get("verdicts") or []:
         if isinstance(v, dict) and v.get("verdict"):
             groups.setdefault(str(v["verdict"]), []).append(v.get("epoch"))
@@ -243,8 +244,10 @@ def epochs_text(epochs):
     nums = sorted({e for e in epochs if isinstance(e, int)})
     if not nums:
         return f"{len(epochs)} phases"
-    runs, start = [], nums[0]
-    for a, b in zip(nums, nums[1:] + [None]):
+    runs: List[str] = []
+    start: Optional[int] = nums[0]
+    nexts: List[Optional[int]] = [*nums[1:], None]
+    for a, b in zip(nums, nexts):
         if b != a + 1:
             runs.append(str(start) if start == a else f"{start}-{a}")
             start = b
@@ -255,7 +258,8 @@ def async_figures(doc):
     """The asynchronous checkpoints' figures of a run (None where it has none). The AU and read rows
     hold 'during / outside' as text: the pair is the figure, a ratio of either alone says little."""
     s = interference.summary(checkpoint_records_of(doc)) or {}
-    d, o = s.get("during"), s.get("outside")
+    d: Any = s.get("during")  # a dict or None; the f-strings below read them only when both are there
+    o: Any = s.get("outside")
     pair = d is not None and o is not None
     return {
         "async_blocked_s": s.get("blocked_s_mean"),
@@ -365,7 +369,7 @@ def points(src):
             if isinstance(p, dict):
                 out.append((("target", name), name, p))
     # a key seen twice in one file (the same point measured twice) gets an occurrence number
-    seen = {}
+    seen: Dict[Any, int] = {}
     res = []
     for key, name, p in out:
         n = seen.get(key, 0)

@@ -21,10 +21,12 @@ from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
 
+from dlio.report.result import CheckpointRecord, RankRecord
+
 MiB = float(1 << 20)
 
 
-def steps_of(rank: Dict[str, Any]) -> Dict[str, np.ndarray]:
+def steps_of(rank: RankRecord) -> Dict[str, np.ndarray]:
     """A rank's step arrays over all its epochs (empty arrays when it kept none)."""
     keys = ("t_fetch_ns", "t_end_ns", "bytes", "compute_ns", "set_compute_ns")
     eps = [ep["steps"] for ep in rank.get("epochs", []) if ep.get("steps")]
@@ -33,7 +35,7 @@ def steps_of(rank: Dict[str, Any]) -> Dict[str, np.ndarray]:
     return {k: np.concatenate([np.asarray(e[k], dtype=np.int64) for e in eps]) for k in keys}
 
 
-def async_saves(rank: Dict[str, Any]) -> List[Dict[str, Any]]:
+def async_saves(rank: RankRecord) -> List[CheckpointRecord]:
     """The rank's completed asynchronous saves."""
     return [
         c
@@ -64,7 +66,7 @@ def figures(st: Dict[str, np.ndarray], mask: np.ndarray) -> Optional[Dict[str, A
     }
 
 
-def annotate(rank: Dict[str, Any]) -> None:
+def annotate(rank: RankRecord) -> None:
     """Set each asynchronous save's ``interference`` (during its write, outside every write) and drop
     the saves whose write failed (the run's failure says so)."""
     for ep in rank.get("epochs", []):
@@ -98,7 +100,7 @@ def _mean(vals: Iterable[Optional[float]]) -> Optional[float]:
     return float(np.mean(v)) if v else None
 
 
-def summary(records: Iterable[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+def summary(records: Iterable[CheckpointRecord]) -> Optional[Dict[str, Any]]:
     """All ranks' asynchronous saves together (None when there are none): means per save of the
     blocking, the write and the snapshot-to-durable window; AU and read MiB/s during the writes and
     outside them, weighted by the steps' time (every rank's steps)."""
@@ -135,7 +137,7 @@ def summary(records: Iterable[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     }
 
 
-def lines(records: Iterable[Dict[str, Any]]) -> List[str]:
+def lines(records: Iterable[CheckpointRecord]) -> List[str]:
     """The console's lines on the asynchronous saves of a run."""
     s = summary(records)
     if s is None:

@@ -2,7 +2,7 @@
 a point (fsbench, objstore) and its flat CSV row, each with the point's verdict (dlio.report.verdict):
 a figure is never printed without it."""
 
-from typing import Any, Dict
+from typing import Any, Dict, Mapping
 
 from dlio.report.result import IoPoint
 from dlio.report.verdict import short
@@ -40,8 +40,9 @@ MIXED_COLUMNS = [
 ]
 
 
-def flat_point(r: IoPoint) -> Dict[str, Any]:
-    """A point as one CSV row: its plain fields, and its latency summary as lat_<stat>_ns columns."""
+def flat_point(r: Mapping[str, Any]) -> Dict[str, Any]:
+    """A point (an IoPoint, or some of its fields) as one CSV row: its plain fields, and its latency
+    summary as lat_<stat>_ns columns."""
     row = {k: v for k, v in r.items() if not isinstance(v, dict)}
     for k, v in r["lat_ns"].items():
         if k != "count" and k != "stdev":

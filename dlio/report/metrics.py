@@ -19,10 +19,14 @@ thread on a loaded host) is the client's time, not the storage's, and must not r
 overruns are reported next to it. DLIO's AU keeps DLIO's definition (the measured compute).
 """
 
+from typing import Any, Dict, Iterable, Mapping, Sequence, Tuple
+
 import numpy as np
 
+from dlio.report.result import BlockFigures
 
-def _arrays(st):
+
+def _arrays(st: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     t_fetch = np.asarray(st["t_fetch"], dtype=np.int64)
     t_ready = np.asarray(st["t_ready"], dtype=np.int64)
     t_end = np.asarray(st["t_end"], dtype=np.int64)
@@ -31,7 +35,7 @@ def _arrays(st):
     return t_fetch, t_ready, t_end, compute, nbytes
 
 
-def counted_range(n, exclude_start, exclude_end):
+def counted_range(n: int, exclude_start: int, exclude_end: int) -> Tuple[int, int]:
     """[s, e] inclusive indices of the steps that count; all steps when too few remain."""
     s, e = exclude_start, n - 1 - exclude_end
     if e < s:
@@ -39,7 +43,7 @@ def counted_range(n, exclude_start, exclude_end):
     return s, e
 
 
-def block_metrics(st, batch, exclude_start=1, exclude_end=0):
+def block_metrics(st: Mapping[str, Any], batch: int, exclude_start: int = 1, exclude_end: int = 0) -> BlockFigures:
     """Both sets of figures for one block (one rank). st: the runner's step_times arrays."""
     t_fetch, t_ready, t_end, compute, nbytes = _arrays(st)
     n = len(t_fetch)
@@ -88,7 +92,7 @@ def block_metrics(st, batch, exclude_start=1, exclude_end=0):
     }
 
 
-def eval_metrics(st, batch):
+def eval_metrics(st: Mapping[str, Any], batch: int) -> BlockFigures:
     """DLIO's eval figures: AU with the same formula (exclusions), throughput n*batch/duration."""
     m = block_metrics(st, batch)
     if m["steps"]:
@@ -96,14 +100,21 @@ def eval_metrics(st, batch):
     return m
 
 
-def mean_std(values):
+def exact_of(block: BlockFigures) -> Dict[str, Any]:
+    """The exact figures of a block that has steps (a block without steps has none)."""
+    ex = block["exact"]
+    assert ex is not None, "a block without steps has no exact figures"
+    return ex
+
+
+def mean_std(values: Iterable[float]) -> Tuple[float, float]:
     a = np.asarray(values, dtype=np.float64)
     if len(a) == 0:
         return 0.0, 0.0
     return float(a.mean()), float(a.std())
 
 
-def combine_blocks(blocks, batch):
+def combine_blocks(blocks: Sequence[BlockFigures], batch: int) -> BlockFigures:
     """One epoch's figures from its blocks (step checkpoints split an epoch into blocks).
 
     DLIO: AU and throughput are step-weighted means over the blocks. Exact: the blocks' windows
@@ -116,8 +127,8 @@ def combine_blocks(blocks, batch):
     n = np.array([b["steps"] for b in blocks], dtype=np.float64)
     load = np.concatenate([b["load"] for b in blocks])
     comp = np.concatenate([b["compute"] for b in blocks])
-    window = sum(b["exact"]["window_s"] for b in blocks)
-    nbytes = sum(b["exact"]["bytes"] for b in blocks)
+    window = sum(exact_of(b)["window_s"] for b in blocks)
+    nbytes = sum(exact_of(b)["bytes"] for b in blocks)
     steps = int(n.sum())
     exact = {
         "window_s": window,
@@ -153,7 +164,7 @@ THROUGHPUT_FORMULA = {
 }
 
 
-def dlio_block_figures(block, batch, dialect):
+def dlio_block_figures(block: BlockFigures, batch: int, dialect: str) -> Tuple[float, float]:
     """(AU %, samples/s) of one block (one rank) by the formulas of DLIO `dialect`. The block's
     recorded "au"/"throughput" are current DLIO's; DLIO 2.0.0 (statscounter.compute_metrics_train)
     divides all n steps by the whole block wall time and always excludes the first step from AU."""
@@ -170,7 +181,7 @@ def dlio_block_figures(block, batch, dialect):
     return float(au), n * batch / wall
 
 
-def dlio_epoch_figures(blocks, batch, dialect):
+def dlio_epoch_figures(blocks: Sequence[BlockFigures], batch: int, dialect: str) -> Tuple[float, float]:
     """(AU %, samples/s) of one epoch (one rank) from its blocks: DLIO's end_train, the step-weighted
     mean over the blocks (both dialects)."""
     figs = [dlio_block_figures(b, batch, dialect) for b in blocks]

@@ -250,7 +250,8 @@ def checkpoint(result, path, summary=None):
     ax.set_xlabel("checkpoint number")
     ax.set_ylabel("GiB/s")
     ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * 1.25)  # room for the legend above the lines
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    # the default locator is a MaxNLocator (AutoLocator), which takes integer=; the stubs say Locator
+    ax.xaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]
     ax.margins(x=0.05)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")

@@ -3,6 +3,8 @@
 {stem}_vs_qd.png  bandwidth and IOPS against queue depth, one line per engine / threads (/ bs)
 """
 
+from typing import Any, Dict, List, Tuple
+
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
@@ -41,7 +43,7 @@ def _qd(p):
 
 def _series(pts, xkey, group_keys):
     """{group tuple: (xs, bw, iops)} with duplicate x values averaged, xs sorted."""
-    groups = {}
+    groups: Dict[tuple, Dict[Any, List[Tuple[float, float]]]] = {}
     for p in pts:
         x = _qd(p) if xkey == "qd" else p[xkey]
         g = tuple(_qd(p) if k == "qd" else p[k] for k in group_keys)

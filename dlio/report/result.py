@@ -43,7 +43,7 @@ from typing import Any, Dict, List, Optional, Sequence
 try:  # Python >= 3.11
     from typing import NotRequired, TypedDict
 except ImportError:  # pragma: no cover - older Pythons
-    from typing_extensions import NotRequired, TypedDict  # type: ignore[assignment]
+    from typing_extensions import NotRequired, TypedDict
 
 from dlio import _core, output
 
@@ -58,13 +58,23 @@ class BlockFigures(TypedDict, total=False):
     """DLIO's figures of a block of training steps (dlio.report.metrics.block_metrics)."""
 
     steps: int
+    start_ns: int  # the block on the monotonic clock: the first fetch to the end of the last step
+    end_ns: int
     duration_s: float
+    load: List[float]  # per step (s): waiting for the batch, the measured compute, and their sum
+    compute: List[float]
+    proc: List[float]
     au: float
     throughput: float
+    exact: Optional[Dict[str, Any]]  # dlio-fast's figures over the block's one window; None with no steps
 
 
-class CheckpointRecord(TypedDict, total=False):
-    """One rank's save or load of one checkpoint (dlio.checkpoint.record)."""
+# "async" (an asynchronous save) is a Python keyword: the key is declared in the functional syntax
+_AsyncFlag = TypedDict("_AsyncFlag", {"async": bool}, total=False)
+
+
+class CheckpointRecord(_AsyncFlag, total=False):
+    """One rank's save or load of one checkpoint (dlio.checkpoint.record, dlio.checkpoint.async_save)."""
 
     kind: str  # "save" or "load"
     rank: int
@@ -84,6 +94,43 @@ class CheckpointRecord(TypedDict, total=False):
     GiB_per_second: float
     dlio_throughput_GB_per_second: float
     block: int
+    # the timed window's parts and how it was moved (dlio.checkpoint.record)
+    source_rank: int
+    prepare_s: float
+    io_s: float
+    fsync_s: float
+    sync_s: float
+    engine: str
+    direct: bool
+    threads: int
+    qd: int
+    transfer_size: int
+    fsync: bool
+    cache: str
+    randomize_tensor: bool
+    writer: Optional[str]
+    # an asynchronous save (dlio.checkpoint.async_save): the blocking part, the write under training,
+    # its interference with the training's steps (dlio.report.interference), a write that failed
+    failed: str
+    note: str
+    durable_note: str
+    state_bytes: int
+    host_buffer_bytes: int
+    staged: bool
+    copy_chunks: int
+    wait_s: float
+    copy_s: float
+    copy_GiB_per_second: float
+    blocked_start_ns: int
+    blocked_s: float
+    snapshot_start_ns: int
+    snapshot_end_ns: int
+    write_start_ns: int
+    write_end_ns: int
+    write_s: float
+    write_GiB_per_second: float
+    snapshot_to_durable_s: Optional[float]
+    interference: Dict[str, Any]
 
 
 class EpochRecord(TypedDict, total=False):
@@ -113,6 +160,8 @@ class EpochRecord(TypedDict, total=False):
     host_meminfo: Dict[str, str]  # /proc/meminfo at the epoch's start (DLIO's per-epoch host_meminfo)
     skipped_samples: int  # --skip-bad-files: samples left out because their file failed during the epoch
     bad_files_during: List[str]  # and those files
+    # checkpoint.async_save: the steps' timestamps (dlio.checkpoint.async_save.step_arrays), for interference
+    steps: Dict[str, List[int]]
 
 
 class RankRecord(TypedDict):
@@ -173,6 +222,16 @@ class IoPoint(TypedDict, total=False):
     cpu_s: float
     cpu_us_per_io: Optional[float]
     lat_hist: Dict[str, Any]
+    engine_flags_used: int
+    stopped: bool
+    # a mixed point (rw, randrw): the share of reads (%) and a section per direction, fio's way
+    rwmixread: int
+    read: Dict[str, Any]
+    write: Dict[str, Any]
+    counters: Optional[Dict[str, Any]]  # dlio.counters: the kernel's view of the point
+    verdict: Optional[Dict[str, Any]]  # dlio.report.verdict.classify of those counters
+    interrupted: str  # the signal that stopped a point whose measured part is kept
+    error: str  # an S3 point's first failed request
 
 
 def new_rank_record(rank: int) -> RankRecord:

@@ -9,12 +9,12 @@ document, which holds the same ranks).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import List, Tuple
 
 import numpy as np
 
 from dlio.report import metrics
-from dlio.report.result import CheckpointRecord, EpochRecord, RankRecord, RunResult
+from dlio.report.result import BlockFigures, CheckpointRecord, EpochRecord, RankRecord, RunResult
 
 
 def dialect(result: RunResult) -> str:
@@ -27,9 +27,10 @@ def trained(result: RunResult) -> bool:
     return any(ep.get("train") for r in result.get("ranks", []) for ep in r.get("epochs", []))
 
 
-def train_blocks(ep: EpochRecord) -> List[Dict[str, Any]]:
+def train_blocks(ep: EpochRecord) -> List[BlockFigures]:
     """The training blocks of an epoch record (step checkpoints split an epoch into blocks)."""
-    return ep.get("blocks") or ([ep["train"]] if ep.get("train") else [])
+    train = ep.get("train")
+    return ep.get("blocks") or ([train] if train else [])
 
 
 def checkpoint_records(result: RunResult) -> List[CheckpointRecord]:
@@ -47,11 +48,15 @@ def _epochs(result: RunResult) -> List[int]:
     return sorted(common)
 
 
-def _epoch(rank: RankRecord, e: int) -> Optional[EpochRecord]:
-    for rec in rank["epochs"]:
-        if rec["epoch"] == e:
-            return rec
-    return None
+def _epoch(rank: RankRecord, e: int) -> EpochRecord:
+    """The rank's epoch e (one of _epochs: every rank has it, trained)."""
+    return next(rec for rec in rank["epochs"] if rec["epoch"] == e)
+
+
+def _train(ep: EpochRecord) -> BlockFigures:
+    train = ep["train"]
+    assert train is not None, "one of _epochs: trained"
+    return train
 
 
 def _rank_epoch_figures(result: RunResult, ep: EpochRecord) -> Tuple[float, float]:
@@ -67,14 +72,14 @@ def train_figures(
     au, thr, exact_au, exact_sps, exact_bps = [], [], [], [], []
     for e in _epochs(result):
         eps = [_epoch(r, e) for r in result["ranks"]]
-        recs = [ep["train"] for ep in eps]
+        recs = [metrics.exact_of(_train(ep)) for ep in eps]
         figs = [_rank_epoch_figures(result, ep) for ep in eps]
         au.append(float(np.mean([f[0] for f in figs])))
         thr.append(float(np.sum([f[1] for f in figs])))
-        exact_au.append(float(np.mean([b["exact"]["au_percentage"] for b in recs])))
-        exact_sps.append(float(np.sum([b["exact"]["samples_per_second"] for b in recs])))
-        nbytes = sum(b["exact"]["bytes"] for b in recs)
-        window = max(b["exact"]["window_s"] for b in recs)
+        exact_au.append(float(np.mean([x["au_percentage"] for x in recs])))
+        exact_sps.append(float(np.sum([x["samples_per_second"] for x in recs])))
+        nbytes = sum(x["bytes"] for x in recs)
+        window = max(x["window_s"] for x in recs)
         exact_bps.append(nbytes / window if window > 0 else 0.0)
     return au, thr, exact_au, exact_sps, exact_bps
 
@@ -83,8 +88,8 @@ def eval_figures(result: RunResult) -> Tuple[List[float], List[float]]:
     """Per-epoch evaluation AU (averaged over ranks) and samples/s (summed), epochs every rank evaluated."""
     au, thr = [], []
     for e in _epochs(result):
-        recs = [_epoch(r, e).get("eval") for r in result["ranks"]]
-        if any(x is None for x in recs):
+        recs = [x for r in result["ranks"] if (x := _epoch(r, e).get("eval")) is not None]
+        if len(recs) < len(result["ranks"]):
             continue
         au.append(float(np.mean([b["au"] for b in recs])))
         thr.append(float(np.sum([b["throughput"] for b in recs])))

@@ -7,6 +7,7 @@ Anything else is a one-line DlioError naming the path.
 """
 
 import os
+from typing import Any, Dict, Optional
 
 import yaml
 
@@ -54,9 +55,10 @@ def _read_json(path, what):
         raise DlioError(f"{path}: not readable (permission denied)") from None
 
 
-def load(path):
+def load(path: Any) -> "Source":
     """A run folder, its dlio-fast.json, or an io / ceiling JSON file -> Source (DlioError if not)."""
     path = str(path)
+    summary: Optional[Dict[str, Any]]
     if not os.path.exists(path):
         raise DlioError(f"{path}: no such run folder or result file")
     if dlio_folder.is_dlio_folder(path):

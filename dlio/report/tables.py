@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import math
+from typing import List
 
 from dlio.output import csv_value
 from dlio.report.compare import KEY_FIELDS, POINT_FIGURES, RATIO_POINT_FIGURES, RUN_FIGURES
@@ -150,7 +151,7 @@ def _md_cell(c):
 
 def markdown_lines(rep):
     """GitHub-flavoured Markdown tables (one per kind of source)."""
-    out = []
+    out: List[str] = []
     for title, fn, left in (("Runs", run_rows, 2), ("io points", point_rows, 1)):
         key = "runs" if fn is run_rows else "io"
         if key not in rep:

@@ -134,10 +134,10 @@ def _v(
 
 
 def _join(items: Sequence[Optional[str]]) -> Optional[str]:
-    items = [x for x in items if x]
-    if not items:
+    given = [x for x in items if x]
+    if not given:
         return None
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + ", or " + items[-1]
+    return given[0] if len(given) == 1 else ", ".join(given[:-1]) + ", or " + given[-1]
 
 
 def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
@@ -180,7 +180,8 @@ def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
         )
     paced, over = accelerator_share(c), compute_overrun(c)
     kept_up = paced is not None and paced >= ACCEL_PACED  # the reads kept up with the emulated accelerator
-    if kept_up and over is not None and over > OVERRUN_MAX:
+    client: Optional[Dict[str, Any]]
+    if kept_up and paced is not None and over is not None and over > OVERRUN_MAX:
         client = _slowed(c, ctx, words, paced, over)  # the storage kept up; the accelerator's CPU did not
     else:
         client = None if kept_up else _client(c, ctx, words)

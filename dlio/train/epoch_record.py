@@ -2,12 +2,14 @@
 the benchmark's own CPU, DLIO's per-step lines."""
 
 import resource
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from dlio import _core, stats
 from dlio.host import iso
 from dlio.report import metrics
+from dlio.report.result import BlockFigures, EpochRecord
 
 
 def cpu_accounts(process_cpu_s, res, compute_mode, read_threads, set_compute_ns=None):
@@ -72,7 +74,7 @@ def phase_cpu(rec):
     }
 
 
-def merge_results(results):
+def merge_results(results: List[Dict[str, Any]]) -> Dict[str, Any]:
     """The C results of an epoch's blocks as one (step arrays joined, histograms and counts added)."""
     if len(results) == 1:
         return results[0]
@@ -97,12 +99,21 @@ def merge_results(results):
     return out
 
 
-def done_steps(res):
+def done_steps(res: Dict[str, Any]) -> Dict[str, Any]:
     done = int(res["steps_done"])
     return {k: v[:done] for k, v in res["step_times"].items()}
 
 
-def epoch_record(epoch, res, plan, settings, excl, cpu, start_iso, blocks=None):
+def epoch_record(
+    epoch: int,
+    res: Dict[str, Any],
+    plan: Any,
+    settings: Any,
+    excl: Tuple[int, int],
+    cpu: Optional[Dict[str, float]],
+    start_iso: str,
+    blocks: Optional[Sequence[BlockFigures]] = None,
+) -> EpochRecord:
     """The record of one epoch from its merged C result (blocks: the metrics of each complete block;
     cpu: cpu_accounts(), or None for an epoch stopped early)."""
     if blocks:

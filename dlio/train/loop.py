@@ -11,7 +11,7 @@ import dataclasses
 import os
 import socket
 import stat
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from dlio.execute import execute_partial, interruptible
 from dlio.host import iso
 from dlio.report import metrics
 from dlio.report.dlio import host as dlio_host
-from dlio.report.result import new_rank_record
+from dlio.report.result import BlockFigures, CheckpointRecord, new_rank_record
 from dlio.storage.base import C_STEP_HOOK, LOCAL, PAGE_CACHE, TrainOptions
 from dlio.train import planner
 from dlio.train.epoch_record import (
@@ -116,7 +116,15 @@ class Trainer:
     """Runs the epochs of one rank. echo / progress (dlio.progress.Progress) are rank 0's console; ``data`` is the
     dataset where its storage backend keeps it (dlio.dataset.stored)."""
 
-    def __init__(self, cfg, comm, echo, progress=None, tracer=None, data=None):
+    def __init__(
+        self,
+        cfg: Any,
+        comm: Any,
+        echo: Callable[..., None],
+        progress: Any = None,
+        tracer: Any = None,
+        data: Optional[stored.StoredDataset] = None,
+    ) -> None:
         self.cfg = cfg
         self.tracer = tracer  # dlio.report.trace.Tracer, or None
         self.comm = comm
@@ -126,9 +134,9 @@ class Trainer:
         self.data = data if data is not None else stored.stored(cfg, self.spec)
         self.backend = self.data.backend
         self.engine, self.direct = self.backend.engine_spec(cfg)
-        self.node_leader = None  # this rank drops the node's page cache (drop-all); found on first use
-        self.sizes = {}  # split -> the planned files' sizes (the manifest's)
-        self.saver = None  # dlio.checkpoint.async_save.AsyncSaver with checkpoint.async_save
+        self.node_leader: Optional[bool] = None  # this rank drops the node's page cache (drop-all); found on first use
+        self.sizes: Dict[str, np.ndarray] = {}  # split -> the planned files' sizes (the manifest's)
+        self.saver: Optional[async_save.AsyncSaver] = None  # with checkpoint.async_save
 
     def settings(self, split):
         r, t = self.cfg.reader, self.cfg.train
@@ -266,7 +274,10 @@ def train_blocks(tr, plan, st, paths, epoch, points, excl):
     failure the result holds the steps measured, the unfinished block's included."""
     n = len(plan.steps)
     cuts = [p for p in points if p.mode == "step" and 0 < p.after_step <= n]
-    results, blocks, saves, a = [], [], [], 0
+    results: List[Dict[str, Any]] = []
+    blocks: List[BlockFigures] = []
+    saves: List[CheckpointRecord] = []
+    a = 0
     for p in cuts + [None]:
         b = p.after_step if p is not None else n
         if b > a or (p is None and not results):
@@ -323,7 +334,8 @@ def _prepare(tr, rank_rec) -> _Splits:
         layout_eval,
         paths_eval,
         (cfg.output.metric.exclude_start_steps, cfg.output.metric.exclude_end_steps),
-        comm.bcast(int(np.random.SeedSequence().entropy % (2**63))),
+        # a SeedSequence made without entropy draws an int (numpy types it int | Sequence[int] | None)
+        comm.bcast(int(np.random.SeedSequence().entropy % (2**63))),  # type: ignore[operator]
         1 if cfg.dlio_fast.compute_mode == "hybrid" else 0,
     )
 
@@ -360,7 +372,7 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
         if res is None or not int(res["steps_done"]):
             return None, failure
         rec = epoch_record(epoch, res, plan, st, sp.excl, None, start_iso, blocks)
-        rec.update(checkpoints=saves, complete=False, end=iso())
+        rec.update({"checkpoints": saves, "complete": False, "end": iso()})
         if tr.saver is not None:
             rec["steps"] = async_save.step_arrays(res)
         return rec, failure
@@ -483,9 +495,9 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False, dat
     rank_rec = new_rank_record(comm.rank)
     sp = _prepare(tr, rank_rec)
     if cfg.checkpoint.async_save and cfg.workflow.checkpoint:
-        tr.saver = async_save.AsyncSaver(cfg, comm, tr.backend, tr.echo, tracer)
+        tr.saver = saver = async_save.AsyncSaver(cfg, comm, tr.backend, tr.echo, tracer)
         rank_rec, failure = _epochs(tr, sp, rank_rec, tracer, verbose)
-        return rank_rec, tr.saver.finish(rank_rec, failure)
+        return rank_rec, saver.finish(rank_rec, failure)
     return _epochs(tr, sp, rank_rec, tracer, verbose)
 
 

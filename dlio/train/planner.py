@@ -25,6 +25,7 @@ read sequentially (a shuffle buffer reorders records in memory, not on disk), as
 """
 
 import dataclasses
+from typing import Optional
 
 import numpy as np
 
@@ -56,10 +57,10 @@ class Layout:
     spf: int
     file_size: np.ndarray  # uint64 per file
     whole_file: bool  # a sample is its whole file
-    table: ranges.Table = None  # byte ranges per (file, sample) when not whole_file
+    table: Optional[ranges.Table] = None  # byte ranges per (file, sample) when not whole_file
     sequential: bool = False  # tfrecord: records streamed in file order
     no_io: bool = False  # synthetic
-    bad: np.ndarray = None  # files to leave out (--skip-bad-files), bool per file
+    bad: Optional[np.ndarray] = None  # files to leave out (--skip-bad-files), bool per file
     grouped: bool = False  # parquet: table rows are groups, read once per reader and epoch (grouped_ops)
 
 

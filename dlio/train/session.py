@@ -479,7 +479,7 @@ def _finish(s: Session, rank_rec, failure) -> None:
             s.echo(line)
         for line in verdict.run_lines(verdicts):
             s.echo(line)
-        s.echo(f"Saved outputs in {where}{'' if failure is None else ' (partial: ' + reason + ')'}")
+        s.echo(f"Saved outputs in {where}{'' if failure is None else f' (partial: {reason})'}")
         unlock_output_folder(s.folder)  # the results are written: the folder holds no lock file after the run
     if failure is not None:
         if lost:

@@ -10,19 +10,21 @@ dlio.report.run_files writes a run's folder.
 """
 
 from collections import Counter
+from typing import Any, Dict, List, Optional
 
 from dlio.report import checkpoint as ckpt_figures
 from dlio.report import metrics
 from dlio.report.dlio.timeline import block_times, secs, trailing_empty_block, train_end, wall
+from dlio.report.result import RunResult
 from dlio.report.run_figures import checkpoint_records, dialect, eval_figures, train_blocks, train_figures, trained
 
 
-def ranks_per_host(result):
+def ranks_per_host(result: RunResult) -> int:
     """DLIO's npernode: the most ranks on one host."""
     return max(Counter(result["hostnames"]).values()) if result.get("hostnames") else 1
 
 
-def data_size_per_host_bytes(result):
+def data_size_per_host_bytes(result: RunResult) -> float:
     """DLIO's data_size_per_host (statscounter.py, both versions): npernode * samples per file *
     train files // ranks * record length: the samples a host's ranks consume in one epoch."""
     d = result["dataset"]
@@ -39,7 +41,7 @@ def _per_host_gib(result):
 def _per_host(result, key, default):
     """DLIO's per-host list of a host field (hosts in the order of their first rank): each host's own
     value as its ranks recorded it, rank 0's host's for records without it."""
-    seen = {}
+    seen: Dict[str, Any] = {}
     for r in result["ranks"]:
         seen.setdefault(r["hostname"], r.get(key, default))
     for h in result["hostnames"]:
@@ -47,7 +49,7 @@ def _per_host(result, key, default):
     return list(seen.values()) or [default]
 
 
-def summary(result):
+def summary(result: RunResult) -> Dict[str, Any]:
     """DLIO's summary.json, keys in DLIO's order."""
     s = result["settings"]
     done = result.get("complete", True)
@@ -124,7 +126,7 @@ def summary(result):
     return out
 
 
-def rank_output(result, r):
+def rank_output(result: RunResult, r: int) -> Dict[str, Any]:
     """DLIO's {rank}_output.json: per epoch the per-step load/proc/compute lists, AU, throughput."""
     rank = result["ranks"][r]
     host = result["host"]
@@ -143,7 +145,9 @@ def rank_output(result, r):
         if not ep.get("train"):
             continue
         blocks = train_blocks(ep)
-        rec = {key: {f"block{i}": list(b[key]) for i, b in enumerate(blocks, 1)} for key in ("load", "proc")}
+        rec: Dict[str, Any] = {
+            key: {f"block{i}": list(b[key]) for i, b in enumerate(blocks, 1)} for key in ("load", "proc")
+        }
         figs = [metrics.dlio_block_figures(b, batch, dialect(result)) for b in blocks]
         rec["throughput"] = {f"block{i}": f[1] for i, f in enumerate(figs, 1)}
         rec["au"] = {f"block{i}": f[0] for i, f in enumerate(figs, 1)}
@@ -183,7 +187,7 @@ def _ckpt_entry(result, c):
     return f"{c.get('kind', 'save')}_ckpt{c.get('block', 1)}", ckpt_figures.per_epoch_entry(c)
 
 
-def per_epoch_stats(result, r):
+def per_epoch_stats(result: RunResult, r: int) -> Dict[str, Any]:
     """DLIO's per-epoch stats of rank r (durations as strings with 2 decimals, as DLIO): start, the
     blocks with the checkpoints between them, end, duration, eval (result.py's docstring)."""
     rank = result["ranks"][r]
@@ -192,7 +196,7 @@ def per_epoch_stats(result, r):
     for ep in rank["epochs"]:
         if not ep.get("train"):
             continue
-        rec = {"start": ep["start"]}
+        rec: Dict[str, Any] = {"start": ep["start"]}
         times = block_times(rank, ep)
         saves = sorted(ep.get("checkpoints") or [], key=lambda c: wall(c["start"]) if c.get("start") else 0)
         for i, (t0, t1, dur) in enumerate(times, 1):
@@ -233,7 +237,7 @@ def _mean_sd(m, prefix, suffix, dec):
     return f"{m[f'{prefix}_mean{suffix}']:.{dec}f} ({m[f'{prefix}_stdev{suffix}']:.{dec}f})"
 
 
-def metric_lines(result):
+def metric_lines(result: RunResult) -> List[str]:
     """DLIO's [METRIC] block, for the console (dlio.log has DLIO's exact block: dlio.report.dlio.log)."""
     s = summary(result)
     m = s["metric"]
@@ -265,7 +269,7 @@ def metric_lines(result):
     return lines
 
 
-def per_epoch_file(result, rank):
+def per_epoch_file(result: RunResult, rank: int) -> Optional[str]:
     """The per-epoch stats file of a rank: 2.0.0 writes one, per_epoch_stats.json, from rank 0;
     current DLIO one per rank. None: this rank writes none."""
     if dialect(result) == "2.0.0":

@@ -97,7 +97,7 @@ def load_dlio_folder(folder: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         raise DlioError(f"{folder}/summary.json: not DLIO's summary (no 'metric' section)")
     cfg = _config(folder)
     ds, rd, tr = cfg.get("dataset") or {}, cfg.get("reader") or {}, cfg.get("train") or {}
-    ranks = [{"rank": i, "epochs": _epochs(d)} for i, d in enumerate(_rank_files(folder))]
+    ranks: List[Dict[str, Any]] = [{"rank": i, "epochs": _epochs(d)} for i, d in enumerate(_rank_files(folder))]
     nhosts = int(summary.get("num_hosts") or 1)
     mem_gib = _first(summary.get("host_memory_GB"))  # DLIO's "GB" are GiB (psutil total / 1024^3)
     size_gib = _first(summary.get("data_size_per_host_GB"))

@@ -10,7 +10,7 @@ lines of DLIO's INFO level are not written (`dlio-fast run -v` prints them).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Callable, List
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from dlio.report import checkpoint as ckpt_figures
 from dlio.report import metrics
 from dlio.report.dlio.files import summary
 from dlio.report.dlio.timeline import block_times, secs, trailing_empty_block, train_end, wall
+from dlio.report.result import CheckpointRecord, EpochRecord, RankRecord, RunResult
 from dlio.report.run_figures import checkpoint_records, dialect, train_blocks, trained
 
 CACHE_WARNING = (
@@ -27,7 +28,7 @@ CACHE_WARNING = (
 RULE = "[METRIC] =========================================================="
 
 
-def _mode(result: Dict[str, Any]) -> str:
+def _mode(result: RunResult) -> str:
     """DLIO's "[Training & Evaluation & Checkpointing]" from what the run did (checkpointing: the
     run had a checkpoint plan, workflow.checkpoint; data generation is dlio-fast's own step)."""
     mode = []
@@ -40,7 +41,7 @@ def _mode(result: Dict[str, Any]) -> str:
     return " & ".join(mode)
 
 
-def _epoch_lines(result: Dict[str, Any], say, ep: Dict[str, Any]) -> None:
+def _epoch_lines(result: RunResult, say: Callable[[str, str], None], ep: EpochRecord) -> None:
     legacy = dialect(result) == "2.0.0"
     rank = result["ranks"][0]
     comm = result["comm_size"]
@@ -67,7 +68,7 @@ def _epoch_lines(result: Dict[str, Any], say, ep: Dict[str, Any]) -> None:
         for c in cks:
             if c.get("block", 1) == i:
                 # an epoch checkpoint's folder step is steps + 1; DLIO's line names the last step
-                _checkpoint_lines(say, dict(c, step=min(c.get("step", 0), ep.get("steps_done", 0))), legacy, e)
+                _checkpoint_lines(say, {**c, "step": min(c.get("step", 0), ep.get("steps_done", 0))}, legacy, e)
     if trailing_empty_block(result, ep):  # current DLIO's empty last block (dlio.report.dlio.files)
         i, t = len(blocks) + 1, max(c["end"] for c in cks)
         say(t, f"Starting block {i}")
@@ -88,7 +89,7 @@ def _epoch_lines(result: Dict[str, Any], say, ep: Dict[str, Any]) -> None:
         say(end, f"Epoch {e} [Eval] Throughput (samples/second): {ev['throughput'] * comm:.4f}")
 
 
-def _checkpoint_lines(say, c: Dict[str, Any], legacy: bool, epoch: int) -> None:
+def _checkpoint_lines(say: Callable[[str, str], None], c: CheckpointRecord, legacy: bool, epoch: int) -> None:
     b = c.get("block", 1)
     if legacy:
         say(c["start"], f"Starting checkpoint {b} after total step {c.get('step', 0)} for epoch {epoch}")
@@ -103,7 +104,7 @@ def _checkpoint_lines(say, c: Dict[str, Any], legacy: bool, epoch: int) -> None:
     )
 
 
-def metric_block(result: Dict[str, Any]) -> List[str]:
+def metric_block(result: RunResult) -> List[str]:
     """DLIO's [METRIC] block as its end_run formats it (current: train, checkpoint, eval lines)."""
     s = summary(result)
     m = s["metric"]
@@ -136,7 +137,7 @@ def metric_block(result: Dict[str, Any]) -> List[str]:
     return out
 
 
-def render(result: Dict[str, Any], folder: str) -> str:
+def render(result: RunResult, folder: str) -> str:
     """The text of dlio.log for a run whose files are written into `folder`."""
     legacy = dialect(result) == "2.0.0"
     tag = "[INFO]" if legacy else "[OUTPUT]"
@@ -166,7 +167,8 @@ def render(result: Dict[str, Any], folder: str) -> str:
                 f"Steps per eval: {total} = {d['num_samples_per_file']} * {d['num_files_eval']} / "
                 f"{st['batch_size_eval']} / {comm} (samples per file * num files / batch size eval / comm size)",
             )
-    rank0 = result["ranks"][0] if result["ranks"] else {"epochs": []}
+    no_rank: RankRecord = {"rank": 0, "hostname": "", "epochs": []}
+    rank0 = result["ranks"][0] if result["ranks"] else no_rank
     for ep in rank0["epochs"]:
         if ep.get("train"):
             _epoch_lines(result, say, ep)

@@ -111,18 +111,19 @@ def report(
     if stats_path is None:
         raise DlioError(f"{folder}: no per_epoch_stats.json or 0_per_epoch_stats.json")
     per_epoch = _json(stats_path)
-    epochs = sorted((k for k in per_epoch if k.isdigit()), key=int)[:epochs]
-    if not epochs:
+    keys = sorted((k for k in per_epoch if k.isdigit()), key=int)[:epochs]
+    if not keys:
         raise DlioError(f"{stats_path}: no epoch recorded")
-    times = {"load": {}, "proc": {}}  # epoch -> phase -> summed seconds over ranks
+    # kind -> epoch -> phase -> summed seconds over ranks
+    times: Dict[str, Dict[str, Dict[str, float]]] = {"load": {}, "proc": {}}
     for path in outputs:
         out = _json(path)
-        for e in epochs:
+        for e in keys:
             for kind in ("load", "proc"):
                 for phase, values in (out.get(e, {}).get(kind) or {}).items():
                     per = times[kind].setdefault(e, {})
                     per[phase] = per.get(phase, 0.0) + float(sum(values))
-    start, end = per_epoch[epochs[0]]["start"], per_epoch[epochs[-1]]["end"]
+    start, end = per_epoch[keys[0]]["start"], per_epoch[keys[-1]]["end"]
     overall = {
         "Run name:": name,
         "Started:": _stamp(start),
@@ -147,7 +148,7 @@ def report(
         "",
     ]
     counters: Dict[str, int] = {}
-    for e in epochs:
+    for e in keys:
         data = per_epoch[e]
         lines.append(f"Epoch {e}")
         lines += _rows(

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Dict, List, Tuple
+from typing import List, Tuple
 
 from dlio.host import iso
 from dlio.report.result import EpochRecord, RankRecord, RunResult
@@ -40,7 +40,7 @@ def train_end(ep: EpochRecord) -> str:
     return max(ends, key=wall)
 
 
-def trailing_empty_block(result: RunResult, ep: Dict[str, Any]) -> bool:
+def trailing_empty_block(result: RunResult, ep: EpochRecord) -> bool:
     """Current DLIO opens a new block after every step checkpoint, so a checkpoint on the epoch's
     last step leaves an empty block behind (its _train always closes the current block)."""
     cks = [c for c in ep.get("checkpoints") or [] if c.get("step", 0) <= ep.get("steps_done", 0)]

@@ -165,8 +165,9 @@ class Session:
         silence counts from now (the worker waited for the parent, not for the server)."""
         self.silence.reset()
         try:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
+            # the worker's stdin is a pipe (start_worker), never None
+            self.proc.stdin.write(line + "\n")  # type: ignore[union-attr]
+            self.proc.stdin.flush()  # type: ignore[union-attr]
         except (OSError, ValueError):
             pass
 
@@ -270,7 +271,7 @@ class Session:
             except OSError:
                 pass
         try:
-            p.stdin.close()
+            p.stdin.close()  # type: ignore[union-attr]  # a pipe (start_worker)
         except (OSError, ValueError):
             pass
         status = ru = None
@@ -302,7 +303,7 @@ def run_task(settings: S3Settings, task: dict, doing: Optional[str] = None, on_t
     from dlio.execute import pending
 
     if pending() is not None:
-        raise pending()
+        raise pending()  # type: ignore[misc]  # not None: checked on the line above
     s = Session(settings, task, doing)
     try:
         out = s.reply(stop=pending, on_tick=on_tick)
@@ -311,7 +312,7 @@ def run_task(settings: S3Settings, task: dict, doing: Optional[str] = None, on_t
     finally:
         s.close()
     prepare_spare(settings)
-    return out
+    return out  # type: ignore[return-value]  # reply is None only after request_stop, never called on s
 
 
 def bucket_help(bucket: str, endpoint: str) -> str:

@@ -56,7 +56,7 @@ class S3Run:
         self.inflight = max(1, threads) * max(1, qd)
         self.nsteps = len(steps)
         probe = self.paths[0] if self.paths else ""
-        self.task = {
+        self.task: dict = {
             "task": "train",
             "dir": self.dir,
             "oplog": os.path.join(self.dir, "oplog.tsv.zst"),
@@ -137,8 +137,9 @@ class S3Run:
         except Exception:
             word = "stop"
             self.stop_requested = True
-        s.silence.reset()
-        s.send(word)
+        # a step's line comes from the session that is running: set in start()
+        s.silence.reset()  # type: ignore[union-attr]
+        s.send(word)  # type: ignore[union-attr]
 
     def _result(self, answer: Optional[dict], s: "client.Session") -> dict:
         """The C result dict from the files the worker wrote; `answer` None: it was stopped or killed

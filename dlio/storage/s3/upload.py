@@ -18,7 +18,7 @@ class Uploader:
 
     def __init__(self, settings: S3Settings, bucket: str, prefix: str, multipart_min: Optional[int] = None):
         self.settings = settings
-        task = {"task": "upload_stream", "bucket": bucket, "prefix": prefix}
+        task: dict = {"task": "upload_stream", "bucket": bucket, "prefix": prefix}
         if multipart_min:
             task["multipart_min"] = multipart_min
         self.session = client.Session(settings, task, f"uploading the generated dataset to s3://{bucket}/{prefix}")
@@ -42,7 +42,7 @@ class Uploader:
         """No more batches: the worker's totals, once everything is up."""
         s = self.session
         try:
-            s.proc.stdin.close()
+            s.proc.stdin.close()  # type: ignore[union-attr]  # the worker's stdin is a pipe (start_worker)
         except (OSError, ValueError):
             pass
         try:

@@ -119,7 +119,7 @@ class _Threads:
     def __init__(self, t: dict):
         self.t = t
         self.stop = threading.Event()
-        self.errors = []
+        self.errors: list[str] = []
         self.requests = [0] * t["threads"]
 
     def run(self, body) -> None:

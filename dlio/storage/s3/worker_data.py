@@ -48,7 +48,8 @@ def _upload(s3, bucket: str, prefix: str, files: list, c, multipart_min: int = M
     put_many (PUT_INFLIGHT in flight, read in batches of about BATCH_BYTES), large ones as multipart
     uploads. Returns the bytes."""
     nbytes = 0
-    batch, batch_bytes = [], 0
+    batch: list[tuple[str, str]] = []
+    batch_bytes = 0
 
     def flush():
         if batch:
@@ -138,7 +139,7 @@ def task_ckpt(s3, t: dict, c) -> dict:
     fills = t.get("fills") or [None] * len(items)
     tables = [[(int(o), base64.b64decode(b)) for o, b in segs] for segs in t.get("overlays") or []]
     which = t.get("overlay_of") or [None] * len(items)
-    bases = {}
+    bases: dict = {}
     if kind == "save":  # the base bytes of a part (and of a whole small object), per content, before the window
         small = max([size for _, size in items if size < MULTIPART_MIN] or [0])
         large = any(size >= MULTIPART_MIN for _, size in items)
@@ -146,7 +147,8 @@ def task_ckpt(s3, t: dict, c) -> dict:
             c.beat()  # making the payloads: busy, no request outstanding
             bases[fill] = content.content(max(small, PART_SIZE if large else 0), fill)
     s3.list(items[0][0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
-    errors, nbytes = [], [0]
+    errors: list[str] = []
+    nbytes = [0]
     lock = threading.Lock()
 
     def one(i, stampers):
@@ -178,7 +180,7 @@ def task_ckpt(s3, t: dict, c) -> dict:
         c.add(1, got)
 
     def worker(k):
-        stampers = {}
+        stampers: dict = {}
         try:
             for i in range(k, len(items), t["threads"]):
                 if errors:

@@ -48,8 +48,8 @@ class _Loader:
     def __init__(self, s3, t: dict, ops, steps, uris, sizes, counters):
         self.s3, self.t, self.ops, self.steps, self.uris, self.sizes = s3, t, ops, steps, uris, sizes
         self.counters = counters
-        self.q = queue.Queue(maxsize=max(1, t["prefetch"]))
-        self.error = None
+        self.q: queue.Queue = queue.Queue(maxsize=max(1, t["prefetch"]))
+        self.error: str | None = None
         self.loop = asyncio.new_event_loop()
 
     def _ranges(self, uris, offsets, lengths) -> int:
