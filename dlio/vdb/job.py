@@ -188,6 +188,7 @@ def run(
         )
     p = search.plan(spec) if spec.searches else None
     store = store_for(cfg, spec, p.chains.medoid if p else 0)
+    store.check()  # a missing bucket or a wrong endpoint: one line before anything else
     if dry_run:
         for text in [cfg.to_yaml().rstrip(), "---", *describe(spec, p, store.present(), store.describe())]:
             echo(text)

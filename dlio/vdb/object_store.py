@@ -58,7 +58,7 @@ class ObjectStore:
     def describe(self) -> str:
         return f"{self.root} (searched from a local copy in {self.copy.folder})"
 
-    def _check(self) -> None:
+    def check(self) -> None:
         """One cheap request before any work: a missing bucket or a wrong endpoint is one line now."""
         if not self._checked:
             self.backend.check_access([self.root], create=self.create_bucket)
@@ -67,7 +67,7 @@ class ObjectStore:
     def present(self) -> bool:
         """The manifest object says this very index (layout, medoid, sizes) and every object is there. The
         manifest is PUT after every index object, so a cut-short upload has none."""
-        self._check()
+        self.check()
         folder, found = self.backend.local_view(self.root, [MANIFEST])
         if not found[0]:
             return False
@@ -81,7 +81,7 @@ class ObjectStore:
     def write(self, on_tick: Optional[Callable[[Any], None]] = None) -> Dict[str, Any]:
         """The build phase: staged by LocalStore in the local copy's folder (its own record: the local
         disk's), uploaded (this phase's figure: the object store's), the manifest object last."""
-        self._check()
+        self.check()
         staged = self.copy.write(on_tick)
         paths = [p for p, _ in self.files]
         phase = self.backend.phase(self.names, self.engine)
@@ -177,12 +177,12 @@ def store_for(cfg: Any, spec: VdbSpec, medoid: int) -> Any:
     backend = backend_for(cfg)
     if backend.has(LOCAL):
         return LocalStore(spec, medoid)
-    word = cfg.dlio_fast.engine
-    if spec.engine == "null" or word == backend.engine_spec(cfg)[0]:
+    word, client = cfg.dlio_fast.engine, backend.engine_spec(cfg)[0]
+    if spec.engine == "null" or word == client:
+        why = "the null engine writes no index to upload" if spec.engine == "null" else f"{client} reads no files"
         raise ConfigError(
-            f"dlio_fast.engine = {word}: on {backend.label} the index is built and searched as local files "
-            "(the copy a query node downloads), which the null engine does not write and "
-            f"{backend.engine_spec(cfg)[0]} does not read; use io_uring",
+            f"dlio_fast.engine = {word}: on {backend.label} the index is built, and searched, as local files "
+            f"(the copy a query node downloads): {why}; use io_uring",
             "dlio_fast.engine",
             word,
         )

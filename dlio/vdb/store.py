@@ -119,6 +119,9 @@ class LocalStore:
     def describe(self) -> str:
         return self.folder
 
+    def check(self) -> None:
+        """Nothing to reach before the work: the folder is made when the index is built."""
+
     def want(self) -> Dict[str, Any]:
         return {
             "format": FORMAT,
