@@ -28,6 +28,7 @@ SMALL = {
     # config hold the same bytes, so the objects can be compared with a build on local files
     "dlio_fast.engine": "posix",
 }
+POSIX_NOTE = "note: engine posix reads a hop's nodes"  # printed before the run starts
 INDEX = "diskann-n4000-d1536x4-r64-s1"
 SEGMENT = "segment_00000/_disk.index"
 
@@ -153,3 +154,38 @@ def test_the_s3_client_is_no_search_engine(s3env, bucket, tmp_path):
     code, out, err = run(tmp_path, "-o", "out", **sets)
     line = one_line(err)
     assert code == 2 and line.startswith("dlio-fast: error: dlio_fast.engine = s3dlio") and "use io_uring" in line
+
+
+def test_no_room_for_the_local_copy_is_refused_before_the_download(s3env, bucket, tmp_path, run_cli, monkeypatch):
+    import shutil
+
+    on_s3 = {"storage.storage_type": "s3", "storage.storage_root": bucket}
+    code, out, err = run(tmp_path, "-o", "out", **on_s3)  # the objects, built and uploaded
+    assert code == 0, err
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    monkeypatch.chdir(fresh)
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=1 << 20))
+    args = ["run", "-w", "vdb_diskann_1m", "-o", "out"]
+    for k, v in (SMALL | on_s3).items():
+        args += ["--set", f"{k}={v}"]
+    code, out, err = run_cli(*args)
+    line = one_line("\n".join(x for x in err.splitlines() if not x.startswith(POSIX_NOTE)))
+    assert code == 2 and "index present" in out
+    assert f"the local copy of s3://{bucket}/idx/{INDEX} needs 31.3 MiB more but 1.0 MiB is free" in line
+    assert not (fresh / "idx" / (INDEX + ".s3-copy") / SEGMENT).exists()
+
+
+def test_hnsw_on_s3_loads_by_downloading(s3env, bucket, tmp_path):
+    sets = {"storage.storage_type": "s3", "storage.storage_root": bucket, "vdb.vectors": 2000}
+    args = [sys.executable, "-m", "dlio", "run", "-w", "vdb_hnsw", "-o", "out"]
+    for k, v in sets.items():
+        args += ["--set", f"{k}={v}"]
+    args += ["--set", "vdb.index_folder=idx", "--set", "dlio_fast.engine=posix"]
+    p = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    doc = load(tmp_path / "out" / "dlio-fast.json")
+    size = 4096 * -(-2000 * (1536 * 4 + 4 + 8 * 16) // 4096)
+    assert doc["build"]["bytes"] == size == doc["load"]["bytes"] and not doc["runs"]
+    assert "downloaded" in p.stdout and "search_reads" not in doc
