@@ -45,6 +45,13 @@ class ObjectStore:
         self.backend = backend
         self.create_bucket = bool(cfg.dlio_fast.create_bucket)
         self.engine = backend.engine_spec(cfg)[0]  # the object store's client (the phases' counters)
+        if "://" in str(cfg.vdb.index_folder):
+            raise ConfigError(
+                f"vdb.index_folder = {cfg.vdb.index_folder}: it is both the prefix in the bucket and the local folder "
+                "the search's copy goes beside; give a path (storage.storage_root names the bucket)",
+                "vdb.index_folder",
+                cfg.vdb.index_folder,
+            )
         name = os.path.basename(spec.folder)
         self.root = backend.join(backend.folder_root(cfg, cfg.vdb.index_folder, "vdb.index_folder"), name)
         self.copy = LocalStore(dataclasses.replace(spec, folder=spec.folder + COPY_SUFFIX), medoid)

@@ -189,3 +189,11 @@ def test_hnsw_on_s3_loads_by_downloading(s3env, bucket, tmp_path):
     size = 4096 * -(-2000 * (1536 * 4 + 4 + 8 * 16) // 4096)
     assert doc["build"]["bytes"] == size == doc["load"]["bytes"] and not doc["runs"]
     assert "downloaded" in p.stdout and "search_reads" not in doc
+
+
+def test_an_s3_uri_as_index_folder_is_refused(s3env, bucket, tmp_path):
+    sets = {"storage.storage_type": "s3", "storage.storage_root": bucket, "vdb.index_folder": f"s3://{bucket}/x"}
+    code, out, err = run(tmp_path, "-o", "out", **sets)
+    line = one_line("\n".join(x for x in err.splitlines() if not x.startswith(POSIX_NOTE)))
+    assert code == 2 and f"vdb.index_folder = s3://{bucket}/x: it is both the prefix" in line
+    assert not os.listdir(tmp_path)
