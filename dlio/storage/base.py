@@ -230,6 +230,24 @@ class Backend:
         be ``mmap`` (the pages of each range touched), buffered, O_DIRECT or io_uring on files."""
         raise NotImplementedError
 
+    # ---- local copies: a job that works on local files kept in the store (without LOCAL) ----
+    def folder_root(self, cfg: Any, folder: str, key: str) -> str:
+        """Where a job's own folder key (``key``, value ``folder``: vdb.index_folder) places its things, as
+        this backend names them (a path; on S3 a prefix in storage.storage_root's bucket, or s3://BUCKET/PREFIX)."""
+        raise NotImplementedError
+
+    def upload_files(self, names: Sequence[str], paths: Sequence[str], opts: SetOptions) -> SetResult:
+        """Local files ``paths`` (made on this host) stored whole as ``names``, timed."""
+        raise NotImplementedError
+
+    def download_files(
+        self, names: Sequence[str], sizes: Sequence[int], paths: Sequence[str], opts: SetOptions
+    ) -> SetResult:
+        """``names`` of ``sizes`` bytes copied into the local files ``paths``, timed: range requests of
+        ``opts.transfer`` bytes, ``opts.threads`` x ``opts.qd`` in flight; the files fsynced after the
+        window (``fsync_s``, the local disk's)."""
+        raise NotImplementedError
+
     # ---- the page cache and the kernel's counters around a phase ----
     def drop_cache(self, names: Sequence[str], mode: str) -> str:
         """The note of what was done to the client's cache before a phase."""

@@ -57,6 +57,9 @@ class FileBackend(Backend):
     def join(self, root: str, *parts: str) -> str:
         return os.path.join(root, *parts)
 
+    def folder_root(self, cfg: Any, folder: str, key: str) -> str:
+        return folder
+
     def names(self, root: str, local_root: str, paths: Sequence[str]) -> List[str]:
         return list(paths)
 

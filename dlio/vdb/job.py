@@ -18,7 +18,8 @@ from dlio.report.verdict import line as verdict_line
 from dlio.units import fmt_bytes
 from dlio.vdb import metrics, model, search
 from dlio.vdb.config import VdbSpec, vdb_spec
-from dlio.vdb.store import file_sizes, io_pass, store_for
+from dlio.vdb.object_store import store_for
+from dlio.vdb.store import file_sizes, io_pass
 
 SCHEMA = "dlio-fast.vdb/1"
 
@@ -51,7 +52,7 @@ def listing(cfg: Any) -> Dict[str, str]:
     }
 
 
-def describe(spec: VdbSpec, p: Optional[search.Plan], present: bool) -> List[str]:
+def describe(spec: VdbSpec, p: Optional[search.Plan], present: bool, where: str = "") -> List[str]:
     lay = spec.layout
     total = sum(n for _, n in file_sizes(spec))
     raw = lay.vectors * lay.dimension * lay.dtype_bytes
@@ -63,7 +64,7 @@ def describe(spec: VdbSpec, p: Optional[search.Plan], present: bool) -> List[str
         + (f", inline PQ {lay.inline_pq} x {lay.pq_bytes} B" if lay.kind == "aisaq_perf" else "")
         + (f", PQ {lay.pq_bytes} B/vector on storage" if lay.kind == "aisaq_scale" else ""),
         f"segments            {lay.segments} (raw {fmt_bytes(raw)})",
-        f"index files         {len(file_sizes(spec))}, {fmt_bytes(total)} in {spec.folder} "
+        f"index files         {len(file_sizes(spec))}, {fmt_bytes(total)} in {where or spec.folder} "
         f"({'present: kept' if present else 'missing: built first'})",
     ]
     if not spec.searches:
@@ -107,8 +108,19 @@ def _phases(
             f"build: {fmt_bytes(doc['build']['bytes'])} in {doc['build']['seconds']:.1f} s "
             f"({doc['build']['mb_per_s']:.0f} MB/s); {verdict_line('build', doc['build']['verdict'])}"
         )
-    index_paths, pq_paths, doc["load"] = store.fetch()
-    if not spec.searches:
+    index_paths, pq_paths, doc["load"] = _fetch(store, progress)
+    if not doc["load"].get("in_place"):
+        ld = doc["load"]
+        echo(
+            f"load: {ld['objects']} objects, {fmt_bytes(ld['bytes'])} downloaded in {ld['seconds']:.2f} s "
+            f"({ld['mb_per_s']:.0f} MB/s, the object store's figure; fsync of the copy {ld['fsync_s']:.2f} s); "
+            f"{verdict_line('load', ld['verdict'])}"
+        )
+        if not spec.searches:  # HNSW: the query node's load is the download (then read into memory)
+            return None
+        doc["search_reads"] = store.search_note()
+        echo(doc["search_reads"])
+    elif not spec.searches:
         doc["load"] = io_pass(spec, file_sizes(spec), False)
         echo(
             f"load: {fmt_bytes(doc['load']['bytes'])} in {doc['load']['seconds']:.2f} s "
@@ -131,6 +143,15 @@ def _phases(
         if failure is not None:
             return failure
     return None
+
+
+def _fetch(store: Any, progress: Any) -> Any:
+    """The store's load phase (index paths, PQ paths, record), a phase of the live display when it moves bytes."""
+    total = store.fetch_bytes
+    if not total:
+        return store.fetch()
+    with phase_of(progress, "load", "downloading the index", total, "B", counts=False) as ph:
+        return store.fetch(on_bytes=lambda n: ph.update(min(n, total), nbytes=n))
 
 
 @contextlib.contextmanager
@@ -167,8 +188,9 @@ def run(
         )
     p = search.plan(spec) if spec.searches else None
     store = store_for(cfg, spec, p.chains.medoid if p else 0)
+    store.check()  # a missing bucket or a wrong endpoint: one line before anything else
     if dry_run:
-        for text in [cfg.to_yaml().rstrip(), "---", *describe(spec, p, store.present())]:
+        for text in [cfg.to_yaml().rstrip(), "---", *describe(spec, p, store.present(), store.describe())]:
             echo(text)
         return None
     if spec.engine == "posix":
@@ -177,7 +199,7 @@ def run(
             "use io_uring for DiskANN's beam"
         )
     folder = make_output()
-    for text in describe(spec, p, store.present()):
+    for text in describe(spec, p, store.present(), store.describe()):
         echo(text)
     doc: Dict[str, Any] = {
         "schema": SCHEMA,

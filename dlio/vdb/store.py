@@ -11,7 +11,9 @@ O_DIRECT. So the search always reads local files, and a store has three jobs:
              record. LocalStore searches the files where they are: nothing to copy. An S3 store downloads
              each object (ranged GETs in parallel) into a local folder, timed, and returns those paths.
 
-LocalStore is the only store here; store_for() refuses the others with the reason.
+LocalStore searches a local filesystem's files in place; dlio.vdb.object_store.ObjectStore keeps them in an
+object store and searches a downloaded copy; dlio.vdb.object_store.store_for() picks one by the backend's
+capabilities.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 
 from dlio import _core
 from dlio.counters import Phase, usable_cores
-from dlio.errors import ConfigError, DlioError
+from dlio.errors import DlioError
 from dlio.report.verdict import classify
 from dlio.units import fmt_bytes
 from dlio.vdb.config import VdbSpec
@@ -117,7 +119,10 @@ class LocalStore:
     def describe(self) -> str:
         return self.folder
 
-    def _want(self) -> Dict[str, Any]:
+    def check(self) -> None:
+        """Nothing to reach before the work: the folder is made when the index is built."""
+
+    def want(self) -> Dict[str, Any]:
         return {
             "format": FORMAT,
             "layout": asdict(self.spec.layout),
@@ -131,7 +136,7 @@ class LocalStore:
                 have = json.load(f)
         except (OSError, ValueError):
             return False
-        if have != self._want():
+        if have != self.want():
             return False
         return all(os.path.isfile(p) and os.path.getsize(p) == n for p, n in file_sizes(self.spec))
 
@@ -151,7 +156,7 @@ class LocalStore:
         rec = io_pass(self.spec, files, True, on_tick)
         if self.spec.engine != "null":
             self._write_metadata()
-        write_json(self.manifest, self._want())
+        write_json(self.manifest, self.want())
         return rec
 
     def _check_space(self, files: List[Tuple[str, int]]) -> None:
@@ -178,19 +183,12 @@ class LocalStore:
             finally:
                 os.close(fd)
 
-    def fetch(self) -> Tuple[List[str], List[str], Dict[str, Any]]:
+    fetch_bytes = 0  # the load phase copies nothing
+
+    def fetch(self, on_bytes: Optional[Callable[[int], None]] = None) -> Tuple[List[str], List[str], Dict[str, Any]]:
         """The local files the search reads: here, where they are (Milvus on local storage does the same)."""
         rec = {"phase": "load", "where": self.folder, "bytes": 0, "seconds": 0.0, "note": "searched in place"}
-        return self.spec.index_paths(), self.spec.pq_paths(), rec
+        return self.spec.index_paths(), self.spec.pq_paths(), rec | {"in_place": True}
 
-
-def store_for(cfg: Any, spec: VdbSpec, medoid: int) -> LocalStore:
-    """The store of the config's storage; only a local filesystem so far."""
-    if cfg.storage.storage_type != "local_fs":
-        raise ConfigError(
-            f"storage.storage_type = {cfg.storage.storage_type}: vdb workloads keep their index on a local "
-            "filesystem so far (an object store would hold it and the search would read a downloaded copy); "
-            "use storage.storage_type local_fs",
-            "storage.storage_type",
-        )
-    return LocalStore(spec, medoid)
+    def search_note(self) -> Optional[str]:
+        return None

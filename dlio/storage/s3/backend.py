@@ -333,6 +333,64 @@ class S3Backend(Backend):
             cache=CACHE_NOTE,
         )
 
+    def folder_root(self, cfg: Any, folder: str, key: str) -> str:
+        return _place(folder, cfg.storage.storage_root, key, "other")
+
+    def upload_files(self, names: Sequence[str], paths: Sequence[str], opts: SetOptions) -> SetResult:
+        """PUTs (multipart from worker_files.MULTIPART_MIN bytes) of up to ``opts.threads`` files at once."""
+        threads = min(opts.threads or MAX_SET_THREADS, max(1, len(names)))
+        task = {"task": "put_files", "uris": list(names), "paths": list(paths), "threads": threads}
+        out = self._files_task(task | {"part_inflight": PART_INFLIGHT}, names, "PUT", opts)
+        return self._files_result(out, threads, PART_INFLIGHT, int(out["part_size"]))
+
+    def download_files(
+        self, names: Sequence[str], sizes: Sequence[int], paths: Sequence[str], opts: SetOptions
+    ) -> SetResult:
+        """Range GETs written into the files as they arrive (worker_files.task_get_files)."""
+        threads = opts.threads or MAX_SET_THREADS
+        task = {
+            "task": "get_files",
+            "uris": list(names),
+            "sizes": [int(n) for n in sizes],
+            "paths": list(paths),
+            "transfer": int(opts.transfer),
+            "inflight": max(1, threads * opts.qd),
+        }
+        out = self._files_task(task, names, "download", opts)
+        return self._files_result(out, threads, opts.qd, int(opts.transfer))
+
+    def _files_task(self, task: Dict[str, Any], names: Sequence[str], what: str, o: SetOptions) -> Dict[str, Any]:
+        if o.before_window is not None:
+            o.before_window()
+        doing = f"{what} of {len(names)} objects at {os.path.commonprefix(list(names)) if names else '?'}"
+        on_bytes = o.on_bytes
+        tick = None if on_bytes is None else (lambda s: on_bytes(s.progress()[1]))
+        try:
+            return client.run_task(self.settings, task, doing, on_tick=tick)
+        except client.WorkerFailed as e:
+            raise DlioRunError(str(e) if e.kind == "timeout" else f"{doing}: {e}") from None
+
+    @staticmethod
+    def _files_result(out: Dict[str, Any], threads: int, qd: int, transfer: int) -> SetResult:
+        window = int(out["window_ns"])
+        return SetResult(
+            bytes=int(out["bytes"]),
+            bytes_issued=int(out["bytes"]),
+            wall_start_s=out["start_wall_ns"] / 1e9,
+            m0=0,
+            m1=window,
+            prepare_s=0.0,
+            io_s=window / 1e9,
+            io_window_s=window / 1e9,
+            fsync_s=int(out.get("fsync_ns", 0)) / 1e9,
+            engine=S3_ENGINE,
+            direct=False,
+            threads=threads,
+            qd=qd,
+            transfer_size=transfer,
+            cache=CACHE_NOTE,
+        )
+
     def drop_cache(self, names: Sequence[str], mode: str) -> str:
         return CACHE_NOTE
 

@@ -1,0 +1,118 @@
+"""Worker tasks that move local files to and from objects whole (run inside `python -m dlio.storage.s3.worker`):
+files made on this host PUT as objects, and objects downloaded into local files by range GETs. This is how a
+service that keeps its files in an object store and works on a local copy moves them (Milvus's index node
+uploads an index it built; its query node downloads a segment's index files before it searches them).
+
+Both are timed here from the first request to the last completion. A download writes each range where it
+belongs in its file as it arrives (the page cache), then fsyncs every file after the window, timed apart: the
+window is the object store's figure, the fsync the local disk's."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+
+MULTIPART_MIN = 64 << 20  # files this large go up as multipart uploads (parts in parallel)
+PART_SIZE = 16 << 20
+
+
+def _put_file(s3, uri: str, path: str, size: int, part_inflight: int) -> None:
+    if size < MULTIPART_MIN:
+        with open(path, "rb") as f:
+            s3.put_bytes(uri, f.read())
+        return
+    bucket, key = uri[5:].split("/", 1)
+    w = s3.MultipartUploadWriter(bucket, key, part_size=PART_SIZE, max_in_flight=part_inflight)
+    try:
+        with open(path, "rb") as f:
+            while True:
+                chunk = f.read(PART_SIZE)  # a fresh buffer per part: the writer borrows it until close()
+                if not chunk:
+                    break
+                w.write(chunk)
+        w.close()
+    except BaseException:
+        w.abort()
+        raise
+
+
+def task_put_files(s3, t: dict, c) -> dict:
+    """PUT each local file t['paths'][i] as t['uris'][i] (multipart from MULTIPART_MIN bytes, part_inflight
+    parts in flight), up to t['threads'] files at once."""
+    uris, paths = t["uris"], t["paths"]
+    sizes = [os.path.getsize(p) for p in paths]
+    if uris:
+        s3.list(uris[0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
+    errors: list[str] = []
+    lock = threading.Lock()
+    done = [0]
+
+    def worker(k: int) -> None:
+        try:
+            for i in range(k, len(uris), t["threads"]):
+                if errors:
+                    return
+                _put_file(s3, uris[i], paths[i], sizes[i], t["part_inflight"])
+                with lock:
+                    done[0] += sizes[i]
+                c.add(1, sizes[i])
+        except Exception as e:
+            errors.append(str(e))
+
+    wall0 = time.time_ns()
+    m0 = time.monotonic_ns()
+    th = [threading.Thread(target=worker, args=(k,)) for k in range(max(1, t["threads"]))]
+    for x in th:
+        x.start()
+    for x in th:
+        x.join()
+    window = time.monotonic_ns() - m0
+    if errors:
+        raise RuntimeError(errors[0])
+    return {"bytes": done[0], "window_ns": window, "start_wall_ns": wall0, "part_size": PART_SIZE}
+
+
+def task_get_files(s3, t: dict, c) -> dict:
+    """Download object t['uris'][i] of t['sizes'][i] bytes into the local file t['paths'][i]: range GETs of
+    t['transfer'] bytes, t['inflight'] at once, each written at its offset as it arrives; every file then
+    fsynced (timed apart: fsync_ns)."""
+    uris, sizes, paths = t["uris"], [int(n) for n in t["sizes"]], t["paths"]
+    step, inflight = max(1, int(t["transfer"])), max(1, int(t["inflight"]))
+    ops = [(f, off, min(step, n - off)) for f, n in enumerate(sizes) for off in range(0, n, step)]
+    fds = []
+    try:
+        for p, n in zip(paths, sizes):
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fds.append(fd)
+            os.ftruncate(fd, n)
+        if uris:
+            s3.list(uris[0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
+        got = [0] * inflight
+
+        async def worker(w: int) -> None:
+            for j in range(w, len(ops), inflight):
+                f, off, n = ops[j]
+                data = memoryview(await s3.get_range_async(uris[f], off, n))
+                if len(data) != n:
+                    raise RuntimeError(f"{uris[f]}: {len(data)} bytes at offset {off}, {n} asked (object changed?)")
+                os.pwrite(fds[f], data, off)
+                got[w] += n
+                c.add(1, n)  # bytes arrived: the task's deadline on silence starts again
+
+        async def all_workers() -> None:
+            await asyncio.gather(*(worker(w) for w in range(inflight)))
+
+        wall0 = time.time_ns()
+        m0 = time.monotonic_ns()
+        asyncio.run(all_workers())
+        window = time.monotonic_ns() - m0
+        f0 = time.monotonic_ns()
+        for fd in fds:
+            os.fsync(fd)
+        fsync = time.monotonic_ns() - f0
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return {"bytes": sum(got), "requests": len(ops), "window_ns": window, "fsync_ns": fsync, "start_wall_ns": wall0}
