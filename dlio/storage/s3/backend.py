@@ -266,31 +266,8 @@ class S3Backend(Backend):
             "ops": np.stack([ops["file"], ops["offset"], ops["length"]], axis=1).astype(np.int64).tolist(),
             "inflight": inflight,
         }
-        if opts.before_window is not None:
-            opts.before_window()
-        try:
-            out = client.run_task(self.settings, task)
-        except client.WorkerFailed as e:
-            where = os.path.commonprefix(list(names)) if names else "?"
-            raise DlioRunError(f"range GETs of {len(names)} objects at {where}: {e}") from None
-        window = int(out["window_ns"])
-        return SetResult(
-            bytes=int(out["bytes"]),
-            bytes_issued=int(out["bytes"]),
-            wall_start_s=out["start_wall_ns"] / 1e9,
-            m0=0,
-            m1=window,
-            prepare_s=0.0,
-            io_s=window / 1e9,
-            io_window_s=window / 1e9,
-            fsync_s=0.0,
-            engine=S3_ENGINE,
-            direct=False,
-            threads=opts.threads or 1,
-            qd=opts.qd,
-            transfer_size=opts.transfer,
-            cache=CACHE_NOTE,
-        )
+        out = self._task(task, names, f"range GETs of {len(names)} objects", opts)
+        return self._window_result(out, opts.threads or 1, opts.qd, opts.transfer)
 
     def _set(self, kind: str, names: Sequence[str], sizes: Sequence[int], content: SetContent, o: SetOptions):
         overlays, overlay_of = containers(content.overlays, len(names))
@@ -305,33 +282,9 @@ class S3Backend(Backend):
             "threads": threads,
             "part_inflight": PART_INFLIGHT,
         }
-        if o.before_window is not None:
-            o.before_window()
-        where = os.path.commonprefix(list(names)) if names else "?"
-        what = f"{'PUT' if kind == 'save' else 'GET'} of {len(names)} checkpoint objects at {where}"
-        try:
-            out = client.run_task(self.settings, task, what)
-        except client.WorkerFailed as e:
-            # a deadline's message already names what was being done
-            raise DlioRunError(str(e) if e.kind == "timeout" else f"{what}: {e}") from None
-        window = int(out["window_ns"])
-        return SetResult(
-            bytes=int(out["bytes"]),
-            bytes_issued=int(out["bytes"]),
-            wall_start_s=out["start_wall_ns"] / 1e9,
-            m0=0,
-            m1=window,
-            prepare_s=0.0,
-            io_s=window / 1e9,
-            io_window_s=window / 1e9,
-            fsync_s=0.0,
-            engine=S3_ENGINE,
-            direct=False,
-            threads=threads,
-            qd=PART_INFLIGHT,
-            transfer_size=int(out["part_size"]),
-            cache=CACHE_NOTE,
-        )
+        what = f"{'PUT' if kind == 'save' else 'GET'} of {len(names)} checkpoint objects"
+        out = self._task(task, names, what, o)
+        return self._window_result(out, threads, PART_INFLIGHT, int(out["part_size"]))
 
     def folder_root(self, cfg: Any, folder: str, key: str) -> str:
         return _place(folder, cfg.storage.storage_root, key, "other")
@@ -340,8 +293,8 @@ class S3Backend(Backend):
         """PUTs (multipart from worker_files.MULTIPART_MIN bytes) of up to ``opts.threads`` files at once."""
         threads = min(opts.threads or MAX_SET_THREADS, max(1, len(names)))
         task = {"task": "put_files", "uris": list(names), "paths": list(paths), "threads": threads}
-        out = self._files_task(task | {"part_inflight": PART_INFLIGHT}, names, "PUT", opts)
-        return self._files_result(out, threads, PART_INFLIGHT, int(out["part_size"]))
+        out = self._task(task | {"part_inflight": PART_INFLIGHT}, names, f"PUT of {len(names)} objects", opts)
+        return self._window_result(out, threads, PART_INFLIGHT, int(out["part_size"]))
 
     def download_files(
         self, names: Sequence[str], sizes: Sequence[int], paths: Sequence[str], opts: SetOptions
@@ -356,13 +309,15 @@ class S3Backend(Backend):
             "transfer": int(opts.transfer),
             "inflight": max(1, threads * opts.qd),
         }
-        out = self._files_task(task, names, "download", opts)
-        return self._files_result(out, threads, opts.qd, int(opts.transfer))
+        out = self._task(task, names, f"download of {len(names)} objects", opts)
+        return self._window_result(out, threads, opts.qd, int(opts.transfer))
 
-    def _files_task(self, task: Dict[str, Any], names: Sequence[str], what: str, o: SetOptions) -> Dict[str, Any]:
+    def _task(self, task: Dict[str, Any], names: Sequence[str], what: str, o: SetOptions) -> Dict[str, Any]:
+        """Run a set's task in a worker, right after ``o.before_window``; a failure is one line naming
+        ``what`` was done where (a deadline's message already does)."""
         if o.before_window is not None:
             o.before_window()
-        doing = f"{what} of {len(names)} objects at {os.path.commonprefix(list(names)) if names else '?'}"
+        doing = f"{what} at {os.path.commonprefix(list(names)) if names else '?'}"
         on_bytes = o.on_bytes
         tick = None if on_bytes is None else (lambda s: on_bytes(s.progress()[1]))
         try:
@@ -371,7 +326,8 @@ class S3Backend(Backend):
             raise DlioRunError(str(e) if e.kind == "timeout" else f"{doing}: {e}") from None
 
     @staticmethod
-    def _files_result(out: Dict[str, Any], threads: int, qd: int, transfer: int) -> SetResult:
+    def _window_result(out: Dict[str, Any], threads: int, qd: int, transfer: int) -> SetResult:
+        """A set's result from a worker task's reply: its window timed in the worker, first request to last."""
         window = int(out["window_ns"])
         return SetResult(
             bytes=int(out["bytes"]),
