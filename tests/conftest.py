@@ -91,3 +91,13 @@ def s3_server(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def measured_phase():
+    """The test runs as a measured phase does (dlio.execute.stop_signals_deferred): a stop signal
+    noted by an earlier test of the session is not this test's (the KV-cache engine's tests)."""
+    from dlio.execute import stop_signals_deferred
+
+    with stop_signals_deferred():
+        yield

@@ -8,6 +8,9 @@ import pytest
 
 from dlio import _core
 
+# each test runs as a measured phase (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("measured_phase")
+
 BPT = 8192  # model (2 layers, 1 kv head, head_dim 1024, fp16): 2 x 2 x 1 x 1024 x 2
 MODEL = (2, 1, 1024, 2)
 

@@ -18,6 +18,9 @@ from dlio.kvcache import engine, oplog
 from dlio.kvcache.plan import synthetic_plan
 from dlio.kvcache.settings import settings
 
+# each test runs as a measured phase (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("measured_phase")
+
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "data", "kvcache")
 TOLERANCE = 0.05
 TRIALS = 3

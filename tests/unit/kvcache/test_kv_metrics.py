@@ -6,6 +6,9 @@ import pytest
 from dlio import _core, stats
 from dlio.kvcache import metrics
 
+# each test runs as a measured phase (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("measured_phase")
+
 GiB = 1 << 30
 
 

@@ -14,6 +14,9 @@ from dlio.errors import DlioError
 from dlio.kvcache import engine, oplog, traces
 from dlio.kvcache.settings import settings
 
+# each test runs as a measured phase (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("measured_phase")
+
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "data", "kvcache")
 TINY = os.path.join(DATA, "ref_tiny1b_4users_4s.csv")
 

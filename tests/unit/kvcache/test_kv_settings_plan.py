@@ -11,6 +11,9 @@ from dlio.kvcache.models import MODELS, resolve_model
 from dlio.kvcache.plan import synthetic_plan, user_table
 from dlio.kvcache.settings import settings
 
+# each test runs as a measured phase (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("measured_phase")
+
 NOENV: dict = {}
 
 
