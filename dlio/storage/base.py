@@ -168,6 +168,11 @@ class Backend:
     def checkpoint_root(self, cfg: Any) -> str:
         raise NotImplementedError
 
+    def folder_root(self, cfg: Any, key: str) -> str:
+        """Where the folder the config key ``key`` names lives (kvcache.cache_dir): a path, or an
+        s3://BUCKET/PREFIX/ URI placed as DLIO places checkpoint_folder."""
+        raise NotImplementedError
+
     def join(self, root: str, *parts: str) -> str:
         raise NotImplementedError
 
@@ -228,6 +233,14 @@ class Backend:
         ``length``) of whole files (objects) of ``sizes`` bytes, timed: a model's shards. The ops of a
         file stay in order on one thread (``opts.threads``, files balanced by bytes); the engine may
         be ``mmap`` (the pages of each range touched), buffered, O_DIRECT or io_uring on files."""
+        raise NotImplementedError
+
+    def kv_relay(self, root: str, workers: int, slot_len: int, null: bool = False) -> Any:
+        """Objects the C core has no client for (no LOCAL): the helper process of one C run of the relay
+        KV store (src/dlio_core/kvcache_relay.c), its objects under ``root``, one slot of ``slot_len``
+        bytes per C worker; ``null``: replies without requests (the relay's own cost). It has ``paths``
+        (for _core.KvRun's relay=), ``watch(run)`` (the deadline, while the run goes), ``finish()`` (the
+        helper's tally) and ``failure(err)`` (the run's error in the client's words)."""
         raise NotImplementedError
 
     # ---- the page cache and the kernel's counters around a phase ----

@@ -54,6 +54,18 @@ class FileBackend(Backend):
     def checkpoint_root(self, cfg: Any) -> str:
         return os.path.abspath(cfg.checkpoint.checkpoint_folder)
 
+    def folder_root(self, cfg: Any, key: str) -> str:
+        section, name = key.split(".", 1)
+        return os.path.abspath(getattr(getattr(cfg, section), name))
+
+    def kv_relay(self, root: str, workers: int, slot_len: int, null: bool = False) -> Any:
+        self.refuse(
+            "kvcache.io_mode",
+            "relay",
+            "the C core writes and reads files itself (its file stores)",
+            "set kvcache.io_mode compat or direct",
+        )
+
     def join(self, root: str, *parts: str) -> str:
         return os.path.join(root, *parts)
 

@@ -252,7 +252,7 @@ TASKS = {
 
 
 def _dataset_tasks() -> dict:
-    from dlio.storage.s3 import worker_data, worker_train
+    from dlio.storage.s3 import worker_data, worker_kv, worker_train
 
     return {
         "upload_tree": worker_data.task_upload_tree,
@@ -262,6 +262,7 @@ def _dataset_tasks() -> dict:
         "ckpt": worker_data.task_ckpt,
         "ranges": worker_data.task_ranges,
         "train": worker_train.task_train,
+        "kv_relay": worker_kv.task_kv_relay,
     }
 
 
