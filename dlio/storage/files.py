@@ -60,10 +60,10 @@ class FileBackend(Backend):
 
     def kv_relay(self, root: str, workers: int, slot_len: int, null: bool = False) -> Any:
         self.refuse(
-            "kvcache.io_mode",
-            "relay",
-            "the C core writes and reads files itself (its file stores)",
-            "set kvcache.io_mode compat or direct",
+            "storage.storage_type",
+            self.name,
+            "no relay: the C core's file stores write and read files themselves",
+            "run the KV cache with kvcache.io_mode compat or direct",
         )
 
     def join(self, root: str, *parts: str) -> str:

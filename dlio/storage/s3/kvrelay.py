@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from typing import Any, Dict, Optional, Tuple
 
-from dlio.errors import DlioError, DlioRunError
+from dlio.errors import DlioRunError
 from dlio.storage.s3 import client
 from dlio.storage.s3.deadline import silence_message
 from dlio.storage.s3.settings import S3Settings, parse_uri
@@ -98,16 +98,3 @@ class KvRelay:
         shutil.rmtree(self.dir, ignore_errors=True)
         if not kill:
             client.prepare_spare(self.settings)
-
-
-def slot_bytes(largest: int) -> int:
-    """A C worker's slot: the largest object, in whole pages."""
-    return max(4096, (int(largest) + 4095) // 4096 * 4096)
-
-
-def check_slots(workers: int, slot_len: int, limit: int, key_hint: str) -> None:
-    if workers * slot_len > limit:
-        raise DlioError(
-            f"the KV relay holds one object per worker in memory: {workers} workers x {slot_len:,} bytes is over "
-            f"{limit:,}; {key_hint}"
-        )
