@@ -413,5 +413,10 @@ cdef extern from "dlio_core/kvcache.h" nogil:
         char why[256]
     const dc_kv_store_ops dc_kv_store_file
     const dc_kv_store_ops dc_kv_store_null
+    const dc_kv_store_ops dc_kv_store_relay
+    struct dc_kv_relay_opts:
+        const char *sock_path
+        const char *shm_path
+        uint64_t slot_len
     int dc_kv_run(const dc_kv_config *cfg, dc_kv_result *res)
     int dc_kv_store_check(const dc_kv_store_ops *ops, const dc_kv_store_cfg *cfg, char *why, size_t whylen)

@@ -30,15 +30,17 @@ assert sizeof(dc_kv_entry_spec) == KV_ENTRY_DTYPE.itemsize and sizeof(dc_kv_logr
 
 
 cdef const dc_kv_store_ops *_kv_store(store) except NULL:
-    """compat / direct (the file store), null, or a store built outside the core: a PyCapsule named
+    """compat / direct (the file store), null, relay (objects through a helper process), or a store built outside the core: a PyCapsule named
     "dlio_core.kv_store_ops" holding a const struct dc_kv_store_ops * that outlives the run."""
     if store == "null":
         return &dc_kv_store_null
+    if store == "relay":
+        return &dc_kv_store_relay
     if store in ("compat", "direct"):
         return &dc_kv_store_file
     if PyCapsule_IsValid(store, "dlio_core.kv_store_ops"):
         return <const dc_kv_store_ops *>PyCapsule_GetPointer(store, "dlio_core.kv_store_ops")
-    raise ValueError(f"unknown kv store {store!r} (compat, direct, null, or a dlio_core.kv_store_ops capsule)")
+    raise ValueError(f"unknown kv store {store!r} (compat, direct, null, relay, or a dlio_core.kv_store_ops capsule)")
 
 
 cdef void _kv_store_cfg(dc_kv_store_cfg *c, bytes folder, store, uint64_t max_obj, uint64_t chunk, unsigned qd,
@@ -73,6 +75,7 @@ cdef class KvRun:
     with the GIL released and returns the result dict (raises RunError, carrying it, on an I/O error)."""
     cdef dc_kv_config cfg
     cdef dc_kv_store_cfg scfg
+    cdef dc_kv_relay_opts ropts
     cdef dc_kv_result *res
     cdef dc_kv_progress prog
     cdef dc_kv_log log
@@ -99,11 +102,12 @@ cdef class KvRun:
                  double target_ratio=0.8, double skip_ratio=0.95, bint asap=False, bint drain=False,
                  uint64_t seed=0, uint64_t stage_bytes=0, uint64_t direct_chunk=8 << 20, unsigned direct_qd=4,
                  unsigned drop_check=16, model=(0, 0, 0, 0), uint64_t log_cap=0, bint virtual=False,
-                 store_opts=None):
+                 store_opts=None, relay=None):
         """store: compat, direct, null, or a "dlio_core.kv_store_ops" capsule (an object store); store_opts: a
         capsule named "dlio_core.kv_store_opts" with that store's settings (store_cfg.opts).
         storage_bytes None: unlimited. log_cap: record up to that many operations (.oplog, KV_LOG_DTYPE).
-        virtual: run in virtual time (null store: requests in arrival order, one at a time, no waiting)."""
+        virtual: run in virtual time (null store: requests in arrival order, one at a time, no waiting).
+        relay: store "relay"'s helper, (socket path, slots file path, bytes per worker's slot)."""
         cdef cnp.ndarray a_r = np.ascontiguousarray(reqs, dtype=KV_REQ_DTYPE)
         cdef cnp.ndarray a_s = np.ascontiguousarray(steps, dtype=KV_STEP_DTYPE)
         cdef cnp.ndarray a_e = np.ascontiguousarray(entries, dtype=KV_ENTRY_DTYPE)
@@ -148,6 +152,13 @@ cdef class KvRun:
         if store_opts is not None:
             self.scfg.opts = PyCapsule_GetPointer(store_opts, "dlio_core.kv_store_opts")
             self.keep.append(store_opts)
+        if relay is not None:
+            bsock, bshm = os.fsencode(relay[0]), os.fsencode(relay[1])
+            self.keep += [bsock, bshm]
+            self.ropts.sock_path = bsock
+            self.ropts.shm_path = bshm
+            self.ropts.slot_len = relay[2]
+            self.scfg.opts = &self.ropts
         self.keep.append(store)
         self.oplog = None
         if log_cap:

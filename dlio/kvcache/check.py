@@ -48,7 +48,9 @@ def checks(doc: Dict[str, Any]) -> List[Check]:
     for r in doc.get("records", []):
         a = r.get("attestation") or {}
         where = f"trial {r['trial']}, rank {r['rank']}"
-        if not a.get("problems"):
+        if a.get("not_applicable"):
+            out.append((f"attestation ({where})", True, a["not_applicable"]))
+        elif not a.get("problems"):
             fs, fa = a.get("fsync_reached_kernel"), a.get("fadvise_reached_kernel")
             text = f"fsync {'yes' if fs else 'unknown' if fs is None else 'no'}, fadvise " + (
                 "yes" if fa else "unknown" if fa is None else "no"

@@ -29,11 +29,38 @@ def host_memory() -> int:
         return 0
 
 
-def stage_bytes(s: KvSettings, plan: Plan) -> int:
+def largest_object(s: KvSettings, plan: Plan) -> int:
+    largest = int(plan.entries["bytes"].max()) if len(plan.entries) else 4096
+    return min(largest, s.chunk_bytes) if s.chunk_bytes else largest
+
+
+def relay_slot(s: KvSettings, plan: Plan) -> int:
+    """A C worker's slot in the relay's shared memory: the largest object, in whole pages."""
+    return max(4096, (largest_object(s, plan) + 4095) // 4096 * 4096)
+
+
+def check_relay(s: KvSettings, largest: int) -> None:
+    """The relay holds one object per worker in memory: within STAGE_RAM_SHARE of the host's."""
+    if s.chunk_bytes:
+        largest = min(largest, s.chunk_bytes)
+    slot = max(4096, (largest + 4095) // 4096 * 4096)
+    total, mem = s.workers * slot, host_memory()
+    if mem and total > STAGE_RAM_SHARE * mem:
+        raise DlioError(
+            f"kvcache: {s.workers} workers x {fmt_bytes(slot)} (the largest object, held in memory per worker for "
+            f"its PUT or GET) = {fmt_bytes(total)}, over {STAGE_RAM_SHARE:.0%} of this host's {fmt_bytes(mem)}: set "
+            "kvcache.chunk_tokens (objects of that many tokens) or lower kvcache.workers"
+        )
+
+
+def stage_bytes(s: KvSettings, plan: Plan, relay: bool = False) -> int:
     """Bytes of staging per allocation slot: direct mode's chunks in flight, compat's write() size
-    (no bigger than the largest object), the null store's none."""
+    (no bigger than the largest object), the null store's none; the relay's a page (it stamps its
+    payloads in its own slots)."""
     if s.io_mode == "null":
         return 0
+    if relay:
+        return 4096
     if s.io_mode == "direct":
         return s.direct_chunk * s.direct_qd
     largest = int(plan.entries["bytes"].max()) if len(plan.entries) else 4096
@@ -107,9 +134,11 @@ def run_trial(
     capacity: Optional[int],
     on_tick: Optional[Callable[[Any], None]] = None,
     log: bool = False,
+    relay: Any = None,
 ) -> Tuple[Optional[Dict[str, Any]], Optional[BaseException], Optional[Any]]:
-    """(result, failure, oplog) of one trial in folder (which exists and is empty)."""
-    stage = stage_bytes(s, plan)
+    """(result, failure, oplog) of one trial in folder (which exists and is empty), or through relay
+    (Backend.kv_relay: an object store's helper) when given."""
+    stage = stage_bytes(s, plan, relay is not None)
     check_memory(s, stage)
     m = s.model
     run = _core.KvRun(
@@ -118,8 +147,9 @@ def run_trial(
         plan.entries,
         plan.conv_first,
         plan.conv_reqs,
-        store=s.io_mode,
-        folder=folder,
+        store="relay" if relay is not None else s.io_mode,
+        folder="" if relay is not None else folder,
+        relay=relay.paths if relay is not None else None,
         workers=1 if s.io_mode == "null" else s.workers,
         alloc_slots=s.alloc_slots,
         duration_s=s.duration_s,
@@ -142,7 +172,15 @@ def run_trial(
         log_cap=min(LOG_CAP, 64 + plan.nreqs * 64) if log else 0,
         virtual=s.io_mode == "null",  # decisions only: in virtual time, as fast as the CPU goes
     )
-    result, failure = execute_partial(run, on_tick)
+    tick = on_tick
+    if relay is not None:  # the helper's deadline is watched from the waiting thread too
+
+        def tick(r: Any) -> None:
+            relay.watch(r)
+            if on_tick is not None:
+                on_tick(r)
+
+    result, failure = execute_partial(run, tick)
     if result is not None:
         result["stage_bytes"] = stage
         # null: virtual time, so the trial lasted its duration (the offered load), not the CPU's time

@@ -7,7 +7,6 @@ start each trial together. Rank 0 gathers the records and writes the run's files
 
 from __future__ import annotations
 
-import glob
 import os
 import socket
 import time
@@ -22,6 +21,7 @@ from dlio.kvcache.check import OPTIONS
 from dlio.kvcache.models import resolve_model
 from dlio.kvcache.plan import Plan, plan_lines, synthetic_plan
 from dlio.kvcache.settings import KvSettings, settings
+from dlio.kvcache.store import Store
 from dlio.kvcache.traces import trace_plan
 from dlio.stats import to_json
 from dlio.storage import backend_for
@@ -37,15 +37,6 @@ def rank_folder(s: KvSettings, rank: int) -> str:
     return os.path.join(s.cache_dir, f"rank_{rank}")
 
 
-def clear_entries(folder: str) -> None:
-    """Remove the entries a run leaves (kv_*.npy): the reference empties its folder the same way."""
-    for p in glob.glob(os.path.join(folder, "kv_*.npy")):
-        try:
-            os.unlink(p)
-        except FileNotFoundError:
-            pass
-
-
 def _trace_path(path: str, rank: int, trial: int, ranks: int, trials: int) -> str:
     if ranks == 1 and trials == 1:
         return path
@@ -53,14 +44,17 @@ def _trace_path(path: str, rank: int, trial: int, ranks: int, trials: int) -> st
     return f"{base}.rank{rank}.trial{trial}{ext}"
 
 
-def describe(s: KvSettings, plan: Plan, folder: str, ranks: int) -> List[str]:
+def describe(s: KvSettings, plan: Plan, folder: str, ranks: int, local: bool = True) -> List[str]:
     alloc = s.max_concurrent_allocs or "unlimited"
+    free = "95% of the free space" if local else "unlimited"
+    relayed = not local and s.io_mode != "null"
     out = [
         f"kvcache: model {s.model.name} ({s.bytes_per_token:,} B/token), {s.users} users x {ranks} rank(s), "
         f"{s.workers} workers, {alloc} concurrent allocations, {s.duration_s:g} s x {s.trials} trial(s), seed {s.seed}",
         f"  tiers: RAM {fmt_bytes(s.cpu_bytes) if s.cpu_bytes else 'none'}, storage "
-        + (fmt_bytes(s.storage_capacity) if s.storage_capacity else "95% of the free space")
-        + f" in {folder}/rank_N; io_mode {s.io_mode}"
+        + (fmt_bytes(s.storage_capacity) if s.storage_capacity else free)
+        + f" in {folder.rstrip('/')}/rank_N; io_mode {s.io_mode}"
+        + (", through the relay (the C engine times each PUT / GET / DELETE)" if relayed else "")
         + (f", chunks of {s.chunk_tokens} tokens" if s.chunk_tokens else ""),
     ]
     return out + plan_lines(s, plan)
@@ -89,31 +83,43 @@ def run(
     """The whole run on this rank. Returns the output folder (rank 0) or None; the folder is made
     (``make_output``) once the plan is checked."""
     backend = backend_for(cfg)
-    if not backend.has(LOCAL):  # said, not ignored: the tier would silently be a local folder
-        backend.refuse(
-            "storage.storage_type",
-            backend.name,
-            "the KV-cache tier is written and read by the C core's file stores (kvcache.cache_dir); an object "
-            "store has no KV store yet",
-            "run the KV-cache workload on a filesystem: leave storage.storage_type out and set kvcache.cache_dir",
-        )
+    backend.check_config(cfg)
     s = settings(cfg)
+    local = backend.has(LOCAL)
+    if not local and s.io_mode == "direct":
+        backend.refuse(
+            "kvcache.io_mode",
+            "direct",
+            "O_DIRECT bypasses a client page cache, and an object store has none: entries go as whole-object "
+            "PUTs and GETs",
+            "leave kvcache.io_mode out (compat)",
+        )
+    root = s.cache_dir if local else backend.folder_root(cfg, "kvcache.cache_dir")
     plan0 = plan_for(s, comm.rank, 0)
-    lines = describe(s, plan0, s.cache_dir, comm.size)
+    lines = describe(s, plan0, root, comm.size, local)
     if dry_run:
         if comm.rank == 0:
             for line in [cfg.to_yaml().rstrip(), "---", *lines]:
                 echo(line)
         return None
+    if not local:
+        problem = None
+        if comm.rank == 0:
+            try:
+                backend.check_access([root], create=cfg.dlio_fast.create_bucket)
+            except DlioError as e:
+                problem = str(e)
+        problem = comm.bcast(problem)
+        if problem:
+            raise DlioError(problem)
     folder = make_output()
-    cache = rank_folder(s, comm.rank)
+    cache = rank_folder(s, comm.rank) if local else backend.join(root, f"rank_{comm.rank}") + "/"
+    store = Store(backend, cache, local)
     problem = None
     try:
-        os.makedirs(cache, exist_ok=True)
-        clear_entries(cache)
         largest = int(plan0.entries["bytes"].max()) if len(plan0.entries) else 4096
-        engine.check_store(s, cache, largest)
-        engine.check_room(plan0, engine.storage_capacity(s, cache), cache)
+        store.prepare(s, largest)
+        engine.check_room(plan0, store.capacity(s), cache)
     except DlioError as e:
         problem = str(e)
     except OSError as e:
@@ -130,10 +136,10 @@ def run(
     with stop_signals_deferred():
         for trial in range(s.trials):
             plan = plan0 if trial == 0 else plan_for(s, comm.rank, trial)
-            rec, failure = _trial(s, plan, cache, comm, trial, echo, progress)
+            rec, failure = _trial(s, plan, store, comm, trial, echo, progress)
             if rec is not None:
                 recs.append(rec)
-            clear_entries(cache)
+            failure = store.clear(failure)
             if failure is not None or pending() is not None:
                 failure = failure or pending()
                 break
@@ -165,13 +171,20 @@ def status_ticker(s: KvSettings, trial: int, progress: Any) -> Optional[Callable
     return tick
 
 
-def _trial(s: KvSettings, plan: Plan, cache: str, comm: Any, trial: int, echo: Callable[[str], None], progress: Any):
-    capacity = engine.storage_capacity(s, cache)
+def _trial(s: KvSettings, plan: Plan, store: Store, comm: Any, trial: int, echo: Callable[[str], None], progress: Any):
+    cache = store.where
+    capacity = store.capacity(s)
+    relay = store.relay(s, plan)
     comm.barrier()  # the ranks start each trial together (the rules' clients)
-    window = attest.Window(cache)
+    window = attest.Window(cache, store.target())
     tick = status_ticker(s, trial, progress) if comm.rank == 0 else None
-    result, failure, log = engine.run_trial(s, plan, cache, capacity, tick, log=bool(s.io_trace_log))
-    win = window.end()
+    try:
+        result, failure, log = engine.run_trial(s, plan, cache, capacity, tick, log=bool(s.io_trace_log), relay=relay)
+    finally:
+        tally = relay.finish() if relay is not None else None
+    win = window.end(tally.get("cpu_s", 0.0) if tally else 0.0)
+    if relay is not None and failure is not None:
+        failure = relay.failure(failure)
     if result is None:
         return None, failure
     if s.io_trace_log and log is not None:
@@ -184,6 +197,8 @@ def _trial(s: KvSettings, plan: Plan, cache: str, comm: Any, trial: int, echo: C
         "host": socket.gethostname(),
         "trial": trial,
         "io_mode": s.io_mode,
+        "storage": store.backend.name,
+        "relay": tally,
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "capacity": capacity,
         "result": result,
@@ -192,7 +207,10 @@ def _trial(s: KvSettings, plan: Plan, cache: str, comm: Any, trial: int, echo: C
     rec["reference"] = metrics.reference_results(rec, s.seed)
     rec["exact"] = metrics.exact(rec)
     c = result["counts"]
-    rec["attestation"] = attest.attest(s.io_mode, win, result["store"], c["storage_write_bytes"] + c["demote_bytes"])
+    written = c["storage_write_bytes"] + c["demote_bytes"]
+    rec["attestation"] = (
+        attest.attest(s.io_mode, win, result["store"], written) if store.local else attest.object_store(written)
+    )
     x = rec["exact"]
     echo(
         f"trial {trial}: {x['requests']:,} requests, storage read {x['storage_read_gibps']:.3f} GiB/s, write "

@@ -168,6 +168,11 @@ class Backend:
     def checkpoint_root(self, cfg: Any) -> str:
         raise NotImplementedError
 
+    def folder_root(self, cfg: Any, key: str) -> str:
+        """Where the folder the config key ``key`` names lives (kvcache.cache_dir): a path, or an
+        s3://BUCKET/PREFIX/ URI placed as DLIO places checkpoint_folder."""
+        raise NotImplementedError
+
     def join(self, root: str, *parts: str) -> str:
         raise NotImplementedError
 
@@ -231,11 +236,6 @@ class Backend:
         raise NotImplementedError
 
     # ---- local copies: a job that works on local files kept in the store (without LOCAL) ----
-    def folder_root(self, cfg: Any, folder: str, key: str) -> str:
-        """Where a job's own folder key (``key``, value ``folder``: vdb.index_folder) places its things, as
-        this backend names them (a path; on S3 a prefix in storage.storage_root's bucket, or s3://BUCKET/PREFIX)."""
-        raise NotImplementedError
-
     def upload_files(self, names: Sequence[str], paths: Sequence[str], opts: SetOptions) -> SetResult:
         """Local files ``paths`` (made on this host) stored whole as ``names``, timed."""
         raise NotImplementedError
@@ -246,6 +246,14 @@ class Backend:
         """``names`` of ``sizes`` bytes copied into the local files ``paths``, timed: range requests of
         ``opts.transfer`` bytes, ``opts.threads`` x ``opts.qd`` in flight; the files fsynced after the
         window (``fsync_s``, the local disk's)."""
+        raise NotImplementedError
+
+    def kv_relay(self, root: str, workers: int, slot_len: int, null: bool = False) -> Any:
+        """Objects the C core has no client for (no LOCAL): the helper process of one C run of the relay
+        KV store (src/dlio_core/kvcache_relay.c), its objects under ``root``, one slot of ``slot_len``
+        bytes per C worker; ``null``: replies without requests (the relay's own cost). It has ``paths``
+        (for _core.KvRun's relay=), ``watch(run)`` (the deadline, while the run goes), ``finish()`` (the
+        helper's tally) and ``failure(err)`` (the run's error in the client's words)."""
         raise NotImplementedError
 
     # ---- the page cache and the kernel's counters around a phase ----

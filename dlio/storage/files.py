@@ -54,11 +54,20 @@ class FileBackend(Backend):
     def checkpoint_root(self, cfg: Any) -> str:
         return os.path.abspath(cfg.checkpoint.checkpoint_folder)
 
+    def folder_root(self, cfg: Any, key: str) -> str:
+        section, name = key.split(".", 1)
+        return os.path.abspath(getattr(getattr(cfg, section), name))
+
+    def kv_relay(self, root: str, workers: int, slot_len: int, null: bool = False) -> Any:
+        self.refuse(
+            "storage.storage_type",
+            self.name,
+            "no relay: the C core's file stores write and read files themselves",
+            "run the KV cache with kvcache.io_mode compat or direct",
+        )
+
     def join(self, root: str, *parts: str) -> str:
         return os.path.join(root, *parts)
-
-    def folder_root(self, cfg: Any, folder: str, key: str) -> str:
-        return folder
 
     def names(self, root: str, local_root: str, paths: Sequence[str]) -> List[str]:
         return list(paths)

@@ -53,7 +53,7 @@ class ObjectStore:
                 cfg.vdb.index_folder,
             )
         name = os.path.basename(spec.folder)
-        self.root = backend.join(backend.folder_root(cfg, cfg.vdb.index_folder, "vdb.index_folder"), name)
+        self.root = backend.join(backend.folder_root(cfg, "vdb.index_folder"), name)
         self.copy = LocalStore(dataclasses.replace(spec, folder=spec.folder + COPY_SUFFIX), medoid)
         self.spec = self.copy.spec
         self.files = file_sizes(self.spec)

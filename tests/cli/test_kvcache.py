@@ -277,11 +277,22 @@ def test_null_mode_is_the_decisions_in_virtual_time(run_cli, tmp_path):
     assert code == 0, out
 
 
-def test_an_object_store_is_refused_not_ignored(run_cli, tmp_path):
-    """storage_type s3 would otherwise leave the tier in a local folder under an S3 label: refused,
-    one line naming the key and what to do, and no output folder made."""
-    code, out, err = run_cli(*args(tmp_path, "--set", "storage.storage_type=s3", "--set", "storage.storage_root=b"))
+def test_direct_mode_on_an_object_store_is_refused_not_ignored(run_cli, tmp_path):
+    """The KV tier runs on S3 (tests/cli/test_kvcache_s3.py), but O_DIRECT has nothing to bypass there:
+    kvcache.io_mode direct is refused, one line naming the key and what to do, before any request and
+    with no output folder made."""
+    code, out, err = run_cli(
+        *args(
+            tmp_path,
+            "--set",
+            "storage.storage_type=s3",
+            "--set",
+            "storage.storage_root=b-kv",
+            "--set",
+            "kvcache.io_mode=direct",
+        )
+    )
     line = err.strip()
     assert code == 2 and "\n" not in line, err
-    assert "storage.storage_type" in line and "kvcache.cache_dir" in line, line
+    assert "kvcache.io_mode = direct" in line and "object store" in line and "compat" in line, line
     assert not (tmp_path / "out").exists()

@@ -166,6 +166,16 @@ class S3Backend(Backend):
             cfg.checkpoint.checkpoint_folder, cfg.storage.storage_root, "checkpoint.checkpoint_folder", "checkpoint"
         )
 
+    def folder_root(self, cfg: Any, key: str) -> str:
+        section, name = key.split(".", 1)
+        return _place(getattr(getattr(cfg, section), name), cfg.storage.storage_root, key, "checkpoint")
+
+    def kv_relay(self, root: str, workers: int, slot_len: int, null: bool = False) -> Any:
+        from dlio.storage.s3.kvrelay import KvRelay  # its helper process starts only for a KV-cache run
+
+        client.require_client()
+        return KvRelay(self.settings, root, workers, slot_len, null)
+
     def join(self, root: str, *parts: str) -> str:
         return root.rstrip("/") + "/" + "/".join(p.strip("/") for p in parts)
 
@@ -285,9 +295,6 @@ class S3Backend(Backend):
         what = f"{'PUT' if kind == 'save' else 'GET'} of {len(names)} checkpoint objects"
         out = self._task(task, names, what, o)
         return self._window_result(out, threads, PART_INFLIGHT, int(out["part_size"]))
-
-    def folder_root(self, cfg: Any, folder: str, key: str) -> str:
-        return _place(folder, cfg.storage.storage_root, key, "other")
 
     def upload_files(self, names: Sequence[str], paths: Sequence[str], opts: SetOptions) -> SetResult:
         """PUTs (multipart from worker_files.MULTIPART_MIN bytes) of up to ``opts.threads`` files at once."""

@@ -49,6 +49,7 @@ TASK_WORDS = {
     "upload_stream": "uploading the generated dataset",
     "ckpt": "transferring checkpoint objects",
     "train": "GETs of training batches",
+    "kv_relay": "relaying the KV cache's requests",
 }
 
 

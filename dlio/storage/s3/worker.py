@@ -252,7 +252,7 @@ TASKS = {
 
 
 def _dataset_tasks() -> dict:
-    from dlio.storage.s3 import worker_data, worker_files, worker_train
+    from dlio.storage.s3 import worker_data, worker_files, worker_kv, worker_train
 
     return {
         "upload_tree": worker_data.task_upload_tree,
@@ -264,6 +264,7 @@ def _dataset_tasks() -> dict:
         "train": worker_train.task_train,
         "put_files": worker_files.task_put_files,
         "get_files": worker_files.task_get_files,
+        "kv_relay": worker_kv.task_kv_relay,
     }
 
 

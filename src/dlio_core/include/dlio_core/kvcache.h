@@ -158,6 +158,42 @@ struct dc_kv_store_ops {
 extern const struct dc_kv_store_ops dc_kv_store_file;
 extern const struct dc_kv_store_ops dc_kv_store_null;
 
+/* The relay store (kvcache_relay.c): objects in a store the core has no client for (S3). Each
+ * worker hands its put/get/del to a helper process as one fixed-size record on its own AF_UNIX
+ * SOCK_SEQPACKET connection and waits for the reply; the payload travels in the worker's slot of
+ * a shared-memory file (the put's bytes stamped there, the get's bytes landed there). The helper
+ * (dlio/storage/s3/worker_kv.py) issues the request and times it on the same clock. */
+extern const struct dc_kv_store_ops dc_kv_store_relay;
+
+struct dc_kv_relay_opts {      /* store_cfg.opts of the relay store */
+	const char *sock_path; /* the helper's listening socket */
+	const char *shm_path;  /* the slots: workers x slot_len bytes, made by the helper */
+	uint64_t slot_len;     /* >= max_obj, a multiple of 4096 */
+};
+
+enum dc_kv_relay_op {
+	DC_KV_RELAY_HELLO = 0, /* entry: the worker's slot (first record of a connection) */
+	DC_KV_RELAY_PUT = 1,   /* the object's bytes are in the slot [0, len) */
+	DC_KV_RELAY_GET = 2,   /* land its len bytes in the slot */
+	DC_KV_RELAY_DEL = 3,
+};
+
+struct dc_kv_relay_req { /* worker -> helper, 32 bytes */
+	uint32_t op;     /* enum dc_kv_relay_op */
+	uint32_t chunk;  /* the object: entry, chunk (its name) */
+	uint64_t entry;
+	uint64_t len; /* its bytes */
+	uint64_t seq; /* echoed in the reply */
+};
+
+struct dc_kv_relay_rep { /* helper -> worker, 32 bytes */
+	int32_t status;  /* 0 or -errno */
+	uint32_t pad;
+	uint64_t seq;
+	uint64_t t0_ns; /* the helper's request, on dc_now_ns()'s clock (CLOCK_MONOTONIC) */
+	uint64_t t1_ns;
+};
+
 /* Stamp the 4 KiB blocks of payload bytes [off, off + len) of object o, which buf holds (buf[0] is
  * payload byte off), so that no two blocks of any objects are equal: 16 bytes (seed, object,
  * block) at the start of each block of the file, whose payload begins hdr bytes in, and at the
