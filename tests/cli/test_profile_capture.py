@@ -1,0 +1,133 @@
+"""`dlio-fast profile -- CMD` keeps the capture when the job dies or profile is stopped.
+
+The recorder writes as the job goes (shared mappings, src/dlio_profile/interpose.c), so a job
+killed by SIGKILL, one that aborts or segfaults and one that exits 3 each leave a capture that
+`profile` analyses: the workload (the job's 4-file batches, 32 files, 2 passes) is inferred from
+it, the report says the capture is incomplete and why, and the exit status is 1 with one line
+naming how the job ended. Ctrl-C / SIGTERM to profile itself stop the job, the capture so far is
+analysed and written, and profile exits 128 + N. The job is a real Python loop reading real npz
+files (tests/cli/jobs/profile_dying_job.py)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs", "profile_dying_job.py")
+CLI = [sys.executable, "-m", "dlio", "profile"]
+NFILES, BATCH = 32, 4
+
+
+@pytest.fixture
+def data(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    for i in range(NFILES):
+        np.savez(d / f"f{i:03d}.npz", x=np.full((64, 64), i, np.uint8))
+    return d
+
+
+def _job(data, end, *extra):
+    return [sys.executable, JOB, "--data", str(data), "--batch", str(BATCH), "--steps", "16", "--end", end, *extra]
+
+
+def _check_analysed(out, stdout, why):
+    """The workload of the two passes read before the end, and the report saying why it is partial."""
+    raw = out / "raw"
+    assert any(n.startswith("ev-") for n in os.listdir(raw))
+    wl = yaml.safe_load((out / "workload.yaml").read_text())
+    assert wl["dataset"]["num_files_train"] == NFILES
+    assert wl["reader"]["batch_size"] == BATCH
+    report = (out / "report.txt").read_text()
+    assert f"capture incomplete: {why}" in report, report
+    assert report in stdout
+
+
+@pytest.mark.parametrize(
+    "end,why",
+    [
+        ("kill", "the job was killed by SIGKILL"),
+        ("abort", "the job was killed by SIGABRT"),
+        ("segv", "the job was killed by SIGSEGV"),
+        ("exit3", "the job failed with exit status 3"),
+    ],
+)
+def test_a_job_that_dies_leaves_its_capture_analysed_and_exit_1(tmp_path, data, end, why):
+    out = tmp_path / "prof"
+    r = subprocess.run(CLI + ["-o", str(out), "--", *_job(data, end)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr.replace("Fatal Python error", "")  # the job's own crash report may print
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == f"dlio-fast: error: {why}; the workload above is from what was captured before, in {out}/raw"
+    _check_analysed(out, r.stdout, why)
+
+
+def _start_and_wait_ready(tmp_path, data, out, *extra):
+    ready = tmp_path / "ready"
+    p = subprocess.Popen(
+        CLI + ["-o", str(out), "--", *_job(data, "wait", "--ready", str(ready), *extra)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    t0 = time.monotonic()
+    while not ready.exists():
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() - t0 < 60, "the job never got ready"
+        time.sleep(0.05)
+    return p
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_profile_stops_the_job_keeps_and_analyses_the_capture(tmp_path, data, sig):
+    out = tmp_path / "prof"
+    p = _start_and_wait_ready(tmp_path, data, out)
+    p.send_signal(sig)
+    t0 = time.monotonic()
+    stdout, stderr = p.communicate(timeout=60)
+    assert time.monotonic() - t0 < 30
+    assert p.returncode == 128 + sig, stderr
+    name = signal.Signals(sig).name
+    assert f"profile was interrupted by {name} and stopped the job" in (out / "report.txt").read_text()
+    assert stderr.strip().splitlines()[-1].startswith(f"dlio-fast: stopped because of {name}: the job was stopped")
+    _check_analysed(out, stdout, f"profile was interrupted by {name} and stopped the job")
+
+
+def test_a_second_signal_kills_a_job_that_ignores_the_first(tmp_path, data):
+    out = tmp_path / "prof"
+    job_ignores = tmp_path / "ignore.py"
+    job_ignores.write_text(
+        "import signal, runpy, sys\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"sys.argv = [{JOB!r}] + sys.argv[1:]\n"
+        f"runpy.run_path({JOB!r}, run_name='__main__')\n"
+    )
+    ready = tmp_path / "ready"
+    cmd = [
+        sys.executable,
+        str(job_ignores),
+        "--data",
+        str(data),
+        "--steps",
+        "16",
+        "--end",
+        "wait",
+        "--ready",
+        str(ready),
+    ]
+    p = subprocess.Popen(CLI + ["-o", str(out), "--", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not ready.exists():
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    time.sleep(1.0)
+    assert p.poll() is None  # the job ignores SIGTERM: profile waits (up to its grace period)
+    p.send_signal(signal.SIGTERM)
+    stdout, stderr = p.communicate(timeout=30)
+    assert p.returncode == 128 + signal.SIGTERM, stderr
+    assert (out / "workload.yaml").exists() and "capture incomplete" in (out / "report.txt").read_text()
