@@ -89,7 +89,7 @@ def _names(path: str, names: NameTable):
     """(id -> path index dict, parent process name or None) of one files-*.txt. The recorder
     writes it through a mapping in chunks: NUL padding between chunks is skipped, and a line cut
     by the job's death (no newline) is left out."""
-    ids, parent = {}, None
+    ids, parent, stopped = {}, None, []
     with TraceLines(path, "dlio-fast profile capture") as lines:
         for raw in lines:
             line = raw.decode("utf-8", "replace")
@@ -99,13 +99,15 @@ def _names(path: str, names: NameTable):
                 continue
             k, _, v = line[:-1].partition("\t")
             try:
-                if k == "parent":
+                if k == "stopped":  # the recorder could not go on (a full disk): what came before is kept
+                    stopped.append(f"{path}: the recorder stopped early in this process ({v[:200]})")
+                elif k == "parent":
                     parent = v[:128]
                 elif k.isdigit() and len(k) <= 10:
                     ids[int(k)] = names.get(v)
             except Bad as e:
                 lines.malformed(str(e))
-    return ids, parent, lines.notes()
+    return ids, parent, stopped + lines.notes()
 
 
 def _native_records(path: str, out: EventChunks, notes: List[str]):

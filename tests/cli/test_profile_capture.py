@@ -33,7 +33,7 @@ def data(tmp_path):
 
 
 def _job(data, end, *extra):
-    return [sys.executable, JOB, "--data", str(data), "--batch", str(BATCH), "--steps", "16", "--end", end, *extra]
+    return [sys.executable, JOB, "--data", str(data), "--batch", str(BATCH), "--end", end, *extra]
 
 
 def _check_analysed(out, stdout, why):
@@ -131,3 +131,29 @@ def test_a_second_signal_kills_a_job_that_ignores_the_first(tmp_path, data):
     stdout, stderr = p.communicate(timeout=30)
     assert p.returncode == 128 + signal.SIGTERM, stderr
     assert (out / "workload.yaml").exists() and "capture incomplete" in (out / "report.txt").read_text()
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 128 KiB tmpfs (root only): the capture fills it."""
+    d = tmp_path / "small"
+    d.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(d)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    yield d
+    subprocess.run(["umount", str(d)], check=False)
+
+
+def test_a_full_disk_stops_the_recorder_not_the_job(tmp_path, data, small_fs):
+    """Storing into a mapping of a file past the disk's end would raise SIGBUS in the job: the
+    recorder reserves each block first, and when that fails it stops and says so."""
+    out = small_fs / "prof"
+    r = subprocess.run(
+        CLI + ["-o", str(out), "--", *_job(data, "exit3", "--steps", "64")], capture_output=True, text=True, timeout=120
+    )
+    assert "the job failed with exit status 3" in r.stderr  # not killed by SIGBUS
+    assert "the recorder stopped early in this process (No space left on device)" in r.stderr, r.stderr
+    assert r.returncode in (1, 2), r.stderr  # 2 if too little was captured to infer anything
