@@ -11,7 +11,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 import numpy as np
 
@@ -110,17 +110,12 @@ def _names(path: str, names: NameTable):
     return ids, parent, stopped + lines.notes()
 
 
-def _native_records(path: str, out: EventChunks, notes: List[str]):
-    """The valid records of one ev-*.bin, read in chunks. A record whose t is 0 was reserved but
-    not written (the job died first): not a record."""
-    f = open_regular(path)
-    recsz = NATIVE_DTYPE.itemsize
-    parts, bad, cut = [], 0, False
-    with f:
+def _native_chunks(path: str, notes: List[str]) -> Iterator[np.ndarray]:
+    """The valid records of one ev-*.bin, CHUNK at a time. A record whose t is 0 was reserved
+    but not written (the job died first, or the block was not filled): not a record."""
+    recsz, bad = NATIVE_DTYPE.itemsize, 0
+    with open_regular(path) as f:
         while True:
-            if out.n + sum(len(p) for p in parts) >= out.max_events:
-                cut = True
-                break
             buf = f.read(recsz * CHUNK)
             if len(buf) < recsz:
                 break
@@ -128,12 +123,22 @@ def _native_records(path: str, out: EventChunks, notes: List[str]):
             rec = rec[rec["t"] != 0]
             ok = (rec["t"] < LIMIT) & (rec["op"] <= OP_MMAP) & (rec["dur"] < LIMIT)
             bad += int(len(ok) - ok.sum())
-            parts.append(rec[ok])
+            yield rec[ok]
     if bad:
         notes.append(f"{path}: skipped {bad:,} records that are not the recorder's (a damaged capture?)")
-    if cut:
-        notes.append(out.cap_note(path))
-    return np.concatenate(parts) if parts else np.zeros(0, NATIVE_DTYPE)
+
+
+def _native_events(rec: np.ndarray, gidx) -> np.ndarray:
+    """Interposer records as EVENT_DTYPE events; gidx(file ids) -> path indexes."""
+    ev = np.zeros(len(rec), EVENT_DTYPE)
+    ev["t"], ev["dur"] = rec["t"], rec["dur"]
+    ev["pid"], ev["tid"], ev["op"] = rec["pid"], rec["tid"], rec["op"]
+    ev["file"] = gidx(rec["file"])
+    ev["offset"] = rec["off"]
+    io = np.isin(rec["op"], (OP_READ, OP_WRITE, OP_MMAP))
+    ev["size"] = np.where(io, np.where(rec["op"] == OP_MMAP, rec["req"], rec["ret"]), 0)
+    ev["size"][io & (rec["ret"] < 0)] = -1  # failed call
+    return ev
 
 
 def load_native(folder: str, max_events: int = MAX_EVENTS) -> Trace:
@@ -146,31 +151,28 @@ def load_native(folder: str, max_events: int = MAX_EVENTS) -> Trace:
         notes += n
     out = EventChunks(EVENT_DTYPE, max_events)
     for b in bins:
-        if out.full:
-            notes.append(out.cap_note(folder))
-            break
-        rec = _native_records(b, out, notes)
-        if not len(rec):
-            continue
-        proc = os.path.basename(b)[3:-4]
-        uniq, inv = np.unique(rec["file"], return_inverse=True)
-        gidx = np.empty(len(uniq), np.int32)
-        for i, fid in enumerate(uniq):  # one lookup per distinct file id, not per event
+        proc, known = os.path.basename(b)[3:-4], {}
+
+        def path_index(fid: int) -> int:
             p, name, hops = None, proc, 0
             while p is None and name in names and hops < 64:
                 ids, parent = names[name]
-                p = ids.get(int(fid))
+                p = ids.get(fid)
                 name, hops = parent, hops + 1
-            gidx[i] = p if p is not None else table.get(f"<fd id {int(fid)}>")
-        ev = np.zeros(len(rec), EVENT_DTYPE)
-        ev["t"], ev["dur"] = rec["t"], rec["dur"]
-        ev["pid"], ev["tid"], ev["op"] = rec["pid"], rec["tid"], rec["op"]
-        ev["file"] = gidx[inv]
-        ev["offset"] = rec["off"]
-        io = np.isin(rec["op"], (OP_READ, OP_WRITE, OP_MMAP))
-        ev["size"] = np.where(io, np.where(rec["op"] == OP_MMAP, rec["req"], rec["ret"]), 0)
-        ev["size"][io & (rec["ret"] < 0)] = -1  # failed call
-        out.add_array(ev)
+            return p if p is not None else table.get(f"<fd id {fid}>")
+
+        def gidx(files: np.ndarray) -> np.ndarray:
+            uniq, inv = np.unique(files, return_inverse=True)
+            # one lookup per distinct file id, not per event
+            idx = np.array([known.setdefault(int(f), path_index(int(f))) for f in uniq], np.int32)
+            return idx[inv]
+
+        try:
+            for rec in _native_chunks(b, notes):
+                out.add_array(_native_events(rec, gidx))
+        except Full:
+            notes.append(out.cap_note(folder))
+            break
     # a process forked by a traced one (a DataLoader worker) names its parent; an exec'd one does not
     pids = {k.split("-")[0] for k, (_, parent) in names.items() if parent}
     forked = np.array(sorted(int(p) for p in pids if p.isdigit() and len(p) < 12), np.int64)

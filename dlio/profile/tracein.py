@@ -236,11 +236,14 @@ class EventChunks:
             self._flush()
 
     def add_array(self, a: np.ndarray) -> None:
-        a = a[: max(0, self.max_events - self.n - len(self.rows))]
+        """Events already in an array; Full if the cap cut them (those up to the cap are kept)."""
+        room = max(0, self.max_events - self.n - len(self.rows))
         self._flush()
-        if len(a):
-            self.parts.append(a)
-            self.n += len(a)
+        if len(a[:room]):
+            self.parts.append(a[:room])
+            self.n += len(a[:room])
+        if len(a) > room:
+            raise Full()
 
     def _flush(self) -> None:
         if self.rows:

@@ -234,3 +234,16 @@ def test_interposer_capture_with_a_cut_tail_and_a_cut_name_line(tmp_path):
     assert list(tr.events["t"]) == [0, 100, 200]
     assert [tr.paths[i] for i in tr.events["file"]] == ["/d/a", "/d/a", "/d/b"]
     assert tr.notes == []
+
+
+def test_the_event_cap_on_an_interposer_capture(tmp_path):
+    from dlio.profile.parsers import NATIVE_DTYPE
+
+    rec = np.zeros(30, NATIVE_DTYPE)
+    rec["t"] = np.arange(1, 31)
+    rec["op"], rec["file"], rec["ret"] = OP_READ, 1, 10
+    rec.tofile(tmp_path / "ev-5-1.bin")
+    (tmp_path / "files-5-1.txt").write_text("1\t/d/a\n")
+    tr = load_trace(str(tmp_path), max_events=12)
+    assert len(tr.events) == 12 and "read the first 12 events only (the cap)" in tr.notes[0]
+    assert load_trace(str(tmp_path), max_events=30).notes == []
