@@ -3,11 +3,12 @@ workload.yaml + report.txt; `--compare TRACE RUN_DIR` scores a replay against th
 
 import os
 import shlex
+import signal
 import sys
 
 import click
 
-from dlio.errors import DlioError
+from dlio.errors import DlioError, DlioRunError, Interrupted
 from dlio.output import atomic_path
 
 
@@ -112,8 +113,6 @@ def profile(output, trace_in, data_folder, compare_pair, max_events, cmd):
 
 def _how_it_ended(got) -> str:
     if got.interrupted:
-        import signal
-
         return f"profile was interrupted by {signal.Signals(got.interrupted).name} and stopped the job"
     return got.failure()
 
@@ -121,11 +120,7 @@ def _how_it_ended(got) -> str:
 def _job_failed(got, what: str):
     """Exit as the job ended: 128 + N when profile itself was stopped by signal N, else 1 (the
     job failed or died), with one line naming how."""
-    from dlio.errors import DlioRunError, Interrupted
-
     if got.interrupted:
-        import signal
-
         name = signal.Signals(got.interrupted).name
         raise Interrupted(got.interrupted, f"of {name}: the job was stopped and {what}")
     raise DlioRunError(f"{got.failure()}; {what}")

@@ -90,14 +90,12 @@ def _names(path: str, names: NameTable):
     writes it through a mapping in chunks: NUL padding between chunks is skipped, and a line cut
     by the job's death (no newline) is left out."""
     ids, parent, stopped = {}, None, []
-    with TraceLines(path, "dlio-fast profile capture") as lines:
+    with TraceLines(path, "dlio-fast profile capture", keep_unterminated=False) as lines:
         for raw in lines:
             line = raw.decode("utf-8", "replace")
-            if "\x00" in line:
+            if "\x00" in line:  # NUL padding of a chunk the recorder did not fill; or a line cut short
                 line = line.rsplit("\x00", 1)[1]
-            if not line.endswith("\n"):
-                continue
-            k, _, v = line[:-1].partition("\t")
+            k, _, v = line.partition("\t")
             try:
                 if k == "stopped":  # the recorder could not go on (a full disk): what came before is kept
                     stopped.append(f"{path}: the recorder stopped early in this process ({v[:200]})")
@@ -182,6 +180,9 @@ def load_native(folder: str, max_events: int = MAX_EVENTS) -> Trace:
 # ------------------------------------------------------------------------------------ .pfw
 
 
+_PFW_OPS: dict = {}  # event name -> op (a trace has a few dozen names)
+
+
 def _pfw_op(name: str):
     n = name.lower()
     if "mmap" in n:
@@ -197,15 +198,18 @@ def _pfw_op(name: str):
     return None
 
 
-_JSON = json.JSONDecoder().decode
+_JSON = json.JSONDecoder().raw_decode
 
 
 def _pfw_event(line: bytes, names: NameTable, fh: dict, out: EventChunks) -> None:
     """One JSON line: an FH metadata line into fh, a POSIX/STDIO event into out; Bad if malformed."""
     try:
-        e = _JSON(line.decode("utf-8", "replace"))
+        text = line.decode("utf-8", "replace")
+        e, end = _JSON(text)
     except (ValueError, RecursionError):
         raise Bad("not a JSON object")
+    if end != len(text):
+        raise Bad("more than one JSON value")
     if not isinstance(e, dict):
         raise Bad("not a JSON object")
     args = e.get("args") or {}
@@ -224,7 +228,11 @@ def _pfw_event(line: bytes, names: NameTable, fh: dict, out: EventChunks) -> Non
     name = e.get("name", "")
     if not isinstance(name, str):
         raise Bad("name is not a string")
-    op = _pfw_op(name)
+    op = _PFW_OPS.get(name, -1)
+    if op == -1:
+        op = _pfw_op(name)
+        if len(_PFW_OPS) < 4096:  # names are few; a hostile trace's many are not kept
+            _PFW_OPS[name] = op
     if op is None:
         return
     fname = args.get("fname")
@@ -430,7 +438,7 @@ def load_strace(path: str, max_events: int = MAX_EVENTS) -> Trace:
     st = _StraceState(out)
     with TraceLines(path, "strace") as lines:
         for raw in lines:
-            m = _ST_LINE.match(raw.decode("utf-8", "replace").rstrip("\n"))
+            m = _ST_LINE.match(raw.decode("utf-8", "replace").rstrip("\r"))
             if not m:
                 continue
             try:
@@ -470,7 +478,7 @@ def load_strace(path: str, max_events: int = MAX_EVENTS) -> Trace:
 def _head(path: str) -> str:
     """The first 64 KiB of a trace file's (decompressed) text, to tell its kind."""
     with TraceLines(path, "trace", max_bytes=1 << 16) as lines:
-        return b"".join(lines).decode("utf-8", "replace")
+        return "\n".join(x.decode("utf-8", "replace") for x in lines)
 
 
 def load_trace(path: str, max_events: int = MAX_EVENTS) -> Trace:

@@ -29,6 +29,7 @@ MAX_PATH = 4096  # a file name longer than PATH_MAX is not one
 MAX_NAME_BYTES = 256 << 20  # distinct file names kept, in bytes
 LIMIT = 1 << 62  # a time (ns), size, offset, pid beyond this is not a real value
 CHUNK = 1 << 16  # events gathered per numpy chunk
+BLOCK = 1 << 20  # bytes read at a time
 EVENT_BYTES = 64  # about what one event costs in memory (EVENT_DTYPE plus its sort)
 
 
@@ -133,11 +134,13 @@ def ns(seconds_or_units, scale: float) -> int:
 
 
 class TraceLines:
-    """One trace file's lines (bytes, newline kept), streamed with the caps above. `malformed()`
+    """One trace file's lines (bytes, without the newline), streamed with the caps above. `malformed()`
     counts a skipped line; `notes()` says what was skipped or cut, once the file is read."""
 
-    def __init__(self, path: str, kind: str, max_bytes: int = MAX_BYTES):
+    def __init__(self, path: str, kind: str, max_bytes: int = MAX_BYTES, keep_unterminated: bool = True):
+        """keep_unterminated: yield a last line that has no newline (False: a line cut short)."""
         self.path, self.kind, self.max_bytes = path, kind, max_bytes
+        self.keep_unterminated = keep_unterminated
         self.lineno = self.nbytes = self.bad = self.first_bad = 0
         self.why_bad = ""
         self.cut: Optional[str] = None
@@ -161,33 +164,58 @@ class TraceLines:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _read(self) -> bytes:
+    def _block(self) -> bytes:
+        """The next BLOCK bytes (decompressed), within max_bytes; b"" at the end or a cut."""
+        if self.cut:
+            return b""
         try:
-            line = self.f.readline(MAX_LINE + 1)
+            b = self.f.read1(BLOCK)  # read1: a cut gzip stream gives what came before it
         except (OSError, EOFError, zlib.error) as e:  # a damaged or cut gzip stream: keep what came before
             self.cut = f"the gzip stream is damaged after line {self.lineno:,} ({e}); the events before it are kept"
             return b""
-        self.nbytes += len(line)
+        self.nbytes += len(b)
         if self.nbytes > self.max_bytes:
+            b = b[: len(b) - (self.nbytes - self.max_bytes)]
             self.cut = (
-                f"read the first {self.max_bytes / 2**30:,.0f} GiB only (the cap on a trace's size); "
+                f"read the first {self.max_bytes / 2**30:,.3g} GiB only (the cap on a trace's size); "
                 "the events after it are left out"
             )
-            return b""
-        return line
+        return b
+
+    def _line(self, line: bytes) -> bool:
+        """Count a line; False (and counted as malformed) if it is over MAX_LINE."""
+        self.lineno += 1
+        if len(line) > MAX_LINE:
+            self.malformed(f"longer than {MAX_LINE:,} bytes")
+            return False
+        return True
 
     def __iter__(self) -> Iterator[bytes]:
+        """Lines without their newline, read BLOCK bytes at a time; a line over MAX_LINE is
+        counted as malformed and its rest skipped as it comes, never held whole."""
+        carry, skipping = b"", False
         while True:
-            line = self._read()
-            if not line:
+            b = self._block()
+            if not b:
+                if carry and not skipping and self.keep_unterminated and not self.cut:  # a cut line: left out
+                    self.lineno += 1
+                    yield carry
                 return
-            self.lineno += 1
-            if len(line) > MAX_LINE:  # skip the rest of an overlong line in bounded reads
-                while line and not line.endswith(b"\n"):
-                    line = self._read()
-                self.malformed(f"longer than {MAX_LINE:,} bytes")
+            lines = b.split(b"\n")
+            if len(lines) > 1:
+                if not skipping and self._line(carry + lines[0]):
+                    yield carry + lines[0]
+                skipping = False
+                for line in lines[1:-1]:
+                    if self._line(line):
+                        yield line
+                carry = b""
+            if skipping:
                 continue
-            yield line
+            carry += lines[-1]
+            if len(carry) > MAX_LINE:
+                self._line(carry)
+                carry, skipping = b"", True
 
     def malformed(self, why: str) -> None:
         self.bad += 1
