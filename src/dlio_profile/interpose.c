@@ -283,8 +283,7 @@ static void open_outputs(void)
 	}
 }
 
-/* One "<id>\t<path>\n" line into the mapped names file, its newline stored last. n is less
- * than a page. Lock held. */
+/* One "<id>\t<path>\n" line into the mapped names file, its newline stored last. Lock held. */
 static void add_name(const char *line, size_t n)
 {
 	if (!n || !active)
@@ -295,6 +294,9 @@ static void add_name(const char *line, size_t n)
 		return;
 	if (!names_map || names_len + n > names_cap) {
 		size_t len = page * names_grow;
+
+		if (len < n) /* a path near PATH_MAX is longer than one page */
+			len = (n + page - 1) / page * page;
 
 		if (names_map)
 			munmap(names_map, names_cap);

@@ -157,3 +157,39 @@ def test_a_full_disk_stops_the_recorder_not_the_job(tmp_path, data, small_fs):
     assert "the job failed with exit status 3" in r.stderr  # not killed by SIGBUS
     assert "the recorder stopped early in this process (No space left on device)" in r.stderr, r.stderr
     assert r.returncode in (1, 2), r.stderr  # 2 if too little was captured to infer anything
+
+
+def test_a_path_longer_than_a_page_and_a_sigkill_right_after_it(tmp_path):
+    """A name line longer than the recorder's first chunk (one page) gets a chunk of its own; the
+    records and the name survive the SIGKILL that follows at once."""
+    from dlio.profile.capture import capture_env
+    from dlio.profile.parsers import OP_READ, load_trace
+
+    # a path of over 4 KiB cannot be opened whole: the job opens its second half from the first
+    first = tmp_path.joinpath(*[c * 250 for c in "abcdefgh"])
+    first.mkdir(parents=True)
+    second = os.path.join(*[c * 250 for c in "ijklmnop"], "q" * 60, "x.bin")
+    dfd = os.open(first, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for k in range(1, 10):
+            os.mkdir(os.path.join(*second.split("/")[:k]), dir_fd=dfd)
+    except FileExistsError:
+        pass
+    with open(os.open(second, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=dfd), "wb") as w:
+        w.write(b"z" * 10000)
+    os.close(dfd)
+    f = f"{first}/{second}"
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    code = (
+        "import os, signal, sys\n"
+        "os.chdir(sys.argv[1])\n"
+        "fd = os.open(sys.argv[2], os.O_RDONLY)\n"
+        "n = len(os.read(fd, 10000))\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(first), second], env=capture_env(str(raw)), timeout=60)
+    assert r.returncode == -signal.SIGKILL
+    tr = load_trace(str(raw))
+    reads = tr.events[(tr.events["op"] == OP_READ) & (tr.paths[tr.events["file"]] == f)]
+    assert len(f) > 4096 and [int(x) for x in reads["size"]] == [10000]
