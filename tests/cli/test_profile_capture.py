@@ -193,3 +193,55 @@ def test_a_path_longer_than_a_page_and_a_sigkill_right_after_it(tmp_path):
     tr = load_trace(str(raw))
     reads = tr.events[(tr.events["op"] == OP_READ) & (tr.paths[tr.events["file"]] == f)]
     assert len(f) > 4096 and [int(x) for x in reads["size"]] == [10000]
+
+
+def test_ctrl_c_at_a_terminal_stops_the_job_once_and_keeps_the_capture(tmp_path, data):
+    """A real Ctrl-C: profile and the job in the foreground of a pseudo-terminal, ^C typed on it.
+    The terminal sends SIGINT to both; profile does not send a second one, waits for the job to
+    end, analyses what it captured and exits 130."""
+    import pty
+
+    out, ready, seen = tmp_path / "prof", tmp_path / "ready", tmp_path / "sigints"
+    counting = tmp_path / "counting.py"  # the job, counting the SIGINTs it gets for a second
+    counting.write_text(
+        "import os, runpy, signal, sys, threading\n"
+        f"fd = os.open({str(seen)!r}, os.O_WRONLY | os.O_CREAT | os.O_APPEND)\n"
+        "def got(signum, frame):\n"
+        "    os.write(fd, b'1')\n"
+        "    threading.Timer(1.0, os._exit, [130]).start()\n"
+        "signal.signal(signal.SIGINT, got)\n"
+        f"sys.argv = [{JOB!r}] + sys.argv[1:]\n"
+        f"runpy.run_path({JOB!r}, run_name='__main__')\n"
+    )
+    job = _job(data, "wait", "--ready", str(ready))
+    argv = CLI + ["-o", str(out), "--", sys.executable, str(counting), *job[2:]]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a session leader whose controlling terminal is the pty
+        try:
+            os.execv(argv[0], argv)
+        finally:
+            os._exit(127)
+    text, t0 = b"", time.monotonic()
+    try:
+        while not ready.exists():
+            assert time.monotonic() - t0 < 60, "the job never got ready"
+            time.sleep(0.05)
+        os.write(fd, b"\x03")  # ^C: SIGINT to the terminal's foreground process group
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # EIO: every process holding the terminal has exited
+                break
+            if not chunk:
+                break
+            text += chunk
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 130, text.decode(errors="replace")
+    assert seen.read_bytes() == b"1"  # one SIGINT: the terminal's, not a second from profile
+    log = text.decode(errors="replace")
+    assert "Traceback" not in log.split("Captured")[-1]  # profile's own output (the job's may hold one)
+    assert "dlio-fast: stopped because of SIGINT: the job was stopped" in log
+    assert "profile was interrupted by SIGINT and stopped the job" in (out / "report.txt").read_text()
+    assert yaml.safe_load((out / "workload.yaml").read_text())["reader"]["batch_size"] == BATCH
