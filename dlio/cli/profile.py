@@ -3,11 +3,12 @@ workload.yaml + report.txt; `--compare TRACE RUN_DIR` scores a replay against th
 
 import os
 import shlex
+import signal
 import sys
 
 import click
 
-from dlio.errors import DlioError
+from dlio.errors import DlioError, DlioRunError, Interrupted
 from dlio.output import atomic_path
 
 
@@ -45,31 +46,53 @@ from dlio.output import atomic_path
     metavar="TRACE RUN_DIR",
     help="Score the trace of a replay (RUN_DIR of `dlio-fast run --trace`) against TRACE.",
 )
+@click.option(
+    "--max-events",
+    type=click.IntRange(1, 2**40),
+    default=None,
+    help="Read at most this many events of a trace (default 20,000,000: about 1.3 GB of memory); "
+    "a trace with more is cut there and the report says so.",
+)
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def profile(output, trace_in, data_folder, compare_pair, cmd):
+def profile(output, trace_in, data_folder, compare_pair, max_events, cmd):
     """Capture CMD's file I/O (after `--`) and write the DLIO workload it implies."""
     # the job's modules load when the command runs: --help and completion stay fast
-    from dlio.profile import analyze, emit, parsers
+    from dlio.profile import analyze, emit, parsers, tracein
+
+    cap = max_events or tracein.MAX_EVENTS
+
+    def load(path):
+        tr = parsers.load_trace(path, cap)
+        for note in tr.notes:
+            click.echo(f"note: {note}", err=True)
+        return tr
 
     if compare_pair:
         from dlio.profile import compare
 
-        rows = compare.compare(parsers.load_trace(compare_pair[0]), parsers.load_trace(compare_pair[1]))
+        rows = compare.compare(load(compare_pair[0]), load(compare_pair[1]))
         click.echo(compare.table(rows), nl=False)
         sys.exit(0 if all(r["ok"] for r in rows) else 1)
-    job = None
+    job, got = None, None
     if trace_in:
         src = trace_in
     else:
         from dlio.profile.capture import run_captured
 
-        rc, secs, src = run_captured(list(cmd), output)
-        job = shlex.join(cmd)
-        click.echo(f"Captured `{job}`: exit status {rc}, {secs:.2f} s, records in {src}", err=True)
-    tr = parsers.load_trace(src)
-    inf = analyze.infer(tr)
-    if not inf["files"].value:
-        raise DlioError(f"{src}: no dataset reads found ({inf['files'].evidence})")
+        got = run_captured(list(cmd), output)
+        src, job = got.raw, shlex.join(cmd)
+        how = got.failure() or "exit status 0"
+        click.echo(f"Captured `{job}`: {how}, {got.seconds:.2f} s, records in {src}", err=True)
+    failed = got and (got.interrupted or got.failure())
+    try:
+        tr = load(src)
+        inf = analyze.infer(tr)
+        if not inf["files"].value:
+            raise DlioError(f"{src}: no dataset reads found ({inf['files'].evidence})")
+    except DlioError as e:
+        if not failed:
+            raise
+        _job_failed(got, f"the capture is kept in {src}, but {e}")
     os.makedirs(output, exist_ok=True)
     wl = emit.workload(inf, data_folder or os.path.join(os.path.abspath(output), "data"))
     yml = os.path.join(output, "workload.yaml")
@@ -77,7 +100,27 @@ def profile(output, trace_in, data_folder, compare_pair, cmd):
         f.write(emit.to_yaml(wl))
     emit.validate(yml)
     rep = emit.report(inf, tr.source, job)
+    if failed:
+        rep += f"  capture incomplete: {_how_it_ended(got)}; inferred from what was captured before\n"
+    rep += "".join(f"  note: {n}\n" for n in tr.notes)
     with atomic_path(os.path.join(output, "report.txt")) as tmp, open(tmp, "w") as f:
         f.write(rep)
     click.echo(rep, nl=False)
     click.echo(f"Workload: {yml} (replay: dlio-fast run --config {yml} --trace)")
+    if failed:
+        _job_failed(got, f"the workload above is from what was captured before, in {src}")
+
+
+def _how_it_ended(got) -> str:
+    if got.interrupted:
+        return f"profile was interrupted by {signal.Signals(got.interrupted).name} and stopped the job"
+    return got.failure()
+
+
+def _job_failed(got, what: str):
+    """Exit as the job ended: 128 + N when profile itself was stopped by signal N, else 1 (the
+    job failed or died), with one line naming how."""
+    if got.interrupted:
+        name = signal.Signals(got.interrupted).name
+        raise Interrupted(got.interrupted, f"of {name}: the job was stopped and {what}")
+    raise DlioRunError(f"{got.failure()}; {what}")

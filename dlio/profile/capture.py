@@ -1,12 +1,41 @@
-"""Run a command under the interposer (dlio._interpose, LD_PRELOAD) and keep its records."""
+"""Run a command under the interposer (dlio._interpose, LD_PRELOAD) and keep its records.
+
+The recorder writes as the job goes (src/dlio_profile/interpose.c), so the capture survives the
+job's death by any signal or crash. Ctrl-C / SIGTERM to `profile` stops the job (the signal is
+passed on, then SIGKILL after STOP_GRACE seconds or at a second signal) and the capture made so
+far is kept for analysis; the caller learns which signal stopped it."""
 
 import glob
 import os
+import signal
 import subprocess
+import sys
+import threading
 import time
-from typing import List, Tuple
+from dataclasses import dataclass
+from typing import List, Optional
 
 from dlio.errors import DlioError
+
+STOP_GRACE = 10.0  # seconds a stopped job gets to end on its own before SIGKILL
+
+
+@dataclass
+class Captured:
+    rc: int  # the job's exit status; -N: killed by signal N (subprocess's convention)
+    seconds: float
+    raw: str  # the capture folder
+    interrupted: Optional[int] = None  # the signal that stopped `profile` itself, if any
+
+    def failure(self) -> Optional[str]:
+        """How the job failed, or None if it exited 0."""
+        if self.rc < 0:
+            try:
+                name = signal.Signals(-self.rc).name
+            except ValueError:
+                name = f"signal {-self.rc}"
+            return f"the job was killed by {name}"
+        return f"the job failed with exit status {self.rc}" if self.rc else None
 
 
 def interposer_path() -> str:
@@ -30,9 +59,54 @@ def capture_env(raw_dir: str, env=None) -> dict:
     return env
 
 
-def run_captured(cmd: List[str], out_dir: str) -> Tuple[int, float, str]:
-    """Run cmd with its whole process tree recorded into out_dir/raw. Returns (exit status,
-    wall seconds, raw folder). The job's own stdout/stderr pass through."""
+def _terminal_sent_it(signum: int) -> bool:
+    """A Ctrl-C at the terminal reaches the job too (same foreground process group): passing it
+    on would make it two."""
+    if signum != signal.SIGINT:
+        return False
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _wait_stopping(proc: subprocess.Popen) -> Optional[int]:
+    """proc's exit status; a SIGINT/SIGTERM meanwhile is passed on to it, SIGKILL follows after
+    STOP_GRACE seconds or at a second signal. Returns the first signal (None: none)."""
+    got: List[int] = []
+
+    def handler(signum, frame):
+        got.append(signum)
+        try:
+            if len(got) > 1:
+                proc.kill()
+            elif not _terminal_sent_it(signum):
+                proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    main = threading.current_thread() is threading.main_thread()
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    deadline = None
+    try:
+        while proc.poll() is None:
+            if got and deadline is None:
+                deadline = time.monotonic() + STOP_GRACE
+            if deadline is not None and time.monotonic() > deadline:
+                proc.kill()
+            try:
+                proc.wait(timeout=0.25)
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return got[0] if got else None
+
+
+def run_captured(cmd: List[str], out_dir: str) -> Captured:
+    """Run cmd with its whole process tree recorded into out_dir/raw. The job's own
+    stdout/stderr pass through."""
     if not cmd:
         raise DlioError("no command to profile: give it after `--`, e.g. dlio-fast profile -- python train.py")
     raw = os.path.join(out_dir, "raw")
@@ -45,9 +119,10 @@ def run_captured(cmd: List[str], out_dir: str) -> Tuple[int, float, str]:
     env = capture_env(raw)
     t0 = time.perf_counter()
     try:
-        rc = subprocess.call(cmd, env=env)
+        proc = subprocess.Popen(cmd, env=env)
     except FileNotFoundError:
         raise DlioError(f"{cmd[0]}: command not found")
     except PermissionError:
         raise DlioError(f"{cmd[0]}: not executable")
-    return rc, time.perf_counter() - t0, raw
+    sig = _wait_stopping(proc)
+    return Captured(proc.returncode, time.perf_counter() - t0, raw, sig)

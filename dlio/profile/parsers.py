@@ -7,16 +7,30 @@ DFTracer / dlio-fast `.pfw` and `.pfw.gz` (JSON lines of Chrome trace events; a 
 """
 
 import glob
-import gzip
 import json
 import os
 import re
-from dataclasses import dataclass
-from typing import List, Optional
+from dataclasses import dataclass, field
+from typing import Iterator, List, Optional
 
 import numpy as np
 
 from dlio.errors import DlioError
+from dlio.profile.tracein import (
+    CHUNK,
+    LIMIT,
+    MAX_EVENTS,
+    Bad,
+    EventChunks,
+    Full,
+    NameTable,
+    TraceLines,
+    as_int,
+    as_real,
+    ns,
+    open_regular,
+    sort_by_time,
+)
 
 OP_OPEN, OP_CLOSE, OP_READ, OP_WRITE, OP_MMAP = 0, 1, 2, 3, 4
 EVENT_DTYPE = np.dtype(
@@ -54,76 +68,119 @@ class Trace:
     paths: np.ndarray  # str, indexed by events["file"]
     source: str  # "interposer", "pfw", "darshan", "strace"
     forked: Optional[np.ndarray] = None  # pids forked from a traced process (interposer only; None: unknown)
+    notes: List[str] = field(default_factory=list)  # lines skipped, caps reached: said with the results
 
 
-def _finish(rows: List[tuple], paths: List[str], source: str) -> Trace:
-    ev = np.array(rows, dtype=EVENT_DTYPE) if rows else np.zeros(0, EVENT_DTYPE)
-    return _sorted(ev, np.array(paths, dtype=object), source)
+def _finish(out: EventChunks, names: NameTable, source: str, notes: List[str]) -> Trace:
+    return _sorted(out.array(), names.array(), source, notes=notes)
 
 
-def _sorted(ev: np.ndarray, paths: np.ndarray, source: str, forked=None) -> Trace:
-    ev = ev[np.argsort(ev["t"], kind="stable")]
+def _sorted(ev: np.ndarray, paths: np.ndarray, source: str, forked=None, notes=None) -> Trace:
+    ev = sort_by_time(ev)
     if len(ev):
         ev["t"] -= ev["t"][0]
-    return Trace(ev, paths, source, forked)
+    return Trace(ev, paths, source, forked, notes or [])
 
 
 # ------------------------------------------------------------------------------------ interposer
 
 
-def _names(path: str):
-    """(id -> path dict, parent process name or None) of one files-*.txt."""
-    ids, parent = {}, None
-    with open(path, errors="replace") as f:
-        for line in f:
-            k, _, v = line.rstrip("\n").partition("\t")
-            if k == "parent":
-                parent = v
-            elif k.isdigit():
-                ids[int(k)] = v
-    return ids, parent
+def _names(path: str, names: NameTable):
+    """(id -> path index dict, parent process name or None) of one files-*.txt. The recorder
+    writes it through a mapping in chunks: NUL padding between chunks is skipped, and a line cut
+    by the job's death (no newline) is left out."""
+    ids, parent, stopped = {}, None, []
+    with TraceLines(path, "dlio-fast profile capture", keep_unterminated=False) as lines:
+        for raw in lines:
+            line = raw.decode("utf-8", "replace")
+            if "\x00" in line:  # NUL padding of a chunk the recorder did not fill; or a line cut short
+                line = line.rsplit("\x00", 1)[1]
+            k, _, v = line.partition("\t")
+            try:
+                if k == "stopped":  # the recorder could not go on (a full disk): what came before is kept
+                    stopped.append(f"{path}: the recorder stopped early in this process ({v[:200]})")
+                elif k == "parent":
+                    parent = v[:128]
+                elif k.isdigit() and len(k) <= 10:
+                    ids[int(k)] = names.get(v)
+            except Bad as e:
+                lines.malformed(str(e))
+    return ids, parent, stopped + lines.notes()
 
 
-def load_native(folder: str) -> Trace:
+def _native_chunks(path: str, notes: List[str]) -> Iterator[np.ndarray]:
+    """The valid records of one ev-*.bin, CHUNK at a time. A record whose t is 0 was reserved
+    but not written (the job died first, or the block was not filled): not a record."""
+    recsz, bad = NATIVE_DTYPE.itemsize, 0
+    with open_regular(path) as f:
+        while True:
+            buf = f.read(recsz * CHUNK)
+            if len(buf) < recsz:
+                break
+            rec = np.frombuffer(buf[: len(buf) - len(buf) % recsz], NATIVE_DTYPE)
+            rec = rec[rec["t"] != 0]
+            ok = (rec["t"] < LIMIT) & (rec["op"] <= OP_MMAP) & (rec["dur"] < LIMIT)
+            bad += int(len(ok) - ok.sum())
+            yield rec[ok]
+    if bad:
+        notes.append(f"{path}: skipped {bad:,} records that are not the recorder's (a damaged capture?)")
+
+
+def _native_events(rec: np.ndarray, gidx) -> np.ndarray:
+    """Interposer records as EVENT_DTYPE events; gidx(file ids) -> path indexes."""
+    ev = np.zeros(len(rec), EVENT_DTYPE)
+    ev["t"], ev["dur"] = rec["t"], rec["dur"]
+    ev["pid"], ev["tid"], ev["op"] = rec["pid"], rec["tid"], rec["op"]
+    ev["file"] = gidx(rec["file"])
+    ev["offset"] = rec["off"]
+    io = np.isin(rec["op"], (OP_READ, OP_WRITE, OP_MMAP))
+    ev["size"] = np.where(io, np.where(rec["op"] == OP_MMAP, rec["req"], rec["ret"]), 0)
+    ev["size"][io & (rec["ret"] < 0)] = -1  # failed call
+    return ev
+
+
+def load_native(folder: str, max_events: int = MAX_EVENTS) -> Trace:
     """Every process's records of an interposer folder, file ids resolved through fork parents."""
     bins = sorted(glob.glob(os.path.join(folder, "ev-*.bin")))
-    names = {}
+    table, names, notes = NameTable(), {}, []
     for p in glob.glob(os.path.join(folder, "files-*.txt")):
-        names[os.path.basename(p)[6:-4]] = _names(p)
-    path_index, paths, parts = {}, [], []
+        ids, parent, n = _names(p, table)
+        names[os.path.basename(p)[6:-4]] = (ids, parent)
+        notes += n
+    out = EventChunks(EVENT_DTYPE, max_events)
     for b in bins:
-        rec = np.fromfile(b, NATIVE_DTYPE)
-        if not len(rec):
-            continue
-        proc = os.path.basename(b)[3:-4]
-        uniq, inv = np.unique(rec["file"], return_inverse=True)
-        gidx = np.empty(len(uniq), np.int32)
-        for i, fid in enumerate(uniq):  # one lookup per distinct file id, not per event
+        proc, known = os.path.basename(b)[3:-4], {}
+
+        def path_index(fid: int) -> int:
             p, name, hops = None, proc, 0
             while p is None and name in names and hops < 64:
                 ids, parent = names[name]
-                p = ids.get(int(fid))
+                p = ids.get(fid)
                 name, hops = parent, hops + 1
-            p = p if p is not None else f"<fd id {int(fid)}>"
-            gidx[i] = path_index.setdefault(p, len(paths))
-            if gidx[i] == len(paths):
-                paths.append(p)
-        ev = np.zeros(len(rec), EVENT_DTYPE)
-        ev["t"], ev["dur"] = rec["t"], rec["dur"]
-        ev["pid"], ev["tid"], ev["op"] = rec["pid"], rec["tid"], rec["op"]
-        ev["file"] = gidx[inv]
-        ev["offset"] = rec["off"]
-        io = np.isin(rec["op"], (OP_READ, OP_WRITE, OP_MMAP))
-        ev["size"] = np.where(io, np.where(rec["op"] == OP_MMAP, rec["req"], rec["ret"]), 0)
-        ev["size"][io & (rec["ret"] < 0)] = -1  # failed call
-        parts.append(ev)
-    ev = np.concatenate(parts) if parts else np.zeros(0, EVENT_DTYPE)
+            return p if p is not None else table.get(f"<fd id {fid}>")
+
+        def gidx(files: np.ndarray) -> np.ndarray:
+            uniq, inv = np.unique(files, return_inverse=True)
+            # one lookup per distinct file id, not per event
+            idx = np.array([known.setdefault(int(f), path_index(int(f))) for f in uniq], np.int32)
+            return idx[inv]
+
+        try:
+            for rec in _native_chunks(b, notes):
+                out.add_array(_native_events(rec, gidx))
+        except Full:
+            notes.append(out.cap_note(folder))
+            break
     # a process forked by a traced one (a DataLoader worker) names its parent; an exec'd one does not
-    forked = np.array(sorted({int(k.split("-")[0]) for k, (_, parent) in names.items() if parent}), np.int64)
-    return _sorted(ev, np.array(paths, dtype=object), "interposer", forked)
+    pids = {k.split("-")[0] for k, (_, parent) in names.items() if parent}
+    forked = np.array(sorted(int(p) for p in pids if p.isdigit() and len(p) < 12), np.int64)
+    return _sorted(out.array(), table.array(), "interposer", forked, notes)
 
 
 # ------------------------------------------------------------------------------------ .pfw
+
+
+_PFW_OPS: dict = {}  # event name -> op (a trace has a few dozen names)
 
 
 def _pfw_op(name: str):
@@ -141,89 +198,138 @@ def _pfw_op(name: str):
     return None
 
 
-def load_pfw(paths: List[str]) -> Trace:
+_JSON = json.JSONDecoder().raw_decode
+
+
+def _pfw_event(line: bytes, names: NameTable, fh: dict, out: EventChunks) -> None:
+    """One JSON line: an FH metadata line into fh, a POSIX/STDIO event into out; Bad if malformed."""
+    try:
+        text = line.decode("utf-8", "replace")
+        e, end = _JSON(text)
+    except (ValueError, RecursionError):
+        raise Bad("not a JSON object")
+    if end != len(text):
+        raise Bad("more than one JSON value")
+    if not isinstance(e, dict):
+        raise Bad("not a JSON object")
+    args = e.get("args") or {}
+    if not isinstance(args, dict):
+        raise Bad("args is not an object")
+    if e.get("ph") == "M":
+        if e.get("name") == "FH":
+            h, n = args.get("value"), args.get("name")
+            if not isinstance(h, (int, str)) or not isinstance(n, str) or len(str(h)) > 64:
+                raise Bad("an FH line without a name and a value")
+            names.charge(n)
+            fh[h] = n
+        return
+    if e.get("cat") not in ("POSIX", "STDIO"):
+        return
+    name = e.get("name", "")
+    if not isinstance(name, str):
+        raise Bad("name is not a string")
+    op = _PFW_OPS.get(name, -1)
+    if op == -1:
+        op = _pfw_op(name)
+        if len(_PFW_OPS) < 4096:  # names are few; a hostile trace's many are not kept
+            _PFW_OPS[name] = op
+    if op is None:
+        return
+    fname = args.get("fname")
+    if fname is None:
+        h = args.get("fhash")
+        fname = fh.get(h, "<unknown>") if isinstance(h, (int, str)) else "<unknown>"
+    if not isinstance(fname, str):
+        raise Bad("fname is not a string")
+    ret = args.get("ret", args.get("size", 0))
+    size = -1 if ret is None else as_int(ret, -LIMIT, LIMIT)
+    size = 0 if op in (OP_OPEN, OP_CLOSE) else max(size, -1)
+    out.add(
+        (
+            ns(e.get("ts", 0), 1000),  # microseconds
+            ns(e.get("dur", 0), 1000),
+            as_int(e.get("pid", 0), -LIMIT, LIMIT),
+            as_int(e.get("tid", 0), -LIMIT, LIMIT),
+            op,
+            names.get(fname),
+            max(as_int(args.get("offset", -1), -LIMIT, LIMIT), -1),
+            size,
+        )
+    )
+
+
+def load_pfw(paths: List[str], max_events: int = MAX_EVENTS) -> Trace:
     """POSIX events of DFTracer / dlio-fast .pfw files (file names from args.fname, or the FH
     metadata lines that map args.fhash to a name). Other categories (sample, fetch, compute) are
     the emulator's own spans and are left out."""
-    rows, files, index, fh = [], [], {}, {}
+    out, names, fh, notes = EventChunks(EVENT_DTYPE, max_events), NameTable(), {}, []
     for path in paths:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt", errors="replace") as f:
-            for line in f:
-                line = line.strip().rstrip(",")
-                if not line.startswith("{"):
+        if out.full:
+            notes.append(out.cap_note(path))
+            break
+        with TraceLines(path, "DFTracer .pfw") as lines:
+            for line in lines:
+                line = line.strip().rstrip(b",")
+                if not line.startswith(b"{"):
                     continue
-                e = json.loads(line)
-                args = e.get("args") or {}
-                if e.get("ph") == "M":
-                    if e.get("name") == "FH":
-                        fh[args.get("value")] = args.get("name")
-                    continue
-                if e.get("cat") not in ("POSIX", "STDIO"):
-                    continue
-                op = _pfw_op(str(e.get("name", "")))
-                if op is None:
-                    continue
-                fname = args.get("fname") or fh.get(args.get("fhash")) or "<unknown>"
-                fi = index.setdefault(fname, len(files))
-                if fi == len(files):
-                    files.append(fname)
-                ret = args.get("ret", args.get("size", 0))
-                size = int(ret) if isinstance(ret, (int, float)) and ret >= 0 else -1
-                if op in (OP_OPEN, OP_CLOSE):
-                    size = 0
-                rows.append(
-                    (
-                        int(float(e.get("ts", 0)) * 1000),
-                        int(float(e.get("dur", 0)) * 1000),
-                        int(e.get("pid", 0)),
-                        int(e.get("tid", 0)),
-                        op,
-                        fi,
-                        int(args.get("offset", -1)),
-                        size,
-                    )
-                )
-    return _finish(rows, files, "pfw")
+                try:
+                    _pfw_event(line, names, fh, out)
+                except Bad as e:
+                    lines.malformed(str(e))
+                except Full:
+                    notes.append(out.cap_note(path))
+                    break
+            notes += lines.notes()
+    return _finish(out, names, "pfw", notes)
 
 
 # ------------------------------------------------------------------------------------ Darshan DXT
 
 _DXT_FILE = re.compile(r"^# DXT, file_id: \S+, file_name: (.*)$")
-_DXT_ROW = re.compile(r"^\s*X_(POSIX|MPIIO)\s+(\d+)\s+(read|write)\s+\d+\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)")
+_DXT_ROW = re.compile(r"^\s*X_(POSIX|MPIIO)\s+(\S+)\s+(read|write)\s+\S+\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)")
 
 
-def load_darshan(path: str) -> Trace:
+def load_darshan(path: str, max_events: int = MAX_EVENTS) -> Trace:
     """darshan-dxt-parser text: '# DXT, file_name:' headers, then rows
     'X_POSIX rank read|write segment offset length start end [ost...]' (seconds). Darshan has no
     thread ids: the rank is the pid and the tid. MPI-IO rows duplicate POSIX ones: only POSIX kept."""
-    rows, files, index, fi = [], [], {}, -1
-    with open(path, errors="replace") as f:
-        for line in f:
-            m = _DXT_FILE.match(line)
-            if m:
-                name = m.group(1).strip()
-                fi = index.setdefault(name, len(files))
-                if fi == len(files):
-                    files.append(name)
-                continue
-            m = _DXT_ROW.match(line)
-            if m and m.group(1) == "POSIX" and fi >= 0:
-                t0, t1 = float(m.group(6)), float(m.group(7))
-                rank = int(m.group(2))
-                rows.append(
+    out, names, notes, fi = EventChunks(EVENT_DTYPE, max_events), NameTable(), [], -1
+    with TraceLines(path, "Darshan DXT") as lines:
+        for raw in lines:
+            line = raw.decode("utf-8", "replace")
+            try:
+                m = _DXT_FILE.match(line)
+                if m:
+                    fi = names.get(m.group(1).strip())
+                    continue
+                if not line.lstrip().startswith("X_"):
+                    continue
+                m = _DXT_ROW.match(line)
+                if not m:
+                    raise Bad("not a DXT row (module rank read|write segment offset length start end)")
+                if m.group(1) != "POSIX" or fi < 0:
+                    continue
+                t0, t1 = as_real(m.group(6), 0.0, LIMIT / 1e9), as_real(m.group(7), 0.0, LIMIT / 1e9)
+                rank = as_int(m.group(2))
+                out.add(
                     (
                         int(t0 * 1e9),
-                        int((t1 - t0) * 1e9),
+                        int(max(t1 - t0, 0.0) * 1e9),
                         rank,
                         rank,
                         OP_READ if m.group(3) == "read" else OP_WRITE,
                         fi,
-                        int(m.group(4)),
-                        int(m.group(5)),
+                        as_int(m.group(4)),
+                        as_int(m.group(5)),
                     )
                 )
-    return _finish(rows, files, "darshan")
+            except Bad as e:
+                lines.malformed(str(e))
+            except Full:
+                notes.append(out.cap_note(path))
+                break
+        notes += lines.notes()
+    return _finish(out, names, "darshan", notes)
 
 
 # ------------------------------------------------------------------------------------ strace
@@ -261,12 +367,19 @@ def _strace_args(args: str):
     return (q.group(0).split('"')[1] if q else None), [a.strip() for a in s.split(",")]
 
 
+def _arg_int(a: str) -> int:
+    """An integer argument of a call (decimal or 0x hex), checked."""
+    if len(a) > 24 or not re.match(r"^(0x[0-9a-f]+|-?\d+)$", a):
+        raise Bad(f"{a[:30]!r} is not an integer argument")
+    return as_int(int(a, 0), -LIMIT, LIMIT)
+
+
 class _StraceState:
     """fd -> (file index, position) per pid, with a fallback on the fd alone: strace -f names
     threads by their own ids, and threads share their process's descriptors."""
 
-    def __init__(self):
-        self.fds, self.any_fd, self.files, self.index, self.rows = {}, {}, [], {}, []
+    def __init__(self, out: EventChunks):
+        self.fds, self.any_fd, self.names, self.out = {}, {}, NameTable(), out
 
     def lookup(self, pid, fd):
         return self.fds.get((pid, fd)) or self.any_fd.get(fd)
@@ -280,21 +393,19 @@ class _StraceState:
             path, _ = _strace_args(args)
             if path is None or ret < 0:
                 return
-            fi = self.index.setdefault(path, len(self.files))
-            if fi == len(self.files):
-                self.files.append(path)
+            fi = self.names.get(path)
+            self.out.add((t, dur, pid, pid, OP_OPEN, fi, 0, 0))
             self.set(pid, ret, [fi, 0])
-            self.rows.append((t, dur, pid, pid, OP_OPEN, fi, 0, 0))
             return
         _, a = _strace_args(args)
         if not a or not a[0].lstrip("-").isdigit():
             return self._mmap(pid, t, name, a, ret, dur) if name in ("mmap", "mmap2") else None
-        fd = int(a[0])
+        fd = _arg_int(a[0])
         ent = self.lookup(pid, fd)
         if ent is None:
             return
         if name == "close":
-            self.rows.append((t, dur, pid, pid, OP_CLOSE, ent[0], -1, 0))
+            self.out.add((t, dur, pid, pid, OP_CLOSE, ent[0], -1, 0))
             self.fds.pop((pid, fd), None)
             self.any_fd.pop(fd, None)
         elif name in ("lseek", "_llseek") and ret >= 0:
@@ -302,81 +413,101 @@ class _StraceState:
         elif name in _ST_IO:
             op, off_arg = _ST_IO[name]
             if off_arg is not None and len(a) > off_arg and a[off_arg].isdigit():
-                off = int(a[off_arg])
+                off = as_int(_arg_int(a[off_arg]))
             else:
                 off = ent[1]
-                ent[1] += max(ret, 0)
-            self.rows.append((t, dur, pid, pid, op, ent[0], off, ret if ret >= 0 else -1))
+                ent[1] = min(ent[1] + max(ret, 0), LIMIT)
+            self.out.add((t, dur, pid, pid, op, ent[0], off, ret if ret >= 0 else -1))
 
     def _mmap(self, pid, t, name, a, ret, dur):
         if len(a) >= 6 and a[4].lstrip("-").isdigit():
-            ent = self.lookup(pid, int(a[4]))
+            ent = self.lookup(pid, _arg_int(a[4]))
             if ent is not None and a[1].isdigit():
-                off = int(a[5], 0) if re.match(r"^(0x[0-9a-f]+|\d+)$", a[5]) else 0
-                self.rows.append((t, dur, pid, pid, OP_MMAP, ent[0], off, int(a[1])))
+                off = max(_arg_int(a[5]), 0) if re.match(r"^(0x[0-9a-f]+|\d+)$", a[5]) else 0
+                self.out.add((t, dur, pid, pid, OP_MMAP, ent[0], off, as_int(_arg_int(a[1]))))
 
 
-def load_strace(path: str) -> Trace:
+_ST_MAX_PENDING = 1 << 16  # calls left unfinished at once (one per thread)
+
+
+def load_strace(path: str, max_events: int = MAX_EVENTS) -> Trace:
     """`strace -f -tt -T [-o FILE]` output: `PID HH:MM:SS.us call(args) = ret <secs>` lines
     (or `[pid N]` prefixes, or no pid before the first fork), with `<unfinished ...>` /
     `<... call resumed>` pairs joined. Offsets of read/write follow open/lseek per descriptor."""
-    st, pending = _StraceState(), {}
-    with open(path, errors="replace") as f:
-        for line in f:
-            m = _ST_LINE.match(line.rstrip("\n"))
+    out, pending, notes = EventChunks(EVENT_DTYPE, max_events), {}, []
+    st = _StraceState(out)
+    with TraceLines(path, "strace") as lines:
+        for raw in lines:
+            m = _ST_LINE.match(raw.decode("utf-8", "replace").rstrip("\r"))
             if not m:
                 continue
-            pid = int(m.group(1) or m.group(2) or 0)
-            t = int((int(m.group(3)) * 3600 + int(m.group(4)) * 60) * 1e9 + float(m.group(5)) * 1e9)
-            body = m.group(6)
-            if body.endswith("<unfinished ...>"):
-                pending[pid] = (t, body[: -len("<unfinished ...>")].rstrip())
-                continue
-            r = _ST_RESUMED.match(body)
-            if r:
-                if pid not in pending:
+            try:
+                pid = as_int(m.group(1) or m.group(2) or 0)
+                day = as_int(m.group(3), 0, 10**6) * 3600 + as_int(m.group(4), 0, 10**6) * 60
+                t = ns(day + as_real(m.group(5), 0.0, 10.0**9), 1e9)
+                body = m.group(6)
+                if body.endswith("<unfinished ...>"):
+                    if len(pending) >= _ST_MAX_PENDING and pid not in pending:
+                        raise Bad(f"more than {_ST_MAX_PENDING} calls unfinished at once")
+                    pending[pid] = (t, body[: -len("<unfinished ...>")].rstrip()[:65536])
                     continue
-                t, head = pending.pop(pid)
-                body = head + r.group(2)
-            c = _ST_CALL.match(body)
-            if not c or c.group(3) == "?":
-                continue
-            ret = int(c.group(3), 0)
-            dur = int(float(c.group(5)) * 1e9) if c.group(5) else 0
-            st.call(pid, t, c.group(1), c.group(2), ret, dur)
-    return _finish(st.rows, st.files, "strace")
+                r = _ST_RESUMED.match(body)
+                if r:
+                    if pid not in pending:
+                        continue
+                    t, head = pending.pop(pid)
+                    body = head + r.group(2)
+                c = _ST_CALL.match(body)
+                if not c or c.group(3) == "?":
+                    continue
+                ret = _arg_int(c.group(3))
+                dur = ns(c.group(5), 1e9) if c.group(5) else 0
+                st.call(pid, t, c.group(1), c.group(2), ret, dur)
+            except Bad as e:
+                lines.malformed(str(e))
+            except Full:
+                notes.append(out.cap_note(path))
+                break
+        notes += lines.notes()
+    return _finish(out, st.names, "strace", notes)
 
 
 # ------------------------------------------------------------------------------------ dispatch
 
 
-def load_trace(path: str) -> Trace:
+def _head(path: str) -> str:
+    """The first 64 KiB of a trace file's (decompressed) text, to tell its kind."""
+    with TraceLines(path, "trace", max_bytes=1 << 16) as lines:
+        return "\n".join(x.decode("utf-8", "replace") for x in lines)
+
+
+def load_trace(path: str, max_events: int = MAX_EVENTS) -> Trace:
     """Any supported trace: an interposer folder, a run folder or a .pfw[.gz] file, a Darshan
-    DXT text file, or an strace log (told apart by content)."""
+    DXT text file, or an strace log (told apart by content); at most max_events events (the
+    trace's notes say so when it had more)."""
     if os.path.isdir(path):
         if glob.glob(os.path.join(path, "ev-*.bin")):
-            return load_native(path)
+            return load_native(path, max_events)
         if glob.glob(os.path.join(path, "raw", "ev-*.bin")):
-            return load_native(os.path.join(path, "raw"))
+            return load_native(os.path.join(path, "raw"), max_events)
         pfw = sorted(glob.glob(os.path.join(path, "*.pfw")) + glob.glob(os.path.join(path, "*.pfw.gz")))
         if pfw:
-            return load_pfw(pfw)
+            return load_pfw(pfw, max_events)
         raise DlioError(
             f"{path}: no trace here (no ev-*.bin of `dlio-fast profile`, no *.pfw of "
             "`dlio-fast run --trace`): give a capture folder, a run folder or a trace file"
         )
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         raise DlioError(f"{path}: no such file or folder: give a trace file or folder")
     if path.endswith((".pfw", ".pfw.gz")):
-        return load_pfw([path])
-    with open(path, errors="replace") as f:
-        head = f.read(65536)
+        return load_pfw([path], max_events)
+    head = _head(path)
     if "# DXT," in head:
-        return load_darshan(path)
+        return load_darshan(path, max_events)
     if any(_ST_LINE.match(x) for x in head.splitlines()[:50]):
-        return load_strace(path)
+        return load_strace(path, max_events)
     if head.lstrip().startswith("[") or head.lstrip().startswith("{"):
-        return load_pfw([path])
+        return load_pfw([path], max_events)
     raise DlioError(
         f"{path}: not a trace this knows (interposer folder, .pfw, Darshan DXT text from "
         "darshan-dxt-parser, or strace -f -tt -T output)"

@@ -7,10 +7,16 @@
  * store into a per-thread buffer (the scheme of Darshan and DFTracer).
  *
  * Output, per process (exec gives a new file too, the name carries the start time):
- *   ev-<pid>-<t0>.bin    fixed 56-byte records (struct rec), appended in per-thread blocks with
- *                        O_APPEND (one write() per block, so blocks never interleave)
+ *   ev-<pid>-<t0>.bin    fixed 56-byte records (struct rec) in per-thread blocks; a record's t is
+ *                        0 where a block was reserved but not written
  *   files-<pid>-<t0>.txt "<id>\t<path>" per successful open; a first line "parent\t<name>"
- *                        when the process was forked (its inherited ids are the parent's)
+ *                        when the process was forked (its inherited ids are the parent's); NUL
+ *                        padding where a chunk was not filled; "stopped\t<why>" if it had to stop
+ * Both files are written as the job goes, through shared mappings of blocks reserved with
+ * fallocate: the records are in the page cache the moment they are stored, so a job killed by
+ * SIGKILL, a crash (abort, SIGSEGV) or an exec leaves every record it made, with no signal
+ * handler and no flush at exit. A record's t is stored last, a path line's newline last, so a
+ * record or line cut by the job's death is told apart (left out) by the reader.
  * File ids are per open (a reopened path gets a new id); reads on fds we did not see opened
  * (pipes, sockets, stdin) are not recorded. Offsets of read()/write() come from a position we
  * track per fd (open, lseek, read, write), so they cost no extra system call.
@@ -47,13 +53,16 @@ struct rec {           /* 56 bytes; mirrored by dlio/profile/parsers.py NATIVE_D
 	uint16_t pad;
 };
 
-#define NREC  4096
-#define MAXFD 65536
+#define MAXFD      65536
+#define MAX_GROW   16 /* a thread's blocks grow from 7 pages to 16 x 7 pages */
+#define NAMES_GROW 16 /* a process's name chunks grow from 1 page to 16 */
 
 struct tbuf {
 	struct tbuf *next;
-	uint32_t n;
-	struct rec r[NREC];
+	struct rec *r; /* the mapped block, NULL: none yet */
+	uint32_t n;    /* records stored in it */
+	uint32_t cap;  /* records it holds */
+	uint32_t grow; /* the next block is grow x 7 pages */
 };
 
 struct fdent {
@@ -71,6 +80,10 @@ static char my_name[128];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t key;
 static struct tbuf *all_bufs;
+static size_t page;
+static off_t ev_end, names_end; /* where the next block / name chunk starts in the file */
+static char *names_map;         /* the current name chunk, NULL: none */
+static size_t names_len, names_cap, names_grow = 1;
 static __thread struct tbuf *tb;
 static __thread uint32_t my_tid;
 static __thread int busy; /* inside our own code: do not record */
@@ -107,7 +120,6 @@ REAL(FILE *, fopen, (const char *, const char *));
 REAL(FILE *, fopen64, (const char *, const char *));
 REAL(size_t, fread, (void *, size_t, size_t, FILE *));
 REAL(int, fclose, (FILE *));
-REAL(void, _exit, (int)) __attribute__((noreturn));
 
 #define RESOLVE(name)                                                                              \
 	do {                                                                                       \
@@ -148,7 +160,6 @@ static void resolve_all(void)
 	RESOLVE(fopen64);
 	RESOLVE(fread);
 	RESOLVE(fclose);
-	RESOLVE(_exit);
 }
 
 static inline uint64_t now_ns(void)
@@ -176,25 +187,78 @@ static void write_all(int fd, const void *p, size_t n)
 }
 
 static void open_outputs(void);
+static void add_name(const char *line, size_t n);
 
-/* Called with lock held. */
-static void flush_buf(struct tbuf *b)
+/* Stop recording in this process (the disk is full, a mapping failed): say why in the names
+ * file if it can be written. Lock held. */
+static void stop(int err)
 {
-	if (b->n && ev_fd < 0)
-		open_outputs();
-	if (b->n && ev_fd >= 0)
-		write_all(ev_fd, b->r, b->n * sizeof(struct rec));
+	char line[160];
+	int n = snprintf(line, sizeof(line), "stopped\t%s\n", strerror(err));
+
+	active = 0;
+	if (names_fd >= 0 && n > 0)
+		write_all(names_fd, line, (size_t)n); /* O_APPEND: after what is mapped */
+}
+
+/* A new len-byte chunk of fd at *end, reserved on the disk (so that storing into the mapping can
+ * never raise SIGBUS on a full disk) and mapped shared; NULL and errno on failure. Lock held. */
+static void *map_chunk(int fd, off_t *end, size_t len)
+{
+	void *p;
+	int err = posix_fallocate(fd, *end, (off_t)len);
+
+	if (err == EOPNOTSUPP || err == ENOSYS || err == EINVAL) /* no fallocate here: sparse */
+		err = ftruncate(fd, *end + (off_t)len) ? errno : 0;
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+	p = real_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, *end);
+	if (p == MAP_FAILED)
+		return NULL;
+#ifdef MADV_POPULATE_WRITE
+	/* The block's pages made writable in one call: a write fault per page on a shared file
+	 * mapping (page_mkwrite) would cost the job a trap every 73 records. Best effort. */
+	madvise(p, len, MADV_POPULATE_WRITE);
+#endif
+	*end += (off_t)len;
+	return p;
+}
+
+/* The thread's next block of records. Lock held. */
+static int next_block(struct tbuf *b)
+{
+	size_t len = 7 * page * b->grow; /* 7 pages: a whole number of 56-byte records */
+
+	if (b->r)
+		munmap(b->r, (size_t)b->cap * sizeof(struct rec));
+	b->r = NULL;
 	b->n = 0;
+	if (!active)
+		return -1;
+	if (ev_fd < 0)
+		open_outputs();
+	if (ev_fd < 0)
+		return -1;
+	b->r = map_chunk(ev_fd, &ev_end, len);
+	if (!b->r) {
+		stop(errno);
+		return -1;
+	}
+	b->cap = (uint32_t)(len / sizeof(struct rec));
+	if (b->grow < MAX_GROW)
+		b->grow *= 2;
+	return 0;
 }
 
 /* Open this process's two files on first use (processes that touch no file leave none);
- * parent_name names the forking process's names file, if any. Called with lock held. */
+ * parent_name names the forking process's names file, if any. Lock held. */
 static char parent_name[128];
 static int outputs_tried;
 
 static void open_outputs(void)
 {
-	const char *parent = parent_name[0] ? parent_name : NULL;
 	char path[3300];
 	char line[300];
 	uint64_t t0 = now_ns();
@@ -204,16 +268,52 @@ static void open_outputs(void)
 	outputs_tried = 1;
 	snprintf(my_name, sizeof(my_name), "%u-%llu", my_pid, (unsigned long long)t0);
 	snprintf(path, sizeof(path), "%s/ev-%s.bin", outdir, my_name);
-	ev_fd = real_open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	ev_fd = real_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	snprintf(path, sizeof(path), "%s/files-%s.txt", outdir, my_name);
-	names_fd = real_open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (parent && names_fd >= 0) {
-		int n = snprintf(line, sizeof(line), "parent\t%s\n", parent);
-
-		write_all(names_fd, line, (size_t)n);
-	}
-	if (ev_fd < 0 || names_fd < 0)
+	names_fd = real_open(path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+	ev_end = names_end = 0;
+	if (ev_fd < 0 || names_fd < 0) {
 		active = 0;
+		return;
+	}
+	if (parent_name[0]) {
+		int n = snprintf(line, sizeof(line), "parent\t%s\n", parent_name);
+
+		add_name(line, (size_t)n);
+	}
+}
+
+/* One "<id>\t<path>\n" line into the mapped names file, its newline stored last. Lock held. */
+static void add_name(const char *line, size_t n)
+{
+	if (!n || !active)
+		return;
+	if (names_fd < 0)
+		open_outputs();
+	if (names_fd < 0)
+		return;
+	if (!names_map || names_len + n > names_cap) {
+		size_t len = page * names_grow;
+
+		if (len < n) /* a path near PATH_MAX is longer than one page */
+			len = (n + page - 1) / page * page;
+
+		if (names_map)
+			munmap(names_map, names_cap);
+		names_map = map_chunk(names_fd, &names_end, len);
+		if (!names_map) {
+			stop(errno);
+			return;
+		}
+		names_len = 0;
+		names_cap = len;
+		if (names_grow < NAMES_GROW)
+			names_grow *= 2;
+	}
+	memcpy(names_map + names_len, line, n - 1);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	names_map[names_len + n - 1] = line[n - 1];
+	names_len += n;
 }
 
 static void thread_gone(void *p)
@@ -221,59 +321,21 @@ static void thread_gone(void *p)
 	struct tbuf *b = p, **pp;
 
 	pthread_mutex_lock(&lock);
-	flush_buf(b);
 	for (pp = &all_bufs; *pp; pp = &(*pp)->next)
 		if (*pp == b) {
 			*pp = b->next;
 			break;
 		}
 	pthread_mutex_unlock(&lock);
+	if (b->r)
+		munmap(b->r,
+		       (size_t)b->cap * sizeof(struct rec)); /* its records stay in the file */
 	free(b);
 	tb = NULL;
 }
 
-/* Path lines wait here and go out with the records (at exit, fork, _exit, or when full): a
- * write() per open would cost a system call on every file a loader opens. Lock held. */
-static char names_buf[1 << 16];
-static size_t names_len;
-
-static void flush_names(void)
-{
-	if (names_len && names_fd < 0)
-		open_outputs();
-	if (names_len && names_fd >= 0)
-		write_all(names_fd, names_buf, names_len);
-	names_len = 0;
-}
-
-static void add_name(const char *line, size_t n)
-{
-	if (names_len + n > sizeof(names_buf))
-		flush_names();
-	if (n > sizeof(names_buf)) {
-		if (names_fd < 0)
-			open_outputs();
-		if (names_fd >= 0)
-			write_all(names_fd, line, n);
-		return;
-	}
-	memcpy(names_buf + names_len, line, n);
-	names_len += n;
-}
-
-static void flush_all(void)
-{
-	pthread_mutex_lock(&lock);
-	flush_names();
-	for (struct tbuf *b = all_bufs; b; b = b->next)
-		flush_buf(b);
-	pthread_mutex_unlock(&lock);
-}
-
 static void before_fork(void)
 {
-	if (active)
-		flush_all(); /* the child must not inherit records the parent has not written */
 	pthread_mutex_lock(&lock);
 }
 
@@ -284,10 +346,20 @@ static void after_fork_parent(void)
 
 static void after_fork_child(void)
 {
-	/* Only the forking thread exists here: the other buffers are copies to drop. */
-	for (struct tbuf *b = all_bufs; b; b = b->next)
+	/* The blocks mapped here are the parent's file: unmap them all (only the forking thread
+	 * exists here), the child records into its own files. */
+	for (struct tbuf *b = all_bufs; b; b = b->next) {
+		if (b->r)
+			munmap(b->r, (size_t)b->cap * sizeof(struct rec));
+		b->r = NULL;
 		b->n = 0;
-	names_len = 0; /* the parent wrote them before the fork */
+		b->grow = 1;
+	}
+	if (names_map)
+		munmap(names_map, names_cap);
+	names_map = NULL;
+	names_len = names_cap = 0;
+	names_grow = 1;
 	pthread_mutex_unlock(&lock);
 	my_tid = 0;
 	if (!active)
@@ -308,7 +380,8 @@ __attribute__((constructor)) static void init(void)
 	const char *d = getenv("DLIO_PROFILE_DIR");
 
 	resolve_all();
-	if (!d || !*d || strlen(d) >= sizeof(outdir))
+	page = (size_t)sysconf(_SC_PAGESIZE);
+	if (!d || !*d || strlen(d) >= sizeof(outdir) || !page)
 		return;
 	snprintf(outdir, sizeof(outdir), "%s", d);
 	if (pthread_key_create(&key, thread_gone))
@@ -318,12 +391,6 @@ __attribute__((constructor)) static void init(void)
 	active = 1;
 }
 
-__attribute__((destructor)) static void fini(void)
-{
-	if (active)
-		flush_all();
-}
-
 static struct tbuf *my_buf(void)
 {
 	if (tb)
@@ -331,6 +398,7 @@ static struct tbuf *my_buf(void)
 	tb = calloc(1, sizeof(*tb));
 	if (!tb)
 		return NULL;
+	tb->grow = 1;
 	pthread_mutex_lock(&lock);
 	tb->next = all_bufs;
 	all_bufs = tb;
@@ -349,8 +417,16 @@ static void record(int op, uint32_t file, uint64_t t, uint64_t t1, int64_t off, 
 		return;
 	if (!my_tid)
 		my_tid = (uint32_t)syscall(SYS_gettid);
+	if (!b->r || b->n == b->cap) {
+		int err;
+
+		pthread_mutex_lock(&lock);
+		err = next_block(b);
+		pthread_mutex_unlock(&lock);
+		if (err)
+			return;
+	}
 	r = &b->r[b->n++];
-	r->t = t;
 	r->dur = t1 - t;
 	r->off = off;
 	r->req = req;
@@ -360,11 +436,8 @@ static void record(int op, uint32_t file, uint64_t t, uint64_t t1, int64_t off, 
 	r->pid = my_pid;
 	r->op = (uint16_t)op;
 	r->pad = 0;
-	if (b->n == NREC) {
-		pthread_mutex_lock(&lock);
-		flush_buf(b);
-		pthread_mutex_unlock(&lock);
-	}
+	__atomic_store_n(&r->t, t ? t : 1,
+			 __ATOMIC_RELEASE); /* last: t != 0 marks a whole record */
 }
 
 static inline uint32_t tracked(int fd)
@@ -403,8 +476,6 @@ static void opened(int dirfd, const char *path, int fd, int flags, uint64_t t, u
 	}
 	pthread_mutex_lock(&lock);
 	id = (uint32_t)next_id++;
-	if (names_fd < 0)
-		open_outputs();
 	n = snprintf(line, sizeof(line), "%u\t%s\n", id, abs);
 	if (n > 0)
 		add_name(line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
@@ -760,13 +831,4 @@ int fclose(FILE *f)
 		record(OP_CLOSE, id, t, now_ns(), -1, 0, ret);
 	}
 	return ret;
-}
-
-/* os._exit() (multiprocessing workers end with it) runs no destructor: flush here. */
-void _exit(int status)
-{
-	RESOLVE(_exit);
-	if (active)
-		flush_all();
-	real__exit(status);
 }
