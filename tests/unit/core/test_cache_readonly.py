@@ -56,7 +56,9 @@ def test_drop_on_a_file_this_user_cannot_write_is_verified(tmp_path):
                 pass
         got = _as_nobody(path)
         assert got["method"] == "timed reads"
-        assert got["before"] > 0.8, got  # mincore would say 1.0 whatever the truth; the probe saw it cached
+        # mincore would say 1.0 whatever the truth; the probe saw it cached (most of it: a busy host
+        # stretches the odd cached read past the probe's limit, as CI's did to 8 of 32 pages)
+        assert got["before"] >= 0.5, got
         assert "by timed reads" in got["note"] and got["after"] < 0.05, got
         assert resident_share([path]) < 0.02  # root's mincore: really dropped, and the probe left nothing
     finally:
