@@ -140,7 +140,7 @@ if mpi:
     exts.append(
         Extension(
             "dlio._mpiio",
-            sources=["dlio/_mpiio.pyx", f"{CORE}/engines/mpiio.c"],
+            sources=["dlio/_mpiio.pyx", f"{CORE}/engines/mpiio.c", f"{CORE}/land.c"],
             include_dirs=[f"{CORE}/include", f"{CORE}"] + mpi[0],
             library_dirs=mpi[1],
             libraries=mpi[2],

@@ -61,18 +61,18 @@ static inline uint64_t dc_io_cap(const struct dc_io *io)
 	return io->cap ? io->cap : io->len + 2ull * io->file->off_align;
 }
 
-/* Where a read of a buffered file lands in io->buf: DC_BUFFERED_LAND when the buffer has the room,
- * else its start; O_DIRECT reads (off_align > 1) land at the start. */
+/* Where a read of a buffered file lands in io->buf: dc_buffered_land() when the buffer has the
+ * room, else its start; O_DIRECT reads (off_align > 1) land at the start. */
 static inline uint32_t dc_read_land(const struct dc_io *io)
 {
 	return io->file->off_align <= 1 && dc_io_cap(io) >= io->len + DC_BUFFERED_LAND
-		       ? DC_BUFFERED_LAND
+		       ? dc_buffered_land()
 		       : 0;
 }
 
 /* Where a read really goes. O_DIRECT wants offset and length aligned to off_align, so we read the
  * aligned superset [start, start + total) into the buffer's start and the wanted bytes begin skip
- * bytes in. A buffered file (off_align 1) reads [offset, offset + len) to DC_BUFFERED_LAND bytes
+ * bytes in. A buffered file (off_align 1) reads [offset, offset + len) to dc_buffered_land() bytes
  * in, when the buffer has the room. */
 struct dc_span {
 	uint64_t start; /* file offset of the read */

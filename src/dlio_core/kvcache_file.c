@@ -389,7 +389,7 @@ static int compat_get(struct dc_kv_worker *w, const struct dc_kv_obj *o, struct 
 	}
 	big = size > 4096 + KV_COMPAT_HDR ? size - KV_COMPAT_HDR - 4096 : 0;
 	if (n >= 0 && big) {
-		n = read_full(fd, w->dst + DC_BUFFERED_LAND, big);
+		n = read_full(fd, w->dst + dc_buffered_land(), big);
 		got += n > 0 ? (uint64_t)n : 0;
 	}
 	if (n >= 0 && got < size) { /* the payload's tail through the reader's buffer */

@@ -51,8 +51,8 @@ out:
 	return bad;
 }
 
-/* A buffered read lands DC_BUFFERED_LAND bytes into its buffer when the buffer has the room (the
- * page cache's copy is slower into a cache-line-aligned destination), else at its start. */
+/* A buffered read lands dc_buffered_land() bytes into its buffer when the buffer has the room (0 or
+ * DC_BUFFERED_LAND, whichever this CPU copies faster into), else at its start. */
 static int landing_check(const char *path, const unsigned char *expect)
 {
 	const struct dc_engine_ops *ops = dc_engine_find("posix");
@@ -74,7 +74,7 @@ static int landing_check(const char *path, const unsigned char *expect)
 	io.offset = 4096;
 	io.len = 8192;
 	for (int tight = 0; tight <= 1; tight++) {
-		uint32_t want_off = tight ? 0 : DC_BUFFERED_LAND;
+		uint32_t want_off = tight ? 0 : dc_buffered_land();
 
 		io.cap = tight ? 8192 : 65536;
 		memset(buf, 0xa5, 65536);

@@ -4,7 +4,7 @@
  * O_DIRECT wants the file offset and length aligned (statx STATX_DIOALIGN, else 4096). A read at
  * an unaligned offset or of an unaligned length reads the aligned superset into the slot buffer
  * (capacity len + 2 * off_align) and reports where the wanted bytes start in io->buf_off, so the
- * bytes are really read and nothing is copied. A buffered read lands DC_BUFFERED_LAND bytes into
+ * bytes are really read and nothing is copied. A buffered read lands dc_buffered_land() bytes into
  * the buffer (engine.h: the page cache's copy is slower into a cache-line-aligned destination).
  * Writes must be aligned under O_DIRECT (-EINVAL otherwise): the planner aligns them, and a
  * read-modify-write would measure something else.

@@ -52,13 +52,15 @@ struct dc_file {
 };
 
 /* One request slot. The runner owns slots and buffers; index is the slot number. */
-/* Where a buffered read lands in its (page-aligned) buffer when the buffer has the room: 16 bytes
- * in, where malloc'd buffers and the bytes objects an application reads into usually begin. The
- * kernel's copy out of the page cache runs ~10 % slower into a destination whose offset in its page
- * is a multiple of 64 (cache-line aligned, as the page cache's pages are) on the Xeons measured here
- * (FSRM rep movsb, cached reads: 128 KiB 8.9 vs 9.8 GiB/s, 1 MiB 8.7 vs 9.6, 4 KiB 6.2 vs 6.6):
- * that is the harness's buffer, not the storage, and fio's malloc'd buffers do not pay it. */
+/* Where a buffered read lands in its (page-aligned) buffer when the buffer has the room:
+ * dc_buffered_land() is 0 or DC_BUFFERED_LAND, whichever the kernel's copy out of the page cache is
+ * faster into on this CPU, measured once per process (land.c). It matters: on the Xeons measured
+ * earlier (FSRM rep movsb) a destination 16 bytes into its page, where malloc'd buffers begin, was
+ * ~10 % faster than a cache-line-aligned one (1 MiB cached reads 9.6 vs 8.7 GiB/s); on an AMD EPYC
+ * (FSRM too) the same 16-byte offset is 6x slower (1 MiB: 2.1 vs 13 GiB/s). Either way that cost
+ * is the harness's buffer, not the storage. */
 #define DC_BUFFERED_LAND 16u
+uint32_t dc_buffered_land(void);
 
 struct dc_io {
 	struct dc_file *file;
@@ -74,7 +76,7 @@ struct dc_io {
 	uint64_t cap;     /* capacity of buf, set by the runner (0 = len + 2 * off_align) */
 	uint32_t buf_off; /* OUT: the wanted bytes start at buf + buf_off: the skip into the aligned
 	                     * superset an O_DIRECT read at an unaligned offset reads, or
-	                     * DC_BUFFERED_LAND for a buffered read with the room; else 0 */
+	                     * dc_buffered_land() for a buffered read with the room; else 0 */
 	uint32_t pad2;
 };
 
