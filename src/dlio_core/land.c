@@ -50,7 +50,8 @@ static void probe(void)
 
 			/* Interleaved, so a burst of noise hits both. */
 			for (int i = 0; i < 2; i++) {
-				uint64_t a = best_copy(fd, buf, 0), b = best_copy(fd, buf, DC_BUFFERED_LAND);
+				uint64_t a = best_copy(fd, buf, 0),
+					 b = best_copy(fd, buf, DC_BUFFERED_LAND);
 
 				at0 = a < at0 ? a : at0;
 				at16 = b < at16 ? b : at16;
