@@ -78,12 +78,13 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
     """
     # the job's modules load when the command runs: --help and completion stay fast
     from dlio.report import compare, source, tables
+    from dlio.train.session import family_reports
 
     dests = [d for d in (csv_path, json_path, md_path, html_path) if d]
     if sum(d == "-" for d in dests) > 1:
         raise DlioError("only one of --csv, --json, --markdown, --html can write to stdout ('-')")
     ram_bytes = _ram(ram)
-    sources = source.load_all(paths)
+    sources = source.load_all(paths, family_reports())
     rep = compare.build(sources)
     if "-" not in dests:
         for line in tables.table_lines(rep) + tables.verdict_lines(rep):
@@ -152,12 +153,18 @@ def check(paths, ram, rules_version):
     from dlio.kvcache import check as kv_check
     from dlio.mlperf import checks
     from dlio.report import source
+    from dlio.train.session import family_reports
 
     if all(kv_check.load(p) is not None for p in paths):  # KV-cache runs: their own checks (attestation)
         sys.exit(kv_check.main(paths, click.echo))
     ram_bytes = _ram(ram)
-    sources = source.load_all(paths)
+    sources = source.load_all(paths, family_reports())
     for s in sources:
+        if s.kind == "family":
+            raise DlioError(
+                f"{s.path}: a {s.family.title} run; check applies MLPerf Storage's training and checkpoint rules "
+                "(and the KV cache's, given only KV-cache runs): use `dlio-fast report` for its figures"
+            )
         if s.kind != "run":
             raise DlioError(f"{s.path}: an {s.kind} result; check needs run folders")
     if rules_version is None:

@@ -17,6 +17,8 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from dlio.errors import DlioError
+from dlio.inputs import JSON_CAP, read_regular
 from dlio.kvcache.results import SCHEMA
 
 # Rules 6.3.1, Table KVCache-1 (per client): model, users, cpu bytes, max concurrent allocations; all
@@ -33,10 +35,9 @@ Check = Tuple[str, Optional[bool], str]
 def load(path: str) -> Optional[Dict[str, Any]]:
     """The dlio-fast.json of a kvcache run folder, or None when path is not one."""
     p = os.path.join(path, "dlio-fast.json")
-    try:
-        with open(p) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
+    try:  # bounded and regular files only: a FIFO or a huge file is not a run folder's result
+        doc = json.loads(read_regular(p, JSON_CAP, "dlio-fast.json"))
+    except (DlioError, ValueError):
         return None
     return doc if isinstance(doc, dict) and doc.get("schema") == SCHEMA else None
 

@@ -28,6 +28,8 @@ from dlio.storage import backend_for
 from dlio.storage.base import LOCAL
 from dlio.units import fmt_bytes
 
+REPORT = results.REPORT  # what `dlio-fast report` reads of this family's documents (dlio.report.family)
+
 
 def plan_for(s: KvSettings, rank: int, trial: int) -> Plan:
     return trace_plan(s) if s.trace else synthetic_plan(s, rank, trial)

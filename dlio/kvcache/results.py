@@ -18,6 +18,8 @@ from typing import Any, Dict, List, Sequence
 from dlio import output
 from dlio.kvcache import attest, metrics
 from dlio.report import verdict
+from dlio.report.family import FamilyReading, FamilyReport, Figure
+from dlio.units import fmt_size
 
 SCHEMA = "dlio-fast.kvcache/1"
 
@@ -55,7 +57,15 @@ def verdicts(recs: Sequence[Dict[str, Any]], workers: int) -> List[Dict[str, Any
             if rs[0]["io_mode"] == "null":  # decisions only: nothing to count on a device
                 c["device_bytes"] = None
                 c["target"] = dict(w["target"], kind="none", why="kvcache.io_mode null issues no I/O")
-            out.append({"phase": f"trial {trial} {direction}s", "trial": trial, "host": host, **verdict.classify(c)})
+            out.append(
+                {
+                    "phase": f"trial {trial} {direction}s",
+                    "trial": trial,
+                    "host": host,
+                    "counters": c,
+                    **verdict.classify(c),
+                }
+            )
     return out
 
 
@@ -196,3 +206,73 @@ def lines(doc: Dict[str, Any]) -> List[str]:
         seen.add(key)
         out += attest.lines(a_, f" (trial {r['trial']}, rank {r['rank']})")
     return out
+
+
+def reading(doc: Dict[str, Any]) -> FamilyReading:
+    """What `dlio-fast report` shows of a kvcache document: the rules' aggregation and dlio-fast's."""
+    a, x, st = doc["aggregate"]["reference"], doc["aggregate"]["exact"], doc["settings"]
+    recs = doc.get("records") or []
+    lookups = sum(r["result"]["counts"]["hits"] + r["result"]["counts"]["misses"] for r in recs)
+    hits = sum(r["result"]["counts"]["hits"] for r in recs)
+    figs = {
+        "workload": doc.get("workload") or "-",
+        "start": doc.get("started") or "-",
+        "trials": a.get("trial_count"),
+        **{k: a.get(k) for k in _RULE_KEYS},
+        **{k: x.get(k) for k in _EXACT_KEYS},
+        "hit_rate_pct": 100.0 * hits / lookups if lookups else None,
+    }
+    vs = doc.get("verdicts") or []
+    hosts = len({v["host"] for v in vs})
+    verdicts = [(str(v["phase"]) + (f" [{v['host']}]" if hosts > 1 else ""), v, v.get("counters")) for v in vs]
+    settings = {k: st.get(k) for k, _ in REPORT_SETTINGS}
+    settings["cpu_bytes"] = fmt_size(int(st["cpu_bytes"])) if st.get("cpu_bytes") else st.get("cpu_bytes")
+    return FamilyReading(settings, figs, verdicts)
+
+
+_RULE_KEYS = (
+    "aggregated_read_bandwidth_gbps",
+    "aggregated_write_bandwidth_gbps",
+    "aggregated_device_read_p95_ms",
+    "aggregated_device_write_p95_ms",
+    "aggregated_storage_throughput_tokens_per_sec",
+)
+_EXACT_KEYS = (
+    "storage_read_gibps",
+    "storage_write_gibps",
+    "demotion_gibps",
+    "device_read_p95_ms_pooled",
+    "device_write_p95_ms_pooled",
+    "tokens_per_s_wall",
+    "requests",
+)
+REPORT_SETTINGS = [
+    ("model", "model"),
+    ("io_mode", "io mode"),
+    ("users", "users per rank"),
+    ("workers", "workers per rank"),
+    ("ranks", "ranks"),
+    ("cpu_bytes", "CPU tier bytes"),
+    ("max_concurrent_allocs", "concurrent allocations"),
+    ("duration_s", "duration per trial (s)"),
+    ("trace", "trace"),
+]
+REPORT_FIGURES: List[Figure] = [
+    ("workload", "workload", "", None),
+    ("start", "start", "", None),
+    ("trials", "trials", "", 0),
+    ("aggregated_read_bandwidth_gbps", "storage read (rules' formula)", "GiB/s", 3),
+    ("aggregated_write_bandwidth_gbps", "storage write, demotions left out (rules' formula)", "GiB/s", 3),
+    ("aggregated_device_read_p95_ms", "device read P95 (rules: max over ranks and trials)", "ms", 3),
+    ("aggregated_device_write_p95_ms", "device write P95 (rules: max over ranks and trials)", "ms", 3),
+    ("aggregated_storage_throughput_tokens_per_sec", "storage throughput (rules' formula)", "tokens/s", 1),
+    ("storage_read_gibps", "storage read (bytes over the wall clock)", "GiB/s", 3),
+    ("storage_write_gibps", "storage write, demotions included (wall clock)", "GiB/s", 3),
+    ("demotion_gibps", "of which demotions", "GiB/s", 3),
+    ("device_read_p95_ms_pooled", "device read P95 (pooled)", "ms", 3),
+    ("device_write_p95_ms_pooled", "device write P95 (pooled)", "ms", 3),
+    ("tokens_per_s_wall", "tokens/s (wall clock)", "tokens/s", 1),
+    ("requests", "requests", "", 0),
+    ("hit_rate_pct", "cache hit rate (all tiers)", "%", 1),
+]
+REPORT = FamilyReport(SCHEMA, "KV cache", REPORT_SETTINGS, REPORT_FIGURES, reading)

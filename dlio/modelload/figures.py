@@ -14,11 +14,13 @@ verdict          per load and host, dlio.report.verdict's rules on the kernel co
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
 from dlio.report import verdict
+from dlio.report.family import FamilyReading, Figure
+from dlio.units import fmt_size
 
 GiB = float(1 << 30)
 
@@ -100,3 +102,70 @@ def summary_lines(result: Dict[str, Any]) -> List[str]:
         out += ["  " + verdict.line(v["phase"] + (f" [{v['host']}]" if hosts > 1 else ""), v) for v in vs]
         out.append(f"  thresholds: {verdict.THRESHOLDS}")
     return out
+
+
+def reading(doc: Dict[str, Any]) -> FamilyReading:
+    """What `dlio-fast report` shows of a model-load document (REPORT in dlio.modelload.run)."""
+    st, model = doc["settings"], doc["model"]
+    o = doc.get("summary") or {}
+    timed = [p for p in doc.get("loads") or [] if p["kind"] == "timed"]
+    t, g = o.get("time_to_ready_s") or {}, o.get("GiB_per_second") or {}
+    faults = [p["minflt"] + p["majflt"] for p in timed]
+    figs = {
+        "workload": doc.get("workload") or "-",
+        "start": doc.get("start") or "-",
+        "ranks": doc.get("comm_size"),
+        "model_GB": int(model["bytes"]) / 1e9,
+        "shards": len(model.get("shards") or []),
+        "loads": o.get("loads"),
+        "ready_mean_s": t.get("mean"),
+        "ready_min_s": t.get("min"),
+        "ready_max_s": t.get("max"),
+        "GiB_s_mean": g.get("mean"),
+        "rank_GiB_s_mean": float(np.mean([p["rank_GiB_per_second_mean"] for p in timed])) if timed else None,
+        "faults_per_load": float(np.mean(faults)) if faults else None,
+    }
+    settings = {k: st.get(k) for k, _ in REPORT_SETTINGS}
+    settings["transfer_size"] = fmt_size(int(st["transfer_size"])) if st.get("transfer_size") else None
+    # each verdict beside the counters it was made from: its load's ranks on its host, combined
+    counters: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+    for r in doc.get("ranks") or []:
+        if r.get("counters"):
+            counters.setdefault((f"load {r['pass']}", r["hostname"]), []).append(r["counters"])
+    vs = doc.get("verdicts") or []
+    hosts = len({v["host"] for v in vs})
+    verdicts = [
+        (
+            str(v["phase"]) + (f" [{v['host']}]" if hosts > 1 else ""),
+            v,
+            verdict.combine(counters[(v["phase"], v["host"])]) if (v["phase"], v["host"]) in counters else None,
+        )
+        for v in vs
+    ]
+    return FamilyReading(settings, figs, verdicts)
+
+
+REPORT_SETTINGS = [
+    ("model", "model"),
+    ("read_mode", "read mode"),
+    ("cache", "cache"),
+    ("tensor_parallel", "tensor parallel"),
+    ("threads", "threads per rank"),
+    ("qd", "queue depth"),
+    ("transfer_size", "transfer size"),
+    ("storage_type", "storage"),
+]
+REPORT_FIGURES: List[Figure] = [
+    ("workload", "workload", "", None),
+    ("start", "start", "", None),
+    ("ranks", "ranks", "", 0),
+    ("model_GB", "model size", "GB", 2),
+    ("shards", "shards", "", 0),
+    ("loads", "timed loads", "", 0),
+    ("ready_mean_s", "time to ready (slowest rank), mean", "s", 3),
+    ("ready_min_s", "time to ready, fastest load", "s", 3),
+    ("ready_max_s", "time to ready, slowest load", "s", 3),
+    ("GiB_s_mean", "GiB/s, all ranks (bytes / slowest rank's time)", "GiB/s", 3),
+    ("rank_GiB_s_mean", "GiB/s per rank, mean", "GiB/s", 3),
+    ("faults_per_load", "page faults per load (all ranks)", "", 0),
+]

@@ -30,12 +30,14 @@ from dlio.modelload.plan import RankPlan, rank_plan
 from dlio.modelload.shards import INDEX, Shard, index_text, layout
 from dlio.modelload.store import StoredModel
 from dlio.output import environment, write_json
+from dlio.report.family import FamilyReport
 from dlio.results_out import write_with_fallback
 from dlio.storage import backend_for
 from dlio.storage.base import FILE_ENGINES, Backend, SetOptions
 from dlio.units import fmt_bytes
 
 SCHEMA = "dlio-fast.modelload/1"
+REPORT = FamilyReport(SCHEMA, "model load", figures.REPORT_SETTINGS, figures.REPORT_FIGURES, figures.reading)
 
 # read mode -> (C engine, O_DIRECT, uses model_load.qd)
 MODES: Dict[str, Tuple[str, bool, bool]] = {

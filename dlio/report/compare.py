@@ -1,5 +1,5 @@
-"""Figures of loaded sources (dlio.report.source: run folders, io / ceiling JSON) side by side, with
-ratios to the first, and the verdict of every phase and point (dlio.report.verdict) beside them.
+"""Figures of loaded sources (dlio.report.source: run folders, io / ceiling JSON, workload families' runs)
+side by side, with ratios to the first, and the verdict of every phase and point (dlio.report.verdict) beside them.
 
 Runs are compared figure by figure (ratio = figure / the first run's); a run's `verdict` figure sums
 up its epochs' verdicts. io and ceiling points are compared point by point: a point matches the first
@@ -14,6 +14,7 @@ import os
 from typing import Any, Dict, List, Optional
 
 from dlio.report import interference
+from dlio.report.family import verdict_words
 from dlio.report.io_table import mode
 from dlio.report.result import REPORT_SCHEMA
 from dlio.report.verdict import point_name
@@ -349,9 +350,53 @@ def compare_runs(sources):
         "reference": sources[0].label,
         "settings": [{"key": k, "label": lab} for k, lab in RUN_SETTINGS],
         "differ": differing(sets),
-        "figures": [{"key": k, "label": lab, "unit": u} for k, lab, u, _ in defs],
+        "figures": [{"key": k, "label": lab, "unit": u, "decimals": d} for k, lab, u, d in defs],
         "runs": runs,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# a workload family's runs (dlio.report.family)
+
+FAMILY_VERDICT = ("verdict", "verdict (is this a storage result?)", "", None)
+
+
+def compare_family(sources):
+    """The runs of one workload family side by side, in compare_runs' shape plus the family's title and
+    schema: its settings (those that differ marked), the verdict, its figures with ratios to the first."""
+    fam = sources[0].family
+    figs = [dict(s.reading.figures, verdict=verdict_words(s.reading.verdicts)) for s in sources]
+    sets = [{k: _setting_text(s.reading.settings.get(k)) for k, _ in fam.settings} for s in sources]
+    defs = [FAMILY_VERDICT, *fam.figures]
+    runs = []
+    for s, f, st in zip(sources, figs, sets):
+        runs.append(
+            {
+                "label": s.label,
+                "source": os.path.abspath(s.path),
+                "complete": bool(s.doc.get("complete", True)),
+                "settings": st,
+                "figures": {k: f.get(k) for k, _, _, _ in defs},
+                "ratios": {k: ratio(f.get(k), figs[0].get(k)) for k, _, _, dec in defs if dec is not None},
+            }
+        )
+    return {
+        "title": fam.title,
+        "schema": fam.schema,
+        "reference": sources[0].label,
+        "settings": [{"key": k, "label": lab} for k, lab in fam.settings],
+        "differ": [k for k, _ in fam.settings if len({st[k] for st in sets}) > 1],
+        "figures": [{"key": k, "label": lab, "unit": u, "decimals": d} for k, lab, u, d in defs],
+        "runs": runs,
+    }
+
+
+def _setting_text(v):
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -455,12 +500,18 @@ def storage_path(src):
 def build(sources):
     """The report as one JSON-ready dict: runs compared among themselves, io/ceiling files likewise."""
     runs = [s for s in sources if s.kind == "run"]
-    pts = [s for s in sources if s.kind != "run"]
-    doc = {"schema": REPORT_SCHEMA}
+    pts = [s for s in sources if s.kind in ("io", "ceiling")]
+    fams: Dict[str, List[Any]] = {}
+    for s in sources:
+        if s.kind == "family":
+            fams.setdefault(s.family.schema, []).append(s)
+    doc: Dict[str, Any] = {"schema": REPORT_SCHEMA}
     if runs:
         doc["runs"] = compare_runs(runs)
     if pts:
         doc["io"] = compare_points(pts)
+    if fams:
+        doc["families"] = [compare_family(group) for group in fams.values()]
     doc["verdicts"] = verdicts(sources)
     return doc
 
@@ -479,6 +530,8 @@ def verdicts(sources):
                     if isinstance(ep, dict) and isinstance(ep.get("verdict"), dict):
                         name = f"epoch {ep.get('epoch')}" + (f" rank {r.get('rank')}" if len(ranks) > 1 else "")
                         rows.append(_verdict_row(s.label, name, ep["verdict"], ep.get("counters")))
+        elif s.kind == "family":
+            rows += [_verdict_row(s.label, phase, v, c) for phase, v, c in s.reading.verdicts]
         else:
             pts = doc.get("points") or doc.get("probes") or []
             for p in pts:

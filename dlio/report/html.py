@@ -98,9 +98,9 @@ def render(rep, images=(), checks=None, title="dlio-fast report"):
         f"<h1>{_e(title)}</h1>",
         f'<p class="meta">generated {_e(time.strftime("%Y-%m-%d %H:%M:%S %z"))}</p>',
     ]
-    if "runs" in rep:
-        runs = rep["runs"]["runs"]
-        out.append("<h2>Runs</h2>")
+    for title, sec in tables.sections(rep):
+        runs = sec["runs"]
+        out.append(f"<h2>{_e(tables.heading(title))}</h2>")
         out.append(
             "<ul>"
             + "".join(  # labels only: the page embeds no path of the machine that made it
@@ -110,7 +110,7 @@ def render(rep, images=(), checks=None, title="dlio-fast report"):
         )
         if len(runs) > 1:
             out.append(f"<p>Ratios are to {_e(runs[0]['label'])}.</p>")
-        h, rows = tables.run_rows(rep)
+        h, rows = tables.figure_rows(sec)
         out += _table(h, rows, left=2)
     if "io" in rep:
         srcs = rep["io"]["sources"]

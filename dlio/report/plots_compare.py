@@ -99,6 +99,8 @@ def make_for_sources(sources, plots_dir=None):
     for s in sources:
         if s.doc.get("tool") == "DLIO":
             continue  # a DLIO folder has no per-step timestamps to draw: it appears in the comparison plots
+        if s.kind == "family":
+            continue  # a workload family's run is tables only (its console lines say the same)
         if s.kind == "run":
             folder = s.path if os.path.isdir(s.path) else os.path.dirname(os.path.abspath(s.path))
             prefix = ""

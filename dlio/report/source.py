@@ -2,12 +2,14 @@
   - a run folder (holds dlio-fast.json, schema dlio-fast.run/1; summary.json is read when present),
     or that dlio-fast.json file itself; a DLIO output folder (summary.json, no dlio-fast.json);
   - a `dlio-fast io --json` file (schema dlio-fast.io/1: a list of points);
-  - a `dlio-fast ceiling --json` file (schema dlio-fast.ceiling/1: the best point per target).
+  - a `dlio-fast ceiling --json` file (schema dlio-fast.ceiling/1: the best point per target);
+  - a workload family's run folder or dlio-fast.json (model load, KV cache, vector search), read through
+    the FamilyReport the caller passes for its schema (dlio.report.family).
 Anything else is a one-line DlioError naming the path.
 """
 
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 
 import yaml
 
@@ -16,18 +18,22 @@ from dlio.inputs import JSON_CAP, read_regular
 from dlio.report import exact, validate
 from dlio.report.dlio import files as dlio_files
 from dlio.report.dlio import folder as dlio_folder
+from dlio.report.family import FamilyReading, FamilyReport
 from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA, RUN_SCHEMA
 
 
 class Source:
-    """One loaded input. kind: 'run', 'io' or 'ceiling'. For runs, doc is the dlio-fast.json
-    document (the Result plus 'metrics') and summary is DLIO's summary.json."""
+    """One loaded input. kind: 'run', 'io', 'ceiling' or 'family'. For runs, doc is the dlio-fast.json
+    document (the Result plus 'metrics') and summary is DLIO's summary.json; a family's run carries its
+    FamilyReport and what it read from the document."""
 
-    def __init__(self, kind, path, doc, summary=None):
+    def __init__(self, kind, path, doc, summary=None, family=None, reading=None):
         self.kind = kind
         self.path = path
         self.doc = doc
         self.summary = summary
+        self.family: Optional[FamilyReport] = family
+        self.reading: Optional[FamilyReading] = reading
         self.label = _default_label(path)
 
     def __repr__(self):
@@ -55,9 +61,11 @@ def _read_json(path, what):
         raise DlioError(f"{path}: not readable (permission denied)") from None
 
 
-def load(path: Any) -> "Source":
-    """A run folder, its dlio-fast.json, or an io / ceiling JSON file -> Source (DlioError if not)."""
+def load(path: Any, families: Optional[Mapping[str, FamilyReport]] = None) -> "Source":
+    """A run folder, its dlio-fast.json, or an io / ceiling JSON file -> Source (DlioError if not);
+    families: {schema: FamilyReport} of the workload families' documents this caller reads."""
     path = str(path)
+    families = families or {}
     summary: Optional[Dict[str, Any]]
     if not os.path.exists(path):
         raise DlioError(f"{path}: no such run folder or result file")
@@ -102,7 +110,15 @@ def load(path: Any) -> "Source":
             raise DlioError(f"{doc_path}: ceiling document without a best section")
         validate.check_points(list(doc["best"].values()), doc_path, "best")
         return Source("ceiling", path, doc)
-    raise DlioError(f"{doc_path}: unknown schema {schema!r} (expected {RUN_SCHEMA}, {IO_SCHEMA} or {CEILING_SCHEMA})")
+    if isinstance(schema, str) and schema in families:
+        fam = families[schema]
+        try:
+            reading = fam.read(doc)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise DlioError(f"{doc_path}: a {fam.title} result this version cannot read (at {e})") from None
+        return Source("family", path, doc, family=fam, reading=reading)
+    known = ", ".join([RUN_SCHEMA, IO_SCHEMA, CEILING_SCHEMA, *families])
+    raise DlioError(f"{doc_path}: unknown schema {schema!r} (expected one of {known})")
 
 
 def _read_config(path):
@@ -130,9 +146,9 @@ def _compute_exact(doc, where):
         raise DlioError(f"{where}: cannot compute the figures from this run document (missing {e})") from None
 
 
-def load_all(paths):
+def load_all(paths, families: Optional[Mapping[str, FamilyReport]] = None):
     """Sources for paths, labels made unique (a folder name seen twice gets its parent's too)."""
-    srcs = [load(p) for p in paths]
+    srcs = [load(p, families) for p in paths]
     seen = {}
     for s in srcs:
         if s.label in seen:

@@ -45,24 +45,34 @@ def _decimals():
     return {k: d for k, _, _, d in RUN_FIGURES + POINT_FIGURES}
 
 
-def run_rows(rep):
-    """Header and rows (strings) of the run comparison: figure, unit, each run, each ratio."""
-    r = rep["runs"]
-    runs = r["runs"]
-    dec = _decimals()
+def figure_rows(sec):
+    """Header and rows (strings) of a section in compare_runs' shape (runs, or one family's runs): figure,
+    unit, each run, each ratio to the first."""
+    runs = sec["runs"]
     header = ["figure", "unit"] + [x["label"] for x in runs] + [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]]
     rows = []
-    differ = set(r.get("differ", []))
-    for st in r.get("settings", []):  # what each run was set to; '*': not the same in every run
+    differ = set(sec.get("differ", []))
+    for st in sec.get("settings", []):  # what each run was set to; '*': not the same in every run
         k = st["key"]
         mark = "* " if k in differ else "  "
         rows.append([mark + st["label"], "setting"] + [x["settings"][k] for x in runs] + [""] * (len(runs) - 1))
-    for f in r["figures"]:
+    for f in sec["figures"]:
         k = f["key"]
-        row = [f["label"], _shown_unit(f["unit"])] + [_cell(x["figures"][k], dec[k], f["unit"]) for x in runs]
+        row = [f["label"], _shown_unit(f["unit"])] + [_cell(x["figures"][k], f["decimals"], f["unit"]) for x in runs]
         row += ["" if k not in x["ratios"] else _fmt_ratio(x["ratios"][k]) for x in runs[1:]]
         rows.append(row)
     return header, rows
+
+
+def sections(rep):
+    """(title, section) of every figure table in compare_runs' shape: the runs, then each family's."""
+    out = [("runs", rep["runs"])] if "runs" in rep else []
+    return out + [(f"{sec['title']} runs", sec) for sec in rep.get("families", [])]
+
+
+def heading(title):
+    """A section's title as a heading: 'runs' -> 'Runs', 'KV cache runs' stays."""
+    return title[:1].upper() + title[1:]
 
 
 def _point_name(p):
@@ -117,19 +127,21 @@ def _text_table(header, rows, left=1):
 
 def table_lines(rep):
     """The terminal rendering."""
-    out = []
-    if "runs" in rep:
-        runs = rep["runs"]["runs"]
+    out: List[str] = []
+    for title, sec in sections(rep):
+        if out:
+            out.append("")
+        runs = sec["runs"]
         out.append(
-            f"runs: {', '.join(x['label'] for x in runs)}"
+            f"{title}: {', '.join(x['label'] for x in runs)}"
             + (f" (ratios to {runs[0]['label']})" if len(runs) > 1 else "")
         )
         for x in runs:
             if not x["complete"]:
                 out.append(f"note: {x['label']} is a partial run")
-        h, rows = run_rows(rep)
+        h, rows = figure_rows(sec)
         out += _text_table(h, rows, left=2)
-        if rep["runs"].get("differ"):
+        if sec.get("differ"):
             out.append("* the runs differ in this setting: their figures are not a like-for-like comparison")
     if "io" in rep:
         if out:
@@ -152,11 +164,10 @@ def _md_cell(c):
 def markdown_lines(rep):
     """GitHub-flavoured Markdown tables (one per kind of source)."""
     out: List[str] = []
-    for title, fn, left in (("Runs", run_rows, 2), ("io points", point_rows, 1)):
-        key = "runs" if fn is run_rows else "io"
-        if key not in rep:
-            continue
-        h, rows = fn(rep)
+    tables = [(heading(title), figure_rows(sec), 2) for title, sec in sections(rep)]
+    if "io" in rep:
+        tables.append(("io points", point_rows(rep), 1))
+    for title, (h, rows), left in tables:
         if out:
             out.append("")
         out.append(f"### {title}")
@@ -193,26 +204,27 @@ def _md_table(h, rows, left):
 
 
 def csv_text(rep):
-    """CSV with raw numbers (not formatted): the run table, then a blank line and the io table."""
-    buf = io.StringIO()
-    w = _CellWriter(csv.writer(buf, lineterminator="\n"))
-    if "runs" in rep:
-        runs = rep["runs"]["runs"]
-        w.writerow(
+    """CSV with raw numbers (not formatted): the run table, each family's, the io table and the verdicts,
+    a blank line between them (a '# title' line above each figure table when there are several)."""
+    blocks = []
+    titled = len(sections(rep)) > 1
+    for title, sec in sections(rep):
+        runs = sec["runs"]
+        rows = [[f"# {heading(title)}"]] if titled else []
+        rows.append(
             ["figure", "unit"] + [x["label"] for x in runs] + [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]]
         )
-        differ = set(rep["runs"].get("differ", []))
-        for st in rep["runs"].get("settings", []):
+        differ = set(sec.get("differ", []))
+        for st in sec.get("settings", []):
             k = st["key"]
-            w.writerow([f"setting:{k}", "differs" if k in differ else ""] + [x["settings"][k] for x in runs])
-        for f in rep["runs"]["figures"]:
+            rows.append([f"setting:{k}", "differs" if k in differ else ""] + [x["settings"][k] for x in runs])
+        for f in sec["figures"]:
             k = f["key"]
-            w.writerow(
+            rows.append(
                 [k, f["unit"]] + [_raw(x["figures"][k]) for x in runs] + [_raw(x["ratios"].get(k)) for x in runs[1:]]
             )
+        blocks.append(rows)
     if "io" in rep:
-        if "runs" in rep:
-            w.writerow([])
         r = rep["io"]
         srcs = r["sources"]
         head = ["target", *KEY_FIELDS]
@@ -220,21 +232,25 @@ def csv_text(rep):
             head += [f"{f['key']}[{s['label']}]" for f in r["figures"]]
         for s in srcs[1:]:
             head += [f"{k}_ratio[{s['label']}]" for k in RATIO_POINT_FIGURES]
-        w.writerow(head)
+        rows = [head]
         for p in r["points"]:
             row = [p.get("target") or ""] + [_raw(p[k]) for k in KEY_FIELDS]
             for v in p["values"]:
                 row += [_raw(v[f["key"]]) if v else "" for f in r["figures"]]
             for v in p["values"][1:]:
                 row += [_raw(v["ratios"][k]) if v else "" for k in RATIO_POINT_FIGURES]
-            w.writerow(row)
+            rows.append(row)
+        blocks.append(rows)
     if rep.get("verdicts"):
-        if "runs" in rep or "io" in rep:
-            w.writerow([])
         keys = list(rep["verdicts"][0])
-        w.writerow(keys)
-        for v in rep["verdicts"]:
-            w.writerow([_raw(v.get(k)) for k in keys])
+        blocks.append([keys] + [[_raw(v.get(k)) for k in keys] for v in rep["verdicts"]])
+    buf = io.StringIO()
+    w = _CellWriter(csv.writer(buf, lineterminator="\n"))
+    for i, rows in enumerate(blocks):
+        if i:
+            w.writerow([])
+        for row in rows:
+            w.writerow(row)
     return buf.getvalue()
 
 

@@ -50,8 +50,15 @@ def output_folder(cfg, given, comm):
 # The workload families beside training (a workflow flag each): their module's
 #   run(cfg, comm, echo, warn, progress, make_output, dry_run) -> output folder (rank 0) or None
 # where make_output() makes and locks the run's output folder, called once the family has checked what it
-# was asked and is about to measure.
+# was asked and is about to measure; listing(cfg) -> its columns in `dlio-fast workloads`; and REPORT, the
+# dlio.report.family.FamilyReport through which `dlio-fast report` reads its dlio-fast.json.
 FAMILIES: Dict[str, str] = {"vdb": "dlio.vdb.job", "model_load": "dlio.modelload.run", "kvcache": "dlio.kvcache.job"}
+
+
+def family_reports() -> Dict[str, Any]:
+    """{schema: FamilyReport} of every workload family (for dlio.report.source.load)."""
+    reports = [importlib.import_module(m).REPORT for m in FAMILIES.values()]
+    return {r.schema: r for r in reports}
 
 
 def family_of(cfg) -> Optional[str]:

@@ -14,6 +14,7 @@ from dlio.execute import stop_signals_deferred
 from dlio.host import host_info, iso
 from dlio.output import write_json
 from dlio.progress import phase_of
+from dlio.report.family import FamilyReading, FamilyReport, Figure
 from dlio.report.verdict import line as verdict_line
 from dlio.units import fmt_bytes
 from dlio.vdb import metrics, model, search
@@ -234,3 +235,78 @@ def run(
     if failure is not None:
         raise failure
     return folder
+
+
+def reading(doc: Dict[str, Any]) -> FamilyReading:
+    """What `dlio-fast report` shows of a vector-search document: the rules' means over the timed runs,
+    the reads behind them, and the build and load passes."""
+    runs = doc.get("runs") or []
+    s = metrics.summary(runs) if runs else {}
+
+    def mean(key: str) -> Optional[float]:
+        vals = [r[key] for r in runs if r.get(key) is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    def pass_mb_s(name: str) -> Optional[float]:
+        p = doc.get(name) or {}
+        return p.get("mb_per_s")
+
+    figs = {
+        "workload": doc.get("workload") or "-",
+        "start": doc.get("start") or "-",
+        "runs": len(runs),
+        **{k: s.get(k) for k in metrics.RULE_FIELDS},
+        **{k: mean(k) for k in ("iops", "read_mb_per_s", "reads_per_query", "device_bytes_per_query")},
+        "client_cpu_per_query_us": mean("client_cpu_per_query_us"),
+        "build_mb_per_s": pass_mb_s("build"),
+        "load_mb_per_s": pass_mb_s("load"),
+    }
+    cfg = doc.get("config") or {}
+    v = cfg.get("vdb") or {}
+    settings = {
+        "vectors": v.get("vectors"),
+        "dimension": v.get("dimension"),
+        "processes": v.get("processes"),
+        "batch": v.get("batch"),
+        "search_threads": v.get("search_threads"),
+        "engine": (cfg.get("dlio_fast") or {}).get("engine"),
+        "storage_type": (cfg.get("storage") or {}).get("storage_type"),
+    }
+    verdicts = [
+        (name, doc[name]["verdict"], doc[name].get("counters"))
+        for name in ("build", "load")
+        if isinstance(doc.get(name), dict) and isinstance(doc[name].get("verdict"), dict)
+    ]
+    verdicts += [
+        (f"run {r['run']}", r["verdict"], r.get("counters")) for r in runs if isinstance(r.get("verdict"), dict)
+    ]
+    return FamilyReading(settings, figs, verdicts)
+
+
+REPORT_SETTINGS = [
+    ("vectors", "vectors"),
+    ("dimension", "dimension"),
+    ("processes", "query processes"),
+    ("batch", "queries per call"),
+    ("search_threads", "search threads"),
+    ("engine", "engine"),
+    ("storage_type", "storage"),
+]
+REPORT_FIGURES: List[Figure] = [
+    ("workload", "workload", "", None),
+    ("start", "start", "", None),
+    ("runs", "timed runs", "", 0),
+    ("throughput_qps", "throughput (mean of runs)", "QPS", 1),
+    ("latency_mean_ms", "query latency mean", "ms", 3),
+    ("latency_p95_ms", "query latency p95", "ms", 3),
+    ("latency_p99_ms", "query latency p99", "ms", 3),
+    ("latency_p999_ms", "query latency p99.9", "ms", 3),
+    ("iops", "read IOPS", "1/s", 0),
+    ("read_mb_per_s", "read MB/s", "MB/s", 1),
+    ("reads_per_query", "reads per query", "", 1),
+    ("device_bytes_per_query", "device bytes per query", "B", 0),
+    ("client_cpu_per_query_us", "client CPU per query", "us", 1),
+    ("build_mb_per_s", "index build write MB/s", "MB/s", 1),
+    ("load_mb_per_s", "index load MB/s", "MB/s", 1),
+]
+REPORT = FamilyReport(SCHEMA, "vector search", REPORT_SETTINGS, REPORT_FIGURES, reading)
