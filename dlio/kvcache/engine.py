@@ -53,8 +53,14 @@ def check_relay(s: KvSettings, largest: int) -> None:
         )
 
 
+def stage_regions(s: KvSettings) -> int:
+    """Staging regions the C engine makes: one per worker when there are fewer workers than allocation
+    slots (a worker writes one entry at a time), else one per slot (kvcache_run.c)."""
+    return min(s.workers, s.alloc_slots)
+
+
 def stage_bytes(s: KvSettings, plan: Plan, relay: bool = False) -> int:
-    """Bytes of staging per allocation slot: direct mode's chunks in flight, compat's write() size
+    """Bytes of each staging region (stage_regions): direct mode's chunks in flight, compat's write() size
     (no bigger than the largest object), the null store's none; the relay's a page (it stamps its
     payloads in its own slots)."""
     if s.io_mode == "null":
@@ -70,18 +76,19 @@ def stage_bytes(s: KvSettings, plan: Plan, relay: bool = False) -> int:
     if s.stage_bytes:
         return max(4096, min(s.stage_bytes, largest))
     # auto: room for the largest entry (one write() each, as the reference), within a quarter of the RAM
-    room = int(STAGE_RAM_SHARE * host_memory()) // max(1, s.alloc_slots) // (2 << 20) * (2 << 20)
+    room = int(STAGE_RAM_SHARE * host_memory()) // max(1, stage_regions(s)) // (2 << 20) * (2 << 20)
     return max(4096, min(largest, max(MIN_STAGE, room)))
 
 
 def check_memory(s: KvSettings, stage: int) -> None:
-    total, mem = s.alloc_slots * stage, host_memory()
+    regions = stage_regions(s)
+    total, mem = regions * stage, host_memory()
     if mem and total > STAGE_RAM_SHARE * mem:
         key = "kvcache.direct_chunk / direct_qd" if s.io_mode == "direct" else "kvcache.stage_bytes"
         raise DlioError(
-            f"kvcache: {s.alloc_slots} allocation slots x {fmt_bytes(stage)} of staging = {fmt_bytes(total)}, over "
-            f"{STAGE_RAM_SHARE:.0%} of this host's {fmt_bytes(mem)}: lower {key} or set "
-            "kvcache.max_concurrent_allocs"
+            f"kvcache: {regions} staging regions (the fewer of workers and allocation slots) x {fmt_bytes(stage)} = "
+            f"{fmt_bytes(total)}, over {STAGE_RAM_SHARE:.0%} of this host's {fmt_bytes(mem)}: lower {key}, "
+            "kvcache.workers or kvcache.max_concurrent_allocs"
         )
 
 

@@ -54,13 +54,18 @@ struct kv_run {
 	int dispatched;     /* every request is queued */
 	int stopping;       /* no new request starts */
 	uint32_t *conv_enq; /* turns of each conversation enqueued so far */
-	/* allocation slots: the reference's max_concurrent_allocs semaphore, each with its staging */
+	/* allocation slots: the reference's max_concurrent_allocs semaphore */
 	pthread_mutex_t slot_lock;
 	pthread_cond_t slot_cond;
 	unsigned *free_slots;
 	unsigned nfree;
-	unsigned char *stage; /* alloc_slots x stage_len bytes */
+	/* staging: stage_regions x stage_len bytes, a region per worker when there are fewer workers
+	 * than slots (a worker writes one entry at a time), else per slot (kvcache_cache.c stage_for) */
+	unsigned char *stage;
 	uint64_t stage_len;
+	unsigned stage_regions;
+	int stage_by_worker;
+	uint64_t *stage_filled; /* bytes of each region filled with random bytes so far */
 	struct dc_kv_store *store;
 	uint64_t start_ns;
 	int err; /* first error (also in res) */

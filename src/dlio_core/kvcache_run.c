@@ -409,20 +409,23 @@ static int setup(struct kv_run *r)
 		r->free_slots[r->nfree++] = cfg->alloc_slots - 1 - s;
 	r->stage_len = cfg->stage_bytes;
 	if (r->stage_len) {
-		size_t len = cfg->alloc_slots * r->stage_len;
+		size_t len;
 
-		/* Random bytes, one region per slot: a write stamps each 4 KiB block of its pieces.
-		 * Huge pages where THP is in madvise mode, as bufpool.c's: an O_DIRECT transfer from
+		r->stage_by_worker = cfg->workers < cfg->alloc_slots;
+		r->stage_regions = r->stage_by_worker ? cfg->workers : cfg->alloc_slots;
+		len = (size_t)r->stage_regions * r->stage_len;
+		/* Huge pages where THP is in madvise mode, as bufpool.c's: an O_DIRECT transfer from
 		 * 4 KiB pages is split into more device requests (max_segments), and a copy into the
-		 * page cache takes more TLB misses. */
+		 * page cache takes more TLB misses. The random bytes come as writes reach them
+		 * (stage_for). */
 		if (posix_memalign((void **)&r->stage, KV_HUGE_PAGE, len))
 			return -ENOMEM;
 #ifdef MADV_HUGEPAGE
 		(void)madvise(r->stage, len, MADV_HUGEPAGE); /* a hint: failure is fine */
 #endif
-		for (unsigned s = 0; s < cfg->alloc_slots; s++)
-			dc_fill_random(r->stage + (uint64_t)s * r->stage_len, r->stage_len,
-				       cfg->seed * 0x9e3779b97f4a7c15ull + s);
+		r->stage_filled = calloc(r->stage_regions, sizeof(*r->stage_filled));
+		if (!r->stage_filled)
+			return -ENOMEM;
 	}
 	for (int i = 0; i < DC_KV_NHIST; i++)
 		dc_hist_init(&r->res->hist[i]);
@@ -436,6 +439,7 @@ static void teardown(struct kv_run *r)
 	free(r->conv_enq);
 	free(r->free_slots);
 	free(r->stage);
+	free(r->stage_filled);
 	pthread_mutex_destroy(&r->qlock);
 	pthread_cond_destroy(&r->qcond);
 	pthread_mutex_destroy(&r->stats_lock);
