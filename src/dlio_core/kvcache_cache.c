@@ -529,7 +529,8 @@ static unsigned char *stage_for(struct kv_worker *w, unsigned slot, uint64_t byt
 
 	if (want > r->stage_filled[i]) { /* the region is this worker's or this slot's alone */
 		dc_fill_random(p + r->stage_filled[i], want - r->stage_filled[i],
-			       r->cfg->seed * 0x9e3779b97f4a7c15ull + ((uint64_t)i << 40) + r->stage_filled[i]);
+			       r->cfg->seed * 0x9e3779b97f4a7c15ull + ((uint64_t)i << 40) +
+				       r->stage_filled[i]);
 		r->stage_filled[i] = want;
 	}
 	return p;
