@@ -534,7 +534,8 @@ def run_lines(verdicts: Sequence[Dict[str, Any]]) -> List[str]:
         )
         for v in verdicts
     ]
-    return ["Verdict (is this a storage result?):", *grouped_lines(items, "epochs"), f"  thresholds: {THRESHOLDS}"]
+    what = "epochs" if all("epoch" in v for v in verdicts) else "phases"
+    return ["Verdict (is this a storage result?):", *grouped_lines(items, what), f"  thresholds: {THRESHOLDS}"]
 
 
 def point_lines(points: Sequence[Dict[str, Any]]) -> List[str]:
