@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 import time
@@ -91,6 +92,41 @@ def s3_server(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+def s3_boto(server):
+    """A boto3 client of the gateway `server` (tools/ceph_s3.py), to look at what a test wrote."""
+    import boto3
+
+    env = server.aws_env()
+    return boto3.client(
+        "s3",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name=env["AWS_REGION"],
+    )
+
+
+@pytest.fixture
+def s3env(s3_server, monkeypatch):
+    """The session's gateway, its endpoint and keys in the environment (as a user's shell has them)."""
+    for k, v in s3_server.aws_env().items():
+        monkeypatch.setenv(k, v)
+    return s3_server
+
+
+@pytest.fixture
+def bucket(s3env, request):
+    """A bucket of this test's own, named after its module and name (made once; kept for the session)."""
+    mod = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    name = re.sub(r"[^a-z0-9-]+", "-", f"{mod}-{request.node.name}".lower()).strip("-")[:63].rstrip("-")
+    try:
+        s3_boto(s3env).create_bucket(Bucket=name)
+    except Exception as e:
+        if "BucketAlreadyOwnedByYou" not in str(e):
+            raise
+    return name
 
 
 @pytest.fixture

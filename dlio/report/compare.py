@@ -282,14 +282,7 @@ def settings_of(doc):
     st = doc.get("settings") or {}
     ds = doc.get("dataset") or {}
     host = doc.get("host") or {}
-
-    def text(v):
-        if v is None:
-            return "-"
-        if isinstance(v, bool):
-            return "yes" if v else "no"
-        return str(v)
-
+    text = setting_text
     comp = st.get("computation_time_mean_s")
     hosts = sorted(set(doc.get("hostnames") or []))
     mem = host.get("memory_bytes")
@@ -366,7 +359,7 @@ def compare_family(sources):
     schema: its settings (those that differ marked), the verdict, its figures with ratios to the first."""
     fam = sources[0].family
     figs = [dict(s.reading.figures, verdict=verdict_words(s.reading.verdicts)) for s in sources]
-    sets = [{k: _setting_text(s.reading.settings.get(k)) for k, _ in fam.settings} for s in sources]
+    sets = [{k: setting_text(s.reading.settings.get(k)) for k, _ in fam.settings} for s in sources]
     defs = [FAMILY_VERDICT, *fam.figures]
     runs = []
     for s, f, st in zip(sources, figs, sets):
@@ -391,7 +384,8 @@ def compare_family(sources):
     }
 
 
-def _setting_text(v):
+def setting_text(v):
+    """A setting as the tables show it: '-' for none, yes / no, else its text."""
     if v is None:
         return "-"
     if isinstance(v, bool):

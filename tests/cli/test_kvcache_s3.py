@@ -9,6 +9,7 @@ import os
 import subprocess
 
 import pytest
+from conftest import s3_boto as boto
 
 # tests/cli/test_kvcache.py's: tiny entries (tiny-1b, 64-256 tokens: 1.5-6 MiB), two users, 1.5 s
 CONFIG = """\
@@ -23,32 +24,6 @@ kvcache:
 """
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
-
-
-def boto(server):
-    import boto3
-
-    env = server.aws_env()
-    return boto3.client(
-        "s3",
-        endpoint_url=env["AWS_ENDPOINT_URL"],
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-        region_name=env["AWS_REGION"],
-    )
-
-
-@pytest.fixture
-def s3env(s3_server, monkeypatch):
-    for k, v in s3_server.aws_env().items():
-        monkeypatch.setenv(k, v)
-    return s3_server
-
-
-@pytest.fixture
-def bucket(s3env):
-    boto(s3env).create_bucket(Bucket="kv-s3")
-    yield "kv-s3"
 
 
 def gateway(server):

@@ -12,20 +12,10 @@ import sys
 
 import pytest
 from conftest import REPO, one_line
+from test_model_load import TINY as TINY_MODEL
 
 GiB = float(1 << 30)
 
-TINY_MODEL = (
-    "model_load.model=transformer",
-    "model.num_layers=4",
-    "model.transformer.hidden_size=512",
-    "model.transformer.ffn_hidden_size=2048",
-    "model.transformer.vocab_size=8000",
-    "model.transformer.num_attention_heads=8",
-    "model.transformer.num_kv_heads=2",
-    "model_load.shard_size=6000000",
-    "model_load.repeats=2",
-)
 KV_CONFIG = """\
 workflow: {train: false, kvcache: true}
 kvcache:

@@ -14,13 +14,6 @@ pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs 
 from dlio.storage.s3 import client, settings  # noqa: E402
 
 
-@pytest.fixture
-def s3env(s3_server, monkeypatch):
-    for k, v in s3_server.aws_env().items():
-        monkeypatch.setenv(k, v)
-    return s3_server
-
-
 def _settings():
     return settings.resolve()
 
@@ -40,17 +33,6 @@ def make_bucket(name):
 
 def count(bucket, prefix):
     return client.run_task(_settings(), {"task": "list", "bucket": bucket, "prefix": prefix})["count"]
-
-
-@pytest.fixture
-def bucket(s3env, request):
-    name = "t-" + request.node.name.replace("_", "-").lower()[:50]
-    try:
-        make_bucket(name)
-    except Exception as e:
-        if "BucketAlreadyOwnedByYou" not in str(e):
-            raise
-    return name
 
 
 def test_get_put_range_points(run_cli, bucket, tmp_path):

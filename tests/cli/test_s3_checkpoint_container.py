@@ -12,14 +12,12 @@ import pytest
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 
-import test_s3  # noqa: E402  (the io tests' fixtures, used here by name)
+import test_s3  # noqa: E402  (its settings helper)
 import test_s3_workloads  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "unit", "checkpoint"))
 from dlio_installs import dlio_python  # noqa: E402
 from test_torchzip import check_storages, read_pt, shape_of  # noqa: E402
-
-bucket, s3env = test_s3.bucket, test_s3.s3env
 
 # one int8 model tensor (a 100 KB object, one PUT) and DLIO's optimizer groups as a,b pairs plus
 # 'combined': a 69 MB object, a 5-part multipart upload whose records begin inside parts 0, 1 and 2

@@ -16,6 +16,7 @@ import time
 import pytest
 import yaml
 from conftest import REPO, one_line
+from conftest import s3_boto as boto
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 
@@ -28,19 +29,6 @@ def own(s3_server, tmp_path_factory):
         yield g
     finally:
         g.stop()
-
-
-def boto(g):
-    import boto3
-
-    e = g.aws_env()
-    return boto3.client(
-        "s3",
-        endpoint_url=e["AWS_ENDPOINT_URL"],
-        aws_access_key_id=e["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=e["AWS_SECRET_ACCESS_KEY"],
-        region_name=e["AWS_REGION"],
-    )
 
 
 def make_bucket(g, name):

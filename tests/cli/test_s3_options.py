@@ -10,10 +10,7 @@ from conftest import one_line
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 
-import test_s3  # noqa: E402  (the io tests' fixtures, used here by name)
 import test_s3_workloads as wl  # noqa: E402
-
-bucket, s3env = test_s3.bucket, test_s3.s3env
 
 
 def _options(s3env, style):

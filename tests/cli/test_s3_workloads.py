@@ -13,42 +13,12 @@ import time
 
 import pytest
 from conftest import REPO, one_line
+from conftest import s3_boto as boto
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 
 FORMATS = ("npz", "npy", "hdf5", "jpeg", "png", "csv", "tfrecord", "indexed_binary", "mmap_indexed_binary")
 RANGED = ("hdf5", "tfrecord", "indexed_binary", "mmap_indexed_binary")  # a sample is part of its object
-
-
-def boto(server):
-    import boto3
-
-    env = server.aws_env()
-    return boto3.client(
-        "s3",
-        endpoint_url=env["AWS_ENDPOINT_URL"],
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-        region_name=env["AWS_REGION"],
-    )
-
-
-@pytest.fixture
-def s3env(s3_server, monkeypatch):
-    for k, v in s3_server.aws_env().items():
-        monkeypatch.setenv(k, v)
-    return s3_server
-
-
-@pytest.fixture
-def bucket(s3env, request):
-    name = "w-" + request.node.name.replace("_", "-").replace("[", "-").replace("]", "").lower()[:50]
-    try:
-        boto(s3env).create_bucket(Bucket=name)
-    except Exception as e:
-        if "BucketAlreadyOwnedByYou" not in str(e):
-            raise
-    return name
 
 
 def config(tmp_path, fmt, bucket, folder=None, **over):

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import one_line
+from conftest import s3_boto as boto
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 boto3 = pytest.importorskip("boto3", reason="pip install boto3 (the test reads the objects with its own client)")
@@ -31,31 +32,6 @@ SMALL = {
 POSIX_NOTE = "note: engine posix reads a hop's nodes"  # printed before the run starts
 INDEX = "diskann-n4000-d1536x4-r64-s1"
 SEGMENT = "segment_00000/_disk.index"
-
-
-def boto(server):
-    env = server.aws_env()
-    return boto3.client(
-        "s3",
-        endpoint_url=env["AWS_ENDPOINT_URL"],
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-        region_name=env["AWS_REGION"],
-    )
-
-
-@pytest.fixture
-def s3env(s3_server, monkeypatch):
-    for k, v in s3_server.aws_env().items():
-        monkeypatch.setenv(k, v)
-    return s3_server
-
-
-@pytest.fixture
-def bucket(s3env, request):
-    name = "vdb-" + request.node.name.replace("_", "-").lower()[:40]
-    boto(s3env).create_bucket(Bucket=name)
-    return name
 
 
 def run(cwd, *extra, **sets):
