@@ -35,9 +35,9 @@ int dc_bufpool_init(struct dc_bufpool *bp, struct dc_io *slots, unsigned n, uint
 	if (cap > SIZE_MAX / n)
 		return -ENOMEM;
 	/* Large pools are aligned to 2 MiB and asked to be backed by transparent huge pages (when
-	 * THP is in madvise mode): a copy from the page cache into a buffer then takes far fewer TLB
-	 * misses. fio's malloc'd buffers lack this (with --iomem_align=2m it reads cached 1 MiB
-	 * blocks several times faster here), so this is what "as fast as the memory allows" means. */
+	 * THP is in madvise mode): a copy from the page cache into a buffer then takes fewer TLB
+	 * misses, and an O_DIRECT transfer is split into fewer device requests. (Where in a page a
+	 * buffered read lands matters more on some CPUs: land.c.) */
 	size_t align = (size_t)cap * n >= DC_HUGE_PAGE ? DC_HUGE_PAGE : DC_BUF_ALIGN;
 
 	if (posix_memalign((void **)&mem, align, (size_t)cap * n))
