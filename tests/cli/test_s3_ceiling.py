@@ -11,7 +11,7 @@ import test_s3  # noqa: E402  (the io tests' fixtures, used here by name)
 
 from dlio.fsbench.ceiling import GAIN  # noqa: E402
 
-bucket, s3env, count = test_s3.bucket, test_s3.s3env, test_s3.count
+count = test_s3.count
 
 
 def test_ceiling_searches_depth_then_threads_and_cleans_up(run_cli, bucket, tmp_path):

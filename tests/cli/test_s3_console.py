@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from conftest import REPO
 from test_progress_console import run_in_pty, screen_lines
-from test_s3 import bucket, s3env  # noqa: F401  (fixtures)
 
 from dlio.report import verdict
 
