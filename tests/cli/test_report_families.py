@@ -12,20 +12,11 @@ import sys
 
 import pytest
 from conftest import REPO, one_line
+from test_kvcache import CONFIG as KV_CONFIG
 from test_model_load import TINY as TINY_MODEL
 
 GiB = float(1 << 30)
 
-KV_CONFIG = """\
-workflow: {train: false, kvcache: true}
-kvcache:
-  model: tiny-1b
-  users: 2
-  duration: 1.0
-  max_concurrent_allocs: 2
-  prefix_probe: 0
-  templates: {chat: {context: [64, 256], generation: [16, 64], think: [0.05, 0.15]}}
-"""
 VDB = ("vdb.vectors=4000", "vdb.processes=2", "vdb.batch=3", "vdb.runs=2", "vdb.queries=40", "vdb.search_list=48")
 
 
