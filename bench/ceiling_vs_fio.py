@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from host_memory import thp_always, warm_free_memory  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from dlio.units import parse_size  # noqa: E402
+from dlio.base.units import parse_size  # noqa: E402
 
 FIO_ENGINE = {"posix": "psync", "io_uring": "io_uring"}
 

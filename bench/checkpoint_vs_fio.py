@@ -41,9 +41,9 @@ from dlio.checkpoint import load as ckpt_load  # noqa: E402
 from dlio.checkpoint import save as ckpt_save  # noqa: E402
 from dlio.checkpoint.layout import plan_checkpoint  # noqa: E402
 from dlio.config import load_config  # noqa: E402
-from dlio.host import free_page_reporting  # noqa: E402
 from dlio.storage import file_sets  # noqa: E402
 from dlio.storage.base import MAX_SET_THREADS  # noqa: E402
+from dlio.system.host import free_page_reporting  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from host_memory import warm_free_memory  # noqa: E402

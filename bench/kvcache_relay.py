@@ -22,8 +22,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 from dlio.config.load import load_config  # noqa: E402
 from dlio.kvcache import engine, plan  # noqa: E402
 from dlio.kvcache.settings import settings  # noqa: E402
-from dlio.stats import percentile  # noqa: E402
 from dlio.storage import backend_for  # noqa: E402
+from dlio.system.stats import percentile  # noqa: E402
 
 BUCKET = "kv-relay-bench"
 

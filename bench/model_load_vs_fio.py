@@ -39,8 +39,8 @@ from host_memory import thp_always, warm_free_memory  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from dlio import _core  # noqa: E402
-from dlio.host import drop_cache  # noqa: E402
-from dlio.units import parse_size  # noqa: E402
+from dlio.base.units import parse_size  # noqa: E402
+from dlio.system.host import drop_cache  # noqa: E402
 
 FIO = {  # mode -> (fio engine, direct, iodepth)
     "mmap": ("mmap", 0, 1),

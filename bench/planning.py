@@ -41,7 +41,7 @@ from dlio.config import load_config  # noqa: E402
 from dlio.dataset import ranges
 from dlio.dataset.formats import get_format  # noqa: E402
 from dlio.dataset.spec import dataset_spec, file_dims
-from dlio.mpi import Comm  # noqa: E402
+from dlio.system.mpi import Comm  # noqa: E402
 from dlio.train import (
     loop,  # noqa: E402
     planner,

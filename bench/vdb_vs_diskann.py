@@ -174,7 +174,7 @@ def main():
     sys.path.insert(0, os.path.dirname(HERE))
     from vdb_capture import build
 
-    from dlio import counters
+    from dlio.system import counters
 
     real_folder = os.path.join(args.workdir, "diskann")
     cap = argparse.Namespace(

@@ -39,7 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from dlio.units import parse_size  # noqa: E402
+from dlio.base.units import parse_size  # noqa: E402
 
 BUCKET = "vs-s3"
 

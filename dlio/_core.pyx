@@ -186,8 +186,8 @@ def engines():
         names.insert(1, ("io_uring", DC_CAP_ASYNC | DC_CAP_DIRECT | DC_CAP_WRITE))
     mpiio_why = None
     if "mpiio" not in [n for n, _ in names]:
-        # The MPI-IO engine is a separate extension (dlio._mpiio); dlio.mpi registers it, or says why not.
-        from dlio import mpi
+        # The MPI-IO engine is a separate extension (dlio._mpiio); dlio.system.mpi registers it, or says why not.
+        from dlio.system import mpi
         mpiio_why = mpi.register_mpiio()
         if mpiio_why is None:
             return engines()

@@ -2,7 +2,7 @@
 """The MPI-IO engine (src/dlio_core/engines/mpiio.c) and the trainer's C step barrier.
 
 A separate extension from dlio._core, linked to libmpi, so that dlio._core imports on machines
-without MPI. It never initialises MPI (mpi4py does). dlio.mpi imports it and hands the engine's ops
+without MPI. It never initialises MPI (mpi4py does). dlio.system.mpi imports it and hands the engine's ops
 table to the core with dlio._core.register_engine(engine_capsule()).
 
 Communicators cross as the address of an MPI_Comm handle (mpi4py's MPI._addressof(comm)).

@@ -131,9 +131,9 @@ def bucket(s3env, request):
 
 @pytest.fixture
 def measured_phase():
-    """The test runs as a measured phase does (dlio.execute.stop_signals_deferred): a stop signal
+    """The test runs as a measured phase does (dlio.system.execute.stop_signals_deferred): a stop signal
     noted by an earlier test of the session is not this test's (the KV-cache engine's tests)."""
-    from dlio.execute import stop_signals_deferred
+    from dlio.system.execute import stop_signals_deferred
 
     with stop_signals_deferred():
         yield

@@ -38,13 +38,14 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from dlio import _core, memcheck
+from dlio import _core
+from dlio.base.errors import DlioRunError, Interrupted
+from dlio.base.units import GiB
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.layout import plan_checkpoint
-from dlio.errors import DlioRunError, Interrupted
 from dlio.report import interference
 from dlio.storage.base import FSYNC, Backend
-from dlio.units import GiB
+from dlio.system import memcheck
 
 PAGE = 4096
 

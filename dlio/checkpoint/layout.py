@@ -45,9 +45,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from dlio.base.errors import ConfigError
+from dlio.base.units import GiB
 from dlio.checkpoint import torchzip
-from dlio.errors import ConfigError
-from dlio.units import GiB
 
 DTYPE_BYTES = {"int8": 1, "uint8": 1, "fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8}
 # numpy view of one element of each dtype (bf16 has no numpy dtype: its 1.0 is 0x3F80 as uint16)

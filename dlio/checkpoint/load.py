@@ -12,15 +12,15 @@ from __future__ import annotations
 import socket
 from typing import Any, Dict, Optional
 
+from dlio.base.errors import DlioError
 from dlio.checkpoint.layout import CheckpointPlan, plan_checkpoint, rank_files, step_folder
 from dlio.checkpoint.record import finish_record, new_record
 from dlio.checkpoint.transfers import TRANSFER
 from dlio.config import engines
-from dlio.errors import DlioError
-from dlio.mpi import Comm
 from dlio.progress import phase_of
 from dlio.storage import backend_for
 from dlio.storage.base import Backend, SetOptions
+from dlio.system.mpi import Comm
 
 
 def ranks_per_node(comm: Comm) -> int:

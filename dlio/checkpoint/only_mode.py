@@ -7,21 +7,21 @@ import signal
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from dlio.base.errors import DlioError, DlioRunError, Interrupted
+from dlio.base.units import dlio_line, fmt_bytes
 from dlio.checkpoint.layout import plan_checkpoint
 from dlio.checkpoint.load import load, ranks_per_node
 from dlio.checkpoint.record import extend_window
 from dlio.checkpoint.save import save
 from dlio.checkpoint.summary import size_lines
-from dlio.errors import DlioError, DlioRunError, Interrupted
-from dlio.execute import pending
-from dlio.host import iso
-from dlio.mpi import Comm
 from dlio.progress import LONG_PAUSE_S
 from dlio.progress import pause as announced_pause
 from dlio.report import checkpoint as ckpt_figures
 from dlio.storage import backend_for
 from dlio.storage.base import Backend
-from dlio.units import dlio_line, fmt_bytes
+from dlio.system.execute import pending
+from dlio.system.host import iso
+from dlio.system.mpi import Comm
 
 
 def checkpoints_in(backend: Backend, root: str) -> int:

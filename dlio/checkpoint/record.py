@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, Sequence
 
+from dlio.base.units import GiB
 from dlio.checkpoint.layout import CkptFile
-from dlio.host import iso
-from dlio.mpi import Comm
-from dlio.units import GiB
+from dlio.system.host import iso
+from dlio.system.mpi import Comm
 
 
 def new_record(

@@ -24,10 +24,10 @@ from dlio.checkpoint.layout import CheckpointPlan, plan_checkpoint, step_folder
 from dlio.checkpoint.record import finish_record, new_record
 from dlio.checkpoint.transfers import TRANSFER, set_content
 from dlio.config import engines
-from dlio.mpi import Comm
 from dlio.progress import phase_of
 from dlio.storage import backend_for
 from dlio.storage.base import FSYNC, Backend, SetOptions
+from dlio.system.mpi import Comm
 
 
 def save(

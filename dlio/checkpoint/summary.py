@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from dlio.base.units import GiB, fmt_bytes
 from dlio.checkpoint.layout import CheckpointPlan, dlio_model_GiB, model_of, plan_checkpoint
-from dlio.units import GiB, fmt_bytes
 
 
 def size_lines(plan: CheckpointPlan, cfg: Any) -> List[str]:
@@ -54,7 +54,7 @@ def plan_summary(cfg: Any, comm_size: int, ranks_per_node: int) -> Dict[str, Any
 
 
 def summary_lines(s: Dict[str, Any]) -> List[str]:
-    """The --dry-run lines of plan_summary, sizes in binary units (dlio.units.fmt_bytes)."""
+    """The --dry-run lines of plan_summary, sizes in binary units (dlio.base.units.fmt_bytes)."""
 
     def both(n: float) -> str:
         return fmt_bytes(n)

@@ -16,6 +16,7 @@ from typing import List, Optional
 
 import yaml
 
+from dlio.base.errors import DlioError
 from dlio.config import load_config
 from dlio.config.hydra_compose import (
     JOB_NAME,
@@ -27,7 +28,6 @@ from dlio.config.hydra_compose import (
     search_path,
     workload_files,
 )
-from dlio.errors import DlioError
 
 HELP = """\
 =========================== dlio_benchmark ===========================

@@ -8,8 +8,8 @@ import os
 import sys
 from typing import List, Optional
 
-from dlio import output
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
+from dlio.system import output
 
 PROG = "dlio_postprocessor"
 

@@ -26,7 +26,8 @@ from dlio.fsbench.request import CeilingRequest, IoRequest
 @console_options
 def engines() -> None:
     """List the I/O engines, whether each can run here, and why not."""
-    from dlio import _core, mpi
+    from dlio import _core
+    from dlio.system import mpi
 
     mpi.world()  # under mpiexec, MPI is initialised here: the MPI-IO engine is then available
     for name, caps, ok, why in _core.engines():

@@ -9,9 +9,10 @@ import threading
 
 import click
 
-from dlio import _core, mpi
+from dlio import _core
+from dlio.base.errors import DlioError, DlioRunError, Interrupted, os_error_message
 from dlio.cli import fsbench, mlperf, profile, report, train, version
-from dlio.errors import DlioError, DlioRunError, Interrupted, os_error_message
+from dlio.system import mpi
 
 
 def err(msg):

@@ -6,10 +6,10 @@ import os
 
 import click
 
+from dlio.base.errors import DlioError
+from dlio.base.units import fmt_bytes, fmt_num, parse_duration_ns, parse_size
 from dlio.cli.params import examples
 from dlio.config import load_config
-from dlio.errors import DlioError
-from dlio.units import fmt_bytes, fmt_num, parse_duration_ns, parse_size
 
 
 def _size(text: str, option: str) -> int:

@@ -11,10 +11,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import click
 from click.shell_completion import CompletionItem
 
+from dlio.base.units import parse_duration_ns, parse_size
 from dlio.config.schema import KEYS_BY_PATH
 from dlio.config.workloads import list_workloads
 from dlio.progress import Progress
-from dlio.units import parse_duration_ns, parse_size
 
 
 class SizeList(click.ParamType):
@@ -213,7 +213,7 @@ def make_progress(ctx: click.Context) -> Any:
     if obj.get("quiet") and not live_csv:
         return None
     if live_csv:  # a path that cannot be written is refused now, not dropped row by row during the run
-        from dlio.output import check_output_path
+        from dlio.system.output import check_output_path
 
         check_output_path(live_csv)
     interval = obj.get("status_interval")

@@ -8,8 +8,8 @@ import sys
 
 import click
 
-from dlio.errors import DlioError, DlioRunError, Interrupted
-from dlio.output import atomic_path
+from dlio.base.errors import DlioError, DlioRunError, Interrupted
+from dlio.system.output import atomic_path
 
 
 @click.command(

@@ -11,9 +11,9 @@ import tempfile
 
 import click
 
-from dlio import output
-from dlio.errors import DlioError
-from dlio.units import parse_size
+from dlio.base.errors import DlioError
+from dlio.base.units import parse_size
+from dlio.system import output
 
 
 def _write(dest, text, what):

@@ -11,7 +11,9 @@ from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 import click
 
-from dlio import mpi
+from dlio.base.errors import DlioError
+from dlio.base.limits import usable_cpus
+from dlio.base.units import fmt_bytes
 from dlio.cli.params import (
     complete_workload,
     console_options,
@@ -24,9 +26,7 @@ from dlio.cli.params import (
 from dlio.config import load_config
 from dlio.config.schema import KEYS_BY_PATH
 from dlio.config.workloads import list_workloads, workload_text
-from dlio.errors import DlioError
-from dlio.limits import usable_cpus
-from dlio.units import fmt_bytes
+from dlio.system import mpi
 
 
 def workload_options(f: Callable) -> Callable:
@@ -190,8 +190,8 @@ def _document_out(
     """`run --json FILE`: the writer of the run's document. With '-' the document is the only thing on
     stdout: every other line (DLIO's, the figures, a library's print) goes to stderr meanwhile (the live
     display, which may hold sys.stdout, is closed before stdout is given back)."""
-    from dlio import output
     from dlio.cli import stdout as guarded
+    from dlio.system import output
 
     if not json_path:
         yield None

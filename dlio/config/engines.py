@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, Optional, Tuple
 
 from dlio import _core
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
 
 # Engines that read and write files from dlio-fast's own threads (runs, io points, checkpoints).
 FILE_ENGINES: Tuple[str, ...] = ("posix", "io_uring", "mmap", "null")

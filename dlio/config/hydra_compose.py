@@ -27,10 +27,10 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
+from dlio.base.errors import ConfigError
 from dlio.config.workloads import list_workloads, workload_text
 from dlio.config.workloads import resolve as resolve_builtin
-from dlio.errors import ConfigError
-from dlio.inputs import YAML_CAP, read_regular
+from dlio.system.inputs import YAML_CAP, read_regular
 
 JOB_NAME = "dlio_benchmark"
 # DLIO's configs/config.yaml: the workload when none is named, and the run folder (Hydra's run.dir).

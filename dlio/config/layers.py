@@ -10,10 +10,10 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 import yaml
 
+from dlio.base.errors import ConfigError
 from dlio.config.problem import problem, show
 from dlio.config.schema import ENV, KEYS, KEYS_BY_PATH, LEGACY, OPTIONAL_SECTIONS, SECTION_ALIASES, SECTIONS
 from dlio.config.timespec import TimeSpec, is_number, parse_time, plain_number  # noqa: F401
-from dlio.errors import ConfigError
 
 # --------------------------------------------------------------------------------------------------
 # YAML: PyYAML's SafeLoader with the YAML 1.2 float syntax (1e6 is a float), as OmegaConf/Hydra read it.

@@ -54,6 +54,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import yaml
 
+from dlio.base.errors import ConfigError, DlioError
 from dlio.config import schema
 from dlio.config.emulation import HYDRA_HONOURED, hydra_warning, not_emulated, unknown_key_warning
 from dlio.config.layers import (
@@ -86,8 +87,7 @@ from dlio.config.timespec import TimeSpec, is_number, parse_time, plain_number  
 from dlio.config.validate import apply_scale, check_all, coerce, dtype_name
 from dlio.config.workloads import resolve as _resolve_workload
 from dlio.config.workloads import workload_text
-from dlio.errors import ConfigError, DlioError
-from dlio.inputs import YAML_CAP, read_regular
+from dlio.system.inputs import YAML_CAP, read_regular
 
 # --------------------------------------------------------------------------------------------------
 # the frozen config objects, built from the schema

@@ -3,7 +3,7 @@ where the value came from (a file and line, --set, an environment variable)."""
 
 from typing import Any
 
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
 
 
 def show(value: Any, limit: int = 80) -> str:

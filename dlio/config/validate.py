@@ -9,11 +9,11 @@ from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
+from dlio.base.errors import ConfigError
 from dlio.config.layers import PRESENT, Entry
 from dlio.config.problem import problem, show
 from dlio.config.schema import Key
 from dlio.config.timespec import TimeSpec, is_number, parse_time, plain_number  # noqa: F401
-from dlio.errors import ConfigError
 
 # --------------------------------------------------------------------------------------------------
 # validation of single values

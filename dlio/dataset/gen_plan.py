@@ -11,7 +11,8 @@ from typing import Dict, List
 
 import numpy as np
 
-from dlio import tmpclaim
+from dlio.base import tmpclaim
+from dlio.base.errors import InsufficientSpace
 from dlio.dataset.formats import get_format
 from dlio.dataset.manifest import Manifest, load_saved, merge_parts
 from dlio.dataset.spec import (
@@ -24,7 +25,6 @@ from dlio.dataset.spec import (
     split_dirs,
     split_folder,
 )
-from dlio.errors import InsufficientSpace
 
 READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)  # a read-only mount, or a folder we may not write
 

@@ -7,9 +7,9 @@ import os
 import time
 from typing import List, Optional
 
+from dlio.base.units import fmt_bytes
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, dataset_bytes, file_paths
-from dlio.output import atomic_path
-from dlio.units import fmt_bytes
+from dlio.system.output import atomic_path
 
 RATE_FILE = "generation-rate.json"
 

@@ -19,14 +19,14 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
+from dlio.base.errors import DlioError
+from dlio.base.units import parse_size
 from dlio.dataset.gen_manifest import ranges_and_crcs, save_manifests
 from dlio.dataset.gen_plan import plan, require_space
 from dlio.dataset.gen_write import write_all
 from dlio.dataset.manifest import manifest_path, merge_parts, save_manifest
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, estimated_sizes
-from dlio.errors import DlioError
 from dlio.storage.base import Backend
-from dlio.units import parse_size
 
 STAGE_BYTES = 512 << 20
 STAGE_BYTES_MAX = 64 << 30  # two batches of this sit on the local disk at once

@@ -13,13 +13,14 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
-from dlio import _core, tmpclaim
+from dlio import _core
+from dlio.base import tmpclaim
+from dlio.base.errors import DatasetError, InsufficientSpace
 from dlio.dataset.formats import mix_seed, mix_seeds
 from dlio.dataset.formats.program import Program
 from dlio.dataset.gen_plan import GenPlan, free_bytes
 from dlio.dataset.spec import estimated_sizes
-from dlio.errors import DatasetError, InsufficientSpace
-from dlio.output import atomic_path
+from dlio.system.output import atomic_path
 
 BATCH_BYTES = 64 << 20  # a thread's batch of files: about this many bytes ...
 BATCH_FILES = 512  # ... or this many files (bounds the programs held in memory)

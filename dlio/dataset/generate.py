@@ -11,14 +11,14 @@ wrote files records its rate (gen_rate, for --dry-run's estimate)."""
 import time
 from dataclasses import dataclass
 
+from dlio.base.errors import DatasetError, InsufficientSpace
+from dlio.base.limits import usable_cpus
 from dlio.dataset.gen_manifest import ranges_and_crcs, save_manifests
 from dlio.dataset.gen_plan import plan
 from dlio.dataset.gen_rate import estimate_seconds, measured_rate, record_rate
 from dlio.dataset.gen_write import write_all
 from dlio.dataset.manifest import Manifest, load_manifest, manifest_path, resolve_paths, scan_manifest
 from dlio.dataset.spec import DatasetSpec, all_dims, dataset_bytes, file_dims, file_paths, split_folder
-from dlio.errors import DatasetError, InsufficientSpace
-from dlio.limits import usable_cpus
 
 
 @dataclass

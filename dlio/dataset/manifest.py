@@ -17,11 +17,11 @@ from typing import Optional
 import numpy as np
 
 from dlio import _core
+from dlio.base.errors import DatasetError
 from dlio.dataset import ranges
 from dlio.dataset.formats import get_format
 from dlio.dataset.spec import MANIFEST_DIR, MANIFEST_VERSION, file_paths, split_folder, split_key
-from dlio.errors import DatasetError
-from dlio.output import atomic_path
+from dlio.system.output import atomic_path
 
 # the manifest
 

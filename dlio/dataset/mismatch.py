@@ -8,9 +8,9 @@ import json
 import os
 from typing import Any, Dict, Optional
 
+from dlio.base.errors import DatasetError
 from dlio.dataset.manifest import manifest_path, read_manifest_file
 from dlio.dataset.spec import DIALECT_FORMATS, DIALECTS, estimated_sizes, file_dims, file_paths, split_key
-from dlio.errors import DatasetError
 
 # What decides the bytes of a file with a given name (the format is in the name already).
 CONTENT_KEYS = (

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dlio.base.errors import ConfigError
 from dlio.dataset.formats import get_format
-from dlio.errors import ConfigError
-from dlio.memcheck import STR_OVERHEAD, check_fits
+from dlio.system.memcheck import STR_OVERHEAD, check_fits
 
 SPLITS = ("train", "valid")
 MANIFEST_DIR = ".dlio-fast"

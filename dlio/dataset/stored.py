@@ -13,15 +13,15 @@ import dataclasses
 import time
 from typing import Callable, List, Optional
 
+from dlio.base.errors import DlioError
+from dlio.base.limits import usable_cpus
+from dlio.base.units import fmt_bytes
 from dlio.dataset import gen_stream
 from dlio.dataset.generate import generate as generate_in_place
 from dlio.dataset.mismatch import check_dataset_matches
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, dataset_bytes, file_paths
-from dlio.errors import DlioError
-from dlio.limits import usable_cpus
 from dlio.storage import backend_for
 from dlio.storage.base import IN_PLACE, LOCAL, SCAN, Backend
-from dlio.units import fmt_bytes
 
 SPLITS = ("train", "valid")
 

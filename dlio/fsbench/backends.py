@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional
 
+from dlio.base.errors import DlioError
+from dlio.base.units import fmt_size
 from dlio.config.engines import MPIIO
-from dlio.errors import DlioError
 from dlio.fsbench.request import CEILING_FLAGS, IO_FLAGS, CeilingRequest, IoRequest
 from dlio.storage import kind_of
-from dlio.units import fmt_size
 
 # Options every io backend takes.
 IO_COMMON = frozenset({"rws", "bss", "threads", "runtime_ns", "size", "ramp_ns", "json_path", "csv_path", "keep"})

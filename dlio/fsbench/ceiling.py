@@ -8,13 +8,14 @@ page cache is kept out of the way with O_DIRECT where the filesystem
 allows it, else by dropping the files' pages before every probe.
 """
 
-from dlio import _core, counters, output
+from dlio import _core
+from dlio.base.limits import usable_cpus
+from dlio.base.units import fmt_figure, fmt_ns
 from dlio.fsbench import grid, points, testfiles
-from dlio.limits import usable_cpus
 from dlio.report import verdict
 from dlio.report.io_table import VERDICT_HEADER, verdict_line
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
-from dlio.units import fmt_figure, fmt_ns
+from dlio.system import counters, output
 
 GAIN = 1.05
 TARGETS = (

@@ -10,13 +10,13 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from dlio import output
-from dlio.errors import DlioError, Interrupted
-from dlio.execute import late_signal_note, pending, stop_signals_deferred
+from dlio.base.errors import DlioError, Interrupted
+from dlio.base.units import fmt_bytes
 from dlio.fsbench.points import MIXED, writes
 from dlio.report.io_table import IO_COLUMNS, MIXED_COLUMNS, flat_point
 from dlio.report.result import IoPoint
-from dlio.units import fmt_bytes
+from dlio.system import output
+from dlio.system.execute import late_signal_note, pending, stop_signals_deferred
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def fits_in_ram_warning(
 
 def memory_note(path: str, warn: Callable[[str], None]) -> None:
     """Say once, before the figures, that a memory-backed filesystem's figures are RAM's."""
-    from dlio.host import memory_filesystem
+    from dlio.system.host import memory_filesystem
 
     fs = memory_filesystem(path)
     if fs:
@@ -222,11 +222,12 @@ def grid_of(req: Any) -> Grid:
 
 def run_local(req: Any, console: Any) -> Dict[str, Any]:
     """`dlio-fast io` on this host: check what the grid needs, prepare the test files, run the grid."""
-    from dlio import _core, counters
+    from dlio import _core
     from dlio.fsbench import points, testfiles
     from dlio.report import verdict
     from dlio.report.io_table import VERDICT_HEADER, verdict_line
     from dlio.report.result import IO_SCHEMA, new_io_doc
+    from dlio.system import counters
 
     g, paths, file_size, progress, warn = grid_of(req), list(req.paths), req.file_size, console.progress, console.warn
     sinks = Sinks(req.json_path, req.csv_path, csv_extra=MIXED_COLUMNS if any(r in MIXED for r in g.rws) else ())
@@ -244,7 +245,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
         )
     if any(writes(r) for r in g.rws) and not (len(paths) == 1 and os.path.isdir(paths[0])):
         raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
-    from dlio.memcheck import THREAD_MARGIN, check_fits, check_threads
+    from dlio.system.memcheck import THREAD_MARGIN, check_fits, check_threads
 
     _, b, _, q, t = max(todo, key=lambda p: p[4] * p[3] * p[1])  # (rw, bs, engine, qd, threads)
     check_fits(
@@ -278,7 +279,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
                 on_tick=tick,
                 eng_flags=flags,
                 tracer=tracer,
-                phase=lambda: counters.Phase(fileset.paths, e),  # kernel counters after the drop: dlio.counters
+                phase=lambda: counters.Phase(fileset.paths, e),  # kernel counters after the drop: dlio.system.counters
             )
             rec["verdict"] = verdict.classify(rec["counters"], verdict.Context("io", direct, cache, e))
             if progress:

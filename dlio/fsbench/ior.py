@@ -32,14 +32,15 @@ import time
 
 import numpy as np
 
-from dlio import _core, stats
-from dlio.errors import DlioError
-from dlio.execute import execute
+from dlio import _core
+from dlio.base.errors import DlioError
 from dlio.fsbench.grid import Sinks, combinations, run_grid
 from dlio.fsbench.testfiles import check_ours, create_exclusive, writing_test_data
-from dlio.host import drop_cache
 from dlio.report.io_table import POINT_HEADER, point_line
 from dlio.report.result import IO_SCHEMA, new_io_doc
+from dlio.system import stats
+from dlio.system.execute import execute
+from dlio.system.host import drop_cache
 
 LAYOUTS = ("fpp", "segmented", "strided")
 PREFIX = "dlio-fast-ior"
@@ -359,7 +360,7 @@ def parse_hints(items):
 
 def check_ready(comm, threads, collective):
     """Raise DlioError unless the MPI-IO engine can run here with these settings."""
-    from dlio import mpi
+    from dlio.system import mpi
 
     why = mpi.register_mpiio()
     if why:
@@ -377,7 +378,7 @@ def check_ready(comm, threads, collective):
 
 def main(req, console):
     """The `io --engine mpiio` grid on every rank (rank 0 prints and writes the sinks)."""
-    from dlio import mpi
+    from dlio.system import mpi
 
     comm = mpi.world(force=True)
     if comm.comm is None:

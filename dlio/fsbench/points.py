@@ -26,10 +26,11 @@ from typing import Dict, List
 
 import numpy as np
 
-from dlio import _core, stats
-from dlio.errors import DlioError, Interrupted
-from dlio.execute import execute_partial
-from dlio.host import drop_cache, drop_host_cache
+from dlio import _core
+from dlio.base.errors import DlioError, Interrupted
+from dlio.system import stats
+from dlio.system.execute import execute_partial
+from dlio.system.host import drop_cache, drop_host_cache
 
 RW_MODES = ("read", "randread", "write", "randwrite", "readwrite", "randrw")
 RW_ALIASES = {"rw": "readwrite"}  # fio's other spelling
@@ -130,7 +131,7 @@ def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, d
     """Measure one point. Returns the point's record (plain dict, JSON-ready). With a tracer
     (dlio.report.trace.Tracer), the point's requests are appended to its .pfw file as spans.
 
-    phase: a function returning the point's dlio.counters.Phase, begun after the page-cache step (what
+    phase: a function returning the point's dlio.system.counters.Phase, begun after the page-cache step (what
     it samples, the pages cached before, is then what the point meets) and ended with the run; the
     record carries its counters as "counters"."""
     ops, first_op = build_plan(point, fileset)

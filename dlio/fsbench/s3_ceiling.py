@@ -13,20 +13,20 @@ from __future__ import annotations
 import shutil
 from typing import Callable, Dict, List, cast
 
-from dlio import output
+from dlio.base.errors import DlioError, DlioRunError
+from dlio.base.limits import usable_cpus
+from dlio.base.units import fmt_ns, fmt_size
 from dlio.config.engines import S3_ENGINE
-from dlio.errors import DlioError, DlioRunError
 from dlio.fsbench import s3_points as points
 from dlio.fsbench.ceiling import climb
 from dlio.fsbench.points import Budget
 from dlio.fsbench.s3_io import HEADER, point_line, timeout_s
-from dlio.limits import usable_cpus
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
 from dlio.storage import backend_for_uri
 from dlio.storage.s3 import client, limits
 from dlio.storage.s3.backend import S3Backend
 from dlio.storage.s3.settings import parse_uri
-from dlio.units import fmt_ns, fmt_size
+from dlio.system import output
 
 SMALL_OBJECT = 4096
 MAX_QD = 64

@@ -5,20 +5,20 @@ from __future__ import annotations
 import shutil
 from typing import Any, Mapping, Optional, cast
 
-from dlio import output
+from dlio.base.errors import DlioError, DlioRunError
+from dlio.base.units import fmt_ns, fmt_size
 from dlio.config.engines import S3_ENGINE
-from dlio.errors import DlioError, DlioRunError
 from dlio.fsbench import s3_points as points
 from dlio.fsbench.grid import Sinks, run_grid
 from dlio.fsbench.points import Budget
-from dlio.memcheck import check_fits
 from dlio.report.io_table import POINT_HEADER
 from dlio.report.result import IO_SCHEMA, new_io_doc
 from dlio.storage import backend_for_uri
 from dlio.storage.s3 import client, limits
 from dlio.storage.s3.backend import S3Backend
 from dlio.storage.s3.settings import parse_uri
-from dlio.units import fmt_ns, fmt_size
+from dlio.system import output
+from dlio.system.memcheck import check_fits
 
 S3_EXTRA = ("object_size", "requests_per_s", "errors", "retries")  # CSV columns after the file io ones
 MAX_RANGE_OBJECT = 5 << 30  # S3's largest single PUT

@@ -17,11 +17,12 @@ from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
-from dlio import _core, stats
+from dlio import _core
+from dlio.base.units import fmt_size
 from dlio.config.engines import S3_ENGINE
 from dlio.storage.s3 import client, limits, oplog, worker
 from dlio.storage.s3.settings import S3Settings
-from dlio.units import fmt_size
+from dlio.system import stats
 
 TEST_FOLDER = ".dlio-fast-io/"
 CACHE_NOTE = "n/a (object store: no client cache; server-side caching unknown)"

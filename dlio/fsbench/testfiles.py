@@ -11,10 +11,11 @@ import fcntl
 import os
 import stat
 
-from dlio import _core, tmpclaim
-from dlio.errors import DlioError, os_error_message
-from dlio.output import atomic_path
-from dlio.units import fmt_bytes
+from dlio import _core
+from dlio.base import tmpclaim
+from dlio.base.errors import DlioError, os_error_message
+from dlio.base.units import fmt_bytes
+from dlio.system.output import atomic_path
 
 PREFIX = "dlio-fast-io"
 

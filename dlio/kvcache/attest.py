@@ -26,7 +26,7 @@ import resource
 import time
 from typing import Any, Dict, List, Optional
 
-from dlio import counters
+from dlio.system import counters
 
 # What the C engine calls for its I/O (glibc names; the 64-bit aliases too).
 IO_SYMBOLS = (

@@ -17,9 +17,9 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from dlio.errors import DlioError
-from dlio.inputs import JSON_CAP, read_regular
+from dlio.base.errors import DlioError
 from dlio.kvcache.results import SCHEMA
+from dlio.system.inputs import JSON_CAP, read_regular
 
 # Rules 6.3.1, Table KVCache-1 (per client): model, users, cpu bytes, max concurrent allocations; all
 # 300 s, generation none, seed 42, 3 trials.

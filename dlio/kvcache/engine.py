@@ -10,11 +10,11 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from dlio import _core
-from dlio.errors import DlioError
-from dlio.execute import execute_partial
+from dlio.base.errors import DlioError
+from dlio.base.units import fmt_bytes
 from dlio.kvcache.plan import Plan
 from dlio.kvcache.settings import KvSettings
-from dlio.units import fmt_bytes
+from dlio.system.execute import execute_partial
 
 STAGE_RAM_SHARE = 0.25  # the staging buffers may take this share of the host's memory at most
 MIN_STAGE = 64 << 20  # auto staging is never smaller than this

@@ -12,10 +12,8 @@ import socket
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from dlio import output
-from dlio.errors import DlioError, DlioRunError
-from dlio.execute import late_signal_note, pending, stop_signals_deferred
-from dlio.host import iso
+from dlio.base.errors import DlioError, DlioRunError
+from dlio.base.units import fmt_bytes
 from dlio.kvcache import attest, engine, metrics, oplog, results
 from dlio.kvcache.check import OPTIONS
 from dlio.kvcache.models import resolve_model
@@ -23,10 +21,12 @@ from dlio.kvcache.plan import Plan, plan_lines, synthetic_plan
 from dlio.kvcache.settings import KvSettings, settings
 from dlio.kvcache.store import Store
 from dlio.kvcache.traces import trace_plan
-from dlio.stats import to_json
 from dlio.storage import backend_for
 from dlio.storage.base import LOCAL
-from dlio.units import fmt_bytes
+from dlio.system import output
+from dlio.system.execute import late_signal_note, pending, stop_signals_deferred
+from dlio.system.host import iso
+from dlio.system.stats import to_json
 
 REPORT = results.REPORT  # what `dlio-fast report` reads of this family's documents (dlio.report.family)
 

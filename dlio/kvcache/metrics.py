@@ -19,7 +19,7 @@ from __future__ import annotations
 from statistics import fmean
 from typing import Any, Dict, List, Sequence
 
-from dlio import stats
+from dlio.system import stats
 
 GiB = float(1 << 30)
 PCTS = ((50, "p50"), (95, "p95"), (99, "p99"), (99.9, "p999"), (99.99, "p9999"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict
 
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from typing import IO, Any, Dict, List, Optional
 
 import numpy as np
 
-from dlio.errors import DlioError
-from dlio.output import atomic_write_text
+from dlio.base.errors import DlioError
+from dlio.system.output import atomic_write_text
 
 OPS_DTYPE = np.dtype([("t", "<f8"), ("op", "u1"), ("size", "<u8"), ("tier", "u1"), ("key", "<u8"), ("phase", "u1")])
 HEADER = ["Timestamp", "Operation", "Object_Size_Bytes", "Tier", "Key", "Phase"]

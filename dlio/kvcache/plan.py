@@ -25,7 +25,7 @@ from typing import Callable, List, Optional
 import numpy as np
 
 from dlio import _core
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
 from dlio.kvcache.settings import KvSettings
 
 MAX_REQUESTS = 20_000_000  # per rank and trial: 40 B of plan and ~100 B of C state each

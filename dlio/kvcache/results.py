@@ -15,11 +15,11 @@ import os
 import time
 from typing import Any, Dict, List, Sequence
 
-from dlio import output
+from dlio.base.units import fmt_size
 from dlio.kvcache import attest, metrics
 from dlio.report import verdict
 from dlio.report.family import FamilyReading, FamilyReport, Figure
-from dlio.units import fmt_size
+from dlio.system import output
 
 SCHEMA = "dlio-fast.kvcache/1"
 

@@ -8,9 +8,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Tuple
 
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
+from dlio.base.units import parse_size
 from dlio.kvcache.models import KvModel, resolve_model
-from dlio.units import parse_size
 
 # The reference's user templates (kv_cache/workload.py UserSimulator, config.yaml user_templates):
 # context tokens, generated tokens, think time in seconds, each [lo, hi].

@@ -11,12 +11,12 @@ import glob
 import os
 from typing import Any, Optional
 
-from dlio import counters
-from dlio.errors import DlioError, DlioRunError
+from dlio.base.errors import DlioError, DlioRunError
 from dlio.kvcache import engine
 from dlio.kvcache.plan import Plan
 from dlio.kvcache.settings import KvSettings
 from dlio.storage.base import Backend
+from dlio.system import counters
 
 OBJECT_STORE_WHY = "an object store: no page cache on the client, and its devices are not visible from it"
 

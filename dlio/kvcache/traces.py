@@ -23,7 +23,7 @@ from typing import Any, List
 import numpy as np
 
 from dlio import _core
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
 from dlio.kvcache import oplog
 from dlio.kvcache.plan import MAX_REQUESTS, Plan
 from dlio.kvcache.settings import KvSettings

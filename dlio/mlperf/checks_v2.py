@@ -15,12 +15,12 @@ A DLIO output folder is checked on what DLIO recorded (its AU formula, its sampl
 run_checks() returns (name, passed, figure_text) tuples, passed None for a note; nothing here prints.
 """
 
+from dlio.base.units import fmt_bytes
 from dlio.report.compare import RUN_SETTINGS, settings_of
 from dlio.report.dlio.files import summary
 from dlio.report.dlio.folder import dlio_summary
 from dlio.report.exact import metrics_of
 from dlio.report.run_figures import trained
-from dlio.units import fmt_bytes
 
 RAM_FACTOR = 5
 MIN_STEPS = 500

@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from dlio.base.units import fmt_bytes
 from dlio.mlperf import closed, datasize, rules
 from dlio.mlperf.checks_v2 import check_complete, check_not_cache
 from dlio.report.dlio.files import summary
 from dlio.report.exact import metrics_of
 from dlio.report.run_figures import trained
-from dlio.units import fmt_bytes
 
 Check = Tuple[str, bool, str]
 # Keys of `settings` that may differ between the runs of one result: none of them change the workload.

@@ -13,11 +13,11 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, List, Optional
 
+from dlio.base.errors import DlioError
+from dlio.base.units import fmt_bytes, fmt_num
 from dlio.config import load_config
 from dlio.dataset.spec import dataset_bytes, dataset_spec
-from dlio.errors import DlioError
 from dlio.mlperf import rules
-from dlio.units import fmt_bytes, fmt_num
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
 
 
 @dataclass

@@ -18,9 +18,9 @@ import sys
 from typing import Any, Dict, List, Optional
 
 import dlio
-from dlio.host import host_info
 from dlio.mlperf import rules
-from dlio.output import atomic_path
+from dlio.system.host import host_info
+from dlio.system.output import atomic_path
 
 SCHEMA = "dlio-fast.provenance/1"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from dlio.base.errors import DlioError
 from dlio.config.workloads import ALIASES
-from dlio.errors import DlioError
 
 VERSIONS = ("v2.0", "v3.0")
 

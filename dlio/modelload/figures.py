@@ -18,9 +18,9 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from dlio.base.units import fmt_size
 from dlio.report import verdict
 from dlio.report.family import FamilyReading, Figure
-from dlio.units import fmt_size
 
 GiB = float(1 << 30)
 

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
 
 # safetensors' dtype names and their sizes
 DTYPES: Dict[str, Tuple[str, int]] = {

@@ -4,9 +4,9 @@ ready to serve, on every rank of the job.
 Start to end on every rank: the model's tensors and shards (dlio.modelload.models, shards), the shards
 where the storage backend keeps them, written when missing (dlio.modelload.store), this rank's
 requests (dlio.modelload.plan); then the loads: with model_load.cache cold each one after the shards'
-pages were dropped (and checked with mincore: dlio.host.drop_cache), with warm a first, untimed load
+pages were dropped (and checked with mincore: dlio.system.host.drop_cache), with warm a first, untimed load
 fills the page cache; every load starts on all ranks at once (a barrier) and is one C run through the
-backend's ``read_ranges``; the kernel's counters around it give its verdict (dlio.counters,
+backend's ``read_ranges``; the kernel's counters around it give its verdict (dlio.system.counters,
 dlio.report.verdict). Rank 0 gathers the records, writes ``dlio-fast.json`` (schema
 ``dlio-fast.modelload/1``) in the output folder and prints the figures (dlio.modelload.figures).
 A load stopped by Ctrl-C / SIGTERM keeps the loads measured (``complete: false``).
@@ -20,21 +20,21 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dlio import _core
+from dlio.base.errors import ConfigError, DlioError, DlioRunError, Interrupted
+from dlio.base.units import fmt_bytes
 from dlio.config.engines import S3_ENGINE
-from dlio.errors import ConfigError, DlioError, DlioRunError, Interrupted
-from dlio.execute import interruptible, stop_signals_deferred
-from dlio.host import host_info, iso
 from dlio.modelload import figures
 from dlio.modelload.models import Model, model_of
 from dlio.modelload.plan import RankPlan, rank_plan
 from dlio.modelload.shards import INDEX, Shard, index_text, layout
 from dlio.modelload.store import StoredModel
-from dlio.output import environment, write_json
 from dlio.report.family import FamilyReport
-from dlio.results_out import write_with_fallback
 from dlio.storage import backend_for
 from dlio.storage.base import FILE_ENGINES, Backend, SetOptions
-from dlio.units import fmt_bytes
+from dlio.system.execute import interruptible, stop_signals_deferred
+from dlio.system.host import host_info, iso
+from dlio.system.output import environment, write_json
+from dlio.system.results_out import write_with_fallback
 
 SCHEMA = "dlio-fast.modelload/1"
 REPORT = FamilyReport(SCHEMA, "model load", figures.REPORT_SETTINGS, figures.REPORT_FIGURES, figures.reading)

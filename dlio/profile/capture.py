@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional
 
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
 
 STOP_GRACE = 10.0  # seconds a stopped job gets to end on its own before SIGKILL
 

@@ -5,8 +5,8 @@ from typing import Dict, Optional
 import numpy as np
 import yaml
 
+from dlio.base.errors import ConfigError
 from dlio.config.load import load_config
-from dlio.errors import ConfigError
 from dlio.profile.analyze import Inferred
 
 

@@ -15,7 +15,7 @@ from typing import Iterator, List, Optional
 
 import numpy as np
 
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
 from dlio.profile.tracein import (
     CHUNK,
     LIMIT,

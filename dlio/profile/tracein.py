@@ -19,7 +19,7 @@ from typing import BinaryIO, Iterator, List, Optional
 
 import numpy as np
 
-from dlio.errors import DlioError, os_error_message
+from dlio.base.errors import DlioError, os_error_message
 
 MAX_LINE = 1 << 20  # bytes of one line (a DFTracer, DXT or strace line is well under 10 KiB)
 MAX_BYTES = 64 << 30  # (decompressed) bytes read from one trace file

@@ -44,9 +44,9 @@ from typing import Any, Callable, Optional, TextIO
 
 import click
 
+from dlio.base.units import fmt_size
 from dlio.progress.figures import CSV_COLUMNS, Figures, RunFigures, eta, fmt_eta
 from dlio.progress.sink import CsvSink, LineSink
-from dlio.units import fmt_size
 
 __all__ = ["CSV_COLUMNS", "Figures", "Phase", "Progress", "fmt_eta", "pause", "phase_of"]
 
@@ -121,9 +121,9 @@ def pause(
     """Sleep `seconds` because the workload asks for it (`why`: its config key), shown as a phase
     ("sleeping before checkpoint 2 save", 3/5 s) on every output, and said with `echo` from LONG_PAUSE_S
     ("sleeping 5 s before checkpoint 2 save (checkpoint.time_between_checkpoints)"). A stop signal noted
-    during the measured phase (dlio.execute.pending; or `stop.is_set()`) ends it early: returns False then,
+    during the measured phase (dlio.system.execute.pending; or `stop.is_set()`) ends it early: returns False then,
     True after the whole sleep. (Outside a measured phase Ctrl-C interrupts the sleep as usual.)"""
-    from dlio import execute
+    from dlio.system import execute
 
     stop = stop if stop is not None else _PendingStop(execute)
     if seconds <= 0:
@@ -143,7 +143,7 @@ def pause(
 
 
 class _PendingStop:
-    """is_set() when a stop signal arrived in the measured phase (dlio.execute's record of it)."""
+    """is_set() when a stop signal arrived in the measured phase (dlio.system.execute's record of it)."""
 
     def __init__(self, execute: Any) -> None:
         self.execute = execute

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from dlio.units import fmt_bytes, fmt_figure
+from dlio.base.units import fmt_bytes, fmt_figure
 
 CSV_COLUMNS = [
     "time",

@@ -7,9 +7,9 @@ from typing import Any, Dict, Iterable, List
 
 import numpy as np
 
+from dlio.base.units import GiB
 from dlio.report.metrics import mean_std
 from dlio.report.result import CheckpointRecord
-from dlio.units import GiB
 
 
 def per_epoch_entry(rec: CheckpointRecord) -> Dict[str, Any]:

@@ -13,12 +13,12 @@ import math
 import os
 from typing import Any, Dict, List, Optional
 
+from dlio.base.units import fmt_bytes
 from dlio.report import interference
 from dlio.report.family import verdict_words
 from dlio.report.io_table import mode
 from dlio.report.result import REPORT_SCHEMA
 from dlio.report.verdict import point_name
-from dlio.units import fmt_bytes
 
 # (key, label, unit, decimals): the run figures in table order. Checkpoint rows appear only when a
 # run has them.

@@ -7,13 +7,13 @@ Pure functions of the Result, as DLIO's renderers are (dlio.report.dlio.files ha
 
 import numpy as np
 
-from dlio import stats
+from dlio.base.units import fmt_figure, fmt_ns
 from dlio.report import checkpoint as ckpt_figures
 from dlio.report import interference, metrics
 from dlio.report.dlio.files import summary
 from dlio.report.result import RUN_SCHEMA
 from dlio.report.run_figures import checkpoint_records, dialect, train_figures
-from dlio.units import fmt_figure, fmt_ns
+from dlio.system import stats
 
 # A mean compute overrun above this share of the set compute is worth a note on the console.
 OVERRUN_NOTE = 0.01

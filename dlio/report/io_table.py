@@ -4,9 +4,9 @@ a figure is never printed without it."""
 
 from typing import Any, Dict, Mapping
 
+from dlio.base.units import fmt_figure, fmt_ns, fmt_size
 from dlio.report.result import IoPoint
 from dlio.report.verdict import short
-from dlio.units import fmt_figure, fmt_ns, fmt_size
 
 IO_COLUMNS = [
     "rw",

@@ -17,7 +17,8 @@ import os
 
 import numpy as np
 
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
+from dlio.base.units import fmt_ns
 from dlio.report import compare
 from dlio.report.exact import metrics_of
 from dlio.report.plots_interference import interference_plot
@@ -37,7 +38,6 @@ from dlio.report.plotting import (
     title,
 )
 from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA
-from dlio.units import fmt_ns
 
 MAX_EPOCH_PANELS = 6
 MAX_RANK_LINES = 8
@@ -140,7 +140,7 @@ def timeline(result, path):
 
 
 def fmt_ms(seconds):
-    """A wait in the plots' titles, in the console's units (dlio.units.fmt_ns)."""
+    """A wait in the plots' titles, in the console's units (dlio.base.units.fmt_ns)."""
     return fmt_ns(float(seconds) * 1e9)
 
 

@@ -6,10 +6,10 @@ import os
 
 import numpy as np
 
-from dlio import stats
+from dlio.base.units import fmt_ns
 from dlio.report.plots import make_all
 from dlio.report.plotting import cache_epochs, headroom, hist, latency_panels, merged_hist, plt, save_figure, title
-from dlio.units import fmt_ns
+from dlio.system import stats
 
 
 def compare_latency(sources, path):

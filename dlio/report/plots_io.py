@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
+from dlio.base.units import fmt_size
 from dlio.report.plotting import (
     CACHE_COLOR,
     CACHE_HATCH,
@@ -19,7 +20,6 @@ from dlio.report.plotting import (
     save_figure,
     title,
 )
-from dlio.units import fmt_size
 
 
 def _io_meta(doc):

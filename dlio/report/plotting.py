@@ -14,10 +14,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from dlio import stats  # noqa: E402
-from dlio.errors import DlioError  # noqa: E402
-from dlio.output import result_path  # noqa: E402
-from dlio.units import fmt_ns  # noqa: E402
+from dlio.base.errors import DlioError  # noqa: E402
+from dlio.base.units import fmt_ns  # noqa: E402
+from dlio.system import stats  # noqa: E402
+from dlio.system.output import result_path  # noqa: E402
 
 DPI = 110
 

@@ -45,7 +45,8 @@ try:  # Python >= 3.11
 except ImportError:  # pragma: no cover - older Pythons
     from typing_extensions import NotRequired, TypedDict
 
-from dlio import _core, output
+from dlio import _core
+from dlio.system import output
 
 # Schema ids, declared once. Bump the number when a field changes meaning.
 RUN_SCHEMA = "dlio-fast.run/1"
@@ -145,7 +146,7 @@ class EpochRecord(TypedDict, total=False):
     train: Optional[BlockFigures]
     eval: Optional[Dict[str, Any]]
     blocks: Optional[List[BlockFigures]]
-    lat: Dict[str, Any]  # dlio.stats histogram, read latency
+    lat: Dict[str, Any]  # dlio.system.stats histogram, read latency
     sample_lat: Dict[str, Any]
     bytes: int
     ops: int
@@ -228,7 +229,7 @@ class IoPoint(TypedDict, total=False):
     rwmixread: int
     read: Dict[str, Any]
     write: Dict[str, Any]
-    counters: Optional[Dict[str, Any]]  # dlio.counters: the kernel's view of the point
+    counters: Optional[Dict[str, Any]]  # dlio.system.counters: the kernel's view of the point
     verdict: Optional[Dict[str, Any]]  # dlio.report.verdict.classify of those counters
     interrupted: str  # the signal that stopped a point whose measured part is kept
     error: str  # an S3 point's first failed request

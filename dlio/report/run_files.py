@@ -1,17 +1,17 @@
 """A run's output folder written from its Result (rank 0), or one rank's own files when the ranks
 cannot gather: DLIO's files (dlio.report.dlio), dlio-fast.json (dlio.report.exact), config.yaml and
-Hydra's folder. Every file is written atomically (dlio.output)."""
+Hydra's folder. Every file is written atomically (dlio.system.output)."""
 
 from __future__ import annotations
 
 import os
 from typing import Dict, Optional
 
-from dlio import output
 from dlio.report.dlio import files as dlio_files
 from dlio.report.dlio import log as dlio_log
 from dlio.report.exact import dlio_fast_doc
 from dlio.report.result import RunResult
+from dlio.system import output
 
 
 def write_rank_files(result: RunResult, folder: str, rank: int) -> None:

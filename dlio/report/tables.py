@@ -7,10 +7,10 @@ import json
 import math
 from typing import List
 
-from dlio.output import csv_value
+from dlio.base.units import fmt_bytes, fmt_ns, fmt_size
 from dlio.report.compare import KEY_FIELDS, POINT_FIGURES, RATIO_POINT_FIGURES, RUN_FIGURES
 from dlio.report.verdict import THRESHOLDS
-from dlio.units import fmt_bytes, fmt_ns, fmt_size
+from dlio.system.output import csv_value
 
 
 def _fmt(v, dec):
@@ -255,7 +255,7 @@ def csv_text(rep):
 
 
 def _raw(v):
-    """A CSV cell: true/false, floats rounded, formula-like text made text (dlio.output.csv_value)."""
+    """A CSV cell: true/false, floats rounded, formula-like text made text (dlio.system.output.csv_value)."""
     return csv_value(v)
 
 

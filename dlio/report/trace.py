@@ -49,7 +49,7 @@ from decimal import Decimal
 import numpy as np
 
 from dlio import _core
-from dlio.errors import os_error_message
+from dlio.base.errors import os_error_message
 
 KIND_NAMES = {
     _core.TR_READ: "read",

@@ -11,7 +11,7 @@ import math
 import typing
 from typing import Any, Dict, List, Union
 
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
 from dlio.report.result import IoPoint, RunResult
 
 MAX_DEPTH = 64  # our documents nest about 8 deep; a deeper one is not ours

@@ -1,5 +1,5 @@
 """Is this a storage result? The verdict of a phase (an epoch of `run`, an io point, a ceiling probe)
-from its counters (dlio.counters): storage-bound, client-bound, cache or inconclusive, with the reason
+from its counters (dlio.system.counters): storage-bound, client-bound, cache or inconclusive, with the reason
 and the setting to change, said in the words of the command that measured it (Context).
 
 The rules, in the order they are tried (the thresholds are printed next to each verdict):
@@ -44,7 +44,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from dlio.units import fmt_bytes, fmt_size
+from dlio.base.units import fmt_bytes, fmt_size
 
 VERDICTS = ("storage-bound", "client-bound", "cache", "inconclusive")
 CACHE_RATIO = 0.5
@@ -141,7 +141,7 @@ def _join(items: Sequence[Optional[str]]) -> Optional[str]:
 
 
 def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
-    """The verdict of one phase's counters (dlio.counters.Phase.end, or combine())."""
+    """The verdict of one phase's counters (dlio.system.counters.Phase.end, or combine())."""
     words = WORDS.get(ctx.command, WORDS["run"])
     app = int(c.get("app_bytes") or 0)
     if app <= 0:

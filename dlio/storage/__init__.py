@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
 from dlio.storage.base import Backend
 from dlio.storage.files import FileBackend
 from dlio.storage.s3.backend import S3Backend

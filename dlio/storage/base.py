@@ -15,8 +15,8 @@ from typing import Any, Callable, ClassVar, Dict, FrozenSet, List, NoReturn, Opt
 
 import numpy as np
 
-from dlio import counters
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
+from dlio.system import counters
 
 # Capabilities: what a backend can honour. A config or option asking for one the backend lacks is
 # refused by `Backend.refuse` (one message shape), never silently dropped.
@@ -262,5 +262,5 @@ class Backend:
         return "n/a (no client cache)"
 
     def phase(self, names: Sequence[str], engine: str) -> counters.Phase:
-        """The counters read at a phase's boundaries (dlio.counters)."""
+        """The counters read at a phase's boundaries (dlio.system.counters)."""
         return counters.Phase([], engine, residency=False)

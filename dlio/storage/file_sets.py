@@ -24,11 +24,11 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from dlio import _core
-from dlio.errors import DlioError, DlioRunError, os_error_message
-from dlio.execute import execute
-from dlio.host import drop_cache
+from dlio.base.errors import DlioError, DlioRunError, os_error_message
+from dlio.base.units import fmt_bytes
 from dlio.storage.base import MAX_SET_THREADS, SetContent, SetOptions, SetResult
-from dlio.units import fmt_bytes
+from dlio.system.execute import execute
+from dlio.system.host import drop_cache
 
 
 def build_ops(sizes: Sequence[int], op: int, transfer: int, align: int = 1) -> np.ndarray:

@@ -10,11 +10,12 @@ from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 
-from dlio import _core, counters
+from dlio import _core
 from dlio.config import engines
-from dlio.host import drop_cache, drop_host_cache
 from dlio.storage import base, file_sets
 from dlio.storage.base import Backend, RunLike, SetContent, SetOptions, SetResult, TrainOptions
+from dlio.system import counters
+from dlio.system.host import drop_cache, drop_host_cache
 
 
 class FileBackend(Backend):

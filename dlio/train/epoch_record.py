@@ -6,10 +6,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from dlio import _core, stats
-from dlio.host import iso
+from dlio import _core
 from dlio.report import metrics
 from dlio.report.result import BlockFigures, EpochRecord
+from dlio.system import stats
+from dlio.system.host import iso
 
 
 def cpu_accounts(process_cpu_s, res, compute_mode, read_threads, set_compute_ns=None):
@@ -17,7 +18,7 @@ def cpu_accounts(process_cpu_s, res, compute_mode, read_threads, set_compute_ns=
     `benchmark CPU per sample` shows), the readers' part of it, the CPU of the benchmark's worker
     processes (S3: their reading and their spin; /proc/stat counts them as other processes), and the
     emulated accelerator's spin, which stands for a GPU and is not the client's CPU; with the time the
-    accelerator computed and the steps' I/O wait (dlio.counters.Phase.end).
+    accelerator computed and the steps' I/O wait (dlio.system.counters.Phase.end).
 
     The spin is what the trainer spun (spin mode: all of each step's compute; hybrid: the last
     COMPUTE_SPIN_NS of it), no more than the trainer thread's CPU time (the C core measures it: a
@@ -61,7 +62,7 @@ def benchmark_cpu(process_cpu_s, res, compute_mode, read_threads):
 
 
 def phase_cpu(rec):
-    """The CPU arguments of dlio.counters.Phase.end for an epoch record: the readers', the workers',
+    """The CPU arguments of dlio.system.counters.Phase.end for an epoch record: the readers', the workers',
     the emulated accelerator's compute, spin and the steps' I/O wait."""
     a = rec.get("cpu_accounts") or {}
     return {

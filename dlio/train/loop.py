@@ -16,6 +16,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from dlio import _core
+from dlio.base.errors import DlioError, DlioRunError, Interrupted
+from dlio.base.units import dlio_line
 from dlio.checkpoint import async_save
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.schedule import checkpoint_schedule
@@ -23,13 +25,12 @@ from dlio.dataset import stored
 from dlio.dataset.formats import get_format
 from dlio.dataset.manifest import load_manifest, load_saved
 from dlio.dataset.spec import dataset_spec
-from dlio.errors import DlioError, DlioRunError, Interrupted
-from dlio.execute import execute_partial, interruptible
-from dlio.host import iso
 from dlio.report import metrics
 from dlio.report.dlio import host as dlio_host
 from dlio.report.result import BlockFigures, CheckpointRecord, new_rank_record
 from dlio.storage.base import C_STEP_HOOK, LOCAL, PAGE_CACHE, TrainOptions
+from dlio.system.execute import execute_partial, interruptible
+from dlio.system.host import iso
 from dlio.train import planner
 from dlio.train.epoch_record import (
     benchmark_cpu,
@@ -41,7 +42,6 @@ from dlio.train.epoch_record import (
     phase_cpu,
     step_lines,
 )
-from dlio.units import dlio_line
 
 
 def check_files(paths, recorded_sizes):
@@ -217,7 +217,7 @@ class Trainer:
     @staticmethod
     def _stop_barrier_tick(barrier, tick):
         """On Ctrl-C / SIGTERM, also release the C barrier (another rank may never arrive)."""
-        from dlio.execute import STOP
+        from dlio.system.execute import STOP
 
         def on_tick(run):
             if STOP.is_set():
@@ -228,7 +228,7 @@ class Trainer:
         return on_tick
 
     def _step_barrier(self, step):
-        from dlio.execute import STOP
+        from dlio.system.execute import STOP
 
         if not self.comm.barrier_or_stop(STOP):
             raise InterruptedError("stopped while waiting for the other ranks")
@@ -515,7 +515,7 @@ def _epochs(tr, sp: _Splits, rank_rec, tracer, verbose):
         if stopped is not None:
             return rank_rec, stopped
         t_epoch = _core.now_ns()
-        phase = tr.backend.phase(sp.paths, tr.engine)  # kernel counters, page-cache residency (dlio.counters)
+        phase = tr.backend.phase(sp.paths, tr.engine)  # kernel counters, page-cache residency (dlio.system.counters)
         rec, failure = _train_epoch(tr, sp, epoch)
         if rec is not None:
             rec["cache"] = cache

@@ -30,8 +30,8 @@ from typing import Optional
 import numpy as np
 
 from dlio import _core
+from dlio.base.errors import DatasetError
 from dlio.dataset import ranges
-from dlio.errors import DatasetError
 
 MAX_TRANSFER = 4 << 20  # split larger reads (bounded memory; the kernel splits them anyway)
 TF_BUFFER = 256 << 10  # TFRecordDataset's default read buffer

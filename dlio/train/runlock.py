@@ -9,7 +9,7 @@ import errno
 import fcntl
 import os
 
-from dlio.errors import DlioError, os_error_message
+from dlio.base.errors import DlioError, os_error_message
 
 LOCK_NAME = ".dlio-fast.lock"
 _held: dict = {}  # folder -> open fd, kept until the process exits

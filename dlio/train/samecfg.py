@@ -5,7 +5,7 @@ differ the ranks' configs are gathered once and the differing keys named."""
 import hashlib
 from typing import Any, Dict
 
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
 
 
 def _flat(tree: Any, prefix: str = "") -> Dict[str, Any]:

@@ -9,26 +9,27 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
 
-from dlio import _core, host
+from dlio import _core
+from dlio.base.errors import ConfigError, DlioError, DlioRunError, Interrupted
+from dlio.base.units import dlio_line, fmt_bytes, fmt_num
 from dlio.checkpoint.only_mode import run_checkpoint_only
 from dlio.checkpoint.summary import plan_summary, summary_lines
 from dlio.config.engines import check_qd
 from dlio.dataset import stored
 from dlio.dataset.gen_rate import estimate_text
 from dlio.dataset.spec import dataset_bytes, dataset_spec
-from dlio.errors import ConfigError, DlioError, DlioRunError, Interrupted
-from dlio.execute import late_signal_note, pending, stop_signals_deferred, watch_peers
-from dlio.host import host_info, iso
 from dlio.report import exact, interference, run_files
 from dlio.report.dlio import files as dlio_files
 from dlio.report.dlio import host as dlio_host
 from dlio.report.result import build_result, new_rank_record
-from dlio.results_out import write_with_fallback
 from dlio.storage import backend_for
 from dlio.storage.base import FILE_ENGINES, PAGE_CACHE
+from dlio.system import host
+from dlio.system.execute import late_signal_note, pending, stop_signals_deferred, watch_peers
+from dlio.system.host import host_info, iso
+from dlio.system.results_out import write_with_fallback
 from dlio.train import loop
 from dlio.train.runlock import lock_output_folder, remove_unused, unlock_output_folder
-from dlio.units import dlio_line, fmt_bytes, fmt_num
 
 RAM_FACTOR = 5  # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
 
@@ -104,7 +105,7 @@ def prepare_output(folder, comm) -> bool:
 
 def check_buffers(cfg, spec):
     """Each reader thread keeps qd buffers of a sample's size: refuse what memory cannot hold."""
-    from dlio.memcheck import THREAD_MARGIN, check_fits, check_threads
+    from dlio.system.memcheck import THREAD_MARGIN, check_fits, check_threads
 
     if not cfg.workflow.train:
         return
@@ -452,7 +453,7 @@ def _finish(s: Session, rank_rec, failure) -> None:
         direct = backend_for(cfg).engine_spec(cfg)[1]  # the verdicts' advice leaves out what is in effect
         verdicts = verdict.annotate_run(records, verdict.run_context(cfg, direct))  # sets each epoch's "verdict"
         result = _result(cfg, s.spec, comm.size, records, s.start, end, failure is None, reason, s.nbytes)
-        # + DLIO's host_cpuinfo / host_meminfo / host_processor_name, read at the start (dlio.report.dlio.host)
+        # + DLIO's host_cpuinfo / host_meminfo / host_processor_name, read at the start (dlio.report.dlio.system.host)
         result["host"].update(s.proc_info or dlio_host.proc_info())
         result["verdicts"] = verdicts
         where, lost = write_with_fallback(

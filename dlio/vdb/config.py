@@ -7,9 +7,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
+from dlio.base.errors import ConfigError
 from dlio.config.engines import resolve as resolve_engine
-from dlio.counters import usable_cores
-from dlio.errors import ConfigError
+from dlio.system.counters import usable_cores
 from dlio.vdb.layout import Layout
 
 PQ_RATIO = 0.125  # Milvus PQCodeBudgetGBRatio: PQ bytes per vector = 0.125 x the raw vector

@@ -9,14 +9,14 @@ import time
 from dataclasses import asdict
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from dlio.errors import DlioError
-from dlio.execute import stop_signals_deferred
-from dlio.host import host_info, iso
-from dlio.output import write_json
+from dlio.base.errors import DlioError
+from dlio.base.units import fmt_bytes
 from dlio.progress import phase_of
 from dlio.report.family import FamilyReading, FamilyReport, Figure
 from dlio.report.verdict import line as verdict_line
-from dlio.units import fmt_bytes
+from dlio.system.execute import stop_signals_deferred
+from dlio.system.host import host_info, iso
+from dlio.system.output import write_json
 from dlio.vdb import metrics, model, search
 from dlio.vdb.config import VdbSpec, vdb_spec
 from dlio.vdb.object_store import store_for

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from dlio import stats
+from dlio.base.units import fmt_us
 from dlio.report.verdict import classify
-from dlio.units import fmt_us
+from dlio.system import stats
 
 IO_SHARE_MIN = 0.5  # below: most of a search's time is the client's CPU, not the reads it waits for
 

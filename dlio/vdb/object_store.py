@@ -23,12 +23,12 @@ import os
 import shutil
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from dlio.errors import ConfigError, DlioError
-from dlio.output import write_json
+from dlio.base.errors import ConfigError, DlioError
+from dlio.base.units import fmt_bytes
 from dlio.report.verdict import classify
 from dlio.storage import backend_for
 from dlio.storage.base import LOCAL, Backend, SetOptions
-from dlio.units import fmt_bytes
+from dlio.system.output import write_json
 from dlio.vdb.config import VdbSpec
 from dlio.vdb.store import MANIFEST, LocalStore, file_sizes
 

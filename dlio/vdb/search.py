@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from dlio import _core
-from dlio.counters import Phase
+from dlio.system.counters import Phase
 from dlio.vdb import model, trace
 from dlio.vdb.config import VdbSpec
 from dlio.vdb.model import Chains
@@ -70,7 +70,7 @@ def timed_run(
     on_tick: Optional[Callable[[Any], None]] = None,
 ) -> Tuple[Optional[Dict[str, Any]], Optional[BaseException], Dict[str, Any]]:
     """One timed run: (C result, failure, the phase's counters). Runs start at different chains of the pool."""
-    from dlio.execute import execute_partial
+    from dlio.system.execute import execute_partial
 
     lay = spec.layout
     c = p.chains

@@ -27,10 +27,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from dlio import _core
-from dlio.counters import Phase, usable_cores
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
+from dlio.base.units import fmt_bytes
 from dlio.report.verdict import classify
-from dlio.units import fmt_bytes
+from dlio.system.counters import Phase, usable_cores
 from dlio.vdb.config import VdbSpec
 
 MANIFEST = "vdb-index.json"
@@ -71,7 +71,7 @@ def io_pass(
     spec: VdbSpec, files: List[Tuple[str, int]], write: bool, on_tick: Optional[Callable[[Any], None]] = None
 ) -> Dict[str, Any]:
     """Write (or read) the files whole through the C core, timed, with the phase's counters and verdict."""
-    from dlio.execute import execute
+    from dlio.system.execute import execute
 
     paths = [p for p, _ in files]
     threads = max(1, min(len(files), usable_cores(), 8))
@@ -143,7 +143,7 @@ class LocalStore:
     def write(self, on_tick: Optional[Callable[[Any], None]] = None) -> Dict[str, Any]:
         """The build phase: every file written whole (O_DIRECT, 1 MiB, fsync), DiskANN's metadata in each
         _disk.index's sector 0, the manifest last (a partial index is never taken for a complete one)."""
-        from dlio.output import write_json
+        from dlio.system.output import write_json
 
         if os.path.exists(self.manifest):
             os.unlink(self.manifest)

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
 from dlio.vdb.layout import SECTOR, Layout, read_metadata
 
 FORMAT = "dlio-fast.vdb-trace/1"
@@ -144,7 +144,7 @@ def _layout_of(meta: Any, read_bytes: int) -> Layout:
 
 def save(trace: Trace, path: str) -> None:
     """Write a trace atomically: compact JSON, one search per line."""
-    from dlio.output import atomic_write_text
+    from dlio.system.output import atomic_write_text
 
     doc = trace.to_json()
     searches = doc.pop("searches")

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from dlio import _core
+from dlio.base.errors import DlioError
 from dlio.config import load_config
 from dlio.config.engines import FILE_ENGINES, MPIIO, engine_spec, resolve
-from dlio.errors import DlioError
 
 FAST = ["--set", "train.computation_time=0.001", "--set", "evaluation.eval_time=0.001", "--set", "train.epochs=1"]
 

@@ -1,6 +1,6 @@
 """One unit system on the console (issue 30): every table and line a newcomer's walk prints (the dry
 runs, generation, a training run with its status lines, checkpoints, io, ceiling, report, check,
-datasize) is read back and held to the rules of dlio.units: no size rounded to zero ("0.00 GiB"), no
+datasize) is read back and held to the rules of dlio.base.units: no size rounded to zero ("0.00 GiB"), no
 scientific notation ("1.46601e+08 bytes"), binary units only (DLIO's own "GB" / "MB" lines labelled as
 GiB / MiB), latencies past 10,000 us in ms, and every AU saying which it is (exact or DLIO's formula)."""
 
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from dlio import units
+from dlio.base import units
 
 RULES = [
     (re.compile(r"(?<![\d.,])0\.0+ ?[KMGTP]i?B\b"), "a size rounded to zero"),

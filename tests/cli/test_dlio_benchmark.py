@@ -114,7 +114,7 @@ def test_mlpstorage_training_under_mpiexec(tmp_path):
 @needs_open_mpi
 def test_mlpstorage_training_under_open_mpi(tmp_path):
     """mlpstorage's own launch line with Debian's Open MPI: the mpich wheel's mpi4py would abort with
-    "unsupported PMI version PMIx"; dlio.mpi points mpi4py at Open MPI's library instead."""
+    "unsupported PMI version PMIx"; dlio.system.mpi points mpi4py at Open MPI's library instead."""
     _datagen_and_run(tmp_path, nranks=2, mpi=(OPEN_MPI, True))
 
 

@@ -123,9 +123,9 @@ def test_checkpoint_larger_than_the_free_space_is_refused_before_writing(tiny, d
 
 def test_checkpoint_that_fills_the_disk_midway_is_removed(tiny, dataset, tmp_path, monkeypatch):
     # the free-space check passes (1.5 MiB free for a 1 MiB file), then a filler grows: ENOSPC mid-save
+    from dlio.base.errors import DlioRunError
     from dlio.checkpoint import save as ckpt_save
     from dlio.config.load import load_config
-    from dlio.errors import DlioRunError
     from dlio.storage import file_sets
 
     cfg = load_config(

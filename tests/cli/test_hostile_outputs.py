@@ -11,8 +11,9 @@ import time
 import pytest
 from conftest import one_line
 
-from dlio import output, tmpclaim
-from dlio.errors import ConfigError, DlioError
+from dlio.base import tmpclaim
+from dlio.base.errors import ConfigError, DlioError
+from dlio.system import output
 
 
 def _reader(path, got):
@@ -66,7 +67,7 @@ def test_result_files_are_atomic_for_files_and_written_through_for_devices(tmp_p
 # A process that claims a folder, writes a temporary file under its claim and dies (os._exit: no clean-up).
 DIES_WRITING = """
 import os, sys
-from dlio import tmpclaim
+from dlio.base import tmpclaim
 d, name = os.path.split(sys.argv[1])
 t = os.path.join(d, f".{name}{tmpclaim.claim(d)}-1")
 open(t, "w").write("half")

@@ -7,8 +7,9 @@ import os
 import pytest
 from conftest import one_line
 
-from dlio import _core, host
-from dlio.errors import DlioRunError
+from dlio import _core
+from dlio.base.errors import DlioRunError
+from dlio.system import host
 
 SMALL = ["--file-size", "1m", "--size", "1m", "--bs", "64k"]
 

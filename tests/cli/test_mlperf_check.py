@@ -11,8 +11,8 @@ import yaml
 from test_report_cmd import ckpt_record, make_result, write_run
 
 from dlio.config.load import load_config
-from dlio.host import memory_filesystem
 from dlio.mlperf import checks_v3
+from dlio.system.host import memory_filesystem
 
 GiB = 1 << 30
 # make_result: batch 4, 1 MiB per step -> record 262144 B; 1 GiB RAM, 1 host, 1 accelerator:

@@ -316,7 +316,7 @@ def test_failing_rank_stops_the_job_with_its_message(tmp_path):
 DRIVER = """
 import sys
 from dlio import _core
-from dlio import mpi
+from dlio.system import mpi
 w = mpi.world()
 from dlio import _mpiio
 path = sys.argv[1]

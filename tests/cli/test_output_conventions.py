@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from dlio.host import host_info
-from dlio.output import csv_value
+from dlio.system.host import host_info
+from dlio.system.output import csv_value
 
 IO = ["--file-size", "4m", "--runtime", "0.2s", "-q"]
 

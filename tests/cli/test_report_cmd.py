@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 from conftest import REPO, one_line
 
-from dlio import _core, stats
+from dlio import _core
+from dlio.base.errors import DlioError
 from dlio.cli import main as cli_mod
 from dlio.cli.report import check as check_cmd
 from dlio.cli.report import report as report_cmd
-from dlio.errors import DlioError
 from dlio.mlperf import checks_v2
 from dlio.report import compare, plots, run_files, source
 from dlio.report.result import RUN_SCHEMA
+from dlio.system import stats
 
 # the lead registers these in dlio/cli.py; until then (and harmlessly after) the tests do
 for _c in (report_cmd, check_cmd):

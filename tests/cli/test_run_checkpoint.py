@@ -3,7 +3,7 @@
 import json
 import os
 
-from dlio.units import fmt_bytes
+from dlio.base.units import fmt_bytes
 
 BASE = [
     "run",
@@ -178,7 +178,7 @@ def fake_virtio(root, devices):
 
 
 def test_free_page_reporting_read_from_the_balloon_features(tmp_path):
-    from dlio.host import free_page_reporting
+    from dlio.system.host import free_page_reporting
 
     bits = lambda *on: "".join("1" if i in on else "0" for i in range(64))  # noqa: E731
     assert free_page_reporting(
@@ -191,8 +191,8 @@ def test_free_page_reporting_read_from_the_balloon_features(tmp_path):
 
 
 def test_balloon_note_for_buffered_checkpoint_writes_only(monkeypatch):
-    from dlio import host
     from dlio.config import load_config
+    from dlio.system import host
     from dlio.train import session
 
     said = []

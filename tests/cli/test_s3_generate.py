@@ -22,7 +22,7 @@ needs_mpi = pytest.mark.skipif(
 # each rank: generate_ranks itself, so that the test sees what every rank did
 RANK = """
 import json, sys
-from dlio import mpi
+from dlio.system import mpi
 from dlio.config import load_config
 from dlio.dataset.spec import dataset_spec
 from dlio.dataset import gen_stream

@@ -54,7 +54,7 @@ def test_worker_env_says_path_style(s3env):
 SHIFT = """
 import json, sys
 from dlio.config import load_config
-from dlio.mpi import world
+from dlio.system.mpi import world
 from dlio.checkpoint.load import load
 from dlio.checkpoint.save import save
 bucket, out = sys.argv[1], sys.argv[2]

@@ -17,8 +17,8 @@ import tempfile
 
 import pytest
 
-from dlio import counters
 from dlio.report import verdict
+from dlio.system import counters
 
 MIB = 1 << 20
 

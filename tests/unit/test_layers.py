@@ -33,12 +33,13 @@ LAYERS: List[Tuple[str, Set[str]]] = [
     # where the bytes go: files or S3, one backend chosen in dlio.storage
     ("storage", {"storage"}),
     ("config", {"config"}),
-    # base, top first: helpers that use host / units; modules built on the bindings and errors; the
-    # C bindings; pure Python with no dlio import
-    ("base: measuring helpers", {"counters", "progress", "results_out"}),
-    ("base: host and process", {"host", "execute", "stats", "output", "mpi", "inputs", "memcheck"}),
+    # base, top first: the console (progress) on the host and process helpers (dlio.system: host facts,
+    # device counters, MPI glue, child processes, output folders, bounded inputs, memory checks); the C
+    # bindings; pure Python with no dlio import (dlio.base: errors, units, limits, temporary names)
+    ("base: console", {"progress"}),
+    ("base: host and process", {"system"}),
     ("base: C bindings", {"_core", "_mpiio"}),
-    ("base: errors and units", {"errors", "units", "tmpclaim", "limits", "dlio"}),
+    ("base: errors and units", {"base", "dlio"}),
 ]
 
 # profile is a leaf: it reads traces and writes a workload with config, dataset and base only, and
@@ -49,8 +50,11 @@ BASE_LAYERS = {name for name, _ in LAYERS if name.startswith("base")}
 
 # Upward edges that stay: (importing module, imported module) -> why.
 CALL_TIME: Dict[Tuple[str, str], str] = {
-    ("dlio._core", "dlio.mpi"): "_core.engines() registers the MPI-IO engine through dlio.mpi on first use, "
-    "inside the function; dlio.mpi imports _core (a cycle at call time, never at import time)",
+    (
+        "dlio._core",
+        "dlio.system.mpi",
+    ): "_core.engines() registers the MPI-IO engine through dlio.system.mpi on first use, "
+    "inside the function; dlio.system.mpi imports _core (a cycle at call time, never at import time)",
 }
 
 
@@ -99,7 +103,7 @@ def _import_module_arg(node: ast.Call) -> Optional[str]:
     return None
 
 
-# Python-level imports in a Cython file (not cimports): "from dlio import mpi", "import dlio.x".
+# Python-level imports in a Cython file (not cimports): "from dlio.system import mpi", "import dlio.x".
 _PYX_IMPORT = re.compile(r"^\s*(?:from\s+(dlio[\w.]*)\s+import\s+([\w, ]+)|import\s+(dlio[\w.]*))", re.M)
 
 
@@ -251,8 +255,8 @@ EDGES = edges()
 def test_the_import_scan_sees_top_level_function_level_and_cython_imports():
     found = {(e.src, e.dst) for e in EDGES}
     assert ("dlio.cli.main", "dlio.cli.train") in found  # top of a file
-    assert ("dlio.mpi", "dlio._mpiio") in found  # inside a function
-    assert ("dlio._core", "dlio.mpi") in found  # a .pyx file
+    assert ("dlio.system.mpi", "dlio._mpiio") in found  # inside a function
+    assert ("dlio._core", "dlio.system.mpi") in found  # a .pyx file
     assert ("dlio.dataset.formats", "dlio.dataset.formats") not in found  # import_module of its own modules
 
 
@@ -287,13 +291,13 @@ def test_a_new_upward_import_is_named_with_its_file_line_and_layers(tmp_path):
     """The checker on a small tree: report importing mlperf inside a function, a relative import
     sideways, and an import_module string upward; a cycle between the two packages."""
     root = tmp_path / "dlio"
-    for pkg in ("report", "mlperf", "dataset", "fsbench"):
+    for pkg in ("report", "mlperf", "dataset", "fsbench", "base"):
         (root / pkg).mkdir(parents=True)
         (root / pkg / "__init__.py").write_text("")
     (root / "__init__.py").write_text("")
-    (root / "errors.py").write_text("")
+    (root / "base" / "errors.py").write_text("")
     (root / "report" / "tables.py").write_text(
-        "from dlio import errors\n\n\ndef f():\n    from dlio.mlperf import rules\n    return rules\n"
+        "from dlio.base import errors\n\n\ndef f():\n    from dlio.mlperf import rules\n    return rules\n"
     )
     (root / "mlperf" / "rules.py").write_text("from dlio.report import tables\n")
     (root / "dataset" / "spec.py").write_text("from ..fsbench import grid\n")

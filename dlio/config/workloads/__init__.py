@@ -12,7 +12,7 @@ import re
 from importlib import resources
 from typing import List
 
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
 
 ALIASES = {
     "resnet50": "resnet50_h100",

@@ -36,7 +36,7 @@ import os
 
 import numpy as np
 
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
 
 FORMATS = (
     "npz",

@@ -16,9 +16,9 @@ import os
 import numpy as np
 
 from dlio import _core
+from dlio.base.errors import ConfigError
 from dlio.dataset.formats import mix_seed, record_elems, whole_file_extents
 from dlio.dataset.formats import program as P
-from dlio.errors import ConfigError
 
 EXT = "csv"
 WHOLE_FILE = True

@@ -18,8 +18,8 @@ import threading
 import numpy as np
 
 from dlio import _core
+from dlio.base.errors import ConfigError, DatasetError
 from dlio.dataset.formats import itemsize, mix_seed, record_elems
-from dlio.errors import ConfigError, DatasetError
 
 EXT = "hdf5"
 WHOLE_FILE = False

@@ -33,9 +33,9 @@ from typing import Any, Dict, List, NamedTuple, Tuple
 import numpy as np
 
 from dlio import _core
+from dlio.base.errors import ConfigError, DatasetError, DlioError
 from dlio.dataset.formats import mix_seed, record_elems
-from dlio.errors import ConfigError, DatasetError, DlioError
-from dlio.memcheck import check_fits
+from dlio.system.memcheck import check_fits
 
 EXT = "parquet"
 WHOLE_FILE = False

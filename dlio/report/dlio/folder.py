@@ -17,9 +17,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import yaml
 
-from dlio.errors import DlioError
-from dlio.inputs import JSON_CAP, read_regular
+from dlio.base.errors import DlioError
 from dlio.report import validate
+from dlio.system.inputs import JSON_CAP, read_regular
 
 TOOL = "DLIO"
 

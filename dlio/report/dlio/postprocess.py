@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
 
 
 def _json(path: str) -> Any:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import List, Tuple
 
-from dlio.host import iso
 from dlio.report.result import EpochRecord, RankRecord, RunResult
 from dlio.report.run_figures import dialect, train_blocks
+from dlio.system.host import iso
 
 
 def wall(ts: str) -> float:

@@ -23,9 +23,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from dlio import counters
+from dlio.base.errors import ConfigError, DlioRunError
 from dlio.config.engines import S3_ENGINE
-from dlio.errors import ConfigError, DlioRunError
 from dlio.storage.base import (
     BUCKETS,
     MAX_SET_THREADS,
@@ -38,6 +37,7 @@ from dlio.storage.base import (
 )
 from dlio.storage.s3 import client, limits
 from dlio.storage.s3.settings import S3Settings, parse_uri, resolve
+from dlio.system import counters
 
 PART_INFLIGHT = 8
 CACHE_NOTE = "n/a (object store)"
@@ -96,7 +96,7 @@ def containers(overlays: Optional[Sequence[Any]], n: int) -> Tuple[List[List[Lis
 
 
 class WorkerPhase:
-    """A phase's counters (dlio.counters.Phase) on S3: the worker processes' CPU is the client's, so it
+    """A phase's counters (dlio.system.counters.Phase) on S3: the worker processes' CPU is the client's, so it
     is counted as this process's (they read and write for it), not as other processes'."""
 
     def __init__(self, engine: str) -> None:

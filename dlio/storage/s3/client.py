@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from dlio.errors import DlioError, DlioRunError
+from dlio.base.errors import DlioError, DlioRunError
 from dlio.storage.s3 import shared
 from dlio.storage.s3.deadline import Silence, silence_message
 from dlio.storage.s3.settings import S3Settings
@@ -299,9 +299,9 @@ class Session:
 def run_task(settings: S3Settings, task: dict, doing: Optional[str] = None, on_tick: Optional[Callable] = None) -> dict:
     """Run one task in a worker process; its answer (dict) or WorkerFailed (a silence past the timeout
     among them). A stop signal noted meanwhile (a measured phase defers Ctrl-C / SIGTERM:
-    dlio.execute.pending) kills the worker and raises its Interrupted. on_tick(session): a few times a
+    dlio.system.execute.pending) kills the worker and raises its Interrupted. on_tick(session): a few times a
     second while it runs (the live display reads session.progress())."""
-    from dlio.execute import pending
+    from dlio.system.execute import pending
 
     if pending() is not None:
         raise pending()  # type: ignore[misc]  # not None: checked on the line above

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from typing import Any, Dict, Optional, Tuple
 
-from dlio.errors import DlioRunError
+from dlio.base.errors import DlioRunError
 from dlio.storage.s3 import client
 from dlio.storage.s3.deadline import silence_message
 from dlio.storage.s3.settings import S3Settings, parse_uri
@@ -36,7 +36,7 @@ class KvRelay:
     """One C run's helper. ``paths``: what _core.KvRun(store="relay", relay=...) takes."""
 
     def __init__(self, settings: S3Settings, root: str, workers: int, slot_len: int, null: bool = False) -> None:
-        from dlio.execute import pending
+        from dlio.system.execute import pending
 
         bucket, prefix = parse_uri(root)
         self.settings, self.root = settings, root

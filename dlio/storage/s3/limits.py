@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import resource
 
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
 
 # What a worker holds besides its connections: the interpreter and its modules, s3dlio's runtime
 # (epoll, eventfds, a thread pool), the op-log, pipes; measured about 40 at rest, kept generous.

@@ -9,7 +9,7 @@ import os
 import re
 from typing import Mapping, Optional, Tuple
 
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
 from dlio.storage.s3.heap import MALLOC_REUSE
 
 # DLIO's storage_options keys (storage/s3_storage.py) -> the AWS variable each one stands for.

@@ -23,11 +23,11 @@ import time
 
 import numpy as np
 
-from dlio.execute import StopFlag
 from dlio.storage.s3 import heap
 from dlio.storage.s3.failures import short
+from dlio.system.execute import StopFlag
 
-_STOP = StopFlag()  # set by SIGTERM's handler: no lock (dlio.execute.StopFlag)
+_STOP = StopFlag()  # set by SIGTERM's handler: no lock (dlio.system.execute.StopFlag)
 # After a stop, how long the trainer waits for the loader thread: a GET stuck on a frozen server must
 # not hold the answer (the process exits and takes the thread with it).
 LOADER_JOIN_S = 1.0

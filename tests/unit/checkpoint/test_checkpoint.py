@@ -482,7 +482,7 @@ DRIVER = textwrap.dedent("""
     import json, sys
     from dlio.checkpoint import only_mode
     from dlio.config import load_config
-    from dlio.mpi import world
+    from dlio.system.mpi import world
     folder, out = sys.argv[1], sys.argv[2]
     comm = world()
     cfg = load_config(sets=["framework=pytorch", "model.type=transformer", "model.num_layers=2",

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import yaml
 
+from dlio.base.errors import DlioError
 from dlio.config import ConfigError, TimeSpec, from_dict, load_config, parse_override, parse_time, schema
 from dlio.config.workloads import list_workloads, workload_text
-from dlio.errors import DlioError
 
 NOENV = {}
 

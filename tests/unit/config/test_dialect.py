@@ -2,8 +2,8 @@
 
 import pytest
 
+from dlio.base.errors import ConfigError
 from dlio.config.load import from_dict, load_config
-from dlio.errors import ConfigError
 
 
 @pytest.mark.parametrize(

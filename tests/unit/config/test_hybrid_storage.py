@@ -4,8 +4,8 @@ file://): refused in one line naming what is not supported yet; its s3dlio spell
 import pytest
 import yaml
 
+from dlio.base.errors import ConfigError
 from dlio.config import load_config
-from dlio.errors import ConfigError
 
 # The storage and checkpoint sections of mlcommons/storage configs/dlio/workload/hybrid_storage.yaml (74cd0c4)
 HYBRID = {

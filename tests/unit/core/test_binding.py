@@ -8,7 +8,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from dlio import _core, stats
+from dlio import _core
+from dlio.system import stats
 
 
 def test_histogram_percentiles_match_exact_within_1_percent():

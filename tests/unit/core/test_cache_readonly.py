@@ -1,6 +1,6 @@
 """The page cache of files this user cannot write: since Linux 5.2 mincore(2) reports every page of such a
 file as resident (and cachestat(2) is refused), so `--cache drop` on a shared read-only dataset failed
-its own check every time. The residency is then measured by timed one-page reads (dlio.host)."""
+its own check every time. The residency is then measured by timed one-page reads (dlio.system.host)."""
 
 import os
 import shutil
@@ -17,7 +17,7 @@ needs_root = pytest.mark.skipif(
 
 PROBE = """
 import json, sys
-from dlio.host import drop_cache, resident_share, residency_method
+from dlio.system.host import drop_cache, resident_share, residency_method
 p = sys.argv[1]
 out = {"method": residency_method(p), "before": resident_share([p])}
 out["note"] = drop_cache([p])
@@ -30,7 +30,7 @@ def _as_nobody(path):
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     env = dict(os.environ, PYTHONPATH=repo)
     as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-c"]
-    can = subprocess.run([*as_nobody, "import dlio.host"], capture_output=True, text=True, env=env, timeout=120)
+    can = subprocess.run([*as_nobody, "import dlio.system.host"], capture_output=True, text=True, env=env, timeout=120)
     if can.returncode != 0:
         pytest.skip(f"user nobody cannot run this checkout's Python (a private folder): {can.stderr[-160:]}")
     p = subprocess.run([*as_nobody, PROBE, path], capture_output=True, text=True, env=env, timeout=120)
@@ -42,7 +42,7 @@ def _as_nobody(path):
 
 @needs_root
 def test_drop_on_a_file_this_user_cannot_write_is_verified(tmp_path):
-    from dlio.host import resident_share
+    from dlio.system.host import resident_share
 
     d = "/var/tmp" if os.path.isdir("/var/tmp") else str(tmp_path)  # a real disk: tmpfs keeps no cache to drop
     path = os.path.join(d, f"dlio-fast-ro-{os.getpid()}.dat")

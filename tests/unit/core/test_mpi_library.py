@@ -1,11 +1,11 @@
-"""dlio.mpi under a launcher whose MPI is not the one mpi4py would load: Open MPI's mpirun starting an
+"""dlio.system.mpi under a launcher whose MPI is not the one mpi4py would load: Open MPI's mpirun starting an
 mpi4py that brings the mpich wheel (MLPerf Storage's `mpirun -n N -host H:N`), and any launcher whose
 processes each come up as a job of one."""
 
 import pytest
 
-from dlio import mpi
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
+from dlio.system import mpi
 
 OMPI = {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0", "PMIX_RANK": "0"}
 

@@ -1,5 +1,5 @@
 """A stop signal between C runs (while a rank does its Python bookkeeping) is kept, not lost: the
-next run or barrier returns its Interrupted (dlio.execute.stop_signals_deferred)."""
+next run or barrier returns its Interrupted (dlio.system.execute.stop_signals_deferred)."""
 
 import json
 import os
@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from dlio import execute
-from dlio.errors import Interrupted
+from dlio.base.errors import Interrupted
 from dlio.fsbench.grid import Sinks, run_grid
+from dlio.system import execute
 
 
 @pytest.fixture(autouse=True)
@@ -124,7 +124,7 @@ def test_a_signal_after_the_last_point_keeps_the_grid_complete(tmp_path):
 # while it notifies), as a user hammering Ctrl-C or a supervisor repeating SIGTERM could make it.
 NESTED = """
 import os, signal, sys, threading
-from dlio import execute
+from dlio.system import execute
 
 depth, sent = [0], [0]
 plain_stop = execute._stop

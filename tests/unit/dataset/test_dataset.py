@@ -10,11 +10,11 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
+from dlio.base.errors import ConfigError, DatasetError, InsufficientSpace
 from dlio.dataset.formats import get_format
 from dlio.dataset.generate import generate
 from dlio.dataset.manifest import load_manifest, load_saved, manifest_path, resolve_paths, scan_manifest
 from dlio.dataset.spec import DatasetSpec, all_dims, dataset_bytes, file_dims, file_paths
-from dlio.errors import ConfigError, DatasetError, InsufficientSpace
 
 _core = pytest.importorskip("dlio._core")
 
@@ -202,7 +202,7 @@ def test_stale_temp_files_are_removed(tmp_path):
     os.unlink(p)
     # a generation that died writing p: its temporary file under its claim on the data folder
     dies = (
-        "import os, sys; from dlio import output; "
+        "import os, sys; from dlio.system import output; "
         "cm = output.atomic_path(sys.argv[1], claim_root=sys.argv[2]); t = cm.__enter__(); "
         "open(t, 'wb').write(b'junk'); print(t, flush=True); os._exit(9)"
     )

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from test_formats import decode_example, read_tfrecords
 
+from dlio.base.errors import DatasetError
 from dlio.dataset.formats import get_format
 from dlio.dataset.generate import generate
 from dlio.dataset.manifest import scan_manifest
 from dlio.dataset.spec import DatasetSpec, file_paths
 from dlio.dataset.verify import verify
-from dlio.errors import DatasetError
 
 pytest.importorskip("dlio._core")
 h5py = pytest.importorskip("h5py")

@@ -12,11 +12,11 @@ import zlib
 import numpy as np
 import pytest
 
+from dlio.base.errors import ConfigError
 from dlio.dataset.formats import FORMATS, get_format
 from dlio.dataset.generate import generate
 from dlio.dataset.manifest import load_manifest
 from dlio.dataset.spec import DatasetSpec, file_dims, file_paths
-from dlio.errors import ConfigError
 
 _core = pytest.importorskip("dlio._core")
 

@@ -5,10 +5,10 @@ import os
 
 import pytest
 
+from dlio.base.errors import DatasetError
 from dlio.dataset.generate import generate
 from dlio.dataset.spec import DatasetSpec, file_paths
 from dlio.dataset.verify import verify
-from dlio.errors import DatasetError
 
 
 def _spec(folder, fmt, **kw):

@@ -13,10 +13,10 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from parquet_reads import expected_bytes  # noqa: E402
 
+from dlio.base.errors import ConfigError  # noqa: E402
 from dlio.config import load_config  # noqa: E402
 from dlio.dataset.formats import parquet as fmt  # noqa: E402
 from dlio.dataset.spec import DatasetSpec, dataset_spec  # noqa: E402
-from dlio.errors import ConfigError  # noqa: E402
 
 COLUMNS = [
     {"name": "label", "dtype": "float32", "read": True},

@@ -3,8 +3,9 @@ over ranks and trials, each computed here independently."""
 
 import pytest
 
-from dlio import _core, stats
+from dlio import _core
 from dlio.kvcache import metrics
+from dlio.system import stats
 
 # each test runs as a measured phase (tests/conftest.py)
 pytestmark = pytest.mark.usefixtures("measured_phase")

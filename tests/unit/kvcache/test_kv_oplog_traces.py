@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from dlio import _core
+from dlio.base.errors import DlioError
 from dlio.config import load_config
-from dlio.errors import DlioError
 from dlio.kvcache import engine, oplog, traces
 from dlio.kvcache.settings import settings
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from dlio import _core
+from dlio.base.errors import ConfigError
 from dlio.config import load_config
-from dlio.errors import ConfigError
 from dlio.kvcache.models import MODELS, resolve_model
 from dlio.kvcache.plan import synthetic_plan, user_table
 from dlio.kvcache.settings import settings

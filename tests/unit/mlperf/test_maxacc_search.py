@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
 from dlio.mlperf.maxacc import Probe, curve_lines, search
 
 

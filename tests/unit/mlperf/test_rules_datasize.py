@@ -3,8 +3,8 @@ the dataset-size rule (Rules 3.1.2) against worked examples computed here by han
 
 import pytest
 
+from dlio.base.errors import DlioError
 from dlio.config import load_config
-from dlio.errors import DlioError
 from dlio.mlperf import datasize, rules
 
 GiB = 1 << 30

@@ -21,9 +21,9 @@ NOENV = {}
 
 @pytest.fixture(autouse=True)
 def no_stale_stop_signal():
-    """An earlier in-process test's stop signal (dlio.execute keeps it for its run's late note) must
+    """An earlier in-process test's stop signal (dlio.system.execute keeps it for its run's late note) must
     not stop the C runs these tests start outside any run."""
-    from dlio import execute
+    from dlio.system import execute
 
     execute._SIGNALLED.clear()
     execute.STOP.clear()

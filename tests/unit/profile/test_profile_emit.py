@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
 from dlio.profile.analyze import Inferred
 from dlio.profile.emit import report, to_yaml, validate, workload
 

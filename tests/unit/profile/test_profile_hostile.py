@@ -13,7 +13,7 @@ import threading
 import numpy as np
 import pytest
 
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
 from dlio.profile import tracein
 from dlio.profile.parsers import OP_READ, load_trace
 

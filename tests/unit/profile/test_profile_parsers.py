@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
 from dlio.profile.parsers import OP_CLOSE, OP_MMAP, OP_OPEN, OP_READ, OP_WRITE, load_trace
 
 STRACE = """\

@@ -9,8 +9,9 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from dlio import _core, stats  # noqa: E402
+from dlio import _core
 from dlio.report import compare, html, plots, plotting  # noqa: E402
+from dlio.system import stats  # noqa: E402
 
 GiB = 1 << 30
 

@@ -6,10 +6,11 @@ from datetime import datetime, timedelta
 import numpy as np
 import pytest
 
-from dlio import _core, stats
+from dlio import _core
 from dlio.report import exact, run_files
 from dlio.report.dlio import files as dlio_files
 from dlio.report.result import RUN_SCHEMA
+from dlio.system import stats
 
 REC = 4096.0  # nominal record_length_bytes
 MIB = REC / 2**20

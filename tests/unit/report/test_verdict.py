@@ -1,9 +1,9 @@
-"""dlio.counters parsing (hand-made /proc texts) and dlio.report.verdict's rules (hand-made counters)."""
+"""dlio.system.counters parsing (hand-made /proc texts) and dlio.report.verdict's rules (hand-made counters)."""
 
 import pytest
 
-from dlio import counters
 from dlio.report import verdict
+from dlio.system import counters
 
 MOUNTINFO = """\
 22 27 0:21 / /proc rw,relatime - proc proc rw

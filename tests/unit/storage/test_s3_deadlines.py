@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
 from dlio.report import verdict
 from dlio.storage.s3 import client, deadline, failures, limits, oplog, settings, shared
 

@@ -2,8 +2,8 @@
 
 import pytest
 
+from dlio.base.errors import ConfigError
 from dlio.config.load import load_config
-from dlio.errors import ConfigError
 from dlio.storage import backend_for
 
 

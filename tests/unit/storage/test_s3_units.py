@@ -3,10 +3,11 @@
 import numpy as np
 import pytest
 
-from dlio import _core, stats
-from dlio.errors import DlioError
+from dlio import _core
+from dlio.base.errors import DlioError
 from dlio.fsbench import s3_points as points
 from dlio.storage.s3 import oplog, settings
+from dlio.system import stats
 
 ENV = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ACCESS_KEY_ID": "ak", "AWS_SECRET_ACCESS_KEY": "sk"}
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from dlio import _core
+from dlio.base.errors import DatasetError
 from dlio.config import parse_time
 from dlio.dataset import ranges
-from dlio.errors import DatasetError
 from dlio.train import planner
 from dlio.train.planner import Layout, Settings, epoch_plan, sample_order
 

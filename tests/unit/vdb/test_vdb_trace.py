@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from dlio.errors import ConfigError
+from dlio.base.errors import ConfigError
 from dlio.vdb import trace
 from dlio.vdb.layout import SECTOR, Layout
 

@@ -11,7 +11,7 @@ end only, never per I/O, so that dlio.report.verdict can say whether the phase m
   - what the phase's caller knows and the kernel cannot tell apart: the emulated accelerator's
     compute (the time it computed, the CPU its spin took, the steps' I/O wait) and the CPU of the
     benchmark's own worker processes (S3), which /proc/stat counts as other processes';
-  - whether the files are on a memory-backed filesystem (tmpfs, ramfs: dlio.host.memory_filesystem);
+  - whether the files are on a memory-backed filesystem (tmpfs, ramfs: dlio.system.host.memory_filesystem);
   - the share of the dataset's pages in the page cache before the phase (mincore on a sample).
 
 The device counters are the whole device's: another process reading the same disk adds to them.
@@ -26,12 +26,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from dlio.host import memory_filesystem, resident_share
-from dlio.limits import usable_cpus
+from dlio.base.limits import usable_cpus
+from dlio.system.host import memory_filesystem, resident_share
 
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's block size
 NFS_TYPES = ("nfs", "nfs4")
-MEMORY_TYPES = ("tmpfs", "ramfs")  # their files live in memory (dlio.host.memory_filesystem by statfs)
+MEMORY_TYPES = ("tmpfs", "ramfs")  # their files live in memory (dlio.system.host.memory_filesystem by statfs)
 
 
 @dataclass(frozen=True)

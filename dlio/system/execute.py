@@ -13,7 +13,7 @@ import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from dlio import _core
-from dlio.errors import Interrupted
+from dlio.base.errors import Interrupted
 
 
 class StopFlag:
@@ -45,7 +45,7 @@ _GUARDS = [0]  # stop_signals_deferred() blocks open (an inner one leaves the ou
 
 
 _ORIGIN: List[str] = []  # another rank's stop that stopped this one, when that is why
-# Pollers of the other ranks' stop notices (dlio.mpi.Comm.peer_stopped): polled where a stop signal is
+# Pollers of the other ranks' stop notices (dlio.system.mpi.Comm.peer_stopped): polled where a stop signal is
 # looked for, so that a rank whose peer stopped or failed stops too, within a tick, and keeps its results.
 _PEERS: List[Callable[[], Optional[Tuple[int, str]]]] = []
 

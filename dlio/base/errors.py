@@ -47,7 +47,7 @@ class InsufficientSpace(DatasetError):
         self.suggested_scale = float(suggested_scale)
         self.folder = folder
         super().__init__(
-            # MiB (dlio.units is this module's peer and cannot be imported here): never "0.00 GiB"
+            # MiB (dlio.base.units is this module's peer and cannot be imported here): never "0.00 GiB"
             f"{folder or 'data folder'}: generating the dataset needs {self.needed / 2**20:,.1f} MiB more "
             f"but only {self.free / 2**20:,.1f} MiB is free; free some space, use another data_folder, "
             f"or scale the dataset down (e.g. num_files x {self.suggested_scale:.3f})"

@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from dlio import _core
-from dlio.errors import DlioError, DlioRunError
+from dlio.base.errors import DlioError, DlioRunError
 
 
 def iso(t: Optional[float] = None) -> str:

@@ -7,7 +7,7 @@ open forever; both are refused in one line naming the path.
 import os
 import stat
 
-from dlio.errors import DlioError, os_error_message
+from dlio.base.errors import DlioError, os_error_message
 
 YAML_CAP = 16 << 20  # a workload file is a few KiB; 16 MiB is far past any real one
 JSON_CAP = 256 << 20  # result documents with per-step records of long runs stay well below this

@@ -7,8 +7,8 @@ import tempfile
 import time
 from typing import Callable, List, Optional, Tuple
 
-from dlio.errors import os_error_message
-from dlio.output import TMP_MARK
+from dlio.base.errors import os_error_message
+from dlio.system.output import TMP_MARK
 
 
 def _written_since(folder: str, t0: float) -> List[str]:

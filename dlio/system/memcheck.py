@@ -2,7 +2,7 @@
 
 The limit is the smallest of the host's available memory (MemAvailable), what the address-space limit
 (`ulimit -v`, RLIMIT_AS) still allows, and what the process's control groups still allow (a container's
-memory.max, dlio.limits). Without the check an absurd file count or queue depth grows a list or a buffer
+memory.max, dlio.base.limits). Without the check an absurd file count or queue depth grows a list or a buffer
 pool until the kernel's OOM killer ends the process with no message. Likewise threads: a count from input
 is checked against the control group's task limit (pids.max) before any is started.
 """
@@ -10,8 +10,8 @@ is checked against the control group's task limit (pids.max) before any is start
 import resource
 from typing import Optional, Tuple
 
-from dlio import limits as limits_mod
-from dlio.errors import DlioError
+from dlio.base import limits as limits_mod
+from dlio.base.errors import DlioError
 
 # threads a run starts beside the ones its settings ask for (the C run's trainer, the thread that waits
 # for it, the display's)

@@ -14,7 +14,7 @@ import sys
 import time
 
 from dlio import _core
-from dlio.errors import DlioError
+from dlio.base.errors import DlioError
 
 _LAUNCHER_VARS = (
     "PMI_RANK",
@@ -87,7 +87,7 @@ class Comm:
 
     def notify_stop(self, signum, what):
         """Tell the other ranks that this one stops (by signal `signum`: `what` says why): each stops its
-        run within a tick, as if signalled, and writes what it measured (dlio.execute.watch_peers)."""
+        run within a tick, as if signalled, and writes what it measured (dlio.system.execute.watch_peers)."""
         if self._stop_comm is None or self._told:
             return
         for r in range(self.size):

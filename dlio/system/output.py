@@ -15,9 +15,10 @@ import time
 import numpy as np
 
 import dlio
-from dlio import _core, tmpclaim
-from dlio.errors import DlioError
-from dlio.tmpclaim import TMP_MARK  # ".{name}.tmp-{pid}-{thread}", or a claim's token
+from dlio import _core
+from dlio.base import tmpclaim
+from dlio.base.errors import DlioError
+from dlio.base.tmpclaim import TMP_MARK  # ".{name}.tmp-{pid}-{thread}", or a claim's token
 
 
 def _default(o):
@@ -34,7 +35,7 @@ def _default(o):
 def atomic_path(final, fsync=False, claim_root=None):
     """Yield a temporary name beside `final` to write; on success (fsynced when asked) it is renamed
     to `final`, on any error removed: nothing half-written ever carries the final name. With
-    `claim_root` the name carries this process's claim on that folder (dlio.tmpclaim), so that a later
+    `claim_root` the name carries this process's claim on that folder (dlio.base.tmpclaim), so that a later
     run can prove the file is a leftover of ours and remove it."""
     d, name = os.path.split(os.path.abspath(final))
     if claim_root is not None:
