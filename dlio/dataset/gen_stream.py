@@ -141,15 +141,7 @@ def generate_ranks(
                     with open(p, "rb") as f:
                         parts[os.path.basename(p)] = f.read()
         gathered = comm.gather(parts)
-        problem = None
-        if comm.rank == 0:
-            try:
-                problem = _upload_manifests(up, lspec, gathered, comm.size)
-            except Exception as e:  # noqa: BLE001
-                problem = str(e) or type(e).__name__
-        problem = comm.bcast(problem)
-        if problem:
-            raise DlioError(problem)
+        comm.agree(lambda: _upload_manifests(up, lspec, gathered, comm.size))
         up.close()
         return nobj, nbytes, peak
     finally:

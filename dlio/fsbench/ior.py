@@ -133,15 +133,7 @@ def prepare(comm, targets, layout, per_rank, bs, seed=1):
         from dlio.fsbench.testfiles import check_writable_dir
 
         folder = targets[0]
-        problem = None
-        if rank == 0:
-            try:
-                check_writable_dir(folder)
-            except DlioError as e:
-                problem = str(e)
-        problem = comm.bcast(problem)
-        if problem:
-            raise DlioError(problem)
+        comm.agree(lambda: check_writable_dir(folder))
         paths = file_names(folder, layout, size)
         total = per_rank * size
         if layout == "fpp":
@@ -187,15 +179,7 @@ def prepare(comm, targets, layout, per_rank, bs, seed=1):
 
 def _check_ours_all(comm, path):
     """check_ours on every rank's file, collectively: every rank stops with the first problem."""
-    problem = None
-    if path:
-        try:
-            check_ours(path)
-        except DlioError as e:
-            problem = str(e)
-    problems = [x for x in comm.allgather(problem) if x]
-    if problems:
-        raise DlioError(problems[0])
+    comm.agree_all(lambda: check_ours(path) if path else None)
 
 
 def _unlink_ours(path):

@@ -12,9 +12,10 @@ import importlib.util
 import os
 import sys
 import time
+from typing import Callable, Optional, TypeVar
 
 from dlio import _core
-from dlio.base.errors import DlioError
+from dlio.base.errors import DlioError, os_error_message
 
 _LAUNCHER_VARS = (
     "PMI_RANK",
@@ -27,6 +28,8 @@ _LAUNCHER_VARS = (
     "PMI_FD",
 )
 
+
+T = TypeVar("T")
 
 STOP_TAG = 17  # the stop notices' tag, on a communicator of their own
 
@@ -115,6 +118,39 @@ class Comm:
 
     def gather(self, obj, root=0):
         return self.comm.gather(obj, root=root) if self.is_mpi else [obj]
+
+    def agree(self, check: Callable[[], T]) -> T:
+        """check() on rank 0 only (one request to storage, one probe of a folder), its answer on every
+        rank. A DlioError or OSError it raises is raised on every rank (rank 0 raises its own; the others a
+        DlioError with its message), so no rank goes on to a collective the others left."""
+        problem: Optional[str] = None
+        answer, error = None, None
+        if self.rank == 0:
+            try:
+                answer = check()
+            except DlioError as e:
+                problem, error = str(e), e
+            except OSError as e:
+                problem = os_error_message(e)
+                error = DlioError(problem)
+        problem, answer = self.bcast((problem, answer))
+        if error is not None:
+            raise error
+        if problem:
+            raise DlioError(problem)
+        return answer  # type: ignore[return-value]
+
+    def agree_all(self, check: Callable[[], None]) -> None:
+        """check() on every rank (each its own folder or memory): the first rank's DlioError, by rank, is
+        raised on every rank."""
+        problem: Optional[str] = None
+        try:
+            check()
+        except DlioError as e:
+            problem = str(e)
+        problems = [p for p in self.allgather(problem) if p]
+        if problems:
+            raise DlioError(problems[0])
 
     def abort(self, code=1):
         if self.is_mpi:

@@ -44,3 +44,23 @@ def test_open_mpi_launcher_without_its_library_says_what_to_do(monkeypatch):
         mpi.choose_library(dict(OMPI))
     msg = str(e.value)
     assert "libopenmpi3" in msg and "mpiexec" in msg and "\n" not in msg
+
+
+def test_agree_returns_rank_0s_answer_and_raises_its_problem_as_one_line():
+    """Comm.agree: rank 0's check, its answer returned, a DlioError re-raised as it was, an OSError as a
+    DlioError naming the file (what every rank then raises)."""
+    from dlio.base.errors import ConfigError, DlioError
+    from dlio.system.mpi import Comm
+
+    comm = Comm()
+    assert comm.agree(lambda: 42) == 42
+
+    def refused():
+        raise ConfigError("kvcache.users = 0: give at least one user", "kvcache.users", 0)
+
+    with pytest.raises(ConfigError, match="kvcache.users"):
+        comm.agree(refused)
+    with pytest.raises(DlioError, match="/no/such/folder"):
+        comm.agree(lambda: open("/no/such/folder/x"))
+    with pytest.raises(DlioError, match="first"):
+        comm.agree_all(lambda: (_ for _ in ()).throw(DlioError("first")))
