@@ -141,7 +141,14 @@ def generate_ranks(
                     with open(p, "rb") as f:
                         parts[os.path.basename(p)] = f.read()
         gathered = comm.gather(parts)
-        comm.agree(lambda: _upload_manifests(up, lspec, gathered, comm.size))
+
+        def upload() -> None:
+            try:
+                _upload_manifests(up, lspec, gathered, comm.size)
+            except Exception as e:  # noqa: BLE001  (any failure on rank 0 must reach every rank, not hang them)
+                raise e if isinstance(e, (DlioError, OSError)) else DlioError(str(e) or type(e).__name__) from e
+
+        comm.agree(upload)
         up.close()
         return nobj, nbytes, peak
     finally:
