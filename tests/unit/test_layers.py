@@ -21,10 +21,15 @@ DLIO = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.absp
 LAYERS: List[Tuple[str, Set[str]]] = [
     ("entry", {"__main__"}),
     ("cli", {"cli"}),
+    # one lifecycle for every workload family's run (driver), and the families' registry: literal
+    # imports inside functions, read here like any other
+    ("jobs", {"jobs"}),
     ("train", {"train"}),
     # the workload families beside checkpoints: jobs that may use mlperf's rules, the dataset, the
     # io microbenchmarks' pieces, report, storage, config and base
-    ("jobs", {"checkpoint", "kvcache", "vdb", "modelload", "profile"}),
+    ("families", {"checkpoint", "kvcache", "vdb", "modelload", "profile"}),
+    # what a family is to the driver and the command line (dlio.family: Family, Run, RunContext)
+    ("family protocol", {"family"}),
     # MLPerf Storage's rules and checks: they read runs through report and size datasets through dataset
     ("mlperf", {"mlperf"}),
     ("data", {"dataset", "fsbench"}),
