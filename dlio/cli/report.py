@@ -77,14 +77,14 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
     file is compared point by point (same rw, bs, engine, qd, threads).
     """
     # the job's modules load when the command runs: --help and completion stay fast
+    from dlio.jobs.registry import reports
     from dlio.report import compare, source, tables
-    from dlio.train.session import family_reports
 
     dests = [d for d in (csv_path, json_path, md_path, html_path) if d]
     if sum(d == "-" for d in dests) > 1:
         raise DlioError("only one of --csv, --json, --markdown, --html can write to stdout ('-')")
     ram_bytes = _ram(ram)
-    sources = source.load_all(paths, family_reports())
+    sources = source.load_all(paths, reports())
     rep = compare.build(sources)
     if "-" not in dests:
         for line in tables.table_lines(rep) + tables.verdict_lines(rep):
@@ -150,20 +150,20 @@ def check(paths, ram, rules_version):
     Prints PASS or FAIL with the figure for each; exit status 1 if any fails.
     """
     # the job's modules load when the command runs: --help and completion stay fast
-    from dlio.kvcache import check as kv_check
+    from dlio.jobs.registry import FAMILIES, reports
     from dlio.mlperf import checks
     from dlio.report import source
-    from dlio.train.session import family_reports
 
-    if all(kv_check.load(p) is not None for p in paths):  # KV-cache runs: their own checks (attestation)
-        sys.exit(kv_check.main(paths, click.echo))
+    for family in (load() for load in FAMILIES.values()):  # a family's runs: its own checks
+        if family.checks is not None and all(family.checks.load(p) is not None for p in paths):
+            sys.exit(family.checks.main(paths, click.echo))
     ram_bytes = _ram(ram)
-    sources = source.load_all(paths, family_reports())
+    sources = source.load_all(paths, reports())
     for s in sources:
         if s.kind == "family":
             raise DlioError(
                 f"{s.path}: a {s.family.title} run; check applies MLPerf Storage's training and checkpoint rules "
-                "(and the KV cache's, given only KV-cache runs): use `dlio-fast report` for its figures"
+                "(and a family's own, given only that family's runs): use `dlio-fast report` for its figures"
             )
         if s.kind != "run":
             raise DlioError(f"{s.path}: an {s.kind} result; check needs run folders")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import importlib
 import os
 import sys
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence
@@ -13,7 +12,6 @@ import click
 
 from dlio.base.errors import DlioError
 from dlio.base.limits import usable_cpus
-from dlio.base.units import fmt_bytes
 from dlio.cli.params import (
     complete_workload,
     console_options,
@@ -173,14 +171,18 @@ def run(
     OVERRIDES in DLIO's spelling are accepted too: ++workload.dataset.num_files_train=16
     """
     # the job's modules load when the command runs: --help and completion stay fast
-    from dlio.train import session
+    from dlio.family import RunContext
+    from dlio.jobs import driver, registry
+    from dlio.storage import backend_for
 
     cfg = load(workload_name, config_file, sets, overrides, scale, key_values(keys))
     comm = mpi.world()
     echo, progress = _rank0_console(ctx, comm)
+    family = registry.family_of(cfg)
     with _document_out(json_path, progress) as result_doc:
         verbose = ctx.obj.get("verbose", False)
-        session.run(cfg, comm, echo, _warn_to(progress), progress, output, dry_run, verbose, result_doc)
+        run_ctx = RunContext(cfg, comm, echo, _warn_to(progress), backend_for(cfg), progress, output, verbose)
+        driver.run(run_ctx, family, dry_run, result_doc)
 
 
 @contextlib.contextmanager
@@ -327,9 +329,8 @@ def workloads(ctx: click.Context) -> None:
     if ctx.invoked_subcommand is not None:
         return
     # the job's modules load when the command runs: --help and completion stay fast
-    from dlio.dataset.spec import dataset_bytes, dataset_spec
+    from dlio.jobs.registry import family_of
     from dlio.mlperf.rules import label
-    from dlio.train.session import FAMILIES, family_of
 
     width = max(len(n) for n in list_workloads()) + 1
     fw = max(len("(checkpoint only)"), len("mmap_indexed_binary")) + 1  # the longest format name
@@ -341,25 +342,16 @@ def workloads(ctx: click.Context) -> None:
     )
     for name in list_workloads():
         cfg = load_config(workload=name, env={})
-        d = cfg.dataset
         if cfg.is_checkpoint_only():
             click.echo(f"{name:<{width}} {'(checkpoint only)'}")
             continue
-        family = family_of(cfg)
-        if family is not None:  # vdb, model loading, KV cache: each family says what its columns hold
-            row = {"files": "-", "spf": "-", "sample": "-", "dataset": "-", "batch": "-", "compute": "-"}
-            row.update(importlib.import_module(FAMILIES[family]).listing(cfg))
-            rule = row.get("rules", rules[name])
-            click.echo(
-                f"{name:<{width}} {row['format']:<{fw}} {row['files']:>9} {row['spf']:>10} {row['sample']:>10} "
-                f"{row['dataset']:>10} {row['batch']:>6} {row['compute']:>10}  {rule:<{rw}}"
-            )
-            continue
-        size = dataset_bytes(dataset_spec(cfg))
+        # each family says what its columns hold (a KV cache's users, a model's shards, ...)
+        row = {"files": "-", "spf": "-", "sample": "-", "dataset": "-", "batch": "-", "compute": "-"}
+        row.update(family_of(cfg).listing(cfg))
+        rule = row.get("rules", rules[name])
         click.echo(
-            f"{name:<{width}} {d.format:<{fw}} {d.num_files_train:>9} {d.num_samples_per_file:>10} "
-            f"{fmt_bytes(cfg.record_bytes(), ''):>10} {fmt_bytes(size, ''):>10} {cfg.reader.batch_size:>6} "
-            f"{cfg.train.computation_time.mean():>10.4g}  {rules[name]:<{rw}}"
+            f"{name:<{width}} {row['format']:<{fw}} {row['files']:>9} {row['spf']:>10} {row['sample']:>10} "
+            f"{row['dataset']:>10} {row['batch']:>6} {row['compute']:>10}  {rule:<{rw}}"
         )
 
 

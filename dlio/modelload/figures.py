@@ -1,4 +1,4 @@
-"""The figures of a model load, pure functions of the ranks' pass records (dlio.modelload.run):
+"""The figures of a model load, pure functions of the ranks' pass records (dlio.modelload.family):
 
 time to ready    per rank: from the moment all ranks start (a barrier) until the rank holds every
                  byte it reads (its files opened, mapped or read, its pages faulted in); the load's
@@ -105,7 +105,7 @@ def summary_lines(result: Dict[str, Any]) -> List[str]:
 
 
 def reading(doc: Dict[str, Any]) -> FamilyReading:
-    """What `dlio-fast report` shows of a model-load document (REPORT in dlio.modelload.run)."""
+    """What `dlio-fast report` shows of a model-load document (REPORT in dlio.modelload.family)."""
     st, model = doc["settings"], doc["model"]
     o = doc.get("summary") or {}
     timed = [p for p in doc.get("loads") or [] if p["kind"] == "timed"]

@@ -1,7 +1,7 @@
 """What `dlio-fast report` needs from a workload family's result document (model load, KV cache, vector
 search: schema dlio-fast.<family>/1), so that report reads them without knowing their shapes.
 
-Each family module (dlio.train.session.FAMILIES) declares one FamilyReport as REPORT; the command line
+Each workload family (dlio.jobs.registry) declares one FamilyReport as its report; the command line
 hands the table of them to dlio.report.source.load. A family's runs are compared among themselves as
 runs are (dlio.report.compare.compare_family): its settings, its figures with ratios to the first, and
 every verdict it recorded with the counters it was made from.

@@ -199,6 +199,7 @@ class RunResult(TypedDict):
     ranks: List[RankRecord]
     checkpoint_plan: NotRequired[Dict[str, Any]]  # dlio.checkpoint.summary.plan_summary, when it checkpoints
     config_warnings: NotRequired[List[str]]  # the config's warnings (dlio.config.emulation), when there are any
+    verdicts: NotRequired[List[Dict[str, Any]]]  # dlio.report.verdict.annotate_run: the run's verdicts
 
 
 class IoPoint(TypedDict, total=False):

@@ -205,11 +205,11 @@ class _OneRank:
 
 def test_default_output_folders_differ_in_the_same_second(tmp_path):
     from dlio.config.load import load_config
-    from dlio.train.session import output_folder
+    from dlio.jobs.folder import output_folder
 
     cfg = load_config(workload="default")
     code = (
-        "import sys; from dlio.config.load import load_config; from dlio.train.session import output_folder;"
+        "import sys; from dlio.config.load import load_config; from dlio.jobs.folder import output_folder;"
         "print(output_folder(load_config(workload='default'), None, type('C', (), {'bcast': lambda s, x: x})()))"
     )
     others = {
@@ -220,13 +220,13 @@ def test_default_output_folders_differ_in_the_same_second(tmp_path):
 
 
 def test_second_run_into_a_folder_in_use_is_refused_and_a_dead_lock_is_not(tmp_path):
-    from dlio.train.runlock import lock_output_folder
+    from dlio.jobs.runlock import lock_output_folder
 
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import sys, time; from dlio.train.runlock import "
+            "import sys, time; from dlio.jobs.runlock import "
             "lock_output_folder as l; l(sys.argv[1]); print('held', flush=True); time.sleep(60)",
             str(tmp_path),
         ],
@@ -251,7 +251,7 @@ def test_concurrent_run_cli_refused(run_cli, tmp_path, dlio_cmd):
         [
             sys.executable,
             "-c",
-            "import sys, time; from dlio.train.runlock import "
+            "import sys, time; from dlio.jobs.runlock import "
             "lock_output_folder as l; l(sys.argv[1]); print('held', flush=True); time.sleep(60)",
             str(out),
         ],

@@ -15,16 +15,36 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 DLIO = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dlio")
 
+def _family_packages() -> Set[str]:
+    """The packages of dlio/ with a family.py that defines FAMILY (dlio.jobs.registry), training apart: a
+    new family takes its place in the families' layer without a line here."""
+    out = set()
+    for name in sorted(os.listdir(DLIO)):
+        path = os.path.join(DLIO, name, "family.py")
+        if name != "train" and os.path.isfile(path):
+            with open(path) as f:
+                if "\nFAMILY = " in f.read():
+                    out.add(name)
+    return out
+
+
+FAMILY_PACKAGES = _family_packages()
+
 # Top first. A name is a subpackage of dlio/ or a module directly in dlio/ (the base modules; "dlio" is
 # the package's __init__, which holds the version only). Packages named here that do not exist yet
 # (kvcache, vdb, modelload) have their place waiting.
 LAYERS: List[Tuple[str, Set[str]]] = [
     ("entry", {"__main__"}),
     ("cli", {"cli"}),
+    # one lifecycle for every workload family's run (driver), and the families' registry: literal
+    # imports inside functions, read here like any other
+    ("jobs", {"jobs"}),
     ("train", {"train"}),
     # the workload families beside checkpoints: jobs that may use mlperf's rules, the dataset, the
     # io microbenchmarks' pieces, report, storage, config and base
-    ("jobs", {"checkpoint", "kvcache", "vdb", "modelload", "profile"}),
+    ("families", {"checkpoint", "profile"} | FAMILY_PACKAGES),
+    # what a family is to the driver and the command line (dlio.family: Family, Run, RunContext)
+    ("family protocol", {"family"}),
     # MLPerf Storage's rules and checks: they read runs through report and size datasets through dataset
     ("mlperf", {"mlperf"}),
     ("data", {"dataset", "fsbench"}),

@@ -7,14 +7,14 @@ import contextlib
 import os
 import time
 from dataclasses import asdict
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from dlio.base.errors import DlioError
 from dlio.base.units import fmt_bytes
+from dlio.family import Family, RunContext
 from dlio.progress import phase_of
 from dlio.report.family import FamilyReading, FamilyReport, Figure
 from dlio.report.verdict import line as verdict_line
-from dlio.system.execute import stop_signals_deferred
 from dlio.system.host import host_info, iso
 from dlio.system.output import write_json
 from dlio.vdb import metrics, model, search
@@ -68,7 +68,7 @@ def describe(spec: VdbSpec, p: Optional[search.Plan], present: bool, where: str 
         f"index files         {len(file_sizes(spec))}, {fmt_bytes(total)} in {where or spec.folder} "
         f"({'present: kept' if present else 'missing: built first'})",
     ]
-    if not spec.searches:
+    if p is None:  # no searches
         return out + ["search              in memory (HNSW): the run writes the index and loads it, nothing else"]
     e = expected(spec, p)
     out += [
@@ -128,6 +128,7 @@ def _phases(
             f"({doc['load']['mb_per_s']:.0f} MB/s); {verdict_line('load', doc['load']['verdict'])}"
         )
         return None
+    assert p is not None  # a run with searches has a plan (VdbRun)
     if progress is not None:
         progress.run_begin("vdb", "run", spec.runs)
     for i in range(spec.runs):
@@ -171,70 +172,79 @@ def _run_phase(spec: VdbSpec, progress: Any, i: int) -> Iterator[Optional[Callab
         yield tick if progress is not None else None
 
 
-def run(
-    cfg: Any,
-    comm: Any,
-    echo: Callable[[str], None],
-    warn: Callable[[str], None],
-    progress: Any = None,
-    make_output: Callable[[], str] = lambda: "output",
-    dry_run: bool = False,
-) -> Optional[str]:
-    """The whole vdb run. Returns the output folder (made by ``make_output`` once the checks passed)."""
-    spec = vdb_spec(cfg)
-    if comm.size > 1:
-        raise DlioError(
-            f"vdb workloads run as one process ({comm.size} ranks here): its query processes are threads "
-            "(vdb.processes); run without mpiexec"
-        )
-    p = search.plan(spec) if spec.searches else None
-    store = store_for(cfg, spec, p.chains.medoid if p else 0)
-    store.check()  # a missing bucket or a wrong endpoint: one line before anything else
-    if dry_run:
-        for text in [cfg.to_yaml().rstrip(), "---", *describe(spec, p, store.present(), store.describe())]:
-            echo(text)
-        return None
-    if spec.engine == "posix":
-        warn(
-            "note: engine posix reads a hop's nodes one after another (DiskANN submits them together): "
-            "use io_uring for DiskANN's beam"
-        )
-    folder = make_output()
-    for text in describe(spec, p, store.present(), store.describe()):
-        echo(text)
-    doc: Dict[str, Any] = {
-        "schema": SCHEMA,
-        "workload": cfg.workload,
-        "start": iso(),
-        "host": host_info(),
-        "config": cfg.to_dict(),
-        "layout": asdict(spec.layout) | {"node_len": spec.layout.node_len, "read_bytes": spec.layout.read_bytes},
-        "plan": None
-        if p is None
-        else {"source": p.source, "beam_width": p.beam_width, "medoid": p.chains.medoid, **expected(spec, p)},
-        "build": None,
-        "load": None,
-        "runs": [],
-        "complete": False,
-    }
-    with stop_signals_deferred():
-        failure = _phases(spec, store, p, doc, echo, progress)
-    doc["complete"] = failure is None
-    doc["end"] = iso()
-    if doc["runs"]:
-        write_json(os.path.join(folder, "summary.json"), metrics.summary(doc["runs"]) | {"complete": doc["complete"]})
-    write_json(os.path.join(folder, "dlio-fast.json"), doc)
-    if doc["runs"]:
-        s = metrics.summary(doc["runs"])
-        echo(
-            f"summary ({len(doc['runs'])} runs): {s['throughput_qps']:.1f} QPS, latency mean "
-            f"{s['latency_mean_ms']:.2f} ms, p95 {s['latency_p95_ms']:.2f}, p99 {s['latency_p99_ms']:.2f}, "
-            f"p99.9 {s['latency_p999_ms']:.2f}"
-        )
-    echo(f"results in {folder}")
-    if failure is not None:
-        raise failure
-    return folder
+class VdbRun:
+    """The vector-search run (dlio.family.Run): one process, its query processes threads."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        cfg, comm = ctx.cfg, ctx.comm
+        self.ctx, self.cfg = ctx, cfg
+        self.spec = spec = vdb_spec(cfg)
+        if comm.size > 1:
+            raise DlioError(
+                f"vdb workloads run as one process ({comm.size} ranks here): its query processes are threads "
+                "(vdb.processes); run without mpiexec"
+            )
+        self.plan = p = search.plan(spec) if spec.searches else None
+        self.store = store_for(cfg, spec, p.chains.medoid if p else 0)
+
+    def describe(self) -> List[str]:
+        return describe(self.spec, self.plan, self.store.present(), self.store.describe())
+
+    def check_access(self) -> None:
+        self.store.check()  # a missing bucket or a wrong endpoint: one line before anything else
+
+    def prepare(self, folder: str) -> None:
+        if self.spec.engine == "posix":
+            self.ctx.warn(
+                "note: engine posix reads a hop's nodes one after another (DiskANN submits them together): "
+                "use io_uring for DiskANN's beam"
+            )
+        for text in self.describe():
+            self.ctx.echo(text)
+
+    def measure(self) -> Tuple[Dict[str, Any], Optional[BaseException]]:
+        spec, p, cfg = self.spec, self.plan, self.cfg
+        doc: Dict[str, Any] = {
+            "schema": SCHEMA,
+            "workload": cfg.workload,
+            "start": iso(),
+            "host": host_info(),
+            "config": cfg.to_dict(),
+            "layout": asdict(spec.layout) | {"node_len": spec.layout.node_len, "read_bytes": spec.layout.read_bytes},
+            "plan": None
+            if p is None
+            else {"source": p.source, "beam_width": p.beam_width, "medoid": p.chains.medoid, **expected(spec, p)},
+            "build": None,
+            "load": None,
+            "runs": [],
+            "complete": False,
+        }
+        failure = _phases(spec, self.store, p, doc, self.ctx.echo, self.ctx.progress)
+        doc["complete"] = failure is None
+        doc["end"] = iso()
+        return doc, failure
+
+    def keep_partial(self, folder: str, records: Dict[str, Any], failure: BaseException) -> None:
+        raise AssertionError("a vdb run is one process")  # refused in __init__ under mpiexec
+
+    def write(
+        self, folder: str, records: List[Dict[str, Any]], failure: Optional[BaseException]
+    ) -> Optional[Tuple[Dict[str, Any], str]]:
+        doc, echo = records[0], self.ctx.echo
+        if doc["runs"]:
+            write_json(
+                os.path.join(folder, "summary.json"), metrics.summary(doc["runs"]) | {"complete": doc["complete"]}
+            )
+        write_json(os.path.join(folder, "dlio-fast.json"), doc)
+        if doc["runs"]:
+            s = metrics.summary(doc["runs"])
+            echo(
+                f"summary ({len(doc['runs'])} runs): {s['throughput_qps']:.1f} QPS, latency mean "
+                f"{s['latency_mean_ms']:.2f} ms, p95 {s['latency_p95_ms']:.2f}, p99 {s['latency_p99_ms']:.2f}, "
+                f"p99.9 {s['latency_p999_ms']:.2f}"
+            )
+        echo(f"results in {folder}")
+        return doc, folder
 
 
 def reading(doc: Dict[str, Any]) -> FamilyReading:
@@ -310,3 +320,4 @@ REPORT_FIGURES: List[Figure] = [
     ("load_mb_per_s", "index load MB/s", "MB/s", 1),
 ]
 REPORT = FamilyReport(SCHEMA, "vector search", REPORT_SETTINGS, REPORT_FIGURES, reading)
+FAMILY = Family("vdb", "vector search", VdbRun, listing, REPORT)

@@ -20,24 +20,23 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dlio import _core
-from dlio.base.errors import ConfigError, DlioError, DlioRunError, Interrupted
+from dlio.base.errors import ConfigError, DlioRunError, Interrupted
 from dlio.base.units import fmt_bytes
 from dlio.config.engines import S3_ENGINE
+from dlio.family import Family, RunContext
 from dlio.modelload import figures
 from dlio.modelload.models import Model, model_of
 from dlio.modelload.plan import RankPlan, rank_plan
 from dlio.modelload.shards import INDEX, Shard, index_text, layout
 from dlio.modelload.store import StoredModel
 from dlio.report.family import FamilyReport
-from dlio.storage import backend_for
 from dlio.storage.base import FILE_ENGINES, Backend, SetOptions
-from dlio.system.execute import interruptible, stop_signals_deferred
+from dlio.system.execute import interruptible
 from dlio.system.host import host_info, iso
 from dlio.system.output import environment, write_json
 from dlio.system.results_out import write_with_fallback
 
 SCHEMA = "dlio-fast.modelload/1"
-REPORT = FamilyReport(SCHEMA, "model load", figures.REPORT_SETTINGS, figures.REPORT_FIGURES, figures.reading)
 
 # read mode -> (C engine, O_DIRECT, uses model_load.qd)
 MODES: Dict[str, Tuple[str, bool, bool]] = {
@@ -124,57 +123,79 @@ def listing(cfg: Any) -> Dict[str, str]:
     }
 
 
-def run(
+class LoadRun:
+    """One rank's model-load run (dlio.family.Run): the shards written when missing, then the loads."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        cfg, comm, backend = ctx.cfg, ctx.comm, ctx.backend
+        backend.check_config(cfg)
+        self.ctx, self.cfg, self.comm = ctx, cfg, comm
+        self.tp = tp = check(cfg, comm.size, backend)
+        self.model = model = model_of(cfg)
+        shards = layout(model, cfg.model_load.shard_size)
+        self.root = backend.checkpoint_root(cfg)
+        self.stored = StoredModel(backend, self.root, shards, index_text(model, shards))
+        ml = cfg.model_load
+        self.mine = rank_plan(shards, ml.spread, tp, comm.rank % tp, model.itemsize, ml.read_mode, ml.transfer_size)
+        self.start = ""
+
+    def describe(self) -> List[str]:
+        shards = self.stored.shards
+        return plan_lines(self.cfg, self.model, shards, self.root, self.tp, self.comm.size, self.mine)
+
+    def check_access(self) -> None:
+        self.stored.backend.check_access([self.root])
+
+    def prepare(self, folder: str) -> None:
+        for line in self.describe():
+            self.ctx.echo(line)
+        self.start = iso()
+
+    def measure(self) -> Tuple[Tuple[List[Dict[str, Any]], Dict[str, Any]], Optional[BaseException]]:
+        comm, mine = self.comm, self.mine
+        passes: List[Dict[str, Any]] = []
+        failure: Optional[BaseException] = None
+        try:
+            if not comm.bcast(self.stored.present() if comm.rank == 0 else None):
+                self.stored.write(comm, self.ctx.echo)
+            _loads(self.cfg, comm, self.ctx.echo, self.stored, mine, self.tp, passes)
+        except (Interrupted, DlioRunError) as e:
+            failure = e
+        plan = {"rank": comm.rank, "files": len(mine.files), "bytes": mine.bytes, "wanted_bytes": mine.wanted_bytes}
+        return (passes, plan), failure
+
+    def _document(self, records: List[Any], failure: Optional[BaseException]) -> Dict[str, Any]:
+        passes, plans = [r[0] for r in records], [r[1] for r in records]
+        return _document(self.cfg, self.comm.size, self.model, self.stored, self.tp, self.start, passes, plans, failure)
+
+    def keep_partial(self, folder: str, records: Any, failure: BaseException) -> None:
+        doc = self._document([records], failure)
+        name = f"dlio-fast-rank{self.comm.rank}.json"
+        write_with_fallback(lambda d: write_json(os.path.join(d, name), doc), folder)
+
+    def write(
+        self, folder: str, records: List[Any], failure: Optional[BaseException]
+    ) -> Optional[Tuple[Dict[str, Any], str]]:
+        doc = self._document(records, failure)
+        doc["environment"] = environment()
+        where, lost = write_with_fallback(lambda d: write_json(os.path.join(d, "dlio-fast.json"), doc), folder)
+        for line in figures.summary_lines(doc):
+            self.ctx.echo(line)
+        self.ctx.echo(f"Saved outputs in {where}{'' if failure is None else ' (partial: ' + str(failure) + ')'}")
+        if lost:
+            self.ctx.warn(f"warning: {lost}")
+        return doc, where
+
+
+def _loads(
     cfg: Any,
     comm: Any,
     echo: Callable[[str], None],
-    warn: Callable[[str], None],
-    progress: Any = None,
-    make_output: Callable[[], str] = lambda: "output",
-    dry_run: bool = False,
-) -> Optional[str]:
-    """The whole model-load run on this rank; the output folder on rank 0, else None. The output
-    folder is made (``make_output``) once the plan is checked."""
-    backend = backend_for(cfg)
-    backend.check_config(cfg)
-    tp = check(cfg, comm.size, backend)
-    model = model_of(cfg)
-    shards = layout(model, cfg.model_load.shard_size)
-    root = backend.checkpoint_root(cfg)
-    stored = StoredModel(backend, root, shards, index_text(model, shards))
-    ml = cfg.model_load
-    mine = rank_plan(shards, ml.spread, tp, comm.rank % tp, model.itemsize, ml.read_mode, ml.transfer_size)
-    if dry_run:
-        if comm.rank == 0:
-            for line in [cfg.to_yaml().rstrip(), "---", *plan_lines(cfg, model, shards, root, tp, comm.size, mine)]:
-                echo(line)
-        return None
-    folder = make_output()
-    problem = None
-    if comm.rank == 0:
-        try:
-            backend.check_access([root])
-        except DlioError as e:
-            problem = str(e)
-    problem = comm.bcast(problem)
-    if problem:
-        raise DlioError(problem)
-    for line in plan_lines(cfg, model, shards, root, tp, comm.size, mine):
-        echo(line)
-    start = iso()
-    passes: List[Dict[str, Any]] = []
-    failure: Optional[BaseException] = None
-    with stop_signals_deferred():
-        try:
-            if not comm.bcast(stored.present() if comm.rank == 0 else None):
-                stored.write(comm, echo)
-            _loads(cfg, comm, echo, stored, mine, tp, passes)
-        except (Interrupted, DlioRunError) as e:
-            failure = e
-    return _finish(cfg, comm, echo, warn, folder, model, stored, mine, tp, start, passes, failure)
-
-
-def _loads(cfg, comm, echo, stored: StoredModel, mine: RankPlan, tp: int, passes: List[Dict[str, Any]]) -> None:
+    stored: StoredModel,
+    mine: RankPlan,
+    tp: int,
+    passes: List[Dict[str, Any]],
+) -> None:
     """The loads of this rank: an untimed one first when warm, then model_load.repeats timed ones."""
     ml = cfg.model_load
     kinds = (["warm-up"] if ml.cache == "warm" else []) + ["timed"] * ml.repeats
@@ -223,9 +244,7 @@ def load_once(cfg: Any, comm: Any, stored: StoredModel, mine: RankPlan, tp: int,
         "GiB_per_second": res.bytes / figures.GiB / ready if ready > 0 else 0.0,
         "minflt": res.minflt,
         "majflt": res.majflt,
-        "pages_per_fault": (
-            mine.pages / (res.minflt + res.majflt) if mine.pages and res.minflt is not None and res.minflt else None
-        ),
+        "pages_per_fault": (mine.pages / (res.minflt + (res.majflt or 0)) if mine.pages and res.minflt else None),
         "engine": res.engine,
         "direct": res.direct,
         "threads": res.threads,
@@ -236,33 +255,17 @@ def load_once(cfg: Any, comm: Any, stored: StoredModel, mine: RankPlan, tp: int,
     }
 
 
-def _finish(cfg, comm, echo, warn, folder, model, stored, mine, tp, start, passes, failure) -> Optional[str]:
-    """Gather, write dlio-fast.json, print the figures; re-raise a failure after writing."""
-    plan = {"rank": comm.rank, "files": len(mine.files), "bytes": mine.bytes, "wanted_bytes": mine.wanted_bytes}
-    if failure is not None and comm.size > 1:  # no collective after a failure: each rank keeps its own
-        doc = _document(cfg, comm.size, model, stored, tp, start, [passes], [plan], failure)
-        write_with_fallback(lambda d: write_json(os.path.join(d, f"dlio-fast-rank{comm.rank}.json"), doc), folder)
-        raise failure
-    all_passes = comm.gather(passes)
-    plans = comm.gather(plan)
-    if comm.rank != 0:
-        if failure is not None:
-            raise failure
-        return None
-    doc = _document(cfg, comm.size, model, stored, tp, start, all_passes, plans, failure)
-    doc["environment"] = environment()
-    where, lost = write_with_fallback(lambda d: write_json(os.path.join(d, "dlio-fast.json"), doc), folder)
-    for line in figures.summary_lines(doc):
-        echo(line)
-    echo(f"Saved outputs in {where}{'' if failure is None else ' (partial: ' + str(failure) + ')'}")
-    if lost:
-        warn(f"warning: {lost}")
-    if failure is not None:
-        raise failure
-    return where
-
-
-def _document(cfg, size, model, stored, tp, start, all_passes, plans, failure) -> Dict[str, Any]:
+def _document(
+    cfg: Any,
+    size: int,
+    model: Model,
+    stored: StoredModel,
+    tp: int,
+    start: str,
+    all_passes: List[List[Dict[str, Any]]],
+    plans: List[Dict[str, Any]],
+    failure: Optional[BaseException],
+) -> Dict[str, Any]:
     ml = cfg.model_load
     by_pass: Dict[int, List[Dict[str, Any]]] = {}
     for recs in all_passes:
@@ -309,3 +312,7 @@ def _document(cfg, size, model, stored, tp, start, all_passes, plans, failure) -
         "verdicts": vs,
         "ranks": [r for recs in all_passes for r in recs],
     }
+
+
+REPORT = FamilyReport(SCHEMA, "model load", figures.REPORT_SETTINGS, figures.REPORT_FIGURES, figures.reading)
+FAMILY = Family("model_load", "model load", LoadRun, listing, REPORT)

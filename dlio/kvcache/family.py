@@ -10,25 +10,23 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dlio.base.errors import DlioError, DlioRunError
 from dlio.base.units import fmt_bytes
-from dlio.kvcache import attest, engine, metrics, oplog, results
+from dlio.family import Family, FamilyChecks, RunContext
+from dlio.kvcache import attest, check, engine, metrics, oplog, results
 from dlio.kvcache.check import OPTIONS
 from dlio.kvcache.models import resolve_model
 from dlio.kvcache.plan import Plan, plan_lines, synthetic_plan
 from dlio.kvcache.settings import KvSettings, settings
 from dlio.kvcache.store import Store
 from dlio.kvcache.traces import trace_plan
-from dlio.storage import backend_for
 from dlio.storage.base import LOCAL
 from dlio.system import output
-from dlio.system.execute import late_signal_note, pending, stop_signals_deferred
+from dlio.system.execute import pending
 from dlio.system.host import iso
 from dlio.system.stats import to_json
-
-REPORT = results.REPORT  # what `dlio-fast report` reads of this family's documents (dlio.report.family)
 
 
 def plan_for(s: KvSettings, rank: int, trial: int) -> Plan:
@@ -73,81 +71,99 @@ def listing(cfg: Any) -> Dict[str, str]:
     }
 
 
-def run(
-    cfg: Any,
-    comm: Any,
-    echo: Callable[[str], None],
-    warn: Callable[[str], None],
-    progress: Any = None,
-    make_output: Callable[[], str] = lambda: "output",
-    dry_run: bool = False,
-) -> Optional[str]:
-    """The whole run on this rank. Returns the output folder (rank 0) or None; the folder is made
-    (``make_output``) once the plan is checked."""
-    backend = backend_for(cfg)
-    backend.check_config(cfg)
-    s = settings(cfg)
-    local = backend.has(LOCAL)
-    if not local and s.io_mode == "direct":
-        backend.refuse(
-            "kvcache.io_mode",
-            "direct",
-            "O_DIRECT bypasses a client page cache, and an object store has none: entries go as whole-object "
-            "PUTs and GETs",
-            "leave kvcache.io_mode out (compat)",
-        )
-    root = s.cache_dir if local else backend.folder_root(cfg, "kvcache.cache_dir")
-    plan0 = plan_for(s, comm.rank, 0)
-    lines = describe(s, plan0, root, comm.size, local)
-    if dry_run:
-        if comm.rank == 0:
-            for line in [cfg.to_yaml().rstrip(), "---", *lines]:
-                echo(line)
-        return None
-    if not local:
-        problem = None
-        if comm.rank == 0:
+class KvRun:
+    """One rank's KV-cache run (dlio.family.Run): its trials, each started on every rank at once."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        cfg, comm, backend = ctx.cfg, ctx.comm, ctx.backend
+        backend.check_config(cfg)
+        self.ctx, self.cfg, self.comm, self.backend = ctx, cfg, comm, backend
+        self.s = s = settings(cfg)
+        self.local = local = backend.has(LOCAL)
+        if not local and s.io_mode == "direct":
+            backend.refuse(
+                "kvcache.io_mode",
+                "direct",
+                "O_DIRECT bypasses a client page cache, and an object store has none: entries go as whole-object "
+                "PUTs and GETs",
+                "leave kvcache.io_mode out (compat)",
+            )
+        self.root = s.cache_dir if local else backend.folder_root(cfg, "kvcache.cache_dir")
+        self.plan0 = plan_for(s, comm.rank, 0)
+        self.lines = describe(s, self.plan0, self.root, comm.size, local)
+        self.started = ""
+
+    def describe(self) -> List[str]:
+        return self.lines
+
+    def check_access(self) -> None:
+        if not self.local:  # a cache folder is checked by each rank as it claims it (prepare)
+            self.backend.check_access([self.root], create=self.cfg.dlio_fast.create_bucket)
+
+    def prepare(self, folder: str) -> None:
+        s, comm, backend = self.s, self.comm, self.backend
+        cache = rank_folder(s, comm.rank) if self.local else backend.join(self.root, f"rank_{comm.rank}") + "/"
+        self.store = store = Store(backend, cache, self.local)
+
+        def claim() -> None:
             try:
-                backend.check_access([root], create=cfg.dlio_fast.create_bucket)
-            except DlioError as e:
-                problem = str(e)
-        problem = comm.bcast(problem)
-        if problem:
-            raise DlioError(problem)
-    folder = make_output()
-    cache = rank_folder(s, comm.rank) if local else backend.join(root, f"rank_{comm.rank}") + "/"
-    store = Store(backend, cache, local)
-    problem = None
-    try:
-        largest = int(plan0.entries["bytes"].max()) if len(plan0.entries) else 4096
-        store.prepare(s, largest)
-        engine.check_room(plan0, store.capacity(s), cache)
-    except DlioError as e:
-        problem = str(e)
-    except OSError as e:
-        problem = f"{cache}: {e.strerror}; choose another kvcache.cache_dir"
-    problems = [p for p in comm.allgather(problem) if p]
-    if problems:
-        raise DlioError(problems[0])
-    for line in lines:
-        echo(line)
-    echo(f"Running dlio-fast [KV cache] with {comm.size} process(es)")
-    started = iso()
-    recs: List[Dict[str, Any]] = []
-    failure: Optional[BaseException] = None
-    with stop_signals_deferred():
+                largest = int(self.plan0.entries["bytes"].max()) if len(self.plan0.entries) else 4096
+                store.prepare(s, largest)
+                engine.check_room(self.plan0, store.capacity(s), cache)
+            except OSError as e:
+                raise DlioError(f"{cache}: {e.strerror}; choose another kvcache.cache_dir") from None
+
+        comm.agree_all(claim)
+        for line in self.lines:
+            self.ctx.echo(line)
+        self.ctx.echo(f"Running dlio-fast [KV cache] with {comm.size} process(es)")
+        self.started = iso()
+
+    def measure(self) -> Tuple[List[Dict[str, Any]], Optional[BaseException]]:
+        s, comm, ctx = self.s, self.comm, self.ctx
+        recs: List[Dict[str, Any]] = []
+        failure: Optional[BaseException] = None
         for trial in range(s.trials):
-            plan = plan0 if trial == 0 else plan_for(s, comm.rank, trial)
-            rec, failure = _trial(s, plan, store, comm, trial, echo, progress)
+            plan = self.plan0 if trial == 0 else plan_for(s, comm.rank, trial)
+            rec, failure = _trial(s, plan, self.store, comm, trial, ctx.echo, ctx.progress)
             if rec is not None:
                 recs.append(rec)
-            failure = store.clear(failure)
+            failure = self.store.clear(failure)
             if failure is not None or pending() is not None:
                 failure = failure or pending()
                 break
-    if failure is None and pending() is not None:
-        warn(late_signal_note())
-    return _finish(cfg, s, comm, folder, lines, recs, failure, started, echo, warn)
+        return recs, failure
+
+    def keep_partial(self, folder: str, records: List[Dict[str, Any]], failure: BaseException) -> None:
+        if records:
+            output.write_json(os.path.join(folder, f"rank_{self.comm.rank}-partial.json"), records)
+
+    def write(
+        self, folder: str, records: List[List[Dict[str, Any]]], failure: Optional[BaseException]
+    ) -> Optional[Tuple[Dict[str, Any], str]]:
+        reason = "" if failure is None else str(failure)
+        all_recs = [r for rs in records for r in rs]
+        hosts = len({r["host"] for r in all_recs}) or 1
+        try:
+            doc = results.write_all(
+                folder,
+                self.cfg,
+                self.s,
+                self.lines,
+                all_recs,
+                failure is None,
+                reason,
+                self.started,
+                self.comm.size,
+                hosts,
+            )
+        except OSError as e:
+            raise DlioRunError(f"{folder}: results not written ({e.strerror})") from None
+        if all_recs:
+            for line in results.lines(doc):
+                self.ctx.echo(line)
+        self.ctx.echo(f"Saved outputs in {folder}{'' if failure is None else ' (partial: ' + reason + ')'}")
+        return doc, folder
 
 
 def status_ticker(s: KvSettings, trial: int, progress: Any) -> Optional[Callable[[Any], None]]:
@@ -173,7 +189,9 @@ def status_ticker(s: KvSettings, trial: int, progress: Any) -> Optional[Callable
     return tick
 
 
-def _trial(s: KvSettings, plan: Plan, store: Store, comm: Any, trial: int, echo: Callable[[str], None], progress: Any):
+def _trial(
+    s: KvSettings, plan: Plan, store: Store, comm: Any, trial: int, echo: Callable[[str], None], progress: Any
+) -> Tuple[Optional[Dict[str, Any]], Optional[BaseException]]:
     cache = store.where
     capacity = store.capacity(s)
     relay = store.relay(s, plan)
@@ -221,25 +239,4 @@ def _trial(s: KvSettings, plan: Plan, store: Store, comm: Any, trial: int, echo:
     return rec, failure
 
 
-def _finish(cfg, s, comm, folder, lines, recs, failure, started, echo, warn) -> Optional[str]:
-    reason = "" if failure is None else str(failure)
-    if failure is not None and comm.size > 1:
-        # Another rank may be gone: no collective from here on; this rank keeps its own files.
-        if recs:
-            output.write_json(os.path.join(folder, f"rank_{comm.rank}-partial.json"), recs)
-        raise failure
-    gathered = comm.gather(recs)
-    if comm.rank == 0:
-        all_recs = [r for rs in gathered for r in rs]
-        hosts = len({r["host"] for r in all_recs}) or 1
-        try:
-            doc = results.write_all(folder, cfg, s, lines, all_recs, failure is None, reason, started, comm.size, hosts)
-        except OSError as e:
-            raise DlioRunError(f"{folder}: results not written ({e.strerror})") from None
-        if all_recs:
-            for line in results.lines(doc):
-                echo(line)
-        echo(f"Saved outputs in {folder}{'' if failure is None else ' (partial: ' + reason + ')'}")
-    if failure is not None:
-        raise failure
-    return folder if comm.rank == 0 else None
+FAMILY = Family("kvcache", "KV cache", KvRun, listing, results.REPORT, FamilyChecks(check.load, check.main))

@@ -1,0 +1,89 @@
+"""What a workload family is to the rest of dlio-fast: a table of hooks, as fio's ioengine_ops or IOR's
+aiori are to their loops. The driver (dlio.jobs.driver) takes a family's Run through one lifecycle; the
+command line asks the family for its `workloads` columns, `report` for how to read its documents, and
+`check` for its rules' checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+
+from dlio.report.family import FamilyReport
+from dlio.storage.base import Backend
+from dlio.system.mpi import Comm
+
+Echo = Callable[[str], None]
+
+
+@dataclass
+class RunContext:
+    """What every hook of one run shares: the config, the ranks, the console (rank 0 prints) and the
+    storage backend, made once per run."""
+
+    cfg: Any  # dlio.config.Config
+    comm: Comm
+    echo: Echo
+    warn: Echo
+    backend: Backend
+    progress: Any = None  # dlio.progress's console, or None
+    output: Optional[str] = None  # --output as given (dlio.jobs.driver.output_folder decides the folder)
+    verbose: bool = False
+
+
+class Run(Protocol):
+    """One run of a family on this rank, its config checked and its plan made (Family.plan). The driver
+    calls, in order: describe (--dry-run stops here), check_access (rank 0), prepare (every rank, once the
+    output folder exists), measure (stop signals deferred), then keep_partial (each rank, when a rank
+    failed in a multi-rank job) or write (rank 0, with every rank's records)."""
+
+    def describe(self) -> List[str]:
+        """The plan in words: what --dry-run prints after the config."""
+        ...
+
+    def check_access(self) -> None:
+        """Rank 0: one cheap request to each place the run will use (DlioError when one is refused)."""
+        ...
+
+    def prepare(self, folder: str) -> None:
+        """Every rank, once the output folder exists: what must be in place before measuring (a dataset
+        generated, a cache folder claimed, the plan printed). Collective; DlioError refuses the run."""
+        ...
+
+    def measure(self) -> Tuple[Any, Optional[BaseException]]:
+        """This rank's records, and the failure or stop signal that ended the measuring (None: done)."""
+        ...
+
+    def keep_partial(self, folder: str, records: Any, failure: BaseException) -> None:
+        """This rank's records in files of its own: another rank failed, so nothing is gathered."""
+        ...
+
+    def write(
+        self, folder: str, records: List[Any], failure: Optional[BaseException]
+    ) -> Optional[Tuple[Dict[str, Any], str]]:
+        """Rank 0: the run's result files from every rank's records, its figures printed; returns the
+        dlio-fast.json document and the folder it went to (another one when the output folder could not
+        take it). Raises DlioRunError when the results could not be written."""
+        ...
+
+
+@dataclass(frozen=True)
+class FamilyChecks:
+    """`dlio-fast check` of a family's runs: load(path) is the run's document or None when the path is
+    not one of this family's runs; main(paths, echo) prints the checks and returns the exit status."""
+
+    load: Callable[[str], Optional[Dict[str, Any]]]
+    main: Callable[[Sequence[str], Echo], int]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A workload family: its workflow flag (``name``; "train" for training and checkpoints), how a run
+    is planned, its columns in `dlio-fast workloads`, how `report` reads its documents (None: training's
+    own Result, read by dlio.report directly) and its `check` (None: MLPerf's training rules)."""
+
+    name: str
+    title: str
+    plan: Callable[[RunContext], Run]
+    listing: Callable[[Any], Dict[str, str]]
+    report: Optional[FamilyReport] = None
+    checks: Optional[FamilyChecks] = None

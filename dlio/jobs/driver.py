@@ -1,0 +1,88 @@
+"""One lifecycle for every workload family's run (dlio.family):
+
+  plan (the config checked, the backend made once) -> --dry-run prints the plan and stops -> rank 0
+  checks the storage places -> the output folder is made and locked -> prepare -> measure, with
+  Ctrl-C / SIGTERM deferred to a check between steps and other ranks' stops watched -> gather and
+  write on rank 0 (or, when a rank failed in a multi-rank job, each rank keeps its own records and
+  tells the others) -> the folder unlocked -> the failure re-raised (the CLI makes it the exit status).
+
+A run refused before it measured leaves no output folder behind."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any, Callable, Dict, Optional
+
+from dlio.base.errors import Interrupted
+from dlio.family import Family, RunContext
+from dlio.jobs.folder import output_folder, prepare_output
+from dlio.jobs.runlock import remove_unused, unlock_output_folder
+from dlio.system.execute import late_signal_note, pending, stop_signals_deferred, watch_peers
+from dlio.system.mpi import Comm
+
+ResultDoc = Callable[[Dict[str, Any], str], None]
+
+
+def run(
+    ctx: RunContext, family: Family, dry_run: bool = False, result_doc: Optional[ResultDoc] = None
+) -> Optional[str]:
+    """The whole run of `family` on this rank. Returns the output folder on rank 0, else None.
+    result_doc(doc, folder) gets the run's dlio-fast.json document on rank 0 once it is written (also when
+    the run failed or was stopped: what was measured)."""
+    from dlio.train.samecfg import check_same_config
+
+    cfg, comm = ctx.cfg, ctx.comm
+    check_same_config(cfg, comm)  # ranks that disagree would deadlock in a collective
+    job = family.plan(ctx)
+    if dry_run:
+        lines = job.describe()
+        if comm.rank == 0:
+            for line in [cfg.to_yaml().rstrip(), "---", *lines]:
+                ctx.echo(line)
+        return None
+    comm.agree(job.check_access)
+    # Every check above runs before the output folder exists: a refused run leaves nothing in a results
+    # tree (MLPerf's `check run/*` would stop at a folder holding only a lock).
+    folder = output_folder(cfg, ctx.output, comm)
+    made = prepare_output(folder, comm)
+    try:
+        try:
+            job.prepare(folder)
+        except BaseException:
+            if comm.rank == 0 and made:
+                remove_unused(folder)  # refused before measuring: nothing to keep
+            raise
+        unwatch = watch_peers(comm.peer_stopped) if comm.size > 1 else (lambda: None)
+        try:
+            with stop_signals_deferred():
+                records, failure = job.measure()
+        finally:
+            unwatch()
+        if failure is None and pending() is not None:
+            ctx.warn(late_signal_note())
+        if failure is not None and comm.size > 1:
+            # Another rank may be gone or stuck: no collective from here on. The others are told (they
+            # stop within a tick and keep what they measured); each rank keeps its own records.
+            tell_peers(comm, failure)
+            job.keep_partial(folder, records, failure)
+            raise failure
+        gathered = comm.gather(records)
+        if comm.rank == 0:
+            written = job.write(folder, gathered, failure)
+            if written is not None and result_doc is not None:
+                result_doc(*written)
+        if failure is not None:
+            raise failure
+    finally:
+        if comm.rank == 0:
+            unlock_output_folder(folder)  # the folder holds no lock file after the run
+    return folder if comm.rank == 0 else None
+
+
+def tell_peers(comm: Comm, failure: BaseException) -> None:
+    """The other ranks hear that this one stops, unless it stopped because one of them did."""
+    if isinstance(failure, Interrupted):
+        if not failure.origin:
+            comm.notify_stop(failure.signum, f"was interrupted by {signal.Signals(failure.signum).name}")
+    else:
+        comm.notify_stop(signal.SIGTERM, "failed")  # it says why itself

@@ -1,0 +1,47 @@
+"""A run's output folder: named the same on every rank, made, tested and locked before anything is
+measured (one run per folder: dlio.jobs.runlock)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Optional
+
+from dlio.base.errors import DlioError
+from dlio.jobs.runlock import lock_output_folder
+from dlio.system.mpi import Comm
+
+
+def output_folder(cfg: Any, given: Optional[str], comm: Comm) -> str:
+    """--output, else output.folder, else output/{workload}/{timestamp} (the same on every rank)."""
+    folder = given or cfg.output.folder
+    if not folder:
+        # the pid keeps two runs started in the same second apart
+        stamp = comm.bcast(time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
+        folder = os.path.join("output", cfg.workload or cfg.model.name or "run", stamp)
+        if cfg.dlio_fast.results_dir:  # MLPerf Storage's results tree (dlio.mlperf.provenance)
+            from dlio.mlperf.provenance import run_folder
+
+            folder = run_folder(cfg, stamp)
+    return folder
+
+
+def prepare_output(folder: str, comm: Comm) -> bool:
+    """Create, test and lock the output folder before measuring anything. True when this run made it."""
+
+    def make() -> bool:
+        made = not os.path.isdir(folder)
+        try:
+            os.makedirs(folder, exist_ok=True)
+            probe = os.path.join(folder, f".write-test-{os.getpid()}")
+            with open(probe, "w") as f:
+                f.write("x")
+            os.unlink(probe)
+        except OSError as e:
+            raise DlioError(
+                f"{folder}: output folder is not writable ({e.strerror}); choose another with --output"
+            ) from None
+        lock_output_folder(folder)
+        return made
+
+    return comm.agree(make)

@@ -1,0 +1,70 @@
+"""The workload families, by their workflow flag. Each entry imports its family when it is asked for (a
+literal import inside a function, which the layer test reads), so `--help` loads none of them.
+
+Adding a family: a package with a family.py that defines FAMILY (dlio.family.Family), its keys in
+dlio/config/keys/, and one entry here (docs/design.md, "Add a workload family";
+tests/unit/test_families.py checks each step)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict
+
+from dlio.base.errors import ConfigError
+from dlio.family import Family
+from dlio.report.family import FamilyReport
+
+
+def _train() -> Family:
+    from dlio.train.family import FAMILY
+
+    return FAMILY
+
+
+def _kvcache() -> Family:
+    from dlio.kvcache.family import FAMILY
+
+    return FAMILY
+
+
+def _vdb() -> Family:
+    from dlio.vdb.family import FAMILY
+
+    return FAMILY
+
+
+def _model_load() -> Family:
+    from dlio.modelload.family import FAMILY
+
+    return FAMILY
+
+
+# workflow flag -> the family; "train" (training and checkpoints) is what a config without another
+# family's flag runs
+FAMILIES: Dict[str, Callable[[], Family]] = {
+    "train": _train,
+    "kvcache": _kvcache,
+    "vdb": _vdb,
+    "model_load": _model_load,
+}
+TRAINING = "train"
+
+
+def family(name: str) -> Family:
+    return FAMILIES[name]()
+
+
+def family_of(cfg: Any) -> Family:
+    """The family a config runs: the one whose workflow flag is set, else training (and checkpoints)."""
+    chosen = [f for f in FAMILIES if f != TRAINING and getattr(cfg.workflow, f, False)]
+    if len(chosen) > 1:
+        raise ConfigError(
+            f"workflow.{chosen[0]} and workflow.{chosen[1]} are both true: one workload family per run",
+            f"workflow.{chosen[1]}",
+            True,
+        )
+    return family(chosen[0] if chosen else TRAINING)
+
+
+def reports() -> Dict[str, FamilyReport]:
+    """{schema: FamilyReport} of every family with documents of its own (for dlio.report.source.load)."""
+    return {f.report.schema: f.report for f in (load() for load in FAMILIES.values()) if f.report is not None}
