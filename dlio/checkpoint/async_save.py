@@ -43,6 +43,7 @@ from dlio.base.errors import DlioRunError, Interrupted
 from dlio.base.units import GiB
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.layout import plan_checkpoint
+from dlio.checkpoint.transfers import TransferOptions
 from dlio.report import interference
 from dlio.storage.base import FSYNC, Backend
 from dlio.system import memcheck
@@ -155,9 +156,9 @@ class AsyncSaver:
                 self.comm,
                 point.epoch,
                 point.step,
-                backend=self.backend,
+                TransferOptions(delay_ns=self.cfg.dlio_fast.null_delay_ns),
                 plan=self.plan,
-                delay_ns=self.cfg.dlio_fast.null_delay_ns,
+                backend=self.backend,
             )
         except BaseException as e:  # handed to the training loop at the next checkpoint or the end
             self.error = e

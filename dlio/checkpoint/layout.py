@@ -41,7 +41,6 @@ ZeRO-2 counts model state that ``dp != 0`` ranks never write; a non-transformer 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -170,11 +169,6 @@ class CheckpointPlan:
 def step_folder(epoch: int, step: int) -> str:
     """DLIO's checkpoint id: ``global_epoch{E}_step{S}``."""
     return f"global_epoch{int(epoch)}_step{int(step)}"
-
-
-def folder_of(cfg: Any, epoch: int, step: int) -> str:
-    """The absolute folder of checkpoint ``global_epoch{epoch}_step{step}`` under checkpoint_folder."""
-    return os.path.abspath(os.path.join(cfg.checkpoint.checkpoint_folder, step_folder(epoch, step)))
 
 
 # --------------------------------------------------------------------------------------------------
