@@ -11,7 +11,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -258,28 +258,39 @@ def _pfw_event(line: bytes, names: NameTable, fh: dict, out: EventChunks) -> Non
     )
 
 
+def _read_lines(path: str, kind: str, out: EventChunks, notes: List[str], event: Callable[[bytes], None]) -> None:
+    """Each line of a trace file to ``event``, which adds its events to ``out``: a line it raises Bad on
+    is counted as malformed, and the file ends at the event cap (a note says so). The file's notes go
+    to ``notes``."""
+    with TraceLines(path, kind) as lines:
+        for line in lines:
+            try:
+                event(line)
+            except Bad as e:
+                lines.malformed(str(e))
+            except Full:
+                notes.append(out.cap_note(path))
+                break
+        notes += lines.notes()
+
+
 def load_pfw(paths: List[str], max_events: int = MAX_EVENTS) -> Trace:
     """POSIX events of DFTracer / dlio-fast .pfw files (file names from args.fname, or the FH
     metadata lines that map args.fhash to a name). Other categories (sample, fetch, compute) are
     the emulator's own spans and are left out."""
-    out, names, fh, notes = EventChunks(EVENT_DTYPE, max_events), NameTable(), {}, []
+    out, names, notes = EventChunks(EVENT_DTYPE, max_events), NameTable(), []
+    fh: Dict[str, int] = {}
+
+    def event(line: bytes) -> None:
+        line = line.strip().rstrip(b",")
+        if line.startswith(b"{"):
+            _pfw_event(line, names, fh, out)
+
     for path in paths:
         if out.full:
             notes.append(out.cap_note(path))
             break
-        with TraceLines(path, "DFTracer .pfw") as lines:
-            for line in lines:
-                line = line.strip().rstrip(b",")
-                if not line.startswith(b"{"):
-                    continue
-                try:
-                    _pfw_event(line, names, fh, out)
-                except Bad as e:
-                    lines.malformed(str(e))
-                except Full:
-                    notes.append(out.cap_note(path))
-                    break
-            notes += lines.notes()
+        _read_lines(path, "DFTracer .pfw", out, notes, event)
     return _finish(out, names, "pfw", notes)
 
 
@@ -293,42 +304,39 @@ def load_darshan(path: str, max_events: int = MAX_EVENTS) -> Trace:
     """darshan-dxt-parser text: '# DXT, file_name:' headers, then rows
     'X_POSIX rank read|write segment offset length start end [ost...]' (seconds). Darshan has no
     thread ids: the rank is the pid and the tid. MPI-IO rows duplicate POSIX ones: only POSIX kept."""
-    out, names, notes, fi = EventChunks(EVENT_DTYPE, max_events), NameTable(), [], -1
-    with TraceLines(path, "Darshan DXT") as lines:
-        for raw in lines:
-            line = raw.decode("utf-8", "replace")
-            try:
-                m = _DXT_FILE.match(line)
-                if m:
-                    fi = names.get(m.group(1).strip())
-                    continue
-                if not line.lstrip().startswith("X_"):
-                    continue
-                m = _DXT_ROW.match(line)
-                if not m:
-                    raise Bad("not a DXT row (module rank read|write segment offset length start end)")
-                if m.group(1) != "POSIX" or fi < 0:
-                    continue
-                t0, t1 = as_real(m.group(6), 0.0, LIMIT / 1e9), as_real(m.group(7), 0.0, LIMIT / 1e9)
-                rank = as_int(m.group(2))
-                out.add(
-                    (
-                        int(t0 * 1e9),
-                        int(max(t1 - t0, 0.0) * 1e9),
-                        rank,
-                        rank,
-                        OP_READ if m.group(3) == "read" else OP_WRITE,
-                        fi,
-                        as_int(m.group(4)),
-                        as_int(m.group(5)),
-                    )
-                )
-            except Bad as e:
-                lines.malformed(str(e))
-            except Full:
-                notes.append(out.cap_note(path))
-                break
-        notes += lines.notes()
+    out, names, notes = EventChunks(EVENT_DTYPE, max_events), NameTable(), []
+    fi = -1
+
+    def event(raw: bytes) -> None:
+        nonlocal fi
+        line = raw.decode("utf-8", "replace")
+        m = _DXT_FILE.match(line)
+        if m:
+            fi = names.get(m.group(1).strip())
+            return
+        if not line.lstrip().startswith("X_"):
+            return
+        m = _DXT_ROW.match(line)
+        if not m:
+            raise Bad("not a DXT row (module rank read|write segment offset length start end)")
+        if m.group(1) != "POSIX" or fi < 0:
+            return
+        t0, t1 = as_real(m.group(6), 0.0, LIMIT / 1e9), as_real(m.group(7), 0.0, LIMIT / 1e9)
+        rank = as_int(m.group(2))
+        out.add(
+            (
+                int(t0 * 1e9),
+                int(max(t1 - t0, 0.0) * 1e9),
+                rank,
+                rank,
+                OP_READ if m.group(3) == "read" else OP_WRITE,
+                fi,
+                as_int(m.group(4)),
+                as_int(m.group(5)),
+            )
+        )
+
+    _read_lines(path, "Darshan DXT", out, notes, event)
     return _finish(out, names, "darshan", notes)
 
 
@@ -434,41 +442,37 @@ def load_strace(path: str, max_events: int = MAX_EVENTS) -> Trace:
     """`strace -f -tt -T [-o FILE]` output: `PID HH:MM:SS.us call(args) = ret <secs>` lines
     (or `[pid N]` prefixes, or no pid before the first fork), with `<unfinished ...>` /
     `<... call resumed>` pairs joined. Offsets of read/write follow open/lseek per descriptor."""
-    out, pending, notes = EventChunks(EVENT_DTYPE, max_events), {}, []
+    out, notes = EventChunks(EVENT_DTYPE, max_events), []
+    pending: Dict[int, Tuple[int, str]] = {}
     st = _StraceState(out)
-    with TraceLines(path, "strace") as lines:
-        for raw in lines:
-            m = _ST_LINE.match(raw.decode("utf-8", "replace").rstrip("\r"))
-            if not m:
-                continue
-            try:
-                pid = as_int(m.group(1) or m.group(2) or 0)
-                day = as_int(m.group(3), 0, 10**6) * 3600 + as_int(m.group(4), 0, 10**6) * 60
-                t = ns(day + as_real(m.group(5), 0.0, 10.0**9), 1e9)
-                body = m.group(6)
-                if body.endswith("<unfinished ...>"):
-                    if len(pending) >= _ST_MAX_PENDING and pid not in pending:
-                        raise Bad(f"more than {_ST_MAX_PENDING} calls unfinished at once")
-                    pending[pid] = (t, body[: -len("<unfinished ...>")].rstrip()[:65536])
-                    continue
-                r = _ST_RESUMED.match(body)
-                if r:
-                    if pid not in pending:
-                        continue
-                    t, head = pending.pop(pid)
-                    body = head + r.group(2)
-                c = _ST_CALL.match(body)
-                if not c or c.group(3) == "?":
-                    continue
-                ret = _arg_int(c.group(3))
-                dur = ns(c.group(5), 1e9) if c.group(5) else 0
-                st.call(pid, t, c.group(1), c.group(2), ret, dur)
-            except Bad as e:
-                lines.malformed(str(e))
-            except Full:
-                notes.append(out.cap_note(path))
-                break
-        notes += lines.notes()
+
+    def event(raw: bytes) -> None:
+        m = _ST_LINE.match(raw.decode("utf-8", "replace").rstrip("\r"))
+        if not m:
+            return
+        pid = as_int(m.group(1) or m.group(2) or 0)
+        day = as_int(m.group(3), 0, 10**6) * 3600 + as_int(m.group(4), 0, 10**6) * 60
+        t = ns(day + as_real(m.group(5), 0.0, 10.0**9), 1e9)
+        body = m.group(6)
+        if body.endswith("<unfinished ...>"):
+            if len(pending) >= _ST_MAX_PENDING and pid not in pending:
+                raise Bad(f"more than {_ST_MAX_PENDING} calls unfinished at once")
+            pending[pid] = (t, body[: -len("<unfinished ...>")].rstrip()[:65536])
+            return
+        r = _ST_RESUMED.match(body)
+        if r:
+            if pid not in pending:
+                return
+            t, head = pending.pop(pid)
+            body = head + r.group(2)
+        c = _ST_CALL.match(body)
+        if not c or c.group(3) == "?":
+            return
+        ret = _arg_int(c.group(3))
+        dur = ns(c.group(5), 1e9) if c.group(5) else 0
+        st.call(pid, t, c.group(1), c.group(2), ret, dur)
+
+    _read_lines(path, "strace", out, notes, event)
     return _finish(out, st.names, "strace", notes)
 
 

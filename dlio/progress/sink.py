@@ -106,12 +106,8 @@ class CsvSink:
             self.drops.written += 1
 
     def _close_fd(self) -> None:
-        if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            self.fd = None
+        _close_quietly(self.fd)
+        self.fd = None
 
     def close(self) -> None:
         self._close_fd()
@@ -151,12 +147,17 @@ class LineSink:
             return False
 
     def close(self) -> None:
-        if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            self.fd = None
+        _close_quietly(self.fd)
+        self.fd = None
+
+
+def _close_quietly(fd: Optional[int]) -> None:
+    """Close a descriptor of our own, if any; a failed close loses nothing more than it already had."""
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _fileno(stream: Any) -> Optional[int]:
