@@ -45,6 +45,7 @@ from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.layout import plan_checkpoint
 from dlio.checkpoint.transfers import TransferOptions
 from dlio.report import interference
+from dlio.report.result import RankRecord
 from dlio.storage.base import FSYNC, Backend
 from dlio.system import memcheck
 
@@ -203,7 +204,7 @@ class AsyncSaver:
             )
         return waited
 
-    def finish(self, rank_rec: Dict[str, Any], failure: Optional[BaseException]) -> Optional[BaseException]:
+    def finish(self, rank_rec: RankRecord, failure: Optional[BaseException]) -> Optional[BaseException]:
         """At the end of training: wait for the last save, add each save's interference figures; the
         run's failure (the save's own when training ended well)."""
         try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 
 from dlio.base.errors import DlioError, DlioRunError, Interrupted
 from dlio.base.units import dlio_line, fmt_bytes
@@ -19,6 +19,7 @@ from dlio.checkpoint.transfers import TransferOptions
 from dlio.progress import LONG_PAUSE_S, Progress
 from dlio.progress import pause as announced_pause
 from dlio.report import checkpoint as ckpt_figures
+from dlio.report.result import CheckpointRecord
 from dlio.storage import backend_for
 from dlio.storage.base import Backend
 from dlio.system.execute import pending
@@ -105,7 +106,7 @@ def run_checkpoint_only(
             extend_window(rec, (time.monotonic_ns() - t) / 1e9)
         rec["block"] = i
         records.append(rec)
-        stats[f"{kind}_ckpt{i}"] = ckpt_figures.per_epoch_entry(rec)
+        stats[f"{kind}_ckpt{i}"] = ckpt_figures.per_epoch_entry(cast(CheckpointRecord, rec))
         if kind == "save":
             extra = f"{fmt_bytes(rec['bytes'])}, {rec['GiB_per_second']:.4f} GiB/s" + (
                 f", fsync {rec['fsync_s']:.4f} s" if rec["fsync"] else ""

@@ -108,7 +108,8 @@ class CkptSet:
 def file_overlays(files: Sequence[CkptFile]) -> Optional[List[Any]]:
     """Per file, the literal ranges of its container (torch.save's zip records), or None when no
     file has one (raw files: tensorflow)."""
-    out = [f.torch_file.segments if f.state is not None else None for f in files]
+    tfs = [f.torch_file for f in files]
+    out = [tf.segments if tf is not None else None for tf in tfs]
     return out if any(x is not None for x in out) else None
 
 

@@ -82,6 +82,8 @@ class CsvSink:
 
     def _write(self, text: str) -> bool:
         data = text.encode()
+        if self.fd is None:
+            return False
         try:
             n = os.write(self.fd, data)  # a row is < PIPE_BUF: a pipe takes it whole or not at all
         except OSError as e:
@@ -141,6 +143,8 @@ class LineSink:
             self.dropped += 1
 
     def _raw(self, text: str) -> bool:
+        if self.fd is None:
+            return False
         try:
             return os.write(self.fd, text.encode()) > 0
         except OSError:
