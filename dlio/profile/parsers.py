@@ -11,7 +11,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, cast
 
 import numpy as np
 
@@ -75,7 +75,13 @@ def _finish(out: EventChunks, names: NameTable, source: str, notes: List[str]) -
     return _sorted(out.array(), names.array(), source, notes=notes)
 
 
-def _sorted(ev: np.ndarray, paths: np.ndarray, source: str, forked=None, notes=None) -> Trace:
+def _sorted(
+    ev: np.ndarray,
+    paths: np.ndarray,
+    source: str,
+    forked: Optional[np.ndarray] = None,
+    notes: Optional[List[str]] = None,
+) -> Trace:
     ev = sort_by_time(ev)
     if len(ev):
         ev["t"] -= ev["t"][0]
@@ -85,11 +91,13 @@ def _sorted(ev: np.ndarray, paths: np.ndarray, source: str, forked=None, notes=N
 # ------------------------------------------------------------------------------------ interposer
 
 
-def _names(path: str, names: NameTable):
+def _names(path: str, names: NameTable) -> Tuple[Dict[int, int], Optional[str], List[str]]:
     """(id -> path index dict, parent process name or None) of one files-*.txt. The recorder
     writes it through a mapping in chunks: NUL padding between chunks is skipped, and a line cut
     by the job's death (no newline) is left out."""
-    ids, parent, stopped = {}, None, []
+    ids: Dict[int, int] = {}
+    parent: Optional[str] = None
+    stopped: List[str] = []
     with TraceLines(path, "dlio-fast profile capture", keep_unterminated=False) as lines:
         for raw in lines:
             line = raw.decode("utf-8", "replace")
@@ -126,7 +134,7 @@ def _native_chunks(path: str, notes: List[str]) -> Iterator[np.ndarray]:
         notes.append(f"{path}: skipped {bad:,} records that are not the recorder's (a damaged capture?)")
 
 
-def _native_events(rec: np.ndarray, gidx) -> np.ndarray:
+def _native_events(rec: np.ndarray, gidx: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """Interposer records as EVENT_DTYPE events; gidx(file ids) -> path indexes."""
     ev = np.zeros(len(rec), EVENT_DTYPE)
     ev["t"], ev["dur"] = rec["t"], rec["dur"]
@@ -149,10 +157,12 @@ def load_native(folder: str, max_events: int = MAX_EVENTS) -> Trace:
         notes += n
     out = EventChunks(EVENT_DTYPE, max_events)
     for b in bins:
-        proc, known = os.path.basename(b)[3:-4], {}
+        proc, known = os.path.basename(b)[3:-4], cast(Dict[int, int], {})
 
         def path_index(fid: int) -> int:
-            p, name, hops = None, proc, 0
+            p: Optional[int] = None
+            name: Optional[str] = proc
+            hops = 0
             while p is None and name in names and hops < 64:
                 ids, parent = names[name]
                 p = ids.get(fid)
@@ -183,7 +193,7 @@ def load_native(folder: str, max_events: int = MAX_EVENTS) -> Trace:
 _PFW_OPS: dict = {}  # event name -> op (a trace has a few dozen names)
 
 
-def _pfw_op(name: str):
+def _pfw_op(name: str) -> Optional[int]:
     n = name.lower()
     if "mmap" in n:
         return OP_MMAP
@@ -304,7 +314,8 @@ def load_darshan(path: str, max_events: int = MAX_EVENTS) -> Trace:
     """darshan-dxt-parser text: '# DXT, file_name:' headers, then rows
     'X_POSIX rank read|write segment offset length start end [ost...]' (seconds). Darshan has no
     thread ids: the rank is the pid and the tid. MPI-IO rows duplicate POSIX ones: only POSIX kept."""
-    out, names, notes = EventChunks(EVENT_DTYPE, max_events), NameTable(), []
+    out, names = EventChunks(EVENT_DTYPE, max_events), NameTable()
+    notes: List[str] = []
     fi = -1
 
     def event(raw: bytes) -> None:
@@ -363,7 +374,7 @@ _ST_IO = {
 }
 
 
-def _strace_args(args: str):
+def _strace_args(args: str) -> Tuple[Optional[str], List[str]]:
     """(first quoted string, list of the comma-separated arguments with strings and arrays blanked)."""
     q = _ST_QUOTED.search(args)
     s = _ST_QUOTED.sub('""', args)
@@ -387,16 +398,18 @@ class _StraceState:
     threads by their own ids, and threads share their process's descriptors."""
 
     def __init__(self, out: EventChunks):
-        self.fds, self.any_fd, self.names, self.out = {}, {}, NameTable(), out
+        self.fds: Dict[Tuple[int, int], Any] = {}
+        self.any_fd: Dict[int, Any] = {}
+        self.names, self.out = NameTable(), out
 
-    def lookup(self, pid, fd):
+    def lookup(self, pid: int, fd: int) -> Any:
         return self.fds.get((pid, fd)) or self.any_fd.get(fd)
 
-    def set(self, pid, fd, entry):
+    def set(self, pid: int, fd: int, entry: Any) -> None:
         self.fds[(pid, fd)] = entry
         self.any_fd[fd] = entry
 
-    def call(self, pid, t, name, args, ret, dur):
+    def call(self, pid: int, t: int, name: str, args: str, ret: int, dur: int) -> None:
         if name in _ST_OPENS:
             path, _ = _strace_args(args)
             if path is None or ret < 0:
@@ -427,7 +440,7 @@ class _StraceState:
                 ent[1] = min(ent[1] + max(ret, 0), LIMIT)
             self.out.add((t, dur, pid, pid, op, ent[0], off, ret if ret >= 0 else -1))
 
-    def _mmap(self, pid, t, name, a, ret, dur):
+    def _mmap(self, pid: int, t: int, name: str, a: List[str], ret: int, dur: int) -> None:
         if len(a) >= 6 and a[4].lstrip("-").isdigit():
             ent = self.lookup(pid, _arg_int(a[4]))
             if ent is not None and a[1].isdigit():
@@ -442,7 +455,8 @@ def load_strace(path: str, max_events: int = MAX_EVENTS) -> Trace:
     """`strace -f -tt -T [-o FILE]` output: `PID HH:MM:SS.us call(args) = ret <secs>` lines
     (or `[pid N]` prefixes, or no pid before the first fork), with `<unfinished ...>` /
     `<... call resumed>` pairs joined. Offsets of read/write follow open/lseek per descriptor."""
-    out, notes = EventChunks(EVENT_DTYPE, max_events), []
+    out = EventChunks(EVENT_DTYPE, max_events)
+    notes: List[str] = []
     pending: Dict[int, Tuple[int, str]] = {}
     st = _StraceState(out)
 
