@@ -32,6 +32,7 @@ from checkpoint_vs_fio import warm_free_memory  # noqa: E402  (this VM hands fre
 from dlio import _core  # noqa: E402
 from dlio.checkpoint import save as ckpt_save  # noqa: E402
 from dlio.checkpoint.layout import plan_checkpoint  # noqa: E402
+from dlio.checkpoint.transfers import TransferOptions  # noqa: E402
 from dlio.config import load_config  # noqa: E402
 
 
@@ -80,9 +81,11 @@ def main() -> None:
             shutil.rmtree(a.dir, ignore_errors=True)
             drop_all()
             warm_free_memory(plan.rank_bytes + (1 << 30))
-            ckpt_save.save(cfg, None, 1, 0, plan=raw, engine=a.engine)  # untimed: see the module doc
+            ckpt_save.save(cfg, None, 1, 0, TransferOptions(engine=a.engine), plan=raw)  # untimed: see the module doc
             shutil.rmtree(a.dir, ignore_errors=True)
-            rec = ckpt_save.save(cfg, None, 1, i + 1, plan=plan if side == "container" else raw, engine=a.engine)
+            rec = ckpt_save.save(
+                cfg, None, 1, i + 1, TransferOptions(engine=a.engine), plan=plan if side == "container" else raw
+            )
             got[side].append(rec["bytes"] / rec["duration_s"] / 1e9)
             line.append(f"{side} {got[side][-1]:.3f}")
         print(f"  run {i + 1}: " + ", ".join(line) + " GB/s")

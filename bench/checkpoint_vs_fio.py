@@ -40,6 +40,7 @@ from dlio import _core
 from dlio.checkpoint import load as ckpt_load  # noqa: E402
 from dlio.checkpoint import save as ckpt_save  # noqa: E402
 from dlio.checkpoint.layout import plan_checkpoint  # noqa: E402
+from dlio.checkpoint.transfers import TransferOptions  # noqa: E402
 from dlio.config import load_config  # noqa: E402
 from dlio.storage import file_sets  # noqa: E402
 from dlio.storage.base import MAX_SET_THREADS  # noqa: E402
@@ -168,7 +169,7 @@ def main():
         for side in order:  # writes: each tool creates its own files
             fresh()
             if side == "dlio":
-                rec = ckpt_save.save(cfg, None, 1, i + 1, direct=a.direct, transfer=TRANSFER)
+                rec = ckpt_save.save(cfg, None, 1, i + 1, TransferOptions(direct=a.direct, transfer=TRANSFER))
                 res["dw"].append(rec["bytes"] / rec["duration_s"] / 1e9)
                 line["dw"] = f"dlio {res['dw'][-1]:.3f} (fsync {rec['fsync_s']:.2f} s)"
             else:
@@ -177,13 +178,13 @@ def main():
                 line["fw"] = f"fio {f['GB_s']:.3f}"
         if order[-1] == "fio":  # fio's start removed it: the checkpoint to read, untimed
             fresh()
-            ckpt_save.save(cfg, None, 1, i + 1, direct=a.direct, transfer=TRANSFER)
+            ckpt_save.save(cfg, None, 1, i + 1, TransferOptions(direct=a.direct, transfer=TRANSFER))
         step_dir = os.path.join(ck_dir, f"global_epoch1_step{i + 1}")
         for side in order:  # reads: both read the checkpoint dlio-fast wrote
             cache_note = drop_all()
             warm()
             if side == "dlio":
-                ld = ckpt_load.load(cfg, None, 1, i + 1, direct=a.direct, transfer=TRANSFER)
+                ld = ckpt_load.load(cfg, None, 1, i + 1, TransferOptions(direct=a.direct, transfer=TRANSFER))
                 res["dr"].append(ld["bytes"] / ld["duration_s"] / 1e9)
                 line["dr"] = f"dlio {res['dr'][-1]:.3f} ({ld['cache']})"
             else:

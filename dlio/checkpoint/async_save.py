@@ -43,7 +43,9 @@ from dlio.base.errors import DlioRunError, Interrupted
 from dlio.base.units import GiB
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.layout import plan_checkpoint
+from dlio.checkpoint.transfers import TransferOptions
 from dlio.report import interference
+from dlio.report.result import RankRecord
 from dlio.storage.base import FSYNC, Backend
 from dlio.system import memcheck
 
@@ -155,9 +157,9 @@ class AsyncSaver:
                 self.comm,
                 point.epoch,
                 point.step,
-                backend=self.backend,
+                TransferOptions(delay_ns=self.cfg.dlio_fast.null_delay_ns),
                 plan=self.plan,
-                delay_ns=self.cfg.dlio_fast.null_delay_ns,
+                backend=self.backend,
             )
         except BaseException as e:  # handed to the training loop at the next checkpoint or the end
             self.error = e
@@ -202,7 +204,7 @@ class AsyncSaver:
             )
         return waited
 
-    def finish(self, rank_rec: Dict[str, Any], failure: Optional[BaseException]) -> Optional[BaseException]:
+    def finish(self, rank_rec: RankRecord, failure: Optional[BaseException]) -> Optional[BaseException]:
         """At the end of training: wait for the last save, add each save's interference figures; the
         run's failure (the save's own when training ended well)."""
         try:

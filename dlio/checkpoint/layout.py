@@ -41,9 +41,8 @@ ZeRO-2 counts model state that ``dp != 0`` ranks never write; a non-transformer 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from dlio.base.errors import ConfigError
 from dlio.base.units import GiB
@@ -170,11 +169,6 @@ class CheckpointPlan:
 def step_folder(epoch: int, step: int) -> str:
     """DLIO's checkpoint id: ``global_epoch{E}_step{S}``."""
     return f"global_epoch{int(epoch)}_step{int(step)}"
-
-
-def folder_of(cfg: Any, epoch: int, step: int) -> str:
-    """The absolute folder of checkpoint ``global_epoch{epoch}_step{step}`` under checkpoint_folder."""
-    return os.path.abspath(os.path.join(cfg.checkpoint.checkpoint_folder, step_folder(epoch, step)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -336,11 +330,14 @@ def _state(stem: str, tree: torchzip.Tree, dtype: str, kind: str) -> Tuple[str, 
     return stem, sum(numels) * DTYPE_BYTES[dtype], dtype, kind, len(numels), sig
 
 
-def _rank_state(m: Dict[str, Any], rank: int, comm_size: int):
+StateFile = Tuple[str, int, str, str, int, torchzip.Sig]  # _state's (stem, bytes, dtype, kind, tensors, sig)
+
+
+def _rank_state(m: Dict[str, Any], rank: int, comm_size: int) -> Tuple["Layout", List[StateFile], int, int]:
     """(layout, files without extension, dlio model bytes, dlio optimizer bytes) of one rank; each
     file is ``_state``'s tuple, its tree the dict DLIO builds (keys and order as in DLIO)."""
     lay = layout(m, rank, comm_size)
-    files: List[Tuple[str, int, str, str, int, torchzip.Sig]] = []
+    files: List[StateFile] = []
     model_b = opt_b = 0
     if not _writes(m, lay, rank):
         return lay, files, 0, 0
@@ -389,7 +386,7 @@ def _rank_state(m: Dict[str, Any], rank: int, comm_size: int):
     return lay, files, model_b, opt_b
 
 
-def _named(m: Dict[str, Any], rank: int, stems) -> List[CkptFile]:
+def _named(m: Dict[str, Any], rank: int, stems: Sequence[StateFile]) -> List[CkptFile]:
     out: List[CkptFile] = []
     if m["framework"] == "tensorflow":
         for stem, nb, dt, kind, nt, _ in stems:
@@ -433,7 +430,7 @@ def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
             "ZeRO stage 3 is not compatible with pipeline parallelism > 1", "model.parallelism.zero_stage", m["zero"]
         )
     mine: List[CkptFile] = []
-    lay_mine = None
+    lay_mine: Optional[Layout] = None
     per_rank: List[int] = []
     writers: List[int] = []
     nfiles = 0
@@ -459,6 +456,7 @@ def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
         opt_b += ob
         if nf:
             writers.append(r)
+    assert lay_mine is not None  # rank is in range(comm_size) (_check_rank)
     return CheckpointPlan(
         rank=rank,
         comm_size=comm_size,

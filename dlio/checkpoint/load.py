@@ -13,13 +13,11 @@ import socket
 from typing import Any, Dict, Optional
 
 from dlio.base.errors import DlioError
-from dlio.checkpoint.layout import CheckpointPlan, plan_checkpoint, rank_files, step_folder
-from dlio.checkpoint.record import finish_record, new_record
-from dlio.checkpoint.transfers import TRANSFER
-from dlio.config import engines
-from dlio.progress import phase_of
-from dlio.storage import backend_for
-from dlio.storage.base import Backend, SetOptions
+from dlio.checkpoint.layout import CheckpointPlan, rank_files, step_folder
+from dlio.checkpoint.record import finish_record, new_record, set_fields
+from dlio.checkpoint.transfers import CkptSet, TransferOptions
+from dlio.progress import Progress, phase_of
+from dlio.storage.base import Backend
 from dlio.system.mpi import Comm
 
 
@@ -44,53 +42,33 @@ def load(
     comm: Optional[Comm],
     epoch: int,
     step: int,
-    engine: Optional[str] = None,
-    direct: Optional[bool] = None,
-    qd: Optional[int] = None,
-    threads: Optional[int] = None,
-    drop: Optional[bool] = None,
-    transfer: int = TRANSFER,
+    opts: Optional[TransferOptions] = None,
     plan: Optional[CheckpointPlan] = None,
-    ranks_per_node_: Optional[int] = None,
-    barrier: bool = False,
     backend: Optional[Backend] = None,
-    progress: Any = None,
+    progress: Optional[Progress] = None,
+    ranks_per_node_: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Read back the checkpoint files of ``global_epoch{epoch}_step{step}``; returns the record.
 
-    ``drop``: drop the files' cached pages first (default: yes, see ``default_drop``). With
-    ``checkpoint.recovery_rank_shift`` the files of rank ``(rank + ranks_per_node) % size`` are read;
-    ``ranks_per_node_`` gives the ranks per node, else it is found collectively (all ranks call load)."""
-    comm = comm if comm is not None else Comm()
-    backend = backend if backend is not None else backend_for(cfg)
-    plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
-    if engine is None:
-        eng, o_direct = backend.engine_spec(cfg, checkpoint=True)
-        o_direct = o_direct if direct is None else bool(direct)
-    else:
-        eng, o_direct = engines.resolve(engine, direct, checkpoint=True)
+    ``opts``: how the files move (``TransferOptions``; its ``drop`` drops the files' cached pages first,
+    default: yes, see ``default_drop``). With ``checkpoint.recovery_rank_shift`` the files of rank
+    ``(rank + ranks_per_node) % size`` are read; ``ranks_per_node_`` gives the ranks per node, else it is
+    found collectively (all ranks call load)."""
+    cs = CkptSet.of(cfg, comm, epoch, step, opts, plan, backend)
+    comm = cs.comm
     src = comm.rank
     if cfg.checkpoint.recovery_rank_shift:
         ppn = ranks_per_node_ if ranks_per_node_ is not None else ranks_per_node(comm)
         src = recovery_source(comm.rank, comm.size, ppn)
-    files = list(plan.files) if src == comm.rank else rank_files(cfg, src, comm.size)
-    folder = backend.join(backend.checkpoint_root(cfg), step_folder(epoch, step))
+    files = list(cs.plan.files) if src == comm.rank else rank_files(cfg, src, comm.size)
     total = int(sum(f.nbytes for f in files))
+    drop = default_drop(cfg) if cs.opts.drop is None else bool(cs.opts.drop)
     try:
         with phase_of(progress, "load", f"loading {step_folder(epoch, step)}", total, "B", counts=False) as ph:
-            res = backend.read_set(
-                [backend.join(folder, f.name) for f in files],
+            res = cs.backend.read_set(
+                cs.paths(files),
                 [f.nbytes for f in files],
-                SetOptions(
-                    engine=eng,
-                    direct=o_direct,
-                    qd=int(qd if qd is not None else cfg.dlio_fast.qd),
-                    threads=threads,
-                    transfer=transfer,
-                    drop=default_drop(cfg) if drop is None else bool(drop),
-                    before_window=comm.barrier if barrier else None,
-                    on_bytes=lambda n: ph.update(min(n, total), nbytes=n),
-                ),
+                cs.options(cfg, lambda n: ph.update(min(n, total), nbytes=n), drop=drop),
             )
     except DlioError as e:
         if type(e) is not DlioError:  # a run's I/O error (DlioRunError) stays what it is
@@ -104,8 +82,8 @@ def load(
         comm,
         epoch,
         step,
-        folder,
-        plan.dlio_size_GiB,
+        cs.folder,
+        cs.plan.dlio_size_GiB,
         files,
         source_rank=src,
         bytes=res.bytes,
@@ -114,11 +92,7 @@ def load(
         io_window_s=res.io_window_s,
         fsync_s=0.0,
         sync_s=0.0,
-        engine=res.engine,
-        direct=res.direct,
-        threads=res.threads,
-        qd=res.qd,
-        transfer_size=res.transfer_size,
+        **set_fields(res),
         fsync=False,
         cache=res.cache,
         randomize_tensor=bool(cfg.checkpoint.randomize_tensor),

@@ -3,20 +3,23 @@ after DLIO's pause, with DLIO's console lines, per_epoch_stats entries and summa
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 
 from dlio.base.errors import DlioError, DlioRunError, Interrupted
 from dlio.base.units import dlio_line, fmt_bytes
-from dlio.checkpoint.layout import plan_checkpoint
+from dlio.checkpoint.layout import CheckpointPlan, plan_checkpoint
 from dlio.checkpoint.load import load, ranks_per_node
 from dlio.checkpoint.record import extend_window
 from dlio.checkpoint.save import save
 from dlio.checkpoint.summary import size_lines
-from dlio.progress import LONG_PAUSE_S
+from dlio.checkpoint.transfers import TransferOptions
+from dlio.progress import LONG_PAUSE_S, Progress
 from dlio.progress import pause as announced_pause
 from dlio.report import checkpoint as ckpt_figures
+from dlio.report.result import CheckpointRecord
 from dlio.storage import backend_for
 from dlio.storage.base import Backend
 from dlio.system.execute import pending
@@ -40,10 +43,8 @@ def run_checkpoint_only(
     comm: Optional[Comm],
     echo: Optional[Callable[[str], None]] = None,
     sleep_s: Optional[float] = None,
-    engine: Optional[str] = None,
-    direct: Optional[bool] = None,
-    drop: Optional[bool] = None,
-    progress: Any = None,
+    opts: Optional[TransferOptions] = None,
+    progress: Optional[Progress] = None,
 ) -> Dict[str, Any]:
     """DLIO's checkpoint-only mode (``workflow.train: false, checkpoint: true``), main.py:281-336.
 
@@ -51,7 +52,8 @@ def run_checkpoint_only(
     inside the window), then a check that ``checkpoint_folder`` holds >= ``num_checkpoints_read``
     entries, then ``num_checkpoints_read`` x (sleep, drop cache, barrier, load ``global_epoch1_step{i}``,
     barrier if rank_sync).  The sleep is ``abs(time_between_checkpoints)`` like DLIO (its -1 default
-    sleeps 1 s) unless ``sleep_s`` is given; the sleeps are announced (a line from
+    sleeps 1 s) unless ``sleep_s`` is given; ``opts``: how the files move (None: the config's; every
+    save and load has a barrier right before its window); the sleeps are announced (a line from
     dlio.progress.LONG_PAUSE_S, a phase of their own on the live display) and a stop signal ends one
     early.  ``echo`` gets rank 0's console lines (DLIO's wording); ``progress`` (dlio.progress.Progress,
     rank 0) shows each save and load, with the checkpoint ops as the run line.
@@ -87,7 +89,7 @@ def run_checkpoint_only(
             f"(checkpoint.time_between_checkpoints): {pause * (nw + nr):g} s of sleep in all"
         )
 
-    def one(kind, i, op):
+    def one(kind: str, i: int, op: Callable[[], Dict[str, Any]]) -> None:
         """One checkpoint-only save or load: DLIO's pause, lines, rank_sync barrier in the window."""
         k = i if kind == "save" else nw + i
         if progress is not None:
@@ -104,7 +106,7 @@ def run_checkpoint_only(
             extend_window(rec, (time.monotonic_ns() - t) / 1e9)
         rec["block"] = i
         records.append(rec)
-        stats[f"{kind}_ckpt{i}"] = ckpt_figures.per_epoch_entry(rec)
+        stats[f"{kind}_ckpt{i}"] = ckpt_figures.per_epoch_entry(cast(CheckpointRecord, rec))
         if kind == "save":
             extra = f"{fmt_bytes(rec['bytes'])}, {rec['GiB_per_second']:.4f} GiB/s" + (
                 f", fsync {rec['fsync_s']:.4f} s" if rec["fsync"] else ""
@@ -121,7 +123,8 @@ def run_checkpoint_only(
 
     failure: Optional[BaseException] = None
     try:
-        _saves_and_loads(cfg, comm, one, say, nw, nr, backend, engine, direct, drop, plan, ppn, progress)
+        xfer = dataclasses.replace(opts if opts is not None else TransferOptions(), barrier=True)
+        _saves_and_loads(cfg, comm, one, say, (nw, nr), backend, xfer, plan, ppn, progress)
     except (DlioRunError, Interrupted) as e:  # a failed or stopped save or load: those done are kept
         failure = e
     end = iso()
@@ -138,25 +141,28 @@ def run_checkpoint_only(
     return {**out, "all_records": all_records, "summary": summary, "failure": None}
 
 
-def _saves_and_loads(cfg, comm, one, say, nw, nr, backend, engine, direct, drop, plan, ppn, progress) -> None:
+def _saves_and_loads(
+    cfg: Any,
+    comm: Comm,
+    one: Callable[[str, int, Callable[[], Dict[str, Any]]], None],
+    say: Callable[[str], None],
+    counts: Tuple[int, int],
+    backend: Backend,
+    xfer: TransferOptions,
+    plan: CheckpointPlan,
+    ppn: Optional[int],
+    progress: Optional[Progress],
+) -> None:
+    """``counts`` (saves, loads) in turn, each an ``one`` op; the loads after a check that the
+    checkpoints they read were written."""
+    nw, nr = counts
     if nw:
         say("Checkpointing write started")
     for i in range(1, nw + 1):
         one(
             "save",
             i,
-            lambda: save(
-                cfg,
-                comm,
-                1,
-                i,
-                engine=engine,
-                direct=direct,
-                plan=plan,
-                barrier=True,
-                backend=backend,
-                progress=progress,
-            ),
+            lambda: save(cfg, comm, 1, i, xfer, plan=plan, backend=backend, progress=progress),
         )
     if nw:
         say("Checkpointing write finished")
@@ -173,20 +179,7 @@ def _saves_and_loads(cfg, comm, one, say, nw, nr, backend, engine, direct, drop,
         one(
             "load",
             i,
-            lambda: load(
-                cfg,
-                comm,
-                1,
-                i,
-                engine=engine,
-                direct=direct,
-                drop=drop,
-                plan=plan,
-                ranks_per_node_=ppn,
-                barrier=True,
-                backend=backend,
-                progress=progress,
-            ),
+            lambda: load(cfg, comm, 1, i, xfer, plan=plan, backend=backend, progress=progress, ranks_per_node_=ppn),
         )
     if nr:
         say("Checkpointing read finished")

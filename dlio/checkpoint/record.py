@@ -18,6 +18,7 @@ from typing import Any, Dict, Sequence
 
 from dlio.base.units import GiB
 from dlio.checkpoint.layout import CkptFile
+from dlio.storage.base import SetResult
 from dlio.system.host import iso
 from dlio.system.mpi import Comm
 
@@ -47,6 +48,17 @@ def new_record(
     }
     rec.update(kw)
     return rec
+
+
+def set_fields(res: SetResult) -> Dict[str, Any]:
+    """The fields of a record that say how its set moved (the backend's choices), in order."""
+    return {
+        "engine": res.engine,
+        "direct": res.direct,
+        "threads": res.threads,
+        "qd": res.qd,
+        "transfer_size": res.transfer_size,
+    }
 
 
 def _set_duration(rec: Dict[str, Any], dur: float) -> None:

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from dlio.checkpoint.layout import CheckpointPlan, plan_checkpoint, step_folder
-from dlio.checkpoint.record import finish_record, new_record
-from dlio.checkpoint.transfers import TRANSFER, set_content
-from dlio.config import engines
-from dlio.progress import phase_of
-from dlio.storage import backend_for
-from dlio.storage.base import FSYNC, Backend, SetOptions
+from dlio.checkpoint.layout import CheckpointPlan, step_folder
+from dlio.checkpoint.record import finish_record, new_record, set_fields
+from dlio.checkpoint.transfers import CkptSet, TransferOptions, set_content
+from dlio.progress import Progress, phase_of
+from dlio.storage.base import FSYNC, Backend
 from dlio.system.mpi import Comm
 
 
@@ -35,60 +33,34 @@ def save(
     comm: Optional[Comm],
     epoch: int,
     step: int,
-    engine: Optional[str] = None,
-    direct: Optional[bool] = None,
-    qd: Optional[int] = None,
-    threads: Optional[int] = None,
-    fsync: Optional[bool] = None,
-    transfer: int = TRANSFER,
+    opts: Optional[TransferOptions] = None,
     plan: Optional[CheckpointPlan] = None,
-    barrier: bool = False,
     backend: Optional[Backend] = None,
-    progress: Any = None,
-    delay_ns: int = 0,
+    progress: Optional[Progress] = None,
 ) -> Dict[str, Any]:
     """Write this rank's checkpoint files of ``global_epoch{epoch}_step{step}``; returns the record.
 
-    ``barrier``: a barrier just before the window (checkpoint-only mode). ``plan`` avoids recomputing the
-    layout. ``engine`` / ``direct`` override the config's (file backends). ``delay_ns``: the null engine's
-    busy-wait per request (an asynchronous save's emulated storage, dlio.checkpoint.async_save)."""
-    comm = comm if comm is not None else Comm()
-    backend = backend if backend is not None else backend_for(cfg)
-    plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
-    if engine is None:
-        eng, o_direct = backend.engine_spec(cfg, checkpoint=True)
-        o_direct = o_direct if direct is None else bool(direct)
-    else:
-        eng, o_direct = engines.resolve(engine, direct, checkpoint=True)
+    ``opts``: how the files move (``TransferOptions``: engine, fsync, a barrier before the window ...;
+    None: the config's). ``plan`` avoids recomputing the layout."""
+    cs = CkptSet.of(cfg, comm, epoch, step, opts, plan, backend)
     randomize = bool(cfg.checkpoint.randomize_tensor)
-    do_fsync = bool(cfg.checkpoint.fsync if fsync is None else fsync)
-    files = list(plan.files)
-    folder = backend.join(backend.checkpoint_root(cfg), step_folder(epoch, step))
+    do_fsync = bool(cfg.checkpoint.fsync if cs.opts.fsync is None else cs.opts.fsync)
+    files = list(cs.plan.files)
     total = int(sum(f.nbytes for f in files))
     with phase_of(progress, "save", f"saving {step_folder(epoch, step)}", total, "B", counts=False) as ph:
-        res = backend.write_set(
-            [backend.join(folder, f.name) for f in files],
+        res = cs.backend.write_set(
+            cs.paths(files),
             [f.nbytes for f in files],
             set_content(files, randomize),
-            SetOptions(
-                engine=eng,
-                direct=o_direct,
-                qd=int(qd if qd is not None else cfg.dlio_fast.qd),
-                threads=threads,
-                transfer=transfer,
-                fsync=do_fsync,
-                before_window=comm.barrier if barrier else None,
-                on_bytes=lambda n: ph.update(min(n, total), nbytes=n),
-                delay_ns=delay_ns,
-            ),
+            cs.options(cfg, lambda n: ph.update(min(n, total), nbytes=n), fsync=do_fsync),
         )
     rec = new_record(
         "save",
-        comm,
+        cs.comm,
         epoch,
         step,
-        folder,
-        plan.dlio_size_GiB,
+        cs.folder,
+        cs.plan.dlio_size_GiB,
         files,
         bytes=res.bytes,
         bytes_issued=res.bytes_issued,
@@ -97,12 +69,8 @@ def save(
         io_window_s=res.io_window_s,
         fsync_s=res.fsync_s,
         sync_s=0.0,
-        engine=res.engine,
-        direct=res.direct,
-        threads=res.threads,
-        qd=res.qd,
-        transfer_size=res.transfer_size,
-        fsync=do_fsync and backend.has(FSYNC),
+        **set_fields(res),
+        fsync=do_fsync and cs.backend.has(FSYNC),
         cache=res.cache,
         randomize_tensor=randomize,
     )

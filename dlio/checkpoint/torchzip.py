@@ -72,7 +72,7 @@ def signature(tree: Tree) -> Sig:
     after; a tensor is its element count."""
     seen: Dict[int, int] = {}
 
-    def walk(node: Union[int, Tree]):
+    def walk(node: Union[int, Tree]) -> Any:
         if isinstance(node, dict):
             if id(node) in seen:
                 return ("r", seen[id(node)])
@@ -92,7 +92,7 @@ def tensor_numels(sig: Sig) -> List[int]:
     """Element counts of the distinct tensors of a signature, in storage-key order."""
     out: List[int] = []
 
-    def walk(node):
+    def walk(node: Any) -> None:
         if isinstance(node, tuple):
             if node[0] == "d":
                 for _, v in node[1]:
@@ -187,7 +187,7 @@ class _Pickle:
         self.out += b"R"
         self.put()
 
-    def node(self, node) -> None:
+    def node(self, node: Any) -> None:
         if not isinstance(node, tuple):
             self.tensor(node)
         elif node[0] == "r":
@@ -316,7 +316,7 @@ def container(sig: Sig, dtype: str) -> TorchFile:
         ("byteorder", b"little"),
     ]
     tail = [("version", b"3\n"), (".data/serialization_id", SERIALIZATION_ID)]
-    records = [(n, b, zlib.crc32(b)) for n, b in small]
+    records: List[Tuple[str, Union[bytes, int], int]] = [(n, b, zlib.crc32(b)) for n, b in small]
     records += [(f"data/{k}", n * isz, 0) for k, n in enumerate(tensor_numels(sig))]
     records += [(n, b, zlib.crc32(b)) for n, b in tail]
 

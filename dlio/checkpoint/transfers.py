@@ -1,5 +1,6 @@
 """A checkpoint's files as a set for the storage backend (dlio.storage.base: ``write_set`` / ``read_set``):
-their names, sizes, content and the options of the transfer.
+their names, sizes, content and the options of the transfer (``TransferOptions``, made into the backend's
+``SetOptions`` by ``CkptSet.options``).
 
 The files go out in sequential ``TRANSFER`` (16 MiB) requests, each file written (read) start to end by
 one of ``min(4, files)`` threads (dlio.storage.file_sets on a filesystem). A ``.pt`` file is written as
@@ -12,20 +13,103 @@ planned once per file shape) are laid over the content that covers them (``file_
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+import dataclasses
+from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
-from dlio.checkpoint.layout import ONE_BYTES, CkptFile
-from dlio.storage.base import SetContent
+from dlio.checkpoint.layout import ONE_BYTES, CheckpointPlan, CkptFile, plan_checkpoint, step_folder
+from dlio.config import engines
+from dlio.storage import backend_for
+from dlio.storage.base import Backend, SetContent, SetOptions
+from dlio.system.mpi import Comm
 
 TRANSFER = 16 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class TransferOptions:
+    """How a checkpoint save or load moves its files; None takes the config's.
+
+    ``engine`` / ``direct`` override the config's (file backends); ``qd`` dlio_fast.qd; ``threads`` None:
+    one per file, up to 4; ``fsync`` (saves) checkpoint.fsync; ``drop`` (loads) drops the files' cached
+    pages first (default: dlio.checkpoint.load ``default_drop``); ``barrier``: a barrier just before the
+    window (checkpoint-only mode); ``delay_ns``: the null engine's busy-wait per request (an asynchronous
+    save's emulated storage, dlio.checkpoint.async_save)."""
+
+    engine: Optional[str] = None
+    direct: Optional[bool] = None
+    qd: Optional[int] = None
+    threads: Optional[int] = None
+    transfer: int = TRANSFER
+    fsync: Optional[bool] = None
+    drop: Optional[bool] = None
+    barrier: bool = False
+    delay_ns: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class CkptSet:
+    """What a save and a load of one checkpoint step on one rank share: the rank, the backend, the
+    layout, the step's folder and the engine its files go through."""
+
+    comm: Comm
+    backend: Backend
+    plan: CheckpointPlan
+    folder: str
+    engine: str
+    direct: bool
+    opts: TransferOptions
+
+    @classmethod
+    def of(
+        cls,
+        cfg: Any,
+        comm: Optional[Comm],
+        epoch: int,
+        step: int,
+        opts: Optional[TransferOptions],
+        plan: Optional[CheckpointPlan],
+        backend: Optional[Backend],
+    ) -> "CkptSet":
+        """The set of ``global_epoch{epoch}_step{step}``: ``comm``, ``backend``, ``plan`` and ``opts``
+        default to one rank, the config's backend, the config's layout and the config's options."""
+        comm = comm if comm is not None else Comm()
+        backend = backend if backend is not None else backend_for(cfg)
+        plan = plan if plan is not None else plan_checkpoint(cfg, comm.rank, comm.size)
+        opts = opts if opts is not None else TransferOptions()
+        if opts.engine is None:
+            eng, o_direct = backend.engine_spec(cfg, checkpoint=True)
+            o_direct = o_direct if opts.direct is None else bool(opts.direct)
+        else:
+            eng, o_direct = engines.resolve(opts.engine, opts.direct, checkpoint=True)
+        folder = backend.join(backend.checkpoint_root(cfg), step_folder(epoch, step))
+        return cls(comm, backend, plan, folder, eng, o_direct, opts)
+
+    def paths(self, files: Sequence[CkptFile]) -> List[str]:
+        return [self.backend.join(self.folder, f.name) for f in files]
+
+    def options(self, cfg: Any, on_bytes: Callable[[int], None], **kind: Any) -> SetOptions:
+        """The backend's options of the transfer; ``kind``: ``fsync`` (a save) or ``drop`` (a load)."""
+        o = self.opts
+        return SetOptions(
+            engine=self.engine,
+            direct=self.direct,
+            qd=int(o.qd if o.qd is not None else cfg.dlio_fast.qd),
+            threads=o.threads,
+            transfer=o.transfer,
+            before_window=self.comm.barrier if o.barrier else None,
+            on_bytes=on_bytes,
+            delay_ns=o.delay_ns,
+            **kind,
+        )
 
 
 def file_overlays(files: Sequence[CkptFile]) -> Optional[List[Any]]:
     """Per file, the literal ranges of its container (torch.save's zip records), or None when no
     file has one (raw files: tensorflow)."""
-    out = [f.torch_file.segments if f.state is not None else None for f in files]
+    tfs = [f.torch_file for f in files]
+    out = [tf.segments if tf is not None else None for tf in tfs]
     return out if any(x is not None for x in out) else None
 
 

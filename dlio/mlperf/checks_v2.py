@@ -15,19 +15,25 @@ A DLIO output folder is checked on what DLIO recorded (its AU formula, its sampl
 run_checks() returns (name, passed, figure_text) tuples, passed None for a note; nothing here prints.
 """
 
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, cast
+
 from dlio.base.units import fmt_bytes
 from dlio.report.compare import RUN_SETTINGS, settings_of
 from dlio.report.dlio.files import summary
 from dlio.report.dlio.folder import dlio_summary
 from dlio.report.exact import metrics_of
+from dlio.report.result import RunResult
 from dlio.report.run_figures import trained
+
+Doc = Dict[str, Any]  # a Result dict (dlio.report.result.build_result) or a dlio-fast.json document
+Check = Tuple[str, Optional[bool], str]  # (name, passed, figure); passed None: a note
 
 RAM_FACTOR = 5
 MIN_STEPS = 500
 REPEAT_TOLERANCE = 0.05
 
 
-def _label(result, i, labels, several):
+def _label(result: Doc, i: int, labels: Optional[Sequence[str]], several: bool) -> str:
     if not several:
         return ""
     if labels and i < len(labels):
@@ -35,12 +41,12 @@ def _label(result, i, labels, several):
     return f"run {i + 1}: "
 
 
-def check_complete(result):
+def check_complete(result: Doc) -> Check:
     ok = bool(result.get("complete", True))
     return ("run complete", ok, "complete" if ok else f"partial run: {result.get('reason') or 'interrupted'}")
 
 
-def check_dataset(result, ram_bytes=None):
+def check_dataset(result: Doc, ram_bytes: Optional[int] = None) -> Check:
     """Dataset >= 5x the RAM of all hosts (ram_bytes: one host's RAM instead of the recorded one)."""
     nbytes = int((result.get("dataset") or {}).get("bytes_on_disk") or 0)
     hosts = len(set(result.get("hostnames") or [])) or 1
@@ -55,7 +61,7 @@ def check_dataset(result, ram_bytes=None):
     return (f"dataset >= {RAM_FACTOR}x host RAM", ok, text)
 
 
-def check_steps(result):
+def check_steps(result: Doc) -> Check:
     """The smallest number of training steps in an epoch, over ranks and epochs."""
     steps = [
         ep["train"].get("steps", len(ep["train"].get("load", [])))
@@ -71,18 +77,18 @@ def check_steps(result):
     )
 
 
-def _summary(result):
+def _summary(result: Doc) -> Dict[str, Any]:
     """DLIO's summary.json of the run: the one DLIO wrote for a DLIO folder, else computed."""
-    return dlio_summary(result) or summary(result)
+    return dlio_summary(result) or summary(cast(RunResult, result))
 
 
-def check_au(result):
+def check_au(result: Doc) -> List[Check]:
     """Two checks: exact AU mean and DLIO's AU mean against settings.metric_au x 100 (a DLIO run has
     only DLIO's)."""
     thr = 100.0 * float((result.get("settings") or {}).get("metric_au", 0.9))
     exact = metrics_of(result).get("au_mean_percentage")
     dlio = _summary(result)["metric"].get("train_au_mean_percentage", 0.0)  # none in a checkpoint-only run
-    out = []
+    out: List[Check] = []
     if exact is not None or result.get("tool") is None:
         exact = exact or 0.0
         out.append(
@@ -92,14 +98,14 @@ def check_au(result):
     return out
 
 
-def _samples_per_s(result):
+def _samples_per_s(result: Doc) -> float:
     """Exact samples/s mean; DLIO's figure for a DLIO run (the only one it has)."""
     m = metrics_of(result)
     v = m.get("samples_per_second_mean")
     return v if v is not None else (_summary(result)["metric"].get("train_throughput_mean_samples_per_second") or 0.0)
 
 
-def check_not_cache(result):
+def check_not_cache(result: Doc) -> Optional[Check]:
     """No epoch's verdict is `cache` (dlio.report.verdict): its reads came from the page cache, not
     storage. None (the check does not apply) for a run recorded without counters."""
     verdicts = [v for v in result.get("verdicts") or [] if isinstance(v, dict)]
@@ -115,15 +121,15 @@ def check_not_cache(result):
     return ("reads from storage, not the page cache", not cached, text)
 
 
-def check_repeats(results, names):
+def check_repeats(results: Sequence[Doc], names: Sequence[str]) -> List[Check]:
     """Runs of one workload and the same settings within 5 % of each other in samples/s (exact
     means), and a note for runs of one workload whose settings differ (they are not repeats)."""
     labels = dict(RUN_SETTINGS)
-    out = []
-    groups = {}
-    by_workload = {}
+    out: List[Check] = []
+    groups: Dict[Tuple[str, Tuple[Tuple[str, Any], ...]], List[Tuple[Doc, str]]] = {}
+    by_workload: Dict[str, List[Tuple[str, Dict[str, Any]]]] = {}
     for res, name in zip(results, names):
-        if trained(res):
+        if trained(cast(RunResult, res)):
             wl = res.get("workload") or res.get("model") or "-"
             st = settings_of(res)
             groups.setdefault((wl, tuple(sorted(st.items()))), []).append((res, name))
@@ -141,18 +147,18 @@ def check_repeats(results, names):
                     f"{(name or 'run').rstrip(': ')} differs from {(ref_name or 'run').rstrip(': ')} in " + "; ".join(d)
                 )
         out.append((f"{wl}: runs with other settings are not repeats", None, " | ".join(diffs)))
-    for (wl, _), runs in groups.items():
-        if len(runs) < 2:
+    for (wl, _), repeats in groups.items():
+        if len(repeats) < 2:
             continue
-        sps = [_samples_per_s(r) for r, _ in runs]
+        sps = [_samples_per_s(r) for r, _ in repeats]
         lo, hi = min(sps), max(sps)
         spread = (hi / lo - 1.0) if lo > 0 else float("inf")
         ok = spread <= REPEAT_TOLERANCE + 1e-12
-        figs = ", ".join(f"{(n or 'run').rstrip(': ')} {v:.1f}" for (_, n), v in zip(runs, sps))
+        figs = ", ".join(f"{(n or 'run').rstrip(': ')} {v:.1f}" for (_, n), v in zip(repeats, sps))
         spread_txt = f"{spread * 100:.2f} %" if lo > 0 else "infinite"
         out.append(
             (
-                f"{wl}: {len(runs)} runs within {REPEAT_TOLERANCE * 100:g} % (samples/s)",
+                f"{wl}: {len(repeats)} runs within {REPEAT_TOLERANCE * 100:g} % (samples/s)",
                 ok,
                 f"samples/s {figs}: spread {spread_txt} (max/min - 1), need <= {REPEAT_TOLERANCE * 100:g} %",
             )
@@ -160,7 +166,9 @@ def check_repeats(results, names):
     return out
 
 
-def run_checks(result_dicts, ram_bytes=None, labels=None):
+def run_checks(
+    result_dicts: Iterable[Doc], ram_bytes: Optional[int] = None, labels: Optional[Sequence[str]] = None
+) -> List[Check]:
     """Every check of every result, then the repeat check per workload.
 
     result_dicts: Result dicts (as dlio.report.result.build_result makes them) or dlio-fast.json documents.
@@ -169,13 +177,13 @@ def run_checks(result_dicts, ram_bytes=None, labels=None):
     Returns [(name, passed, figure_text)]."""
     results = list(result_dicts)
     several = len(results) > 1
-    out = []
-    names = []
+    out: List[Check] = []
+    names: List[str] = []
     for i, res in enumerate(results):
         pre = _label(res, i, labels, several)
         names.append(pre)
         checks = [check_complete(res)]
-        if trained(res):
+        if trained(cast(RunResult, res)):
             checks.append(check_dataset(res, ram_bytes))
             checks.append(check_steps(res))
             checks += check_au(res)

@@ -18,16 +18,17 @@ Each check is (name, passed, figure) with the rule's number leading the name, as
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 from dlio.base.units import fmt_bytes
 from dlio.mlperf import closed, datasize, rules
 from dlio.mlperf.checks_v2 import check_complete, check_not_cache
 from dlio.report.dlio.files import summary
 from dlio.report.exact import metrics_of
+from dlio.report.result import RunResult
 from dlio.report.run_figures import trained
 
-Check = Tuple[str, bool, str]
+Check = Tuple[str, Optional[bool], str]  # passed None: a note
 # Keys of `settings` that may differ between the runs of one result: none of them change the workload.
 _FREE_SETTINGS = ("seed",)
 
@@ -44,7 +45,7 @@ def check_au(doc: Dict[str, Any]) -> List[Check]:
     au = r.au if r and r.au is not None else float((doc.get("settings") or {}).get("metric_au", 0.9))
     thr = 100.0 * au
     exact = metrics_of(doc).get("au_mean_percentage") or 0.0
-    dlio = summary(doc)["metric"].get("train_au_mean_percentage", 0.0)  # none if checkpoint-only
+    dlio = summary(cast(RunResult, doc))["metric"].get("train_au_mean_percentage", 0.0)  # none if checkpoint-only
     src = f"{doc.get('workload')} threshold" if r and r.au is not None else "metric.au (threshold not public)"
     return [
         (f"Table 1 AU (exact) >= {thr:g} %", exact >= thr, f"AU {exact:.2f} %, need >= {thr:g} % ({src})"),
@@ -138,9 +139,9 @@ def check_series(docs: Sequence[Dict[str, Any]], names: Sequence[str]) -> List[C
     need = rules.WARMUP_RUNS + rules.MEASURED_RUNS
     groups: Dict[str, List[Tuple[Dict[str, Any], str]]] = {}
     for doc, name in zip(docs, names):
-        if trained(doc):
+        if trained(cast(RunResult, doc)):
             groups.setdefault(doc.get("workload") or "-", []).append((doc, name))
-    out = []
+    out: List[Check] = []
     for wl, runs in groups.items():
         runs.sort(key=lambda x: x[0].get("start") or "")
         best, why = None, f"{len(runs)} run(s), need {need} (1 warm-up + {rules.MEASURED_RUNS})"
@@ -207,7 +208,7 @@ def check_checkpoints(docs: Sequence[Dict[str, Any]], ram_bytes: Optional[int]) 
                 f"write ended -> read started: {gap:.2f} s",
             )
         )
-    per_client = Counter()
+    per_client: Counter[str] = Counter()
     ram_of = {}
     for r in saves:
         per_client[r["_host"]] += int(r.get("bytes") or 0)
@@ -241,7 +242,7 @@ def run_checks(
     for doc, name in zip(docs, names):
         pre = f"{name}: " if several else ""
         checks = [check_complete(doc)]
-        if trained(doc):
+        if trained(cast(RunResult, doc)):
             checks += [check_workload(doc), *check_au(doc), check_datasize(doc, ram_bytes), check_clients(doc)]
             checks += [c for c in (check_closed(doc), check_page_cache(doc)) if c is not None]
         out += [(pre + n, ok, t) for n, ok, t in checks]

@@ -45,8 +45,9 @@ def flatten(tree: Any, prefix: str = "") -> Dict[str, Any]:
 
 def tunable(key: str, workload: str) -> bool:
     """A key a CLOSED run may set (or that is not a workload parameter at all)."""
-    allowed = rules.CLOSED_TUNABLE + rules.CLOSED_NOT_WORKLOAD
-    if rules.rule(workload, "v3.0") is not None and rules.rule(workload, "v3.0").model == "unet3d":
+    allowed: Tuple[str, ...] = rules.CLOSED_TUNABLE + rules.CLOSED_NOT_WORKLOAD
+    r = rules.rule(workload, "v3.0")
+    if r is not None and r.model == "unet3d":
         allowed += rules.CLOSED_TUNABLE_UNET3D
     return any(key == a or (a.endswith(".") and key.startswith(a)) for a in allowed)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Sequence
 
 from dlio.base.errors import DlioError
 from dlio.base.units import fmt_bytes, fmt_num
@@ -89,7 +89,7 @@ def for_config(cfg: Any, accelerators: int, hosts: int, host_memory_bytes: int) 
     )
 
 
-def plan(workload: str, accelerators: int, hosts: int, host_memory_bytes: int, sets: List[str] = ()) -> DataSize:
+def plan(workload: str, accelerators: int, hosts: int, host_memory_bytes: int, sets: Sequence[str] = ()) -> DataSize:
     """The rule for a built-in workload, with the bytes on disk of the dataset it asks for."""
     cfg = load_config(workload=workload, sets=list(sets), env={})
     if not cfg.workflow.train:

@@ -66,6 +66,17 @@ class WorkloadRule:
     figures_public: bool = True  # False: the accelerator's compute time is a stand-in (see the YAML)
 
 
+# v2.0's CLOSED workloads and AU thresholds (v3.0 keeps them as whatif)
+_V2_AU = (
+    ("unet3d_h100", 0.90),
+    ("unet3d_a100", 0.90),
+    ("resnet50_h100", 0.90),
+    ("resnet50_a100", 0.90),
+    ("cosmoflow_h100", 0.70),
+    ("cosmoflow_a100", 0.70),
+)
+
+
 def _v3() -> List[WorkloadRule]:
     src = "Rules v3.0 2.1.11, training README Table 1"
     closed = [
@@ -77,14 +88,7 @@ def _v3() -> List[WorkloadRule]:
     # whatif only in v3.0: h100/a100 and the models CLOSED dropped; thresholds are v2.0's (none for dlrm)
     whatif = [
         WorkloadRule(w, "v3.0", "whatif", w.split("_")[0], w.split("_")[1], au, "Rules v3.0 2.1.11 (whatif)")
-        for w, au in (
-            ("unet3d_h100", 0.90),
-            ("unet3d_a100", 0.90),
-            ("resnet50_h100", 0.90),
-            ("resnet50_a100", 0.90),
-            ("cosmoflow_h100", 0.70),
-            ("cosmoflow_a100", 0.70),
-        )
+        for w, au in _V2_AU
     ]
     whatif.append(WorkloadRule("dlrm", "v3.0", "whatif", "dlrm", "-", None, "Rules v3.0 2.1.11 (whatif)"))
     return closed + whatif
@@ -92,17 +96,7 @@ def _v3() -> List[WorkloadRule]:
 
 def _v2() -> List[WorkloadRule]:
     src = "v2.0 Submission_guidelines"
-    return [
-        WorkloadRule(w, "v2.0", "closed", w.split("_")[0], w.split("_")[1], au, src)
-        for w, au in (
-            ("unet3d_h100", 0.90),
-            ("unet3d_a100", 0.90),
-            ("resnet50_h100", 0.90),
-            ("resnet50_a100", 0.90),
-            ("cosmoflow_h100", 0.70),
-            ("cosmoflow_a100", 0.70),
-        )
-    ]
+    return [WorkloadRule(w, "v2.0", "closed", w.split("_")[0], w.split("_")[1], au, src) for w, au in _V2_AU]
 
 
 RULES: Dict[str, Dict[str, WorkloadRule]] = {

@@ -2,7 +2,7 @@
 checkpoints. Every value is an Inferred(value, confidence 0..1, evidence)."""
 
 from dataclasses import dataclass
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 import numpy as np
 
@@ -23,12 +23,12 @@ class Inferred:
     evidence: str
 
 
-def _mode(x: np.ndarray):
+def _mode(x: np.ndarray) -> Tuple[Any, float]:
     v, c = np.unique(x, return_counts=True)
     return v[np.argmax(c)], c.max() / max(len(x), 1)
 
 
-def _ms(x) -> str:
+def _ms(x: Any) -> str:
     return "/".join(f"{v / 1e6:.2f}" for v in x)
 
 
@@ -79,7 +79,7 @@ def _epochs(dv: DataView) -> Inferred:
     return Inferred(e, 0.3, "range reads: bytes read / dataset size (low confidence)")
 
 
-def _readers(dv: DataView, tr: Trace):
+def _readers(dv: DataView, tr: Trace) -> Tuple[np.ndarray, np.ndarray, int]:
     """(reader keys, which of them is a trainer, read threads at once). A process's main thread
     is a trainer unless the process was forked by a traced one (a DataLoader worker, whose main
     thread reads for the trainer); without that record (traces other than the interposer's) only

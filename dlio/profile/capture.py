@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from dlio.base.errors import DlioError
 
@@ -50,7 +50,7 @@ def interposer_path() -> str:
     return found[0]
 
 
-def capture_env(raw_dir: str, env=None) -> dict:
+def capture_env(raw_dir: str, env: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """The environment that records into raw_dir (LD_PRELOAD first, so it wraps libc)."""
     env = dict(os.environ if env is None else env)
     pre = env.get("LD_PRELOAD", "")
@@ -75,7 +75,7 @@ def _wait_stopping(proc: subprocess.Popen) -> Optional[int]:
     STOP_GRACE seconds or at a second signal. Returns the first signal (None: none)."""
     got: List[int] = []
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: Any) -> None:
         got.append(signum)
         try:
             if len(got) > 1:

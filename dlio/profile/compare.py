@@ -39,7 +39,7 @@ Bytes weight the transfer sizes because they say where the bytes come from; a lo
 metadata reads would otherwise outvote the data reads."""
 
 import math
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -70,7 +70,7 @@ def ks_limit(name: str, n: int, m: int, weighted: bool = False) -> float:
     return round(max(lim, KS_C01 * float(np.sqrt((n + m) / (n * m)))), 3)
 
 
-def _orders(dv: DataView, tr: Trace):
+def _orders(dv: DataView, tr: Trace) -> Tuple[float, float]:
     """(rank correlation with the sorted paths, between consecutive passes (nan: one pass))."""
     if not dv.whole:
         return signals.order_correlation(dv.rd, tr.paths), float("nan")
@@ -86,7 +86,15 @@ def compare(orig: Trace, replay: Trace) -> List[Dict]:
     ga, gb = steps.step_period(sa), steps.step_period(sb)
     rows = []
 
-    def ks(name, xa, xb, wa=None, wb=None, unit=1.0, fmt="{:.3g}"):
+    def ks(
+        name: str,
+        xa: np.ndarray,
+        xb: np.ndarray,
+        wa: Optional[np.ndarray] = None,
+        wb: Optional[np.ndarray] = None,
+        unit: float = 1.0,
+        fmt: str = "{:.3g}",
+    ) -> None:
         tol = KS_LIMITS[name][0]
         lim = ks_limit(name, len(xa), len(xb), weighted=wa is not None)
         d = signals.ks_distance(xa, xb, wa, wb, rel_tol=tol)

@@ -10,7 +10,7 @@ named like a checkpoint (dataset_written)."""
 import os
 import re
 import sys
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -153,7 +153,7 @@ def dataset_files(tr: Trace) -> Dict:
     return {"files": files, "ext": str(uext[best]), "evidence": why}
 
 
-def file_sizes(tr: Trace, files: np.ndarray) -> (np.ndarray, str):
+def file_sizes(tr: Trace, files: np.ndarray) -> Tuple[np.ndarray, str]:
     """Sizes from the files themselves when they exist here, else the furthest byte read."""
     rd = tr.events[(tr.events["op"] == OP_READ) & (tr.events["size"] > 0) & (tr.events["offset"] >= 0)]
     end = np.zeros(len(tr.paths), np.int64)
@@ -174,7 +174,7 @@ def file_sizes(tr: Trace, files: np.ndarray) -> (np.ndarray, str):
     return sizes, how
 
 
-def guess_format(tr: Trace, files: np.ndarray, ext: str) -> (Optional[str], str):
+def guess_format(tr: Trace, files: np.ndarray, ext: str) -> Tuple[Optional[str], str]:
     """The format from the extension, checked against the first bytes of a file when it exists."""
     by_ext = _EXT_FORMAT.get(ext)
     magic = None

@@ -3,6 +3,7 @@ sizes, the reads, whether samples are whole files or ranges, the units a loader 
 (visits for whole files, read calls for ranges), the bytes they take, and the pass of each."""
 
 from dataclasses import dataclass
+from typing import Tuple
 
 import numpy as np
 
@@ -38,7 +39,7 @@ class DataView:
         per = np.bincount(self.units["file"], weights=self.units["bytes"], minlength=len(self.cover))
         return per[self.files] / np.maximum(self.cover[self.files], 1)
 
-    def pass_spans(self):
+    def pass_spans(self) -> Tuple[np.ndarray, np.ndarray]:
         """(start, end) ns of each pass over the dataset: its first read's start, its last read's end."""
         u = self.units
         if not len(u):

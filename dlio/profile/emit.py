@@ -1,6 +1,6 @@
 """The inferred workload as DLIO's YAML (checked by dlio.config.load_config) and a text report."""
 
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 import yaml
@@ -86,7 +86,7 @@ def to_yaml(wl: dict) -> str:
     )
 
 
-def _fmt(x) -> str:
+def _fmt(x: Any) -> str:
     if isinstance(x, float):
         return f"{x:.6g}"
     if isinstance(x, np.ndarray):

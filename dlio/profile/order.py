@@ -4,7 +4,7 @@ for every epoch, or shuffled anew each epoch). The replay must reproduce that or
 emitted workload says it (emit.py): file_shuffle, seed_change_epoch, dlio_fast.file_order."""
 
 import os
-from typing import Dict
+from typing import Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -33,14 +33,14 @@ def epoch_of(v: np.ndarray, cover: np.ndarray) -> np.ndarray:
     return out
 
 
-def _ranks(names) -> np.ndarray:
+def _ranks(names: Union[Sequence[str], np.ndarray]) -> np.ndarray:
     """Rank of each name in sorted order."""
     r = np.empty(len(names), np.int64)
     r[np.argsort(np.asarray(names, dtype=str), kind="stable")] = np.arange(len(names))
     return r
 
 
-def pass_orders(v: np.ndarray, epoch: np.ndarray):
+def pass_orders(v: np.ndarray, epoch: np.ndarray) -> List[Tuple[np.ndarray, np.ndarray]]:
     """Per pass with at least 2 files: (files, the start of each file's first visit in that pass)."""
     out = []
     for e in np.unique(epoch):

@@ -11,7 +11,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, cast
 
 import numpy as np
 
@@ -75,7 +75,13 @@ def _finish(out: EventChunks, names: NameTable, source: str, notes: List[str]) -
     return _sorted(out.array(), names.array(), source, notes=notes)
 
 
-def _sorted(ev: np.ndarray, paths: np.ndarray, source: str, forked=None, notes=None) -> Trace:
+def _sorted(
+    ev: np.ndarray,
+    paths: np.ndarray,
+    source: str,
+    forked: Optional[np.ndarray] = None,
+    notes: Optional[List[str]] = None,
+) -> Trace:
     ev = sort_by_time(ev)
     if len(ev):
         ev["t"] -= ev["t"][0]
@@ -85,11 +91,13 @@ def _sorted(ev: np.ndarray, paths: np.ndarray, source: str, forked=None, notes=N
 # ------------------------------------------------------------------------------------ interposer
 
 
-def _names(path: str, names: NameTable):
+def _names(path: str, names: NameTable) -> Tuple[Dict[int, int], Optional[str], List[str]]:
     """(id -> path index dict, parent process name or None) of one files-*.txt. The recorder
     writes it through a mapping in chunks: NUL padding between chunks is skipped, and a line cut
     by the job's death (no newline) is left out."""
-    ids, parent, stopped = {}, None, []
+    ids: Dict[int, int] = {}
+    parent: Optional[str] = None
+    stopped: List[str] = []
     with TraceLines(path, "dlio-fast profile capture", keep_unterminated=False) as lines:
         for raw in lines:
             line = raw.decode("utf-8", "replace")
@@ -126,7 +134,7 @@ def _native_chunks(path: str, notes: List[str]) -> Iterator[np.ndarray]:
         notes.append(f"{path}: skipped {bad:,} records that are not the recorder's (a damaged capture?)")
 
 
-def _native_events(rec: np.ndarray, gidx) -> np.ndarray:
+def _native_events(rec: np.ndarray, gidx: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """Interposer records as EVENT_DTYPE events; gidx(file ids) -> path indexes."""
     ev = np.zeros(len(rec), EVENT_DTYPE)
     ev["t"], ev["dur"] = rec["t"], rec["dur"]
@@ -149,10 +157,12 @@ def load_native(folder: str, max_events: int = MAX_EVENTS) -> Trace:
         notes += n
     out = EventChunks(EVENT_DTYPE, max_events)
     for b in bins:
-        proc, known = os.path.basename(b)[3:-4], {}
+        proc, known = os.path.basename(b)[3:-4], cast(Dict[int, int], {})
 
         def path_index(fid: int) -> int:
-            p, name, hops = None, proc, 0
+            p: Optional[int] = None
+            name: Optional[str] = proc
+            hops = 0
             while p is None and name in names and hops < 64:
                 ids, parent = names[name]
                 p = ids.get(fid)
@@ -183,7 +193,7 @@ def load_native(folder: str, max_events: int = MAX_EVENTS) -> Trace:
 _PFW_OPS: dict = {}  # event name -> op (a trace has a few dozen names)
 
 
-def _pfw_op(name: str):
+def _pfw_op(name: str) -> Optional[int]:
     n = name.lower()
     if "mmap" in n:
         return OP_MMAP
@@ -258,28 +268,39 @@ def _pfw_event(line: bytes, names: NameTable, fh: dict, out: EventChunks) -> Non
     )
 
 
+def _read_lines(path: str, kind: str, out: EventChunks, notes: List[str], event: Callable[[bytes], None]) -> None:
+    """Each line of a trace file to ``event``, which adds its events to ``out``: a line it raises Bad on
+    is counted as malformed, and the file ends at the event cap (a note says so). The file's notes go
+    to ``notes``."""
+    with TraceLines(path, kind) as lines:
+        for line in lines:
+            try:
+                event(line)
+            except Bad as e:
+                lines.malformed(str(e))
+            except Full:
+                notes.append(out.cap_note(path))
+                break
+        notes += lines.notes()
+
+
 def load_pfw(paths: List[str], max_events: int = MAX_EVENTS) -> Trace:
     """POSIX events of DFTracer / dlio-fast .pfw files (file names from args.fname, or the FH
     metadata lines that map args.fhash to a name). Other categories (sample, fetch, compute) are
     the emulator's own spans and are left out."""
-    out, names, fh, notes = EventChunks(EVENT_DTYPE, max_events), NameTable(), {}, []
+    out, names, notes = EventChunks(EVENT_DTYPE, max_events), NameTable(), []
+    fh: Dict[str, int] = {}
+
+    def event(line: bytes) -> None:
+        line = line.strip().rstrip(b",")
+        if line.startswith(b"{"):
+            _pfw_event(line, names, fh, out)
+
     for path in paths:
         if out.full:
             notes.append(out.cap_note(path))
             break
-        with TraceLines(path, "DFTracer .pfw") as lines:
-            for line in lines:
-                line = line.strip().rstrip(b",")
-                if not line.startswith(b"{"):
-                    continue
-                try:
-                    _pfw_event(line, names, fh, out)
-                except Bad as e:
-                    lines.malformed(str(e))
-                except Full:
-                    notes.append(out.cap_note(path))
-                    break
-            notes += lines.notes()
+        _read_lines(path, "DFTracer .pfw", out, notes, event)
     return _finish(out, names, "pfw", notes)
 
 
@@ -293,42 +314,40 @@ def load_darshan(path: str, max_events: int = MAX_EVENTS) -> Trace:
     """darshan-dxt-parser text: '# DXT, file_name:' headers, then rows
     'X_POSIX rank read|write segment offset length start end [ost...]' (seconds). Darshan has no
     thread ids: the rank is the pid and the tid. MPI-IO rows duplicate POSIX ones: only POSIX kept."""
-    out, names, notes, fi = EventChunks(EVENT_DTYPE, max_events), NameTable(), [], -1
-    with TraceLines(path, "Darshan DXT") as lines:
-        for raw in lines:
-            line = raw.decode("utf-8", "replace")
-            try:
-                m = _DXT_FILE.match(line)
-                if m:
-                    fi = names.get(m.group(1).strip())
-                    continue
-                if not line.lstrip().startswith("X_"):
-                    continue
-                m = _DXT_ROW.match(line)
-                if not m:
-                    raise Bad("not a DXT row (module rank read|write segment offset length start end)")
-                if m.group(1) != "POSIX" or fi < 0:
-                    continue
-                t0, t1 = as_real(m.group(6), 0.0, LIMIT / 1e9), as_real(m.group(7), 0.0, LIMIT / 1e9)
-                rank = as_int(m.group(2))
-                out.add(
-                    (
-                        int(t0 * 1e9),
-                        int(max(t1 - t0, 0.0) * 1e9),
-                        rank,
-                        rank,
-                        OP_READ if m.group(3) == "read" else OP_WRITE,
-                        fi,
-                        as_int(m.group(4)),
-                        as_int(m.group(5)),
-                    )
-                )
-            except Bad as e:
-                lines.malformed(str(e))
-            except Full:
-                notes.append(out.cap_note(path))
-                break
-        notes += lines.notes()
+    out, names = EventChunks(EVENT_DTYPE, max_events), NameTable()
+    notes: List[str] = []
+    fi = -1
+
+    def event(raw: bytes) -> None:
+        nonlocal fi
+        line = raw.decode("utf-8", "replace")
+        m = _DXT_FILE.match(line)
+        if m:
+            fi = names.get(m.group(1).strip())
+            return
+        if not line.lstrip().startswith("X_"):
+            return
+        m = _DXT_ROW.match(line)
+        if not m:
+            raise Bad("not a DXT row (module rank read|write segment offset length start end)")
+        if m.group(1) != "POSIX" or fi < 0:
+            return
+        t0, t1 = as_real(m.group(6), 0.0, LIMIT / 1e9), as_real(m.group(7), 0.0, LIMIT / 1e9)
+        rank = as_int(m.group(2))
+        out.add(
+            (
+                int(t0 * 1e9),
+                int(max(t1 - t0, 0.0) * 1e9),
+                rank,
+                rank,
+                OP_READ if m.group(3) == "read" else OP_WRITE,
+                fi,
+                as_int(m.group(4)),
+                as_int(m.group(5)),
+            )
+        )
+
+    _read_lines(path, "Darshan DXT", out, notes, event)
     return _finish(out, names, "darshan", notes)
 
 
@@ -355,7 +374,7 @@ _ST_IO = {
 }
 
 
-def _strace_args(args: str):
+def _strace_args(args: str) -> Tuple[Optional[str], List[str]]:
     """(first quoted string, list of the comma-separated arguments with strings and arrays blanked)."""
     q = _ST_QUOTED.search(args)
     s = _ST_QUOTED.sub('""', args)
@@ -379,16 +398,18 @@ class _StraceState:
     threads by their own ids, and threads share their process's descriptors."""
 
     def __init__(self, out: EventChunks):
-        self.fds, self.any_fd, self.names, self.out = {}, {}, NameTable(), out
+        self.fds: Dict[Tuple[int, int], Any] = {}
+        self.any_fd: Dict[int, Any] = {}
+        self.names, self.out = NameTable(), out
 
-    def lookup(self, pid, fd):
+    def lookup(self, pid: int, fd: int) -> Any:
         return self.fds.get((pid, fd)) or self.any_fd.get(fd)
 
-    def set(self, pid, fd, entry):
+    def set(self, pid: int, fd: int, entry: Any) -> None:
         self.fds[(pid, fd)] = entry
         self.any_fd[fd] = entry
 
-    def call(self, pid, t, name, args, ret, dur):
+    def call(self, pid: int, t: int, name: str, args: str, ret: int, dur: int) -> None:
         if name in _ST_OPENS:
             path, _ = _strace_args(args)
             if path is None or ret < 0:
@@ -419,7 +440,7 @@ class _StraceState:
                 ent[1] = min(ent[1] + max(ret, 0), LIMIT)
             self.out.add((t, dur, pid, pid, op, ent[0], off, ret if ret >= 0 else -1))
 
-    def _mmap(self, pid, t, name, a, ret, dur):
+    def _mmap(self, pid: int, t: int, name: str, a: List[str], ret: int, dur: int) -> None:
         if len(a) >= 6 and a[4].lstrip("-").isdigit():
             ent = self.lookup(pid, _arg_int(a[4]))
             if ent is not None and a[1].isdigit():
@@ -434,41 +455,38 @@ def load_strace(path: str, max_events: int = MAX_EVENTS) -> Trace:
     """`strace -f -tt -T [-o FILE]` output: `PID HH:MM:SS.us call(args) = ret <secs>` lines
     (or `[pid N]` prefixes, or no pid before the first fork), with `<unfinished ...>` /
     `<... call resumed>` pairs joined. Offsets of read/write follow open/lseek per descriptor."""
-    out, pending, notes = EventChunks(EVENT_DTYPE, max_events), {}, []
+    out = EventChunks(EVENT_DTYPE, max_events)
+    notes: List[str] = []
+    pending: Dict[int, Tuple[int, str]] = {}
     st = _StraceState(out)
-    with TraceLines(path, "strace") as lines:
-        for raw in lines:
-            m = _ST_LINE.match(raw.decode("utf-8", "replace").rstrip("\r"))
-            if not m:
-                continue
-            try:
-                pid = as_int(m.group(1) or m.group(2) or 0)
-                day = as_int(m.group(3), 0, 10**6) * 3600 + as_int(m.group(4), 0, 10**6) * 60
-                t = ns(day + as_real(m.group(5), 0.0, 10.0**9), 1e9)
-                body = m.group(6)
-                if body.endswith("<unfinished ...>"):
-                    if len(pending) >= _ST_MAX_PENDING and pid not in pending:
-                        raise Bad(f"more than {_ST_MAX_PENDING} calls unfinished at once")
-                    pending[pid] = (t, body[: -len("<unfinished ...>")].rstrip()[:65536])
-                    continue
-                r = _ST_RESUMED.match(body)
-                if r:
-                    if pid not in pending:
-                        continue
-                    t, head = pending.pop(pid)
-                    body = head + r.group(2)
-                c = _ST_CALL.match(body)
-                if not c or c.group(3) == "?":
-                    continue
-                ret = _arg_int(c.group(3))
-                dur = ns(c.group(5), 1e9) if c.group(5) else 0
-                st.call(pid, t, c.group(1), c.group(2), ret, dur)
-            except Bad as e:
-                lines.malformed(str(e))
-            except Full:
-                notes.append(out.cap_note(path))
-                break
-        notes += lines.notes()
+
+    def event(raw: bytes) -> None:
+        m = _ST_LINE.match(raw.decode("utf-8", "replace").rstrip("\r"))
+        if not m:
+            return
+        pid = as_int(m.group(1) or m.group(2) or 0)
+        day = as_int(m.group(3), 0, 10**6) * 3600 + as_int(m.group(4), 0, 10**6) * 60
+        t = ns(day + as_real(m.group(5), 0.0, 10.0**9), 1e9)
+        body = m.group(6)
+        if body.endswith("<unfinished ...>"):
+            if len(pending) >= _ST_MAX_PENDING and pid not in pending:
+                raise Bad(f"more than {_ST_MAX_PENDING} calls unfinished at once")
+            pending[pid] = (t, body[: -len("<unfinished ...>")].rstrip()[:65536])
+            return
+        r = _ST_RESUMED.match(body)
+        if r:
+            if pid not in pending:
+                return
+            t, head = pending.pop(pid)
+            body = head + r.group(2)
+        c = _ST_CALL.match(body)
+        if not c or c.group(3) == "?":
+            return
+        ret = _arg_int(c.group(3))
+        dur = ns(c.group(5), 1e9) if c.group(5) else 0
+        st.call(pid, t, c.group(1), c.group(2), ret, dur)
+
+    _read_lines(path, "strace", out, notes, event)
     return _finish(out, st.names, "strace", notes)
 
 

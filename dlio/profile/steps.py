@@ -25,7 +25,7 @@ last sample to the next batch less its time per sample), a reader's own time per
 parsing, decoding: one sample's start to the next's within a step, less the time in read calls),
 and how many batches the readers hold ahead of the trainer once the prefetch is full (depth)."""
 
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -69,7 +69,7 @@ def per_reader(v: np.ndarray) -> Dict:
     lg = _log_gaps((s[1:] - e[:-1])[~first[1:]])
     p = pos[~first]
     tot = float(((lg - lg.mean()) ** 2).sum()) if len(lg) else 0.0
-    out = {"b": 1, "eta": 0.0, "gaps": len(lg), "order": o, "pos": pos}
+    out: Dict[str, Any] = {"b": 1, "eta": 0.0, "gaps": len(lg), "order": o, "pos": pos}
     out["eta_at"] = lambda b: _eta(lg, p % b == 0, tot) if b > 1 and len(lg) >= 3 else 0.0
     if len(lg) < 3:
         return out
@@ -102,7 +102,14 @@ def merged(v: np.ndarray, epoch: np.ndarray, only_b: Optional[int] = None) -> Di
     lg_all = np.full(n, np.nan)
     inner = ~first
     lg_all[inner] = _log_gaps((s - np.r_[0, run_end[:-1]])[inner])
-    out = {"b": only_b or 1, "eta": 0.0, "gaps": int((~first).sum()), "order": o, "pos": pos, "pass": ep_i}
+    out: Dict[str, Any] = {
+        "b": only_b or 1,
+        "eta": 0.0,
+        "gaps": int((~first).sum()),
+        "order": o,
+        "pos": pos,
+        "pass": ep_i,
+    }
     out["phase"], out["lg"] = np.zeros(nep, np.int64), lg_all
     if out["gaps"] < 3:
         return out

@@ -15,7 +15,7 @@ import math
 import os
 import stat
 import zlib
-from typing import BinaryIO, Iterator, List, Optional
+from typing import Any, BinaryIO, Iterator, List, Optional
 
 import numpy as np
 
@@ -78,7 +78,7 @@ def open_regular(path: str) -> BinaryIO:
 # ------------------------------------------------------------------------------------ numbers
 
 
-def as_int(v, lo: int = 0, hi: int = LIMIT) -> int:
+def as_int(v: Any, lo: int = 0, hi: int = LIMIT) -> int:
     """v as an int in [lo, hi]: an int, an integral finite float, or a string of at most 20 digits."""
     if type(v) is int and lo <= v <= hi:  # the common case first: this runs per field per event
         return v
@@ -100,7 +100,7 @@ def as_int(v, lo: int = 0, hi: int = LIMIT) -> int:
     return v
 
 
-def as_real(v, lo: float = 0.0, hi: float = float(LIMIT)) -> float:
+def as_real(v: Any, lo: float = 0.0, hi: float = float(LIMIT)) -> float:
     """v as a finite float in [lo, hi] (an int, a float, or a short decimal string)."""
     if isinstance(v, bool):
         raise Bad(f"{v!r} is not a number")
@@ -122,7 +122,7 @@ def as_real(v, lo: float = 0.0, hi: float = float(LIMIT)) -> float:
     return v
 
 
-def ns(seconds_or_units, scale: float) -> int:
+def ns(seconds_or_units: Any, scale: float) -> int:
     """A time (seconds x 1e9, microseconds x 1e3) as int ns, checked."""
     t = type(seconds_or_units)
     if (t is int or t is float) and 0 <= seconds_or_units <= LIMIT / scale:  # NaN fails the test
@@ -161,7 +161,7 @@ class TraceLines:
     def __enter__(self) -> "TraceLines":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def _block(self) -> bytes:
@@ -169,7 +169,7 @@ class TraceLines:
         if self.cut:
             return b""
         try:
-            b = self.f.read1(BLOCK)  # read1: a cut gzip stream gives what came before it
+            b = self.f.read1(BLOCK)  # type: ignore[attr-defined]  # read1: a cut gzip stream gives what came before it
         except (OSError, EOFError, zlib.error) as e:  # a damaged or cut gzip stream: keep what came before
             self.cut = f"the gzip stream is damaged after line {self.lineno:,} ({e}); the events before it are kept"
             return b""
@@ -306,7 +306,7 @@ def sort_by_time(ev: np.ndarray) -> np.ndarray:
     if len(t) < 2 or bool(np.all(t[1:] >= t[:-1])):
         return ev
     order = np.argsort(t, kind="stable")
-    for name in ev.dtype.names:
+    for name in ev.dtype.names or ():
         ev[name] = ev[name][order]
     return ev
 

@@ -13,7 +13,7 @@ is not seen. A job reading ranges of a file (several samples per file) is counte
 calls instead (analyze.py), where this limit would matter.
 """
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -36,7 +36,7 @@ def reader_key(ev: np.ndarray) -> np.ndarray:
     return ev["pid"].astype(np.int64) * (1 << 32) + (ev["tid"].astype(np.int64) & 0xFFFFFFFF)
 
 
-def union_segments(group: np.ndarray, start: np.ndarray, end: np.ndarray):
+def union_segments(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The union of the ranges [start, end) of each group, as disjoint segments: returns
     (group of each segment, segment start, segment end), sorted by group then start. Vectorised:
     shifting each group's offsets past the previous group's lets one running maximum cover all."""

@@ -40,7 +40,7 @@ import io
 import sys
 import threading
 import time
-from typing import Any, Callable, Optional, TextIO
+from typing import Any, Callable, Optional, TextIO, Tuple
 
 import click
 
@@ -204,8 +204,8 @@ class Progress:
         self.view: Any = None  # dlio.progress.live.LiveView of the current phase (on a terminal)
         self.runs: Optional[_Run] = None
         self.run: Any = None  # training: the C run of the current block ...
-        self.base = (0, 0, 0)  # ... and what the phase's earlier blocks did (ops, bytes, steps)
-        self.last_counts = (0, 0, 0)  # the current block's counters, never going back
+        self.base: Tuple[int, ...] = (0, 0, 0)  # ... and what the phase's earlier blocks did (ops, bytes, steps)
+        self.last_counts: Tuple[int, ...] = (0, 0, 0)  # the current block's counters, never going back
         self.finished_key: Any = None
         self._serial = 0
         quiet_status = self.live or quiet or not self.status_interval
@@ -327,7 +327,8 @@ class Progress:
             return
         self.last_csv = time.monotonic()
         self.csv_last = fig
-        self.csv_out.write_row(_csv_text(fig.csv_row()))
+        if self.csv_out is not None:
+            self.csv_out.write_row(_csv_text(fig.csv_row()))
 
     def _finish(self) -> None:
         """End the current phase: its last state is drawn (and written to the live CSV, once)."""

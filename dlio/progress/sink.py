@@ -82,6 +82,8 @@ class CsvSink:
 
     def _write(self, text: str) -> bool:
         data = text.encode()
+        if self.fd is None:
+            return False
         try:
             n = os.write(self.fd, data)  # a row is < PIPE_BUF: a pipe takes it whole or not at all
         except OSError as e:
@@ -106,12 +108,8 @@ class CsvSink:
             self.drops.written += 1
 
     def _close_fd(self) -> None:
-        if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            self.fd = None
+        _close_quietly(self.fd)
+        self.fd = None
 
     def close(self) -> None:
         self._close_fd()
@@ -145,18 +143,25 @@ class LineSink:
             self.dropped += 1
 
     def _raw(self, text: str) -> bool:
+        if self.fd is None:
+            return False
         try:
             return os.write(self.fd, text.encode()) > 0
         except OSError:
             return False
 
     def close(self) -> None:
-        if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            self.fd = None
+        _close_quietly(self.fd)
+        self.fd = None
+
+
+def _close_quietly(fd: Optional[int]) -> None:
+    """Close a descriptor of our own, if any; a failed close loses nothing more than it already had."""
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _fileno(stream: Any) -> Optional[int]:

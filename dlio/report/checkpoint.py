@@ -1,9 +1,11 @@
 """Checkpoint figures: DLIO's per-epoch entries and summary fields of the checkpoint records, dlio-fast's
-exact figures (bytes over the window every rank was writing), and the console lines."""
+exact figures (bytes over the window every rank was writing), and the console lines; the GiB/s of each
+checkpoint of a run document, whatever its records' shape (``checkpoint_series``, for report and plots)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List
+import math
+from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
 
@@ -133,3 +135,109 @@ def metric_lines(summary: Dict[str, Any]) -> List[str]:
                 + (f"; fsync {ex['fsync_seconds_mean']:.4f} s mean" if kind == "save" else "")
             )
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# a run document's checkpoint figures (dlio.report.compare, plots): any record shape, ranks together
+
+
+def finite_number(v: Any) -> bool:
+    """v is an int or float (not a bool) and finite."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def checkpoint_figures(summary: Any, doc: Any) -> Optional[Dict[str, Any]]:
+    """Checkpoint figures of a run, or None when it has none:
+    {'save': [GiB/s per checkpoint, all ranks], 'load': [...], 'save_GiB_s': mean of those,
+     'save_GB_s': DLIO's mean (summary.json save_checkpoint_io_mean_GB_per_second), 'load_...'}.
+
+    Per checkpoint, the records of all ranks (doc['checkpoints']: one per rank and checkpoint,
+    with kind save/load, epoch, step, bytes, duration_s, wall_start_ns/wall_end_ns) are summed:
+    bytes of all ranks / (latest end - earliest start)."""
+    m = (summary or {}).get("metric", {}) if isinstance(summary, dict) else {}
+    series = checkpoint_series(doc)
+    out: Dict[str, Any] = {"save": series.get("save", []), "load": series.get("load", [])}
+    for kind in ("save", "load"):
+        v: Any = m.get(f"{kind}_checkpoint_io_mean_GB_per_second")
+        out[f"{kind}_GB_s"] = float(v) if finite_number(v) else None
+        out[f"{kind}_GiB_s"] = sum(out[kind]) / len(out[kind]) if out[kind] else None
+    if not any(out[k] for k in ("save", "load")) and out["save_GB_s"] is None and out["load_GB_s"] is None:
+        return None
+    return out
+
+
+def checkpoint_records_of(doc: Any) -> List[Dict[str, Any]]:
+    """The checkpoint records of a run document (dlio-fast.json) or of a Result in memory."""
+    c = (doc or {}).get("checkpoints")
+    if isinstance(c, dict):
+        c = c.get("all_records") or c.get("records") or c.get("checkpoints")
+    if not c and isinstance((doc or {}).get("ranks"), list):
+        # a Result in memory (run --plots): the records are still in the ranks' epochs
+        c = [x for r in doc["ranks"] for ep in r.get("epochs") or [] for x in ep.get("checkpoints") or []]
+        c += [x for r in doc["ranks"] for x in r.get("checkpoints") or []]
+    return [e for e in c or [] if isinstance(e, dict)]
+
+
+def checkpoint_series(doc: Any) -> Dict[str, List[float]]:
+    """{'save': [GiB/s of each checkpoint, all ranks together], 'load': [...]} in checkpoint order."""
+    groups: Dict[str, Dict[Any, List[Dict[str, Any]]]] = {}
+    for pos, e in enumerate(checkpoint_records_of(doc)):
+        kind = _ckpt_kind(e)
+        if not kind:
+            continue
+        if any(k in e for k in ("epoch", "step", "index")):
+            key: Any = (e.get("epoch"), e.get("step"), e.get("block"), e.get("index"))
+        else:
+            key = pos
+        groups.setdefault(kind, {}).setdefault(key, []).append(e)
+    out: Dict[str, List[float]] = {}
+    for kind, g in groups.items():
+        vals = [_ckpt_aggregate(recs) for recs in g.values()]
+        out[kind] = [v for v in vals if v is not None]
+    return out
+
+
+def _ckpt_aggregate(recs: List[Dict[str, Any]]) -> Optional[float]:
+    if len(recs) == 1:
+        return _ckpt_gbs(recs[0])
+    nbytes: List[Any] = [r.get("bytes") for r in recs]
+    if all(finite_number(b) for b in nbytes):
+        starts: List[Any] = [r.get("wall_start_ns") for r in recs]
+        ends: List[Any] = [r.get("wall_end_ns") for r in recs]
+        if all(finite_number(x) for x in starts + ends) and max(ends) > min(starts):
+            return sum(nbytes) / 1024**3 / ((max(ends) - min(starts)) / 1e9)
+        durs: List[Any] = [r.get("duration_s") for r in recs]
+        if all(finite_number(d) for d in durs) and max(durs) > 0:
+            return sum(nbytes) / 1024**3 / max(durs)
+    rates = [_ckpt_gbs(r) for r in recs]
+    known = [x for x in rates if x is not None]
+    return sum(known) if len(known) == len(rates) else None
+
+
+def _ckpt_kind(e: Dict[str, Any]) -> Optional[str]:
+    for k in ("kind", "op", "type", "mode", "operation"):
+        v = str(e.get(k, "")).lower()
+        if v in ("save", "write", "w"):
+            return "save"
+        if v in ("load", "read", "r"):
+            return "load"
+    return None
+
+
+def _ckpt_gbs(e: Dict[str, Any]) -> Optional[float]:
+    """One record's GiB/s."""
+    for k in (
+        "GiB_per_second",
+        "aggregate_GiB_per_second",
+        "GB_per_second",
+        "throughput_GB_per_second",
+        "dlio_throughput_GB_per_second",
+        "throughput",
+    ):
+        if finite_number(e.get(k)):
+            return float(e[k])
+    nbytes: Any = e.get("bytes", e.get("size_bytes"))
+    dur: Any = e.get("duration_s", e.get("duration"))
+    if finite_number(nbytes) and finite_number(dur) and float(dur) > 0:
+        return float(nbytes) / 1024**3 / float(dur)
+    return None

@@ -9,15 +9,15 @@ its counters. Every renderer (dlio.report.tables, html) is a pure function of th
 returns, which is also what `report --json` writes: a figure never travels without its verdict.
 """
 
-import math
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, cast
 
 from dlio.base.units import fmt_bytes
 from dlio.report import interference
+from dlio.report.checkpoint import checkpoint_figures, checkpoint_records_of, finite_number
 from dlio.report.family import verdict_words
 from dlio.report.io_table import mode
-from dlio.report.result import REPORT_SCHEMA
+from dlio.report.result import REPORT_SCHEMA, CheckpointRecord
 from dlio.report.verdict import point_name
 
 # (key, label, unit, decimals): the run figures in table order. Checkpoint rows appear only when a
@@ -89,104 +89,7 @@ RUN_SETTINGS = [
 # run figures
 
 
-def checkpoint_figures(summary, doc):
-    """Checkpoint figures of a run, or None when it has none:
-    {'save': [GiB/s per checkpoint, all ranks], 'load': [...], 'save_GiB_s': mean of those,
-     'save_GB_s': DLIO's mean (summary.json save_checkpoint_io_mean_GB_per_second), 'load_...'}.
-
-    Per checkpoint, the records of all ranks (doc['checkpoints']: one per rank and checkpoint,
-    with kind save/load, epoch, step, bytes, duration_s, wall_start_ns/wall_end_ns) are summed:
-    bytes of all ranks / (latest end - earliest start)."""
-    m = (summary or {}).get("metric", {}) if isinstance(summary, dict) else {}
-    series = checkpoint_series(doc)
-    out: Dict[str, Any] = {"save": series.get("save", []), "load": series.get("load", [])}
-    for kind in ("save", "load"):
-        v: Any = m.get(f"{kind}_checkpoint_io_mean_GB_per_second")
-        out[f"{kind}_GB_s"] = float(v) if _num(v) else None
-        out[f"{kind}_GiB_s"] = sum(out[kind]) / len(out[kind]) if out[kind] else None
-    if not any(out[k] for k in ("save", "load")) and out["save_GB_s"] is None and out["load_GB_s"] is None:
-        return None
-    return out
-
-
-def checkpoint_records_of(doc):
-    """The checkpoint records of a run document (dlio-fast.json) or of a Result in memory."""
-    c = (doc or {}).get("checkpoints")
-    if isinstance(c, dict):
-        c = c.get("all_records") or c.get("records") or c.get("checkpoints")
-    if not c and isinstance((doc or {}).get("ranks"), list):
-        # a Result in memory (run --plots): the records are still in the ranks' epochs
-        c = [x for r in doc["ranks"] for ep in r.get("epochs") or [] for x in ep.get("checkpoints") or []]
-        c += [x for r in doc["ranks"] for x in r.get("checkpoints") or []]
-    return [e for e in c or [] if isinstance(e, dict)]
-
-
-def checkpoint_series(doc):
-    """{'save': [GiB/s of each checkpoint, all ranks together], 'load': [...]} in checkpoint order."""
-    groups: Dict[str, Dict[Any, List[Dict[str, Any]]]] = {}
-    for pos, e in enumerate(checkpoint_records_of(doc)):
-        kind = _ckpt_kind(e)
-        if not kind:
-            continue
-        if any(k in e for k in ("epoch", "step", "index")):
-            key: Any = (e.get("epoch"), e.get("step"), e.get("block"), e.get("index"))
-        else:
-            key = pos
-        groups.setdefault(kind, {}).setdefault(key, []).append(e)
-    out = {}
-    for kind, g in groups.items():
-        vals = [_ckpt_aggregate(recs) for recs in g.values()]
-        out[kind] = [v for v in vals if v is not None]
-    return out
-
-
-def _ckpt_aggregate(recs):
-    if len(recs) == 1:
-        return _ckpt_gbs(recs[0])
-    nbytes = [r.get("bytes") for r in recs]
-    if all(_num(b) for b in nbytes):
-        starts = [r.get("wall_start_ns") for r in recs]
-        ends = [r.get("wall_end_ns") for r in recs]
-        if all(_num(x) for x in starts + ends) and max(ends) > min(starts):
-            return sum(nbytes) / 1024**3 / ((max(ends) - min(starts)) / 1e9)
-        durs = [r.get("duration_s") for r in recs]
-        if all(_num(d) for d in durs) and max(durs) > 0:
-            return sum(nbytes) / 1024**3 / max(durs)
-    rates = [_ckpt_gbs(r) for r in recs]
-    return sum(rates) if all(x is not None for x in rates) else None
-
-
-def _ckpt_kind(e):
-    for k in ("kind", "op", "type", "mode", "operation"):
-        v = str(e.get(k, "")).lower()
-        if v in ("save", "write", "w"):
-            return "save"
-        if v in ("load", "read", "r"):
-            return "load"
-    return None
-
-
-def _ckpt_gbs(e):
-    """One record's GiB/s."""
-    for k in (
-        "GiB_per_second",
-        "aggregate_GiB_per_second",
-        "GB_per_second",
-        "throughput_GB_per_second",
-        "dlio_throughput_GB_per_second",
-        "throughput",
-    ):
-        if _num(e.get(k)):
-            return float(e[k])
-    nbytes = e.get("bytes", e.get("size_bytes"))
-    dur = e.get("duration_s", e.get("duration"))
-    if _num(nbytes) and _num(dur) and float(dur) > 0:
-        return float(nbytes) / 1024**3 / float(dur)
-    return None
-
-
-def _num(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+_num = finite_number
 
 
 def run_figures(src):
@@ -258,7 +161,7 @@ def epochs_text(epochs):
 def async_figures(doc):
     """The asynchronous checkpoints' figures of a run (None where it has none). The AU and read rows
     hold 'during / outside' as text: the pair is the figure, a ratio of either alone says little."""
-    s = interference.summary(checkpoint_records_of(doc)) or {}
+    s = interference.summary(cast(List[CheckpointRecord], checkpoint_records_of(doc))) or {}
     d: Any = s.get("during")  # a dict or None; the f-strings below read them only when both are there
     o: Any = s.get("outside")
     pair = d is not None and o is not None

@@ -14,12 +14,13 @@ saved with savefig(dpi=110) and closed (dlio.report.plotting).
 """
 
 import os
+from typing import Any, List
 
 import numpy as np
 
 from dlio.base.errors import DlioError
 from dlio.base.units import fmt_ns
-from dlio.report import compare
+from dlio.report import checkpoint as ckpt_figures
 from dlio.report.exact import metrics_of
 from dlio.report.plots_interference import interference_plot
 from dlio.report.plots_io import io_vs
@@ -219,7 +220,7 @@ def throughput(result, path):
 
 def checkpoint(result, path, summary=None):
     """Checkpoint save / load GB/s per checkpoint (or the means), when the run has checkpoints."""
-    ck = compare.checkpoint_figures(summary, result)
+    ck = ckpt_figures.checkpoint_figures(summary, result)
     if ck is None:
         return None
     fig, ax = plt.subplots(figsize=(8, 4.6))
@@ -256,7 +257,7 @@ def checkpoint(result, path, summary=None):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")
     wl, where, date = _run_meta(result)
-    folders = [r.get("folder") for r in compare.checkpoint_records_of(result) if r.get("folder")]
+    folders: List[Any] = [r.get("folder") for r in ckpt_figures.checkpoint_records_of(result) if r.get("folder")]
     if folders:  # the checkpoint folder, not the dataset's
         where = os.path.dirname(os.path.normpath(folders[0]))
     ax.set_title(title("checkpoint write / read throughput", wl, where, date), fontsize=11)

@@ -51,13 +51,6 @@ import numpy as np
 from dlio import _core
 from dlio.base.errors import os_error_message
 
-KIND_NAMES = {
-    _core.TR_READ: "read",
-    _core.TR_WRITE: "write",
-    _core.TR_SAMPLE: "item",
-    _core.TR_FETCH: "fetch.iter",
-    _core.TR_COMPUTE: "compute",
-}
 # A phase the code names -> the (cat, name) of DFTracer's AI event for it (pydftracer's dft_ai).
 AI_EVENTS = {
     "train": ("pipeline", "train"),

@@ -2,7 +2,7 @@
 the benchmark's own CPU, DLIO's per-step lines."""
 
 import resource
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -13,7 +13,13 @@ from dlio.system import stats
 from dlio.system.host import iso
 
 
-def cpu_accounts(process_cpu_s, res, compute_mode, read_threads, set_compute_ns=None):
+def cpu_accounts(
+    process_cpu_s: float,
+    res: Dict[str, Any],
+    compute_mode: int,
+    read_threads: int,
+    set_compute_ns: Optional[np.ndarray] = None,
+) -> Dict[str, Any]:
     """How a C train result's CPU splits (seconds): the benchmark's own (the readers and the harness: what
     `benchmark CPU per sample` shows), the readers' part of it, the CPU of the benchmark's worker
     processes (S3: their reading and their spin; /proc/stat counts them as other processes), and the
@@ -55,13 +61,13 @@ def cpu_accounts(process_cpu_s, res, compute_mode, read_threads, set_compute_ns=
     }
 
 
-def benchmark_cpu(process_cpu_s, res, compute_mode, read_threads):
+def benchmark_cpu(process_cpu_s: float, res: Dict[str, Any], compute_mode: int, read_threads: int) -> float:
     """CPU seconds the benchmark itself spent (the readers and the harness, not the emulated
     accelerator's spin): cpu_accounts' benchmark_s."""
     return cpu_accounts(process_cpu_s, res, compute_mode, read_threads)["benchmark_s"]
 
 
-def phase_cpu(rec):
+def phase_cpu(rec: EpochRecord) -> Dict[str, Any]:
     """The CPU arguments of dlio.system.counters.Phase.end for an epoch record: the readers', the workers',
     the emulated accelerator's compute, spin and the steps' I/O wait."""
     a = rec.get("cpu_accounts") or {}
@@ -144,12 +150,12 @@ def epoch_record(
     }
 
 
-def cpu_seconds():
+def cpu_seconds() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 
 
-def step_lines(rank, block, batch):
+def step_lines(rank: int, block: BlockFigures, batch: int) -> Iterator[str]:
     """DLIO's per-step INFO lines for one block (printed with --verbose)."""
     for i, (ld, pr) in enumerate(zip(block["load"], block["proc"]), start=1):
         yield f"Rank {rank} step {i}: loaded {batch} samples in {ld:.6f} s"

@@ -8,9 +8,7 @@ ended it, if any: a stopped or failed run keeps the epochs and steps it measured
 """
 
 import dataclasses
-import os
 import socket
-import stat
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -22,8 +20,6 @@ from dlio.checkpoint import async_save
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.schedule import checkpoint_schedule
 from dlio.dataset import stored
-from dlio.dataset.formats import get_format
-from dlio.dataset.manifest import load_manifest, load_saved
 from dlio.dataset.spec import dataset_spec
 from dlio.report import metrics
 from dlio.report.dlio import host as dlio_host
@@ -42,63 +38,7 @@ from dlio.train.epoch_record import (
     phase_cpu,
     step_lines,
 )
-
-
-def check_files(paths, recorded_sizes):
-    """Boolean mask of files that are missing, unreadable or not the size recorded at generation
-    (truncated, or changed under us), and the first problem as text. One stat per file."""
-    bad = np.zeros(len(paths), dtype=bool)
-    first = None
-    for i, p in enumerate(paths):
-        try:
-            st = os.stat(p)
-            size = st.st_size
-        except OSError as e:
-            bad[i] = True
-            first = first or f"{p}: {e.strerror}"
-            continue
-        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block the open or read forever
-            bad[i] = True
-            first = first or f"{p}: not a regular file (a FIFO, socket or device)"
-        elif size != int(recorded_sizes[i]):
-            bad[i] = True
-            first = first or (
-                f"{p}: {size} bytes, but {int(recorded_sizes[i])} were recorded when the "
-                "dataset was made (truncated or changed)"
-            )
-        elif not os.access(p, os.R_OK):
-            bad[i] = True
-            first = first or f"{p}: not readable (permissions)"
-    return bad, first
-
-
-def layout_for(spec, split, no_io=False, skip_bad_files=False, stat_files=True):
-    """The planner's view of one split, from the dataset manifest (made at generation or by scan).
-
-    The files on disk are checked against the sizes recorded when the dataset was made: a bad file
-    stops the run with its path, or with skip_bad_files its samples are left out of every epoch
-    (and counted in the results). stat_files False: objects on S3, checked by listing instead."""
-    fmt = get_format(spec.format)
-    saved = load_saved(spec, split, check=False)
-    m = saved if saved is not None else load_manifest(spec, split)
-    nfiles = spec.num_files_train if split == "train" else spec.num_files_eval
-    bad, problem = check_files(m.paths, m.file_size) if stat_files else (np.zeros(len(m.paths), dtype=bool), None)
-    if problem and not skip_bad_files:
-        raise DlioError(
-            f"{problem}; regenerate with dlio-fast generate, check with dlio-fast verify, or run with --skip-bad-files"
-        )
-    table = m.table if not fmt.WHOLE_FILE and spec.format != "synthetic" else None
-    layout = planner.Layout(
-        nfiles=nfiles,
-        spf=spec.num_samples_per_file,
-        file_size=np.asarray(m.file_size, dtype=np.uint64),
-        whole_file=bool(fmt.WHOLE_FILE),
-        table=table,
-        sequential=spec.format == "tfrecord",
-        no_io=no_io or spec.format == "synthetic",
-        grouped=bool(getattr(fmt, "GROUPED", False)),
-    )
-    return layout, bad
+from dlio.train.files import layout_for
 
 
 def batches_in_flight(reader):

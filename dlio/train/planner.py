@@ -380,24 +380,27 @@ class Settings:
     readers: int = 1  # reader threads (PyTorch workers): batch k is read by reader k mod readers
 
 
+def _epoch_order(layout, settings, epoch, random_seed):
+    """The global sample order of one epoch of a non-sequential split."""
+    s = settings
+    return epoch_order(
+        layout.nfiles,
+        layout.spf,
+        s.file_shuffle,
+        s.sample_shuffle,
+        s.seed,
+        epoch,
+        s.seed_change_epoch,
+        random_seed,
+        s.compat_dlio_order,
+        layout.bad,
+        s.path_folders,
+    )
+
+
 def epoch_plans(layout, settings, time_spec, size, epoch, random_seed=None, ranks=None):
     """Plans of several ranks (all by default) for one epoch, the global order set up once."""
-    s = settings
-    order = None
-    if not layout.sequential:
-        order = epoch_order(
-            layout.nfiles,
-            layout.spf,
-            s.file_shuffle,
-            s.sample_shuffle,
-            s.seed,
-            epoch,
-            s.seed_change_epoch,
-            random_seed,
-            s.compat_dlio_order,
-            layout.bad,
-            s.path_folders,
-        )
+    order = None if layout.sequential else _epoch_order(layout, settings, epoch, random_seed)
     return [
         epoch_plan(layout, settings, time_spec, r, size, epoch, random_seed, order=order)
         for r in (range(size) if ranks is None else ranks)
@@ -433,19 +436,7 @@ def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None,
         ops, per_batch = stream_ops(samples, layout, s.batch, s.transfer_size)
     else:
         if order is None:
-            order = epoch_order(
-                layout.nfiles,
-                layout.spf,
-                s.file_shuffle,
-                s.sample_shuffle,
-                s.seed,
-                epoch,
-                s.seed_change_epoch,
-                random_seed,
-                s.compat_dlio_order,
-                layout.bad,
-                s.path_folders,
-            )
+            order = _epoch_order(layout, s, epoch, random_seed)
         first, steps = shard(len(order), rank, size, s.batch, s.max_steps)
         samples = order.at(np.arange(first, first + steps * s.batch, dtype=np.int64))
         if layout.grouped:

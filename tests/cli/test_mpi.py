@@ -244,8 +244,8 @@ def test_uneven_files_on_three_ranks_do_not_deadlock(tmp_path, nfiles, batch):
 FAIL_DRIVER = """
 import sys
 import numpy as np
-from dlio.train import loop
-loop.check_files = lambda paths, sizes: (np.zeros(len(paths), dtype=bool), None)
+from dlio.train import files
+files.check_files = lambda paths, sizes: (np.zeros(len(paths), dtype=bool), None)
 from dlio.cli.main import main
 main(sys.argv[1:])
 """

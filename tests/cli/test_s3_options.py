@@ -57,6 +57,7 @@ from dlio.config import load_config
 from dlio.system.mpi import world
 from dlio.checkpoint.load import load
 from dlio.checkpoint.save import save
+from dlio.checkpoint.transfers import TransferOptions
 bucket, out = sys.argv[1], sys.argv[2]
 comm = world()
 cfg = load_config(sets=["framework=pytorch", "model.type=transformer", "model.num_layers=2",
@@ -66,8 +67,8 @@ cfg = load_config(sets=["framework=pytorch", "model.type=transformer", "model.nu
                         "model.parallelism.zero_stage=0", "workflow.checkpoint=true", "workflow.train=false",
                         "storage.storage_type=s3", "storage.storage_root=" + bucket,
                         "checkpoint.checkpoint_folder=shift", "checkpoint.recovery_rank_shift=true"])
-saved = save(cfg, comm, 1, 1, barrier=True)
-loaded = load(cfg, comm, 1, 1, barrier=True, ranks_per_node_=1)
+saved = save(cfg, comm, 1, 1, TransferOptions(barrier=True))
+loaded = load(cfg, comm, 1, 1, TransferOptions(barrier=True), ranks_per_node_=1)
 with open(f"{out}/rank{comm.rank}.json", "w") as f:
     json.dump({"save": saved, "load": loaded}, f)
 """

@@ -10,12 +10,12 @@ dlio.report.run_files writes a run's folder.
 """
 
 from collections import Counter
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from dlio.report import checkpoint as ckpt_figures
 from dlio.report import metrics
 from dlio.report.dlio.timeline import block_times, secs, trailing_empty_block, train_end, wall
-from dlio.report.result import RunResult
+from dlio.report.result import CheckpointRecord, RunResult
 from dlio.report.run_figures import checkpoint_records, dialect, eval_figures, train_blocks, train_figures, trained
 
 
@@ -34,11 +34,11 @@ def data_size_per_host_bytes(result: RunResult) -> float:
     )
 
 
-def _per_host_gib(result):
+def _per_host_gib(result: RunResult) -> float:
     return data_size_per_host_bytes(result) / 1024**3
 
 
-def _per_host(result, key, default):
+def _per_host(result: RunResult, key: str, default: Any) -> List[Any]:
     """DLIO's per-host list of a host field (hosts in the order of their first rank): each host's own
     value as its ranks recorded it, rank 0's host's for records without it."""
     seen: Dict[str, Any] = {}
@@ -177,7 +177,7 @@ def rank_output(result: RunResult, r: int) -> Dict[str, Any]:
     return out
 
 
-def _ckpt_entry(result, c):
+def _ckpt_entry(result: RunResult, c: CheckpointRecord) -> Tuple[str, Dict[str, Any]]:
     if dialect(result) == "2.0.0":
         return f"ckpt{c.get('block', 1)}", {
             "start": c["start"],
@@ -232,7 +232,7 @@ def per_epoch_stats(result: RunResult, r: int) -> Dict[str, Any]:
     return out
 
 
-def _mean_sd(m, prefix, suffix, dec):
+def _mean_sd(m: Dict[str, Any], prefix: str, suffix: str, dec: int) -> str:
     """DLIO's "mean (stdev)" of the summary fields {prefix}_mean{suffix} and {prefix}_stdev{suffix}."""
     return f"{m[f'{prefix}_mean{suffix}']:.{dec}f} ({m[f'{prefix}_stdev{suffix}']:.{dec}f})"
 

@@ -24,6 +24,7 @@ from dlio.checkpoint import only_mode
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.layout import plan_checkpoint, rank_files
 from dlio.checkpoint.schedule import checkpoint_schedule
+from dlio.checkpoint.transfers import TransferOptions
 from dlio.config import ConfigError, load_config
 from dlio.report import checkpoint as ckpt_figures
 from dlio.storage import file_sets
@@ -310,7 +311,7 @@ def test_scale_model_size_bytes():
 def test_save_load_bytes_fsync(tmp_path):
     cfg = small_transformer(tmp_path / "ck", zero=1, **{"checkpoint.fsync": "true"})
     plan = plan_checkpoint(cfg, 0, 1)
-    rec = ckpt_save.save(cfg, None, 2, 7, transfer=1 << 20)
+    rec = ckpt_save.save(cfg, None, 2, 7, TransferOptions(transfer=1 << 20))
     folder = tmp_path / "ck" / "global_epoch2_step7"
     assert rec["folder"] == str(folder)
     for f in plan.files:
@@ -324,10 +325,10 @@ def test_save_load_bytes_fsync(tmp_path):
     assert rec["dlio_throughput_GB_per_second"] == pytest.approx(plan.dlio_size_GiB / rec["duration_s"])
     data = np.fromfile(folder / plan.files[0].name, dtype=np.uint8)
     assert len(np.unique(data[:65536])) > 200  # random bytes, not ones or zeros
-    ld = ckpt_load.load(cfg, None, 2, 7, transfer=1 << 20)
+    ld = ckpt_load.load(cfg, None, 2, 7, TransferOptions(transfer=1 << 20))
     assert ld["bytes"] == plan.rank_bytes and ld["source_rank"] == 0
     assert ld["cache"].startswith("dropped")
-    assert ckpt_load.load(cfg, None, 2, 7, drop=False)["cache"] == "kept"
+    assert ckpt_load.load(cfg, None, 2, 7, TransferOptions(drop=False))["cache"] == "kept"
 
 
 def test_no_fsync_recorded_zero(tmp_path):
@@ -345,7 +346,7 @@ def test_randomize_false_writes_ones(tmp_path, direct, engine):
     plan = plan_checkpoint(cfg, 0, 1)
     assert any(f.nbytes % 4096 for f in plan.files)  # an unaligned tail to pad and truncate
     try:
-        rec = ckpt_save.save(cfg, None, 1, 1, engine=engine, direct=direct, transfer=1 << 20)
+        rec = ckpt_save.save(cfg, None, 1, 1, TransferOptions(engine=engine, direct=direct, transfer=1 << 20))
     except Exception as e:  # pragma: no cover - a filesystem without O_DIRECT
         if direct:
             pytest.skip(f"O_DIRECT not available here: {e}")
@@ -361,7 +362,7 @@ def test_randomize_false_writes_ones(tmp_path, direct, engine):
             assert raw[off : off + len(seg)].tobytes() == seg
         for off, n in tf.storages:
             assert np.all(raw[off : off + n].view(np_dt[f.dtype]) == 1)
-    ld = ckpt_load.load(cfg, None, 1, 1, direct=direct)
+    ld = ckpt_load.load(cfg, None, 1, 1, TransferOptions(direct=direct))
     assert ld["bytes"] == plan.rank_bytes
 
 
@@ -369,7 +370,7 @@ def test_direct_random_exact_sizes(tmp_path):
     cfg = small_transformer(tmp_path / "ck", zero=1, H=96)
     plan = plan_checkpoint(cfg, 0, 1)
     try:
-        rec = ckpt_save.save(cfg, None, 1, 1, direct=True, transfer=1 << 20)
+        rec = ckpt_save.save(cfg, None, 1, 1, TransferOptions(direct=True, transfer=1 << 20))
     except Exception as e:  # pragma: no cover
         pytest.skip(f"O_DIRECT not available here: {e}")
     assert rec["direct"] and rec["randomize_tensor"] is True

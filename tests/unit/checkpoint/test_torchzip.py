@@ -15,6 +15,7 @@ from dlio import _core
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint import torchzip
 from dlio.checkpoint.layout import plan_checkpoint
+from dlio.checkpoint.transfers import TransferOptions
 from dlio.config import load_config
 
 STORAGE_DTYPE = {"CharStorage": "int8", "HalfStorage": "fp16", "FloatStorage": "fp32", "BFloat16Storage": "bf16"}
@@ -164,7 +165,7 @@ def test_transformer_files_are_torch_zips(tmp_path, mdt, odt, zero):
         **{"model.model_datatype": mdt, "model.optimizer_datatype": odt, "model.parallelism.zero_stage": zero},
     )
     plan = plan_checkpoint(cfg, 0, 1)
-    ckpt_save.save(cfg, None, 1, 3, transfer=1 << 20)
+    ckpt_save.save(cfg, None, 1, 3, TransferOptions(transfer=1 << 20))
     folder = tmp_path / "ck" / "global_epoch1_step3"
     want_model, want_opt = transformer_states(2, 128, 384, 500, 4, 2, zero, mdt, odt)
     model_name = "model_0_model_states.pt" if zero == 1 else "zero_pp_rank_0_mp_rank_0_model_states.pt"

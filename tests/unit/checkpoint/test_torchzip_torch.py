@@ -19,6 +19,7 @@ from test_torchzip import small_cfg, transformer_states
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint import torchzip
 from dlio.checkpoint.layout import plan_checkpoint
+from dlio.checkpoint.transfers import TransferOptions
 from dlio.config import load_config
 
 TORCH_DTYPE = {"int8": "torch.int8", "fp16": "torch.float16", "bf16": "torch.bfloat16", "fp32": "torch.float32"}
@@ -95,7 +96,7 @@ def test_torch_load_opens_saved_files(tmp_path):
     }
     paths = {}
     for kind, cfg in cfgs.items():
-        ckpt_save.save(cfg, None, 1, 2, transfer=1 << 20)
+        ckpt_save.save(cfg, None, 1, 2, TransferOptions(transfer=1 << 20))
         for f in plan_checkpoint(cfg, 0, 1).files:
             paths[(kind, f.name)] = str(tmp_path / kind / "global_epoch1_step2" / f.name)
     loaded = torch_shapes(list(paths.values()))

@@ -10,7 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from dlio import _core
-from dlio.report import compare, html, plots, plotting  # noqa: E402
+from dlio.report import checkpoint as ckpt_figures  # noqa: E402
+from dlio.report import html, plots, plotting  # noqa: E402
 from dlio.system import stats  # noqa: E402
 
 GiB = 1 << 30
@@ -42,7 +43,7 @@ def test_checkpoint_series_of_a_result_in_memory(tmp_path):
         for r in (0, 1)
     ]
     result = {"ranks": ranks, "workload": "w", "dataset": {"folder": "/data"}}
-    series = compare.checkpoint_series(result)
+    series = ckpt_figures.checkpoint_series(result)
     # each save: 2 GiB in the slower rank's 1 s -> 2 GiB/s; the load: 2 GiB in 0.25 s -> 8 GiB/s
     assert series["save"] == [2.0, 2.0, 2.0] and series["load"] == [8.0]
     png = plots.checkpoint(result, str(tmp_path / "c.png"))
