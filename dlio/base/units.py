@@ -58,11 +58,6 @@ def fmt_bytes(n, sep=" "):
         n /= 1024
 
 
-def fmt_rate(bytes_per_s, sep=" "):
-    """A rate of bytes: '812 B/s', '1.5 GiB/s'."""
-    return fmt_bytes(bytes_per_s, sep) + "/s"
-
-
 # Said next to a figure of DLIO's own lines: DLIO's "GB" and "MB" are 2**30 and 2**20 bytes (it divides by
 # 1024**3 and 1024**2), and its AU and samples/s are DLIO's formulas, not dlio-fast's exact figures.
 DLIO_GB = "[DLIO's GB = GiB]"
