@@ -66,6 +66,11 @@ def wait_for_text(path, text, proc, timeout=120):
     raise AssertionError(f"no {text!r} in {path} after {timeout} s")
 
 
+def set_args(*pairs):
+    """The command line's `--set KEY=VALUE` for each pair: set_args("train.epochs=2", "reader.batch_size=4")."""
+    return [a for p in pairs for a in ("--set", p)]
+
+
 def one_line(text):
     """The error is one non-empty line with no traceback (warnings printed before it aside)."""
     assert "Traceback" not in text

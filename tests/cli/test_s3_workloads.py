@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from conftest import REPO, one_line
+from conftest import REPO, one_line, set_args
 from conftest import s3_boto as boto
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
@@ -79,10 +79,7 @@ def generated_locally(run_cli, cfg, local):
         "generate",
         "--config",
         cfg,
-        "--set",
-        "storage.storage_type=local_fs",
-        "--set",
-        f"dataset.data_folder={local}",
+        *set_args("storage.storage_type=local_fs", f"dataset.data_folder={local}"),
     )
     assert code == 0, err
     return sorted(
@@ -484,10 +481,7 @@ def test_trace_refused_on_s3(run_cli, tmp_path):
         "run",
         "-w",
         "unet3d",
-        "--set",
-        "storage.storage_type=s3",
-        "--set",
-        "storage.storage_root=bkt",
+        *set_args("storage.storage_type=s3", "storage.storage_root=bkt"),
         "--trace",
         "--output",
         tmp_path / "o",
