@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import set_args
+from conftest import on_s3, set_args
 
 from dlio import _core
 
@@ -275,7 +275,7 @@ def test_direct_mode_on_an_object_store_is_refused_not_ignored(run_cli, tmp_path
     code, out, err = run_cli(
         *args(
             tmp_path,
-            *set_args("storage.storage_type=s3", "storage.storage_root=b-kv", "kvcache.io_mode=direct"),
+            *set_args("kvcache.io_mode=direct", **on_s3("b-kv")),
         )
     )
     line = err.strip()
