@@ -66,6 +66,17 @@ def wait_for_text(path, text, proc, timeout=120):
     raise AssertionError(f"no {text!r} in {path} after {timeout} s")
 
 
+def set_args(*pairs, **keys):
+    """The command line's `--set KEY=VALUE` for each pair, then for each of keys (their names may hold dots
+    when passed as **{...}): set_args("train.epochs=2", **on_s3(bucket))."""
+    return [a for p in (*pairs, *(f"{k}={v}" for k, v in keys.items())) for a in ("--set", p)]
+
+
+def on_s3(bucket):
+    """The keys of a run whose storage is the S3 bucket `bucket` (the gateway from the environment)."""
+    return {"storage.storage_type": "s3", "storage.storage_root": bucket}
+
+
 def one_line(text):
     """The error is one non-empty line with no traceback (warnings printed before it aside)."""
     assert "Traceback" not in text

@@ -112,7 +112,7 @@ def sweep(folder: str, dirs: Iterable[str] = ()) -> List[str]:
 
 
 def _remove_marked(folder: str, mark: str) -> List[str]:
-    out = []
+    out: List[str] = []
     try:
         names = os.listdir(folder)
     except OSError:

@@ -9,6 +9,7 @@ for its GiB figures, labelled with DLIO_GB where dlio-fast prints them.
 
 import math
 import re
+from typing import Any
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?b?)\s*$", re.I)
 _POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
@@ -24,7 +25,7 @@ _DUR_NS = {
 }
 
 
-def parse_size(text):
+def parse_size(text: str | int) -> int:
     """Bytes in text. Suffixes k/m/g/t/p are powers of 1024 (as fio reads them), with or without
     'iB'/'B'. Raises ValueError with the text when it is not a size."""
     if isinstance(text, int):
@@ -38,7 +39,7 @@ def parse_size(text):
     return int(value)
 
 
-def parse_duration_ns(text):
+def parse_duration_ns(text: str | float) -> int:
     """Nanoseconds in text ('10' and '10s' are seconds; ns, us, ms, s, m, h)."""
     m = _DUR.match(str(text))
     if not m:
@@ -49,18 +50,15 @@ def parse_duration_ns(text):
 GiB = 1 << 30
 
 
-def fmt_bytes(n, sep=" "):
-    """An amount of bytes, rounded to one decimal in binary units: '812 B', '1.5 GiB'."""
+def fmt_bytes(n: Any, sep: str = " ") -> str:
+    """An amount of bytes, rounded to one decimal in binary units: '812 B', '1.5 GiB'. (n: a number; Any
+    while report/verdict.py passes a counter it has not narrowed from Optional.)"""
     n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(n) < 1024 or unit == "PiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024:
             return f"{n:.0f}{sep}{unit}" if unit == "B" else f"{n:.1f}{sep}{unit}"
         n /= 1024
-
-
-def fmt_rate(bytes_per_s, sep=" "):
-    """A rate of bytes: '812 B/s', '1.5 GiB/s'."""
-    return fmt_bytes(bytes_per_s, sep) + "/s"
+    return f"{n:.1f}{sep}PiB"
 
 
 # Said next to a figure of DLIO's own lines: DLIO's "GB" and "MB" are 2**30 and 2**20 bytes (it divides by
@@ -70,7 +68,7 @@ DLIO_MB = "[DLIO's MB = MiB]"
 DLIO_FORMULA = "[DLIO formula]"
 
 
-def dlio_line(line):
+def dlio_line(line: str) -> str:
     """One of DLIO's console lines (its words and numbers kept), with what its figure is said after it:
     the formula of an AU or samples/s, the unit DLIO calls GB or MB. dlio.log keeps DLIO's lines bare."""
     labels = []
@@ -83,7 +81,7 @@ def dlio_line(line):
     return " ".join([line.rstrip(), *labels]) if labels else line
 
 
-def fmt_size(n):
+def fmt_size(n: int) -> str:
     """1048576 -> '1MiB', 4096 -> '4KiB', 1000 -> '1000B'."""
     for unit, p in (("PiB", 5), ("TiB", 4), ("GiB", 3), ("MiB", 2), ("KiB", 1)):
         if n >= 1024**p and n % 1024**p == 0:
@@ -91,7 +89,7 @@ def fmt_size(n):
     return f"{n}B"
 
 
-def fmt_ns(ns):
+def fmt_ns(ns: float) -> str:
     """A latency for tables: '850ns', '73.2us', '1.25ms', '2.50s' (ms from 1,000 us on)."""
     ns = float(ns)
     if ns < 1e3:
@@ -103,7 +101,7 @@ def fmt_ns(ns):
     return f"{ns / 1e9:.2f}s"
 
 
-def fmt_num(x, digits=6):
+def fmt_num(x: float, digits: int = 6) -> str:
     """A number as people write it: 1,234, 0.162, 0.00002 (never 1e-05 or 1.46601e+08), to `digits`
     significant digits."""
     x = float(x)
@@ -114,12 +112,12 @@ def fmt_num(x, digits=6):
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def fmt_figure(x, decimals=1):
+def fmt_figure(x: float, decimals: int = 1) -> str:
     """A figure in a fixed unit (a MiB/s column): `decimals` from 1 up, three significant digits below
     (0.432, not 0.0), 0 as 0."""
     return f"{x:,.{decimals}f}" if abs(x) >= 1 else fmt_num(x, 3)
 
 
-def fmt_us(us):
+def fmt_us(us: float) -> str:
     """A latency given in microseconds, as fmt_ns prints it."""
     return fmt_ns(float(us) * 1e3)

@@ -80,28 +80,28 @@ class ChoiceList(click.ParamType):
         return out
 
 
-class Size(click.ParamType):
+class _Parsed(click.ParamType):
+    """A figure as people type it, parsed by ``parse`` (its ValueError is the option's message)."""
+
+    parse: Callable[[str], int]
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return type(self).parse(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+class Size(_Parsed):
     name = "SIZE"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_size(value)
-        except ValueError as e:
-            self.fail(str(e), param, ctx)
+    parse = staticmethod(parse_size)
 
 
-class Duration(click.ParamType):
+class Duration(_Parsed):
     name = "DURATION"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_duration_ns(value)
-        except ValueError as e:
-            self.fail(str(e), param, ctx)
+    parse = staticmethod(parse_duration_ns)
 
 
 class KeyChoice(click.Choice):

@@ -4,7 +4,6 @@ compiled in (io_uring, the MPI-IO engine), so that a result can be traced to the
 from __future__ import annotations
 
 import os
-import subprocess
 from typing import Any, Callable, Optional
 
 import click
@@ -20,21 +19,10 @@ def run_commit(folder: str = os.path.dirname(PKG)) -> Optional[str]:
     """The commit of the checkout the package runs from (an editable install), '+dirty' if modified."""
     if not os.path.exists(os.path.join(folder, ".git")):
         return None
-    try:
-        head = subprocess.run(
-            ["git", "-C", folder, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=5
-        )
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(
-            ["git", "-C", folder, "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
+    from dlio.mlperf.provenance import git_commit  # the one git query (provenance.json names the commit too)
+
+    got = git_commit(folder)
+    return None if got is None else got["commit"][:12] + ("+dirty" if got["dirty"] else "")
 
 
 def build_commit() -> Optional[str]:

@@ -300,24 +300,30 @@ def dataset_bytes(spec):
 # ---------------------------------------------------------------------------------------------
 
 
+# The dataset keys a DatasetSpec takes as they are (the rest are converted or come from other sections).
+_AS_IS = (
+    "format",
+    "num_files_train",
+    "num_files_eval",
+    "num_samples_per_file",
+    "record_length_bytes",
+    "record_length_bytes_stdev",
+    "record_element_type",
+    "num_subfolders_train",
+    "num_subfolders_eval",
+    "file_prefix",
+    "compression",
+    "compression_level",
+)
+
+
 def dataset_spec(cfg):
     """The DatasetSpec of a resolved config (its dataset section and the content seed)."""
     d = cfg.dataset
     return DatasetSpec(
         data_folder=d.data_folder or ".",  # "/" stays "/" (DatasetSpec strips a trailing "/")
-        format=d.format,
-        num_files_train=d.num_files_train,
-        num_files_eval=d.num_files_eval,
-        num_samples_per_file=d.num_samples_per_file,
-        record_length_bytes=d.record_length_bytes,
-        record_length_bytes_stdev=d.record_length_bytes_stdev,
+        **{name: getattr(d, name) for name in _AS_IS},
         record_dims=tuple(d.record_dims),
-        record_element_type=d.record_element_type,
-        num_subfolders_train=d.num_subfolders_train,
-        num_subfolders_eval=d.num_subfolders_eval,
-        file_prefix=d.file_prefix,
-        compression=d.compression,
-        compression_level=d.compression_level,
         hdf5_chunk_dims=tuple(d.hdf5.chunk_dims),
         hdf5_num_dset_per_record=d.hdf5.num_dset_per_record,
         hdf5_max_shape=tuple(d.hdf5.max_shape),

@@ -214,7 +214,7 @@ def snapshot(target: Target) -> Dict[str, Any]:
     """The raw counters now (cumulative values; a phase is the difference of two)."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
     busy, total = _host_cpu()
-    snap = {
+    snap: Dict[str, Any] = {
         "t_ns": time.monotonic_ns(),
         "user_s": ru.ru_utime,
         "sys_s": ru.ru_stime,
@@ -223,7 +223,7 @@ def snapshot(target: Target) -> Dict[str, Any]:
         "dev": None,
         "nfs": None,
     }
-    if target.kind == "block":
+    if target.kind == "block" and target.device is not None:
         snap["dev"] = parse_diskstats(_read("/proc/diskstats") or "").get(target.device)
     elif target.kind == "nfs":
         snap["nfs"] = parse_mountstats(_read("/proc/self/mountstats") or "").get(target.mount)

@@ -136,6 +136,7 @@ def execute(run: Any, on_tick: Optional[Callable[[Any], None]] = None, tick_s: f
     result, failure = execute_partial(run, on_tick, tick_s)
     if failure is not None:
         raise failure
+    assert result is not None  # None only with a failure (a stop signal noted before the run)
     return result
 
 

@@ -182,7 +182,7 @@ def _mincore_pages(path: str) -> Optional[Tuple[int, int]]:
             vec = (ctypes.c_ubyte * pages)()
             if _libc.mincore(addr, size, vec) != 0:
                 return None
-            return int(np.frombuffer(vec, dtype=np.uint8).__and__(1).sum()), pages
+            return int(np.frombuffer(memoryview(vec), dtype=np.uint8).__and__(1).sum()), pages
         finally:
             _libc.munmap(addr, size)
     finally:

@@ -8,11 +8,14 @@ to libmpi (dlio._core never is). Under MPI it is imported and its engine registe
 register_mpiio() says why not when it cannot be.
 """
 
+import importlib
 import importlib.util
 import os
 import sys
+import threading
 import time
-from typing import Callable, Optional, TypeVar
+from types import ModuleType
+from typing import Any, Callable, Dict, List, Mapping, MutableMapping, Optional, Tuple, TypeVar
 
 from dlio import _core
 from dlio.base.errors import DlioError, os_error_message
@@ -37,7 +40,7 @@ STOP_TAG = 17  # the stop notices' tag, on a communicator of their own
 class Comm:
     """The few collective operations dlio-fast needs, on mpi4py's COMM_WORLD or on one rank."""
 
-    def __init__(self, comm=None):
+    def __init__(self, comm: Any = None) -> None:
         self.comm = comm
         self.rank = comm.Get_rank() if comm is not None else 0
         self.size = comm.Get_size() if comm is not None else 1
@@ -46,23 +49,23 @@ class Comm:
         self._exit_comm = comm.Dup() if comm is not None and self.size > 1 else None
         # And one for the stop notices (notify_stop / peer_stopped), polled by the main thread while a
         # run's trainer thread may be in an MPI call: only where MPI takes calls from several threads.
-        self._stop_comm = None
+        self._stop_comm: Any = None
         if self._exit_comm is not None:
             from mpi4py import MPI  # loaded already: comm is one of its communicators
 
             if MPI.Query_thread() == MPI.THREAD_MULTIPLE:
                 self._stop_comm = comm.Dup()
-        self._told: list = []
+        self._told: List[Any] = []
 
     @property
-    def is_mpi(self):
+    def is_mpi(self) -> bool:
         return self.comm is not None and self.size > 1
 
-    def barrier(self):
+    def barrier(self) -> None:
         if self.comm is not None and self.size > 1:
             self.comm.Barrier()
 
-    def barrier_or_stop(self, stop_event, poll_s=0.0):
+    def barrier_or_stop(self, stop_event: threading.Event, poll_s: float = 0.0) -> bool:
         """A barrier that gives up when stop_event is set (Ctrl-C while another rank is gone):
         returns False then. Used as the per-step hook, where a plain Barrier could wait forever."""
         if self.comm is None or self.size == 1:
@@ -75,7 +78,7 @@ class Comm:
                 time.sleep(poll_s)
         return True
 
-    def all_arrive(self, timeout_s):
+    def all_arrive(self, timeout_s: float) -> bool:
         """A barrier that waits at most timeout_s (a rank may hang or be gone): True when every
         rank arrived. For the end of an interrupted job, where MPI_Finalize could wait forever."""
         if self._exit_comm is None:
@@ -88,7 +91,7 @@ class Comm:
             time.sleep(0.001)
         return True
 
-    def notify_stop(self, signum, what):
+    def notify_stop(self, signum: int, what: str) -> None:
         """Tell the other ranks that this one stops (by signal `signum`: `what` says why): each stops its
         run within a tick, as if signalled, and writes what it measured (dlio.system.execute.watch_peers)."""
         if self._stop_comm is None or self._told:
@@ -99,7 +102,7 @@ class Comm:
                     self._stop_comm.isend((int(signum), f"rank {self.rank} {what}"), dest=r, tag=STOP_TAG)
                 )
 
-    def peer_stopped(self):
+    def peer_stopped(self) -> Optional[Tuple[int, str]]:
         """(signum, why) of another rank's stop notice, or None; never waits."""
         if self._stop_comm is None:
             return None
@@ -108,15 +111,16 @@ class Comm:
         status = MPI.Status()
         if not self._stop_comm.iprobe(source=MPI.ANY_SOURCE, tag=STOP_TAG, status=status):
             return None
-        return tuple(self._stop_comm.recv(source=status.Get_source(), tag=STOP_TAG))
+        signum, why = self._stop_comm.recv(source=status.Get_source(), tag=STOP_TAG)
+        return signum, why
 
-    def bcast(self, obj, root=0):
+    def bcast(self, obj: T, root: int = 0) -> T:
         return self.comm.bcast(obj, root=root) if self.is_mpi else obj
 
-    def allgather(self, obj):
+    def allgather(self, obj: T) -> List[T]:
         return self.comm.allgather(obj) if self.is_mpi else [obj]
 
-    def gather(self, obj, root=0):
+    def gather(self, obj: T, root: int = 0) -> Optional[List[T]]:
         return self.comm.gather(obj, root=root) if self.is_mpi else [obj]
 
     def agree(self, check: Callable[[], T]) -> T:
@@ -152,31 +156,31 @@ class Comm:
         if problems:
             raise DlioError(problems[0])
 
-    def abort(self, code=1):
+    def abort(self, code: int = 1) -> None:
         if self.is_mpi:
             self.comm.Abort(code)
 
-    def step_barrier(self):
+    def step_barrier(self) -> Any:
         """The per-step barrier as a C hook (dlio._mpiio.StepBarrier: MPI_Ibarrier + MPI_Test
         without the GIL, stoppable), or None when it cannot be used (then the caller keeps the
         Python barrier_or_stop)."""
-        if not self.is_mpi or mpiio_module() is None:
-            return None
         mod = mpiio_module()
+        if not self.is_mpi or mod is None:
+            return None
         if mod.thread_level() not in ("serialized", "multiple"):
             return None  # the runner's trainer is not the main thread
         return mod.StepBarrier(self.comm)
 
 
-_WORLD = None
+_WORLD: Optional[Comm] = None
 
 
-def current_world():
+def current_world() -> Optional[Comm]:
     """The world made by world() so far, or None: error paths use it and must not start MPI."""
     return _WORLD
 
 
-def launched_by_mpi(env=os.environ):
+def launched_by_mpi(env: Mapping[str, str] = os.environ) -> bool:
     return any(v in env for v in _LAUNCHER_VARS)
 
 
@@ -187,7 +191,7 @@ def launched_by_mpi(env=os.environ):
 OPENMPI_LIB = "libmpi.so.40"
 
 
-def _openmpi_library(env=os.environ):
+def _openmpi_library(env: Mapping[str, str] = os.environ) -> Optional[str]:
     """The path of an Open MPI libmpi this process can load, or None: OPAL_PREFIX's, the one beside
     the mpirun on PATH, the dynamic loader's."""
     import ctypes.util
@@ -209,7 +213,7 @@ def _openmpi_library(env=os.environ):
     return None
 
 
-def _is_openmpi(path):
+def _is_openmpi(path: str) -> bool:
     """Whether path loads as an Open MPI library (loading one does not initialise MPI)."""
     import ctypes
 
@@ -219,7 +223,7 @@ def _is_openmpi(path):
         return False
 
 
-def choose_library(env=os.environ):
+def choose_library(env: MutableMapping[str, str] = os.environ) -> None:
     """Before mpi4py initialises MPI: under Open MPI's launcher, point mpi4py at Open MPI's library
     (unless MPI4PY_LIBMPI / MPI4PY_MPIABI already choose one). A DlioError saying what to do when
     there is none (instead of MPICH's raw PMIx abort on every rank)."""
@@ -237,7 +241,7 @@ def choose_library(env=os.environ):
     env["MPI4PY_LIBMPI"] = lib  # mpi4py reads it when mpi4py.MPI is imported
 
 
-def _mpi4py_has_abi(abi):
+def _mpi4py_has_abi(abi: str) -> bool:
     """Whether the installed mpi4py can load an `abi` library (its wheels carry MPI.mpich and
     MPI.openmpi extensions); an mpi4py built from source has one MPI.*.so and no choice."""
     spec = importlib.util.find_spec("mpi4py")
@@ -247,7 +251,7 @@ def _mpi4py_has_abi(abi):
     return any(n.startswith(f"MPI.{abi}.") for n in os.listdir(folder))
 
 
-def check_world_size(size, env=os.environ):
+def check_world_size(size: int, env: Mapping[str, str] = os.environ) -> None:
     """The ranks MPI sees must be the ranks the launcher started: an MPI library that does not
     speak the launcher's protocol starts each process as a job of its own (every rank 0 of 1)."""
     for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"):
@@ -262,7 +266,7 @@ def check_world_size(size, env=os.environ):
             return
 
 
-def world(force=False):
+def world(force: bool = False) -> Comm:
     """COMM_WORLD when launched under MPI with mpi4py importable; else a single rank.
 
     force: initialise MPI through mpi4py even without a launcher (MPI's singleton start: one rank),
@@ -287,20 +291,22 @@ def world(force=False):
 
 
 NOT_BUILT = "not built: no MPI compiler found at build time (pip install mpich mpi4py, then reinstall dlio-fast)"
-_MPIIO = {"done": False, "module": None, "why": None}
+_MPIIO: Dict[str, Any] = {"done": False, "module": None, "why": None}
 
 
-def mpiio_module():
-    """dlio._mpiio once register_mpiio() succeeded, else None."""
+def mpiio_module() -> Any:
+    """dlio._mpiio once register_mpiio() succeeded, else None. (Any: the extension has no stub, and callers
+    ask after register_mpiio() said None, e.g. fsbench/ior.py.)"""
     return _MPIIO["module"]
 
 
-def register_mpiio():
+def register_mpiio() -> Optional[str]:
     """Import dlio._mpiio and register its engine with the core. None when done (or already
     done), else the reason it is unavailable (a sentence a person can act on)."""
     if _MPIIO["done"]:
         return _MPIIO["why"]
-    why, mod = None, None
+    why: Optional[str] = None
+    mod: Optional[ModuleType] = None
     spec = importlib.util.find_spec("dlio._mpiio")
     mismatch = _abi_mismatch(spec.origin) if spec is not None else None
     if spec is None:
@@ -312,7 +318,7 @@ def register_mpiio():
         )
     else:
         try:  # the optional extension linked to libmpi: only when the MPI-IO engine is wanted
-            from dlio import _mpiio as mod
+            mod = importlib.import_module("dlio._mpiio")
         except ImportError as e:
             why, mod = f"import dlio._mpiio failed: {e}", None
     if mod is not None and "mpi4py.MPI" in sys.modules:
@@ -339,7 +345,7 @@ def register_mpiio():
 _ABI_OF_SONAME = {b"libmpi.so.12": "MPICH", b"libmpi.so.40": "Open MPI"}
 
 
-def _abi_mismatch(extension):
+def _abi_mismatch(extension: Optional[str]) -> Optional[Tuple[str, str]]:
     """(the ABI dlio._mpiio was linked for, the ABI mpi4py loaded) when they differ, else None. Read
     from the extension's file and mpi4py's loaded module (the ABI wheels' MPI.mpich / MPI.openmpi),
     before dlio._mpiio is imported: loading an MPICH-linked extension into an Open MPI process binds its

@@ -11,6 +11,7 @@ import stat
 import sys
 import threading
 import time
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from dlio.base.errors import DlioError
 from dlio.base.tmpclaim import TMP_MARK  # ".{name}.tmp-{pid}-{thread}", or a claim's token
 
 
-def _default(o):
+def _default(o: object) -> Any:
     if isinstance(o, np.integer):
         return int(o)
     if isinstance(o, np.floating):
@@ -32,7 +33,7 @@ def _default(o):
 
 
 @contextlib.contextmanager
-def atomic_path(final, fsync=False, claim_root=None):
+def atomic_path(final: str, fsync: bool = False, claim_root: Optional[str] = None) -> Iterator[str]:
     """Yield a temporary name beside `final` to write; on success (fsynced when asked) it is renamed
     to `final`, on any error removed: nothing half-written ever carries the final name. With
     `claim_root` the name carries this process's claim on that folder (dlio.base.tmpclaim), so that a later
@@ -48,7 +49,7 @@ def atomic_path(final, fsync=False, claim_root=None):
 
 
 @contextlib.contextmanager
-def _renamed(final, tmp, fsync):
+def _renamed(final: str, tmp: str, fsync: bool) -> Iterator[str]:
     try:
         yield tmp
         if fsync:
@@ -66,7 +67,7 @@ def _renamed(final, tmp, fsync):
         raise
 
 
-def _is_special(path):
+def _is_special(path: str) -> bool:
     """True for an existing target that is neither absent, a regular file nor a folder (a device,
     a FIFO, a socket): such a target is written through, never replaced by a regular file."""
     try:
@@ -77,7 +78,7 @@ def _is_special(path):
 
 
 @contextlib.contextmanager
-def result_path(path):
+def result_path(path: str) -> Iterator[str]:
     """Where to write a result file `path`: a temporary name renamed over it (atomic) when `path` is
     absent or a regular file; the link's target when `path` is a symlink; `path` itself, written
     through, when it is a device or FIFO (`--json /dev/stdout`, `/dev/null`)."""
@@ -94,7 +95,7 @@ def result_path(path):
 STDOUT = "-"  # a result path of "-" means standard output, in every command
 
 
-def atomic_write_text(path, text):
+def atomic_write_text(path: str, text: str) -> None:
     if path == STDOUT:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -104,7 +105,7 @@ def atomic_write_text(path, text):
             f.write(text)
 
 
-def write_json(path, doc):
+def write_json(path: str, doc: Any) -> None:
     atomic_write_text(path, json.dumps(doc, indent=2, default=_default, allow_nan=False) + "\n")
 
 
@@ -112,7 +113,7 @@ def write_json(path, doc):
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def csv_value(v):
+def csv_value(v: Any) -> Any:
     """One CSV cell: true/false (not Python's True/False), floats rounded to 3 decimals (whole
     numbers without a decimal point), None empty; text that a spreadsheet would run as a formula (a
     path or a label that starts with =, +, -, @) gets a leading ' so it is shown as text."""
@@ -130,7 +131,7 @@ def csv_value(v):
     return v
 
 
-def write_csv(path, rows, columns):
+def write_csv(path: str, rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(columns)
@@ -139,7 +140,7 @@ def write_csv(path, rows, columns):
     atomic_write_text(path, buf.getvalue())
 
 
-def check_output_path(path):
+def check_output_path(path: str) -> None:
     """Fail before measuring if a result file could not be written."""
     if path == STDOUT:
         return
@@ -154,7 +155,7 @@ def check_output_path(path):
         raise DlioError(f"{path}: folder {folder} is not writable (choose another output path)")
 
 
-def environment():
+def environment() -> dict[str, Any]:
     """Where and with what a result was measured."""
     return {
         "dlio_fast_version": dlio.__version__,

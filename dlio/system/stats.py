@@ -7,23 +7,27 @@ midpoint clamped to [min, max].
 """
 
 import math
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from dlio import _core
 
+# A histogram as the binding returns it: count, min, max (ns), sum, sumsq and buckets (HIST_NR counts).
+Hist = Dict[str, Any]
+
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
-_VALUES = None
+_VALUES: Optional[np.ndarray] = None
 
 
-def bucket_values():
+def bucket_values() -> np.ndarray:
     global _VALUES
     if _VALUES is None:
         _VALUES = _core.hist_bucket_values()
     return _VALUES
 
 
-def empty():
+def empty() -> Hist:
     return {
         "count": 0,
         "min": 0,
@@ -34,7 +38,7 @@ def empty():
     }
 
 
-def merge(hists):
+def merge(hists: Iterable[Mapping[str, Any]]) -> Hist:
     """Sum of histograms (dicts as the binding returns them)."""
     out = empty()
     mins = []
@@ -51,7 +55,7 @@ def merge(hists):
     return out
 
 
-def percentile(h, p):
+def percentile(h: Mapping[str, Any], p: float) -> int:
     n = h["count"]
     if not n:
         return 0
@@ -61,23 +65,29 @@ def percentile(h, p):
     return int(min(max(int(bucket_values()[idx]), h["min"]), h["max"]))
 
 
-def summary(h, percentiles=PERCENTILES):
+def summary(h: Mapping[str, Any], percentiles: Sequence[float] = PERCENTILES) -> Dict[str, Any]:
     """{'count', 'min', 'mean', 'stdev', 'max', 'p50', ...} in ns."""
     n = h["count"]
     mean = h["sum"] / n if n else 0.0
     var = max(0.0, h["sumsq"] / n - mean * mean) if n else 0.0
-    out = {"count": int(n), "min": int(h["min"]), "mean": mean, "stdev": math.sqrt(var), "max": int(h["max"])}
+    out: Dict[str, Any] = {
+        "count": int(n),
+        "min": int(h["min"]),
+        "mean": mean,
+        "stdev": math.sqrt(var),
+        "max": int(h["max"]),
+    }
     for p in percentiles:
         out[pname(p)] = percentile(h, p)
     return out
 
 
-def pname(p):
+def pname(p: float) -> str:
     """50.0 -> 'p50', 99.9 -> 'p99.9'."""
     return "p" + (f"{p:g}")
 
 
-def to_json(h):
+def to_json(h: Mapping[str, Any]) -> Dict[str, Any]:
     """A histogram as JSON: sparse buckets [[index, count], ...] plus the moments."""
     b = np.asarray(h["buckets"])
     nz = np.nonzero(b)[0]
@@ -91,7 +101,7 @@ def to_json(h):
     }
 
 
-def from_json(d):
+def from_json(d: Mapping[str, Any]) -> Hist:
     b = np.zeros(_core.HIST_NR, dtype=np.uint64)
     for i, c in d["buckets"]:
         b[i] = c

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, on_s3, set_args
 
 MiB = 1 << 20
 DELAY_NS = 20_000_000  # the null engine's busy-wait per request: a storage of known latency
@@ -169,14 +169,7 @@ def test_async_save_on_s3(run_cli, s3_server, monkeypatch, tmp_path):
         "--output",
         tmp_path / "out",
         *sets(tmp_path, "workflow.generate_data=true", "model.model_size_bytes=70000000"),
-        "--set",
-        "storage.storage_type=s3",
-        "--set",
-        "storage.storage_root=t-async-save",
-        "--set",
-        "dataset.data_folder=data",
-        "--set",
-        "checkpoint.checkpoint_folder=ck",
+        *set_args(**on_s3("t-async-save"), **{"dataset.data_folder": "data", "checkpoint.checkpoint_folder": "ck"}),
     )
     assert code == 0, err
     (rank,) = doc_of(tmp_path / "out")["ranks"]

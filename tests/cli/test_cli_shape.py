@@ -4,6 +4,7 @@ work after the subcommand, and a programming error keeps its traceback."""
 import json
 
 import pytest
+from conftest import set_args
 
 from dlio import _core
 from dlio.base.errors import DlioError
@@ -94,10 +95,7 @@ def test_object_storage_runs_are_refused_not_run_locally(run_cli, tmp_path):
         "run",
         "-w",
         "default",
-        "--set",
-        "storage.storage_type=s3",
-        "--set",
-        f"dataset.data_folder={tmp_path}",
+        *set_args("storage.storage_type=s3", f"dataset.data_folder={tmp_path}"),
         "-o",
         tmp_path / "out",
     )

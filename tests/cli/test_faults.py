@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from conftest import one_line
+from conftest import one_line, set_args
 
 SMALL = ["--workload", "default", "--set", "train.computation_time=0.001", "--set", "train.epochs=1"]
 
@@ -31,10 +31,7 @@ def test_signal_stops_run_and_keeps_partial_results(tmp_path, sig, code):
             "--workload",
             "default",
             *data_args(data),
-            "--set",
-            "train.epochs=1000",
-            "--set",
-            "train.computation_time=0.02",
+            *set_args("train.epochs=1000", "train.computation_time=0.02"),
             "-o",
             str(out),
         ],
@@ -171,10 +168,7 @@ def test_zero_steps_is_a_clear_error(run_cli, tmp_path):
         "--workload",
         "default",
         *data_args(tmp_path / "d"),
-        "--set",
-        "dataset.num_files_train=3",
-        "--set",
-        "reader.batch_size=4",
+        *set_args("dataset.num_files_train=3", "reader.batch_size=4"),
         "-o",
         tmp_path / "o",
     )

@@ -11,17 +11,12 @@ import sys
 import time
 
 import pytest
-from conftest import one_line
+from conftest import one_line, set_args
 
 OPTS = [
     "--workload",
     "default",
-    "--set",
-    "train.epochs=1",
-    "--set",
-    "train.computation_time=0",
-    "--set",
-    "workflow.evaluation=false",
+    *set_args("train.epochs=1", "train.computation_time=0", "workflow.evaluation=false"),
 ]
 RUN = ["run", *OPTS]
 
@@ -104,14 +99,12 @@ def test_checkpoint_larger_than_the_free_space_is_refused_before_writing(tiny, d
     ck = tiny / "ck"
     code, stdout, err = dlio(
         *RUN,
-        "--set",
-        f"dataset.data_folder={dataset}",
-        "--set",
-        "workflow.checkpoint=true",
-        "--set",
-        "model.model_size_bytes=8388608",
-        "--set",
-        f"checkpoint.checkpoint_folder={ck}",
+        *set_args(
+            f"dataset.data_folder={dataset}",
+            "workflow.checkpoint=true",
+            "model.model_size_bytes=8388608",
+            f"checkpoint.checkpoint_folder={ck}",
+        ),
         "-o",
         tmp_path / "o",
     )
@@ -169,18 +162,14 @@ def test_out_of_inodes_is_named(few_inodes, dataset, tmp_path):
 CKPT_ONLY = [
     "-w",
     "default",
-    "--set",
-    "workflow.train=false",
-    "--set",
-    "workflow.checkpoint=true",
-    "--set",
-    "model.model_size_bytes=1100000",
-    "--set",
-    "checkpoint.num_checkpoints_write=3",
-    "--set",
-    "checkpoint.num_checkpoints_read=0",
-    "--set",
-    "checkpoint.time_between_checkpoints=0.01",
+    *set_args(
+        "workflow.train=false",
+        "workflow.checkpoint=true",
+        "model.model_size_bytes=1100000",
+        "checkpoint.num_checkpoints_write=3",
+        "checkpoint.num_checkpoints_read=0",
+        "checkpoint.time_between_checkpoints=0.01",
+    ),
 ]
 
 

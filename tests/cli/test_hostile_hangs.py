@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import one_line, wait_for_text
+from conftest import one_line, set_args, wait_for_text
 
 from dlio import _core
 
@@ -145,12 +145,7 @@ def test_a_second_signal_during_shutdown_loses_nothing(tmp_path, dataset, second
             "run",
             "--workload",
             "default",
-            "--set",
-            f"dataset.data_folder={dataset}",
-            "--set",
-            "train.epochs=1000",
-            "--set",
-            "train.computation_time=0.01",
+            *set_args(f"dataset.data_folder={dataset}", "train.epochs=1000", "train.computation_time=0.01"),
             "-o",
             str(out),
         ],

@@ -9,6 +9,7 @@ import sys
 import uuid
 
 import pytest
+from conftest import set_args
 
 V2 = "/sys/fs/cgroup"
 V1 = {"memory": "/sys/fs/cgroup/memory", "pids": "/sys/fs/cgroup/pids"}
@@ -103,10 +104,7 @@ def test_threads_beyond_the_task_limit_are_refused(limited, tmp_path):
         "run",
         "-w",
         "default",
-        "--set",
-        f"dataset.data_folder={data}",
-        "--set",
-        "reader.read_threads=200",
+        *set_args(f"dataset.data_folder={data}", "reader.read_threads=200"),
         "--output",
         tmp_path / "o",
         cwd=tmp_path,

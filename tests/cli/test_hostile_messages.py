@@ -7,17 +7,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import one_line
+from conftest import one_line, set_args
 
 OPTS = [
     "--workload",
     "default",
-    "--set",
-    "train.epochs=1",
-    "--set",
-    "train.computation_time=0",
-    "--set",
-    "workflow.evaluation=false",
+    *set_args("train.epochs=1", "train.computation_time=0", "workflow.evaluation=false"),
 ]
 
 
@@ -60,12 +55,7 @@ def tfdata(tmp_path_factory):
     code, _, err = dlio(
         "generate",
         *OPTS,
-        "--set",
-        "dataset.format=tfrecord",
-        "--set",
-        "dataset.num_samples_per_file=4",
-        "--set",
-        f"dataset.data_folder={d}",
+        *set_args("dataset.format=tfrecord", "dataset.num_samples_per_file=4", f"dataset.data_folder={d}"),
     )
     assert code == 0, err
     return d
@@ -98,12 +88,7 @@ def test_broken_files_of_another_tool_are_named(run_cli, tmp_path, tfdata, damag
     code, out, err = run_cli(
         "run",
         *OPTS,
-        "--set",
-        "dataset.format=tfrecord",
-        "--set",
-        "dataset.num_samples_per_file=4",
-        "--set",
-        f"dataset.data_folder={d}",
+        *set_args("dataset.format=tfrecord", "dataset.num_samples_per_file=4", f"dataset.data_folder={d}"),
         "-o",
         tmp_path / "o",
     )
@@ -162,12 +147,7 @@ def test_generate_of_a_complete_dataset_on_a_read_only_mount_is_a_no_op(ro_mount
     code, out, err = dlio(
         "generate",
         *OPTS,
-        "--set",
-        f"dataset.format={fmt}",
-        "--set",
-        f"dataset.data_folder={d}",
-        "--set",
-        "dataset.num_files_train=80",
+        *set_args(f"dataset.format={fmt}", f"dataset.data_folder={d}", "dataset.num_files_train=80"),
     )
     assert code == 2 and "Read-only file system" in one_line(err) and str(d) in err
 
@@ -182,12 +162,7 @@ def test_generate_of_a_complete_dataset_on_a_read_only_mount_is_a_no_op(ro_mount
             [
                 "run",
                 *OPTS,
-                "--set",
-                "workflow.checkpoint=true",
-                "--set",
-                "checkpoint.checkpoint_folder={p}",
-                "--set",
-                "dataset.data_folder={t}/d",
+                *set_args("workflow.checkpoint=true", "checkpoint.checkpoint_folder={p}", "dataset.data_folder={t}/d"),
                 "-o",
                 "{t}/o",
             ],

@@ -7,17 +7,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import one_line, wait_for_text
+from conftest import one_line, set_args, wait_for_text
 
 OPTS = [
     "--workload",
     "default",
-    "--set",
-    "train.epochs=1",
-    "--set",
-    "train.computation_time=0",
-    "--set",
-    "workflow.evaluation=false",
+    *set_args("train.epochs=1", "train.computation_time=0", "workflow.evaluation=false"),
 ]
 
 

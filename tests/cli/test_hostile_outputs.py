@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from conftest import one_line
+from conftest import one_line, set_args
 
 from dlio.base import tmpclaim
 from dlio.base.errors import ConfigError, DlioError
@@ -185,10 +185,7 @@ def test_file_prefix_from_the_command_line_is_one_line(run_cli, tmp_path):
         "run",
         "--workload",
         "default",
-        "--set",
-        f"dataset.data_folder={tmp_path}/d",
-        "--set",
-        "dataset.file_prefix=../../escape",
+        *set_args(f"dataset.data_folder={tmp_path}/d", "dataset.file_prefix=../../escape"),
         "-o",
         tmp_path / "o",
     )
@@ -281,12 +278,7 @@ def a_run(tmp_path_factory):
             "run",
             "--workload",
             "default",
-            "--set",
-            f"dataset.data_folder={base}/d",
-            "--set",
-            "train.epochs=1",
-            "--set",
-            "train.computation_time=0",
+            *set_args(f"dataset.data_folder={base}/d", "train.epochs=1", "train.computation_time=0"),
             "-o",
             str(base / "o"),
         ],

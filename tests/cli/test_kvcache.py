@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import on_s3, set_args
 
 from dlio import _core
 
@@ -186,12 +187,7 @@ def test_direct_mode(run_cli, tmp_path):
     code, out, err = run_cli(
         *args(
             tmp_path,
-            "--set",
-            "kvcache.io_mode=direct",
-            "--set",
-            "kvcache.direct_chunk=1MiB",
-            "--set",
-            "kvcache.direct_qd=2",
+            *set_args("kvcache.io_mode=direct", "kvcache.direct_chunk=1MiB", "kvcache.direct_qd=2"),
         )
     )
     assert code == 0, err
@@ -256,12 +252,7 @@ def test_null_mode_is_the_decisions_in_virtual_time(run_cli, tmp_path):
     code, out, err = run_cli(
         *args(
             tmp_path,
-            "--set",
-            "kvcache.io_mode=null",
-            "--set",
-            "kvcache.duration=30",
-            "--set",
-            f"kvcache.io_trace_log={log}",
+            *set_args("kvcache.io_mode=null", "kvcache.duration=30", f"kvcache.io_trace_log={log}"),
         )
     )
     assert code == 0, err
@@ -284,12 +275,7 @@ def test_direct_mode_on_an_object_store_is_refused_not_ignored(run_cli, tmp_path
     code, out, err = run_cli(
         *args(
             tmp_path,
-            "--set",
-            "storage.storage_type=s3",
-            "--set",
-            "storage.storage_root=b-kv",
-            "--set",
-            "kvcache.io_mode=direct",
+            *set_args("kvcache.io_mode=direct", **on_s3("b-kv")),
         )
     )
     line = err.strip()

@@ -9,6 +9,7 @@ import os
 import subprocess
 
 import pytest
+from conftest import on_s3, set_args
 from conftest import s3_boto as boto
 
 # tests/cli/test_kvcache.py's: tiny entries (tiny-1b, 64-256 tokens: 1.5-6 MiB), two users, 1.5 s
@@ -47,7 +48,7 @@ def run_args(tmp_path, *more):
 
 
 def s3_args(tmp_path, bucket, *more):
-    return run_args(tmp_path, "--set", "storage.storage_type=s3", "--set", f"storage.storage_root={bucket}", *more)
+    return run_args(tmp_path, *set_args(**on_s3(bucket)), *more)
 
 
 def record(tmp_path, name="out"):

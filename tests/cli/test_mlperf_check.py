@@ -8,6 +8,7 @@ import tempfile
 
 import pytest
 import yaml
+from conftest import set_args
 from test_report_cmd import ckpt_record, make_result, write_run
 
 from dlio.config.load import load_config
@@ -198,18 +199,12 @@ def test_real_checkpoint_runs_write_then_read(tmp_path, run_cli):
         "--scale",
         "0.0001",
         "-q",
-        "--set",
-        f"checkpoint.checkpoint_folder={tmp_path / 'ck'}",
-        "--set",
-        "checkpoint.time_between_checkpoints=0",
+        *set_args(f"checkpoint.checkpoint_folder={tmp_path / 'ck'}", "checkpoint.time_between_checkpoints=0"),
     ]
     assert (
         run_cli(
             *base,
-            "--set",
-            "checkpoint.num_checkpoints_write=10",
-            "--set",
-            "checkpoint.num_checkpoints_read=0",
+            *set_args("checkpoint.num_checkpoints_write=10", "checkpoint.num_checkpoints_read=0"),
             "-o",
             tmp_path / "w",
         )[0]
@@ -218,10 +213,7 @@ def test_real_checkpoint_runs_write_then_read(tmp_path, run_cli):
     assert (
         run_cli(
             *base,
-            "--set",
-            "checkpoint.num_checkpoints_write=0",
-            "--set",
-            "checkpoint.num_checkpoints_read=10",
+            *set_args("checkpoint.num_checkpoints_write=0", "checkpoint.num_checkpoints_read=10"),
             "--cache",
             "keep",
             "-o",
@@ -296,14 +288,12 @@ def test_closed_runs_with_an_overridden_record_size_from_the_page_cache_fail(run
     (The dataset is on tmpfs, whose pages are the page cache: on the disk, the device counters of a
     machine shared with other jobs can hide a cached epoch, see dlio.report.verdict.)"""
     sets = [
-        "--set",
-        "dataset.num_files_train=56",
-        "--set",
-        "dataset.record_length_bytes=524288",
-        "--set",
-        "dataset.record_length_bytes_stdev=0",
-        "--set",
-        f"dataset.data_folder={shm}",
+        *set_args(
+            "dataset.num_files_train=56",
+            "dataset.record_length_bytes=524288",
+            "dataset.record_length_bytes_stdev=0",
+            f"dataset.data_folder={shm}",
+        ),
     ]
     code, _, se = run_cli("-q", "generate", "-w", "unet3d_b200", *sets)
     assert code == 0, se
@@ -330,14 +320,12 @@ def test_a_refused_run_leaves_nothing_in_the_results_tree(run_cli, tmp_path):
     """Usability bug 9: a run the MLPerf dataset rule refuses, and a run refused after its folder was made
     (a dataset generated with another record length), leave no lock-only folder behind."""
     sets = [
-        "--set",
-        "dataset.num_files_train=56",
-        "--set",
-        "dataset.record_length_bytes=65536",
-        "--set",
-        "dataset.record_length_bytes_stdev=0",
-        "--set",
-        f"dataset.data_folder={tmp_path / 'mlp'}",
+        *set_args(
+            "dataset.num_files_train=56",
+            "dataset.record_length_bytes=65536",
+            "dataset.record_length_bytes_stdev=0",
+            f"dataset.data_folder={tmp_path / 'mlp'}",
+        ),
     ]
     code, _, se = run_cli("-q", "generate", "-w", "unet3d_b200", *sets)
     assert code == 0, se

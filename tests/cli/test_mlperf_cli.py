@@ -5,20 +5,17 @@ import json
 import os
 
 import pytest
-from conftest import one_line
+from conftest import one_line, set_args
 
 GiB = 1 << 30
 TINY = [
-    "--set",
-    "dataset.record_length_bytes=4096",
-    "--set",
-    "dataset.record_length_bytes_stdev=0",
-    "--set",
-    "dataset.num_files_train=14",
-    "--set",
-    "train.epochs=1",
-    "--set",
-    "train.computation_time=0.001",
+    *set_args(
+        "dataset.record_length_bytes=4096",
+        "dataset.record_length_bytes_stdev=0",
+        "dataset.num_files_train=14",
+        "train.epochs=1",
+        "train.computation_time=0.001",
+    ),
 ]
 
 
@@ -60,10 +57,7 @@ def test_run_warns_with_the_flag_and_runs(run_cli, tmp_path):
         "-w",
         "unet3d_b200",
         *TINY,
-        "--set",
-        f"dataset.data_folder={tmp_path / 'd'}",
-        "--set",
-        "dlio_fast.mlperf_rules=warn",
+        *set_args(f"dataset.data_folder={tmp_path / 'd'}", "dlio_fast.mlperf_rules=warn"),
         "-o",
         tmp_path / "o",
         "-q",

@@ -13,21 +13,18 @@ import math
 import shutil
 
 import pytest
+from conftest import set_args
 
 COMPUTE_S, BATCH, LAT_S, THRESHOLD = 0.05, 4, 0.0066, 0.7
 SETS = [
-    "--set",
-    "train.computation_time=0.05",
-    "--set",
-    "reader.read_threads=1",
-    "--set",
-    "reader.batch_size=4",
-    "--set",
-    "dataset.num_files_train=200",
-    "--set",
-    "dlio_fast.compute_mode=hybrid",
-    "--set",
-    "metric.au=0.7",
+    *set_args(
+        "train.computation_time=0.05",
+        "reader.read_threads=1",
+        "reader.batch_size=4",
+        "dataset.num_files_train=200",
+        "dlio_fast.compute_mode=hybrid",
+        "metric.au=0.7",
+    ),
 ]
 
 
@@ -87,16 +84,13 @@ def test_mpiexec_probes_on_tmpfs(tmp_path, dlio_cmd):
             "maxacc",
             "-w",
             "default",
-            "--set",
-            "train.computation_time=0.02",
-            "--set",
-            "dlio_fast.compute_mode=hybrid",
-            "--set",
-            "metric.au=0.5",
-            "--set",
-            "dataset.num_files_train=64",
-            "--set",
-            f"dataset.data_folder={data}",
+            *set_args(
+                "train.computation_time=0.02",
+                "dlio_fast.compute_mode=hybrid",
+                "metric.au=0.5",
+                "dataset.num_files_train=64",
+                f"dataset.data_folder={data}",
+            ),
             "--max",
             2,
             "--steps",

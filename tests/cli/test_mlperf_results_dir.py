@@ -7,19 +7,14 @@ import os
 import re
 import subprocess
 
-from conftest import REPO, one_line
+from conftest import REPO, one_line, set_args
 
 BASE = [
     "run",
     "-w",
     "default",
     "-q",
-    "--set",
-    "train.epochs=1",
-    "--set",
-    "train.computation_time=0.001",
-    "--set",
-    "workflow.evaluation=False",
+    *set_args("train.epochs=1", "train.computation_time=0.001", "workflow.evaluation=False"),
 ]
 
 
@@ -87,16 +82,13 @@ def test_a_refused_run_leaves_nothing_in_the_results_tree(run_cli, tmp_path):
     small = [
         "-w",
         "unet3d_b200",
-        "--set",
-        "dataset.num_files_train=8",
-        "--set",
-        "dataset.record_length_bytes=65536",
-        "--set",
-        "dataset.record_length_bytes_stdev=0",
-        "--set",
-        f"dataset.data_folder={tmp_path / 'd'}",
-        "--set",
-        f"dlio_fast.results_dir={res}",
+        *set_args(
+            "dataset.num_files_train=8",
+            "dataset.record_length_bytes=65536",
+            "dataset.record_length_bytes_stdev=0",
+            f"dataset.data_folder={tmp_path / 'd'}",
+            f"dlio_fast.results_dir={res}",
+        ),
     ]
     code, _, err = run_cli("run", *small)
     assert code == 2 and "3.1.2" in one_line(err), err
@@ -105,12 +97,7 @@ def test_a_refused_run_leaves_nothing_in_the_results_tree(run_cli, tmp_path):
     code, _, err = run_cli(
         "run",
         *small,
-        "--set",
-        "dlio_fast.mlperf_rules=off",
-        "--set",
-        "train.epochs=1",
-        "--set",
-        "train.computation_time=0.001",
+        *set_args("dlio_fast.mlperf_rules=off", "train.epochs=1", "train.computation_time=0.001"),
     )
     assert code == 0, err
     (run,) = [d for d in res.rglob("*") if d.is_dir() and d.parent.name == "run"]

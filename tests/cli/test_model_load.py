@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, one_line
+from conftest import REPO, on_s3, one_line, set_args
 
 from dlio import _core
 
@@ -31,11 +31,9 @@ GiB = float(1 << 30)
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def args(tmp_path, *sets, out="out", folder=None):
-    a = ["run", "-w", "load_llama3_8b", "--output", tmp_path / out]
-    for s in TINY + (f"checkpoint.checkpoint_folder={folder or tmp_path / 'model'}",) + sets:
-        a += ["--set", s]
-    return a
+def args(tmp_path, *sets, out="out", folder=None, **keys):
+    folder_key = f"checkpoint.checkpoint_folder={folder or tmp_path / 'model'}"
+    return ["run", "-w", "load_llama3_8b", "--output", tmp_path / out, *set_args(*TINY, folder_key, *sets, **keys)]
 
 
 def doc_of(folder):
@@ -218,10 +216,10 @@ def test_model_on_s3_written_and_loaded_by_range_gets(run_cli, s3_server, monkey
     import test_s3_workloads
 
     test_s3.make_bucket("t-model-load")
-    s3 = ("storage.storage_type=s3", "storage.storage_root=t-model-load")
-    code, _, err = run_cli(*args(tmp_path, *s3, folder="models/tiny"))
+    s3 = on_s3("t-model-load")
+    code, _, err = run_cli(*args(tmp_path, folder="models/tiny", **s3))
     assert code == 2 and "model_load.read_mode = mmap: not available on S3" in one_line(err)
-    code, out, err = run_cli(*args(tmp_path, *s3, "model_load.read_mode=read", folder="models/tiny"))
+    code, out, err = run_cli(*args(tmp_path, "model_load.read_mode=read", folder="models/tiny", **s3))
     assert code == 0, err
     doc = doc_of(tmp_path / "out")
     objects = test_s3_workloads.keys_under(s3_server, "t-model-load", "models/tiny/")

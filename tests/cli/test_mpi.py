@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import REPO, wait_for_text
+from conftest import REPO, set_args, wait_for_text
 
 from dlio import _core
 from dlio.config import load_config
@@ -161,12 +161,7 @@ def test_run_two_ranks_default_workload(tmp_path):
         "run",
         "--workload",
         "default",
-        "--set",
-        f"dataset.data_folder={data}",
-        "--set",
-        "train.epochs=2",
-        "--set",
-        "workflow.evaluation=False",
+        *set_args(f"dataset.data_folder={data}", "train.epochs=2", "workflow.evaluation=False"),
         *FAST,
         "-o",
         out,
@@ -215,20 +210,15 @@ def test_uneven_files_on_three_ranks_do_not_deadlock(tmp_path, nfiles, batch):
         "run",
         "--workload",
         "default",
-        "--set",
-        f"dataset.data_folder={data}",
-        "--set",
-        f"dataset.num_files_train={nfiles}",
-        "--set",
-        "dataset.num_files_eval=0",
-        "--set",
-        f"reader.batch_size={batch}",
-        "--set",
-        "train.epochs=1",
-        "--set",
-        "workflow.evaluation=False",
-        "--set",
-        "dataset.record_length_bytes=512",
+        *set_args(
+            f"dataset.data_folder={data}",
+            f"dataset.num_files_train={nfiles}",
+            "dataset.num_files_eval=0",
+            f"reader.batch_size={batch}",
+            "train.epochs=1",
+            "workflow.evaluation=False",
+            "dataset.record_length_bytes=512",
+        ),
         *FAST,
         "-o",
         out,
@@ -257,16 +247,13 @@ def test_failing_rank_stops_the_job_with_its_message(tmp_path):
     common = [
         "--workload",
         "default",
-        "--set",
-        f"dataset.data_folder={data}",
-        "--set",
-        "workflow.evaluation=False",
-        "--set",
-        "reader.file_shuffle=off",
-        "--set",
-        "reader.sample_shuffle=off",
-        "--set",
-        "train.epochs=1",
+        *set_args(
+            f"dataset.data_folder={data}",
+            "workflow.evaluation=False",
+            "reader.file_shuffle=off",
+            "reader.sample_shuffle=off",
+            "train.epochs=1",
+        ),
     ]
     code, so, se = mpiexec(2, "-q", "generate", *common)
     assert code == 0, se
@@ -464,14 +451,12 @@ def start_long_run(tmp_path):
             "run",
             "--workload",
             "default",
-            "--set",
-            f"dataset.data_folder={data}",
-            "--set",
-            "train.epochs=1000",
-            "--set",
-            "train.computation_time=0.01",
-            "--set",
-            "workflow.evaluation=False",
+            *set_args(
+                f"dataset.data_folder={data}",
+                "train.epochs=1000",
+                "train.computation_time=0.01",
+                "workflow.evaluation=False",
+            ),
             "-o",
             str(out),
         ],

@@ -15,17 +15,12 @@ import termios
 import time
 
 import pytest
-from conftest import wait_for_text
+from conftest import set_args, wait_for_text
 
 FAST = [
     "--workload",
     "default",
-    "--set",
-    "train.epochs=2",
-    "--set",
-    "train.computation_time=0.04",
-    "--set",
-    "workflow.evaluation=False",
+    *set_args("train.epochs=2", "train.computation_time=0.04", "workflow.evaluation=False"),
 ]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -218,12 +213,11 @@ CKPT = [
     "llama_8b_zero3",
     "--scale",
     "0.001",
-    "--set",
-    "checkpoint.num_checkpoints_write=2",
-    "--set",
-    "checkpoint.num_checkpoints_read=2",
-    "--set",
-    "checkpoint.time_between_checkpoints=2",
+    *set_args(
+        "checkpoint.num_checkpoints_write=2",
+        "checkpoint.num_checkpoints_read=2",
+        "checkpoint.time_between_checkpoints=2",
+    ),
 ]
 
 
@@ -267,18 +261,14 @@ def test_checkpoints_during_training_and_evaluation_are_phases(tmp_path, dlio_cm
         "run",
         "--workload",
         "default",
-        "--set",
-        "train.epochs=2",
-        "--set",
-        "workflow.evaluation=True",
-        "--set",
-        "workflow.checkpoint=True",
-        "--set",
-        "checkpoint.epochs_between_checkpoints=1",
-        "--set",
-        f"checkpoint.checkpoint_folder={tmp_path / 'ckpt'}",
-        "--set",
-        f"dataset.data_folder={tmp_path / 'data'}",
+        *set_args(
+            "train.epochs=2",
+            "workflow.evaluation=True",
+            "workflow.checkpoint=True",
+            "checkpoint.epochs_between_checkpoints=1",
+            f"checkpoint.checkpoint_folder={tmp_path / 'ckpt'}",
+            f"dataset.data_folder={tmp_path / 'data'}",
+        ),
         "-o",
         tmp_path / "o",
         "--live-csv",

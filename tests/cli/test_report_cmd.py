@@ -8,7 +8,7 @@ import struct
 
 import numpy as np
 import pytest
-from conftest import REPO, one_line
+from conftest import REPO, one_line, set_args
 
 from dlio import _core
 from dlio.base.errors import DlioError
@@ -630,16 +630,13 @@ def test_report_of_a_real_run(tmp_path, dlio_cmd, run_cli):
         "run",
         "--workload",
         "default",
-        "--set",
-        f"dataset.data_folder={tmp_path / 'data'}",
-        "--set",
-        "dataset.num_files_train=32",
-        "--set",
-        "train.epochs=2",
-        "--set",
-        "train.computation_time=0.001",
-        "--set",
-        "workflow.evaluation=false",
+        *set_args(
+            f"dataset.data_folder={tmp_path / 'data'}",
+            "dataset.num_files_train=32",
+            "train.epochs=2",
+            "train.computation_time=0.001",
+            "workflow.evaluation=false",
+        ),
         "-o",
         out,
         env=env,

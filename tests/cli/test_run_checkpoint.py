@@ -3,20 +3,20 @@
 import json
 import os
 
+from conftest import set_args
+
 from dlio.base.units import fmt_bytes
 
 BASE = [
     "run",
     "--workload",
     "default",
-    "--set",
-    "train.computation_time=0.001",
-    "--set",
-    "workflow.evaluation=false",
-    "--set",
-    "workflow.checkpoint=true",
-    "--set",
-    "model.model_size_bytes=1048576",
+    *set_args(
+        "train.computation_time=0.001",
+        "workflow.evaluation=false",
+        "workflow.checkpoint=true",
+        "model.model_size_bytes=1048576",
+    ),
 ]
 
 
@@ -34,14 +34,12 @@ def test_step_checkpoints_split_epochs_into_blocks(run_cli, tmp_path):
     ck, out = tmp_path / "ck", tmp_path / "out"
     code, stdout, err = run_cli(
         *BASE,
-        "--set",
-        f"dataset.data_folder={tmp_path / 'd'}",
-        "--set",
-        "train.epochs=2",
-        "--set",
-        "checkpoint.steps_between_checkpoints=4",
-        "--set",
-        f"checkpoint.checkpoint_folder={ck}",
+        *set_args(
+            f"dataset.data_folder={tmp_path / 'd'}",
+            "train.epochs=2",
+            "checkpoint.steps_between_checkpoints=4",
+            f"checkpoint.checkpoint_folder={ck}",
+        ),
         "-o",
         out,
     )
@@ -76,16 +74,13 @@ def test_epoch_checkpoints(run_cli, tmp_path):
     ck, out = tmp_path / "ck", tmp_path / "out"
     code, stdout, err = run_cli(
         *BASE,
-        "--set",
-        f"dataset.data_folder={tmp_path / 'd'}",
-        "--set",
-        "train.epochs=3",
-        "--set",
-        "checkpoint.checkpoint_after_epoch=2",
-        "--set",
-        "checkpoint.epochs_between_checkpoints=1",
-        "--set",
-        f"checkpoint.checkpoint_folder={ck}",
+        *set_args(
+            f"dataset.data_folder={tmp_path / 'd'}",
+            "train.epochs=3",
+            "checkpoint.checkpoint_after_epoch=2",
+            "checkpoint.epochs_between_checkpoints=1",
+            f"checkpoint.checkpoint_folder={ck}",
+        ),
         "-o",
         out,
     )
@@ -105,16 +100,13 @@ def test_checkpoint_only_mode(run_cli, tmp_path):
         "llama_8b_zero3",
         "--scale",
         "0.0005",
-        "--set",
-        f"checkpoint.checkpoint_folder={ck}",
-        "--set",
-        f"dataset.data_folder={tmp_path / 'data'}",
-        "--set",
-        "checkpoint.num_checkpoints_write=2",
-        "--set",
-        "checkpoint.num_checkpoints_read=1",
-        "--set",
-        "checkpoint.time_between_checkpoints=0",
+        *set_args(
+            f"checkpoint.checkpoint_folder={ck}",
+            f"dataset.data_folder={tmp_path / 'data'}",
+            "checkpoint.num_checkpoints_write=2",
+            "checkpoint.num_checkpoints_read=1",
+            "checkpoint.time_between_checkpoints=0",
+        ),
         "-o",
         out,
     )
@@ -147,14 +139,12 @@ def test_checkpoint_spans_in_the_trace(run_cli, tmp_path):
         "--scale",
         "0.0005",
         "--trace",
-        "--set",
-        f"checkpoint.checkpoint_folder={ck}",
-        "--set",
-        "checkpoint.num_checkpoints_write=2",
-        "--set",
-        "checkpoint.num_checkpoints_read=1",
-        "--set",
-        "checkpoint.time_between_checkpoints=0",
+        *set_args(
+            f"checkpoint.checkpoint_folder={ck}",
+            "checkpoint.num_checkpoints_write=2",
+            "checkpoint.num_checkpoints_read=1",
+            "checkpoint.time_between_checkpoints=0",
+        ),
         "-o",
         out,
     )
@@ -214,18 +204,14 @@ def test_checkpoint_plan_in_dry_run_and_results(run_cli, tmp_path):
         "llama_8b_zero3",
         "--scale",
         "0.0005",
-        "--set",
-        f"checkpoint.checkpoint_folder={ck}",
-        "--set",
-        f"dataset.data_folder={tmp_path / 'data'}",
-        "--set",
-        "workflow.generate_data=true",
-        "--set",
-        "checkpoint.num_checkpoints_write=1",
-        "--set",
-        "checkpoint.num_checkpoints_read=1",
-        "--set",
-        "checkpoint.time_between_checkpoints=0",
+        *set_args(
+            f"checkpoint.checkpoint_folder={ck}",
+            f"dataset.data_folder={tmp_path / 'data'}",
+            "workflow.generate_data=true",
+            "checkpoint.num_checkpoints_write=1",
+            "checkpoint.num_checkpoints_read=1",
+            "checkpoint.time_between_checkpoints=0",
+        ),
     ]
     code, stdout, err = run_cli(*args, "--dry-run")
     assert code == 0, err

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import one_line
+from conftest import one_line, set_args
 
 from dlio.config import load_config
 from dlio.dataset.manifest import load_manifest
@@ -22,10 +22,7 @@ def run_default(run_cli, tmp_path, *extra):
         "run",
         "--workload",
         "default",
-        "--set",
-        f"dataset.data_folder={data}",
-        "--set",
-        "train.epochs=2",
+        *set_args(f"dataset.data_folder={data}", "train.epochs=2"),
         *FAST,
         "-o",
         out,
@@ -102,12 +99,7 @@ def test_run_default_workload(run_cli, tmp_path):
         "run",
         "--workload",
         "default",
-        "--set",
-        f"dataset.data_folder={data}",
-        "--set",
-        "train.epochs=1",
-        "--set",
-        "workflow.evaluation=False",
+        *set_args(f"dataset.data_folder={data}", "train.epochs=1", "workflow.evaluation=False"),
         *FAST,
         "-o",
         tmp_path / "out2",
@@ -119,16 +111,13 @@ def test_run_default_workload(run_cli, tmp_path):
 
 
 SMALL = [
-    "--set",
-    "dataset.num_files_train=8",
-    "--set",
-    "dataset.record_length_bytes=4096",
-    "--set",
-    "reader.batch_size=2",
-    "--set",
-    "workflow.evaluation=False",
-    "--set",
-    "train.epochs=2",
+    *set_args(
+        "dataset.num_files_train=8",
+        "dataset.record_length_bytes=4096",
+        "reader.batch_size=2",
+        "workflow.evaluation=False",
+        "train.epochs=2",
+    ),
 ]
 
 
@@ -141,12 +130,7 @@ def test_run_each_format_reads_what_the_reader_reads(run_cli, tmp_path, fmt):
         "run",
         "--workload",
         "default",
-        "--set",
-        f"dataset.data_folder={data}",
-        "--set",
-        f"dataset.format={fmt}",
-        "--set",
-        f"dataset.num_samples_per_file={spf}",
+        *set_args(f"dataset.data_folder={data}", f"dataset.format={fmt}", f"dataset.num_samples_per_file={spf}"),
         *SMALL,
         *FAST,
         "-o",
@@ -196,10 +180,7 @@ def test_dry_run_touches_nothing(run_cli, tmp_path):
         "run",
         "--workload",
         "default",
-        "--set",
-        f"dataset.data_folder={data}",
-        "--set",
-        "reader.batch_size=3",
+        *set_args(f"dataset.data_folder={data}", "reader.batch_size=3"),
         "--dry-run",
         "-o",
         out,
@@ -235,20 +216,15 @@ def test_a_phase_that_measures_nothing_says_so(run_cli, tmp_path):
         "run",
         "-w",
         "default",
-        "--set",
-        f"dataset.data_folder={tmp_path / 'd'}",
-        "--set",
-        "dataset.num_files_train=4",
-        "--set",
-        "train.epochs=1",
-        "--set",
-        "train.computation_time=0.001",
-        "--set",
-        "workflow.evaluation=true",
-        "--set",
-        "dataset.num_files_eval=2",
-        "--set",
-        "reader.batch_size_eval=4",
+        *set_args(
+            f"dataset.data_folder={tmp_path / 'd'}",
+            "dataset.num_files_train=4",
+            "train.epochs=1",
+            "train.computation_time=0.001",
+            "workflow.evaluation=true",
+            "dataset.num_files_eval=2",
+            "reader.batch_size_eval=4",
+        ),
         "-o",
         tmp_path / "o",
     )

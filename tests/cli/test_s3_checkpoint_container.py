@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import on_s3, set_args
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 
@@ -33,24 +34,15 @@ SETS = (
 )
 
 
-def _save(run_cli, out, *extra):
-    args = ["-q", "run", "-w", "unet3d", "--output", out]
-    for s in SETS + extra:
-        args += ["--set", s]
-    code, _, err = run_cli(*args)
+def _save(run_cli, out, *extra, **keys):
+    code, _, err = run_cli("-q", "run", "-w", "unet3d", "--output", out, *set_args(*SETS, *extra, **keys))
     assert code == 0, err
 
 
 def test_s3_checkpoint_objects_are_the_pt_files(run_cli, s3env, bucket, tmp_path):
     files = tmp_path / "ck"
     _save(run_cli, tmp_path / "of", f"checkpoint.checkpoint_folder={files}")
-    _save(
-        run_cli,
-        tmp_path / "os",
-        "storage.storage_type=s3",
-        f"storage.storage_root={bucket}",
-        f"checkpoint.checkpoint_folder=s3://{bucket}/pt",
-    )
+    _save(run_cli, tmp_path / "os", **on_s3(bucket), **{"checkpoint.checkpoint_folder": f"s3://{bucket}/pt"})
     (step,) = os.listdir(files)
     names = sorted(os.listdir(files / step))
     assert names == ["model_states-0.pt", "zero_pp_rank_0_mp_rank_0_optim_states.pt"]

@@ -15,7 +15,7 @@ import time
 
 import pytest
 import yaml
-from conftest import REPO, one_line
+from conftest import REPO, on_s3, one_line, set_args
 from conftest import s3_boto as boto
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
@@ -327,7 +327,7 @@ def test_checkpoint_only_keeps_the_saves_done_when_the_server_freezes(own, tmp_p
     log = tmp_path / "stdout.txt"
     args = [
         *("run", "-w", "unet3d", "--output", tmp_path / "o"),
-        *("--set", "storage.storage_type=s3", "--set", "storage.storage_root=frozen-ckpt"),
+        *set_args(**on_s3("frozen-ckpt")),
         *("--set", "workflow.train=false", "--set", "workflow.generate_data=false"),
         *("--set", "workflow.checkpoint=true", "--set", "checkpoint.checkpoint_folder=s3://frozen-ckpt/ck"),
         *("--set", "checkpoint.num_checkpoints_write=2", "--set", "checkpoint.num_checkpoints_read=1"),

@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from conftest import REPO, one_line
+from conftest import REPO, on_s3, one_line, set_args
 from conftest import s3_boto as boto
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
@@ -79,10 +79,7 @@ def generated_locally(run_cli, cfg, local):
         "generate",
         "--config",
         cfg,
-        "--set",
-        "storage.storage_type=local_fs",
-        "--set",
-        f"dataset.data_folder={local}",
+        *set_args("storage.storage_type=local_fs", f"dataset.data_folder={local}"),
     )
     assert code == 0, err
     return sorted(
@@ -260,8 +257,7 @@ def test_checkpoint_only_save_and_load_on_s3(run_cli, s3env, bucket, tmp_path):
         "unet3d",
         "--output",
         tmp_path / "o",
-        *("--set", "storage.storage_type=s3"),
-        *("--set", f"storage.storage_root={bucket}"),
+        *set_args(**on_s3(bucket)),
         *("--set", "workflow.train=false", "--set", "workflow.generate_data=false"),
         *("--set", "workflow.checkpoint=true", "--set", f"checkpoint.checkpoint_folder=s3://{bucket}/only"),
         *("--set", "checkpoint.num_checkpoints_write=2", "--set", "checkpoint.num_checkpoints_read=1"),
@@ -484,10 +480,7 @@ def test_trace_refused_on_s3(run_cli, tmp_path):
         "run",
         "-w",
         "unet3d",
-        "--set",
-        "storage.storage_type=s3",
-        "--set",
-        "storage.storage_root=bkt",
+        *set_args(**on_s3("bkt")),
         "--trace",
         "--output",
         tmp_path / "o",
@@ -496,8 +489,6 @@ def test_trace_refused_on_s3(run_cli, tmp_path):
 
 
 def test_dry_run_names_the_prefix(run_cli):
-    code, out, err = run_cli(
-        "run", "-w", "unet3d", "--set", "storage.storage_type=s3", "--set", "storage.storage_root=bkt", "--dry-run"
-    )
+    code, out, err = run_cli("run", "-w", "unet3d", *set_args(**on_s3("bkt")), "--dry-run")
     assert code == 0, err
     assert "data folder         s3://bkt/data/unet3d/ (not checked: on S3)" in out

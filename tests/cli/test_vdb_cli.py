@@ -9,23 +9,15 @@ import subprocess
 import sys
 
 import pytest
+from conftest import set_args
 
 from dlio import _core
 from dlio.vdb.layout import SECTOR, read_metadata
 
 SMALL = [
-    "--set",
-    "vdb.vectors=4000",
-    "--set",
-    "vdb.processes=2",
-    "--set",
-    "vdb.batch=3",
-    "--set",
-    "vdb.runs=2",
-    "--set",
-    "vdb.queries=40",
-    "--set",
-    "vdb.search_list=48",
+    *set_args(
+        "vdb.vectors=4000", "vdb.processes=2", "vdb.batch=3", "vdb.runs=2", "vdb.queries=40", "vdb.search_list=48"
+    ),
 ]
 
 
@@ -54,10 +46,7 @@ def test_run_writes_the_index_and_the_results(run_cli, tmp_path):
         "-w",
         "vdb_diskann_1m",
         *SMALL,
-        "--set",
-        f"vdb.index_folder={idx}",
-        "--set",
-        f"dlio_fast.engine={_engine()}",
+        *set_args(f"vdb.index_folder={idx}", f"dlio_fast.engine={_engine()}"),
         "-o",
         out,
     ]
@@ -96,12 +85,7 @@ def test_hnsw_writes_and_loads_only(run_cli, tmp_path):
         "run",
         "-w",
         "vdb_hnsw",
-        "--set",
-        "vdb.vectors=2000",
-        "--set",
-        f"vdb.index_folder={tmp_path / 'idx'}",
-        "--set",
-        f"dlio_fast.engine={_engine()}",
+        *set_args("vdb.vectors=2000", f"vdb.index_folder={tmp_path / 'idx'}", f"dlio_fast.engine={_engine()}"),
         "-o",
         out,
     )
@@ -150,14 +134,7 @@ def test_strace_sees_o_direct(tmp_path):
         "-w",
         "vdb_diskann_1m",
         *SMALL,
-        "--set",
-        "vdb.segments=2",
-        "--set",
-        "vdb.runs=1",
-        "--set",
-        f"vdb.index_folder={idx}",
-        "--set",
-        f"dlio_fast.engine={_engine()}",
+        *set_args("vdb.segments=2", "vdb.runs=1", f"vdb.index_folder={idx}", f"dlio_fast.engine={_engine()}"),
         "-o",
         tmp_path / "out",
     ]
@@ -180,12 +157,7 @@ def test_aisaq_modes(run_cli, tmp_path, workload):
         "-w",
         workload,
         *SMALL,
-        "--set",
-        "vdb.runs=1",
-        "--set",
-        f"vdb.index_folder={tmp_path / 'idx'}",
-        "--set",
-        f"dlio_fast.engine={_engine()}",
+        *set_args("vdb.runs=1", f"vdb.index_folder={tmp_path / 'idx'}", f"dlio_fast.engine={_engine()}"),
         "-o",
         out,
     )

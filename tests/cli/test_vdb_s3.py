@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import one_line
+from conftest import on_s3, one_line, set_args
 from conftest import s3_boto as boto
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
@@ -36,9 +36,7 @@ SEGMENT = "segment_00000/_disk.index"
 
 def run(cwd, *extra, **sets):
     """`dlio-fast run -w vdb_diskann_1m` in a subprocess in cwd (the index folder is relative to it)."""
-    args = [sys.executable, "-m", "dlio", "run", "-w", "vdb_diskann_1m", *extra]
-    for k, v in (SMALL | sets).items():
-        args += ["--set", f"{k}={v}"]
+    args = [sys.executable, "-m", "dlio", "run", "-w", "vdb_diskann_1m", *extra, *set_args(**(SMALL | sets))]
     p = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600)
     return p.returncode, p.stdout, p.stderr
 
@@ -64,8 +62,7 @@ def test_index_on_s3_built_downloaded_searched_and_kept(s3env, bucket, tmp_path)
     s3dir, localdir = tmp_path / "s3", tmp_path / "local"
     s3dir.mkdir()
     localdir.mkdir()
-    on_s3 = {"storage.storage_type": "s3", "storage.storage_root": bucket}
-    code, out, err = run(s3dir, "-o", "out", **on_s3)
+    code, out, err = run(s3dir, "-o", "out", **on_s3(bucket))
     assert code == 0, err
     assert "building the index" in out and f"s3://{bucket}/idx/{INDEX}" in out
     assert "the search reads the local copy" in out
@@ -108,7 +105,7 @@ def test_index_on_s3_built_downloaded_searched_and_kept(s3env, bucket, tmp_path)
         assert r["counters"]["target"]["fstype"] != "s3"  # the local disk's counters
 
     # a rerun finds the objects and keeps them: nothing uploaded again, the load downloads again
-    code, out2, err = run(s3dir, "-o", "out2", **on_s3)
+    code, out2, err = run(s3dir, "-o", "out2", **on_s3(bucket))
     assert code == 0, err
     assert f"index present in s3://{bucket}/idx/{INDEX}" in out2
     doc2 = load(s3dir / "out2" / "dlio-fast.json")
@@ -119,14 +116,14 @@ def test_index_on_s3_built_downloaded_searched_and_kept(s3env, bucket, tmp_path)
 
 
 def test_missing_bucket_is_one_line(s3env, tmp_path):
-    code, out, err = run(tmp_path, "-o", "out", **{"storage.storage_type": "s3", "storage.storage_root": "no-such-vdb"})
+    code, out, err = run(tmp_path, "-o", "out", **on_s3("no-such-vdb"))
     line = one_line(err)
     assert code != 0 and "no-such-vdb" in line and s3env.endpoint in line and "--create-bucket" in line
     assert not (tmp_path / "idx").exists()  # refused before anything was built
 
 
 def test_the_s3_client_is_no_search_engine(s3env, bucket, tmp_path):
-    sets = {"storage.storage_type": "s3", "storage.storage_root": bucket, "dlio_fast.engine": "s3dlio"}
+    sets = {**on_s3(bucket), "dlio_fast.engine": "s3dlio"}
     code, out, err = run(tmp_path, "-o", "out", **sets)
     line = one_line(err)
     assert code == 2 and line.startswith("dlio-fast: error: dlio_fast.engine = s3dlio") and "use io_uring" in line
@@ -135,18 +132,14 @@ def test_the_s3_client_is_no_search_engine(s3env, bucket, tmp_path):
 def test_no_room_for_the_local_copy_is_refused_before_the_download(s3env, bucket, tmp_path, run_cli, monkeypatch):
     import shutil
 
-    on_s3 = {"storage.storage_type": "s3", "storage.storage_root": bucket}
-    code, out, err = run(tmp_path, "-o", "out", **on_s3)  # the objects, built and uploaded
+    code, out, err = run(tmp_path, "-o", "out", **on_s3(bucket))  # the objects, built and uploaded
     assert code == 0, err
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     monkeypatch.chdir(fresh)
     real = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=1 << 20))
-    args = ["run", "-w", "vdb_diskann_1m", "-o", "out"]
-    for k, v in (SMALL | on_s3).items():
-        args += ["--set", f"{k}={v}"]
-    code, out, err = run_cli(*args)
+    code, out, err = run_cli("run", "-w", "vdb_diskann_1m", "-o", "out", *set_args(**(SMALL | on_s3(bucket))))
     line = one_line("\n".join(x for x in err.splitlines() if not x.startswith(POSIX_NOTE)))
     assert code == 2 and "index present" in out
     assert f"the local copy of s3://{bucket}/idx/{INDEX} needs 31.3 MiB more but 1.0 MiB is free" in line
@@ -154,11 +147,8 @@ def test_no_room_for_the_local_copy_is_refused_before_the_download(s3env, bucket
 
 
 def test_hnsw_on_s3_loads_by_downloading(s3env, bucket, tmp_path):
-    sets = {"storage.storage_type": "s3", "storage.storage_root": bucket, "vdb.vectors": 2000}
-    args = [sys.executable, "-m", "dlio", "run", "-w", "vdb_hnsw", "-o", "out"]
-    for k, v in sets.items():
-        args += ["--set", f"{k}={v}"]
-    args += ["--set", "vdb.index_folder=idx", "--set", "dlio_fast.engine=posix"]
+    sets = set_args("vdb.index_folder=idx", "dlio_fast.engine=posix", **on_s3(bucket), **{"vdb.vectors": 2000})
+    args = [sys.executable, "-m", "dlio", "run", "-w", "vdb_hnsw", "-o", "out", *sets]
     p = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     doc = load(tmp_path / "out" / "dlio-fast.json")
@@ -168,7 +158,7 @@ def test_hnsw_on_s3_loads_by_downloading(s3env, bucket, tmp_path):
 
 
 def test_an_s3_uri_as_index_folder_is_refused(s3env, bucket, tmp_path):
-    sets = {"storage.storage_type": "s3", "storage.storage_root": bucket, "vdb.index_folder": f"s3://{bucket}/x"}
+    sets = {**on_s3(bucket), "vdb.index_folder": f"s3://{bucket}/x"}
     code, out, err = run(tmp_path, "-o", "out", **sets)
     line = one_line("\n".join(x for x in err.splitlines() if not x.startswith(POSIX_NOTE)))
     assert code == 2 and f"vdb.index_folder = s3://{bucket}/x: it is both the prefix" in line

@@ -10,6 +10,7 @@ from datetime import datetime
 
 import numpy as np
 import pytest
+from conftest import set_args
 
 from dlio import _core
 from dlio.report.trace import Tracer, read_pfw
@@ -51,14 +52,12 @@ def traced_run(tmp_path_factory):
         "run",
         "--workload",
         "default",
-        "--set",
-        f"dataset.data_folder={tmp / 'data'}",
-        "--set",
-        "train.epochs=2",
-        "--set",
-        "train.computation_time=0.001",
-        "--set",
-        "evaluation.eval_time=0.001",
+        *set_args(
+            f"dataset.data_folder={tmp / 'data'}",
+            "train.epochs=2",
+            "train.computation_time=0.001",
+            "evaluation.eval_time=0.001",
+        ),
         "--trace",
         "-o",
         str(out),
