@@ -267,10 +267,10 @@ def _resolve(
                         None,
                         e.origin,
                     )
-                for k in gone:
-                    del unknown[k]
-                for k in [k for k in merged if k == canon or k.startswith(canon + ".")]:
-                    del merged[k]
+                for gone_key in gone:
+                    del unknown[gone_key]
+                for gone_key in [n for n in merged if n == canon or n.startswith(canon + ".")]:
+                    del merged[gone_key]
             elif isinstance(e.value, Partial):
                 base = merged.get(canon)
                 bv = base.value if base is not None else None
@@ -315,11 +315,10 @@ def _resolve(
     sources: Dict[str, str] = {}
     _resolve_dialect(merged)
     for k in KEYS:
-        e = merged.get(k.path)
-        if e is None:
-            e = Entry(k.default, "default", k.path)
-        elif k.type != "time":
-            sources[k.path] = e.origin
+        given = merged.get(k.path)
+        if given is not None and k.type != "time":
+            sources[k.path] = given.origin
+        e = given if given is not None else Entry(k.default, "default", k.path)
         if k.type != "time":
             values[k.path] = coerce(k, e)
     for k in KEYS:  # times last: they fold in their *_stdev sibling
@@ -475,10 +474,11 @@ def load_config(
     layers.append(cli)
 
     scale_origin = "scale argument"
+    scale_given: Any = scale  # a number, or the environment's text
     if scale is None and ENV_SCALE in env:
-        scale, scale_origin = env[ENV_SCALE], f"env {ENV_SCALE}"
+        scale_given, scale_origin = env[ENV_SCALE], f"env {ENV_SCALE}"
     label = workload if file_names is None else file_names
-    cfg = _resolve(layers, scale, scale_origin, label, None if config_file is None else os.fspath(config_file))
+    cfg = _resolve(layers, scale_given, scale_origin, label, None if config_file is None else os.fspath(config_file))
     return dataclasses.replace(cfg, overrides=tuple(typed))
 
 
