@@ -23,7 +23,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 import yaml
 
@@ -177,7 +177,7 @@ def _default_workload(primary: Dict[str, Any]) -> Optional[str]:
 
 def workload_files(dirs: List[str]) -> List[str]:
     """Every workload name the search path offers (its folders' workload/*.yaml, then the built-ins)."""
-    names = set()
+    names: Set[str] = set()
     for d in dirs:
         folder = os.path.join(d, "workload")
         if os.path.isdir(folder):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
 
 import yaml
 
@@ -193,7 +193,7 @@ class Layer:
             )
         self.entries[canon] = entry
 
-    def add_tree(self, tree: Any, prefix_written: str, prefix_canon: str, origin_of) -> None:
+    def add_tree(self, tree: Any, prefix_written: str, prefix_canon: str, origin_of: Callable[[str], str]) -> None:
         if not isinstance(tree, Mapping):
             raise ConfigError(f"{origin_of(prefix_written)}: expected a mapping of keys, got {show(tree)}")
         for k, v in tree.items():
@@ -204,7 +204,7 @@ class Layer:
             canon = f"{prefix_canon}.{k}" if prefix_canon else canon_top(k)
             self.add_value(written, canon, v, origin_of)
 
-    def add_value(self, written: str, canon: str, value: Any, origin_of) -> None:
+    def add_value(self, written: str, canon: str, value: Any, origin_of: Callable[[str], str]) -> None:
         canon = LEGACY.get(canon, canon)
         origin = origin_of(written)
         if canon in KEYS_BY_PATH:
@@ -236,7 +236,7 @@ class Layer:
             raise problem(written, value, origin_of(written), "unknown key; " + suggest(canon))
 
 
-def _leaves(written: str, canon: str, value: Any):
+def _leaves(written: str, canon: str, value: Any) -> Iterator[Tuple[str, str, Any]]:
     """(written, canonical, value) of every leaf under an unknown key (a non-mapping or empty value)."""
     if isinstance(value, Mapping) and value:
         for k, v in value.items():

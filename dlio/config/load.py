@@ -83,6 +83,25 @@ from dlio.config.schema import (
     SECTION_ALIASES,
     SECTIONS,
 )
+from dlio.config.sections import (
+    CLASSES,
+    CheckpointConfig,
+    DatasetConfig,
+    DlioFastConfig,
+    EvaluationConfig,
+    Framework,
+    KvcacheConfig,
+    MetricConfig,
+    ModelConfig,
+    ModelLoadConfig,
+    OutputConfig,
+    ProfilingConfig,
+    ReaderConfig,
+    StorageConfig,
+    TrainConfig,
+    VdbConfig,
+    WorkflowConfig,
+)
 from dlio.config.timespec import TimeSpec, is_number, parse_time, plain_number  # noqa: F401
 from dlio.config.validate import apply_scale, check_all, coerce, dtype_name
 from dlio.config.workloads import resolve as _resolve_workload
@@ -90,29 +109,8 @@ from dlio.config.workloads import workload_text
 from dlio.system.inputs import YAML_CAP, read_regular
 
 # --------------------------------------------------------------------------------------------------
-# the frozen config objects, built from the schema
+# the frozen config objects: the section classes are generated from the schema (dlio.config.sections)
 
-
-def _section_classes() -> Dict[str, type]:
-    classes: Dict[str, type] = {}
-    for sec in sorted(SECTIONS, key=lambda s: -s.count(".")):
-        fields = []
-        for k in KEYS:
-            if k.section == sec and not k.hidden:
-                fields.append((k.name, Any, field(metadata={"key": k, "help": k.help})))
-        for child in sorted(SECTIONS):
-            if child.rpartition(".")[0] == sec:
-                fields.append((child.rpartition(".")[2], Any, field(metadata={"section": child})))
-        name = "".join(p.title().replace("_", "") for p in sec.split(".")) + "Config"
-        classes[sec] = dataclasses.make_dataclass(name, fields, frozen=True)
-        classes[sec].__module__ = __name__
-        classes[sec].__doc__ = f"The {sec} section of a workload (fields and help: dlio.config.schema.KEYS)."
-    return classes
-
-
-_CLASSES = _section_classes()
-for _cls in _CLASSES.values():
-    globals()[_cls.__name__] = _cls
 _TOP = tuple(s for s in schema.sections() if "." not in s)
 
 
@@ -124,22 +122,22 @@ class Config:
     ``cfg.dlio_fast.engine`` ...  ``framework`` is a string.  ``sources`` maps every dotted key to where
     its value came from ("default", a file and line, "--set ...", "env NAME", "scale ...")."""
 
-    framework: str
-    model: Any
-    workflow: Any
-    dataset: Any
-    reader: Any
-    train: Any
-    evaluation: Any
-    checkpoint: Any
-    output: Any
-    metric: Any
-    profiling: Any
-    storage: Any
-    dlio_fast: Any
-    vdb: Any = None  # vector search (workflow.vdb; dlio.vdb)
-    model_load: Any = None  # dlio.modelload's section (workflow.model_load)
-    kvcache: Any = None  # the KV-cache offload workload (workflow.kvcache; dlio.kvcache)
+    framework: Framework
+    model: ModelConfig
+    workflow: WorkflowConfig
+    dataset: DatasetConfig
+    reader: ReaderConfig
+    train: TrainConfig
+    evaluation: EvaluationConfig
+    checkpoint: CheckpointConfig
+    output: OutputConfig
+    metric: MetricConfig
+    profiling: ProfilingConfig
+    storage: StorageConfig
+    dlio_fast: DlioFastConfig
+    vdb: Optional[VdbConfig] = None  # vector search (workflow.vdb; dlio.vdb)
+    model_load: Optional[ModelLoadConfig] = None  # dlio.modelload's section (workflow.model_load)
+    kvcache: Optional[KvcacheConfig] = None  # the KV-cache offload workload (workflow.kvcache; dlio.kvcache)
     workload: Optional[str] = None
     config_file: Optional[str] = None
     scale: float = 1.0
@@ -238,12 +236,12 @@ def _build(values: Dict[str, Any]) -> Dict[str, Any]:
             built[sec] = None
             continue
         kw = {}
-        for f in dataclasses.fields(_CLASSES[sec]):
+        for f in dataclasses.fields(CLASSES[sec]):
             if "key" in f.metadata:
                 kw[f.name] = values[f.metadata["key"].path]
             else:
                 kw[f.name] = built[f.metadata["section"]]
-        built[sec] = _CLASSES[sec](**kw)
+        built[sec] = CLASSES[sec](**kw)
     return built
 
 
@@ -269,10 +267,10 @@ def _resolve(
                         None,
                         e.origin,
                     )
-                for k in gone:
-                    del unknown[k]
-                for k in [k for k in merged if k == canon or k.startswith(canon + ".")]:
-                    del merged[k]
+                for gone_key in gone:
+                    del unknown[gone_key]
+                for gone_key in [n for n in merged if n == canon or n.startswith(canon + ".")]:
+                    del merged[gone_key]
             elif isinstance(e.value, Partial):
                 base = merged.get(canon)
                 bv = base.value if base is not None else None
@@ -317,11 +315,10 @@ def _resolve(
     sources: Dict[str, str] = {}
     _resolve_dialect(merged)
     for k in KEYS:
-        e = merged.get(k.path)
-        if e is None:
-            e = Entry(k.default, "default", k.path)
-        elif k.type != "time":
-            sources[k.path] = e.origin
+        given = merged.get(k.path)
+        if given is not None and k.type != "time":
+            sources[k.path] = given.origin
+        e = given if given is not None else Entry(k.default, "default", k.path)
         if k.type != "time":
             values[k.path] = coerce(k, e)
     for k in KEYS:  # times last: they fold in their *_stdev sibling
@@ -477,10 +474,11 @@ def load_config(
     layers.append(cli)
 
     scale_origin = "scale argument"
+    scale_given: Any = scale  # a number, or the environment's text
     if scale is None and ENV_SCALE in env:
-        scale, scale_origin = env[ENV_SCALE], f"env {ENV_SCALE}"
+        scale_given, scale_origin = env[ENV_SCALE], f"env {ENV_SCALE}"
     label = workload if file_names is None else file_names
-    cfg = _resolve(layers, scale, scale_origin, label, None if config_file is None else os.fspath(config_file))
+    cfg = _resolve(layers, scale_given, scale_origin, label, None if config_file is None else os.fspath(config_file))
     return dataclasses.replace(cfg, overrides=tuple(typed))
 
 

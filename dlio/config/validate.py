@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from types import MappingProxyType
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -157,7 +157,12 @@ def scale_checkpoint_model(values: Dict[str, Any], factor: float, given: Any = l
     Sizes are rounded and kept >= 1 where they were > 0.  ``values`` maps dotted keys to values.
     A model the user sized explicitly (``given(key)`` for one of its size keys) keeps its size.
     """
-    sizing = ("model.model_size_bytes", "model.layer_parameters", "model.optimization_groups", "model.num_layers")
+    sizing: Tuple[str, ...] = (
+        "model.model_size_bytes",
+        "model.layer_parameters",
+        "model.optimization_groups",
+        "model.num_layers",
+    )
     sizing += tuple(f"model.transformer.{k}" for k in ("hidden_size", "ffn_hidden_size", "vocab_size"))
     if factor == 1.0 or any(given(k) for k in sizing):
         return None

@@ -1,0 +1,182 @@
+"""Writes dlio/config/sections.py, the typed section classes of ``Config``, from the schema rows.
+
+    python -m dlio.config.gen_sections
+
+Run it after changing a row's type, choices or nullability, or adding or removing a key; the unit test
+``tests/unit/config/test_sections.py`` fails with this command while the committed file is stale.
+
+Each section (``dataset``, ``model.parallelism``, ...) is one frozen dataclass named as the loader always
+named it (``DatasetConfig``, ``ModelParallelismConfig``): its keys in ``KEYS`` order, then its child
+sections in name order, each field's metadata ``{"key": row, "help": row.help}`` or ``{"section": path}``.
+A field's type is what ``dlio.config.validate.coerce`` (or ``parse_time``) makes of the row's type.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Dict, List, Tuple
+
+from dlio.config import schema
+from dlio.config.keys import dlio, dlio_fast, kvcache, model_load, vdb
+from dlio.config.keys.row import Key
+
+PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sections.py")
+COMMAND = "python -m dlio.config.gen_sections"
+WIDTH = 120  # ruff's line length (pyproject.toml)
+
+# Key.type -> the type of the value the loader stores (validate.coerce, timespec.parse_time).
+TYPES: Dict[str, str] = {
+    "int": "int",
+    "float": "float",  # coerce: float(v)
+    "num": "Union[int, float]",  # coerce keeps an int an int and a float a float
+    "bool": "bool",
+    "str": "str",
+    "ints": "Tuple[int, ...]",
+    "strs": "Tuple[str, ...]",
+    "map": "Mapping[Any, Any]",  # a read-only copy of the YAML mapping: keys and values as written
+    "records": "Tuple[Mapping[Any, Any], ...]",
+    "time": "TimeSpec",  # parse_time: never None (no value is a constant 0)
+}
+
+# Names a field must not take: in a class body it would hide the type of the fields after it.
+_TAKEN = {"field", "int", "float", "bool", "str", "Any", "Literal", "Mapping", "Optional", "Tuple", "Union"}
+_TAKEN.add("TimeSpec")
+
+_FAMILIES = (dlio, dlio_fast, kvcache, model_load, vdb)
+
+
+def class_name(section: str) -> str:
+    """The class of a section: ``model.parallelism`` -> ``ModelParallelismConfig``."""
+    return "".join(p.title().replace("_", "") for p in section.split(".")) + "Config"
+
+
+def _literal(choices: Tuple[str, ...], nullable: bool) -> str:
+    return "Literal[" + ", ".join([f'"{c}"' for c in choices] + (["None"] if nullable else [])) + "]"
+
+
+def field_type(k: Key) -> str:
+    """The annotation of a key's field (a null enum is ``Literal[..., None]``, Optional's equal)."""
+    if k.type == "enum":
+        return _literal(k.choices, k.nullable)
+    return f"Optional[{TYPES[k.type]}]" if k.nullable and k.type != "time" else TYPES[k.type]
+
+
+def _children(section: str) -> List[str]:
+    return [s for s in sorted(schema.SECTIONS) if s.rpartition(".")[0] == section]
+
+
+def _homes(section: str) -> str:
+    """The modules of dlio.config.keys that hold a section's rows: 'dlio, vdb'."""
+    paths = {k.path for k in schema.KEYS if k.section == section}
+    rows = [m.__name__.rpartition(".")[2] for m in _FAMILIES if any(k.path in paths for k in _module_rows(m))]
+    return ", ".join(rows)
+
+
+def _module_rows(module: object) -> Tuple[Key, ...]:
+    rows: Tuple[Key, ...] = ()
+    for name in ("KEYS", "CHECKPOINT_KEYS", "WORKFLOW"):
+        v = getattr(module, name, ())
+        rows += (v,) if isinstance(v, Key) else tuple(v)
+    return rows
+
+
+def _field(name: str, annotation: str, metadata: str) -> List[str]:
+    """One field, wrapped the way ruff formats it when it is too long."""
+    line = f"    {name}: {annotation} = field(metadata={metadata})"
+    if len(line) <= WIDTH:
+        return [line]
+    if not (annotation.startswith("Literal[") and annotation.endswith("]")):  # pragma: no cover
+        raise ValueError(f"{name}: {annotation} does not fit in {WIDTH} characters")
+    inner = annotation[len("Literal[") : -1]
+    return (
+        [f"    {name}: Literal["]
+        + [f"        {c}," for c in inner.split(", ")]
+        + [f"    ] = field(metadata={metadata})"]
+    )
+
+
+def _class(section: str) -> List[str]:
+    lines = [
+        "",
+        "",
+        "@dataclass(frozen=True)",
+        f"class {class_name(section)}:",
+        f'    """The {section} section of a workload (its rows in dlio.config.keys: {_homes(section)})."""',
+        "",
+    ]
+    for k in schema.KEYS:
+        if k.section == section and not k.hidden:
+            if k.name in _TAKEN:
+                raise ValueError(f"{k.path}: a field may not be named {k.name!r} (it hides a type in the class body)")
+            lines += _field(k.name, field_type(k), f'_key("{k.path}")')
+    for child in _children(section):
+        name = child.rpartition(".")[2]
+        kind = class_name(child)
+        kind = f"Optional[{kind}]" if child in schema.OPTIONAL_SECTIONS else kind
+        lines += _field(name, kind, f'_section("{child}")')
+    return lines
+
+
+def _ordered() -> List[str]:
+    """Every section, a child before its parent (the class it names must exist)."""
+    out: List[str] = []
+
+    def visit(s: str) -> None:
+        for c in _children(s):
+            visit(c)
+        out.append(s)
+
+    for s in schema.sections():
+        if "." not in s:
+            visit(s)
+    return out
+
+
+def source() -> str:
+    """The text of sections.py for the schema as it is."""
+    lines = [
+        '"""The section classes of ``Config``, generated from the schema rows: do not edit; after changing a row,',
+        f"run ``{COMMAND}``.",
+        "",
+        "One frozen dataclass per section, its fields typed from the rows' types (dlio.config.gen_sections.TYPES),",
+        "in the order the loader fills them; each field's metadata names its row or its child section.",
+        '"""',
+        "",
+        "from dataclasses import dataclass, field",
+        "from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Union",
+        "",
+        "from dlio.config.schema import KEYS_BY_PATH",
+        "from dlio.config.timespec import TimeSpec",
+    ]
+    top = [k for k in schema.KEYS if not k.section]
+    for k in top:
+        lines += ["", f"# the top-level {k.path} key", f"{class_name(k.path)[: -len('Config')]} = {field_type(k)}"]
+    lines += [
+        "",
+        "",
+        "def _key(path: str) -> Dict[str, Any]:",
+        '    return {"key": KEYS_BY_PATH[path], "help": KEYS_BY_PATH[path].help}',
+        "",
+        "",
+        "def _section(path: str) -> Dict[str, Any]:",
+        '    return {"section": path}',
+    ]
+    for s in _ordered():
+        lines += _class(s)
+    lines += ["", "", "# section path -> its class", "CLASSES: Dict[str, type] = {"]
+    lines += [f'    "{s}": {class_name(s)},' for s in schema.sections()]
+    lines += ["}", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    text = source()
+    with open(PATH, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"wrote {PATH}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
