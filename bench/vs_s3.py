@@ -45,7 +45,7 @@ BUCKET = "vs-s3"
 
 
 def keys_of(size, inflight, n):
-    from dlio.fsbench import s3_points as points
+    from dlio.storage.s3 import bench as points
 
     p = points.S3Point("read", size, inflight, 1, size)
     ks = points.object_keys("p/", p)[0]

@@ -10,22 +10,17 @@ at 8 in flight never PUTs the objects 64 would read), and removed at the end unl
 
 from __future__ import annotations
 
-import shutil
-from typing import Callable, Dict, List, cast
+from typing import Any, Callable, Dict, List
 
 from dlio.base.errors import DlioError, DlioRunError
 from dlio.base.limits import usable_cpus
 from dlio.base.units import fmt_ns, fmt_size
 from dlio.config.engines import S3_ENGINE
-from dlio.fsbench import s3_points as points
 from dlio.fsbench.ceiling import climb
 from dlio.fsbench.points import Budget
 from dlio.fsbench.s3_io import HEADER, point_line, timeout_s
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
 from dlio.storage import backend_for_uri
-from dlio.storage.s3 import client, limits
-from dlio.storage.s3.backend import S3Backend
-from dlio.storage.s3.settings import parse_uri
 from dlio.system import output
 
 SMALL_OBJECT = 4096
@@ -48,36 +43,24 @@ def run(req, console) -> dict:
     echo = (lambda m: progress.echo(m, err=json_path == "-")) if progress else console.table
     object_size = req.object_size or 16 << 20
     max_threads, max_qd = req.max_threads or max(1, int(usable_cpus())), req.max_qd or MAX_QD
-    bucket, prefix = parse_uri(uri)
+    bench = backend_for_uri(uri, req.endpoint, timeout_s(req)).io_bench(uri)
     if not SMALL_OBJECT <= object_size <= MAX_OBJECT:
         raise DlioError(f"--object-size {fmt_size(object_size)}: must be between 4 KiB and 64 MiB")
     if json_path:
         output.check_output_path(json_path)
-    limits.check_open_files(
-        max_threads * max_qd, f"--max-qd {max_qd} x --max-threads {max_threads}", "lower --max-qd or --max-threads"
-    )
-    client.require_client()
-    backend = backend_for_uri(uri, req.endpoint, timeout_s(req))
-    backend.check_access([uri], create=req.create_bucket)
-    settings = cast(S3Backend, backend).settings  # an s3:// URI's backend
+    bench.check_limits(max_threads, max_qd)
+    endpoint = bench.open(create=req.create_bucket)
 
-    created: set = set()
-    work = points.workdir()
     probes: List[dict] = []
     doc = new_io_doc(
-        CEILING_SCHEMA, path=uri, endpoint=settings.endpoint, client=S3_ENGINE, direct=False, best={}, probes=probes
+        CEILING_SCHEMA, path=uri, endpoint=endpoint, client=S3_ENGINE, direct=False, best={}, probes=probes
     )
 
-    def probe(pt: points.S3Point) -> dict:
-        groups = [
-            (size, [k for k in keys if k not in created]) for size, keys in points.objects_to_create(prefix, [pt])
-        ]
-        groups = [(size, keys) for size, keys in groups if keys]
-        points.put_objects(settings, bucket, groups, progress)
-        created.update(k for _, keys in groups for k in keys)
+    def probe(pt: Any) -> dict:
+        bench.create([pt], 0, progress)
         tick = progress.io_point(pt, Budget(runtime_ns=runtime_ns), len(probes) + 1, None) if progress else None
         try:
-            rec = points.run_point(settings, bucket, prefix, pt, runtime_ns, 0, 0, work, tick)
+            rec = bench.measure(pt, runtime_ns, 0, 0, tick)
         finally:
             if progress:
                 progress.done()
@@ -91,20 +74,18 @@ def run(req, console) -> dict:
         return rec
 
     echo(
-        f"# ceiling of {uri} at {settings.endpoint}: GET/PUT of {fmt_size(object_size)} objects, GETs of "
+        f"# ceiling of {uri} at {endpoint}: GET/PUT of {fmt_size(object_size)} objects, GETs of "
         f"{fmt_size(SMALL_OBJECT)} objects; up to {max_threads} threads x {max_qd} requests in flight"
     )
     echo(HEADER)
     try:
         for name, rw, size, metric in targets(object_size):
-            doc["best"][name] = search(rw, size, metric, max_qd, max_threads, probe)
+            doc["best"][name] = search(rw, size, metric, max_qd, max_threads, lambda *a: probe(bench.point(*a)))
         doc["complete"] = True
     finally:
-        shutil.rmtree(work, ignore_errors=True)
         if json_path:
             output.write_json(json_path, doc)
-        if not keep and doc.get("complete"):  # a server that failed a probe is not asked again
-            client.run_task(settings, {"task": "delete", "bucket": bucket, "prefix": prefix + points.TEST_FOLDER})
+        bench.close(remove=not keep and bool(doc.get("complete")))  # a server that failed a probe is not asked again
     echo("")
     for line in summary_lines(doc["best"], object_size):
         echo(line)
@@ -112,11 +93,12 @@ def run(req, console) -> dict:
 
 
 def search(rw: str, size: int, metric: str, max_qd: int, max_threads: int, probe: Callable) -> dict:
-    """Requests in flight first, then threads at the best depth (the file ceiling's order)."""
-    cur = probe(points.S3Point(rw, size, 1, 1, size))
-    cur = climb(cur, metric, max_qd, lambda q: probe(points.S3Point(rw, size, q, 1, size)))
+    """Requests in flight first, then threads at the best depth (the file ceiling's order); ``probe(rw, bs,
+    qd, threads, object_size)`` measures one point."""
+    cur = probe(rw, size, 1, 1, size)
+    cur = climb(cur, metric, max_qd, lambda q: probe(rw, size, q, 1, size))
     qd = cur["qd"]
-    return climb(cur, metric, max_threads, lambda t: probe(points.S3Point(rw, size, qd, t, size)))
+    return climb(cur, metric, max_threads, lambda t: probe(rw, size, qd, t, size))
 
 
 def summary_lines(best: Dict[str, dict], object_size: int) -> List[str]:

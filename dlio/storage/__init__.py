@@ -21,6 +21,12 @@ BACKENDS: Dict[str, Callable[..., Backend]] = {
     "local_fs": lambda options, endpoint, timeout: FileBackend(),
     "s3": lambda options, endpoint, timeout: S3Backend(options, endpoint, *timeout),
 }
+# storage.storage_type words the config accepts (DLIO's) that no backend emulates -> why, and what to use
+# instead: the one place such a word is refused (a unit test checks that BACKENDS and NOT_EMULATED together
+# are the config's STORAGE_TYPES)
+NOT_EMULATED: Dict[str, str] = {
+    "aistore": "use s3 through the store's S3 API, as AIStore offers, or local_fs with a mounted folder",
+}
 # URI scheme -> storage.storage_type (a path with no scheme is local_fs)
 SCHEMES: Dict[str, str] = {"s3://": "s3"}
 
@@ -34,12 +40,8 @@ def make(
     """The one choice of a backend: by its storage type."""
     maker = BACKENDS.get(kind)
     if maker is None:
-        raise ConfigError(
-            f"storage.storage_type = {kind!r}: not emulated (use s3 through the store's S3 API, as AIStore "
-            "offers, or local_fs with a mounted folder)",
-            "storage.storage_type",
-            kind,
-        )
+        why = NOT_EMULATED.get(kind, f"one of {', '.join(BACKENDS)}")
+        raise ConfigError(f"storage.storage_type = {kind!r}: not emulated ({why})", "storage.storage_type", kind)
     return maker(options, endpoint, timeout)
 
 

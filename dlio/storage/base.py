@@ -256,6 +256,13 @@ class Backend:
         helper's tally) and ``failure(err)`` (the run's error in the client's words)."""
         raise NotImplementedError
 
+    # ---- the io and ceiling commands ----
+    def io_bench(self, root: str) -> Any:
+        """The io grid's and the ceiling's points under ``root`` where they are not the C core's file points
+        (dlio.fsbench runs those itself): ``point``, ``check``, ``check_grid``, ``check_limits``, ``open``,
+        ``create``, ``names``, ``measure``, ``close`` (dlio.storage.s3.bench.S3Bench)."""
+        raise NotImplementedError
+
     # ---- the page cache and the kernel's counters around a phase ----
     def drop_cache(self, names: Sequence[str], mode: str) -> str:
         """The note of what was done to the client's cache before a phase."""

@@ -228,6 +228,11 @@ class S3Backend(Backend):
         bucket, prefix = parse_uri(root)
         client.run_task(self.settings, {"task": "delete", "bucket": bucket, "prefix": prefix})
 
+    def io_bench(self, root: str) -> Any:
+        from dlio.storage.s3.bench import S3Bench  # only the io and ceiling commands measure points
+
+        return S3Bench(self, root)
+
     def uploader(self, root: str, multipart_min: Optional[int] = None) -> Any:
         from dlio.storage.s3.upload import Uploader  # its worker process starts only for a generation
 

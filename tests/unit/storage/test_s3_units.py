@@ -5,7 +5,7 @@ import pytest
 
 from dlio import _core
 from dlio.base.errors import DlioError
-from dlio.fsbench import s3_points as points
+from dlio.storage.s3 import bench as points
 from dlio.storage.s3 import oplog, settings
 from dlio.system import stats
 

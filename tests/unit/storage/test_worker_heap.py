@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from dlio import _core
-from dlio.fsbench import s3_points as points
+from dlio.storage.s3 import bench as points
 from dlio.storage.s3 import heap, settings, worker
 from dlio.storage.s3.worker_train import _largest_step_bytes
 

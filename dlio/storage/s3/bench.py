@@ -1,4 +1,6 @@
-"""`dlio-fast io s3://bucket/prefix`: GET, PUT and range-GET points, like warp or elbencho's S3 mode.
+"""The io and ceiling commands' points on S3 (`dlio-fast io s3://bucket/prefix`): GET, PUT and range-GET
+points, like warp or elbencho's S3 mode. dlio.fsbench reaches them through ``S3Backend.io_bench(uri)``
+(an ``S3Bench``): the test objects, one point measured, the clean-up.
 
 A point is (rw, bs, qd, threads): rw `read` GETs whole objects of bs bytes, `write` PUTs objects of
 bs bytes, `randread` GETs bs-byte ranges at random block offsets of --file-size objects (one per
@@ -12,21 +14,25 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import tempfile
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 import numpy as np
 
 from dlio import _core
+from dlio.base.errors import DlioError
 from dlio.base.units import fmt_size
 from dlio.config.engines import S3_ENGINE
 from dlio.storage.s3 import client, limits, oplog, worker
-from dlio.storage.s3.settings import S3Settings
+from dlio.storage.s3.settings import S3Settings, parse_uri
 from dlio.system import stats
+from dlio.system.memcheck import check_fits
 
 TEST_FOLDER = ".dlio-fast-io/"
 CACHE_NOTE = "n/a (object store: no client cache; server-side caching unknown)"
 SMALL_PUT = 1 << 20  # test objects this small go up 64 at a time (else 16)
+MAX_RANGE_OBJECT = 5 << 30  # S3's largest single PUT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +102,7 @@ def held_bytes(prefix: str, point: S3Point, size: int) -> int:
     )
 
 
-def objects_to_create(prefix: str, points: list, budget: int = 0) -> list:
+def objects_to_create(prefix: str, points: Sequence[S3Point], budget: int = 0) -> list:
     """[(size, [keys])] that the GET and range points read (a --size `budget` each): created once
     before the grid."""
     want: Dict[int, set] = {}
@@ -228,3 +234,95 @@ def point_record(point: S3Point, rows: dict, answer: dict) -> dict:
 
 def workdir() -> str:
     return tempfile.mkdtemp(prefix="dlio-fast-s3-")
+
+
+class S3Bench:
+    """The io grid's or the ceiling's points under one s3://BUCKET/PREFIX: its test objects (under
+    PREFIX + TEST_FOLDER, created once per key), each point measured in a worker process, the clean-up.
+    Made by ``S3Backend.io_bench``; the URI is checked when it is made, the store only from ``open``."""
+
+    def __init__(self, backend: Any, uri: str) -> None:
+        self.backend = backend
+        self.uri = uri
+        self.bucket, self.prefix = parse_uri(uri)
+        self.created: Set[str] = set()
+        self.made: List[str] = []  # the same keys, in the order they were created
+        self.work: Optional[str] = None
+
+    def point(self, rw: str, bs: int, qd: int, threads: int, object_size: int) -> S3Point:
+        return S3Point(rw, bs, qd, threads, object_size)
+
+    def check(self, rws: Sequence[str], bss: Sequence[int], file_size: int) -> None:
+        """What S3 cannot do, refused before any request."""
+        if "randwrite" in rws:
+            raise DlioError("--rw randwrite: S3 objects are written whole; use --rw write (PUT)")
+        for b in bss:
+            if b < 1 or b > 64 << 20:
+                raise DlioError(f"--bs {fmt_size(b)}: object / range size must be between 1 byte and 64 MiB")
+        if "randread" in rws and file_size < max(bss):
+            raise DlioError(
+                f"--file-size {fmt_size(file_size)} is smaller than --bs {fmt_size(max(bss))} "
+                "(range GETs read --bs bytes inside --file-size objects)"
+            )
+        if "randread" in rws and file_size > MAX_RANGE_OBJECT:
+            raise DlioError(
+                f"--file-size {fmt_size(file_size)}: range GETs read objects of at most "
+                f"{fmt_size(MAX_RANGE_OBJECT)} (each is written in one PUT from memory; S3 takes at most 5 GiB in "
+                "one PUT)"
+            )
+
+    def check_grid(self, grid: Sequence[S3Point], size: int) -> None:
+        """Every point fits in memory, and the one with most requests in flight in this host's open files."""
+        for pt in grid:
+            check_fits(
+                held_bytes(self.prefix, pt, size),
+                f"{pt.rw} of {fmt_size(pt.bs)} x {pt.qd} in flight x {pt.threads} threads (the client holds a "
+                "batch of responses at once)",
+                "lower --bs, --qd or --threads",
+            )
+        most = max(grid, key=lambda p: in_flight(p, size))  # connections: this host's open files
+        limits.check_open_files(
+            in_flight(most, size), f"--qd {most.qd} x --threads {most.threads}", "lower --qd or --threads"
+        )
+
+    def check_limits(self, max_threads: int, max_qd: int) -> None:
+        """The ceiling's largest probe in this host's open files."""
+        limits.check_open_files(
+            max_threads * max_qd, f"--max-qd {max_qd} x --max-threads {max_threads}", "lower --max-qd or --max-threads"
+        )
+
+    def open(self, create: bool = False) -> str:
+        """The client there, the store reached (``create``: the bucket made); the endpoint."""
+        client.require_client()
+        self.backend.check_access([self.uri], create=create)
+        self.work = workdir()
+        return str(self.backend.settings.endpoint)
+
+    def create(self, grid: Sequence[S3Point], size: int = 0, progress: Any = None) -> None:
+        """The test objects the points of ``grid`` read (a --size budget ``size`` each) that are not yet there."""
+        groups = [
+            (n, [k for k in keys if k not in self.created]) for n, keys in objects_to_create(self.prefix, grid, size)
+        ]
+        groups = [(n, keys) for n, keys in groups if keys]
+        put_objects(self.backend.settings, self.bucket, groups, progress)
+        self.created.update(k for _, keys in groups for k in keys)
+        self.made += [k for _, keys in groups for k in keys]
+
+    def names(self) -> List[str]:
+        """The test objects created, as URIs."""
+        return [f"s3://{self.bucket}/{k}" for k in self.made]
+
+    def measure(
+        self, point: S3Point, runtime_ns: int, ramp_ns: int = 0, size: int = 0, on_tick: Optional[Callable] = None
+    ) -> dict:
+        assert self.work is not None, "open() first"
+        return run_point(
+            self.backend.settings, self.bucket, self.prefix, point, runtime_ns, ramp_ns, size, self.work, on_tick
+        )
+
+    def close(self, remove: bool) -> None:
+        """The op-logs removed; ``remove``: the test objects too."""
+        if self.work is not None:
+            shutil.rmtree(self.work, ignore_errors=True)
+        if remove:
+            self.backend.remove_tree(f"s3://{self.bucket}/{self.prefix}{TEST_FOLDER}")
