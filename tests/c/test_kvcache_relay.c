@@ -1,4 +1,4 @@
-/* The relay store's protocol (kvcache_relay.c) against a helper written here: a thread that serves
+/* The relay store's protocol (kvcache/relay.c) against a helper written here: a thread that serves
  * the records from an in-memory object table, as dlio/storage/s3/worker_kv.py serves them from S3.
  * The known three-request plan of test_kvcache.c gives the same counters as the file store; the
  * helper sees each worker's hello first, the object sizes the plan has, every put's payload stamped

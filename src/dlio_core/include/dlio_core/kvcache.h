@@ -158,7 +158,7 @@ struct dc_kv_store_ops {
 extern const struct dc_kv_store_ops dc_kv_store_file;
 extern const struct dc_kv_store_ops dc_kv_store_null;
 
-/* The relay store (kvcache_relay.c): objects in a store the core has no client for (S3). Each
+/* The relay store (kvcache/relay.c): objects in a store the core has no client for (S3). Each
  * worker hands its put/get/del to a helper process as one fixed-size record on its own AF_UNIX
  * SOCK_SEQPACKET connection and waits for the reply; the payload travels in the worker's slot of
  * a shared-memory file (the put's bytes stamped there, the get's bytes landed there). The helper

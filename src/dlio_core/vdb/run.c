@@ -1,5 +1,5 @@
 /* dc_vdb_run: the vector-search run (vdb.h). Query clients send batches and wait for them; the
- * search pool (vdb_search.c) runs the segment searches. This file holds the config checks, the
+ * search pool (search.c) runs the segment searches. This file holds the config checks, the
  * task queue, the start gate, the clients and the result.
  */
 #include <errno.h>

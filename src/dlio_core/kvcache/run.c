@@ -1,6 +1,6 @@
 /* dc_kv_run: the KV-cache request engine (see kvcache.h). The calling thread is the dispatcher:
  * it queues each request at its arrival time, open loop, into one FIFO per priority; `workers`
- * threads take the highest priority first and run the request's steps (kvcache_cache.c does the
+ * threads take the highest priority first and run the request's steps (cache.c does the
  * tiers). Everything is allocated before the start gate; a request allocates only the RAM tier's
  * copy of an entry, as the reference does.
  */
@@ -11,10 +11,10 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "core_int.h"
+#include "../core_int.h"
 #include "dlio_core/fill.h"
 #include "dlio_core/timer.h"
-#include "kvcache_int.h"
+#include "kv_int.h"
 
 #define KV_POLL_NS (20 * 1000 * 1000ull) /* the dispatcher looks at the stop flag this often */
 #define KV_STACK   (256u << 10)          /* worker stacks: they recurse only 10 deep */

@@ -1,4 +1,4 @@
-/* Private to the KV file store: kvcache_file.c (the store, compat mode) and kvcache_direct.c
+/* Private to the KV file store: file.c (the store, compat mode) and direct.c
  * (direct mode: O_DIRECT through io_uring). */
 #ifndef DLIO_CORE_KVCACHE_FILE_H
 #define DLIO_CORE_KVCACHE_FILE_H
@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "dlio_core/kvcache.h"
-#include "uring_ring.h"
+#include "../uring_ring.h"
 
 #define KV_DIRECT_HDR 4096u /* direct mode: the .npy header fills the first block */
 #define KV_COMPAT_HDR 128u  /* compat: numpy's own header length for these shapes */
@@ -25,7 +25,7 @@ struct dc_kv_store {
 	pthread_mutex_t lock;
 };
 
-struct kv_direct; /* kvcache_direct.c */
+struct kv_direct; /* direct.c */
 
 struct dc_kv_worker {
 	struct dc_kv_store *s;
@@ -43,7 +43,7 @@ struct dc_kv_worker {
 /* The object's file name into w->path. 0 or -ENAMETOOLONG. */
 int kv_file_path(struct dc_kv_worker *w, const struct dc_kv_obj *o);
 
-/* kvcache_direct.c */
+/* direct.c */
 int kv_direct_check(const char *dir, char *why, size_t whylen);
 int kv_direct_worker_open(struct dc_kv_worker *w);
 void kv_direct_worker_close(struct dc_kv_worker *w);

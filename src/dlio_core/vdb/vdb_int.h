@@ -1,12 +1,12 @@
-/* Private to the vector-search run: vdb.c (clients, the task queue, the result) and vdb_search.c (the
+/* Private to the vector-search run: run.c (clients, the task queue, the result) and search.c (the
  * search threads: one hop chain at a time on their own engine instance). */
 #ifndef DLIO_CORE_VDB_INT_H
 #define DLIO_CORE_VDB_INT_H
 #include <pthread.h>
 #include <stdint.h>
 
-#include "bufpool.h"
-#include "core_int.h"
+#include "../bufpool.h"
+#include "../core_int.h"
 #include "dlio_core/vdb.h"
 
 /* One segment search waiting for a search thread. */
@@ -74,7 +74,7 @@ struct vdb_run {
 	int failed;           /* atomic */
 };
 
-/* vdb.c */
+/* run.c */
 void vdb_fail(struct vdb_run *r, int err, uint32_t file, uint64_t offset, const char *what);
 int vdb_gate_wait(struct vdb_run *r);
 int vdb_should_stop(const struct vdb_run *r);
@@ -83,7 +83,7 @@ int vdb_take(struct vdb_run *r, struct vdb_task *t);
 /* A segment search of task t ended at now. */
 void vdb_task_done(struct vdb_run *r, const struct vdb_task *t, uint64_t now);
 
-/* vdb_search.c */
+/* search.c */
 void *vdb_searcher_main(void *arg);
 uint64_t vdb_thread_cpu_ns(void);
 

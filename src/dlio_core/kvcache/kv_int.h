@@ -1,4 +1,4 @@
-/* Private to the KV-cache engine (kvcache_run.c, kvcache_cache.c): the run's shared state. */
+/* Private to the KV-cache engine (run.c, cache.c): the run's shared state. */
 #ifndef DLIO_CORE_KVCACHE_INT_H
 #define DLIO_CORE_KVCACHE_INT_H
 #include <pthread.h>
@@ -60,7 +60,7 @@ struct kv_run {
 	unsigned *free_slots;
 	unsigned nfree;
 	/* staging: stage_regions x stage_len bytes, a region per worker when there are fewer workers
-	 * than slots (a worker writes one entry at a time), else per slot (kvcache_cache.c stage_for) */
+	 * than slots (a worker writes one entry at a time), else per slot (cache.c stage_for) */
 	unsigned char *stage;
 	uint64_t stage_len;
 	unsigned stage_regions;
@@ -81,11 +81,11 @@ struct kv_worker {
 	unsigned char *scratch; /* where its RAM-tier reads copy to */
 };
 
-/* kvcache_run.c */
+/* run.c */
 void kv_fail(struct kv_run *r, int err, uint64_t entry, const char *what);
 void kv_log(struct kv_worker *w, uint32_t entry, uint64_t bytes, int op, int tier, int phase);
 
-/* kvcache_cache.c: the tiers. Each returns 1/0 (hit or done / miss or nothing to do) and adds the
+/* cache.c: the tiers. Each returns 1/0 (hit or done / miss or nothing to do) and adds the
  * storage latency the reference counts to *lat; an I/O error stops the run (kv_fail). */
 int kv_cache_init(struct kv_run *r);
 void kv_cache_free(struct kv_run *r);

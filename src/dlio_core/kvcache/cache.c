@@ -10,10 +10,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "core_int.h"
+#include "../core_int.h"
 #include "dlio_core/fill.h"
 #include "dlio_core/timer.h"
-#include "kvcache_int.h"
+#include "kv_int.h"
 
 #define KV_SCRATCH     (256u << 10) /* RAM-tier reads copy the entry out through this, per worker */
 #define KV_MAX_DEPTH   10           /* the reference's eviction.max_recursion_depth */

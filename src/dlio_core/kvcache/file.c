@@ -10,7 +10,7 @@
  * A payload larger than the staging buffer is written in staging-sized write() calls (counted as
  * split_writes). Timing follows the reference: a write's device time is the fsync, its host time
  * the rest; a read's device time is the second open to its close, its host time the drop.
- * direct mode is in kvcache_direct.c.
+ * direct mode is in direct.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,9 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core_int.h"
+#include "../core_int.h"
 #include "dlio_core/timer.h"
-#include "kvcache_file.h"
+#include "kv_file.h"
 
 /* The memory behind compat's read window: about a core's L2 cache. The kernel's copy out of the page
  * cache then writes into lines the core holds instead of streaming them to DRAM and back: cached
