@@ -286,7 +286,7 @@ int main(void)
 	h.fail_op = DC_KV_RELAY_GET;
 	config(&c, &sc, &o, 1);
 	ret = dc_kv_run(&c, &r);
-	T_CHECK(ret == -EIO && r.err == EIO, "failed get: %d", ret);
+	T_CHECK(ret == -EIO && r.error.err == EIO, "failed get: %d", ret);
 
 	/* a helper that is gone: EPIPE, not a hang */
 	reset(&h);

@@ -7,6 +7,7 @@
 
 #include "../bufpool.h"
 #include "../core_int.h"
+#include "../run_base.h"
 #include "dlio_core/vdb.h"
 
 /* One segment search waiting for a search thread. */
@@ -59,25 +60,17 @@ struct vdb_run {
 	struct vdb_searcher *searchers;
 	uint32_t dio_align;
 
-	pthread_mutex_t lock; /* the queue, the start gate, the first error */
-	pthread_cond_t work;  /* a task was queued, or the run ends */
-	pthread_cond_t gate;
-	unsigned nready, ncreated;
-	int go; /* 1 = run, -1 = abort */
+	struct run_base b;   /* its lock guards the queue too; the clock: t0, t_stop */
+	pthread_cond_t work; /* a task was queued, or the run ends */
 	struct vdb_task *queue;
 	uint64_t qhead, qtail, qcap;
 	int closing; /* no more tasks: search threads leave when the queue is empty */
 
-	uint64_t t0, t_stop;
 	uint64_t claimed;     /* atomic: queries handed to clients */
 	uint64_t next_search; /* atomic: chains taken */
-	int failed;           /* atomic */
 };
 
 /* run.c */
-void vdb_fail(struct vdb_run *r, int err, uint32_t file, uint64_t offset, const char *what);
-int vdb_gate_wait(struct vdb_run *r);
-int vdb_should_stop(const struct vdb_run *r);
 /* The next task, or 0 when the run is over (the queue closed and empty). */
 int vdb_take(struct vdb_run *r, struct vdb_task *t);
 /* A segment search of task t ended at now. */

@@ -343,14 +343,12 @@ struct dc_kv_result {
 	uint64_t cpu_entries, storage_entries; /* entries per tier at the end */
 	uint64_t cpu_used, storage_used; /* bytes per tier at the end (the reference's *_used) */
 	struct dc_kv_store_stats store;
-	int err; /* first error (errno), 0 if none */
-	uint64_t err_entry;
-	char err_what[48];
-	char why[256]; /* the store's reason when it could not open */
+	struct dc_error error; /* first error; file: the entry (UINT32_MAX if none) */
+	char why[256];         /* the store's reason when it could not open */
 };
 
 /* Run the plan. 0, or -errno: the first error, which stopped the run (res keeps what it
- * measured, err/err_what/err_entry say where; why the store's reason). */
+ * measured, error says where; why the store's reason). */
 DC_MUST_CHECK int dc_kv_run(const struct dc_kv_config *cfg, struct dc_kv_result *res);
 
 /* Can the store run here, for this folder? 0, or -errno with the reason in why (direct: io_uring
