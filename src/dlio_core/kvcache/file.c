@@ -34,19 +34,6 @@
 #define KV_DIRECT_SPREAD (256u << 10) /* direct mode's (O_DIRECT: page aligned, own memory) */
 #define KV_DROP_CHECK    (4u << 20)   /* the drop check looks at the first 4 MiB of a file */
 
-int kv_file_path(struct dc_kv_worker *w, const struct dc_kv_obj *o)
-{
-	int n;
-
-	if (o->chunk)
-		n = snprintf(w->path, sizeof(w->path), "%s/kv_%08llx_c%05u.npy", w->s->dir,
-			     (unsigned long long)o->entry, o->chunk);
-	else
-		n = snprintf(w->path, sizeof(w->path), "%s/kv_%08llx.npy", w->s->dir,
-			     (unsigned long long)o->entry);
-	return n < 0 || (size_t)n >= sizeof(w->path) ? -ENAMETOOLONG : 0;
-}
-
 static uint64_t round_up(uint64_t x, uint64_t a)
 {
 	return (x + a - 1) / a * a;

@@ -2,9 +2,11 @@
  * (direct mode: O_DIRECT through io_uring). */
 #ifndef DLIO_CORE_KVCACHE_FILE_H
 #define DLIO_CORE_KVCACHE_FILE_H
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "dlio_core/kvcache.h"
 #include "../uring_ring.h"
@@ -40,8 +42,20 @@ struct dc_kv_worker {
 	char path[PATH_MAX];
 };
 
-/* The object's file name into w->path. 0 or -ENAMETOOLONG. */
-int kv_file_path(struct dc_kv_worker *w, const struct dc_kv_obj *o);
+/* The object's file name into w->path. 0 or -ENAMETOOLONG. Here, not in file.c, so that direct.c
+ * needs only this header: file.c calls direct.c, never the other way. */
+static inline int kv_file_path(struct dc_kv_worker *w, const struct dc_kv_obj *o)
+{
+	int n;
+
+	if (o->chunk)
+		n = snprintf(w->path, sizeof(w->path), "%s/kv_%08llx_c%05u.npy", w->s->dir,
+			     (unsigned long long)o->entry, o->chunk);
+	else
+		n = snprintf(w->path, sizeof(w->path), "%s/kv_%08llx.npy", w->s->dir,
+			     (unsigned long long)o->entry);
+	return n < 0 || (size_t)n >= sizeof(w->path) ? -ENAMETOOLONG : 0;
+}
 
 /* direct.c */
 int kv_direct_check(const char *dir, char *why, size_t whylen);
