@@ -86,8 +86,12 @@ def find_mpi():
     return incs, libdirs, libs, link
 
 
-sources = sorted(glob.glob(f"{CORE}/*.c")) + sorted(
-    f for f in glob.glob(f"{CORE}/engines/*.c") if not f.endswith("/mpiio.c")
+# The core and its subsystems' folders (engines/, kvcache/, vdb/); the MPI-IO engine is its own extension.
+sources = sorted(
+    f
+    for d in ("", "engines/", "kvcache/", "vdb/")
+    for f in glob.glob(f"{CORE}/{d}*.c")
+    if not f.endswith("/engines/mpiio.c")
 )
 macros = [("_GNU_SOURCE", None)]
 cflags = ["-std=gnu11", "-O2", "-Wall", "-Wno-unused-function"]

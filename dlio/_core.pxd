@@ -407,9 +407,7 @@ cdef extern from "dlio_core/kvcache.h" nogil:
         uint64_t start_ns, stop_ns, end_ns, enqueued
         uint64_t cpu_entries, storage_entries, cpu_used, storage_used
         dc_kv_store_stats store
-        int err
-        uint64_t err_entry
-        char err_what[48]
+        dc_error error
         char why[256]
     const dc_kv_store_ops dc_kv_store_file
     const dc_kv_store_ops dc_kv_store_null

@@ -187,10 +187,11 @@ cdef class KvRun:
             rc = dc_kv_run(&self.cfg, self.res)
         out = self._result()
         if rc < 0:
-            what = self.res.err_what.decode(errors="replace")
+            what = self.res.error.what.decode(errors="replace")
             why = self.res.why.decode(errors="replace")
             msg = why or f"{what or 'kv run'}: {os.strerror(-rc)}"
-            entry = self.res.err_entry if self.res.err else None
+            # the entry the error is about (file UINT32_MAX: none)
+            entry = self.res.error.file if self.res.error.err and self.res.error.file != 0xFFFFFFFF else None
             raise RunError(-rc, msg, path=self.scfg.dir.decode() if self.scfg.dir else None, offset=entry,
                            what=what or None, result=out)
         return out
@@ -212,5 +213,5 @@ cdef class KvRun:
                       "drop_resident": st.drop_resident, "split_writes": st.split_writes,
                       "syscall_writes": st.syscall_writes},
             "oplog_n": n_log, "oplog_dropped": self.log.n - n_log if self.log.n > self.log.cap else 0,
-            "err": r.err, "err_what": r.err_what.decode(errors="replace") if r.err else None,
+            "err": r.error.err, "err_what": r.error.what.decode(errors="replace") if r.error.err else None,
         }

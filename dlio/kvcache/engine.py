@@ -55,7 +55,7 @@ def check_relay(s: KvSettings, largest: int) -> None:
 
 def stage_regions(s: KvSettings) -> int:
     """Staging regions the C engine makes: one per worker when there are fewer workers than allocation
-    slots (a worker writes one entry at a time), else one per slot (kvcache_run.c)."""
+    slots (a worker writes one entry at a time), else one per slot (src/dlio_core/kvcache/run.c)."""
     return min(s.workers, s.alloc_slots)
 
 

@@ -250,7 +250,7 @@ class Backend:
 
     def kv_relay(self, root: str, workers: int, slot_len: int, null: bool = False) -> Any:
         """Objects the C core has no client for (no LOCAL): the helper process of one C run of the relay
-        KV store (src/dlio_core/kvcache_relay.c), its objects under ``root``, one slot of ``slot_len``
+        KV store (src/dlio_core/kvcache/relay.c), its objects under ``root``, one slot of ``slot_len``
         bytes per C worker; ``null``: replies without requests (the relay's own cost). It has ``paths``
         (for _core.KvRun's relay=), ``watch(run)`` (the deadline, while the run goes), ``finish()`` (the
         helper's tally) and ``failure(err)`` (the run's error in the client's words)."""

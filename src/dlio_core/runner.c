@@ -1,5 +1,5 @@
-/* The runner's common machinery: config checks, per-thread setup before the clock starts, the
- * start gate, the first-error record and the result. The two hot loops are in runner_io.c
+/* The runner's common machinery: config checks, per-thread setup before the clock starts and the
+ * result (the start gate and the first-error record are run_base.c's). The two hot loops are in runner_io.c
  * (dc_run_io) and runner_train.c (dc_run_train).
  */
 #include <errno.h>
@@ -34,31 +34,6 @@ void thread_faults(uint64_t *minflt, uint64_t *majflt)
 	*majflt = (uint64_t)ru.ru_majflt;
 }
 
-static void set_what(struct dc_error *e, const char *what)
-{
-	strncpy(e->what, what, sizeof(e->what) - 1);
-	e->what[sizeof(e->what) - 1] = '\0';
-}
-
-/* Only the first error is kept: later ones are usually consequences of it. Everyone is woken so
- * the run stops promptly (a trainer waiting for a batch, readers waiting for room). */
-void run_fail(struct dc_run *r, int err, uint32_t file, uint64_t offset, const char *what)
-{
-	struct dc_error *e = &r->res->error;
-
-	pthread_mutex_lock(&r->lock);
-	if (!e->err) {
-		e->err = err > 0 ? err : EIO;
-		e->file = file;
-		e->offset = offset;
-		set_what(e, what);
-	}
-	__atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED);
-	pthread_cond_broadcast(&r->cond);
-	pthread_cond_broadcast(&r->space);
-	pthread_mutex_unlock(&r->lock);
-}
-
 void worker_io_error(struct dc_worker *w, const struct dc_io *io)
 {
 	struct dc_run *r = w->run;
@@ -67,9 +42,9 @@ void worker_io_error(struct dc_worker *w, const struct dc_io *io)
 
 	w->errors++;
 	if (io->res < 0)
-		run_fail(r, (int)-io->res, op->file, op->offset, wr ? "write" : "read");
+		run_fail(&r->b, (int)-io->res, op->file, op->offset, wr ? "write" : "read");
 	else
-		run_fail(r, EIO, op->file, op->offset, wr ? "short write" : "short read");
+		run_fail(&r->b, EIO, op->file, op->offset, wr ? "short write" : "short read");
 }
 
 /* Refuse what would crash or hang later; these checks are O(nops) and run before the clock. */
@@ -141,8 +116,6 @@ static void init_result(struct dc_run_result *res, unsigned nthreads, uint64_t n
 	dc_hist_init(&res->sample_lat);
 	dc_hist_init(&res->lat_read);
 	dc_hist_init(&res->lat_write);
-	memset(&res->error, 0, sizeof(res->error));
-	res->error.file = UINT32_MAX;
 	res->qd_used = 0;
 	res->eng_flags_used = 0;
 	res->trainer_cpu_ns = 0;
@@ -214,11 +187,10 @@ int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run
 	memset(r, 0, sizeof(*r));
 	r->cfg = cfg;
 	r->res = res;
-	pthread_mutex_init(&r->lock, NULL);
-	/* Timed waits on the monotonic clock, so a wall-clock step cannot stall a stop check. */
+	run_base_init(&r->b, &res->error, &r->space, cfg->stop);
+	/* Timed waits on the monotonic clock, as the gate's (run_base.c). */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->cond, &ca);
 	pthread_cond_init(&r->space, &ca);
 	pthread_condattr_destroy(&ca);
 
@@ -227,7 +199,7 @@ int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run
 
 	ret = check_config(r, train);
 	if (ret < 0) {
-		run_fail(r, -ret, UINT32_MAX, 0, ret == -ENOENT ? "engine" : "config");
+		run_fail(&r->b, -ret, UINT32_MAX, 0, ret == -ENOENT ? "engine" : "config");
 		return ret;
 	}
 	{
@@ -235,7 +207,7 @@ int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run
 
 		ret = dc_engine_available(cfg->engine, why, sizeof(why));
 		if (ret < 0) {
-			run_fail(r, -ret, UINT32_MAX, 0, "engine");
+			run_fail(&r->b, -ret, UINT32_MAX, 0, "engine");
 			return ret;
 		}
 	}
@@ -253,7 +225,7 @@ int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run
 		r->step_bytes = calloc(cfg->nsteps ? cfg->nsteps : 1, sizeof(*r->step_bytes));
 	}
 	if (!r->w || (train && (!r->ready || !r->step_bytes))) {
-		run_fail(r, ENOMEM, UINT32_MAX, 0, "memory");
+		run_fail(&r->b, ENOMEM, UINT32_MAX, 0, "memory");
 		return -ENOMEM;
 	}
 	for (unsigned t = 0; t < r->nworkers; t++) {
@@ -263,7 +235,7 @@ int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run
 	if (cfg->trace) {
 		ret = trace_setup(r, train);
 		if (ret < 0) {
-			run_fail(r, -ret, UINT32_MAX, 0, "memory");
+			run_fail(&r->b, -ret, UINT32_MAX, 0, "memory");
 			return ret;
 		}
 	}
@@ -282,9 +254,8 @@ void run_destroy(struct dc_run *r)
 	free(r->w);
 	free(r->ready);
 	free(r->step_bytes);
-	pthread_cond_destroy(&r->cond);
 	pthread_cond_destroy(&r->space);
-	pthread_mutex_destroy(&r->lock);
+	run_base_destroy(&r->b);
 }
 
 /* Everything a worker needs, made before the clock starts: slots, their buffers (written once
@@ -352,43 +323,6 @@ void worker_teardown(struct dc_worker *w)
 	w->io_sample = NULL;
 	w->samples = NULL;
 	w->files = NULL;
-}
-
-/* Workers report in (setup done, or failed with the error recorded) and wait for the common
- * start. 0 = go. */
-int gate_wait(struct dc_worker *w)
-{
-	struct dc_run *r = w->run;
-	int go;
-
-	pthread_mutex_lock(&r->lock);
-	r->nready++;
-	pthread_cond_broadcast(&r->cond);
-	while (!r->go)
-		pthread_cond_wait(&r->cond, &r->lock);
-	go = r->go;
-	pthread_mutex_unlock(&r->lock);
-	return go > 0 ? 0 : -1;
-}
-
-/* Wait until every created worker has reported, then start the clock (or abort). */
-int gate_open(struct dc_run *r)
-{
-	int failed;
-
-	pthread_mutex_lock(&r->lock);
-	while (r->nready < r->ncreated)
-		pthread_cond_wait(&r->cond, &r->lock);
-	failed = __atomic_load_n(&r->failed, __ATOMIC_RELAXED);
-	if (!failed) {
-		r->t0 = dc_now_ns();
-		r->t_ramp_end = r->t0 + r->cfg->ramp_ns;
-		r->t_stop = r->cfg->runtime_ns ? r->t_ramp_end + r->cfg->runtime_ns : UINT64_MAX;
-	}
-	r->go = failed ? -1 : 1;
-	pthread_cond_broadcast(&r->cond);
-	pthread_mutex_unlock(&r->lock);
-	return failed ? -1 : 0;
 }
 
 /* Push this worker's new completions to the live progress counters (relaxed: a watcher only

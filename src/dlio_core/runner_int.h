@@ -1,4 +1,4 @@
-/* Private to the runner (runner.c: setup, start gate, errors, results; runner_io.c: dc_run_io;
+/* Private to the runner (runner.c: setup, results (run_base.c: the gate, the first error); runner_io.c: dc_run_io;
  * runner_train.c: dc_run_train).
  */
 #ifndef DLIO_CORE_RUNNER_INT_H
@@ -10,6 +10,7 @@
 #include "bufpool.h"
 #include "core_int.h"
 #include "dlio_core/run.h"
+#include "run_base.h"
 
 #define RUN_PROGRESS_EVERY 64 /* completions between updates of the shared progress counters */
 
@@ -76,20 +77,16 @@ struct dc_run {
 	const struct dc_engine_ops *ops;
 	struct dc_worker *w;
 	unsigned nworkers; /* threads created (io: threads; train: readers, or 1) */
-	unsigned ncreated;
 	uint32_t dio_align;
 	int has_writes;
 	int need_files; /* train: some ops lie outside an OPEN..CLOSE sample */
 
-	pthread_mutex_t lock;
-	pthread_cond_t cond;  /* start gate; train: a step became ready */
+	/* the lock, the first error, the stop flag, the start gate and the clock (t0, t_ramp_end,
+	 * t_stop); b.cond is the gate's and, in train, says a step became ready */
+	struct run_base b;
 	pthread_cond_t space; /* train: the trainer consumed a step */
-	unsigned nready;
-	int go; /* 1 = run, -1 = abort */
 
-	uint64_t t0, t_ramp_end, t_stop;
 	int loop;         /* io: cycle through the ops */
-	int failed;       /* atomic: an error was recorded */
 	int quit;         /* atomic: train: the trainer is done */
 	uint64_t claimed; /* atomic: io: bytes_limit handed out */
 
@@ -102,22 +99,16 @@ struct dc_run {
 
 static inline int run_should_stop(const struct dc_run *r)
 {
-	const volatile int *stop = r->cfg->stop;
-
-	return (stop && *stop) || __atomic_load_n(&r->failed, __ATOMIC_RELAXED) ||
-	       __atomic_load_n(&r->quit, __ATOMIC_RELAXED);
+	return run_stop_asked(&r->b) || __atomic_load_n(&r->quit, __ATOMIC_RELAXED);
 }
 
 /* runner.c */
 int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run_result *res,
 		int train);
 void run_destroy(struct dc_run *r);
-void run_fail(struct dc_run *r, int err, uint32_t file, uint64_t offset, const char *what);
 void worker_io_error(struct dc_worker *w, const struct dc_io *io);
 int worker_setup(struct dc_worker *w);
 void worker_teardown(struct dc_worker *w);
-int gate_wait(struct dc_worker *w);
-int gate_open(struct dc_run *r);
 void worker_publish(struct dc_worker *w);
 void run_collect(struct dc_run *r);
 uint64_t thread_cpu_ns(void);

@@ -38,7 +38,7 @@ static int io_open_files(struct dc_worker *w)
 	use = calloc(cfg->npaths, 1);
 	if (!w->files || !use) {
 		free(use);
-		run_fail(r, ENOMEM, UINT32_MAX, 0, "memory");
+		run_fail(&r->b, ENOMEM, UINT32_MAX, 0, "memory");
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < cfg->npaths; i++) {
@@ -55,7 +55,7 @@ static int io_open_files(struct dc_worker *w)
 		ret = r->ops->open(w->eng, &w->files[i], use[i] & 2);
 		if (ret < 0) {
 			w->files[i].fd = -1;
-			run_fail(r, -ret, i, 0, "open");
+			run_fail(&r->b, -ret, i, 0, "open");
 		} else {
 			advise(&w->files[i], cfg->eng.flags);
 		}
@@ -127,7 +127,7 @@ static int io_fsync(struct dc_worker *w, uint32_t file)
 		ret = fsync(f->fd) < 0 ? -errno : 0;
 	w->fsync_ns += dc_now_ns() - t0;
 	if (ret < 0)
-		run_fail(w->run, -ret, file, 0, "fsync");
+		run_fail(&w->run->b, -ret, file, 0, "fsync");
 	return ret;
 }
 
@@ -144,7 +144,7 @@ static inline __attribute__((always_inline)) void io_loop_sync_impl(struct dc_wo
 	const struct dc_run_config *cfg = r->cfg;
 	const struct dc_op *ops = cfg->ops;
 	const uint64_t first = cfg->thread_first_op[w->id], last = cfg->thread_first_op[w->id + 1];
-	const uint64_t t_ramp = r->t_ramp_end, t_stop = r->t_stop;
+	const uint64_t t_ramp = r->b.t_ramp_end, t_stop = r->b.t_stop;
 	const int loop = r->loop, limited = cfg->bytes_limit != 0;
 	const volatile int *stop = cfg->stop;
 	int (*submit)(struct dc_engine *, struct dc_io *) = r->ops->submit;
@@ -169,7 +169,7 @@ static inline __attribute__((always_inline)) void io_loop_sync_impl(struct dc_wo
 				break;
 			idx = first;
 		}
-		if (unlikely((stop && *stop) || __atomic_load_n(&r->failed, __ATOMIC_RELAXED)))
+		if (unlikely((stop && *stop) || run_stopped(&r->b)))
 			break;
 		now = dc_now_ns();
 		if (unlikely(now >= t_stop))
@@ -223,7 +223,7 @@ static inline __attribute__((always_inline)) void io_loop_sync_impl(struct dc_wo
 			break;
 		} else {
 			w->errors++;
-			run_fail(r, ret < 0 ? -ret : EIO, op->file, op->offset, "submit");
+			run_fail(&r->b, ret < 0 ? -ret : EIO, op->file, op->offset, "submit");
 			break;
 		}
 	}
@@ -252,7 +252,7 @@ static void io_loop(struct dc_worker *w)
 	const struct dc_run_config *cfg = r->cfg;
 	const struct dc_op *ops = cfg->ops;
 	const uint64_t first = cfg->thread_first_op[w->id], last = cfg->thread_first_op[w->id + 1];
-	const uint64_t t_ramp = r->t_ramp_end, t_stop = r->t_stop;
+	const uint64_t t_ramp = r->b.t_ramp_end, t_stop = r->b.t_stop;
 	const int loop = r->loop, limited = cfg->bytes_limit != 0;
 	const volatile int *stop = cfg->stop;
 	int (*submit)(struct dc_engine *, struct dc_io *) = r->ops->submit;
@@ -278,8 +278,7 @@ static void io_loop(struct dc_worker *w)
 				idx = first;
 			}
 			/* Checked between requests, so a stop lands within one request. */
-			if (unlikely((stop && *stop) ||
-				     __atomic_load_n(&r->failed, __ATOMIC_RELAXED))) {
+			if (unlikely((stop && *stop) || run_stopped(&r->b))) {
 				issuing = 0;
 				break;
 			}
@@ -318,7 +317,7 @@ static void io_loop(struct dc_worker *w)
 			} else {
 				w->free[w->nfree++] = io;
 				w->errors++;
-				run_fail(r, -ret, op->file, op->offset, "submit");
+				run_fail(&r->b, -ret, op->file, op->offset, "submit");
 				issuing = 0;
 			}
 		}
@@ -328,7 +327,7 @@ static void io_loop(struct dc_worker *w)
 
 			if (unlikely(n < 0)) {
 				/* The ring is unusable; cleanup cancels what is still in flight. */
-				run_fail(r, -n, UINT32_MAX, 0, "reap");
+				run_fail(&r->b, -n, UINT32_MAX, 0, "reap");
 				break;
 			}
 			for (int i = 0; i < n; i++) {
@@ -354,10 +353,10 @@ static void *io_worker(void *arg)
 	int ret = worker_setup(w);
 
 	if (ret < 0)
-		run_fail(r, -ret, UINT32_MAX, 0, ret == -ENOMEM ? "memory" : "engine init");
+		run_fail(&r->b, -ret, UINT32_MAX, 0, ret == -ENOMEM ? "memory" : "engine init");
 	else
 		io_open_files(w); /* a failure is recorded and aborts the gate */
-	if (gate_wait(w) == 0) {
+	if (run_gate_wait(&r->b) == 0) {
 		uint64_t cpu0 = thread_cpu_ns(), min0, maj0;
 
 		thread_faults(&min0, &maj0);
@@ -389,21 +388,17 @@ int dc_run_io(const struct dc_run_config *cfg, struct dc_run_result *res)
 	/* Without a runtime or a byte budget, "loop" would never end: one pass. */
 	r.loop = cfg->loop && (cfg->runtime_ns || cfg->bytes_limit);
 	for (unsigned t = 0; t < r.nworkers; t++) {
-		ret = pthread_create(&r.w[t].tid, NULL, io_worker, &r.w[t]);
-		if (ret) {
-			run_fail(&r, ret, UINT32_MAX, 0, "thread");
+		if (run_start(&r.b, &r.w[t].tid, NULL, io_worker, &r.w[t]))
 			break;
-		}
 		r.w[t].created = 1;
-		r.ncreated++;
 	}
-	gate_open(&r);
+	run_gate_open(&r.b, cfg->ramp_ns, cfg->runtime_ns);
 	for (unsigned t = 0; t < r.nworkers; t++)
 		if (r.w[t].created)
 			pthread_join(r.w[t].tid, NULL);
 
-	res->t_start = r.t_ramp_end;
-	res->t_end = r.t_ramp_end;
+	res->t_start = r.b.t_ramp_end;
+	res->t_end = r.b.t_ramp_end;
 	for (unsigned t = 0; t < r.nworkers; t++)
 		if (r.w[t].t_end > res->t_end)
 			res->t_end = r.w[t].t_end;

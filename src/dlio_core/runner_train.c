@@ -21,7 +21,7 @@ static void wait_a_while(struct dc_run *r, pthread_cond_t *cv)
 
 	ts.tv_sec = (time_t)(t / 1000000000ull);
 	ts.tv_nsec = (long)(t % 1000000000ull);
-	pthread_cond_timedwait(cv, &r->lock, &ts);
+	pthread_cond_timedwait(cv, &r->b.lock, &ts);
 }
 
 static struct dc_sample *sample_get(struct dc_worker *w)
@@ -60,7 +60,7 @@ static void sample_maybe_finish(struct dc_worker *w, struct dc_sample *s)
 	ret = r->ops->close(w->eng, &s->file);
 	if (ret < 0 && !s->failed) {
 		s->failed = 1;
-		run_fail(r, -ret, s->file_idx, 0, "close");
+		run_fail(&r->b, -ret, s->file_idx, 0, "close");
 	}
 	if (!s->failed) {
 		uint64_t now = dc_now_ns();
@@ -130,7 +130,7 @@ static int persistent_file(struct dc_worker *w, const struct dc_op *op, struct d
 			sample_skip(w, NULL, op->file);
 			return 1; /* the op is left out */
 		}
-		run_fail(r, -ret, op->file, op->offset, "open");
+		run_fail(&r->b, -ret, op->file, op->offset, "open");
 	}
 	return ret;
 }
@@ -163,7 +163,7 @@ static int sample_open(struct dc_worker *w, const struct dc_op *op, struct dc_sa
 			w->skipping = 1;
 			ret = 0;
 		} else {
-			run_fail(r, -ret, op->file, op->offset, "open");
+			run_fail(&r->b, -ret, op->file, op->offset, "open");
 		}
 	}
 	*cur = s;
@@ -229,7 +229,7 @@ static inline int issue_op(struct dc_worker *w, uint64_t i, struct dc_sample **c
 		ret = 0;
 	} else {
 		w->errors++;
-		run_fail(r, -ret, op->file, op->offset, "submit");
+		run_fail(&r->b, -ret, op->file, op->offset, "submit");
 		if (s)
 			s->failed = 1;
 	}
@@ -276,7 +276,7 @@ static int read_step(struct dc_worker *w, uint64_t k)
 			uint64_t now = dc_now_ns();
 
 			if (unlikely(n < 0)) {
-				run_fail(r, -n, UINT32_MAX, 0, "reap");
+				run_fail(&r->b, -n, UINT32_MAX, 0, "reap");
 				return -1;
 			}
 			for (int j = 0; j < n; j++)
@@ -315,13 +315,13 @@ static int train_worker_setup(struct dc_worker *w)
 	int ret = worker_setup(w);
 
 	if (ret < 0) {
-		run_fail(r, -ret, UINT32_MAX, 0, ret == -ENOMEM ? "memory" : "engine init");
+		run_fail(&r->b, -ret, UINT32_MAX, 0, ret == -ENOMEM ? "memory" : "engine init");
 		return ret;
 	}
 	if (r->need_files && r->cfg->npaths) {
 		w->files = calloc(r->cfg->npaths, sizeof(*w->files));
 		if (!w->files) {
-			run_fail(r, ENOMEM, UINT32_MAX, 0, "memory");
+			run_fail(&r->b, ENOMEM, UINT32_MAX, 0, "memory");
 			return -ENOMEM;
 		}
 		for (uint32_t i = 0; i < r->cfg->npaths; i++) {
@@ -341,26 +341,26 @@ static void *reader(void *arg)
 
 	/* A setup failure is recorded in the run, which makes the gate abort for everyone. */
 	train_worker_setup(w);
-	if (gate_wait(w) == 0) {
+	if (run_gate_wait(&r->b) == 0) {
 		uint64_t cpu0 = thread_cpu_ns();
 
 		for (uint64_t k = w->id; k < cfg->nsteps; k += r->nworkers) {
 			int ok;
 
 			/* Bounded prefetch: step k may be read once the trainer has taken k - prefetch. */
-			pthread_mutex_lock(&r->lock);
+			pthread_mutex_lock(&r->b.lock);
 			while (k > r->consumed + prefetch && !run_should_stop(r))
 				wait_a_while(r, &r->space);
-			pthread_mutex_unlock(&r->lock);
+			pthread_mutex_unlock(&r->b.lock);
 			if (run_should_stop(r))
 				break;
 			ok = read_step(w, k) == 0;
 			if (!ok)
 				break;
-			pthread_mutex_lock(&r->lock);
+			pthread_mutex_lock(&r->b.lock);
 			r->ready[k] = 1;
-			pthread_cond_broadcast(&r->cond);
-			pthread_mutex_unlock(&r->lock);
+			pthread_cond_broadcast(&r->b.cond);
+			pthread_mutex_unlock(&r->b.lock);
 		}
 		w->cpu_ns = thread_cpu_ns() - cpu0;
 	}
@@ -407,13 +407,13 @@ static void trainer(struct dc_run *r)
 			ready = read_step(self, k) == 0;
 			st->t_ready = dc_now_ns();
 		} else {
-			pthread_mutex_lock(&r->lock);
+			pthread_mutex_lock(&r->b.lock);
 			while (!r->ready[k] && !run_should_stop(r))
-				wait_a_while(r, &r->cond);
+				wait_a_while(r, &r->b.cond);
 			ready = r->ready[k];
 			if (ready)
 				r->consumed = k + 1;
-			pthread_mutex_unlock(&r->lock);
+			pthread_mutex_unlock(&r->b.lock);
 			st->t_ready = dc_now_ns();
 			/* Waking a reader costs a futex syscall (10-20 us on a VM). It is done after the
 			 * batch is in hand and inside the step's compute window (the compute deadline is
@@ -439,7 +439,7 @@ static void trainer(struct dc_run *r)
 			int ret = cfg->step_hook(cfg->hook_ctx, k);
 
 			if (ret) {
-				run_fail(r, ret < 0 ? -ret : ret, UINT32_MAX, 0, "step hook");
+				run_fail(&r->b, ret < 0 ? -ret : ret, UINT32_MAX, 0, "step hook");
 				st->t_end = dc_now_ns();
 				break;
 			}
@@ -450,11 +450,11 @@ static void trainer(struct dc_run *r)
 			__atomic_fetch_add(&cfg->progress->steps, 1, __ATOMIC_RELAXED);
 	}
 	/* Readers still waiting for room or reading ahead leave now. */
-	pthread_mutex_lock(&r->lock);
+	pthread_mutex_lock(&r->b.lock);
 	__atomic_store_n(&r->quit, 1, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&r->space);
-	pthread_cond_broadcast(&r->cond);
-	pthread_mutex_unlock(&r->lock);
+	pthread_cond_broadcast(&r->b.cond);
+	pthread_mutex_unlock(&r->b.lock);
 }
 
 int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *res)
@@ -473,7 +473,7 @@ int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *res)
 		if (train_worker_setup(w) == 0) {
 			uint64_t cpu0 = thread_cpu_ns();
 
-			r.t0 = dc_now_ns();
+			r.b.t0 = dc_now_ns();
 			trainer(&r);
 			res->t_end = dc_now_ns();
 			w->cpu_ns = thread_cpu_ns() - cpu0;
@@ -484,15 +484,11 @@ int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *res)
 		worker_teardown(w);
 	} else {
 		for (unsigned t = 0; t < r.nworkers; t++) {
-			ret = pthread_create(&r.w[t].tid, NULL, reader, &r.w[t]);
-			if (ret) {
-				run_fail(&r, ret, UINT32_MAX, 0, "thread");
+			if (run_start(&r.b, &r.w[t].tid, NULL, reader, &r.w[t]))
 				break;
-			}
 			r.w[t].created = 1;
-			r.ncreated++;
 		}
-		if (gate_open(&r) == 0) {
+		if (run_gate_open(&r.b, cfg->ramp_ns, cfg->runtime_ns) == 0) {
 			uint64_t cpu0 = thread_cpu_ns();
 
 			trainer(&r);
@@ -505,7 +501,7 @@ int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *res)
 			if (r.w[t].created)
 				pthread_join(r.w[t].tid, NULL);
 	}
-	res->t_start = r.t0;
+	res->t_start = r.b.t0;
 	if (res->t_end < res->t_start)
 		res->t_end = res->t_start;
 	run_collect(&r);

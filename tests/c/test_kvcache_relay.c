@@ -1,4 +1,4 @@
-/* The relay store's protocol (kvcache_relay.c) against a helper written here: a thread that serves
+/* The relay store's protocol (kvcache/relay.c) against a helper written here: a thread that serves
  * the records from an in-memory object table, as dlio/storage/s3/worker_kv.py serves them from S3.
  * The known three-request plan of test_kvcache.c gives the same counters as the file store; the
  * helper sees each worker's hello first, the object sizes the plan has, every put's payload stamped
@@ -286,7 +286,7 @@ int main(void)
 	h.fail_op = DC_KV_RELAY_GET;
 	config(&c, &sc, &o, 1);
 	ret = dc_kv_run(&c, &r);
-	T_CHECK(ret == -EIO && r.err == EIO, "failed get: %d", ret);
+	T_CHECK(ret == -EIO && r.error.err == EIO, "failed get: %d", ret);
 
 	/* a helper that is gone: EPIPE, not a hang */
 	reset(&h);

@@ -1,5 +1,5 @@
 """The parent's side of the KV relay: the helper process (worker task `kv_relay`,
-dlio.storage.s3.worker_kv) that issues the C relay store's requests (src/dlio_core/kvcache_relay.c)
+dlio.storage.s3.worker_kv) that issues the C relay store's requests (src/dlio_core/kvcache/relay.c)
 to S3, for one C run.
 
 Started and ready before the run (client built, connection open, slots made, socket listening);

@@ -158,7 +158,7 @@ struct dc_kv_store_ops {
 extern const struct dc_kv_store_ops dc_kv_store_file;
 extern const struct dc_kv_store_ops dc_kv_store_null;
 
-/* The relay store (kvcache_relay.c): objects in a store the core has no client for (S3). Each
+/* The relay store (kvcache/relay.c): objects in a store the core has no client for (S3). Each
  * worker hands its put/get/del to a helper process as one fixed-size record on its own AF_UNIX
  * SOCK_SEQPACKET connection and waits for the reply; the payload travels in the worker's slot of
  * a shared-memory file (the put's bytes stamped there, the get's bytes landed there). The helper
@@ -343,14 +343,12 @@ struct dc_kv_result {
 	uint64_t cpu_entries, storage_entries; /* entries per tier at the end */
 	uint64_t cpu_used, storage_used; /* bytes per tier at the end (the reference's *_used) */
 	struct dc_kv_store_stats store;
-	int err; /* first error (errno), 0 if none */
-	uint64_t err_entry;
-	char err_what[48];
-	char why[256]; /* the store's reason when it could not open */
+	struct dc_error error; /* first error; file: the entry (UINT32_MAX if none) */
+	char why[256];         /* the store's reason when it could not open */
 };
 
 /* Run the plan. 0, or -errno: the first error, which stopped the run (res keeps what it
- * measured, err/err_what/err_entry say where; why the store's reason). */
+ * measured, error says where; why the store's reason). */
 DC_MUST_CHECK int dc_kv_run(const struct dc_kv_config *cfg, struct dc_kv_result *res);
 
 /* Can the store run here, for this folder? 0, or -errno with the reason in why (direct: io_uring

@@ -123,14 +123,6 @@ struct dc_run_config {
 	                              * when threads == 0); io: buffer t is worker t. */
 };
 
-/* Where and why a run failed. */
-struct dc_error {
-	int err;       /* errno, 0 if none */
-	uint32_t file; /* index into paths, UINT32_MAX if none */
-	uint64_t offset;
-	char what[32]; /* "open", "read", "write", "short read", "engine init" ... */
-};
-
 struct dc_thread_stats {
 	uint64_t ops, bytes, errors;
 	uint64_t cpu_ns;   /* thread CPU time (user + sys) during the run */

@@ -1,9 +1,10 @@
-/* Private to the KV-cache engine (kvcache_run.c, kvcache_cache.c): the run's shared state. */
+/* Private to the KV-cache engine (run.c, cache.c): the run's shared state. */
 #ifndef DLIO_CORE_KVCACHE_INT_H
 #define DLIO_CORE_KVCACHE_INT_H
 #include <pthread.h>
 #include <stdint.h>
 
+#include "../run_base.h"
 #include "dlio_core/kvcache.h"
 
 #define KV_NIL UINT32_MAX
@@ -44,15 +45,15 @@ struct kv_run {
 	pthread_mutex_t tier_lock;
 	pthread_cond_t written; /* an entry became cached (trace-replay reads wait for it) */
 	pthread_mutex_t stats_lock;
+	/* the first error, the stop flag (no new request starts), the start gate and t0; its lock and
+	 * cond guard the request queues too */
+	struct run_base b;
 	/* the request queues, one FIFO per priority (intrusive lists over the request index) */
-	pthread_mutex_t qlock;
-	pthread_cond_t qcond;
 	uint32_t *qnext;
 	uint32_t qhead[4], qtail[4];
 	uint64_t qlen;
 	unsigned active;    /* workers inside a request */
 	int dispatched;     /* every request is queued */
-	int stopping;       /* no new request starts */
 	uint32_t *conv_enq; /* turns of each conversation enqueued so far */
 	/* allocation slots: the reference's max_concurrent_allocs semaphore */
 	pthread_mutex_t slot_lock;
@@ -60,15 +61,13 @@ struct kv_run {
 	unsigned *free_slots;
 	unsigned nfree;
 	/* staging: stage_regions x stage_len bytes, a region per worker when there are fewer workers
-	 * than slots (a worker writes one entry at a time), else per slot (kvcache_cache.c stage_for) */
+	 * than slots (a worker writes one entry at a time), else per slot (cache.c stage_for) */
 	unsigned char *stage;
 	uint64_t stage_len;
 	unsigned stage_regions;
 	int stage_by_worker;
 	uint64_t *stage_filled; /* bytes of each region filled with random bytes so far */
 	struct dc_kv_store *store;
-	uint64_t start_ns;
-	int err; /* first error (also in res) */
 };
 
 struct kv_worker {
@@ -81,12 +80,8 @@ struct kv_worker {
 	unsigned char *scratch; /* where its RAM-tier reads copy to */
 };
 
-/* kvcache_run.c */
-void kv_fail(struct kv_run *r, int err, uint64_t entry, const char *what);
-void kv_log(struct kv_worker *w, uint32_t entry, uint64_t bytes, int op, int tier, int phase);
-
-/* kvcache_cache.c: the tiers. Each returns 1/0 (hit or done / miss or nothing to do) and adds the
- * storage latency the reference counts to *lat; an I/O error stops the run (kv_fail). */
+/* cache.c: the tiers. Each returns 1/0 (hit or done / miss or nothing to do) and adds the
+ * storage latency the reference counts to *lat; an I/O error stops the run (run_fail, the entry as its file). */
 int kv_cache_init(struct kv_run *r);
 void kv_cache_free(struct kv_run *r);
 int kv_access(struct kv_worker *w, uint32_t ent, int ctype, uint64_t *lat);

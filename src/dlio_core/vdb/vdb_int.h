@@ -1,12 +1,13 @@
-/* Private to the vector-search run: vdb.c (clients, the task queue, the result) and vdb_search.c (the
+/* Private to the vector-search run: run.c (clients, the task queue, the result) and search.c (the
  * search threads: one hop chain at a time on their own engine instance). */
 #ifndef DLIO_CORE_VDB_INT_H
 #define DLIO_CORE_VDB_INT_H
 #include <pthread.h>
 #include <stdint.h>
 
-#include "bufpool.h"
-#include "core_int.h"
+#include "../bufpool.h"
+#include "../core_int.h"
+#include "../run_base.h"
 #include "dlio_core/vdb.h"
 
 /* One segment search waiting for a search thread. */
@@ -59,31 +60,23 @@ struct vdb_run {
 	struct vdb_searcher *searchers;
 	uint32_t dio_align;
 
-	pthread_mutex_t lock; /* the queue, the start gate, the first error */
-	pthread_cond_t work;  /* a task was queued, or the run ends */
-	pthread_cond_t gate;
-	unsigned nready, ncreated;
-	int go; /* 1 = run, -1 = abort */
+	struct run_base b;   /* its lock guards the queue too; the clock: t0, t_stop */
+	pthread_cond_t work; /* a task was queued, or the run ends */
 	struct vdb_task *queue;
 	uint64_t qhead, qtail, qcap;
 	int closing; /* no more tasks: search threads leave when the queue is empty */
 
-	uint64_t t0, t_stop;
 	uint64_t claimed;     /* atomic: queries handed to clients */
 	uint64_t next_search; /* atomic: chains taken */
-	int failed;           /* atomic */
 };
 
-/* vdb.c */
-void vdb_fail(struct vdb_run *r, int err, uint32_t file, uint64_t offset, const char *what);
-int vdb_gate_wait(struct vdb_run *r);
-int vdb_should_stop(const struct vdb_run *r);
+/* run.c */
 /* The next task, or 0 when the run is over (the queue closed and empty). */
 int vdb_take(struct vdb_run *r, struct vdb_task *t);
 /* A segment search of task t ended at now. */
 void vdb_task_done(struct vdb_run *r, const struct vdb_task *t, uint64_t now);
 
-/* vdb_search.c */
+/* search.c */
 void *vdb_searcher_main(void *arg);
 uint64_t vdb_thread_cpu_ns(void);
 

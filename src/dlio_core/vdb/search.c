@@ -45,7 +45,7 @@ static int open_files(struct vdb_searcher *s)
 
 		if (ret < 0) {
 			s->files[i].fd = -1;
-			vdb_fail(s->run, -ret, i, 0, "open");
+			run_fail(&s->run->b, -ret, i, 0, "open");
 			return ret;
 		}
 	}
@@ -124,9 +124,9 @@ static inline int complete(struct vdb_searcher *s, struct dc_io *io, uint64_t no
 {
 	if (unlikely(io->res != (int64_t)io->len)) {
 		if (io->res < 0)
-			vdb_fail(s->run, (int)-io->res, file, io->offset, "read");
+			run_fail(&s->run->b, (int)-io->res, file, io->offset, "read");
 		else
-			vdb_fail(s->run, EIO, file, io->offset, "short read");
+			run_fail(&s->run->b, EIO, file, io->offset, "short read");
 		return -EIO;
 	}
 	s->reads++;
@@ -153,7 +153,7 @@ static inline int issue(struct vdb_searcher *s, unsigned slot, uint32_t file, ui
 	if (ret == 1)
 		return complete(s, io, dc_now_ns(), file);
 	if (ret < 0) {
-		vdb_fail(s->run, -ret, file, off, "submit");
+		run_fail(&s->run->b, -ret, file, off, "submit");
 		return ret;
 	}
 	return 1;
@@ -199,7 +199,7 @@ static int run_hop(struct vdb_searcher *s, uint32_t seg, const uint32_t *nodes, 
 		uint64_t now = dc_now_ns();
 
 		if (got < 0) {
-			vdb_fail(s->run, -got, UINT32_MAX, 0, "reap");
+			run_fail(&s->run->b, -got, UINT32_MAX, 0, "reap");
 			return got;
 		}
 		for (int i = 0; i < got; i++)
@@ -228,7 +228,7 @@ static void run_search(struct vdb_searcher *s, const struct vdb_task *t)
 	for (uint64_t h = cfg->hop_first[c]; h < cfg->hop_first[c + 1]; h++) {
 		uint64_t a = cfg->read_first[h], b = cfg->read_first[h + 1];
 
-		if (__atomic_load_n(&r->failed, __ATOMIC_RELAXED) ||
+		if (run_stopped(&r->b) ||
 		    run_hop(s, t->segment, cfg->nodes + a, (unsigned)(b - a)) < 0)
 			break;
 		s->hops++;
@@ -253,15 +253,15 @@ void *vdb_searcher_main(void *arg)
 	struct vdb_task t;
 	int ret = setup(s);
 
-	if (ret < 0 && !__atomic_load_n(&r->failed, __ATOMIC_RELAXED))
-		vdb_fail(r, -ret, UINT32_MAX, 0, ret == -ENOMEM ? "memory" : "engine init");
-	if (vdb_gate_wait(r) == 0) {
+	if (ret < 0 && !run_stopped(&r->b))
+		run_fail(&r->b, -ret, UINT32_MAX, 0, ret == -ENOMEM ? "memory" : "engine init");
+	if (run_gate_wait(&r->b) == 0) {
 		uint64_t cpu0 = vdb_thread_cpu_ns();
 
 		/* After a failure the tasks are still taken (and end at once), so that every client's
 		 * batch completes and the run winds down. */
 		while (vdb_take(r, &t)) {
-			if (__atomic_load_n(&r->failed, __ATOMIC_RELAXED))
+			if (run_stopped(&r->b))
 				vdb_task_done(r, &t, dc_now_ns());
 			else
 				run_search(s, &t);

@@ -1,6 +1,6 @@
 /* dc_kv_run: the KV-cache request engine (see kvcache.h). The calling thread is the dispatcher:
  * it queues each request at its arrival time, open loop, into one FIFO per priority; `workers`
- * threads take the highest priority first and run the request's steps (kvcache_cache.c does the
+ * threads take the highest priority first and run the request's steps (cache.c does the
  * tiers). Everything is allocated before the start gate; a request allocates only the RAM tier's
  * copy of an entry, as the reference does.
  */
@@ -11,49 +11,14 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "core_int.h"
+#include "../core_int.h"
 #include "dlio_core/fill.h"
 #include "dlio_core/timer.h"
-#include "kvcache_int.h"
+#include "kv_int.h"
 
 #define KV_POLL_NS (20 * 1000 * 1000ull) /* the dispatcher looks at the stop flag this often */
 #define KV_STACK   (256u << 10)          /* worker stacks: they recurse only 10 deep */
 #define KV_NPRIO   4                     /* queues 1..3 */
-
-void kv_fail(struct kv_run *r, int err, uint64_t entry, const char *what)
-{
-	pthread_mutex_lock(&r->qlock);
-	if (!r->err) {
-		r->err = err ? err : EIO;
-		r->res->err = r->err;
-		r->res->err_entry = entry;
-		snprintf(r->res->err_what, sizeof(r->res->err_what), "%s", what);
-	}
-	r->stopping = 1;
-	pthread_cond_broadcast(&r->qcond);
-	pthread_mutex_unlock(&r->qlock);
-}
-
-void kv_log(struct kv_worker *w, uint32_t entry, uint64_t bytes, int op, int tier, int phase)
-{
-	struct kv_run *r = w->r;
-	struct dc_kv_log *l = r->cfg->log;
-	uint64_t i;
-
-	if (!l)
-		return;
-	i = __atomic_fetch_add(&l->n, 1, __ATOMIC_RELAXED);
-	if (i < l->cap) {
-		struct dc_kv_logrec *x = &l->rec[i];
-
-		x->t_ns = r->cfg->flags & DC_KV_VIRTUAL ? w->arrival_ns : dc_now_ns() - r->start_ns;
-		x->bytes = bytes;
-		x->entry = entry;
-		x->op = (uint8_t)op;
-		x->tier = (uint8_t)tier;
-		x->phase = (uint8_t)phase;
-	}
-}
 
 /* ---- one request ---- */
 
@@ -83,7 +48,7 @@ static void run_synth(struct kv_worker *w, const struct dc_kv_req *q, uint32_t o
 			enq = q->turn + 1;
 
 		/* Every turn enqueued so far but this one: later turns not yet written miss. */
-		for (uint32_t j = 0; j < enq && j < n && !r->err; j++) {
+		for (uint32_t j = 0; j < enq && j < n && !run_failed(&r->b); j++) {
 			int hit;
 
 			if (j == q->turn)
@@ -95,7 +60,7 @@ static void run_synth(struct kv_worker *w, const struct dc_kv_req *q, uint32_t o
 			pthread_mutex_unlock(&r->stats_lock);
 		}
 	}
-	if (r->err || kv_allocate(w, own, DC_KV_NONE, 1, lat) < 0)
+	if (run_failed(&r->b) || kv_allocate(w, own, DC_KV_NONE, 1, lat) < 0)
 		return;
 	if (q->flags & DC_KV_PREFILL_ONLY)
 		return;
@@ -107,7 +72,7 @@ static void run_synth(struct kv_worker *w, const struct dc_kv_req *q, uint32_t o
 		uint32_t b = cfg->decode_batch ? cfg->decode_batch : 32;
 		uint32_t reads = (q->gen + b - 1) / b;
 
-		for (uint32_t k = 0; k < (reads ? reads : 1) && !r->err; k++)
+		for (uint32_t k = 0; k < (reads ? reads : 1) && !run_failed(&r->b); k++)
 			kv_access(w, own, ctype, lat);
 	}
 }
@@ -156,9 +121,9 @@ static void run_request(struct kv_worker *w, uint32_t i, uint64_t t_enq)
 			       : DC_KV_H_E2E_BATCH;
 
 	w->arrival_ns = q->arrival_ns;
-	for (uint32_t k = 0; k < q->nsteps && !r->err; k++)
+	for (uint32_t k = 0; k < q->nsteps && !run_failed(&r->b); k++)
 		run_step(w, q, &cfg->steps[q->first_step + k], &lat);
-	if (r->err)
+	if (run_failed(&r->b))
 		return;
 	if (gen_ns) { /* the emulated token generation (generation_mode fast / realistic) */
 		struct timespec ts = { (time_t)(gen_ns / 1000000000ull),
@@ -211,21 +176,48 @@ static uint32_t q_pop(struct kv_run *r)
 	return KV_NIL;
 }
 
-/* The start gate: workers open their store state, say they are ready, and wait for go. */
-struct kv_gate {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	unsigned ready;
-	int go;
-};
-
 struct kv_worker_arg {
 	struct kv_worker *w;
 	uint64_t *t_enq; /* when each request was queued: written before the push, read after the
-			  * pop, both under qlock */
-	struct kv_gate *gate;
+			  * pop, both under the run's lock */
 };
 
+/* Take requests, highest priority first, until the run stops or every request is done. */
+static void serve(struct kv_worker *w, const uint64_t *t_enq)
+{
+	struct kv_run *r = w->r;
+
+	for (;;) {
+		uint32_t i;
+		uint64_t t;
+
+		pthread_mutex_lock(&r->b.lock);
+		while (!run_stopped(&r->b) && !r->qlen && !r->dispatched)
+			pthread_cond_wait(&r->b.cond, &r->b.lock);
+		if (run_stopped(&r->b) || !r->qlen) {
+			pthread_mutex_unlock(&r->b.lock);
+			break;
+		}
+		i = q_pop(r);
+		t = t_enq[i];
+		r->active++;
+		pthread_mutex_unlock(&r->b.lock);
+		if (*r->cfg->stop) { /* dequeued after the stop: not started, as in the reference */
+			pthread_mutex_lock(&r->stats_lock);
+			r->res->count[DC_KV_C_REQUESTS_DROPPED]++;
+			pthread_mutex_unlock(&r->stats_lock);
+		} else {
+			run_request(w, i, t);
+		}
+		pthread_mutex_lock(&r->b.lock);
+		r->active--;
+		if (!r->active && !r->qlen)
+			pthread_cond_broadcast(&r->b.cond);
+		pthread_mutex_unlock(&r->b.lock);
+	}
+}
+
+/* A worker opens its store state and its scratch before the start gate. */
 static void *worker_main(void *arg)
 {
 	struct kv_worker_arg *a = arg;
@@ -234,43 +226,11 @@ static void *worker_main(void *arg)
 	int ret = r->cfg->store->worker_open(r->store, w->id, &w->sw);
 
 	if (ret < 0)
-		kv_fail(r, -ret, UINT64_MAX, "store worker");
+		run_fail(&r->b, -ret, UINT32_MAX, 0, "store worker");
 	else if (kv_worker_scratch(w) < 0)
-		kv_fail(r, ENOMEM, UINT64_MAX, "memory");
-	pthread_mutex_lock(&a->gate->lock);
-	a->gate->ready++;
-	pthread_cond_broadcast(&a->gate->cond);
-	while (!a->gate->go)
-		pthread_cond_wait(&a->gate->cond, &a->gate->lock);
-	pthread_mutex_unlock(&a->gate->lock);
-	for (;;) {
-		uint32_t i;
-		uint64_t t;
-
-		pthread_mutex_lock(&r->qlock);
-		while (!r->stopping && !r->qlen && !r->dispatched)
-			pthread_cond_wait(&r->qcond, &r->qlock);
-		if (r->stopping || !r->qlen) {
-			pthread_mutex_unlock(&r->qlock);
-			break;
-		}
-		i = q_pop(r);
-		t = a->t_enq[i];
-		r->active++;
-		pthread_mutex_unlock(&r->qlock);
-		if (*r->cfg->stop) { /* dequeued after the stop: not started, as in the reference */
-			pthread_mutex_lock(&r->stats_lock);
-			r->res->count[DC_KV_C_REQUESTS_DROPPED]++;
-			pthread_mutex_unlock(&r->stats_lock);
-		} else {
-			run_request(w, i, t);
-		}
-		pthread_mutex_lock(&r->qlock);
-		r->active--;
-		if (!r->active && !r->qlen)
-			pthread_cond_broadcast(&r->qcond);
-		pthread_mutex_unlock(&r->qlock);
-	}
+		run_fail(&r->b, ENOMEM, UINT32_MAX, 0, "memory");
+	if (run_gate_wait(&r->b) == 0)
+		serve(w, a->t_enq);
 	if (w->sw)
 		r->cfg->store->worker_close(w->sw);
 	free(w->scratch);
@@ -293,31 +253,33 @@ static void sleep_until(uint64_t t)
 
 static void set_stopping(struct kv_run *r)
 {
-	pthread_mutex_lock(&r->qlock);
-	if (!r->stopping) {
-		r->stopping = 1;
+	pthread_mutex_lock(&r->b.lock);
+	if (!run_stopped(&r->b)) {
+		__atomic_store_n(&r->b.stop, 1, __ATOMIC_RELAXED);
 		r->res->stop_ns = dc_now_ns();
 	}
-	pthread_cond_broadcast(&r->qcond);
-	pthread_mutex_unlock(&r->qlock);
+	pthread_cond_broadcast(&r->b.cond);
+	pthread_mutex_unlock(&r->b.lock);
 }
 
 /* The open-loop arrivals, then the wait for the deadline (or for the last request, DRAIN). */
 static void dispatch(struct kv_run *r, uint64_t *t_enq)
 {
 	const struct dc_kv_config *cfg = r->cfg;
-	uint64_t t0 = r->start_ns;
+	uint64_t t0 = r->b.t0;
 	uint64_t deadline = cfg->duration_ns ? t0 + cfg->duration_ns : UINT64_MAX;
 	int asap = !!(cfg->flags & (DC_KV_ASAP | DC_KV_VIRTUAL));
 
 	for (uint64_t i = 0; i < cfg->nreqs; i++) {
 		uint64_t due = asap ? t0 : t0 + cfg->reqs[i].arrival_ns, now;
 
-		while ((now = dc_now_ns()) < due && now < deadline && !*cfg->stop && !r->stopping)
+		while ((now = dc_now_ns()) < due && now < deadline && !*cfg->stop &&
+		       !run_stopped(&r->b))
 			sleep_until(due < deadline ? due : deadline);
-		if ((now >= deadline && !(cfg->flags & DC_KV_VIRTUAL)) || *cfg->stop || r->stopping)
+		if ((now >= deadline && !(cfg->flags & DC_KV_VIRTUAL)) || *cfg->stop ||
+		    run_stopped(&r->b))
 			break;
-		pthread_mutex_lock(&r->qlock);
+		pthread_mutex_lock(&r->b.lock);
 		t_enq[i] = dc_now_ns();
 		if (cfg->steps[cfg->reqs[i].first_step].kind == DC_KV_SYNTH &&
 		    cfg->reqs[i].conv <
@@ -325,25 +287,25 @@ static void dispatch(struct kv_run *r, uint64_t *t_enq)
 			__atomic_fetch_add(&r->conv_enq[cfg->reqs[i].conv], 1, __ATOMIC_RELEASE);
 		q_push(r, (uint32_t)i);
 		r->res->enqueued++;
-		pthread_cond_signal(&r->qcond);
-		pthread_mutex_unlock(&r->qlock);
+		pthread_cond_signal(&r->b.cond);
+		pthread_mutex_unlock(&r->b.lock);
 		if (cfg->progress)
 			__atomic_store_n(&cfg->progress->queued, r->res->enqueued,
 					 __ATOMIC_RELAXED);
 	}
-	pthread_mutex_lock(&r->qlock);
+	pthread_mutex_lock(&r->b.lock);
 	r->dispatched = 1;
-	pthread_cond_broadcast(&r->qcond);
-	pthread_mutex_unlock(&r->qlock);
+	pthread_cond_broadcast(&r->b.cond);
+	pthread_mutex_unlock(&r->b.lock);
 	for (;;) {
 		uint64_t now = dc_now_ns();
 		int idle;
 
-		pthread_mutex_lock(&r->qlock);
+		pthread_mutex_lock(&r->b.lock);
 		idle = !r->qlen && !r->active;
-		pthread_mutex_unlock(&r->qlock);
+		pthread_mutex_unlock(&r->b.lock);
 		if ((now >= deadline && !(cfg->flags & DC_KV_VIRTUAL)) || *cfg->stop ||
-		    r->stopping ||
+		    run_stopped(&r->b) ||
 		    ((cfg->flags & (DC_KV_DRAIN | DC_KV_VIRTUAL) || deadline == UINT64_MAX) &&
 		     idle))
 			break;
@@ -393,8 +355,6 @@ static int setup(struct kv_run *r)
 
 	if (ret < 0)
 		return ret;
-	pthread_mutex_init(&r->qlock, NULL);
-	pthread_cond_init(&r->qcond, NULL);
 	pthread_mutex_init(&r->stats_lock, NULL);
 	pthread_mutex_init(&r->slot_lock, NULL);
 	pthread_cond_init(&r->slot_cond, NULL);
@@ -440,8 +400,6 @@ static void teardown(struct kv_run *r)
 	free(r->free_slots);
 	free(r->stage);
 	free(r->stage_filled);
-	pthread_mutex_destroy(&r->qlock);
-	pthread_cond_destroy(&r->qcond);
 	pthread_mutex_destroy(&r->stats_lock);
 	pthread_mutex_destroy(&r->slot_lock);
 	pthread_cond_destroy(&r->slot_cond);
@@ -453,9 +411,7 @@ int dc_kv_run(const struct dc_kv_config *cfg, struct dc_kv_result *res)
 	struct kv_worker *ws = NULL;
 	struct kv_worker_arg *args = NULL;
 	uint64_t *t_enq = NULL;
-	struct kv_gate gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
 	pthread_attr_t attr;
-	unsigned started = 0;
 	int ret;
 
 	memset(res, 0, sizeof(*res));
@@ -465,6 +421,7 @@ int dc_kv_run(const struct dc_kv_config *cfg, struct dc_kv_result *res)
 	memset(&r, 0, sizeof(r));
 	r.cfg = cfg;
 	r.res = res;
+	run_base_init(&r.b, &res->error, NULL, cfg->stop);
 	ret = setup(&r);
 	if (ret == 0)
 		ret = cfg->store->open(&r.store, cfg->store_cfg, res->why, sizeof(res->why));
@@ -485,24 +442,16 @@ int dc_kv_run(const struct dc_kv_config *cfg, struct dc_kv_result *res)
 		ws[i].id = i;
 		args[i].w = &ws[i];
 		args[i].t_enq = t_enq;
-		args[i].gate = &gate;
-		if (pthread_create(&ws[i].th, &attr, worker_main, &args[i]) != 0) {
-			kv_fail(&r, EAGAIN, UINT64_MAX, "thread");
+		if (run_start(&r.b, &ws[i].th, &attr, worker_main, &args[i]))
 			break;
-		}
 		ws[i].started = 1;
-		started++;
 	}
 	pthread_attr_destroy(&attr);
-	pthread_mutex_lock(&gate.lock);
-	while (gate.ready < started)
-		pthread_cond_wait(&gate.cond, &gate.lock);
-	r.start_ns = res->start_ns = dc_now_ns();
-	gate.go = 1;
-	pthread_cond_broadcast(&gate.cond);
-	pthread_mutex_unlock(&gate.lock);
-	if (!r.err)
+	if (run_gate_open(&r.b, 0, 0) == 0)
 		dispatch(&r, t_enq);
+	else
+		r.b.t0 = dc_now_ns(); /* it never started: its times still in order */
+	res->start_ns = r.b.t0;
 	set_stopping(&r);
 	for (unsigned i = 0; i < cfg->workers; i++)
 		if (ws[i].started)
@@ -513,12 +462,13 @@ int dc_kv_run(const struct dc_kv_config *cfg, struct dc_kv_result *res)
 	res->storage_entries = r.tier[DC_KV_STORAGE].count;
 	res->cpu_used = r.tier[DC_KV_CPU].used;
 	res->storage_used = r.tier[DC_KV_STORAGE].used;
-	ret = r.err ? -r.err : 0;
+	ret = res->error.err ? -res->error.err : 0;
 out:
 	free(args);
 	free(ws);
 	free(t_enq);
 	teardown(&r);
+	run_base_destroy(&r.b);
 	return ret;
 }
 

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "core_int.h"
+#include "../core_int.h"
 #include "dlio_core/fill.h"
 #include "dlio_core/timer.h"
-#include "kvcache_int.h"
+#include "kv_int.h"
 
 #define KV_SCRATCH     (256u << 10) /* RAM-tier reads copy the entry out through this, per worker */
 #define KV_MAX_DEPTH   10           /* the reference's eviction.max_recursion_depth */
@@ -98,6 +98,28 @@ static void progress_add(struct kv_run *r, int write, uint64_t bytes)
 				   __ATOMIC_RELAXED);
 }
 
+/* The operation log (cfg->log): one record per tier read or write, when the caller asked for it. */
+static void kv_log(struct kv_worker *w, uint32_t entry, uint64_t bytes, int op, int tier, int phase)
+{
+	struct kv_run *r = w->r;
+	struct dc_kv_log *l = r->cfg->log;
+	uint64_t i;
+
+	if (!l)
+		return;
+	i = __atomic_fetch_add(&l->n, 1, __ATOMIC_RELAXED);
+	if (i < l->cap) {
+		struct dc_kv_logrec *x = &l->rec[i];
+
+		x->t_ns = r->cfg->flags & DC_KV_VIRTUAL ? w->arrival_ns : dc_now_ns() - r->b.t0;
+		x->bytes = bytes;
+		x->entry = entry;
+		x->op = (uint8_t)op;
+		x->tier = (uint8_t)tier;
+		x->phase = (uint8_t)phase;
+	}
+}
+
 /* ---- the two tiers' I/O ---- */
 
 static int storage_get(struct kv_worker *w, uint32_t ent, uint64_t *total, struct dc_kv_timing *t)
@@ -118,7 +140,7 @@ static int storage_get(struct kv_worker *w, uint32_t ent, uint64_t *total, struc
 		t->device_ns += ct.device_ns;
 		t->host_ns += ct.host_ns;
 		if (ret < 0) {
-			kv_fail(r, -ret, ent, "read");
+			run_fail(&r->b, -ret, ent, 0, "read");
 			return ret;
 		}
 	}
@@ -156,7 +178,7 @@ static int storage_put(struct kv_worker *w, uint32_t ent, unsigned char *stage,
 		t->device_ns += ct.device_ns;
 		t->host_ns += ct.host_ns;
 		if (ret < 0) {
-			kv_fail(r, -ret, ent, "write");
+			run_fail(&r->b, -ret, ent, 0, "write");
 			return ret;
 		}
 	}
@@ -176,7 +198,7 @@ static void storage_del(struct kv_worker *w, uint32_t ent)
 		obj_at(r, ent, k, &o, &off);
 		ret = r->cfg->store->del(w->sw, &o);
 		if (ret < 0 && ret != -ENOENT) {
-			kv_fail(r, -ret, ent, "delete");
+			run_fail(&r->b, -ret, ent, 0, "delete");
 			return;
 		}
 	}
@@ -351,7 +373,7 @@ static int ensure_space(struct kv_worker *w, int tier, uint64_t need, int depth)
 	max_ev = t->count + 100 > 1000 ? t->count + 100 : 1000;
 	max_ev = max_ev < 5000 ? max_ev : 5000;
 	pthread_mutex_unlock(&r->tier_lock);
-	for (uint64_t n = 0; n < max_ev && !r->err; n++) {
+	for (uint64_t n = 0; n < max_ev && !run_failed(&r->b); n++) {
 		uint32_t v;
 		uint64_t vbytes;
 
@@ -569,14 +591,14 @@ int kv_allocate(struct kv_worker *w, uint32_t ent, int forced, int prefill, uint
 	} else {
 		tier = pick_tier(w, bytes);
 	}
-	if (!r->err) {
+	if (!run_failed(&r->b)) {
 		if (tier == DC_KV_CPU) {
 			uint64_t t0 = dc_now_ns();
 
 			ret = ram_put(r, e, ent, stage);
 			total = dc_now_ns() - t0;
 			if (ret < 0)
-				kv_fail(r, -ret, ent, "RAM tier");
+				run_fail(&r->b, -ret, ent, 0, "RAM tier");
 		} else {
 			ret = storage_put(w, ent, stage, NULL, &total, &t);
 		}
@@ -646,7 +668,7 @@ int kv_is_cached(struct kv_run *r, uint32_t ent)
 void kv_wait_written(struct kv_run *r, uint32_t ent)
 {
 	pthread_mutex_lock(&r->tier_lock);
-	while (r->e[ent].loc == DC_KV_NONE && !r->stopping && !r->err) {
+	while (r->e[ent].loc == DC_KV_NONE && !run_stopped(&r->b)) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);

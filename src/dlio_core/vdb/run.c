@@ -1,6 +1,6 @@
 /* dc_vdb_run: the vector-search run (vdb.h). Query clients send batches and wait for them; the
- * search pool (vdb_search.c) runs the segment searches. This file holds the config checks, the
- * task queue, the start gate, the clients and the result.
+ * search pool (search.c) runs the segment searches. This file holds the config checks, the
+ * task queue, the clients and the result (the start gate and the first error: run_base.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,71 +14,17 @@
 #define VDB_MAX_PQ     64u
 #define VDB_MAX_THREAD 4096u
 
-void vdb_fail(struct vdb_run *r, int err, uint32_t file, uint64_t offset, const char *what)
-{
-	struct dc_error *e = &r->res->error;
-
-	pthread_mutex_lock(&r->lock);
-	if (!e->err) {
-		e->err = err > 0 ? err : EIO;
-		e->file = file;
-		e->offset = offset;
-		strncpy(e->what, what, sizeof(e->what) - 1);
-		e->what[sizeof(e->what) - 1] = '\0';
-	}
-	__atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&r->lock);
-}
-
-int vdb_should_stop(const struct vdb_run *r)
-{
-	const volatile int *stop = r->cfg->stop;
-
-	return (stop && *stop) || __atomic_load_n(&r->failed, __ATOMIC_RELAXED);
-}
-
-/* Every thread reports in (set up, or failed with the error recorded) and waits for the start. */
-int vdb_gate_wait(struct vdb_run *r)
-{
-	int go;
-
-	pthread_mutex_lock(&r->lock);
-	r->nready++;
-	pthread_cond_broadcast(&r->gate);
-	while (!r->go)
-		pthread_cond_wait(&r->gate, &r->lock);
-	go = r->go;
-	pthread_mutex_unlock(&r->lock);
-	return go > 0 ? 0 : -1;
-}
-
-static void gate_open(struct vdb_run *r)
-{
-	pthread_mutex_lock(&r->lock);
-	while (r->nready < r->ncreated)
-		pthread_cond_wait(&r->gate, &r->lock);
-	if (__atomic_load_n(&r->failed, __ATOMIC_RELAXED)) {
-		r->go = -1;
-	} else {
-		r->t0 = dc_now_ns();
-		r->t_stop = r->cfg->runtime_ns ? r->t0 + r->cfg->runtime_ns : UINT64_MAX;
-		r->go = 1;
-	}
-	pthread_cond_broadcast(&r->gate);
-	pthread_mutex_unlock(&r->lock);
-}
-
 int vdb_take(struct vdb_run *r, struct vdb_task *t)
 {
-	pthread_mutex_lock(&r->lock);
+	pthread_mutex_lock(&r->b.lock);
 	while (r->qhead == r->qtail && !r->closing)
-		pthread_cond_wait(&r->work, &r->lock);
+		pthread_cond_wait(&r->work, &r->b.lock);
 	if (r->qhead == r->qtail) {
-		pthread_mutex_unlock(&r->lock);
+		pthread_mutex_unlock(&r->b.lock);
 		return 0;
 	}
 	*t = r->queue[r->qhead++ % r->qcap];
-	pthread_mutex_unlock(&r->lock);
+	pthread_mutex_unlock(&r->b.lock);
 	return 1;
 }
 
@@ -103,7 +49,7 @@ static uint32_t claim(struct vdb_run *r)
 	const struct dc_vdb_config *cfg = r->cfg;
 	uint64_t prev;
 
-	if (vdb_should_stop(r) || dc_now_ns() >= r->t_stop)
+	if (run_stop_asked(&r->b) || dc_now_ns() >= r->b.t_stop)
 		return 0;
 	if (!cfg->queries)
 		return cfg->batch;
@@ -120,9 +66,9 @@ static void *client_main(void *arg)
 	const struct dc_vdb_config *cfg = r->cfg;
 	uint32_t nb;
 
-	if (vdb_gate_wait(r) < 0)
+	if (run_gate_wait(&r->b) < 0)
 		return NULL;
-	cl->t_end = r->t0;
+	cl->t_end = r->b.t0;
 	while ((nb = claim(r)) > 0) {
 		uint64_t t0, t1;
 
@@ -130,7 +76,7 @@ static void *client_main(void *arg)
 		for (uint32_t q = 0; q < nb; q++)
 			__atomic_store_n(&cl->query_left[q], cfg->segments, __ATOMIC_RELAXED);
 		t0 = dc_now_ns();
-		pthread_mutex_lock(&r->lock);
+		pthread_mutex_lock(&r->b.lock);
 		for (uint32_t q = 0; q < nb; q++)
 			for (uint32_t s = 0; s < cfg->segments; s++) {
 				struct vdb_task *t = &r->queue[r->qtail++ % r->qcap];
@@ -140,7 +86,7 @@ static void *client_main(void *arg)
 				t->segment = s;
 			}
 		pthread_cond_broadcast(&r->work);
-		pthread_mutex_unlock(&r->lock);
+		pthread_mutex_unlock(&r->b.lock);
 
 		pthread_mutex_lock(&cl->lock);
 		while (__atomic_load_n(&cl->left, __ATOMIC_ACQUIRE))
@@ -199,29 +145,27 @@ static int prepare(struct vdb_run *r, const struct dc_vdb_config *cfg, struct dc
 	memset(r, 0, sizeof(*r));
 	r->cfg = cfg;
 	r->res = res;
-	pthread_mutex_init(&r->lock, NULL);
-	pthread_cond_init(&r->work, NULL);
-	pthread_cond_init(&r->gate, NULL);
 	memset(res, 0, sizeof(*res));
+	run_base_init(&r->b, &res->error, NULL, cfg->stop);
+	pthread_cond_init(&r->work, NULL);
 	dc_hist_init(&res->query_lat);
 	dc_hist_init(&res->batch_lat);
 	dc_hist_init(&res->hop_lat);
 	dc_hist_init(&res->read_lat);
-	res->error.file = UINT32_MAX;
 	ret = check_config(cfg);
 	if (ret < 0) {
-		vdb_fail(r, -ret, UINT32_MAX, 0, "config");
+		run_fail(&r->b, -ret, UINT32_MAX, 0, "config");
 		return ret;
 	}
 	r->ops = dc_engine_find(cfg->engine);
 	if (!r->ops) {
-		vdb_fail(r, ENOENT, UINT32_MAX, 0, "engine");
+		run_fail(&r->b, ENOENT, UINT32_MAX, 0, "engine");
 		return -ENOENT;
 	}
 	ret = dc_engine_available(cfg->engine, why, sizeof(why));
 	if (ret < 0 || (cfg->direct && !(r->ops->caps & DC_CAP_DIRECT))) {
 		ret = ret < 0 ? ret : -EOPNOTSUPP;
-		vdb_fail(r, -ret, UINT32_MAX, 0, "engine");
+		run_fail(&r->b, -ret, UINT32_MAX, 0, "engine");
 		return ret;
 	}
 	r->dio_align = DC_VDB_SECTOR;
@@ -236,7 +180,7 @@ static int prepare(struct vdb_run *r, const struct dc_vdb_config *cfg, struct dc
 	r->clients = calloc(cfg->clients, sizeof(*r->clients));
 	r->searchers = calloc(cfg->search_threads, sizeof(*r->searchers));
 	if (!r->queue || !r->clients || !r->searchers) {
-		vdb_fail(r, ENOMEM, UINT32_MAX, 0, "memory");
+		run_fail(&r->b, ENOMEM, UINT32_MAX, 0, "memory");
 		return -ENOMEM;
 	}
 	for (unsigned c = 0; c < cfg->clients; c++) {
@@ -251,7 +195,7 @@ static int prepare(struct vdb_run *r, const struct dc_vdb_config *cfg, struct dc
 		cl->query_lat = malloc(sizeof(*cl->query_lat));
 		cl->batch_lat = malloc(sizeof(*cl->batch_lat));
 		if (!cl->query_left || !cl->query_end || !cl->query_lat || !cl->batch_lat) {
-			vdb_fail(r, ENOMEM, UINT32_MAX, 0, "memory");
+			run_fail(&r->b, ENOMEM, UINT32_MAX, 0, "memory");
 			return -ENOMEM;
 		}
 		dc_hist_init(cl->query_lat);
@@ -269,7 +213,7 @@ static void collect(struct vdb_run *r)
 	const struct dc_vdb_config *cfg = r->cfg;
 	struct dc_vdb_result *res = r->res;
 
-	res->t_start = res->t_end = r->t0;
+	res->t_start = res->t_end = r->b.t0;
 	for (unsigned c = 0; c < cfg->clients; c++) {
 		struct vdb_client *cl = &r->clients[c];
 
@@ -327,22 +271,7 @@ static void destroy(struct vdb_run *r)
 	free(r->searchers);
 	free(r->queue);
 	pthread_cond_destroy(&r->work);
-	pthread_cond_destroy(&r->gate);
-	pthread_mutex_destroy(&r->lock);
-}
-
-static void start(struct vdb_run *r, pthread_t *tid, int *created, void *(*fn)(void *), void *arg)
-{
-	int ret = pthread_create(tid, NULL, fn, arg);
-
-	if (ret) {
-		vdb_fail(r, ret, UINT32_MAX, 0, "thread");
-		return;
-	}
-	*created = 1;
-	pthread_mutex_lock(&r->lock);
-	r->ncreated++;
-	pthread_mutex_unlock(&r->lock);
+	run_base_destroy(&r->b);
 }
 
 int dc_vdb_run(const struct dc_vdb_config *cfg, struct dc_vdb_result *res)
@@ -355,18 +284,19 @@ int dc_vdb_run(const struct dc_vdb_config *cfg, struct dc_vdb_result *res)
 		return ret;
 	}
 	for (unsigned t = 0; t < cfg->search_threads; t++)
-		start(&r, &r.searchers[t].tid, &r.searchers[t].created, vdb_searcher_main,
-		      &r.searchers[t]);
+		r.searchers[t].created = !run_start(&r.b, &r.searchers[t].tid, NULL,
+						    vdb_searcher_main, &r.searchers[t]);
 	for (unsigned c = 0; c < cfg->clients; c++)
-		start(&r, &r.clients[c].tid, &r.clients[c].created, client_main, &r.clients[c]);
-	gate_open(&r);
+		r.clients[c].created =
+			!run_start(&r.b, &r.clients[c].tid, NULL, client_main, &r.clients[c]);
+	run_gate_open(&r.b, 0, cfg->runtime_ns);
 	for (unsigned c = 0; c < cfg->clients; c++)
 		if (r.clients[c].created)
 			pthread_join(r.clients[c].tid, NULL);
-	pthread_mutex_lock(&r.lock);
+	pthread_mutex_lock(&r.b.lock);
 	r.closing = 1;
 	pthread_cond_broadcast(&r.work);
-	pthread_mutex_unlock(&r.lock);
+	pthread_mutex_unlock(&r.b.lock);
 	for (unsigned t = 0; t < cfg->search_threads; t++)
 		if (r.searchers[t].created)
 			pthread_join(r.searchers[t].tid, NULL);

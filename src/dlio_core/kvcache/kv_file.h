@@ -1,13 +1,15 @@
-/* Private to the KV file store: kvcache_file.c (the store, compat mode) and kvcache_direct.c
+/* Private to the KV file store: file.c (the store, compat mode) and direct.c
  * (direct mode: O_DIRECT through io_uring). */
 #ifndef DLIO_CORE_KVCACHE_FILE_H
 #define DLIO_CORE_KVCACHE_FILE_H
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "dlio_core/kvcache.h"
-#include "uring_ring.h"
+#include "../uring_ring.h"
 
 #define KV_DIRECT_HDR 4096u /* direct mode: the .npy header fills the first block */
 #define KV_COMPAT_HDR 128u  /* compat: numpy's own header length for these shapes */
@@ -25,7 +27,7 @@ struct dc_kv_store {
 	pthread_mutex_t lock;
 };
 
-struct kv_direct; /* kvcache_direct.c */
+struct kv_direct; /* direct.c */
 
 struct dc_kv_worker {
 	struct dc_kv_store *s;
@@ -40,10 +42,22 @@ struct dc_kv_worker {
 	char path[PATH_MAX];
 };
 
-/* The object's file name into w->path. 0 or -ENAMETOOLONG. */
-int kv_file_path(struct dc_kv_worker *w, const struct dc_kv_obj *o);
+/* The object's file name into w->path. 0 or -ENAMETOOLONG. Here, not in file.c, so that direct.c
+ * needs only this header: file.c calls direct.c, never the other way. */
+static inline int kv_file_path(struct dc_kv_worker *w, const struct dc_kv_obj *o)
+{
+	int n;
 
-/* kvcache_direct.c */
+	if (o->chunk)
+		n = snprintf(w->path, sizeof(w->path), "%s/kv_%08llx_c%05u.npy", w->s->dir,
+			     (unsigned long long)o->entry, o->chunk);
+	else
+		n = snprintf(w->path, sizeof(w->path), "%s/kv_%08llx.npy", w->s->dir,
+			     (unsigned long long)o->entry);
+	return n < 0 || (size_t)n >= sizeof(w->path) ? -ENAMETOOLONG : 0;
+}
+
+/* direct.c */
 int kv_direct_check(const char *dir, char *why, size_t whylen);
 int kv_direct_worker_open(struct dc_kv_worker *w);
 void kv_direct_worker_close(struct dc_kv_worker *w);

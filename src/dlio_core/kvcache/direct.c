@@ -12,11 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core_int.h"
+#include "../core_int.h"
 #include "dlio_core/engine.h"
 #include "dlio_core/timer.h"
-#include "engines/engines.h"
-#include "kvcache_file.h"
+#include "../engines/engines.h"
+#include "kv_file.h"
 
 #ifdef DC_URING
 

@@ -10,7 +10,7 @@
  * A payload larger than the staging buffer is written in staging-sized write() calls (counted as
  * split_writes). Timing follows the reference: a write's device time is the fsync, its host time
  * the rest; a read's device time is the second open to its close, its host time the drop.
- * direct mode is in kvcache_direct.c.
+ * direct mode is in direct.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,9 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core_int.h"
+#include "../core_int.h"
 #include "dlio_core/timer.h"
-#include "kvcache_file.h"
+#include "kv_file.h"
 
 /* The memory behind compat's read window: about a core's L2 cache. The kernel's copy out of the page
  * cache then writes into lines the core holds instead of streaming them to DRAM and back: cached
@@ -33,19 +33,6 @@
 #define KV_SINK_SPREAD   (64u << 10)  /* workers' places in the window are this far apart */
 #define KV_DIRECT_SPREAD (256u << 10) /* direct mode's (O_DIRECT: page aligned, own memory) */
 #define KV_DROP_CHECK    (4u << 20)   /* the drop check looks at the first 4 MiB of a file */
-
-int kv_file_path(struct dc_kv_worker *w, const struct dc_kv_obj *o)
-{
-	int n;
-
-	if (o->chunk)
-		n = snprintf(w->path, sizeof(w->path), "%s/kv_%08llx_c%05u.npy", w->s->dir,
-			     (unsigned long long)o->entry, o->chunk);
-	else
-		n = snprintf(w->path, sizeof(w->path), "%s/kv_%08llx.npy", w->s->dir,
-			     (unsigned long long)o->entry);
-	return n < 0 || (size_t)n >= sizeof(w->path) ? -ENAMETOOLONG : 0;
-}
 
 static uint64_t round_up(uint64_t x, uint64_t a)
 {
