@@ -15,6 +15,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 DLIO = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dlio")
 
+
 def _family_packages() -> Set[str]:
     """The packages of dlio/ with a family.py that defines FAMILY (dlio.jobs.registry), training apart: a
     new family takes its place in the families' layer without a line here."""

@@ -46,7 +46,7 @@ ERRNO = {  # an s3dlio failure's class (dlio.storage.s3.failures) -> the errno t
 
 
 def object_key(prefix: str, entry: int, chunk: int) -> str:
-    """An object's key: the file store's names (src/dlio_core/kvcache/file.c), the raw KV bytes (.bin, no .npy header)."""
+    """An object's key: the file store's names (src/dlio_core/kvcache/file.c), the raw KV bytes (no .npy header)."""
     return f"{prefix}kv_{entry:08x}.bin" if chunk == 0 else f"{prefix}kv_{entry:08x}_c{chunk:05d}.bin"
 
 
