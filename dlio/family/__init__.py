@@ -32,12 +32,19 @@ class RunContext:
 
 class Run(Protocol):
     """One run of a family on this rank, its config checked and its plan made (Family.plan). The driver
-    calls, in order: describe (--dry-run stops here), check_access (rank 0), prepare (every rank, once the
-    output folder exists), measure (stop signals deferred), then keep_partial (each rank, when a rank
-    failed in a multi-rank job) or write (rank 0, with every rank's records)."""
+    calls, in order: describe (--dry-run stops here), check (every rank), check_access (rank 0),
+    prepare (every rank, once the output folder exists), measure (stop signals deferred), then
+    keep_partial (each rank, when a rank failed in a multi-rank job) or write (rank 0, with every
+    rank's records)."""
 
     def describe(self) -> List[str]:
         """The plan in words: what --dry-run prints after the config."""
+        ...
+
+    def check(self) -> None:
+        """Every rank, once --dry-run has stopped: what this host or the rules cannot honour (memory for
+        the buffers, the queue depth, MLPerf's dataset size), refused before any folder exists. Collective;
+        a DlioError refuses the run. A plan (and so --dry-run) makes no request and reads no limit."""
         ...
 
     def check_access(self) -> None:

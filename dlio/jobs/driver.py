@@ -1,10 +1,11 @@
 """One lifecycle for every workload family's run (dlio.family):
 
-  plan (the config checked, the backend made once) -> --dry-run prints the plan and stops -> rank 0
-  checks the storage places -> the output folder is made and locked -> prepare -> measure, with
-  Ctrl-C / SIGTERM deferred to a check between steps and other ranks' stops watched -> gather and
-  write on rank 0 (or, when a rank failed in a multi-rank job, each rank keeps its own records and
-  tells the others) -> the folder unlocked -> the failure re-raised (the CLI makes it the exit status).
+  plan (the config checked, the backend made once) -> --dry-run prints the plan and stops -> every
+  rank checks what the host cannot honour -> rank 0 checks the storage's settings and places -> the
+  output folder is made and locked -> prepare -> measure, with Ctrl-C / SIGTERM deferred to a check
+  between steps and other ranks' stops watched -> gather and write on rank 0 (or, when a rank failed
+  in a multi-rank job, each rank keeps its own records and tells the others) -> the folder unlocked
+  -> the failure re-raised (the CLI makes it the exit status).
 
 A run refused before it measured leaves no output folder behind."""
 
@@ -40,7 +41,15 @@ def run(
             for line in [cfg.to_yaml().rstrip(), "---", *lines]:
                 ctx.echo(line)
         return None
-    comm.agree(job.check_access)
+    job.check()
+
+    def check_storage() -> None:
+        note = ctx.backend.addressing_note()  # the first use of the storage's settings: a missing key refused
+        if note:
+            ctx.warn("warning: " + note)
+        job.check_access()
+
+    comm.agree(check_storage)
     # Every check above runs before the output folder exists: a refused run leaves nothing in a results
     # tree (MLPerf's `check run/*` would stop at a folder holding only a lock).
     folder = output_folder(cfg, ctx.output, comm)

@@ -96,6 +96,10 @@ class KvRun:
     def describe(self) -> List[str]:
         return self.lines
 
+    def check(self) -> None:
+        """Nothing the host limits before the folder exists: each rank's cache folder and buffers are
+        claimed in prepare, where a refusal names the rank."""
+
     def check_access(self) -> None:
         if not self.local:  # a cache folder is checked by each rank as it claims it (prepare)
             self.backend.check_access([self.root], create=self.cfg.dlio_fast.create_bucket)

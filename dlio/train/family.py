@@ -43,15 +43,13 @@ class TrainRun:
         cfg, comm = ctx.cfg, ctx.comm
         self.ctx, self.cfg, self.comm = ctx, cfg, comm
         self.spec = dataset_spec(cfg)
-        self.data = stored_dataset(cfg, self.spec, comm, ctx.warn, ctx.backend)
+        self.data = stored_dataset(cfg, self.spec, ctx.backend)
         self.tracer: Any = None
         self.nbytes = 0
         self.start = ""
         self.proc_info: Any = None  # DLIO's host_cpuinfo / host_meminfo, read at the start as DLIO does
-        self._check(ctx)
 
-    def _check(self, ctx: RunContext) -> None:
-        """What the run cannot honour, refused before any folder or data exists."""
+    def check(self) -> None:
         cfg, comm, backend = self.cfg, self.comm, self.data.backend
         if backend.has(FILE_ENGINES):  # on S3, qd x read threads requests are in flight whatever the engine
             check_qd(backend.engine_spec(cfg)[0], cfg.dlio_fast.qd)
@@ -71,7 +69,7 @@ class TrainRun:
             if problem and cfg.dlio_fast.mlperf_rules == "enforce":
                 raise DlioError(problem)
             if problem and comm.rank == 0:
-                ctx.warn(f"warning: {problem}")
+                self.ctx.warn(f"warning: {problem}")
 
     def describe(self) -> List[str]:
         return describe(self.cfg, self.spec, self.comm.size)

@@ -43,6 +43,7 @@ def describe(cfg, spec, comm_size):
         ranks = max(comm_size, par.tensor * par.pipeline) if cfg.checkpoint.mode != "subset" else comm_size
         if ranks > comm_size:
             lines.append(f"(this run has {comm_size} rank(s); the checkpoint needs {ranks}: the plan is for {ranks})")
+        lines.append(f"checkpoint folder   {backend_for(cfg).checkpoint_root(cfg)}")
         lines += summary_lines(plan_summary(cfg, ranks, ranks))
     return lines
 
@@ -82,21 +83,24 @@ def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False, dire
 def prepare_storage(cfg, spec, comm, warn, checkpoints=True, backend=None) -> stored.StoredDataset:
     """The dataset's backend, with what the config asks of it checked, and one cheap request per place
     the run uses (dataset, checkpoints) before any work: a one-line error, exit status 2."""
-    ds = stored_dataset(cfg, spec, comm, warn, backend)
+    ds = stored_dataset(cfg, spec, backend)
     places = storage_places(cfg, ds, checkpoints)
-    comm.agree(lambda: ds.backend.check_access(places, create=cfg.dlio_fast.create_bucket))
+
+    def check() -> None:
+        note = ds.backend.addressing_note()  # the first use of the storage's settings: a missing key refused
+        if note:
+            warn("warning: " + note)
+        ds.backend.check_access(places, create=cfg.dlio_fast.create_bucket)
+
+    comm.agree(check)
     return ds
 
 
-def stored_dataset(cfg, spec, comm, warn, backend=None) -> stored.StoredDataset:
+def stored_dataset(cfg, spec, backend=None) -> stored.StoredDataset:
     """The dataset where the config's backend keeps it, the config checked against that backend."""
     backend = backend or backend_for(cfg)
     backend.check_config(cfg)
-    ds = stored.stored(cfg, spec, backend)  # a place the backend cannot name: refused before any request
-    note = backend.addressing_note()
-    if note and comm.rank == 0:
-        warn("warning: " + note)
-    return ds
+    return stored.stored(cfg, spec, backend)  # a place the backend cannot name: refused before any request
 
 
 def storage_places(cfg, ds: stored.StoredDataset, checkpoints=True) -> List[str]:

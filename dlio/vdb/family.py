@@ -53,7 +53,11 @@ def listing(cfg: Any) -> Dict[str, str]:
     }
 
 
-def describe(spec: VdbSpec, p: Optional[search.Plan], present: bool, where: str = "") -> List[str]:
+PRESENCE = {True: "present: kept", False: "missing: built first", None: "kept if present, else built first"}
+
+
+def describe(spec: VdbSpec, p: Optional[search.Plan], present: Optional[bool], where: str = "") -> List[str]:
+    """The plan in words; present None: not asked (an object store is not asked before the run)."""
     lay = spec.layout
     total = sum(n for _, n in file_sizes(spec))
     raw = lay.vectors * lay.dimension * lay.dtype_bytes
@@ -66,7 +70,7 @@ def describe(spec: VdbSpec, p: Optional[search.Plan], present: bool, where: str 
         + (f", PQ {lay.pq_bytes} B/vector on storage" if lay.kind == "aisaq_scale" else ""),
         f"segments            {lay.segments} (raw {fmt_bytes(raw)})",
         f"index files         {len(file_sizes(spec))}, {fmt_bytes(total)} in {where or spec.folder} "
-        f"({'present: kept' if present else 'missing: built first'})",
+        f"({PRESENCE[present]})",
     ]
     if p is None:  # no searches
         return out + ["search              in memory (HNSW): the run writes the index and loads it, nothing else"]
@@ -188,7 +192,11 @@ class VdbRun:
         self.store = store_for(cfg, spec, p.chains.medoid if p else 0)
 
     def describe(self) -> List[str]:
-        return describe(self.spec, self.plan, self.store.present(), self.store.describe())
+        present = None if self.store.remote else self.store.present()
+        return describe(self.spec, self.plan, present, self.store.describe())
+
+    def check(self) -> None:
+        """Nothing of the host's to check before the folder exists: the plan's checks are the config's."""
 
     def check_access(self) -> None:
         self.store.check()  # a missing bucket or a wrong endpoint: one line before anything else

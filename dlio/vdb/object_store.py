@@ -41,6 +41,8 @@ UPLOAD_THREADS = 4
 class ObjectStore:
     """The index as objects of ``backend``; the search reads a downloaded local copy."""
 
+    remote = True  # present() makes requests: a dry run does not ask
+
     def __init__(self, cfg: Any, backend: Backend, spec: VdbSpec, medoid: int) -> None:
         self.backend = backend
         self.create_bucket = bool(cfg.dlio_fast.create_bucket)

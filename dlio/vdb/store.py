@@ -110,6 +110,8 @@ def io_pass(
 class LocalStore:
     """The index in a local folder (vdb.index_folder), searched in place."""
 
+    remote = False
+
     def __init__(self, spec: VdbSpec, medoid: int) -> None:
         self.spec = spec
         self.medoid = medoid

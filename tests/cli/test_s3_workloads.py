@@ -492,3 +492,23 @@ def test_dry_run_names_the_prefix(run_cli):
     code, out, err = run_cli("run", "-w", "unet3d", *set_args(**on_s3("bkt")), "--dry-run")
     assert code == 0, err
     assert "data folder         s3://bkt/data/unet3d/ (not checked: on S3)" in out
+
+
+@pytest.mark.parametrize(
+    "workload, keys, place",
+    [
+        ("unet3d", {}, "s3://bkt/data/unet3d/"),
+        ("llama_7b", {}, "checkpoint folder   s3://bkt/checkpoints/llama_7b/"),
+        ("kvcache_llama3_8b_opt1", {}, "plan (synthetic)"),
+        ("vdb_diskann_1m", {}, "s3://bkt/data/vdb/"),
+        ("load_llama3_8b", {"model_load.read_mode": "read"}, "tensor-parallel rank 0 reads"),
+    ],
+)
+def test_every_familys_dry_run_needs_no_endpoint(run_cli, monkeypatch, workload, keys, place):
+    """A plan makes no request: a dry run on S3 works before the endpoint and keys are set, in every
+    family (the training's, the KV cache's, vector search's, model loading's)."""
+    for var in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    code, out, err = run_cli("run", "-w", workload, *set_args(**on_s3("bkt"), **keys), "--dry-run")
+    assert code == 0, err
+    assert place in out
