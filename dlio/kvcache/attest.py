@@ -163,6 +163,7 @@ class Window:
         self.t0 = time.monotonic()
         self.ru0 = resource.getrusage(resource.RUSAGE_SELF)
         self.dev0 = _flushes(self.target.device) if self.target.kind == "block" else None
+        self.own0 = counters.own_io() if self.target.kind == "block" else None
 
     def end(self, helper_cpu_s: float = 0.0) -> Dict[str, Any]:
         """helper_cpu_s: the CPU of a helper process that issued the requests (an object store's
@@ -174,7 +175,10 @@ class Window:
             d = {
                 k: (dev1[k] - self.dev0[k]) if dev1[k] is not None and self.dev0[k] is not None else None for k in dev1
             }
+        own1 = counters.own_io() if self.target.kind == "block" else None
+        own = {k: own1[k] - self.own0[k] for k in own1} if own1 and self.own0 else None
         return {
+            "own": own,  # this process's block I/O (dlio.system.counters.own_io)
             "wall_s": time.monotonic() - self.t0,
             "cpu_user_s": ru.ru_utime - self.ru0.ru_utime + helper_cpu_s,
             "cpu_sys_s": ru.ru_stime - self.ru0.ru_stime,

@@ -36,6 +36,7 @@ def verdicts(recs: Sequence[Dict[str, Any]], workers: int) -> List[Dict[str, Any
             app = sum(x["exact"]["storage_read_bytes" if direction == "read" else "storage_write_bytes"] for x in rs)
             devs = [x["window"]["device"] for x in rs if x["window"].get("device")]
             dev = max((d[f"{direction}_bytes"] for d in devs), default=None) if devs else None
+            owns = [(x["window"].get("own") or {}).get(f"{direction}_bytes") for x in rs]
             w = rs[0]["window"]
             c = {
                 "wall_s": max(x["window"]["wall_s"] for x in rs),
@@ -44,6 +45,7 @@ def verdicts(recs: Sequence[Dict[str, Any]], workers: int) -> List[Dict[str, Any
                 "direction": direction,
                 "target": w["target"],
                 "device_bytes": dev,
+                "own_bytes": None if any(o is None for o in owns) else sum(owns),
                 "network_bytes": None,
                 "resident_before": None,
                 "cpu_user_s": sum(x["window"]["cpu_user_s"] for x in rs),

@@ -21,7 +21,9 @@ The rules, in the order they are tried (the thresholds are printed next to each 
      (the readers and the harness, not the spin) used most of the CPU the run did not leave to others,
      else inconclusive (other processes may have set the pace: a CPU they hold delays the readers'
      wake-ups; their share is stated);
-  6. inconclusive: nothing to count the storage's bytes with (overlay, the null engine);
+  6. inconclusive: nothing to count the storage's bytes with (overlay, the null engine), or other
+     processes moved more than FOREIGN_SHARE of this run's own bytes on the same device (the storage
+     was shared: its times are not this run's alone);
   7. inconclusive: device bytes between CACHE_RATIO and MATCH_RATIO of the application's (partly
      cached);
   8. storage-bound: the device (or network) bytes match the application's (>= MATCH_RATIO; readahead
@@ -33,9 +35,11 @@ core), the harness (the rest of the benchmark: Python, the trainer's wake-ups, S
 the emulated accelerator (the compute spin: it stands for a GPU, it is not the client's CPU).
 
 The device counters are the whole device's: another process reading the same disk during the phase
-adds to them, so a shared disk can turn `cache` into `inconclusive` or `storage-bound`, never the
-reverse. Under MPI the ranks of one host share its device: their application bytes and CPU are
-added before the rules run (combine()).
+adds to them. So a read phase is judged by this process's own block reads (/proc/self/io, readahead
+included; rules 2, 7, 8), and the device's bytes beyond them are other processes' (rule 6); without
+task I/O accounting, by the device's count, and a shared disk can then turn `cache` into
+`inconclusive` or `storage-bound`, never the reverse. Under MPI the ranks of one host share its
+device: their application bytes, own bytes and CPU are added before the rules run (combine()).
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ HOST_BUSY = 0.9
 ACCEL_PACED = 0.9  # the emulated accelerator computed at least this share of the steps' time
 OVERRUN_MAX = 0.1  # above: the emulated compute ran that much over its set time (its CPU was taken)
 EXTRA_RATIO = 1.5  # above: the device moved more than the application read (said, not judged)
+FOREIGN_SHARE = 0.5  # above: other processes' bytes on the device, as a share of this run's own
+FOREIGN_MIN = 8 << 20  # and at least this many bytes
 
 THRESHOLDS = (
     f"cache < {CACHE_RATIO:g}x app bytes <= partly cached < {MATCH_RATIO:g}x <= storage; "
@@ -162,8 +168,15 @@ def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
         )
     seen = c.get("device_bytes") if c.get("device_bytes") is not None else c.get("network_bytes")
     where = "device" if c.get("device_bytes") is not None else "network"
-    ratio = None if seen is None else seen / app
     what = f"{where} {tgt.get('device') or tgt.get('mount') or ''}".rstrip()
+    place = what
+    own, foreign = _own_share(c, seen)
+    if own is not None and not write:
+        # the reads this process had the block layer make (readahead included): the page cache served
+        # the rest, whatever other processes read from the same device meanwhile. (A write's own bytes are
+        # the pages it dirtied, written back or not: the device's count says what reached it.)
+        seen, what = own, f"this process's reads on {what}"
+    ratio = None if seen is None else seen / app
     if ratio is not None and ratio < CACHE_RATIO:
         res = c.get("resident_before")
         pre = f"; {res:.0%} of the sampled pages were cached before the phase" if res is not None else ""
@@ -191,6 +204,17 @@ def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
     if ratio is None:
         why = tgt.get("why") or "no device or network counters for the data folder"
         return _v("inconclusive", why, why)
+    if foreign is not None:
+        return _v(
+            "inconclusive",
+            f"other processes moved {fmt_bytes(foreign)} on {place} during the phase, "
+            f"{foreign / max(1, own or 0):.1f}x this run's own {fmt_bytes(own or 0)}: the storage was shared, "
+            "its times are not this run's alone; rerun with the device to itself",
+            "other processes used the same device",
+            part="other processes on the device",
+            setting="the device to this run alone",
+            ratio=ratio,
+        )
     if ratio < MATCH_RATIO:
         return _v(
             "inconclusive",
@@ -204,7 +228,11 @@ def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
         else ""
     )
     if ratio > EXTRA_RATIO:
-        note += " (more than was read: readahead, or other processes using the same device)"
+        note += (
+            " (more than was read: readahead)"
+            if own is not None
+            else " (more than was read: readahead, or other processes using the same device)"
+        )
     if paced is not None and paced >= ACCEL_PACED:
         why = f"the emulated accelerator computed {paced:.1%} of the steps' time: the reads kept up ({cpu_text(c)})"
         short = "the storage served the reads and kept up with the emulated accelerator"
@@ -212,6 +240,18 @@ def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
         why = f"the client had headroom (readers {_reader_share(c):.0%} of their cores, host {_pct(c)})"
         short = "the storage served the bytes and the client had headroom"
     return _v("storage-bound", f"{what} moved {ratio:.2f}x the application's bytes{note}; {why}", short, ratio=ratio)
+
+
+def _own_share(c: Dict[str, Any], device: Optional[int]) -> Tuple[Optional[int], Optional[int]]:
+    """(this process's own block bytes, other processes' bytes on the device when they matter) of a phase
+    on a block device; (None, None) without task I/O accounting. Other processes matter when they moved
+    more than FOREIGN_SHARE of this run's own bytes (and FOREIGN_MIN: a journal commit is not a neighbour)."""
+    own = c.get("own_bytes")
+    if own is None or device is None or c.get("device_bytes") is None:
+        return None, None
+    foreign = max(0, int(device) - int(own))
+    shared = foreign > FOREIGN_SHARE * max(int(own), 1) and foreign > FOREIGN_MIN
+    return int(own), foreign if shared else None
 
 
 def _cache_setting(ctx: Context, words: Dict[str, Optional[str]]) -> Optional[str]:
@@ -407,6 +447,8 @@ def combine(phases: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     for k in ("device_bytes", "device_ios", "network_bytes"):
         vals = [p[k] for p in phases if p.get(k) is not None]
         out[k] = max(vals) if vals else None
+    owns = [p.get("own_bytes") for p in phases]  # each rank's own: added, when every rank has it
+    out["own_bytes"] = None if any(o is None for o in owns) else sum(owns)
     out["wall_s"] = max(p["wall_s"] for p in phases)
     out["cores"] = min(int(phases[0].get("host_cpus") or 1), sum(int(p.get("cores") or 1) for p in phases))
     return out

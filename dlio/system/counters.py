@@ -14,7 +14,10 @@ end only, never per I/O, so that dlio.report.verdict can say whether the phase m
   - whether the files are on a memory-backed filesystem (tmpfs, ramfs: dlio.system.host.memory_filesystem);
   - the share of the dataset's pages in the page cache before the phase (mincore on a sample).
 
-The device counters are the whole device's: another process reading the same disk adds to them.
+The device counters are the whole device's: another process reading the same disk adds to them. So
+each phase also keeps this process's own block I/O (/proc/self/io read_bytes / write_bytes: what its
+threads, io_uring's workers included, had the block layer move, readahead included): the device's
+bytes beyond it are other processes' (dlio.report.verdict says so, and judges by the process's own).
 """
 
 from __future__ import annotations
@@ -122,6 +125,21 @@ def parse_mountstats(text: str) -> Dict[str, Dict[str, int]]:
     return out
 
 
+def parse_proc_io(text: str) -> Optional[Dict[str, int]]:
+    """{read_bytes, write_bytes} from /proc/self/io (the block layer's bytes this process caused: reads
+    submitted, readahead included; pages it dirtied or wrote direct), or None without task I/O accounting."""
+    vals = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    try:
+        return {k: int(vals[k]) for k in ("read_bytes", "write_bytes")}
+    except (KeyError, ValueError):
+        return None
+
+
+def own_io() -> Optional[Dict[str, int]]:
+    """This process's block I/O so far (parse_proc_io of /proc/self/io)."""
+    return parse_proc_io(_read("/proc/self/io") or "")
+
+
 def _read(path: str) -> Optional[str]:
     try:
         with open(path) as f:
@@ -221,10 +239,12 @@ def snapshot(target: Target) -> Dict[str, Any]:
         "host_busy": busy,
         "host_total": total,
         "dev": None,
+        "own": None,
         "nfs": None,
     }
     if target.kind == "block" and target.device is not None:
         snap["dev"] = parse_diskstats(_read("/proc/diskstats") or "").get(target.device)
+        snap["own"] = own_io()
     elif target.kind == "nfs":
         snap["nfs"] = parse_mountstats(_read("/proc/self/mountstats") or "").get(target.mount)
     return snap
@@ -295,6 +315,7 @@ class Phase:
             "target": self.target.to_json(),
             "device_bytes": None,
             "device_ios": None,
+            "own_bytes": None,
             "network_bytes": None,
             "resident_before": self.resident,
             "cpu_user_s": user,
@@ -314,6 +335,8 @@ class Phase:
         if s0["dev"] and s1["dev"]:
             c["device_bytes"] = s1["dev"][f"{d}_bytes"] - s0["dev"][f"{d}_bytes"]
             c["device_ios"] = s1["dev"][f"{d}_ios"] - s0["dev"][f"{d}_ios"]
+        if s0["own"] and s1["own"]:
+            c["own_bytes"] = s1["own"][f"{d}_bytes"] - s0["own"][f"{d}_bytes"]
         if s0["nfs"] and s1["nfs"]:
             c["network_bytes"] = s1["nfs"][f"{d}_bytes"] - s0["nfs"][f"{d}_bytes"]
         return c

@@ -321,3 +321,49 @@ def test_io_and_ceiling_name_a_memory_filesystem(run_cli, shm):
     best = next(x for x in so.splitlines() if x.startswith("seq_read"))
     assert best.endswith("verdict cache (tmpfs: a memory-backed filesystem, not storage)"), best
     assert "cache (memory filesystem (tmpfs)), 3 points" in so
+
+
+@pytest.fixture
+def neighbour(tmp_path):
+    """Another process reading the same device as the run, O_DIRECT, as fast as it can (the issue's
+    reproduction: dd iflag=direct over a 256 MiB file in a loop)."""
+    block_tmp(tmp_path)
+    other = tmp_path / "neighbour.bin"
+    subprocess.run(["dd", "if=/dev/urandom", f"of={other}", "bs=1M", "count=256", "status=none"], check=True)
+    loop = f"while true; do dd if={other} of=/dev/null bs=1M iflag=direct status=none; done"
+    p = subprocess.Popen(["bash", "-c", loop], start_new_session=True)
+    yield
+    os.killpg(p.pid, 9)
+    p.wait()
+
+
+def test_reads_from_the_page_cache_beside_a_neighbour_on_the_device_are_cache(run_cli, tmp_path, neighbour):
+    """The issue's reproduction: epoch 2 served from the page cache while another process read the disk.
+    The device moved many times the run's bytes; the run's own block reads (/proc/self/io) were none:
+    the verdict is cache, not storage-bound, and `check` fails the page-cache rule."""
+    slow = set_args("dlio_fast.cache=keep", "train.computation_time=0.1")  # epochs long enough to share
+    run(run_cli, tmp_path / "data", tmp_path / "out", *BIG, *slow)
+    ep2 = epochs(load(tmp_path / "out"))[1]
+    c, v = ep2["counters"], ep2["verdict"]
+    assert c["resident_before"] > 0.9 and c["own_bytes"] is not None
+    assert c["own_bytes"] < verdict.CACHE_RATIO * c["app_bytes"] < c["device_bytes"], c  # the neighbour's bytes
+    assert v["verdict"] == "cache", v
+    assert "this process's reads on device" in v["reason"]
+    code, so, _ = run_cli("check", tmp_path / "out")
+    assert code == 1 and "FAIL  reads from storage, not the page cache: " in so
+
+
+def test_storage_reads_beside_a_neighbour_on_the_device_are_inconclusive(run_cli, tmp_path, neighbour):
+    """O_DIRECT reads from the device while another process reads it too: the bytes are the storage's but
+    its times are shared, so the verdict is not storage-bound; it names the other processes' bytes."""
+    run(run_cli, tmp_path / "data", tmp_path / "out", *BIG, "--set", "dlio_fast.engine=odirect", epochs_=1)
+    ep = epochs(load(tmp_path / "out"))[0]
+    c, v = ep["counters"], ep["verdict"]
+    assert c["own_bytes"] >= verdict.MATCH_RATIO * c["app_bytes"], c  # every read went to the device
+    foreign = c["device_bytes"] - c["own_bytes"]
+    assert foreign > verdict.FOREIGN_SHARE * c["own_bytes"], c  # the neighbour kept reading
+    assert v["verdict"] != "storage-bound", v
+    if v["verdict"] == "inconclusive" and v["part"] != "other processes on the host":
+        assert v["part"] == "other processes on the device" and "other processes moved" in v["reason"], v
+    else:  # the client's rules come first (a busy host, or this run's readers full)
+        assert v["verdict"] in ("client-bound", "inconclusive"), v

@@ -107,6 +107,52 @@ def test_storage_bound_when_bytes_match_and_cpu_spare():
     assert "other processes using the same device" in verdict.classify(c(device_bytes=2000))["reason"]
 
 
+MIB = 1 << 20
+
+
+def test_own_block_reads_decide_when_another_process_shares_the_device():
+    """The issue's numbers: the device moved 68x the run's bytes while the run's own block reads
+    (/proc/self/io) were none: cache, whatever the device's count."""
+    app = 32 * MIB
+    v = verdict.classify(c(app_bytes=app, device_bytes=int(68.68 * app), own_bytes=0, resident_before=1.0))
+    assert v["verdict"] == "cache" and v["storage_ratio"] == 0.0
+    assert "this process's reads on device sda1 moved 0 B" in v["reason"]
+    # its own reads were the device's, and a neighbour moved as much again: shared, not storage-bound
+    v = verdict.classify(c(app_bytes=app, device_bytes=3 * app, own_bytes=app))
+    assert (v["verdict"], v["part"]) == ("inconclusive", "other processes on the device")
+    assert "other processes moved 64.0 MiB on device sda1" in v["reason"] and "2.0x this run's own" in v["reason"]
+    # readahead is the run's own: its bytes beyond the application's are no neighbour's
+    v = verdict.classify(c(app_bytes=app, device_bytes=2 * app, own_bytes=2 * app))
+    assert v["verdict"] == "storage-bound" and "(more than was read: readahead)" in v["reason"]
+    # a little foreign I/O (a journal commit) is below both thresholds
+    small = c(app_bytes=app, device_bytes=app + 4 * MIB, own_bytes=app)
+    assert verdict.classify(small)["verdict"] == "storage-bound"
+    big = c(app_bytes=4 * app, device_bytes=4 * app + 40 * MIB, own_bytes=4 * app)  # 40 MiB < half of 128
+    assert verdict.classify(big)["verdict"] == "storage-bound"
+
+
+def test_a_writes_own_bytes_are_pages_dirtied_so_the_device_decides():
+    """A buffered write's own bytes count when it dirtied the pages: the device's count says whether they
+    reached storage (cache: not yet written back), and its excess is a neighbour's."""
+    app = 32 * MIB
+    w = c(app_bytes=app, device_bytes=app // 10, own_bytes=app, direction="write")
+    assert verdict.classify(w)["verdict"] == "cache"
+    w = c(app_bytes=app, device_bytes=3 * app, own_bytes=app, direction="write")
+    assert verdict.classify(w)["part"] == "other processes on the device"
+
+
+def test_combine_adds_the_ranks_own_bytes():
+    a, b = c(own_bytes=300, device_bytes=1000), c(own_bytes=700, device_bytes=990)
+    assert verdict.combine([a, b])["own_bytes"] == 1000
+    assert verdict.combine([a, c(device_bytes=990)])["own_bytes"] is None  # one rank without accounting
+
+
+def test_proc_io_is_parsed():
+    text = "rchar: 6976\nwchar: 0\nsyscr: 10\nsyscw: 0\nread_bytes: 4096\nwrite_bytes: 512\n"
+    assert counters.parse_proc_io(text) == {"read_bytes": 4096, "write_bytes": 512}
+    assert counters.parse_proc_io("rchar: 1\n") is None
+
+
 def test_cache_share_is_one_minus_the_ratio():
     v = verdict.classify(c(device_bytes=100, resident_before=0.97))
     assert v["verdict"] == "cache"
