@@ -202,7 +202,7 @@ def main():
                 "real_qps": rr["qps"],
                 "emulated_qps": ee["throughput_qps"],
                 "real_p99_ms": rr["p99_ms"],
-                "emulated_p99_ms": ee["latency_p99_ms"],
+                "emulated_p99_ms": ee["query_completion_p99_ms"],
                 "real_device_reads_per_s": rr["device_reads"] / rr["seconds"],
                 "emulated_device_reads_per_s": (c["device_ios"] or 0) / c["wall_s"],
                 "real_reads_per_query": rr["device_reads"] / rr["queries"],

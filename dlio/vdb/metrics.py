@@ -1,8 +1,12 @@
-"""A timed run's figures (the rules' summary.json fields and dlio-fast's own) and its verdict."""
+"""A timed run's figures and its verdict. The latency users compare is vdbbench's (MLPerf Storage v3's
+vector-search reference, `simple_bench.py` calculate_statistics): each query of a batch is given its
+batch's time / the batch's queries, and mean_latency_ms, p95_latency_ms ... are over those; the batch
+times under *_batch_time_ms. dlio-fast's own figure, each query's completion time within its batch
+(send to its last segment search's end), is query_completion_*_ms: about batch-size times larger."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 from dlio.base.units import fmt_us
 from dlio.report.verdict import classify
@@ -10,11 +14,42 @@ from dlio.system import stats
 
 IO_SHARE_MIN = 0.5  # below: most of a search's time is the client's CPU, not the reads it waits for
 
-RULE_FIELDS = ("throughput_qps", "latency_mean_ms", "latency_p95_ms", "latency_p99_ms", "latency_p999_ms")
+# vdbbench's statistics.json fields (mlpstorage copies them into each run's summary.json)
+LATENCY_PERCENTILES = (("median", 50.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9), ("p9999", 99.99))
+RULE_FIELDS = ("throughput_qps", "mean_latency_ms", "p95_latency_ms", "p99_latency_ms", "p999_latency_ms")
 
 
 def _ms(ns: float) -> float:
     return ns / 1e6
+
+
+def vdbbench_statistics(batch_hist: Dict[str, Any], queries: int, seconds: float) -> Dict[str, Any]:
+    """vdbbench's statistics from the batches' times (a histogram) and the queries they carried. The mean
+    is exact (the batches' summed time / the queries: each query has its batch's time / its size); the
+    percentiles divide the batch times' by the mean batch size, exact when every batch is full (only a
+    query-count budget's last batch of a client is not), within the histogram's 0.8 %."""
+    batches = int(batch_hist["count"])
+    per = queries / batches if batches else 1.0  # queries per batch
+
+    def pct(p: float) -> float:
+        return float(stats.percentile(batch_hist, p))
+
+    out: Dict[str, Any] = {
+        "total_queries": int(queries),
+        "total_time_seconds": float(seconds),
+        "min_latency_ms": _ms(batch_hist["min"] / per) if batches else 0.0,
+        "max_latency_ms": _ms(batch_hist["max"] / per) if batches else 0.0,
+        "mean_latency_ms": _ms(batch_hist["sum"] / queries) if queries else 0.0,
+    }
+    out.update({f"{name}_latency_ms": _ms(pct(p) / per) for name, p in LATENCY_PERCENTILES})
+    out["throughput_qps"] = queries / seconds if seconds > 0 else 0.0
+    out.update({"batch_count": batches, "successful_batches": batches, "failed_batches": 0})
+    out["min_batch_time_ms"] = _ms(batch_hist["min"]) if batches else 0.0
+    out["max_batch_time_ms"] = _ms(batch_hist["max"]) if batches else 0.0
+    out["mean_batch_time_ms"] = _ms(batch_hist["sum"] / batches) if batches else 0.0
+    out.update({f"{name}_batch_time_ms": _ms(pct(p)) for name, p in LATENCY_PERCENTILES})
+    out["recall"] = None  # no result sets: the emulation reads the index, it returns no neighbours
+    return out
 
 
 def run_metrics(res: Dict[str, Any], counters: Dict[str, Any]) -> Dict[str, Any]:
@@ -23,21 +58,20 @@ def run_metrics(res: Dict[str, Any], counters: Dict[str, Any]) -> Dict[str, Any]
     q = max(1, res["queries"])
     s = max(1, res["searches"])
     lat = stats.summary(res["query_lat"], (50.0, 95.0, 99.0, 99.9))
-    batch = stats.summary(res["batch_lat"], (50.0, 99.0))
     rd = stats.summary(res["read_lat"], (50.0, 99.0))
     node_reads = res["reads"] - res["pq_reads"]
-    dev = counters.get("device_bytes") if counters else None
+    dev = counters.get("own_bytes") if counters and counters.get("own_bytes") is not None else None
+    dev = dev if dev is not None else (counters.get("device_bytes") if counters else None)
     return {
         "queries": res["queries"],
         "seconds": wall,
-        "throughput_qps": res["queries"] / wall,
-        "latency_mean_ms": _ms(lat["mean"]),
-        "latency_p50_ms": _ms(lat["p50"]),
-        "latency_p95_ms": _ms(lat["p95"]),
-        "latency_p99_ms": _ms(lat["p99"]),
-        "latency_p999_ms": _ms(lat["p99.9"]),
-        "batch_latency_mean_ms": _ms(batch["mean"]),
-        "batch_latency_p99_ms": _ms(batch["p99"]),
+        **vdbbench_statistics(res["batch_lat"], res["queries"], wall),
+        "batch_time_hist": stats.to_json(res["batch_lat"]),  # the runs' pooled statistics merge these
+        "query_completion_mean_ms": _ms(lat["mean"]),
+        "query_completion_p50_ms": _ms(lat["p50"]),
+        "query_completion_p95_ms": _ms(lat["p95"]),
+        "query_completion_p99_ms": _ms(lat["p99"]),
+        "query_completion_p999_ms": _ms(lat["p99.9"]),
         "searches_per_query": res["searches"] / q,
         "reads_per_query": res["reads"] / q,
         "hops_per_query": res["hops"] / q,
@@ -80,10 +114,19 @@ def verdict(m: Dict[str, Any], counters: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def summary(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """The rules' summary over the runs: each field's mean, and every run's figures."""
-    out: Dict[str, Any] = {}
-    for k in RULE_FIELDS:
-        vals = [r[k] for r in runs]
-        out[k] = sum(vals) / len(vals) if vals else None
-    out["runs"] = [{k: r[k] for k in RULE_FIELDS} for r in runs]
-    return out
+    """The run folder's summary.json: vdbbench's statistics of every timed run's batches pooled (the
+    same definitions over all of them), and each run's own, as mlpstorage writes one per run."""
+    pooled = vdbbench_statistics(
+        stats.merge(stats.from_json(r["batch_time_hist"]) for r in runs),
+        sum(r["total_queries"] for r in runs),
+        sum(r["total_time_seconds"] for r in runs),
+    )
+    return pooled | {"run_count": len(runs), "runs": [statistics_of(r) for r in runs]}
+
+
+def statistics_of(run: Dict[str, Any]) -> Dict[str, Any]:
+    """One run's vdbbench statistics.json (and mlpstorage's summary.json of that run)."""
+    return {k: run[k] for k in STATISTICS_FIELDS}
+
+
+STATISTICS_FIELDS: Sequence[str] = tuple(vdbbench_statistics(stats.empty(), 0, 0.0))

@@ -53,9 +53,10 @@ def test_figures():
     res = result()
     m = metrics.run_metrics(res, storage_counters(res["bytes"]))
     assert m["throughput_qps"] == 250.0 and m["iops"] == 150_000.0
-    assert m["latency_mean_ms"] == pytest.approx(500.5)
-    assert m["latency_p95_ms"] == pytest.approx(950, rel=0.008) and m["latency_p99_ms"] == pytest.approx(990, rel=0.008)
-    assert m["latency_p999_ms"] == pytest.approx(999, rel=0.008)
+    assert m["query_completion_mean_ms"] == pytest.approx(500.5)
+    assert m["query_completion_p95_ms"] == pytest.approx(950, rel=0.008)
+    assert m["query_completion_p99_ms"] == pytest.approx(990, rel=0.008)
+    assert m["query_completion_p999_ms"] == pytest.approx(999, rel=0.008)
     assert m["reads_per_query"] == 600 and m["hops_per_query"] == 90 and m["hops_per_search"] == 30
     assert m["reads_per_search"] == (600_000 + 45_000) / 3000 and m["cache_hits_per_query"] == 45
     assert m["device_bytes_per_query"] == res["bytes"] / 1000 and m["read_bytes_mean"] == 8192
@@ -72,7 +73,39 @@ def test_a_chain_waiting_less_than_half_its_time_is_client_bound():
     assert v["verdict"] == "storage-bound" and "latency-bound chain" in v["reason"]
 
 
-def test_summary_is_the_mean_of_the_runs():
-    runs = [dict.fromkeys(metrics.RULE_FIELDS, 1.0), dict.fromkeys(metrics.RULE_FIELDS, 3.0)]
+def vdbbench(batch_ms, batch_size):
+    """vdbbench's calculate_statistics, written out: each batch's time / its size, repeated size times."""
+    lat = np.repeat(np.asarray(batch_ms, dtype=float) / batch_size, batch_size)
+    return {
+        "mean_latency_ms": lat.mean(),
+        **{f"{n}_latency_ms": np.percentile(lat, p) for n, p in metrics.LATENCY_PERCENTILES},
+        "mean_batch_time_ms": np.mean(batch_ms),
+        "p99_batch_time_ms": np.percentile(batch_ms, 99),
+    }
+
+
+def test_latency_is_vdbbenchs_batch_time_over_batch_size():
+    """100 batches of 10 queries, taking 1 .. 100 ms: the figures vdbbench computes from those batches."""
+    res = result()
+    m = metrics.run_metrics(res, storage_counters(res["bytes"]))
+    want = vdbbench(np.arange(1, 101), 10)
+    assert m["mean_latency_ms"] == pytest.approx(want["mean_latency_ms"])  # exact: summed batch time / queries
+    for k in ("median_latency_ms", "p95_latency_ms", "p99_latency_ms", "p999_latency_ms", "p9999_latency_ms"):
+        assert m[k] == pytest.approx(want[k], rel=0.02), k  # the histogram's bucket, numpy's interpolation
+    assert m["mean_batch_time_ms"] == pytest.approx(want["mean_batch_time_ms"])
+    assert m["p99_batch_time_ms"] == pytest.approx(want["p99_batch_time_ms"], rel=0.02)
+    assert m["total_queries"] == 1000 and m["batch_count"] == 100 and m["throughput_qps"] == 250.0
+    assert set(metrics.STATISTICS_FIELDS) <= set(m)
+
+
+def test_summary_pools_the_runs_batches():
+    """Two runs: the pooled figures are vdbbench's over every batch of both, not a mean of percentiles."""
+    a, b = result(), result()
+    b["batch_lat"] = _core.hist_from_array(np.arange(101, 201) * 1_000_000)
+    runs = [metrics.run_metrics(r, storage_counters(r["bytes"])) for r in (a, b)]
     s = metrics.summary(runs)
-    assert all(s[k] == 2.0 for k in metrics.RULE_FIELDS) and len(s["runs"]) == 2
+    want = vdbbench(np.arange(1, 201), 10)
+    assert s["run_count"] == 2 and s["total_queries"] == 2000 and s["throughput_qps"] == 250.0
+    assert s["mean_latency_ms"] == pytest.approx(want["mean_latency_ms"])
+    assert s["p99_latency_ms"] == pytest.approx(want["p99_latency_ms"], rel=0.02)
+    assert [r["p99_latency_ms"] for r in s["runs"]] == [r["p99_latency_ms"] for r in runs]
