@@ -5,8 +5,10 @@
     interposed by a preloaded library, the device took the bytes written and fsync'ed, the drop
     emptied the page cache); a run attested bad FAILS;
   - no verdict is `cache` (device bytes well below the application's: the page cache served them);
-  - a run of one of the rules' options (Table KVCache-1) has the option's parameters, seed 42 and 3
-    trials (CLOSED), else a note saying what differs.
+  - what ran: the io mode, the storage, the generation mode and the client (a note);
+  - a run of one of the rules' options (Table KVCache-1) has the option's parameters, seed 42, 3 trials
+    and what the table describes (the reference's buffered file I/O on a local filesystem, no generation
+    time, synthetic users in one file per entry): CLOSED, else a note saying what differs.
 
 checks() returns (name, passed, figure) tuples, passed None for a note.
 """
@@ -28,6 +30,10 @@ OPTIONS = {
     "kvcache_llama3_8b_opt2": ("llama3.1-8b", 100, 4 << 30, 16),
     "kvcache_llama3_70b_opt3": ("llama3.1-70b-instruct", 70, 0, 4),
 }
+
+# The run Table KVCache-1 describes: the reference's buffered file I/O (compat) on a local filesystem, no
+# emulated generation, one file per entry, synthetic users (no trace).
+REFERENCE_RUN = ("compat", "local_fs", "none", 0, None)
 
 Check = Tuple[str, Optional[bool], str]
 
@@ -62,6 +68,12 @@ def checks(doc: Dict[str, Any]) -> List[Check]:
     for v in doc.get("verdicts", []):
         if v.get("verdict") == "cache":
             out.append((f"storage, not the page cache ({v['phase']})", False, v["reason"]))
+    s = doc.get("settings", {})
+    ran = ", ".join(
+        f"{name} {s.get(key) or '?'}"
+        for name, key in (("io mode", "io_mode"), ("storage", "storage"), ("generation mode", "generation_mode"))
+    )
+    out.append(("what ran", None, f"{ran}; {s.get('client') or 'client not recorded'}"))
     out += _option(doc)
     return out
 
@@ -73,12 +85,15 @@ def _option(doc: Dict[str, Any]) -> List[Check]:
     s = doc.get("settings", {})
     got = (s.get("model"), s.get("users"), s.get("cpu_bytes"), s.get("max_concurrent_allocs"))
     seq = (s.get("duration_s"), s.get("seed"), s.get("trials"))
+    # what Table KVCache-1 describes beyond the option's numbers: the reference's own run
+    how = (s.get("io_mode"), s.get("storage"), s.get("generation_mode"), s.get("chunk_tokens"), s.get("trace"))
     diff = [
         f"{name} {g} (the option: {w})"
         for name, g, w in zip(
-            ("model", "users", "cpu_bytes", "max_concurrent_allocs", "duration", "seed", "trials"),
-            got + seq,
-            want + (300, 42, 3),
+            ("model", "users", "cpu_bytes", "max_concurrent_allocs", "duration", "seed", "trials")
+            + ("io_mode", "storage", "generation_mode", "chunk_tokens", "trace"),
+            got + seq + how,
+            want + (300, 42, 3) + REFERENCE_RUN,
         )
         if g != w
     ]

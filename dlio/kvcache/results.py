@@ -71,6 +71,11 @@ def verdicts(recs: Sequence[Dict[str, Any]], workers: int) -> List[Dict[str, Any
     return out
 
 
+# The request engine that ran: the reference's figures, computed the reference's way, from dlio-fast's own
+# client (C threads), whose per-request overhead is below kv-cache.py's Python one (by design).
+CLIENT = "dlio-fast's C client (the reference is kv-cache.py, a Python client with more overhead per request)"
+
+
 def run_doc(
     cfg: Any,
     s: Any,
@@ -100,6 +105,9 @@ def run_doc(
             "cpu_bytes": s.cpu_bytes,
             "max_concurrent_allocs": s.max_concurrent_allocs,
             "io_mode": s.io_mode,
+            "storage": recs[0]["storage"] if recs else cfg.storage.storage_type,
+            "generation_mode": s.generation_mode,
+            "client": CLIENT,
             "chunk_tokens": s.chunk_tokens,
             "cache_dir": os.path.abspath(s.cache_dir),
             "trace": s.trace,
@@ -126,6 +134,7 @@ def summary_doc(cfg: Any, recs: Sequence[Dict[str, Any]], s: Any, ranks: int, ho
         "trials_per_option": s.trials,
         "options": {name: {"option": name, **agg}},
         "partial_failure": agg["partial_failure"],
+        "client": CLIENT,  # not the reference's kv-cache.py: a CLOSED comparison must say so
     }
 
 
@@ -163,6 +172,7 @@ def lines(doc: Dict[str, Any]) -> List[str]:
     out = [
         f"KV cache {doc['workload']}: {n} rank(s) x {doc['settings']['users']} users, {a['trial_count']} trial(s), "
         f"io_mode {doc['settings']['io_mode']}" + ("" if doc["complete"] else f"  [incomplete: {doc['reason']}]"),
+        f"    client: {doc['settings'].get('client') or CLIENT}",
         "  as the rules aggregate the reference's figures (summary.json):",
         f"    storage read {_f(a['aggregated_read_bandwidth_gbps'])} GiB/s, write "
         f"{_f(a['aggregated_write_bandwidth_gbps'])} GiB/s (demotions left out, as the reference does)",
