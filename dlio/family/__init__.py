@@ -5,11 +5,15 @@ command line asks the family for its `workloads` columns, `report` for how to re
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
+from dlio.base.errors import DlioError
 from dlio.report.family import FamilyReport
 from dlio.storage.base import Backend
+from dlio.system.inputs import JSON_CAP, read_regular
 from dlio.system.mpi import Comm
 
 Echo = Callable[[str], None]
@@ -73,13 +77,38 @@ class Run(Protocol):
         ...
 
 
+Check = Tuple[str, Optional[bool], str]  # (name, passed: None for a note, the figure or reason)
+
+
 @dataclass(frozen=True)
 class FamilyChecks:
-    """`dlio-fast check` of a family's runs: load(path) is the run's document or None when the path is
-    not one of this family's runs; main(paths, echo) prints the checks and returns the exit status."""
+    """`dlio-fast check` of a family's runs: a run folder is one of this family's when its dlio-fast.json
+    has the family's schema; checks(doc) are its (name, passed, figure) tuples, passed None for a note."""
 
-    load: Callable[[str], Optional[Dict[str, Any]]]
-    main: Callable[[Sequence[str], Echo], int]
+    schema: str
+    checks: Callable[[Dict[str, Any]], List[Check]]
+
+    def load(self, path: str) -> Optional[Dict[str, Any]]:
+        """The dlio-fast.json of one of this family's run folders, or None when path is not one."""
+        try:  # bounded and regular files only: a FIFO or a huge file is not a run folder's result
+            doc = json.loads(read_regular(os.path.join(path, "dlio-fast.json"), JSON_CAP, "dlio-fast.json"))
+        except (DlioError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) and doc.get("schema") == self.schema else None
+
+    def main(self, paths: Sequence[str], echo: Echo) -> int:
+        """Print the checks of each run folder as PASS / FAIL / NOTE lines; 1 if any failed."""
+        failed = 0
+        for p in paths:
+            doc = self.load(p)
+            assert doc is not None, p  # `check` gives a family only folders its load() took
+            if len(paths) > 1:
+                echo(f"{p}:")
+            for name, ok, text in self.checks(doc):
+                echo(f"{'NOTE' if ok is None else 'PASS' if ok else 'FAIL'}  {name}: {text}")
+                failed += ok is False
+        echo(f"checks: {'all passed' if not failed else f'{failed} failed'}")
+        return 1 if failed else 0
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,9 @@ checks() returns (name, passed, figure) tuples, passed None for a note.
 
 from __future__ import annotations
 
-import json
-import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List
 
-from dlio.base.errors import DlioError
-from dlio.kvcache.results import SCHEMA
-from dlio.system.inputs import JSON_CAP, read_regular
+from dlio.family import Check
 
 # Rules 6.3.1, Table KVCache-1 (per client): model, users, cpu bytes, max concurrent allocations; all
 # 300 s, generation none, seed 42, 3 trials.
@@ -34,18 +30,6 @@ OPTIONS = {
 # The run Table KVCache-1 describes: the reference's buffered file I/O (compat) on a local filesystem, no
 # emulated generation, one file per entry, synthetic users (no trace).
 REFERENCE_RUN = ("compat", "local_fs", "none", 0, None)
-
-Check = Tuple[str, Optional[bool], str]
-
-
-def load(path: str) -> Optional[Dict[str, Any]]:
-    """The dlio-fast.json of a kvcache run folder, or None when path is not one."""
-    p = os.path.join(path, "dlio-fast.json")
-    try:  # bounded and regular files only: a FIFO or a huge file is not a run folder's result
-        doc = json.loads(read_regular(p, JSON_CAP, "dlio-fast.json"))
-    except (DlioError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) and doc.get("schema") == SCHEMA else None
 
 
 def checks(doc: Dict[str, Any]) -> List[Check]:
@@ -100,19 +84,3 @@ def _option(doc: Dict[str, Any]) -> List[Check]:
     if diff:
         return [("the option's CLOSED parameters (rules 6.3.1, 6.3.2)", None, "OPEN: " + ", ".join(diff))]
     return [("the option's CLOSED parameters (rules 6.3.1, 6.3.2)", True, "as Table KVCache-1")]
-
-
-def main(paths: Sequence[str], echo: Callable[[str], None]) -> int:
-    """Print the checks of each run folder; 1 if any failed."""
-    failed = 0
-    for p in paths:
-        doc = load(p)
-        assert doc is not None
-        if len(paths) > 1:
-            echo(f"{p}:")
-        for name, ok, text in checks(doc):
-            word = "NOTE" if ok is None else "PASS" if ok else "FAIL"
-            echo(f"{word}  {name}: {text}")
-            failed += ok is False
-    echo(f"checks: {'all passed' if not failed else f'{failed} failed'}")
-    return 1 if failed else 0

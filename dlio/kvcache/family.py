@@ -243,4 +243,4 @@ def _trial(
     return rec, failure
 
 
-FAMILY = Family("kvcache", "KV cache", KvRun, listing, results.REPORT, FamilyChecks(check.load, check.main))
+FAMILY = Family("kvcache", "KV cache", KvRun, listing, results.REPORT, FamilyChecks(results.SCHEMA, check.checks))

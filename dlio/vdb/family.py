@@ -13,13 +13,13 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from dlio.base.errors import DlioError
 from dlio.base.units import fmt_bytes
-from dlio.family import Family, RunContext
+from dlio.family import Family, FamilyChecks, RunContext
 from dlio.progress import phase_of
 from dlio.report.family import FamilyReading, FamilyReport, Figure
 from dlio.report.verdict import line as verdict_line
 from dlio.system.host import host_info, iso
 from dlio.system.output import write_json
-from dlio.vdb import metrics, model, search
+from dlio.vdb import check, metrics, model, search
 from dlio.vdb.config import VdbSpec, vdb_spec
 from dlio.vdb.object_store import store_for
 from dlio.vdb.store import file_sizes, io_pass
@@ -337,4 +337,4 @@ REPORT_FIGURES: List[Figure] = [
     ("load_mb_per_s", "index load MB/s", "MB/s", 1),
 ]
 REPORT = FamilyReport(SCHEMA, "vector search", REPORT_SETTINGS, REPORT_FIGURES, reading)
-FAMILY = Family("vdb", "vector search", VdbRun, listing, REPORT)
+FAMILY = Family("vdb", "vector search", VdbRun, listing, REPORT, FamilyChecks(SCHEMA, check.checks))

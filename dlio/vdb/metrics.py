@@ -52,6 +52,24 @@ def vdbbench_statistics(batch_hist: Dict[str, Any], queries: int, seconds: float
     return out
 
 
+def disk_io(counters: Dict[str, Any], seconds: float) -> Dict[str, Any]:
+    """vdbbench's disk_io block: the bytes the device under the index read during the run (this process's
+    own block reads where the kernel counts them, so another process on the device is not in them), or
+    N/A with the reason when no device counts the index's bytes (tmpfs, NFS, an object store)."""
+    target = (counters or {}).get("target") or {}
+    own = (counters or {}).get("own_bytes")
+    read = own if own is not None else (counters or {}).get("device_bytes")
+    if read is None:
+        return {"applicable": False, "status": "N/A", "not_applicable_reason": target.get("why") or "no counters"}
+    return {
+        "applicable": True,
+        "status": "OK",
+        "device": target.get("device"),
+        "total_bytes_read": int(read),
+        "total_bytes_read_per_sec": read / seconds if seconds > 0 else 0.0,
+    }
+
+
 def run_metrics(res: Dict[str, Any], counters: Dict[str, Any]) -> Dict[str, Any]:
     """The figures of one C run (dc_vdb_run's result) and the phase's counters."""
     wall = max(1e-9, (res["t_end"] - res["t_start"]) / 1e9)
@@ -66,6 +84,7 @@ def run_metrics(res: Dict[str, Any], counters: Dict[str, Any]) -> Dict[str, Any]
         "queries": res["queries"],
         "seconds": wall,
         **vdbbench_statistics(res["batch_lat"], res["queries"], wall),
+        "disk_io": disk_io(counters, wall),
         "batch_time_hist": stats.to_json(res["batch_lat"]),  # the runs' pooled statistics merge these
         "query_completion_mean_ms": _ms(lat["mean"]),
         "query_completion_p50_ms": _ms(lat["p50"]),
@@ -121,6 +140,13 @@ def summary(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
         sum(r["total_queries"] for r in runs),
         sum(r["total_time_seconds"] for r in runs),
     )
+    io = [r["disk_io"] for r in runs]
+    read = sum(d["total_bytes_read"] for d in io) if all(d["applicable"] for d in io) else None
+    pooled["disk_io"] = (
+        io[0] | {"total_bytes_read": read, "total_bytes_read_per_sec": read / pooled["total_time_seconds"]}
+        if read is not None and pooled["total_time_seconds"] > 0
+        else {"applicable": False, "status": "N/A", "not_applicable_reason": "not every run was counted"}
+    )
     return pooled | {"run_count": len(runs), "runs": [statistics_of(r) for r in runs]}
 
 
@@ -129,4 +155,4 @@ def statistics_of(run: Dict[str, Any]) -> Dict[str, Any]:
     return {k: run[k] for k in STATISTICS_FIELDS}
 
 
-STATISTICS_FIELDS: Sequence[str] = tuple(vdbbench_statistics(stats.empty(), 0, 0.0))
+STATISTICS_FIELDS: Sequence[str] = (*vdbbench_statistics(stats.empty(), 0, 0.0), "disk_io")

@@ -73,6 +73,10 @@ def test_run_writes_the_index_and_the_results(run_cli, tmp_path):
         assert "latency-bound chain" in r["verdict"]["reason"] or r["verdict"]["part"] == "search chain"
     seconds = sum(r["seconds"] for r in doc["runs"])
     assert summ["total_queries"] == 80 and summ["throughput_qps"] == pytest.approx(80 / seconds)
+    # `check` takes the folder with the rules' checks: two runs of the five the rules want
+    code, chk, err = run_cli("check", out)
+    assert code == 1 and "FAIL  5 timed runs (rules 5.3): 2 run(s)" in chk, chk + err
+    assert "PASS  index type CLOSED allows: diskann (DISKANN)" in chk and "NOTE  what ran:" in chk
     # the index: 4000 x 1536-d in one segment, DiskANN's metadata in sector 0, every byte written
     seg = idx / "diskann-n4000-d1536x4-r64-s1" / "segment_00000" / "_disk.index"
     with open(seg, "rb") as f:

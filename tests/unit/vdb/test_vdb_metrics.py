@@ -109,3 +109,13 @@ def test_summary_pools_the_runs_batches():
     assert s["mean_latency_ms"] == pytest.approx(want["mean_latency_ms"])
     assert s["p99_latency_ms"] == pytest.approx(want["p99_latency_ms"], rel=0.02)
     assert [r["p99_latency_ms"] for r in s["runs"]] == [r["p99_latency_ms"] for r in runs]
+
+
+def test_disk_io_is_the_runs_own_device_reads_or_not_applicable():
+    res = result()
+    c = storage_counters(res["bytes"]) | {"own_bytes": 1000}
+    d = metrics.run_metrics(res, c)["disk_io"]
+    assert d["applicable"] and d["total_bytes_read"] == 1000 and d["total_bytes_read_per_sec"] == 250.0
+    tmpfs = {"target": {"why": "tmpfs has no block device"}, "device_bytes": None, "wall_s": 4.0}
+    d = metrics.disk_io(tmpfs, 4.0)
+    assert not d["applicable"] and d["status"] == "N/A" and "tmpfs" in d["not_applicable_reason"]
