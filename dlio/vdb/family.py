@@ -92,6 +92,31 @@ def describe(spec: VdbSpec, p: Optional[search.Plan], present: Optional[bool], w
     return out
 
 
+def assumptions(spec: VdbSpec, p: Optional[search.Plan]) -> List[str]:
+    """What the plan takes on trust rather than from a measurement at this size: said in --dry-run, on the
+    console and in dlio-fast.json, so a figure is read with them."""
+    lay, out = spec.layout, []
+    if p is not None and p.source == "model":
+        nodes = lay.nodes_in(0)
+        if nodes > model.FITTED_NODES:
+            out.append(
+                f"reads and hops per segment search from DiskANN's model fitted at <= {model.FITTED_NODES:,} nodes, "
+                f"applied to {nodes:,} nodes per segment (extrapolated; vdb.trace replays a capture instead)"
+            )
+    if lay.kind.startswith("aisaq"):
+        out.append(
+            f"AISAQ's PQ code size {lay.pq_bytes} B (0.125 x the vector, Milvus's PQ budget) and so its node size "
+            f"{lay.node_len} B: a guess, not read from a real AISAQ build"
+        )
+    if lay.kind == "aisaq_scale":
+        out.append(
+            f"{spec.pq_reads_per_hop} PQ-page reads per hop (vdb.pq_reads_per_hop): knowhere's default varies 1-8"
+        )
+    if spec.searches and spec.cpu_per_hop_ns == 0:
+        out.append("no CPU per hop (vdb.cpu_per_hop_us 0): the chains are the storage's alone, not Milvus's search")
+    return out
+
+
 def _run_line(i: int, m: Dict[str, Any]) -> str:
     return (
         f"run {i + 1}: {m['throughput_qps']:.1f} QPS, latency (vdbbench's) mean {m['mean_latency_ms']:.2f} ms, "
@@ -196,7 +221,8 @@ class VdbRun:
 
     def describe(self) -> List[str]:
         present = None if self.store.remote else self.store.present()
-        return describe(self.spec, self.plan, present, self.store.describe())
+        lines = describe(self.spec, self.plan, present, self.store.describe())
+        return lines + [f"assumed             {a}" for a in assumptions(self.spec, self.plan)]
 
     def check(self) -> None:
         """Nothing of the host's to check before the folder exists: the plan's checks are the config's."""
@@ -225,6 +251,7 @@ class VdbRun:
             "plan": None
             if p is None
             else {"source": p.source, "beam_width": p.beam_width, "medoid": p.chains.medoid, **expected(spec, p)},
+            "assumptions": assumptions(spec, p),
             "build": None,
             "load": None,
             "runs": [],

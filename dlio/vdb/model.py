@@ -31,6 +31,7 @@ import numpy as np
 OVERSHOOT = 3.9
 N_SAT = 3000.0  # the overshoot's growth with the segment's node count saturates past ~10k nodes
 TAIL_A, TAIL_B = 0.8, 0.6
+FITTED_NODES = 20_000  # the largest segment the model was fitted on (diskannpy, inference-storage.md §2.4)
 READ_CV = 0.07  # per-search spread of the read count (the capture: 5.3 / 74.1)
 PLAN_READS = 2 << 20  # at most this many reads in a planned pool (8 MiB of node ids; ~1 s to plan): runs cycle
 

@@ -182,3 +182,19 @@ def test_aisaq_modes(run_cli, tmp_path, workload):
         assert r["pq_reads_per_query"] == pytest.approx(2 * r["hops_per_query"])
         assert r["read_bytes_mean"] == 4096
         assert len(list((tmp_path / "idx").rglob("_pq_rearranged.bin"))) == 1
+
+
+@pytest.mark.parametrize(
+    "workload, said",
+    [
+        ("vdb_diskann_1m", "fitted at <= 20,000 nodes, applied to 333,334 nodes per segment (extrapolated"),
+        ("vdb_aisaq_perf", "AISAQ's PQ code size 256 B"),
+        ("vdb_aisaq_scale", "PQ-page reads per hop"),
+    ],
+)
+def test_the_plan_states_what_it_assumes(run_cli, workload, said):
+    """What the emulation takes on trust (the hop model past the sizes it was fitted at, AISAQ's node size and
+    PQ reads) is said with the plan, not left for the reader to find in the docs."""
+    code, out, err = run_cli("run", "-w", workload, "--dry-run")
+    assert code == 0, err
+    assert any(line.startswith("assumed") and said in line for line in out.splitlines()), out
