@@ -409,6 +409,7 @@ class VdbConfig:
     processes: int = field(metadata=_key("vdb.processes"))
     batch: int = field(metadata=_key("vdb.batch"))
     search_threads: int = field(metadata=_key("vdb.search_threads"))
+    storage_only: bool = field(metadata=_key("vdb.storage_only"))
     top_k: int = field(metadata=_key("vdb.top_k"))
     duration: float = field(metadata=_key("vdb.duration"))
     queries: int = field(metadata=_key("vdb.queries"))

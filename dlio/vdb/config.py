@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from dlio.base.errors import ConfigError
 from dlio.config.engines import resolve as resolve_engine
@@ -34,6 +34,7 @@ class VdbSpec:
     queries: int
     runs: int
     cpu_per_hop_ns: int
+    cpu_note: str  # where the CPU per hop comes from: "set", "storage-only", or the scaled measurement
     pq_reads_per_hop: int
     trace: Optional[str]
     folder: str
@@ -60,6 +61,31 @@ class VdbSpec:
         ]
 
 
+# Milvus's search pool for disk indexes: GOMAXPROCS x queryNode.segcore.knowhereThreadPoolNumRatio (4)
+SEARCH_POOL_RATIO = 4
+# DiskANN's CPU per hop (the PQ distances of W x R neighbours and the full ones), measured with diskannpy 0.7.0
+# at 1536-d, R=64 (bench/vdb_vs_diskann.py prints it for a host); it scales with dimension x R
+CPU_PER_HOP_US, CPU_PER_HOP_SHAPE = 55.0, 1536 * 64
+
+
+def cpu_per_hop_us(cfg: Any, layout: Layout) -> Tuple[float, str]:
+    """The CPU spun after each hop and where it comes from: vdb.cpu_per_hop_us as set, none for storage-only
+    chains, else DiskANN's measured figure scaled to this index's dimension x R."""
+    v = cfg.vdb
+    if v.storage_only:
+        if v.cpu_per_hop_us > 0:
+            raise _bad("vdb.cpu_per_hop_us", v.cpu_per_hop_us, "vdb.storage_only chains spin no CPU per hop; set one")
+        return 0.0, "storage-only"
+    if v.cpu_per_hop_us >= 0:
+        return float(v.cpu_per_hop_us), "set"
+    us = CPU_PER_HOP_US * layout.dimension * layout.degree / CPU_PER_HOP_SHAPE
+    return us, (
+        f"DiskANN's {CPU_PER_HOP_US:g} us measured at 1536-d R=64 (diskannpy on a 2-core VM) scaled to "
+        f"{layout.dimension}-d R={layout.degree}: {us:.1f} us (vdb.cpu_per_hop_us sets this host's; "
+        "bench/vdb_vs_diskann.py measures it)"
+    )
+
+
 def _bad(key: str, value: Any, problem: str) -> ConfigError:
     return ConfigError(f"{key} = {value}: {problem}", key, value)
 
@@ -79,6 +105,7 @@ def vdb_spec(cfg: Any) -> VdbSpec:
         raise _bad("vdb.inline_pq", inline, f"more inline PQ codes than neighbours (vdb.max_degree {v.max_degree})")
     layout = Layout(v.index, v.vectors, v.dimension, v.dtype_bytes, v.max_degree, segments, inline, pq)
     cores = usable_cores()
+    cpu_us, cpu_note = cpu_per_hop_us(cfg, layout)
     if v.beam_width:
         w, note = v.beam_width, "vdb.beam_width"
     else:  # milvus internal/util/indexparams/disk_index_params.go: min(16, nCPU x BeamWidthRatio 4.0)
@@ -104,12 +131,13 @@ def vdb_spec(cfg: Any) -> VdbSpec:
         hot_share=v.hot_share,
         processes=v.processes,
         batch=v.batch,
-        search_threads=v.search_threads or cores,
+        search_threads=v.search_threads or SEARCH_POOL_RATIO * cores,
         top_k=v.top_k,
         duration_s=v.duration,
         queries=v.queries,
         runs=v.runs,
-        cpu_per_hop_ns=int(round(v.cpu_per_hop_us * 1000)),
+        cpu_per_hop_ns=int(round(cpu_us * 1000)),
+        cpu_note=cpu_note,
         pq_reads_per_hop=v.pq_reads_per_hop if v.index == "aisaq_scale" else 0,
         trace=v.trace,
         folder=folder,

@@ -112,8 +112,14 @@ def assumptions(spec: VdbSpec, p: Optional[search.Plan]) -> List[str]:
         out.append(
             f"{spec.pq_reads_per_hop} PQ-page reads per hop (vdb.pq_reads_per_hop): knowhere's default varies 1-8"
         )
-    if spec.searches and spec.cpu_per_hop_ns == 0:
+    if spec.searches and spec.cpu_note == "storage-only":
+        out.append(
+            "storage-only chains (vdb.storage_only): no CPU per hop, the QPS is the storage's ceiling, not Milvus's"
+        )
+    elif spec.searches and spec.cpu_per_hop_ns == 0:
         out.append("no CPU per hop (vdb.cpu_per_hop_us 0): the chains are the storage's alone, not Milvus's search")
+    elif spec.searches and spec.cpu_note != "set":
+        out.append(f"CPU per hop: {spec.cpu_note}")
     return out
 
 

@@ -104,7 +104,7 @@ def test_hnsw_writes_and_loads_only(run_cli, tmp_path):
     )
     assert code == 0, se
     doc = load(out / "dlio-fast.json")
-    size = 4096 * -(-2000 * (1536 * 4 + 4 + 8 * 16) // 4096)
+    size = 4096 * -(-2000 * (1536 * 4 + 4 + 8 * 64) // 4096)  # M=64: 128 links at level 0
     assert doc["build"]["bytes"] == size == doc["load"]["bytes"] and not doc["runs"]
     assert not (out / "summary.json").exists()
 
