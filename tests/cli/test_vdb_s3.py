@@ -152,7 +152,7 @@ def test_hnsw_on_s3_loads_by_downloading(s3env, bucket, tmp_path):
     p = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     doc = load(tmp_path / "out" / "dlio-fast.json")
-    size = 4096 * -(-2000 * (1536 * 4 + 4 + 8 * 16) // 4096)
+    size = 4096 * -(-2000 * (1536 * 4 + 4 + 8 * 64) // 4096)  # M=64: 128 links at level 0
     assert doc["build"]["bytes"] == size == doc["load"]["bytes"] and not doc["runs"]
     assert "downloaded" in p.stdout and "search_reads" not in doc
 
