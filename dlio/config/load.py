@@ -103,7 +103,7 @@ from dlio.config.sections import (
     WorkflowConfig,
 )
 from dlio.config.timespec import TimeSpec, is_number, parse_time, plain_number  # noqa: F401
-from dlio.config.validate import apply_scale, check_all, coerce, dtype_name
+from dlio.config.validate import apply_scale, check_all, coerce, dtype_name, follow_data_folder
 from dlio.config.workloads import resolve as _resolve_workload
 from dlio.config.workloads import workload_text
 from dlio.system.inputs import YAML_CAP, read_regular
@@ -359,6 +359,7 @@ def _resolve(
         if factor != 1.0:
             apply_scale(values, sources, factor, f"{scale_origin} {plain_number(factor)}")
 
+    follow_data_folder(values, sources)
     check_all(values, {k.path: sources.get(k.path, "default") for k in KEYS} | sources)
     warnings += not_emulated(values, sources)
     built = _build(values)

@@ -4,6 +4,7 @@ and --scale applied to a resolved set of values."""
 from __future__ import annotations
 
 import math
+import os
 from types import MappingProxyType
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -228,6 +229,21 @@ def apply_scale(values: Dict[str, Any], sources: Dict[str, str], factor: float, 
             values[sub] = values[key] if values[key] > 1 else 0
             sources[sub] = origin
     scale_checkpoint_model(values, factor, given)
+    if values.get("workflow.vdb") and not given("vdb.vectors"):  # vector search: the collection
+        values["vdb.vectors"] = max(VDB_MIN_VECTORS, scaled(values["vdb.vectors"]))
+        sources["vdb.vectors"] = origin
+
+
+VDB_MIN_VECTORS = 1000  # a scaled collection keeps a graph worth searching (the medoid and its hops)
+
+
+def follow_data_folder(values: Dict[str, Any], sources: Dict[str, str]) -> None:
+    """dataset.data_folder given for this run and vdb.index_folder not: the index goes in it (vdb/ inside),
+    as every family's data does, not in the workload's data/vdb under the current folder."""
+    given = sources.get("dataset.data_folder", "default").startswith(EXPLICIT)
+    if values.get("workflow.vdb") and given and not sources.get("vdb.index_folder", "default").startswith(EXPLICIT):
+        values["vdb.index_folder"] = os.path.join(str(values["dataset.data_folder"]), "vdb")
+        sources["vdb.index_folder"] = f"dataset.data_folder ({sources['dataset.data_folder']})"
 
 
 # --------------------------------------------------------------------------------------------------

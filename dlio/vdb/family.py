@@ -228,6 +228,12 @@ class VdbRun:
     def describe(self) -> List[str]:
         present = None if self.store.remote else self.store.present()
         lines = describe(self.spec, self.plan, present, self.store.describe())
+        if self.cfg.scale != 1.0:  # what --scale changed: the collection
+            lines.insert(
+                0,
+                f"scale               {self.cfg.scale:g}: vdb.vectors {self.cfg.vdb.vectors:,} "
+                f"({self.cfg.origin('vdb.vectors')})",
+            )
         return lines + [f"assumed             {a}" for a in assumptions(self.spec, self.plan)]
 
     def check(self) -> None:
@@ -256,7 +262,16 @@ class VdbRun:
             "layout": asdict(spec.layout) | {"node_len": spec.layout.node_len, "read_bytes": spec.layout.read_bytes},
             "plan": None
             if p is None
-            else {"source": p.source, "beam_width": p.beam_width, "medoid": p.chains.medoid, **expected(spec, p)},
+            else {
+                "source": p.source,
+                "beam_width": p.beam_width,
+                "search_list": spec.search_list,
+                "cache_ratio": spec.cache_ratio,
+                "search_threads": spec.search_threads,  # as resolved (0 in the config: Milvus's pool)
+                "cpu_per_hop_us": spec.cpu_per_hop_ns / 1e3,
+                "medoid": p.chains.medoid,
+                **expected(spec, p),
+            },
             "assumptions": assumptions(spec, p),
             "build": None,
             "load": None,
@@ -322,12 +337,17 @@ def reading(doc: Dict[str, Any]) -> FamilyReading:
     }
     cfg = doc.get("config") or {}
     v = cfg.get("vdb") or {}
+    plan = doc.get("plan") or {}
     settings = {
         "vectors": v.get("vectors"),
         "dimension": v.get("dimension"),
+        "search_list": plan.get("search_list", v.get("search_list")),
+        "beam_width": plan.get("beam_width"),
+        "cache_ratio": plan.get("cache_ratio", v.get("cache_ratio")),
+        "cpu_per_hop_us": plan.get("cpu_per_hop_us"),
         "processes": v.get("processes"),
         "batch": v.get("batch"),
-        "search_threads": v.get("search_threads"),
+        "search_threads": plan.get("search_threads", v.get("search_threads")),
         "engine": (cfg.get("dlio_fast") or {}).get("engine"),
         "storage_type": (cfg.get("storage") or {}).get("storage_type"),
     }
@@ -345,6 +365,10 @@ def reading(doc: Dict[str, Any]) -> FamilyReading:
 REPORT_SETTINGS = [
     ("vectors", "vectors"),
     ("dimension", "dimension"),
+    ("search_list", "search list L"),
+    ("beam_width", "beam width W"),
+    ("cache_ratio", "node cache ratio"),
+    ("cpu_per_hop_us", "CPU per hop (us)"),
     ("processes", "query processes"),
     ("batch", "queries per call"),
     ("search_threads", "search threads"),

@@ -136,6 +136,10 @@ def test_kvcache_and_vdb_figures(run_cli, runs):
     batch_ns = sum(r["batch_time_hist"]["sum"] for r in vd["runs"])
     assert vdb["mean_latency_ms"] == pytest.approx(batch_ns / queries / 1e6, rel=1e-9)
     assert vdb["runs"] == len(vd["runs"]) == 2
+    # every setting that changes the figures is shown, as the run resolved it (not the config's 0)
+    st = section(rep, "vector search")["runs"][0]["settings"]
+    assert st["search_list"] == "48" and st["beam_width"] == str(vd["plan"]["beam_width"])  # as shown
+    assert st["search_threads"] == str(vd["plan"]["search_threads"]) != "0" and st["cache_ratio"] not in ("", "-")
 
 
 def test_every_format_carries_the_figures_and_the_verdict(run_cli, runs, tmp_path):
