@@ -192,8 +192,12 @@ class Config:
                 out[sec] = conv(getattr(self, sec))
         return out
 
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
+    def to_yaml(self, sections: Optional[Sequence[str]] = None) -> str:
+        """The resolved config as YAML: every section, or only `sections` (those a run reads)."""
+        d = self.to_dict()
+        if sections is not None:
+            d = {k: v for k, v in d.items() if k in sections}
+        return yaml.safe_dump(d, sort_keys=False, default_flow_style=False)
 
     # -- derived values (pure) ------------------------------------------------------------------
 

@@ -123,3 +123,5 @@ class Family:
     listing: Callable[[Any], Dict[str, str]]
     report: Optional[FamilyReport] = None
     checks: Optional[FamilyChecks] = None
+    # the config sections its runs read: --dry-run prints these (None: every section)
+    sections: Optional[Tuple[str, ...]] = None

@@ -12,11 +12,12 @@ A run refused before it measured leaves no output folder behind."""
 from __future__ import annotations
 
 import signal
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from dlio.base.errors import Interrupted
 from dlio.family import Family, RunContext
 from dlio.jobs.folder import output_folder, prepare_output
+from dlio.jobs.registry import FAMILIES
 from dlio.jobs.runlock import remove_unused, unlock_output_folder
 from dlio.system.execute import late_signal_note, pending, stop_signals_deferred, watch_peers
 from dlio.system.mpi import Comm
@@ -38,7 +39,7 @@ def run(
     if dry_run:
         lines = job.describe()
         if comm.rank == 0:
-            for line in [cfg.to_yaml().rstrip(), "---", *lines]:
+            for line in [cfg.to_yaml(shown_sections(cfg, family)).rstrip(), "---", *lines]:
                 ctx.echo(line)
         return None
     job.check()
@@ -86,6 +87,14 @@ def run(
         if comm.rank == 0:
             unlock_output_folder(folder)  # the folder holds no lock file after the run
     return folder if comm.rank == 0 else None
+
+
+def shown_sections(cfg: Any, family: Family) -> List[str]:
+    """The config sections --dry-run prints: the family's own list, else every section but the other
+    families' (a family's section is named as its workflow flag)."""
+    if family.sections is not None:
+        return list(family.sections)
+    return [s for s in cfg.to_dict() if s == family.name or s not in FAMILIES]
 
 
 def tell_peers(comm: Comm, failure: BaseException) -> None:

@@ -243,4 +243,12 @@ def _trial(
     return rec, failure
 
 
-FAMILY = Family("kvcache", "KV cache", KvRun, listing, results.REPORT, FamilyChecks(results.SCHEMA, check.checks))
+FAMILY = Family(
+    "kvcache",
+    "KV cache",
+    KvRun,
+    listing,
+    results.REPORT,
+    FamilyChecks(results.SCHEMA, check.checks),
+    sections=("model", "workflow", "storage", "dlio_fast", "kvcache"),
+)

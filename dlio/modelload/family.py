@@ -318,4 +318,11 @@ def _document(
 
 
 REPORT = FamilyReport(SCHEMA, "model load", figures.REPORT_SETTINGS, figures.REPORT_FIGURES, figures.reading)
-FAMILY = Family("model_load", "model load", LoadRun, listing, REPORT)
+FAMILY = Family(
+    "model_load",
+    "model load",
+    LoadRun,
+    listing,
+    REPORT,
+    sections=("model", "workflow", "storage", "dlio_fast", "checkpoint", "model_load"),
+)

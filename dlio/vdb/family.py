@@ -394,4 +394,12 @@ REPORT_FIGURES: List[Figure] = [
     ("load_mb_per_s", "index load MB/s", "MB/s", 1),
 ]
 REPORT = FamilyReport(SCHEMA, "vector search", REPORT_SETTINGS, REPORT_FIGURES, reading)
-FAMILY = Family("vdb", "vector search", VdbRun, listing, REPORT, FamilyChecks(SCHEMA, check.checks))
+FAMILY = Family(
+    "vdb",
+    "vector search",
+    VdbRun,
+    listing,
+    REPORT,
+    FamilyChecks(SCHEMA, check.checks),
+    sections=("model", "workflow", "storage", "dlio_fast", "vdb"),
+)

@@ -72,3 +72,18 @@ def test_two_family_flags_are_refused_by_name():
     cfg = load_config(workload="default", env={}, sets=["workflow.vdb=true", "workflow.kvcache=true"])
     with pytest.raises(ConfigError, match="one workload family per run"):
         registry.family_of(cfg)
+
+
+@pytest.mark.parametrize("name", list(registry.FAMILIES))
+def test_a_dry_run_prints_only_the_sections_the_family_reads(name):
+    """A family's --dry-run shows its own section and the shared ones, never another family's keys."""
+    from dlio.jobs.driver import shown_sections
+
+    cfg = load_config(
+        workload=next(w for w in list_workloads() if registry.family_of(load_config(workload=w, env={})).name == name),
+        env={},
+    )
+    shown = shown_sections(cfg, registry.family(name))
+    others = [f for f in registry.FAMILIES if f not in (name, registry.TRAINING)]
+    assert not set(shown) & set(others) and "workflow" in shown
+    assert name in shown or name == registry.TRAINING
