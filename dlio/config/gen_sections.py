@@ -28,6 +28,7 @@ WIDTH = 120  # ruff's line length (pyproject.toml)
 # Key.type -> the type of the value the loader stores (validate.coerce, timespec.parse_time).
 TYPES: Dict[str, str] = {
     "int": "int",
+    "bytes": "int",  # coerce: a size as typed, in bytes
     "float": "float",  # coerce: float(v)
     "num": "Union[int, float]",  # coerce keeps an int an int and a float a float
     "bool": "bool",

@@ -11,6 +11,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from dlio.base.errors import ConfigError
+from dlio.base.units import parse_size
 from dlio.config.layers import PRESENT, Entry
 from dlio.config.problem import problem, show
 from dlio.config.schema import Key
@@ -70,6 +71,13 @@ def coerce(k: Key, e: Entry) -> Any:
     t = k.type
     if t == "int":
         return _as_int(k, v, e, "an integer")
+    if t == "bytes":
+        if isinstance(v, str):
+            try:
+                v = parse_size(v.strip())
+            except ValueError:
+                raise problem(k.path, v, e.origin, f"expected a size (4096, 300m, 16GiB){_range_text(k)}") from None
+        return _as_int(k, v, e, "a size in bytes")
     if t in ("num", "float", "stdev"):
         if not is_number(v) or not math.isfinite(v):
             raise problem(k.path, v, e.origin, f"expected a number{_range_text(k)}")
@@ -124,6 +132,7 @@ def coerce(k: Key, e: Entry) -> Any:
 def _allowed(k: Key) -> str:
     return {
         "int": f"an integer{_range_text(k)}",
+        "bytes": f"a size in bytes (4096, 300m, 16GiB){_range_text(k)}",
         "num": f"a number{_range_text(k)}",
         "float": f"a number{_range_text(k)}",
         "bool": "true or false",

@@ -17,7 +17,7 @@ KEYS: Tuple[Key, ...] = (
         choices=("llama3_8b", "llama3_70b", "llama3_405b", "transformer", "generic"),
         io=True,
     ),
-    Key("model_load.model_bytes", "int", 16 * 2**30, "size of a generic model in bytes", lo=4096, hi=2**50, io=True),
+    Key("model_load.model_bytes", "bytes", 16 * 2**30, "size of a generic model in bytes", lo=4096, hi=2**50, io=True),
     Key("model_load.dtype", "enum", "bf16", "dtype of the weights", choices=("bf16", "fp16", "fp32", "fp8"), io=True),
     Key(
         "model_load.shard_size",

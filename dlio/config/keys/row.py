@@ -2,6 +2,7 @@
 
 Types:
   int, float      numbers; ``num`` keeps an int an int and a float a float (record sizes)
+  bytes           an integer of bytes, also as people type sizes (300m, 16GiB: powers of 1024)
   bool, str
   enum            one of ``choices``, compared case-insensitively, normalised to the spelling here
   ints, strs      lists (``strs`` also accepts one string)

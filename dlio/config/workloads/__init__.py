@@ -41,7 +41,10 @@ def resolve(name: str) -> str:
         names = list_workloads()
         near = difflib.get_close_matches(str(name), names, n=1)
         hint = f"did you mean {near[0]}? " if near else ""
-        raise ConfigError(f"unknown workload {name!r}: {hint}available: {', '.join(names)}")
+        # one line: the names are a command away, not 45 of them on the error's line
+        raise ConfigError(
+            f"unknown workload {name!r}: {hint}`dlio-fast workloads` lists the {len(names)} built-in ones"
+        )
     return real
 
 

@@ -112,3 +112,28 @@ def test_optional_sections_are_none_when_absent():
     for path in OPTIONAL_SECTIONS:
         assert cfg.get(path) is None
     assert math.isclose(load_config(workload="unet3d", sets=["metric.au=1"], env={}).metric.au, 1.0)
+
+
+def test_a_bytes_key_takes_a_size_as_typed():
+    """model_load.model_bytes is bytes: 300m is 300 MiB, and a word that is no size is refused by name."""
+    import pytest
+
+    from dlio.base.errors import ConfigError
+    from dlio.config.load import load_config
+
+    cfg = load_config(workload="load_model", env={}, sets=["model_load.model_bytes=300m"])
+    assert cfg.model_load.model_bytes == 300 << 20
+    with pytest.raises(ConfigError, match="model_load.model_bytes.*expected a size"):
+        load_config(workload="load_model", env={}, sets=["model_load.model_bytes=3x"])
+
+
+def test_an_unknown_workload_is_one_short_line():
+    import pytest
+
+    from dlio.base.errors import ConfigError
+    from dlio.config.load import load_config
+
+    with pytest.raises(ConfigError) as e:
+        load_config(workload="unet4d", env={})
+    text = str(e.value)
+    assert "did you mean unet3d?" in text and "`dlio-fast workloads` lists" in text and len(text) < 160
