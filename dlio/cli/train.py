@@ -6,7 +6,7 @@ import contextlib
 import difflib
 import os
 import sys
-from typing import Any, Callable, Dict, Iterator, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import click
 
@@ -325,34 +325,41 @@ def verify(data_folder, overrides, workload_name, config_file, sets, scale) -> N
 )
 @click.pass_context
 def workloads(ctx: click.Context) -> None:
-    """List the built-in workloads (format, files, sample size, dataset size, batch, compute)."""
+    """List the built-in workloads, a table per workload family with the family's own columns."""
     if ctx.invoked_subcommand is not None:
         return
     # the job's modules load when the command runs: --help and completion stay fast
-    from dlio.jobs.registry import family_of
+    from dlio.jobs.registry import FAMILIES, family_of
     from dlio.mlperf.rules import label
 
-    width = max(len(n) for n in list_workloads()) + 1
-    fw = max(len("(checkpoint only)"), len("mmap_indexed_binary")) + 1  # the longest format name
-    rules = {name: label(name) for name in list_workloads()}
-    rw = max(len("MLPerf Storage rules"), *(len(v) for v in rules.values()))
-    click.echo(
-        f"{'workload':<{width}} {'format':<{fw}} {'files':>9} {'spf':>10} {'sample':>10} {'dataset':>10} "
-        f"{'batch':>6} {'compute s':>10}  {'MLPerf Storage rules':<{rw}}"
-    )
+    tables: Dict[str, List[Dict[str, str]]] = {name: [] for name in FAMILIES}
+    titles: Dict[str, str] = {}
     for name in list_workloads():
         cfg = load_config(workload=name, env={})
-        if cfg.is_checkpoint_only():
-            click.echo(f"{name:<{width}} {'(checkpoint only)'}")
-            continue
+        family = family_of(cfg)
+        titles[family.name] = family.title
         # each family says what its columns hold (a KV cache's users, a model's shards, ...)
-        row = {"files": "-", "spf": "-", "sample": "-", "dataset": "-", "batch": "-", "compute": "-"}
-        row.update(family_of(cfg).listing(cfg))
-        rule = row.get("rules", rules[name])
-        click.echo(
-            f"{name:<{width}} {row['format']:<{fw}} {row['files']:>9} {row['spf']:>10} {row['sample']:>10} "
-            f"{row['dataset']:>10} {row['batch']:>6} {row['compute']:>10}  {rule:<{rw}}"
-        )
+        row = {"workload": name, **family.listing(cfg)}
+        row.setdefault("MLPerf Storage rules", label(name))
+        tables[family.name].append(row)
+    for fam, rows in tables.items():
+        if rows:
+            click.echo(f"{titles[fam]}:" if fam == next(iter(tables)) else f"\n{titles[fam]}:")
+            for line in table_lines(rows):
+                click.echo(line)
+
+
+def table_lines(rows: List[Dict[str, str]]) -> List[str]:
+    """Rows as aligned text: the columns every row named, in the order they came; a missing cell '-'."""
+    cols: List[str] = []
+    for r in rows:
+        cols += [c for c in r if c not in cols]
+    width = {c: max(len(c), *(len(r.get(c, "-")) for r in rows)) for c in cols}
+
+    def text(r: Dict[str, str]) -> str:
+        return "  ".join(r.get(c, "-").ljust(width[c]) for c in cols).rstrip()
+
+    return [text({c: c for c in cols}), *(text(r) for r in rows)]
 
 
 @workloads.command("show", epilog=examples("dlio-fast workloads show llama_8b_zero3"))

@@ -61,13 +61,16 @@ def describe(s: KvSettings, plan: Plan, folder: str, ranks: int, local: bool = T
 
 
 def listing(cfg: Any) -> Dict[str, str]:
-    """`dlio-fast workloads`' columns: no dataset; the users, and KV bytes per token as the sample."""
+    """`dlio-fast workloads`' columns: the model, its users, the KV bytes per token, a trial's length."""
+    kv = cfg.kvcache
     return {
-        "format": "(kv cache)",
-        "files": str(cfg.kvcache.users),
-        "spf": "users",
-        "sample": fmt_bytes(resolve_model(cfg.kvcache).bytes_per_token, ""),
-        "rules": "v3.0 closed (KVCache)" if cfg.workload in OPTIONS else "-",
+        "model": resolve_model(kv).name,
+        "users": str(kv.users),
+        "KV per token": fmt_bytes(resolve_model(kv).bytes_per_token, ""),
+        "RAM tier": str(kv.cpu_bytes),
+        "trial s": f"{kv.duration:g}",
+        "trials": str(kv.trials),
+        "MLPerf Storage rules": "v3.0 closed (KVCache)" if cfg.workload in OPTIONS else "-",
     }
 
 

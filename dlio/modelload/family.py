@@ -114,12 +114,15 @@ def plan_lines(cfg: Any, model: Model, shards: List[Shard], root: str, tp: int, 
 
 
 def listing(cfg: Any) -> Dict[str, str]:
-    """`dlio-fast workloads`' columns: the safetensors shards as files, the model's size as the dataset."""
-    model = model_of(cfg)
+    """`dlio-fast workloads`' columns: the model, its dtype, shards and size, what a rank reads and how."""
+    model, ml = model_of(cfg), cfg.model_load
     return {
-        "format": f"(model load {cfg.model_load.dtype})",
-        "files": str(len(layout(model, cfg.model_load.shard_size))),
-        "dataset": fmt_bytes(model.nbytes, ""),
+        "model": ml.model,
+        "dtype": ml.dtype,
+        "shards": str(len(layout(model, ml.shard_size))),
+        "size": fmt_bytes(model.nbytes, ""),
+        "spread": ml.spread,
+        "read mode": ml.read_mode,
     }
 
 

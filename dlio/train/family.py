@@ -239,11 +239,11 @@ def listing(cfg: Any) -> Dict[str, str]:
     return {
         "format": d.format,
         "files": str(d.num_files_train),
-        "spf": str(d.num_samples_per_file),
+        "samples/file": str(d.num_samples_per_file),
         "sample": fmt_bytes(cfg.record_bytes(), ""),
         "dataset": fmt_bytes(size_of(dataset_spec(cfg)), ""),
         "batch": str(cfg.reader.batch_size),
-        "compute": f"{cfg.train.computation_time.mean():.4g}",
+        "compute s": f"{cfg.train.computation_time.mean():.4g}",
     }
 
 

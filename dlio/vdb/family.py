@@ -44,14 +44,16 @@ def expected(spec: VdbSpec, p: search.Plan) -> Dict[str, float]:
 
 
 def listing(cfg: Any) -> Dict[str, str]:
-    """`dlio-fast workloads`' columns: segments as files, the node read as the sample, the index's size."""
+    """`dlio-fast workloads`' columns: the index, its vectors and segments, a node read, its size, the load."""
     vs = vdb_spec(cfg)
     return {
-        "format": f"vdb {cfg.vdb.index}",
-        "files": str(vs.layout.segments),
-        "sample": fmt_bytes(vs.layout.read_bytes, "") if vs.searches else "-",
-        "dataset": fmt_bytes(sum(n for _, n in file_sizes(vs)), ""),
-        "batch": str(cfg.vdb.batch) if vs.searches else "-",
+        "index": cfg.vdb.index,
+        "vectors": f"{cfg.vdb.vectors:,}",
+        "dimension": str(cfg.vdb.dimension),
+        "segments": str(vs.layout.segments),
+        "node read": fmt_bytes(vs.layout.read_bytes, "") if vs.searches else "-",
+        "index size": fmt_bytes(sum(n for _, n in file_sizes(vs)), ""),
+        "processes x batch": f"{cfg.vdb.processes} x {cfg.vdb.batch}" if vs.searches else "-",
     }
 
 

@@ -1,6 +1,7 @@
 """Every --help ends with examples that name real commands; shell completion lists workloads, engines, rw modes."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,10 +68,16 @@ def test_bash_source_script():
     assert "_DLIO_FAST_COMPLETE=bash_complete" in out and "complete " in out
 
 
-def test_workloads_table_is_aligned():
-    """Every row as wide as the header: no value runs into the next column (mmap_indexed_binary did)."""
+def test_workloads_tables_are_aligned():
+    """A table per family, each cell starting under its column's name: no value runs into the next column
+    (mmap_indexed_binary did), and no family's rows squeezed into another's columns."""
     res = CliRunner().invoke(cli, ["workloads"])
     assert res.exit_code == 0, res.output
-    header, *rows = res.output.splitlines()
-    table = [r for r in rows if "(checkpoint only)" not in r]
-    assert table and all(len(r) == len(header) for r in table), [r for r in table if len(r) != len(header)]
+    tables = [t.splitlines() for t in res.output.strip().split("\n\n")]
+    assert [t[0] for t in tables] == ["training:", "KV cache:", "vector search:", "model load:"]
+    for _, header, *rows in tables:
+        starts = [m.start() for m in re.finditer(r"(?<=  )\S", header)]  # where each column's name begins
+        assert rows and starts
+        for r in rows:
+            for c in starts:
+                assert r[c - 2 : c] == "  " and r[c] != " ", (header, r)

@@ -35,7 +35,7 @@ def test_datasize_bad_memory_is_one_line(run_cli):
 def test_workloads_shows_rules_version_and_division(run_cli):
     code, out, err = run_cli("workloads")
     assert code == 0
-    rows = {l.split()[0]: l.rstrip() for l in out.splitlines()[1:]}
+    rows = {l.split()[0]: l.rstrip() for l in out.splitlines() if l.strip() and not l.endswith(":")}
     assert rows["unet3d_b200"].endswith("v3.0 closed")
     assert rows["retinanet_b200"].split()[1] == "jpeg"
     assert rows["resnet50_h100"].endswith("v3.0 whatif, v2.0 closed")
