@@ -163,6 +163,13 @@ def maxacc(workload_name, config_file, sets, launcher, model_latency, max_n, ste
             else ""
         )
     )
+    if mx.from_memory(res):
+        click.echo(
+            f"warning: the answer is the page cache's, not the storage's: the probes at {res.answer} accelerators "
+            f"were served from memory ({res.answer_verdict()}); use --set dlio_fast.cache=drop, "
+            "--set dlio_fast.engine=odirect or a dataset larger than RAM",
+            err=True,
+        )
     doc = dict(
         res.to_json(),
         workload=name,

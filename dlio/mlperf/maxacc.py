@@ -38,6 +38,7 @@ class Probe:
     mib_per_s: float  # all ranks
     folder: str = ""
     kind: str = "probe"  # probe, edge (a repeat at the edge), confirm
+    verdict: str = ""  # its epochs' verdicts (is it a storage result?), e.g. "storage-bound" or "cache"
 
     def passed(self, threshold_pct: float) -> bool:
         return self.au >= threshold_pct
@@ -59,13 +60,29 @@ class Search:
             out.setdefault(p.n, []).append(p.au)
         return out
 
+    def answer_verdict(self) -> str:
+        """The verdicts of the probes at the answer: is the answer the storage's? ("" with no answer)."""
+        return probe_verdict([p.verdict for p in self.probes if p.n == self.answer and p.verdict])
+
     def to_json(self) -> Dict:
         return {
             "answer": self.answer,
+            "answer_verdict": self.answer_verdict(),
             "threshold_percentage": self.threshold_pct,
             "limit_hit": self.limit_hit,
             "probes": [asdict(p) for p in self.probes],
         }
+
+
+def probe_verdict(verdicts: Sequence[str]) -> str:
+    """One word for several verdicts: the word when they agree, else them all, most common first."""
+    words = [w for v in verdicts for w in v.split(", ") if w]
+    return ", ".join(sorted(set(words), key=lambda w: (-words.count(w), w)))
+
+
+def from_memory(res: Search) -> bool:
+    """The answer rests on probes the page cache (or a memory filesystem) served: not the storage's."""
+    return "cache" in res.answer_verdict().split(", ")
 
 
 def search(
@@ -180,7 +197,8 @@ def subprocess_measure(
             last = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
             raise DlioError(f"maxacc: the probe at {n} accelerators failed (exit {p.returncode}): {last}")
         with open(os.path.join(folder, "dlio-fast.json")) as f:
-            m = json.load(f)["metrics"]
+            doc = json.load(f)
+        m = doc["metrics"]
         pr = Probe(
             n,
             float(m.get("au_mean_percentage") or 0.0),
@@ -188,10 +206,11 @@ def subprocess_measure(
             float(m.get("MiB_per_second_mean") or 0.0),
             folder,
             kind,
+            probe_verdict([v["verdict"] for v in doc.get("verdicts") or [] if v.get("verdict")]),
         )
         echo(
             f"{kind:<8} n={n:<4} exact AU {pr.au:6.2f} %  {pr.samples_per_s:10.1f} samples/s  "
-            f"{pr.mib_per_s:10.1f} MiB/s"
+            f"{pr.mib_per_s:10.1f} MiB/s  {pr.verdict or '-'}"
         )
         return pr
 
@@ -202,14 +221,15 @@ def curve_lines(res: Search, demand_gib_s: float, hosts: int = 1) -> List[str]:
     """The AU curve table: n, accelerators per host, probes' AU (min / median / max), pass/fail."""
     rows = [
         f"{'accel':>5} {'per host':>8} {'probes':>6} {'min %':>9} {'med %':>9} {'max %':>9}  "
-        f"{'demand GiB/s':>12}  verdict   (the probes' exact AU)"
+        f"{'demand GiB/s':>12}  AU        storage verdict   (the probes' exact AU)"
     ]
     for n, aus in res.curve().items():
         s = sorted(aus)
         ok = all(a >= res.threshold_pct for a in aus)
+        seen = probe_verdict([p.verdict for p in res.probes if p.n == n and p.verdict]) or "-"
         rows.append(
             f"{n:>5} {n / hosts:>8g} {len(aus):>6} {s[0]:>9.2f} {s[len(s) // 2]:>9.2f} {s[-1]:>9.2f}  "
-            f"{n * demand_gib_s:>12.4g}  {'pass' if ok else 'FAIL'}"
+            f"{n * demand_gib_s:>12.4g}  {'pass' if ok else 'FAIL':<8}  {seen}"
         )
     return rows
 

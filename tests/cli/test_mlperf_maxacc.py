@@ -73,7 +73,7 @@ def test_mpiexec_probes_on_tmpfs(tmp_path, dlio_cmd):
     """Real ranks under mpiexec reading a real dataset in /dev/shm (memory). The storage is far from any
     limit, but two ranks on a busy 2-core test machine can fall under 90 % AU (the host's CPU is the limit
     then), so the threshold is the workload's metric.au, set to 50 %: every probe up to --max 2 passes and
-    the answer is 2, a lower bound."""
+    the answer is 2, a lower bound, and it says that it is memory's answer, not the storage's."""
     import os
     import tempfile
 
@@ -108,5 +108,8 @@ def test_mpiexec_probes_on_tmpfs(tmp_path, dlio_cmd):
         assert doc["threshold_percentage"] == 50
         assert (doc["answer"], doc["limit_hit"]) == (2, True), doc
         assert any(p["kind"] == "confirm" and p["n"] == doc["answer"] for p in doc["probes"])
+        # every probe read memory (tmpfs): each says so, the answer too, and the console warns
+        assert {p["verdict"] for p in doc["probes"]} == {"cache"} and doc["answer_verdict"] == "cache"
+        assert "the answer is the page cache's, not the storage's" in err and "cache" in out
     finally:
         shutil.rmtree(data, ignore_errors=True)
