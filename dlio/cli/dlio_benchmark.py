@@ -120,12 +120,17 @@ def main(argv: Optional[List[str]] = None) -> None:
     except DlioError as e:
         print(f"{JOB_NAME}: error: {e}", file=sys.stderr)
         sys.exit(1)
+    from dlio.cli import grammar
+    from dlio.cli.train import run
+
+    # every hint the run prints, in this command's grammar (++workload.KEY=VALUE), not run's options
+    rewrite = grammar.translator(grammar.key_flags(run))
     try:
         if whole_process:  # dlio-fast's main() then runs the process (its signal handling at exit)
             sys.argv = [sys.argv[0], "run", *run_args]
-            dlio_fast_main()
+            dlio_fast_main(rewrite=rewrite)
         else:
-            dlio_fast_main(["run", *run_args])
+            dlio_fast_main(["run", *run_args], rewrite=rewrite)
     except SystemExit as e:
         # Hydra's statuses: 1 for every error (dlio-fast says 2 for bad input); signals keep 128 + n
         if e.code == 2:

@@ -102,8 +102,9 @@ def _fail(message, code, rank_specific=False, interrupted=False):
 _WHOLE_PROCESS = False  # main() runs the process (python -m dlio), not an in-process call
 
 
-def main(argv=None):
-    """Entry point: bad input is one line on stderr and exit 2, never a traceback (unless --debug)."""
+def main(argv=None, rewrite=None):
+    """Entry point: bad input is one line on stderr and exit 2, never a traceback (unless --debug).
+    rewrite(text): what every console line goes through (dlio_benchmark: its grammar, dlio.cli.grammar)."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     global _WHOLE_PROCESS
@@ -112,10 +113,16 @@ def main(argv=None):
         from dlio.cli.stdout import guard_stdout
 
         guard_stdout()
+    streams = sys.stdout, sys.stderr
+    if rewrite is not None:
+        from dlio.cli.grammar import Rewriting
+
+        sys.stdout, sys.stderr = Rewriting(sys.stdout, rewrite), Rewriting(sys.stderr, rewrite)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         _main(args, debug)
     finally:
+        sys.stdout, sys.stderr = streams
         # A stopped run leaves the "already stopping" handlers until the process exits (a late
         # Ctrl-C must not turn exit 130 into a KeyboardInterrupt); an in-process caller gets its own back.
         if argv is not None and threading.current_thread() is threading.main_thread():

@@ -248,3 +248,14 @@ def test_config_path_and_name_choose_the_primary_config(tmp_path):
     assert [s["provider"] for s in h["runtime"]["config_sources"]] == ["main"]  # no built-ins behind it
     p = run(base + ["workload=unet3d_h100", "--cfg", "job"], cwd=tmp_path)  # not in --config-path
     assert p.returncode == 1 and "could not find 'workload/unet3d_h100'" in p.stderr
+
+
+def test_hints_are_in_dlio_benchmarks_grammar(tmp_path):
+    """What `run` would advise as its options (`--engine io_uring`) is said as the override dlio_benchmark
+    takes (++workload.dlio_fast.engine=io_uring): mlpstorage users cannot type run's options."""
+    bins = dlio_bin_dir(tmp_path)
+    args = ["workload=unet3d_h100", "++workload.dlio_fast.engine=posix", "++workload.dlio_fast.qd=4"]
+    p = run([str(bins / "dlio_benchmark"), *args], cwd=tmp_path)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    line = one_line(p.stderr)
+    assert "++workload.dlio_fast.engine=io_uring" in line and "--engine" not in line, line
