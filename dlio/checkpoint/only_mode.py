@@ -136,8 +136,9 @@ def run_checkpoint_only(
     all_records = None
     summary = None
     if comm.rank == 0:
+        assert gathered is not None  # rank 0 gathers
         all_records = [r for rank_recs in gathered for r in rank_recs]
-        summary = ckpt_figures.summary_fields(all_records, comm.size)
+        summary = ckpt_figures.summary_fields(cast(List[CheckpointRecord], all_records), comm.size)
     return {**out, "all_records": all_records, "summary": summary, "failure": None}
 
 

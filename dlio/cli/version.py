@@ -3,6 +3,7 @@ compiled in (io_uring, the MPI-IO engine), so that a result can be traced to the
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any, Callable, Optional
 
@@ -38,7 +39,7 @@ def compiled_in() -> str:
     uring = dict((n, why) for n, _, ok, why in _core.engines()).get("io_uring", "")
     parts = ["io_uring " + ("no (built with DLIO_FAST_NO_URING)" if "not compiled in" in uring else "yes")]
     try:  # the MPI-IO extension is optional: built only with an MPI compiler
-        from dlio import _mpiio
+        _mpiio = importlib.import_module("dlio._mpiio")  # no stub: the extension is optional
 
         lib = " ".join(_mpiio.library_version().splitlines()[0].split()) if _mpiio.library_version() else ""
         parts.append("MPI-IO yes" + (f" ({lib})" if lib else ""))

@@ -24,7 +24,7 @@ import ctypes.util
 import os
 import resource
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from dlio.system import counters
 
@@ -94,7 +94,7 @@ def _library_of(addr: int) -> str:
     return "?"
 
 
-def interposed(symbols=IO_SYMBOLS) -> List[Dict[str, str]]:
+def interposed(symbols: Sequence[str] = IO_SYMBOLS) -> List[Dict[str, str]]:
     """The I/O functions that resolve, in this process, to something other than libc's own."""
     libc = _libc()
     if libc is None:
@@ -118,7 +118,7 @@ def preloaded() -> List[str]:
     return libs
 
 
-def _flushes(dev) -> Optional[Dict[str, int]]:
+def _flushes(dev: Optional[Tuple[int, int]]) -> Optional[Dict[str, Optional[int]]]:
     """(flush requests, write bytes, read bytes) of a device from /proc/diskstats (flushes from 5.5)."""
     try:
         with open("/proc/diskstats") as f:
@@ -155,6 +155,11 @@ def write_cache(name: str) -> Optional[str]:
     return None
 
 
+def _delta(before: Optional[int], after: Optional[int]) -> Optional[int]:
+    """A counter's change, None when either reading is missing (a kernel without it)."""
+    return None if before is None or after is None else after - before
+
+
 class Window:
     """The counters around one trial of one rank: begin at construction, end() after the run."""
 
@@ -172,9 +177,7 @@ class Window:
         dev1 = _flushes(self.target.device) if self.target.kind == "block" else None
         d = None
         if self.dev0 and dev1:
-            d = {
-                k: (dev1[k] - self.dev0[k]) if dev1[k] is not None and self.dev0[k] is not None else None for k in dev1
-            }
+            d = {k: _delta(self.dev0[k], dev1[k]) for k in dev1}
         own1 = counters.own_io() if self.target.kind == "block" else None
         own = {k: own1[k] - self.own0[k] for k in own1} if own1 and self.own0 else None
         return {

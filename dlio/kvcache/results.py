@@ -45,7 +45,7 @@ def verdicts(recs: Sequence[Dict[str, Any]], workers: int) -> List[Dict[str, Any
                 "direction": direction,
                 "target": w["target"],
                 "device_bytes": dev,
-                "own_bytes": None if any(o is None for o in owns) else sum(owns),
+                "own_bytes": None if any(o is None for o in owns) else sum(int(o or 0) for o in owns),
                 "network_bytes": None,
                 "resident_before": None,
                 "cpu_user_s": sum(x["window"]["cpu_user_s"] for x in rs),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, List
+from typing import Any, List, Tuple
 
 import numpy as np
 
@@ -57,7 +57,7 @@ def _prios(s: KvSettings, n: int, rng: np.random.Generator) -> np.ndarray:
     return np.where(r < s.qos[0], 3, np.where(r < s.qos[0] + s.qos[1], 2, 1)).astype(np.uint8)
 
 
-def _empty_convs(n: int):
+def _empty_convs(n: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.zeros(1, np.uint32), np.zeros(0, np.uint32), np.full(n, np.iinfo(np.uint32).max, np.uint32)
 
 
@@ -203,9 +203,12 @@ def sharegpt_plan(s: KvSettings, path: str) -> Plan:
         for i in range(0, len(turns) - 1, 2):
             h, g = turns[i], turns[i + 1]
             if isinstance(h, dict) and isinstance(g, dict) and h.get("from") == "human" and g.get("from") == "gpt":
-                ctx = min(max(1, len(str(h.get("value", ""))) // 4), SHAREGPT_MAX_CONTEXT)
-                gen = min(max(1, len(str(g.get("value", ""))) // 4), SHAREGPT_MAX_GEN)
-                pairs.append((ctx, gen))
+                pairs.append(
+                    (
+                        min(max(1, len(str(h.get("value", ""))) // 4), SHAREGPT_MAX_CONTEXT),
+                        min(max(1, len(str(g.get("value", ""))) // 4), SHAREGPT_MAX_GEN),
+                    )
+                )
         if pairs:
             convs.append(pairs)
     if not convs:
