@@ -5,12 +5,12 @@ command line asks the family for its `workloads` columns, `report` for how to re
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from dlio.base.errors import DlioError
+from dlio.report import validate
 from dlio.report.family import FamilyReport
 from dlio.storage.base import Backend
 from dlio.system.inputs import JSON_CAP, read_regular
@@ -89,11 +89,17 @@ class FamilyChecks:
     checks: Callable[[Dict[str, Any]], List[Check]]
 
     def load(self, path: str) -> Optional[Dict[str, Any]]:
-        """The dlio-fast.json of one of this family's run folders, or None when path is not one."""
+        """The dlio-fast.json of one of this family's run folders, or None when path is not one (no such
+        file, or another schema). A file of this family's that is no valid document (NaN, nested a thousand
+        deep, not JSON) is a DlioError naming it."""
+        where = os.path.join(path, "dlio-fast.json")
         try:  # bounded and regular files only: a FIFO or a huge file is not a run folder's result
-            doc = json.loads(read_regular(os.path.join(path, "dlio-fast.json"), JSON_CAP, "dlio-fast.json"))
-        except (DlioError, ValueError):
+            text = read_regular(where, JSON_CAP, "dlio-fast.json")
+        except DlioError:
             return None
+        if f'"{self.schema}"'.encode() not in text:
+            return None  # another family's, or not ours at all
+        doc = validate.loads(text, where, self.schema)
         return doc if isinstance(doc, dict) and doc.get("schema") == self.schema else None
 
     def main(self, paths: Sequence[str], echo: Echo) -> int:
@@ -104,7 +110,11 @@ class FamilyChecks:
             assert doc is not None, p  # `check` gives a family only folders its load() took
             if len(paths) > 1:
                 echo(f"{p}:")
-            for name, ok, text in self.checks(doc):
+            try:  # a document cut short or edited by hand: one line, not a KeyError's traceback
+                rows = self.checks(doc)
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+                raise DlioError(f"{p}/dlio-fast.json: not a complete {self.schema} document ({e!r})") from None
+            for name, ok, text in rows:
                 echo(f"{'NOTE' if ok is None else 'PASS' if ok else 'FAIL'}  {name}: {text}")
                 failed += ok is False
         echo(f"checks: {'all passed' if not failed else f'{failed} failed'}")

@@ -34,6 +34,10 @@ REFERENCE_RUN = ("compat", "local_fs", "none", 0, None)
 
 def checks(doc: Dict[str, Any]) -> List[Check]:
     out: List[Check] = []
+    recs = doc.get("records")
+    n = len(recs) if isinstance(recs, list) else 0
+    measured = n > 0 and isinstance(doc.get("aggregate"), dict)
+    out.append(("trials measured", measured, f"{n} rank trial(s)" if measured else "no trial was measured"))
     ok = bool(doc.get("complete"))
     out.append(("run complete", ok, "complete" if ok else f"partial run: {doc.get('reason') or 'interrupted'}"))
     for r in doc.get("records", []):

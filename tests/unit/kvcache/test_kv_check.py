@@ -56,3 +56,36 @@ def test_the_reference_run_passes_as_the_table():
 def test_what_the_table_does_not_describe_is_open(key, value):
     ok, text = rows(doc(**{key: value}))[CLOSED]
     assert ok is None and text.startswith("OPEN: ") and f"{key} {value}" in text
+
+
+def test_a_document_without_trials_fails_and_a_hostile_one_is_one_line(tmp_path):
+    """`check` does not believe what it reads: a KV document with no trials fails; NaN, a thousand-deep
+    nesting or a record cut short is one line naming the file, never a traceback."""
+    import json
+
+    from dlio.base.errors import DlioError
+    from dlio.kvcache.family import FAMILY
+
+    checks = FAMILY.checks
+    assert checks is not None
+
+    def folder(name, text):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "dlio-fast.json").write_text(text)
+        return str(d)
+
+    lines = []
+    bare = folder("bare", json.dumps({"schema": results.SCHEMA}))
+    assert checks.main([bare], lines.append) == 1
+    assert "FAIL  trials measured: no trial was measured" in lines
+    for name, text in [
+        ("nan", '{"schema": "%s", "complete": NaN}' % results.SCHEMA),
+        ("deep", '{"schema": "%s", "x": %s1%s}' % (results.SCHEMA, "[" * 5000, "]" * 5000)),
+        ("cut", json.dumps({"schema": results.SCHEMA, "complete": True, "records": [{"trial": 0}]})),
+    ]:
+        with pytest.raises(DlioError, match=f"{name}/dlio-fast.json"):
+            d = folder(name, text)
+            assert checks.load(d) is not None
+            checks.main([d], lines.append)
+    assert checks.load(folder("other", json.dumps({"schema": "dlio-fast.vdb/1"}))) is None
