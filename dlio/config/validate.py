@@ -246,13 +246,24 @@ def apply_scale(values: Dict[str, Any], sources: Dict[str, str], factor: float, 
 VDB_MIN_VECTORS = 1000  # a scaled collection keeps a graph worth searching (the medoid and its hops)
 
 
+# A family's data folder key, and the folder it takes inside dataset.data_folder
+FAMILY_FOLDERS = {
+    "workflow.vdb": ("vdb.index_folder", "vdb"),
+    "workflow.kvcache": ("kvcache.cache_dir", "kvcache"),
+    "workflow.model_load": ("checkpoint.checkpoint_folder", "model"),
+}
+
+
 def follow_data_folder(values: Dict[str, Any], sources: Dict[str, str]) -> None:
-    """dataset.data_folder given for this run and vdb.index_folder not: the index goes in it (vdb/ inside),
-    as every family's data does, not in the workload's data/vdb under the current folder."""
-    given = sources.get("dataset.data_folder", "default").startswith(EXPLICIT)
-    if values.get("workflow.vdb") and given and not sources.get("vdb.index_folder", "default").startswith(EXPLICIT):
-        values["vdb.index_folder"] = os.path.join(str(values["dataset.data_folder"]), "vdb")
-        sources["vdb.index_folder"] = f"dataset.data_folder ({sources['dataset.data_folder']})"
+    """dataset.data_folder given for this run and the family's own folder key not: the family's data goes in
+    it (vdb/, kvcache/, model/ inside), as training's does, not in the workload's folder under the current
+    one."""
+    if not sources.get("dataset.data_folder", "default").startswith(EXPLICIT):
+        return
+    for flag, (key, sub) in FAMILY_FOLDERS.items():
+        if values.get(flag) and not sources.get(key, "default").startswith(EXPLICIT):
+            values[key] = os.path.join(str(values["dataset.data_folder"]), sub)
+            sources[key] = f"dataset.data_folder ({sources['dataset.data_folder']})"
 
 
 # --------------------------------------------------------------------------------------------------

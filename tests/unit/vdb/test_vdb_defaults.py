@@ -43,6 +43,22 @@ def test_scale_shrinks_the_collection_unless_given():
     assert cfg.vdb.vectors == 5000
 
 
+@pytest.mark.parametrize(
+    "workload, key, folder",
+    [
+        ("vdb_diskann_1m", "vdb.index_folder", "/mnt/nvme/vdb"),
+        ("kvcache_llama3_8b_opt1", "kvcache.cache_dir", "/mnt/nvme/kvcache"),
+        ("load_llama3_8b", "checkpoint.checkpoint_folder", "/mnt/nvme/model"),
+    ],
+)
+def test_every_familys_data_follows_the_data_folder_given_for_the_run(workload, key, folder):
+    """dataset.data_folder names where a run's data goes, whatever the family (issue: vector search built
+    its index under the current folder whatever the user gave)."""
+    cfg = load_config(workload=workload, env={}, sets=["dataset.data_folder=/mnt/nvme"])
+    assert cfg.get(key) == folder and "dataset.data_folder" in cfg.origin(key)
+    assert load_config(workload=workload, env={}, sets=["dataset.data_folder=/a", f"{key}=/b"]).get(key) == "/b"
+
+
 def test_the_index_follows_the_data_folder_given_for_the_run():
     cfg = load_config(workload="vdb_diskann_1m", env={}, sets=["dataset.data_folder=/mnt/nvme"])
     assert cfg.vdb.index_folder == "/mnt/nvme/vdb" and "dataset.data_folder" in cfg.origin("vdb.index_folder")
