@@ -107,16 +107,25 @@ def write_random(int fd, uint64_t offset, uint64_t length, uint64_t seed, size_t
     _check(rc, "write")
 
 
-def crc32c(data, uint32_t crc=0):
+# dc_crc32c and dc_crc32: the checksum of a buffer, continued from crc
+ctypedef uint32_t (*_crc_fn)(uint32_t crc, const void *buf, size_t len) noexcept nogil
+
+
+cdef object _crc_of(_crc_fn fn, data, uint32_t crc):
+    """fn over the bytes of data (any contiguous buffer), with the GIL released."""
     cdef Py_buffer view
     cdef uint32_t out
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE | PyBUF_ANY_CONTIGUOUS)
     try:
         with nogil:
-            out = dc_crc32c(crc, view.buf, <size_t>view.len)
+            out = fn(crc, view.buf, <size_t>view.len)
     finally:
         PyBuffer_Release(&view)
     return out
+
+
+def crc32c(data, uint32_t crc=0):
+    return _crc_of(dc_crc32c, data, crc)
 
 
 def copy_timed(dst, src, uint64_t nbytes):
@@ -756,15 +765,7 @@ def csv_row(values):
 
 def crc32(data, uint32_t crc=0):
     """CRC-32 (IEEE, as zlib.crc32), as the generator computes it."""
-    cdef Py_buffer view
-    cdef uint32_t out
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE | PyBUF_ANY_CONTIGUOUS)
-    try:
-        with nogil:
-            out = dc_crc32(crc, view.buf, <size_t>view.len)
-    finally:
-        PyBuffer_Release(&view)
-    return out
+    return _crc_of(dc_crc32, data, crc)
 
 
 include "_core_vdb.pxi"

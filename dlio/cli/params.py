@@ -158,22 +158,13 @@ def console_options(f: Callable) -> Callable:
 
         return callback
 
-    f = click.option(
-        "-q",
-        "--quiet",
-        is_flag=True,
-        expose_value=False,
-        callback=set_flag("quiet"),
-        help="No progress output on stderr.",
-    )(f)
-    f = click.option(
-        "-v",
-        "--verbose",
-        is_flag=True,
-        expose_value=False,
-        callback=set_flag("verbose"),
-        help="Per-step lines (DLIO's INFO level) after each epoch.",
-    )(f)
+    # applied in this order, so that --help lists -v first
+    for short, name, text in (
+        ("-q", "quiet", "No progress output on stderr."),
+        ("-v", "verbose", "Per-step lines (DLIO's INFO level) after each epoch."),
+    ):
+        flag = click.option(short, f"--{name}", is_flag=True, expose_value=False, callback=set_flag(name), help=text)
+        f = flag(f)
     return f
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlio.base.errors import ConfigError
+from dlio.base.same_names import same_named
 from dlio.dataset.formats import get_format
 from dlio.system.memcheck import STR_OVERHEAD, check_fits
 
@@ -149,24 +150,8 @@ class DatasetSpec:
 
     def generation_key(self):
         """What decides file sizes and layout (not content): a changed key means remake."""
-        keys = (
-            "format",
-            "num_files_train",
-            "num_files_eval",
-            "num_samples_per_file",
-            "record_length_bytes",
-            "record_length_bytes_stdev",
-            "record_dims",
-            "record_element_type",
-            "num_subfolders_train",
-            "num_subfolders_eval",
-            "file_prefix",
-            "compression",
-            "compression_level",
-            "hdf5_chunk_dims",
-            "hdf5_num_dset_per_record",
-            "hdf5_max_shape",
-        )
+        # the keys taken as they are, and the lists: json.dumps sorts them, so the text does not depend on this order
+        keys = _AS_IS + ("record_dims", "hdf5_chunk_dims", "hdf5_num_dset_per_record", "hdf5_max_shape")
         if self.format in DIALECT_FORMATS:
             keys += ("dialect",)
         out = {k: _jsonable(getattr(self, k)) for k in keys}
@@ -301,6 +286,7 @@ def dataset_bytes(spec):
 
 
 # The dataset keys a DatasetSpec takes as they are (the rest are converted or come from other sections).
+# Each decides the files' sizes or layout, so each is in the generation key too (DatasetSpec.generation_key).
 _AS_IS = (
     "format",
     "num_files_train",
@@ -322,7 +308,7 @@ def dataset_spec(cfg):
     d = cfg.dataset
     return DatasetSpec(
         data_folder=d.data_folder or ".",  # "/" stays "/" (DatasetSpec strips a trailing "/")
-        **{name: getattr(d, name) for name in _AS_IS},
+        **same_named(d, _AS_IS),
         record_dims=tuple(d.record_dims),
         hdf5_chunk_dims=tuple(d.hdf5.chunk_dims),
         hdf5_num_dset_per_record=d.hdf5.num_dset_per_record,

@@ -17,6 +17,7 @@ from dlio.report.io_table import IO_COLUMNS, MIXED_COLUMNS, flat_point
 from dlio.report.result import IoPoint
 from dlio.system import output
 from dlio.system.execute import late_signal_note, pending, stop_signals_deferred
+from dlio.system.memcheck import mem_available
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ def fits_in_ram_warning(
     """Buffered points that read a file set fitting in free memory more than once (--runtime, --size
     beyond the files) may be served by the page cache after their first pass, dropped or not: say so."""
     if looping and any(not d for d, _ in modes.values()):
-        avail = _mem_available()
+        avail = mem_available()
         if avail is not None and nbytes < avail:
             warn(
                 f"warning: the buffered points read {fmt_bytes(nbytes)} of files, which fit in free memory "
@@ -186,17 +187,6 @@ def memory_note(path: str, warn: Callable[[str], None]) -> None:
             f"note: {path} is on {fs}, a memory-backed filesystem: its figures are RAM's, not storage's "
             "(verdict cache, 'memory' in the table)"
         )
-
-
-def _mem_available() -> Optional[int]:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def grid_of(req: Any) -> Grid:

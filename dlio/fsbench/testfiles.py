@@ -7,7 +7,6 @@ create are used as they are, read only unless the user asks for writes on them.
 
 import contextlib
 import errno
-import fcntl
 import os
 import stat
 
@@ -15,6 +14,7 @@ from dlio import _core
 from dlio.base import tmpclaim
 from dlio.base.errors import DlioError, os_error_message
 from dlio.base.units import fmt_bytes
+from dlio.system.lock_file import LockHeld, take_lock
 from dlio.system.output import atomic_path
 
 PREFIX = "dlio-fast-io"
@@ -48,20 +48,13 @@ LOCK = ".dlio-fast-io.lock"
 def lock_folder(folder):
     """Hold the folder's io lock (flock, released when the run ends or dies): two runs in one folder
     would share, overwrite and delete each other's test files and both report clean figures."""
-    path = os.path.join(folder, LOCK)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as e:
-        raise DlioError(os_error_message(e, path, "test in another folder")) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+        return take_lock(os.path.join(folder, LOCK), "test in another folder")
+    except LockHeld:
         raise DlioError(
             f"{folder}: another dlio-fast io or ceiling run is using this folder's test files; wait for it to "
             "end, or test in another folder"
         ) from None
-    return fd
 
 
 def check_writable_dir(path):

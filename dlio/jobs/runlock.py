@@ -2,14 +2,13 @@
 
 Two runs writing the same result names into one folder would overwrite each other's files; the
 second is refused with the pid of the first. The lock goes away with the process (even on SIGKILL),
-so a stale lock file never blocks a later run.
+so a stale lock file never blocks a later run (dlio.system.lock_file).
 """
 
-import errno
-import fcntl
 import os
 
-from dlio.base.errors import DlioError, os_error_message
+from dlio.base.errors import DlioError
+from dlio.system.lock_file import LockHeld, take_lock
 
 LOCK_NAME = ".dlio-fast.lock"
 _held: dict = {}  # folder -> open fd, kept until the process exits
@@ -35,24 +34,13 @@ def lock_output_folder(folder: str) -> None:
     key = os.path.realpath(folder)
     if key in _held:
         return
-    path = os.path.join(folder, LOCK_NAME)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as e:
-        raise DlioError(os_error_message(e, path, "choose another output folder with --output")) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-        try:
-            other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-        finally:
-            os.close(fd)
-        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise DlioError(
-                f"{folder}: another dlio-fast run (pid {other}) is writing its results here; "
-                "wait for it to finish or choose another folder with --output"
-            ) from None
-        raise DlioError(os_error_message(e, path)) from None
+        fd = take_lock(os.path.join(folder, LOCK_NAME), "choose another output folder with --output")
+    except LockHeld as held:
+        raise DlioError(
+            f"{folder}: another dlio-fast run (pid {held.text or '?'}) is writing its results here; "
+            "wait for it to finish or choose another folder with --output"
+        ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     _held[key] = fd

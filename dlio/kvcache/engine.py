@@ -11,6 +11,7 @@ import numpy as np
 
 from dlio import _core
 from dlio.base.errors import DlioError
+from dlio.base.same_names import same_named
 from dlio.base.units import fmt_bytes
 from dlio.kvcache.plan import Plan
 from dlio.kvcache.settings import KvSettings
@@ -20,6 +21,20 @@ STAGE_RAM_SHARE = 0.25  # the staging buffers may take this share of the host's 
 MIN_STAGE = 64 << 20  # auto staging is never smaller than this
 RAM_TIER_SHARE = 0.5  # the RAM tier may take this share of the host's memory at most
 LOG_CAP = 5_000_000  # operations recorded for kvcache.io_trace_log, at most (24 B each)
+# The settings KvRun takes under their own names (the others it takes are derived in run_trial).
+ENGINE_SETTINGS = (
+    "alloc_slots",
+    "duration_s",
+    "bytes_per_token",
+    "decode_batch",
+    "chunk_bytes",
+    "gen_ns_per_token",
+    "cpu_bytes",
+    "seed",
+    "direct_chunk",
+    "direct_qd",
+    "drop_check",
+)
 
 
 def host_memory() -> int:
@@ -158,23 +173,13 @@ def run_trial(
         folder="" if relay is not None else folder,
         relay=relay.paths if relay is not None else None,
         workers=1 if s.io_mode == "null" else s.workers,
-        alloc_slots=s.alloc_slots,
-        duration_s=s.duration_s,
-        bytes_per_token=s.bytes_per_token,
-        decode_batch=s.decode_batch,
-        chunk_bytes=s.chunk_bytes,
-        gen_ns_per_token=s.gen_ns_per_token,
-        cpu_bytes=s.cpu_bytes,
+        **same_named(s, ENGINE_SETTINGS),
         storage_bytes=capacity,
         target_ratio=s.eviction_target,
         skip_ratio=s.eviction_skip,
         asap=plan.asap,
         drain=plan.drain,
-        seed=s.seed,
         stage_bytes=stage,
-        direct_chunk=s.direct_chunk,
-        direct_qd=s.direct_qd,
-        drop_check=s.drop_check,
         model=(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes),
         log_cap=min(LOG_CAP, 64 + plan.nreqs * 64) if log else 0,
         virtual=s.io_mode == "null",  # decisions only: in virtual time, as fast as the CPU goes

@@ -152,18 +152,10 @@ class KvRun:
         all_recs = [r for rs in records for r in rs]
         hosts = len({r["host"] for r in all_recs}) or 1
         try:
-            doc = results.write_all(
-                folder,
-                self.cfg,
-                self.s,
-                self.lines,
-                all_recs,
-                failure is None,
-                reason,
-                self.started,
-                self.comm.size,
-                hosts,
+            doc = results.run_doc(
+                self.cfg, self.s, self.lines, all_recs, failure is None, reason, self.started, self.comm.size
             )
+            results.write_all(folder, doc, self.cfg, self.s, all_recs, self.comm.size, hosts)
         except OSError as e:
             raise DlioRunError(f"{folder}: results not written ({e.strerror})") from None
         if all_recs:

@@ -139,26 +139,16 @@ def summary_doc(cfg: Any, recs: Sequence[Dict[str, Any]], s: Any, ranks: int, ho
 
 
 def write_all(
-    folder: str,
-    cfg: Any,
-    s: Any,
-    plan_lines: List[str],
-    recs: Sequence[Dict[str, Any]],
-    complete: bool,
-    reason: str,
-    started: str,
-    ranks: int,
-    hosts: int,
-) -> Dict[str, Any]:
+    folder: str, doc: Dict[str, Any], cfg: Any, s: Any, recs: Sequence[Dict[str, Any]], ranks: int, hosts: int
+) -> None:
+    """The run's files in folder: each record's reference JSON, summary.json and dlio-fast.json (doc, run_doc's)."""
     stamp = time.strftime("%Y%m%d_%H%M%S")
     for r in recs:
         d = os.path.join(folder, f"trial_{r['trial']}", f"rank_{r['rank']}")
         os.makedirs(d, exist_ok=True)
         output.write_json(os.path.join(d, f"kvcache_results_{stamp}.json"), r["reference"])
-    doc = run_doc(cfg, s, plan_lines, recs, complete, reason, started, ranks)
     output.write_json(os.path.join(folder, "summary.json"), summary_doc(cfg, recs, s, ranks, hosts, stamp))
     output.write_json(os.path.join(folder, "dlio-fast.json"), doc)
-    return doc
 
 
 def _f(x: Any, fmt: str = ".2f") -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Tuple
 
 from dlio.base.errors import ConfigError
+from dlio.base.same_names import build_from
 from dlio.base.units import parse_size
 from dlio.kvcache.models import KvModel, resolve_model
 
@@ -165,40 +166,21 @@ def settings(cfg: Any) -> KvSettings:
             trace,
             cfg.origin("kvcache.trace"),
         )
-    return KvSettings(
+    # every other field is the kvcache key of its name, as loaded
+    return build_from(
+        KvSettings,
+        kv,
         model=model,
-        users=kv.users,
         workers=workers,
         duration_s=kv.duration,
-        seed=kv.seed,
-        trials=kv.trials,
         templates=_templates(cfg),
         qos=(kv.qos_interactive, kv.qos_responsive, max(0.0, 1.0 - kv.qos_interactive - kv.qos_responsive)),
-        multiturn=kv.multiturn,
         end_p=kv.multiturn_end,
-        max_turns=kv.max_turns,
-        decode_batch=kv.decode_batch,
-        prefix_probe=kv.prefix_probe,
-        prefill_only_tokens=kv.prefill_only_tokens,
-        max_concurrent_allocs=kv.max_concurrent_allocs,
         alloc_slots=min(kv.max_concurrent_allocs or workers, workers),
         cpu_bytes=_size(cfg, "kvcache.cpu_bytes"),
         storage_capacity=_size(cfg, "kvcache.storage_capacity"),
-        eviction_target=kv.eviction_target,
-        eviction_skip=kv.eviction_skip,
-        io_mode=kv.io_mode,
-        cache_dir=kv.cache_dir,
-        chunk_tokens=kv.chunk_tokens,
         direct_chunk=direct_chunk,
-        direct_qd=kv.direct_qd,
         stage_bytes=stage,
         gen_ns_per_token=GENERATION_NS[kv.generation_mode],
-        generation_mode=kv.generation_mode,
         trace=trace,
-        trace_format=kv.trace_format,
-        trace_timing=kv.trace_timing,
-        request_rate=kv.request_rate,
-        block_tokens=kv.block_tokens,
-        io_trace_log=kv.io_trace_log,
-        drop_check=kv.drop_check,
     )

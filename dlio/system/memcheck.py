@@ -20,7 +20,8 @@ THREAD_MARGIN = 4
 STR_OVERHEAD = 57
 
 
-def _meminfo_available() -> Optional[int]:
+def mem_available() -> Optional[int]:
+    """The host's MemAvailable in bytes (None where /proc/meminfo does not say)."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -50,7 +51,7 @@ def available() -> Optional[Tuple[int, str]]:
     limits = [
         (n, where)
         for n, where in (
-            (_meminfo_available(), "MemAvailable in /proc/meminfo"),
+            (mem_available(), "MemAvailable in /proc/meminfo"),
             (_address_space_left(), "the address-space limit (ulimit -v)"),
             limits_mod.memory_left() or (None, ""),
         )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 from dlio.base.errors import ConfigError
+from dlio.base.same_names import build_from
 from dlio.config.engines import resolve as resolve_engine
 from dlio.system.counters import usable_cores
 from dlio.vdb.layout import Layout
@@ -121,27 +122,19 @@ def vdb_spec(cfg: Any) -> VdbSpec:
         + (f"-pq{pq}" if v.index.startswith("aisaq") else "")
         + (f"-i{inline}" if v.index == "aisaq_perf" else ""),
     )
-    return VdbSpec(
+    # every other field is the vdb key of its name, as loaded
+    return build_from(
+        VdbSpec,
+        v,
         layout=layout,
-        search_list=v.search_list,
         beam_width=w,
         beam_width_note=note,
-        cache_ratio=v.cache_ratio,
-        hot_fraction=v.hot_fraction,
-        hot_share=v.hot_share,
-        processes=v.processes,
-        batch=v.batch,
         search_threads=v.search_threads or SEARCH_POOL_RATIO * cores,
-        top_k=v.top_k,
         duration_s=v.duration,
-        queries=v.queries,
-        runs=v.runs,
         cpu_per_hop_ns=int(round(cpu_us * 1000)),
         cpu_note=cpu_note,
         pq_reads_per_hop=v.pq_reads_per_hop if v.index == "aisaq_scale" else 0,
-        trace=v.trace,
         folder=folder,
-        seed=v.seed,
         engine=engine,
         direct=engine != "null",  # DiskANN opens its index O_DIRECT whatever the engine word says
         null_delay_ns=cfg.dlio_fast.null_delay_ns,
