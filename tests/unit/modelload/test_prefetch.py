@@ -4,12 +4,15 @@ whole by f.read(16 MiB) loops on 8 threads; prefetch only on nfs / nfs4 / lustre
 fits in 90 % of the available RAM."""
 
 import json
+import threading
 
 import pytest
 
+from dlio.base.errors import Interrupted
 from dlio.config import load_config
 from dlio.modelload import models, shards, strategy
 from dlio.modelload.plan import prefetch_plan
+from dlio.system import execute
 
 MiB = 1 << 20
 
@@ -134,3 +137,33 @@ def test_the_run_takes_the_auto_choice_from_the_folders_mount(monkeypatch, run_c
     assert "Read mode: prefetch, chosen as vLLM chooses (auto): nfs4 is a network filesystem" in out
     (r,) = doc["ranks"]
     assert r["prefetch"]["files"] == len(doc["model"]["shards"])
+
+
+class WaitingRun:
+    """Stands in for the prefetch's C run: goes on until asked to stop."""
+
+    def __init__(self):
+        self.stopped = threading.Event()
+
+    def execute(self):
+        assert self.stopped.wait(10), "never asked to stop"
+        return {"bytes": 0}
+
+    def request_stop(self):
+        self.stopped.set()
+
+
+def test_a_stop_ends_the_prefetch_run_beside_the_main_threads():
+    """The prefetch's C run waits on a thread of its own, which installs no signal handler: a stop the
+    main thread's run saw (the STOP flag) ends it too, so a stopped load does not read on."""
+    run, got = WaitingRun(), {}
+    t = threading.Thread(target=lambda: got.update(r=execute.execute_partial(run, tick_s=0.01)))
+    t.start()
+    try:
+        execute.STOP.set()
+        t.join(10)
+    finally:
+        execute.STOP.clear()
+    assert not t.is_alive() and run.stopped.is_set()
+    _, failure = got["r"]
+    assert isinstance(failure, Interrupted)
