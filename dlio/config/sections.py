@@ -382,11 +382,20 @@ class ModelLoadConfig:
     shard_size: int = field(metadata=_key("model_load.shard_size"))
     tensor_parallel: int = field(metadata=_key("model_load.tensor_parallel"))
     spread: Literal["slice", "whole", "files"] = field(metadata=_key("model_load.spread"))
-    read_mode: Literal["mmap", "read", "odirect", "io_uring"] = field(metadata=_key("model_load.read_mode"))
+    read_mode: Literal[
+        "auto",
+        "mmap",
+        "prefetch",
+        "read",
+        "odirect",
+        "io_uring",
+    ] = field(metadata=_key("model_load.read_mode"))
     cache: Literal["cold", "warm"] = field(metadata=_key("model_load.cache"))
     repeats: int = field(metadata=_key("model_load.repeats"))
     threads: int = field(metadata=_key("model_load.threads"))
     qd: int = field(metadata=_key("model_load.qd"))
+    prefetch_threads: int = field(metadata=_key("model_load.prefetch_threads"))
+    prefetch_block_size: int = field(metadata=_key("model_load.prefetch_block_size"))
     transfer_size: int = field(metadata=_key("model_load.transfer_size"))
 
 

@@ -14,6 +14,10 @@ Who reads what (``model_load.spread``), rank r of a job of S ranks, groups of TP
           loader that reads each file once per group and sends the tensors over the interconnect.
 
 The wanted byte ranges become requests by read mode:
+  prefetch  vLLM's ``_prefetch_all_checkpoints`` beside the mmap pass: rank r of a job of S ranks reads
+          the shards sorted_files[r::S] (dealt over the whole job, not a tensor-parallel group, as vLLM
+          uses torch.distributed's global rank and world size) whole, front to back, in
+          ``prefetch_block_size`` reads (prefetch_plan); the mmap pass is the mmap mode's requests.
   mmap    the pages that hold them (a strided slice touches every page a row's run falls in), merged
           when they touch, touched one load per page by the C mmap engine, as safetensors' mmap is
           faulted by the copy to the device; no madvise (safetensors makes none);
@@ -142,3 +146,17 @@ def rank_plan(
         ops.append(_cut(k, s, t, transfer))
     all_ops = np.concatenate(ops) if ops else np.zeros(0, dtype=_core.OP_DTYPE)
     return RankPlan(files, all_ops, int(ext["length"].sum()), pages)
+
+
+def dealt_files(nfiles: int, rank: int, world: int) -> List[int]:
+    """The shards vLLM's prefetch gives rank ``rank`` of ``world``: sorted_files[rank::world]."""
+    return list(range(rank, nfiles, world))
+
+
+def prefetch_plan(shards: Sequence[Shard], rank: int, world: int, block: int) -> RankPlan:
+    """The prefetch's requests of one rank: each of its dealt shards read whole in ``block``-byte
+    reads, as ``f.read(block)`` loops over it (the last read shorter)."""
+    files = dealt_files(len(shards), rank, world)
+    ops = [_cut(k, np.array([0]), np.array([shards[f].size]), block) for k, f in enumerate(files)]
+    all_ops = np.concatenate(ops) if ops else np.zeros(0, dtype=_core.OP_DTYPE)
+    return RankPlan(files, all_ops, int(sum(shards[f].size for f in files)), 0)

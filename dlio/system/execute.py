@@ -182,6 +182,9 @@ def execute_partial(
                 if peer is not None:
                     caught.append(peer.signum)
                     run.request_stop()
+                elif not main and STOP.is_set():  # a run beside the main thread's (a prefetch) stops with it
+                    caught.append(_SIGNALLED[0] if _SIGNALLED else signal.SIGTERM)
+                    run.request_stop()
             if on_tick is not None and t.is_alive():
                 on_tick(run)
         if on_tick is not None and "error" not in box:  # the last state is drawn (N/N)

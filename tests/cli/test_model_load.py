@@ -208,7 +208,7 @@ def test_two_tensor_parallel_ranks_read_their_slices(tmp_path):
 
 def test_model_on_s3_written_and_loaded_by_range_gets(run_cli, s3_server, monkeypatch, tmp_path):
     """The shards as objects (boto3 lists them, safetensors opens one downloaded), read back with range
-    GETs; mmap is refused on S3 in one line."""
+    GETs (auto picks read there); mmap and prefetch are refused on S3 in one line."""
     pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
     for k, v in s3_server.aws_env().items():
         monkeypatch.setenv(k, v)
@@ -217,11 +217,16 @@ def test_model_on_s3_written_and_loaded_by_range_gets(run_cli, s3_server, monkey
 
     test_s3.make_bucket("t-model-load")
     s3 = on_s3("t-model-load")
-    code, _, err = run_cli(*args(tmp_path, folder="models/tiny", **s3))
+    code, _, err = run_cli(*args(tmp_path, "model_load.read_mode=mmap", folder="models/tiny", **s3))
     assert code == 2 and "model_load.read_mode = mmap: not available on S3" in one_line(err)
-    code, out, err = run_cli(*args(tmp_path, "model_load.read_mode=read", folder="models/tiny", **s3))
+    code, _, err = run_cli(*args(tmp_path, "model_load.read_mode=prefetch", folder="models/tiny", **s3))
+    assert code == 2 and "model_load.read_mode = prefetch: not available on S3" in one_line(err)
+    assert "page cache its mmap pass then hits" in one_line(err)
+    code, out, err = run_cli(*args(tmp_path, folder="models/tiny", **s3))
     assert code == 0, err
     doc = doc_of(tmp_path / "out")
+    assert doc["read_mode_choice"]["mode"] == doc["settings"]["read_mode"] == "read"
+    assert "Read mode: read, chosen as vLLM chooses (auto): objects" in out
     objects = test_s3_workloads.keys_under(s3_server, "t-model-load", "models/tiny/")
     shards = {f"models/tiny/{s['name']}": s["bytes"] for s in doc["model"]["shards"]}
     assert {k: v for k, v in objects.items() if k.endswith(".safetensors")} == shards

@@ -49,10 +49,12 @@ KEYS: Tuple[Key, ...] = (
     Key(
         "model_load.read_mode",
         "enum",
-        "mmap",
-        "mmap (safetensors' way: map and fault every page), read (buffered pread), odirect (pread with O_DIRECT), "
-        "io_uring (O_DIRECT, model_load.qd in flight)",
-        choices=("mmap", "read", "odirect", "io_uring"),
+        "auto",
+        "auto (vLLM's default: prefetch on NFS / Lustre when the checkpoint fits in 90% of the available RAM, "
+        "else mmap), mmap (safetensors' way: map and fault every page), prefetch (vLLM's: the shards dealt "
+        "to the ranks read whole into the page cache while the mmap pass runs), read (buffered pread), "
+        "odirect (pread with O_DIRECT), io_uring (O_DIRECT, model_load.qd in flight)",
+        choices=("auto", "mmap", "prefetch", "read", "odirect", "io_uring"),
         io=True,
     ),
     Key(
@@ -69,6 +71,24 @@ KEYS: Tuple[Key, ...] = (
         "model_load.threads", "int", 1, "reader threads per rank (a shard is read by one thread)", lo=1, hi=256, io=True
     ),
     Key("model_load.qd", "int", 8, "reads in flight per thread in io_uring mode", lo=1, hi=1024, io=True),
+    Key(
+        "model_load.prefetch_threads",
+        "int",
+        8,
+        "prefetch: reader threads per rank, one shard each at a time (vLLM's --safetensors-prefetch-num-threads, 8)",
+        lo=1,
+        hi=256,
+        io=True,
+    ),
+    Key(
+        "model_load.prefetch_block_size",
+        "int",
+        16 << 20,
+        "prefetch: bytes per read() of a shard (vLLM's --safetensors-prefetch-block-size, 16 MiB)",
+        lo=4096,
+        hi=1 << 30,
+        io=True,
+    ),
     Key(
         "model_load.transfer_size",
         "int",
