@@ -24,7 +24,7 @@ from typing import Any, Dict, Optional
 from dlio.base import limits
 from dlio.base.units import fmt_bytes
 from dlio.system import counters
-from dlio.system.memcheck import _meminfo_available
+from dlio.system.memcheck import mem_available
 
 # vLLM's list (weight_utils.safetensors_weights_iterator: is_net_fs); others only on request
 PREFETCH_FILESYSTEMS = ("nfs", "nfs4", "lustre")
@@ -49,7 +49,7 @@ class Choice:
 
 def available_ram() -> Optional[int]:
     """vLLM's available RAM: the host's (MemAvailable) capped by what the control group still allows."""
-    host = _meminfo_available()
+    host = mem_available()
     group = limits.memory_left()
     left = [n for n in (host, group[0] if group else None) if n is not None]
     return min(left) if left else None
