@@ -9,7 +9,7 @@ import numpy as np
 
 from dlio.base.units import fmt_figure, fmt_ns
 from dlio.report import checkpoint as ckpt_figures
-from dlio.report import interference, metrics
+from dlio.report import hosts, interference, metrics
 from dlio.report.dlio.files import summary
 from dlio.report.result import RUN_SCHEMA
 from dlio.report.run_figures import checkpoint_records, dialect, train_figures
@@ -52,7 +52,7 @@ def exact(result):
                 "bytes": sum(ep["bytes"] for ep in eps),
             }
         )
-    return {
+    figures = {
         "au_percentage": eau,
         "au_mean_percentage": metrics.mean_std(eau)[0],
         "samples_per_second": esps,
@@ -91,6 +91,9 @@ def exact(result):
         # samples x record length instead)
         "dataset_bytes_on_disk_per_host": result["dataset"]["bytes_on_disk"] / max(1, len(set(result["hostnames"]))),
     }
+    if len(set(result["hostnames"])) > 1:  # which host fell behind: each host's figures beside the totals
+        figures["per_host"] = hosts.per_host(result)
+    return figures
 
 
 def metrics_of(doc):
@@ -153,6 +156,7 @@ def exact_table(result):
     w = max(len(r[0]) for r in rows)
     out = [f"{'':<{w}}  {'dlio-fast (exact)':>24}  {'DLIO formula':>20}"]
     out += [f"{a:<{w}}  {b:>24}  {c:>20}" for a, b, c in rows]
+    out += hosts.host_lines(x.get("per_host") or [])
     if over["set_mean"] > 0 and over["mean"] > OVERRUN_NOTE * over["set_mean"]:
         out.append(
             f"note: the emulated compute ran over its set time by {fmt_ns(over['mean'] * 1e9)} per step on "

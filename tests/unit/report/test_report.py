@@ -337,7 +337,9 @@ def test_metric_lines():
     assert "[METRIC] Eval Throughput (samples/second): 26.000000 (2.000000)" in lines
     assert "[METRIC] eval_au_meet_expectation: fail" in lines
     assert not any("Eval" in l for l in dlio_files.metric_lines(make_result(with_eval=False)))
-    assert len(exact.exact_table(make_result())) == 8
+    table = exact.exact_table(make_result())
+    assert len(table) == 10  # 8 rows, then one line per host (the fixture's ranks are on hostA and hostB)
+    assert table[-2].startswith("host hostA (ranks 0): AU") and table[-1].startswith("host hostB (ranks 1): AU")
 
 
 def test_write_all(tmp_path):

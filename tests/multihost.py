@@ -1,0 +1,108 @@
+"""Simulated hosts on this machine for multi-host MPI tests.
+
+tools/simhost-agent is a remote-shell agent (what ssh is to a launcher): it runs each "remote" command in a UTS
+namespace named after the host, so `mpirun --host hA:2,hB:2 -n 4` starts ranks that see gethostname() hA, hA,
+hB, hB, each host with its own launcher daemon (Open MPI's orted, MPICH's hydra_pmi_proxy), as on a cluster.
+Everything else (files, memory, network) is this machine's, and all traffic stays on the loopback.
+
+What it takes here, found by trying:
+- the host names need not resolve: the daemons call back to the launcher's address, not to their own name;
+- Open MPI: --mca plm_rsh_agent AGENT; the loopback named for its out-of-band and TCP transports
+  (oob_tcp_if_include / btl_tcp_if_include lo), because Open MPI leaves 127.0.0.0/8 out by default and the
+  other interfaces of a container or CI machine may lead nowhere; btl self,vader,tcp (tcp between hosts:
+  Open MPI uses shared memory only between ranks of one daemon);
+- MPICH (hydra): -launcher ssh -launcher-exec AGENT; hydra passes ssh's `-x` first, which the agent skips;
+- root, or unprivileged user namespaces, for unshare --uts (the agent adds --user --map-root-user when not root).
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from typing import List, Optional, Sequence, Tuple
+
+from conftest import REPO
+
+AGENT = os.path.join(REPO, "tools", "simhost-agent")
+HOSTS = ("hA", "hB")
+VENV_MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")  # the mpich wheel's (hydra)
+
+# Open MPI's flags for simulated hosts (see the module's docstring for why each)
+OPEN_MPI_FLAGS = [
+    "--allow-run-as-root",
+    "--oversubscribe",
+    *("--mca", "plm_rsh_agent", AGENT),
+    *("--mca", "btl", "self,vader,tcp"),
+    *("--mca", "btl_tcp_if_include", "lo"),
+    *("--mca", "oob_tcp_if_include", "lo"),
+]
+
+
+def host_list(hosts: Sequence[str], per_host: int) -> str:
+    return ",".join(f"{h}:{per_host}" for h in hosts)
+
+
+def open_mpi_command(mpirun: str, hosts: Sequence[str], per_host: int, argv: Sequence[str]) -> List[str]:
+    """Open MPI's mpirun of argv, per_host ranks on each simulated host (the -host line mlpstorage writes)."""
+    n = len(hosts) * per_host
+    return [mpirun, *OPEN_MPI_FLAGS, "--host", host_list(hosts, per_host), "-n", str(n), *argv]
+
+
+def mpich_command(hosts: Sequence[str], per_host: int, argv: Sequence[str]) -> List[str]:
+    """The mpich wheel's hydra mpiexec of argv, per_host ranks on each simulated host."""
+    n = len(hosts) * per_host
+    return [VENV_MPIEXEC, "-launcher", "ssh", "-launcher-exec", AGENT, "-hosts", host_list(hosts, per_host)] + [
+        "-n",
+        str(n),
+        *argv,
+    ]
+
+
+def open_mpi() -> Tuple[Optional[str], Optional[str]]:
+    """(Open MPI's mpirun, None), or (None, why the Open MPI tests skip)."""
+    from mlpstorage_lines import open_mpi_mpirun
+
+    return open_mpi_mpirun()
+
+
+def namespaces_missing() -> Optional[str]:
+    """Why simulated hosts cannot be made here, or None."""
+    if shutil.which("unshare") is None:
+        return "no unshare (util-linux) to give each simulated host its own hostname"
+    ns = ["--uts"] if os.geteuid() == 0 else ["--user", "--map-root-user", "--uts"]
+    p = subprocess.run(["unshare", *ns, "hostname", "hX"], capture_output=True, text=True)
+    if p.returncode != 0:
+        return f"unshare {' '.join(ns)} fails here ({p.stderr.strip()[-200:]}): no UTS namespace per host"
+    return None
+
+
+def launcher_command(launcher: str, hosts: Sequence[str], per_host: int, argv: Sequence[str]) -> List[str]:
+    """The command of `launcher` ("openmpi" / "mpich") for argv on the simulated hosts; pytest.skip when it
+    or the namespaces are missing here (each with its reason)."""
+    import pytest
+
+    why = namespaces_missing()
+    if why:
+        pytest.skip(why)
+    if launcher == "openmpi":
+        mpirun, why = open_mpi()
+        if mpirun is None:
+            pytest.skip(why or "no Open MPI")
+        return open_mpi_command(mpirun, hosts, per_host, argv)
+    if not os.path.exists(VENV_MPIEXEC):
+        pytest.skip("no mpiexec in this venv (pip install mpich)")
+    return mpich_command(hosts, per_host, argv)
+
+
+def dlio_argv(*args: object) -> List[str]:
+    """`python -m dlio ARGS` with this venv's python (the ranks run this tree: PYTHONPATH is set by run_env)."""
+    return [sys.executable, "-m", "dlio", *map(str, args)]
+
+
+def run_env(**more: str) -> dict:
+    """The ranks' environment: this tree first on PYTHONPATH (the agent passes the launcher's environment on, as
+    `mpirun -x` would on a cluster)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(more)
+    return env
