@@ -69,6 +69,8 @@ class KvSettings:
     block_tokens: int
     io_trace_log: Optional[str]
     drop_check: int
+    max_conversations: int = 1000  # the reference's conversation window (0: none)
+    trial_gap_s: float = 0.0  # idle before and after each trial (the reference wrapper's TEST_DELAY)
 
     @property
     def bytes_per_token(self) -> int:
@@ -201,4 +203,6 @@ def settings(cfg: Any) -> KvSettings:
         block_tokens=kv.block_tokens,
         io_trace_log=kv.io_trace_log,
         drop_check=kv.drop_check,
+        max_conversations=kv.max_conversations,
+        trial_gap_s=kv.trial_gap,
     )

@@ -119,7 +119,9 @@ def run(virtual, window=WINDOW, with_users=True):
 
 def counts(c):
     keys = ("mt_hits", "mt_misses", "mt_conv_gone", "conv_evictions", "users_stopped", "requests_unsent", "requests")
-    return dict(zip(("hits", "misses", "gone", "evictions", "users_stopped", "unsent", "requests"), (c[k] for k in keys)))
+    return dict(
+        zip(("hits", "misses", "gone", "evictions", "users_stopped", "unsent", "requests"), (c[k] for k in keys))
+    )
 
 
 def test_backlog_loses_conversations_as_the_reference_does():
