@@ -383,6 +383,9 @@ cdef extern from "dlio_core/kvcache.h" nogil:
         const uint32_t *conv_first
         const uint32_t *conv_reqs
         uint32_t nconv
+        uint32_t max_conversations
+        const uint32_t *conv_user
+        uint32_t nusers
         unsigned workers, alloc_slots
         uint64_t duration_ns, bytes_per_token
         uint32_t decode_batch

@@ -20,7 +20,7 @@ KV_COUNTS = ("requests", "requests_dropped", "tokens", "storage_ns", "hits", "mi
              "write_ops", "read_bytes", "write_bytes", "cpu_read_bytes", "cpu_write_bytes", "storage_read_bytes",
              "storage_write_bytes", "storage_reads", "storage_writes", "demotions", "demote_bytes", "evictions",
              "deletes", "delete_bytes", "offloads_cpu", "offloads_storage", "storage_tokens_x1000", "failed_allocs",
-             "waits")
+             "waits", "conv_evictions", "mt_conv_gone", "users_stopped", "requests_unsent")
 KV_HISTS = ("storage_read", "storage_read_dev", "storage_read_host", "storage_write", "storage_write_dev",
             "storage_write_host", "demote_write", "demote_write_dev", "cpu_read", "cpu_write", "req_storage",
             "e2e_batch", "e2e_responsive", "e2e_interactive", "generation")
@@ -102,18 +102,22 @@ cdef class KvRun:
                  double target_ratio=0.8, double skip_ratio=0.95, bint asap=False, bint drain=False,
                  uint64_t seed=0, uint64_t stage_bytes=0, uint64_t direct_chunk=8 << 20, unsigned direct_qd=4,
                  unsigned drop_check=16, model=(0, 0, 0, 0), uint64_t log_cap=0, bint virtual=False,
-                 store_opts=None, relay=None):
+                 store_opts=None, relay=None, conv_user=None, uint32_t max_conversations=0):
         """store: compat, direct, null, or a "dlio_core.kv_store_ops" capsule (an object store); store_opts: a
         capsule named "dlio_core.kv_store_opts" with that store's settings (store_cfg.opts).
         storage_bytes None: unlimited. log_cap: record up to that many operations (.oplog, KV_LOG_DTYPE).
         virtual: run in virtual time (null store: requests in arrival order, one at a time, no waiting).
-        relay: store "relay"'s helper, (socket path, slots file path, bytes per worker's slot)."""
+        relay: store "relay"'s helper, (socket path, slots file path, bytes per worker's slot).
+        max_conversations: the reference's conversation window (0: none, every earlier turn is read);
+        conv_user: each conversation's user, whose later requests stop when its conversation leaves the
+        window while the user continues it (None: users never stop)."""
         cdef cnp.ndarray a_r = np.ascontiguousarray(reqs, dtype=KV_REQ_DTYPE)
         cdef cnp.ndarray a_s = np.ascontiguousarray(steps, dtype=KV_STEP_DTYPE)
         cdef cnp.ndarray a_e = np.ascontiguousarray(entries, dtype=KV_ENTRY_DTYPE)
         cdef cnp.ndarray a_cf = np.ascontiguousarray(conv_first, dtype=np.uint32)
         cdef cnp.ndarray a_cr = np.ascontiguousarray(conv_reqs, dtype=np.uint32)
         cdef cnp.ndarray a_log
+        cdef cnp.ndarray a_cu
         if len(a_cf) < 1:
             raise ValueError("conv_first needs nconv + 1 offsets")
         bfolder = os.fsencode(folder)
@@ -127,6 +131,14 @@ cdef class KvRun:
         self.cfg.conv_first = <const uint32_t *>cnp.PyArray_DATA(a_cf)
         self.cfg.conv_reqs = <const uint32_t *>cnp.PyArray_DATA(a_cr)
         self.cfg.nconv = len(a_cf) - 1
+        self.cfg.max_conversations = max_conversations
+        if conv_user is not None:
+            a_cu = np.ascontiguousarray(conv_user, dtype=np.uint32)
+            if len(a_cu) != self.cfg.nconv:
+                raise ValueError("conv_user needs one user per conversation")
+            self.keep.append(a_cu)
+            self.cfg.conv_user = <const uint32_t *>cnp.PyArray_DATA(a_cu)
+            self.cfg.nusers = int(a_cu.max()) + 1 if len(a_cu) else 1
         self.cfg.workers = workers
         self.cfg.alloc_slots = alloc_slots
         self.cfg.duration_ns = <uint64_t>(duration_s * 1e9)

@@ -183,6 +183,9 @@ def run_trial(
         model=(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes),
         log_cap=min(LOG_CAP, 64 + plan.nreqs * 64) if log else 0,
         virtual=s.io_mode == "null",  # decisions only: in virtual time, as fast as the CPU goes
+        conv_user=plan.conv_user,
+        # the reference remembers conversations only when it has them (multi-turn on)
+        max_conversations=s.max_conversations if s.multiturn and plan.conv_user is not None else 0,
     )
     tick = on_tick
     if relay is not None:  # the helper's deadline is watched from the waiting thread too

@@ -18,7 +18,7 @@ from dlio.family import Family, FamilyChecks, RunContext
 from dlio.kvcache import attest, check, engine, metrics, oplog, results
 from dlio.kvcache.check import OPTIONS
 from dlio.kvcache.models import resolve_model
-from dlio.kvcache.plan import Plan, plan_lines, synthetic_plan
+from dlio.kvcache.plan import Plan, client_seed, plan_lines, synthetic_plan
 from dlio.kvcache.settings import KvSettings, settings
 from dlio.kvcache.store import Store
 from dlio.kvcache.traces import trace_plan
@@ -50,13 +50,22 @@ def describe(s: KvSettings, plan: Plan, folder: str, ranks: int, local: bool = T
     relayed = not local and s.io_mode != "null"
     out = [
         f"kvcache: model {s.model.name} ({s.bytes_per_token:,} B/token), {s.users} users x {ranks} rank(s), "
-        f"{s.workers} workers, {alloc} concurrent allocations, {s.duration_s:g} s x {s.trials} trial(s), seed {s.seed}",
+        f"{s.workers} workers, {alloc} concurrent allocations, {s.duration_s:g} s x {s.trials} trial(s), "
+        f"seed {s.seed} + rank",
         f"  tiers: RAM {fmt_bytes(s.cpu_bytes) if s.cpu_bytes else 'none'}, storage "
         + (fmt_bytes(s.storage_capacity) if s.storage_capacity else free)
         + f" in {folder.rstrip('/')}/rank_N; io_mode {s.io_mode}"
         + (", through the relay (the C engine times each PUT / GET / DELETE)" if relayed else "")
         + (f", chunks of {s.chunk_tokens} tokens" if s.chunk_tokens else ""),
     ]
+    if not s.trace:
+        out.append(
+            f"  conversations: the {s.max_conversations:,} most recently used remembered"
+            if s.multiturn and s.max_conversations
+            else "  conversations: every one remembered"
+        )
+    if s.trial_gap_s:
+        out.append(f"  idle {s.trial_gap_s:g} s before and after each trial (the reference's wrapper)")
     return out + plan_lines(s, plan)
 
 
@@ -132,10 +141,13 @@ class KvRun:
         failure: Optional[BaseException] = None
         for trial in range(s.trials):
             plan = self.plan0 if trial == 0 else plan_for(s, comm.rank, trial)
-            rec, failure = _trial(s, plan, self.store, comm, trial, ctx.echo, ctx.progress)
-            if rec is not None:
-                recs.append(rec)
+            failure = idle(s.trial_gap_s)
+            if failure is None:
+                rec, failure = _trial(s, plan, self.store, comm, trial, ctx.echo, ctx.progress)
+                if rec is not None:
+                    recs.append(rec)
             failure = self.store.clear(failure)
+            failure = failure or idle(s.trial_gap_s)
             if failure is not None or pending() is not None:
                 failure = failure or pending()
                 break
@@ -163,6 +175,18 @@ class KvRun:
                 self.ctx.echo(line)
         self.ctx.echo(f"Saved outputs in {folder}{'' if failure is None else ' (partial: ' + reason + ')'}")
         return doc, folder
+
+
+def idle(seconds: float) -> Optional[BaseException]:
+    """The reference's wrapper sleeps TEST_DELAY before and after each trial, so that the storage
+    settles (garbage collection, discards of the last trial's deletes) outside the measurement. A stop
+    signal ends the wait: its Interrupted, else None."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if pending() is not None:
+            return pending()
+        time.sleep(min(0.5, end - time.monotonic()))
+    return None
 
 
 def status_ticker(s: KvSettings, trial: int, progress: Any) -> Optional[Callable[[Any], None]]:
@@ -223,7 +247,7 @@ def _trial(
         "result": result,
         "window": win,
     }
-    rec["reference"] = metrics.reference_results(rec, s.seed)
+    rec["reference"] = metrics.reference_results(rec, client_seed(s, comm.rank))
     rec["exact"] = metrics.exact(rec)
     c = result["counts"]
     written = c["storage_write_bytes"] + c["demote_bytes"]

@@ -195,6 +195,40 @@ def _count_over(h: Dict[str, Any], ns: float) -> int:
     return int(b[stats.bucket_values() > ns].sum())
 
 
+def multi_turn_stats(c: Dict[str, int]) -> Dict[str, Any]:
+    """The reference's multi_turn_stats (benchmark.py: hits and misses of the earlier-turn reads)."""
+    return {
+        "cache_hits": c["mt_hits"],
+        "cache_misses": c["mt_misses"],
+        "hit_rate": c["mt_hits"] / max(c["mt_hits"] + c["mt_misses"], 1),
+    }
+
+
+def multi_turn_exact(c: Dict[str, int]) -> Dict[str, Any]:
+    """multi_turn_stats per request, and what the conversation window did (counts of the C engine,
+    summed over records): the share of earlier-turn reads a saturated run loses."""
+    n = max(c["requests"], 1)
+    lookups = c["mt_hits"] + c["mt_misses"]
+    return {
+        **multi_turn_stats(c),
+        "lookups": lookups,
+        "lookups_per_request": lookups / n,
+        "hits_per_request": c["mt_hits"] / n,
+        "misses_per_request": c["mt_misses"] / n,
+        "requests_conversation_forgotten": c["mt_conv_gone"],
+        "conversations_evicted": c["conv_evictions"],
+        "users_stopped": c["users_stopped"],
+        "requests_unsent": c["requests_unsent"],
+    }
+
+
+MT_COUNTS = ("requests", "mt_hits", "mt_misses", "mt_conv_gone", "conv_evictions", "users_stopped", "requests_unsent")
+
+
+def _mt_counts(recs: Sequence[Dict[str, Any]]) -> Dict[str, int]:
+    return {k: sum(r["result"]["counts"].get(k, 0) for r in recs) for k in MT_COUNTS}
+
+
 def reference_results(rec: Dict[str, Any], seed: int) -> Dict[str, Any]:
     """One rank's results file of one trial as the reference writes it (--output JSON). The
     per-request latency lists it also writes are left out (histograms instead, in dlio-fast.json)."""
@@ -224,11 +258,7 @@ def reference_results(rec: Dict[str, Any], seed: int) -> Dict[str, Any]:
         },
         "autoscaling_stats": [],
         "autoscaling_summary": None,
-        "multi_turn_stats": {
-            "cache_hits": c["mt_hits"],
-            "cache_misses": c["mt_misses"],
-            "hit_rate": c["mt_hits"] / max(c["mt_hits"] + c["mt_misses"], 1),
-        },
+        "multi_turn_stats": multi_turn_stats(c),
     }
     return {
         "requests_completed": c["requests"],
@@ -272,6 +302,7 @@ def exact(rec: Dict[str, Any]) -> Dict[str, Any]:
         "hit_rate_cpu": (c["hits"] - c["storage_reads"]) / lookups if lookups else 0.0,
         "hit_rate_storage": c["storage_reads"] / lookups if lookups else 0.0,
         "failed_allocs": c["failed_allocs"],
+        "multi_turn_stats": multi_turn_exact(_mt_counts([rec])),
     }
     for op, names in (("read", ("storage_read_dev",)), ("write", ("storage_write_dev", "demote_write_dev"))):
         h = stats.merge([_h(rec, n) for n in names])
@@ -340,5 +371,6 @@ def aggregate(recs: Sequence[Dict[str, Any]], trials: int) -> Dict[str, Any]:
         **{f"{k}_pooled": v for k, v in pooled.items()},
         "requests": sum(r["exact"]["requests"] for r in recs),
         "demotion_writes": sum(r["exact"]["demotion_writes"] for r in recs),
+        "multi_turn_stats": multi_turn_exact(_mt_counts(recs)),
     }
     return {"reference": reference, "exact": exact_agg}

@@ -4,7 +4,8 @@ KV_ENTRY_DTYPE).
 
 The user table is drawn exactly as the reference draws it (UserSimulator.generate_mixed_users after
 random.seed(seed): template, QoS, context, generation, think time per user, in that order), so the
-same seed gives the same users. The per-request draws, which the reference takes from one shared
+same seed gives the same users; rank N draws them from seed + N, as the reference's MPI wrapper
+(mlperf_wrapper.py) seeds each client. The per-request draws, which the reference takes from one shared
 generator in whatever order its threads run, come from numpy seeded with (seed, rank, trial):
 
   - each user sleeps think x U(0.8, 1.2) and enqueues a request, open loop, until the duration;
@@ -54,15 +55,22 @@ class Plan:
     notes: List[str] = field(default_factory=list)
     users: Optional[Users] = None
     key_of: Optional[Callable[[np.ndarray], List[str]]] = None  # entry ids -> the reference's key names
+    conv_user: Optional[np.ndarray] = None  # each conversation's user (the conversation window stops users)
 
     @property
     def nreqs(self) -> int:
         return len(self.reqs)
 
 
-def user_table(s: KvSettings) -> Users:
-    """The reference's users for seed s.seed (Python's random, the reference's call order)."""
-    rnd = random.Random(s.seed)
+def client_seed(s: KvSettings, rank: int) -> int:
+    """The seed the reference's wrapper gives client (MPI rank) `rank`: --seed + rank."""
+    return s.seed + rank
+
+
+def user_table(s: KvSettings, rank: int = 0) -> Users:
+    """The reference's users of client `rank` (Python's random seeded as the reference's wrapper
+    seeds that client, the reference's call order)."""
+    rnd = random.Random(client_seed(s, rank))
     names = [t.name for t in s.templates]
     n = s.users
     tmpl, prio = np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -118,7 +126,7 @@ def _conversations(s: KvSettings, user: np.ndarray, rng: np.random.Generator) ->
 
 def synthetic_plan(s: KvSettings, rank: int = 0, trial: int = 0) -> Plan:
     """The plan of rank `rank`'s trial `trial` (deterministic from s.seed, rank and trial)."""
-    users = user_table(s)
+    users = user_table(s, rank)
     rng = np.random.default_rng([s.seed, rank, trial])
     user, t = _arrivals(s, users, rng)
     m = len(user)
@@ -162,7 +170,11 @@ def synthetic_plan(s: KvSettings, rank: int = 0, trial: int = 0) -> Plan:
     def key_of(ids: np.ndarray) -> List[str]:  # the reference's conv_user_NNNN_<id>_turn_N
         return [f"conv_user_{user_sorted[i]:04d}_{conv_sorted[i]}_turn_{turn_sorted[i] + 1}" for i in ids]
 
-    return Plan(reqs, steps, entries, conv_first, conv_reqs, "synthetic", users=users, key_of=key_of)
+    conv_user = np.zeros(nconv, np.uint32)
+    conv_user[conv] = user
+    return Plan(
+        reqs, steps, entries, conv_first, conv_reqs, "synthetic", users=users, key_of=key_of, conv_user=conv_user
+    )
 
 
 def plan_lines(s: KvSettings, plan: Plan) -> List[str]:

@@ -101,7 +101,9 @@ def run_doc(
             "workers": s.workers,
             "duration_s": s.duration_s,
             "trials": s.trials,
-            "seed": s.seed,
+            "seed": s.seed,  # rank N's users: seed + N
+            "max_conversations": s.max_conversations if s.multiturn else 0,
+            "trial_gap_s": s.trial_gap_s,
             "cpu_bytes": s.cpu_bytes,
             "max_concurrent_allocs": s.max_concurrent_allocs,
             "io_mode": s.io_mode,
@@ -188,6 +190,7 @@ def lines(doc: Dict[str, Any]) -> List[str]:
                 f"    hit rate {hits / lk:.1%} (RAM tier {(hits - st) / lk:.1%}, storage {st / lk:.1%}) of "
                 f"{lk:,} lookups"
             )
+    out += multi_turn_lines(x.get("multi_turn_stats"))
     split = sum(r["result"]["store"]["split_writes"] for r in recs)
     if split:
         writes = sum(r["result"]["counts"]["storage_writes"] + r["result"]["counts"]["demotions"] for r in recs)
@@ -207,6 +210,28 @@ def lines(doc: Dict[str, Any]) -> List[str]:
             continue
         seen.add(key)
         out += attest.lines(a_, f" (trial {r['trial']}, rank {r['rank']})")
+    return out
+
+
+def multi_turn_lines(mt: Any) -> List[str]:
+    """The earlier-turn reads per request, and the ones the conversation window took away."""
+    if not mt:
+        return []
+    out = [
+        f"    multi-turn: {mt['lookups_per_request']:.2f} earlier-turn lookups per request ({mt['cache_hits']:,} hits, "
+        f"{mt['cache_misses']:,} misses, hit rate {mt['hit_rate']:.1%})"
+    ]
+    if mt["conversations_evicted"]:
+        out.append(
+            f"    conversation window: {mt['conversations_evicted']:,} conversations forgotten; "
+            f"{mt['requests_conversation_forgotten']:,} later turns served after theirs was forgotten read no "
+            "earlier turn (kvcache.max_conversations, as the reference)"
+        )
+    if mt["users_stopped"]:
+        out.append(
+            f"    {mt['users_stopped']:,} users stopped (they continued a forgotten conversation, as the reference's "
+            f"user threads die there): {mt['requests_unsent']:,} requests not sent"
+        )
     return out
 
 

@@ -70,6 +70,8 @@ class KvSettings:
     block_tokens: int
     io_trace_log: Optional[str]
     drop_check: int
+    max_conversations: int = 1000  # the reference's conversation window (0: none)
+    trial_gap_s: float = 0.0  # idle before and after each trial (the reference wrapper's TEST_DELAY)
 
     @property
     def bytes_per_token(self) -> int:
@@ -183,4 +185,5 @@ def settings(cfg: Any) -> KvSettings:
         stage_bytes=stage,
         gen_ns_per_token=GENERATION_NS[kv.generation_mode],
         trace=trace,
+        trial_gap_s=kv.trial_gap,
     )

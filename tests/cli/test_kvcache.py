@@ -77,6 +77,13 @@ def test_compat_run_writes_the_references_files(run_cli, tmp_path):
     assert rec["attestation"]["ok"] and rec["attestation"]["fsyncs"] == c["storage_writes"]
     assert "Verdict (is this a storage result?):" in out and "Attestation" in out
     assert not glob.glob(str(tmp_path / "cache" / "rank_0" / "kv_*.npy"))  # emptied after the trial
+    # the earlier-turn reads under the reference's names, per request in dlio-fast.json and on the console
+    mt = ref["summary"]["multi_turn_stats"]
+    assert (mt["cache_hits"], mt["cache_misses"]) == (c["mt_hits"], c["mt_misses"]) and ref["seed"] == 42
+    x_mt = doc["aggregate"]["exact"]["multi_turn_stats"]
+    assert x_mt["lookups_per_request"] == pytest.approx((c["mt_hits"] + c["mt_misses"]) / c["requests"])
+    assert rec["exact"]["multi_turn_stats"]["cache_hits"] == mt["cache_hits"]
+    assert f"{x_mt['lookups_per_request']:.2f} earlier-turn lookups per request" in out
     code, out, err = run_cli("check", tmp_path / "out")
     assert code == 0 and "PASS  attestation (trial 0, rank 0)" in out
 
@@ -222,6 +229,12 @@ def test_two_mpi_ranks_each_their_folder(tmp_path):
         sum(c["tier_storage_read_bandwidth_gbps"] for c in per_rank)
     )
     assert opt["aggregated_device_read_p95_ms"] == max(c["storage_read_device_p95_ms"] for c in per_rank)
+    seeds = []
+    for rank in (0, 1):  # the reference's wrapper seeds client N with seed + N
+        (f,) = glob.glob(str(tmp_path / "out" / "trial_0" / f"rank_{rank}" / "kvcache_results_*.json"))
+        with open(f) as fh:
+            seeds.append(json.load(fh)["seed"])
+    assert seeds == [42, 43]
 
 
 def test_attestation_catches_a_no_op_fsync(tmp_path, dlio_cmd):
@@ -282,3 +295,31 @@ def test_direct_mode_on_an_object_store_is_refused_not_ignored(run_cli, tmp_path
     assert code == 2 and "\n" not in line, err
     assert "kvcache.io_mode = direct" in line and "object store" in line and "compat" in line, line
     assert not (tmp_path / "out").exists()
+
+
+def test_a_small_conversation_window_forgets_and_stops_users(run_cli, tmp_path):
+    """kvcache.max_conversations 1 with two users: each new conversation forgets the other user's, who
+    then stops when continuing it (the reference's add_turn raises in that user's thread)."""
+    code, out, err = run_cli(
+        *args(tmp_path, *set_args("kvcache.io_mode=null", "kvcache.duration=30", "kvcache.max_conversations=1"))
+    )
+    assert code == 0, err
+    doc, _ = load(tmp_path)
+    mt = doc["aggregate"]["exact"]["multi_turn_stats"]
+    assert mt["conversations_evicted"] > 0 and mt["users_stopped"] >= 1 and mt["requests_unsent"] > 0
+    assert "users stopped" in out and "conversations forgotten" in out
+    assert doc["settings"]["max_conversations"] == 1
+
+
+def test_trial_gap_idles_around_each_trial(run_cli, tmp_path):
+    import time
+
+    t0 = time.monotonic()
+    code, out, err = run_cli(
+        *args(tmp_path, *set_args("kvcache.io_mode=null", "kvcache.trials=2", "kvcache.trial_gap=0.5"))
+    )
+    assert code == 0, err
+    assert time.monotonic() - t0 >= 4 * 0.5  # before and after each of the two trials
+    assert "idle 0.5 s before and after each trial" in out
+    doc, _ = load(tmp_path)
+    assert doc["settings"]["trial_gap_s"] == 0.5 and len(doc["records"]) == 2

@@ -53,8 +53,26 @@ KEYS: Tuple[Key, ...] = (
         hi=86400,
         io=True,
     ),
-    Key("kvcache.seed", "int", 42, "seed of the users, conversations and sizes (--seed)", lo=0, hi=2**32 - 1, io=True),
+    Key(
+        "kvcache.seed",
+        "int",
+        42,
+        "seed of the users, conversations and sizes (--seed); rank N draws its users from seed + N, as the "
+        "reference's MPI wrapper seeds each client",
+        lo=0,
+        hi=2**32 - 1,
+        io=True,
+    ),
     Key("kvcache.trials", "int", 1, "trials per run, results averaged as the rules say (CLOSED: 3)", lo=1, hi=100),
+    Key(
+        "kvcache.trial_gap",
+        "float",
+        0.0,
+        "seconds every rank idles before and after each trial (the reference's MLPerf wrapper: TEST_DELAY 90, so "
+        "180 s between trials), letting the storage settle after the previous trial's deletes",
+        lo=0,
+        hi=86400,
+    ),
     Key(
         "kvcache.templates",
         "map",
@@ -85,6 +103,17 @@ KEYS: Tuple[Key, ...] = (
         io=True,
     ),
     Key("kvcache.max_turns", "int", 50, "turns after which a conversation ends", lo=1, hi=100000, io=True),
+    Key(
+        "kvcache.max_conversations",
+        "int",
+        1000,
+        "conversations remembered, the least recently used forgotten (config.yaml conversation.max_conversations): "
+        "a later turn served after its conversation was forgotten reads no earlier turn, and a user continuing a "
+        "forgotten conversation stops, as in the reference; 0: remember every conversation",
+        lo=0,
+        hi=2**32 - 2,
+        io=True,
+    ),
     Key(
         "kvcache.decode_batch",
         "int",

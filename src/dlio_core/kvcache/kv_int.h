@@ -36,6 +36,18 @@ struct kv_tier {
 	int unlimited; /* storage without a capacity: only counted */
 };
 
+/* The reference's conversation window (conv.c): an LRU list over the conversation ids, written by
+ * the dispatcher alone (the reference touches a conversation when a user sends a request), read by
+ * the workers (in[] with atomic loads). */
+struct kv_conv_window {
+	uint32_t cap;             /* max_conversations (0: no window) */
+	uint32_t len, head, tail; /* head: the least recently touched */
+	uint32_t *prev, *next;
+	uint8_t *in;           /* in the window now (once out, never back: ids are not reused) */
+	uint8_t *user_stopped; /* the reference's user thread died (add_turn raised) */
+	uint64_t evictions, users_stopped, unsent;
+};
+
 struct kv_run {
 	const struct dc_kv_config *cfg;
 	struct dc_kv_result *res;
@@ -55,6 +67,7 @@ struct kv_run {
 	unsigned active;    /* workers inside a request */
 	int dispatched;     /* every request is queued */
 	uint32_t *conv_enq; /* turns of each conversation enqueued so far */
+	struct kv_conv_window win;
 	/* allocation slots: the reference's max_concurrent_allocs semaphore */
 	pthread_mutex_t slot_lock;
 	pthread_cond_t slot_cond;
@@ -91,5 +104,12 @@ int kv_is_cached(struct kv_run *r, uint32_t ent);
 int kv_worker_scratch(struct kv_worker *w);
 /* trace replay: wait until the entry is cached (or the run stops). */
 void kv_wait_written(struct kv_run *r, uint32_t ent);
+
+/* conv.c: the conversation window. */
+int kv_conv_init(struct kv_run *r);
+void kv_conv_free(struct kv_run *r);
+int kv_conv_arrive(struct kv_run *r, const struct dc_kv_req *q);
+int kv_conv_remembered(const struct kv_run *r, uint32_t conv);
+void kv_conv_counts(const struct kv_run *r, uint64_t *count);
 
 #endif

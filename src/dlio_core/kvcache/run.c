@@ -44,9 +44,18 @@ static void run_synth(struct kv_worker *w, const struct dc_kv_req *q, uint32_t o
 		uint32_t first = cfg->conv_first[q->conv], n = cfg->conv_first[q->conv + 1] - first;
 		uint32_t enq = __atomic_load_n(&r->conv_enq[q->conv], __ATOMIC_ACQUIRE);
 
-		if (cfg->flags & DC_KV_VIRTUAL) /* each request done before the next arrives */
-			enq = q->turn + 1;
+		/* Virtual time serves each request as it arrives: its own arrival has just touched
+		 * its conversation (the window's newest), and only its earlier turns were sent. */
+		int gone = !(cfg->flags & DC_KV_VIRTUAL) && !kv_conv_remembered(r, q->conv);
 
+		if (cfg->flags & DC_KV_VIRTUAL)
+			enq = q->turn + 1;
+		if (gone) { /* the reference's get_all_previous_turn_keys returns no key */
+			pthread_mutex_lock(&r->stats_lock);
+			r->res->count[DC_KV_C_MT_CONV_GONE]++;
+			pthread_mutex_unlock(&r->stats_lock);
+			enq = 0;
+		}
 		/* Every turn enqueued so far but this one: later turns not yet written miss. */
 		for (uint32_t j = 0; j < enq && j < n && !run_failed(&r->b); j++) {
 			int hit;
@@ -272,6 +281,7 @@ static void dispatch(struct kv_run *r, uint64_t *t_enq)
 
 	for (uint64_t i = 0; i < cfg->nreqs; i++) {
 		uint64_t due = asap ? t0 : t0 + cfg->reqs[i].arrival_ns, now;
+		int synth = cfg->steps[cfg->reqs[i].first_step].kind == DC_KV_SYNTH;
 
 		while ((now = dc_now_ns()) < due && now < deadline && !*cfg->stop &&
 		       !run_stopped(&r->b))
@@ -279,11 +289,12 @@ static void dispatch(struct kv_run *r, uint64_t *t_enq)
 		if ((now >= deadline && !(cfg->flags & DC_KV_VIRTUAL)) || *cfg->stop ||
 		    run_stopped(&r->b))
 			break;
+		if (synth && kv_conv_arrive(r, &cfg->reqs[i]) < 0)
+			continue; /* its user has stopped */
 		pthread_mutex_lock(&r->b.lock);
 		t_enq[i] = dc_now_ns();
-		if (cfg->steps[cfg->reqs[i].first_step].kind == DC_KV_SYNTH &&
-		    cfg->reqs[i].conv <
-			    cfg->nconv) /* the reference adds the turn when it enqueues */
+		/* the reference adds the turn as it enqueues */
+		if (synth && cfg->reqs[i].conv < cfg->nconv)
 			__atomic_fetch_add(&r->conv_enq[cfg->reqs[i].conv], 1, __ATOMIC_RELEASE);
 		q_push(r, (uint32_t)i);
 		r->res->enqueued++;
@@ -343,6 +354,8 @@ static int check_config(const struct dc_kv_config *cfg)
 	for (uint64_t i = 0; cfg->nconv && i < cfg->conv_first[cfg->nconv]; i++)
 		if (cfg->conv_reqs[i] >= cfg->nreqs)
 			return -EINVAL;
+	if (cfg->max_conversations && cfg->conv_user && !cfg->nusers)
+		return -EINVAL;
 	if (cfg->store != &dc_kv_store_null && cfg->stage_bytes < 4096)
 		return -EINVAL;
 	return 0;
@@ -363,7 +376,7 @@ static int setup(struct kv_run *r)
 	r->qnext = malloc((cfg->nreqs ? cfg->nreqs : 1) * sizeof(*r->qnext));
 	r->conv_enq = calloc(cfg->nconv ? cfg->nconv : 1, sizeof(*r->conv_enq));
 	r->free_slots = malloc(cfg->alloc_slots * sizeof(*r->free_slots));
-	if (!r->qnext || !r->conv_enq || !r->free_slots)
+	if (!r->qnext || !r->conv_enq || !r->free_slots || kv_conv_init(r) < 0)
 		return -ENOMEM;
 	for (unsigned s = 0; s < cfg->alloc_slots; s++)
 		r->free_slots[r->nfree++] = cfg->alloc_slots - 1 - s;
@@ -397,6 +410,7 @@ static void teardown(struct kv_run *r)
 	kv_cache_free(r);
 	free(r->qnext);
 	free(r->conv_enq);
+	kv_conv_free(r);
 	free(r->free_slots);
 	free(r->stage);
 	free(r->stage_filled);
@@ -457,6 +471,7 @@ int dc_kv_run(const struct dc_kv_config *cfg, struct dc_kv_result *res)
 		if (ws[i].started)
 			pthread_join(ws[i].th, NULL);
 	res->end_ns = dc_now_ns();
+	kv_conv_counts(&r, res->count);
 	cfg->store->close(r.store, &res->store);
 	res->cpu_entries = r.tier[DC_KV_CPU].count;
 	res->storage_entries = r.tier[DC_KV_STORAGE].count;

@@ -97,4 +97,9 @@ def test_plan_is_deterministic_per_rank_and_trial():
     assert np.array_equal(a.reqs, b.reqs) and np.array_equal(a.entries, b.entries)
     other = synthetic_plan(s, 1, 0)
     assert not np.array_equal(a.reqs["arrival_ns"], other.reqs["arrival_ns"])
-    assert np.array_equal(a.users.context, other.users.context)  # the same users on every rank
+    # the reference's wrapper seeds client N with seed + N: rank 1's users are rank 0's of seed 43
+    assert not np.array_equal(a.users.context, other.users.context)
+    shifted = settings(cfg("kvcache_llama3_8b_opt1", "kvcache.duration=5", "kvcache.seed=43"))
+    assert np.array_equal(other.users.context, user_table(shifted).context)
+    assert np.array_equal(other.users.think, user_table(shifted).think)
+    assert np.array_equal(a.users.context, user_table(s, 0).context)

@@ -253,6 +253,12 @@ struct dc_kv_config {
 	const uint32_t *conv_first; /* nconv + 1 offsets into conv_reqs */
 	const uint32_t *conv_reqs;  /* request indexes, each conversation's in turn order */
 	uint32_t nconv;
+	/* The reference's conversation window (ConversationManager, max_conversations): the most
+	 * recently touched conversations it remembers; a request served after its conversation left
+	 * makes no earlier-turn reads. 0: no window, every earlier turn is read. */
+	uint32_t max_conversations;
+	const uint32_t *conv_user; /* each conversation's user (NULL: users never stop) */
+	uint32_t nusers;
 	unsigned workers;     /* request-processing threads, >= 1 */
 	unsigned alloc_slots; /* concurrent allocations (writes, demotions, evictions), >= 1 */
 	uint64_t duration_ns; /* no request starts after this */
@@ -330,6 +336,10 @@ enum dc_kv_count_id {
 	DC_KV_C_STORAGE_TOKENS_X1000, /* the reference's storage_tokens_processed, x 1000 */
 	DC_KV_C_FAILED_ALLOCS,        /* writes that found no room in any tier */
 	DC_KV_C_WAITS,                /* trace replay: reads that waited for their entry's write */
+	DC_KV_C_CONV_EVICTIONS,       /* conversations pushed out of the window by a new one */
+	DC_KV_C_MT_CONV_GONE,  /* later turns served after their conversation left: no lookups */
+	DC_KV_C_USERS_STOPPED, /* users whose conversation left the window while they continued it */
+	DC_KV_C_REQUESTS_UNSENT, /* the later requests of those users, never sent */
 	DC_KV_NCOUNT
 };
 

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""The KV-cache workload saturated: dlio-fast next to the reference's kv-cache.py when the request queue
+backs up, where the reference's conversation window (ConversationManager, max_conversations) forgets
+conversations before their later turns are served, and those turns then read no earlier turn.
+
+Both run the same option (default Option 1) shrunk to --users users for --duration s with --model
+(default tiny-1b) on the same folder (--dir), alternating, --repeats pairs, page cache dropped before
+each. The users offer far more than a small host's storage serves, so the queue backs up as in every
+CLOSED run. The window is shrunk with the run (--max-conversations, default 2 per user where the CLOSED
+runs have 5): the reference reads it from a copy of its config.yaml (conversation.max_conversations),
+dlio-fast from kvcache.max_conversations.
+
+Printed per pair and as medians: storage read:write bytes (tier_storage_kv_bytes_read_gb /
+tier_storage_kv_bytes_written_gb, from each tool's reference-format results file) and multi-turn lookups
+per request ((multi_turn_stats cache_hits + cache_misses) / total_requests), each tool's and the ratio
+dlio-fast / reference. Targets: read:write within 15 %, lookups per request within 20 %.
+In runs this small each worker serves a handful of requests, so lookups per request depend on which
+requests the workers happen to take early (while conversations are still remembered) and on how long
+each tool takes per request (the reference's Python client is slower): expect a noisy ratio;
+bench/kvcache_window_model.py checks the window's logic itself, request by request.
+
+The reference is run from --reference (its kv_cache_benchmark folder, e.g. a checkout of mlcommons/storage
+or russfellows/mlc-storage) with the Python of --ref-venv, made with numpy and pyyaml when missing (the
+installer of bench/kvcache_vs_reference.py); it is never a dependency of dlio-fast.
+Usage: python bench/kvcache_saturated_vs_reference.py --reference /path/to/kv_cache_benchmark
+       [--dir /var/tmp/kvsat] [--users 12] [--duration 40] [--repeats 2] [--max-conversations 24]
+"""
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from kvcache_vs_reference import OPTIONS, ref_python, settle, timed  # noqa: E402
+
+RW_TOLERANCE, LOOKUP_TOLERANCE = 0.15, 0.20
+
+
+def ref_config(a, d):
+    """The reference's config.yaml with the window shrunk (its other values are its defaults)."""
+    import yaml  # the bench's own Python has it (dlio-fast's dependency)
+
+    with open(os.path.join(a.reference, "config.yaml")) as f:
+        conf = yaml.safe_load(f)
+    conf.setdefault("conversation", {})["max_conversations"] = a.max_conversations
+    path = os.path.join(d, "ref-config.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(conf, f)
+    return path
+
+
+def figures(doc):
+    """(read:write bytes, multi-turn lookups per request, requests) of a reference-format results file."""
+    s = doc["summary"]
+    cs, mt = s["cache_stats"], s["multi_turn_stats"]
+    requests = s["total_requests"]
+    rw = cs["tier_storage_kv_bytes_read_gb"] / max(cs["tier_storage_kv_bytes_written_gb"], 1e-12)
+    return rw, (mt["cache_hits"] + mt["cache_misses"]) / max(requests, 1), requests
+
+
+def run_reference(a, py, d):
+    model, cpu_gb, allocs, _ = OPTIONS[a.option]
+    out = os.path.join(d, "ref.json")
+    cache = os.path.join(d, "ref-cache")
+    shutil.rmtree(cache, ignore_errors=True)
+    cmd = [py, os.path.join(a.reference, "kv-cache.py"), "--config", ref_config(a, d)]
+    cmd += ["--model", a.model or model, "--num-users", str(a.users), "--duration", str(a.duration)]
+    cmd += ["--gpu-mem-gb", "0", "--cpu-mem-gb", str(cpu_gb), "--max-concurrent-allocs", str(allocs)]
+    cmd += ["--generation-mode", "none", "--seed", "42", "--cache-dir", cache, "--output", out]
+    timed(cmd, os.path.join(d, "ref.log"))
+    shutil.rmtree(cache, ignore_errors=True)
+    with open(out) as f:
+        doc = json.load(f)
+    if "summary" not in doc:
+        sys.exit(f"the reference completed no request in {a.duration} s (see {d}/ref.log): raise --duration")
+    return figures(doc)
+
+
+def run_ours(a, d):
+    out = os.path.join(d, "out")
+    shutil.rmtree(out, ignore_errors=True)
+    sets = {
+        "users": a.users,
+        "duration": a.duration,
+        "trials": 1,
+        "trial_gap": 0,
+        "max_conversations": a.max_conversations,
+        "cache_dir": os.path.join(d, "ours-cache"),
+        "io_mode": "compat",
+        **({"model": a.model} if a.model else {}),
+    }
+    cmd = [sys.executable, "-m", "dlio", "run", "-w", OPTIONS[a.option][3], "-o", out]
+    for k, v in sets.items():
+        cmd += ["--set", f"kvcache.{k}={v}"]
+    timed(cmd, os.path.join(d, "ours.log"))
+    (path,) = glob.glob(os.path.join(out, "trial_0", "rank_0", "kvcache_results_*.json"))
+    with open(path) as f:
+        return figures(json.load(f))
+
+
+def line(name, rw, lk, n):
+    return f"  {name:10s} read:write {rw:6.2f}  multi-turn lookups/request {lk:6.3f}  ({n:,} requests)"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--reference", required=True, help="the reference's kv_cache_benchmark folder (kv-cache.py)")
+    p.add_argument("--ref-venv", default="/tmp/kvref-venv", help="a venv for the reference (made when missing)")
+    p.add_argument("--dir", default="/var/tmp/kvcache-saturated", help="a folder on the filesystem under test")
+    p.add_argument("--option", default="opt1", choices=sorted(OPTIONS))
+    p.add_argument("--users", type=int, default=12)
+    p.add_argument("--model", default="tiny-1b", help="the model of both tools (tiny-1b: entries of 10-400 MiB)")
+    p.add_argument("--duration", type=int, default=40)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--max-conversations", type=int, default=0, help="the window (default: 2 per user)")
+    a = p.parse_args()
+    a.max_conversations = a.max_conversations or 2 * a.users
+    if not os.path.exists(os.path.join(a.reference, "kv-cache.py")):
+        sys.exit(f"--reference {a.reference}: no kv-cache.py there")
+    os.makedirs(a.dir, exist_ok=True)
+    py = ref_python(a.ref_venv)
+    print(
+        f"{a.option} saturated: {a.model}, {a.users} users, {a.duration} s, window of {a.max_conversations} "
+        f"conversations, {a.repeats} pair(s) in {a.dir}",
+        flush=True,
+    )
+    rw_ratio, lk_ratio = [], []
+    for i in range(a.repeats):
+        settle(1 << 30)
+        ref = run_reference(a, py, a.dir)
+        settle(1 << 30)
+        ours = run_ours(a, a.dir)
+        rw_ratio.append(ours[0] / ref[0] if ref[0] else float("inf"))
+        lk_ratio.append(ours[1] / ref[1] if ref[1] else float("inf"))
+        print(f"pair {i + 1}:")
+        print(line("reference", *ref))
+        print(line("dlio-fast", *ours))
+        print(f"  dlio-fast / reference: read:write {rw_ratio[-1]:.3f}, lookups/request {lk_ratio[-1]:.3f}", flush=True)
+    rw, lk = statistics.median(rw_ratio), statistics.median(lk_ratio)
+    ok_rw, ok_lk = abs(rw - 1) <= RW_TOLERANCE, abs(lk - 1) <= LOOKUP_TOLERANCE
+    print(
+        f"median dlio-fast / reference: read:write {rw:.3f} ({'PASS' if ok_rw else 'FAIL'}, within "
+        f"{RW_TOLERANCE:.0%}), lookups/request {lk:.3f} ({'PASS' if ok_lk else 'FAIL'}, within {LOOKUP_TOLERANCE:.0%})"
+    )
+    sys.exit(0 if ok_rw and ok_lk else 1)
+
+
+if __name__ == "__main__":
+    main()
