@@ -49,7 +49,7 @@ def test_a_noisy_edge_steps_down():
     assert [p.au for p in res.probes if p.n == 5][:2] == [90.0, 87.0]
     table = curve_lines(res, demand_gib_s=0.5)
     row5 = next(r for r in table if r.split()[0] == "5")
-    assert row5.split()[-1] == "FAIL" and "87.00" in row5 and row5.split()[-2] == "2.5"
+    assert row5.split()[-2:] == ["FAIL", "-"] and "87.00" in row5 and row5.split()[-3] == "2.5"  # no verdicts here
 
 
 def test_bad_max():
