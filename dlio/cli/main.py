@@ -146,9 +146,8 @@ def _main(args, debug):
         _fail("aborted", 130)
     except click.ClickException as e:
         # one line, no usage block: the message names the option and the value
-        cmd = (
-            e.ctx.command_path.split(" ", 1)[1] + ": " if getattr(e, "ctx", None) and " " in e.ctx.command_path else ""
-        )
+        ctx = getattr(e, "ctx", None)
+        cmd = ctx.command_path.split(" ", 1)[1] + ": " if ctx and " " in ctx.command_path else ""
         _fail(f"{cmd}error: {e.format_message()}", e.exit_code)
     except Interrupted as e:
         _fail(f"{e}; the results measured so far were written (marked incomplete)", 128 + e.signum, interrupted=True)

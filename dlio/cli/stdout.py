@@ -15,7 +15,7 @@ import errno
 import io
 import os
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 _NOTE = (
     "dlio-fast: note: standard output was closed by its reader (e.g. `| head`); its lines are dropped from "
@@ -40,7 +40,7 @@ class _PipeSafeRaw(io.RawIOBase):
     def isatty(self) -> bool:
         return not self.lost and os.isatty(self.fd)
 
-    def write(self, b) -> int:  # type: ignore[override]
+    def write(self, b: Any) -> int:
         if self.lost:
             return len(b)
         try:
@@ -90,7 +90,7 @@ def guard_stdout() -> None:
         io.BufferedWriter(_RAW),
         encoding=old.encoding,
         errors=old.errors,
-        line_buffering=old.line_buffering or os.isatty(fd),
+        line_buffering=bool(old.line_buffering or os.isatty(fd)),
         write_through=False,
     )
 

@@ -38,7 +38,7 @@ def compiled_in() -> str:
     uring = dict((n, why) for n, _, ok, why in _core.engines()).get("io_uring", "")
     parts = ["io_uring " + ("no (built with DLIO_FAST_NO_URING)" if "not compiled in" in uring else "yes")]
     try:  # the MPI-IO extension is optional: built only with an MPI compiler
-        from dlio import _mpiio
+        from dlio import _mpiio  # type: ignore[attr-defined]  # no stub: optional, built only with MPI
 
         lib = " ".join(_mpiio.library_version().splitlines()[0].split()) if _mpiio.library_version() else ""
         parts.append("MPI-IO yes" + (f" ({lib})" if lib else ""))

@@ -77,6 +77,7 @@ def run(
             raise failure
         gathered = comm.gather(records)
         if comm.rank == 0:
+            assert gathered is not None  # the root's gather
             written = job.write(folder, gathered, failure)
             if written is not None and result_doc is not None:
                 result_doc(*written)

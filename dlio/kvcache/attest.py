@@ -24,7 +24,7 @@ import ctypes.util
 import os
 import resource
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from dlio.system import counters
 
@@ -118,7 +118,7 @@ def preloaded() -> List[str]:
     return libs
 
 
-def _flushes(dev) -> Optional[Dict[str, int]]:
+def _flushes(dev: Optional[Tuple[int, int]]) -> Optional[Dict[str, Any]]:
     """(flush requests, write bytes, read bytes) of a device from /proc/diskstats (flushes from 5.5)."""
     try:
         with open("/proc/diskstats") as f:

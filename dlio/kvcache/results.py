@@ -16,6 +16,7 @@ import time
 from typing import Any, Dict, List, Sequence
 
 from dlio.base.units import fmt_size
+from dlio.config import Config
 from dlio.kvcache import attest, metrics
 from dlio.report import verdict
 from dlio.report.family import FamilyReading, FamilyReport, Figure
@@ -70,7 +71,7 @@ def verdicts(recs: Sequence[Dict[str, Any]], workers: int) -> List[Dict[str, Any
 
 
 def run_doc(
-    cfg: Any,
+    cfg: Config,
     s: Any,
     plan_lines: List[str],
     recs: Sequence[Dict[str, Any]],
@@ -111,7 +112,9 @@ def run_doc(
     }
 
 
-def summary_doc(cfg: Any, recs: Sequence[Dict[str, Any]], s: Any, ranks: int, hosts: int, stamp: str) -> Dict[str, Any]:
+def summary_doc(
+    cfg: Config, recs: Sequence[Dict[str, Any]], s: Any, ranks: int, hosts: int, stamp: str
+) -> Dict[str, Any]:
     """mlpstorage's kvcache_run_summary for this one option (rules 6.3.4)."""
     agg = metrics.aggregate(recs, s.trials)["reference"]
     name = cfg.workload or cfg.model.name
@@ -129,7 +132,7 @@ def summary_doc(cfg: Any, recs: Sequence[Dict[str, Any]], s: Any, ranks: int, ho
 
 def write_all(
     folder: str,
-    cfg: Any,
+    cfg: Config,
     s: Any,
     plan_lines: List[str],
     recs: Sequence[Dict[str, Any]],

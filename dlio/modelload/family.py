@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from dlio import _core
 from dlio.base.errors import ConfigError, DlioRunError, Interrupted
 from dlio.base.units import fmt_bytes
+from dlio.config import Config
 from dlio.config.engines import S3_ENGINE
 from dlio.family import Family, RunContext
 from dlio.modelload import figures
@@ -47,7 +48,7 @@ MODES: Dict[str, Tuple[str, bool, bool]] = {
 }
 
 
-def engine_of(cfg: Any, backend: Backend) -> Tuple[str, bool, int]:
+def engine_of(cfg: Config, backend: Backend) -> Tuple[str, bool, int]:
     """(engine, O_DIRECT, queue depth) of the config's read mode on this backend."""
     ml = cfg.model_load
     if not backend.has(FILE_ENGINES):
@@ -56,7 +57,7 @@ def engine_of(cfg: Any, backend: Backend) -> Tuple[str, bool, int]:
     return engine, direct, ml.qd if deep else 1
 
 
-def check(cfg: Any, comm_size: int, backend: Backend) -> int:
+def check(cfg: Config, comm_size: int, backend: Backend) -> int:
     """Refuse what cannot be honoured; the tensor-parallel group size."""
     ml = cfg.model_load
     # the training's keys that a load does not take: refused rather than ignored
@@ -94,7 +95,7 @@ def check(cfg: Any, comm_size: int, backend: Backend) -> int:
     return tp
 
 
-def plan_lines(cfg: Any, model: Model, shards: List[Shard], root: str, tp: int, size: int, p: RankPlan) -> List[str]:
+def plan_lines(cfg: Config, model: Model, shards: List[Shard], root: str, tp: int, size: int, p: RankPlan) -> List[str]:
     """What the run loads, in words (the banner, and --dry-run)."""
     ml = cfg.model_load
     big = max(s.size for s in shards)
@@ -113,7 +114,7 @@ def plan_lines(cfg: Any, model: Model, shards: List[Shard], root: str, tp: int, 
     ]
 
 
-def listing(cfg: Any) -> Dict[str, str]:
+def listing(cfg: Config) -> Dict[str, str]:
     """`dlio-fast workloads`' columns: the safetensors shards as files, the model's size as the dataset."""
     model = model_of(cfg)
     return {
@@ -191,7 +192,7 @@ class LoadRun:
 
 
 def _loads(
-    cfg: Any,
+    cfg: Config,
     comm: Any,
     echo: Callable[[str], None],
     stored: StoredModel,
@@ -210,7 +211,9 @@ def _loads(
             echo(figures.pass_line(figures.pass_summary(recs), ml.cache, comm.size))
 
 
-def load_once(cfg: Any, comm: Any, stored: StoredModel, mine: RankPlan, tp: int, n: int, kind: str) -> Dict[str, Any]:
+def load_once(
+    cfg: Config, comm: Any, stored: StoredModel, mine: RankPlan, tp: int, n: int, kind: str
+) -> Dict[str, Any]:
     """One load of this rank's requests, started on every rank at once; its record."""
     backend, ml = stored.backend, cfg.model_load
     engine, direct, qd = engine_of(cfg, backend)
@@ -259,7 +262,7 @@ def load_once(cfg: Any, comm: Any, stored: StoredModel, mine: RankPlan, tp: int,
 
 
 def _document(
-    cfg: Any,
+    cfg: Config,
     size: int,
     model: Model,
     stored: StoredModel,

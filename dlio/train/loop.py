@@ -19,6 +19,7 @@ from dlio.base.units import dlio_line
 from dlio.checkpoint import async_save
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.schedule import checkpoint_schedule
+from dlio.config import Config
 from dlio.dataset import stored
 from dlio.dataset.spec import dataset_spec
 from dlio.report import metrics
@@ -58,7 +59,7 @@ class Trainer:
 
     def __init__(
         self,
-        cfg: Any,
+        cfg: Config,
         comm: Any,
         echo: Callable[..., None],
         progress: Any = None,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, List, Optional
 
 from dlio.base.errors import ConfigError
+from dlio.config import Config
 from dlio.config.engines import resolve as resolve_engine
 from dlio.system.counters import usable_cores
 from dlio.vdb.layout import Layout
@@ -64,7 +65,7 @@ def _bad(key: str, value: Any, problem: str) -> ConfigError:
     return ConfigError(f"{key} = {value}: {problem}", key, value)
 
 
-def vdb_spec(cfg: Any) -> VdbSpec:
+def vdb_spec(cfg: Config) -> VdbSpec:
     """The VdbSpec of a resolved config with workflow.vdb; ConfigError (one line, the key) when it cannot run."""
     v = cfg.vdb
     raw = v.vectors * v.dimension * v.dtype_bytes
