@@ -24,7 +24,7 @@ import ctypes.util
 import os
 import resource
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from dlio.system import counters
 
@@ -94,7 +94,7 @@ def _library_of(addr: int) -> str:
     return "?"
 
 
-def interposed(symbols=IO_SYMBOLS) -> List[Dict[str, str]]:
+def interposed(symbols: Sequence[str] = IO_SYMBOLS) -> List[Dict[str, str]]:
     """The I/O functions that resolve, in this process, to something other than libc's own."""
     libc = _libc()
     if libc is None:

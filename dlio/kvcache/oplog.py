@@ -8,7 +8,7 @@ import csv
 import gzip
 import io
 import os
-from typing import IO, Any, Dict, List, Optional
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -36,7 +36,7 @@ def open_text(path: str) -> IO[str]:
     return open(path, encoding="utf-8", newline="")
 
 
-def read_csv(path: str):
+def read_csv(path: str) -> Tuple[np.ndarray, np.ndarray]:
     """(ops array, key names) of a reference --io-trace-log CSV; keys are indexes into the names."""
     cols: List[List[str]] = [[] for _ in HEADER]
     with open_text(path) as f:
@@ -86,7 +86,7 @@ def from_log(oplog: np.ndarray, n: int, t0_epoch: float = 0.0) -> np.ndarray:
     return ops
 
 
-def write_csv(path: str, ops: np.ndarray, key_of) -> None:
+def write_csv(path: str, ops: np.ndarray, key_of: Optional[Callable[[np.ndarray], Sequence[str]]]) -> None:
     """ops as the reference's CSV (key_of: key ids -> names)."""
     names = key_of(ops["key"]) if key_of else [str(k) for k in ops["key"]]
     op_w = {v: k for k, v in OPS.items()}

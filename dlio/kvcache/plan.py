@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 
@@ -80,7 +80,7 @@ def user_table(s: KvSettings) -> Users:
     return Users(tmpl, prio, ctx, gen, think)
 
 
-def _arrivals(s: KvSettings, users: Users, rng: np.random.Generator):
+def _arrivals(s: KvSettings, users: Users, rng: np.random.Generator) -> Tuple[np.ndarray, np.ndarray]:
     """(user, time in s) of every request before the duration, per user in time order."""
     n = (s.duration_s / (users.think * 0.8)).astype(np.int64) + 1
     total = int(n.sum())
@@ -100,7 +100,7 @@ def _arrivals(s: KvSettings, users: Users, rng: np.random.Generator):
     return user[keep], t[keep]
 
 
-def _conversations(s: KvSettings, user: np.ndarray, rng: np.random.Generator):
+def _conversations(s: KvSettings, user: np.ndarray, rng: np.random.Generator) -> Tuple[np.ndarray, np.ndarray]:
     """(conversation, 0-based turn) of each request (per user in time order)."""
     m = len(user)
     first = np.ones(m, bool)

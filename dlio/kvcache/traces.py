@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, List
+from typing import Any, List, Tuple
 
 import numpy as np
 
@@ -57,7 +57,7 @@ def _prios(s: KvSettings, n: int, rng: np.random.Generator) -> np.ndarray:
     return np.where(r < s.qos[0], 3, np.where(r < s.qos[0] + s.qos[1], 2, 1)).astype(np.uint8)
 
 
-def _empty_convs(n: int):
+def _empty_convs(n: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.zeros(1, np.uint32), np.zeros(0, np.uint32), np.full(n, np.iinfo(np.uint32).max, np.uint32)
 
 

@@ -26,7 +26,7 @@ The wanted byte ranges become requests by read mode:
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
 import numpy as np
 
@@ -88,7 +88,7 @@ def wanted(shards: Sequence[Shard], spread: str, tp: int, tp_rank: int, itemsize
     return out[np.lexsort((out["offset"], out["file"]))]
 
 
-def merge(starts: np.ndarray, ends: np.ndarray, gap: int):
+def merge(starts: np.ndarray, ends: np.ndarray, gap: int) -> Tuple[np.ndarray, np.ndarray]:
     """Sorted ranges [starts, ends) of one file joined where the next starts within ``gap`` bytes of
     the end so far."""
     if not len(starts):
