@@ -44,6 +44,7 @@ from dlio.base.units import GiB
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.layout import plan_checkpoint
 from dlio.checkpoint.transfers import TransferOptions
+from dlio.config import Config
 from dlio.report import interference
 from dlio.report.result import RankRecord
 from dlio.storage.base import FSYNC, Backend
@@ -88,7 +89,7 @@ class HostBuffer:
 class AsyncSaver:
     """The asynchronous saves of one rank's training: ``start`` at a checkpoint, ``finish`` at the end."""
 
-    def __init__(self, cfg: Any, comm: Any, backend: Backend, echo: Callable[[str], None], tracer: Any = None):
+    def __init__(self, cfg: Config, comm: Any, backend: Backend, echo: Callable[[str], None], tracer: Any = None):
         self.cfg, self.comm, self.backend, self.echo, self.tracer = cfg, comm, backend, echo, tracer
         self.plan = plan_checkpoint(cfg, comm.rank, comm.size)
         state = max(1, sum(f.nbytes for f in self.plan.files))

@@ -47,6 +47,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from dlio.base.errors import ConfigError
 from dlio.base.units import GiB
 from dlio.checkpoint import torchzip
+from dlio.config import Config
 
 DTYPE_BYTES = {"int8": 1, "uint8": 1, "fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8}
 # numpy view of one element of each dtype (bf16 has no numpy dtype: its 1.0 is 0x3F80 as uint16)
@@ -175,7 +176,7 @@ def step_folder(epoch: int, step: int) -> str:
 # DLIO's formulas
 
 
-def model_of(cfg: Any) -> Dict[str, Any]:
+def model_of(cfg: Config) -> Dict[str, Any]:
     """The model section as DLIO's formulas below read it (one dict, DLIO's short names)."""
     m = cfg.model
     t = m.transformer
@@ -410,7 +411,7 @@ def _check_rank(rank: Any, comm_size: Any) -> Tuple[int, int]:
     return rank, comm_size
 
 
-def rank_files(cfg: Any, rank: int, comm_size: int) -> List[CkptFile]:
+def rank_files(cfg: Config, rank: int, comm_size: int) -> List[CkptFile]:
     """Just the files ``rank`` writes (cheap: no loop over the other ranks)."""
     rank, comm_size = _check_rank(rank, comm_size)
     m = model_of(cfg)
@@ -418,7 +419,7 @@ def rank_files(cfg: Any, rank: int, comm_size: int) -> List[CkptFile]:
     return _named(m, rank, stems)
 
 
-def plan_checkpoint(cfg: Any, rank: int, comm_size: int) -> CheckpointPlan:
+def plan_checkpoint(cfg: Config, rank: int, comm_size: int) -> CheckpointPlan:
     """The checkpoint of ``rank`` among ``comm_size`` ranks, with totals over all ranks.
 
     Loops over every rank (a few microseconds each), so a 4096-rank plan takes a fraction of a

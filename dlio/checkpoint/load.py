@@ -16,6 +16,7 @@ from dlio.base.errors import DlioError
 from dlio.checkpoint.layout import CheckpointPlan, rank_files, step_folder
 from dlio.checkpoint.record import finish_record, new_record, set_fields
 from dlio.checkpoint.transfers import CkptSet, TransferOptions
+from dlio.config import Config
 from dlio.progress import Progress, phase_of
 from dlio.storage.base import Backend
 from dlio.system.mpi import Comm
@@ -32,13 +33,13 @@ def recovery_source(rank: int, size: int, ppn: int) -> int:
     return (rank + ppn) % size
 
 
-def default_drop(cfg: Any) -> bool:
+def default_drop(cfg: Config) -> bool:
     """Checkpoint loads drop the page cache unless dlio_fast.cache was set to keep explicitly."""
     return not (cfg.dlio_fast.cache == "keep" and cfg.origin("dlio_fast.cache") != "default")
 
 
 def load(
-    cfg: Any,
+    cfg: Config,
     comm: Optional[Comm],
     epoch: int,
     step: int,

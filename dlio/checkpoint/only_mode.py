@@ -16,6 +16,7 @@ from dlio.checkpoint.record import extend_window
 from dlio.checkpoint.save import save
 from dlio.checkpoint.summary import size_lines
 from dlio.checkpoint.transfers import TransferOptions
+from dlio.config import Config
 from dlio.progress import LONG_PAUSE_S, Progress
 from dlio.progress import pause as announced_pause
 from dlio.report import checkpoint as ckpt_figures
@@ -33,13 +34,13 @@ def checkpoints_in(backend: Backend, root: str) -> int:
     return len({n[cut:].split("/", 1)[0] for n in backend.list(root) if "/" in n[cut:]})
 
 
-def sleep_seconds(cfg: Any) -> float:
+def sleep_seconds(cfg: Config) -> float:
     """DLIO sleeps abs(time_between_checkpoints) before each checkpoint-only op: -1 (default) is 1 s."""
     return abs(float(cfg.checkpoint.time_between_checkpoints))
 
 
 def run_checkpoint_only(
-    cfg: Any,
+    cfg: Config,
     comm: Optional[Comm],
     echo: Optional[Callable[[str], None]] = None,
     sleep_s: Optional[float] = None,
@@ -143,7 +144,7 @@ def run_checkpoint_only(
 
 
 def _saves_and_loads(
-    cfg: Any,
+    cfg: Config,
     comm: Comm,
     one: Callable[[str, int, Callable[[], Dict[str, Any]]], None],
     say: Callable[[str], None],

@@ -23,13 +23,14 @@ from typing import Any, Dict, Optional
 from dlio.checkpoint.layout import CheckpointPlan, step_folder
 from dlio.checkpoint.record import finish_record, new_record, set_fields
 from dlio.checkpoint.transfers import CkptSet, TransferOptions, set_content
+from dlio.config import Config
 from dlio.progress import Progress, phase_of
 from dlio.storage.base import FSYNC, Backend
 from dlio.system.mpi import Comm
 
 
 def save(
-    cfg: Any,
+    cfg: Config,
     comm: Optional[Comm],
     epoch: int,
     step: int,

@@ -4,9 +4,10 @@ checkpoints as ``CkptPoint``s, with their folders and DLIO's per_epoch_stats key
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List
+from typing import List
 
 from dlio.checkpoint.layout import step_folder
+from dlio.config import Config
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class CkptPoint:
         return f"save_ckpt{self.block}"
 
 
-def checkpoint_schedule(cfg: Any, epoch: int, steps_in_epoch: int) -> List[CkptPoint]:
+def checkpoint_schedule(cfg: Config, epoch: int, steps_in_epoch: int) -> List[CkptPoint]:
     """The checkpoints DLIO takes in training epoch ``epoch`` (1-based) of ``steps_in_epoch`` steps.
 
     Step mode (``steps_between_checkpoints >= 0``): after every step s with s % k == 0 (k > 0; DLIO's

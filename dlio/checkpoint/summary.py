@@ -7,9 +7,10 @@ from typing import Any, Dict, List
 
 from dlio.base.units import GiB, fmt_bytes
 from dlio.checkpoint.layout import CheckpointPlan, dlio_model_GiB, model_of, plan_checkpoint
+from dlio.config import Config
 
 
-def size_lines(plan: CheckpointPlan, cfg: Any) -> List[str]:
+def size_lines(plan: CheckpointPlan, cfg: Config) -> List[str]:
     """DLIO's rank-0 init lines (``Model size: ... GB`` etc.), its numbers, plus the exact total."""
     sub = " (subset)" if cfg.checkpoint.mode == "subset" else ""
     out = []
@@ -29,7 +30,7 @@ def size_lines(plan: CheckpointPlan, cfg: Any) -> List[str]:
     return out
 
 
-def plan_summary(cfg: Any, comm_size: int, ranks_per_node: int) -> Dict[str, Any]:
+def plan_summary(cfg: Config, comm_size: int, ranks_per_node: int) -> Dict[str, Any]:
     """What one checkpoint of the run costs: files and bytes per rank and in total, the ranks the
     model's parallelism needs, and the memory per node (DLIO holds each rank's state in memory; a
     buffered write also passes through the page cache). For --dry-run and the run's results."""

@@ -19,7 +19,7 @@ from typing import Any, Callable, List, Optional, Sequence
 import numpy as np
 
 from dlio.checkpoint.layout import ONE_BYTES, CheckpointPlan, CkptFile, plan_checkpoint, step_folder
-from dlio.config import engines
+from dlio.config import Config, engines
 from dlio.storage import backend_for
 from dlio.storage.base import Backend, SetContent, SetOptions
 from dlio.system.mpi import Comm
@@ -64,7 +64,7 @@ class CkptSet:
     @classmethod
     def of(
         cls,
-        cfg: Any,
+        cfg: Config,
         comm: Optional[Comm],
         epoch: int,
         step: int,
@@ -89,7 +89,7 @@ class CkptSet:
     def paths(self, files: Sequence[CkptFile]) -> List[str]:
         return [self.backend.join(self.folder, f.name) for f in files]
 
-    def options(self, cfg: Any, on_bytes: Callable[[int], None], **kind: Any) -> SetOptions:
+    def options(self, cfg: Config, on_bytes: Callable[[int], None], **kind: Any) -> SetOptions:
         """The backend's options of the transfer; ``kind``: ``fsync`` (a save) or ``drop`` (a load)."""
         o = self.opts
         return SetOptions(

@@ -15,7 +15,7 @@ import errno
 import io
 import os
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 _NOTE = (
     "dlio-fast: note: standard output was closed by its reader (e.g. `| head`); its lines are dropped from "
@@ -40,7 +40,7 @@ class _PipeSafeRaw(io.RawIOBase):
     def isatty(self) -> bool:
         return not self.lost and os.isatty(self.fd)
 
-    def write(self, b) -> int:
+    def write(self, b: Any) -> int:
         if self.lost:
             return len(b)
         try:

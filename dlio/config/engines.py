@@ -49,6 +49,8 @@ def resolve(word: str, direct: Optional[bool] = None, checkpoint: bool = False) 
     return name, o_direct if direct is None else bool(direct)
 
 
+# cfg is a dlio.config.Config; not imported even for type checking: load -> schema -> keys.dlio_fast -> here
+# would be a file cycle (tests/unit/test_layers.py counts every import).
 def engine_spec(cfg: Any, checkpoint: bool = False) -> Tuple[str, bool]:
     """(C engine, O_DIRECT) of a resolved config: dlio_fast.engine, and for the dataset's readers
     DLIO's reader.odirect too (`checkpoint`: for checkpoint files, which that key does not cover)."""

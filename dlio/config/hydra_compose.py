@@ -23,7 +23,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set
 
 import yaml
 
@@ -31,6 +31,9 @@ from dlio.base.errors import ConfigError
 from dlio.config.workloads import list_workloads, workload_text
 from dlio.config.workloads import resolve as resolve_builtin
 from dlio.system.inputs import YAML_CAP, read_regular
+
+if TYPE_CHECKING:
+    from dlio.config.load import Config
 
 JOB_NAME = "dlio_benchmark"
 # DLIO's configs/config.yaml: the workload when none is named, and the run folder (Hydra's run.dir).
@@ -289,7 +292,7 @@ _INTERPOLATION = re.compile(r"\$\{([^}]*)\}")
 _HONOURED = ("hydra.run.dir=", "hydra.output_subdir=")  # composed into the run's own settings
 
 
-def resolve_run_dir(text: str, cfg: Any, now: Optional[float] = None) -> str:
+def resolve_run_dir(text: str, cfg: Config, now: Optional[float] = None) -> str:
     """The run folder with the interpolations DLIO's and mlpstorage's configs use: ${now:FORMAT} (the
     time, strftime) and ${workload.KEY} (the workload's value; ${workload.model} is the model's name,
     as it was in DLIO 2.0.0's `model: NAME`). Others are refused: dlio-fast does not run OmegaConf."""

@@ -135,9 +135,9 @@ class Config:
     profiling: ProfilingConfig
     storage: StorageConfig
     dlio_fast: DlioFastConfig
-    vdb: Optional[VdbConfig] = None  # vector search (workflow.vdb; dlio.vdb)
-    model_load: Optional[ModelLoadConfig] = None  # dlio.modelload's section (workflow.model_load)
-    kvcache: Optional[KvcacheConfig] = None  # the KV-cache offload workload (workflow.kvcache; dlio.kvcache)
+    vdb: VdbConfig  # vector search (workflow.vdb; dlio.vdb)
+    model_load: ModelLoadConfig  # dlio.modelload's section (workflow.model_load)
+    kvcache: KvcacheConfig  # the KV-cache offload workload (workflow.kvcache; dlio.kvcache)
     workload: Optional[str] = None
     config_file: Optional[str] = None
     scale: float = 1.0

@@ -14,11 +14,13 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass
+from typing import Any, Dict
 
 import numpy as np
 
 from dlio.base.errors import ConfigError
 from dlio.base.same_names import same_named
+from dlio.config import Config
 from dlio.dataset.formats import get_format
 from dlio.system.memcheck import STR_OVERHEAD, check_fits
 
@@ -303,7 +305,7 @@ _AS_IS = (
 )
 
 
-def dataset_spec(cfg):
+def dataset_spec(cfg: Config) -> DatasetSpec:
     """The DatasetSpec of a resolved config (its dataset section and the content seed)."""
     d = cfg.dataset
     return DatasetSpec(
@@ -319,7 +321,7 @@ def dataset_spec(cfg):
     )
 
 
-def _parquet_fields(cfg):
+def _parquet_fields(cfg: Config) -> Dict[str, Any]:
     """The parquet section of a config as DatasetSpec fields (checked: dlio.dataset.formats.parquet)."""
     if cfg.dataset.format != "parquet":
         return {}

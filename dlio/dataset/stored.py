@@ -16,6 +16,7 @@ from typing import Callable, List, Optional
 from dlio.base.errors import DlioError
 from dlio.base.limits import usable_cpus
 from dlio.base.units import fmt_bytes
+from dlio.config import Config
 from dlio.dataset import gen_stream
 from dlio.dataset.generate import generate as generate_in_place
 from dlio.dataset.mismatch import check_dataset_matches
@@ -40,7 +41,7 @@ class StoredDataset:
         return self.backend.has(LOCAL)
 
 
-def stored(cfg, spec: DatasetSpec, backend: Optional[Backend] = None) -> StoredDataset:
+def stored(cfg: Config, spec: DatasetSpec, backend: Optional[Backend] = None) -> StoredDataset:
     backend = backend if backend is not None else backend_for(cfg)
     return StoredDataset(backend, backend.dataset_root(cfg), spec)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from dlio.base.errors import DlioError
+from dlio.config import Config
 from dlio.report import validate
 from dlio.report.family import FamilyReport
 from dlio.storage.base import Backend
@@ -24,7 +25,7 @@ class RunContext:
     """What every hook of one run shares: the config, the ranks, the console (rank 0 prints) and the
     storage backend, made once per run."""
 
-    cfg: Any  # dlio.config.Config
+    cfg: Config  # dlio.config.Config
     comm: Comm
     echo: Echo
     warn: Echo

@@ -15,6 +15,7 @@ import signal
 from typing import Any, Callable, Dict, List, Optional
 
 from dlio.base.errors import Interrupted
+from dlio.config import Config
 from dlio.family import Family, RunContext
 from dlio.jobs.folder import output_folder, prepare_output
 from dlio.jobs.registry import FAMILIES
@@ -90,7 +91,7 @@ def run(
     return folder if comm.rank == 0 else None
 
 
-def shown_sections(cfg: Any, family: Family) -> List[str]:
+def shown_sections(cfg: Config, family: Family) -> List[str]:
     """The config sections --dry-run prints: the family's own list, else every section but the other
     families' (a family's section is named as its workflow flag)."""
     if family.sections is not None:

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Optional
+from typing import Optional
 
 from dlio.base.errors import DlioError
+from dlio.config import Config
 from dlio.jobs.runlock import lock_output_folder
 from dlio.system.mpi import Comm
 
 
-def output_folder(cfg: Any, given: Optional[str], comm: Comm) -> str:
+def output_folder(cfg: Config, given: Optional[str], comm: Comm) -> str:
     """--output, else output.folder, else output/{workload}/{timestamp} (the same on every rank)."""
     folder = given or cfg.output.folder
     if not folder:

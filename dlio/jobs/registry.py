@@ -7,9 +7,10 @@ tests/unit/test_families.py checks each step)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+from typing import Callable, Dict
 
 from dlio.base.errors import ConfigError
+from dlio.config import Config
 from dlio.family import Family
 from dlio.report.family import FamilyReport
 
@@ -53,7 +54,7 @@ def family(name: str) -> Family:
     return FAMILIES[name]()
 
 
-def family_of(cfg: Any) -> Family:
+def family_of(cfg: Config) -> Family:
     """The family a config runs: the one whose workflow flag is set, else training (and checkpoints)."""
     chosen = [f for f in FAMILIES if f != TRAINING and getattr(cfg.workflow, f, False)]
     if len(chosen) > 1:

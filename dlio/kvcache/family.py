@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dlio.base.errors import DlioError, DlioRunError
 from dlio.base.units import fmt_bytes
+from dlio.config import Config
 from dlio.family import Family, FamilyChecks, RunContext
 from dlio.kvcache import attest, check, engine, metrics, oplog, results
 from dlio.kvcache.check import OPTIONS
@@ -69,7 +70,7 @@ def describe(s: KvSettings, plan: Plan, folder: str, ranks: int, local: bool = T
     return out + plan_lines(s, plan)
 
 
-def listing(cfg: Any) -> Dict[str, str]:
+def listing(cfg: Config) -> Dict[str, str]:
     """`dlio-fast workloads`' columns: the model, its users, the KV bytes per token, a trial's length."""
     kv = cfg.kvcache
     return {

@@ -8,7 +8,7 @@ import csv
 import gzip
 import io
 import os
-from typing import IO, Any, Callable, Dict, List, Optional, Tuple
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -86,7 +86,7 @@ def from_log(oplog: np.ndarray, n: int, t0_epoch: float = 0.0) -> np.ndarray:
     return ops
 
 
-def write_csv(path: str, ops: np.ndarray, key_of: Optional[Callable[[np.ndarray], List[str]]]) -> None:
+def write_csv(path: str, ops: np.ndarray, key_of: Optional[Callable[[np.ndarray], Sequence[str]]]) -> None:
     """ops as the reference's CSV (key_of: key ids -> names)."""
     names = key_of(ops["key"]) if key_of else [str(k) for k in ops["key"]]
     op_w = {v: k for k, v in OPS.items()}

@@ -16,6 +16,7 @@ import time
 from typing import Any, Dict, List, Sequence
 
 from dlio.base.units import fmt_size
+from dlio.config import Config
 from dlio.kvcache import attest, metrics
 from dlio.report import verdict
 from dlio.report.family import FamilyReading, FamilyReport, Figure
@@ -77,7 +78,7 @@ CLIENT = "dlio-fast's C client (the reference is kv-cache.py, a Python client wi
 
 
 def run_doc(
-    cfg: Any,
+    cfg: Config,
     s: Any,
     plan_lines: List[str],
     recs: Sequence[Dict[str, Any]],
@@ -123,7 +124,9 @@ def run_doc(
     }
 
 
-def summary_doc(cfg: Any, recs: Sequence[Dict[str, Any]], s: Any, ranks: int, hosts: int, stamp: str) -> Dict[str, Any]:
+def summary_doc(
+    cfg: Config, recs: Sequence[Dict[str, Any]], s: Any, ranks: int, hosts: int, stamp: str
+) -> Dict[str, Any]:
     """mlpstorage's kvcache_run_summary for this one option (rules 6.3.4)."""
     agg = metrics.aggregate(recs, s.trials)["reference"]
     name = cfg.workload or cfg.model.name
@@ -141,7 +144,7 @@ def summary_doc(cfg: Any, recs: Sequence[Dict[str, Any]], s: Any, ranks: int, ho
 
 
 def write_all(
-    folder: str, doc: Dict[str, Any], cfg: Any, s: Any, recs: Sequence[Dict[str, Any]], ranks: int, hosts: int
+    folder: str, doc: Dict[str, Any], cfg: Config, s: Any, recs: Sequence[Dict[str, Any]], ranks: int, hosts: int
 ) -> None:
     """The run's files in folder: each record's reference JSON, summary.json and dlio-fast.json (doc, run_doc's)."""
     stamp = time.strftime("%Y%m%d_%H%M%S")

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional, Tuple
 from dlio.base.errors import ConfigError
 from dlio.base.same_names import build_from
 from dlio.base.units import parse_size
+from dlio.config import Config
 from dlio.kvcache.models import KvModel, resolve_model
 
 # The reference's user templates (kv_cache/workload.py UserSimulator, config.yaml user_templates):
@@ -82,7 +83,7 @@ class KvSettings:
         return self.chunk_tokens * self.bytes_per_token
 
 
-def _size(cfg: Any, key: str, lo: int = 0) -> int:
+def _size(cfg: Config, key: str, lo: int = 0) -> int:
     raw = cfg.get(key)
     try:
         n = parse_size(str(raw))
@@ -111,7 +112,7 @@ def _pair(name: str, field: str, v: Any, origin: str, integer: bool) -> Tuple[An
     return (int(lo), int(hi)) if integer else (float(lo), float(hi))
 
 
-def _templates(cfg: Any) -> Tuple[Template, ...]:
+def _templates(cfg: Config) -> Tuple[Template, ...]:
     given: Optional[Mapping[str, Any]] = cfg.kvcache.templates
     if not given:
         return tuple(Template(n, c, g, t) for n, c, g, t in DEFAULT_TEMPLATES)
@@ -137,7 +138,7 @@ def _templates(cfg: Any) -> Tuple[Template, ...]:
     return tuple(out)
 
 
-def settings(cfg: Any) -> KvSettings:
+def settings(cfg: Config) -> KvSettings:
     """The resolved kvcache settings of a config (ConfigError on a bad value)."""
     kv = cfg.kvcache
     model = resolve_model(kv)

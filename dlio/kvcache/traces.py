@@ -203,12 +203,9 @@ def sharegpt_plan(s: KvSettings, path: str) -> Plan:
         for i in range(0, len(turns) - 1, 2):
             h, g = turns[i], turns[i + 1]
             if isinstance(h, dict) and isinstance(g, dict) and h.get("from") == "human" and g.get("from") == "gpt":
-                pairs.append(
-                    (
-                        min(max(1, len(str(h.get("value", ""))) // 4), SHAREGPT_MAX_CONTEXT),
-                        min(max(1, len(str(g.get("value", ""))) // 4), SHAREGPT_MAX_GEN),
-                    )
-                )
+                tokens = min(max(1, len(str(h.get("value", ""))) // 4), SHAREGPT_MAX_CONTEXT)
+                made = min(max(1, len(str(g.get("value", ""))) // 4), SHAREGPT_MAX_GEN)
+                pairs.append((tokens, made))
         if pairs:
             convs.append(pairs)
     if not convs:

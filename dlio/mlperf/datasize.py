@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from dlio.base.errors import DlioError
 from dlio.base.units import fmt_bytes, fmt_num
-from dlio.config import load_config
+from dlio.config import Config, load_config
 from dlio.dataset.spec import dataset_bytes, dataset_spec
 from dlio.mlperf import rules
 
@@ -75,7 +75,7 @@ def minimum(
     )
 
 
-def for_config(cfg: Any, accelerators: int, hosts: int, host_memory_bytes: int) -> DataSize:
+def for_config(cfg: Config, accelerators: int, hosts: int, host_memory_bytes: int) -> DataSize:
     """The rule for a resolved config (its batch, record length and samples per file)."""
     d = cfg.dataset
     return minimum(
@@ -116,7 +116,7 @@ def commands(ds: DataSize, data_folder: str = "DATA_DIR", rules_version: Optiona
     return [gen, run]
 
 
-def shortfall(cfg: Any, accelerators: int, hosts: int, host_memory_bytes: int) -> Optional[str]:
+def shortfall(cfg: Config, accelerators: int, hosts: int, host_memory_bytes: int) -> Optional[str]:
     """None when the config's dataset meets the rule it claims (rules.claimed), else the reason."""
     r = rules.claimed(cfg.workload)
     if r is None or accelerators % hosts:

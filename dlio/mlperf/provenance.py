@@ -18,6 +18,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 import dlio
+from dlio.config import Config
 from dlio.mlperf import rules
 from dlio.system.host import host_info
 from dlio.system.output import atomic_path
@@ -25,11 +26,13 @@ from dlio.system.output import atomic_path
 SCHEMA = "dlio-fast.provenance/1"
 
 
-def run_folder(cfg: Any, stamp: str) -> str:
+def run_folder(cfg: Config, stamp: str) -> str:
     """The leaf folder of one run under dlio_fast.results_dir; stamp is YYYYMMDD-HHMMSS (or _)."""
     bench = "checkpointing" if cfg.is_checkpoint_only() else "training"
     model = cfg.model.name or cfg.workload or "model"
-    return os.path.join(cfg.dlio_fast.results_dir, bench, model, "run", stamp.replace("-", "_"))
+    root = cfg.dlio_fast.results_dir
+    assert root, "called when dlio_fast.results_dir is set (dlio.jobs.folder)"
+    return os.path.join(root, bench, model, "run", stamp.replace("-", "_"))
 
 
 # Where things go and what is written beside the results: not part of what the workload is, so two runs
@@ -78,7 +81,7 @@ def git_commit(path: Optional[str] = None) -> Optional[Dict[str, Any]]:
         return None
 
 
-def provenance(cfg: Any, hostnames: List[str], argv: Optional[List[str]] = None) -> Dict[str, Any]:
+def provenance(cfg: Config, hostnames: List[str], argv: Optional[List[str]] = None) -> Dict[str, Any]:
     """The provenance document of a run."""
     config = cfg.to_dict()
     claimed = rules.claimed(cfg.workload)

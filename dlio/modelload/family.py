@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from dlio import _core
 from dlio.base.errors import ConfigError, DlioRunError, Interrupted
 from dlio.base.units import fmt_bytes
+from dlio.config import Config
 from dlio.config.engines import S3_ENGINE
 from dlio.family import Family, RunContext
 from dlio.modelload import figures, prefetch
@@ -51,7 +52,7 @@ MODES: Dict[str, Tuple[str, bool, bool]] = {
 }
 
 
-def engine_of(cfg: Any, backend: Backend, mode: str) -> Tuple[str, bool, int]:
+def engine_of(cfg: Config, backend: Backend, mode: str) -> Tuple[str, bool, int]:
     """(engine, O_DIRECT, queue depth) of read mode ``mode`` on this backend."""
     ml = cfg.model_load
     if not backend.has(FILE_ENGINES):
@@ -60,7 +61,7 @@ def engine_of(cfg: Any, backend: Backend, mode: str) -> Tuple[str, bool, int]:
     return engine, direct, ml.qd if deep else 1
 
 
-def check(cfg: Any, comm_size: int, backend: Backend, mode: str) -> int:
+def check(cfg: Config, comm_size: int, backend: Backend, mode: str) -> int:
     """Refuse what cannot be honoured; the tensor-parallel group size."""
     ml = cfg.model_load
     # the training's keys that a load does not take: refused rather than ignored
@@ -100,7 +101,7 @@ def check(cfg: Any, comm_size: int, backend: Backend, mode: str) -> int:
 
 
 def plan_lines(
-    cfg: Any,
+    cfg: Config,
     model: Model,
     shards: List[Shard],
     root: str,
@@ -142,7 +143,7 @@ def choice_line(choice: Choice) -> str:
     return f"Read mode: {choice.mode}, chosen as vLLM chooses (auto): {choice.why}"
 
 
-def listing(cfg: Any) -> Dict[str, str]:
+def listing(cfg: Config) -> Dict[str, str]:
     """`dlio-fast workloads`' columns: the model, its dtype, shards and size, what a rank reads and how."""
     model, ml = model_of(cfg), cfg.model_load
     return {
@@ -238,7 +239,7 @@ class LoadRun:
 
 
 def _loads(
-    cfg: Any,
+    cfg: Config,
     comm: Any,
     echo: Callable[[str], None],
     stored: StoredModel,
@@ -258,7 +259,7 @@ def _loads(
 
 
 def load_once(
-    cfg: Any,
+    cfg: Config,
     comm: Any,
     stored: StoredModel,
     plans: Tuple[RankPlan, Optional[RankPlan], str],
@@ -328,7 +329,7 @@ def load_record(
 
 
 def _document(
-    cfg: Any,
+    cfg: Config,
     size: int,
     model: Model,
     stored: StoredModel,

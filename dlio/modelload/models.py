@@ -18,11 +18,12 @@ more ranks than units (8 kv heads, TP 16), ranks share a unit, as vLLM replicate
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from dlio.base.errors import ConfigError
+from dlio.config import Config
 
 # safetensors' dtype names and their sizes
 DTYPES: Dict[str, Tuple[str, int]] = {
@@ -109,7 +110,7 @@ def generic_tensors(nbytes: int, itemsize: int, width: int = 4096) -> List[Tenso
     ]
 
 
-def model_of(cfg: Any) -> Model:
+def model_of(cfg: Config) -> Model:
     """The model_load.model of a config, with model_load.dtype."""
     ml = cfg.model_load
     dtype, itemsize = DTYPES[ml.dtype]

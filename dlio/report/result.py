@@ -46,6 +46,7 @@ except ImportError:  # pragma: no cover - older Pythons
     from typing_extensions import NotRequired, TypedDict
 
 from dlio import _core
+from dlio.config import Config
 from dlio.system import output
 
 # Schema ids, declared once. Bump the number when a field changes meaning.
@@ -248,7 +249,7 @@ def new_rank_record(rank: int) -> RankRecord:
 
 
 def build_result(
-    cfg: Any,
+    cfg: Config,
     spec: Any,
     comm_size: int,
     rank_records: Sequence[RankRecord],

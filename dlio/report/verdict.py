@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from dlio.base.units import fmt_bytes, fmt_size
+from dlio.config import Config
 
 VERDICTS = ("storage-bound", "client-bound", "cache", "inconclusive")
 CACHE_RATIO = 0.5
@@ -454,7 +455,7 @@ def combine(phases: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     return out
 
 
-def run_context(cfg: Any, direct: bool) -> Context:
+def run_context(cfg: Config, direct: bool) -> Context:
     """The Context of a `run` (direct: whether its reads were O_DIRECT, dlio.config.engines.engine_spec)."""
     d = cfg.dlio_fast
     return Context("run", bool(direct), str(d.cache or ""), str(d.engine or ""), str(d.compute_mode or ""))

@@ -7,9 +7,10 @@ call it and never test which one they hold. A backend is a module plus one line 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from dlio.base.errors import ConfigError
+from dlio.config import Config
 from dlio.storage.base import Backend
 from dlio.storage.files import FileBackend
 from dlio.storage.s3.backend import S3Backend
@@ -33,7 +34,7 @@ SCHEMES: Dict[str, str] = {"s3://": "s3"}
 
 def make(
     kind: str,
-    options: Optional[Dict[str, Any]] = None,
+    options: Optional[Mapping[str, Any]] = None,
     endpoint: Optional[str] = None,
     timeout: Tuple[Optional[float], str] = (None, TIMEOUT_KEY),
 ) -> Backend:
@@ -45,7 +46,7 @@ def make(
     return maker(options, endpoint, timeout)
 
 
-def backend_for(cfg: Any) -> Backend:
+def backend_for(cfg: Config) -> Backend:
     """The backend of a workload config (storage.storage_type, storage.storage_options,
     dlio_fast.storage_timeout)."""
     return make(

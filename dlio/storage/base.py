@@ -16,6 +16,7 @@ from typing import Any, Callable, ClassVar, Dict, FrozenSet, List, NoReturn, Opt
 import numpy as np
 
 from dlio.base.errors import ConfigError
+from dlio.config import Config
 from dlio.system import counters
 
 # Capabilities: what a backend can honour. A config or option asking for one the backend lacks is
@@ -135,11 +136,11 @@ class Backend:
         raise ConfigError(f"{key} = {shown}: not available on {self.label} ({why}); {fix}", key, value)
 
     # ---- the engine and the settings a config asks of the storage ----
-    def engine_spec(self, cfg: Any, checkpoint: bool = False) -> Tuple[str, bool]:
+    def engine_spec(self, cfg: Config, checkpoint: bool = False) -> Tuple[str, bool]:
         """(engine word, O_DIRECT) the reads (or checkpoint files) of this config go through."""
         raise NotImplementedError
 
-    def check_config(self, cfg: Any) -> None:
+    def check_config(self, cfg: Config) -> None:
         """Refuse what the config asks that this backend cannot do, before any work."""
         if cfg.dlio_fast.cache in ("drop", "drop-all") and not self.has(PAGE_CACHE):
             self.refuse(
@@ -161,14 +162,14 @@ class Backend:
             )
 
     # ---- names ----
-    def dataset_root(self, cfg: Any) -> str:
+    def dataset_root(self, cfg: Config) -> str:
         """Where the dataset lives: a folder, or an s3://BUCKET/PREFIX/ URI."""
         raise NotImplementedError
 
-    def checkpoint_root(self, cfg: Any) -> str:
+    def checkpoint_root(self, cfg: Config) -> str:
         raise NotImplementedError
 
-    def folder_root(self, cfg: Any, key: str) -> str:
+    def folder_root(self, cfg: Config, key: str) -> str:
         """Where the folder the config key ``key`` names lives (kvcache.cache_dir): a path, or an
         s3://BUCKET/PREFIX/ URI placed as DLIO places checkpoint_folder."""
         raise NotImplementedError

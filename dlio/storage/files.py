@@ -11,7 +11,7 @@ from typing import Any, List, Sequence, Tuple
 import numpy as np
 
 from dlio import _core
-from dlio.config import engines
+from dlio.config import Config, engines
 from dlio.storage import base, file_sets
 from dlio.storage.base import Backend, RunLike, SetContent, SetOptions, SetResult, TrainOptions
 from dlio.system import counters
@@ -35,10 +35,10 @@ class FileBackend(Backend):
         }
     )
 
-    def engine_spec(self, cfg: Any, checkpoint: bool = False) -> Tuple[str, bool]:
+    def engine_spec(self, cfg: Config, checkpoint: bool = False) -> Tuple[str, bool]:
         return engines.engine_spec(cfg, checkpoint)
 
-    def check_config(self, cfg: Any) -> None:
+    def check_config(self, cfg: Config) -> None:
         super().check_config(cfg)
         if cfg.dlio_fast.engine == engines.S3_ENGINE:
             self.refuse(
@@ -49,13 +49,13 @@ class FileBackend(Backend):
                 "or storage.storage_type=s3",
             )
 
-    def dataset_root(self, cfg: Any) -> str:
+    def dataset_root(self, cfg: Config) -> str:
         return cfg.dataset.data_folder or "."
 
-    def checkpoint_root(self, cfg: Any) -> str:
+    def checkpoint_root(self, cfg: Config) -> str:
         return os.path.abspath(cfg.checkpoint.checkpoint_folder)
 
-    def folder_root(self, cfg: Any, key: str) -> str:
+    def folder_root(self, cfg: Config, key: str) -> str:
         section, name = key.split(".", 1)
         return os.path.abspath(getattr(getattr(cfg, section), name))
 

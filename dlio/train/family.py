@@ -13,6 +13,7 @@ from dlio import _core
 from dlio.base.errors import DlioError, DlioRunError
 from dlio.base.units import dlio_line, fmt_bytes
 from dlio.checkpoint.only_mode import run_checkpoint_only
+from dlio.config import Config
 from dlio.config.engines import check_qd
 from dlio.dataset import stored
 from dlio.dataset.spec import dataset_bytes, dataset_spec
@@ -229,7 +230,7 @@ class TrainRun:
         return exact.dlio_fast_doc(result), where
 
 
-def listing(cfg: Any) -> Dict[str, str]:
+def listing(cfg: Config) -> Dict[str, str]:
     """`dlio-fast workloads`' columns: the dataset's format, files, samples and sizes, batch, compute."""
     from dlio.dataset.spec import dataset_bytes as size_of
 

@@ -7,9 +7,11 @@ timestamps -> metrics. Evaluation is a second C run on the valid split with no p
 ended it, if any: a stopped or failed run keeps the epochs and steps it measured.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import socket
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -18,15 +20,18 @@ from dlio.base.errors import DlioError, DlioRunError, Interrupted
 from dlio.base.units import dlio_line
 from dlio.checkpoint import async_save
 from dlio.checkpoint import save as ckpt_save
-from dlio.checkpoint.schedule import checkpoint_schedule
+from dlio.checkpoint.schedule import CkptPoint, checkpoint_schedule
+from dlio.config import Config
+from dlio.config.sections import ReaderConfig
 from dlio.dataset import stored
 from dlio.dataset.spec import dataset_spec
 from dlio.report import metrics
 from dlio.report.dlio import host as dlio_host
-from dlio.report.result import BlockFigures, CheckpointRecord, new_rank_record
+from dlio.report.result import BlockFigures, CheckpointRecord, RankRecord, new_rank_record
 from dlio.storage.base import C_STEP_HOOK, LOCAL, PAGE_CACHE, TrainOptions
 from dlio.system.execute import execute_partial, interruptible
 from dlio.system.host import iso
+from dlio.system.mpi import Comm
 from dlio.train import planner
 from dlio.train.epoch_record import (
     benchmark_cpu,
@@ -41,7 +46,7 @@ from dlio.train.epoch_record import (
 from dlio.train.files import layout_for
 
 
-def batches_in_flight(reader):
+def batches_in_flight(reader: ReaderConfig) -> int:
     """How many finished batches may wait for the trainer. PyTorch's loader (DLIO's pytorch and dali
     loaders) gives each of its W workers prefetch_factor = ceil(prefetch_size / W) batches, so W x
     that many are in flight; tf.data's .prefetch(n) keeps n."""
@@ -58,7 +63,7 @@ class Trainer:
 
     def __init__(
         self,
-        cfg: Any,
+        cfg: Config,
         comm: Any,
         echo: Callable[..., None],
         progress: Any = None,
@@ -75,10 +80,10 @@ class Trainer:
         self.backend = self.data.backend
         self.engine, self.direct = self.backend.engine_spec(cfg)
         self.node_leader: Optional[bool] = None  # this rank drops the node's page cache (drop-all); found on first use
-        self.sizes: Dict[str, np.ndarray] = {}  # split -> the planned files' sizes (the manifest's)
+        self.sizes: Dict[str, Any] = {}  # split -> the planned files' sizes (the manifest's)
         self.saver: Optional[async_save.AsyncSaver] = None  # with checkpoint.async_save
 
-    def settings(self, split):
+    def settings(self, split: str) -> planner.Settings:
         r, t = self.cfg.reader, self.cfg.train
         return planner.Settings(
             batch=r.batch_size if split == "train" else r.batch_size_eval,
@@ -95,18 +100,31 @@ class Trainer:
             readers=max(1, r.read_threads),
         )
 
-    def plan_split(self, split, layout, epoch, random_seed):
+    def plan_split(
+        self, split: str, layout: planner.Layout, epoch: int, random_seed: Optional[int]
+    ) -> Tuple[planner.EpochPlan, planner.Settings]:
         st = self.settings(split)
         spec_time = self.cfg.train.computation_time if split == "train" else self.cfg.evaluation.eval_time
         return planner.epoch_plan(layout, st, spec_time, self.comm.rank, self.comm.size, epoch, random_seed), st
 
-    def run_split(self, split, layout, paths, epoch, random_seed):
+    def run_split(
+        self, split: str, layout: planner.Layout, paths: List[str], epoch: int, random_seed: Optional[int]
+    ) -> Tuple[Any, planner.EpochPlan, planner.Settings, Optional[BaseException]]:
         """One C run over one epoch of a split. Returns (raw result, plan, settings, failure)."""
         plan, st = self.plan_split(split, layout, epoch, random_seed)
         res, failure = self.execute_plan(split, plan, st, paths, epoch)
         return res, plan, st, failure
 
-    def execute_plan(self, split, plan, st, paths, epoch, first_step=0, end_step=None):
+    def execute_plan(
+        self,
+        split: str,
+        plan: planner.EpochPlan,
+        st: planner.Settings,
+        paths: List[str],
+        epoch: int,
+        first_step: int = 0,
+        end_step: Optional[int] = None,
+    ) -> Tuple[Any, Optional[BaseException]]:
         """One C run over steps [first_step, end_step) of a plan (a block between checkpoints).
         Returns (C result, failure): a run ended by a signal or an I/O error returns what it measured."""
         cfg = self.cfg
@@ -155,11 +173,11 @@ class Trainer:
         return res, failure
 
     @staticmethod
-    def _stop_barrier_tick(barrier, tick):
+    def _stop_barrier_tick(barrier: Any, tick: Optional[Callable[[Any], None]]) -> Callable[[Any], None]:
         """On Ctrl-C / SIGTERM, also release the C barrier (another rank may never arrive)."""
         from dlio.system.execute import STOP
 
-        def on_tick(run):
+        def on_tick(run: Any) -> None:
             if STOP.is_set():
                 barrier.stop()
             if tick is not None:
@@ -167,13 +185,13 @@ class Trainer:
 
         return on_tick
 
-    def _step_barrier(self, step):
+    def _step_barrier(self, step: int) -> None:
         from dlio.system.execute import STOP
 
         if not self.comm.barrier_or_stop(STOP):
             raise InterruptedError("stopped while waiting for the other ranks")
 
-    def drop_cache(self, paths):
+    def drop_cache(self, paths: List[str]) -> Any:
         """dlio_fast.cache before an epoch: each file's pages on every rank (so on every node), or the
         whole page cache once per node. Returns what was done, for the epoch's record."""
         mode = self.cfg.dlio_fast.cache
@@ -187,7 +205,7 @@ class Trainer:
         return self.backend.drop_cache(paths, mode)
 
 
-def save_checkpoint(tr, cfg, comm, point):
+def save_checkpoint(tr: Trainer, cfg: Config, comm: Comm, point: CkptPoint) -> Any:
     """A checkpoint during training, timed as DLIO does (no barrier around it); with
     checkpoint.async_save the snapshot, the write going on in the background (dlio.checkpoint.async_save)."""
     if tr.saver is not None:
@@ -207,7 +225,15 @@ def save_checkpoint(tr, cfg, comm, point):
     return rec
 
 
-def train_blocks(tr, plan, st, paths, epoch, points, excl):
+def train_blocks(
+    tr: Trainer,
+    plan: planner.EpochPlan,
+    st: planner.Settings,
+    paths: List[str],
+    epoch: int,
+    points: Sequence[CkptPoint],
+    excl: Tuple[int, int],
+) -> Tuple[Any, List[BlockFigures], List[Any], Optional[BaseException]]:
     """Train one epoch; step checkpoints split it into blocks (DLIO closes a block at each).
 
     Returns (merged C result, metrics of each complete block, checkpoint records, failure); after a
@@ -250,7 +276,7 @@ class _Splits:
     compute_mode: int
 
 
-def _prepare(tr, rank_rec) -> _Splits:
+def _prepare(tr: Trainer, rank_rec: RankRecord) -> _Splits:
     cfg, comm, data = tr.cfg, tr.comm, tr.data
     no_io = cfg.reader.data_loader == "synthetic"  # DLIO's synthetic loader reads nothing
     skip = cfg.dlio_fast.skip_bad_files
@@ -280,7 +306,7 @@ def _prepare(tr, rank_rec) -> _Splits:
     )
 
 
-def _check_steps(tr, nsteps, st):
+def _check_steps(tr: Trainer, nsteps: int, st: planner.Settings) -> None:
     """Zero steps is a configuration error; else DLIO's "Max steps per epoch" line."""
     spec, comm = tr.spec, tr.comm
     if nsteps == 0:
@@ -296,7 +322,7 @@ def _check_steps(tr, nsteps, st):
     )
 
 
-def _train_epoch(tr, sp: _Splits, epoch: int):
+def _train_epoch(tr: Trainer, sp: _Splits, epoch: int) -> Tuple[Any, Optional[BaseException]]:
     """One training epoch with its step checkpoints. Returns (epoch record or None, failure)."""
     cfg = tr.cfg
     start_iso = iso()
@@ -336,7 +362,7 @@ def _train_epoch(tr, sp: _Splits, epoch: int):
     return rec, None
 
 
-def _note_skipped(tr, rec, res, paths) -> None:
+def _note_skipped(tr: Trainer, rec: Any, res: Any, paths: List[str]) -> None:
     """Samples left out because their file failed during the epoch (--skip-bad-files): counted in the
     epoch's record, the files added to the rank's bad files, and said."""
     skipped = int(res.get("skipped", 0))
@@ -365,7 +391,7 @@ def too_few_steps(n: int, excl: Tuple[int, int]) -> Optional[str]:
     return None
 
 
-def _warn_few_steps(tr, what: str, n: int, excl: Tuple[int, int]) -> None:
+def _warn_few_steps(tr: Trainer, what: str, n: int, excl: Tuple[int, int]) -> None:
     why = too_few_steps(n, excl)
     if why:
         tr.echo(
@@ -374,7 +400,7 @@ def _warn_few_steps(tr, what: str, n: int, excl: Tuple[int, int]) -> None:
         )
 
 
-def _epoch_lines(tr, epoch: int, rec, batch: int, verbose: bool) -> None:
+def _epoch_lines(tr: Trainer, epoch: int, rec: Any, batch: int, verbose: bool) -> None:
     if verbose and rec["train"]:
         print("\n".join(step_lines(tr.comm.rank, rec["train"], batch)), flush=True)
     _warn_few_steps(tr, f"epoch {epoch}", int(rec["steps_done"]), _exclusions(tr.cfg))
@@ -391,7 +417,7 @@ def _epoch_lines(tr, epoch: int, rec, batch: int, verbose: bool) -> None:
         )
 
 
-def _evaluate(tr, sp: _Splits, epoch: int, rec):
+def _evaluate(tr: Trainer, sp: _Splits, epoch: int, rec: Any) -> Optional[BaseException]:
     """Evaluation after an epoch, added to its record. Returns the failure that stopped it, if any."""
     cfg = tr.cfg
     rec["eval_start"] = iso()
@@ -422,11 +448,19 @@ def _evaluate(tr, sp: _Splits, epoch: int, rec):
     return None
 
 
-def _exclusions(cfg) -> Tuple[int, int]:
+def _exclusions(cfg: Config) -> Tuple[int, int]:
     return cfg.output.metric.exclude_start_steps, cfg.output.metric.exclude_end_steps
 
 
-def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False, data=None):
+def run_training(
+    cfg: Config,
+    comm: Comm,
+    echo: Callable[..., None],
+    progress: Any = None,
+    tracer: Any = None,
+    verbose: bool = False,
+    data: Optional[stored.StoredDataset] = None,
+) -> Tuple[RankRecord, Optional[BaseException]]:
     """Train (and evaluate) on an existing dataset. Returns (this rank's record, failure).
 
     failure is None, Interrupted (Ctrl-C / SIGTERM) or DlioRunError (an I/O error); the record then
@@ -441,7 +475,9 @@ def run_training(cfg, comm, echo, progress=None, tracer=None, verbose=False, dat
     return _epochs(tr, sp, rank_rec, tracer, verbose)
 
 
-def _epochs(tr, sp: _Splits, rank_rec, tracer, verbose):
+def _epochs(
+    tr: Trainer, sp: _Splits, rank_rec: RankRecord, tracer: Any, verbose: bool
+) -> Tuple[RankRecord, Optional[BaseException]]:
     """The epochs of run_training (with their evaluations and checkpoints). Returns (record, failure)."""
     cfg, comm, progress = tr.cfg, tr.comm, tr.progress
     next_eval = cfg.evaluation.eval_after_epoch
@@ -492,12 +528,12 @@ def _epochs(tr, sp: _Splits, rank_rec, tracer, verbose):
     return rank_rec, None
 
 
-def _epoch_barrier(comm):
+def _epoch_barrier(comm: Comm) -> Optional[Interrupted]:
     """The ranks meet between epochs; Ctrl-C / SIGTERM ends the wait (another rank may be stopped or
     frozen). Returns the Interrupted, or None."""
     return interruptible(lambda stop: comm.barrier_or_stop(stop, poll_s=0.001))
 
 
-def _as_failure(e):
+def _as_failure(e: Any) -> BaseException:
     """An I/O error becomes a DlioRunError (the CLI names the rank when there are several)."""
     return e if isinstance(e, Interrupted) else DlioRunError(e.strerror or str(e))

@@ -24,13 +24,16 @@ and read ascending every epoch; set
 read sequentially (a shuffle buffer reorders records in memory, not on disk), as tf.data does.
 """
 
+from __future__ import annotations
+
 import dataclasses
-from typing import Optional
+from typing import Any, Iterable, List, NoReturn, Optional, Tuple
 
 import numpy as np
 
 from dlio import _core
 from dlio.base.errors import DatasetError
+from dlio.config.timespec import TimeSpec
 from dlio.dataset import ranges
 
 MAX_TRANSFER = 4 << 20  # split larger reads (bounded memory; the kernel splits them anyway)
@@ -45,7 +48,7 @@ class EpochPlan:
     nominal_bytes: int  # bytes of the ranges the plan reads
 
     @property
-    def nsteps(self):
+    def nsteps(self) -> int:
         return len(self.steps)
 
 
@@ -64,7 +67,7 @@ class Layout:
     grouped: bool = False  # parquet: table rows are groups, read once per reader and epoch (grouped_ops)
 
 
-def seed_for(seed, epoch, change_epoch):
+def seed_for(seed: int, epoch: int, change_epoch: bool) -> int:
     return int(seed) + (int(epoch) if change_epoch else 0)
 
 
@@ -77,16 +80,16 @@ class SampleOrder:
     a row; with sample_shuffle, position p holds the element at keyed_permutation(p) of that.
     """
 
-    def __init__(self, files, spf, keys=None):
+    def __init__(self, files: Any, spf: int, keys: Optional[np.ndarray] = None) -> None:
         self.files = np.asarray(files)  # int32 when it fits: ImageNet's 1.28 M files in 5 MB
         self.spf = int(spf)
         self.total = len(self.files) * self.spf
         self.keys = keys  # Feistel round keys, None: no sample shuffle
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.total
 
-    def at(self, pos):
+    def at(self, pos: Any) -> np.ndarray:
         q = np.asarray(pos, np.int64)
         if self.keys is not None:
             q = keyed_permutation(q, self.total, self.keys)
@@ -96,14 +99,14 @@ class SampleOrder:
 FEISTEL_ROUNDS = 6
 
 
-def _mix(z):
+def _mix(z: np.ndarray) -> np.ndarray:
     """splitmix64's finaliser: a well-mixed 64-bit hash (uint64 arithmetic wraps, as intended)."""
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
 
 
-def keyed_permutation(x, n, keys):
+def keyed_permutation(x: Any, n: int, keys: Iterable[Any]) -> np.ndarray:
     """x -> its image under a pseudo-random permutation of [0, n) chosen by keys, element-wise:
     a balanced Feistel network on the smallest 2^(2h) >= n, walked until the value lands below n
     (cycle walking keeps it a bijection of [0, n); the domain is < 4n, so few walks are needed)."""
@@ -111,7 +114,7 @@ def keyed_permutation(x, n, keys):
     h = max(1, -(-max(1, (n - 1).bit_length()) // 2))
     half, mask = np.uint64(h), np.uint64((1 << h) - 1)
 
-    def rounds(v):
+    def rounds(v: np.ndarray) -> np.ndarray:
         left, right = v >> half, v & mask
         for k in keys:
             left, right = right, left ^ (_mix(right ^ k) & mask)
@@ -126,18 +129,18 @@ def keyed_permutation(x, n, keys):
 
 
 def epoch_order(
-    nfiles,
-    spf,
-    file_shuffle,
-    sample_shuffle,
-    seed,
-    epoch,
-    seed_change_epoch,
-    random_seed=None,
-    compat=False,
-    bad=None,
-    path_folders=0,
-):
+    nfiles: int,
+    spf: int,
+    file_shuffle: str,
+    sample_shuffle: str,
+    seed: int,
+    epoch: int,
+    seed_change_epoch: bool,
+    random_seed: Any = None,
+    compat: bool = False,
+    bad: Optional[np.ndarray] = None,
+    path_folders: int = 0,
+) -> SampleOrder:
     """The SampleOrder of an epoch. *_shuffle: 'off' | 'seed' | 'random'; 'random' uses
     random_seed, which the caller must make the same on every rank (rank 0 draws it and
     broadcasts). bad (bool per file): files left out before shuffling. path_folders > 1: the
@@ -161,13 +164,13 @@ def epoch_order(
     return SampleOrder(files, spf, keys)
 
 
-def sample_order(*args, **kwargs):
+def sample_order(*args: Any, **kwargs: Any) -> np.ndarray:
     """The whole sequence of epoch_order(...) as an array (O(samples): for checks and small sets)."""
     order = epoch_order(*args, **kwargs)
     return order.at(np.arange(len(order), dtype=np.int64))
 
 
-def shard(total, rank, size, batch, max_steps=-1):
+def shard(total: int, rank: int, size: int, batch: int, max_steps: Optional[int] = -1) -> Tuple[int, int]:
     """This rank's block of the global sequence: (first position, steps). A contiguous block of
     floor(total / size) positions, cut to whole batches."""
     per_rank = total // size
@@ -177,12 +180,12 @@ def shard(total, rank, size, batch, max_steps=-1):
     return rank * per_rank, steps
 
 
-def shard_files_round_robin(nfiles, rank, size):
+def shard_files_round_robin(nfiles: int, rank: int, size: int) -> np.ndarray:
     """tf.data's shard(size, rank) over the file list (only when files >= ranks)."""
     return np.arange(rank, nfiles, size, dtype=np.int64) if nfiles >= size else np.arange(nfiles)
 
 
-def record_stream(files, spf, need, first=0, every=1):
+def record_stream(files: Any, spf: int, need: int, first: int = 0, every: int = 1) -> np.ndarray:
     """The first `need` records (ids file * spf + index) of the stream that reads `files` in order,
     spf records each, keeping records first, first + every, ...; it wraps around when shorter.
     O(need): BERT's 156 M records are never listed to read 48,000 of them."""
@@ -193,7 +196,9 @@ def record_stream(files, spf, need, first=0, every=1):
     return np.asarray(files, np.int64)[pos // spf] * spf + pos % spf
 
 
-def _split_large(file, offset, length, flags, limit):
+def _split_large(
+    file: np.ndarray, offset: np.ndarray, length: np.ndarray, flags: np.ndarray, limit: int
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Split ranges longer than limit into pieces; OPEN stays on the first, CLOSE on the last."""
     pieces = np.maximum(1, (length + limit - 1) // limit).astype(np.int64)
     if pieces.max(initial=1) == 1:
@@ -210,7 +215,7 @@ def _split_large(file, offset, length, flags, limit):
     return file[idx], off, ln, fl.astype(np.uint8)
 
 
-def sample_ops(samples, layout, max_transfer=MAX_TRANSFER):
+def sample_ops(samples: np.ndarray, layout: Any, max_transfer: int = MAX_TRANSFER) -> Tuple[np.ndarray, np.ndarray]:
     """Ops for the samples in order and the number of ops per sample."""
     n = len(samples)
     files = (samples // layout.spf).astype(np.int64)
@@ -252,7 +257,9 @@ def sample_ops(samples, layout, max_transfer=MAX_TRANSFER):
     return ops, _ops_per_group(flags, n)
 
 
-def grouped_ops(samples, layout, batch, readers, max_transfer=MAX_TRANSFER):
+def grouped_ops(
+    samples: np.ndarray, layout: Any, batch: int, readers: int, max_transfer: int = MAX_TRANSFER
+) -> Tuple[np.ndarray, np.ndarray]:
     """Ops of the samples of a grouped layout (parquet) and the ops of each sample, which may be none.
 
     The table's rows are groups of ranges keyed (file, first sample of the group), and the file's
@@ -295,18 +302,18 @@ def grouped_ops(samples, layout, batch, readers, max_transfer=MAX_TRANSFER):
     return ops, np.bincount(owner, weights=pieces, minlength=n).astype(np.int64)
 
 
-def _first_seen(keys):
+def _first_seen(keys: np.ndarray) -> np.ndarray:
     """True where a key occurs for the first time in the array."""
     first = np.zeros(len(keys), dtype=bool)
     first[np.unique(keys, return_index=True)[1]] = True
     return first
 
 
-def _no_ranges(sample, spf):
+def _no_ranges(sample: int, spf: int) -> NoReturn:
     raise DatasetError(f"no byte ranges known for sample {sample % spf} of file {sample // spf}")
 
 
-def _uniform_ranges(samples, layout):
+def _uniform_ranges(samples: np.ndarray, layout: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(file, offset, length) of samples in a uniform table: O(samples), no index."""
     t = layout.table
     file = (samples // layout.spf).astype(np.int64)
@@ -317,7 +324,7 @@ def _uniform_ranges(samples, layout):
     return file, offset, np.full(len(samples), t.length, np.uint64)
 
 
-def _ops_per_group(flags, ngroups):
+def _ops_per_group(flags: np.ndarray, ngroups: int) -> np.ndarray:
     """Ops per sample (or per file run): each group starts with an OPEN op."""
     opens = np.flatnonzero(flags & _core.OPF_OPEN)
     if len(opens) != ngroups:
@@ -325,7 +332,9 @@ def _ops_per_group(flags, ngroups):
     return np.diff(np.append(opens, len(flags))).astype(np.int64)
 
 
-def stream_ops(samples, layout, batch, transfer=TF_BUFFER):
+def stream_ops(
+    samples: np.ndarray, layout: Any, batch: int, transfer: int = TF_BUFFER
+) -> Tuple[np.ndarray, np.ndarray]:
     """tfrecord: per batch, each run of consecutive records of one file is read as one stream
     (open, sequential reads of `transfer` bytes, close), as TFRecordDataset's buffered reader does.
     Returns ops and the ops per batch."""
@@ -380,7 +389,7 @@ class Settings:
     readers: int = 1  # reader threads (PyTorch workers): batch k is read by reader k mod readers
 
 
-def _epoch_order(layout, settings, epoch, random_seed):
+def _epoch_order(layout: Layout, settings: Settings, epoch: int, random_seed: Optional[int]) -> SampleOrder:
     """The global sample order of one epoch of a non-sequential split."""
     s = settings
     return epoch_order(
@@ -398,7 +407,15 @@ def _epoch_order(layout, settings, epoch, random_seed):
     )
 
 
-def epoch_plans(layout, settings, time_spec, size, epoch, random_seed=None, ranks=None):
+def epoch_plans(
+    layout: Layout,
+    settings: Settings,
+    time_spec: TimeSpec,
+    size: int,
+    epoch: int,
+    random_seed: Optional[int] = None,
+    ranks: Optional[Iterable[int]] = None,
+) -> List[EpochPlan]:
     """Plans of several ranks (all by default) for one epoch, the global order set up once."""
     order = None if layout.sequential else _epoch_order(layout, settings, epoch, random_seed)
     return [
@@ -407,7 +424,16 @@ def epoch_plans(layout, settings, time_spec, size, epoch, random_seed=None, rank
     ]
 
 
-def epoch_plan(layout, settings, time_spec, rank, size, epoch, random_seed=None, order=None):
+def epoch_plan(
+    layout: Layout,
+    settings: Settings,
+    time_spec: TimeSpec,
+    rank: int,
+    size: int,
+    epoch: int,
+    random_seed: Optional[int] = None,
+    order: Optional[SampleOrder] = None,
+) -> EpochPlan:
     """The plan of one rank for one epoch of one split.
 
     time_spec.draw(rng, n) gives the per-step compute seconds; the draws are seeded by (seed,

@@ -6,6 +6,7 @@ import hashlib
 from typing import Any, Dict
 
 from dlio.base.errors import ConfigError
+from dlio.config import Config
 
 
 def _flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
@@ -18,7 +19,7 @@ def _flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
     return out
 
 
-def check_same_config(cfg: Any, comm: Any) -> None:
+def check_same_config(cfg: Config, comm: Any) -> None:
     """Collective: ConfigError on every rank when the ranks' resolved configs differ."""
     if comm.size <= 1:
         return

@@ -1,22 +1,29 @@
 """What `dlio-fast run` and `dlio-fast generate` do, start to end, on every rank."""
 
+from __future__ import annotations
+
 from collections import Counter
-from typing import List
+from typing import Any, Callable, List, Optional, Sequence
 
 from dlio.base.units import fmt_bytes, fmt_num
 from dlio.checkpoint.summary import plan_summary, summary_lines
+from dlio.config import Config
 from dlio.dataset import stored
 from dlio.dataset.gen_rate import estimate_text
-from dlio.dataset.spec import dataset_bytes
-from dlio.report.result import build_result
+from dlio.dataset.spec import DatasetSpec, dataset_bytes
+from dlio.report.result import RankRecord, RunResult, build_result
 from dlio.storage import backend_for
+from dlio.storage.base import Backend
 from dlio.system import host
 from dlio.system.host import host_info
+from dlio.system.mpi import Comm
+
+Echo = Callable[[str], None]
 
 RAM_FACTOR = 5  # MLPerf Storage: the dataset should be at least 5x the hosts' RAM
 
 
-def check_buffers(cfg, spec):
+def check_buffers(cfg: Config, spec: DatasetSpec) -> None:
     """Each reader thread keeps qd buffers of a sample's size: refuse what memory cannot hold."""
     from dlio.system.memcheck import THREAD_MARGIN, check_fits, check_threads
 
@@ -32,7 +39,7 @@ def check_buffers(cfg, spec):
     check_threads(t + THREAD_MARGIN, f"reader.read_threads {t}", "use fewer reader threads")
 
 
-def describe(cfg, spec, comm_size):
+def describe(cfg: Config, spec: DatasetSpec, comm_size: int) -> List[str]:
     """The --dry-run report: the dataset (size on disk, files/samples per rank, steps) when the run
     reads one, and the checkpoint plan when it writes checkpoints."""
     lines = [f"workload            {cfg.workload or cfg.config_file or '-'} (scale {fmt_num(cfg.scale)})"]
@@ -48,7 +55,7 @@ def describe(cfg, spec, comm_size):
     return lines
 
 
-def _dataset_lines(cfg, spec, comm_size):
+def _dataset_lines(cfg: Config, spec: DatasetSpec, comm_size: int) -> List[str]:
     ds = stored.stored(cfg, spec)
     nbytes = dataset_bytes(spec)
     total = spec.num_files_train * spec.num_samples_per_file
@@ -74,13 +81,29 @@ def _dataset_lines(cfg, spec, comm_size):
     ]
 
 
-def generate(cfg, spec, comm, echo, progress, threads=None, checksum=False, direct=False):
+def generate(
+    cfg: Config,
+    spec: DatasetSpec,
+    comm: Comm,
+    echo: Echo,
+    progress: Any,
+    threads: Optional[int] = None,
+    checksum: bool = False,
+    direct: bool = False,
+) -> None:
     """`dlio-fast generate`: the dataset where its backend keeps it, after the storage checks."""
     ds = prepare_storage(cfg, spec, comm, echo, checkpoints=False)
     stored.generate(ds, comm, echo, progress, threads, checksum, direct)
 
 
-def prepare_storage(cfg, spec, comm, warn, checkpoints=True, backend=None) -> stored.StoredDataset:
+def prepare_storage(
+    cfg: Config,
+    spec: DatasetSpec,
+    comm: Comm,
+    warn: Echo,
+    checkpoints: bool = True,
+    backend: Optional[Backend] = None,
+) -> stored.StoredDataset:
     """The dataset's backend, with what the config asks of it checked, and one cheap request per place
     the run uses (dataset, checkpoints) before any work: a one-line error, exit status 2."""
     ds = stored_dataset(cfg, spec, backend)
@@ -96,20 +119,20 @@ def prepare_storage(cfg, spec, comm, warn, checkpoints=True, backend=None) -> st
     return ds
 
 
-def stored_dataset(cfg, spec, backend=None) -> stored.StoredDataset:
+def stored_dataset(cfg: Config, spec: DatasetSpec, backend: Optional[Backend] = None) -> stored.StoredDataset:
     """The dataset where the config's backend keeps it, the config checked against that backend."""
     backend = backend or backend_for(cfg)
     backend.check_config(cfg)
     return stored.stored(cfg, spec, backend)  # a place the backend cannot name: refused before any request
 
 
-def storage_places(cfg, ds: stored.StoredDataset, checkpoints=True) -> List[str]:
+def storage_places(cfg: Config, ds: stored.StoredDataset, checkpoints: bool = True) -> List[str]:
     """The places a run uses: the dataset's root, and the checkpoints' when it writes them (no place
     named is refused now, not at the save)."""
     return [ds.root] + ([ds.backend.checkpoint_root(cfg)] if checkpoints and cfg.workflow.checkpoint else [])
 
 
-def cache_warning(cfg, nbytes, warn):
+def cache_warning(cfg: Config, nbytes: int, warn: Echo) -> None:
     """A dataset that fits in RAM, read buffered with the cache kept: later epochs may not touch storage."""
     host = host_info()
     if (
@@ -124,7 +147,17 @@ def cache_warning(cfg, nbytes, warn):
         )
 
 
-def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes):
+def _result(
+    cfg: Config,
+    spec: DatasetSpec,
+    comm_size: int,
+    records: Sequence[RankRecord],
+    start: str,
+    end: str,
+    complete: bool,
+    reason: Optional[str],
+    nbytes: int,
+) -> RunResult:
     engine, direct = backend_for(cfg).engine_spec(cfg)
     result = build_result(
         cfg, spec, comm_size, records, start, end, complete, reason, nbytes, host_info(), engine, direct
@@ -137,7 +170,7 @@ def _result(cfg, spec, comm_size, records, start, end, complete, reason, nbytes)
     return result
 
 
-def balloon_warning(cfg, warn):
+def balloon_warning(cfg: Config, warn: Echo) -> None:
     """Buffered checkpoint writes on a VM that hands free memory back to its host: say why their
     GB/s move from one save to the next (measured: 0.3-1.5 GB/s into returned memory, 3.5-4 GB/s
     into memory still backed, bench/README.md)."""

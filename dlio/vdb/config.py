@@ -9,6 +9,7 @@ from typing import Any, List, Optional, Tuple
 
 from dlio.base.errors import ConfigError
 from dlio.base.same_names import build_from
+from dlio.config import Config
 from dlio.config.engines import resolve as resolve_engine
 from dlio.system.counters import usable_cores
 from dlio.vdb.layout import Layout
@@ -69,7 +70,7 @@ SEARCH_POOL_RATIO = 4
 CPU_PER_HOP_US, CPU_PER_HOP_SHAPE = 55.0, 1536 * 64
 
 
-def cpu_per_hop_us(cfg: Any, layout: Layout) -> Tuple[float, str]:
+def cpu_per_hop_us(cfg: Config, layout: Layout) -> Tuple[float, str]:
     """The CPU spun after each hop and where it comes from: vdb.cpu_per_hop_us as set, none for storage-only
     chains, else DiskANN's measured figure scaled to this index's dimension x R."""
     v = cfg.vdb
@@ -91,7 +92,7 @@ def _bad(key: str, value: Any, problem: str) -> ConfigError:
     return ConfigError(f"{key} = {value}: {problem}", key, value)
 
 
-def vdb_spec(cfg: Any) -> VdbSpec:
+def vdb_spec(cfg: Config) -> VdbSpec:
     """The VdbSpec of a resolved config with workflow.vdb; ConfigError (one line, the key) when it cannot run."""
     v = cfg.vdb
     raw = v.vectors * v.dimension * v.dtype_bytes

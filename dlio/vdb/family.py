@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from dlio.base.errors import DlioError
 from dlio.base.units import fmt_bytes
+from dlio.config import Config
 from dlio.family import Family, FamilyChecks, RunContext
 from dlio.progress import phase_of
 from dlio.report.family import FamilyReading, FamilyReport, Figure
@@ -43,7 +44,7 @@ def expected(spec: VdbSpec, p: search.Plan) -> Dict[str, float]:
     }
 
 
-def listing(cfg: Any) -> Dict[str, str]:
+def listing(cfg: Config) -> Dict[str, str]:
     """`dlio-fast workloads`' columns: the index, its vectors and segments, a node read, its size, the load."""
     vs = vdb_spec(cfg)
     return {

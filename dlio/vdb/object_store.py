@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dlio.base.errors import ConfigError, DlioError
 from dlio.base.units import fmt_bytes
+from dlio.config import Config
 from dlio.report.verdict import classify
 from dlio.storage import backend_for
 from dlio.storage.base import LOCAL, Backend, SetOptions
@@ -43,7 +44,7 @@ class ObjectStore:
 
     remote = True  # present() makes requests: a dry run does not ask
 
-    def __init__(self, cfg: Any, backend: Backend, spec: VdbSpec, medoid: int) -> None:
+    def __init__(self, cfg: Config, backend: Backend, spec: VdbSpec, medoid: int) -> None:
         self.backend = backend
         self.create_bucket = bool(cfg.dlio_fast.create_bucket)
         self.engine = backend.engine_spec(cfg)[0]  # the object store's client (the phases' counters)
@@ -180,7 +181,7 @@ class ObjectStore:
         )
 
 
-def store_for(cfg: Any, spec: VdbSpec, medoid: int) -> Any:
+def store_for(cfg: Config, spec: VdbSpec, medoid: int) -> Any:
     """The store of the config's storage backend: its files searched in place where its names are local
     paths (LOCAL), else the index kept as objects and searched from a downloaded copy (ObjectStore)."""
     backend = backend_for(cfg)

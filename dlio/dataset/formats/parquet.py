@@ -34,6 +34,7 @@ import numpy as np
 
 from dlio import _core
 from dlio.base.errors import ConfigError, DatasetError, DlioError
+from dlio.config import Config
 from dlio.dataset.formats import mix_seed, record_elems
 from dlio.system.memcheck import check_fits
 
@@ -95,7 +96,7 @@ def _column(i: int, c: Any) -> Column:
     return Column(name, "float32" if dtype == "list" else dtype, int(size), read)
 
 
-def spec_fields(cfg: Any) -> Dict[str, Any]:
+def spec_fields(cfg: Config) -> Dict[str, Any]:
     """DatasetSpec's parquet fields of a config, checked: one line naming the key for a bad value."""
     p = cfg.dataset.parquet
     if p.partition_by:

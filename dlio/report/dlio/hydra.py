@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
+from dlio.config import Config
 from dlio.config.layers import HYDRA_OUTPUT_SUBDIR, HYDRA_RUN_DIR
 from dlio.config.schema import LEGACY
 
@@ -63,7 +64,7 @@ def _nest(flat: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def _set_keys(cfg: Any) -> Dict[str, Any]:
+def _set_keys(cfg: Config) -> Dict[str, Any]:
     """{dotted current name: resolved value} of the keys a workload file or the command line set."""
     flat = _flatten(cfg.to_dict())
     out = {}
@@ -75,7 +76,7 @@ def _set_keys(cfg: Any) -> Dict[str, Any]:
     return out
 
 
-def workload_tree(cfg: Any) -> Dict[str, Any]:
+def workload_tree(cfg: Config) -> Dict[str, Any]:
     """The workload section of .hydra/config.yaml in the config's dialect (model always a mapping)."""
     keys = _set_keys(cfg)
     if cfg.dlio_fast.dialect == "2.0.0":
@@ -93,7 +94,7 @@ def workload_tree(cfg: Any) -> Dict[str, Any]:
     return _nest(keys)
 
 
-def overrides(cfg: Any) -> List[str]:
+def overrides(cfg: Config) -> List[str]:
     """The command line as Hydra's overrides.yaml lists it: the overrides as typed (deletions too), led by
     workload=NAME when the workload was named another way (--workload)."""
     out = list(cfg.overrides)
@@ -102,13 +103,13 @@ def overrides(cfg: Any) -> List[str]:
     return out
 
 
-def subdir(cfg: Any) -> Optional[str]:
+def subdir(cfg: Config) -> Optional[str]:
     """The folder (inside the output folder) Hydra's files go to: hydra.output_subdir, default .hydra;
     None when it is null (no files, as Hydra does). load.py has checked that it stays inside."""
     return cfg.hydra.get("hydra.output_subdir", ".hydra")
 
 
-def hydra_tree(cfg: Any, folder: Optional[str] = None) -> Dict[str, Any]:
+def hydra_tree(cfg: Config, folder: Optional[str] = None) -> Dict[str, Any]:
     """hydra.yaml's `hydra:` section: the run's Hydra settings as Hydra records them. `folder` is the
     output folder the files go to (runtime.output_dir; hydra.run.dir when none was given)."""
     given = cfg.hydra
@@ -144,7 +145,7 @@ def _text(v: Any) -> str:
     return "null" if v is None else str(v)
 
 
-def _sources(cfg: Any) -> List[Dict[str, str]]:
+def _sources(cfg: Config) -> List[Dict[str, str]]:
     """Where a dlio-fast run's workload came from, as Hydra's config_sources list them."""
     out = [{"path": "dlio.config.workloads", "schema": "pkg", "provider": "main"}]
     if cfg.config_file:
@@ -152,7 +153,7 @@ def _sources(cfg: Any) -> List[Dict[str, str]]:
     return out
 
 
-def documents(cfg: Any, folder: Optional[str] = None) -> Dict[str, str]:
+def documents(cfg: Config, folder: Optional[str] = None) -> Dict[str, str]:
     """{file name in .hydra/: text} for a run of `cfg` whose output folder is `folder`."""
     dump = lambda tree: yaml.safe_dump(tree, sort_keys=False, default_flow_style=False)  # noqa: E731
     return {

@@ -19,11 +19,12 @@ import functools
 import os
 import shutil
 import tempfile
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from dlio.base.errors import ConfigError, DlioRunError
+from dlio.config import Config
 from dlio.config.engines import S3_ENGINE
 from dlio.storage.base import (
     BUCKETS,
@@ -123,7 +124,7 @@ class S3Backend(Backend):
 
     def __init__(
         self,
-        storage_options: Optional[Dict[str, Any]] = None,
+        storage_options: Optional[Mapping[str, Any]] = None,
         endpoint: Optional[str] = None,
         timeout_s: Optional[float] = None,
         timeout_key: str = "dlio_fast.storage_timeout",
@@ -139,10 +140,10 @@ class S3Backend(Backend):
         return resolve(self._endpoint, self._options, timeout_s=self._timeout[0], timeout_key=self._timeout[1])
 
     # ---- engine and settings ----
-    def engine_spec(self, cfg: Any, checkpoint: bool = False) -> Tuple[str, bool]:
+    def engine_spec(self, cfg: Config, checkpoint: bool = False) -> Tuple[str, bool]:
         return S3_ENGINE, False
 
-    def check_config(self, cfg: Any) -> None:
+    def check_config(self, cfg: Config) -> None:
         super().check_config(cfg)
         if cfg.dlio_fast.engine != S3_ENGINE and cfg.origin("dlio_fast.engine") != "default":
             self.refuse(
@@ -158,15 +159,15 @@ class S3Backend(Backend):
         return self.settings.addressing_note()
 
     # ---- names ----
-    def dataset_root(self, cfg: Any) -> str:
+    def dataset_root(self, cfg: Config) -> str:
         return _place(cfg.dataset.data_folder, cfg.storage.storage_root, "dataset.data_folder", "dataset")
 
-    def checkpoint_root(self, cfg: Any) -> str:
+    def checkpoint_root(self, cfg: Config) -> str:
         return _place(
             cfg.checkpoint.checkpoint_folder, cfg.storage.storage_root, "checkpoint.checkpoint_folder", "checkpoint"
         )
 
-    def folder_root(self, cfg: Any, key: str) -> str:
+    def folder_root(self, cfg: Config, key: str) -> str:
         section, name = key.split(".", 1)
         return _place(getattr(getattr(cfg, section), name), cfg.storage.storage_root, key, "checkpoint")
 
