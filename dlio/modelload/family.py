@@ -22,7 +22,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from dlio import _core
 from dlio.base.errors import ConfigError, DlioRunError, Interrupted
 from dlio.base.units import fmt_bytes
-from dlio.config.engines import S3_ENGINE
 from dlio.family import Family, RunContext
 from dlio.modelload import figures
 from dlio.modelload.models import Model, model_of
@@ -50,10 +49,9 @@ MODES: Dict[str, Tuple[str, bool, bool]] = {
 def engine_of(cfg: Any, backend: Backend) -> Tuple[str, bool, int]:
     """(engine, O_DIRECT, queue depth) of the config's read mode on this backend."""
     ml = cfg.model_load
-    if not backend.has(FILE_ENGINES):
-        return S3_ENGINE, False, 1
-    engine, direct, deep = MODES[ml.read_mode]
-    return engine, direct, ml.qd if deep else 1
+    wanted, direct, deep = MODES[ml.read_mode]
+    engine, direct = backend.engine_for(wanted, direct)
+    return engine, direct, ml.qd if deep and engine == wanted else 1  # the backend's own client: one at a time
 
 
 def check(cfg: Any, comm_size: int, backend: Backend) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -31,12 +31,16 @@ class FileBackend(Backend):
             base.SCAN,
             base.C_STEP_HOOK,
             base.FSYNC,
-            base.LOCAL,
+            base.STAT,
+            base.SPLIT_READS,
         }
     )
 
     def engine_spec(self, cfg: Any, checkpoint: bool = False) -> Tuple[str, bool]:
         return engines.engine_spec(cfg, checkpoint)
+
+    def engine_for(self, file_engine: str, direct: bool = False) -> Tuple[str, bool]:
+        return file_engine, direct
 
     def check_config(self, cfg: Any) -> None:
         super().check_config(cfg)
@@ -57,7 +61,7 @@ class FileBackend(Backend):
 
     def folder_root(self, cfg: Any, key: str) -> str:
         section, name = key.split(".", 1)
-        return os.path.abspath(getattr(getattr(cfg, section), name))
+        return getattr(getattr(cfg, section), name)  # as the config gives it: the messages name it so
 
     def kv_relay(self, root: str, workers: int, slot_len: int, null: bool = False) -> Any:
         self.refuse(
@@ -66,6 +70,9 @@ class FileBackend(Backend):
             "no relay: the C core's file stores write and read files themselves",
             "run the KV cache with kvcache.io_mode compat or direct",
         )
+
+    def local_path(self, name: str) -> Optional[str]:
+        return name
 
     def join(self, root: str, *parts: str) -> str:
         return os.path.join(root, *parts)

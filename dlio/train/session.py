@@ -10,6 +10,7 @@ from dlio.dataset.gen_rate import estimate_text
 from dlio.dataset.spec import dataset_bytes
 from dlio.report.result import build_result
 from dlio.storage import backend_for
+from dlio.storage.base import STAT
 from dlio.system import host
 from dlio.system.host import host_info
 
@@ -53,7 +54,7 @@ def _dataset_lines(cfg, spec, comm_size):
     nbytes = dataset_bytes(spec)
     total = spec.num_files_train * spec.num_samples_per_file
     # a dry run sends no request: an object store is not listed, and a rate measured here is not its rate
-    if ds.local:
+    if ds.backend.has(STAT):
         present = "present" if stored.present(ds) else "missing: run generates it"
         eta = estimate_text(spec, nbytes, spec.num_files_train + spec.num_files_eval)
     else:

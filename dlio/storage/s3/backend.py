@@ -142,6 +142,9 @@ class S3Backend(Backend):
     def engine_spec(self, cfg: Any, checkpoint: bool = False) -> Tuple[str, bool]:
         return S3_ENGINE, False
 
+    def engine_for(self, file_engine: str, direct: bool = False) -> Tuple[str, bool]:
+        return S3_ENGINE, False
+
     def check_config(self, cfg: Any) -> None:
         super().check_config(cfg)
         if cfg.dlio_fast.engine != S3_ENGINE and cfg.origin("dlio_fast.engine") != "default":
@@ -175,6 +178,9 @@ class S3Backend(Backend):
 
         client.require_client()
         return KvRelay(self.settings, root, workers, slot_len, null)
+
+    def local_path(self, name: str) -> Optional[str]:
+        return None
 
     def join(self, root: str, *parts: str) -> str:
         return root.rstrip("/") + "/" + "/".join(p.strip("/") for p in parts)
