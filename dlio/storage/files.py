@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -126,6 +127,23 @@ class FileBackend(Backend):
     def read_ranges(self, names: Sequence[str], sizes: Sequence[int], ops: np.ndarray, opts: SetOptions) -> SetResult:
         return file_sets.read_ranges(names, sizes, ops, opts)
 
+    # ---- local copies: never needed for files (dlio.storage.staging works on them in place), but whole ----
+    def upload_files(self, names: Sequence[str], paths: Sequence[str], opts: SetOptions) -> SetResult:
+        return _copies(list(paths), list(names), opts)
+
+    def download_files(
+        self, names: Sequence[str], sizes: Sequence[int], paths: Sequence[str], opts: SetOptions
+    ) -> SetResult:
+        return _copies(list(names), list(paths), opts)
+
+    def uploader(self, root: str, multipart_min: Optional[int] = None) -> Any:
+        self.refuse("storage.storage_type", self.name, "a dataset is generated where it stays", "generate in place")
+
+    def io_bench(self, root: str) -> Any:
+        self.refuse(
+            "storage.storage_type", self.name, "the io grid's file points are the C core's own", "run them as files"
+        )
+
     def drop_cache(self, names: Sequence[str], mode: str) -> str:
         """keep; drop each file's pages (checked with mincore); drop-all the host's cache (root)."""
         if mode == "drop":
@@ -136,3 +154,39 @@ class FileBackend(Backend):
 
     def phase(self, names: Sequence[str], engine: str) -> counters.Phase:
         return counters.Phase(names, engine)
+
+
+def _copies(sources: List[str], dests: List[str], opts: SetOptions) -> SetResult:
+    """Each source copied to its destination (folders made), timed; fsynced after the window, as an object
+    store's downloads are."""
+    if opts.before_window is not None:
+        opts.before_window()
+    wall, m0 = time.time(), time.monotonic_ns()
+    for src, dst in zip(sources, dests):
+        os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
+        shutil.copyfile(src, dst)
+    m1 = time.monotonic_ns()
+    for dst in dests:
+        fd = os.open(dst, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    nbytes = sum(os.path.getsize(d) for d in dests)
+    return SetResult(
+        bytes=nbytes,
+        bytes_issued=nbytes,
+        wall_start_s=wall,
+        m0=m0,
+        m1=m1,
+        prepare_s=0.0,
+        io_s=(m1 - m0) / 1e9,
+        io_window_s=(m1 - m0) / 1e9,
+        fsync_s=(time.monotonic_ns() - m1) / 1e9,
+        engine="copy",
+        direct=False,
+        threads=1,
+        qd=1,
+        transfer_size=opts.transfer,
+        cache="kept",
+    )

@@ -72,8 +72,6 @@ class Stage:
         """The files ``paths`` under ``folder`` made from what ``root`` keeps, timed; None where they are there."""
         if not self.staged:
             return None
-        for p in paths:
-            os.makedirs(os.path.dirname(p), exist_ok=True)
         return self.backend.download_files(self.names(paths), sizes, paths, opts)
 
 

@@ -317,7 +317,9 @@ class S3Backend(Backend):
     def download_files(
         self, names: Sequence[str], sizes: Sequence[int], paths: Sequence[str], opts: SetOptions
     ) -> SetResult:
-        """Range GETs written into the files as they arrive (worker_files.task_get_files)."""
+        """Range GETs written into the files as they arrive (worker_files.task_get_files), their folders made."""
+        for p in paths:
+            os.makedirs(os.path.dirname(p) or ".", exist_ok=True)
         threads = opts.threads or MAX_SET_THREADS
         task = {
             "task": "get_files",
