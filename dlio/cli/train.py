@@ -294,6 +294,8 @@ def verify(data_folder, overrides, workload_name, config_file, sets, scale) -> N
     from dlio.dataset import stored
     from dlio.dataset import verify as verify_mod
     from dlio.dataset.spec import dataset_spec
+    from dlio.storage import staging
+    from dlio.storage.base import SCAN
     from dlio.train import session
 
     extra = [f"dataset.data_folder={data_folder}"] if data_folder else []
@@ -301,9 +303,10 @@ def verify(data_folder, overrides, workload_name, config_file, sets, scale) -> N
     spec = dataset_spec(cfg)
     comm = mpi.world()
     ds = session.prepare_storage(cfg, spec, comm, _err, checkpoints=False)
-    if ds.local and not os.path.isdir(spec.data_folder):
+    folder, found = staging.local_copy(ds.backend, ds.root, stored.manifest_names(spec))
+    if not os.path.isdir(folder):
         raise DlioError(f"{spec.data_folder}: no such dataset folder")
-    if not ds.local and not all(ds.backend.local_view(ds.root, stored.manifest_names(spec))[1]):
+    if not ds.backend.has(SCAN) and not all(found):  # files made elsewhere can be scanned, objects not
         raise DlioError(f"{ds.root}: no dataset there (no manifest): generate it first")
     checked, problems, note = verify_mod.verify_stored(ds)
     if note:

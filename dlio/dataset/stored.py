@@ -21,8 +21,8 @@ from dlio.dataset import gen_stream
 from dlio.dataset.generate import generate as generate_in_place
 from dlio.dataset.mismatch import check_dataset_matches
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, dataset_bytes, file_paths
-from dlio.storage import backend_for
-from dlio.storage.base import IN_PLACE, LOCAL, SCAN, Backend
+from dlio.storage import backend_for, staging
+from dlio.storage.base import IN_PLACE, SCAN, Backend
 
 SPLITS = ("train", "valid")
 
@@ -34,11 +34,6 @@ class StoredDataset:
     backend: Backend
     root: str  # the backend's name of the data folder (a path, or s3://BUCKET/PREFIX/)
     spec: DatasetSpec
-
-    @property
-    def local(self) -> bool:
-        """Its names are local paths (cheap to stat, generation rates measured here apply)."""
-        return self.backend.has(LOCAL)
 
 
 def stored(cfg: Config, spec: DatasetSpec, backend: Optional[Backend] = None) -> StoredDataset:
@@ -52,7 +47,7 @@ def manifest_names(spec: DatasetSpec) -> List[str]:
 
 def planning_spec(ds: StoredDataset) -> DatasetSpec:
     """The spec whose data folder holds the manifests locally (the data folder itself on files)."""
-    folder, _ = ds.backend.local_view(ds.root, [] if ds.local else manifest_names(ds.spec))
+    folder, _ = staging.local_copy(ds.backend, ds.root, manifest_names(ds.spec))
     return dataclasses.replace(ds.spec, data_folder=folder)
 
 
@@ -64,7 +59,7 @@ def names(ds: StoredDataset, planning: DatasetSpec, split: str) -> List[str]:
 def present(ds: StoredDataset) -> bool:
     """Every file of both splits is there (a cheap check: the first and last of each split on files, one
     listing on an object store); where a dataset cannot be scanned in place, its manifests too."""
-    folder, found = ds.backend.local_view(ds.root, [] if ds.backend.has(SCAN) else manifest_names(ds.spec))
+    folder, found = staging.local_copy(ds.backend, ds.root, [] if ds.backend.has(SCAN) else manifest_names(ds.spec))
     if not all(found):
         return False
     planning = dataclasses.replace(ds.spec, data_folder=folder)

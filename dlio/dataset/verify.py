@@ -18,6 +18,7 @@ from dlio.dataset import stored
 from dlio.dataset.formats import get_format
 from dlio.dataset.manifest import file_crc, load_saved, read_manifest_file
 from dlio.dataset.spec import DIALECT_FORMATS, DIALECTS, DatasetSpec, file_dims, file_paths
+from dlio.storage import staging
 
 FETCH_BYTES = 1 << 30  # an object store's files are fetched and checked about this much at a time
 
@@ -46,7 +47,7 @@ def as_generated(spec: DatasetSpec) -> Tuple[DatasetSpec, Optional[str]]:
 def verify_stored(ds: "stored.StoredDataset", checksums: bool = True, log=None) -> Tuple[int, List, Optional[str]]:
     """verify() of a dataset where its backend keeps it: (files checked, problems, note)."""
     spec, note = as_generated(stored.planning_spec(ds))
-    if ds.local:
+    if staging.in_place(ds.backend, ds.root) is not None:  # the files are checked where they lie, no copy
         checked, problems = verify(spec, checksums, log)
         return checked, problems, note
     fmt = get_format(spec.format)
@@ -60,15 +61,11 @@ def verify_stored(ds: "stored.StoredDataset", checksums: bool = True, log=None) 
             batch = list(range(start, min(n, start + batch_files)))
             local = [q for i in batch for q in (*fmt.companions(paths[i], spec), paths[i])]
             rels = [os.path.relpath(q, spec.data_folder) for q in local]
-            ds.backend.local_view(ds.root, rels)  # fetched; an object that is not there stays missing
+            staging.local_copy(ds.backend, ds.root, rels)  # fetched; an object that is not there stays missing
             c, found = verify(spec, checksums, log, split=split, only=batch)
             checked += c
             problems += [(name_of.get(path, path), what) for path, what in found]
-            for q in local:
-                try:
-                    os.unlink(q)
-                except OSError:
-                    pass
+            staging.discard_copy(ds.backend, ds.root, spec.data_folder, rels)
     return checked, problems, note
 
 

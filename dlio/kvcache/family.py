@@ -21,9 +21,9 @@ from dlio.kvcache.check import OPTIONS
 from dlio.kvcache.models import resolve_model
 from dlio.kvcache.plan import Plan, client_seed, plan_lines, synthetic_plan
 from dlio.kvcache.settings import KvSettings, settings
-from dlio.kvcache.store import Store
+from dlio.kvcache.store import store_for
 from dlio.kvcache.traces import trace_plan
-from dlio.storage.base import LOCAL
+from dlio.storage.base import DIRECT
 from dlio.system import output
 from dlio.system.execute import pending
 from dlio.system.host import iso
@@ -34,10 +34,6 @@ def plan_for(s: KvSettings, rank: int, trial: int) -> Plan:
     return trace_plan(s) if s.trace else synthetic_plan(s, rank, trial)
 
 
-def rank_folder(s: KvSettings, rank: int) -> str:
-    return os.path.join(s.cache_dir, f"rank_{rank}")
-
-
 def _trace_path(path: str, rank: int, trial: int, ranks: int, trials: int) -> str:
     if ranks == 1 and trials == 1:
         return path
@@ -45,10 +41,11 @@ def _trace_path(path: str, rank: int, trial: int, ranks: int, trials: int) -> st
     return f"{base}.rank{rank}.trial{trial}{ext}"
 
 
-def describe(s: KvSettings, plan: Plan, folder: str, ranks: int, local: bool = True) -> List[str]:
+def describe(s: KvSettings, plan: Plan, folder: str, ranks: int, relayed: bool = False) -> List[str]:
+    """relayed: the entries are objects the C relay store reaches (no free space to read)."""
     alloc = s.max_concurrent_allocs or "unlimited"
-    free = "95% of the free space" if local else "unlimited"
-    relayed = not local and s.io_mode != "null"
+    free = "unlimited" if relayed else "95% of the free space"
+    relayed = relayed and s.io_mode != "null"
     out = [
         f"kvcache: model {s.model.name} ({s.bytes_per_token:,} B/token), {s.users} users x {ranks} rank(s), "
         f"{s.workers} workers, {alloc} concurrent allocations, {s.duration_s:g} s x {s.trials} trial(s), "
@@ -92,8 +89,7 @@ class KvRun:
         backend.check_config(cfg)
         self.ctx, self.cfg, self.comm, self.backend = ctx, cfg, comm, backend
         self.s = s = settings(cfg)
-        self.local = local = backend.has(LOCAL)
-        if not local and s.io_mode == "direct":
+        if s.io_mode == "direct" and not backend.has(DIRECT):
             backend.refuse(
                 "kvcache.io_mode",
                 "direct",
@@ -101,9 +97,10 @@ class KvRun:
                 "PUTs and GETs",
                 "leave kvcache.io_mode out (compat)",
             )
-        self.root = s.cache_dir if local else backend.folder_root(cfg, "kvcache.cache_dir")
+        self.root = backend.folder_root(cfg, "kvcache.cache_dir")
+        self.store = store_for(backend, self.root, comm.rank)  # makes no request
         self.plan0 = plan_for(s, comm.rank, 0)
-        self.lines = describe(s, self.plan0, self.root, comm.size, local)
+        self.lines = describe(s, self.plan0, self.root, comm.size, self.store.relayed)
         self.started = ""
 
     def describe(self) -> List[str]:
@@ -114,13 +111,12 @@ class KvRun:
         claimed in prepare, where a refusal names the rank."""
 
     def check_access(self) -> None:
-        if not self.local:  # a cache folder is checked by each rank as it claims it (prepare)
-            self.backend.check_access([self.root], create=self.cfg.dlio_fast.create_bucket)
+        # a cache folder has nothing to reach: each rank checks its own as it claims it (prepare)
+        self.backend.check_access([self.root], create=self.cfg.dlio_fast.create_bucket)
 
     def prepare(self, folder: str) -> None:
-        s, comm, backend = self.s, self.comm, self.backend
-        cache = rank_folder(s, comm.rank) if self.local else backend.join(self.root, f"rank_{comm.rank}") + "/"
-        self.store = store = Store(backend, cache, self.local)
+        s, comm, store = self.s, self.comm, self.store
+        cache = store.where
 
         def claim() -> None:
             try:
@@ -214,7 +210,7 @@ def status_ticker(s: KvSettings, trial: int, progress: Any) -> Optional[Callable
 
 
 def _trial(
-    s: KvSettings, plan: Plan, store: Store, comm: Any, trial: int, echo: Callable[[str], None], progress: Any
+    s: KvSettings, plan: Plan, store: Any, comm: Any, trial: int, echo: Callable[[str], None], progress: Any
 ) -> Tuple[Optional[Dict[str, Any]], Optional[BaseException]]:
     cache = store.where
     capacity = store.capacity(s)
@@ -252,9 +248,7 @@ def _trial(
     rec["exact"] = metrics.exact(rec)
     c = result["counts"]
     written = c["storage_write_bytes"] + c["demote_bytes"]
-    rec["attestation"] = (
-        attest.attest(s.io_mode, win, result["store"], written) if store.local else attest.object_store(written)
-    )
+    rec["attestation"] = store.attestation(s, win, result, written)
     x = rec["exact"]
     echo(
         f"trial {trial}: {x['requests']:,} requests, storage read {x['storage_read_gibps']:.3f} GiB/s, write "

@@ -1,77 +1,101 @@
-"""Where one rank's KV entries live, on the run's storage backend: a folder the C core's file stores
-write (kvcache.cache_dir/rank_N), or an object prefix (s3://BUCKET/<cache_dir>/rank_N/) that the C core's
-relay store reaches through the backend's helper process (Backend.kv_relay), the C engine still deciding
-and timing every request. Emptied of the run's entries before the run and after each trial, as the
-reference empties its folder.
+"""Where one rank's KV entries live, on the run's storage backend (dlio.storage.staging.kv_place): a
+folder the C core's file stores write (kvcache.cache_dir/rank_N), or an object prefix
+(s3://BUCKET/<cache_dir>/rank_N/) that the C core's relay store reaches through the backend's helper
+process (Backend.kv_relay), the C engine still deciding and timing every request. Emptied of the run's
+entries before the run and after each trial, as the reference empties its folder.
+
+The two stores differ where the C core does: which C store runs (a file store checked against the folder,
+or the relay, whose slots must fit in memory), the free space the storage tier may use, and what the
+trial's attestation can say.
 """
 
 from __future__ import annotations
 
-import glob
-import os
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from dlio.base.errors import DlioError, DlioRunError
-from dlio.kvcache import engine
+from dlio.kvcache import attest, engine
 from dlio.kvcache.plan import Plan
 from dlio.kvcache.settings import KvSettings
+from dlio.storage import staging
 from dlio.storage.base import Backend
 from dlio.system import counters
 
-OBJECT_STORE_WHY = "an object store: no page cache on the client, and its devices are not visible from it"
+ENTRIES = "kv_*.npy"  # the files a run leaves: the reference empties its folder the same way
 
 
-def clear_entries(folder: str) -> None:
-    """Remove the entries a run leaves (kv_*.npy): the reference empties its folder the same way."""
-    for p in glob.glob(os.path.join(folder, "kv_*.npy")):
-        try:
-            os.unlink(p)
-        except FileNotFoundError:
-            pass
+class FolderStore:
+    """The C core's file stores (kvcache.io_mode compat, direct, null) in a folder on this host."""
 
+    relayed = False
 
-class Store:
-    def __init__(self, backend: Backend, where: str, local: bool) -> None:
-        self.backend, self.where, self.local = backend, where, local
+    def __init__(self, backend: Backend, place: Any) -> None:
+        self.backend, self.place, self.where = backend, place, place.where
 
     def prepare(self, s: KvSettings, largest: int) -> None:
-        """Before any trial: the place exists and holds no entry, and the store can run there."""
-        if self.local:
-            os.makedirs(self.where, exist_ok=True)
-            clear_entries(self.where)
-            engine.check_store(s, self.where, largest)
-            return
+        """Before any trial: the folder exists and holds no entry, and the store can run there."""
+        self.place.claim(ENTRIES)
+        engine.check_store(s, self.where, largest)
+
+    def capacity(self, s: KvSettings) -> Optional[int]:
+        """The storage tier's bytes (engine.storage_capacity: as configured, else of the folder's free space)."""
+        return engine.storage_capacity(s, self.where)
+
+    def relay(self, s: KvSettings, plan: Plan) -> Any:
+        return None
+
+    def target(self) -> Optional[counters.Target]:
+        return self.place.target()
+
+    def clear(self, failure: Optional[BaseException]) -> Optional[BaseException]:
+        """After a trial: its entries removed."""
+        self.place.empty(ENTRIES)
+        return failure
+
+    def attestation(self, s: KvSettings, win: Any, result: Dict[str, Any], written: int) -> Dict[str, Any]:
+        return attest.attest(s.io_mode, win, result["store"], written)
+
+
+class RelayStore:
+    """The C core's relay store: every request a PUT, GET or DELETE through the backend's helper process
+    (none for kvcache.io_mode null, which measures the relay's own cost)."""
+
+    relayed = True
+
+    def __init__(self, backend: Backend, place: Any) -> None:
+        self.backend, self.place, self.where = backend, place, place.where
+
+    def prepare(self, s: KvSettings, largest: int) -> None:
+        """Before any trial: the relay's slots fit in memory, and the prefix holds no object."""
         engine.check_ram_tier(s)
         if s.io_mode != "null":
             engine.check_relay(s, largest)
-            self.backend.remove_tree(self.where)
+            self.place.claim(ENTRIES)
 
     def capacity(self, s: KvSettings) -> Optional[int]:
-        """The storage tier's bytes: a folder's as engine.storage_capacity; an object store's as
-        configured, else unlimited (it has no free space to read)."""
-        if self.local:
-            return engine.storage_capacity(s, self.where)
+        """As configured, else unlimited (an object store has no free space to read)."""
         return (s.storage_capacity or None) if s.io_mode != "null" else None
 
     def relay(self, s: KvSettings, plan: Plan) -> Any:
-        """An object store's helper for one trial (None on files, and for the null store)."""
-        if self.local or s.io_mode == "null":
-            return None
-        return self.backend.kv_relay(self.where, s.workers, engine.relay_slot(s, plan))
+        """The helper for one trial (None for the null store)."""
+        return None if s.io_mode == "null" else self.place.relay(s.workers, engine.relay_slot(s, plan))
 
     def target(self) -> Optional[counters.Target]:
-        """What the trial's counters look at: the folder's device, or nothing countable (an object store)."""
-        if self.local:
-            return None
-        return counters.Target(self.where, "s3", "object store", "none", why=OBJECT_STORE_WHY)
+        return self.place.target()
 
     def clear(self, failure: Optional[BaseException]) -> Optional[BaseException]:
-        """After a trial: its entries removed. A failure to remove them is the run's, unless it failed already."""
-        if self.local:
-            clear_entries(self.where)
-            return failure
+        """After a trial: its objects removed. A failure to remove them is the run's, unless it failed already."""
         try:
-            self.backend.remove_tree(self.where)
+            self.place.empty(ENTRIES)
         except (DlioError, DlioRunError) as e:
             return failure or DlioRunError(f"{self.where}: the trial's objects were not removed ({e})")
         return failure
+
+    def attestation(self, s: KvSettings, win: Any, result: Dict[str, Any], written: int) -> Dict[str, Any]:
+        return attest.object_store(written)
+
+
+def store_for(backend: Backend, root: str, rank: int) -> Any:
+    """A rank's store under ``root`` (kvcache.cache_dir as the backend places it)."""
+    place = staging.kv_place(backend, root, rank)
+    return (RelayStore if place.relayed else FolderStore)(backend, place)

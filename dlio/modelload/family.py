@@ -25,7 +25,6 @@ from dlio import _core
 from dlio.base.errors import ConfigError, DlioRunError, Interrupted
 from dlio.base.units import fmt_bytes
 from dlio.config import Config
-from dlio.config.engines import S3_ENGINE
 from dlio.family import Family, RunContext
 from dlio.modelload import figures, prefetch
 from dlio.modelload.models import Model, model_of
@@ -55,10 +54,9 @@ MODES: Dict[str, Tuple[str, bool, bool]] = {
 def engine_of(cfg: Config, backend: Backend, mode: str) -> Tuple[str, bool, int]:
     """(engine, O_DIRECT, queue depth) of read mode ``mode`` on this backend."""
     ml = cfg.model_load
-    if not backend.has(FILE_ENGINES):
-        return S3_ENGINE, False, 1
-    engine, direct, deep = MODES[mode]
-    return engine, direct, ml.qd if deep else 1
+    wanted, direct, deep = MODES[mode]
+    engine, direct = backend.engine_for(wanted, direct)
+    return engine, direct, ml.qd if deep and engine == wanted else 1  # the backend's own client: one at a time
 
 
 def check(cfg: Config, comm_size: int, backend: Backend, mode: str) -> int:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
-from dlio.config.engines import S3_ENGINE
 from dlio.modelload.shards import INDEX, Shard
-from dlio.storage.base import LOCAL, Backend, SetContent, SetOptions
+from dlio.storage import staging
+from dlio.storage.base import STAT, Backend, SetContent, SetOptions
 
 WRITE_TRANSFER = 16 << 20
 
@@ -33,7 +33,7 @@ class StoredModel:
 
     def present(self) -> bool:
         """The index is there with this model's text, and so is every shard (of its size on files)."""
-        folder, found = self.backend.local_view(self.root, [INDEX])
+        folder, found = staging.local_copy(self.backend, self.root, [INDEX])
         if not found[0]:
             return False
         with open(os.path.join(folder, INDEX), "rb") as f:
@@ -41,7 +41,7 @@ class StoredModel:
                 return False
         if not self.backend.exist(self.names):
             return False
-        if self.backend.has(LOCAL):
+        if self.backend.has(STAT):  # sizes cost nothing to read here; an object store's listing is enough
             return all(os.path.getsize(p) == n for p, n in zip(self.names, self.sizes))
         return True
 
@@ -68,5 +68,5 @@ class StoredModel:
         comm.barrier()
 
     def _options(self) -> SetOptions:
-        engine = "posix" if self.backend.has(LOCAL) else S3_ENGINE
-        return SetOptions(engine=engine, direct=False, qd=1, transfer=WRITE_TRANSFER, fsync=True)
+        engine, direct = self.backend.engine_for("posix")
+        return SetOptions(engine=engine, direct=direct, qd=1, transfer=WRITE_TRANSFER, fsync=True)

@@ -29,7 +29,8 @@ IN_PLACE = "in-place writes"  # a file is written where it stays (objects are PU
 SCAN = "scan"  # a dataset made elsewhere (no manifest) can be scanned where it lies
 C_STEP_HOOK = "C step hook"  # the trainer can call a C function per step (the MPI barrier) without the GIL
 FSYNC = "fsync"  # writes can be made durable by the client (fsync)
-LOCAL = "local"  # names are paths on this host: cheap to stat, and rates measured here apply to them
+STAT = "stat"  # a name's presence and size are read on this host, without a request (a dry run may look)
+SPLIT_READS = "split reads"  # a long read goes out as requests of a bounded size (an object's range is one GET)
 BUCKETS = "buckets"  # places that must exist before anything is written, made on request (--create-bucket)
 
 
@@ -161,7 +162,17 @@ class Backend:
                 "leave --trace out",
             )
 
+    def engine_for(self, file_engine: str, direct: bool = False) -> Tuple[str, bool]:
+        """(engine word, O_DIRECT) of a job's requests that would go through ``file_engine``: that engine
+        where the C engines issue the requests (FILE_ENGINES), else the backend's own client."""
+        raise NotImplementedError
+
     # ---- names ----
+    def local_path(self, name: str) -> Optional[str]:
+        """The path on this host that ``name`` is, where a job can work on it in place; None where the
+        bytes live elsewhere, so that working on them takes a copy (dlio.storage.staging)."""
+        raise NotImplementedError
+
     def dataset_root(self, cfg: Config) -> str:
         """Where the dataset lives: a folder, or an s3://BUCKET/PREFIX/ URI."""
         raise NotImplementedError
@@ -236,7 +247,7 @@ class Backend:
         be ``mmap`` (the pages of each range touched), buffered, O_DIRECT or io_uring on files."""
         raise NotImplementedError
 
-    # ---- local copies: a job that works on local files kept in the store (without LOCAL) ----
+    # ---- local copies: a job that works on local files kept elsewhere (no local_path; dlio.storage.staging) ----
     def upload_files(self, names: Sequence[str], paths: Sequence[str], opts: SetOptions) -> SetResult:
         """Local files ``paths`` (made on this host) stored whole as ``names``, timed."""
         raise NotImplementedError
@@ -250,7 +261,7 @@ class Backend:
         raise NotImplementedError
 
     def kv_relay(self, root: str, workers: int, slot_len: int, null: bool = False) -> Any:
-        """Objects the C core has no client for (no LOCAL): the helper process of one C run of the relay
+        """Objects the C core has no client for (no local_path): the helper process of one C run of the relay
         KV store (src/dlio_core/kvcache/relay.c), its objects under ``root``, one slot of ``slot_len``
         bytes per C worker; ``null``: replies without requests (the relay's own cost). It has ``paths``
         (for _core.KvRun's relay=), ``watch(run)`` (the deadline, while the run goes), ``finish()`` (the

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any, List, Sequence, Tuple
+import time
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -31,12 +32,16 @@ class FileBackend(Backend):
             base.SCAN,
             base.C_STEP_HOOK,
             base.FSYNC,
-            base.LOCAL,
+            base.STAT,
+            base.SPLIT_READS,
         }
     )
 
     def engine_spec(self, cfg: Config, checkpoint: bool = False) -> Tuple[str, bool]:
         return engines.engine_spec(cfg, checkpoint)
+
+    def engine_for(self, file_engine: str, direct: bool = False) -> Tuple[str, bool]:
+        return file_engine, direct
 
     def check_config(self, cfg: Config) -> None:
         super().check_config(cfg)
@@ -57,7 +62,7 @@ class FileBackend(Backend):
 
     def folder_root(self, cfg: Config, key: str) -> str:
         section, name = key.split(".", 1)
-        return os.path.abspath(getattr(getattr(cfg, section), name))
+        return getattr(getattr(cfg, section), name)  # as the config gives it: the messages name it so
 
     def kv_relay(self, root: str, workers: int, slot_len: int, null: bool = False) -> Any:
         self.refuse(
@@ -66,6 +71,9 @@ class FileBackend(Backend):
             "no relay: the C core's file stores write and read files themselves",
             "run the KV cache with kvcache.io_mode compat or direct",
         )
+
+    def local_path(self, name: str) -> Optional[str]:
+        return name
 
     def join(self, root: str, *parts: str) -> str:
         return os.path.join(root, *parts)
@@ -119,6 +127,23 @@ class FileBackend(Backend):
     def read_ranges(self, names: Sequence[str], sizes: Sequence[int], ops: np.ndarray, opts: SetOptions) -> SetResult:
         return file_sets.read_ranges(names, sizes, ops, opts)
 
+    # ---- local copies: never needed for files (dlio.storage.staging works on them in place), but whole ----
+    def upload_files(self, names: Sequence[str], paths: Sequence[str], opts: SetOptions) -> SetResult:
+        return _copies(list(paths), list(names), opts)
+
+    def download_files(
+        self, names: Sequence[str], sizes: Sequence[int], paths: Sequence[str], opts: SetOptions
+    ) -> SetResult:
+        return _copies(list(names), list(paths), opts)
+
+    def uploader(self, root: str, multipart_min: Optional[int] = None) -> Any:
+        self.refuse("storage.storage_type", self.name, "a dataset is generated where it stays", "generate in place")
+
+    def io_bench(self, root: str) -> Any:
+        self.refuse(
+            "storage.storage_type", self.name, "the io grid's file points are the C core's own", "run them as files"
+        )
+
     def drop_cache(self, names: Sequence[str], mode: str) -> str:
         """keep; drop each file's pages (checked with mincore); drop-all the host's cache (root)."""
         if mode == "drop":
@@ -129,3 +154,39 @@ class FileBackend(Backend):
 
     def phase(self, names: Sequence[str], engine: str) -> counters.Phase:
         return counters.Phase(names, engine)
+
+
+def _copies(sources: List[str], dests: List[str], opts: SetOptions) -> SetResult:
+    """Each source copied to its destination (folders made), timed; fsynced after the window, as an object
+    store's downloads are."""
+    if opts.before_window is not None:
+        opts.before_window()
+    wall, m0 = time.time(), time.monotonic_ns()
+    for src, dst in zip(sources, dests):
+        os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
+        shutil.copyfile(src, dst)
+    m1 = time.monotonic_ns()
+    for dst in dests:
+        fd = os.open(dst, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    nbytes = sum(os.path.getsize(d) for d in dests)
+    return SetResult(
+        bytes=nbytes,
+        bytes_issued=nbytes,
+        wall_start_s=wall,
+        m0=m0,
+        m1=m1,
+        prepare_s=0.0,
+        io_s=(m1 - m0) / 1e9,
+        io_window_s=(m1 - m0) / 1e9,
+        fsync_s=(time.monotonic_ns() - m1) / 1e9,
+        engine="copy",
+        direct=False,
+        threads=1,
+        qd=1,
+        transfer_size=opts.transfer,
+        cache="kept",
+    )

@@ -28,7 +28,7 @@ from dlio.dataset.spec import dataset_spec
 from dlio.report import metrics
 from dlio.report.dlio import host as dlio_host
 from dlio.report.result import BlockFigures, CheckpointRecord, RankRecord, new_rank_record
-from dlio.storage.base import C_STEP_HOOK, LOCAL, PAGE_CACHE, TrainOptions
+from dlio.storage.base import C_STEP_HOOK, PAGE_CACHE, SPLIT_READS, STAT, TrainOptions
 from dlio.system.execute import execute_partial, interruptible
 from dlio.system.host import iso
 from dlio.system.mpi import Comm
@@ -96,7 +96,7 @@ class Trainer:
             path_folders=self.spec.num_subfolders(split) if self.cfg.dlio_fast.file_order == "path" else 0,
             transfer_size=r.transfer_size or planner.TF_BUFFER,
             # an object store gets one GET per object or per sample range: no splitting into 4 MiB reads
-            max_transfer=planner.MAX_TRANSFER if self.backend.has(LOCAL) else 1 << 62,
+            max_transfer=planner.MAX_TRANSFER if self.backend.has(SPLIT_READS) else 1 << 62,
             readers=max(1, r.read_threads),
         )
 
@@ -282,7 +282,7 @@ def _prepare(tr: Trainer, rank_rec: RankRecord) -> _Splits:
     skip = cfg.dlio_fast.skip_bad_files
     # the manifests in a local view (the data folder itself on files); names are the backend's
     spec = stored.planning_spec(data)
-    local = tr.backend.has(LOCAL)  # files are stat'ed against the manifest; objects were listed
+    local = tr.backend.has(STAT)  # files are stat'ed against the manifest; objects were listed
     layout, bad = layout_for(spec, "train", no_io, skip, stat_files=local)
     paths = stored.names(data, spec, "train")
     layout_eval, paths_eval = None, []

@@ -13,7 +13,7 @@ from dlio.dataset.gen_rate import estimate_text
 from dlio.dataset.spec import DatasetSpec, dataset_bytes
 from dlio.report.result import RankRecord, RunResult, build_result
 from dlio.storage import backend_for
-from dlio.storage.base import Backend
+from dlio.storage.base import STAT, Backend
 from dlio.system import host
 from dlio.system.host import host_info
 from dlio.system.mpi import Comm
@@ -60,7 +60,7 @@ def _dataset_lines(cfg: Config, spec: DatasetSpec, comm_size: int) -> List[str]:
     nbytes = dataset_bytes(spec)
     total = spec.num_files_train * spec.num_samples_per_file
     # a dry run sends no request: an object store is not listed, and a rate measured here is not its rate
-    if ds.local:
+    if ds.backend.has(STAT):
         present = "present" if stored.present(ds) else "missing: run generates it"
         eta = estimate_text(spec, nbytes, spec.num_files_train + spec.num_files_eval)
     else:

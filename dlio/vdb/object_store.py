@@ -1,4 +1,4 @@
-"""The index kept in an object store (a backend without LOCAL: S3), searched from a local copy, as Milvus does.
+"""The index kept in an object store (names that are not local paths: S3), searched from a local copy, as Milvus does.
 
 Milvus's index node builds a segment's index on its local disk and uploads every file to the object store
 (MinIO/S3); at load the query node downloads the segment's files into a local folder and searches them there
@@ -27,8 +27,8 @@ from dlio.base.errors import ConfigError, DlioError
 from dlio.base.units import fmt_bytes
 from dlio.config import Config
 from dlio.report.verdict import classify
-from dlio.storage import backend_for
-from dlio.storage.base import LOCAL, Backend, SetOptions
+from dlio.storage import backend_for, staging
+from dlio.storage.base import SetOptions
 from dlio.system.output import write_json
 from dlio.vdb.config import VdbSpec
 from dlio.vdb.store import MANIFEST, LocalStore, file_sizes
@@ -44,23 +44,16 @@ class ObjectStore:
 
     remote = True  # present() makes requests: a dry run does not ask
 
-    def __init__(self, cfg: Config, backend: Backend, spec: VdbSpec, medoid: int) -> None:
-        self.backend = backend
+    def __init__(self, cfg: Config, stage: staging.Stage, spec: VdbSpec, medoid: int) -> None:
+        self.backend = backend = stage.backend
+        self.stage = stage
         self.create_bucket = bool(cfg.dlio_fast.create_bucket)
         self.engine = backend.engine_spec(cfg)[0]  # the object store's client (the phases' counters)
-        if "://" in str(cfg.vdb.index_folder):
-            raise ConfigError(
-                f"vdb.index_folder = {cfg.vdb.index_folder}: it is both the prefix in the bucket and the local folder "
-                "the search's copy goes beside; give a path (storage.storage_root names the bucket)",
-                "vdb.index_folder",
-                cfg.vdb.index_folder,
-            )
-        name = os.path.basename(spec.folder)
-        self.root = backend.join(backend.folder_root(cfg, "vdb.index_folder"), name)
-        self.copy = LocalStore(dataclasses.replace(spec, folder=spec.folder + COPY_SUFFIX), medoid)
+        self.root = stage.root
+        self.copy = LocalStore(dataclasses.replace(spec, folder=stage.folder), medoid)
         self.spec = self.copy.spec
         self.files = file_sizes(self.spec)
-        self.names = backend.names(self.root, self.copy.folder, [p for p, _ in self.files])
+        self.names = stage.names([p for p, _ in self.files])
         self.manifest = backend.join(self.root, MANIFEST)
         self.fetch_bytes = sum(n for _, n in self.files)  # the load phase downloads the whole index
         self._checked = False
@@ -78,7 +71,7 @@ class ObjectStore:
         """The manifest object says this very index (layout, medoid, sizes) and every object is there. The
         manifest is PUT after every index object, so a cut-short upload has none."""
         self.check()
-        folder, found = self.backend.local_view(self.root, [MANIFEST])
+        folder, found = staging.local_copy(self.backend, self.root, [MANIFEST])
         if not found[0]:
             return False
         try:
@@ -95,11 +88,10 @@ class ObjectStore:
         staged = self.copy.write(on_tick)
         paths = [p for p, _ in self.files]
         phase = self.backend.phase(self.names, self.engine)
-        res = self.backend.upload_files(
-            self.names, paths, SetOptions(engine="", direct=False, qd=1, threads=UPLOAD_THREADS)
-        )
+        res = self.stage.upload(paths, SetOptions(engine="", direct=False, qd=1, threads=UPLOAD_THREADS))
+        assert res is not None  # staged (store_for): the files go up
         counters = phase.end(res.bytes, len(paths), None, res.threads, write=True)
-        self.backend.upload_files([self.manifest], [self.copy.manifest], SetOptions(engine="", direct=False, qd=1))
+        self.stage.upload([self.copy.manifest], SetOptions(engine="", direct=False, qd=1))
         self._remove_copy()  # the load downloads it: nothing of the build is searched
         return {
             "phase": "build",
@@ -141,15 +133,13 @@ class ObjectStore:
         search then reads those local files."""
         self._check_space()
         paths = [p for p, _ in self.files]
-        for p in paths:
-            os.makedirs(os.path.dirname(p), exist_ok=True)
         phase = self.backend.phase(self.names, self.engine)
-        res = self.backend.download_files(
-            self.names,
-            [n for _, n in self.files],
+        res = self.stage.download(
             paths,
+            [n for _, n in self.files],
             SetOptions(engine="", direct=False, qd=QD, threads=THREADS, transfer=TRANSFER, on_bytes=on_bytes),
         )
+        assert res is not None  # staged (store_for): the files come down
         requests = sum(-(-n // TRANSFER) for _, n in self.files)
         counters = phase.end(res.bytes, requests, None, res.threads)
         # the copy is the index: its manifest says so (a local run pointed at the copy would keep it)
@@ -182,10 +172,11 @@ class ObjectStore:
 
 
 def store_for(cfg: Config, spec: VdbSpec, medoid: int) -> Any:
-    """The store of the config's storage backend: its files searched in place where its names are local
-    paths (LOCAL), else the index kept as objects and searched from a downloaded copy (ObjectStore)."""
+    """The store of the config's storage backend: its files searched in place where the index folder is a
+    local folder (LocalStore), else the index kept as objects and searched from a downloaded copy
+    (ObjectStore), which goes beside the index's local name: <vdb.index_folder>/<index>.s3-copy."""
     backend = backend_for(cfg)
-    if backend.has(LOCAL):
+    if staging.in_place(backend, spec.folder) is not None:
         return LocalStore(spec, medoid)
     word, client = cfg.dlio_fast.engine, backend.engine_spec(cfg)[0]
     if spec.engine == "null" or word == client:
@@ -196,4 +187,12 @@ def store_for(cfg: Config, spec: VdbSpec, medoid: int) -> Any:
             "dlio_fast.engine",
             word,
         )
-    return ObjectStore(cfg, backend, spec, medoid)
+    if "://" in str(cfg.vdb.index_folder):
+        raise ConfigError(
+            f"vdb.index_folder = {cfg.vdb.index_folder}: it is both the prefix in the bucket and the local folder "
+            "the search's copy goes beside; give a path (storage.storage_root names the bucket)",
+            "vdb.index_folder",
+            cfg.vdb.index_folder,
+        )
+    root = backend.join(backend.folder_root(cfg, "vdb.index_folder"), os.path.basename(spec.folder))
+    return ObjectStore(cfg, staging.stage_and_upload(backend, root, spec.folder + COPY_SUFFIX), spec, medoid)

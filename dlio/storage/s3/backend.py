@@ -143,6 +143,9 @@ class S3Backend(Backend):
     def engine_spec(self, cfg: Config, checkpoint: bool = False) -> Tuple[str, bool]:
         return S3_ENGINE, False
 
+    def engine_for(self, file_engine: str, direct: bool = False) -> Tuple[str, bool]:
+        return S3_ENGINE, False
+
     def check_config(self, cfg: Config) -> None:
         super().check_config(cfg)
         if cfg.dlio_fast.engine != S3_ENGINE and cfg.origin("dlio_fast.engine") != "default":
@@ -176,6 +179,9 @@ class S3Backend(Backend):
 
         client.require_client()
         return KvRelay(self.settings, root, workers, slot_len, null)
+
+    def local_path(self, name: str) -> Optional[str]:
+        return None
 
     def join(self, root: str, *parts: str) -> str:
         return root.rstrip("/") + "/" + "/".join(p.strip("/") for p in parts)
@@ -312,7 +318,9 @@ class S3Backend(Backend):
     def download_files(
         self, names: Sequence[str], sizes: Sequence[int], paths: Sequence[str], opts: SetOptions
     ) -> SetResult:
-        """Range GETs written into the files as they arrive (worker_files.task_get_files)."""
+        """Range GETs written into the files as they arrive (worker_files.task_get_files), their folders made."""
+        for p in paths:
+            os.makedirs(os.path.dirname(p) or ".", exist_ok=True)
         threads = opts.threads or MAX_SET_THREADS
         task = {
             "task": "get_files",
