@@ -400,21 +400,13 @@ int dc_run_io(const struct dc_run_config *cfg, struct dc_run_result *res)
 	struct dc_run r;
 	int ret = run_prepare(&r, cfg, res, 0);
 
-	if (ret < 0) {
-		run_destroy(&r);
+	if (ret < 0)
 		return ret;
-	}
 	/* Without a runtime or a byte budget, "loop" would never end: one pass. */
 	r.loop = cfg->loop && (cfg->runtime_ns || cfg->bytes_limit);
-	for (unsigned t = 0; t < r.nworkers; t++) {
-		if (run_start(&r.b, &r.w[t].tid, NULL, io_worker, &r.w[t]))
-			break;
-		r.w[t].created = 1;
-	}
+	run_start_workers(&r, io_worker);
 	run_gate_open(&r.b, cfg->ramp_ns, cfg->runtime_ns);
-	for (unsigned t = 0; t < r.nworkers; t++)
-		if (r.w[t].created)
-			pthread_join(r.w[t].tid, NULL);
+	run_join_workers(&r);
 
 	res->t_start = r.b.t_ramp_end;
 	res->t_end = r.b.t_ramp_end;
