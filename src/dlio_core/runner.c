@@ -333,18 +333,13 @@ int worker_setup(struct dc_worker *w)
 
 void worker_teardown(struct dc_worker *w)
 {
-	if (w->eng)
-		w->run->ops->cleanup(w->eng);
-	w->eng = NULL;
-	dc_bufpool_free(&w->pool);
-	free(w->slots);
+	dc_bufpool_release(w->run->ops, &w->eng, &w->pool, &w->slots);
 	free(w->free);
 	free(w->done);
 	free(w->io_sample);
 	free(w->samples);
 	free(w->slot_fill);
 	free(w->files);
-	w->slots = NULL;
 	w->free = w->done = NULL;
 	w->io_sample = NULL;
 	w->samples = NULL;
