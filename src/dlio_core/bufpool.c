@@ -71,3 +71,14 @@ void dc_bufpool_free(struct dc_bufpool *bp)
 	bp->mem = NULL;
 	bp->size = 0;
 }
+
+void dc_bufpool_release(const struct dc_engine_ops *ops, struct dc_engine **eng,
+			struct dc_bufpool *bp, struct dc_io **slots)
+{
+	if (*eng)
+		ops->cleanup(*eng);
+	*eng = NULL;
+	dc_bufpool_free(bp);
+	free(*slots);
+	*slots = NULL;
+}

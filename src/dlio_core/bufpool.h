@@ -22,4 +22,10 @@ int dc_bufpool_init(struct dc_bufpool *bp, struct dc_io *slots, unsigned n, uint
 		    uint32_t dio_align, int fill, uint64_t seed);
 void dc_bufpool_free(struct dc_bufpool *bp);
 
+/* Release what a thread's engine instance stands on, as every run's thread leaves: the instance
+ * (ops->cleanup, where init made one), the slots' buffers and the slots (calloc'ed). *eng and
+ * *slots are NULL after. */
+void dc_bufpool_release(const struct dc_engine_ops *ops, struct dc_engine **eng,
+			struct dc_bufpool *bp, struct dc_io **slots);
+
 #endif

@@ -3,7 +3,9 @@
  */
 #ifndef DLIO_CORE_INT_H
 #define DLIO_CORE_INT_H
+#include <errno.h>
 #include <stdint.h>
+#include <unistd.h>
 #include "dlio_core/engine.h"
 #include "dlio_core/hist.h"
 
@@ -51,9 +53,53 @@ int dc_fd_info(int fd, uint64_t *size, uint32_t *mem_align, uint32_t *off_align)
 int dc_fd_open(struct dc_file *f, int write);
 int dc_fd_close(struct dc_file *f);
 
-/* fsutil.c: write all len bytes at off, retrying short writes and EINTR. 0 or -errno (-EIO when
- * the kernel writes nothing). */
-int dc_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off);
+/* The one rule of every write-it-all loop (write, pwrite, pwritev) for what one call returned: w
+ * bytes written (> 0), 0 when the call was interrupted (call again), or -errno; a call that wrote
+ * nothing is -EIO, since calling again would spin. Inline: on the per-request write paths the
+ * compiler folds the caller's own tests of the result into these. */
+static inline ssize_t dc_wrote(ssize_t w)
+{
+	if (likely(w > 0))
+		return w;
+	if (w == 0)
+		return -EIO;
+	return errno == EINTR ? 0 : -errno;
+}
+
+/* Where dc_write_full writes with write() at the file position instead of pwrite(). */
+#define DC_AT_POS (-1)
+
+/* Write all len bytes of buf: with pwrite() at off, or with write() at the file position when off
+ * is DC_AT_POS (a pipe, or the sequence of calls the KV-cache's compat mode copies). Short writes
+ * go on where they stopped. *calls, where not NULL, counts the calls that wrote. 0 or -errno.
+ * Inline: the posix engine and the KV-cache's compat put call it per request, with off's kind and
+ * calls fixed at the call site, so neither costs a test. */
+static inline int dc_write_full(int fd, const void *buf, uint64_t len, int64_t off, uint64_t *calls)
+{
+	const unsigned char *p = buf;
+
+	while (len) {
+		ssize_t w = dc_wrote(off < 0 ? write(fd, p, len) : pwrite(fd, p, len, (off_t)off));
+
+		if (w < 0)
+			return (int)w;
+		if (w == 0)
+			continue; /* interrupted */
+		if (calls)
+			(*calls)++;
+		p += w;
+		len -= (uint64_t)w;
+		if (off >= 0)
+			off += w;
+	}
+	return 0;
+}
+
+/* Write all len bytes at off (dc_write_full with pwrite). 0 or -errno. */
+static inline int dc_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off)
+{
+	return dc_write_full(fd, buf, len, (int64_t)off, NULL);
+}
 
 /* Capacity of io->buf: the runner sets cap; 0 means the header's promise, len + 2 * off_align. */
 static inline uint64_t dc_io_cap(const struct dc_io *io)

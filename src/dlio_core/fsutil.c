@@ -192,22 +192,3 @@ int dc_fd_close(struct dc_file *f)
 	f->fd = -1;
 	return ret;
 }
-
-int dc_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off)
-{
-	const unsigned char *p = buf;
-	while (len) {
-		ssize_t w = pwrite(fd, p, len, (off_t)off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (w == 0)
-			return -EIO;
-		p += w;
-		off += (uint64_t)w;
-		len -= (uint64_t)w;
-	}
-	return 0;
-}

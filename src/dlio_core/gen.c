@@ -289,14 +289,9 @@ static int flush_to(struct emit *e, int last)
 	unsigned n = e->niov;
 	uint64_t off = e->pend_off;
 	while (n) {
-		ssize_t w = pwritev(e->fd, iov, (int)n, (off_t)off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (w == 0)
-			return -EIO;
+		ssize_t w = dc_wrote(pwritev(e->fd, iov, (int)n, (off_t)off));
+		if (w < 0)
+			return (int)w;
 		off += (uint64_t)w;
 		while (n && (size_t)w >= iov->iov_len) {
 			w -= (ssize_t)iov->iov_len;

@@ -178,8 +178,8 @@ static int trace_setup(struct dc_run *r, int train)
 	return 0;
 }
 
-int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run_result *res,
-		int train)
+static int prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run_result *res,
+		   int train)
 {
 	pthread_condattr_t ca;
 	int ret;
@@ -240,6 +240,32 @@ int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run
 		}
 	}
 	return 0;
+}
+
+int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run_result *res,
+		int train)
+{
+	int ret = prepare(r, cfg, res, train);
+
+	if (ret < 0)
+		run_destroy(r);
+	return ret;
+}
+
+void run_start_workers(struct dc_run *r, void *(*fn)(void *))
+{
+	for (unsigned t = 0; t < r->nworkers; t++) {
+		if (run_start(&r->b, &r->w[t].tid, NULL, fn, &r->w[t]))
+			break;
+		r->w[t].created = 1;
+	}
+}
+
+void run_join_workers(struct dc_run *r)
+{
+	for (unsigned t = 0; t < r->nworkers; t++)
+		if (r->w[t].created)
+			pthread_join(r->w[t].tid, NULL);
 }
 
 void run_destroy(struct dc_run *r)
@@ -307,18 +333,13 @@ int worker_setup(struct dc_worker *w)
 
 void worker_teardown(struct dc_worker *w)
 {
-	if (w->eng)
-		w->run->ops->cleanup(w->eng);
-	w->eng = NULL;
-	dc_bufpool_free(&w->pool);
-	free(w->slots);
+	dc_bufpool_release(w->run->ops, &w->eng, &w->pool, &w->slots);
 	free(w->free);
 	free(w->done);
 	free(w->io_sample);
 	free(w->samples);
 	free(w->slot_fill);
 	free(w->files);
-	w->slots = NULL;
 	w->free = w->done = NULL;
 	w->io_sample = NULL;
 	w->samples = NULL;

@@ -103,9 +103,15 @@ static inline int run_should_stop(const struct dc_run *r)
 }
 
 /* runner.c */
+/* Set up a run (train: the train shape) and its workers' shells. 0, or -errno with the error
+ * recorded and the run already destroyed. */
 int run_prepare(struct dc_run *r, const struct dc_run_config *cfg, struct dc_run_result *res,
 		int train);
 void run_destroy(struct dc_run *r);
+/* A thread per worker on fn(worker), up to the first that cannot start (run_start records it);
+ * run_join_workers waits for those that started. */
+void run_start_workers(struct dc_run *r, void *(*fn)(void *));
+void run_join_workers(struct dc_run *r);
 void worker_io_error(struct dc_worker *w, const struct dc_io *io);
 int worker_setup(struct dc_worker *w);
 void worker_teardown(struct dc_worker *w);

@@ -131,6 +131,86 @@ static int io_fsync(struct dc_worker *w, uint32_t file)
 	return ret;
 }
 
+/* Where a worker is in its share of the plan, and what ends it: the synchronous and the
+ * asynchronous loop walk it alike. */
+struct io_cursor {
+	const struct dc_op *ops;
+	uint64_t idx, first, last; /* the next request; the worker's share is [first, last) */
+	uint64_t t_ramp, t_stop;
+	const volatile int *stop;
+	int64_t budget; /* bytes claimed from the run's byte limit and not issued yet */
+	int loop, limited;
+};
+
+static inline __attribute__((always_inline)) void io_cursor_init(struct io_cursor *c,
+								 const struct dc_worker *w)
+{
+	const struct dc_run *r = w->run;
+	const struct dc_run_config *cfg = r->cfg;
+
+	c->ops = cfg->ops;
+	c->first = cfg->thread_first_op[w->id];
+	c->last = cfg->thread_first_op[w->id + 1];
+	c->idx = c->first;
+	c->t_ramp = r->b.t_ramp_end;
+	c->t_stop = r->b.t_stop;
+	c->stop = cfg->stop;
+	c->budget = 0;
+	c->loop = r->loop;
+	c->limited = cfg->bytes_limit != 0;
+}
+
+/* The next request to issue, *now its time; NULL when the worker is done: its pass is over (no
+ * loop), the run is stopped, its time is up or the byte budget spent. Checked between requests,
+ * so a stop lands within one request. Always inline: on the loops' per-request path the cursor
+ * stays in registers and the tests are the ones each loop had. */
+static inline __attribute__((always_inline)) const struct dc_op *io_next(struct io_cursor *c,
+									 struct dc_run *r,
+									 uint64_t *now)
+{
+	const struct dc_op *op;
+
+	if (unlikely(c->idx == c->last)) {
+		if (!c->loop)
+			return NULL;
+		c->idx = c->first;
+	}
+	if (unlikely((c->stop && *c->stop) || run_stopped(&r->b)))
+		return NULL;
+	*now = dc_now_ns();
+	if (unlikely(*now >= c->t_stop))
+		return NULL;
+	op = &c->ops[c->idx];
+	if (c->limited && *now >= c->t_ramp) {
+		if (c->budget <= 0 && (c->budget = io_claim(r)) <= 0)
+			return NULL;
+		c->budget -= (int64_t)op->length;
+	}
+	return op;
+}
+
+/* Fill a slot with request idx (op, on file f) and, for a write, its data, whose making is not the
+ * request's time: returns the issue time. One for the synchronous and the asynchronous loop;
+ * always inline, so it adds neither a call nor a test to their per-request path. */
+static inline __attribute__((always_inline)) uint64_t io_prepare(struct dc_worker *w,
+								 struct dc_io *io,
+								 struct dc_file *f,
+								 const struct dc_op *op,
+								 uint64_t idx, uint64_t now)
+{
+	io->file = f;
+	io->offset = op->offset;
+	io->len = op->length;
+	io->op = op->op;
+	io->user = idx;
+	if (io->op == DC_OP_WRITE) {
+		dc_prepare_write(w, io, op->file, now);
+		now = dc_now_ns();
+	}
+	io->t_issue = now;
+	return now;
+}
+
 /*
  * Synchronous engines (posix, mmap, null): one slot, the request completes inside submit(). This
  * is the loop whose cost the null engine measures, so it is kept flat: the counters live in
@@ -141,59 +221,32 @@ static inline __attribute__((always_inline)) void io_loop_sync_impl(struct dc_wo
 								    const int traced)
 {
 	struct dc_run *r = w->run;
-	const struct dc_run_config *cfg = r->cfg;
-	const struct dc_op *ops = cfg->ops;
-	const uint64_t first = cfg->thread_first_op[w->id], last = cfg->thread_first_op[w->id + 1];
-	const uint64_t t_ramp = r->b.t_ramp_end, t_stop = r->b.t_stop;
-	const int loop = r->loop, limited = cfg->bytes_limit != 0;
-	const volatile int *stop = cfg->stop;
 	int (*submit)(struct dc_engine *, struct dc_io *) = r->ops->submit;
 	struct dc_engine *eng = w->eng;
 	struct dc_file *files = w->files;
 	struct dc_hist *lat = w->lat, *wlat = w->wlat; /* reads, writes */
 	struct dc_trace_buf *const tb = w->tb;
 	struct dc_io *io = &w->slots[0];
-	uint64_t idx = first, nops = 0, nbytes = 0, nwops = 0, nwbytes = 0;
-	int64_t budget = 0;
+	struct io_cursor c;
+	uint64_t nops = 0, nbytes = 0, nwops = 0, nwbytes = 0;
 	unsigned since = 0;
 
-	if (first >= last)
+	io_cursor_init(&c, w);
+	if (c.first >= c.last)
 		goto out;
 	for (;;) {
 		const struct dc_op *op;
 		uint64_t now, done;
 		int ret;
 
-		if (unlikely(idx == last)) {
-			if (!loop)
-				break;
-			idx = first;
-		}
-		if (unlikely((stop && *stop) || run_stopped(&r->b)))
+		op = io_next(&c, r, &now);
+		if (!op)
 			break;
-		now = dc_now_ns();
-		if (unlikely(now >= t_stop))
-			break;
-		op = &ops[idx];
-		if (limited && now >= t_ramp) {
-			if (budget <= 0 && (budget = io_claim(r)) <= 0)
-				break;
-			budget -= (int64_t)op->length;
-		}
-		io->file = &files[op->file];
-		io->offset = op->offset;
-		io->len = op->length;
-		io->op = op->op;
-		io->user = idx++;
-		if (io->op == DC_OP_WRITE) {
-			dc_prepare_write(w, io, op->file, now);
-			now = dc_now_ns();
-		}
-		io->t_issue = now;
+		now = io_prepare(w, io, &files[op->file], op, c.idx++, now);
 		ret = submit(eng, io);
 		done = dc_now_ns();
 		if (likely(ret == 1 && io->res == (int64_t)io->len)) {
-			if (likely(now >= t_ramp)) {
+			if (likely(now >= c.t_ramp)) {
 				const int wr = io->op == DC_OP_WRITE;
 
 				nops++;
@@ -249,20 +302,15 @@ static __attribute__((noinline)) void io_loop_sync_traced(struct dc_worker *w)
 static void io_loop(struct dc_worker *w)
 {
 	struct dc_run *r = w->run;
-	const struct dc_run_config *cfg = r->cfg;
-	const struct dc_op *ops = cfg->ops;
-	const uint64_t first = cfg->thread_first_op[w->id], last = cfg->thread_first_op[w->id + 1];
-	const uint64_t t_ramp = r->b.t_ramp_end, t_stop = r->b.t_stop;
-	const int loop = r->loop, limited = cfg->bytes_limit != 0;
-	const volatile int *stop = cfg->stop;
 	int (*submit)(struct dc_engine *, struct dc_io *) = r->ops->submit;
 	const unsigned qd = w->nslots;
-	uint64_t idx = first;
+	struct io_cursor c;
 	unsigned inflight = 0;
-	int64_t budget = 0;
-	int issuing = first < last;
+	int issuing;
 	int64_t fsync_file = -1; /* a DC_OPF_FSYNC op was issued: drain, flush, then go on */
 
+	io_cursor_init(&c, w);
+	issuing = c.first < c.last;
 	while (issuing || inflight) {
 		while (issuing && inflight < qd && fsync_file < 0) {
 			const struct dc_op *op;
@@ -270,47 +318,18 @@ static void io_loop(struct dc_worker *w)
 			uint64_t now;
 			int ret;
 
-			if (unlikely(idx == last)) {
-				if (!loop) {
-					issuing = 0;
-					break;
-				}
-				idx = first;
-			}
-			/* Checked between requests, so a stop lands within one request. */
-			if (unlikely((stop && *stop) || run_stopped(&r->b))) {
+			op = io_next(&c, r, &now);
+			if (!op) {
 				issuing = 0;
 				break;
-			}
-			now = dc_now_ns();
-			if (unlikely(now >= t_stop)) {
-				issuing = 0;
-				break;
-			}
-			op = &ops[idx];
-			if (limited && now >= t_ramp) {
-				if (budget <= 0 && (budget = io_claim(r)) <= 0) {
-					issuing = 0;
-					break;
-				}
-				budget -= (int64_t)op->length;
 			}
 			io = w->free[--w->nfree];
-			io->file = &w->files[op->file];
-			io->offset = op->offset;
-			io->len = op->length;
-			io->op = op->op;
-			io->user = idx++;
-			if (io->op == DC_OP_WRITE) {
-				dc_prepare_write(w, io, op->file, now);
-				now = dc_now_ns();
-			}
-			io->t_issue = now;
+			io_prepare(w, io, &w->files[op->file], op, c.idx++, now);
 			if (unlikely(op->flags & DC_OPF_FSYNC))
 				fsync_file = op->file;
 			ret = submit(w->eng, io);
 			if (likely(ret == 1)) {
-				io_complete(w, io, dc_now_ns(), t_ramp);
+				io_complete(w, io, dc_now_ns(), c.t_ramp);
 				w->free[w->nfree++] = io;
 			} else if (ret == 0) {
 				inflight++;
@@ -331,7 +350,7 @@ static void io_loop(struct dc_worker *w)
 				break;
 			}
 			for (int i = 0; i < n; i++) {
-				io_complete(w, w->done[i], now, t_ramp);
+				io_complete(w, w->done[i], now, c.t_ramp);
 				w->free[w->nfree++] = w->done[i];
 			}
 			inflight -= (unsigned)n;
@@ -381,21 +400,13 @@ int dc_run_io(const struct dc_run_config *cfg, struct dc_run_result *res)
 	struct dc_run r;
 	int ret = run_prepare(&r, cfg, res, 0);
 
-	if (ret < 0) {
-		run_destroy(&r);
+	if (ret < 0)
 		return ret;
-	}
 	/* Without a runtime or a byte budget, "loop" would never end: one pass. */
 	r.loop = cfg->loop && (cfg->runtime_ns || cfg->bytes_limit);
-	for (unsigned t = 0; t < r.nworkers; t++) {
-		if (run_start(&r.b, &r.w[t].tid, NULL, io_worker, &r.w[t]))
-			break;
-		r.w[t].created = 1;
-	}
+	run_start_workers(&r, io_worker);
 	run_gate_open(&r.b, cfg->ramp_ns, cfg->runtime_ns);
-	for (unsigned t = 0; t < r.nworkers; t++)
-		if (r.w[t].created)
-			pthread_join(r.w[t].tid, NULL);
+	run_join_workers(&r);
 
 	res->t_start = r.b.t_ramp_end;
 	res->t_end = r.b.t_ramp_end;

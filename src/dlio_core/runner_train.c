@@ -462,10 +462,8 @@ int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *res)
 	struct dc_run r;
 	int ret = run_prepare(&r, cfg, res, 1);
 
-	if (ret < 0) {
-		run_destroy(&r);
+	if (ret < 0)
 		return ret;
-	}
 	if (!cfg->threads) {
 		struct dc_worker *w = &r.w[0];
 
@@ -483,11 +481,7 @@ int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *res)
 		close_persistent(w);
 		worker_teardown(w);
 	} else {
-		for (unsigned t = 0; t < r.nworkers; t++) {
-			if (run_start(&r.b, &r.w[t].tid, NULL, reader, &r.w[t]))
-				break;
-			r.w[t].created = 1;
-		}
+		run_start_workers(&r, reader);
 		if (run_gate_open(&r.b, cfg->ramp_ns, cfg->runtime_ns) == 0) {
 			uint64_t cpu0 = thread_cpu_ns();
 
@@ -497,9 +491,7 @@ int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *res)
 		} else {
 			__atomic_store_n(&r.quit, 1, __ATOMIC_RELAXED);
 		}
-		for (unsigned t = 0; t < r.nworkers; t++)
-			if (r.w[t].created)
-				pthread_join(r.w[t].tid, NULL);
+		run_join_workers(&r);
 	}
 	res->t_start = r.b.t0;
 	if (res->t_end < res->t_start)

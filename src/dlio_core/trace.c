@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "dlio_core/trace.h"
+#include "core_int.h"
 
 #define PFW_CHUNK (1u << 20) /* bytes formatted before each write() */
 #define PFW_LINE  320        /* longest line without a file name */
@@ -157,22 +158,6 @@ static char *put_u64(char *o, uint64_t v)
 	return o;
 }
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t w = write(fd, buf, len);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		buf += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 struct pfw {
 	int fd;
 	char *buf;
@@ -183,7 +168,7 @@ struct pfw {
 static char *pfw_room(struct pfw *w, size_t need)
 {
 	if (w->len + need > PFW_CHUNK + PFW_LINE) {
-		int ret = write_all(w->fd, w->buf, w->len);
+		int ret = dc_write_full(w->fd, w->buf, w->len, DC_AT_POS, NULL);
 
 		if (ret < 0 && !w->err)
 			w->err = ret;
@@ -457,7 +442,7 @@ int dc_trace_write_pfw(int fd, const struct dc_trace_event *ev, size_t n, const 
 		w.len = (size_t)(o - w.buf);
 	}
 	if (!w.err && w.len) {
-		int ret = write_all(fd, w.buf, w.len);
+		int ret = dc_write_full(fd, w.buf, w.len, DC_AT_POS, NULL);
 
 		if (ret < 0)
 			w.err = ret;

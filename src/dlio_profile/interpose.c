@@ -491,6 +491,10 @@ static int mode_arg(int flags, va_list ap)
 	return (flags & (O_CREAT | __O_TMPFILE)) ? va_arg(ap, int) : 0;
 }
 
+/* The wrappers of one family differ only in the function they stand for and its arguments, so
+ * each family's body is written once, in a macro (the usual way of an interposer). */
+
+/* The open family: time the call; a successful open gets an id, its path and a record. */
 #define OPEN_BODY(call, dirfd)                                                                     \
 	uint64_t t = now_ns();                                                                     \
 	int fd = call;                                                                             \
@@ -498,63 +502,36 @@ static int mode_arg(int flags, va_list ap)
 		opened(dirfd, path, fd, flags, t, now_ns());                                       \
 	return fd;
 
-int open(const char *path, int flags, ...)
-{
-	va_list ap;
-	va_start(ap, flags);
-	int mode = mode_arg(flags, ap);
-	va_end(ap);
-	RESOLVE(open);
-	OPEN_BODY(real_open(path, flags, mode), AT_FDCWD)
-}
+/* open, openat and their 64 forms take the mode as a variadic argument, present with O_CREAT or
+ * O_TMPFILE only. */
+#define WRAP_OPEN_VA(name, params, args, dirfd)                                                    \
+	int name params                                                                            \
+	{                                                                                          \
+		va_list ap;                                                                        \
+		va_start(ap, flags);                                                               \
+		int mode = mode_arg(flags, ap);                                                    \
+		va_end(ap);                                                                        \
+		RESOLVE(name);                                                                     \
+		OPEN_BODY(real_##name args, dirfd)                                                 \
+	}
 
-int open64(const char *path, int flags, ...)
-{
-	va_list ap;
-	va_start(ap, flags);
-	int mode = mode_arg(flags, ap);
-	va_end(ap);
-	RESOLVE(open64);
-	OPEN_BODY(real_open64(path, flags, mode), AT_FDCWD)
-}
+/* The _FORTIFY_SOURCE forms: no mode. */
+#define WRAP_OPEN_2(name, params, args, dirfd)                                                     \
+	int name params                                                                            \
+	{                                                                                          \
+		RESOLVE(name);                                                                     \
+		OPEN_BODY(real_##name args, dirfd)                                                 \
+	}
 
-int openat(int dirfd, const char *path, int flags, ...)
-{
-	va_list ap;
-	va_start(ap, flags);
-	int mode = mode_arg(flags, ap);
-	va_end(ap);
-	RESOLVE(openat);
-	OPEN_BODY(real_openat(dirfd, path, flags, mode), dirfd)
-}
-
-int openat64(int dirfd, const char *path, int flags, ...)
-{
-	va_list ap;
-	va_start(ap, flags);
-	int mode = mode_arg(flags, ap);
-	va_end(ap);
-	RESOLVE(openat64);
-	OPEN_BODY(real_openat64(dirfd, path, flags, mode), dirfd)
-}
-
-int __open_2(const char *path, int flags)
-{
-	RESOLVE(__open_2);
-	OPEN_BODY(real___open_2(path, flags), AT_FDCWD)
-}
-
-int __open64_2(const char *path, int flags)
-{
-	RESOLVE(__open64_2);
-	OPEN_BODY(real___open64_2(path, flags), AT_FDCWD)
-}
-
-int __openat_2(int dirfd, const char *path, int flags)
-{
-	RESOLVE(__openat_2);
-	OPEN_BODY(real___openat_2(dirfd, path, flags), dirfd)
-}
+WRAP_OPEN_VA(open, (const char *path, int flags, ...), (path, flags, mode), AT_FDCWD)
+WRAP_OPEN_VA(open64, (const char *path, int flags, ...), (path, flags, mode), AT_FDCWD)
+WRAP_OPEN_VA(openat, (int dirfd, const char *path, int flags, ...), (dirfd, path, flags, mode),
+	     dirfd)
+WRAP_OPEN_VA(openat64, (int dirfd, const char *path, int flags, ...), (dirfd, path, flags, mode),
+	     dirfd)
+WRAP_OPEN_2(__open_2, (const char *path, int flags), (path, flags), AT_FDCWD)
+WRAP_OPEN_2(__open64_2, (const char *path, int flags), (path, flags), AT_FDCWD)
+WRAP_OPEN_2(__openat_2, (int dirfd, const char *path, int flags), (dirfd, path, flags), dirfd)
 
 int creat(const char *path, mode_t mode)
 {
@@ -589,63 +566,24 @@ static void io_at_pos(int op, int fd, uint32_t id, uint64_t t, int64_t req, ssiz
 	record(op, id, t, now_ns(), off, req, ret < 0 ? -errno : ret);
 }
 
-ssize_t read(int fd, void *buf, size_t n)
-{
-	uint32_t id = tracked(fd);
-	uint64_t t = id ? now_ns() : 0;
-	ssize_t ret;
+/* read, write, readv, writev: at the tracked position; req is the bytes asked for, worked out only
+ * for a tracked fd. */
+#define WRAP_AT_POS(name, params, args, op, req)                                                   \
+	ssize_t name params                                                                        \
+	{                                                                                          \
+		uint32_t id = tracked(fd);                                                         \
+		uint64_t t = id ? now_ns() : 0;                                                    \
+		ssize_t ret;                                                                       \
+                                                                                                   \
+		RESOLVE(name);                                                                     \
+		ret = real_##name args;                                                            \
+		if (id)                                                                            \
+			io_at_pos(op, fd, id, t, (int64_t)(req), ret);                             \
+		return ret;                                                                        \
+	}
 
-	RESOLVE(read);
-	ret = real_read(fd, buf, n);
-	if (id)
-		io_at_pos(OP_READ, fd, id, t, (int64_t)n, ret);
-	return ret;
-}
-
-ssize_t write(int fd, const void *buf, size_t n)
-{
-	uint32_t id = tracked(fd);
-	uint64_t t = id ? now_ns() : 0;
-	ssize_t ret;
-
-	RESOLVE(write);
-	ret = real_write(fd, buf, n);
-	if (id)
-		io_at_pos(OP_WRITE, fd, id, t, (int64_t)n, ret);
-	return ret;
-}
-
-#define P_BODY(op, call)                                                                           \
-	uint32_t id = tracked(fd);                                                                 \
-	uint64_t t = id ? now_ns() : 0;                                                            \
-	ssize_t ret = call;                                                                        \
-	if (id)                                                                                    \
-		record(op, id, t, now_ns(), (int64_t)off, (int64_t)n, ret < 0 ? -errno : ret);     \
-	return ret;
-
-ssize_t pread(int fd, void *buf, size_t n, off_t off)
-{
-	RESOLVE(pread);
-	P_BODY(OP_READ, real_pread(fd, buf, n, off))
-}
-
-ssize_t pread64(int fd, void *buf, size_t n, off_t off)
-{
-	RESOLVE(pread64);
-	P_BODY(OP_READ, real_pread64(fd, buf, n, off))
-}
-
-ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
-{
-	RESOLVE(pwrite);
-	P_BODY(OP_WRITE, real_pwrite(fd, buf, n, off))
-}
-
-ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
-{
-	RESOLVE(pwrite64);
-	P_BODY(OP_WRITE, real_pwrite64(fd, buf, n, off))
-}
+WRAP_AT_POS(read, (int fd, void *buf, size_t n), (fd, buf, n), OP_READ, n)
+WRAP_AT_POS(write, (int fd, const void *buf, size_t n), (fd, buf, n), OP_WRITE, n)
 
 static size_t iov_len(const struct iovec *iov, int cnt)
 {
@@ -656,55 +594,36 @@ static size_t iov_len(const struct iovec *iov, int cnt)
 	return n;
 }
 
-ssize_t readv(int fd, const struct iovec *iov, int cnt)
-{
-	uint32_t id = tracked(fd);
-	uint64_t t = id ? now_ns() : 0;
-	ssize_t ret;
+WRAP_AT_POS(readv, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), OP_READ,
+	    iov_len(iov, cnt))
+WRAP_AT_POS(writev, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), OP_WRITE,
+	    iov_len(iov, cnt))
 
-	RESOLVE(readv);
-	ret = real_readv(fd, iov, cnt);
-	if (id)
-		io_at_pos(OP_READ, fd, id, t, (int64_t)iov_len(iov, cnt), ret);
-	return ret;
-}
+/* The pread/pwrite family: at the offset the call names. */
+#define WRAP_AT_OFF(name, params, args, op, req)                                                   \
+	ssize_t name params                                                                        \
+	{                                                                                          \
+		RESOLVE(name);                                                                     \
+		uint32_t id = tracked(fd);                                                         \
+		uint64_t t = id ? now_ns() : 0;                                                    \
+		ssize_t ret = real_##name args;                                                    \
+		if (id)                                                                            \
+			record(op, id, t, now_ns(), (int64_t)off, (int64_t)(req),                  \
+			       ret < 0 ? -errno : ret);                                            \
+		return ret;                                                                        \
+	}
 
-ssize_t writev(int fd, const struct iovec *iov, int cnt)
-{
-	uint32_t id = tracked(fd);
-	uint64_t t = id ? now_ns() : 0;
-	ssize_t ret;
-
-	RESOLVE(writev);
-	ret = real_writev(fd, iov, cnt);
-	if (id)
-		io_at_pos(OP_WRITE, fd, id, t, (int64_t)iov_len(iov, cnt), ret);
-	return ret;
-}
-
-ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
-{
-	size_t n = iov_len(iov, cnt);
-
-	RESOLVE(preadv);
-	P_BODY(OP_READ, real_preadv(fd, iov, cnt, off))
-}
-
-ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off)
-{
-	size_t n = iov_len(iov, cnt);
-
-	RESOLVE(preadv64);
-	P_BODY(OP_READ, real_preadv64(fd, iov, cnt, off))
-}
-
-ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
-{
-	size_t n = iov_len(iov, cnt);
-
-	RESOLVE(preadv2);
-	P_BODY(OP_READ, real_preadv2(fd, iov, cnt, off, flags))
-}
+WRAP_AT_OFF(pread, (int fd, void *buf, size_t n, off_t off), (fd, buf, n, off), OP_READ, n)
+WRAP_AT_OFF(pread64, (int fd, void *buf, size_t n, off_t off), (fd, buf, n, off), OP_READ, n)
+WRAP_AT_OFF(pwrite, (int fd, const void *buf, size_t n, off_t off), (fd, buf, n, off), OP_WRITE, n)
+WRAP_AT_OFF(pwrite64, (int fd, const void *buf, size_t n, off_t off), (fd, buf, n, off), OP_WRITE,
+	    n)
+WRAP_AT_OFF(preadv, (int fd, const struct iovec *iov, int cnt, off_t off), (fd, iov, cnt, off),
+	    OP_READ, iov_len(iov, cnt))
+WRAP_AT_OFF(preadv64, (int fd, const struct iovec *iov, int cnt, off_t off), (fd, iov, cnt, off),
+	    OP_READ, iov_len(iov, cnt))
+WRAP_AT_OFF(preadv2, (int fd, const struct iovec *iov, int cnt, off_t off, int flags),
+	    (fd, iov, cnt, off, flags), OP_READ, iov_len(iov, cnt))
 
 static off_t seek_common(off_t (*fn)(int, off_t, int), int fd, off_t off, int whence)
 {
@@ -728,31 +647,22 @@ off_t lseek64(int fd, off_t off, int whence)
 }
 
 /* mmap: the mapping is recorded (file, offset, length); page faults on it are not visible. */
-void *mmap(void *addr, size_t n, int prot, int flags, int fd, off_t off)
-{
-	RESOLVE(mmap);
-	uint32_t id = tracked(fd);
-	uint64_t t = id ? now_ns() : 0;
-	void *p = real_mmap(addr, n, prot, flags, fd, off);
+#define WRAP_MMAP(name)                                                                            \
+	void *name(void *addr, size_t n, int prot, int flags, int fd, off_t off)                   \
+	{                                                                                          \
+		RESOLVE(name);                                                                     \
+		uint32_t id = tracked(fd);                                                         \
+		uint64_t t = id ? now_ns() : 0;                                                    \
+		void *p = real_##name(addr, n, prot, flags, fd, off);                              \
+                                                                                                   \
+		if (id)                                                                            \
+			record(OP_MMAP, id, t, now_ns(), (int64_t)off, (int64_t)n,                 \
+			       p == MAP_FAILED ? -errno : (int64_t)n);                             \
+		return p;                                                                          \
+	}
 
-	if (id)
-		record(OP_MMAP, id, t, now_ns(), (int64_t)off, (int64_t)n,
-		       p == MAP_FAILED ? -errno : (int64_t)n);
-	return p;
-}
-
-void *mmap64(void *addr, size_t n, int prot, int flags, int fd, off_t off)
-{
-	RESOLVE(mmap64);
-	uint32_t id = tracked(fd);
-	uint64_t t = id ? now_ns() : 0;
-	void *p = real_mmap64(addr, n, prot, flags, fd, off);
-
-	if (id)
-		record(OP_MMAP, id, t, now_ns(), (int64_t)off, (int64_t)n,
-		       p == MAP_FAILED ? -errno : (int64_t)n);
-	return p;
-}
+WRAP_MMAP(mmap)
+WRAP_MMAP(mmap64)
 
 static int dup_common(int from, int to)
 {

@@ -11,6 +11,22 @@
 #define DC_URING 1
 #endif
 
+/* An engine's ops table, dc_<prefix>_ops, over its hooks <prefix>_available, _init, _open, _close,
+ * _submit and _cleanup; reap is NULL for a synchronous engine, else its hook. Every engine names
+ * its hooks so: one list of them here keeps the five tables from drifting apart. */
+#define DC_ENGINE_OPS(prefix, engine_name, engine_caps, reap_hook)                                 \
+	const struct dc_engine_ops dc_##prefix##_ops = {                                           \
+		.name = engine_name,                                                               \
+		.caps = engine_caps,                                                               \
+		.available = prefix##_available,                                                   \
+		.init = prefix##_init,                                                             \
+		.open = prefix##_open,                                                             \
+		.close = prefix##_close,                                                           \
+		.submit = prefix##_submit,                                                         \
+		.reap = reap_hook,                                                                 \
+		.cleanup = prefix##_cleanup,                                                       \
+	}
+
 extern const struct dc_engine_ops dc_posix_ops;
 extern const struct dc_engine_ops dc_mmap_ops;
 extern const struct dc_engine_ops dc_null_ops;

@@ -173,14 +173,4 @@ static int mmap_submit(struct dc_engine *e, struct dc_io *io)
 	return 1;
 }
 
-const struct dc_engine_ops dc_mmap_ops = {
-	.name = "mmap",
-	.caps = 0,
-	.available = mmap_available,
-	.init = mmap_init,
-	.open = mmap_open,
-	.close = mmap_close,
-	.submit = mmap_submit,
-	.reap = NULL,
-	.cleanup = mmap_cleanup,
-};
+DC_ENGINE_OPS(mmap, "mmap", 0, NULL);

@@ -304,17 +304,7 @@ static int mpiio_submit(struct dc_engine *e, struct dc_io *io)
 	return 1;
 }
 
-const struct dc_engine_ops dc_mpiio_ops = {
-	.name = "mpiio",
-	.caps = DC_CAP_WRITE,
-	.available = mpiio_available,
-	.init = mpiio_init,
-	.open = mpiio_open,
-	.close = mpiio_close,
-	.submit = mpiio_submit,
-	.reap = NULL,
-	.cleanup = mpiio_cleanup,
-};
+DC_ENGINE_OPS(mpiio, "mpiio", DC_CAP_WRITE, NULL);
 
 /* ---- the trainer's per-step barrier ---------------------------------------------------------- */
 

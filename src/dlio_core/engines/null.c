@@ -85,14 +85,4 @@ static int null_submit(struct dc_engine *e, struct dc_io *io)
 	return 1;
 }
 
-const struct dc_engine_ops dc_null_ops = {
-	.name = "null",
-	.caps = DC_CAP_NOIO | DC_CAP_WRITE | DC_CAP_DIRECT,
-	.available = null_available,
-	.init = null_init,
-	.open = null_open,
-	.close = null_close,
-	.submit = null_submit,
-	.reap = NULL,
-	.cleanup = null_cleanup,
-};
+DC_ENGINE_OPS(null, "null", DC_CAP_NOIO | DC_CAP_WRITE | DC_CAP_DIRECT, NULL);

@@ -116,14 +116,4 @@ static int posix_submit(struct dc_engine *e, struct dc_io *io)
 	return 1;
 }
 
-const struct dc_engine_ops dc_posix_ops = {
-	.name = "posix",
-	.caps = DC_CAP_DIRECT | DC_CAP_WRITE,
-	.available = posix_available,
-	.init = posix_init,
-	.open = posix_open,
-	.close = posix_close,
-	.submit = posix_submit,
-	.reap = NULL,
-	.cleanup = posix_cleanup,
-};
+DC_ENGINE_OPS(posix, "posix", DC_CAP_DIRECT | DC_CAP_WRITE, NULL);

@@ -452,17 +452,7 @@ static int uring_reap(struct dc_engine *e, unsigned min, struct dc_io **done, un
 	return (int)n;
 }
 
-const struct dc_engine_ops dc_uring_ops = {
-	.name = "io_uring",
-	.caps = DC_CAP_ASYNC | DC_CAP_DIRECT | DC_CAP_WRITE,
-	.available = uring_available,
-	.init = uring_init,
-	.open = uring_open,
-	.close = uring_close,
-	.submit = uring_submit,
-	.reap = uring_reap,
-	.cleanup = uring_cleanup,
-};
+DC_ENGINE_OPS(uring, "io_uring", DC_CAP_ASYNC | DC_CAP_DIRECT | DC_CAP_WRITE, uring_reap);
 
 #else
 typedef int dc_uring_not_built; /* ISO C wants a non-empty translation unit */

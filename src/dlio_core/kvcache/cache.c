@@ -122,7 +122,14 @@ static void kv_log(struct kv_worker *w, uint32_t entry, uint64_t bytes, int op, 
 
 /* ---- the two tiers' I/O ---- */
 
-static int storage_get(struct kv_worker *w, uint32_t ent, uint64_t *total, struct dc_kv_timing *t)
+/* An entry's objects to storage (put 1: from a staging buffer, src_ram NULL, or from its RAM copy)
+ * or back (put 0), one store call each, timed. One loop for both directions, made twice (always
+ * inline with put constant), so that neither pays a test per object. */
+static inline __attribute__((always_inline)) int storage_xfer(struct kv_worker *w, uint32_t ent,
+							      unsigned char *stage,
+							      unsigned char *src_ram,
+							      uint64_t *total,
+							      struct dc_kv_timing *t, const int put)
 {
 	struct kv_run *r = w->r;
 	uint64_t bytes = r->cfg->entries[ent].bytes;
@@ -131,58 +138,49 @@ static int storage_get(struct kv_worker *w, uint32_t ent, uint64_t *total, struc
 	for (uint32_t k = 0; k < n; k++) {
 		struct dc_kv_obj o;
 		struct dc_kv_timing ct = { 0, 0 };
-		uint64_t off, t0 = dc_now_ns();
+		uint64_t off, t0;
 		int ret;
 
 		obj_at(r, ent, k, &o, &off);
-		ret = r->cfg->store->get(w->sw, &o, &ct);
+		if (put) {
+			struct dc_kv_src src;
+
+			if (src_ram) {
+				src.buf = src_ram + off;
+				src.len = o.bytes;
+				src.whole = 1;
+			} else {
+				src.buf = stage;
+				src.len = r->stage_len;
+				src.whole = 0;
+			}
+			t0 = dc_now_ns();
+			ret = r->cfg->store->put(w->sw, &o, &src, &ct);
+		} else {
+			t0 = dc_now_ns();
+			ret = r->cfg->store->get(w->sw, &o, &ct);
+		}
 		*total += dc_now_ns() - t0;
 		t->device_ns += ct.device_ns;
 		t->host_ns += ct.host_ns;
 		if (ret < 0) {
-			run_fail(&r->b, -ret, ent, 0, "read");
+			run_fail(&r->b, -ret, ent, 0, put ? "write" : "read");
 			return ret;
 		}
 	}
 	return 0;
 }
 
+static int storage_get(struct kv_worker *w, uint32_t ent, uint64_t *total, struct dc_kv_timing *t)
+{
+	return storage_xfer(w, ent, NULL, NULL, total, t, 0);
+}
+
 /* Write the entry to storage from a staging buffer (src_ram NULL) or from its RAM copy. */
 static int storage_put(struct kv_worker *w, uint32_t ent, unsigned char *stage,
 		       unsigned char *src_ram, uint64_t *total, struct dc_kv_timing *t)
 {
-	struct kv_run *r = w->r;
-	uint64_t bytes = r->cfg->entries[ent].bytes;
-	uint32_t n = nobjs(r, bytes);
-
-	for (uint32_t k = 0; k < n; k++) {
-		struct dc_kv_obj o;
-		struct dc_kv_timing ct = { 0, 0 };
-		struct dc_kv_src src;
-		uint64_t off, t0;
-		int ret;
-
-		obj_at(r, ent, k, &o, &off);
-		if (src_ram) {
-			src.buf = src_ram + off;
-			src.len = o.bytes;
-			src.whole = 1;
-		} else {
-			src.buf = stage;
-			src.len = r->stage_len;
-			src.whole = 0;
-		}
-		t0 = dc_now_ns();
-		ret = r->cfg->store->put(w->sw, &o, &src, &ct);
-		*total += dc_now_ns() - t0;
-		t->device_ns += ct.device_ns;
-		t->host_ns += ct.host_ns;
-		if (ret < 0) {
-			run_fail(&r->b, -ret, ent, 0, "write");
-			return ret;
-		}
-	}
-	return 0;
+	return storage_xfer(w, ent, stage, src_ram, total, t, 1);
 }
 
 static void storage_del(struct kv_worker *w, uint32_t ent)

@@ -214,28 +214,6 @@ static void file_close(struct dc_kv_store *s, struct dc_kv_store_stats *stats)
 
 /* ---- compat ---- */
 
-static int write_full(int fd, const void *buf, uint64_t len, uint64_t *calls)
-{
-	const unsigned char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		if (calls)
-			(*calls)++;
-		p += n;
-		len -= (uint64_t)n;
-	}
-	return 0;
-}
-
 /* One read() of up to len bytes, retried only when interrupted. Bytes read, or -errno. */
 static int64_t read_once(int fd, void *buf, uint64_t len)
 {
@@ -281,7 +259,7 @@ static int compat_put(struct dc_kv_worker *w, const struct dc_kv_obj *o,
 	fd = open(w->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
 	if (fd < 0)
 		return -errno;
-	ret = write_full(fd, hdr, KV_COMPAT_HDR, NULL);
+	ret = dc_write_full(fd, hdr, KV_COMPAT_HDR, DC_AT_POS, NULL);
 	/* numpy reserves the payload's blocks before its write; only ENOSPC is an error to it. */
 	if (ret == 0 && o->bytes &&
 	    fallocate(fd, FALLOC_FL_KEEP_SIZE, KV_COMPAT_HDR, (off_t)o->bytes) < 0 &&
@@ -289,7 +267,7 @@ static int compat_put(struct dc_kv_worker *w, const struct dc_kv_obj *o,
 		ret = -ENOSPC;
 	if (ret == 0 && src->whole) {
 		dc_kv_stamp(o, seed, KV_COMPAT_HDR, 0, buf, o->bytes);
-		ret = write_full(fd, buf, o->bytes, &w->st.syscall_writes);
+		ret = dc_write_full(fd, buf, o->bytes, DC_AT_POS, &w->st.syscall_writes);
 	} else if (ret == 0) {
 		if (o->bytes > src->len)
 			w->st.split_writes++;
@@ -297,7 +275,7 @@ static int compat_put(struct dc_kv_worker *w, const struct dc_kv_obj *o,
 			uint64_t n = o->bytes - off < src->len ? o->bytes - off : src->len;
 
 			dc_kv_stamp(o, seed, KV_COMPAT_HDR, off, buf, n);
-			ret = write_full(fd, buf, n, &w->st.syscall_writes);
+			ret = dc_write_full(fd, buf, n, DC_AT_POS, &w->st.syscall_writes);
 		}
 	}
 	t1 = dc_now_ns();

@@ -90,14 +90,9 @@ static void teardown(struct vdb_searcher *s)
 		for (unsigned i = 0; i < nfiles(s->run->cfg); i++)
 			if (s->files[i].fd >= 0)
 				(void)s->run->ops->close(s->eng, &s->files[i]);
-	if (s->eng)
-		s->run->ops->cleanup(s->eng);
-	s->eng = NULL;
-	dc_bufpool_free(&s->pool);
-	free(s->slots);
+	dc_bufpool_release(s->run->ops, &s->eng, &s->pool, &s->slots);
 	free(s->done);
 	free(s->files);
-	s->slots = NULL;
 	s->done = NULL;
 	s->files = NULL;
 }
