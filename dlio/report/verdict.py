@@ -50,6 +50,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from dlio.base.units import fmt_bytes, fmt_size
 from dlio.config import Config
+from dlio.report.phase_cpu import (
+    accelerator_share,
+    compute_overrun,
+    cpu_split,
+    cpu_text,
+    reader_cores,
+    reader_share,
+)
 
 VERDICTS = ("storage-bound", "client-bound", "cache", "inconclusive")
 CACHE_RATIO = 0.5
@@ -238,7 +246,7 @@ def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
         why = f"the emulated accelerator computed {paced:.1%} of the steps' time: the reads kept up ({cpu_text(c)})"
         short = "the storage served the reads and kept up with the emulated accelerator"
     else:
-        why = f"the client had headroom (readers {_reader_share(c):.0%} of their cores, host {_pct(c)})"
+        why = f"the client had headroom (readers {reader_share(c):.0%} of their cores, host {_pct(c)})"
         short = "the storage served the bytes and the client had headroom"
     return _v("storage-bound", f"{what} moved {ratio:.2f}x the application's bytes{note}; {why}", short, ratio=ratio)
 
@@ -270,12 +278,6 @@ def _cache_setting(ctx: Context, words: Dict[str, Optional[str]]) -> Optional[st
 def _pct(c: Dict[str, Any]) -> str:
     x = c.get("host_busy_share")
     return "-" if x is None else f"{x:.0%} busy"
-
-
-def compute_overrun(c: Dict[str, Any]) -> Optional[float]:
-    """How much longer the emulated compute took than it was set to (achieved / set - 1), or None."""
-    want, got = float(c.get("compute_set_s") or 0.0), float(c.get("compute_s") or 0.0)
-    return got / want - 1.0 if want > 0 else None
 
 
 def _slowed(
@@ -314,49 +316,6 @@ def _slowed(
     )
 
 
-def accelerator_share(c: Dict[str, Any]) -> Optional[float]:
-    """compute / (compute + I/O wait) of the phase's steps (the AU of all its steps), or None when the
-    phase has no emulated accelerator (io points, checkpoints)."""
-    comp = float(c.get("compute_s") or 0.0)
-    wait = c.get("io_wait_s")
-    if comp <= 0 or wait is None:
-        return None
-    return comp / (comp + max(0.0, float(wait)))
-
-
-def cpu_split(c: Dict[str, Any]) -> Dict[str, float]:
-    """The phase's CPU in cores (CPU seconds / wall seconds): the readers, the harness (the rest of the
-    benchmark, its worker processes included), the emulated accelerator's spin, and their sum."""
-    wall = float(c["wall_s"])
-    proc = (float(c.get("cpu_user_s") or 0.0) + float(c.get("cpu_sys_s") or 0.0)) / wall
-    worker = float(c.get("worker_cpu_s") or 0.0) / wall
-    accel = min(proc + worker, float(c.get("compute_cpu_s") or 0.0) / wall)
-    readers = float(c.get("reader_cpu_s") or 0.0) / wall
-    client = max(0.0, proc + worker - accel)
-    return {
-        "readers": min(readers, client),
-        "harness": max(0.0, client - readers),
-        "accelerator": accel,
-        "client": client,
-        "total": proc + worker,
-    }
-
-
-def cpu_text(c: Dict[str, Any]) -> str:
-    """'readers 0.02, harness 0.03, emulated accelerator 0.98 cores' (no accelerator for io points)."""
-    s = cpu_split(c)
-    acc = f", emulated accelerator {s['accelerator']:.2f}" if c.get("compute_s") else ""
-    return f"readers {s['readers']:.2f}, harness {s['harness']:.2f}{acc} cores"
-
-
-def _reader_cores(c: Dict[str, Any]) -> int:
-    return max(1, min(max(1, int(c.get("reader_threads") or 0)), int(c.get("cores") or 1)))
-
-
-def _reader_share(c: Dict[str, Any]) -> float:
-    return float(c.get("reader_cpu_s") or 0.0) / float(c["wall_s"]) / _reader_cores(c)
-
-
 def _client(c: Dict[str, Any], ctx: Context, words: Dict[str, Optional[str]]) -> Optional[Dict[str, Any]]:
     """Client-bound (rules 3-5), or None when the client had headroom."""
     cores = int(c.get("cores") or 1)
@@ -379,7 +338,7 @@ def _client(c: Dict[str, Any], ctx: Context, words: Dict[str, Optional[str]]) ->
             _join([words["bigger"], "more cores/hosts"]) or "more cores"
         )
     s = cpu_split(c)
-    share = _reader_share(c)
+    share = reader_share(c)
     if share >= READER_BUSY:
         if max(1, threads) < cores and words["threads"]:
             fix = f"raise {words['threads']} ({max(1, threads)} now, {cores} usable cores)"
@@ -387,8 +346,8 @@ def _client(c: Dict[str, Any], ctx: Context, words: Dict[str, Optional[str]]) ->
             fix = f"the {cores} usable core(s) are full: {side}"
         return _v(
             "client-bound",
-            f"the reader threads used {share * _reader_cores(c):.2f} cores, {share:.0%} of the "
-            f"{_reader_cores(c)} they could use",
+            f"the reader threads used {share * reader_cores(c):.2f} cores, {share:.0%} of the "
+            f"{reader_cores(c)} they could use",
             "the reader threads were CPU-bound",
             part="reader threads",
             setting=fix,
