@@ -86,7 +86,8 @@ def test_model_load_figures_are_the_records_own(run_cli, runs):
     shard_bytes = sum(os.path.getsize(os.path.join(doc["model"]["root"], s["name"])) for s in doc["model"]["shards"])
     assert f["model_GB"] == pytest.approx(doc["model"]["bytes"] / 1e9) and shard_bytes >= doc["model"]["bytes"]
     assert f["faults_per_load"] > 0  # mmap faults its pages in
-    assert f["verdict"].startswith(("storage-bound", "client-bound", "partly cached", "cache"))
+    # whichever the counters said (a shared device or a busy host: inconclusive), the figure is a verdict
+    assert f["verdict"].startswith(("storage-bound", "client-bound", "partly cached", "cache", "inconclusive"))
 
 
 def test_two_model_loads_side_by_side(run_cli, runs):
