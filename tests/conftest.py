@@ -148,3 +148,28 @@ def measured_phase():
 
     with stop_signals_deferred():
         yield
+
+
+# The families' tiny runs, shared by their tests (one host and many): KV entries of tiny-1b at 64-256 tokens
+# (1.5-6 MiB), two users, 1.5 s; a 4-layer transformer's model in 6 MB shards, loaded twice.
+TINY_KV_CONFIG = """\
+workflow: {train: false, kvcache: true}
+kvcache:
+  model: tiny-1b
+  users: 2
+  duration: 1.5
+  max_concurrent_allocs: 2
+  prefix_probe: 0
+  templates: {chat: {context: [64, 256], generation: [16, 64], think: [0.05, 0.15]}}
+"""
+TINY_MODEL_LOAD = (
+    "model_load.model=transformer",
+    "model.num_layers=4",
+    "model.transformer.hidden_size=512",
+    "model.transformer.ffn_hidden_size=2048",
+    "model.transformer.vocab_size=8000",
+    "model.transformer.num_attention_heads=8",
+    "model.transformer.num_kv_heads=2",
+    "model_load.shard_size=6000000",
+    "model_load.repeats=2",
+)

@@ -11,24 +11,14 @@ import subprocess
 import sys
 
 import pytest
-from conftest import on_s3, set_args
+from conftest import TINY_KV_CONFIG, on_s3, set_args
 
 from dlio import _core
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "kvcache")
 GiB = 1 << 30
 
-# tiny entries (tiny-1b, 64-256 tokens: 1.5-6 MiB), two users, 1.5 s
-CONFIG = """\
-workflow: {train: false, kvcache: true}
-kvcache:
-  model: tiny-1b
-  users: 2
-  duration: 1.5
-  max_concurrent_allocs: 2
-  prefix_probe: 0
-  templates: {chat: {context: [64, 256], generation: [16, 64], think: [0.05, 0.15]}}
-"""
+CONFIG = TINY_KV_CONFIG
 
 
 def args(tmp_path, *more):

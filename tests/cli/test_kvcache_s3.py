@@ -9,20 +9,10 @@ import os
 import subprocess
 
 import pytest
-from conftest import on_s3, set_args
+from conftest import TINY_KV_CONFIG, on_s3, set_args
 from conftest import s3_boto as boto
 
-# tests/cli/test_kvcache.py's: tiny entries (tiny-1b, 64-256 tokens: 1.5-6 MiB), two users, 1.5 s
-CONFIG = """\
-workflow: {train: false, kvcache: true}
-kvcache:
-  model: tiny-1b
-  users: 2
-  duration: 1.5
-  max_concurrent_allocs: 2
-  prefix_probe: 0
-  templates: {chat: {context: [64, 256], generation: [16, 64], think: [0.05, 0.15]}}
-"""
+CONFIG = TINY_KV_CONFIG
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 

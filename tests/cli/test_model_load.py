@@ -12,21 +12,11 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, on_s3, one_line, set_args
+from conftest import REPO, TINY_MODEL_LOAD, on_s3, one_line, set_args
 
 from dlio import _core
 
-TINY = (
-    "model_load.model=transformer",
-    "model.num_layers=4",
-    "model.transformer.hidden_size=512",
-    "model.transformer.ffn_hidden_size=2048",
-    "model.transformer.vocab_size=8000",
-    "model.transformer.num_attention_heads=8",
-    "model.transformer.num_kv_heads=2",
-    "model_load.shard_size=6000000",
-    "model_load.repeats=2",
-)
+TINY = TINY_MODEL_LOAD
 GiB = float(1 << 30)
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

@@ -7,7 +7,7 @@ import os
 import subprocess
 
 import pytest
-from conftest import REPO, set_args
+from conftest import REPO, TINY_KV_CONFIG, TINY_MODEL_LOAD, set_args
 from multihost import HOSTS, dlio_argv, launcher_command, run_env
 
 LAUNCHERS = ["openmpi", "mpich"]
@@ -113,16 +113,7 @@ def test_checkpoint_only(launcher, tmp_path):
     assert doc["hostnames"] == ["hA", "hA", "hB", "hB"]
 
 
-KV_CONFIG = """\
-workflow: {train: false, kvcache: true}
-kvcache:
-  model: tiny-1b
-  users: 2
-  duration: 1.5
-  max_concurrent_allocs: 2
-  prefix_probe: 0
-  templates: {chat: {context: [64, 256], generation: [16, 64], think: [0.05, 0.15]}}
-"""
+KV_CONFIG = TINY_KV_CONFIG
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
@@ -140,17 +131,7 @@ def test_kvcache(launcher, tmp_path):
     assert verdict_hosts(doc) == ["hA", "hB"]
 
 
-MODEL_LOAD = (
-    "model_load.model=transformer",
-    "model.num_layers=4",
-    "model.transformer.hidden_size=512",
-    "model.transformer.ffn_hidden_size=2048",
-    "model.transformer.vocab_size=8000",
-    "model.transformer.num_attention_heads=8",
-    "model.transformer.num_kv_heads=2",
-    "model_load.shard_size=6000000",
-    "model_load.repeats=2",
-)
+MODEL_LOAD = TINY_MODEL_LOAD
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
