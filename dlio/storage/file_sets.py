@@ -19,7 +19,7 @@ import errno
 import os
 import stat
 import time
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -343,37 +343,8 @@ def check_sizes(paths: Sequence[str], sizes: Sequence[int]) -> Optional[str]:
 def read_set(paths: Sequence[str], sizes: Sequence[int], o: SetOptions) -> SetResult:
     """Read the files whole, timed; with ``drop`` their cached pages are dropped first (outside the
     window, checked with mincore)."""
-    paths = list(paths)
-    problem = check_sizes(paths, sizes)
-    if problem:
-        raise DlioError(problem)
-    cache = "kept"
-    if o.drop and o.engine != "null":
-        cache = drop_cache(paths)
-    ops, first, nthreads = thread_plan(sizes, 0, o.transfer, 1, threads_for(sizes, o.transfer, o.threads))
-    if o.before_window is not None:
-        o.before_window()
-    w0 = time.time()
-    m0 = time.monotonic_ns()
-    res = run_core(o.engine, paths, ops, first, nthreads, o.qd, o.direct, on_bytes=o.on_bytes)
-    m1 = time.monotonic_ns()
-    return SetResult(
-        bytes=int(res["bytes"]),
-        bytes_issued=int(res["bytes"]),
-        wall_start_s=w0,
-        m0=m0,
-        m1=m1,
-        prepare_s=0.0,
-        io_s=(res["t_end"] - res["t_start"]) / 1e9 if len(ops) else 0.0,
-        io_window_s=(m1 - m0) / 1e9,
-        fsync_s=0.0,
-        engine=o.engine,
-        direct=o.direct,
-        threads=nthreads,
-        qd=o.qd,
-        transfer_size=o.transfer,
-        cache=cache,
-        writer="c-core",
+    return _timed_read(
+        paths, sizes, o, lambda: thread_plan(sizes, 0, o.transfer, 1, threads_for(sizes, o.transfer, o.threads))
     )
 
 
@@ -401,6 +372,17 @@ def read_ranges(paths: Sequence[str], sizes: Sequence[int], ops: np.ndarray, o: 
     """Read the ranges ``ops`` of the files through the C core, timed (dlio.storage.base.read_ranges);
     ``minflt`` / ``majflt``: the reading threads' page faults while they ran the requests (the C core's
     getrusage RUSAGE_THREAD: the mmap engine's touches, not the process's other work)."""
+    return _timed_read(paths, sizes, o, lambda: ops_threads(ops, len(paths), o.threads or 1))
+
+
+def _timed_read(
+    paths: Sequence[str],
+    sizes: Sequence[int],
+    o: SetOptions,
+    plan: Callable[[], Tuple[np.ndarray, np.ndarray, int]],
+) -> SetResult:
+    """read_set and read_ranges: the sizes checked, the pages dropped if asked, ``plan()`` -> (ops,
+    thread_first_op, threads) run through the C core in a window of its own."""
     paths = list(paths)
     problem = check_sizes(paths, sizes)
     if problem:
@@ -408,12 +390,12 @@ def read_ranges(paths: Sequence[str], sizes: Sequence[int], ops: np.ndarray, o: 
     cache = "kept"
     if o.drop and o.engine != "null":
         cache = drop_cache(paths)
-    ops, first, nthreads = ops_threads(ops, len(paths), o.threads or 1)
+    ops, first, nthreads = plan()
     if o.before_window is not None:
         o.before_window()
     w0 = time.time()
     m0 = time.monotonic_ns()
-    res = run_core(o.engine, paths, ops, first, nthreads, o.qd, o.direct, what="read")
+    res = run_core(o.engine, paths, ops, first, nthreads, o.qd, o.direct, what="read", on_bytes=o.on_bytes)
     m1 = time.monotonic_ns()
     return SetResult(
         bytes=int(res["bytes"]),

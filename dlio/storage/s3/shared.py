@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import resource
 import threading
-from typing import Tuple
+import time
+from typing import Callable, List, Tuple
 
 import numpy as np
 
@@ -74,3 +75,19 @@ class Counters:
         w = self.words
         user = user_s - int(w[CPU0_USER_NS]) / 1e9 - int(w[SPIN_NS]) / 1e9
         return max(0.0, user), max(0.0, sys_s - int(w[CPU0_SYS_NS]) / 1e9)
+
+
+def threads_in_a_window(worker: Callable[[int], None], threads: int, errors: List[str]) -> Tuple[int, int]:
+    """Run worker(0..threads-1) on threads of their own, timed: (wall-clock start ns, window ns). The
+    workers append what went wrong to ``errors`` (and stop when it is not empty): the first is raised."""
+    wall0 = time.time_ns()
+    m0 = time.monotonic_ns()
+    running = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for x in running:
+        x.start()
+    for x in running:
+        x.join()
+    window = time.monotonic_ns() - m0
+    if errors:
+        raise RuntimeError(errors[0])
+    return wall0, window

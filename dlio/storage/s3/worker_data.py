@@ -133,7 +133,8 @@ def task_ckpt(s3, t: dict, c) -> dict:
     dlio.checkpoint.torchzip) holds the very bytes the file would: the literals laid over them."""
     import base64
     import threading
-    import time
+
+    from dlio.storage.s3.shared import threads_in_a_window
 
     items, kind = t["items"], t["kind"]
     fills = t.get("fills") or [None] * len(items)
@@ -189,16 +190,7 @@ def task_ckpt(s3, t: dict, c) -> dict:
         except Exception as e:
             errors.append(str(e))
 
-    wall0 = time.time_ns()
-    m0 = time.monotonic_ns()
-    th = [threading.Thread(target=worker, args=(k,)) for k in range(t["threads"])]
-    for x in th:
-        x.start()
-    for x in th:
-        x.join()
-    window = time.monotonic_ns() - m0
-    if errors:
-        raise RuntimeError(errors[0])
+    wall0, window = threads_in_a_window(worker, t["threads"], errors)
     return {"bytes": nbytes[0], "window_ns": window, "start_wall_ns": wall0, "part_size": PART_SIZE}
 
 

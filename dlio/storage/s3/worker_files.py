@@ -14,6 +14,8 @@ import os
 import threading
 import time
 
+from dlio.storage.s3.shared import threads_in_a_window
+
 MULTIPART_MIN = 64 << 20  # files this large go up as multipart uploads (parts in parallel)
 PART_SIZE = 16 << 20
 
@@ -61,16 +63,7 @@ def task_put_files(s3, t: dict, c) -> dict:
         except Exception as e:
             errors.append(str(e))
 
-    wall0 = time.time_ns()
-    m0 = time.monotonic_ns()
-    th = [threading.Thread(target=worker, args=(k,)) for k in range(max(1, t["threads"]))]
-    for x in th:
-        x.start()
-    for x in th:
-        x.join()
-    window = time.monotonic_ns() - m0
-    if errors:
-        raise RuntimeError(errors[0])
+    wall0, window = threads_in_a_window(worker, max(1, t["threads"]), errors)
     return {"bytes": done[0], "window_ns": window, "start_wall_ns": wall0, "part_size": PART_SIZE}
 
 
