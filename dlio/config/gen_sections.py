@@ -18,7 +18,8 @@ import sys
 from typing import Dict, List, Tuple
 
 from dlio.config import schema
-from dlio.config.keys import dlio, dlio_fast, kvcache, model_load, vdb
+from dlio.config.families import KEY_MODULES
+from dlio.config.keys import dlio, dlio_fast
 from dlio.config.keys.row import Key
 
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sections.py")
@@ -44,7 +45,7 @@ TYPES: Dict[str, str] = {
 _TAKEN = {"field", "int", "float", "bool", "str", "Any", "Literal", "Mapping", "Optional", "Tuple", "Union"}
 _TAKEN.add("TimeSpec")
 
-_FAMILIES = (dlio, dlio_fast, kvcache, model_load, vdb)
+_HOMES = (dlio, dlio_fast, *KEY_MODULES)  # every module of rows
 
 
 def class_name(section: str) -> str:
@@ -68,15 +69,15 @@ def _children(section: str) -> List[str]:
 
 
 def _homes(section: str) -> str:
-    """The modules of dlio.config.keys that hold a section's rows: 'dlio, vdb'."""
+    """The modules of dlio that hold a section's rows: 'config.keys.dlio, vdb.keys'."""
     paths = {k.path for k in schema.KEYS if k.section == section}
-    rows = [m.__name__.rpartition(".")[2] for m in _FAMILIES if any(k.path in paths for k in _module_rows(m))]
+    rows = [m.__name__.removeprefix("dlio.") for m in _HOMES if any(k.path in paths for k in _module_rows(m))]
     return ", ".join(rows)
 
 
 def _module_rows(module: object) -> Tuple[Key, ...]:
     rows: Tuple[Key, ...] = ()
-    for name in ("KEYS", "CHECKPOINT_KEYS", "WORKFLOW"):
+    for name in ("KEYS", "CHECKPOINT_KEYS"):
         v = getattr(module, name, ())
         rows += (v,) if isinstance(v, Key) else tuple(v)
     return rows
@@ -103,7 +104,7 @@ def _class(section: str) -> List[str]:
         "",
         "@dataclass(frozen=True)",
         f"class {class_name(section)}:",
-        f'    """The {section} section of a workload (its rows in dlio.config.keys: {_homes(section)})."""',
+        f'    """The {section} section (its rows in dlio: {_homes(section)})."""',
         "",
     ]
     for k in schema.KEYS:

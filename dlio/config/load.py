@@ -49,7 +49,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, cast
 
 import numpy as np
 import yaml
@@ -57,6 +57,7 @@ import yaml
 from dlio.base.errors import ConfigError, DlioError
 from dlio.config import schema
 from dlio.config.emulation import HYDRA_HONOURED, hydra_warning, not_emulated, unknown_key_warning
+from dlio.config.families import SECTIONS as FAMILY_SECTIONS
 from dlio.config.layers import (
     HYDRA_OUTPUT_SUBDIR,
     HYDRA_RUN_DIR,
@@ -90,16 +91,13 @@ from dlio.config.sections import (
     DlioFastConfig,
     EvaluationConfig,
     Framework,
-    KvcacheConfig,
     MetricConfig,
     ModelConfig,
-    ModelLoadConfig,
     OutputConfig,
     ProfilingConfig,
     ReaderConfig,
     StorageConfig,
     TrainConfig,
-    VdbConfig,
     WorkflowConfig,
 )
 from dlio.config.timespec import TimeSpec, is_number, parse_time, plain_number  # noqa: F401
@@ -112,6 +110,9 @@ from dlio.system.inputs import YAML_CAP, read_regular
 # the frozen config objects: the section classes are generated from the schema (dlio.config.sections)
 
 _TOP = tuple(s for s in schema.sections() if "." not in s)
+_FAMILY_TOP = frozenset(FAMILY_SECTIONS)  # the workload families' sections: Config.families, not fields
+_SECTION_OF = {cls: s for s, cls in CLASSES.items() if s in _FAMILY_TOP}
+_S = TypeVar("_S")
 
 
 @dataclass(frozen=True)
@@ -135,9 +136,8 @@ class Config:
     profiling: ProfilingConfig
     storage: StorageConfig
     dlio_fast: DlioFastConfig
-    vdb: VdbConfig  # vector search (workflow.vdb; dlio.vdb)
-    model_load: ModelLoadConfig  # dlio.modelload's section (workflow.model_load)
-    kvcache: KvcacheConfig  # the KV-cache offload workload (workflow.kvcache; dlio.kvcache)
+    # each workload family's section by name (kvcache, model_load, vdb, ...): cfg.section(VdbConfig)
+    families: Mapping[str, Any]
     workload: Optional[str] = None
     config_file: Optional[str] = None
     scale: float = 1.0
@@ -153,11 +153,22 @@ class Config:
 
     # -- access ---------------------------------------------------------------------------------
 
+    def section(self, cls: Type[_S]) -> _S:
+        """A workload family's section, typed: ``cfg.section(VdbConfig).runs`` (its class in
+        dlio.config.sections, generated from the family's keys)."""
+        return cast(_S, self.families[_SECTION_OF[cls]])
+
+    def top(self, name: str) -> Any:
+        """A top-level section by name, a workload family's included."""
+        return self.families[name] if name in _FAMILY_TOP else getattr(self, name)
+
     def get(self, dotted: str) -> Any:
         """Value of a dotted key (current or legacy spelling), e.g. ``cfg.get("reader.batch_size")``."""
-        obj: Any = self
-        for part in LEGACY.get(dotted, dotted).split("."):
-            part = SECTION_ALIASES.get(part, part)
+        first, *rest = [SECTION_ALIASES.get(p, p) for p in LEGACY.get(dotted, dotted).split(".")]
+        if first not in _FAMILY_TOP and not hasattr(self, first):
+            raise KeyError(dotted)
+        obj: Any = self.top(first)
+        for part in rest:
             if obj is None or not hasattr(obj, part):
                 raise KeyError(dotted)
             obj = getattr(obj, part)
@@ -189,7 +200,7 @@ class Config:
         out: Dict[str, Any] = {"model": conv(self.model), "framework": self.framework}
         for sec in _TOP:
             if sec != "model":
-                out[sec] = conv(getattr(self, sec))
+                out[sec] = conv(self.top(sec))
         return out
 
     def to_yaml(self, sections: Optional[Sequence[str]] = None) -> str:
@@ -369,7 +380,8 @@ def _resolve(
     built = _build(values)
     return Config(
         framework=values["framework"],
-        **{s: built[s] for s in _TOP},
+        **{s: built[s] for s in _TOP if s not in _FAMILY_TOP},
+        families=MappingProxyType({s: built[s] for s in FAMILY_SECTIONS}),
         workload=workload,
         config_file=config_file,
         scale=factor,

@@ -1,10 +1,11 @@
 """The DLIO workload schema, declared once, as data.
 
 Every key is one ``Key`` row (``dlio.config.keys.row``), kept in the module of the family that owns it
-(``dlio.config.keys``: DLIO's own sections, dlio-fast's, the KV-cache, model loading and vector search
-workloads); this module gathers them into ``KEYS``, in the order the resolved config is written.  The
-loader builds the section dataclasses (``dlio.config.sections``, generated from these rows), the
-validation, the environment table and the resolved-config writer from this table and from nothing else.
+(``dlio.config.keys``: DLIO's own sections and dlio-fast's; each workload family's ``keys.py`` in its
+own package, found by ``dlio.config.families``); this module gathers them into ``KEYS``, in the order the
+resolved config is written.  The loader builds the section dataclasses (``dlio.config.sections``,
+generated from these rows), the validation, the environment table and the resolved-config writer from
+this table and from nothing else.
 
 The 2.0.0 dialect (DLIO's PyPI release, what MLPerf Storage v1 ran) is ``LEGACY``: old dotted name ->
 current dotted name.  ``model.model_size`` is in that table too: DLIO's current code ignores it (its
@@ -16,7 +17,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping, Tuple
 
-from dlio.config.keys import dlio, dlio_fast, kvcache, model_load, vdb
+from dlio.config.families import KEY_MODULES
+from dlio.config.keys import dlio, dlio_fast
 from dlio.config.keys.dlio import (
     COMPRESSIONS,
     DATA_LOADERS,
@@ -29,9 +31,7 @@ from dlio.config.keys.dlio import (
     TIME_TYPES,
 )
 from dlio.config.keys.dlio_fast import DIALECTS
-from dlio.config.keys.kvcache import KV_IO_MODES, KV_TRACE_FORMATS
 from dlio.config.keys.row import Key
-from dlio.config.keys.vdb import VDB_INDEXES
 
 __all__ = [
     "COMPRESSIONS",
@@ -44,9 +44,6 @@ __all__ = [
     "FRAMEWORKS",
     "KEYS",
     "KEYS_BY_PATH",
-    "KVCACHE_KEYS",
-    "KV_IO_MODES",
-    "KV_TRACE_FORMATS",
     "Key",
     "LEGACY",
     "LEGACY_ONLY",
@@ -57,26 +54,15 @@ __all__ = [
     "SHUFFLES",
     "STORAGE_TYPES",
     "TIME_TYPES",
-    "VDB_INDEXES",
     "sections",
 ]
 
 
-def _after(rows: Tuple[Key, ...], path: str, row: Key) -> Tuple[Key, ...]:
-    """``rows`` with ``row`` inserted after the row of ``path``."""
-    i = [k.path for k in rows].index(path) + 1
-    return rows[:i] + (row,) + rows[i:]
-
-
-KVCACHE_KEYS = kvcache.KEYS
 KEYS: Tuple[Key, ...] = (
-    # DLIO's sections, with vector search's flag among the workflow keys (its place in the resolved config)
-    *_after(dlio.KEYS, "workflow.query", vdb.WORKFLOW),
+    *dlio.KEYS,  # DLIO's sections
     *dlio_fast.KEYS,  # dlio_fast.* (DLIO ignores unknown top-level sections)
-    *kvcache.KEYS,  # workflow.kvcache and kvcache.*
     *dlio_fast.CHECKPOINT_KEYS,  # checkpoint.async_*
-    *model_load.KEYS,  # workflow.model_load and model_load.*
-    *vdb.KEYS,  # vdb.*
+    *(k for m in KEY_MODULES for k in m.KEYS),  # each workload family's workflow.<name> flag and <name>.*
 )
 
 KEYS_BY_PATH: Mapping[str, Key] = MappingProxyType({k.path: k for k in KEYS})

@@ -25,7 +25,7 @@ def _section(path: str) -> Dict[str, Any]:
 
 @dataclass(frozen=True)
 class ModelParallelismConfig:
-    """The model.parallelism section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The model.parallelism section (its rows in dlio: config.keys.dlio)."""
 
     tensor: int = field(metadata=_key("model.parallelism.tensor"))
     pipeline: int = field(metadata=_key("model.parallelism.pipeline"))
@@ -35,7 +35,7 @@ class ModelParallelismConfig:
 
 @dataclass(frozen=True)
 class ModelTransformerConfig:
-    """The model.transformer section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The model.transformer section (its rows in dlio: config.keys.dlio)."""
 
     vocab_size: int = field(metadata=_key("model.transformer.vocab_size"))
     hidden_size: int = field(metadata=_key("model.transformer.hidden_size"))
@@ -46,7 +46,7 @@ class ModelTransformerConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The model section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The model section (its rows in dlio: config.keys.dlio)."""
 
     name: str = field(metadata=_key("model.name"))
     type: Optional[str] = field(metadata=_key("model.type"))
@@ -76,7 +76,7 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class WorkflowConfig:
-    """The workflow section of a workload (its rows in dlio.config.keys: dlio, kvcache, model_load, vdb)."""
+    """The workflow section (its rows in dlio: config.keys.dlio, kvcache.keys, modelload.keys, vdb.keys)."""
 
     generate_data: bool = field(metadata=_key("workflow.generate_data"))
     train: bool = field(metadata=_key("workflow.train"))
@@ -85,14 +85,14 @@ class WorkflowConfig:
     profiling: bool = field(metadata=_key("workflow.profiling"))
     debug: bool = field(metadata=_key("workflow.debug"))
     query: Optional[str] = field(metadata=_key("workflow.query"))
-    vdb: bool = field(metadata=_key("workflow.vdb"))
     kvcache: bool = field(metadata=_key("workflow.kvcache"))
     model_load: bool = field(metadata=_key("workflow.model_load"))
+    vdb: bool = field(metadata=_key("workflow.vdb"))
 
 
 @dataclass(frozen=True)
 class DatasetHdf5Config:
-    """The dataset.hdf5 section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The dataset.hdf5 section (its rows in dlio: config.keys.dlio)."""
 
     chunk_dims: Tuple[int, ...] = field(metadata=_key("dataset.hdf5.chunk_dims"))
     num_dset_per_record: int = field(metadata=_key("dataset.hdf5.num_dset_per_record"))
@@ -101,7 +101,7 @@ class DatasetHdf5Config:
 
 @dataclass(frozen=True)
 class DatasetParquetConfig:
-    """The dataset.parquet section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The dataset.parquet section (its rows in dlio: config.keys.dlio)."""
 
     columns: Tuple[Mapping[Any, Any], ...] = field(metadata=_key("dataset.parquet.columns"))
     row_group_size: int = field(metadata=_key("dataset.parquet.row_group_size"))
@@ -113,7 +113,7 @@ class DatasetParquetConfig:
 
 @dataclass(frozen=True)
 class DatasetConfig:
-    """The dataset section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The dataset section (its rows in dlio: config.keys.dlio)."""
 
     record_length_bytes: Union[int, float] = field(metadata=_key("dataset.record_length_bytes"))
     record_length_bytes_stdev: Union[int, float] = field(metadata=_key("dataset.record_length_bytes_stdev"))
@@ -163,7 +163,7 @@ class DatasetConfig:
 
 @dataclass(frozen=True)
 class ReaderConfig:
-    """The reader section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The reader section (its rows in dlio: config.keys.dlio)."""
 
     data_loader: Literal[
         "pytorch",
@@ -206,7 +206,7 @@ class ReaderConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """The train section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The train section (its rows in dlio: config.keys.dlio)."""
 
     epochs: int = field(metadata=_key("train.epochs"))
     computation_time: TimeSpec = field(metadata=_key("train.computation_time"))
@@ -217,7 +217,7 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class EvaluationConfig:
-    """The evaluation section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The evaluation section (its rows in dlio: config.keys.dlio)."""
 
     eval_time: TimeSpec = field(metadata=_key("evaluation.eval_time"))
     eval_after_epoch: int = field(metadata=_key("evaluation.eval_after_epoch"))
@@ -226,7 +226,7 @@ class EvaluationConfig:
 
 @dataclass(frozen=True)
 class CheckpointKsmConfig:
-    """The checkpoint.ksm section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The checkpoint.ksm section (its rows in dlio: config.keys.dlio)."""
 
     madv_mergeable_id: int = field(metadata=_key("checkpoint.ksm.madv_mergeable_id"))
     high_ram_trigger: Union[int, float] = field(metadata=_key("checkpoint.ksm.high_ram_trigger"))
@@ -236,7 +236,7 @@ class CheckpointKsmConfig:
 
 @dataclass(frozen=True)
 class CheckpointConfig:
-    """The checkpoint section of a workload (its rows in dlio.config.keys: dlio, dlio_fast)."""
+    """The checkpoint section (its rows in dlio: config.keys.dlio, config.keys.dlio_fast)."""
 
     checkpoint_folder: str = field(metadata=_key("checkpoint.checkpoint_folder"))
     checkpoint_after_epoch: int = field(metadata=_key("checkpoint.checkpoint_after_epoch"))
@@ -259,7 +259,7 @@ class CheckpointConfig:
 
 @dataclass(frozen=True)
 class OutputMetricConfig:
-    """The output.metric section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The output.metric section (its rows in dlio: config.keys.dlio)."""
 
     exclude_start_steps: int = field(metadata=_key("output.metric.exclude_start_steps"))
     exclude_end_steps: int = field(metadata=_key("output.metric.exclude_end_steps"))
@@ -267,7 +267,7 @@ class OutputMetricConfig:
 
 @dataclass(frozen=True)
 class OutputConfig:
-    """The output section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The output section (its rows in dlio: config.keys.dlio)."""
 
     folder: Optional[str] = field(metadata=_key("output.folder"))
     log_file: str = field(metadata=_key("output.log_file"))
@@ -276,14 +276,14 @@ class OutputConfig:
 
 @dataclass(frozen=True)
 class MetricConfig:
-    """The metric section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The metric section (its rows in dlio: config.keys.dlio)."""
 
     au: float = field(metadata=_key("metric.au"))
 
 
 @dataclass(frozen=True)
 class ProfilingConfig:
-    """The profiling section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The profiling section (its rows in dlio: config.keys.dlio)."""
 
     profiler: Literal["none", "iostat", "darshan", "tensorboard"] = field(metadata=_key("profiling.profiler"))
     iostat_devices: Tuple[str, ...] = field(metadata=_key("profiling.iostat_devices"))
@@ -291,7 +291,7 @@ class ProfilingConfig:
 
 @dataclass(frozen=True)
 class StorageConfig:
-    """The storage section of a workload (its rows in dlio.config.keys: dlio)."""
+    """The storage section (its rows in dlio: config.keys.dlio)."""
 
     storage_type: Literal["local_fs", "s3", "aistore"] = field(metadata=_key("storage.storage_type"))
     storage_root: str = field(metadata=_key("storage.storage_root"))
@@ -302,7 +302,7 @@ class StorageConfig:
 
 @dataclass(frozen=True)
 class DlioFastConfig:
-    """The dlio_fast section of a workload (its rows in dlio.config.keys: dlio_fast)."""
+    """The dlio_fast section (its rows in dlio: config.keys.dlio_fast)."""
 
     engine: Literal["posix", "odirect", "io_uring", "mmap", "null", "s3dlio"] = field(metadata=_key("dlio_fast.engine"))
     qd: int = field(metadata=_key("dlio_fast.qd"))
@@ -324,7 +324,7 @@ class DlioFastConfig:
 
 @dataclass(frozen=True)
 class KvcacheConfig:
-    """The kvcache section of a workload (its rows in dlio.config.keys: kvcache)."""
+    """The kvcache section (its rows in dlio: kvcache.keys)."""
 
     model: str = field(metadata=_key("kvcache.model"))
     layers: int = field(metadata=_key("kvcache.layers"))
@@ -370,7 +370,7 @@ class KvcacheConfig:
 
 @dataclass(frozen=True)
 class ModelLoadConfig:
-    """The model_load section of a workload (its rows in dlio.config.keys: model_load)."""
+    """The model_load section (its rows in dlio: modelload.keys)."""
 
     model: Literal[
         "llama3_8b",
@@ -403,7 +403,7 @@ class ModelLoadConfig:
 
 @dataclass(frozen=True)
 class VdbConfig:
-    """The vdb section of a workload (its rows in dlio.config.keys: vdb)."""
+    """The vdb section (its rows in dlio: vdb.keys)."""
 
     index: Literal["diskann", "aisaq_perf", "aisaq_scale", "hnsw"] = field(metadata=_key("vdb.index"))
     vectors: int = field(metadata=_key("vdb.vectors"))

@@ -1,9 +1,9 @@
 """The workload families, by their workflow flag. Each entry imports its family when it is asked for (a
 literal import inside a function, which the layer test reads), so `--help` loads none of them.
 
-Adding a family: a package with a family.py that defines FAMILY (dlio.family.Family), its keys in
-dlio/config/keys/, and one entry here (docs/design.md, "Add a workload family";
-tests/unit/test_families.py checks each step)."""
+Adding a family: a package with a family.py that defines FAMILY (dlio.family.Family), a keys.py and its
+workloads/, and one entry here (docs/design.md, "Add a workload family"; tests/unit/test_families.py
+checks each step)."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from dlio.base.errors import DlioError, DlioRunError
 from dlio.base.units import fmt_bytes
 from dlio.config import Config
+from dlio.config.sections import KvcacheConfig
 from dlio.family import Family, FamilyChecks, RunContext
 from dlio.kvcache import attest, check, engine, metrics, oplog, results
 from dlio.kvcache.check import OPTIONS
@@ -69,7 +70,7 @@ def describe(s: KvSettings, plan: Plan, folder: str, ranks: int, relayed: bool =
 
 def listing(cfg: Config) -> Dict[str, str]:
     """`dlio-fast workloads`' columns: the model, its users, the KV bytes per token, a trial's length."""
-    kv = cfg.kvcache
+    kv = cfg.section(KvcacheConfig)
     return {
         "model": resolve_model(kv).name,
         "users": str(kv.users),

@@ -12,6 +12,7 @@ from dlio.base.errors import ConfigError
 from dlio.base.same_names import build_from
 from dlio.base.units import parse_size
 from dlio.config import Config
+from dlio.config.sections import KvcacheConfig
 from dlio.kvcache.models import KvModel, resolve_model
 
 # The reference's user templates (kv_cache/workload.py UserSimulator, config.yaml user_templates):
@@ -113,7 +114,7 @@ def _pair(name: str, field: str, v: Any, origin: str, integer: bool) -> Tuple[An
 
 
 def _templates(cfg: Config) -> Tuple[Template, ...]:
-    given: Optional[Mapping[str, Any]] = cfg.kvcache.templates
+    given: Optional[Mapping[str, Any]] = cfg.section(KvcacheConfig).templates
     if not given:
         return tuple(Template(n, c, g, t) for n, c, g, t in DEFAULT_TEMPLATES)
     origin = cfg.origin("kvcache.templates")
@@ -140,7 +141,7 @@ def _templates(cfg: Config) -> Tuple[Template, ...]:
 
 def settings(cfg: Config) -> KvSettings:
     """The resolved kvcache settings of a config (ConfigError on a bad value)."""
-    kv = cfg.kvcache
+    kv = cfg.section(KvcacheConfig)
     model = resolve_model(kv)
     if kv.qos_interactive + kv.qos_responsive > 1 + 1e-9:
         raise ConfigError(

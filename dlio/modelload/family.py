@@ -25,6 +25,7 @@ from dlio import _core
 from dlio.base.errors import ConfigError, DlioRunError, Interrupted
 from dlio.base.units import fmt_bytes
 from dlio.config import Config
+from dlio.config.sections import ModelLoadConfig
 from dlio.family import Family, RunContext
 from dlio.modelload import figures, prefetch
 from dlio.modelload.models import Model, model_of
@@ -53,7 +54,7 @@ MODES: Dict[str, Tuple[str, bool, bool]] = {
 
 def engine_of(cfg: Config, backend: Backend, mode: str) -> Tuple[str, bool, int]:
     """(engine, O_DIRECT, queue depth) of read mode ``mode`` on this backend."""
-    ml = cfg.model_load
+    ml = cfg.section(ModelLoadConfig)
     wanted, direct, deep = MODES[mode]
     engine, direct = backend.engine_for(wanted, direct)
     return engine, direct, ml.qd if deep and engine == wanted else 1  # the backend's own client: one at a time
@@ -61,7 +62,7 @@ def engine_of(cfg: Config, backend: Backend, mode: str) -> Tuple[str, bool, int]
 
 def check(cfg: Config, comm_size: int, backend: Backend, mode: str) -> int:
     """Refuse what cannot be honoured; the tensor-parallel group size."""
-    ml = cfg.model_load
+    ml = cfg.section(ModelLoadConfig)
     # the training's keys that a load does not take: refused rather than ignored
     for key, fix in (
         ("dlio_fast.engine", "model_load.read_mode"),
@@ -110,7 +111,7 @@ def plan_lines(
     pre: Optional[RankPlan] = None,
 ) -> List[str]:
     """What the run loads, in words (the banner, and --dry-run)."""
-    ml = cfg.model_load
+    ml = cfg.section(ModelLoadConfig)
     big = max(s.size for s in shards)
     mode = choice.mode
     lines = [
@@ -143,7 +144,7 @@ def choice_line(choice: Choice) -> str:
 
 def listing(cfg: Config) -> Dict[str, str]:
     """`dlio-fast workloads`' columns: the model, its dtype, shards and size, what a rank reads and how."""
-    model, ml = model_of(cfg), cfg.model_load
+    model, ml = model_of(cfg), cfg.section(ModelLoadConfig)
     return {
         "model": ml.model,
         "dtype": ml.dtype,
@@ -162,7 +163,7 @@ class LoadRun:
         backend.check_config(cfg)
         self.ctx, self.cfg, self.comm = ctx, cfg, comm
         self.model = model = model_of(cfg)
-        ml = cfg.model_load
+        ml = cfg.section(ModelLoadConfig)
         shards = layout(model, ml.shard_size)
         self.root = backend.checkpoint_root(cfg)
         # vLLM decides on every rank from the same facts (the folder's mount, the host's RAM)
@@ -246,7 +247,7 @@ def _loads(
     passes: List[Dict[str, Any]],
 ) -> None:
     """The loads of this rank: an untimed one first when warm, then model_load.repeats timed ones."""
-    ml = cfg.model_load
+    ml = cfg.section(ModelLoadConfig)
     kinds = (["warm-up"] if ml.cache == "warm" else []) + ["timed"] * ml.repeats
     for n, kind in enumerate(kinds, start=1):
         rec = load_once(cfg, comm, stored, plans, tp, n, kind)
@@ -267,7 +268,7 @@ def load_once(
 ) -> Dict[str, Any]:
     """One load of this rank's requests (``plans``: the mmap or read pass, the prefetch or None, the
     read mode), started on every rank at once; its record."""
-    backend, ml = stored.backend, cfg.model_load
+    backend, ml = stored.backend, cfg.section(ModelLoadConfig)
     mine, pre, mode = plans
     engine, direct, qd = engine_of(cfg, backend, mode)
     names = [stored.names[i] for i in mine.files]
@@ -337,7 +338,7 @@ def _document(
     plans: List[Dict[str, Any]],
     failure: Optional[BaseException],
 ) -> Dict[str, Any]:
-    ml = cfg.model_load
+    ml = cfg.section(ModelLoadConfig)
     by_pass: Dict[int, List[Dict[str, Any]]] = {}
     for recs in all_passes:
         for r in recs:

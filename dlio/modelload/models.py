@@ -24,6 +24,7 @@ import numpy as np
 
 from dlio.base.errors import ConfigError
 from dlio.config import Config
+from dlio.config.sections import ModelLoadConfig
 
 # safetensors' dtype names and their sizes
 DTYPES: Dict[str, Tuple[str, int]] = {
@@ -112,7 +113,7 @@ def generic_tensors(nbytes: int, itemsize: int, width: int = 4096) -> List[Tenso
 
 def model_of(cfg: Config) -> Model:
     """The model_load.model of a config, with model_load.dtype."""
-    ml = cfg.model_load
+    ml = cfg.section(ModelLoadConfig)
     dtype, itemsize = DTYPES[ml.dtype]
     if ml.model in LLAMA3:
         c = dict(LLAMA3[ml.model])

@@ -61,8 +61,7 @@ class FileBackend(Backend):
         return os.path.abspath(cfg.checkpoint.checkpoint_folder)
 
     def folder_root(self, cfg: Config, key: str) -> str:
-        section, name = key.split(".", 1)
-        return getattr(getattr(cfg, section), name)  # as the config gives it: the messages name it so
+        return cfg.get(key)  # as the config gives it: the messages name it so
 
     def kv_relay(self, root: str, workers: int, slot_len: int, null: bool = False) -> Any:
         self.refuse(

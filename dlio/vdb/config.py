@@ -11,6 +11,7 @@ from dlio.base.errors import ConfigError
 from dlio.base.same_names import build_from
 from dlio.config import Config
 from dlio.config.engines import resolve as resolve_engine
+from dlio.config.sections import VdbConfig
 from dlio.system.counters import usable_cores
 from dlio.vdb.layout import Layout
 
@@ -73,7 +74,7 @@ CPU_PER_HOP_US, CPU_PER_HOP_SHAPE = 55.0, 1536 * 64
 def cpu_per_hop_us(cfg: Config, layout: Layout) -> Tuple[float, str]:
     """The CPU spun after each hop and where it comes from: vdb.cpu_per_hop_us as set, none for storage-only
     chains, else DiskANN's measured figure scaled to this index's dimension x R."""
-    v = cfg.vdb
+    v = cfg.section(VdbConfig)
     if v.storage_only:
         if v.cpu_per_hop_us > 0:
             raise _bad("vdb.cpu_per_hop_us", v.cpu_per_hop_us, "vdb.storage_only chains spin no CPU per hop; set one")
@@ -94,7 +95,7 @@ def _bad(key: str, value: Any, problem: str) -> ConfigError:
 
 def vdb_spec(cfg: Config) -> VdbSpec:
     """The VdbSpec of a resolved config with workflow.vdb; ConfigError (one line, the key) when it cannot run."""
-    v = cfg.vdb
+    v = cfg.section(VdbConfig)
     raw = v.vectors * v.dimension * v.dtype_bytes
     segments = v.segments or max(1, math.ceil(raw / (v.segment_max_mb * 2**20)))
     if segments > min(v.vectors, MAX_FILES):

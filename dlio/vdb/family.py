@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from dlio.base.errors import DlioError
 from dlio.base.units import fmt_bytes
 from dlio.config import Config
+from dlio.config.sections import VdbConfig
 from dlio.family import Family, FamilyChecks, RunContext
 from dlio.progress import phase_of
 from dlio.report.family import FamilyReading, FamilyReport, Figure
@@ -46,15 +47,15 @@ def expected(spec: VdbSpec, p: search.Plan) -> Dict[str, float]:
 
 def listing(cfg: Config) -> Dict[str, str]:
     """`dlio-fast workloads`' columns: the index, its vectors and segments, a node read, its size, the load."""
-    vs = vdb_spec(cfg)
+    vs, v = vdb_spec(cfg), cfg.section(VdbConfig)
     return {
-        "index": cfg.vdb.index,
-        "vectors": f"{cfg.vdb.vectors:,}",
-        "dimension": str(cfg.vdb.dimension),
+        "index": v.index,
+        "vectors": f"{v.vectors:,}",
+        "dimension": str(v.dimension),
         "segments": str(vs.layout.segments),
         "node read": fmt_bytes(vs.layout.read_bytes, "") if vs.searches else "-",
         "index size": fmt_bytes(sum(n for _, n in file_sizes(vs)), ""),
-        "processes x batch": f"{cfg.vdb.processes} x {cfg.vdb.batch}" if vs.searches else "-",
+        "processes x batch": f"{v.processes} x {v.batch}" if vs.searches else "-",
     }
 
 
@@ -234,7 +235,7 @@ class VdbRun:
         if self.cfg.scale != 1.0:  # what --scale changed: the collection
             lines.insert(
                 0,
-                f"scale               {self.cfg.scale:g}: vdb.vectors {self.cfg.vdb.vectors:,} "
+                f"scale               {self.cfg.scale:g}: vdb.vectors {self.cfg.section(VdbConfig).vectors:,} "
                 f"({self.cfg.origin('vdb.vectors')})",
             )
         return lines + [f"assumed             {a}" for a in assumptions(self.spec, self.plan)]

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from dlio.base.errors import ConfigError, DlioError
 from dlio.base.units import fmt_bytes
 from dlio.config import Config
+from dlio.config.sections import VdbConfig
 from dlio.report.verdict import classify
 from dlio.storage import backend_for, staging
 from dlio.storage.base import SetOptions
@@ -187,12 +188,13 @@ def store_for(cfg: Config, spec: VdbSpec, medoid: int) -> Any:
             "dlio_fast.engine",
             word,
         )
-    if "://" in str(cfg.vdb.index_folder):
+    folder = cfg.section(VdbConfig).index_folder
+    if "://" in str(folder):
         raise ConfigError(
-            f"vdb.index_folder = {cfg.vdb.index_folder}: it is both the prefix in the bucket and the local folder "
+            f"vdb.index_folder = {folder}: it is both the prefix in the bucket and the local folder "
             "the search's copy goes beside; give a path (storage.storage_root names the bucket)",
             "vdb.index_folder",
-            cfg.vdb.index_folder,
+            folder,
         )
     root = backend.join(backend.folder_root(cfg, "vdb.index_folder"), os.path.basename(spec.folder))
     return ObjectStore(cfg, staging.stage_and_upload(backend, root, spec.folder + COPY_SUFFIX), spec, medoid)

@@ -1,19 +1,19 @@
 """The checklist of docs/design.md's "Add a workload family", kept honest: a family that skips a step
 fails here, by name. Every package with a family.py is registered; every registered family loads through
 its literal import, is a dlio.family.Family named by its workflow flag, has that flag and a section of
-keys in the schema and a field in Config, lists itself in `dlio-fast workloads` and plans a run of a
-built-in workload."""
+keys in its package's keys.py (found by dlio.config.families) and a typed section (cfg.section), lists
+itself in `dlio-fast workloads` and plans a run of a built-in workload."""
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import os
 
 import pytest
 
-from dlio.config import schema
-from dlio.config.load import Config, load_config
+from dlio.config import families, schema
+from dlio.config.load import load_config
+from dlio.config.sections import CLASSES
 from dlio.config.workloads import list_workloads
 from dlio.family import Family, FamilyChecks
 from dlio.jobs import registry
@@ -43,11 +43,15 @@ def test_a_registered_family_is_a_family_named_by_its_flag(name):
 
 
 @pytest.mark.parametrize("name", OWN)
-def test_a_family_has_its_flag_keys_config_field_and_report(name):
+def test_a_family_has_its_flag_keys_typed_section_and_report(name):
+    fam = registry.family(name)
+    package = fam.plan.__module__.split(".")[1]
+    keys = [m for m in families.KEY_MODULES if m.SECTION == name]
+    assert keys and keys[0].__name__ == f"dlio.{package}.keys", f"no dlio/{package}/keys.py with SECTION = {name!r}"
     assert f"workflow.{name}" in {f"{k.section}.{k.name}" for k in schema.KEYS}, f"no workflow.{name} key"
     assert name in {k.section for k in schema.KEYS}, f"no {name}.* keys in the schema"
-    assert name in {f.name for f in dataclasses.fields(Config)}, f"no Config field {name}"
-    fam = registry.family(name)
+    cfg = load_config(workload="default", env={})
+    assert isinstance(cfg.section(CLASSES[name]), CLASSES[name]), f"{name}: no typed section (gen_sections)"
     assert fam.report is not None, f"{name}: `dlio-fast report` cannot read its documents"
     assert fam.report.schema.startswith("dlio-fast.")
 

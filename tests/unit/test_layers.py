@@ -177,8 +177,11 @@ def edges(root: str = DLIO) -> List[Edge]:
 
 
 def package_of(mod: str, root: str = DLIO) -> str:
-    """The layer table's name of a module: its subpackage of dlio/, or its own name for a base module."""
+    """The layer table's name of a module: its subpackage of dlio/, or its own name for a base module. A
+    workload family's keys module (dlio/<family>/keys.py: rows, found by dlio.config.families) is config's."""
     parts = mod.split(".")
+    if len(parts) == 3 and parts[2] == "keys" and parts[1] in FAMILY_PACKAGES:
+        return "config"
     if len(parts) > 1 and os.path.isdir(os.path.join(root, parts[1])):
         return parts[1]
     return parts[-1]
@@ -336,3 +339,13 @@ def test_a_new_upward_import_is_named_with_its_file_line_and_layers(tmp_path):
     packages, files = _graphs(found, str(root))
     assert cycles(packages) == [["mlperf", "report"]]
     assert ["dlio.mlperf.rules", "dlio.report.tables"] in cycles(files)
+
+
+def test_a_familys_keys_module_is_data():
+    """dlio/<family>/keys.py sits with config (package_of): it may import the row type and nothing else of
+    dlio, or config would reach a family's code through it."""
+    found = {e.src for e in edges() if e.src.endswith(".keys") and package_of(e.src) == "config"}
+    assert {f"dlio.{p}.keys" for p in FAMILY_PACKAGES if os.path.isfile(os.path.join(DLIO, p, "keys.py"))} <= found
+    for e in edges():
+        if e.src in found:
+            assert e.dst == "dlio.config.keys.row", f"{e.path}:{e.line}: a keys module imports {e.dst}"

@@ -1,4 +1,5 @@
-"""Built-in workloads: DLIO workload YAML files shipped as package data.
+"""Built-in workloads: DLIO workload YAML files shipped as package data, here and in each workload
+family's own ``workloads/`` folder (``dlio/<family>/workloads/*.yaml``: a family is its package).
 
 A workload file holds the content of DLIO's ``workload`` Hydra group (no ``workload:`` root key), so
 ``dlio_benchmark --config-dir DIR workload=NAME`` reads the same file.  A few names are aliases of a
@@ -8,9 +9,9 @@ specific accelerator's variant (``resnet50`` is ``resnet50_h100``), as in MLPerf
 from __future__ import annotations
 
 import difflib
+import os
 import re
-from importlib import resources
-from typing import List
+from typing import Dict, List
 
 from dlio.base.errors import ConfigError
 
@@ -25,8 +26,20 @@ ALIASES = {
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_DLIO = os.path.dirname(os.path.dirname(_HERE))
+
+
+def _paths() -> Dict[str, str]:
+    """{name: YAML file} of this folder and of every dlio/<package>/workloads/ folder."""
+    folders = [_HERE] + sorted(
+        p for n in os.listdir(_DLIO) if os.path.isdir(p := os.path.join(_DLIO, n, "workloads")) and p != _HERE
+    )
+    return {f[:-5]: os.path.join(d, f) for d in folders for f in sorted(os.listdir(d)) if f.endswith(".yaml")}
+
+
 def _files() -> List[str]:
-    return sorted(p.name[:-5] for p in resources.files(__name__).iterdir() if p.name.endswith(".yaml"))
+    return sorted(_paths())
 
 
 def list_workloads() -> List[str]:
@@ -50,4 +63,5 @@ def resolve(name: str) -> str:
 
 def workload_text(name: str) -> str:
     """The YAML text of a built-in workload."""
-    return resources.files(__name__).joinpath(resolve(name) + ".yaml").read_text(encoding="utf-8")
+    with open(_paths()[resolve(name)], encoding="utf-8") as f:
+        return f.read()

@@ -171,8 +171,7 @@ class S3Backend(Backend):
         )
 
     def folder_root(self, cfg: Config, key: str) -> str:
-        section, name = key.split(".", 1)
-        return _place(getattr(getattr(cfg, section), name), cfg.storage.storage_root, key, "checkpoint")
+        return _place(cfg.get(key), cfg.storage.storage_root, key, "checkpoint")
 
     def kv_relay(self, root: str, workers: int, slot_len: int, null: bool = False) -> Any:
         from dlio.storage.s3.kvrelay import KvRelay  # its helper process starts only for a KV-cache run

@@ -804,10 +804,12 @@ def test_schema_is_the_single_source():
         assert new in schema.KEYS_BY_PATH and old not in schema.KEYS_BY_PATH
     import dataclasses
 
-    from dlio.config import Config
+    from dlio.config import Config, families
 
     top = {s for s in schema.SECTIONS if "." not in s} | {"framework"}
-    assert top <= {f.name for f in dataclasses.fields(Config)}
+    # every top-level section is a Config field, or a workload family's section (cfg.section, cfg.top)
+    assert top == {f.name for f in dataclasses.fields(Config)} & top | set(families.SECTIONS)
+    assert not {f.name for f in dataclasses.fields(Config)} & set(families.SECTIONS)
     d = load_config(env=NOENV).to_dict()
     flat = set()
 

@@ -11,6 +11,7 @@ import pytest
 from dlio.config import gen_sections, sections
 from dlio.config.load import Config, load_config
 from dlio.config.schema import KEYS, OPTIONAL_SECTIONS, SECTIONS
+from dlio.config.sections import ModelLoadConfig
 from dlio.config.timespec import TimeSpec
 from dlio.config.workloads import list_workloads
 
@@ -70,8 +71,11 @@ def _check_config(cfg: Config) -> None:
     hints = typing.get_type_hints(Config)
     assert _is(cfg.framework, hints["framework"])
     for sec in (s for s in SECTIONS if "." not in s):
-        v = getattr(cfg, sec)
-        assert _is(v, hints[sec]), f"{sec}: {type(v).__name__} is not {hints[sec]}"
+        v = cfg.top(sec)
+        kind = (
+            hints[sec] if sec in hints else sections.CLASSES[sec]
+        )  # a workload family's section: cfg.section(its class)
+        assert _is(v, kind), f"{sec}: {type(v).__name__} is not {kind}"
         _check(v, sec)
 
 
@@ -122,7 +126,7 @@ def test_a_bytes_key_takes_a_size_as_typed():
     from dlio.config.load import load_config
 
     cfg = load_config(workload="load_model", env={}, sets=["model_load.model_bytes=300m"])
-    assert cfg.model_load.model_bytes == 300 << 20
+    assert cfg.section(ModelLoadConfig).model_bytes == 300 << 20
     with pytest.raises(ConfigError, match="model_load.model_bytes.*expected a size"):
         load_config(workload="load_model", env={}, sets=["model_load.model_bytes=3x"])
 

@@ -7,6 +7,7 @@ import pytest
 from dlio import _core
 from dlio.base.errors import ConfigError
 from dlio.config import load_config
+from dlio.config.sections import KvcacheConfig
 from dlio.kvcache.models import MODELS, resolve_model
 from dlio.kvcache.plan import synthetic_plan, user_table
 from dlio.kvcache.settings import settings
@@ -32,7 +33,7 @@ def test_bytes_per_token_as_the_reference_computes_it():
             "kvcache.layers=4",
             "kvcache.kv_heads=2",
             "kvcache.head_dim=64",
-        ).kvcache
+        ).section(KvcacheConfig)
     )
     assert m.bytes_per_token == 2 * 4 * 2 * 64 * 2
 

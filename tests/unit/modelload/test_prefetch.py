@@ -10,6 +10,7 @@ import pytest
 
 from dlio.base.errors import Interrupted
 from dlio.config import load_config
+from dlio.config.sections import ModelLoadConfig
 from dlio.modelload import models, shards, strategy
 from dlio.modelload.plan import prefetch_plan
 from dlio.system import execute
@@ -37,7 +38,7 @@ def vllm_reads(sizes, rank, world, block):
 
 
 def test_the_defaults_are_vllms():
-    ml = load_config(workload="load_llama3_8b", env={}, sets=[]).model_load
+    ml = load_config(workload="load_llama3_8b", env={}, sets=[]).section(ModelLoadConfig)
     # vllm/config/load.py: DEFAULT_SAFETENSORS_PREFETCH_NUM_THREADS = 8, ..._BLOCK_SIZE = 16 * 1024 * 1024
     assert (ml.read_mode, ml.prefetch_threads, ml.prefetch_block_size) == ("auto", 8, 16 * MiB)
 

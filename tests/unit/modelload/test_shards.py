@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dlio.config import load_config
+from dlio.config.sections import ModelLoadConfig
 from dlio.modelload import models, shards
 from dlio.modelload.store import StoredModel
 from dlio.storage.files import FileBackend
@@ -57,7 +58,7 @@ def test_llama3_sizes_and_shards_as_published(name):
     total, nshards = PUBLISHED[name]
     if total is not None:
         assert m.nbytes == total
-    layout = shards.layout(m, cfg.model_load.shard_size)
+    layout = shards.layout(m, cfg.section(ModelLoadConfig).shard_size)
     assert len(layout) == nshards
     assert all(s.size - len(s.header) <= 5 * 10**9 for s in layout)
     # parameters from the config by hand: embeddings and lm_head, per layer q k v o, 3 mlp, 2 norms
@@ -94,7 +95,7 @@ def test_generic_model_holds_its_bytes():
 
 def _write(tmp_path, cfg):
     m = models.model_of(cfg)
-    layout = shards.layout(m, cfg.model_load.shard_size)
+    layout = shards.layout(m, cfg.section(ModelLoadConfig).shard_size)
     st = StoredModel(FileBackend(), str(tmp_path / "m"), layout, shards.index_text(m, layout))
 
     class One:

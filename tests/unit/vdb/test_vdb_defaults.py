@@ -6,6 +6,7 @@ import pytest
 
 from dlio.base.errors import ConfigError
 from dlio.config.load import load_config
+from dlio.config.sections import VdbConfig
 from dlio.system.counters import usable_cores
 from dlio.vdb.config import vdb_spec
 
@@ -37,10 +38,10 @@ def test_storage_only_chains_spin_no_cpu_and_refuse_a_cpu_per_hop():
 def test_scale_shrinks_the_collection_unless_given():
     """--scale means something for vector search: the collection's vectors (never below 1,000), as it
     shrinks a training dataset; a count given for the run stays as given."""
-    assert load_config(workload="vdb_diskann_1m", env={}, scale=0.01).vdb.vectors == 10_000
-    assert load_config(workload="vdb_diskann_1m", env={}, scale=1e-6).vdb.vectors == 1000
+    assert load_config(workload="vdb_diskann_1m", env={}, scale=0.01).section(VdbConfig).vectors == 10_000
+    assert load_config(workload="vdb_diskann_1m", env={}, scale=1e-6).section(VdbConfig).vectors == 1000
     cfg = load_config(workload="vdb_diskann_1m", env={}, scale=0.01, sets=["vdb.vectors=5000"])
-    assert cfg.vdb.vectors == 5000
+    assert cfg.section(VdbConfig).vectors == 5000
 
 
 @pytest.mark.parametrize(
@@ -61,7 +62,9 @@ def test_every_familys_data_follows_the_data_folder_given_for_the_run(workload, 
 
 def test_the_index_follows_the_data_folder_given_for_the_run():
     cfg = load_config(workload="vdb_diskann_1m", env={}, sets=["dataset.data_folder=/mnt/nvme"])
-    assert cfg.vdb.index_folder == "/mnt/nvme/vdb" and "dataset.data_folder" in cfg.origin("vdb.index_folder")
+    assert cfg.section(VdbConfig).index_folder == "/mnt/nvme/vdb" and "dataset.data_folder" in cfg.origin(
+        "vdb.index_folder"
+    )
     both = load_config(workload="vdb_diskann_1m", env={}, sets=["dataset.data_folder=/a", "vdb.index_folder=/b"])
-    assert both.vdb.index_folder == "/b"
-    assert load_config(workload="vdb_diskann_1m", env={}).vdb.index_folder == "data/vdb"
+    assert both.section(VdbConfig).index_folder == "/b"
+    assert load_config(workload="vdb_diskann_1m", env={}).section(VdbConfig).index_folder == "data/vdb"

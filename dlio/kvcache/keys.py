@@ -8,6 +8,8 @@ from typing import Tuple
 
 from dlio.config.keys.row import Key
 
+SECTION = "kvcache"  # its section and its workflow.kvcache flag (dlio.config.families)
+
 KV_IO_MODES = ("compat", "direct", "null")
 KV_TRACE_FORMATS = ("auto", "csv", "mooncake", "sharegpt")
 KEYS: Tuple[Key, ...] = (

@@ -7,14 +7,12 @@ from typing import Tuple
 
 from dlio.config.keys.row import Key
 
+SECTION = "vdb"  # its section and its workflow.vdb flag (dlio.config.families)
+
 VDB_INDEXES = ("diskann", "aisaq_perf", "aisaq_scale", "hnsw")
 
-# the flag, among DLIO's workflow keys in the resolved config (after workflow.query)
-WORKFLOW = Key(
-    "workflow.vdb", "bool", False, "vector search on storage (the vdb.* keys; MLPerf Storage v3 §5)", io=True
-)
-
 KEYS: Tuple[Key, ...] = (
+    Key("workflow.vdb", "bool", False, "vector search on storage (the vdb.* keys; MLPerf Storage v3 §5)", io=True),
     Key(
         "vdb.index",
         "enum",

@@ -6,6 +6,8 @@ from typing import Tuple
 
 from dlio.config.keys.row import Key
 
+SECTION = "model_load"  # its section and its workflow.model_load flag (dlio.config.families)
+
 KEYS: Tuple[Key, ...] = (
     Key("workflow.model_load", "bool", False, "load a model's weights (model_load.*) instead of training", io=True),
     Key(
