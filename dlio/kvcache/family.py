@@ -44,7 +44,7 @@ def _trace_path(path: str, rank: int, trial: int, ranks: int, trials: int) -> st
 def describe(s: KvSettings, plan: Plan, folder: str, ranks: int, relayed: bool = False) -> List[str]:
     """relayed: the entries are objects the C relay store reaches (no free space to read)."""
     alloc = s.max_concurrent_allocs or "unlimited"
-    free = "unlimited" if relayed else "95% of the free space"
+    free = "unlimited" if relayed else "default (below)"
     relayed = relayed and s.io_mode != "null"
     out = [
         f"kvcache: model {s.model.name} ({s.bytes_per_token:,} B/token), {s.users} users x {ranks} rank(s), "
@@ -64,7 +64,11 @@ def describe(s: KvSettings, plan: Plan, folder: str, ranks: int, relayed: bool =
         )
     if s.trial_gap_s:
         out.append(f"  idle {s.trial_gap_s:g} s before and after each trial (the reference's wrapper)")
-    return out + plan_lines(s, plan)
+    out.append(
+        f"  a trial ends at its duration; requests in flight then finish within {engine.DRAIN_S:g} s or stop between "
+        "their steps"
+    )
+    return out + engine.limit_lines(s, plan, folder, relayed) + plan_lines(s, plan)
 
 
 def listing(cfg: Config) -> Dict[str, str]:
@@ -186,27 +190,47 @@ def idle(seconds: float) -> Optional[BaseException]:
     return None
 
 
-def status_ticker(s: KvSettings, trial: int, progress: Any) -> Optional[Callable[[Any], None]]:
-    """A status line every progress.status_interval seconds while a trial runs (rank 0)."""
-    every = getattr(progress, "status_interval", 0) if progress is not None else 0
-    if not every:
-        return None
+STATUS_S = 5.0  # off a terminal, a trial's status line this often at least (--status-interval may ask for less)
+
+
+Ticker = Tuple[Optional[Callable[[Any], None]], Callable[[], None]]
+
+
+def status_ticker(s: KvSettings, trial: int, progress: Any) -> Ticker:
+    """(on_tick, end) of a trial's progress on rank 0: on a terminal a live bar (trial time of the duration,
+    requests done, bytes moved); else a status line every STATUS_S seconds (or --status-interval, if shorter;
+    none with -q or --status-interval 0)."""
+    if progress is None:
+        return None, lambda: None
+    live = bool(getattr(progress, "live", False))
+    interval = getattr(progress, "status_interval", 0)
+    every = min(interval, STATUS_S) if interval and getattr(progress, "status_out", None) is not None else 0
+    if not live and not every:
+        return None, lambda: None
+    ph = progress.phase("kvcache", f"trial {trial}", s.duration_s, "s") if live else None
     t0, last = time.monotonic(), [time.monotonic()]
 
     def tick(run: Any) -> None:
         now = time.monotonic()
+        p, dt = run.progress(), max(1e-9, now - t0)
+        moved = p["storage_read_bytes"] + p["storage_write_bytes"]
+        if ph is not None:
+            ph.label = f"trial {trial}: {p['requests_done']:,} requests"
+            ph.update(min(dt, s.duration_s), nbytes=moved)
+            return
         if now - last[0] < every:
             return
         last[0] = now
-        p, dt = run.progress(), max(1e-9, now - t0)
+        over = f" (draining requests in flight, +{dt - s.duration_s:.1f} s)" if dt > s.duration_s else ""
         progress.echo(
-            f"[status] kvcache trial {trial}: {p['requests_done']:,} requests done of {p['queued']:,} queued, storage "
-            f"read {p['storage_read_bytes'] / 2**30 / dt:.2f} GiB/s, write {p['storage_write_bytes'] / 2**30 / dt:.2f} "
-            f"GiB/s, {dt:.0f} s of {s.duration_s:g}",
+            f"[status] kvcache trial {trial}: {dt:.0f} s of {s.duration_s:g}{over}, {p['requests_done']:,} requests "
+            f"done of {p['queued']:,} queued, storage read {fmt_bytes(p['storage_read_bytes'])} "
+            f"({p['storage_read_bytes'] / 2**30 / dt:.2f} GiB/s), write {fmt_bytes(p['storage_write_bytes'])} "
+            f"({p['storage_write_bytes'] / 2**30 / dt:.2f} GiB/s)",
             err=True,
         )
 
-    return tick
+    return tick, (ph.end if ph is not None else lambda: None)
 
 
 def _trial(
@@ -217,10 +241,11 @@ def _trial(
     relay = store.relay(s, plan)
     comm.barrier()  # the ranks start each trial together (the rules' clients)
     window = attest.Window(cache, store.target())
-    tick = status_ticker(s, trial, progress) if comm.rank == 0 else None
+    tick, tick_end = status_ticker(s, trial, progress) if comm.rank == 0 else (None, lambda: None)
     try:
         result, failure, log = engine.run_trial(s, plan, cache, capacity, tick, log=bool(s.io_trace_log), relay=relay)
     finally:
+        tick_end()
         tally = relay.finish() if relay is not None else None
     win = window.end(tally.get("cpu_s", 0.0) if tally else 0.0)
     if relay is not None and failure is not None:
@@ -241,6 +266,8 @@ def _trial(
         "relay": tally,
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "capacity": capacity,
+        # stopped before its end (a signal, another rank's stop, an error): its figures are partial
+        "complete": failure is None,
         "result": result,
         "window": win,
     }
