@@ -110,8 +110,10 @@ def stage_bytes(s: KvSettings, plan: Plan, relay: bool = False) -> int:
         return max(4096, min(s.stage_bytes, largest))
     # auto: room for the largest entry (one write() each, as the reference), within a quarter of the memory this
     # rank may use (the control group's, ulimit -v, the host's)
-    room = int(STAGE_RAM_SHARE * memory_limit()[0]) // max(1, stage_regions(s)) // (2 << 20) * (2 << 20)
-    return max(4096, min(largest, max(MIN_STAGE, room)))
+    # (MIN_STAGE when nothing says; smaller when the limit is tight: larger entries then go out in pieces, noted)
+    mem = memory_limit()[0]
+    room = int(STAGE_RAM_SHARE * mem) // max(1, stage_regions(s)) // (2 << 20) * (2 << 20)
+    return max(4096, min(largest, room if mem else MIN_STAGE))
 
 
 def check_memory(s: KvSettings, stage: int) -> None:

@@ -12,7 +12,7 @@ import socket
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from dlio.base.errors import DlioError, DlioRunError
+from dlio.base.errors import DlioError, DlioRunError, Interrupted
 from dlio.base.units import fmt_bytes
 from dlio.config import Config
 from dlio.family import Family, FamilyChecks, RunContext
@@ -106,6 +106,7 @@ class KvRun:
         self.plan0 = plan_for(s, comm.rank, 0)
         self.lines = describe(s, self.plan0, self.root, comm.size, self.store.relayed)
         self.started = ""
+        self.uncleared = False  # a stopped trial's entries are still in the cache folder
 
     def describe(self) -> List[str]:
         return self.lines
@@ -126,6 +127,8 @@ class KvRun:
             try:
                 largest = int(self.plan0.entries["bytes"].max()) if len(self.plan0.entries) else 4096
                 store.prepare(s, largest)
+                # the staging and the RAM tier against the memory this rank may use, before any trial
+                engine.check_memory(s, engine.stage_bytes(s, self.plan0, store.relayed and s.io_mode != "null"))
                 engine.check_room(self.plan0, store.capacity(s), cache)
             except OSError as e:
                 raise DlioError(f"{cache}: {e.strerror}; choose another kvcache.cache_dir") from None
@@ -147,7 +150,10 @@ class KvRun:
                 rec, failure = _trial(s, plan, self.store, comm, trial, ctx.echo, ctx.progress)
                 if rec is not None:
                     recs.append(rec)
-            failure = self.store.clear(failure)
+            if isinstance(failure, Interrupted):
+                self.uncleared = True  # emptied after the results are written (write, keep_partial): they come first
+            else:
+                failure = self.store.clear(failure)
             failure = failure or idle(s.trial_gap_s)
             if failure is not None or pending() is not None:
                 failure = failure or pending()
@@ -155,13 +161,37 @@ class KvRun:
         return recs, failure
 
     def keep_partial(self, folder: str, records: List[Dict[str, Any]], failure: BaseException) -> None:
-        if records:
-            output.write_json(os.path.join(folder, f"rank_{self.comm.rank}-partial.json"), records)
+        """A stopped or failed run of several ranks (no collective): each rank's records in its own file, and
+        rank 0 writes the run's files from its own, marked partial (a trial in progress is not lost)."""
+        try:
+            if records:
+                output.write_json(os.path.join(folder, f"rank_{self.comm.rank}-partial.json"), records)
+            if self.comm.rank == 0:
+                others = f"; the other ranks' records are in {folder}/rank_N-partial.json"
+                self.write(folder, [records], failure, others)
+        finally:
+            self.clear_after_stop()
+
+    def clear_after_stop(self) -> None:
+        """The cache folder emptied after a stop, once the results are written."""
+        if self.uncleared:
+            self.uncleared = False
+            failure = self.store.clear(None)
+            if failure is not None:
+                self.ctx.warn(f"warning: {failure}")
 
     def write(
-        self, folder: str, records: List[List[Dict[str, Any]]], failure: Optional[BaseException]
+        self, folder: str, records: List[List[Dict[str, Any]]], failure: Optional[BaseException], others: str = ""
     ) -> Optional[Tuple[Dict[str, Any], str]]:
-        reason = "" if failure is None else str(failure)
+        try:
+            return self._write(folder, records, failure, others)
+        finally:
+            self.clear_after_stop()
+
+    def _write(
+        self, folder: str, records: List[List[Dict[str, Any]]], failure: Optional[BaseException], others: str
+    ) -> Optional[Tuple[Dict[str, Any], str]]:
+        reason = "" if failure is None else str(failure) + others
         all_recs = [r for rs in records for r in rs]
         hosts = len({r["host"] for r in all_recs}) or 1
         try:
