@@ -283,7 +283,7 @@ static void unreserve(struct kv_tier *t, uint64_t bytes)
 	landed(t, bytes);
 }
 
-/* Wait (tier_lock held) until an entry lands, the run halts, or 20 ms pass. */
+/* Wait (tier_lock held) until an entry lands or is deleted, the run halts, or 20 ms pass. */
 static void wait_landing(struct kv_run *r)
 {
 	struct timespec ts;
@@ -324,6 +324,7 @@ static void evict_delete(struct kv_worker *w, uint32_t v)
 	t->held -= bytes;
 	t->used = t->used > bytes ? t->used - bytes : 0;
 	t->count--;
+	pthread_cond_broadcast(&r->written); /* room: a write waiting for it (ensure_space) */
 	pthread_mutex_unlock(&r->tier_lock);
 	pthread_mutex_unlock(&e->lock);
 	pthread_mutex_lock(&r->stats_lock);
@@ -431,12 +432,15 @@ static int ensure_space(struct kv_worker *w, int tier, uint64_t need, int depth)
 			 * the bottom tier's writes in flight: the reference forgets them, and its
 			 * folder grew to several times its capacity under concurrent writes. */
 			t->used = t->held + (t->last ? t->inflight : 0);
-			if ((double)(t->used + need) <= eff || (t->last && !t->inflight)) {
-				reserve(t, need); /* over the capacity only by this one entry */
+			if ((double)(t->used + need) <= eff || (t->last && !t->used)) {
+				reserve(t,
+					need); /* over the capacity only as this one entry alone */
 				pthread_mutex_unlock(&r->tier_lock);
 				return 1;
 			}
-			if (t->last) { /* what it holds is in flight: wait for it to land, evict it */
+			/* The bottom tier: what it holds is in flight, or being deleted by other
+			 * evictions (a delete waits for a read of its entry): wait for it. */
+			if (t->last) {
 				wait_landing(r);
 				pthread_mutex_unlock(&r->tier_lock);
 				pthread_mutex_lock(&r->stats_lock);

@@ -345,8 +345,9 @@ enum dc_kv_count_id {
 	DC_KV_C_REQUESTS_UNSENT, /* the later requests of those users, never sent */
 	DC_KV_C_REQUESTS_CUT,   /* in flight when the run halted: stopped between steps, not counted
 				  * as completed (their bytes that moved are counted) */
-	DC_KV_C_CAPACITY_WAITS, /* storage writes that waited for an entry in flight to land, so that
-				  * the tier stays within its capacity plus one entry */
+	DC_KV_C_CAPACITY_WAITS, /* storage writes that waited for room (entries in flight or being
+				 * deleted), so that the tier stays within its capacity (an entry
+				 * larger than it alone) */
 	DC_KV_NCOUNT
 };
 
