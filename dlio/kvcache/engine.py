@@ -161,7 +161,8 @@ def storage_capacity(s: KvSettings, folder: str) -> Optional[int]:
 
 
 def check_disk(s: KvSettings, folder: str, largest: int) -> None:
-    """The storage tier keeps to its capacity plus one entry (the largest): that must fit in the free space."""
+    """The storage tier keeps to its capacity (an entry larger than it alone): the capacity and the largest entry
+    must fit in the free space."""
     cap = storage_capacity(s, folder)
     if cap is None:
         return
