@@ -387,7 +387,7 @@ cdef extern from "dlio_core/kvcache.h" nogil:
         const uint32_t *conv_user
         uint32_t nusers
         unsigned workers, alloc_slots
-        uint64_t duration_ns, bytes_per_token
+        uint64_t duration_ns, drain_ns, bytes_per_token
         uint32_t decode_batch
         uint64_t chunk_bytes, gen_ns_per_token, cpu_bytes, storage_bytes
         double target_ratio, skip_ratio
@@ -407,7 +407,7 @@ cdef extern from "dlio_core/kvcache.h" nogil:
     struct dc_kv_result:
         uint64_t count[1]
         dc_hist hist[1]
-        uint64_t start_ns, stop_ns, end_ns, enqueued
+        uint64_t start_ns, stop_ns, halt_ns, end_ns, enqueued
         uint64_t cpu_entries, storage_entries, cpu_used, storage_used
         dc_kv_store_stats store
         dc_error error

@@ -221,6 +221,7 @@ class KvRun:
         workers: int = ...,
         alloc_slots: int = ...,
         duration_s: float = ...,
+        drain_s: float = ...,
         bytes_per_token: int = ...,
         decode_batch: int = ...,
         chunk_bytes: int = ...,

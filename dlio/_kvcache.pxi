@@ -20,7 +20,8 @@ KV_COUNTS = ("requests", "requests_dropped", "tokens", "storage_ns", "hits", "mi
              "write_ops", "read_bytes", "write_bytes", "cpu_read_bytes", "cpu_write_bytes", "storage_read_bytes",
              "storage_write_bytes", "storage_reads", "storage_writes", "demotions", "demote_bytes", "evictions",
              "deletes", "delete_bytes", "offloads_cpu", "offloads_storage", "storage_tokens_x1000", "failed_allocs",
-             "waits", "conv_evictions", "mt_conv_gone", "users_stopped", "requests_unsent")
+             "waits", "conv_evictions", "mt_conv_gone", "users_stopped", "requests_unsent", "requests_cut",
+             "capacity_waits")
 KV_HISTS = ("storage_read", "storage_read_dev", "storage_read_host", "storage_write", "storage_write_dev",
             "storage_write_host", "demote_write", "demote_write_dev", "cpu_read", "cpu_write", "req_storage",
             "e2e_batch", "e2e_responsive", "e2e_interactive", "generation")
@@ -97,7 +98,7 @@ cdef class KvRun:
         free(self.res)
 
     def __init__(self, reqs, steps, entries, conv_first, conv_reqs, *, store, folder="", unsigned workers=1,
-                 unsigned alloc_slots=1, double duration_s=0, uint64_t bytes_per_token=0, unsigned decode_batch=32,
+                 unsigned alloc_slots=1, double duration_s=0, double drain_s=2.0, uint64_t bytes_per_token=0, unsigned decode_batch=32,
                  uint64_t chunk_bytes=0, uint64_t gen_ns_per_token=0, uint64_t cpu_bytes=0, storage_bytes=None,
                  double target_ratio=0.8, double skip_ratio=0.95, bint asap=False, bint drain=False,
                  uint64_t seed=0, uint64_t stage_bytes=0, uint64_t direct_chunk=8 << 20, unsigned direct_qd=4,
@@ -105,7 +106,8 @@ cdef class KvRun:
                  store_opts=None, relay=None, conv_user=None, uint32_t max_conversations=0):
         """store: compat, direct, null, or a "dlio_core.kv_store_ops" capsule (an object store); store_opts: a
         capsule named "dlio_core.kv_store_opts" with that store's settings (store_cfg.opts).
-        storage_bytes None: unlimited. log_cap: record up to that many operations (.oplog, KV_LOG_DTYPE).
+        drain_s: after the duration (or a DRAIN plan's end), how long requests in flight may finish before they
+        stop between steps; request_stop() stops them at once. storage_bytes None: unlimited. log_cap: record up to that many operations (.oplog, KV_LOG_DTYPE).
         virtual: run in virtual time (null store: requests in arrival order, one at a time, no waiting).
         relay: store "relay"'s helper, (socket path, slots file path, bytes per worker's slot).
         max_conversations: the reference's conversation window (0: none, every earlier turn is read);
@@ -142,6 +144,7 @@ cdef class KvRun:
         self.cfg.workers = workers
         self.cfg.alloc_slots = alloc_slots
         self.cfg.duration_ns = <uint64_t>(duration_s * 1e9)
+        self.cfg.drain_ns = <uint64_t>(drain_s * 1e9)
         self.cfg.bytes_per_token = bytes_per_token
         self.cfg.decode_batch = decode_batch
         self.cfg.chunk_bytes = chunk_bytes
@@ -217,7 +220,7 @@ cdef class KvRun:
         return {
             "counts": counts,
             "hists": hists,
-            "start_ns": r.start_ns, "stop_ns": r.stop_ns, "end_ns": r.end_ns, "enqueued": r.enqueued,
+            "start_ns": r.start_ns, "stop_ns": r.stop_ns, "halt_ns": r.halt_ns, "end_ns": r.end_ns, "enqueued": r.enqueued,
             "cpu_entries": r.cpu_entries, "storage_entries": r.storage_entries,
             "cpu_used": r.cpu_used, "storage_used": r.storage_used,
             "store": {"fsyncs": st.fsyncs, "fsync_ns": st.fsync_ns, "fadvises": st.fadvises,

@@ -12,7 +12,7 @@ import socket
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from dlio.base.errors import DlioError, DlioRunError
+from dlio.base.errors import DlioError, DlioRunError, Interrupted
 from dlio.base.units import fmt_bytes
 from dlio.config import Config
 from dlio.config.sections import KvcacheConfig
@@ -45,7 +45,7 @@ def _trace_path(path: str, rank: int, trial: int, ranks: int, trials: int) -> st
 def describe(s: KvSettings, plan: Plan, folder: str, ranks: int, relayed: bool = False) -> List[str]:
     """relayed: the entries are objects the C relay store reaches (no free space to read)."""
     alloc = s.max_concurrent_allocs or "unlimited"
-    free = "unlimited" if relayed else "95% of the free space"
+    free = "unlimited" if relayed else "default (below)"
     relayed = relayed and s.io_mode != "null"
     out = [
         f"kvcache: model {s.model.name} ({s.bytes_per_token:,} B/token), {s.users} users x {ranks} rank(s), "
@@ -65,7 +65,11 @@ def describe(s: KvSettings, plan: Plan, folder: str, ranks: int, relayed: bool =
         )
     if s.trial_gap_s:
         out.append(f"  idle {s.trial_gap_s:g} s before and after each trial (the reference's wrapper)")
-    return out + plan_lines(s, plan)
+    out.append(
+        f"  a trial ends at its duration; requests in flight then finish within {engine.DRAIN_S:g} s or stop between "
+        "their steps"
+    )
+    return out + engine.limit_lines(s, plan, folder, relayed) + plan_lines(s, plan)
 
 
 def listing(cfg: Config) -> Dict[str, str]:
@@ -103,6 +107,7 @@ class KvRun:
         self.plan0 = plan_for(s, comm.rank, 0)
         self.lines = describe(s, self.plan0, self.root, comm.size, self.store.relayed)
         self.started = ""
+        self.uncleared = False  # a stopped trial's entries are still in the cache folder
 
     def describe(self) -> List[str]:
         return self.lines
@@ -123,6 +128,8 @@ class KvRun:
             try:
                 largest = int(self.plan0.entries["bytes"].max()) if len(self.plan0.entries) else 4096
                 store.prepare(s, largest)
+                # the staging and the RAM tier against the memory this rank may use, before any trial
+                engine.check_memory(s, engine.stage_bytes(s, self.plan0, store.relayed and s.io_mode != "null"))
                 engine.check_room(self.plan0, store.capacity(s), cache)
             except OSError as e:
                 raise DlioError(f"{cache}: {e.strerror}; choose another kvcache.cache_dir") from None
@@ -144,7 +151,10 @@ class KvRun:
                 rec, failure = _trial(s, plan, self.store, comm, trial, ctx.echo, ctx.progress)
                 if rec is not None:
                     recs.append(rec)
-            failure = self.store.clear(failure)
+            if isinstance(failure, Interrupted):
+                self.uncleared = True  # emptied after the results are written (write, keep_partial): they come first
+            else:
+                failure = self.store.clear(failure)
             failure = failure or idle(s.trial_gap_s)
             if failure is not None or pending() is not None:
                 failure = failure or pending()
@@ -152,13 +162,37 @@ class KvRun:
         return recs, failure
 
     def keep_partial(self, folder: str, records: List[Dict[str, Any]], failure: BaseException) -> None:
-        if records:
-            output.write_json(os.path.join(folder, f"rank_{self.comm.rank}-partial.json"), records)
+        """A stopped or failed run of several ranks (no collective): each rank's records in its own file, and
+        rank 0 writes the run's files from its own, marked partial (a trial in progress is not lost)."""
+        try:
+            if records:
+                output.write_json(os.path.join(folder, f"rank_{self.comm.rank}-partial.json"), records)
+            if self.comm.rank == 0:
+                others = f"; the other ranks' records are in {folder}/rank_N-partial.json"
+                self.write(folder, [records], failure, others)
+        finally:
+            self.clear_after_stop()
+
+    def clear_after_stop(self) -> None:
+        """The cache folder emptied after a stop, once the results are written."""
+        if self.uncleared:
+            self.uncleared = False
+            failure = self.store.clear(None)
+            if failure is not None:
+                self.ctx.warn(f"warning: {failure}")
 
     def write(
-        self, folder: str, records: List[List[Dict[str, Any]]], failure: Optional[BaseException]
+        self, folder: str, records: List[List[Dict[str, Any]]], failure: Optional[BaseException], others: str = ""
     ) -> Optional[Tuple[Dict[str, Any], str]]:
-        reason = "" if failure is None else str(failure)
+        try:
+            return self._write(folder, records, failure, others)
+        finally:
+            self.clear_after_stop()
+
+    def _write(
+        self, folder: str, records: List[List[Dict[str, Any]]], failure: Optional[BaseException], others: str
+    ) -> Optional[Tuple[Dict[str, Any], str]]:
+        reason = "" if failure is None else str(failure) + others
         all_recs = [r for rs in records for r in rs]
         hosts = len({r["host"] for r in all_recs}) or 1
         try:
@@ -187,27 +221,47 @@ def idle(seconds: float) -> Optional[BaseException]:
     return None
 
 
-def status_ticker(s: KvSettings, trial: int, progress: Any) -> Optional[Callable[[Any], None]]:
-    """A status line every progress.status_interval seconds while a trial runs (rank 0)."""
-    every = getattr(progress, "status_interval", 0) if progress is not None else 0
-    if not every:
-        return None
+STATUS_S = 5.0  # off a terminal, a trial's status line this often at least (--status-interval may ask for less)
+
+
+Ticker = Tuple[Optional[Callable[[Any], None]], Callable[[], None]]
+
+
+def status_ticker(s: KvSettings, trial: int, progress: Any) -> Ticker:
+    """(on_tick, end) of a trial's progress on rank 0: on a terminal a live bar (trial time of the duration,
+    requests done, bytes moved); else a status line every STATUS_S seconds (or --status-interval, if shorter;
+    none with -q or --status-interval 0)."""
+    if progress is None:
+        return None, lambda: None
+    live = bool(getattr(progress, "live", False))
+    interval = getattr(progress, "status_interval", 0)
+    every = min(interval, STATUS_S) if interval and getattr(progress, "status_out", None) is not None else 0
+    if not live and not every:
+        return None, lambda: None
+    ph = progress.phase("kvcache", f"trial {trial}", s.duration_s, "s") if live else None
     t0, last = time.monotonic(), [time.monotonic()]
 
     def tick(run: Any) -> None:
         now = time.monotonic()
+        p, dt = run.progress(), max(1e-9, now - t0)
+        moved = p["storage_read_bytes"] + p["storage_write_bytes"]
+        if ph is not None:
+            ph.label = f"trial {trial}: {p['requests_done']:,} requests"
+            ph.update(min(dt, s.duration_s), nbytes=moved)
+            return
         if now - last[0] < every:
             return
         last[0] = now
-        p, dt = run.progress(), max(1e-9, now - t0)
+        over = f" (draining requests in flight, +{dt - s.duration_s:.1f} s)" if dt > s.duration_s else ""
         progress.echo(
-            f"[status] kvcache trial {trial}: {p['requests_done']:,} requests done of {p['queued']:,} queued, storage "
-            f"read {p['storage_read_bytes'] / 2**30 / dt:.2f} GiB/s, write {p['storage_write_bytes'] / 2**30 / dt:.2f} "
-            f"GiB/s, {dt:.0f} s of {s.duration_s:g}",
+            f"[status] kvcache trial {trial}: {dt:.0f} s of {s.duration_s:g}{over}, {p['requests_done']:,} requests "
+            f"done of {p['queued']:,} queued, storage read {fmt_bytes(p['storage_read_bytes'])} "
+            f"({p['storage_read_bytes'] / 2**30 / dt:.2f} GiB/s), write {fmt_bytes(p['storage_write_bytes'])} "
+            f"({p['storage_write_bytes'] / 2**30 / dt:.2f} GiB/s)",
             err=True,
         )
 
-    return tick
+    return tick, (ph.end if ph is not None else lambda: None)
 
 
 def _trial(
@@ -218,10 +272,11 @@ def _trial(
     relay = store.relay(s, plan)
     comm.barrier()  # the ranks start each trial together (the rules' clients)
     window = attest.Window(cache, store.target())
-    tick = status_ticker(s, trial, progress) if comm.rank == 0 else None
+    tick, tick_end = status_ticker(s, trial, progress) if comm.rank == 0 else (None, lambda: None)
     try:
         result, failure, log = engine.run_trial(s, plan, cache, capacity, tick, log=bool(s.io_trace_log), relay=relay)
     finally:
+        tick_end()
         tally = relay.finish() if relay is not None else None
     win = window.end(tally.get("cpu_s", 0.0) if tally else 0.0)
     if relay is not None and failure is not None:
@@ -242,6 +297,8 @@ def _trial(
         "relay": tally,
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "capacity": capacity,
+        # stopped before its end (a signal, another rank's stop, an error): its figures are partial
+        "complete": failure is None,
         "result": result,
         "window": win,
     }

@@ -174,7 +174,8 @@ KEYS: Tuple[Key, ...] = (
         "kvcache.storage_capacity",
         "str",
         "0",
-        "storage tier per rank, e.g. 500GiB (0: 95% of the cache folder's free space; --storage-capacity-gb)",
+        "storage tier per rank, e.g. 500GiB (0: the smaller of 64 GiB and half the cache folder's free space; the "
+        "reference's 95% fills a shared disk; --storage-capacity-gb)",
         io=True,
     ),
     Key(

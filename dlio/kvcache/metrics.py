@@ -45,8 +45,12 @@ def _dist_ms(h: Dict[str, Any]) -> Dict[str, float]:
     return out
 
 
+DISTORTION = 0.05  # the rules' bandwidth is flagged when the drain adds more than this share to the duration
+
+
 def elapsed_s(rec: Dict[str, Any]) -> float:
-    """The reference's duration: start to when no new request could start."""
+    """The reference's duration: start to when no new request could start (its actual_duration: the wait for
+    the stop event). The bytes of the requests that drain after it are counted over it too, as there."""
     r = rec["result"]
     if r.get("virtual_s"):
         return r["virtual_s"]
@@ -285,7 +289,12 @@ def exact(rec: Dict[str, Any]) -> Dict[str, Any]:
         "requests": c["requests"],
         "requests_per_s": c["requests"] / w,
         "requests_dropped": c["requests_dropped"],
-        "requests_queued_at_stop": max(0, rec["result"]["enqueued"] - c["requests"] - c["requests_dropped"]),
+        "requests_cut": c.get("requests_cut", 0),
+        "overrun_s": max(0.0, w - elapsed_s(rec)),
+        "capacity_waits": c.get("capacity_waits", 0),
+        "requests_queued_at_stop": max(
+            0, rec["result"]["enqueued"] - c["requests"] - c["requests_dropped"] - c.get("requests_cut", 0)
+        ),
         "storage_read_bytes": rb,
         "storage_write_bytes": wb,
         "storage_read_gibps": rb / GiB / w,
@@ -341,6 +350,9 @@ def aggregate(recs: Sequence[Dict[str, Any]], trials: int) -> Dict[str, Any]:
         x_tw.append(sum(r["exact"]["tokens"] for r in rs) / w)
         x_ts.append(sum(r["exact"]["tokens_per_s_storage"] for r in rs))
     ranks = len({r["rank"] for r in recs})
+    # the drain after each trial's duration: its bytes count over the duration (the reference's formula)
+    overrun = max((r["exact"].get("overrun_s", 0.0) for r in recs), default=0.0)
+    distortion = max((r["exact"].get("overrun_s", 0.0) / max(1e-9, r["exact"]["elapsed_s"]) for r in recs), default=0.0)
     reference = {
         "aggregated_read_bandwidth_gbps": fmean(rb) if rb else 0.0,
         "aggregated_write_bandwidth_gbps": fmean(wb) if wb else 0.0,
@@ -351,7 +363,9 @@ def aggregate(recs: Sequence[Dict[str, Any]], trials: int) -> Dict[str, Any]:
         "aggregated_p95_latency_ms": max(p95) if p95 else None,
         "rank_count": ranks,
         "trial_count": len(by_trial),
-        "partial_failure": len(by_trial) < trials or any(len(v) < ranks for v in by_trial.values()),
+        "partial_failure": len(by_trial) < trials
+        or any(len(v) < ranks for v in by_trial.values())
+        or any(not r.get("complete", True) for r in recs),
         "missing_files": [],
         "cpu_tier_ranks": cpu_tier_ranks,
     }
@@ -370,6 +384,11 @@ def aggregate(recs: Sequence[Dict[str, Any]], trials: int) -> Dict[str, Any]:
         "device_write_p95_ms_max_of_ranks": max((r["exact"]["device_write_p95_ms"] or 0 for r in recs), default=None),
         **{f"{k}_pooled": v for k, v in pooled.items()},
         "requests": sum(r["exact"]["requests"] for r in recs),
+        "requests_cut": sum(r["exact"].get("requests_cut", 0) for r in recs),
+        "capacity_waits": sum(r["exact"].get("capacity_waits", 0) for r in recs),
+        "overrun_s": overrun,
+        "rules_bandwidth_distorted": distortion > DISTORTION,
+        "rules_bandwidth_overrun_share": distortion,
         "demotion_writes": sum(r["exact"]["demotion_writes"] for r in recs),
         "multi_turn_stats": multi_turn_exact(_mt_counts(recs)),
     }

@@ -125,9 +125,17 @@ def run_doc(
 
 
 def summary_doc(
-    cfg: Config, recs: Sequence[Dict[str, Any]], s: Any, ranks: int, hosts: int, stamp: str
+    cfg: Config,
+    recs: Sequence[Dict[str, Any]],
+    s: Any,
+    ranks: int,
+    hosts: int,
+    stamp: str,
+    complete: bool = True,
+    reason: str = "",
 ) -> Dict[str, Any]:
-    """mlpstorage's kvcache_run_summary for this one option (rules 6.3.4)."""
+    """mlpstorage's kvcache_run_summary for this one option (rules 6.3.4); a stopped or failed run's is
+    partial_failure and "complete": false, with the reason."""
     agg = metrics.aggregate(recs, s.trials)["reference"]
     name = cfg.workload or cfg.model.name
     return {
@@ -138,7 +146,9 @@ def summary_doc(
         "total_ranks": ranks,
         "trials_per_option": s.trials,
         "options": {name: {"option": name, **agg}},
-        "partial_failure": agg["partial_failure"],
+        "partial_failure": agg["partial_failure"] or not complete,
+        "complete": complete,
+        "reason": reason or None,
         "client": CLIENT,  # not the reference's kv-cache.py: a CLOSED comparison must say so
     }
 
@@ -152,7 +162,8 @@ def write_all(
         d = os.path.join(folder, f"trial_{r['trial']}", f"rank_{r['rank']}")
         os.makedirs(d, exist_ok=True)
         output.write_json(os.path.join(d, f"kvcache_results_{stamp}.json"), r["reference"])
-    output.write_json(os.path.join(folder, "summary.json"), summary_doc(cfg, recs, s, ranks, hosts, stamp))
+    summary = summary_doc(cfg, recs, s, ranks, hosts, stamp, doc["complete"], doc.get("reason") or "")
+    output.write_json(os.path.join(folder, "summary.json"), summary)
     output.write_json(os.path.join(folder, "dlio-fast.json"), doc)
 
 
@@ -174,14 +185,15 @@ def lines(doc: Dict[str, Any]) -> List[str]:
         f"    device P95 read {_f(a['aggregated_device_read_p95_ms'])} ms, write "
         f"{_f(a['aggregated_device_write_p95_ms'])} ms (max over ranks and trials)",
         f"    storage throughput {_f(a['aggregated_storage_throughput_tokens_per_sec'], ',.1f')} tokens/s (tokens / "
-        f"sum of request storage time), wall-clock {_f(a['aggregated_avg_throughput_tokens_per_sec'], ',.1f')}",
-        "  dlio-fast (bytes that moved over the wall-clock window; dlio-fast.json):",
+        f"sum of request storage time); average throughput "
+        f"{_f(a['aggregated_avg_throughput_tokens_per_sec'], ',.1f')} tokens/s (tokens / the trial's duration)",
+        *overrun_lines(x),
+        "  dlio-fast (bytes that moved over the wall-clock window, start to the last request's end; dlio-fast.json):",
         f"    storage read {_f(x['storage_read_gibps'])} GiB/s, write {_f(x['storage_write_gibps'])} GiB/s, of which "
         f"demotions {_f(x['demotion_gibps'])} GiB/s ({x['demotion_writes']} writes)",
         f"    device read P95 {_f(x['device_read_p95_ms_pooled'])} P99 {_f(x['device_read_p99_ms_pooled'])} ms, "
         f"write P95 {_f(x['device_write_p95_ms_pooled'])} P99 {_f(x['device_write_p99_ms_pooled'])} ms (pooled)",
-        f"    tokens/s {_f(x['tokens_per_s_wall'], ',.1f')} wall-clock, {_f(x['tokens_per_s_storage'], ',.1f')} as "
-        f"the reference counts; {x['requests']:,} requests",
+        f"    tokens/s over the wall-clock window {_f(x['tokens_per_s_wall'], ',.1f')}; {x['requests']:,} requests",
     ]
     recs = doc["records"]
     if recs:
@@ -213,6 +225,28 @@ def lines(doc: Dict[str, Any]) -> List[str]:
             continue
         seen.add(key)
         out += attest.lines(a_, f" (trial {r['trial']}, rank {r['rank']})")
+    return out
+
+
+def overrun_lines(x: Dict[str, Any]) -> List[str]:
+    """What the drain after the duration did to the rules' figures (they divide its bytes by the duration)."""
+    out = []
+    if x.get("rules_bandwidth_distorted"):
+        out.append(
+            f"    note: the drain after the duration ran {x['overrun_s']:.1f} s "
+            f"(+{x['rules_bandwidth_overrun_share']:.0%} of it): the rules' bandwidth counts its bytes over the "
+            "duration alone and overstates what the storage moved; dlio-fast's figures below are over the whole window"
+        )
+    if x.get("requests_cut"):
+        out.append(
+            f"    {x['requests_cut']:,} requests in flight at the end stopped between their steps (not counted as "
+            "completed; their bytes are)"
+        )
+    if x.get("capacity_waits"):
+        out.append(
+            f"    {x['capacity_waits']:,} storage writes waited for an entry in flight to land (the tier keeps to its "
+            "capacity plus one entry; kvcache.storage_capacity)"
+        )
     return out
 
 

@@ -54,7 +54,7 @@ class KvSettings:
     max_concurrent_allocs: int  # as configured (0: unlimited)
     alloc_slots: int  # what the C engine gets
     cpu_bytes: int
-    storage_capacity: int  # 0: 95 % of the folder's free space, found per rank at the start
+    storage_capacity: int  # 0: engine.storage_capacity's default, found per rank at the start
     eviction_target: float
     eviction_skip: float
     io_mode: str

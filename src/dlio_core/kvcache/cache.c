@@ -141,6 +141,8 @@ static inline __attribute__((always_inline)) int storage_xfer(struct kv_worker *
 		uint64_t off, t0;
 		int ret;
 
+		if (kv_halted(r)) /* between transfers: the run is stopping */
+			return -ECANCELED;
 		obj_at(r, ent, k, &o, &off);
 		if (put) {
 			struct dc_kv_src src;
@@ -246,16 +248,53 @@ int kv_worker_scratch(struct kv_worker *w)
 
 /* ---- allocation slots (the reference's max_concurrent_allocs semaphore) ---- */
 
+#define KV_NO_SLOT UINT32_MAX
+
+/* A slot, or KV_NO_SLOT when the run halts while this waits for one (drain() wakes it). */
 static unsigned slot_get(struct kv_run *r)
 {
-	unsigned s;
+	unsigned s = KV_NO_SLOT;
 
 	pthread_mutex_lock(&r->slot_lock);
-	while (!r->nfree)
+	while (!r->nfree && !kv_halted(r))
 		pthread_cond_wait(&r->slot_cond, &r->slot_lock);
-	s = r->free_slots[--r->nfree];
+	if (r->nfree && !kv_halted(r))
+		s = r->free_slots[--r->nfree];
 	pthread_mutex_unlock(&r->slot_lock);
 	return s;
+}
+
+/* Reserve bytes in a tier for a write (tier_lock held): counted as used, and as in flight until
+ * the write lands (landed) or fails (unreserve). */
+static void reserve(struct kv_tier *t, uint64_t bytes)
+{
+	t->used += bytes;
+	t->inflight += bytes;
+}
+
+static void landed(struct kv_tier *t, uint64_t bytes)
+{
+	t->inflight = t->inflight > bytes ? t->inflight - bytes : 0;
+}
+
+static void unreserve(struct kv_tier *t, uint64_t bytes)
+{
+	t->used = t->used > bytes ? t->used - bytes : 0;
+	landed(t, bytes);
+}
+
+/* Wait (tier_lock held) until an entry lands or is deleted, the run halts, or 20 ms pass. */
+static void wait_landing(struct kv_run *r)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += 20 * 1000 * 1000;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&r->written, &r->tier_lock, &ts);
 }
 
 static void slot_put(struct kv_run *r, unsigned s)
@@ -285,6 +324,7 @@ static void evict_delete(struct kv_worker *w, uint32_t v)
 	t->held -= bytes;
 	t->used = t->used > bytes ? t->used - bytes : 0;
 	t->count--;
+	pthread_cond_broadcast(&r->written); /* room: a write waiting for it (ensure_space) */
 	pthread_mutex_unlock(&r->tier_lock);
 	pthread_mutex_unlock(&e->lock);
 	pthread_mutex_lock(&r->stats_lock);
@@ -313,6 +353,11 @@ static int demote(struct kv_worker *w, uint32_t v)
 		else
 			ret = storage_put(w, v, r->stage, NULL, &total, &t);
 	}
+	if (ret < 0 || e->loc != DC_KV_CPU) { /* not moved: its room in storage is given back */
+		pthread_mutex_lock(&r->tier_lock);
+		unreserve(&r->tier[DC_KV_STORAGE], s->bytes);
+		pthread_mutex_unlock(&r->tier_lock);
+	}
 	if (ret == 0 && e->loc == DC_KV_CPU) {
 		struct kv_tier *c = &r->tier[DC_KV_CPU], *st = &r->tier[DC_KV_STORAGE];
 
@@ -323,6 +368,7 @@ static int demote(struct kv_worker *w, uint32_t v)
 		c->held -= s->bytes;
 		c->count--;
 		e->loc = DC_KV_STORAGE;
+		landed(st, s->bytes);
 		st->held += s->bytes;
 		st->count++;
 		lru_insert(r, st, v);
@@ -355,11 +401,11 @@ static int ensure_space(struct kv_worker *w, int tier, uint64_t need, int depth)
 	double limit = (double)t->cap, target = limit * r->cfg->target_ratio;
 	double eff = t->last ? limit : target;
 	uint64_t max_ev;
-	int first = 1;
+	int first = 1, waited = 0;
 
 	if (t->unlimited) {
 		pthread_mutex_lock(&r->tier_lock);
-		t->used += need;
+		reserve(t, need);
 		pthread_mutex_unlock(&r->tier_lock);
 		return 1;
 	}
@@ -371,23 +417,38 @@ static int ensure_space(struct kv_worker *w, int tier, uint64_t need, int depth)
 	max_ev = t->count + 100 > 1000 ? t->count + 100 : 1000;
 	max_ev = max_ev < 5000 ? max_ev : 5000;
 	pthread_mutex_unlock(&r->tier_lock);
-	for (uint64_t n = 0; n < max_ev && !run_failed(&r->b); n++) {
+	for (uint64_t n = 0; n < max_ev && !kv_halted(r); n++) {
 		uint32_t v;
 		uint64_t vbytes;
 
 		pthread_mutex_lock(&r->tier_lock);
 		if ((double)(t->used + need) <= eff || (double)t->used < limit * KV_NEAR_EMPTY) {
-			t->used += need;
+			reserve(t, need);
 			pthread_mutex_unlock(&r->tier_lock);
 			return 1;
 		}
 		if (t->head == KV_NIL) {
-			/* Nothing left to evict: recount (the reference corrects drift here). */
-			t->used = t->held;
-			if ((double)(t->used + need) <= eff || t->last) {
-				t->used += need;
+			/* Nothing left to evict: recount (the reference corrects drift here), keeping
+			 * the bottom tier's writes in flight: the reference forgets them, and its
+			 * folder grew to several times its capacity under concurrent writes. */
+			t->used = t->held + (t->last ? t->inflight : 0);
+			if ((double)(t->used + need) <= eff || (t->last && !t->used)) {
+				reserve(t,
+					need); /* over the capacity only as this one entry alone */
 				pthread_mutex_unlock(&r->tier_lock);
 				return 1;
+			}
+			/* The bottom tier: what it holds is in flight, or being deleted by other
+			 * evictions (a delete waits for a read of its entry): wait for it. */
+			if (t->last) {
+				wait_landing(r);
+				pthread_mutex_unlock(&r->tier_lock);
+				pthread_mutex_lock(&r->stats_lock);
+				count_add(r, DC_KV_C_CAPACITY_WAITS, !waited);
+				pthread_mutex_unlock(&r->stats_lock);
+				waited = 1;
+				n--; /* a wait is not an eviction (n wraps to n + 1 - 1) */
+				continue;
 			}
 			pthread_mutex_unlock(&r->tier_lock);
 			return 0;
@@ -416,9 +477,9 @@ static int ensure_space(struct kv_worker *w, int tier, uint64_t need, int depth)
 		if (demote(w, v) < 0)
 			return 0;
 	}
-	if (t->last) {
+	if (t->last && !kv_halted(r)) {
 		pthread_mutex_lock(&r->tier_lock);
-		t->used += need;
+		reserve(t, need);
 		pthread_mutex_unlock(&r->tier_lock);
 		return 1;
 	}
@@ -500,9 +561,11 @@ static int pick_tier(struct kv_worker *w, uint64_t bytes)
 		return DC_KV_CPU;
 	if (ensure_space(w, DC_KV_STORAGE, bytes, 0))
 		return DC_KV_STORAGE;
+	if (kv_halted(r))
+		return DC_KV_NONE;
 	/* Every tier full and nothing evictable: the reference forces the write to storage. */
 	pthread_mutex_lock(&r->tier_lock);
-	r->tier[DC_KV_STORAGE].used += bytes;
+	reserve(&r->tier[DC_KV_STORAGE], bytes);
 	pthread_mutex_unlock(&r->tier_lock);
 	pthread_mutex_lock(&r->stats_lock);
 	count_add(r, DC_KV_C_FAILED_ALLOCS, 1);
@@ -574,6 +637,12 @@ int kv_allocate(struct kv_worker *w, uint32_t ent, int forced, int prefill, uint
 	e->writing = 1;
 	pthread_mutex_unlock(&e->lock);
 	slot = slot_get(r);
+	if (slot == KV_NO_SLOT) { /* the run halted while this waited */
+		pthread_mutex_lock(&e->lock);
+		e->writing = 0;
+		pthread_mutex_unlock(&e->lock);
+		return -1;
+	}
 	stage = r->stage ? stage_for(w, slot, bytes) : NULL;
 	pthread_mutex_lock(&r->stats_lock);
 	count_add(r, DC_KV_C_WRITE_OPS, 1);
@@ -584,12 +653,12 @@ int kv_allocate(struct kv_worker *w, uint32_t ent, int forced, int prefill, uint
 	if (forced) { /* a trace's recorded decision: no eviction */
 		tier = forced;
 		pthread_mutex_lock(&r->tier_lock);
-		r->tier[tier].used += bytes;
+		reserve(&r->tier[tier], bytes);
 		pthread_mutex_unlock(&r->tier_lock);
 	} else {
 		tier = pick_tier(w, bytes);
 	}
-	if (!run_failed(&r->b)) {
+	if (tier != DC_KV_NONE && !kv_halted(r)) {
 		if (tier == DC_KV_CPU) {
 			uint64_t t0 = dc_now_ns();
 
@@ -610,14 +679,13 @@ int kv_allocate(struct kv_worker *w, uint32_t ent, int forced, int prefill, uint
 
 		e->loc = (uint8_t)tier;
 		e->last = dc_now_ns();
+		landed(tt, bytes);
 		tt->held += bytes;
 		tt->count++;
 		lru_insert(r, tt, ent);
 		pthread_cond_broadcast(&r->written);
-	} else {
-		struct kv_tier *tt = &r->tier[tier];
-
-		tt->used = tt->used > bytes ? tt->used - bytes : 0;
+	} else if (tier != DC_KV_NONE) {
+		unreserve(&r->tier[tier], bytes);
 	}
 	e->writing = 0;
 	pthread_mutex_unlock(&r->tier_lock);
@@ -645,9 +713,15 @@ int kv_demote_forced(struct kv_worker *w, uint32_t ent)
 	}
 	if (r->e[ent].listed)
 		lru_unlink(r, &r->tier[DC_KV_CPU], ent);
-	r->tier[DC_KV_STORAGE].used += bytes;
+	reserve(&r->tier[DC_KV_STORAGE], bytes);
 	pthread_mutex_unlock(&r->tier_lock);
 	slot = slot_get(r);
+	if (slot == KV_NO_SLOT) {
+		pthread_mutex_lock(&r->tier_lock);
+		unreserve(&r->tier[DC_KV_STORAGE], bytes);
+		pthread_mutex_unlock(&r->tier_lock);
+		return -1;
+	}
 	ret = demote(w, ent);
 	slot_put(r, slot);
 	return ret < 0 ? -1 : 1;

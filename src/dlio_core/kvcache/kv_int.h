@@ -27,10 +27,11 @@ struct kv_entry {
 };
 
 struct kv_tier {
-	uint64_t cap;   /* capacity in bytes */
-	uint64_t used;  /* reserved bytes: the reference's *_memory_used */
-	uint64_t held;  /* bytes of the entries in it */
-	uint64_t count; /* entries in it */
+	uint64_t cap;      /* capacity in bytes */
+	uint64_t used;     /* reserved bytes: the reference's *_memory_used */
+	uint64_t held;     /* bytes of the entries in it */
+	uint64_t inflight; /* bytes reserved for writes into it not yet landed (counted in used) */
+	uint64_t count;    /* entries in it */
 	uint32_t head, tail;
 	int last;      /* the bottom tier: evicting deletes */
 	int unlimited; /* storage without a capacity: only counted */
@@ -60,6 +61,7 @@ struct kv_run {
 	/* the first error, the stop flag (no new request starts), the start gate and t0; its lock and
 	 * cond guard the request queues too */
 	struct run_base b;
+	int halt; /* atomic: requests in flight stop between steps (the drain is over, or a stop) */
 	/* the request queues, one FIFO per priority (intrusive lists over the request index) */
 	uint32_t *qnext;
 	uint32_t qhead[4], qtail[4];
@@ -92,6 +94,13 @@ struct kv_worker {
 	uint64_t arrival_ns; /* the request it runs: the time of its operations in virtual time */
 	unsigned char *scratch; /* where its RAM-tier reads copy to */
 };
+
+/* Requests in flight stop between their steps and transfers: the drain after the duration is
+ * over, the caller asked to stop (a signal), or an error was recorded. */
+static inline int kv_halted(const struct kv_run *r)
+{
+	return __atomic_load_n(&r->halt, __ATOMIC_RELAXED) || *r->cfg->stop || run_failed(&r->b);
+}
 
 /* cache.c: the tiers. Each returns 1/0 (hit or done / miss or nothing to do) and adds the
  * storage latency the reference counts to *lat; an I/O error stops the run (run_fail, the entry as its file). */

@@ -22,6 +22,8 @@
 
 /* ---- one request ---- */
 
+static void sleep_until(uint64_t t);
+
 static uint32_t own_entry(const struct kv_run *r, uint32_t req)
 {
 	return r->cfg->steps[r->cfg->reqs[req].first_step].entry;
@@ -57,7 +59,7 @@ static void run_synth(struct kv_worker *w, const struct dc_kv_req *q, uint32_t o
 			enq = 0;
 		}
 		/* Every turn enqueued so far but this one: later turns not yet written miss. */
-		for (uint32_t j = 0; j < enq && j < n && !run_failed(&r->b); j++) {
+		for (uint32_t j = 0; j < enq && j < n && !kv_halted(r); j++) {
 			int hit;
 
 			if (j == q->turn)
@@ -69,7 +71,7 @@ static void run_synth(struct kv_worker *w, const struct dc_kv_req *q, uint32_t o
 			pthread_mutex_unlock(&r->stats_lock);
 		}
 	}
-	if (run_failed(&r->b) || kv_allocate(w, own, DC_KV_NONE, 1, lat) < 0)
+	if (kv_halted(r) || kv_allocate(w, own, DC_KV_NONE, 1, lat) < 0)
 		return;
 	if (q->flags & DC_KV_PREFILL_ONLY)
 		return;
@@ -81,7 +83,7 @@ static void run_synth(struct kv_worker *w, const struct dc_kv_req *q, uint32_t o
 		uint32_t b = cfg->decode_batch ? cfg->decode_batch : 32;
 		uint32_t reads = (q->gen + b - 1) / b;
 
-		for (uint32_t k = 0; k < (reads ? reads : 1) && !run_failed(&r->b); k++)
+		for (uint32_t k = 0; k < (reads ? reads : 1) && !kv_halted(r); k++)
 			kv_access(w, own, ctype, lat);
 	}
 }
@@ -130,15 +132,24 @@ static void run_request(struct kv_worker *w, uint32_t i, uint64_t t_enq)
 			       : DC_KV_H_E2E_BATCH;
 
 	w->arrival_ns = q->arrival_ns;
-	for (uint32_t k = 0; k < q->nsteps && !run_failed(&r->b); k++)
+	for (uint32_t k = 0; k < q->nsteps && !kv_halted(r); k++)
 		run_step(w, q, &cfg->steps[q->first_step + k], &lat);
-	if (run_failed(&r->b))
-		return;
-	if (gen_ns) { /* the emulated token generation (generation_mode fast / realistic) */
-		struct timespec ts = { (time_t)(gen_ns / 1000000000ull),
-				       (long)(gen_ns % 1000000000ull) };
+	/* the emulated token generation (generation_mode fast / realistic), in slices that look
+	 * at the halt: 800 tokens at 30 ms are 24 s */
+	for (uint64_t t_end = dc_now_ns() + gen_ns; gen_ns && !kv_halted(r);) {
+		uint64_t now = dc_now_ns();
 
-		nanosleep(&ts, NULL);
+		if (now >= t_end)
+			break;
+		sleep_until(t_end);
+	}
+	if (kv_halted(r)) { /* stopped between its steps: not a completed request */
+		if (!run_failed(&r->b)) {
+			pthread_mutex_lock(&r->stats_lock);
+			r->res->count[DC_KV_C_REQUESTS_CUT]++;
+			pthread_mutex_unlock(&r->stats_lock);
+		}
+		return;
 	}
 	done = dc_now_ns();
 	pthread_mutex_lock(&r->stats_lock);
@@ -258,6 +269,35 @@ static void sleep_until(uint64_t t)
 	ts.tv_nsec = (long)(t % 1000000000ull);
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 		;
+}
+
+/* After the stop: the requests in flight may finish for drain_ns (not at all after the caller's
+ * stop or an error); then they stop between their steps and transfers (halt), and every wait a
+ * worker may be in is woken to see it. */
+static void drain(struct kv_run *r)
+{
+	uint64_t end = r->res->stop_ns + r->cfg->drain_ns;
+
+	for (;;) {
+		int busy;
+
+		pthread_mutex_lock(&r->b.lock);
+		busy = r->active != 0;
+		pthread_mutex_unlock(&r->b.lock);
+		if (!busy)
+			return;
+		if (*r->cfg->stop || run_failed(&r->b) || dc_now_ns() >= end)
+			break;
+		sleep_until(end);
+	}
+	__atomic_store_n(&r->halt, 1, __ATOMIC_RELAXED);
+	r->res->halt_ns = dc_now_ns();
+	pthread_mutex_lock(&r->slot_lock);
+	pthread_cond_broadcast(&r->slot_cond);
+	pthread_mutex_unlock(&r->slot_lock);
+	pthread_mutex_lock(&r->tier_lock);
+	pthread_cond_broadcast(&r->written);
+	pthread_mutex_unlock(&r->tier_lock);
 }
 
 static void set_stopping(struct kv_run *r)
@@ -467,6 +507,7 @@ int dc_kv_run(const struct dc_kv_config *cfg, struct dc_kv_result *res)
 		r.b.t0 = dc_now_ns(); /* it never started: its times still in order */
 	res->start_ns = r.b.t0;
 	set_stopping(&r);
+	drain(&r);
 	for (unsigned i = 0; i < cfg->workers; i++)
 		if (ws[i].started)
 			pthread_join(ws[i].th, NULL);

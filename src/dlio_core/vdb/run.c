@@ -93,6 +93,8 @@ static void *client_main(void *arg)
 			pthread_cond_wait(&cl->done, &cl->lock);
 		pthread_mutex_unlock(&cl->lock);
 		t1 = dc_now_ns();
+		if (__atomic_load_n(&cl->cut, __ATOMIC_RELAXED))
+			break; /* stopped part way: its latencies are not the queries' */
 		dc_hist_add_inline(cl->batch_lat, t1 - t0);
 		for (uint32_t q = 0; q < nb; q++)
 			dc_hist_add_inline(cl->query_lat, cl->query_end[q] - t0);

@@ -223,8 +223,11 @@ static void run_search(struct vdb_searcher *s, const struct vdb_task *t)
 	for (uint64_t h = cfg->hop_first[c]; h < cfg->hop_first[c + 1]; h++) {
 		uint64_t a = cfg->read_first[h], b = cfg->read_first[h + 1];
 
-		if (run_stopped(&r->b) ||
-		    run_hop(s, t->segment, cfg->nodes + a, (unsigned)(b - a)) < 0)
+		if (run_stop_asked(&r->b)) { /* a signal: between hops, however long the chain */
+			__atomic_store_n(&r->clients[t->client].cut, 1, __ATOMIC_RELAXED);
+			break;
+		}
+		if (run_hop(s, t->segment, cfg->nodes + a, (unsigned)(b - a)) < 0)
 			break;
 		s->hops++;
 		if (cfg->cpu_per_hop_ns)
@@ -256,9 +259,10 @@ void *vdb_searcher_main(void *arg)
 		/* After a failure the tasks are still taken (and end at once), so that every client's
 		 * batch completes and the run winds down. */
 		while (vdb_take(r, &t)) {
-			if (run_stopped(&r->b))
+			if (run_stop_asked(&r->b)) {
+				__atomic_store_n(&r->clients[t.client].cut, 1, __ATOMIC_RELAXED);
 				vdb_task_done(r, &t, dc_now_ns());
-			else
+			} else
 				run_search(s, &t);
 		}
 		s->cpu_ns = vdb_thread_cpu_ns() - cpu0;

@@ -31,6 +31,7 @@ struct vdb_client {
 	pthread_cond_t done;
 	struct dc_hist *query_lat, *batch_lat;
 	uint64_t queries, batches, t_end;
+	int cut; /* atomic: a search of its batch stopped between hops (the batch is not counted) */
 };
 
 /* A search-pool thread. */

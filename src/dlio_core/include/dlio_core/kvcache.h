@@ -262,6 +262,8 @@ struct dc_kv_config {
 	unsigned workers;     /* request-processing threads, >= 1 */
 	unsigned alloc_slots; /* concurrent allocations (writes, demotions, evictions), >= 1 */
 	uint64_t duration_ns; /* no request starts after this */
+	uint64_t drain_ns; /* then requests in flight may finish for this long; after it (or at once
+			    * on *stop) they stop between steps and transfers */
 	uint64_t bytes_per_token;
 	uint32_t decode_batch;     /* tokens per decode read */
 	uint64_t chunk_bytes;      /* chunked layout: bytes per stored object (0: one per entry) */
@@ -275,7 +277,8 @@ struct dc_kv_config {
 	uint64_t stage_bytes; /* staging buffer per allocation slot (random, stamped per write) */
 	const struct dc_kv_store_ops *store;
 	const struct dc_kv_store_cfg *store_cfg;
-	volatile int *stop;              /* set by another thread: no new request starts */
+	volatile int *stop; /* set by another thread: no new request starts, and the ones in flight
+			     * stop between their steps and transfers */
 	struct dc_kv_progress *progress; /* may be NULL */
 	struct dc_kv_log *log;           /* may be NULL */
 };
@@ -340,6 +343,11 @@ enum dc_kv_count_id {
 	DC_KV_C_MT_CONV_GONE,  /* later turns served after their conversation left: no lookups */
 	DC_KV_C_USERS_STOPPED, /* users whose conversation left the window while they continued it */
 	DC_KV_C_REQUESTS_UNSENT, /* the later requests of those users, never sent */
+	DC_KV_C_REQUESTS_CUT,   /* in flight when the run halted: stopped between steps, not counted
+				  * as completed (their bytes that moved are counted) */
+	DC_KV_C_CAPACITY_WAITS, /* storage writes that waited for room (entries in flight or being
+				 * deleted), so that the tier stays within its capacity (an entry
+				 * larger than it alone) */
 	DC_KV_NCOUNT
 };
 
@@ -348,6 +356,7 @@ struct dc_kv_result {
 	struct dc_hist hist[DC_KV_NHIST];
 	uint64_t start_ns; /* dc_now_ns() at the start gate */
 	uint64_t stop_ns;  /* when no new request could start (deadline, stop, or drained) */
+	uint64_t halt_ns;  /* when requests in flight were told to stop (0: they all finished) */
 	uint64_t end_ns;   /* when the last worker finished */
 	uint64_t enqueued; /* requests the dispatcher queued */
 	uint64_t cpu_entries, storage_entries; /* entries per tier at the end */
