@@ -237,10 +237,11 @@ def main():
             f"verdict: {'PASS' if min(verdicts) >= 0.95 else 'FAIL'} (goal: dlio-fast >= 0.95x the best other "
             f"on every case; worst median ratio {min(verdicts):.2f})"
         )
+        return 0 if min(verdicts) >= 0.95 else 1
     finally:
         if server:
             server.stop()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
