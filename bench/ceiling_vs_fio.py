@@ -17,7 +17,7 @@ fio as is reads 1 MiB sequentially at qd 8 at half the speed of fio on huge page
 client's buffer memory, not the storage, so the bar is fio at its best.
 
 Needs fio on the PATH (apt-get install fio). Usage:
-  python bench/ceiling_vs_fio.py [--dir /var/tmp/dlio-fast-bench] [--file-size 1g] [--runtime 3] [--repeats 3]
+  python bench/ceiling_vs_fio.py [--dir /var/tmp/dlio-fast-bench] [--file-size 1g] [--runtime 3] [--repeats 5]
 """
 
 import argparse
@@ -31,6 +31,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from host_memory import thp_always, warm_free_memory  # noqa: E402
+from paired import Paired  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from dlio.base.units import parse_size  # noqa: E402
@@ -85,7 +86,7 @@ def main():
     ap.add_argument("--dir", default="/var/tmp/dlio-fast-bench")
     ap.add_argument("--file-size", default="1g")
     ap.add_argument("--runtime", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--max-threads", type=int, default=None)
     a = ap.parse_args()
     if not shutil.which("fio"):
@@ -101,7 +102,7 @@ def main():
         print(f"ceiling of {a.dir} ({mode}); files of {a.file_size}, {a.runtime}s per run, {a.repeats} repeats")
         print(
             f"{'target':<13} {'point':<28} {'ceiling':>10} {'dlio io':>10} {'fio 4k pg':>10} {'fio best':>10} "
-            f"{'io/fio':>7} "
+            f"{'io/fio':>7} {'spread of io/fio pairs':<36} "
             f"{'ceil/fio':>8}  verdict"
         )
         for name, best in doc["best"].items():
@@ -114,7 +115,8 @@ def main():
                 f_runs.append(max(plain, huge, key=lambda r: figure(metric, r)))
                 warm_free_memory(warm)
                 d_runs.append(run_dlio_io(io_dir, best, a.file_size, a.runtime, tmp))
-            paired = statistics.median(figure(metric, d) / figure(metric, f) for f, d in zip(f_runs, d_runs))
+            pairs = Paired.of([figure(metric, d) for d in d_runs], [figure(metric, f) for f in f_runs])
+            paired = pairs.median
             fio_med = statistics.median(figure(metric, f) for f in f_runs)
             plain_med = statistics.median(figure(metric, f) for f in plain_runs)
             ceil_ratio = figure(metric, best) / fio_med
@@ -123,7 +125,7 @@ def main():
             print(
                 f"{name:<13} {point:<28} {figure(metric, best):>10.1f} "
                 f"{statistics.median(figure(metric, d) for d in d_runs):>10.1f} {plain_med:>10.1f} {fio_med:>10.1f} "
-                f"{paired:>7.3f} "
+                f"{paired:>7.3f} {pairs.spread():<36} "
                 f"{ceil_ratio:>8.3f}  {'ok' if ok else 'OUTSIDE 10 %'}"
             )
 

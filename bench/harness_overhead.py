@@ -15,7 +15,8 @@ is left), with computation_time 0:
   fio        fio psync, bs 4m (2 MiB for 2.8 MB files: fio reads only whole blocks, nothing of a
              file smaller than bs), numjobs T, buffered, on the same files (--opendir of hard
              links, read one after the other, each job reads every file once), group bandwidth
-with T = the workload's read_threads. The three run alternately --repeats times; medians.
+with T = the workload's read_threads. The three run alternately --repeats times; ratios are
+medians of the per-repeat ratios, the wl/fio pairs' spread printed beside the verdict.
 Cases:
   unet3d      unet3d_h100: npz, 16 files of ~140 MB (its size spread), 4 readers, batch 7
   cosmoflow   cosmoflow_h100: 256 one-sample files of 2.8 MB, 4 readers, batch 1 (tfrecord:
@@ -23,7 +24,7 @@ Cases:
               whole files in up to 4 MiB pieces instead)
 Goal: workload bandwidth >= 0.9x fio's.
 Needs fio on the PATH for the fio column (apt-get install fio); without it that column is skipped.
-Usage: python bench/harness_overhead.py [--cases unet3d,cosmoflow] [--epochs 3] [--repeats 3]
+Usage: python bench/harness_overhead.py [--cases unet3d,cosmoflow] [--epochs 3] [--repeats 5]
                                         [--unet3d-files 16] [--cosmo-files 256] [--dir /dev/shm/...]
 
 fio runs with --iomem_align=2m: its buffers then get transparent huge pages, as dlio-fast's
@@ -41,6 +42,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from paired import Paired  # noqa: E402
 
 
 def dlio(args, check=True):
@@ -168,7 +171,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="unet3d,cosmoflow")
     ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--prefetch", type=int, default=16, help="reader.prefetch_size of the workload runs")
     ap.add_argument("--unet3d-files", type=int, default=16)
     ap.add_argument("--cosmo-files", type=int, default=256)
@@ -208,7 +211,7 @@ def main():
             rows.append((name, len(files), total, threads, w, i, f, io_bs(files), wm_rep))
     print(
         f"tmpfs {a.dir}, computation_time 0, {a.epochs} epochs per workload run, "
-        f"{a.repeats} alternating repeats, medians (MiB/s)"
+        f"{a.repeats} alternating repeats, medians (MiB/s); ratios: medians of the per-repeat ratios"
     )
     print(
         f"{'case':<10} {'files':>6} {'GiB':>6} {'thr':>4} {'workload':>9} {'io':>8} {'fio':>8} "
@@ -217,12 +220,15 @@ def main():
     for name, nf, total, thr, w, i, f, bs, rep in rows:
         wm, im = statistics.median(w), statistics.median(i)
         fm = statistics.median(f) if f else None
-        ratio = wm / fm if fm else None
+        wl_fio = Paired.of(w, f) if f else None  # the verdict: the median of the per-repeat ratios
+        ratio = wl_fio.median if wl_fio else None
         verdict = "n/a (no fio)" if fm is None else ("ok" if ratio >= 0.9 else "MISSED")
         print(
             f"{name:<10} {nf:>6} {total / 2**30:>6.2f} {thr:>4} {wm:>9.0f} {im:>8.0f} "
-            f"{fm if fm else float('nan'):>8.0f} {wm / im:>6.2f} {ratio if ratio else float('nan'):>7.2f} "
-            f"{im / fm if fm else float('nan'):>7.2f}  {'wl >= 0.9x fio':<14} {verdict}"
+            f"{fm if fm else float('nan'):>8.0f} {Paired.of(w, i).median:>6.2f} "
+            f"{ratio if ratio else float('nan'):>7.2f} "
+            f"{Paired.of(i, f).median if f else float('nan'):>7.2f}  {'wl >= 0.9x fio':<14} {verdict}"
+            + (f"  wl/fio pairs {wl_fio.spread()}" if wl_fio else "")
         )
         print(
             f"{'':<10} io/fio bs {bs >> 10} KiB; runs: workload {' '.join(f'{x:.0f}' for x in w)} "

@@ -31,13 +31,13 @@ import glob
 import json
 import os
 import shutil
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kvcache_vs_reference import OPTIONS, ref_python, settle, timed  # noqa: E402
+from paired import Paired  # noqa: E402
 
 RW_TOLERANCE, LOOKUP_TOLERANCE = 0.15, 0.20
 
@@ -142,12 +142,14 @@ def main():
         print(line("reference", *ref))
         print(line("dlio-fast", *ours))
         print(f"  dlio-fast / reference: read:write {rw_ratio[-1]:.3f}, lookups/request {lk_ratio[-1]:.3f}", flush=True)
-    rw, lk = statistics.median(rw_ratio), statistics.median(lk_ratio)
+    rwp, lkp = Paired(rw_ratio), Paired(lk_ratio)
+    rw, lk = rwp.median, lkp.median
     ok_rw, ok_lk = abs(rw - 1) <= RW_TOLERANCE, abs(lk - 1) <= LOOKUP_TOLERANCE
     print(
         f"median dlio-fast / reference: read:write {rw:.3f} ({'PASS' if ok_rw else 'FAIL'}, within "
         f"{RW_TOLERANCE:.0%}), lookups/request {lk:.3f} ({'PASS' if ok_lk else 'FAIL'}, within {LOOKUP_TOLERANCE:.0%})"
     )
+    print(f"pairs' spread: read:write {rwp.spread()}, lookups/request {lkp.spread()}")
     sys.exit(0 if ok_rw and ok_lk else 1)
 
 

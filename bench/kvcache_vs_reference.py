@@ -32,7 +32,6 @@ import json
 import os
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -41,6 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from host_memory import thp_always, warm_free_memory  # noqa: E402
+from paired import Paired  # noqa: E402
 
 from dlio import _core  # noqa: E402
 
@@ -199,10 +199,16 @@ def compat(a, py, d):
                 (o["cpu"] / (o["moved"] / GiB)) / (r["cpu"] / (r["moved"] / GiB)),
             )
         )
-    bw = statistics.median(p[0] for p in pairs)
-    cpu = statistics.median(p[1] for p in pairs)
-    print(f"storage bandwidth dlio-fast / reference: {bw:.2f}x (goal >= 1.0): {'PASS' if bw >= 1 else 'FAIL'}")
-    print(f"client CPU per GiB dlio-fast / reference: {cpu:.2f}x (goal <= 0.5): {'PASS' if cpu <= 0.5 else 'FAIL'}")
+    bwp, cpup = Paired(p[0] for p in pairs), Paired(p[1] for p in pairs)
+    bw, cpu = bwp.median, cpup.median
+    print(
+        f"storage bandwidth dlio-fast / reference: {bw:.2f}x (goal >= 1.0): {'PASS' if bw >= 1 else 'FAIL'}"
+        f"; pairs {bwp.spread()}"
+    )
+    print(
+        f"client CPU per GiB dlio-fast / reference: {cpu:.2f}x (goal <= 0.5): {'PASS' if cpu <= 0.5 else 'FAIL'}"
+        f"; pairs {cpup.spread()}"
+    )
     return bw >= 1 and cpu <= 0.5
 
 
@@ -296,10 +302,12 @@ def direct(a, d):
             f"{t_fio:.1f} s for the same bytes -> {t_fio / t_ours:.2f}x; verdicts {o['verdicts']}",
             flush=True,
         )
-    r = statistics.median(ratios)
+    rp = Paired(ratios)
+    r = rp.median
     print(
         f"direct mode / fio on the same bytes and object sizes: {r:.2f}x (goal >= 0.9): "
         + ("PASS" if r >= 0.9 else "FAIL")
+        + f"; pairs {rp.spread()}"
     )
     return r >= 0.9
 

@@ -6,11 +6,12 @@ For each folder (a tmpfs and a disk by default) and each N: `mpiexec -n N dlio-f
 based; then fio reads the same N files with numjobs=N (psync, one file per job, group_reporting).
 Both read buffered from the page cache (the files are warmed first), so the figure is what each
 tool's own path costs at that parallelism. Runs alternate (dlio-fast, fio) --repeats times; the
-medians of the aggregate MiB/s are compared (dlio-fast: IOR's all bytes / (last end - first start)).
+verdict is the median of the paired ratios of the aggregate MiB/s (dlio-fast: IOR's all bytes / (last
+end - first start)), the pairs' spread printed beside it.
 Goal (issue 4): every point >= 0.9x fio.
 Needs fio and mpiexec on the PATH; installs nothing.
 Usage: python bench/mpi_scaling.py [--dirs /dev/shm/x,/var/tmp/x] [--ranks 1,2,4] [--file-size 256m]
-       [--bs 1m] [--runtime 3] [--repeats 3]
+       [--bs 1m] [--runtime 3] [--repeats 5]
 
 fio runs with --iomem_align=2m: its buffers then get transparent huge pages, as dlio-fast's
 large buffer pools do (worth several x on cached reads on this VM), so the bar is fio at its best.
@@ -26,6 +27,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from paired import Paired  # noqa: E402
 
 
 def env():
@@ -105,7 +108,7 @@ def main():
     ap.add_argument("--file-size", default="256m")
     ap.add_argument("--bs", default="1m")
     ap.add_argument("--runtime", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
     for tool in ("fio", "mpiexec"):
         if not shutil.which(tool):
@@ -133,12 +136,13 @@ def main():
                     d_runs.append(bw)
                     f_runs.append(fio_point(folder, n, a.bs, a.file_size, a.runtime))
                 d, f = statistics.median(d_runs), statistics.median(f_runs)
-                ratio = d / f if f else float("inf")
+                pairs = Paired.of(d_runs, f_runs)
+                ratio = pairs.median
                 worst = ratio if worst is None else min(worst, ratio)
                 print(
                     f"{folder:<26} {n:>2} {d:>11.0f} {f:>10.0f} {ratio:>6.2f} "
                     f"{last['bw_sum_of_ranks_MiB_s']:>10.0f} {last['slowest_rank_s']:>9.2f}  "
-                    f"{'ok' if ratio >= 0.9 else 'BELOW 0.9x'}"
+                    f"{'ok' if ratio >= 0.9 else 'BELOW 0.9x'}  pairs {pairs.spread()}"
                 )
             for r in range(max(ranks)):
                 try:
