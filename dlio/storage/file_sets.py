@@ -134,6 +134,9 @@ def run_core(
     DlioRunError (out of space: what to do)."""
     if not len(ops):
         return {"t_start": 0, "t_end": 0, "bytes": 0, "threads": []}
+    # io_uring at its best, as fio with fixedbufs / registerfiles: registered buffers spare every O_DIRECT
+    # request the pinning of its pages (the engine falls back to plain ones when the kernel refuses).
+    registered = _core.ENG_REGBUFS | _core.ENG_REGFILES if engine == "io_uring" else 0
     run = _core.Run(
         "io",
         engine,
@@ -147,6 +150,7 @@ def run_core(
         file_fill=file_fill,
         file_overlay=file_overlay,
         delay_ns=delay_ns,
+        eng_flags=registered,
     )
     try:
         return execute(run, on_tick=(lambda r: on_bytes(int(r.progress()[1]))) if on_bytes else None)
