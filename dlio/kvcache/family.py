@@ -21,9 +21,10 @@ from dlio.kvcache.check import OPTIONS
 from dlio.kvcache.models import resolve_model
 from dlio.kvcache.plan import Plan, client_seed, plan_lines, synthetic_plan
 from dlio.kvcache.settings import KvSettings, settings
-from dlio.kvcache.store import store_for
+from dlio.kvcache.store import ENTRIES, store_for
 from dlio.kvcache.traces import trace_plan
 from dlio.storage.base import DIRECT
+from dlio.storage.places import Place
 from dlio.system import output
 from dlio.system.execute import pending
 from dlio.system.host import iso
@@ -113,6 +114,12 @@ class KvRun:
     def check_access(self) -> None:
         # a cache folder has nothing to reach: each rank checks its own as it claims it (prepare)
         self.backend.check_access([self.root], create=self.cfg.dlio_fast.create_bucket)
+
+    def places(self) -> List[Place]:
+        """This rank's cache folder (rank_N, made by the run): its entries are the run's own."""
+        if self.store.relayed and self.s.io_mode == "null":
+            return []  # the null relay makes no request
+        return [Place(self.store.where, "kvcache.cache_dir", "KV cache folder", (ENTRIES,), made=True)]
 
     def prepare(self, folder: str) -> None:
         s, comm, store = self.s, self.comm, self.store

@@ -18,6 +18,7 @@ from dlio.family import Family, FamilyChecks, RunContext
 from dlio.progress import phase_of
 from dlio.report.family import FamilyReading, FamilyReport, Figure
 from dlio.report.verdict import line as verdict_line
+from dlio.storage.places import Place
 from dlio.system.host import host_info, iso
 from dlio.system.output import write_json
 from dlio.vdb import check, metrics, model, search
@@ -241,6 +242,9 @@ class VdbRun:
 
     def check(self) -> None:
         """Nothing of the host's to check before the folder exists: the plan's checks are the config's."""
+
+    def places(self) -> List[Place]:
+        return self.store.places()
 
     def check_access(self) -> None:
         self.store.check()  # a missing bucket or a wrong endpoint: one line before anything else
