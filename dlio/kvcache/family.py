@@ -110,6 +110,7 @@ class KvRun:
     def check(self) -> None:
         """Nothing the host limits before the folder exists: each rank's cache folder and buffers are
         claimed in prepare, where a refusal names the rank."""
+        oplog.check_trace_path(self.s.io_trace_log)
 
     def check_access(self) -> None:
         # a cache folder has nothing to reach: each rank checks its own as it claims it (prepare)
@@ -237,7 +238,10 @@ def _trial(
     if s.io_trace_log and log is not None:
         t0 = time.time() - (result["end_ns"] - result["start_ns"]) / 1e9
         ops = oplog.from_log(log, result["oplog_n"], t0)
-        oplog.write_csv(_trace_path(s.io_trace_log, comm.rank, trial, comm.size, s.trials), ops, plan.key_of)
+        problem = oplog.write_trace(
+            _trace_path(s.io_trace_log, comm.rank, trial, comm.size, s.trials), ops, plan.key_of
+        )
+        failure = failure or (DlioRunError(problem) if problem else None)
     result = dict(result, hists={k: to_json(h) for k, h in result["hists"].items()})
     rec: Dict[str, Any] = {
         "rank": comm.rank,
