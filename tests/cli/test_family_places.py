@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, TINY_KV_CONFIG, TINY_MODEL_LOAD, one_line, set_args, wait_for_text
+from conftest import REPO, TINY_KV_CONFIG, TINY_MODEL_LOAD, on_s3, one_line, s3_boto, set_args, wait_for_text
 
 from dlio import _core
 
@@ -42,9 +42,9 @@ def kv_args(tmp_path, *more, out="out"):
     return ["run", "--config", cfg, *set_args(f"kvcache.cache_dir={tmp_path}/cache", *more), "-o", tmp_path / out]
 
 
-def load_args(tmp_path, *more, out="out"):
-    folder = f"checkpoint.checkpoint_folder={tmp_path / 'model'}"
-    return ["run", "-w", "load_llama3_8b", "-o", tmp_path / out, *set_args(*TINY_MODEL_LOAD, folder, *more)]
+def load_args(tmp_path, *more, out="out", **keys):
+    keys = {"checkpoint.checkpoint_folder": tmp_path / "model", **keys}
+    return ["run", "-w", "load_llama3_8b", "-o", tmp_path / out, *set_args(*TINY_MODEL_LOAD, *more, **keys)]
 
 
 VDB = ("vdb.vectors=4000", "vdb.processes=2", "vdb.batch=3", "vdb.runs=1", "vdb.queries=40", "vdb.search_list=48")
@@ -72,6 +72,24 @@ def test_model_load_never_overwrites_a_users_hugging_face_model(run_cli, tmp_pat
     )
     assert sorted(os.listdir(model)) == ["model-00001-of-00002.safetensors", "model.safetensors.index.json"]
     assert not os.path.exists(tmp_path / "out")  # refused before the output folder
+
+
+def test_model_load_on_s3_never_overwrites_a_users_model(run_cli, s3env, bucket, tmp_path):
+    """The same rule on an object store: a prefix holding a Hugging Face model and no marker object."""
+    pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]'")
+    s3 = s3_boto(s3env)
+    theirs = {
+        "models/theirs/model.safetensors.index.json": b"{}\n",
+        "models/theirs/model-00001-of-00002.safetensors": KNOWN,
+    }
+    for key, body in theirs.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    code, out, err = run_cli(*load_args(tmp_path, **on_s3(bucket), **{"checkpoint.checkpoint_folder": "models/theirs"}))
+    assert code == 2
+    line = one_line(err)
+    assert "models/theirs" in line and "model-00001-of-00002.safetensors" in line and "no dlio-fast run made" in line
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix="models/theirs/")["Contents"]
+    assert {o["Key"]: s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read() for o in listed} == theirs
 
 
 def test_model_load_rewrites_its_own_model_and_reads_a_complete_one(run_cli, tmp_path):
