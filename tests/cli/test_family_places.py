@@ -260,13 +260,15 @@ def test_two_model_loads_never_share_a_folder(tmp_path):
     not os.path.isdir("/sys/fs/cgroup/pids") and not os.path.exists("/sys/fs/cgroup/cgroup.procs"),
     reason="no cgroup filesystem",
 )
-@pytest.mark.parametrize("family", ["kvcache", "vdb", "output"])
+@pytest.mark.parametrize("family", ["kvcache", "vdb", "model_load", "train", "output"])
 def test_a_folder_on_a_kernel_filesystem_is_refused_before_anything_is_made(run_cli, tmp_path, family):
     base = "/sys/fs/cgroup/pids" if os.path.isdir("/sys/fs/cgroup/pids") else "/sys/fs/cgroup"
     where = os.path.join(base, f"dlio-fast-test-{os.getpid()}-{family}")
     args = {
         "kvcache": kv_args(tmp_path, f"kvcache.cache_dir={where}"),
         "vdb": vdb_args(tmp_path, f"vdb.index_folder={where}"),
+        "model_load": load_args(tmp_path, **{"checkpoint.checkpoint_folder": where}),
+        "train": ["run", "-w", "default", "-o", tmp_path / "out", *set_args(f"dataset.data_folder={where}")],
         "output": kv_args(tmp_path)[:-1] + [where],
     }[family]
     try:
