@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from dlio import _core
-from dlio.base.errors import DlioRunError, Interrupted
+from dlio.base.errors import DlioRunError, Interrupted, os_error_message
 from dlio.base.units import GiB
 from dlio.checkpoint import save as ckpt_save
 from dlio.checkpoint.layout import plan_checkpoint
@@ -158,7 +158,7 @@ class AsyncSaver:
                 self.comm,
                 point.epoch,
                 point.step,
-                TransferOptions(delay_ns=self.cfg.dlio_fast.null_delay_ns),
+                TransferOptions(delay_ns=self.cfg.dlio_fast.null_delay_ns, temp_names=True),
                 plan=self.plan,
                 backend=self.backend,
             )
@@ -190,7 +190,16 @@ class AsyncSaver:
         self.thread, rec = None, self.inflight
         if self.error is not None:
             e, self.error = self.error, None
-            raise e if isinstance(e, (DlioRunError, Interrupted)) else DlioRunError(f"checkpoint write failed: {e}")
+            if isinstance(e, (DlioRunError, Interrupted)):
+                raise e
+            raise DlioRunError(
+                "checkpoint write failed: "
+                + (
+                    os_error_message(e, hint="choose another checkpoint.checkpoint_folder")
+                    if isinstance(e, OSError)
+                    else str(e)
+                )
+            )
         if rec is not None:
             if self.tracer is not None:
                 self.tracer.span("checkpoint.save", rec["write_start_ns"], rec["write_end_ns"] - rec["write_start_ns"])

@@ -35,7 +35,8 @@ class TransferOptions:
     one per file, up to 4; ``fsync`` (saves) checkpoint.fsync; ``drop`` (loads) drops the files' cached
     pages first (default: dlio.checkpoint.load ``default_drop``); ``barrier``: a barrier just before the
     window (checkpoint-only mode); ``delay_ns``: the null engine's busy-wait per request (an asynchronous
-    save's emulated storage, dlio.checkpoint.async_save)."""
+    save's emulated storage, dlio.checkpoint.async_save); ``temp_names``: each file written under a temporary
+    name and renamed at the end (an asynchronous save killed mid-write leaves no half-written checkpoint)."""
 
     engine: Optional[str] = None
     direct: Optional[bool] = None
@@ -45,6 +46,7 @@ class TransferOptions:
     fsync: Optional[bool] = None
     drop: Optional[bool] = None
     barrier: bool = False
+    temp_names: bool = False
     delay_ns: int = 0
 
 
@@ -101,6 +103,7 @@ class CkptSet:
             before_window=self.comm.barrier if o.barrier else None,
             on_bytes=on_bytes,
             delay_ns=o.delay_ns,
+            temp_names=o.temp_names,
             **kind,
         )
 

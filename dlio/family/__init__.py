@@ -14,6 +14,7 @@ from dlio.config import Config
 from dlio.report import validate
 from dlio.report.family import FamilyReport
 from dlio.storage.base import Backend
+from dlio.storage.places import Place
 from dlio.system.inputs import JSON_CAP, read_regular
 from dlio.system.mpi import Comm
 
@@ -38,7 +39,8 @@ class RunContext:
 class Run(Protocol):
     """One run of a family on this rank, its config checked and its plan made (Family.plan). The driver
     calls, in order: describe (--dry-run stops here), check (every rank), check_access (rank 0),
-    prepare (every rank, once the output folder exists), measure (stop signals deferred), then
+    places (every rank: the folders it writes, claimed by dlio.jobs.places before the output folder is
+    made), prepare (every rank, once the output folder exists), measure (stop signals deferred), then
     keep_partial (each rank, when a rank failed in a multi-rank job) or write (rank 0, with every
     rank's records)."""
 
@@ -54,6 +56,12 @@ class Run(Protocol):
 
     def check_access(self) -> None:
         """Rank 0: one cheap request to each place the run will use (DlioError when one is refused)."""
+        ...
+
+    def places(self) -> List[Place]:
+        """This rank's folders (or object prefixes) the run writes besides the output folder, with the
+        names it makes there: the driver claims each (a real filesystem, locked for the run, no link where
+        the run makes a folder, no files of those names the run did not make) before anything is written."""
         ...
 
     def prepare(self, folder: str) -> None:

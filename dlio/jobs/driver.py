@@ -1,11 +1,12 @@
 """One lifecycle for every workload family's run (dlio.family):
 
   plan (the config checked, the backend made once) -> --dry-run prints the plan and stops -> every
-  rank checks what the host cannot honour -> rank 0 checks the storage's settings and places -> the
-  output folder is made and locked -> prepare -> measure, with Ctrl-C / SIGTERM deferred to a check
+  rank checks what the host cannot honour -> rank 0 checks the storage's settings and places -> every
+  rank claims the folders it writes (dlio.storage.places: a real filesystem, locked, only the run's own
+  files) -> the output folder is made and locked -> prepare -> measure, with Ctrl-C / SIGTERM deferred to a check
   between steps and other ranks' stops watched -> gather and write on rank 0 (or, when a rank failed
   in a multi-rank job, each rank keeps its own records and tells the others) -> the folder unlocked
-  -> the failure re-raised (the CLI makes it the exit status).
+  and the places released -> the failure re-raised (the CLI makes it the exit status).
 
 A run refused before it measured leaves no output folder behind."""
 
@@ -16,10 +17,11 @@ from typing import Any, Callable, Dict, List, Optional
 
 from dlio.base.errors import Interrupted
 from dlio.config import Config
-from dlio.family import Family, RunContext
+from dlio.family import Family, Run, RunContext
 from dlio.jobs.folder import output_folder, prepare_output
 from dlio.jobs.registry import FAMILIES
 from dlio.jobs.runlock import remove_unused, unlock_output_folder
+from dlio.storage.places import Claimed, claim
 from dlio.system.execute import late_signal_note, pending, stop_signals_deferred, watch_peers
 from dlio.system.mpi import Comm
 
@@ -54,6 +56,32 @@ def run(
     comm.agree(check_storage)
     # Every check above runs before the output folder exists: a refused run leaves nothing in a results
     # tree (MLPerf's `check run/*` would stop at a folder holding only a lock).
+    held = claim_places(ctx, job)
+    try:
+        return _run(ctx, job, result_doc)
+    finally:
+        held.release()
+
+
+def claim_places(ctx: RunContext, job: Run) -> Claimed:
+    """Every rank claims the places it writes (dlio.storage.places.claim); a refusal on any rank is every
+    rank's, and nothing stays claimed on the others."""
+    held = Claimed()
+
+    def take() -> None:
+        claim(ctx.backend, job.places(), held)
+
+    try:
+        ctx.comm.agree_all(take)
+    except BaseException:
+        held.release()
+        raise
+    return held
+
+
+def _run(ctx: RunContext, job: Run, result_doc: Optional[ResultDoc]) -> Optional[str]:
+    """The run from its output folder on (see the module's docstring)."""
+    cfg, comm = ctx.cfg, ctx.comm
     folder = output_folder(cfg, ctx.output, comm)
     made = prepare_output(folder, comm)
     try:

@@ -10,7 +10,10 @@ from typing import Optional
 from dlio.base.errors import DlioError
 from dlio.config import Config
 from dlio.jobs.runlock import lock_output_folder
+from dlio.storage.places import check_real_fs
 from dlio.system.mpi import Comm
+
+RESULT = "dlio-fast.json"  # every family's result document: a folder holding one holds a finished run
 
 
 def output_folder(cfg: Config, given: Optional[str], comm: Comm) -> str:
@@ -28,10 +31,18 @@ def output_folder(cfg: Config, given: Optional[str], comm: Comm) -> str:
 
 
 def prepare_output(folder: str, comm: Comm) -> bool:
-    """Create, test and lock the output folder before measuring anything. True when this run made it."""
+    """Create, test and lock the output folder before measuring anything. True when this run made it.
+    Refused: a folder on a kernel filesystem (before anything is made), and a folder holding a finished
+    run's results (a second run would replace them)."""
 
     def make() -> bool:
+        check_real_fs(folder, "--output")
         made = not os.path.isdir(folder)
+        if not made and os.path.lexists(os.path.join(folder, RESULT)):
+            raise DlioError(
+                f"{folder}: holds a finished run's results ({RESULT}); a run never replaces them: choose "
+                "another folder with --output, or move that one away"
+            )
         try:
             os.makedirs(folder, exist_ok=True)
             probe = os.path.join(folder, f".write-test-{os.getpid()}")

@@ -8,9 +8,8 @@ so a stale lock file never blocks a later run (dlio.system.lock_file).
 import os
 
 from dlio.base.errors import DlioError
-from dlio.system.lock_file import LockHeld, take_lock
+from dlio.system.lock_file import LOCK_NAME, LockHeld, take_lock
 
-LOCK_NAME = ".dlio-fast.lock"
 _held: dict = {}  # folder -> open fd, kept until the process exits
 
 

@@ -22,9 +22,10 @@ from dlio.kvcache.check import OPTIONS
 from dlio.kvcache.models import resolve_model
 from dlio.kvcache.plan import Plan, client_seed, plan_lines, synthetic_plan
 from dlio.kvcache.settings import KvSettings, settings
-from dlio.kvcache.store import store_for
+from dlio.kvcache.store import ENTRIES, store_for
 from dlio.kvcache.traces import trace_plan
 from dlio.storage.base import DIRECT
+from dlio.storage.places import Place
 from dlio.system import output
 from dlio.system.execute import pending
 from dlio.system.host import iso
@@ -115,10 +116,19 @@ class KvRun:
     def check(self) -> None:
         """Nothing the host limits before the folder exists: each rank's cache folder and buffers are
         claimed in prepare, where a refusal names the rank."""
+        oplog.check_trace_path(self.s.io_trace_log)
 
     def check_access(self) -> None:
         # a cache folder has nothing to reach: each rank checks its own as it claims it (prepare)
         self.backend.check_access([self.root], create=self.cfg.dlio_fast.create_bucket)
+
+    def places(self) -> List[Place]:
+        """This rank's cache folder (rank_N, made by the run): its entries are the run's own."""
+        if self.store.relayed:
+            # an object prefix: the relay store empties it whole (RelayPlace), a marker object with it, so
+            # there is no marker to prove its entries the run's (not done: remove only the run's objects)
+            return []
+        return [Place(self.store.where, "kvcache.cache_dir", "KV cache folder", (ENTRIES,), made=True)]
 
     def prepare(self, folder: str) -> None:
         s, comm, store = self.s, self.comm, self.store
@@ -286,7 +296,10 @@ def _trial(
     if s.io_trace_log and log is not None:
         t0 = time.time() - (result["end_ns"] - result["start_ns"]) / 1e9
         ops = oplog.from_log(log, result["oplog_n"], t0)
-        oplog.write_csv(_trace_path(s.io_trace_log, comm.rank, trial, comm.size, s.trials), ops, plan.key_of)
+        problem = oplog.write_trace(
+            _trace_path(s.io_trace_log, comm.rank, trial, comm.size, s.trials), ops, plan.key_of
+        )
+        failure = failure or (DlioRunError(problem) if problem else None)
     result = dict(result, hists={k: to_json(h) for k, h in result["hists"].items()})
     rec: Dict[str, Any] = {
         "rank": comm.rank,

@@ -12,7 +12,7 @@ from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from dlio.base.errors import DlioError
+from dlio.base.errors import ConfigError, DlioError, os_error_message
 from dlio.system.output import atomic_write_text
 
 OPS_DTYPE = np.dtype([("t", "<f8"), ("op", "u1"), ("size", "<u8"), ("tier", "u1"), ("key", "<u8"), ("phase", "u1")])
@@ -98,6 +98,26 @@ def write_csv(path: str, ops: np.ndarray, key_of: Optional[Callable[[np.ndarray]
         w.writerow([f"{o[0]:.6f}", op_w[o[1]], o[2], f"Tier-{o[3]}", name, ph_w[o[5]]])
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_write_text(path, buf.getvalue())
+
+
+def write_trace(path: str, ops: np.ndarray, key_of: Optional[Callable[[np.ndarray], Sequence[str]]]) -> Optional[str]:
+    """write_csv, or the one-line problem when the file cannot be written (a full disk, a folder at its
+    name): the trial's results are written all the same."""
+    try:
+        write_csv(path, ops, key_of)
+    except OSError as e:
+        return f"kvcache.io_trace_log: {os_error_message(e, e.filename or path)}; the operation log was not written"
+    return None
+
+
+def check_trace_path(path: Optional[str]) -> None:
+    """Before the run: the operation log's name is no folder (its trials' logs would be lost at the end)."""
+    if path and os.path.isdir(path):
+        raise ConfigError(
+            f"kvcache.io_trace_log = {path}: a folder; give a file name for the operation log (CSV)",
+            "kvcache.io_trace_log",
+            path,
+        )
 
 
 def ks_distance(a: np.ndarray, b: np.ndarray) -> float:

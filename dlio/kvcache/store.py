@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from dlio.base.errors import DlioError, DlioRunError
+from dlio.base.errors import DlioError, DlioRunError, os_error_message
 from dlio.kvcache import attest, engine
 from dlio.kvcache.plan import Plan
 from dlio.kvcache.settings import KvSettings
@@ -48,8 +48,11 @@ class FolderStore:
         return self.place.target()
 
     def clear(self, failure: Optional[BaseException]) -> Optional[BaseException]:
-        """After a trial: its entries removed."""
-        self.place.empty(ENTRIES)
+        """After a trial: its entries removed (a folder turned into a link is not emptied: the run's failure)."""
+        try:
+            self.place.empty(ENTRIES)
+        except OSError as e:
+            return failure or DlioRunError(f"{os_error_message(e)}; the trial's entries were not removed")
         return failure
 
     def attestation(self, s: KvSettings, win: Any, result: Dict[str, Any], written: int) -> Dict[str, Any]:

@@ -30,11 +30,12 @@ from dlio.family import Family, RunContext
 from dlio.modelload import figures, prefetch
 from dlio.modelload.models import Model, model_of
 from dlio.modelload.plan import RankPlan, prefetch_plan, rank_plan
-from dlio.modelload.shards import INDEX, Shard, index_text, layout
+from dlio.modelload.shards import INDEX, MODEL_NAMES, Shard, index_text, layout
 from dlio.modelload.store import StoredModel
 from dlio.modelload.strategy import Choice, choose
 from dlio.report.family import FamilyReport
 from dlio.storage.base import FILE_ENGINES, Backend, SetOptions
+from dlio.storage.places import Place
 from dlio.system.execute import interruptible
 from dlio.system.host import host_info, iso
 from dlio.system.output import environment, write_json
@@ -188,6 +189,14 @@ class LoadRun:
 
     def check_access(self) -> None:
         self.stored.backend.check_access([self.root])
+
+    def places(self) -> List[Place]:
+        """Rank 0: the model's folder, where the shards are written when missing; a model already there is
+        only read (a user's own Hugging Face model may be loaded, never overwritten)."""
+        if self.comm.rank != 0:
+            return []
+        names = () if self.stored.present() else MODEL_NAMES
+        return [Place(self.root, "checkpoint.checkpoint_folder", "model folder", names)]
 
     def prepare(self, folder: str) -> None:
         for line in self.describe():

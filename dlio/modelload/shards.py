@@ -24,6 +24,9 @@ from typing import Dict, List, Tuple
 from dlio.modelload.models import Model, Tensor
 
 INDEX = "model.safetensors.index.json"
+# every name a Hugging Face model's weights take (dlio.storage.places: a folder holding one that no run made
+# holds someone's model)
+MODEL_NAMES = (INDEX, "model.safetensors", "model-*-of-*.safetensors")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -79,6 +79,9 @@ class SetOptions:
     # the live display: called with the bytes moved so far, a few times a second, from the waiting thread
     on_bytes: Optional[Callable[[int], None]] = None
     delay_ns: int = 0  # engine null: the busy-wait per request (a storage of known latency)
+    # writes: each file made under a temporary name and renamed to its own after the window (a process
+    # killed mid-write leaves no half-written file under the final name; an object's PUT is atomic already)
+    temp_names: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 
 from dlio import _core
+from dlio.base import tmpclaim
 from dlio.base.errors import DlioError, DlioRunError, os_error_message
 from dlio.base.units import fmt_bytes
 from dlio.storage.base import MAX_SET_THREADS, SetContent, SetOptions, SetResult
@@ -254,6 +255,14 @@ def write_set(paths: Sequence[str], sizes: Sequence[int], content: SetContent, o
     )
     check_free_space(parent, paths, int(sum(sizes)))
     own_names(paths)
+    if o.temp_names:
+        return _write_renamed(
+            paths, folders, lambda tmp: _write(tmp, sizes, content, o, direct, align, ops, first, nthreads, folders)
+        )
+    return _write(paths, sizes, content, o, direct, align, ops, first, nthreads, folders)
+
+
+def _write(paths, sizes, content, o, direct, align, ops, first, nthreads, folders) -> SetResult:
     if o.before_window is not None:
         o.before_window()
     try:
@@ -261,6 +270,34 @@ def write_set(paths: Sequence[str], sizes: Sequence[int], content: SetContent, o
     except BaseException:
         remove_partial(paths)
         raise
+
+
+def _write_renamed(paths: List[str], folders: List[str], write: Any) -> SetResult:
+    """write(temporary names) beside ``paths`` (claimed: dlio.base.tmpclaim, so a later save sweeps what a
+    killed one left), then each renamed to its own name."""
+    try:
+        for d in folders:
+            os.makedirs(d, exist_ok=True)
+            tmpclaim.sweep(d)  # what an earlier save killed mid-write left, proven dlio-fast's by its claim
+    except OSError as e:
+        raise DlioRunError(os_error_message(e, e.filename or folders[0])) from None
+    suffixes = {d: tmpclaim.claim(d) for d in folders}
+    try:
+        tmp = [
+            os.path.join(os.path.dirname(p), f".{os.path.basename(p)}{suffixes[os.path.dirname(p)]}-{i}")
+            for i, p in enumerate(paths)
+        ]
+        res = write(tmp)
+        try:
+            for t, p in zip(tmp, paths):
+                os.rename(t, p)
+        except OSError as e:
+            remove_partial(tmp)
+            raise DlioRunError("checkpoint rename failed: " + os_error_message(e, e.filename)) from None
+        return res
+    finally:
+        for d in folders:
+            tmpclaim.release(d)
 
 
 def _timed_write(paths, sizes, content, o, direct, align, ops, first, nthreads, folders) -> SetResult:

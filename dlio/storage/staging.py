@@ -11,6 +11,7 @@ functions and never ask which backend they hold.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import glob
 import os
 import shutil
@@ -91,12 +92,14 @@ class FolderPlace:
         self.where = folder
 
     def claim(self, entries: str) -> None:
-        """The folder exists and holds none of the files matching ``entries`` (a glob)."""
-        os.makedirs(self.where, exist_ok=True)
+        """The folder (claimed by the driver: dlio.storage.places) holds none of the files matching
+        ``entries`` (a glob)."""
         self.empty(entries)
 
     def empty(self, entries: str) -> None:
-        for p in glob.glob(os.path.join(self.where, entries)):
+        if os.path.islink(self.where):  # replaced by a link during the run: its target is not the run's
+            raise OSError(errno.ELOOP, "the cache folder became a symbolic link during the run", self.where)
+        for p in glob.glob(os.path.join(glob.escape(self.where), entries)):
             try:
                 os.unlink(p)
             except FileNotFoundError:

@@ -8,6 +8,8 @@ import os
 
 from dlio.base.errors import DlioError, os_error_message
 
+LOCK_NAME = ".dlio-fast.lock"  # a folder's lock file (an output folder, a family's place)
+
 
 class LockHeld(Exception):
     """Another process holds the lock; ``text`` is what its file says (its pid, where it writes one)."""

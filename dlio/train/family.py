@@ -23,6 +23,7 @@ from dlio.report.dlio import files as dlio_files
 from dlio.report.dlio import host as dlio_host
 from dlio.report.result import RankRecord, RunResult, new_rank_record
 from dlio.storage.base import FILE_ENGINES, PAGE_CACHE
+from dlio.storage.places import Place
 from dlio.system.host import host_info, iso
 from dlio.system.results_out import write_with_fallback
 from dlio.train import loop
@@ -78,6 +79,15 @@ class TrainRun:
     def check_access(self) -> None:
         places = storage_places(self.cfg, self.data)
         self.data.backend.check_access(places, create=self.cfg.dlio_fast.create_bucket)
+
+    def places(self) -> List[Place]:
+        """Rank 0: the dataset's and the checkpoints' folders, on a real filesystem (not locked: many runs
+        read one dataset; checkpoints keep their own names: dlio.storage.file_sets.own_names)."""
+        if self.comm.rank != 0:
+            return []
+        keys = ["dataset.data_folder"] + (["checkpoint.checkpoint_folder"] if self.cfg.workflow.checkpoint else [])
+        roots = storage_places(self.cfg, self.data)
+        return [Place(root, key, key.split(".")[1], lock=False) for root, key in zip(roots, keys)]
 
     def prepare(self, folder: str) -> None:
         """The tracer, the banner, the dataset (generated when missing) and the warnings."""

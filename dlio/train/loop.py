@@ -535,5 +535,9 @@ def _epoch_barrier(comm: Comm) -> Optional[Interrupted]:
 
 
 def _as_failure(e: Any) -> BaseException:
-    """An I/O error becomes a DlioRunError (the CLI names the rank when there are several)."""
-    return e if isinstance(e, Interrupted) else DlioRunError(e.strerror or str(e))
+    """An I/O error becomes a DlioRunError (the CLI names the rank when there are several); a stop, or a
+    failure that says what happened already (a checkpoint save's DlioRunError, raised in a step when
+    saves are asynchronous), stays as it is."""
+    if isinstance(e, (Interrupted, DlioError)):
+        return e
+    return DlioRunError(getattr(e, "strerror", None) or str(e))

@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from dlio.base.errors import DlioError
+from dlio.base.errors import DlioError, DlioRunError, Interrupted, os_error_message
 from dlio.base.units import fmt_bytes
 from dlio.config import Config
 from dlio.config.sections import VdbConfig
@@ -19,6 +19,7 @@ from dlio.family import Family, FamilyChecks, RunContext
 from dlio.progress import phase_of
 from dlio.report.family import FamilyReading, FamilyReport, Figure
 from dlio.report.verdict import line as verdict_line
+from dlio.storage.places import Place
 from dlio.system.host import host_info, iso
 from dlio.system.output import write_json
 from dlio.vdb import check, metrics, model, search
@@ -214,6 +215,20 @@ def _run_phase(spec: VdbSpec, progress: Any, i: int) -> Iterator[Optional[Callab
         yield tick if progress is not None else None
 
 
+def _stopped(e: BaseException, store: Any, doc: Dict[str, Any], echo: Callable) -> BaseException:
+    """A stop or failure outside the timed runs (the build, the load): what was measured stays in doc, and
+    the console says what became of the index."""
+    # the C core's RunError (an OSError): its path and errno in one line
+    failure = DlioRunError(os_error_message(e)) if isinstance(e, OSError) else e
+    if doc["build"] is None:  # the build was under way: its files are not an index (no manifest)
+        doc["build"] = {"phase": "build", "complete": False, "reason": str(failure)}
+        echo(
+            f"build stopped ({failure}): the index in {store.describe()} is incomplete (no manifest); the next run "
+            "builds it again"
+        )
+    return failure
+
+
 class VdbRun:
     """The vector-search run (dlio.family.Run): one process, its query processes threads."""
 
@@ -242,6 +257,9 @@ class VdbRun:
 
     def check(self) -> None:
         """Nothing of the host's to check before the folder exists: the plan's checks are the config's."""
+
+    def places(self) -> List[Place]:
+        return self.store.places()
 
     def check_access(self) -> None:
         self.store.check()  # a missing bucket or a wrong endpoint: one line before anything else
@@ -282,7 +300,10 @@ class VdbRun:
             "runs": [],
             "complete": False,
         }
-        failure = _phases(spec, self.store, p, doc, self.ctx.echo, self.ctx.progress)
+        try:
+            failure = _phases(spec, self.store, p, doc, self.ctx.echo, self.ctx.progress)
+        except (Interrupted, DlioError, OSError) as e:  # OSError: the C core's RunError (a full disk)
+            failure = _stopped(e, self.store, doc, self.ctx.echo)
         doc["complete"] = failure is None
         doc["end"] = iso()
         return doc, failure
@@ -309,7 +330,7 @@ class VdbRun:
                 f"mean {s['mean_latency_ms']:.2f} ms, p95 {s['p95_latency_ms']:.2f}, p99 {s['p99_latency_ms']:.2f}, "
                 f"p99.9 {s['p999_latency_ms']:.2f}"
             )
-        echo(f"results in {folder}")
+        echo(f"results in {folder}" + ("" if failure is None else f" (partial: {failure})"))
         return doc, folder
 
 

@@ -30,9 +30,10 @@ from dlio.config.sections import VdbConfig
 from dlio.report.verdict import classify
 from dlio.storage import backend_for, staging
 from dlio.storage.base import SetOptions
+from dlio.storage.places import Place
 from dlio.system.output import write_json
 from dlio.vdb.config import VdbSpec
-from dlio.vdb.store import MANIFEST, LocalStore, file_sizes
+from dlio.vdb.store import MANIFEST, NAMES, LocalStore, file_sizes
 
 COPY_SUFFIX = ".s3-copy"
 TRANSFER = 8 << 20  # download range GETs (Milvus's chunk manager reads objects in pieces of a few MiB)
@@ -67,6 +68,12 @@ class ObjectStore:
         if not self._checked:
             self.backend.check_access([self.root], create=self.create_bucket)
             self._checked = True
+
+    def places(self) -> List[Place]:
+        """The index's prefix, and the local folder its copy is built and downloaded in."""
+        return [Place(self.root, "vdb.index_folder", "vector index", NAMES)] + self.copy.places(
+            "vdb.index_folder", "local copy of the vector index"
+        )
 
     def present(self) -> bool:
         """The manifest object says this very index (layout, medoid, sizes) and every object is there. The

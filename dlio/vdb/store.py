@@ -30,10 +30,12 @@ from dlio import _core
 from dlio.base.errors import DlioError
 from dlio.base.units import fmt_bytes
 from dlio.report.verdict import classify
+from dlio.storage.places import Place, own_files
 from dlio.system.counters import Phase, usable_cores
 from dlio.vdb.config import VdbSpec
 
 MANIFEST = "vdb-index.json"
+NAMES = ("segment_*", MANIFEST)  # what a build makes in its index folder (dlio.storage.places)
 FORMAT = "dlio-fast.vdb-index/1"
 CHUNK = 1 << 20  # build writes and HNSW load reads: 1 MiB requests (sizes are whole 4 KiB sectors)
 
@@ -124,6 +126,9 @@ class LocalStore:
     def check(self) -> None:
         """Nothing to reach before the work: the folder is made when the index is built."""
 
+    def places(self, key: str = "vdb.index_folder", what: str = "vector index folder") -> List[Place]:
+        return [Place(self.folder, key, what, NAMES, made=True, on_host=True)]
+
     def want(self) -> Dict[str, Any]:
         return {
             "format": FORMAT,
@@ -147,14 +152,14 @@ class LocalStore:
         _disk.index's sector 0, the manifest last (a partial index is never taken for a complete one)."""
         from dlio.system.output import write_json
 
-        if os.path.exists(self.manifest):
+        if os.path.lexists(self.manifest):
             os.unlink(self.manifest)
         files = file_sizes(self.spec)
         self._check_space(files)
+        own_files(self.folder, [p for p, _ in files] + [self.manifest])  # no write through a planted link
         for p, _ in files:
             os.makedirs(os.path.dirname(p), exist_ok=True)
-            with open(p, "ab"):
-                pass
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
         rec = io_pass(self.spec, files, True, on_tick)
         if self.spec.engine != "null":
             self._write_metadata()
@@ -164,7 +169,7 @@ class LocalStore:
     def _check_space(self, files: List[Tuple[str, int]]) -> None:
         """Refuse an index the filesystem cannot hold, before writing any of it (one line, the amounts)."""
         os.makedirs(self.folder, exist_ok=True)
-        have = sum(os.path.getsize(p) for p, _ in files if os.path.isfile(p))
+        have = sum(os.lstat(p).st_size for p, _ in files if os.path.isfile(p) and not os.path.islink(p))
         need = sum(n for _, n in files) - have
         free = shutil.disk_usage(self.folder).free
         if need > free:
@@ -178,7 +183,7 @@ class LocalStore:
         if lay.kind == "hnsw":
             return
         for s, p in enumerate(self.spec.index_paths()):
-            fd = os.open(p, os.O_WRONLY)
+            fd = os.open(p, os.O_WRONLY | os.O_NOFOLLOW)
             try:
                 os.pwrite(fd, lay.metadata(s, self.medoid % lay.nodes_in(s)), 0)
                 os.fsync(fd)

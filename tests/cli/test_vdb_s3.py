@@ -75,7 +75,8 @@ def test_index_on_s3_built_downloaded_searched_and_kept(s3env, bucket, tmp_path)
     # the objects: the index file with the very bytes of the local build, and the manifest
     s3 = boto(s3env)
     keys = {o["Key"]: o for o in s3.list_objects_v2(Bucket=bucket, Prefix=f"idx/{INDEX}/")["Contents"]}
-    assert set(keys) == {f"idx/{INDEX}/{SEGMENT}", f"idx/{INDEX}/vdb-index.json"}
+    # and the marker that proves the prefix a run's own (dlio.storage.places)
+    assert set(keys) == {f"idx/{INDEX}/{SEGMENT}", f"idx/{INDEX}/vdb-index.json", f"idx/{INDEX}/.dlio-fast-place"}
     body = s3.get_object(Bucket=bucket, Key=f"idx/{INDEX}/{SEGMENT}")["Body"].read()
     size = 4096 * (1 + 2 * 4000)  # DiskANN's metadata sector + 2 sectors per 6404 B node
     assert len(body) == size == os.path.getsize(local_file)

@@ -37,7 +37,7 @@ def test_a_registered_family_is_a_family_named_by_its_flag(name):
     fam = registry.family(name)
     assert isinstance(fam, Family) and fam.name == name and fam.title
     assert callable(fam.plan) and callable(fam.listing)
-    for hook in ("describe", "check", "check_access", "prepare", "measure", "keep_partial", "write"):
+    for hook in ("describe", "check", "check_access", "places", "prepare", "measure", "keep_partial", "write"):
         assert callable(getattr(fam.plan, hook, None)), f"{name}: its Run has no {hook}"
     assert fam.checks is None or isinstance(fam.checks, FamilyChecks)
 

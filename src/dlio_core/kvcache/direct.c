@@ -53,7 +53,7 @@ int kv_direct_check(const char *dir, char *why, size_t whylen)
 	if (snprintf(path, sizeof(path), "%s/.dlio-kv-direct-%d", dir, (int)getpid()) >=
 	    (int)sizeof(path))
 		return -ENAMETOOLONG;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_DIRECT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		ret = -errno;
 		snprintf(
@@ -291,7 +291,7 @@ int kv_direct_put(struct dc_kv_worker *w, const struct dc_kv_obj *o, const struc
 	if (!src->whole && src->len < w->s->cfg.chunk)
 		return -EINVAL;
 	t0 = dc_now_ns();
-	fd = open(w->path, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0666);
+	fd = openat(w->s->dirfd, w->name, KV_CREATE | O_DIRECT, 0666);
 	if (fd < 0)
 		return -errno;
 	t1 = dc_now_ns();
@@ -328,7 +328,7 @@ int kv_direct_get(struct dc_kv_worker *w, const struct dc_kv_obj *o, struct dc_k
 	if (ret < 0)
 		return ret;
 	t0 = dc_now_ns();
-	fd = open(w->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	fd = openat(w->s->dirfd, w->name, O_RDONLY | O_NOFOLLOW | O_DIRECT | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	t1 = dc_now_ns();

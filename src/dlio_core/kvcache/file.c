@@ -116,25 +116,40 @@ static int file_open(struct dc_kv_store **out, const struct dc_kv_store_cfg *cfg
 	struct dc_kv_store *s;
 	struct stat st;
 	uint64_t need;
-	int ret;
+	int ret, dirfd;
 
 	if (!cfg->dir || strlen(cfg->dir) + 32 >= PATH_MAX)
 		return -ENAMETOOLONG;
-	if (stat(cfg->dir, &st) < 0) {
+	dirfd = open(cfg->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dirfd < 0 || fstat(dirfd, &st) < 0) {
 		ret = -errno;
-		snprintf(why, whylen, "%s: %s", cfg->dir, strerror(-ret));
+		if (ret == -ELOOP ||
+		    (ret == -ENOTDIR && lstat(cfg->dir, &st) == 0 && S_ISLNK(st.st_mode)))
+			snprintf(why, whylen,
+				 "%s: a symbolic link, not a folder of the run's own: entries are "
+				 "written and removed only there",
+				 cfg->dir);
+		else
+			snprintf(why, whylen, "%s: %s", cfg->dir, strerror(-ret));
+		if (dirfd >= 0)
+			close(dirfd);
 		return ret;
 	}
 	if (cfg->direct) {
-		if (!cfg->chunk || cfg->chunk % 4096 || !cfg->qd)
-			return -EINVAL;
-		ret = kv_direct_check(cfg->dir, why, whylen);
-		if (ret < 0)
+		ret = (!cfg->chunk || cfg->chunk % 4096 || !cfg->qd)
+			      ? -EINVAL
+			      : kv_direct_check(cfg->dir, why, whylen);
+		if (ret < 0) {
+			close(dirfd);
 			return ret;
+		}
 	}
 	s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		close(dirfd);
 		return -ENOMEM;
+	}
+	s->dirfd = dirfd;
 	s->cfg = *cfg;
 	snprintf(s->dir, sizeof(s->dir), "%s", cfg->dir);
 	s->cfg.dir = s->dir;
@@ -145,6 +160,7 @@ static int file_open(struct dc_kv_store **out, const struct dc_kv_store_cfg *cfg
 		snprintf(why, whylen, "read window of %llu bytes: %s", (unsigned long long)need,
 			 strerror(-ret));
 		pthread_mutex_destroy(&s->lock);
+		close(dirfd);
 		free(s);
 		return ret;
 	}
@@ -209,6 +225,7 @@ static void file_close(struct dc_kv_store *s, struct dc_kv_store_stats *stats)
 	else
 		munmap(s->sink, s->sink_len);
 	pthread_mutex_destroy(&s->lock);
+	close(s->dirfd);
 	free(s);
 }
 
@@ -256,7 +273,7 @@ static int compat_put(struct dc_kv_worker *w, const struct dc_kv_obj *o,
 	if (ret < 0)
 		return ret;
 	t0 = dc_now_ns();
-	fd = open(w->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	fd = openat(w->s->dirfd, w->name, KV_CREATE, 0666);
 	if (fd < 0)
 		return -errno;
 	ret = dc_write_full(fd, hdr, KV_COMPAT_HDR, DC_AT_POS, NULL);
@@ -329,10 +346,11 @@ static int compat_get(struct dc_kv_worker *w, const struct dc_kv_obj *o, struct 
 	if (ret < 0)
 		return ret;
 	t0 = dc_now_ns();
-	if (stat(w->path, &st) < 0) /* the reference's path.exists() */
+	if (fstatat(w->s->dirfd, w->name, &st, AT_SYMLINK_NOFOLLOW) <
+	    0) /* the reference's path.exists() */
 		return -errno;
 	size = (uint64_t)st.st_size;
-	fd = open(w->path, O_RDONLY | O_CLOEXEC);
+	fd = openat(w->s->dirfd, w->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
@@ -341,7 +359,7 @@ static int compat_get(struct dc_kv_worker *w, const struct dc_kv_obj *o, struct 
 		drop_check(w, fd, size);
 	close(fd);
 	t1 = dc_now_ns();
-	fd = open(w->path, O_RDONLY | O_CLOEXEC);
+	fd = openat(w->s->dirfd, w->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	/* np.load: the magic through a buffered reader, the header again, then the array. */
@@ -387,7 +405,7 @@ static int file_del(struct dc_kv_worker *w, const struct dc_kv_obj *o)
 
 	if (ret < 0)
 		return ret;
-	return unlink(w->path) < 0 ? -errno : 0;
+	return unlinkat(w->s->dirfd, w->name, 0) < 0 ? -errno : 0;
 }
 
 const struct dc_kv_store_ops dc_kv_store_file = {

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "dlio_core/kvcache.h"
 #include "../uring_ring.h"
@@ -17,6 +18,8 @@
 struct dc_kv_store {
 	struct dc_kv_store_cfg cfg;
 	char dir[PATH_MAX];
+	int dirfd; /* the folder, opened once without following a link: every entry is opened, made and
+		    * removed relative to it (a folder or entry swapped for a link is refused) */
 	/* Where reads land: a window of `sink_len` bytes of address space made of one small memfd
 	 * mapped over and over, so that one read() of a multi-GiB entry has room without holding the
 	 * entry in RAM (the bytes are discarded; nobody looks at them). */
@@ -40,6 +43,7 @@ struct dc_kv_worker {
 	int ring_ok;
 	struct kv_direct *direct;
 	char path[PATH_MAX];
+	const char *name; /* the entry's name in path (relative to the store's dirfd) */
 };
 
 /* The object's file name into w->path. 0 or -ENAMETOOLONG. Here, not in file.c, so that direct.c
@@ -54,8 +58,15 @@ static inline int kv_file_path(struct dc_kv_worker *w, const struct dc_kv_obj *o
 	else
 		n = snprintf(w->path, sizeof(w->path), "%s/kv_%08llx.npy", w->s->dir,
 			     (unsigned long long)o->entry);
-	return n < 0 || (size_t)n >= sizeof(w->path) ? -ENAMETOOLONG : 0;
+	if (n < 0 || (size_t)n >= sizeof(w->path))
+		return -ENAMETOOLONG;
+	w->name = w->path + strlen(w->s->dir) + 1;
+	return 0;
 }
+
+/* Open flags of an entry the run creates: never an existing name (a link or a file planted there is
+ * refused, not written through), never through a link. */
+#define KV_CREATE (O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC)
 
 /* direct.c */
 int kv_direct_check(const char *dir, char *why, size_t whylen);
