@@ -193,3 +193,28 @@ def test_a_frozen_rank_does_not_hold_the_others(tmp_path):
     assert "did not answer within 1 s" in err, err
     assert "Traceback" not in err
     assert left == []  # rank 0 removed the shared file before leaving
+
+
+@needs_mpiio
+def test_a_killed_ranks_test_file_is_swept_by_the_next_run(tmp_path):
+    """SIGKILL to rank 1 mid-run: mpiexec kills rank 0 too, so nobody can clean up; the shared test file
+    (under a name claimed by rank 0) is removed by the next run in the folder, of another layout."""
+    folder = tmp_path / "io"
+    folder.mkdir()
+    mark = f"{tmp_path}-killed"
+    args = ["--engine", "mpiio", "--layout", "segmented", "--collective", "--bs", "1m", "--file-size", "32m"]
+    p = start(folder, *args, "--size", "1t", mark=mark)
+    pids = {}
+    try:
+        pids = measuring(p, folder, mark)
+        os.kill(pids[1], signal.SIGKILL)
+        p.communicate(timeout=60)
+    finally:
+        kill_all(p, pids)
+    assert p.returncode != 0
+    left = [n for n in os.listdir(folder) if "dlio-fast-ior" in n]
+    assert left and all(n.startswith(".") for n in left), left  # never under its final name
+    nxt = start(folder, "--engine", "mpiio", "--layout", "fpp", "--bs", "1m", "--file-size", "4m")
+    out, err = nxt.communicate(timeout=90)
+    assert nxt.returncode == 0, err
+    assert os.listdir(folder) == []
