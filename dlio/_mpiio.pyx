@@ -31,6 +31,8 @@ cdef extern from *:
     void dc_mpi_barrier_free(struct dc_mpi_barrier *b);
     int dc_mpi_library_version(char *buf, size_t len);
     int dc_mpi_thread_level(void);
+    void dc_mpiio_request_stop(int on);
+    int dc_mpiio_gave_up(void);
     """
     struct dc_mpi_barrier:
         pass
@@ -40,6 +42,8 @@ cdef extern from *:
     void dc_mpi_barrier_free(dc_mpi_barrier *b) nogil
     int dc_mpi_library_version(char *buf, size_t len) nogil
     int dc_mpi_thread_level() nogil
+    void dc_mpiio_request_stop(int on) nogil
+    int dc_mpiio_gave_up() nogil
 
 
 # Same layout as dlio._core's c_step_hook_pair: the "dlio_core.step_hook" capsule contract.
@@ -76,6 +80,18 @@ def available():
     why[0] = 0
     rc = dc_mpiio_ops.available(why, sizeof(why))
     return rc == 0, why.decode(errors="replace")
+
+
+def request_stop(bint on=True):
+    """Ask the collective runs of this process to stop: at the next request's vote every rank stops
+    after the same request (mpiio.c). request_stop(False) before a run clears it."""
+    dc_mpiio_request_stop(on)
+
+
+def gave_up():
+    """True when a run of this process stopped without the other ranks (they did not vote within
+    the grace: hung or gone); its files were left open and no collective call may follow."""
+    return dc_mpiio_gave_up() != 0
 
 
 def comm_address(comm):

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from dlio.base.errors import DlioError, Interrupted
+from dlio.base.errors import DlioError, DlioRunError, Interrupted, os_error_message
 from dlio.base.units import fmt_bytes
 from dlio.fsbench.points import MIXED, writes
 from dlio.report.io_table import IO_COLUMNS, MIXED_COLUMNS, flat_point
@@ -36,11 +37,36 @@ class Sinks:
                 output.check_output_path(p)
 
     def write(self, doc: Dict[str, Any]) -> None:
-        if self.json_path:
-            output.write_json(self.json_path, doc)
-        if self.csv_path:
-            rows = [flat_point({k: v for k, v in r.items() if k not in self.csv_drop}) for r in doc["points"]]
-            output.write_csv(self.csv_path, rows, IO_COLUMNS + list(self.csv_extra))
+        """Write the document and the table. One that cannot be written where asked (a full disk) is
+        written to a file of the temporary folder instead, and the error names both paths: the
+        measurements are never lost with a line that does not say where."""
+        rows = [flat_point({k: v for k, v in r.items() if k not in self.csv_drop}) for r in doc["points"]]
+        writers = (
+            (self.json_path, ".json", lambda p: output.write_json(p, doc)),
+            (self.csv_path, ".csv", lambda p: output.write_csv(p, rows, IO_COLUMNS + list(self.csv_extra))),
+        )
+        failed = []
+        for path, ext, write in writers:
+            if not path:
+                continue
+            try:
+                write(path)
+            except OSError as e:
+                failed.append(f"{os_error_message(e, path, 'free some space there')}; {_fallback(write, ext)}")
+        if failed:
+            raise DlioRunError("; ".join(failed))
+
+
+def _fallback(write: Callable[[str], None], ext: str) -> str:
+    """Write with write() to a new file in the temporary folder; says where it went, or that it could not."""
+    fd, path = tempfile.mkstemp(prefix="dlio-fast-io-results-", suffix=ext)
+    os.close(fd)
+    try:
+        write(path)
+    except OSError as e:
+        os.unlink(path)
+        return f"the results could not be written to {path} either ({e.strerror}); they are on the console only"
+    return f"the results were written to {path} instead"
 
 
 def combinations(*axes: Iterable[Any]) -> Iterator[tuple]:

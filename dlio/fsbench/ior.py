@@ -28,18 +28,21 @@ The plan functions (layout_offsets, rank_plan, reorder_shift) need no MPI and ar
 import dataclasses
 import os
 import resource
+import signal
 import time
 
 import numpy as np
 
 from dlio import _core
-from dlio.base.errors import DlioError
+from dlio.base import tmpclaim
+from dlio.base.errors import DlioError, Interrupted
 from dlio.fsbench.grid import Sinks, combinations, run_grid
+from dlio.fsbench.ior_ranks import LeftAlone, VotedStop, agreed_stop, every_rank, outcome
 from dlio.fsbench.testfiles import check_ours, create_exclusive, writing_test_data
 from dlio.report.io_table import POINT_HEADER, point_line
 from dlio.report.result import IO_SCHEMA, new_io_doc
 from dlio.system import stats
-from dlio.system.execute import execute
+from dlio.system.execute import execute_partial
 from dlio.system.host import drop_cache
 
 LAYOUTS = ("fpp", "segmented", "strided")
@@ -108,56 +111,98 @@ def file_names(folder, layout, size):
 
 
 class Files:
-    """The files of one run: created in a folder (each part written by its owner) or given."""
+    """The files of one run: created in a folder (each part written by its owner) or given.
 
-    def __init__(self, paths, per_rank, created):
+    A file this run creates is written under a temporary name claimed by its writer (dlio.base.tmpclaim:
+    the rank that holds the claim's flock), so that when a run dies, killed ranks and all, the next run
+    in the folder removes it (tmpclaim.sweep), and a half-written file never passes for a kept one.
+    With --keep each is renamed to its own name once written."""
+
+    def __init__(self, paths, per_rank, created, folder=None):
         self.paths = paths
         self.per_rank = per_rank
-        self.created = created
+        self.created = created  # [(path, rank that owns and removes it)]
+        self.folder = folder  # claimed by this rank while created files are under temporary names
 
-    def cleanup(self, comm):
-        comm.barrier()
-        for i, p in enumerate(self.created):
-            if (len(self.paths) > 1 and i == comm.rank) or (len(self.paths) == 1 and comm.rank == 0):
+    def cleanup(self, comm, together=True):
+        """Remove the files this run created. together: every rank is here (barriers around, each file
+        removed by its owner); else this rank is alone (the others hang or are gone) and removes every
+        file it can, without a collective call."""
+        if together:
+            comm.barrier()
+        for p, owner in self.created:
+            if owner == comm.rank or not together:
                 try:
                     os.unlink(p)
                 except FileNotFoundError:
                     pass
-        comm.barrier()
+        self.created = []
+        if self.folder is not None:
+            tmpclaim.release(self.folder)
+            self.folder = None
+        if together:
+            comm.barrier()
 
 
-def prepare(comm, targets, layout, per_rank, bs, seed=1):
+def _claimed_name(folder, final):
+    """A temporary name for `final` in this rank's claim on folder (tmpclaim's pattern)."""
+    return os.path.join(folder, f".{os.path.basename(final)}{tmpclaim.claim(folder)}-0")
+
+
+def prepare(comm, targets, layout, per_rank, bs, seed=1, keep=False):
     """Create (fully written, each part by its owner rank) or check the files. Collective."""
     size, rank = comm.size, comm.rank
     if len(targets) == 1 and os.path.isdir(targets[0]):
         from dlio.fsbench.testfiles import check_writable_dir
 
         folder = targets[0]
-        comm.agree(lambda: check_writable_dir(folder))
-        paths = file_names(folder, layout, size)
+        # the test files of an earlier run that died are removed first (proven ours by their claims)
+        comm.agree(lambda: (check_writable_dir(folder), tmpclaim.sweep(folder)))
+        finals = file_names(folder, layout, size)
         total = per_rank * size
-        if layout == "fpp":
-            p = paths[rank]
-            _check_ours_all(comm, p)
-            if not (os.path.exists(p) and os.path.getsize(p) == per_rank):
-                _write_part(p, layout, rank, size, bs, per_rank, seed, create=True)
-        else:
-            p = paths[0]
-            _check_ours_all(comm, p if rank == 0 else None)
-            fresh = not (os.path.exists(p) and os.path.getsize(p) == total)
-            fresh = comm.bcast(fresh)
-            if fresh:
-                if rank == 0:
-                    _unlink_ours(p)
-                    fd = create_exclusive(p)
-                    try:
-                        os.ftruncate(fd, total)
-                    finally:
-                        os.close(fd)
-                comm.barrier()
-                _write_part(p, layout, rank, size, bs, per_rank, seed, create=False)
-        comm.barrier()
-        return Files(paths, per_rank, list(paths))
+        mine = finals[rank] if layout == "fpp" else (finals[0] if rank == 0 else None)
+        _check_ours_all(comm, mine)
+        want = per_rank if layout == "fpp" else total
+        reuse = mine is None or (os.path.exists(mine) and os.path.getsize(mine) == want)
+        if layout != "fpp":
+            reuse = comm.bcast(reuse)
+        tmp = _claimed_name(folder, mine) if not reuse and mine else None
+        claimed = folder if tmp else None
+        try:
+            if tmp and layout != "fpp":  # rank 0 makes the shared file; every rank writes its part
+                fd = create_exclusive(tmp)
+                try:
+                    os.ftruncate(fd, total)
+                finally:
+                    os.close(fd)
+            if layout == "fpp":
+                names = comm.allgather(tmp or mine)
+                made = [(n, r) for r, n in enumerate(names) if n != finals[r]]
+            else:
+                names = [comm.bcast(tmp)] if not reuse else finals
+                made = [(names[0], 0)] if not reuse else []
+            comm.barrier()
+
+            def write():
+                if layout == "fpp" and tmp:
+                    _write_part(tmp, layout, rank, size, bs, per_rank, seed, create=True)
+                elif layout != "fpp" and not reuse:
+                    _write_part(names[0], layout, rank, size, bs, per_rank, seed, create=False)
+
+            comm.agree_all(write)  # a rank's full disk stops every rank here, not in the next collective
+        except BaseException:
+            if tmp:
+                _unlink_ours(tmp)
+                tmpclaim.release(folder)
+            raise
+        files = Files(names, per_rank, made, claimed)
+        if keep and made:  # written: each owner gives its file its own name
+            for (p, owner), final in zip(made, [finals[o] if layout == "fpp" else finals[0] for _, o in made]):
+                if owner == rank:
+                    os.replace(p, final)
+            files.cleanup(comm)  # releases the claims (the renamed files are gone from their old names)
+            files = Files(finals, per_rank, [])
+        return files
     for p in targets:
         if not os.path.isfile(p):
             raise DlioError(f"{p}: no such file (give one folder, or existing files)")
@@ -220,8 +265,15 @@ class Point:
 
 
 def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cache="keep"):
-    """One point on every rank; returns rank 0's reduced record (other ranks: None)."""
+    """One point on every rank; returns rank 0's reduced record (other ranks: None).
+
+    Every rank makes the same collective calls whatever happens on one of them: a step that may fail
+    on one rank (dropping the cache, the run) is followed by a vote, and every rank goes on or stops
+    with the same error; a signal stops a collective run after the same request on every rank (the
+    engine's vote, dlio/_mpiio.pyx)."""
     from mpi4py import MPI
+
+    from dlio.system import mpi
 
     hosts = comm.allgather(MPI.Get_processor_name())
     shift = reorder_shift(hosts) if point.reorder else 0
@@ -235,55 +287,90 @@ def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cac
     per_rank_budget = 0
     if size:
         per_rank_budget = max(point.bs, size // comm.size)
-    cache_note = drop_cache([path]) if cache == "drop" else "kept (the page cache is measured)"
     comm_addr = 0
     if point.collective:
         # Shared layouts: every rank opens the one file on COMM_WORLD. File per process: each
         # rank its own file, collective calls on COMM_SELF (as IOR does with -F -c).
         use = comm.comm if point.layout != "fpp" else MPI.COMM_SELF
         comm_addr = MPI._addressof(use)
-    run = _core.Run(
-        "io",
-        "mpiio",
-        [path],
-        plan.ops,
-        threads=1,
-        qd=1,
-        thread_first_op=np.array([0, len(plan.ops)], dtype=np.uint64),
-        runtime_ns=runtime_ns,
-        ramp_ns=ramp_ns,
-        bytes_limit=per_rank_budget,
-        loop=bool(runtime_ns or per_rank_budget),
-        mpi_comm=comm_addr,
-        hints=list(hints),
-    )
+
+    def setup():
+        # A shared file's pages are dropped once per host: two ranks dropping them at once leave some behind.
+        first_on_host = hosts.index(hosts[comm.rank]) == comm.rank
+        note = "kept (the page cache is measured)"
+        if cache == "drop" and (point.layout == "fpp" or first_on_host):
+            note = drop_cache([path])
+        run = _core.Run(
+            "io",
+            "mpiio",
+            [path],
+            plan.ops,
+            threads=1,
+            qd=1,
+            thread_first_op=np.array([0, len(plan.ops)], dtype=np.uint64),
+            runtime_ns=runtime_ns,
+            ramp_ns=ramp_ns,
+            bytes_limit=per_rank_budget,
+            loop=bool(runtime_ns or per_rank_budget),
+            mpi_comm=comm_addr,
+            hints=list(hints),
+        )
+        return note, run
+
+    cache_note, run = every_rank(comm, setup)
+    cache_note = comm.bcast(cache_note)
+    shared_collective = point.collective and point.layout != "fpp" and comm.size > 1
+    engine = mpi.mpiio_module()
+    engine.request_stop(False)
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     comm.barrier()
     t0 = MPI.Wtime()
     w0 = time.monotonic_ns()
-    res = execute(run)
+    voted = VotedStop(run, engine) if shared_collective else None
+    try:
+        res, failure = execute_partial(voted or run, on_tick=voted.tick if voted else None)
+    except LeftAlone as e:  # stuck in a collective call whose peer froze
+        res, failure = None, e
     t1 = MPI.Wtime()
     wall = max(1, time.monotonic_ns() - w0)
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
-    window = max(1, res["t_end"] - res["t_start"])
-    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    mine = {
-        "rank": comm.rank,
-        "host": hosts[comm.rank],
-        "path": path,
-        "part": plan.part,
-        "ops": int(res["ops"]),
-        "bytes": int(res["bytes"]),
-        "errors": int(res["errors"]),
-        "runtime_s": window / 1e9,
-        "bw_MiB_s": res["bytes"] / 2**20 / (window / 1e9),
-        "t_open": t0,
-        "t_close": t1,
-        "cpu_s": cpu * min(1.0, window / wall),
-        "lat_ns": stats.summary(res["lat"]),
-        "lat_hist": stats.to_json(res["lat"]),
-    }
-    ranks = comm.gather(mine)
+    if engine.gave_up() or isinstance(failure, LeftAlone):
+        # Another rank hangs or is gone: no collective call may follow (it would wait forever).
+        raise failure if isinstance(failure, LeftAlone) else LeftAlone(getattr(failure, "signum", signal.SIGTERM))
+    if res is None and failure is not None:
+        res = getattr(failure, "result", None)
+    mine = None
+    if res is not None:
+        window = max(1, res["t_end"] - res["t_start"])
+        cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+        mine = {
+            "rank": comm.rank,
+            "host": hosts[comm.rank],
+            "path": path,
+            "part": plan.part,
+            "ops": int(res["ops"]),
+            "bytes": int(res["bytes"]),
+            "errors": int(res["errors"]),
+            "runtime_s": window / 1e9,
+            "bw_MiB_s": res["bytes"] / 2**20 / (window / 1e9),
+            "t_open": t0,
+            "t_close": t1,
+            "cpu_s": cpu * min(1.0, window / wall),
+            "lat_ns": stats.summary(res["lat"]),
+            "lat_hist": stats.to_json(res["lat"]),
+        }
+    outcomes = comm.allgather((mine, outcome(failure)))
+    ranks = [m for m, _ in outcomes if m is not None]
+    stop = agreed_stop(comm.rank, [o for _, o in outcomes])
+    if stop is not None:
+        if comm.rank == 0 and isinstance(stop, Interrupted) and sum(r["ops"] for r in ranks):
+            stop.record = dict(
+                reduce_ranks(point, ranks, shift, hints),
+                cache=cache_note,
+                interrupted=signal.Signals(stop.signum).name,
+                stopped=True,
+            )
+        raise stop
     if comm.rank != 0:
         return None
     return dict(reduce_ranks(point, ranks, shift, hints), cache=cache_note)
@@ -387,7 +474,8 @@ def main(req, console):
 
     def records():
         for layout in req.layouts:
-            files = prepare(comm, list(paths), layout, req.file_size, max(bss))
+            files = prepare(comm, list(paths), layout, req.file_size, max(bss), keep=req.keep)
+            together = True
             try:
                 for r, b in combinations(rws, bss):
                     if files.per_rank < b:
@@ -402,9 +490,11 @@ def main(req, console):
                         hint_pairs,
                         cache,
                     )
+            except BaseException as e:
+                together = not getattr(e, "alone", False)  # alone: the other ranks are gone
+                raise
             finally:
-                if not req.keep and files.created:
-                    files.cleanup(comm)
+                files.cleanup(comm, together)
 
     def line(rec):
         return (

@@ -324,8 +324,9 @@ def register_mpiio() -> Optional[str]:
     if mod is not None and "mpi4py.MPI" in sys.modules:
         # Both must use one MPI library: mpi4py built against one MPI, dlio._mpiio against another
         # would crash at the first call.
-        theirs = sys.modules["mpi4py.MPI"].Get_library_version().strip()
-        ours = mod.library_version().strip()
+        # Open MPI counts the string's terminating NUL in its length: mpi4py's copy ends with it
+        theirs = sys.modules["mpi4py.MPI"].Get_library_version().replace("\0", "").strip()
+        ours = mod.library_version().replace("\0", "").strip()
         if [x.strip() for x in theirs.splitlines()[:1]] != [x.strip() for x in ours.splitlines()[:1]]:
             why, mod = (
                 (

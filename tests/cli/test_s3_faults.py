@@ -204,7 +204,7 @@ def test_a_signal_during_a_stalled_request_stops_within_seconds(own, tmp_path, s
         _, err, _ = finish(p, 60)
         took = time.monotonic() - t0
     assert p.returncode == 128 + getattr(signal, sig), err
-    assert took < 8, f"stopping took {took:.1f} s"
+    assert took < 2, f"stopping took {took:.1f} s"  # the stalled worker is not waited for (it took 2.6-6.5 s)
     assert "Traceback" not in err
     doc = _result(tmp_path / "o")
     assert doc["complete"] is False

@@ -25,7 +25,7 @@ from dlio.base.errors import DlioError
 from dlio.base.units import fmt_size
 from dlio.config.engines import S3_ENGINE
 from dlio.storage.s3 import client, limits, oplog, worker
-from dlio.storage.s3.settings import S3Settings, parse_uri
+from dlio.storage.s3.settings import S3Settings, check_key_length, parse_uri
 from dlio.system import stats
 from dlio.system.memcheck import check_fits
 
@@ -272,7 +272,10 @@ class S3Bench:
             )
 
     def check_grid(self, grid: Sequence[S3Point], size: int) -> None:
-        """Every point fits in memory, and the one with most requests in flight in this host's open files."""
+        """Every key fits in S3's limit, every point in memory, and the one with most requests in flight in
+        this host's open files."""
+        longest = max((k for pt in grid for keys in object_keys(self.prefix, pt, size) for k in keys), key=len)
+        check_key_length(self.bucket, self.prefix, longest)
         for pt in grid:
             check_fits(
                 held_bytes(self.prefix, pt, size),

@@ -32,6 +32,9 @@ from dlio.storage.s3.settings import S3Settings
 
 POLL_S = 0.25  # how often a waiting parent looks at the worker (deadline, signals, progress)
 STOP_GRACE_S = 2.0  # a worker told to stop has this long to answer with what it measured, then is killed
+# ... or this long, when it gave no sign of life since it was told (a request stalled on a silent server:
+# it cannot answer, and waiting the whole grace only delays the stop)
+STALLED_STOP_S = 0.75
 # CPU (user, sys seconds) of the tasks run by this process's workers, less their emulated compute:
 # the client's CPU, which a phase's counters add to this process's (dlio.storage.s3.backend.phase)
 WORKER_CPU = [0.0, 0.0]
@@ -177,7 +180,8 @@ class Session:
         return self.counters.progress()
 
     def request_stop(self) -> None:
-        """Ask the worker to stop (SIGTERM: it answers with what it measured); killed after STOP_GRACE_S."""
+        """Ask the worker to stop (SIGTERM: it answers with what it measured); killed after STOP_GRACE_S, or
+        after STALLED_STOP_S when it stays silent (stalled on the server)."""
         if self.stop_at is None:
             self.stop_at = time.monotonic()
             if self.proc.poll() is None:
@@ -210,7 +214,9 @@ class Session:
             if on_tick is not None:
                 on_tick(self)
             if self.stop_at is not None:
-                if time.monotonic() - self.stop_at > STOP_GRACE_S:
+                told = time.monotonic() - self.stop_at
+                stalled = told > STALLED_STOP_S and self.silence.seconds() >= told
+                if told > STOP_GRACE_S or stalled:
                     self.close(kill=True)  # its output ends: the caller reads what it wrote
             elif self.silence.seconds() > timeout:
                 self.close(kill=True)

@@ -143,4 +143,28 @@ def parse_uri(uri: str) -> Tuple[str, str]:
     if not _BUCKET.match(bucket):
         raise DlioError(f"{uri}: {bucket!r} is not a valid bucket name (3-63 characters: a-z, 0-9, '.', '-')")
     prefix = prefix.strip("/")
-    return bucket, (prefix + "/" if prefix else "")
+    prefix = prefix + "/" if prefix else ""
+    check_key_length(bucket, prefix, prefix)
+    return bucket, prefix
+
+
+MAX_KEY_BYTES = 1024  # S3's longest object key, in UTF-8 bytes (longer: InvalidObjectName / KeyTooLongError)
+
+
+def check_key_length(bucket: str, prefix: str, longest: str) -> None:
+    """Refuse, before any request, a prefix whose keys (the longest is ``longest``) would pass S3's limit."""
+    n, p = len(longest.encode()), len(prefix.encode())
+    if n <= MAX_KEY_BYTES:
+        return
+    shown = f"s3://{bucket}/" + (prefix if len(prefix) <= 60 else f"{prefix[:40]}...{prefix[-12:]}")
+    if longest == prefix:
+        raise DlioError(
+            f"{shown}: the prefix is {p} bytes, but S3 takes keys of at most {MAX_KEY_BYTES} bytes: "
+            "use a shorter prefix"
+        )
+    added = n - p
+    raise DlioError(
+        f"{shown}: the prefix is {p} bytes and the object keys under it would be up to {n} bytes ({longest[p:]} "
+        f"added), but S3 takes keys of at most {MAX_KEY_BYTES} bytes: use a shorter prefix (at most "
+        f"{max(0, MAX_KEY_BYTES - added)} bytes)"
+    )

@@ -20,6 +20,17 @@
  *   - Errors come back as -errno (MPI error classes mapped to the nearest errno); file handles use
  *     MPI_ERRORS_RETURN (the default for files), so nothing aborts the job from inside here.
  *
+ * Stopping collective I/O: a rank that stops (a signal, an I/O error) while the others go on would
+ * leave them in an MPI_File_*_at_all it never joins, forever (and MPI_File_close is collective too).
+ * So on a communicator of more than one rank, every request ends with a vote of all ranks (an
+ * MPI_Iallreduce on a communicator of the engine's own): go on, stop (dc_mpiio_request_stop was
+ * called on some rank), or fail (some rank's request failed). Every rank then stops after the
+ * same request: the failing rank with its error, the others with -ECANCELED; after a stop vote the
+ * next request of every rank returns -EINTR without an MPI call. The runner's own stop must not be
+ * used for such runs (dlio.fsbench.ior stops them here). While it waits for the vote a rank polls
+ * its stop flag: stopped and still waiting after DC_MPIIO_GRACE_NS, it gives up (another rank
+ * hangs or is gone), returns -EINTR and leaves its files open (closing is collective).
+ *
  * The MPI_File handle lives in dc_file.map; dc_file.fd is 0 while the file is open (the runner
  * only tests fd >= 0), -1 when closed.
  *
@@ -32,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <mpi.h>
 
@@ -43,14 +55,24 @@ _Static_assert(sizeof(MPI_File) <= sizeof(void *), "MPI_File must fit in dc_file
 /* Largest single MPI call: below INT_MAX and a multiple of 4 KiB. */
 #define DC_MPIIO_CHUNK (1u << 30)
 
+/* How long a stopped rank waits for the other ranks' vote before it gives up on them. */
+#define DC_MPIIO_GRACE_NS 1000000000ull
+
+enum vote { VOTE_GO = 0, VOTE_STOP = 1, VOTE_FAIL = 2 };
+
 struct dc_engine {
 	MPI_Comm comm; /* MPI_COMM_SELF (independent) or the collective communicator */
 	int collective;
+	MPI_Comm vote; /* the per-request vote's own communicator, or MPI_COMM_NULL (one rank) */
+	int stopping;  /* the ranks voted to stop: every further request returns -EINTR */
+	int abandoned; /* gave up waiting for the others: the files stay open (close is collective) */
 	MPI_Info info; /* MPI_INFO_NULL when no hints */
 	int counted;   /* holds a slot in live/live_collective */
 };
 
-static unsigned live; /* engine instances alive in this process (atomic) */
+static unsigned live;         /* engine instances alive in this process (atomic) */
+static volatile int stop_req; /* dc_mpiio_request_stop() (atomic) */
+static volatile int gave_up;  /* an engine of this process abandoned its files (atomic) */
 
 static int mpi_errno(int rc)
 {
@@ -144,6 +166,8 @@ static void mpiio_cleanup(struct dc_engine *e)
 		return;
 	if (e->info != MPI_INFO_NULL)
 		MPI_Info_free(&e->info);
+	if (e->vote != MPI_COMM_NULL && !e->abandoned)
+		MPI_Comm_free(&e->vote); /* collective: not when another rank is gone */
 	if (e->counted)
 		__atomic_fetch_sub(&live, 1, __ATOMIC_RELAXED);
 	free(e);
@@ -168,9 +192,18 @@ static int mpiio_init(struct dc_engine **out, const struct dc_engine_opts *opts,
 		return -ENOMEM;
 	e->info = MPI_INFO_NULL;
 	e->comm = MPI_COMM_SELF;
+	e->vote = MPI_COMM_NULL;
 	if (opts->mpi_comm) {
+		int size = 1;
+
 		e->comm = *(const MPI_Comm *)opts->mpi_comm;
 		e->collective = 1;
+		MPI_Comm_size(e->comm, &size);
+		if (size > 1 && (ret = MPI_Comm_dup(e->comm, &e->vote)) != MPI_SUCCESS) {
+			e->vote = MPI_COMM_NULL;
+			free(e);
+			return -mpi_errno(ret);
+		}
 	}
 	/* One instance at a time unless MPI_THREAD_MULTIPLE; always one for collective I/O. */
 	before = __atomic_fetch_add(&live, 1, __ATOMIC_RELAXED);
@@ -235,9 +268,13 @@ static int mpiio_close(struct dc_engine *e, struct dc_file *f)
 	MPI_File fh;
 	int rc;
 
-	(void)e;
 	if (f->fd < 0)
 		return 0;
+	if (e->abandoned) { /* MPI_File_close would wait for the ranks that are gone */
+		f->fd = -1;
+		f->map = NULL;
+		return 0;
+	}
 	fh = file_handle(f);
 	rc = MPI_File_close(&fh);
 	f->fd = -1;
@@ -298,10 +335,79 @@ static int64_t mpiio_xfer(struct dc_engine *e, struct dc_io *io)
 	return err ? err : (int64_t)done;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Every rank's vote after a request: the largest (fail > stop > go), or -1 when this rank gave up
+ * waiting (stopped, and the others did not vote within the grace). */
+static int vote_all(struct dc_engine *e, int mine)
+{
+	MPI_Request req;
+	uint64_t stopped_at = 0;
+	unsigned spins = 0;
+	int all = VOTE_GO, flag = 0;
+
+	if (MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MAX, e->vote, &req) != MPI_SUCCESS)
+		return VOTE_FAIL;
+	for (;;) {
+		if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+			return VOTE_FAIL;
+		if (flag)
+			return all;
+		if (__atomic_load_n(&stop_req, __ATOMIC_RELAXED)) {
+			uint64_t t = now_ns();
+
+			if (!stopped_at)
+				stopped_at = t;
+			else if (t - stopped_at > DC_MPIIO_GRACE_NS)
+				return -1; /* leave the request behind: the job is ending */
+		}
+		if (++spins > 1000)
+			sched_yield();
+	}
+}
+
 static int mpiio_submit(struct dc_engine *e, struct dc_io *io)
 {
+	int all;
+
+	if (e->stopping) {
+		io->res = -EINTR;
+		return 1;
+	}
 	io->res = mpiio_xfer(e, io);
+	if (e->vote == MPI_COMM_NULL)
+		return 1;
+	all = vote_all(e, io->res < 0                                    ? VOTE_FAIL
+			  : __atomic_load_n(&stop_req, __ATOMIC_RELAXED) ? VOTE_STOP
+									 : VOTE_GO);
+	if (all < 0) {
+		e->abandoned = e->stopping = 1;
+		__atomic_store_n(&gave_up, 1, __ATOMIC_RELAXED);
+		io->res = -EINTR;
+	} else if (all == VOTE_FAIL && io->res >= 0) {
+		io->res = -ECANCELED; /* another rank's request failed: stop with it */
+	} else if (all == VOTE_STOP) {
+		e->stopping = 1; /* this request counts; the next ends the run on every rank */
+	}
 	return 1;
+}
+
+void dc_mpiio_request_stop(int on)
+{
+	__atomic_store_n(&stop_req, on, __ATOMIC_RELAXED);
+	if (!on)
+		__atomic_store_n(&gave_up, 0, __ATOMIC_RELAXED);
+}
+
+int dc_mpiio_gave_up(void)
+{
+	return __atomic_load_n(&gave_up, __ATOMIC_RELAXED);
 }
 
 DC_ENGINE_OPS(mpiio, "mpiio", DC_CAP_WRITE, NULL);
