@@ -128,6 +128,8 @@ class Liveness:
                 return
             now = time.monotonic()
             silent = tuple(sorted(r for r in self.watched if now - self._last[r] > self.lost_s))
+            if silent:  # the ranks killed with them went a beat or two later: those silent 3 beats are lost too
+                silent = tuple(sorted(r for r in self.watched if now - self._last[r] > 3 * BEAT_S))
             if told or silent:
                 self._lost(told or silent, found=not told)
                 return
