@@ -6,9 +6,10 @@ Outside MPI, on purpose: once a peer is gone, Open MPI 4 (without ULFM) and MPIC
 call that touches it (a send, the step barrier's MPI_Test), holding the library's lock, so the main thread's
 next MPI call blocks too and no Python signal handler runs. So a thread per rank beats over UDP (never blocks
 on a dead peer): rank 0 to every rank, every rank to rank 0 (a star: 2(N-1) datagrams a beat, not N^2). A
-watched rank silent for LOST_S is lost: rank 0 watches the others, the others watch rank 0. The finder tells
-the survivors, and each survivor, from this thread and without MPI, writes what it measured so far (marked
-incomplete, the lost hosts named from the map of rank to host gathered at the start) and exits 1.
+watched rank silent for LOST_S (after its first beat) is lost: rank 0 watches the others, the others watch
+rank 0. The finder tells the survivors, and each survivor, from this thread and without MPI, writes what it
+measured so far (marked incomplete, the lost hosts named from the map of rank to host gathered at the start)
+and exits 1.
 
 A rank that is done with the others (its results gathered) says so and is no longer watched.
 
@@ -29,9 +30,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from dlio.system.mpi import Comm
 
 BEAT_S = 0.5  # between two beats
-# silent this long, a rank is lost: 6 beats missed, far above a loaded machine's scheduling delays, and short
-# enough that the others write and exit within 10 s of the loss
-LOST_S = 3.0
+# silent this long, a rank is lost: 10 beats missed, far above a loaded machine's scheduling delays (or a
+# C call that holds the GIL for a while), and short enough that the others write and exit within 10 s
+LOST_S = 5.0
 BEAT, DONE, LOST = b"B", b"D", b"L"
 
 # (why, the lost ranks) -> None: what a survivor does (write what it measured, exit)
@@ -80,8 +81,9 @@ class Liveness:
         self._where = where
         self._sock = sock
         self.watched = set(range(1, len(where))) if rank == 0 else {0}
-        now = time.monotonic()
-        self._last = {r: now for r in self.watched}
+        # a rank is watched from its first beat on: where the network drops these datagrams (a firewall
+        # between the hosts), the run goes on unwatched, as without this thread, never called lost
+        self._last: Dict[int, float] = {}
         self._quit = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dlio-fast-liveness", daemon=True)
         self._thread.start()
@@ -117,7 +119,7 @@ class Liveness:
                 return tuple(struct.unpack(f"!{(len(msg) - n - 5) // 4}I", msg[n + 5 :]))
             if kind == DONE:
                 self.watched.discard(src)
-            elif src in self._last:
+            elif src in self.watched:
                 self._last[src] = time.monotonic()
 
     def _run(self) -> None:
@@ -127,9 +129,10 @@ class Liveness:
             if self._quit.is_set():
                 return
             now = time.monotonic()
-            silent = tuple(sorted(r for r in self.watched if now - self._last[r] > self.lost_s))
+            heard = [r for r in self.watched if r in self._last]
+            silent = tuple(sorted(r for r in heard if now - self._last[r] > self.lost_s))
             if silent:  # the ranks killed with them went a beat or two later: those silent 3 beats are lost too
-                silent = tuple(sorted(r for r in self.watched if now - self._last[r] > 3 * BEAT_S))
+                silent = tuple(sorted(r for r in heard if now - self._last[r] > 3 * BEAT_S))
             if told or silent:
                 self._lost(told or silent, found=not told)
                 return
