@@ -38,20 +38,32 @@ OPEN_MPI_FLAGS = [
 ]
 
 
+# What keeps the surviving ranks alive when a host is lost, so that dlio-fast's own watch (dlio.system.liveness)
+# stops them with their results written: Open MPI's mpirun SIGTERMs them odls_base_sigkill_timeout seconds after
+# the loss (1 by default, too short to find the loss and write), MPICH's hydra kills them at once unless told not
+# to (docs/multihost.md)
+KEEP_SURVIVORS = {
+    "openmpi": ["--mca", "odls_base_sigkill_timeout", "10"],
+    "mpich": ["-disable-auto-cleanup"],
+}
+
+
 def host_list(hosts: Sequence[str], per_host: int) -> str:
     return ",".join(f"{h}:{per_host}" for h in hosts)
 
 
-def open_mpi_command(mpirun: str, hosts: Sequence[str], per_host: int, argv: Sequence[str]) -> List[str]:
+def open_mpi_command(
+    mpirun: str, hosts: Sequence[str], per_host: int, argv: Sequence[str], more: Sequence[str] = ()
+) -> List[str]:
     """Open MPI's mpirun of argv, per_host ranks on each simulated host (the -host line mlpstorage writes)."""
     n = len(hosts) * per_host
-    return [mpirun, *OPEN_MPI_FLAGS, "--host", host_list(hosts, per_host), "-n", str(n), *argv]
+    return [mpirun, *OPEN_MPI_FLAGS, *more, "--host", host_list(hosts, per_host), "-n", str(n), *argv]
 
 
-def mpich_command(hosts: Sequence[str], per_host: int, argv: Sequence[str]) -> List[str]:
+def mpich_command(hosts: Sequence[str], per_host: int, argv: Sequence[str], more: Sequence[str] = ()) -> List[str]:
     """The mpich wheel's hydra mpiexec of argv, per_host ranks on each simulated host."""
     n = len(hosts) * per_host
-    return [VENV_MPIEXEC, "-launcher", "ssh", "-launcher-exec", AGENT, "-hosts", host_list(hosts, per_host)] + [
+    return [VENV_MPIEXEC, "-launcher", "ssh", "-launcher-exec", AGENT, *more, "-hosts", host_list(hosts, per_host)] + [
         "-n",
         str(n),
         *argv,
@@ -76,9 +88,13 @@ def namespaces_missing() -> Optional[str]:
     return None
 
 
-def launcher_command(launcher: str, hosts: Sequence[str], per_host: int, argv: Sequence[str]) -> List[str]:
+def launcher_command(
+    launcher: str, hosts: Sequence[str], per_host: int, argv: Sequence[str], keep_survivors: bool = False
+) -> List[str]:
     """The command of `launcher` ("openmpi" / "mpich") for argv on the simulated hosts; pytest.skip when it
-    or the namespaces are missing here (each with its reason)."""
+    or the namespaces are missing here (each with its reason). keep_survivors: the launcher leaves the other
+    ranks alive when some die (KEEP_SURVIVORS)."""
+    more = KEEP_SURVIVORS[launcher] if keep_survivors else []
     import pytest
 
     why = namespaces_missing()
@@ -88,10 +104,10 @@ def launcher_command(launcher: str, hosts: Sequence[str], per_host: int, argv: S
         mpirun, why = open_mpi()
         if mpirun is None:
             pytest.skip(why or "no Open MPI")
-        return open_mpi_command(mpirun, hosts, per_host, argv)
+        return open_mpi_command(mpirun, hosts, per_host, argv, more)
     if not os.path.exists(VENV_MPIEXEC):
         pytest.skip("no mpiexec in this venv (pip install mpich)")
-    return mpich_command(hosts, per_host, argv)
+    return mpich_command(hosts, per_host, argv, more)
 
 
 def dlio_argv(*args: object) -> List[str]:

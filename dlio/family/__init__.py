@@ -77,6 +77,9 @@ class Run(Protocol):
         """This rank's records in files of its own: another rank failed, so nothing is gathered."""
         ...
 
+    # Optional: so_far() -> this rank's records measured so far, read from another thread while measure() runs
+    # (a host lost mid-run: dlio.jobs.driver keeps them with keep_partial). Families without it keep none then.
+
     def write(
         self, folder: str, records: List[Any], failure: Optional[BaseException]
     ) -> Optional[Tuple[Dict[str, Any], str]]:

@@ -3,25 +3,29 @@
   plan (the config checked, the backend made once) -> --dry-run prints the plan and stops -> every
   rank checks what the host cannot honour -> rank 0 checks the storage's settings and places -> every
   rank claims the folders it writes (dlio.storage.places: a real filesystem, locked, only the run's own
-  files) -> the output folder is made and locked -> prepare -> measure, with Ctrl-C / SIGTERM deferred to a check
-  between steps and other ranks' stops watched -> gather and write on rank 0 (or, when a rank failed
-  in a multi-rank job, each rank keeps its own records and tells the others) -> the folder unlocked
-  and the places released -> the failure re-raised (the CLI makes it the exit status).
+  files) -> the output folder is made and locked -> prepare -> measure, with Ctrl-C / SIGTERM deferred
+  to a check between steps, other ranks' stops and signs of life watched -> gather and write on rank 0
+  (or, when a rank failed in a multi-rank job, each rank keeps its own records and tells the others; when
+  a host is lost, each survivor keeps what it measured so far and exits 1: dlio.system.liveness) -> the
+  folder unlocked and the places released -> the failure re-raised (the CLI makes it the exit status).
 
 A run refused before it measured leaves no output folder behind."""
 
 from __future__ import annotations
 
+import os
 import signal
-from typing import Any, Callable, Dict, List, Optional
+import sys
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from dlio.base.errors import Interrupted
+from dlio.base.errors import DlioRunError, Interrupted
 from dlio.config import Config
 from dlio.family import Family, Run, RunContext
 from dlio.jobs.folder import output_folder, prepare_output
 from dlio.jobs.registry import FAMILIES
 from dlio.jobs.runlock import remove_unused, unlock_output_folder
 from dlio.storage.places import Claimed, claim
+from dlio.system import liveness
 from dlio.system.execute import late_signal_note, pending, stop_signals_deferred, watch_peers
 from dlio.system.mpi import Comm
 
@@ -84,6 +88,7 @@ def _run(ctx: RunContext, job: Run, result_doc: Optional[ResultDoc]) -> Optional
     cfg, comm = ctx.cfg, ctx.comm
     folder = output_folder(cfg, ctx.output, comm)
     made = prepare_output(folder, comm)
+    live = None
     try:
         try:
             job.prepare(folder)
@@ -91,6 +96,7 @@ def _run(ctx: RunContext, job: Run, result_doc: Optional[ResultDoc]) -> Optional
             if comm.rank == 0 and made:
                 remove_unused(folder)  # refused before measuring: nothing to keep
             raise
+        live = liveness.start(comm, lambda why, lost: keep_and_leave(ctx, job, folder, why, lost))
         unwatch = watch_peers(comm.peer_stopped) if comm.size > 1 else (lambda: None)
         try:
             with stop_signals_deferred():
@@ -114,9 +120,36 @@ def _run(ctx: RunContext, job: Run, result_doc: Optional[ResultDoc]) -> Optional
         if failure is not None:
             raise failure
     finally:
+        if live is not None:
+            live.close()  # gathered (or kept its own): the others need not watch this rank any more
         if comm.rank == 0:
             unlock_output_folder(folder)  # the folder holds no lock file after the run
     return folder if comm.rank == 0 else None
+
+
+def keep_and_leave(ctx: RunContext, job: Any, folder: str, why: str, lost: Tuple[int, ...]) -> None:
+    """A host was lost (dlio.system.liveness; called from its thread): this survivor keeps what it measured so
+    far, marked incomplete and naming the host, and exits 1 at once, without MPI (a call that touches the lost
+    ranks may block for good, and MPI_Finalize with them). The first survivor says so."""
+    comm = ctx.comm
+    failure = DlioRunError(f"stopped because {why}")
+    kept = "the results measured so far were written (marked incomplete)"
+    try:
+        so_far = getattr(job, "so_far", None)
+        if so_far is None:
+            kept = "this workload keeps no results of a run cut short"
+        else:
+            job.keep_partial(folder, so_far(), failure)
+    except Exception as e:  # noqa: BLE001 -- leaving is what matters: say what was not kept
+        kept = f"rank {comm.rank}'s results could not be kept ({e})"
+        ctx.warn(f"warning: {kept}")
+    if comm.rank == 0:
+        unlock_output_folder(folder)
+    if comm.rank == min(set(range(comm.size)) - set(lost)):
+        ctx.warn(f"dlio-fast: {failure}; {kept}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(DlioRunError.exit_code)
 
 
 def shown_sections(cfg: Config, family: Family) -> List[str]:

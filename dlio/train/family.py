@@ -50,6 +50,7 @@ class TrainRun:
         self.nbytes = 0
         self.start = ""
         self.proc_info: Any = None  # DLIO's host_cpuinfo / host_meminfo, read at the start as DLIO does
+        self.rank_rec = new_rank_record(comm.rank)  # filled as it trains (so_far: a host lost mid-run)
 
     def check(self) -> None:
         cfg, comm, backend = self.cfg, self.comm, self.data.backend
@@ -138,11 +139,18 @@ class TrainRun:
     def _measure(self) -> Tuple[RankRecord, Optional[BaseException]]:
         cfg, comm, ctx = self.cfg, self.comm, self.ctx
         failure: Optional[BaseException] = None
-        rank_rec = new_rank_record(comm.rank)
+        rank_rec = self.rank_rec
         if cfg.workflow.train:
             try:
                 rank_rec, failure = loop.run_training(
-                    cfg, comm, ctx.echo, ctx.progress, tracer=self.tracer, verbose=ctx.verbose, data=self.data
+                    cfg,
+                    comm,
+                    ctx.echo,
+                    ctx.progress,
+                    tracer=self.tracer,
+                    verbose=ctx.verbose,
+                    data=self.data,
+                    rank_rec=rank_rec,
                 )
             finally:
                 if ctx.progress is not None:
@@ -164,6 +172,13 @@ class TrainRun:
                         bytes=c["bytes"],
                     )
         return rank_rec, failure
+
+    def so_far(self) -> RankRecord:
+        """This rank's record as measured so far: the epochs done (read while it trains: a host lost)."""
+        self.end = iso()
+        rec = cast(RankRecord, dict(self.rank_rec))
+        rec["epochs"] = list(self.rank_rec["epochs"])
+        return rec
 
     def _close_trace(self) -> None:
         t = self.tracer

@@ -460,13 +460,15 @@ def run_training(
     tracer: Any = None,
     verbose: bool = False,
     data: Optional[stored.StoredDataset] = None,
+    rank_rec: Optional[RankRecord] = None,
 ) -> Tuple[RankRecord, Optional[BaseException]]:
     """Train (and evaluate) on an existing dataset. Returns (this rank's record, failure).
 
     failure is None, Interrupted (Ctrl-C / SIGTERM) or DlioRunError (an I/O error); the record then
-    holds the epochs measured so far, the interrupted one marked incomplete."""
+    holds the epochs measured so far, the interrupted one marked incomplete. rank_rec: the record to fill
+    (its epochs appended as each ends, for a reader beside the run), a new one by default."""
     tr = Trainer(cfg, comm, echo, progress, tracer, data)
-    rank_rec = new_rank_record(comm.rank)
+    rank_rec = new_rank_record(comm.rank) if rank_rec is None else rank_rec
     sp = _prepare(tr, rank_rec)
     if cfg.checkpoint.async_save and cfg.workflow.checkpoint:
         tr.saver = saver = async_save.AsyncSaver(cfg, comm, tr.backend, tr.echo, tracer)

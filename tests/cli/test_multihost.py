@@ -153,3 +153,12 @@ def test_vector_search_refuses_many_ranks(launcher, tmp_path):
     assert len(lines) == 1 and "vdb workloads run as one process (4 ranks here)" in lines[0], se
     assert "Traceback" not in se
     assert not os.listdir(tmp_path)  # refused before it wrote anything
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_host_that_cannot_start_is_one_line(launcher):
+    cmd = launcher_command(launcher, ["hA", "hX"], 1, ["hostname"])
+    p = subprocess.run(cmd, env=run_env(SIMHOST_HOSTS="hA hB"), capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    said = [line for line in p.stderr.splitlines() if line.startswith("simhost-agent:")]
+    assert said == ["simhost-agent: no host 'hX' here (SIMHOST_HOSTS: hA hB)"], p.stderr[-2000:]

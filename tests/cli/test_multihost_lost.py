@@ -2,12 +2,15 @@
 
 What the launchers do then (found with these tests): Open MPI's mpirun SIGTERMs the survivors
 odls_base_sigkill_timeout (1 s) after it notices, SIGKILLs them 1 s later and exits 137 naming the rank and
-node that died; MPICH's hydra SIGKILLs them at once and exits 255. So the run ends within seconds (no hang),
-but the survivors have at most a second to write what they measured (Open MPI) or none (MPICH), and the exit
-status is the launcher's. The test of the whole wish (exit 1, the survivors' results written and marked
-incomplete, the lost host named by dlio-fast) is an expected failure until dlio-fast keeps its survivors alive
-itself (issue 41)."""
+node that died; MPICH's hydra SIGKILLs them at once and exits 255. So with the launchers' defaults the run
+ends within seconds (no hang), but the survivors have at most a second to write what they measured (Open MPI)
+or none (MPICH), and the exit status is the launcher's.
 
+With the launcher told to leave the survivors alive (tests/multihost.py KEEP_SURVIVORS: a longer
+odls_base_sigkill_timeout, hydra's -disable-auto-cleanup), dlio-fast's own watch (dlio.system.liveness) finds
+hB silent, and every survivor writes its results marked incomplete, naming hB, and exits 1 within 10 s."""
+
+import json
 import os
 import signal
 import subprocess
@@ -28,6 +31,9 @@ def ranks_of_host_b(mark):
         try:
             with open(f"/proc/{pid}/environ") as f:
                 env = dict(kv.split("=", 1) for kv in f.read().split("\0") if "=" in kv)
+            with open(f"/proc/{pid}/cmdline") as f:
+                if "-m\0dlio\0" not in f.read():
+                    continue  # the shell around a rank (exits_recorded), not the rank
         except OSError:
             continue
         rank = next((env[v] for v in RANK_VARS if v in env), None)
@@ -36,10 +42,19 @@ def ranks_of_host_b(mark):
     return found
 
 
-def lose_host_b(launcher, tmp_path):
+def exits_recorded(argv, folder):
+    """argv run by a shell that writes its exit status and time into folder/RANK (the launcher's status and
+    the time it takes to exit are its own)."""
+    script = 'trap : TERM; "$@"; echo $? $(date +%s.%N) > "$EXITS/${OMPI_COMM_WORLD_RANK:-$PMI_RANK}"'
+    return ["sh", "-c", script, "sh", *argv]
+
+
+def lose_host_b(launcher, tmp_path, keep_survivors=False):
     """Start a long training on hA and hB, kill hB's ranks once epoch 2 ended: (exit status, seconds from the
-    kill to the launcher's exit, stderr, output folder)."""
-    out, log = tmp_path / "out", tmp_path / "stdout"
+    kill to the launcher's exit, stderr, output folder, {rank: (exit status, seconds from the kill)} of the ranks
+    that exited)."""
+    out, log, exits = tmp_path / "out", tmp_path / "stdout", tmp_path / "exits"
+    exits.mkdir()
     argv = dlio_argv(
         "run",
         "--workload",
@@ -53,15 +68,18 @@ def lose_host_b(launcher, tmp_path):
         "-o",
         out,
     )
-    cmd = launcher_command(launcher, HOSTS, 2, argv)
-    env = run_env(DLIO_TEST_MARK=str(tmp_path), PYTHONUNBUFFERED="1")
+    # the survivors' exits recorded where they may outlive the loss (the shell hides a rank's death by signal from
+    # the launcher, so not otherwise: mpirun then names the signal)
+    argv = exits_recorded(argv, exits) if keep_survivors else argv
+    cmd = launcher_command(launcher, HOSTS, 2, argv, keep_survivors)
+    env = run_env(DLIO_TEST_MARK=str(tmp_path), PYTHONUNBUFFERED="1", EXITS=str(exits))
     with open(log, "w") as so:
         p = subprocess.Popen(cmd, stdout=so, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
         try:
             wait_for_text(log, "Ending epoch 2 ", p)
             victims = ranks_of_host_b(str(tmp_path))
             assert sorted(victims) == [2, 3], victims
-            t0 = time.monotonic()
+            t0, wall0 = time.monotonic(), time.time()
             for pid in victims.values():
                 os.kill(pid, signal.SIGKILL)
             _, stderr = p.communicate(timeout=60)
@@ -70,28 +88,55 @@ def lose_host_b(launcher, tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.communicate()
-    return p.returncode, took, stderr, out
+    codes = {}
+    for f in exits.iterdir():
+        if f.read_text().strip():
+            status, when = f.read_text().split()
+            codes[int(f.name)] = (int(status), float(when) - wall0)
+    return p.returncode, took, stderr, out, codes
 
 
 @pytest.mark.parametrize("launcher", ["openmpi", "mpich"])
 def test_a_lost_host_ends_the_run_within_seconds(launcher, tmp_path):
-    code, took, stderr, out = lose_host_b(launcher, tmp_path)
+    code, took, stderr, out, _ = lose_host_b(launcher, tmp_path)
     assert code != 0 and took < LOST_WITHIN_S, (code, took, stderr[-2000:])
     if launcher == "openmpi":  # mpirun names the lost node itself
         assert "on node hB exited on signal 9" in stderr, stderr[-2000:]
 
 
-@pytest.mark.xfail(
-    reason="the launchers kill the survivors (mpirun within 2 s, hydra at once) and exit with their own status: "
-    "dlio-fast does not yet keep its survivors alive to write and name the lost host (issue 41)",
-    strict=False,
+# Open MPI's mpirun itself exits 2 x odls_base_sigkill_timeout after the loss (its daemons wait that long
+# before each of their SIGTERM and SIGKILL, though the survivors are gone): no hang, but not within 10 s
+LAUNCHER_GONE_S = 2 * 10 + 10
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        "openmpi",
+        pytest.param(
+            "mpich",
+            marks=pytest.mark.xfail(
+                reason="under hydra (-disable-auto-cleanup) rank 1 on hA is gone too within a second of hB's loss "
+                "(its exit unrecorded: killed with its shell), so rank 0 names hA as lost too and rank 1 keeps "
+                "nothing; not understood yet (issue 41)",
+                strict=False,
+            ),
+        ),
+    ],
 )
-def test_a_lost_host_leaves_the_survivors_results_naming_it(tmp_path):
-    code, took, stderr, out = lose_host_b("openmpi", tmp_path)
-    assert took < LOST_WITHIN_S
-    assert code == 1, stderr[-2000:]
+def test_a_lost_host_leaves_the_survivors_results_naming_it(launcher, tmp_path):
+    code, took, stderr, out, exits = lose_host_b(launcher, tmp_path, keep_survivors=True)
+    assert took < LAUNCHER_GONE_S, (took, stderr[-2000:])
+    assert code != 0  # the launcher's own status for the killed ranks (Open MPI 137 or 1, hydra 9)
+    # each survivor ended by itself within 10 s of the loss, exit 1
+    assert sorted(exits)[:2] == [0, 1] and all(exits[r][0] == 1 for r in (0, 1)), (exits, stderr[-2000:])
+    assert all(exits[r][1] < LOST_WITHIN_S for r in (0, 1)), exits
     for rank in (0, 1):
-        with open(out / f"dlio-fast.rank{rank}.json") as f:
-            doc = f.read()
-        assert '"complete": false' in doc and "hB" in doc
-    assert "dlio-fast: " in stderr and "host hB" in stderr
+        doc = json.loads((out / f"dlio-fast.rank{rank}.json").read_text())
+        assert doc["complete"] is False
+        assert "host hB (ranks 2, 3)" in doc["reason"] and "lost" in doc["reason"], doc["reason"]
+        assert doc["ranks"][0]["rank"] == rank and len(doc["ranks"][0]["epochs"]) >= 2  # what it measured
+    assert not (out / "dlio-fast.rank2.json").exists()
+    said = [line for line in stderr.splitlines() if line.startswith("dlio-fast:")]
+    assert len(said) == 1, stderr[-2000:]  # said once, by the first survivor
+    assert "host hB (ranks 2, 3) was lost" in said[0] and "marked incomplete" in said[0], said
