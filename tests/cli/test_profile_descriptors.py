@@ -82,3 +82,21 @@ def test_bytes_never_seen_read_are_said(tmp_path):
     line = f"of the {total:.1f} MiB of the {NFILES} data files the job opened, only {seen:.1f} MiB were seen read"
     assert f"warning: {line}" in p.stderr, p.stderr
     assert line in (out / "report.txt").read_text()
+
+
+def test_compare_of_a_mismatched_replay_fails_with_real_durations(tmp_path):
+    """The np.load job reads back to back (no steps): its replay reads a pass in a few batches.
+    The score gives both durations (each pass whole when it has too few steps for a fill to leave
+    out, never 0.000 s) and marks the KS figures it cannot test with so few values as failures."""
+    d = _dataset(tmp_path)
+    out, run = tmp_path / "prof", tmp_path / "run"
+    pc._run(
+        ["profile", "-o", str(out), "--data-folder", str(tmp_path / "rd"), "--", sys.executable, "-c", JOB, str(d)],
+        str(tmp_path),
+    )
+    pc._run(["run", "-q", "--config", str(out / "workload.yaml"), "--trace", "-o", str(run)], str(tmp_path))
+    p = pc._run(["profile", "--compare", str(out / "raw"), str(run)], str(tmp_path), check=False)
+    assert p.returncode == 1, p.stdout
+    row = re.search(r"^duration +([\d.]+) s +([\d.]+) s ", p.stdout, re.M)
+    assert row and float(row.group(1)) > 0 and float(row.group(2)) > 0, p.stdout
+    assert re.search(r"^inter-burst gaps .*untestable: \d+ vs \d+ values +FAIL$", p.stdout, re.M), p.stdout
