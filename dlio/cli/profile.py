@@ -106,6 +106,8 @@ def profile(output, trace_in, data_folder, compare_pair, max_events, cmd):
     with atomic_path(os.path.join(output, "report.txt")) as tmp, open(tmp, "w") as f:
         f.write(rep)
     click.echo(rep, nl=False)
+    if "unread" in inf:
+        click.echo(f"warning: {inf['unread'].evidence.removeprefix('WARNING: ')}", err=True)
     click.echo(f"Workload: {yml} (replay: dlio-fast run --config {yml} --trace)")
     if failed:
         _job_failed(got, f"the workload above is from what was captured before, in {src}")

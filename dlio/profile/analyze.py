@@ -7,7 +7,7 @@ from typing import Any, Dict, Tuple
 import numpy as np
 
 from dlio.profile import signals, steps
-from dlio.profile.dataset import guess_format
+from dlio.profile.dataset import guess_format, unread
 from dlio.profile.dataview import DataView, data_view
 from dlio.profile.order import file_order
 from dlio.profile.parsers import OP_WRITE, Trace
@@ -42,7 +42,12 @@ def _mean95(x: np.ndarray) -> float:
 def access(dv: DataView) -> Dict[str, Inferred]:
     """Whole-file or ranges, sequential or random within a file, the commonest read call."""
     rd = dv.rd
-    tsz, share = _mode(rd["size"])
+    # the call size that carries the most bytes: np.load takes a .npy's header in a 4 KiB call and
+    # its array in one more, as many calls of each, and the array is what the storage serves
+    sizes, inv = np.unique(rd["size"], return_inverse=True)
+    by_bytes = np.bincount(inv, weights=rd["size"])
+    tsz = sizes[np.argmax(by_bytes)] if len(sizes) else 0
+    share = float(by_bytes.max() / max(by_bytes.sum(), 1)) if len(sizes) else 0.0
     return {
         "pattern": Inferred(
             "whole-file" if dv.whole else "ranges",
@@ -60,8 +65,8 @@ def access(dv: DataView) -> Dict[str, Inferred]:
         "transfer": Inferred(
             int(tsz),
             float(share),
-            f"{share:.0%} of read calls are {int(tsz)} bytes; "
-            f"median {int(np.median(rd['size']))}, max {int(rd['size'].max())}",
+            f"{share:.0%} of the bytes read come in calls of {int(tsz)} bytes; "
+            f"median call {int(np.median(rd['size']))}, max {int(rd['size'].max())}",
         ),
     }
 
@@ -302,6 +307,16 @@ def infer(tr: Trace) -> Dict[str, Inferred]:
     dv = data_view(tr)
     files = dv.files
     out = {"files": Inferred(len(files), 1.0 if len(files) else 0.0, dv.evidence)}
+    miss = unread(tr)
+    if miss:
+        out["unread"] = Inferred(
+            round(1 - miss["seen"] / miss["total"], 3),
+            1.0,
+            f"WARNING: of the {miss['total'] / 2**20:.1f} MiB of the {miss['files']} data files the job opened, "
+            f"only {miss['seen'] / 2**20:.1f} MiB were seen read: it read the rest in a way this trace does not "
+            "show (a descriptor it did not follow, io_uring, another process) or reads only part of each file; "
+            "the figures below count what was seen",
+        )
     if not len(files):
         return out
     fmt, why = guess_format(tr, files, dv.ext)

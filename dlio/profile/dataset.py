@@ -190,3 +190,40 @@ def guess_format(tr: Trace, files: np.ndarray, ext: str) -> Tuple[Optional[str],
     fmt = magic or by_ext
     why = (f"extension '{ext}'" if by_ext else "") + (" and magic bytes" if magic else "")
     return fmt, why.strip() or "neither the extension nor the first bytes are known"
+
+
+UNREAD_SHARE = 0.5  # beyond this share of the opened data files' bytes never seen read, say so
+
+
+def unread(tr: Trace) -> Optional[Dict]:
+    """The bytes of the data files the job opened (not code or system files, not files it wrote)
+    that no recorded read or mapping took, when they are most of those files' bytes: the job read
+    them in a way the trace does not show (a descriptor it did not follow, io_uring, another
+    process), or it reads only part of each file. None when most bytes were seen or the files are
+    not here to measure. Returns {'files', 'total', 'seen'} (bytes)."""
+    from dlio.profile.parsers import OP_MMAP
+    from dlio.profile.visits import union_segments
+
+    ev = tr.events
+    noise = is_noise(tr.paths)
+    written = np.unique(ev["file"][(ev["op"] == OP_WRITE) & (ev["size"] > 0)])
+    opened = np.unique(ev["file"][(ev["op"] == OP_OPEN) & (ev["file"] >= 0)])
+    opened = opened[~noise[opened] & ~np.isin(opened, written)]
+    total = np.zeros(len(tr.paths), np.int64)
+    for i in opened:  # one stat per distinct file
+        try:
+            st = os.stat(str(tr.paths[i]))
+        except OSError:
+            continue
+        if st.st_mode & 0o170000 == 0o100000:  # regular files only
+            total[i] = st.st_size
+    if total.sum() == 0:
+        return None
+    took = ev[np.isin(ev["op"], (OP_READ, OP_MMAP)) & (ev["size"] > 0) & (ev["file"] >= 0)]
+    took = took[total[took["file"]] > 0]
+    off = np.maximum(took["offset"], 0)
+    g, s, e = union_segments(took["file"].astype(np.int64), off, np.minimum(off + took["size"], total[took["file"]]))
+    seen = int(np.maximum(e - s, 0).sum())
+    if seen >= (1 - UNREAD_SHARE) * total.sum():
+        return None
+    return {"files": int((total > 0).sum()), "total": int(total.sum()), "seen": seen}

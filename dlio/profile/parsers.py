@@ -32,7 +32,10 @@ from dlio.profile.tracein import (
     sort_by_time,
 )
 
-OP_OPEN, OP_CLOSE, OP_READ, OP_WRITE, OP_MMAP = 0, 1, 2, 3, 4
+OP_OPEN, OP_CLOSE, OP_READ, OP_WRITE, OP_MMAP, OP_SCHED = 0, 1, 2, 3, 4, 5
+# A thread's scheduler counters at a moment (the interposer's OP_SCHED records, timeline.py): ns on
+# a CPU, ns runnable but waiting for one (another process had it), time slices.
+SCHED_DTYPE = np.dtype([("t", "<i8"), ("pid", "<i8"), ("tid", "<i8"), ("cpu", "<i8"), ("wait", "<i8")])
 EVENT_DTYPE = np.dtype(
     [
         ("t", "<i8"),
@@ -69,6 +72,7 @@ class Trace:
     source: str  # "interposer", "pfw", "darshan", "strace"
     forked: Optional[np.ndarray] = None  # pids forked from a traced process (interposer only; None: unknown)
     notes: List[str] = field(default_factory=list)  # lines skipped, caps reached: said with the results
+    sched: Optional[np.ndarray] = None  # SCHED_DTYPE by t, on the events' clock (interposer only; None: none)
 
 
 def _finish(out: EventChunks, names: NameTable, source: str, notes: List[str]) -> Trace:
@@ -81,11 +85,15 @@ def _sorted(
     source: str,
     forked: Optional[np.ndarray] = None,
     notes: Optional[List[str]] = None,
+    sched: Optional[np.ndarray] = None,
 ) -> Trace:
     ev = sort_by_time(ev)
     if len(ev):
+        if sched is not None:
+            sched = sched[np.argsort(sched["t"], kind="stable")]
+            sched["t"] -= ev["t"][0]
         ev["t"] -= ev["t"][0]
-    return Trace(ev, paths, source, forked, notes or [])
+    return Trace(ev, paths, source, forked, notes or [], sched)
 
 
 # ------------------------------------------------------------------------------------ interposer
@@ -127,11 +135,21 @@ def _native_chunks(path: str, notes: List[str]) -> Iterator[np.ndarray]:
                 break
             rec = np.frombuffer(buf[: len(buf) - len(buf) % recsz], NATIVE_DTYPE)
             rec = rec[rec["t"] != 0]
-            ok = (rec["t"] < LIMIT) & (rec["op"] <= OP_MMAP) & (rec["dur"] < LIMIT)
+            ok = (rec["t"] < LIMIT) & (rec["op"] <= OP_SCHED) & (rec["dur"] < LIMIT)
             bad += int(len(ok) - ok.sum())
             yield rec[ok]
     if bad:
         notes.append(f"{path}: skipped {bad:,} records that are not the recorder's (a damaged capture?)")
+
+
+def _native_sched(rec: np.ndarray) -> np.ndarray:
+    """OP_SCHED records as SCHED_DTYPE: the thread sampled is the record's file; a thread samples
+    itself (its pid is the record's) or the main thread of its fork tree's root (whose id is the
+    root's pid). Counters that are not a scheduler's (negative) are left out."""
+    s = np.zeros(len(rec), SCHED_DTYPE)
+    s["t"], s["tid"], s["cpu"], s["wait"] = rec["t"], rec["file"], rec["off"], rec["req"]
+    s["pid"] = np.where(rec["file"] == rec["tid"], rec["pid"], rec["file"])
+    return s[(s["cpu"] >= 0) & (s["wait"] >= 0)]
 
 
 def _native_events(rec: np.ndarray, gidx: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -156,6 +174,7 @@ def load_native(folder: str, max_events: int = MAX_EVENTS) -> Trace:
         names[os.path.basename(p)[6:-4]] = (ids, parent)
         notes += n
     out = EventChunks(EVENT_DTYPE, max_events)
+    sched: List[np.ndarray] = []
     for b in bins:
         proc, known = os.path.basename(b)[3:-4], cast(Dict[int, int], {})
 
@@ -177,14 +196,17 @@ def load_native(folder: str, max_events: int = MAX_EVENTS) -> Trace:
 
         try:
             for rec in _native_chunks(b, notes):
-                out.add_array(_native_events(rec, gidx))
+                is_sched = rec["op"] == OP_SCHED
+                sched.append(_native_sched(rec[is_sched]))
+                out.add_array(_native_events(rec[~is_sched], gidx))
         except Full:
             notes.append(out.cap_note(folder))
             break
     # a process forked by a traced one (a DataLoader worker) names its parent; an exec'd one does not
     pids = {k.split("-")[0] for k, (_, parent) in names.items() if parent}
     forked = np.array(sorted(int(p) for p in pids if p.isdigit() and len(p) < 12), np.int64)
-    return _sorted(out.array(), table.array(), "interposer", forked, notes)
+    tl = np.concatenate(sched) if sched else np.zeros(0, SCHED_DTYPE)
+    return _sorted(out.array(), table.array(), "interposer", forked, notes, tl)
 
 
 # ------------------------------------------------------------------------------------ .pfw
@@ -358,6 +380,8 @@ _ST_CALL = re.compile(r"^(\w+)\((.*)\)\s+=\s+(-?\d+|0x[0-9a-f]+|\?)(?:\s+(\w+))?
 _ST_RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*)$")
 _ST_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"(?:\.\.\.)?')
 _ST_NESTED = re.compile(r"\[[^\[\]]*\]|\{[^{}]*\}")
+_ST_DUPS = ("dup", "dup2", "dup3")
+_ST_DUPFD = ("F_DUPFD", "F_DUPFD_CLOEXEC")
 _ST_OPENS = {"open": 0, "open64": 0, "creat": 0, "openat": 1, "openat64": 1, "openat2": 1}
 _ST_IO = {
     "read": (OP_READ, None),
@@ -423,6 +447,16 @@ class _StraceState:
             return self._mmap(pid, t, name, a, ret, dur) if name in ("mmap", "mmap2") else None
         fd = _arg_int(a[0])
         ent = self.lookup(pid, fd)
+        if name in _ST_DUPS or (name in ("fcntl", "fcntl64") and len(a) > 1 and a[1] in _ST_DUPFD):
+            # a duplicate shares the file and its position (one open file description): np.load
+            # reads a .npy through os.dup's fcntl(F_DUPFD_CLOEXEC) and a FILE*
+            if ret >= 0 and ret != fd:
+                if ent is None:
+                    self.fds.pop((pid, ret), None)
+                    self.any_fd.pop(ret, None)
+                else:
+                    self.set(pid, ret, ent)
+            return
         if ent is None:
             return
         if name == "close":

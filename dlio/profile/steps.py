@@ -274,8 +274,9 @@ def steady_time(st: Dict, skip: Optional[list] = None) -> float:
     for i, p in enumerate(np.unique(st["pass"])):
         sel = st["pass"] == p
         s = np.sort(st["start"][sel])
-        if len(s) >= 3:
-            total += float(st["end"][sel].max() - s[min(skip[i] if i < len(skip) else 0, len(s) - 1)])
+        # a pass of one or two steps has no fill to leave out: all of it (not nothing)
+        k = min(skip[i] if i < len(skip) else 0, len(s) - 1) if len(s) >= 3 else 0
+        total += float(st["end"][sel].max() - s[k])
     return total
 
 

@@ -38,15 +38,15 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OP_OPEN = 0, OP_CLOSE = 1, OP_READ = 2, OP_WRITE = 3, OP_MMAP = 4 };
+enum { OP_OPEN = 0, OP_CLOSE = 1, OP_READ = 2, OP_WRITE = 3, OP_MMAP = 4, OP_SCHED = 5 };
 
 struct rec {           /* 56 bytes; mirrored by dlio/profile/parsers.py NATIVE_DTYPE */
 	uint64_t t;    /* CLOCK_MONOTONIC ns at the call */
 	uint64_t dur;  /* ns in the call */
-	int64_t off;   /* file offset (-1 unknown) */
-	int64_t req;   /* bytes asked for (mmap: length) */
-	int64_t ret;   /* bytes done, the fd for open, or -errno */
-	uint32_t file; /* file id (files-*.txt) */
+	int64_t off;   /* file offset (-1 unknown); OP_SCHED: ns the thread ran */
+	int64_t req;   /* bytes asked for (mmap: length); OP_SCHED: ns it waited for a CPU */
+	int64_t ret;   /* bytes done, the fd for open, or -errno; OP_SCHED: its time slices */
+	uint32_t file; /* file id (files-*.txt); OP_SCHED: the thread sampled */
 	uint32_t tid;
 	uint32_t pid;
 	uint16_t op;
@@ -59,10 +59,12 @@ struct rec {           /* 56 bytes; mirrored by dlio/profile/parsers.py NATIVE_D
 
 struct tbuf {
 	struct tbuf *next;
-	struct rec *r; /* the mapped block, NULL: none yet */
-	uint32_t n;    /* records stored in it */
-	uint32_t cap;  /* records it holds */
-	uint32_t grow; /* the next block is grow x 7 pages */
+	struct rec *r;  /* the mapped block, NULL: none yet */
+	uint32_t n;     /* records stored in it */
+	uint32_t cap;   /* records it holds */
+	uint32_t grow;  /* the next block is grow x 7 pages */
+	int sfd;        /* the thread's /proc schedstat, -1: not open yet, -2: none */
+	uint64_t slast; /* when it was last sampled */
 };
 
 struct fdent {
@@ -86,7 +88,10 @@ static char *names_map;         /* the current name chunk, NULL: none */
 static size_t names_len, names_cap, names_grow = 1;
 static __thread struct tbuf *tb;
 static __thread uint32_t my_tid;
-static __thread int busy; /* inside our own code: do not record */
+static __thread int busy;  /* inside our own code: do not record */
+static uint32_t root_pid;  /* this process at exec, kept across fork */
+static int root_fd = -1;   /* the root's main thread's schedstat; -2: none */
+static uint64_t root_last; /* when it was last sampled */
 
 #define REAL(ret, name, args) static ret(*real_##name) args
 REAL(int, open, (const char *, int, ...));
@@ -116,9 +121,16 @@ REAL(void *, mmap64, (void *, size_t, int, int, int, off_t));
 REAL(int, dup, (int));
 REAL(int, dup2, (int, int));
 REAL(int, dup3, (int, int, int));
+REAL(int, fcntl, (int, int, ...));
+REAL(int, fcntl64, (int, int, ...));
 REAL(FILE *, fopen, (const char *, const char *));
 REAL(FILE *, fopen64, (const char *, const char *));
 REAL(size_t, fread, (void *, size_t, size_t, FILE *));
+REAL(size_t, fread_unlocked, (void *, size_t, size_t, FILE *));
+REAL(char *, fgets, (char *, int, FILE *));
+REAL(char *, fgets_unlocked, (char *, int, FILE *));
+REAL(ssize_t, getdelim, (char **, size_t *, int, FILE *));
+REAL(ssize_t, getline, (char **, size_t *, FILE *));
 REAL(int, fclose, (FILE *));
 
 #define RESOLVE(name)                                                                              \
@@ -156,9 +168,16 @@ static void resolve_all(void)
 	RESOLVE(dup);
 	RESOLVE(dup2);
 	RESOLVE(dup3);
+	RESOLVE(fcntl);
+	RESOLVE(fcntl64);
 	RESOLVE(fopen);
 	RESOLVE(fopen64);
 	RESOLVE(fread);
+	RESOLVE(fread_unlocked);
+	RESOLVE(fgets);
+	RESOLVE(fgets_unlocked);
+	RESOLVE(getdelim);
+	RESOLVE(getline);
 	RESOLVE(fclose);
 }
 
@@ -330,6 +349,8 @@ static void thread_gone(void *p)
 	if (b->r)
 		munmap(b->r,
 		       (size_t)b->cap * sizeof(struct rec)); /* its records stay in the file */
+	if (b->sfd >= 0)
+		real_close(b->sfd);
 	free(b);
 	tb = NULL;
 }
@@ -354,6 +375,10 @@ static void after_fork_child(void)
 		b->r = NULL;
 		b->n = 0;
 		b->grow = 1;
+		if (b->sfd >= 0) /* the parent's threads: this child samples its own */
+			real_close(b->sfd);
+		b->sfd = -1;
+		b->slast = 0;
 	}
 	if (names_map)
 		munmap(names_map, names_cap);
@@ -388,6 +413,8 @@ __attribute__((constructor)) static void init(void)
 		return;
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 	my_pid = (uint32_t)getpid();
+	root_pid =
+		my_pid; /* an exec'd process is a fork tree's root; a forked one keeps its parent's */
 	active = 1;
 }
 
@@ -399,12 +426,80 @@ static struct tbuf *my_buf(void)
 	if (!tb)
 		return NULL;
 	tb->grow = 1;
+	tb->sfd = -1;
 	pthread_mutex_lock(&lock);
 	tb->next = all_bufs;
 	all_bufs = tb;
 	pthread_mutex_unlock(&lock);
 	pthread_setspecific(key, tb);
 	return tb;
+}
+
+/* The job's thread timeline, so that `profile` tells a step's compute from the time other
+ * processes took the CPUs (a busy host stretches every wall-clock gap): at a thread's I/O, at most
+ * once a millisecond, its /proc schedstat (ns on a CPU, ns runnable but waiting for one, slices),
+ * and likewise for the main thread of the first process of this fork tree (the trainer of a loader
+ * whose readers are threads or forked workers: it may do no I/O of its own). One pread of a procfs
+ * file, a few microseconds per millisecond of I/O; an OP_SCHED record holds it (file: the thread
+ * sampled; the root's pid is its main thread's id). */
+#define SAMPLE_NS 1000000ull
+static int sched_open(uint32_t pid, uint32_t tid)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%u/task/%u/schedstat", pid, tid);
+	fd = real_open(path, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -2 : fd;
+}
+
+static int sched_read(int fd, int64_t v[3])
+{
+	char buf[128], *p = buf, *e;
+	ssize_t n = real_pread(fd, buf, sizeof(buf) - 1, 0);
+
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	for (int i = 0; i < 3; i++) {
+		v[i] = (int64_t)strtoull(p, &e, 10);
+		if (e == p)
+			return -1;
+		p = e;
+	}
+	return 0;
+}
+
+static void record(int op, uint32_t file, uint64_t t, uint64_t t1, int64_t off, int64_t req,
+		   int64_t ret);
+
+static void sample_sched(struct tbuf *b, uint64_t now)
+{
+	int64_t v[3];
+	uint64_t last;
+	int fd;
+
+	if (now - b->slast >= SAMPLE_NS) {
+		b->slast = now;
+		if (b->sfd == -1)
+			b->sfd = sched_open(my_pid, my_tid);
+		if (b->sfd >= 0 && !sched_read(b->sfd, v))
+			record(OP_SCHED, my_tid, now, now, v[0], v[1], v[2]);
+	}
+	if (my_tid == root_pid || !root_pid) /* the root's main thread samples itself above */
+		return;
+	last = __atomic_load_n(&root_last, __ATOMIC_RELAXED);
+	if (now - last < SAMPLE_NS ||
+	    !__atomic_compare_exchange_n(&root_last, &last, now, 0, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
+		return;
+	fd = __atomic_load_n(&root_fd, __ATOMIC_ACQUIRE);
+	if (fd == -1) { /* one thread at a time gets here (the exchange above) */
+		fd = sched_open(root_pid, root_pid);
+		__atomic_store_n(&root_fd, fd, __ATOMIC_RELEASE);
+	}
+	if (fd >= 0 && !sched_read(fd, v))
+		record(OP_SCHED, root_pid, now, now, v[0], v[1], v[2]);
 }
 
 static void record(int op, uint32_t file, uint64_t t, uint64_t t1, int64_t off, int64_t req,
@@ -438,6 +533,8 @@ static void record(int op, uint32_t file, uint64_t t, uint64_t t1, int64_t off, 
 	r->pad = 0;
 	__atomic_store_n(&r->t, t ? t : 1,
 			 __ATOMIC_RELEASE); /* last: t != 0 marks a whole record */
+	if (op != OP_SCHED)
+		sample_sched(b, t1);
 }
 
 static inline uint32_t tracked(int fd)
@@ -688,8 +785,31 @@ int dup2(int fd, int to)
 int dup3(int fd, int to, int flags)
 {
 	RESOLVE(dup3);
+	RESOLVE(fcntl);
+	RESOLVE(fcntl64);
 	return dup_common(fd, real_dup3(fd, to, flags));
 }
+
+/* fcntl's F_DUPFD forms duplicate too: CPython's os.dup() is fcntl(fd, F_DUPFD_CLOEXEC, 0), and
+ * numpy's fromfile (np.load of a .npy) reads through such a duplicate, opened as a FILE* with
+ * fdopen. The third argument is read as a pointer whatever the command (the usual way of a
+ * wrapper: on x86-64 and aarch64 an int or a pointer is passed in the same register). */
+#define WRAP_FCNTL(name)                                                                           \
+	int name(int fd, int cmd, ...)                                                             \
+	{                                                                                          \
+		va_list ap;                                                                        \
+		va_start(ap, cmd);                                                                 \
+		void *arg = va_arg(ap, void *);                                                    \
+		va_end(ap);                                                                        \
+		RESOLVE(name);                                                                     \
+		int ret = real_##name(fd, cmd, arg);                                               \
+		if (ret >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))                        \
+			dup_common(fd, ret);                                                       \
+		return ret;                                                                        \
+	}
+
+WRAP_FCNTL(fcntl)
+WRAP_FCNTL(fcntl64)
 
 /* stdio: glibc's fopen/fread call its internal open/read, which no wrapper sees. */
 static FILE *fopen_common(FILE *(*fn)(const char *, const char *), const char *path,
@@ -715,18 +835,38 @@ FILE *fopen64(const char *path, const char *mode)
 	return fopen_common(real_fopen64, path, mode);
 }
 
-size_t fread(void *buf, size_t size, size_t nmemb, FILE *f)
-{
-	RESOLVE(fread);
-	int fd = f ? fileno(f) : -1;
-	uint32_t id = tracked(fd);
-	uint64_t t = id ? now_ns() : 0;
-	size_t got = real_fread(buf, size, nmemb, f);
+/* A stream's reads: at the stream's own position (ftello: no system call once it has read), not
+ * the descriptor's, which the stream moves in buffer-sized reads no wrapper sees (nor does it
+ * move the tracked position: the stream's next seek or the job's lseek sets that). */
+#undef fread_unlocked /* glibc's inline forms, when optimising */
+#undef fgets_unlocked
+#define STDIO_READ(name, ret_t, params, args, req, got)                                            \
+	ret_t name params                                                                          \
+	{                                                                                          \
+		RESOLVE(name);                                                                     \
+		int fd = f ? fileno(f) : -1;                                                       \
+		uint32_t id = tracked(fd);                                                         \
+		uint64_t t = id ? now_ns() : 0;                                                    \
+		off_t off = id ? ftello(f) : -1;                                                   \
+		ret_t ret = real_##name args;                                                      \
+		if (id)                                                                            \
+			record(OP_READ, id, t, now_ns(), (int64_t)off, (int64_t)(req),             \
+			       (int64_t)(got));                                                    \
+		return ret;                                                                        \
+	}
 
-	if (id)
-		io_at_pos(OP_READ, fd, id, t, (int64_t)(size * nmemb), (ssize_t)(got * size));
-	return got;
-}
+STDIO_READ(fread, size_t, (void *buf, size_t size, size_t nmemb, FILE *f), (buf, size, nmemb, f),
+	   size *nmemb, ret *size)
+STDIO_READ(fread_unlocked, size_t, (void *buf, size_t size, size_t nmemb, FILE *f),
+	   (buf, size, nmemb, f), size *nmemb, ret *size)
+STDIO_READ(fgets, char *, (char *buf, int n, FILE *f), (buf, n, f), n > 0 ? n - 1 : 0,
+	   ret ? strlen(ret) : 0)
+STDIO_READ(fgets_unlocked, char *, (char *buf, int n, FILE *f), (buf, n, f), n > 0 ? n - 1 : 0,
+	   ret ? strlen(ret) : 0)
+STDIO_READ(getdelim, ssize_t, (char **line, size_t *n, int delim, FILE *f), (line, n, delim, f),
+	   ret > 0 ? ret : 0, ret > 0 ? ret : 0)
+STDIO_READ(getline, ssize_t, (char **line, size_t *n, FILE *f), (line, n, f), ret > 0 ? ret : 0,
+	   ret > 0 ? ret : 0)
 
 int fclose(FILE *f)
 {

@@ -23,3 +23,11 @@ def test_two_samples_of_one_distribution_pass_the_bound_99_times_in_100():
     # and a step period 25 % longer fails it
     a, b = rng.lognormal(np.log(50e6), 0.05, n), rng.lognormal(np.log(62.5e6), 0.05, n)
     assert signals.ks_distance(a, b, rel_tol=0.10) > ks_limit("inter-burst gaps", n, n)
+
+
+def test_a_bound_of_one_or_more_is_untestable_not_a_pass():
+    from dlio.profile.compare import testable
+
+    lim = ks_limit("inter-burst gaps", 1, 35)  # the 1.651: one gap against 35
+    assert lim == round(1.628 * np.sqrt(36 / 35), 3) and not testable(lim)
+    assert testable(ks_limit("inter-burst gaps", 30, 30))
