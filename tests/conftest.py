@@ -1,3 +1,4 @@
+import glob
 import os
 import re
 import subprocess
@@ -14,6 +15,19 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _BIN = os.path.dirname(sys.executable)
 if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
+
+
+@pytest.fixture
+def no_shm_leftovers():
+    """An aborted MPICH job leaves its shared-memory segments in /dev/shm: remove the new ones (the MPI
+    tests' modules use it: pytestmark)."""
+    before = set(glob.glob("/dev/shm/mpich_shm_*"))
+    yield
+    for p in set(glob.glob("/dev/shm/mpich_shm_*")) - before:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
 
 
 @pytest.fixture

@@ -58,16 +58,7 @@ def load(path):
 # ---- without MPI ------------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def no_shm_leftovers():
-    """An aborted MPICH job leaves its shared-memory segments in /dev/shm: remove the new ones."""
-    before = set(glob.glob("/dev/shm/mpich_shm_*"))
-    yield
-    for p in set(glob.glob("/dev/shm/mpich_shm_*")) - before:
-        try:
-            os.unlink(p)
-        except OSError:
-            pass
+pytestmark = pytest.mark.usefixtures("no_shm_leftovers")
 
 
 def test_engines_lists_mpiio_with_reason():

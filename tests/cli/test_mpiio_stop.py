@@ -5,7 +5,6 @@ Real jobs: `mpiexec -n 2` of MPICH (the venv's), real files, real signals. Skipp
 when mpiexec, mpi4py or dlio._mpiio is missing.
 """
 
-import glob
 import importlib.util
 import json
 import os
@@ -26,16 +25,7 @@ needs_mpiio = pytest.mark.skipif(
 GRID = ["--engine", "mpiio", "--layout", "fpp,segmented", "--collective", "--bs", "1m", "--file-size", "32m"]
 
 
-@pytest.fixture(autouse=True)
-def no_shm_leftovers():
-    """An aborted MPICH job leaves its shared-memory segments in /dev/shm: remove the new ones."""
-    before = set(glob.glob("/dev/shm/mpich_shm_*"))
-    yield
-    for p in set(glob.glob("/dev/shm/mpich_shm_*")) - before:
-        try:
-            os.unlink(p)
-        except OSError:
-            pass
+pytestmark = pytest.mark.usefixtures("no_shm_leftovers")
 
 
 def env(mark=""):
