@@ -20,6 +20,11 @@ streams) and megatron_deepspeed (one indexed binary file of 277,203,535 samples,
 Their Layouts hold a uniform range table (dlio.dataset.ranges: one first offset per file), as the manifest
 of their generated files does. Goal: the same, < 1 s and < 64 MB for the 8 plans (listing every
 sample would take 3.7 GB of ranges for BERT, and 1.1 GB of order plus 6.6 GB of ranges for Megatron).
+Last, one rank alone (what each rank of an MPI run plans) for imagenet, unet3d, megatron_deepspeed and DLIO
+2.0.0's own dlrm.yaml (one file of 4,195,198,976 samples, at 100 and 1,000 of its steps): time, peak memory,
+the plan's arrays, and the estimate `dlio-fast run` checks against the memory left before it plans
+(dlio.train.plan_size); before that check, dlrm.yaml was refused with "about 93.77 GiB of memory is needed"
+(24 bytes per sample of the dataset), --dry-run included.
 Usage: python bench/planning.py [--samples 1281167] [--ranks 8] [--repeats 3]
 """
 
@@ -44,12 +49,14 @@ from dlio.dataset.spec import dataset_spec, file_dims
 from dlio.system.mpi import Comm  # noqa: E402
 from dlio.train import (
     loop,  # noqa: E402
+    plan_size,
     planner,
 )
 
 
-def build(samples):
-    cfg = load_config(workload="imagenet", env={}, sets=[f"dataset.num_files_train={samples}"])
+def build(samples, name="imagenet", sets=None):
+    """A full-size workload of whole-file samples, its files' sizes as drawn for generation."""
+    cfg = load_config(workload=name, env={}, sets=[f"dataset.num_files_train={samples}"] if sets is None else sets)
     spec = dataset_spec(cfg)
     dims = file_dims(spec, "train")
     sizes = np.asarray(get_format(spec.format).module.estimate_sizes(dims, 1, spec), dtype=np.uint64)
@@ -62,9 +69,20 @@ def train_settings(cfg):
     return loop.Trainer(cfg, Comm(), echo=print).settings("train")
 
 
-def build_uniform(name):
+# DLIO 2.0.0's own dlrm.yaml (tests/data/dlio-workloads/2.0.0/dlrm.yaml): one indexed_binary file of
+# 4,195,198,976 records of 320 KiB, batch 2048, sample shuffle random; the built-in dlrm (DLIO's current
+# file) with its values set, scaled down only by its steps (its own 32,768 would plan 67 M samples)
+DLRM_200 = [
+    "dataset.num_samples_per_file=4195198976",
+    "dataset.record_length_bytes=327680",
+    "reader.batch_size=2048",
+    "reader.sample_shuffle=random",
+]
+
+
+def build_uniform(name, sets=()):
     """A full-size workload of fixed-size records, as its generated files' manifest describes it."""
-    cfg = load_config(workload=name, env={})
+    cfg = load_config(workload=name, env={}, sets=list(sets))
     spec = dataset_spec(cfg)
     n, spf = spec.num_files_train, spec.num_samples_per_file
     rec = int(cfg.record_bytes()) + (16 if spec.format == "tfrecord" else 0)  # TFRecord framing
@@ -77,7 +95,7 @@ def build_uniform(name):
         table=table,
         sequential=spec.format == "tfrecord",
     )
-    return layout, train_settings(cfg), cfg.train.computation_time
+    return layout, train_settings(cfg), cfg.train.computation_time, cfg
 
 
 def plan_all(layout, settings, time_spec, ranks, which=None):
@@ -159,8 +177,11 @@ def main():
 
     print(f"\nfull size, {a.ranks} ranks, uniform range tables:")
     print(f"{'workload':<20} {'samples':>12} {'steps':>6} {'reads':>7} {'time':>9} {'peak':>10}  goal < 1 s, < 64 MB")
-    for name in ("bert_v100", "megatron_deepspeed"):
-        layout, settings, time_spec = build_uniform(name)
+    for name, sets in (
+        ("bert_v100", ()),
+        ("megatron_deepspeed", ()),
+    ):
+        layout, settings, time_spec = build_uniform(name, sets)[:3]
         gc.collect()
         tracemalloc.start()
         plans = plan_all(layout, settings, time_spec, a.ranks)
@@ -177,6 +198,47 @@ def main():
         print(
             f"{name:<20} {layout.nfiles * layout.spf:>12} {nsteps:>6} {nops:>7} {min(times):>7.3f} s "
             f"{peak / mb:>6.1f} MiB  {'ok' if ok else 'MISSED'}"
+        )
+
+    one_rank_table(a.repeats)
+
+
+def one_rank_table(repeats):
+    """What one rank plans for an epoch (each rank of an MPI run, or a run of one process), beside the
+    estimate `dlio-fast run` checks against the memory left (dlio.train.plan_size) before planning."""
+    print("\none rank, full-size datasets, its own settings (the estimate is what dlio-fast checks before planning):")
+    print(
+        f"{'workload':<22} {'dataset samples':>15} {'planned':>9} {'reads':>9} {'time':>8} "
+        f"{'peak':>10} {'held':>9} {'estimate':>10}"
+    )
+    rows = [
+        ("imagenet", lambda: build(0, "imagenet", [])),
+        ("unet3d", lambda: build(0, "unet3d", [])),
+        ("megatron_deepspeed", lambda: build_uniform("megatron_deepspeed")),
+        ("dlrm 2.0.0, 100 steps", lambda: build_uniform("dlrm", [*DLRM_200, "train.total_training_steps=100"])),
+        ("dlrm 2.0.0, 1000 steps", lambda: build_uniform("dlrm", [*DLRM_200, "train.total_training_steps=1000"])),
+    ]
+    mb = 2**20
+    for name, make in rows:
+        layout, settings, time_spec, cfg = make()
+        gc.collect()
+        tracemalloc.start()
+        (plan,) = planner.epoch_plans(layout, settings, time_spec, 1, epoch=1, random_seed=1)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        held = plan.ops.nbytes + plan.steps.nbytes + plan.samples.nbytes
+        planned, reads = len(plan.samples), len(plan.ops)
+        del plan
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            planner.epoch_plans(layout, settings, time_spec, 1, epoch=1, random_seed=1)
+            times.append(time.perf_counter() - t)
+        est = plan_size.plan_bytes(planned, dataset_spec(cfg))
+        print(
+            f"{name:<22} {layout.nfiles * layout.spf:>15,} {planned:>9,} {reads:>9,} {min(times):>6.3f} s "
+            f"{peak / mb:>6.1f} MiB {held / mb:>5.1f} MiB {est / mb:>6.1f} MiB"
+            + ("" if est >= peak else "  (estimate below the peak)")
         )
 
 

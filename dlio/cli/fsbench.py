@@ -18,8 +18,7 @@ from dlio.cli.params import (
     progress_options,
 )
 from dlio.config.engines import IO_ENGINES, MPIIO
-from dlio.fsbench.points import RW_ALIASES, RW_MODES
-from dlio.fsbench.request import CeilingRequest, IoRequest
+from dlio.fsbench.request import RW_ALIASES, RW_MODES, CeilingRequest, IoRequest
 
 
 @click.command(epilog=examples("dlio-fast engines", "mpiexec -n 1 dlio-fast engines   # with the MPI-IO engine"))

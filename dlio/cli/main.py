@@ -9,7 +9,6 @@ import threading
 
 import click
 
-from dlio import _core
 from dlio.base.errors import DlioError, DlioRunError, Interrupted, os_error_message
 from dlio.cli import fsbench, mlperf, profile, report, train, version
 from dlio.system import mpi
@@ -139,7 +138,8 @@ INPUT_ERRNOS = frozenset(
 
 def os_exit_code(e: OSError) -> int:
     """2 for an OSError about a path the user gave, 1 for one of a run's I/O (the C core's, or any other)."""
-    return 2 if e.errno in INPUT_ERRNOS and not isinstance(e, _core.RunError) else 1
+    core = sys.modules.get("dlio._core")  # a RunError exists only once the C core was loaded
+    return 2 if e.errno in INPUT_ERRNOS and not (core is not None and isinstance(e, core.RunError)) else 1
 
 
 def _main(args, debug):

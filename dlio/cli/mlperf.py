@@ -6,10 +6,10 @@ import os
 
 import click
 
+from dlio import config  # its loader (YAML, numpy) loads at the first load_config: --help stays light
 from dlio.base.errors import DlioError
 from dlio.base.units import fmt_bytes, fmt_num, parse_duration_ns, parse_size
 from dlio.cli.params import examples
-from dlio.config import load_config
 
 
 def _size(text: str, option: str) -> int:
@@ -118,7 +118,7 @@ def maxacc(workload_name, config_file, sets, launcher, model_latency, max_n, ste
 
     if not (workload_name or config_file):
         raise DlioError("maxacc needs --workload NAME or --config FILE")
-    cfg = load_config(workload=workload_name, config_file=config_file, sets=list(sets))
+    cfg = config.load_config(workload=workload_name, config_file=config_file, sets=list(sets))
     latency_ns = 0
     if launcher == "model":
         if not model_latency:

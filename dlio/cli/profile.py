@@ -9,7 +9,6 @@ import sys
 import click
 
 from dlio.base.errors import DlioError, DlioRunError, Interrupted
-from dlio.system.output import atomic_path
 
 
 @click.command(
@@ -93,6 +92,8 @@ def profile(output, trace_in, data_folder, compare_pair, max_events, cmd):
         if not failed:
             raise
         _job_failed(got, f"the capture is kept in {src}, but {e}")
+    from dlio.system.output import atomic_path  # numpy and the C core: only once there is a capture to write
+
     os.makedirs(output, exist_ok=True)
     wl = emit.workload(inf, data_folder or os.path.join(os.path.abspath(output), "data"))
     yml = os.path.join(output, "workload.yaml")

@@ -13,7 +13,6 @@ import click
 
 from dlio.base.errors import DlioError
 from dlio.base.units import parse_size
-from dlio.system import output
 
 
 def _write(dest, text, what):
@@ -21,6 +20,8 @@ def _write(dest, text, what):
     if dest == "-":
         click.echo(text, nl=False)
         return
+    from dlio.system import output  # numpy and the C core: only when a file is written
+
     output.check_output_path(dest)
     if os.path.isdir(dest):
         raise DlioError(f"{dest}: is a folder; give a file name for {what}")

@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import click
 
+from dlio import config  # its loader (YAML, numpy) loads at the first load_config: --help stays light
 from dlio.base.errors import DlioError
 from dlio.base.limits import usable_cpus
 from dlio.cli.params import (
@@ -21,7 +22,6 @@ from dlio.cli.params import (
     make_progress,
     progress_options,
 )
-from dlio.config import load_config
 from dlio.config.schema import KEYS_BY_PATH
 from dlio.config.workloads import list_workloads, workload_text
 from dlio.system import mpi
@@ -68,7 +68,7 @@ def load(
     if workload_name is None and config_file is None and not any("workload=" in o for o in overrides):
         raise DlioError(f"say which workload{what}: --workload NAME (see dlio-fast workloads) or --config FILE.yaml")
     options = {k: (v, f"--{k.rpartition('.')[2].replace('_', '-')}") for k, v in (keys or {}).items()}
-    cfg = load_config(
+    cfg = config.load_config(
         workload=workload_name,
         config_file=config_file,
         sets=list(sets),
@@ -338,7 +338,7 @@ def workloads(ctx: click.Context) -> None:
     tables: Dict[str, List[Dict[str, str]]] = {name: [] for name in FAMILIES}
     titles: Dict[str, str] = {}
     for name in list_workloads():
-        cfg = load_config(workload=name, env={})
+        cfg = config.load_config(workload=name, env={})
         family = family_of(cfg)
         titles[family.name] = family.title
         # each family says what its columns hold (a KV cache's users, a model's shards, ...)

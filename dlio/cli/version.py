@@ -10,7 +10,6 @@ from typing import Any, Callable, Optional
 import click
 
 import dlio
-from dlio import _core
 
 PKG = os.path.dirname(os.path.abspath(dlio.__file__))
 BUILD_COMMIT = os.path.join(PKG, "_build_commit.txt")  # written by setup.py when built from a git checkout
@@ -36,6 +35,8 @@ def build_commit() -> Optional[str]:
 
 def compiled_in() -> str:
     """'io_uring yes, MPI-IO yes (MPICH ...)': what this build can do, whatever this host allows."""
+    from dlio import _core
+
     uring = dict((n, why) for n, _, ok, why in _core.engines()).get("io_uring", "")
     parts = ["io_uring " + ("no (built with DLIO_FAST_NO_URING)" if "not compiled in" in uring else "yes")]
     try:  # the MPI-IO extension is optional: built only with an MPI compiler

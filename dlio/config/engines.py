@@ -12,7 +12,6 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Tuple
 
-from dlio import _core
 from dlio.base.errors import ConfigError
 
 # Engines that read and write files from dlio-fast's own threads (runs, io points, checkpoints).
@@ -61,6 +60,8 @@ def engine_spec(cfg: Any, checkpoint: bool = False) -> Tuple[str, bool]:
 def is_async(engine: str) -> bool:
     """True when the C engine keeps several requests in flight per thread (queue depth > 1 means
     something); a synchronous engine runs one at a time whatever the queue depth."""
+    from dlio import _core  # the registry, loaded when asked (the schema imports this module)
+
     return any(name == engine and caps & _core.CAP_ASYNC for name, caps, *_ in _core.engines())
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from dlio.base.errors import ConfigError
 from dlio.base.same_names import same_named
 from dlio.config import Config
+from dlio.dataset import ranges
 from dlio.dataset.formats import get_format
 from dlio.system.memcheck import STR_OVERHEAD, check_fits
 
@@ -209,15 +210,35 @@ def split_folder(spec, split):
 
 
 def check_names_fit(spec, split, n, name_len, per_sample=True):
-    """The list of names (and the planner's per-sample arrays) must fit in memory: an absurd
-    num_files or --scale is refused here, with the key and the amount, not by the OOM killer.
-    per_sample False: only per-file arrays are made (the drawn shapes)."""
+    """The list of names (and the manifest's byte ranges, when it lists them) must fit in memory: an
+    absurd num_files or --scale is refused here, with the key and the amount, not by the OOM killer.
+    per_sample False: only per-file arrays are made (the drawn shapes). What a rank plans is checked
+    apart (dlio.train.plan_size): it depends on the steps, not on the dataset's sample count."""
     per_file = name_len + STR_OVERHEAD + 16 * max(1, len(spec.record_dims))
-    nbytes = float(n) * per_file + (float(n) * spec.num_samples_per_file * 24 if per_sample else 0.0)
+    nbytes = float(n) * per_file + (float(n) * listed_ranges_per_file(spec) * 24 if per_sample else 0.0)
     key = "dataset.num_files_train" if split == "train" else "dataset.num_files_eval"
     check_fits(
         nbytes, f"{key} = {n} ({spec.num_samples_per_file} samples per file)", "use fewer files or a smaller --scale"
     )
+
+
+def listed_ranges_per_file(spec):
+    """Byte ranges per file the manifest lists (24 bytes each, dlio.dataset.ranges): none for formats
+    that read whole files, and none for files of fixed-size records (ranges.Uniform: one first offset
+    per file, however many samples: DLIO 2.0.0's dlrm.yaml has 4,195,198,976 in one file); one per
+    row group and column for parquet; else one per sample."""
+    fmt = get_format(spec.format)
+    spf = spec.num_samples_per_file
+    if fmt.WHOLE_FILE or spec.format == "synthetic":
+        return 0
+    if getattr(fmt, "GROUPED", False):
+        return -(-spf // max(1, spec.parquet_row_group_size)) * max(1, len(spec.parquet_columns)) + 1
+    layout = getattr(fmt.module, "layout_extents", None)
+    if layout is not None and not spec.record_length_bytes_stdev:  # every file has the same shape
+        dims = spec.record_dims or (int(math.sqrt(float(spec.record_length_bytes))),) * 2
+        if isinstance(ranges.compact(*layout(dims, min(spf, 3), spec)), ranges.Uniform):
+            return 0
+    return spf
 
 
 def split_dirs(spec, split):

@@ -28,12 +28,11 @@ import numpy as np
 
 from dlio import _core
 from dlio.base.errors import DlioError, Interrupted
+from dlio.fsbench.request import RW_ALIASES, RW_MODES  # noqa: F401 (the points' vocabulary, as before)
 from dlio.system import stats
 from dlio.system.execute import execute_partial
 from dlio.system.host import drop_cache, drop_host_cache
 
-RW_MODES = ("read", "randread", "write", "randwrite", "readwrite", "randrw")
-RW_ALIASES = {"rw": "readwrite"}  # fio's other spelling
 MIXED = ("readwrite", "randrw")
 
 

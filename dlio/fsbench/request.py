@@ -11,6 +11,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, FrozenSet, Mapping, Optional, Tuple
 
+# The access patterns (--rw), as fio names them; declared here, not with the points that run them, so that
+# the command line's choices do not import numpy and the C core (bench/startup.py)
+RW_MODES = ("read", "randread", "write", "randwrite", "readwrite", "randrw")
+RW_ALIASES = {"rw": "readwrite"}  # fio's other spelling
+
 # The option names as the command line spells them (without --), per request field.
 IO_FLAGS: Mapping[str, str] = {
     "rws": "rw",

@@ -15,13 +15,15 @@ import os
 import platform
 import subprocess
 import sys
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import dlio
-from dlio.config import Config
 from dlio.mlperf import rules
 from dlio.system.host import host_info
 from dlio.system.output import atomic_path
+
+if TYPE_CHECKING:  # the loader (YAML, numpy) only where a config is loaded: not for `io` or --version
+    from dlio.config import Config
 
 SCHEMA = "dlio-fast.provenance/1"
 

@@ -7,13 +7,15 @@ call it and never test which one they hold. A backend is a module plus one line 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
 
 from dlio.base.errors import ConfigError
-from dlio.config import Config
 from dlio.storage.base import Backend
 from dlio.storage.files import FileBackend
 from dlio.storage.s3.backend import S3Backend
+
+if TYPE_CHECKING:  # the loader (YAML, numpy) only where a config is loaded: not for `io` or --version
+    from dlio.config import Config
 
 TIMEOUT_KEY = "dlio_fast.storage_timeout"
 # storage.storage_type -> its backend, made from the config's storage_options or a command line's --endpoint,

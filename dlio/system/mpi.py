@@ -17,7 +17,6 @@ import time
 from types import ModuleType
 from typing import Any, Callable, Dict, List, Mapping, MutableMapping, Optional, Tuple, TypeVar
 
-from dlio import _core
 from dlio.base.errors import DlioError, os_error_message
 
 _LAUNCHER_VARS = (
@@ -337,6 +336,8 @@ def register_mpiio() -> Optional[str]:
                 None,
             )
     if mod is not None:
+        from dlio import _core  # the C core (numpy), loaded by the command that runs the engine
+
         _core.register_engine(mod.engine_capsule())
     _MPIIO.update(done=True, module=mod, why=why)
     return why

@@ -32,6 +32,7 @@ from dlio.train.session import (
     balloon_warning,
     cache_warning,
     check_buffers,
+    check_plan,
     describe,
     storage_places,
     stored_dataset,
@@ -57,6 +58,7 @@ class TrainRun:
         if backend.has(FILE_ENGINES):  # on S3, qd x read threads requests are in flight whatever the engine
             check_qd(backend.engine_spec(cfg)[0], cfg.dlio_fast.qd)
         check_buffers(cfg, self.spec)
+        check_plan(cfg, self.spec, comm.size)
         if cfg.dlio_fast.cache == "drop-all" and os.geteuid() != 0:
             raise DlioError(
                 "dlio_fast.cache = drop-all drops the whole host's page cache and needs root; use "

@@ -39,6 +39,24 @@ def check_buffers(cfg: Config, spec: DatasetSpec) -> None:
     check_threads(t + THREAD_MARGIN, f"reader.read_threads {t}", "use fewer reader threads")
 
 
+def check_plan(cfg: Config, spec: DatasetSpec, comm_size: int) -> None:
+    """A rank's plan of one epoch must fit in memory (dlio.train.plan_size)."""
+    from dlio.train.plan_size import check_plan_fits
+
+    check_plan_fits(cfg, spec, comm_size)
+
+
+def plan_line(cfg: Config, spec: DatasetSpec, comm_size: int) -> str:
+    """The --dry-run line of what a rank plans per training epoch: samples, reads, peak memory."""
+    from dlio.train.plan_size import plan_bytes, reads_per_sample
+
+    samples = cfg.steps_per_epoch(comm_size) * cfg.reader.batch_size
+    return (
+        f"{samples:,} samples, about {samples * reads_per_sample(spec):,} reads a training epoch, "
+        f"planned in about {fmt_bytes(plan_bytes(samples, spec))} of memory"
+    )
+
+
 def describe(cfg: Config, spec: DatasetSpec, comm_size: int) -> List[str]:
     """The --dry-run report: the dataset (size on disk, files/samples per rank, steps) when the run
     reads one, and the checkpoint plan when it writes checkpoints."""
@@ -56,6 +74,7 @@ def describe(cfg: Config, spec: DatasetSpec, comm_size: int) -> List[str]:
 
 
 def _dataset_lines(cfg: Config, spec: DatasetSpec, comm_size: int) -> List[str]:
+    check_plan(cfg, spec, comm_size)  # what the run would refuse, the dry run refuses
     ds = stored.stored(cfg, spec)
     nbytes = dataset_bytes(spec)
     total = spec.num_files_train * spec.num_samples_per_file
@@ -77,6 +96,7 @@ def _dataset_lines(cfg: Config, spec: DatasetSpec, comm_size: int) -> List[str]:
         f"{cfg.train.epochs} epochs, compute {fmt_num(cfg.train.computation_time.mean())} s per step",
         f"reader              {cfg.reader.read_threads} threads, prefetch {cfg.reader.prefetch_size}, "
         f"engine {ds.backend.engine_spec(cfg)[0]} qd {cfg.dlio_fast.qd}, cache {cfg.dlio_fast.cache}",
+        f"plan per rank       {plan_line(cfg, spec, comm_size)}",
         f"generation time     {eta}",
     ]
 

@@ -230,14 +230,15 @@ def write(path: str, dims: tuple, nsamples: int, spec: Any, seed: int, final: An
 
 def estimate_sizes(dims: Any, nsamples: int, spec: Any) -> np.ndarray:
     """Values plus page and footer overhead (per column chunk about 1 %, at least 256 bytes)."""
-    dims = np.asarray(dims, dtype=np.int64)
+    dims = np.asarray(dims, dtype=np.int64).reshape(len(dims), -1)
     ngroups = len(row_groups(int(nsamples), spec))
-    out = np.zeros(len(dims), np.int64)
-    for i, d in enumerate(dims):
+    shapes, which = np.unique(dims, axis=0, return_inverse=True)  # files of one shape have one size
+    sizes = np.zeros(len(shapes), np.int64)
+    for i, d in enumerate(shapes):
         cols = columns(spec, tuple(int(x) for x in d))
         values = sum(_nbytes(c, int(nsamples)) for c in cols)
-        out[i] = int(values * 1.01) + 256 * ngroups * len(cols) + 4096
-    return out
+        sizes[i] = int(values * 1.01) + 256 * ngroups * len(cols) + 4096
+    return sizes[np.asarray(which).reshape(-1)]
 
 
 def companions(final: str, spec: Any) -> list:

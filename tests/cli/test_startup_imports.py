@@ -1,0 +1,48 @@
+"""Light commands import only what they need: the module list of a real `python -m dlio ...` process
+(sys.modules at exit), so that an import that makes start-up heavy again fails here without timing."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DUMP = (
+    "import atexit, json, runpy, sys\n"
+    "out = sys.argv[1]\n"
+    "atexit.register(lambda: json.dump(sorted(sys.modules), open(out, 'w')))\n"
+    "sys.argv = ['dlio-fast', *sys.argv[2:]]\n"
+    "runpy.run_module('dlio', run_name='__main__', alter_sys=True)\n"
+)
+NEVER = ("matplotlib", "h5py", "mpi4py", "rich")  # not for any of these commands
+HEAVY = ("numpy", "dlio._core", "yaml", "dlio.config.load")  # not for a command's help
+
+
+def imported(tmp_path, *args):
+    out = tmp_path / "modules.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI", "OMPI_", "MPI_"))}
+    p = subprocess.run(
+        [sys.executable, "-c", DUMP, str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "PYTHONPATH": REPO},
+    )
+    assert p.returncode == 0, p.stderr
+    return set(json.loads(out.read_text()))
+
+
+@pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["io", "--help"], ["report", "--help"]])
+def test_help_loads_no_numpy_no_c_core_no_config_loader(tmp_path, args):
+    mods = imported(tmp_path, *args)
+    assert "click" in mods and "dlio.cli.main" in mods  # the command line itself did load
+    assert not [m for m in HEAVY + NEVER if m in mods]
+
+
+@pytest.mark.parametrize("args", [["workloads"], ["--version"], ["run", "-w", "unet3d", "--dry-run"]])
+def test_light_commands_load_no_plotting_hdf5_mpi_or_rich(tmp_path, args):
+    mods = imported(tmp_path, *args)
+    assert "dlio.config.load" in mods or args == ["--version"]  # they did their work
+    assert not [m for m in NEVER if m in mods]
