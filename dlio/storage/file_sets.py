@@ -259,7 +259,18 @@ def write_set(paths: Sequence[str], sizes: Sequence[int], content: SetContent, o
         raise
 
 
-def _timed_write(paths, sizes, content, o, direct, align, ops, first, nthreads, folders) -> SetResult:
+def _timed_write(
+    paths: List[str],
+    sizes: Sequence[int],
+    content: SetContent,
+    o: SetOptions,
+    direct: bool,
+    align: int,
+    ops: np.ndarray,
+    first: np.ndarray,
+    nthreads: int,
+    folders: List[str],
+) -> SetResult:
     w0 = time.time()
     m0 = time.monotonic_ns()
     try:
