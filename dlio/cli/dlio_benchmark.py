@@ -12,15 +12,16 @@ overrides.yaml / hydra.yaml in hydra.output_subdir). Exit statuses are Hydra's: 
 from __future__ import annotations
 
 import sys
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import yaml
 
 from dlio.base.errors import DlioError
-from dlio.config import load_config
+from dlio.config import Config, load_config
 from dlio.config.hydra_compose import (
     JOB_NAME,
     Composed,
+    HydraArgs,
     compose,
     parse_argv,
     resolve_run_dir,
@@ -53,12 +54,12 @@ dlio-fast's own commands and options: dlio-fast --help
 """
 
 
-def _composed(argv: List[str]):
+def _composed(argv: List[str]) -> Tuple[HydraArgs, Optional[Composed]]:
     args = parse_argv(argv)
     return args, (compose(args) if not (args.help or args.hydra_help or args.version) else None)
 
 
-def _config(c: Composed):
+def _config(c: Composed) -> Tuple[Config, List[str]]:
     """The resolved config of a composed command line (run folder resolved), and `run`'s arguments."""
     extra = run_arguments(c, None)
     cfg = _load(extra)
@@ -69,7 +70,7 @@ def _config(c: Composed):
     return cfg, extra
 
 
-def _load(extra: List[str]):
+def _load(extra: List[str]) -> Config:
     """load_config of `run`'s arguments (the few `run_arguments` produces: --config/--workload, overrides)."""
     workload = config_file = None
     overrides = []
@@ -113,6 +114,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         if args.help or args.hydra_help:
             print(HELP.format(workloads=", ".join(workload_files(search_path(args)))))
             return
+        assert c is not None  # composed: neither --help nor --version
         if args.cfg:
             print_cfg(args.cfg, c)
             return

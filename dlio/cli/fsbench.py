@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Optional, Tuple
+
 import click
 
 from dlio.cli.fio_names import FioNamesCommand
@@ -19,6 +21,9 @@ from dlio.cli.params import (
 )
 from dlio.config.engines import IO_ENGINES, MPIIO
 from dlio.fsbench.request import RW_ALIASES, RW_MODES, CeilingRequest, IoRequest
+
+if TYPE_CHECKING:
+    from dlio.fsbench.backends import Console
 
 
 @click.command(epilog=examples("dlio-fast engines", "mpiexec -n 1 dlio-fast engines   # with the MPI-IO engine"))
@@ -44,7 +49,7 @@ def engines() -> None:
         click.echo(f"{name:<10} {','.join(flags):<24} {state}")
 
 
-def s3_options(f):
+def s3_options(f: Callable) -> Callable:
     """--timeout / --create-bucket: an object store's deadline and its bucket (s3:// paths only)."""
     f = click.option(
         "--create-bucket",
@@ -172,7 +177,7 @@ def s3_options(f):
 @progress_options
 @console_options
 @click.pass_context
-def io(ctx: click.Context, paths, **options) -> None:
+def io(ctx: click.Context, paths: Tuple[str, ...], **options: Any) -> None:
     """Microbenchmark a grid of transfer size x pattern x engine x queue depth x threads on PATH.
 
     PATH is a folder (test files are created in it, fully written, and removed afterwards unless
@@ -202,7 +207,7 @@ IO_FIELDS = {
 LIST_OPTIONS = ("rw", "bs", "engine", "qd", "threads", "layout")
 
 
-def _given(ctx: click.Context, options: dict, fields: dict) -> frozenset:
+def _given(ctx: click.Context, options: Dict[str, Any], fields: Dict[str, str]) -> FrozenSet[str]:
     """The request fields whose options the user typed (not click's defaults)."""
     from click.core import ParameterSource
 
@@ -211,7 +216,7 @@ def _given(ctx: click.Context, options: dict, fields: dict) -> frozenset:
     )
 
 
-def _console(ctx: click.Context, *dests):
+def _console(ctx: click.Context, *dests: Optional[str]) -> Console:
     """The table's echo (stderr when a document goes to stdout), warnings, and the live display."""
     from dlio.fsbench.backends import Console
 
@@ -219,7 +224,7 @@ def _console(ctx: click.Context, *dests):
     return Console(table=_table_echo(*dests), warn=warn, progress=make_progress(ctx))
 
 
-def _table_echo(*dests):
+def _table_echo(*dests: Optional[str]) -> Callable[[str], None]:
     """Where the console table goes: stdout, or stderr when a result document is written to stdout ('-')."""
     return (lambda m: click.echo(m, err=True)) if "-" in dests else click.echo
 
@@ -256,7 +261,7 @@ def _table_echo(*dests):
 @progress_options
 @console_options
 @click.pass_context
-def ceiling(ctx: click.Context, path, **options) -> None:
+def ceiling(ctx: click.Context, path: str, **options: Any) -> None:
     """Find the best sequential read/write bandwidth and 4 KiB random-read IOPS of PATH's filesystem,
     or an object store's GET/PUT bandwidth and small-object GETs per second (s3://BUCKET/PREFIX)."""
     from dlio.fsbench.backends import io_backend

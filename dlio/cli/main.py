@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import threading
+from typing import Callable, List, NoReturn, Optional, Tuple
 
 import click
 
@@ -14,7 +15,7 @@ from dlio.cli import fsbench, mlperf, profile, report, train, version
 from dlio.system import mpi
 
 
-def err(msg):
+def err(msg: str) -> None:
     click.echo(msg, err=True)
 
 
@@ -35,7 +36,7 @@ def err(msg):
 @click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
 @click.option("-v", "--verbose", is_flag=True, help="Per-step lines (DLIO's INFO level) after each epoch.")
 @click.pass_context
-def cli(ctx, debug, quiet, verbose):
+def cli(ctx: click.Context, debug: bool, quiet: bool, verbose: bool) -> None:
     """dlio-fast: deep-learning training I/O emulation and filesystem microbenchmarks."""
     obj = ctx.ensure_object(dict)
     obj["debug"] = debug
@@ -60,7 +61,7 @@ for command in (
     cli.add_command(command)
 
 
-def _rank_and_size():
+def _rank_and_size() -> Tuple[int, int, Optional[mpi.Comm]]:
     w = mpi.current_world()
     return (w.rank, w.size, w) if w is not None else (0, 1, None)
 
@@ -69,21 +70,21 @@ def _rank_and_size():
 INTERRUPTED_WAIT_S = 5.0
 
 
-def _fail(message, code, rank_specific=False, interrupted=False):
+def _fail(message: str, code: int, rank_specific: bool = False, interrupted: bool = False) -> NoReturn:
     """Print an error once and exit. Under MPI: an error every rank hits (bad config) is printed by
     rank 0 only; an error of one rank (its file, its I/O) is printed by that rank, which then aborts
     the job so that the other ranks do not wait for it forever. An interrupted rank (its partial
     results written) waits a few seconds for the others, then leaves: MPI_Finalize would wait
     forever for a rank that hangs."""
     rank, size, world = _rank_and_size()
-    if size > 1 and rank_specific:
+    if size > 1 and rank_specific and world is not None:  # (a world whenever size > 1)
         err(f"dlio-fast: rank {rank}: {message}")
         sys.stderr.flush()
         world.all_arrive(INTERRUPTED_WAIT_S)  # the others, told, write what they measured first
         world.abort(code)
     if rank == 0:
         err(f"dlio-fast: {message}")
-    if size > 1 and interrupted and not world.all_arrive(INTERRUPTED_WAIT_S):
+    if size > 1 and interrupted and world is not None and not world.all_arrive(INTERRUPTED_WAIT_S):
         if rank == 0:
             err(f"dlio-fast: not every rank stopped within {INTERRUPTED_WAIT_S:.0f} s; leaving without them")
         sys.stdout.flush()
@@ -101,7 +102,7 @@ def _fail(message, code, rank_specific=False, interrupted=False):
 _WHOLE_PROCESS = False  # main() runs the process (python -m dlio), not an in-process call
 
 
-def main(argv=None, rewrite=None):
+def main(argv: Optional[List[str]] = None, rewrite: Optional[Callable[[str], str]] = None) -> None:
     """Entry point: bad input is one line on stderr and exit 2, never a traceback (unless --debug).
     rewrite(text): what every console line goes through (dlio_benchmark: its grammar, dlio.cli.grammar)."""
     args = sys.argv[1:] if argv is None else argv
@@ -142,7 +143,7 @@ def os_exit_code(e: OSError) -> int:
     return 2 if e.errno in INPUT_ERRNOS and not (core is not None and isinstance(e, core.RunError)) else 1
 
 
-def _main(args, debug):
+def _main(args: List[str], debug: bool) -> None:
     try:
         rc = cli.main(args=args, prog_name="dlio-fast", standalone_mode=False)
         if isinstance(rc, int) and rc:

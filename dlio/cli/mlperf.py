@@ -3,6 +3,7 @@ accelerator count that keeps AU at or above the workload's threshold)."""
 
 import json
 import os
+from typing import Optional, Tuple
 
 import click
 
@@ -32,7 +33,9 @@ def _size(text: str, option: str) -> int:
 @click.option("--host-memory", required=True, metavar="SIZE", help="RAM of one client host (512g = 512 GiB).")
 @click.option("--data-folder", default="DATA_DIR", help="Data folder in the printed commands.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a key (e.g. reader.batch_size).")
-def datasize(workload, accelerators, hosts, host_memory, data_folder, sets):
+def datasize(
+    workload: str, accelerators: int, hosts: int, host_memory: str, data_folder: str, sets: Tuple[str, ...]
+) -> None:
     """The smallest dataset MLPerf Storage accepts (Rules 3.1.2): max(500 steps x batch x accelerators,
     hosts x RAM x 5 / record length) samples; the files, the bytes, and the commands that make and run it."""
     # the job's modules load when the command runs: --help and completion stay fast
@@ -108,7 +111,18 @@ def datasize(workload, accelerators, hosts, host_memory, data_folder, sets):
     help="Folder of the probes' run folders and maxacc.json (default output/maxacc/{workload}).",
 )
 @click.option("--plots", is_flag=True, help="Write maxacc.png (AU against accelerators).")
-def maxacc(workload_name, config_file, sets, launcher, model_latency, max_n, steps, repeats, out_dir, plots):
+def maxacc(
+    workload_name: Optional[str],
+    config_file: Optional[str],
+    sets: Tuple[str, ...],
+    launcher: str,
+    model_latency: Optional[str],
+    max_n: int,
+    steps: int,
+    repeats: int,
+    out_dir: Optional[str],
+    plots: bool,
+) -> None:
     """The largest number of simulated accelerators whose AU stays at or above the workload's threshold
     (MLPerf Storage v3.0's, else metric.au): bracketing search of short runs reusing one dataset, repeats
     at the edge, a confirmation run at the answer."""
@@ -138,10 +152,10 @@ def maxacc(workload_name, config_file, sets, launcher, model_latency, max_n, ste
     if compute <= 0:
         raise DlioError("train.computation_time is 0: AU is 0 at any N, there is nothing to search")
     demand = cfg.reader.batch_size * cfg.record_bytes() / compute / 2**30
-    name = cfg.workload or os.path.splitext(os.path.basename(config_file))[0]
+    name = cfg.workload or os.path.splitext(os.path.basename(config_file or ""))[0]
     out_dir = out_dir or os.path.join("output", "maxacc", name)
     os.makedirs(out_dir, exist_ok=True)
-    args = ["--workload", workload_name] if workload_name else ["--config", config_file]
+    args = ["--workload", workload_name] if workload_name else ["--config", str(config_file)]
     args += [a for s in sets for a in ("--set", s)]
     click.echo(
         f"maxacc {name}: AU threshold {threshold:g} %, {launcher} probes of {steps} steps, "

@@ -1,14 +1,21 @@
 """`dlio-fast profile`: capture a job's file I/O (or read a trace), infer its DLIO workload, write
 workload.yaml + report.txt; `--compare TRACE RUN_DIR` scores a replay against the original."""
 
+from __future__ import annotations
+
 import os
 import shlex
 import signal
 import sys
+from typing import TYPE_CHECKING, NoReturn, Optional, Tuple
 
 import click
 
 from dlio.base.errors import DlioError, DlioRunError, Interrupted
+
+if TYPE_CHECKING:
+    from dlio.profile.capture import Captured
+    from dlio.profile.parsers import Trace
 
 
 @click.command(
@@ -53,14 +60,21 @@ from dlio.base.errors import DlioError, DlioRunError, Interrupted
     "a trace with more is cut there and the report says so.",
 )
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def profile(output, trace_in, data_folder, compare_pair, max_events, cmd):
+def profile(
+    output: str,
+    trace_in: Optional[str],
+    data_folder: Optional[str],
+    compare_pair: Optional[Tuple[str, str]],
+    max_events: Optional[int],
+    cmd: Tuple[str, ...],
+) -> None:
     """Capture CMD's file I/O (after `--`) and write the DLIO workload it implies."""
     # the job's modules load when the command runs: --help and completion stay fast
     from dlio.profile import analyze, emit, parsers, tracein
 
     cap = max_events or tracein.MAX_EVENTS
 
-    def load(path):
+    def load(path: str) -> Trace:
         tr = parsers.load_trace(path, cap)
         for note in tr.notes:
             click.echo(f"note: {note}", err=True)
@@ -82,7 +96,7 @@ def profile(output, trace_in, data_folder, compare_pair, max_events, cmd):
         src, job = got.raw, shlex.join(cmd)
         how = got.failure() or "exit status 0"
         click.echo(f"Captured `{job}`: {how}, {got.seconds:.2f} s, records in {src}", err=True)
-    failed = got and (got.interrupted or got.failure())
+    failed = got if got is not None and (got.interrupted or got.failure()) else None  # the failed capture
     try:
         tr = load(src)
         inf = analyze.infer(tr)
@@ -91,7 +105,7 @@ def profile(output, trace_in, data_folder, compare_pair, max_events, cmd):
     except DlioError as e:
         if not failed:
             raise
-        _job_failed(got, f"the capture is kept in {src}, but {e}")
+        _job_failed(failed, f"the capture is kept in {src}, but {e}")
     from dlio.system.output import atomic_path  # numpy and the C core: only once there is a capture to write
 
     os.makedirs(output, exist_ok=True)
@@ -102,7 +116,7 @@ def profile(output, trace_in, data_folder, compare_pair, max_events, cmd):
     emit.validate(yml)
     rep = emit.report(inf, tr.source, job)
     if failed:
-        rep += f"  capture incomplete: {_how_it_ended(got)}; inferred from what was captured before\n"
+        rep += f"  capture incomplete: {_how_it_ended(failed)}; inferred from what was captured before\n"
     rep += "".join(f"  note: {n}\n" for n in tr.notes)
     with atomic_path(os.path.join(output, "report.txt")) as tmp, open(tmp, "w") as f:
         f.write(rep)
@@ -111,16 +125,16 @@ def profile(output, trace_in, data_folder, compare_pair, max_events, cmd):
         click.echo(f"warning: {inf['unread'].evidence.removeprefix('WARNING: ')}", err=True)
     click.echo(f"Workload: {yml} (replay: dlio-fast run --config {yml} --trace)")
     if failed:
-        _job_failed(got, f"the workload above is from what was captured before, in {src}")
+        _job_failed(failed, f"the workload above is from what was captured before, in {src}")
 
 
-def _how_it_ended(got) -> str:
+def _how_it_ended(got: Captured) -> Optional[str]:
     if got.interrupted:
         return f"profile was interrupted by {signal.Signals(got.interrupted).name} and stopped the job"
     return got.failure()
 
 
-def _job_failed(got, what: str):
+def _job_failed(got: Captured, what: str) -> NoReturn:
     """Exit as the job ended: 128 + N when profile itself was stopped by signal N, else 1 (the
     job failed or died), with one line naming how."""
     if got.interrupted:

@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+from typing import Optional, Tuple
 
 import click
 
@@ -15,7 +16,7 @@ from dlio.base.errors import DlioError
 from dlio.base.units import parse_size
 
 
-def _write(dest, text, what):
+def _write(dest: str, text: str, what: str) -> None:
     """Write text to dest ('-' = stdout), atomically."""
     if dest == "-":
         click.echo(text, nl=False)
@@ -31,7 +32,7 @@ def _write(dest, text, what):
         raise DlioError(f"{dest}: cannot write {what} ({e.strerror or e})") from None
 
 
-def _ram(value):
+def _ram(value: Optional[str]) -> Optional[int]:
     if value is None:
         return None
     try:
@@ -71,7 +72,16 @@ def _ram(value):
     metavar="SIZE",
     help="One host's RAM for the checks in --html (default: what the run recorded).",
 )
-def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram):
+def report(
+    paths: Tuple[str, ...],
+    csv_path: Optional[str],
+    json_path: Optional[str],
+    md_path: Optional[str],
+    html_path: Optional[str],
+    plots: bool,
+    plots_dir: Optional[str],
+    ram: Optional[str],
+) -> None:
     """Summarise one run, or compare several side by side (ratios to the first).
 
     RUN_DIR is a run's output folder (with dlio-fast.json); a dlio-fast io or ceiling --json
@@ -144,7 +154,7 @@ def report(paths, csv_path, json_path, md_path, html_path, plots, plots_dir, ram
     help="MLPerf Storage rules version (default: v3.0 when every run's workload is v3.0 CLOSED, "
     "else v2.0); v3.0 prints a table with the rules' numbers.",
 )
-def check(paths, ram, rules_version):
+def check(paths: Tuple[str, ...], ram: Optional[str], rules_version: Optional[str]) -> None:
     """MLPerf Storage style checks: dataset >= 5x RAM, >= 500 steps per epoch, AU >= the
     workload's threshold, and several runs of one workload within 5 % (samples/s).
 

@@ -6,7 +6,7 @@ import contextlib
 import difflib
 import os
 import sys
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import click
 
@@ -25,6 +25,9 @@ from dlio.cli.params import (
 from dlio.config.schema import KEYS_BY_PATH
 from dlio.config.workloads import list_workloads, workload_text
 from dlio.system import mpi
+
+if TYPE_CHECKING:
+    from dlio.progress import Progress
 
 
 def workload_options(f: Callable) -> Callable:
@@ -107,7 +110,7 @@ def reject_unknown_options(overrides: Sequence[str]) -> None:
     raise DlioError(f"{cmd}: unknown option {word}{hint} (see dlio-fast {cmd} --help)")
 
 
-def _rank0_console(ctx: click.Context, comm: Any):
+def _rank0_console(ctx: click.Context, comm: Any) -> Tuple[Callable[[str], None], Optional[Progress]]:
     """(echo, progress) of this rank: rank 0 prints (above the live display), the others keep quiet."""
     if comm.rank != 0:
         return (lambda *a, **k: None), None
@@ -164,7 +167,16 @@ CREATE_BUCKET_HELP = "S3: create the bucket (storage.storage_root) when it does 
 @console_options
 @click.pass_context
 def run(
-    ctx: click.Context, overrides, workload_name, config_file, sets, scale, output, dry_run, json_path, **keys
+    ctx: click.Context,
+    overrides: Tuple[str, ...],
+    workload_name: Optional[str],
+    config_file: Optional[str],
+    sets: Tuple[str, ...],
+    scale: Optional[float],
+    output: Optional[str],
+    dry_run: bool,
+    json_path: Optional[str],
+    **keys: Any,
 ) -> None:
     """Emulate a training workload: generate the data if missing, train, report (DLIO-compatible).
 
@@ -254,7 +266,17 @@ def _document_out(
 @console_options
 @click.pass_context
 def generate(
-    ctx: click.Context, overrides, workload_name, config_file, sets, scale, threads, checksum, direct, dry_run, **keys
+    ctx: click.Context,
+    overrides: Tuple[str, ...],
+    workload_name: Optional[str],
+    config_file: Optional[str],
+    sets: Tuple[str, ...],
+    scale: Optional[float],
+    threads: Optional[int],
+    checksum: bool,
+    direct: bool,
+    dry_run: bool,
+    **keys: Any,
 ) -> None:
     """Generate a workload's dataset (DLIO's layout and formats); complete files are kept."""
     # the job's modules load when the command runs: --help and completion stay fast
@@ -288,7 +310,14 @@ def generate(
 )
 @workload_options
 @console_options
-def verify(data_folder, overrides, workload_name, config_file, sets, scale) -> None:
+def verify(
+    data_folder: Optional[str],
+    overrides: Tuple[str, ...],
+    workload_name: Optional[str],
+    config_file: Optional[str],
+    sets: Tuple[str, ...],
+    scale: Optional[float],
+) -> None:
     """Check a dataset against its format (and its checksums when generated with --checksum)."""
     # the job's modules load when the command runs: --help and completion stay fast
     from dlio.dataset import stored

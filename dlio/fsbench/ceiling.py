@@ -8,6 +8,10 @@ page cache is kept out of the way with O_DIRECT where the filesystem
 allows it, else by dropping the files' pages before every probe.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Mapping, Optional, Tuple, TypeVar
+
 from dlio import _core
 from dlio.base.limits import usable_cpus
 from dlio.base.units import fmt_figure, fmt_ns
@@ -17,22 +21,29 @@ from dlio.report.io_table import VERDICT_HEADER, verdict_line
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
 from dlio.system import counters, output
 
+if TYPE_CHECKING:
+    from dlio.fsbench.backends import Console
+    from dlio.fsbench.request import CeilingRequest
+    from dlio.report.result import IoPoint
+
 GAIN = 1.05
-TARGETS = (
+Metric = Literal["bw_MiB_s", "iops"]  # the record's figure a target maximises
+TARGETS: Tuple[Tuple[str, str, int, Metric], ...] = (
     ("seq_read", "read", 1 << 20, "bw_MiB_s"),
     ("seq_write", "write", 1 << 20, "bw_MiB_s"),
     ("rand_read_4k", "randread", 4096, "iops"),
 )
 MAX_QD = 256
+Rec = TypeVar("Rec", bound=Mapping[str, Any])  # a probe's record: IoPoint here, a dict in s3_ceiling
 
 
-def usable_engines():
+def usable_engines() -> Tuple[List[str], Dict[str, str]]:
     """(engines the search uses, {engine: why it cannot run here})."""
     found = {n: (ok, why) for n, _, ok, why in _core.engines() if n in ("io_uring", "posix")}
     return [n for n, (ok, _) in found.items() if ok], {n: why for n, (ok, why) in found.items() if not ok}
 
 
-def climb(cur, metric, limit, probe_at):
+def climb(cur: Rec, metric: str, limit: int, probe_at: Callable[[int], Rec]) -> Rec:
     """Double a setting while it pays: a doubling must gain GAIN over the best so far; one miss is
     forgiven (one noisy probe must not end the search), two in a row stop it."""
     best, value, misses = cur, 1, 0
@@ -46,7 +57,16 @@ def climb(cur, metric, limit, probe_at):
     return best
 
 
-def search(target, fileset, runtime_ns, max_threads, direct, engines, probe, max_qd=MAX_QD):
+def search(
+    target: Tuple[str, str, int, Metric],
+    fileset: testfiles.FileSet,
+    runtime_ns: int,
+    max_threads: int,
+    direct: bool,
+    engines: List[str],
+    probe: Callable[[points.Point], IoPoint],
+    max_qd: int = MAX_QD,
+) -> Optional[IoPoint]:
     """Best record for one target over engines x qd x threads (see climb)."""
     name, rw, bs, metric = target
     caps = {n: c for n, c, _, _ in _core.engines()}
@@ -63,7 +83,7 @@ def search(target, fileset, runtime_ns, max_threads, direct, engines, probe, max
     return best
 
 
-def run(req, console):
+def run(req: CeilingRequest, console: Console) -> Dict[str, Any]:
     """The search on the filesystem of req.path (dlio.fsbench.request.CeilingRequest)."""
     path, runtime_ns, json_path, warn = req.path, req.runtime_ns, req.json_path, console.warn
     progress = console.progress
@@ -100,7 +120,7 @@ def run(req, console):
 
     ctx = verdict.Context("ceiling", direct, cache)
 
-    def probe(pt):
+    def probe(pt: points.Point) -> IoPoint:
         tick = progress.io_point(pt, budget) if progress else None
         try:
             rec = points.run_point(
@@ -109,6 +129,7 @@ def run(req, console):
         finally:
             if progress:
                 progress.done()
+        assert rec["counters"] is not None  # a phase was given
         rec["verdict"] = verdict.classify(rec["counters"], ctx)
         probes.append(rec)
         echo(verdict_line(rec))
@@ -143,7 +164,7 @@ def run(req, console):
     return doc
 
 
-def _verdict_word(rec):
+def _verdict_word(rec: IoPoint) -> str:
     """The best point's verdict, with what it means when its figure is not the storage's."""
     v = rec.get("verdict") or {}
     if str(v.get("part") or "").startswith("memory filesystem"):

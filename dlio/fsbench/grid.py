@@ -297,6 +297,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
                 tracer=tracer,
                 phase=lambda: counters.Phase(fileset.paths, e),  # kernel counters after the drop: dlio.system.counters
             )
+            assert rec["counters"] is not None  # a phase was given
             rec["verdict"] = verdict.classify(rec["counters"], verdict.Context("io", direct, cache, e))
             if progress:
                 progress.done()

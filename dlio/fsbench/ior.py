@@ -156,8 +156,13 @@ def prepare(comm, targets, layout, per_rank, bs, seed=1, keep=False):
         from dlio.fsbench.testfiles import check_writable_dir
 
         folder = targets[0]
+
         # the test files of an earlier run that died are removed first (proven ours by their claims)
-        comm.agree(lambda: (check_writable_dir(folder), tmpclaim.sweep(folder)))
+        def usable() -> None:
+            check_writable_dir(folder)
+            tmpclaim.sweep(folder)
+
+        comm.agree(usable)
         finals = file_names(folder, layout, size)
         total = per_rank * size
         mine = finals[rank] if layout == "fpp" else (finals[0] if rank == 0 else None)

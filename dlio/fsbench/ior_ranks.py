@@ -7,12 +7,20 @@ every rank raises the same exception; a collective run on a shared file stops by
 after the same request on every rank (VotedStop, src/dlio_core/engines/mpiio.c).
 """
 
+from __future__ import annotations
+
 import errno
 import signal
 import time
+from typing import Any, Callable, Optional, Sequence, Tuple, TypeVar, cast
 
 from dlio.base.errors import DlioError, Interrupted, os_error_message
 from dlio.system.execute import pending
+from dlio.system.mpi import Comm
+
+T = TypeVar("T")
+# how a rank's run ended, for the others (outcome): None, ("signal", signum), ("voted",), ("failed", text)
+Outcome = Optional[Tuple[Any, ...]]
 
 # How long a stopped rank waits for the others: the engine's vote gives up after GRACE_S
 # (DC_MPIIO_GRACE_NS); a rank stuck inside an MPI_File_*_at_all whose peer froze is given up on a
@@ -27,19 +35,19 @@ class VotedStop:
     rank alone and leave the others in a collective call it never joins. tick() (execute_partial's
     on_tick) gives up on the run when it has not ended GIVE_UP_S after the stop."""
 
-    def __init__(self, run, engine):
+    def __init__(self, run: Any, engine: Any) -> None:
         self.run, self.engine = run, engine
-        self.stopped_at = None
+        self.stopped_at: Optional[float] = None
 
-    def execute(self):
+    def execute(self) -> Any:
         return self.run.execute()
 
-    def request_stop(self):
+    def request_stop(self) -> None:
         self.engine.request_stop(True)
         if self.stopped_at is None:
             self.stopped_at = time.monotonic()
 
-    def tick(self, _run):
+    def tick(self, _run: Any) -> None:
         if self.stopped_at is not None and time.monotonic() - self.stopped_at > GIVE_UP_S:
             signalled = pending()
             raise LeftAlone(signalled.signum if signalled else signal.SIGTERM)
@@ -50,7 +58,7 @@ class LeftAlone(Interrupted):
 
     alone = True
 
-    def __init__(self, signum):
+    def __init__(self, signum: int) -> None:
         super().__init__(
             signum,
             f"the other ranks did not answer within {GRACE_S} s (a rank hangs, is stopped or is "
@@ -64,10 +72,11 @@ class RanksError(DlioError):
     exit_code = 1
 
 
-def every_rank(comm, step):
+def every_rank(comm: Comm, step: Callable[[], T]) -> T:
     """step() on every rank; its value, or on every rank the first failing rank's error (named), so
     that no rank goes on to a collective call the others left."""
-    value, problem = None, None
+    value: Optional[T] = None
+    problem: Optional[str] = None
     try:
         value = step()
     except DlioError as e:
@@ -78,10 +87,10 @@ def every_rank(comm, step):
     if problems:
         r, p = problems[0]
         raise RanksError(f"rank {r}: {p}" if comm.size > 1 else p)
-    return value
+    return cast(T, value)  # step() returned it: no rank failed
 
 
-def outcome(failure):
+def outcome(failure: Optional[BaseException]) -> Outcome:
     """How a rank's run ended, for the others: None, ("signal", signum), ("voted",) (stopped by
     the engine's vote or another rank's failure) or ("failed", message)."""
     if failure is None:
@@ -93,7 +102,7 @@ def outcome(failure):
     return ("failed", os_error_message(failure) if isinstance(failure, OSError) else str(failure))
 
 
-def agreed_stop(rank, outcomes):
+def agreed_stop(rank: int, outcomes: Sequence[Outcome]) -> Optional[BaseException]:
     """The same exception on every rank from every rank's outcome (None: all went well): a signal
     anywhere stops all (Interrupted, naming the rank for the others), else the first failure."""
     signalled = [(r, o[1]) for r, o in enumerate(outcomes) if o and o[0] == "signal"]

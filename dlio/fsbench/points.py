@@ -16,27 +16,34 @@ totals and, as fio's JSON, a `read` and a `write` section each with its ops, byt
 and latency.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import errno
 import os
 import resource
 import signal
 import time
-from typing import Dict, List
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple
 
 import numpy as np
 
 from dlio import _core
 from dlio.base.errors import DlioError, Interrupted
-from dlio.fsbench.request import RW_ALIASES, RW_MODES  # noqa: F401 (the points' vocabulary, as before)
 from dlio.system import stats
 from dlio.system.execute import execute_partial
 from dlio.system.host import drop_cache, drop_host_cache
 
+if TYPE_CHECKING:
+    from dlio.fsbench.testfiles import FileSet
+    from dlio.report.result import IoPoint
+    from dlio.report.trace import Tracer
+    from dlio.system.counters import Phase
+
 MIXED = ("readwrite", "randrw")
 
 
-def writes(rw):
+def writes(rw: str) -> bool:
     """True when a pattern writes (the test files must be ours to write)."""
     return rw in ("write", "randwrite") or rw in MIXED
 
@@ -59,7 +66,7 @@ class Budget:
     size: int = 0  # bytes in all (0 = time based)
 
 
-def _blocks(size, bs, first_byte=0, nbytes=None):
+def _blocks(size: int, bs: int, first_byte: int = 0, nbytes: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
     """(offsets, lengths) of the transfers covering [first_byte, first_byte + nbytes)."""
     nbytes = size - first_byte if nbytes is None else nbytes
     offs = np.arange(first_byte, first_byte + nbytes, bs, dtype=np.uint64)
@@ -67,7 +74,7 @@ def _blocks(size, bs, first_byte=0, nbytes=None):
     return offs, lens
 
 
-def build_plan(point, fileset, seed=42):
+def build_plan(point: Point, fileset: FileSet, seed: int = 42) -> Tuple[np.ndarray, np.ndarray]:
     """(ops, thread_first_op) for a point: numpy arrays, no per-block Python work."""
     nfiles = len(fileset.paths)
     op = _core.OP_WRITE if point.rw in ("write", "randwrite") else 0  # mixed: drawn per request below
@@ -111,7 +118,7 @@ def build_plan(point, fileset, seed=42):
     return np.concatenate(chunks), first_op
 
 
-def mix_directions(ops, rw, rwmixread, rng):
+def mix_directions(ops: np.ndarray, rw: str, rwmixread: int, rng: np.random.Generator) -> np.ndarray:
     """Each request drawn a write with probability 1 - rwmixread / 100; in readwrite the reads take the
     blocks in order from the first, and so do the writes (fio's position per direction)."""
     write = rng.random(len(ops)) * 100.0 >= rwmixread
@@ -126,7 +133,17 @@ def mix_directions(ops, rw, rwmixread, rng):
     return ops
 
 
-def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, delay_ns=0, tracer=None, phase=None):
+def run_point(
+    point: Point,
+    fileset: FileSet,
+    budget: Budget,
+    cache: str = "keep",
+    on_tick: Optional[Callable[[Any], None]] = None,
+    eng_flags: int = 0,
+    delay_ns: int = 0,
+    tracer: Optional[Tracer] = None,
+    phase: Optional[Callable[[], Phase]] = None,
+) -> IoPoint:
     """Measure one point. Returns the point's record (plain dict, JSON-ready). With a tracer
     (dlio.report.trace.Tracer), the point's requests are appended to its .pfw file as spans.
 
@@ -169,6 +186,7 @@ def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, d
                 interrupted=signal.Signals(failure.signum).name,
             )
         raise failure
+    assert res is not None  # no failure: the run's result
     if tracer is not None:
         tracer.add_run(
             res,
@@ -183,17 +201,24 @@ def run_point(point, fileset, budget, cache="keep", on_tick=None, eng_flags=0, d
     return _counted(point_record(point, res, ru0, ru1, wall, cache_note), counted, point)
 
 
-def _counted(rec, phase, point):
+def _counted(rec: IoPoint, phase: Optional[Phase], point: Point) -> IoPoint:
     """The record with its phase's counters (none without a phase). A mixed point is judged by its reads
     (are they the storage's?), its writes shown beside them."""
     if phase is not None:
         mixed = point.rw in MIXED
-        app = (rec["read"]["bytes"], rec["read"]["ops"]) if mixed else (rec["bytes"], rec["ops"])
+        app: Tuple[int, int] = (rec["read"]["bytes"], rec["read"]["ops"]) if mixed else (rec["bytes"], rec["ops"])
         rec["counters"] = phase.end(*app, None, point.threads, write=writes(point.rw) and not mixed)
     return rec
 
 
-def point_record(point, res, ru0, ru1, wall_ns, cache_note):
+def point_record(
+    point: Point,
+    res: Dict[str, Any],
+    ru0: resource.struct_rusage,
+    ru1: resource.struct_rusage,
+    wall_ns: int,
+    cache_note: str,
+) -> IoPoint:
     window = max(1, res["t_end"] - res["t_start"])
     cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     # CPU is measured over the whole call (ramp included): scale to the measured window.
@@ -226,12 +251,12 @@ def point_record(point, res, ru0, ru1, wall_ns, cache_note):
     }
 
 
-def mixed_sections(point, res, window_ns):
+def mixed_sections(point: Point, res: Dict[str, Any], window_ns: int) -> IoPoint:
     """A mixed point's read and write sections (fio's JSON has one per direction), from the C run's
     per-direction counters: every request is in exactly one of them."""
     secs = window_ns / 1e9
-    out = {"rwmixread": point.rwmixread}
-    parts = {
+    out: IoPoint = {"rwmixread": point.rwmixread}
+    parts: Dict[Literal["read", "write"], Tuple[Any, Any, Any]] = {
         "read": (res["ops"] - res["ops_write"], res["bytes"] - res["bytes_write"], res["lat_read"]),
         "write": (res["ops_write"], res["bytes_write"], res["lat_write"]),
     }
@@ -248,7 +273,7 @@ def mixed_sections(point, res, window_ns):
     return out
 
 
-def cache_step(point, paths, cache):
+def cache_step(point: Point, paths: Sequence[str], cache: str) -> str:
     """The page cache before a point (keep, drop each file's pages, or drop-all as root); the note
     the point's record carries."""
     if point.direct:
@@ -260,7 +285,7 @@ def cache_step(point, paths, cache):
     return "kept (the page cache is measured)"
 
 
-def direct_supported(path):
+def direct_supported(path: str) -> bool:
     """True when the filesystem of path takes O_DIRECT."""
     try:
         check_direct(path)
@@ -269,7 +294,7 @@ def direct_supported(path):
         return False
 
 
-def check_engine(name, direct=False):
+def check_engine(name: str, direct: bool = False) -> int:
     """Raise DlioError unless engine name can run here (with the reason and the fix)."""
     known = {e[0]: e for e in _core.engines()}
     if name not in known:
@@ -282,7 +307,7 @@ def check_engine(name, direct=False):
     return caps
 
 
-def check_direct(path):
+def check_direct(path: str) -> None:
     """Raise DlioError if the filesystem of path refuses O_DIRECT."""
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     probe = os.path.join(folder, f".dlio-fast-odirect-probe-{os.getpid()}")

@@ -10,7 +10,7 @@ at 8 in flight never PUTs the objects 64 would read), and removed at the end unl
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List
+from typing import TYPE_CHECKING, Any, Callable, Dict, List
 
 from dlio.base.errors import DlioError, DlioRunError
 from dlio.base.limits import usable_cpus
@@ -22,6 +22,10 @@ from dlio.fsbench.s3_io import HEADER, point_line, timeout_s
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
 from dlio.storage import backend_for_uri
 from dlio.system import output
+
+if TYPE_CHECKING:
+    from dlio.fsbench.backends import Console
+    from dlio.fsbench.request import CeilingRequest
 
 SMALL_OBJECT = 4096
 MAX_QD = 64
@@ -37,7 +41,7 @@ def targets(object_size: int) -> tuple:
     )
 
 
-def run(req, console) -> dict:
+def run(req: CeilingRequest, console: Console) -> Dict[str, Any]:
     """Check access, search each target, write the document (also when a probe fails)."""
     uri, runtime_ns, json_path, keep, progress = req.path, req.runtime_ns, req.json_path, req.keep, console.progress
     echo = (lambda m: progress.echo(m, err=json_path == "-")) if progress else console.table

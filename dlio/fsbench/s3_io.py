@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Mapping, Optional
 
 from dlio.base.errors import DlioError, DlioRunError
 from dlio.base.units import fmt_ns, fmt_size
@@ -13,6 +13,11 @@ from dlio.report.io_table import POINT_HEADER
 from dlio.report.result import IO_SCHEMA, new_io_doc
 from dlio.storage import backend_for_uri
 from dlio.system import output
+
+if TYPE_CHECKING:
+    from dlio.fsbench.backends import Console
+    from dlio.fsbench.request import IoRequest
+    from dlio.report.result import IoPoint
 
 S3_EXTRA = ("object_size", "requests_per_s", "errors", "retries")  # CSV columns after the file io ones
 HEADER = POINT_HEADER + f" {'ttfb_p50':>8} {'errors':>6}"
@@ -33,7 +38,7 @@ def point_line(r: Mapping[str, Any]) -> str:
     )
 
 
-def check(req) -> None:
+def check(req: IoRequest) -> None:
     """What S3 cannot do, refused before any request (the options it does not take already are)."""
     if len(req.paths) != 1:
         raise DlioError("io on S3 takes one s3://BUCKET/PREFIX (test objects are created under it)")
@@ -57,7 +62,7 @@ def timeout_s(req: Any) -> Optional[float]:
     return s
 
 
-def run_io(req, console) -> dict:
+def run_io(req: IoRequest, console: Console) -> Dict[str, Any]:
     """Check everything before any request is timed, create the test objects, run the grid."""
     uris, file_size, size = list(req.paths), req.file_size, req.size
     runtime_ns = req.runtime_ns if req.runtime_ns is not None or size is not None else 5_000_000_000
@@ -85,7 +90,7 @@ def run_io(req, console) -> dict:
 
     budget = Budget(runtime_ns=runtime_ns or 0, ramp_ns=req.ramp_ns, size=size or 0)
 
-    def records():
+    def records() -> Iterator[Optional[IoPoint]]:
         for k, pt in enumerate(grid, 1):
             tick = progress.io_point(pt, budget, k, len(grid)) if progress else None
             try:

@@ -9,6 +9,7 @@ import contextlib
 import errno
 import os
 import stat
+from typing import Iterable, Iterator, List, Optional, Sequence
 
 from dlio import _core
 from dlio.base import tmpclaim
@@ -24,13 +25,15 @@ class FileSet:
     """The files of one io run. created: paths we made (removed by cleanup unless keep); lock: the
     folder's lock this run holds while it uses the files."""
 
-    def __init__(self, paths, sizes, created=(), lock=None):
+    def __init__(
+        self, paths: Iterable[str], sizes: Iterable[int], created: Iterable[str] = (), lock: Optional[int] = None
+    ) -> None:
         self.paths = list(paths)
         self.sizes = list(sizes)
         self.created = list(created)
         self.lock = lock
 
-    def cleanup(self):
+    def cleanup(self) -> None:
         for p in self.created:
             try:
                 os.unlink(p)
@@ -45,7 +48,7 @@ class FileSet:
 LOCK = ".dlio-fast-io.lock"
 
 
-def lock_folder(folder):
+def lock_folder(folder: str) -> int:
     """Hold the folder's io lock (flock, released when the run ends or dies): two runs in one folder
     would share, overwrite and delete each other's test files and both report clean figures."""
     try:
@@ -57,14 +60,14 @@ def lock_folder(folder):
         ) from None
 
 
-def check_writable_dir(path):
+def check_writable_dir(path: str) -> None:
     if not os.path.isdir(path):
         raise DlioError(f"{path}: no such directory (create it, or give an existing folder or files)")
     if not os.access(path, os.W_OK | os.X_OK):
         raise DlioError(f"{path}: folder is not writable (choose another folder or fix its permissions)")
 
 
-def prepare(targets, nfiles, file_size, seed=1):
+def prepare(targets: Sequence[str], nfiles: int, file_size: int, seed: int = 1) -> FileSet:
     """targets: one directory (files are created there) or existing regular files."""
     if not targets:
         raise DlioError("give a folder to test in, or existing files")
@@ -114,7 +117,7 @@ def prepare(targets, nfiles, file_size, seed=1):
     return FileSet(targets, sizes)
 
 
-def check_ours(path):
+def check_ours(path: str) -> None:
     """A test file name that already exists is reused or replaced only if it is a regular file of
     ours (same owner), never a link, a device or someone else's file: we write into it."""
     try:
@@ -139,18 +142,18 @@ def check_ours(path):
         )
 
 
-def create_exclusive(path):
+def create_exclusive(path: str) -> int:
     """Open a new file for writing: O_EXCL|O_NOFOLLOW, so a link or a file planted at the name is
     never written through."""
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
 
 
-def _paths(folder, n):
+def _paths(folder: str, n: int) -> List[str]:
     return [os.path.join(folder, f"{PREFIX}.{i}.dat") for i in range(n)]
 
 
 @contextlib.contextmanager
-def writing_test_data(path):
+def writing_test_data(path: str) -> Iterator[None]:
     """A full disk or quota while writing test data: one line naming the file and the fix."""
     try:
         yield
@@ -160,7 +163,7 @@ def writing_test_data(path):
         raise
 
 
-def _write_full(path, size, seed):
+def _write_full(path: str, size: int, seed: int) -> None:
     with writing_test_data(path), atomic_path(path, fsync=True, claim_root=os.path.dirname(path)) as tmp:
         fd = create_exclusive(tmp)
         try:

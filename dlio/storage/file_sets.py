@@ -262,7 +262,18 @@ def write_set(paths: Sequence[str], sizes: Sequence[int], content: SetContent, o
     return _write(paths, sizes, content, o, direct, align, ops, first, nthreads, folders)
 
 
-def _write(paths, sizes, content, o, direct, align, ops, first, nthreads, folders) -> SetResult:
+def _write(
+    paths: List[str],
+    sizes: Sequence[int],
+    content: SetContent,
+    o: SetOptions,
+    direct: bool,
+    align: int,
+    ops: np.ndarray,
+    first: np.ndarray,
+    nthreads: int,
+    folders: List[str],
+) -> SetResult:
     if o.before_window is not None:
         o.before_window()
     try:
@@ -300,7 +311,18 @@ def _write_renamed(paths: List[str], folders: List[str], write: Any) -> SetResul
             tmpclaim.release(d)
 
 
-def _timed_write(paths, sizes, content, o, direct, align, ops, first, nthreads, folders) -> SetResult:
+def _timed_write(
+    paths: List[str],
+    sizes: Sequence[int],
+    content: SetContent,
+    o: SetOptions,
+    direct: bool,
+    align: int,
+    ops: np.ndarray,
+    first: np.ndarray,
+    nthreads: int,
+    folders: List[str],
+) -> SetResult:
     w0 = time.time()
     m0 = time.monotonic_ns()
     try:

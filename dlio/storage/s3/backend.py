@@ -290,7 +290,9 @@ class S3Backend(Backend):
         out = self._task(task, names, f"range GETs of {len(names)} objects", opts)
         return self._window_result(out, opts.threads or 1, opts.qd, opts.transfer)
 
-    def _set(self, kind: str, names: Sequence[str], sizes: Sequence[int], content: SetContent, o: SetOptions):
+    def _set(
+        self, kind: str, names: Sequence[str], sizes: Sequence[int], content: SetContent, o: SetOptions
+    ) -> SetResult:
         overlays, overlay_of = containers(content.overlays, len(names))
         threads = min(o.threads or MAX_SET_THREADS, max(1, len(names)))
         task = {

@@ -16,7 +16,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from dlio.storage.s3 import client, limits, oplog, worker
 from dlio.storage.s3.settings import S3Settings, check_key_length, parse_uri
 from dlio.system import stats
 from dlio.system.memcheck import check_fits
+
+if TYPE_CHECKING:
+    from dlio.progress import Progress
 
 TEST_FOLDER = ".dlio-fast-io/"
 CACHE_NOTE = "n/a (object store: no client cache; server-side caching unknown)"
@@ -115,7 +118,9 @@ def objects_to_create(prefix: str, points: Sequence[S3Point], budget: int = 0) -
     return [(size, sorted(keys)) for size, keys in sorted(want.items())]
 
 
-def put_objects(settings: S3Settings, bucket: str, groups: list, progress=None) -> None:
+def put_objects(
+    settings: S3Settings, bucket: str, groups: List[Tuple[int, List[str]]], progress: Optional[Progress] = None
+) -> None:
     """Create the test objects of `groups` ([(size, [keys])]); the live display shows them as they
     go up (a grid at 64 threads x qd 1024 PUTs 131,072 of them first)."""
     if not groups:
@@ -126,8 +131,9 @@ def put_objects(settings: S3Settings, bucket: str, groups: list, progress=None) 
     task: Dict[str, Any] = {"task": "put_objects", "bucket": bucket, "groups": groups, "inflight": 64 if small else 16}
     task["files"] = limits.files_needed(task["inflight"])
 
-    def tick(session) -> None:
+    def tick(session: client.Session) -> None:
         ops, nbytes, _ = session.progress()
+        assert progress is not None  # passed only with a display
         progress.generation(nbytes, ops, total, count)
 
     what = f"creating {count} test objects under s3://{bucket}/"

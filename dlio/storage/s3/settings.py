@@ -98,10 +98,10 @@ def resolve(
             f"(known: {', '.join(sorted(STORAGE_OPTION_ENV))}, s3_force_path_style)"
         )
 
-    def given(key):
+    def given(key: str) -> bool:
         return opts.get(key) not in (None, "")
 
-    def pick(key):
+    def pick(key: str) -> str:
         return str(opts[key]) if given(key) else env.get(STORAGE_OPTION_ENV[key], "")
 
     url = endpoint or pick("endpoint_url")
@@ -122,11 +122,11 @@ def resolve(
         if str(style).strip().lower() not in ("true", "false"):
             raise DlioError(f"storage_options.s3_force_path_style {style!r}: expected true or false")
         style = str(style).strip().lower() == "true"
-    attempts = pick("s3_max_attempts")
+    attempts_text = pick("s3_max_attempts")
     try:
-        attempts = int(attempts) if attempts else None
+        attempts = int(attempts_text) if attempts_text else None
     except ValueError:
-        raise DlioError(f"s3_max_attempts {attempts!r}: expected a whole number") from None
+        raise DlioError(f"s3_max_attempts {attempts_text!r}: expected a whole number") from None
     region = pick("region") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
     source = " / ".join(
         f"storage_options.{k}" if given(k) else STORAGE_OPTION_ENV[k] for k in ("access_key_id", "secret_access_key")

@@ -19,6 +19,8 @@ import resource
 import sys
 import threading
 import time
+from types import ModuleType
+from typing import Any, Callable, Dict, List, Set, Tuple, Union
 
 import numpy as np
 
@@ -47,18 +49,22 @@ class NoCounters:
         pass
 
 
-def task_check(s3, t: dict, c) -> dict:
+# what a task counts into: the parent's mapped file, or nothing
+TaskCounters = Union[shared.Counters, NoCounters]
+
+
+def task_check(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     """List a key that cannot exist under the prefix: fails on credentials, bucket, endpoint."""
     s3.list(f"s3://{t['bucket']}/{t['prefix']}.dlio-fast-probe/")
     return {}
 
 
-def task_create_bucket(s3, t: dict, c) -> dict:
+def task_create_bucket(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     s3.create_bucket(t["bucket"])
     return {}
 
 
-def _present(s3, bucket: str, keys: list, size: int) -> set:
+def _present(s3: ModuleType, bucket: str, keys: List[str], size: int) -> Set[str]:
     """The keys that already exist with `size` bytes (one listing per folder, HEADs of those listed)."""
     listed = set()
     for folder in sorted({k.rsplit("/", 1)[0] + "/" for k in keys}):
@@ -67,14 +73,14 @@ def _present(s3, bucket: str, keys: list, size: int) -> set:
     if not uris:
         return set()
 
-    async def heads():
+    async def heads() -> List[Dict[str, Any]]:
         return await s3.stat_many_async(uris)
 
     sizes = [int(m["size"]) for m in asyncio.run(heads())]
     return {u[len(f"s3://{bucket}/") :] for u, n in zip(uris, sizes) if n == size}
 
 
-def task_put_objects(s3, t: dict, c) -> dict:
+def task_put_objects(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     """Write the test objects: groups of (size, [keys]) with one random payload per size. Objects
     already there with the right size (kept by --keep) are not written again: a GET point measured
     right after overwriting its objects measures the server's clean-up of the old ones too (on Ceph
@@ -103,12 +109,12 @@ def task_put_objects(s3, t: dict, c) -> dict:
     return {"written": written, "read_back": read_back}
 
 
-def task_delete(s3, t: dict, c) -> dict:
+def task_delete(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     s3.delete(f"s3://{t['bucket']}/{t['prefix']}", recursive=True)
     return {}
 
 
-def task_list(s3, t: dict, c) -> dict:
+def task_list(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     uris = s3.list(f"s3://{t['bucket']}/{t['prefix']}", recursive=True)
     return {"count": len(uris), "first": uris[:3]}
 
@@ -116,20 +122,20 @@ def task_list(s3, t: dict, c) -> dict:
 class _Threads:
     """The point's threads: each runs its loop until the deadline, the byte budget or a failure."""
 
-    def __init__(self, t: dict):
+    def __init__(self, t: Dict[str, Any]) -> None:
         self.t = t
         self.stop = threading.Event()
         self.errors: list[str] = []
         self.requests = [0] * t["threads"]
 
-    def run(self, body) -> None:
+    def run(self, body: Callable[[int], None]) -> None:
         th = [threading.Thread(target=self._guard, args=(body, i), daemon=True) for i in range(self.t["threads"])]
         for x in th:
             x.start()
         for x in th:
             x.join()
 
-    def _guard(self, body, i):
+    def _guard(self, body: Callable[[int], None], i: int) -> None:
         try:
             body(i)
         except Exception as e:  # the message goes back to the parent; the other threads stop
@@ -160,14 +166,14 @@ def batch_len(nitems: int, qd: int, limit: int, max_items: int = 0) -> int:
     return n
 
 
-def _batch(items: list, qd: int, limit: int, max_items: int = 0) -> list:
+def _batch(items: List[Any], qd: int, limit: int, max_items: int = 0) -> List[Any]:
     """`items` repeated to batch_len(...) entries."""
     n = batch_len(len(items), qd, limit, max_items)
     reps = -(-n // len(items))
     return (items * reps)[:n]
 
 
-def task_point(s3, t: dict, c) -> dict:
+def task_point(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     """One io point with the op-log open; the answer holds the per-request arrays' summary. Each
     thread adds its requests and bytes to the shared counters after each batch call (the live
     display and the parent's deadline read them)."""
@@ -184,7 +190,7 @@ def task_point(s3, t: dict, c) -> dict:
     s3.init_op_log(t["oplog"])
     pool = _Threads(t)
 
-    def get_loop(i):
+    def get_loop(i: int) -> None:
         batch = _batch([f"s3://{bucket}/{k}" for k in t["keys"][i]], qd, limit, per_batch)
         done = 0
         while pool.more(i, done):
@@ -192,7 +198,7 @@ def task_point(s3, t: dict, c) -> dict:
             c.add(n, nbytes)
             done += n
 
-    def put_loop(i):
+    def put_loop(i: int) -> None:
         data = np.random.default_rng(i).integers(0, 256, t["bs"], dtype=np.uint8).tobytes()
         items = _batch([(f"s3://{bucket}/{k}", data) for k in t["keys"][i]], qd, limit)
         done = 0
@@ -202,12 +208,12 @@ def task_point(s3, t: dict, c) -> dict:
             c.add(len(chunk), len(chunk) * t["bs"])
             done += len(chunk)
 
-    def range_loop(i):
+    def range_loop(i: int) -> None:
         keys = [f"s3://{bucket}/{k}" for k in t["keys"][i]]
         nblocks = max(1, t["object_size"] // t["bs"])
         rng = np.random.default_rng(1000 + i)
 
-        async def worker(w, plan):
+        async def worker(w: int, plan: Tuple[np.ndarray, np.ndarray]) -> None:
             for j in range(w, len(plan[0]), qd):
                 await s3.get_range_async(keys[plan[0][j]], int(plan[1][j]), t["bs"])
 
@@ -216,7 +222,7 @@ def task_point(s3, t: dict, c) -> dict:
             n = min(limit - done, 64 * qd) if limit else 64 * qd
             plan = (rng.integers(0, len(keys), n), rng.integers(0, nblocks, n) * t["bs"])
 
-            async def wave():
+            async def wave() -> None:
                 await asyncio.gather(*(worker(w, plan) for w in range(qd)))
 
             asyncio.run(wave())
@@ -241,7 +247,8 @@ def task_point(s3, t: dict, c) -> dict:
     }
 
 
-TASKS = {
+Task = Callable[[ModuleType, Dict[str, Any], TaskCounters], Dict[str, Any]]
+TASKS: Dict[str, Task] = {
     "check": task_check,
     "create_bucket": task_create_bucket,
     "put_objects": task_put_objects,
@@ -251,7 +258,7 @@ TASKS = {
 }
 
 
-def _dataset_tasks() -> dict:
+def _dataset_tasks() -> Dict[str, Task]:
     from dlio.storage.s3 import worker_data, worker_files, worker_kv, worker_train
 
     return {

@@ -4,8 +4,13 @@ generated folder, fetch small objects (manifests), and list every key under a pr
 from __future__ import annotations
 
 import os
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 from dlio.storage.s3 import content
+
+if TYPE_CHECKING:
+    from dlio.storage.s3.worker import TaskCounters
 
 MULTIPART_MIN = 64 << 20  # objects this large go up as multipart uploads (parts in parallel)
 PART_SIZE = 16 << 20
@@ -13,7 +18,7 @@ BATCH_BYTES = 256 << 20  # small objects are read and PUT in batches of about th
 PUT_INFLIGHT = 32
 
 
-def _files(folder: str):
+def _files(folder: str) -> List[Tuple[str, str, int]]:
     """(relative name, path, size) of every file under folder, sorted."""
     out = []
     for root, _, names in os.walk(folder):
@@ -28,7 +33,7 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def _multipart(s3, bucket: str, key: str, path: str) -> None:
+def _multipart(s3: ModuleType, bucket: str, key: str, path: str) -> None:
     w = s3.MultipartUploadWriter(bucket, key, part_size=PART_SIZE, max_in_flight=8)
     try:
         with open(path, "rb") as f:
@@ -43,7 +48,14 @@ def _multipart(s3, bucket: str, key: str, path: str) -> None:
         raise
 
 
-def _upload(s3, bucket: str, prefix: str, files: list, c, multipart_min: int = MULTIPART_MIN) -> int:
+def _upload(
+    s3: ModuleType,
+    bucket: str,
+    prefix: str,
+    files: List[Tuple[str, str, int]],
+    c: TaskCounters,
+    multipart_min: int = MULTIPART_MIN,
+) -> int:
     """PUT (relative name, path, size) files as s3://bucket/prefix<relative name>: small ones with
     put_many (PUT_INFLIGHT in flight, read in batches of about BATCH_BYTES), large ones as multipart
     uploads. Returns the bytes."""
@@ -51,7 +63,7 @@ def _upload(s3, bucket: str, prefix: str, files: list, c, multipart_min: int = M
     batch: list[tuple[str, str]] = []
     batch_bytes = 0
 
-    def flush():
+    def flush() -> None:
         if batch:
             s3.put_many([(f"s3://{bucket}/{prefix}{rel}", _read(p)) for rel, p in batch], max_in_flight=PUT_INFLIGHT)
             c.add(len(batch), batch_bytes)
@@ -72,7 +84,7 @@ def _upload(s3, bucket: str, prefix: str, files: list, c, multipart_min: int = M
     return nbytes
 
 
-def task_upload_tree(s3, t: dict, c) -> dict:
+def task_upload_tree(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     """PUT every file of t['folder'] as s3://bucket/prefix<relative name>. The manifest folder goes
     last, so that a dataset whose upload was cut short has no manifest and counts as missing."""
     files = _files(t["folder"])
@@ -83,7 +95,7 @@ def task_upload_tree(s3, t: dict, c) -> dict:
     return {"objects": len(files), "bytes": nbytes}
 
 
-def task_upload_stream(s3, t: dict, c) -> dict:
+def task_upload_stream(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     """Batches of files as the generator stages them: each further line on stdin is a JSON list of
     [relative name, path, size]; the batch is PUT and one line '{"done": bytes}' answers it (the
     parent then removes the files). Ends at end of input with the totals."""
@@ -99,7 +111,7 @@ def task_upload_stream(s3, t: dict, c) -> dict:
     return {"objects": objects, "bytes": nbytes}
 
 
-def task_fetch(s3, t: dict, c) -> dict:
+def task_fetch(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     """Download small objects to local files; found[i] False where the object does not exist."""
     found = []
     for uri, dest in zip(t["uris"], t["dests"]):
@@ -118,12 +130,12 @@ def task_fetch(s3, t: dict, c) -> dict:
     return {"found": found}
 
 
-def task_list_all(s3, t: dict, c) -> dict:
+def task_list_all(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     """Every object URI under the prefix (paged by the client: any number of keys)."""
     return {"uris": s3.list(f"s3://{t['bucket']}/{t['prefix']}", recursive=True)}
 
 
-def task_ckpt(s3, t: dict, c) -> dict:
+def task_ckpt(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     """A checkpoint save (PUT every item [uri, size]) or load (GET them whole), timed here from the
     first request to the last completion. Saves: objects of MULTIPART_MIN bytes or more as multipart
     uploads (PART_SIZE parts, part_inflight in flight), smaller ones with one PUT; up to t['threads']
@@ -140,7 +152,7 @@ def task_ckpt(s3, t: dict, c) -> dict:
     fills = t.get("fills") or [None] * len(items)
     tables = [[(int(o), base64.b64decode(b)) for o, b in segs] for segs in t.get("overlays") or []]
     which = t.get("overlay_of") or [None] * len(items)
-    bases: dict = {}
+    bases: Dict[Any, Any] = {}
     if kind == "save":  # the base bytes of a part (and of a whole small object), per content, before the window
         small = max([size for _, size in items if size < MULTIPART_MIN] or [0])
         large = any(size >= MULTIPART_MIN for _, size in items)
@@ -152,7 +164,7 @@ def task_ckpt(s3, t: dict, c) -> dict:
     nbytes = [0]
     lock = threading.Lock()
 
-    def one(i, stampers):
+    def one(i: int, stampers: Dict[Any, content.Stamper]) -> None:
         uri, size = items[i]
         if kind == "load":
             got = len(memoryview(s3.get(uri)))
@@ -180,8 +192,8 @@ def task_ckpt(s3, t: dict, c) -> dict:
             nbytes[0] += got
         c.add(1, got)
 
-    def worker(k):
-        stampers: dict = {}
+    def worker(k: int) -> None:
+        stampers: Dict[Any, content.Stamper] = {}
         try:
             for i in range(k, len(items), t["threads"]):
                 if errors:
@@ -194,7 +206,7 @@ def task_ckpt(s3, t: dict, c) -> dict:
     return {"bytes": nbytes[0], "window_ns": window, "start_wall_ns": wall0, "part_size": PART_SIZE}
 
 
-def task_ranges(s3, t: dict, c) -> dict:
+def task_ranges(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     """Range GETs of t['ops'] ([object index, offset, length] into t['uris']), t['inflight'] at once,
     timed here from the first request to the last completion (a model's shards: dlio.modelload)."""
     import asyncio
@@ -205,14 +217,14 @@ def task_ranges(s3, t: dict, c) -> dict:
         s3.list(uris[0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
     got = [0] * inflight
 
-    async def worker(w):
+    async def worker(w: int) -> None:
         for j in range(w, len(ops), inflight):
             f, off, n = ops[j]
             n = len(memoryview(await s3.get_range_async(uris[f], int(off), int(n))))
             got[w] += n
             c.add(1, n)  # bytes arrived: the task's deadline on silence starts again
 
-    async def all_workers():
+    async def all_workers() -> None:
         await asyncio.gather(*(worker(w) for w in range(inflight)))
 
     wall0 = time.time_ns()

@@ -13,14 +13,19 @@ import asyncio
 import os
 import threading
 import time
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Dict, List
 
 from dlio.storage.s3.shared import threads_in_a_window
+
+if TYPE_CHECKING:
+    from dlio.storage.s3.worker import TaskCounters
 
 MULTIPART_MIN = 64 << 20  # files this large go up as multipart uploads (parts in parallel)
 PART_SIZE = 16 << 20
 
 
-def _put_file(s3, uri: str, path: str, size: int, part_inflight: int) -> None:
+def _put_file(s3: ModuleType, uri: str, path: str, size: int, part_inflight: int) -> None:
     if size < MULTIPART_MIN:
         with open(path, "rb") as f:
             s3.put_bytes(uri, f.read())
@@ -40,7 +45,7 @@ def _put_file(s3, uri: str, path: str, size: int, part_inflight: int) -> None:
         raise
 
 
-def task_put_files(s3, t: dict, c) -> dict:
+def task_put_files(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     """PUT each local file t['paths'][i] as t['uris'][i] (multipart from MULTIPART_MIN bytes, part_inflight
     parts in flight), up to t['threads'] files at once."""
     uris, paths = t["uris"], t["paths"]
@@ -67,14 +72,14 @@ def task_put_files(s3, t: dict, c) -> dict:
     return {"bytes": done[0], "window_ns": window, "start_wall_ns": wall0, "part_size": PART_SIZE}
 
 
-def task_get_files(s3, t: dict, c) -> dict:
+def task_get_files(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     """Download object t['uris'][i] of t['sizes'][i] bytes into the local file t['paths'][i]: range GETs of
     t['transfer'] bytes, t['inflight'] at once, each written at its offset as it arrives; every file then
     fsynced (timed apart: fsync_ns)."""
     uris, sizes, paths = t["uris"], [int(n) for n in t["sizes"]], t["paths"]
     step, inflight = max(1, int(t["transfer"])), max(1, int(t["inflight"]))
     ops = [(f, off, min(step, n - off)) for f, n in enumerate(sizes) for off in range(0, n, step)]
-    fds = []
+    fds: List[int] = []
     try:
         for p, n in zip(paths, sizes):
             fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

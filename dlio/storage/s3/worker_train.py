@@ -20,12 +20,17 @@ import resource
 import signal
 import threading
 import time
+from types import FrameType, ModuleType
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
 from dlio.storage.s3 import heap
 from dlio.storage.s3.failures import short
 from dlio.system.execute import StopFlag
+
+if TYPE_CHECKING:
+    from dlio.storage.s3.worker import TaskCounters
 
 _STOP = StopFlag()  # set by SIGTERM's handler: no lock (dlio.system.execute.StopFlag)
 # After a stop, how long the trainer waits for the loader thread: a GET stuck on a frozen server must
@@ -34,7 +39,8 @@ LOADER_JOIN_S = 1.0
 TIMES_COLUMNS = 5  # t_fetch, t_ready, t_end, compute_ns, bytes
 
 
-def _on_term(signum, frame):  # the parent's request_stop(): finish the step, keep what was measured
+# the parent's request_stop(): finish the step, keep what was measured
+def _on_term(signum: int, frame: Optional[FrameType]) -> None:
     _STOP.set()
 
 
@@ -45,22 +51,31 @@ def _sleep_unless_stopped(seconds: float) -> None:
 
 
 class _Loader:
-    def __init__(self, s3, t: dict, ops, steps, uris, sizes, counters):
+    def __init__(
+        self,
+        s3: ModuleType,
+        t: Dict[str, Any],
+        ops: np.ndarray,
+        steps: np.ndarray,
+        uris: np.ndarray,
+        sizes: np.ndarray,
+        counters: TaskCounters,
+    ) -> None:
         self.s3, self.t, self.ops, self.steps, self.uris, self.sizes = s3, t, ops, steps, uris, sizes
         self.counters = counters
         self.q: queue.Queue = queue.Queue(maxsize=max(1, t["prefetch"]))
         self.error: str | None = None
         self.loop = asyncio.new_event_loop()
 
-    def _ranges(self, uris, offsets, lengths) -> int:
+    def _ranges(self, uris: Sequence[str], offsets: np.ndarray, lengths: np.ndarray) -> int:
         s3, inflight = self.s3, self.t["inflight"]
 
-        async def one(sem, u, o, n):
+        async def one(sem: asyncio.Semaphore, u: str, o: int, n: int) -> int:
             async with sem:
                 b = await s3.get_range_async(u, o, n)
             return len(memoryview(b))
 
-        async def batch():
+        async def batch() -> int:
             sem = asyncio.Semaphore(inflight)
             got = await asyncio.gather(*(one(sem, u, int(o), int(n)) for u, o, n in zip(uris, offsets, lengths)))
             return sum(got)
@@ -81,7 +96,7 @@ class _Loader:
             return int(nbytes)
         return self._ranges(uris, o["offset"], o["length"])
 
-    def put(self, item) -> bool:
+    def put(self, item: Optional[Tuple[int, int]]) -> bool:
         while not _STOP.is_set():
             try:
                 self.q.put(item, timeout=0.05)
@@ -121,7 +136,7 @@ def _step_sync(i: int) -> bool:
     return sys.stdin.readline().strip() == "go"
 
 
-def _largest_step_bytes(ops, steps) -> int:
+def _largest_step_bytes(ops: np.ndarray, steps: np.ndarray) -> int:
     """The most bytes one step reads: a batch's responses are all held until its call returns."""
     if not len(steps):
         return 0
@@ -130,7 +145,7 @@ def _largest_step_bytes(ops, steps) -> int:
     return int((ends[first + steps["nops"].astype(np.int64)] - ends[first]).max())
 
 
-def task_train(s3, t: dict, c) -> dict:
+def task_train(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     from dlio import _core
 
     signal.signal(signal.SIGTERM, _on_term)
