@@ -23,7 +23,7 @@ from dlio.config.engines import IO_ENGINES, MPIIO
 from dlio.fsbench.request import RW_ALIASES, RW_MODES, CeilingRequest, IoRequest
 
 if TYPE_CHECKING:
-    from dlio.fsbench.backends import Console
+    from dlio.fsbench.request import Console
 
 
 @click.command(epilog=examples("dlio-fast engines", "mpiexec -n 1 dlio-fast engines   # with the MPI-IO engine"))
@@ -218,7 +218,7 @@ def _given(ctx: click.Context, options: Dict[str, Any], fields: Dict[str, str]) 
 
 def _console(ctx: click.Context, *dests: Optional[str]) -> Console:
     """The table's echo (stderr when a document goes to stdout), warnings, and the live display."""
-    from dlio.fsbench.backends import Console
+    from dlio.fsbench.request import Console
 
     warn = lambda m: click.echo(m, err=True)  # noqa: E731
     return Console(table=_table_echo(*dests), warn=warn, progress=make_progress(ctx))

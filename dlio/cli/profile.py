@@ -15,7 +15,7 @@ from dlio.base.errors import DlioError, DlioRunError, Interrupted
 
 if TYPE_CHECKING:
     from dlio.profile.capture import Captured
-    from dlio.profile.parsers import Trace
+    from dlio.profile.events import Trace
 
 
 @click.command(

@@ -6,28 +6,17 @@ the same choice every job makes.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional
+from typing import Any, Dict, FrozenSet, Mapping, Optional
 
 from dlio.base.errors import DlioError
 from dlio.base.units import fmt_size
 from dlio.config.engines import MPIIO
-from dlio.fsbench.request import CEILING_FLAGS, IO_FLAGS, CeilingRequest, IoRequest
+from dlio.fsbench.request import CEILING_FLAGS, IO_FLAGS, CeilingRequest, Console, IoRequest
 from dlio.storage import kind_of
 
 # Options every io backend takes.
 IO_COMMON = frozenset({"rws", "bss", "threads", "runtime_ns", "size", "ramp_ns", "json_path", "csv_path", "keep"})
 CEILING_COMMON = frozenset({"runtime_ns", "max_threads", "max_qd", "json_path", "keep"})
-
-
-@dataclasses.dataclass(frozen=True)
-class Console:
-    """Where a command's lines go: the result table (stdout, or stderr when a document goes to stdout),
-    warnings (stderr), and the live display (None with -q)."""
-
-    table: Callable[[str], None]
-    warn: Callable[[str], None]
-    progress: Any = None
 
 
 class IoBackend:

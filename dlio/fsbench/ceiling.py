@@ -22,8 +22,7 @@ from dlio.report.result import CEILING_SCHEMA, new_io_doc
 from dlio.system import counters, output
 
 if TYPE_CHECKING:
-    from dlio.fsbench.backends import Console
-    from dlio.fsbench.request import CeilingRequest
+    from dlio.fsbench.request import CeilingRequest, Console
     from dlio.report.result import IoPoint
 
 GAIN = 1.05

@@ -9,7 +9,7 @@ per-engine option tables).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, FrozenSet, Mapping, Optional, Tuple
+from typing import Any, Callable, FrozenSet, Mapping, Optional, Tuple
 
 # The access patterns (--rw), as fio names them; declared here, not with the points that run them, so that
 # the command line's choices do not import numpy and the C core (bench/startup.py)
@@ -114,3 +114,13 @@ class CeilingRequest:
     timeout_ns: Optional[int] = None
     create_bucket: bool = False
     given: FrozenSet[str] = frozenset()
+
+
+@dataclasses.dataclass(frozen=True)
+class Console:
+    """Where a command's lines go: the result table (stdout, or stderr when a document goes to stdout),
+    warnings (stderr), and the live display (None with -q)."""
+
+    table: Callable[[str], None]
+    warn: Callable[[str], None]
+    progress: Any = None

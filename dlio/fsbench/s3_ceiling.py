@@ -24,8 +24,7 @@ from dlio.storage import backend_for_uri
 from dlio.system import output
 
 if TYPE_CHECKING:
-    from dlio.fsbench.backends import Console
-    from dlio.fsbench.request import CeilingRequest
+    from dlio.fsbench.request import CeilingRequest, Console
 
 SMALL_OBJECT = 4096
 MAX_QD = 64

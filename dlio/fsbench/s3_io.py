@@ -15,8 +15,7 @@ from dlio.storage import backend_for_uri
 from dlio.system import output
 
 if TYPE_CHECKING:
-    from dlio.fsbench.backends import Console
-    from dlio.fsbench.request import IoRequest
+    from dlio.fsbench.request import Console, IoRequest
     from dlio.report.result import IoPoint
 
 S3_EXTRA = ("object_size", "requests_per_s", "errors", "retries")  # CSV columns after the file io ones

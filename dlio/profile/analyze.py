@@ -9,8 +9,8 @@ import numpy as np
 from dlio.profile import signals, steps
 from dlio.profile.dataset import guess_format, unread
 from dlio.profile.dataview import DataView, data_view
+from dlio.profile.events import OP_WRITE, Trace
 from dlio.profile.order import file_order
-from dlio.profile.parsers import OP_WRITE, Trace
 from dlio.profile.records import record_length
 
 MIN_PREPROCESS_S = 1e-4  # a reader's own time per sample below this is the loader's noise

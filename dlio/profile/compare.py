@@ -47,8 +47,8 @@ import numpy as np
 
 from dlio.profile import signals, steps
 from dlio.profile.dataview import DataView, data_view
+from dlio.profile.events import Trace
 from dlio.profile.order import file_order
-from dlio.profile.parsers import Trace
 
 KS_LIMITS = {
     "transfer sizes": (0.05, 0.10),

@@ -14,7 +14,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from dlio.profile.parsers import OP_OPEN, OP_READ, OP_WRITE, Trace
+from dlio.profile.events import OP_OPEN, OP_READ, OP_WRITE, Trace
 
 _CODE_EXT = (
     ".py",
@@ -201,7 +201,7 @@ def unread(tr: Trace) -> Optional[Dict]:
     them in a way the trace does not show (a descriptor it did not follow, io_uring, another
     process), or it reads only part of each file. None when most bytes were seen or the files are
     not here to measure. Returns {'files', 'total', 'seen'} (bytes)."""
-    from dlio.profile.parsers import OP_MMAP
+    from dlio.profile.events import OP_MMAP
     from dlio.profile.visits import union_segments
 
     ev = tr.events

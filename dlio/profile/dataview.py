@@ -9,7 +9,7 @@ import numpy as np
 
 from dlio.profile import order
 from dlio.profile.dataset import dataset_files, file_sizes
-from dlio.profile.parsers import OP_OPEN, OP_READ, Trace
+from dlio.profile.events import OP_OPEN, OP_READ, Trace
 from dlio.profile.visits import VISIT_DTYPE, reader_key, union_segments, visits
 
 

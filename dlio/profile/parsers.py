@@ -10,12 +10,26 @@ import glob
 import json
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, cast
+from typing import Callable, Dict, Iterator, List, Optional, Tuple, cast
 
 import numpy as np
 
 from dlio.base.errors import DlioError
+from dlio.profile.events import (
+    EVENT_DTYPE,
+    OP_CLOSE,
+    OP_MMAP,
+    OP_OPEN,
+    OP_READ,
+    OP_SCHED,
+    OP_WRITE,
+    SCHED_DTYPE,
+    Trace,
+    finish,
+    read_lines,
+    sorted_trace,
+)
+from dlio.profile.strace import load_strace, looks_like_strace
 from dlio.profile.tracein import (
     CHUNK,
     LIMIT,
@@ -29,25 +43,8 @@ from dlio.profile.tracein import (
     as_real,
     ns,
     open_regular,
-    sort_by_time,
 )
 
-OP_OPEN, OP_CLOSE, OP_READ, OP_WRITE, OP_MMAP, OP_SCHED = 0, 1, 2, 3, 4, 5
-# A thread's scheduler counters at a moment (the interposer's OP_SCHED records, timeline.py): ns on
-# a CPU, ns runnable but waiting for one (another process had it), time slices.
-SCHED_DTYPE = np.dtype([("t", "<i8"), ("pid", "<i8"), ("tid", "<i8"), ("cpu", "<i8"), ("wait", "<i8")])
-EVENT_DTYPE = np.dtype(
-    [
-        ("t", "<i8"),
-        ("dur", "<i8"),
-        ("pid", "<i8"),
-        ("tid", "<i8"),
-        ("op", "u1"),
-        ("file", "<i4"),
-        ("offset", "<i8"),
-        ("size", "<i8"),
-    ]
-)
 # The interposer's record (struct rec in interpose.c).
 NATIVE_DTYPE = np.dtype(
     [
@@ -63,37 +60,6 @@ NATIVE_DTYPE = np.dtype(
         ("pad", "<u2"),
     ]
 )
-
-
-@dataclass
-class Trace:
-    events: np.ndarray  # EVENT_DTYPE, sorted by t; size = bytes done (mmap: length); file -1: none
-    paths: np.ndarray  # str, indexed by events["file"]
-    source: str  # "interposer", "pfw", "darshan", "strace"
-    forked: Optional[np.ndarray] = None  # pids forked from a traced process (interposer only; None: unknown)
-    notes: List[str] = field(default_factory=list)  # lines skipped, caps reached: said with the results
-    sched: Optional[np.ndarray] = None  # SCHED_DTYPE by t, on the events' clock (interposer only; None: none)
-
-
-def _finish(out: EventChunks, names: NameTable, source: str, notes: List[str]) -> Trace:
-    return _sorted(out.array(), names.array(), source, notes=notes)
-
-
-def _sorted(
-    ev: np.ndarray,
-    paths: np.ndarray,
-    source: str,
-    forked: Optional[np.ndarray] = None,
-    notes: Optional[List[str]] = None,
-    sched: Optional[np.ndarray] = None,
-) -> Trace:
-    ev = sort_by_time(ev)
-    if len(ev):
-        if sched is not None:
-            sched = sched[np.argsort(sched["t"], kind="stable")]
-            sched["t"] -= ev["t"][0]
-        ev["t"] -= ev["t"][0]
-    return Trace(ev, paths, source, forked, notes or [], sched)
 
 
 # ------------------------------------------------------------------------------------ interposer
@@ -206,7 +172,7 @@ def load_native(folder: str, max_events: int = MAX_EVENTS) -> Trace:
     pids = {k.split("-")[0] for k, (_, parent) in names.items() if parent}
     forked = np.array(sorted(int(p) for p in pids if p.isdigit() and len(p) < 12), np.int64)
     tl = np.concatenate(sched) if sched else np.zeros(0, SCHED_DTYPE)
-    return _sorted(out.array(), table.array(), "interposer", forked, notes, tl)
+    return sorted_trace(out.array(), table.array(), "interposer", forked, notes, tl)
 
 
 # ------------------------------------------------------------------------------------ .pfw
@@ -290,22 +256,6 @@ def _pfw_event(line: bytes, names: NameTable, fh: dict, out: EventChunks) -> Non
     )
 
 
-def _read_lines(path: str, kind: str, out: EventChunks, notes: List[str], event: Callable[[bytes], None]) -> None:
-    """Each line of a trace file to ``event``, which adds its events to ``out``: a line it raises Bad on
-    is counted as malformed, and the file ends at the event cap (a note says so). The file's notes go
-    to ``notes``."""
-    with TraceLines(path, kind) as lines:
-        for line in lines:
-            try:
-                event(line)
-            except Bad as e:
-                lines.malformed(str(e))
-            except Full:
-                notes.append(out.cap_note(path))
-                break
-        notes += lines.notes()
-
-
 def load_pfw(paths: List[str], max_events: int = MAX_EVENTS) -> Trace:
     """POSIX events of DFTracer / dlio-fast .pfw files (file names from args.fname, or the FH
     metadata lines that map args.fhash to a name). Other categories (sample, fetch, compute) are
@@ -322,8 +272,8 @@ def load_pfw(paths: List[str], max_events: int = MAX_EVENTS) -> Trace:
         if out.full:
             notes.append(out.cap_note(path))
             break
-        _read_lines(path, "DFTracer .pfw", out, notes, event)
-    return _finish(out, names, "pfw", notes)
+        read_lines(path, "DFTracer .pfw", out, notes, event)
+    return finish(out, names, "pfw", notes)
 
 
 # ------------------------------------------------------------------------------------ Darshan DXT
@@ -369,159 +319,8 @@ def load_darshan(path: str, max_events: int = MAX_EVENTS) -> Trace:
             )
         )
 
-    _read_lines(path, "Darshan DXT", out, notes, event)
-    return _finish(out, names, "darshan", notes)
-
-
-# ------------------------------------------------------------------------------------ strace
-
-_ST_LINE = re.compile(r"^(?:\[pid\s+(\d+)\]\s*|(\d+)\s+)?(\d+):(\d+):(\d+(?:\.\d+)?)\s+(.*)$")
-_ST_CALL = re.compile(r"^(\w+)\((.*)\)\s+=\s+(-?\d+|0x[0-9a-f]+|\?)(?:\s+(\w+))?.*?(?:<([\d.]+)>)?\s*$")
-_ST_RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*)$")
-_ST_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"(?:\.\.\.)?')
-_ST_NESTED = re.compile(r"\[[^\[\]]*\]|\{[^{}]*\}")
-_ST_DUPS = ("dup", "dup2", "dup3")
-_ST_DUPFD = ("F_DUPFD", "F_DUPFD_CLOEXEC")
-_ST_OPENS = {"open": 0, "open64": 0, "creat": 0, "openat": 1, "openat64": 1, "openat2": 1}
-_ST_IO = {
-    "read": (OP_READ, None),
-    "pread64": (OP_READ, 3),
-    "pread": (OP_READ, 3),
-    "readv": (OP_READ, None),
-    "preadv": (OP_READ, 3),
-    "preadv2": (OP_READ, 3),
-    "write": (OP_WRITE, None),
-    "pwrite64": (OP_WRITE, 3),
-    "pwrite": (OP_WRITE, 3),
-    "writev": (OP_WRITE, None),
-    "pwritev": (OP_WRITE, 3),
-}
-
-
-def _strace_args(args: str) -> Tuple[Optional[str], List[str]]:
-    """(first quoted string, list of the comma-separated arguments with strings and arrays blanked)."""
-    q = _ST_QUOTED.search(args)
-    s = _ST_QUOTED.sub('""', args)
-    for _ in range(4):
-        s2 = _ST_NESTED.sub("[]", s)
-        if s2 == s:
-            break
-        s = s2
-    return (q.group(0).split('"')[1] if q else None), [a.strip() for a in s.split(",")]
-
-
-def _arg_int(a: str) -> int:
-    """An integer argument of a call (decimal or 0x hex), checked."""
-    if len(a) > 24 or not re.match(r"^(0x[0-9a-f]+|-?\d+)$", a):
-        raise Bad(f"{a[:30]!r} is not an integer argument")
-    return as_int(int(a, 0), -LIMIT, LIMIT)
-
-
-class _StraceState:
-    """fd -> (file index, position) per pid, with a fallback on the fd alone: strace -f names
-    threads by their own ids, and threads share their process's descriptors."""
-
-    def __init__(self, out: EventChunks):
-        self.fds: Dict[Tuple[int, int], Any] = {}
-        self.any_fd: Dict[int, Any] = {}
-        self.names, self.out = NameTable(), out
-
-    def lookup(self, pid: int, fd: int) -> Any:
-        return self.fds.get((pid, fd)) or self.any_fd.get(fd)
-
-    def set(self, pid: int, fd: int, entry: Any) -> None:
-        self.fds[(pid, fd)] = entry
-        self.any_fd[fd] = entry
-
-    def call(self, pid: int, t: int, name: str, args: str, ret: int, dur: int) -> None:
-        if name in _ST_OPENS:
-            path, _ = _strace_args(args)
-            if path is None or ret < 0:
-                return
-            fi = self.names.get(path)
-            self.out.add((t, dur, pid, pid, OP_OPEN, fi, 0, 0))
-            self.set(pid, ret, [fi, 0])
-            return
-        _, a = _strace_args(args)
-        if not a or not a[0].lstrip("-").isdigit():
-            return self._mmap(pid, t, name, a, ret, dur) if name in ("mmap", "mmap2") else None
-        fd = _arg_int(a[0])
-        ent = self.lookup(pid, fd)
-        if name in _ST_DUPS or (name in ("fcntl", "fcntl64") and len(a) > 1 and a[1] in _ST_DUPFD):
-            # a duplicate shares the file and its position (one open file description): np.load
-            # reads a .npy through os.dup's fcntl(F_DUPFD_CLOEXEC) and a FILE*
-            if ret >= 0 and ret != fd:
-                if ent is None:
-                    self.fds.pop((pid, ret), None)
-                    self.any_fd.pop(ret, None)
-                else:
-                    self.set(pid, ret, ent)
-            return
-        if ent is None:
-            return
-        if name == "close":
-            self.out.add((t, dur, pid, pid, OP_CLOSE, ent[0], -1, 0))
-            self.fds.pop((pid, fd), None)
-            self.any_fd.pop(fd, None)
-        elif name in ("lseek", "_llseek") and ret >= 0:
-            ent[1] = ret
-        elif name in _ST_IO:
-            op, off_arg = _ST_IO[name]
-            if off_arg is not None and len(a) > off_arg and a[off_arg].isdigit():
-                off = as_int(_arg_int(a[off_arg]))
-            else:
-                off = ent[1]
-                ent[1] = min(ent[1] + max(ret, 0), LIMIT)
-            self.out.add((t, dur, pid, pid, op, ent[0], off, ret if ret >= 0 else -1))
-
-    def _mmap(self, pid: int, t: int, name: str, a: List[str], ret: int, dur: int) -> None:
-        if len(a) >= 6 and a[4].lstrip("-").isdigit():
-            ent = self.lookup(pid, _arg_int(a[4]))
-            if ent is not None and a[1].isdigit():
-                off = max(_arg_int(a[5]), 0) if re.match(r"^(0x[0-9a-f]+|\d+)$", a[5]) else 0
-                self.out.add((t, dur, pid, pid, OP_MMAP, ent[0], off, as_int(_arg_int(a[1]))))
-
-
-_ST_MAX_PENDING = 1 << 16  # calls left unfinished at once (one per thread)
-
-
-def load_strace(path: str, max_events: int = MAX_EVENTS) -> Trace:
-    """`strace -f -tt -T [-o FILE]` output: `PID HH:MM:SS.us call(args) = ret <secs>` lines
-    (or `[pid N]` prefixes, or no pid before the first fork), with `<unfinished ...>` /
-    `<... call resumed>` pairs joined. Offsets of read/write follow open/lseek per descriptor."""
-    out = EventChunks(EVENT_DTYPE, max_events)
-    notes: List[str] = []
-    pending: Dict[int, Tuple[int, str]] = {}
-    st = _StraceState(out)
-
-    def event(raw: bytes) -> None:
-        m = _ST_LINE.match(raw.decode("utf-8", "replace").rstrip("\r"))
-        if not m:
-            return
-        pid = as_int(m.group(1) or m.group(2) or 0)
-        day = as_int(m.group(3), 0, 10**6) * 3600 + as_int(m.group(4), 0, 10**6) * 60
-        t = ns(day + as_real(m.group(5), 0.0, 10.0**9), 1e9)
-        body = m.group(6)
-        if body.endswith("<unfinished ...>"):
-            if len(pending) >= _ST_MAX_PENDING and pid not in pending:
-                raise Bad(f"more than {_ST_MAX_PENDING} calls unfinished at once")
-            pending[pid] = (t, body[: -len("<unfinished ...>")].rstrip()[:65536])
-            return
-        r = _ST_RESUMED.match(body)
-        if r:
-            if pid not in pending:
-                return
-            t, head = pending.pop(pid)
-            body = head + r.group(2)
-        c = _ST_CALL.match(body)
-        if not c or c.group(3) == "?":
-            return
-        ret = _arg_int(c.group(3))
-        dur = ns(c.group(5), 1e9) if c.group(5) else 0
-        st.call(pid, t, c.group(1), c.group(2), ret, dur)
-
-    _read_lines(path, "strace", out, notes, event)
-    return _finish(out, st.names, "strace", notes)
+    read_lines(path, "Darshan DXT", out, notes, event)
+    return finish(out, names, "darshan", notes)
 
 
 # ------------------------------------------------------------------------------------ dispatch
@@ -556,7 +355,7 @@ def load_trace(path: str, max_events: int = MAX_EVENTS) -> Trace:
     head = _head(path)
     if "# DXT," in head:
         return load_darshan(path, max_events)
-    if any(_ST_LINE.match(x) for x in head.splitlines()[:50]):
+    if looks_like_strace(head):
         return load_strace(path, max_events)
     if head.lstrip().startswith("[") or head.lstrip().startswith("{"):
         return load_pfw([path], max_events)

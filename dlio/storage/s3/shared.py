@@ -13,7 +13,7 @@ import os
 import resource
 import threading
 import time
-from typing import Callable, List, Tuple
+from typing import Callable, List, Tuple, Union
 
 import numpy as np
 
@@ -91,3 +91,23 @@ def threads_in_a_window(worker: Callable[[int], None], threads: int, errors: Lis
     if errors:
         raise RuntimeError(errors[0])
     return wall0, window
+
+
+class NoCounters:
+    """The counters of a task run without a parent's file (a test calling a task directly)."""
+
+    def add(self, ops: int = 0, nbytes: int = 0, steps: int = 0) -> None:
+        pass
+
+    def beat(self) -> None:
+        pass
+
+    def start_cpu(self) -> None:
+        pass
+
+    def spun(self, ns: int) -> None:
+        pass
+
+
+# what a task counts into: the parent's mapped file, or nothing
+TaskCounters = Union[Counters, NoCounters]

@@ -20,37 +20,18 @@ import sys
 import threading
 import time
 from types import ModuleType
-from typing import Any, Callable, Dict, List, Set, Tuple, Union
+from typing import Any, Callable, Dict, List, Set, Tuple
 
 import numpy as np
 
 from dlio.storage.s3 import heap, limits, shared
 from dlio.storage.s3.failures import classify, short
+from dlio.storage.s3.shared import NoCounters, TaskCounters
 
 # s3dlio's get_many_stats holds every response of a batch until the batch returns: the GET batches
 # of a point hold at most this many bytes in all (but always qd requests per thread).
 GET_BATCH_BYTES = 1 << 30
 PUT_CHUNK = 4  # test objects are PUT in calls of this many x the requests in flight (counted between calls)
-
-
-class NoCounters:
-    """The counters of a task run without a parent's file (a test calling a task directly)."""
-
-    def add(self, ops: int = 0, nbytes: int = 0, steps: int = 0) -> None:
-        pass
-
-    def beat(self) -> None:
-        pass
-
-    def start_cpu(self) -> None:
-        pass
-
-    def spun(self, ns: int) -> None:
-        pass
-
-
-# what a task counts into: the parent's mapped file, or nothing
-TaskCounters = Union[shared.Counters, NoCounters]
 
 
 def task_check(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 from dlio.storage.s3 import content
 
 if TYPE_CHECKING:
-    from dlio.storage.s3.worker import TaskCounters
+    from dlio.storage.s3.shared import TaskCounters
 
 MULTIPART_MIN = 64 << 20  # objects this large go up as multipart uploads (parts in parallel)
 PART_SIZE = 16 << 20

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, List
 from dlio.storage.s3.shared import threads_in_a_window
 
 if TYPE_CHECKING:
-    from dlio.storage.s3.worker import TaskCounters
+    from dlio.storage.s3.shared import TaskCounters
 
 MULTIPART_MIN = 64 << 20  # files this large go up as multipart uploads (parts in parallel)
 PART_SIZE = 16 << 20

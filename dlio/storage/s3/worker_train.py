@@ -30,7 +30,7 @@ from dlio.storage.s3.failures import short
 from dlio.system.execute import StopFlag
 
 if TYPE_CHECKING:
-    from dlio.storage.s3.worker import TaskCounters
+    from dlio.storage.s3.shared import TaskCounters
 
 _STOP = StopFlag()  # set by SIGTERM's handler: no lock (dlio.system.execute.StopFlag)
 # After a stop, how long the trainer waits for the loader thread: a GET stuck on a frozen server must

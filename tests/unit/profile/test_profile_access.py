@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from dlio.profile.dataset import dataset_files
+from dlio.profile.events import EVENT_DTYPE, OP_OPEN, OP_READ, OP_WRITE, Trace
 from dlio.profile.order import epoch_of, file_order
-from dlio.profile.parsers import EVENT_DTYPE, OP_OPEN, OP_READ, OP_WRITE, Trace
 from dlio.profile.visits import union_segments, visits
 
 # np.load of a 4594-byte npz (dlio-fast generate -w default), as the interposer saw it: the first

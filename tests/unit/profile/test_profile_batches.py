@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dlio.profile import steps
-from dlio.profile.parsers import EVENT_DTYPE, OP_READ
+from dlio.profile.events import EVENT_DTYPE, OP_READ
 from dlio.profile.visits import visits
 
 MS = 1_000_000
