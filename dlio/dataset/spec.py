@@ -236,7 +236,8 @@ def listed_ranges_per_file(spec):
     layout = getattr(fmt.module, "layout_extents", None)
     if layout is not None and not spec.record_length_bytes_stdev:  # every file has the same shape
         dims = spec.record_dims or (int(math.sqrt(float(spec.record_length_bytes))),) * 2
-        if isinstance(ranges.compact(*layout(dims, min(spf, 3), spec)), ranges.Uniform):
+        extents = layout(dims, min(spf, 3), spec)  # None: a layout it cannot tell (chunked hdf5)
+        if extents is not None and isinstance(ranges.compact(*extents), ranges.Uniform):
             return 0
     return spf
 

@@ -40,10 +40,14 @@ class Sinks:
         """Write the document and the table. One that cannot be written where asked (a full disk) is
         written to a file of the temporary folder instead, and the error names both paths: the
         measurements are never lost with a line that does not say where."""
-        rows = [flat_point({k: v for k, v in r.items() if k not in self.csv_drop}) for r in doc["points"]]
+
+        def csv(p: str) -> None:
+            rows = [flat_point({k: v for k, v in r.items() if k not in self.csv_drop}) for r in doc["points"]]
+            output.write_csv(p, rows, IO_COLUMNS + list(self.csv_extra))
+
         writers = (
             (self.json_path, ".json", lambda p: output.write_json(p, doc)),
-            (self.csv_path, ".csv", lambda p: output.write_csv(p, rows, IO_COLUMNS + list(self.csv_extra))),
+            (self.csv_path, ".csv", csv),
         )
         failed = []
         for path, ext, write in writers:
