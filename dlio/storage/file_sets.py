@@ -255,35 +255,21 @@ def write_set(paths: Sequence[str], sizes: Sequence[int], content: SetContent, o
     )
     check_free_space(parent, paths, int(sum(sizes)))
     own_names(paths)
-    if o.temp_names:
-        return _write_renamed(
-            paths, folders, lambda tmp: _write(tmp, sizes, content, o, direct, align, ops, first, nthreads, folders)
-        )
-    return _write(paths, sizes, content, o, direct, align, ops, first, nthreads, folders)
+
+    def write(names: List[str]) -> SetResult:
+        """The timed write under ``names``; a failure removes what it made."""
+        if o.before_window is not None:
+            o.before_window()
+        try:
+            return _timed_write(names, sizes, content, o, direct, align, ops, first, nthreads, folders)
+        except BaseException:
+            remove_partial(names)
+            raise
+
+    return _write_renamed(paths, folders, write) if o.temp_names else write(paths)
 
 
-def _write(
-    paths: List[str],
-    sizes: Sequence[int],
-    content: SetContent,
-    o: SetOptions,
-    direct: bool,
-    align: int,
-    ops: np.ndarray,
-    first: np.ndarray,
-    nthreads: int,
-    folders: List[str],
-) -> SetResult:
-    if o.before_window is not None:
-        o.before_window()
-    try:
-        return _timed_write(paths, sizes, content, o, direct, align, ops, first, nthreads, folders)
-    except BaseException:
-        remove_partial(paths)
-        raise
-
-
-def _write_renamed(paths: List[str], folders: List[str], write: Any) -> SetResult:
+def _write_renamed(paths: List[str], folders: List[str], write: Callable[[List[str]], SetResult]) -> SetResult:
     """write(temporary names) beside ``paths`` (claimed: dlio.base.tmpclaim, so a later save sweeps what a
     killed one left), then each renamed to its own name."""
     try:
