@@ -28,7 +28,7 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
     uint32_t dc_crc32c(uint32_t crc, const void *buf, size_t len)
 
     int dc_dio_align(const char *path, uint32_t *mem_align, uint32_t *offset_align, int *from_statx)
-    int dc_drop_file_cache(const char *path)
+    int dc_drop_files_cache(const char *const *paths, size_t n, int durable, size_t *failed)
     int dc_drop_all_caches()
 
     enum:

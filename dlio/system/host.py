@@ -90,12 +90,11 @@ def drop_cache(paths: Sequence[str]) -> str:
     the files: a figure read from a cache that was meant to be dropped must not pass for storage."""
     if len(paths) and memory_filesystem(paths[0]):
         return f"nothing to drop: the files are on {memory_filesystem(paths[0])}, in memory"
-    for p in paths:
-        try:
-            _core.drop_file_cache(p)
-        except OSError as e:
-            raise DlioRunError(f"{p}: cannot drop its cached pages: {e.strerror or e}") from None
+    _drop(paths, durable=False)
     left = resident_share(paths)
+    if left is not None and left > DROP_RESIDUAL:  # pages pinned until a commit (NFS): fdatasync each
+        _drop(paths, durable=True)
+        left = resident_share(paths)
     if left is not None and left > DROP_RESIDUAL:
         raise DlioRunError(
             f"{paths[0]} (and {len(paths) - 1} more): {100 * left:.1f} % of the sampled pages are "
@@ -104,6 +103,13 @@ def drop_cache(paths: Sequence[str]) -> str:
         )
     how = residency_method(paths[0]) if len(paths) else "mincore"
     return f"dropped ({len(paths)} files, posix_fadvise; {100 * (left or 0):.1f} % resident after, by {how})"
+
+
+def _drop(paths: Sequence[str], durable: bool) -> None:
+    try:
+        _core.drop_files_cache(paths, durable)
+    except OSError as e:
+        raise DlioRunError(f"{e.filename}: cannot drop its cached pages: {e.strerror or e}") from None
 
 
 def drop_host_cache() -> str:

@@ -91,18 +91,27 @@ int dc_fd_info(int fd, uint64_t *size, uint32_t *mem_align, uint32_t *off_align)
 	return ret < 0 ? ret : 0;
 }
 
-int dc_drop_file_cache(const char *path)
+/*
+ * DONTNEED skips dirty pages, so they are written back first. sync_file_range waits for that
+ * writeback without fdatasync's device cache flush: a flush per file made dropping a 12,812-file
+ * dataset on ext4 take 130 s instead of under a second. Filesystems without it (and `durable`, for
+ * those whose written pages stay pinned until a commit, as NFS's unstable writes) use fdatasync.
+ */
+static int drop_one(const char *path, int durable)
 {
 	int fd, ret = 0;
+	const unsigned int wb =
+		SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
 
 	if (!path)
 		return -EINVAL;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	/* DONTNEED skips dirty pages: write them back first or they stay cached. */
-	if (fdatasync(fd) < 0 && errno != EINVAL && errno != EROFS)
-		ret = -errno;
+	if (durable || sync_file_range(fd, 0, 0, wb) < 0) {
+		if (fdatasync(fd) < 0 && errno != EINVAL && errno != EROFS)
+			ret = -errno;
+	}
 	if (!ret) {
 		int e = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 
@@ -111,6 +120,20 @@ int dc_drop_file_cache(const char *path)
 	}
 	close(fd);
 	return ret;
+}
+
+int dc_drop_files_cache(const char *const *paths, size_t n, int durable, size_t *failed)
+{
+	for (size_t i = 0; i < n; i++) {
+		int ret = drop_one(paths[i], durable);
+
+		if (ret) {
+			if (failed)
+				*failed = i;
+			return ret;
+		}
+	}
+	return 0;
 }
 
 int dc_drop_all_caches(void)

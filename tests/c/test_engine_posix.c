@@ -116,8 +116,14 @@ static void run_dir(const char *dir)
 		       from ? "statx STATX_DIOALIGN" : "default");
 		T_CHECK(dc_dio_align("/nonexistent/x", &mem, &off, &from) == -ENOENT,
 			"dio_align ENOENT");
-		T_CHECK(dc_drop_file_cache(path) == 0, "drop_file_cache %s", path);
-		T_CHECK(dc_drop_file_cache("/nonexistent/x") == -ENOENT, "drop_file_cache ENOENT");
+		const char *both[] = { path, "/nonexistent/x" };
+		size_t failed = 0;
+
+		T_CHECK(dc_drop_files_cache(both, 1, 0, NULL) == 0, "drop_files_cache %s", path);
+		T_CHECK(dc_drop_files_cache(both, 1, 1, NULL) == 0, "drop_files_cache durable %s",
+			path);
+		T_CHECK(dc_drop_files_cache(both, 2, 0, &failed) == -ENOENT && failed == 1,
+			"drop_files_cache ENOENT names the second file");
 	}
 	T_CHECK(!landing_check(path, expect), "landing %s", dir);
 	n = t_standard_ranges(rg, 300, FSIZE, 99);
