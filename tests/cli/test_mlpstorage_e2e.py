@@ -104,3 +104,57 @@ def test_mlpstorage_drives_dlio_fast(mlpstorage, tmp_path):
             "hydra.yaml",
             "overrides.yaml",
         ]
+
+
+def test_mlpstorage_across_two_simulated_hosts(mlpstorage, tmp_path):
+    """`--hosts hA hB` as on a cluster: mlpstorage writes `mpirun -host hA:1,hB:1`, Open MPI starts a rank on
+    each simulated host through the agent (what ssh is on a cluster), and dlio-fast's files show both hosts."""
+    from multihost import OPEN_MPI_FLAGS, namespaces_missing, open_mpi
+
+    why = namespaces_missing()
+    mpirun, no_ompi = open_mpi()
+    if why or mpirun is None:
+        pytest.skip(why or no_ompi or "no Open MPI")
+    # mlpstorage writes its own mpirun line: the agent and the loopback transports go in through Open MPI's
+    # environment (OMPI_MCA_<name>), as a site's defaults would
+    mca = {f"OMPI_MCA_{k}": v for k, v in zip(OPEN_MPI_FLAGS[3::3], OPEN_MPI_FLAGS[4::3])}
+    assert set(mca) == {f"OMPI_MCA_{k}" for k in ("plm_rsh_agent", "btl", "btl_tcp_if_include", "oob_tcp_if_include")}
+    env = {**os.environ, **mca, "MPI_RUN_BIN": mpirun, "HOME": str(tmp_path)}
+    data, results = tmp_path / "data", tmp_path / "results"
+    common = ["--dlio-bin-path", str(dlio_bin_dir(tmp_path)), "--results-dir", str(results), "--hosts", "hA", "hB"]
+    common += ["--oversubscribe", *(["--allow-run-as-root"] if os.geteuid() == 0 else [])]
+
+    def mlps(*args):
+        p = subprocess.run(
+            [mlpstorage, *args, *common], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600
+        )
+        assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-3000:])
+        return p.stdout + p.stderr
+
+    params = ["--param", "dataset.num_files_train=28", *SMALL]
+    out = mlps("training", "datagen", "--model", "unet3d", "--num-processes", "2", "--data-dir", str(data), *params)
+    assert "-host hA:1,hB:1" in out and len(list((data / "unet3d" / "train").glob("*.npz"))) == 28
+    out = mlps(
+        "training", "run", "--model", "unet3d", "--accelerator-type", "h100", "--num-accelerators", "2",
+        "--client-host-memory-in-gb", "1", "--data-dir", str(data), "--checkpoint-folder", str(tmp_path / "ckpt"),
+        *params, "train.epochs=2", "train.computation_time=0.001",
+    )  # fmt: skip
+    assert "host hA (ranks 0)" in out and "host hB (ranks 1)" in out
+    (run_dir,) = (results / "training" / "unet3d" / "run").iterdir()
+    with open(run_dir / "dlio-fast.json") as f:
+        doc = json.load(f)
+    assert doc["hostnames"] == ["hA", "hB"] and doc["complete"] is True
+    per_host = {h["host"]: h for h in doc["metrics"]["per_host"]}
+    assert set(per_host) == {"hA", "hB"} and per_host["hA"]["ranks"] == [0] and per_host["hB"]["ranks"] == [1]
+    assert sum(h["bytes"] for h in per_host.values()) == doc["metrics"]["bytes_read"] > 0
+    with open(run_dir / "summary.json") as f:
+        assert json.load(f)["num_hosts"] == 2
+    assert {"0_output.json", "1_output.json"} <= set(os.listdir(run_dir))
+    p = subprocess.run(
+        [mlpstorage, "reports", "reportgen", "--results-dir", str(results)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-3000:])
+    with open(results / "results.json") as f:
+        runs = {r["command"]: r for r in json.load(f)}
+    assert len(runs["run_benchmark"]["metrics"]["train_au_percentage"]) == 2
