@@ -46,6 +46,7 @@ except ImportError:  # pragma: no cover - older Pythons
     from typing_extensions import NotRequired, TypedDict
 
 from dlio import _core
+from dlio.base.limits import usable_cpus
 from dlio.config import Config
 from dlio.system import output
 
@@ -176,6 +177,7 @@ class RankRecord(TypedDict):
     # this rank's host (DLIO's per-host lists host_cpu_count / host_memory_GB in summary.json)
     host_cpu_count: NotRequired[int]
     host_memory_GiB: NotRequired[float]
+    host_cpus_usable: NotRequired[float]
     bad_files: NotRequired[List[str]]
     checkpoints: NotRequired[List[CheckpointRecord]]  # checkpoint-only runs
     checkpoint_phase: NotRequired[Dict[str, str]]  # checkpoint-only runs: {"start", "end"} of the phase
@@ -245,6 +247,7 @@ def new_rank_record(rank: int) -> RankRecord:
         "wall_minus_mono_ns": time.time_ns() - _core.now_ns(),
         "host_cpu_count": os.cpu_count() or 0,
         "host_memory_GiB": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
+        "host_cpus_usable": usable_cpus(),  # its affinity capped by its control group's quota (a straggler's evidence)
     }
 
 
