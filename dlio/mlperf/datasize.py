@@ -166,11 +166,11 @@ def memory_text(ds: DataSize) -> str:
 
 
 def memory_sum(ds: DataSize) -> str:
-    """The hosts' RAM summed, as the rule writes it: "2 x 512 GiB", or "1 GiB + 3 GiB"."""
+    """The hosts' RAM summed, as the rule writes it: "2 x 512 GiB", or "(1 GiB + 3 GiB)"."""
     mem = ds.hosts_memory_bytes
     if len(set(mem)) == 1:
         return f"{len(mem)} x {fmt_bytes(mem[0])}"
-    return " + ".join(fmt_bytes(m) for m in mem)
+    return "(" + " + ".join(fmt_bytes(m) for m in mem) + ")"
 
 
 @dataclass(frozen=True)

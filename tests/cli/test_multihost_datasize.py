@@ -33,7 +33,7 @@ def test_datasize_sums_each_hosts_own_memory():
     assert p.returncode == 0, p.stderr[-2000:]
     # one answer (rank 0's), from both hosts' limits: 1 GiB + 3 GiB, not 2 x rank 0's
     [line] = lines_starting(p.stdout, "by memory")
-    assert line.startswith(f"by memory           {by_memory(4 * GiB)} samples = 1.0 GiB + 3.0 GiB x 5 / "), p.stdout
+    assert line.startswith(f"by memory           {by_memory(4 * GiB)} samples = (1.0 GiB + 3.0 GiB) x 5 / "), p.stdout
     [mem] = lines_starting(p.stdout, "memory ")
     assert "measured on each host by its ranks: hA 1.0 GiB (" in mem and ", hB 3.0 GiB (" in mem, mem
     for h in HOSTS:  # each figure names the control group file that sets it
