@@ -55,7 +55,7 @@ def per_host(hosts: int, host_memory_bytes: HostsMemory) -> Tuple[int, ...]:
     if isinstance(host_memory_bytes, int):
         return (host_memory_bytes,) * hosts
     if len(host_memory_bytes) != hosts:
-        raise DlioError(f"{len(host_memory_bytes)} hosts' memory for {hosts} hosts: give one figure per host")
+        raise DlioError(f"memory of {len(host_memory_bytes)} host(s) for {hosts} hosts: give one figure per host")
     return tuple(int(m) for m in host_memory_bytes)
 
 

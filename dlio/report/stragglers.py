@@ -52,6 +52,10 @@ def stragglers(result: RunResult, au_percentage: float) -> Optional[Dict[str, An
     epochs = _epochs(result)
     if len(hosts) < 2 or not epochs:
         return None
+    if not all(
+        _train(_epoch(r, e)).get(k) is not None for r in ranks for e in epochs for k in ("load", "compute", "proc")
+    ):
+        return None  # a result without per-step figures (read from elsewhere): nothing to compare
     proc = {r["rank"]: _steps(r, epochs, "proc") for r in ranks}
     if len({len(p) for p in proc.values()}) != 1 or not len(next(iter(proc.values()))):
         return None
