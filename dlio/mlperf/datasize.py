@@ -193,3 +193,16 @@ def measured_hosts(comm: Any) -> List[HostMemory]:
         if host not in found or nbytes > found[host].bytes:
             found[host] = HostMemory(host, int(nbytes), source)
     return list(found.values())
+
+
+def recorded_hosts_memory(doc: Any) -> Optional[List[int]]:
+    """Each host's RAM as a run's ranks measured it (their records' host_memory_usable_bytes; a host counts the
+    most of its ranks'), in the order of the hosts' first ranks; None when a rank did not record it (an older
+    run, a DLIO folder)."""
+    found: dict = {}
+    for r in doc.get("ranks") or []:
+        nbytes = r.get("host_memory_usable_bytes")
+        if not nbytes:
+            return None
+        found[r["hostname"]] = max(found.get(r["hostname"], 0), int(nbytes))
+    return list(found.values()) or None

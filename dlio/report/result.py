@@ -49,6 +49,7 @@ from dlio import _core
 from dlio.base.limits import usable_cpus
 from dlio.config import Config
 from dlio.system import output
+from dlio.system.host import usable_memory
 
 # Schema ids, declared once. Bump the number when a field changes meaning.
 RUN_SCHEMA = "dlio-fast.run/1"
@@ -178,6 +179,7 @@ class RankRecord(TypedDict):
     host_cpu_count: NotRequired[int]
     host_memory_GiB: NotRequired[float]
     host_cpus_usable: NotRequired[float]
+    host_memory_usable_bytes: NotRequired[int]
     bad_files: NotRequired[List[str]]
     checkpoints: NotRequired[List[CheckpointRecord]]  # checkpoint-only runs
     checkpoint_phase: NotRequired[Dict[str, str]]  # checkpoint-only runs: {"start", "end"} of the phase
@@ -248,6 +250,7 @@ def new_rank_record(rank: int) -> RankRecord:
         "host_cpu_count": os.cpu_count() or 0,
         "host_memory_GiB": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
         "host_cpus_usable": usable_cpus(),  # its affinity capped by its control group's quota (a straggler's evidence)
+        "host_memory_usable_bytes": usable_memory()[0],  # MemTotal or its control group's limit (the dataset rule)
     }
 
 

@@ -1,11 +1,13 @@
 """`datasize` from the hosts' real memory (MLPerf Storage Rules 3.1.2: the dataset is at least 5 x the hosts' memory
 summed): two simulated hosts (hA, hB) with memory limits of their own (tests/multihost.py host_groups), one rank each
-under Open MPI, each measuring its own host; without MPI, this host's memory, said to be taken for every host."""
+under Open MPI, each measuring its own host; without MPI, this host's memory, said to be taken for every host; and
+`check` of a run across them, from the memory each host's ranks recorded."""
 
+import json
 import math
 import subprocess
 
-from conftest import REPO
+from conftest import REPO, set_args
 from multihost import AGENT, HOSTS, dlio_argv, host_groups, launcher_command, run_env
 
 from dlio.config import load_config
@@ -72,3 +74,31 @@ def test_datasize_without_mpi_says_it_took_this_hosts_memory_for_each():
         "taken for each of the 2 hosts: run it under mpirun with a rank on every host to measure each one, "
         "or give --host-memory"
     ), mem
+
+
+def test_check_sums_the_memory_each_host_measured(tmp_path):
+    """A run's ranks record their host's memory; `check` sums the hosts' (1 GiB + 3 GiB), not rank 0's x 2."""
+    out = tmp_path / "out"
+    argv = dlio_argv(
+        "run",
+        "--workload",
+        "default",
+        *set_args(
+            f"dataset.data_folder={tmp_path / 'data'}",
+            "dataset.num_files_train=8",
+            "train.epochs=1",
+            "train.computation_time=0.001",
+            "workflow.evaluation=false",
+        ),
+        "-o",
+        out,
+    )
+    with host_groups(LIMITS) as env:
+        cmd = launcher_command("openmpi", HOSTS, 1, argv)
+        p = subprocess.run(cmd, env=run_env(**env), cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr[-2000:]
+    ranks = json.loads((out / "dlio-fast.json").read_text())["ranks"]
+    assert [(r["hostname"], r["host_memory_usable_bytes"]) for r in ranks] == [("hA", GiB), ("hB", 3 * GiB)]
+    p = subprocess.run(dlio_argv("check", out), env=run_env(), cwd=REPO, capture_output=True, text=True, timeout=120)
+    [line] = [x for x in p.stdout.splitlines() if "dataset >= 5x host RAM" in x]
+    assert "need >= 5 x (1.0 GiB + 3.0 GiB) RAM of the 2 hosts = 20.0 GiB" in line, p.stdout
