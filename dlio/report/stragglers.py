@@ -44,9 +44,10 @@ def _ms(s: float) -> str:
 
 def stragglers(result: RunResult, au_percentage: float) -> Optional[Dict[str, Any]]:
     """{rule, per_host: [{host, ranks, own_s, io_wait_s, compute_s, compute_set_s, barrier_wait_s, cpus}],
-    step_s, named: [{host, ranks, slower_percentage, own_s, others_own_s, cause, au_without_percentage,
-    au_points_explained, au_loss_points, loss_share}], summary}; None for a run on one host, without trained
-    epochs or whose ranks' steps do not line up (an interrupted run)."""
+    step_s, named: [{host, ranks, slower_percentage, own_s, others_own_s, cause, wait_for_it_s,
+    au_without_percentage, au_points_explained, au_loss_points, loss_share}], summary}; None for a run on one
+    host, without trained epochs or whose ranks' steps do not line up (an interrupted run). au_percentage: the
+    run's exact AU."""
     ranks = result["ranks"]
     hosts = list(dict.fromkeys(r["hostname"] for r in ranks))
     epochs = _epochs(result)
