@@ -15,11 +15,14 @@ What it takes here, found by trying:
 - root, or unprivileged user namespaces, for unshare --uts (the agent adds --user --map-root-user when not root).
 """
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
-from typing import List, Optional, Sequence, Tuple
+import time
+import uuid
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from conftest import REPO
 
@@ -122,3 +125,107 @@ def run_env(**more: str) -> dict:
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     env.update(more)
     return env
+
+
+# --- each simulated host's own control group: its memory limit and CPU quota --------------------------------------
+
+CPU_PERIOD_US = 100_000  # the CPU quota's period: a host of 0.25 CPUs runs 25 ms of every 100 ms
+# Each host's group weighs as this many ordinary processes against the rest of the machine: on a busy machine
+# (CI, other tests) a host without a quota still gets the CPU its ranks ask for, so the hosts differ by their
+# quotas, not by the machine's load (the tests' runs last seconds)
+CPU_WEIGHT = 8
+
+
+def _v2_root() -> Optional[str]:
+    """/sys/fs/cgroup when it is cgroup v2 with the cpu and memory controllers, else None."""
+    try:
+        with open("/sys/fs/cgroup/cgroup.subtree_control") as f:
+            return "/sys/fs/cgroup" if {"cpu", "memory"} <= set(f.read().split()) else None
+    except OSError:
+        return None
+
+
+def _v1_own(controller: str) -> str:
+    """This process's own cgroup v1 folder of a controller: the hosts' groups go under it, so they stay inside
+    whatever limits this process already has."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            if controller in ctrls.split(","):
+                return os.path.join("/sys/fs/cgroup", controller, path.strip("/"))
+    raise OSError(f"no cgroup v1 {controller} controller here")
+
+
+def _write(folder: str, name: str, value: str) -> None:
+    with open(os.path.join(folder, name), "w") as f:
+        f.write(value)
+
+
+def _limit(folder: str, v2: bool, memory: Optional[int], cpus: Optional[float]) -> None:
+    """Set one host's group: memory (bytes) and cpus (a quota of CPU_PERIOD_US periods) in the files of the
+    group's version (v1: a folder per controller, so only the controller's own files exist in each)."""
+    if memory is not None and (v2 or os.path.exists(os.path.join(folder, "memory.limit_in_bytes"))):
+        _write(folder, "memory.max" if v2 else "memory.limit_in_bytes", str(memory))
+    if v2 or os.path.exists(os.path.join(folder, "cpu.shares")):
+        _write(folder, "cpu.weight" if v2 else "cpu.shares", str(CPU_WEIGHT * (100 if v2 else 1024)))
+    if cpus is not None and (v2 or os.path.exists(os.path.join(folder, "cpu.cfs_quota_us"))):
+        quota = int(cpus * CPU_PERIOD_US)
+        if v2:
+            _write(folder, "cpu.max", f"{quota} {CPU_PERIOD_US}")
+        else:
+            _write(folder, "cpu.cfs_period_us", str(CPU_PERIOD_US))
+            _write(folder, "cpu.cfs_quota_us", str(quota))
+
+
+@contextlib.contextmanager
+def host_groups(limits: Dict[str, Dict[str, float]]) -> Iterator[Dict[str, str]]:
+    """Control groups for simulated hosts, {host: {"memory": bytes, "cpus": CPUs}} (either optional), made
+    here and removed after: yields the environment that has tools/simhost-agent put each host's processes
+    (its launcher daemon and its ranks) in its group. pytest.skip, with the reason, where groups cannot be made
+    (not root, no cgroup filesystem)."""
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("making a control group per simulated host needs root")
+    name = f"simhost-{uuid.uuid4().hex[:8]}"
+    v2 = _v2_root()
+    made: List[str] = []
+    try:
+        if v2:
+            roots = [os.path.join(v2, name)]
+            os.mkdir(roots[0])
+            made.append(roots[0])
+            _write(roots[0], "cgroup.subtree_control", "+cpu +memory")
+        else:
+            roots = [os.path.join(_v1_own(c), name) for c in ("cpu", "memory")]
+            for r in roots:
+                os.mkdir(r)
+                made.append(r)
+        for root in roots:
+            _limit(root, bool(v2), None, None)  # the weight: the hosts' parent is what competes with the machine
+            for host, lim in limits.items():
+                folder = os.path.join(root, host)
+                os.mkdir(folder)
+                made.append(folder)
+                memory = lim.get("memory")
+                _limit(folder, bool(v2), int(memory) if memory is not None else None, lim.get("cpus"))
+    except OSError as e:
+        _remove(made)
+        pytest.skip(f"cannot make a control group per simulated host here: {e}")
+    try:
+        yield {"SIMHOST_CGROUP_ROOT": " ".join(roots)}
+    finally:
+        _remove(made)
+
+
+def _remove(folders: List[str]) -> None:
+    """rmdir the groups, the hosts' before their root (a group empties a moment after its last process exits)."""
+    for g in reversed(folders):
+        for _ in range(50):
+            try:
+                os.rmdir(g)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)

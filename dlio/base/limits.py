@@ -91,22 +91,24 @@ def _smallest(pairs: Iterator[Limit]) -> Optional[Limit]:
 FILES = {"v2": ("memory.max", "memory.current"), "v1": ("memory.limit_in_bytes", "memory.usage_in_bytes")}
 
 
+def _memory_groups() -> Iterator[Tuple[int, int, str]]:
+    """(limit, usage, limit file) of each of this process's memory control groups that sets a limit."""
+    for folder, version in _folders("memory"):
+        limit_file, usage_file = FILES[version]
+        limit = _number(_read(os.path.join(folder, limit_file)))
+        if limit is not None:
+            used = _number(_read(os.path.join(folder, usage_file))) or 0
+            yield limit, used, os.path.join(folder, limit_file)
+
+
 def memory_left() -> Optional[Limit]:
     """Bytes this process's control groups still allow, and the file that sets the tightest limit."""
+    return _smallest((max(0, limit - used), where) for limit, used, where in _memory_groups())
 
-    def each() -> Iterator[Limit]:
-        for folder, version in _folders("memory"):
-            limit_file, usage_file = (
-                ("memory.max", "memory.current")
-                if version == "v2"
-                else ("memory.limit_in_bytes", "memory.usage_in_bytes")
-            )
-            limit = _number(_read(os.path.join(folder, limit_file)))
-            if limit is not None:
-                used = _number(_read(os.path.join(folder, usage_file))) or 0
-                yield max(0, limit - used), os.path.join(folder, limit_file)
 
-    return _smallest(each())
+def memory_limit() -> Optional[Limit]:
+    """The tightest memory limit of this process's control groups (bytes), and the file that sets it."""
+    return _smallest((limit, where) for limit, _, where in _memory_groups())
 
 
 def tasks_left() -> Optional[Limit]:

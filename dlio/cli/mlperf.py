@@ -3,7 +3,7 @@ accelerator count that keeps AU at or above the workload's threshold)."""
 
 import json
 import os
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import click
 
@@ -25,48 +25,101 @@ def _size(text: str, option: str) -> int:
     epilog=examples(
         "dlio-fast datasize -w unet3d_b200 -n 8 --host-memory 512g",
         "dlio-fast datasize -w retinanet_b200 -n 16 --hosts 2 --host-memory 256g",
+        "mpirun --host h1:1,h2:1 -n 2 dlio-fast datasize -w resnet50_h100 -n 16   # each host's own memory",
     ),
 )
 @click.option("--workload", "-w", required=True, help="A built-in workload (dlio-fast workloads).")
 @click.option("--accelerators", "-n", type=click.IntRange(1), required=True, help="Simulated accelerators in all.")
-@click.option("--hosts", type=click.IntRange(1), default=1, show_default=True, help="Client hosts.")
-@click.option("--host-memory", required=True, metavar="SIZE", help="RAM of one client host (512g = 512 GiB).")
+@click.option(
+    "--hosts",
+    type=click.IntRange(1),
+    default=None,
+    help="Client hosts (default: the hosts the ranks run on under MPI, else 1).",
+)
+@click.option(
+    "--host-memory",
+    default=None,
+    metavar="SIZE",
+    help="RAM of one client host (512g = 512 GiB); default: each host's own, measured (MemTotal or its control "
+    "group's limit, the tighter), on every host when run under mpirun with a rank per host.",
+)
 @click.option("--data-folder", default="DATA_DIR", help="Data folder in the printed commands.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a key (e.g. reader.batch_size).")
 def datasize(
-    workload: str, accelerators: int, hosts: int, host_memory: str, data_folder: str, sets: Tuple[str, ...]
+    workload: str,
+    accelerators: int,
+    hosts: Optional[int],
+    host_memory: Optional[str],
+    data_folder: str,
+    sets: Tuple[str, ...],
 ) -> None:
     """The smallest dataset MLPerf Storage accepts (Rules 3.1.2): max(500 steps x batch x accelerators,
-    hosts x RAM x 5 / record length) samples; the files, the bytes, and the commands that make and run it."""
+    the hosts' RAM summed x 5 / record length) samples; the files, the bytes, and the commands that make and run it."""
     # the job's modules load when the command runs: --help and completion stay fast
     from dlio.mlperf import datasize as ds_mod
     from dlio.mlperf import rules
 
-    if host_memory.strip().replace(".", "", 1).isdigit():
-        raise DlioError(
-            f"--host-memory {host_memory}: give a unit (512g = 512 GiB): a bare number would be "
-            "bytes (mlpstorage's --client-host-memory-in-gb takes GB)"
-        )
-    mem = _size(host_memory, "--host-memory")
-    ds = ds_mod.plan(workload, accelerators, hosts, mem, list(sets))
+    memory, how = _hosts_memory(host_memory, hosts)
+    if memory is None:
+        return  # a rank other than 0 under MPI: rank 0 prints
+    hosts = len(memory)
+    ds = ds_mod.plan(workload, accelerators, hosts, memory, list(sets))
     r = rules.claimed(workload)
     click.echo(f"workload            {workload} ({rules.label(workload)})")
     click.echo(
         f"system              {accelerators} accelerator(s) on {hosts} host(s) "
-        f"({accelerators // hosts} per host), {fmt_bytes(mem)} RAM per host"
+        f"({accelerators // hosts} per host), {ds_mod.memory_text(ds)}"
     )
+    click.echo(f"memory              {how}")
     click.echo(
         f"by steps            {ds.samples_by_steps} samples = {rules.MIN_STEPS} x batch {ds.batch} x "
         f"{accelerators} accelerators"
     )
     click.echo(
-        f"by memory           {ds.samples_by_memory} samples = {hosts} x {fmt_bytes(mem)} x {rules.RAM_FACTOR} / "
+        f"by memory           {ds.samples_by_memory} samples = {ds_mod.memory_sum(ds)} x {rules.RAM_FACTOR} / "
         f"{fmt_bytes(ds.record_bytes)} ({fmt_num(ds.record_bytes)} B) per record"
     )
     click.echo(f"minimum             {ds.samples} samples = {ds.files} files x {ds.samples_per_file} samples/file")
     click.echo(f"size on disk        {fmt_bytes(ds.bytes_on_disk)} ({ds.bytes_on_disk:,} B)")
     for cmd in ds_mod.commands(ds, data_folder, r.version if r else None):
         click.echo(cmd)
+
+
+def _hosts_memory(host_memory: Optional[str], hosts: Optional[int]) -> Tuple[Optional[List[int]], str]:
+    """Each host's RAM for datasize and how it was obtained: --host-memory for every host; else measured, on every
+    host under an MPI launcher (each host's ranks report its own), on this one alone without. (None, "") on the
+    ranks other than 0."""
+    from dlio.mlperf import datasize as ds_mod
+    from dlio.system import mpi
+
+    if host_memory is not None:
+        if host_memory.strip().replace(".", "", 1).isdigit():
+            raise DlioError(
+                f"--host-memory {host_memory}: give a unit (512g = 512 GiB): a bare number would be "
+                "bytes (mlpstorage's --client-host-memory-in-gb takes GB)"
+            )
+        mem = _size(host_memory, "--host-memory")
+        return [mem] * (hosts or 1), f"{fmt_bytes(mem)} per host, given (--host-memory)"
+    comm = mpi.world()
+    found = ds_mod.measured_hosts(comm)
+    if comm.rank != 0:
+        return None, ""
+    each = ", ".join(f"{h.host} {fmt_bytes(h.bytes)} ({h.source})" for h in found)
+    if comm.size > 1:
+        if hosts is not None and hosts != len(found):
+            raise DlioError(
+                f"--hosts {hosts}, but the {comm.size} ranks run on {len(found)} host(s) "
+                f"({', '.join(h.host for h in found)}): launch a rank on each of the {hosts} hosts, "
+                "or leave --hosts out"
+            )
+        return [h.bytes for h in found], f"measured on each host by its ranks: {each}"
+    n = hosts or 1
+    if n == 1:
+        return [found[0].bytes], f"measured on this host: {each}"
+    return [found[0].bytes] * n, (
+        f"measured on this host only ({each}) and taken for each of the {n} hosts: run it under mpirun with a rank "
+        "on every host to measure each one, or give --host-memory"
+    )
 
 
 @click.command(

@@ -89,7 +89,7 @@ def report(
     """
     # the job's modules load when the command runs: --help and completion stay fast
     from dlio.jobs.registry import reports
-    from dlio.report import compare, source, tables
+    from dlio.report import compare, source, stragglers, tables
 
     dests = [d for d in (csv_path, json_path, md_path, html_path) if d]
     if sum(d == "-" for d in dests) > 1:
@@ -98,7 +98,7 @@ def report(
     sources = source.load_all(paths, reports())
     rep = compare.build(sources)
     if "-" not in dests:
-        for line in tables.table_lines(rep) + tables.verdict_lines(rep):
+        for line in tables.table_lines(rep) + tables.verdict_lines(rep) + stragglers.report_lines(sources):
             click.echo(line)
     if csv_path:
         _write(csv_path, tables.csv_text(rep), "the CSV report")

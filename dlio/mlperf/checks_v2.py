@@ -18,6 +18,7 @@ run_checks() returns (name, passed, figure_text) tuples, passed None for a note;
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, cast
 
 from dlio.base.units import fmt_bytes
+from dlio.mlperf import datasize
 from dlio.report.compare import RUN_SETTINGS, settings_of
 from dlio.report.dlio.files import summary
 from dlio.report.dlio.folder import dlio_summary
@@ -47,16 +48,22 @@ def check_complete(result: Doc) -> Check:
 
 
 def check_dataset(result: Doc, ram_bytes: Optional[int] = None) -> Check:
-    """Dataset >= 5x the RAM of all hosts (ram_bytes: one host's RAM instead of the recorded one)."""
+    """Dataset >= 5x the RAM of all hosts summed: each host's as its ranks measured it, else rank 0's for every
+    host (ram_bytes: one host's RAM instead of the recorded ones)."""
     nbytes = int((result.get("dataset") or {}).get("bytes_on_disk") or 0)
     hosts = len(set(result.get("hostnames") or [])) or 1
     per_host = int(ram_bytes) if ram_bytes else int((result.get("host") or {}).get("memory_bytes") or 0)
-    need = RAM_FACTOR * per_host * hosts
-    ok = per_host > 0 and nbytes >= need
-    text = (
-        f"dataset {fmt_bytes(nbytes)} on disk, need >= {RAM_FACTOR} x {fmt_bytes(per_host)} RAM x "
-        f"{hosts} host{'s' if hosts != 1 else ''} = {fmt_bytes(need)}"
-        + (f" ({nbytes / need:.2f}x of that)" if need else " (host RAM unknown)")
+    each = None if ram_bytes else datasize.recorded_hosts_memory(result)
+    if each is not None and len(each) == hosts and len(set(each)) > 1:
+        need = RAM_FACTOR * sum(each)
+        ram = f"({' + '.join(fmt_bytes(m) for m in each)}) RAM of the {hosts} hosts"
+    else:
+        per_host = each[0] if each and len(each) == hosts else per_host
+        need = RAM_FACTOR * per_host * hosts
+        ram = f"{fmt_bytes(per_host)} RAM x {hosts} host{'s' if hosts != 1 else ''}"
+    ok = need > 0 and nbytes >= need
+    text = f"dataset {fmt_bytes(nbytes)} on disk, need >= {RAM_FACTOR} x {ram} = {fmt_bytes(need)}" + (
+        f" ({nbytes / need:.2f}x of that)" if need else " (host RAM unknown)"
     )
     return (f"dataset >= {RAM_FACTOR}x host RAM", ok, text)
 

@@ -58,6 +58,7 @@ def check_datasize(doc: Dict[str, Any], ram_bytes: Optional[int]) -> Check:
     hosts = len(set(doc.get("hostnames") or [])) or 1
     acc = int(doc.get("comm_size") or 1)
     ram = int(ram_bytes) if ram_bytes else int((doc.get("host") or {}).get("memory_bytes") or 0)
+    each = None if ram_bytes else datasize.recorded_hosts_memory(doc)  # each host's own, as its ranks measured it
     name = "3.1.2 dataset size" + (" (3.3.1 exact)" if ram_bytes else "")
     if acc % hosts or not ram:
         return (name, False, f"cannot recompute: {acc} accelerators on {hosts} hosts, host RAM {ram} B")
@@ -66,7 +67,7 @@ def check_datasize(doc: Dict[str, Any], ram_bytes: Optional[int]) -> Check:
         int(s.get("batch_size") or 1),
         acc,
         hosts,
-        ram,
+        each if each is not None and len(each) == hosts else ram,
         float(s.get("record_length_bytes") or 1),
         spf,
         doc.get("workload") or "-",
@@ -77,7 +78,7 @@ def check_datasize(doc: Dict[str, Any], ram_bytes: Optional[int]) -> Check:
         name,
         ok,
         f"{files} files x {spf}; the rule gives {ds.files} files = max({ds.samples_by_steps} by steps, "
-        f"{ds.samples_by_memory} by {hosts} x {fmt_bytes(ram)} RAM x {rules.RAM_FACTOR}), "
+        f"{ds.samples_by_memory} by {datasize.memory_sum(ds)} RAM x {rules.RAM_FACTOR}), "
         f"{acc} accelerators" + (", need exactly that" if ram_bytes else ", need at least that"),
     )
 

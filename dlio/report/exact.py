@@ -9,7 +9,7 @@ import numpy as np
 
 from dlio.base.units import fmt_figure, fmt_ns
 from dlio.report import checkpoint as ckpt_figures
-from dlio.report import hosts, interference, metrics
+from dlio.report import hosts, interference, metrics, stragglers
 from dlio.report.dlio.files import summary
 from dlio.report.result import RUN_SCHEMA
 from dlio.report.run_figures import checkpoint_records, dialect, train_figures
@@ -93,6 +93,9 @@ def exact(result):
     }
     if len(set(result["hostnames"])) > 1:  # which host fell behind: each host's figures beside the totals
         figures["per_host"] = hosts.per_host(result)
+        held_back = stragglers.stragglers(result, figures["au_mean_percentage"])  # which host the others waited for
+        if held_back is not None:
+            figures["stragglers"] = held_back
     return figures
 
 
@@ -157,6 +160,7 @@ def exact_table(result):
     out = [f"{'':<{w}}  {'dlio-fast (exact)':>24}  {'DLIO formula':>20}"]
     out += [f"{a:<{w}}  {b:>24}  {c:>20}" for a, b, c in rows]
     out += hosts.host_lines(x.get("per_host") or [])
+    out += (x.get("stragglers") or {}).get("summary", [])
     if over["set_mean"] > 0 and over["mean"] > OVERRUN_NOTE * over["set_mean"]:
         out.append(
             f"note: the emulated compute ran over its set time by {fmt_ns(over['mean'] * 1e9)} per step on "

@@ -46,8 +46,10 @@ except ImportError:  # pragma: no cover - older Pythons
     from typing_extensions import NotRequired, TypedDict
 
 from dlio import _core
+from dlio.base.limits import usable_cpus
 from dlio.config import Config
 from dlio.system import output
+from dlio.system.host import usable_memory
 
 # Schema ids, declared once. Bump the number when a field changes meaning.
 RUN_SCHEMA = "dlio-fast.run/1"
@@ -176,6 +178,8 @@ class RankRecord(TypedDict):
     # this rank's host (DLIO's per-host lists host_cpu_count / host_memory_GB in summary.json)
     host_cpu_count: NotRequired[int]
     host_memory_GiB: NotRequired[float]
+    host_cpus_usable: NotRequired[float]
+    host_memory_usable_bytes: NotRequired[int]
     bad_files: NotRequired[List[str]]
     checkpoints: NotRequired[List[CheckpointRecord]]  # checkpoint-only runs
     checkpoint_phase: NotRequired[Dict[str, str]]  # checkpoint-only runs: {"start", "end"} of the phase
@@ -245,6 +249,8 @@ def new_rank_record(rank: int) -> RankRecord:
         "wall_minus_mono_ns": time.time_ns() - _core.now_ns(),
         "host_cpu_count": os.cpu_count() or 0,
         "host_memory_GiB": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
+        "host_cpus_usable": usable_cpus(),  # its affinity capped by its control group's quota (a straggler's evidence)
+        "host_memory_usable_bytes": usable_memory()[0],  # MemTotal or its control group's limit (the dataset rule)
     }
 
 

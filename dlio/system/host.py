@@ -44,6 +44,18 @@ def host_info() -> Dict[str, Any]:
     }
 
 
+def usable_memory() -> Tuple[int, str]:
+    """This host's memory as its processes can have it: the tightest of MemTotal and this process's control groups'
+    memory limit (a container's, a simulated host's), and where that figure comes from."""
+    from dlio.base.limits import memory_limit
+
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    group = memory_limit()
+    if group is not None and group[0] < total:
+        return group[0], group[1]
+    return total, "MemTotal"
+
+
 def free_page_reporting(devices: str = "/sys/bus/virtio/devices") -> bool:
     """True when this machine is a VM that reports its free memory to the host (a virtio-balloon
     device with VIRTIO_BALLOON_F_REPORTING, feature bit 5): the host takes such pages back, and the

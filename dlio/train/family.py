@@ -5,7 +5,6 @@ and dlio-fast.json."""
 from __future__ import annotations
 
 import os
-import socket
 import time
 from typing import Any, Dict, List, Optional, Tuple, cast
 
@@ -24,7 +23,7 @@ from dlio.report.dlio import host as dlio_host
 from dlio.report.result import RankRecord, RunResult, new_rank_record
 from dlio.storage.base import FILE_ENGINES, PAGE_CACHE
 from dlio.storage.places import Place
-from dlio.system.host import host_info, iso
+from dlio.system.host import iso
 from dlio.system.results_out import write_with_fallback
 from dlio.train import loop
 from dlio.train.session import (
@@ -65,12 +64,10 @@ class TrainRun:
                 "--cache drop (each file's pages, no root needed)"
             )
         if cfg.workflow.train and cfg.dlio_fast.mlperf_rules != "off":  # MLPerf Rules 3.1.2
-            from dlio.mlperf.datasize import shortfall
+            from dlio.mlperf.datasize import measured_hosts, shortfall
 
-            hosts = len(set(comm.allgather(socket.gethostname())))
-            problem = comm.bcast(
-                shortfall(cfg, comm.size, hosts, host_info()["memory_bytes"]) if comm.rank == 0 else None
-            )
+            memory = [h.bytes for h in measured_hosts(comm)]  # each host's own (the rule sums them)
+            problem = comm.bcast(shortfall(cfg, comm.size, len(memory), memory) if comm.rank == 0 else None)
             if problem and cfg.dlio_fast.mlperf_rules == "enforce":
                 raise DlioError(problem)
             if problem and comm.rank == 0:

@@ -98,3 +98,13 @@ def test_datasize_rounds_files_up_by_samples_per_file():
 def test_datasize_refuses_uneven_hosts():
     with pytest.raises(DlioError, match="Rules 3.3.4"):
         datasize.minimum(7, 3, 2, GiB, 1000.0)
+
+
+def test_datasize_sums_hosts_of_different_memory():
+    """Rules 3.1.2 counts the hosts' memory summed: hosts of 1 and 3 GiB need what two of 2 GiB need."""
+    ds = datasize.minimum(batch=1, accelerators=2, hosts=2, host_memory_bytes=[GiB, 3 * GiB], record_bytes=1000.0)
+    assert ds.samples_by_memory == ceil_div(4 * GiB * 5, 1000) == 21474837
+    assert ds.hosts_memory_bytes == (GiB, 3 * GiB) and ds.memory_bytes == 4 * GiB
+    assert ds.samples == datasize.minimum(1, 2, 2, 2 * GiB, 1000.0).samples
+    with pytest.raises(DlioError, match=r"memory of 1 host\(s\) for 2 hosts"):
+        datasize.minimum(1, 2, 2, [GiB], 1000.0)

@@ -338,8 +338,11 @@ def test_metric_lines():
     assert "[METRIC] eval_au_meet_expectation: fail" in lines
     assert not any("Eval" in l for l in dlio_files.metric_lines(make_result(with_eval=False)))
     table = exact.exact_table(make_result())
-    assert len(table) == 10  # 8 rows, then one line per host (the fixture's ranks are on hostA and hostB)
-    assert table[-2].startswith("host hostA (ranks 0): AU") and table[-1].startswith("host hostB (ranks 1): AU")
+    # 8 rows, then one line per host (the fixture's ranks are on hostA and hostB), then the straggler: hostB's
+    # batches come later (its loads are longer), with its evidence in 3 lines
+    assert len(table) == 14
+    assert table[8].startswith("host hostA (ranks 0): AU") and table[9].startswith("host hostB (ranks 1): AU")
+    assert table[10].startswith("straggler: host hostB (ranks 1) is ") and table[10].endswith("its reads were late")
 
 
 def test_write_all(tmp_path):
