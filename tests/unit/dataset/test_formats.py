@@ -179,6 +179,8 @@ def test_registry():
     assert get_format("npz").WHOLE_FILE and get_format("jpeg").WHOLE_FILE and get_format("csv").WHOLE_FILE
     assert not get_format("hdf5").WHOLE_FILE and not get_format("tfrecord").WHOLE_FILE
     assert get_format("mmap_indexed_binary").module is get_format("indexed_binary").module
+    # every format answers what the module docstring lists (parquet had no expected_size)
+    assert get_format("parquet").expected_size((4, 4), 2, DatasetSpec(format="parquet")) is None
     with pytest.raises(ConfigError, match="hdf5_opt"):
         get_format("hdf5_opt")
 
