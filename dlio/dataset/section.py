@@ -5,7 +5,7 @@ the format modules, which read a spec, do not import what imports them."""
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, SupportsInt, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, SupportsInt, Tuple, TypedDict, Union
 
 import numpy as np
 
@@ -32,6 +32,17 @@ DIALECT_FORMATS = ("hdf5", "csv", "tfrecord")
 # A parquet column as DatasetSpec holds it: (name, dtype, elements per row, read by default)
 # (dlio.dataset.formats.parquet.Column)
 ColumnFields = Tuple[str, str, int, bool]
+
+
+class ParquetFields(TypedDict, total=False):
+    """DatasetSpec's parquet fields as a config gives them (dlio.dataset.formats.parquet.spec_fields: all
+    of them for a parquet dataset, none for another format)."""
+
+    parquet_columns: Tuple[ColumnFields, ...]
+    parquet_row_group_size: int
+    parquet_generation_batch_size: int
+    parquet_read_mode: str
+    parquet_read: Tuple[str, ...]
 
 
 def check_format(name: object) -> str:

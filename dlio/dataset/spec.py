@@ -12,7 +12,7 @@ The DatasetSpec itself, DLIO's `dataset` section, is dlio.dataset.section's.
 """
 
 import math
-from typing import Any, Dict, List
+from typing import List
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,7 +21,7 @@ from dlio.base.same_names import same_named
 from dlio.config import Config
 from dlio.dataset import ranges
 from dlio.dataset.formats import get_format
-from dlio.dataset.section import AS_IS, DIALECTS, DatasetSpec, split_key
+from dlio.dataset.section import AS_IS, DIALECTS, DatasetSpec, ParquetFields, split_key
 from dlio.system.memcheck import STR_OVERHEAD, check_fits
 
 SPLITS = ("train", "valid")
@@ -154,7 +154,7 @@ def dataset_spec(cfg: Config) -> DatasetSpec:
     )
 
 
-def _parquet_fields(cfg: Config) -> Dict[str, Any]:
+def _parquet_fields(cfg: Config) -> ParquetFields:
     """The parquet section of a config as DatasetSpec fields (checked: dlio.dataset.formats.parquet)."""
     if cfg.dataset.format != "parquet":
         return {}

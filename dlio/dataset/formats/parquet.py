@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import struct
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,7 +38,7 @@ from dlio import _core
 from dlio.base.errors import ConfigError, DatasetError, DlioError
 from dlio.config import Config
 from dlio.dataset.formats import Dims, Extents, mix_seed, record_elems
-from dlio.dataset.section import DatasetSpec, read_columns
+from dlio.dataset.section import DatasetSpec, ParquetFields, read_columns
 from dlio.system.memcheck import check_fits
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def _column(i: int, c: Mapping[Any, Any]) -> Column:
     return Column(name, "float32" if dtype == "list" else dtype, int(size), read)
 
 
-def spec_fields(cfg: Config) -> Dict[str, object]:
+def spec_fields(cfg: Config) -> ParquetFields:
     """DatasetSpec's parquet fields of a config, checked: one line naming the key for a bad value."""
     p = cfg.dataset.parquet
     if p.partition_by:
@@ -133,7 +133,7 @@ def spec_fields(cfg: Config) -> Dict[str, object]:
     elif cols and not any(c.read for c in cols):
         raise ConfigError(f"{KEY}: no column has read: true; a reader would read nothing", KEY, None)
     return {
-        "parquet_columns": tuple(tuple(c) for c in cols),
+        "parquet_columns": tuple((c.name, c.dtype, c.size, c.read) for c in cols),
         "parquet_row_group_size": p.row_group_size,
         "parquet_generation_batch_size": p.generation_batch_size,
         "parquet_read_mode": p.read_mode,
