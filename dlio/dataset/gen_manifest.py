@@ -2,11 +2,12 @@
 CRCs (with checksum), and the manifest of each split, or this rank's part of it."""
 
 import os
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 
 from dlio.dataset import ranges
+from dlio.dataset.formats import Extents
 from dlio.dataset.gen_plan import READ_ONLY, GenPlan
 from dlio.dataset.manifest import Manifest, file_crc, manifest_path, merge_parts, range_crcs, save_manifest
 from dlio.dataset.spec import SPLITS
@@ -16,35 +17,41 @@ def ranges_and_crcs(pl: GenPlan, written: List[int], checksum: bool) -> None:
     """Sample ranges (formats that read part of a file) and CRCs (with checksum) of every file of
     this rank: from the format's layout or the files for written ones, from the old manifest when
     it has them for skipped ones."""
-    spec, fmt, spf, ntrain = pl.spec, pl.fmt, pl.spec.num_samples_per_file, pl.spec.num_files_train
-    layout = getattr(fmt.module, "layout_extents", None)
-
-    def from_old(i, what):
-        split, j = ("train", i) if i < ntrain else ("valid", i - ntrain)
-        m = pl.old.get(split)
-        if m is None:
-            return None
-        if what == "ranges":
-            known = m.table.of_file(j) if m.table is not None else None
-            return known if known is not None and known[0].size else None
-        return int(m.file_crc32c[j]) if m.file_crc32c is not None else None
-
+    spec, fmt, spf = pl.spec, pl.fmt, pl.spec.num_samples_per_file
+    layout = fmt.layout_extents
     if not fmt.WHOLE_FILE:
         for i in written + pl.skipped:
-            ext = from_old(i, "ranges") if i in pl.skipped_set else None
+            ext = _old_ranges(pl, i) if i in pl.skipped_set else None
             if ext is None and layout is not None:
                 ext = layout(tuple(int(x) for x in pl.dims[i]), spf, spec)
             pl.per_file[i] = ranges.compact(*(ext if ext is not None else fmt.extents(pl.paths[i], spf, spec)))
     if checksum:
         for i in written + pl.skipped:
-            c = from_old(i, "crc") if i in pl.skipped_set else None
+            c = _old_crc(pl, i) if i in pl.skipped_set else None
             pl.crcs[i] = c if c is not None else file_crc(pl.paths[i])
         if not fmt.WHOLE_FILE:
             for i in written:
                 pl.range_crcs[i] = range_crcs(pl.paths[i], *ranges.as_arrays(pl.per_file[i])[1:])
 
 
-def save_manifests(pl: GenPlan, checksum: bool, rank: int, size: int, barrier: Optional[Callable]) -> None:
+def _old_file(pl: GenPlan, i: int) -> Tuple[Optional[Manifest], int]:
+    """The previous generation's manifest of file i's split (None without one), and i's number in it."""
+    ntrain = pl.spec.num_files_train
+    return (pl.old.get("train"), i) if i < ntrain else (pl.old.get("valid"), i - ntrain)
+
+
+def _old_ranges(pl: GenPlan, i: int) -> Optional[Extents]:
+    m, j = _old_file(pl, i)
+    known = m.table.of_file(j) if m is not None and m.table is not None else None
+    return known if known is not None and known[0].size else None
+
+
+def _old_crc(pl: GenPlan, i: int) -> Optional[int]:
+    m, j = _old_file(pl, i)
+    return int(m.file_crc32c[j]) if m is not None and m.file_crc32c is not None else None
+
+
+def save_manifests(pl: GenPlan, checksum: bool, rank: int, size: int, barrier: Optional[Callable[[], object]]) -> None:
     """The manifest of each split (or this rank's part of it; rank 0 merges the parts after
     `barrier` when it is given, else load_manifest() merges them later)."""
     spec, ntrain, mine = pl.spec, pl.spec.num_files_train, pl.mine
@@ -89,9 +96,9 @@ def save_manifests(pl: GenPlan, checksum: bool, rank: int, size: int, barrier: O
         barrier()
         if rank == 0:
             for split in SPLITS:
-                m = merge_parts(spec, split) if spec.num_files(split) else None
-                if m is not None:
-                    save_manifest(spec, m)
+                merged = merge_parts(spec, split) if spec.num_files(split) else None
+                if merged is not None:
+                    save_manifest(spec, merged)
                     for r in range(size):
                         try:
                             os.unlink(manifest_path(spec, split, part=(r, size)))

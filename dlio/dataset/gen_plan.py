@@ -7,14 +7,16 @@ import math
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, List, Set, Tuple, Union
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dlio.base import tmpclaim
 from dlio.base.errors import InsufficientSpace
-from dlio.dataset.formats import get_format
+from dlio.dataset.formats import Format, get_format
 from dlio.dataset.manifest import Manifest, load_saved, merge_parts
+from dlio.dataset.ranges import FileRanges
 from dlio.dataset.spec import (
     MANIFEST_DIR,
     SPLITS,
@@ -34,22 +36,22 @@ class GenPlan:
     """One rank's generation: what it writes, what is already there, and what it learns on the way."""
 
     spec: DatasetSpec
-    fmt: object
+    fmt: Format
     paths: List[str]
-    dims: np.ndarray
-    mine: np.ndarray  # this rank's file indices
+    dims: NDArray[np.int64]  # every file's drawn shape (train then eval)
+    mine: NDArray[np.int64]  # this rank's file indices
     todo: List[int]
     skipped: List[int]
-    sizes: np.ndarray  # bytes of each file once complete (0 while not)
+    sizes: NDArray[np.int64]  # bytes of each file once complete (0 while not)
     present_bytes: int
     old: Dict[str, Manifest]  # manifests of a previous generation of the same spec, by split
-    per_file: dict = field(default_factory=dict)  # file index -> its sample ranges
-    crcs: dict = field(default_factory=dict)
-    skipped_set: set = field(default_factory=set)
-    range_crcs: dict = field(default_factory=dict)  # file index -> its ranges' CRCs (checksum, computed once)
+    per_file: Dict[int, FileRanges] = field(default_factory=dict)  # file index -> its sample ranges
+    crcs: Dict[int, int] = field(default_factory=dict)  # file index -> its CRC32C (checksum)
+    skipped_set: Set[int] = field(default_factory=set)
+    range_crcs: Dict[int, NDArray[np.uint32]] = field(default_factory=dict)  # file index -> its ranges' CRCs
 
 
-def _make_folders(spec):
+def _make_folders(spec: DatasetSpec) -> None:
     os.makedirs(spec.data_folder, exist_ok=True)
     for split in SPLITS:
         base = split_folder(spec, split)
@@ -68,15 +70,15 @@ def _make_folders(spec):
             raise
 
 
-def free_bytes(path):
+def free_bytes(path: str) -> int:
     """Bytes an unprivileged writer may still use on path's filesystem."""
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
 
 
-def _listing(dirs):
+def _listing(dirs: Union[List[str], Set[str]]) -> Dict[str, Set[str]]:
     """Names in each directory (one listdir each: most files of a new dataset need no stat)."""
-    out = {}
+    out: Dict[str, Set[str]] = {}
     for d in dirs:
         try:
             out[d] = set(os.listdir(d))
@@ -85,7 +87,7 @@ def _listing(dirs):
     return out
 
 
-def require_space(spec, need, present):
+def require_space(spec: DatasetSpec, need: int, present: int) -> None:
     """InsufficientSpace unless `need` more bytes fit in the data folder (`present`: bytes already
     there), with the --scale that would fit."""
     folder = spec.data_folder
@@ -96,7 +98,7 @@ def require_space(spec, need, present):
         raise InsufficientSpace(need, free, math.floor(scale * 1000) / 1000, folder)
 
 
-def rank_files(spec: DatasetSpec, dims: np.ndarray, rank: int, size: int) -> np.ndarray:
+def rank_files(spec: DatasetSpec, dims: NDArray[np.int64], rank: int, size: int) -> NDArray[np.int64]:
     """This rank's files (global indices of train-then-eval): consecutive runs holding about the same
     bytes on every rank (by the files' estimated sizes: the file whose middle byte falls in rank r's
     share of the total is r's), so ranks finish together when file sizes vary, and each writes its
@@ -126,7 +128,7 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1, check_space: bool = Tr
     spf = spec.num_samples_per_file
     mine = rank_files(spec, dims, rank, size)
     recorded = np.full(total, -1, np.int64)
-    old = {}
+    old: Dict[str, Manifest] = {}
     for split, first in (("train", 0), ("valid", ntrain)):
         m = load_saved(spec, split, check=False) if spec.num_files(split) else None
         if m is None:
@@ -135,17 +137,19 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1, check_space: bool = Tr
             recorded[first : first + m.nfiles] = m.file_size.astype(np.int64)
             old[split] = m
     sizes = np.zeros(total, np.int64)
-    todo, skipped, present = [], [], 0
+    todo: List[int] = []
+    skipped: List[int] = []
+    present = 0
     dirs = {d for split in SPLITS for d in split_dirs(spec, split)}  # from the spec: no per-file work
     if mine.size:
         dirs.update(os.path.dirname(c) for c in fmt.companions(paths[int(mine[0])], spec))
     listing = _listing(dirs)
     if not any(listing.values()):  # a new dataset: nothing to check file by file
-        split = []
+        located: List[Tuple[str, str]] = []
         todo = mine.tolist()
     else:
-        split = [_split(paths[i]) for i in mine.tolist()]
-    for i, (d, name) in zip(mine.tolist(), split):
+        located = [_split(paths[i]) for i in mine.tolist()]
+    for i, (d, name) in zip(mine.tolist(), located):
         names = listing.get(d)
         if names is None:  # (a folder the spec did not name: listed when first seen)
             names = listing[d] = _listing([d])[d]
@@ -177,7 +181,7 @@ def plan(spec: DatasetSpec, rank: int = 0, size: int = 1, check_space: bool = Tr
     return GenPlan(spec, fmt, paths, dims, mine, todo, skipped, sizes, present, old, skipped_set=set(skipped))
 
 
-def _split(path):
+def _split(path: str) -> Tuple[str, str]:
     """os.path.split(path), at a third of its cost (it runs once per file)."""
     i = path.rfind("/") + 1
     head = path[:i]

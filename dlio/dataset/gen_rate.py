@@ -5,13 +5,33 @@ size and says what it would write."""
 import json
 import os
 import time
-from typing import List, Optional
+from typing import List, Optional, TypedDict
 
 from dlio.base.units import fmt_bytes
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, dataset_bytes, file_paths
 from dlio.system.output import atomic_path
 
 RATE_FILE = "generation-rate.json"
+
+
+class _Measured(TypedDict):
+    bytes: int
+    files: int
+    seconds: float
+    bytes_per_s: float
+    files_per_s: float
+
+
+class Rate(_Measured, total=False):
+    """A measured generation, as RATE_FILE holds it: the figures, and how it ran (which a file an older
+    version wrote may lack: read with .get)."""
+
+    format: str
+    threads: int
+    ranks: int
+    fsync: bool
+    direct: bool
+    when: str  # local time, %Y-%m-%dT%H:%M:%S
 
 
 def record_rate(
@@ -28,7 +48,7 @@ def record_rate(
     second of the whole command), so --dry-run can estimate a full-size generation."""
     if nfiles <= 0 or seconds <= 0:
         return
-    rec = {
+    rec: Rate = {
         "format": spec.format,
         "bytes": int(nbytes),
         "files": int(nfiles),
@@ -49,17 +69,17 @@ def record_rate(
         pass  # an estimate for later, never worth failing a generation
 
 
-def measured_rate(spec: DatasetSpec) -> Optional[dict]:
+def measured_rate(spec: DatasetSpec) -> Optional[Rate]:
     """The rate record_rate() saved in this data folder, or None."""
     try:
         with open(os.path.join(spec.data_folder, MANIFEST_DIR, RATE_FILE)) as f:
-            rec = json.load(f)
+            rec: Rate = json.load(f)
         return rec if rec.get("bytes_per_s", 0) > 0 and rec.get("files_per_s", 0) > 0 else None
     except (OSError, ValueError):
         return None
 
 
-def estimate_seconds(rec: dict, nbytes: int, nfiles: int) -> float:
+def estimate_seconds(rec: Rate, nbytes: int, nfiles: int) -> float:
     """Time to write nbytes in nfiles at a measured rate: bound by whichever of bytes/s and files/s
     the measured run was limited by (its time is bytes/bps = files/fps: scale the larger share)."""
     return max(nbytes / rec["bytes_per_s"], nfiles / rec["files_per_s"])

@@ -15,21 +15,33 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dlio.base.errors import DlioError
 from dlio.base.units import parse_size
 from dlio.dataset.gen_manifest import ranges_and_crcs, save_manifests
-from dlio.dataset.gen_plan import plan, require_space
+from dlio.dataset.gen_plan import GenPlan, plan, require_space
 from dlio.dataset.gen_write import write_all
 from dlio.dataset.manifest import manifest_path, merge_parts, save_manifest
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, estimated_sizes
 from dlio.storage.base import Backend
+from dlio.system.mpi import Comm
 
 STAGE_BYTES = 512 << 20
 STAGE_BYTES_MAX = 64 << 30  # two batches of this sit on the local disk at once
+Staged = Tuple[str, str, int]  # a staged file: (its name relative to the stage, its path, its bytes)
+
+
+class Uploader(Protocol):
+    """What Backend.uploader gives (dlio.storage.s3.upload.Uploader): PUTs staged files batch by batch."""
+
+    def send(self, files: List[Staged]) -> None: ...
+    def wait(self) -> int: ...
+    def close(self) -> None: ...
+    def kill(self) -> None: ...
 
 
 def stage_bytes() -> int:
@@ -46,13 +58,14 @@ def stage_bytes() -> int:
     return n
 
 
-def batches(spec: DatasetSpec, dims: np.ndarray, todo: List[int], limit: int) -> List[List[int]]:
+def batches(spec: DatasetSpec, dims: NDArray[np.int64], todo: List[int], limit: int) -> List[List[int]]:
     """The files in order, in runs of at most `limit` estimated bytes (at least one file each)."""
     if not todo:
         return []
     idx = np.asarray(todo, dtype=np.int64)
     est = estimated_sizes(spec, dims[idx]).astype(np.float64)
-    out, start, acc = [], 0, 0.0
+    out: List[List[int]] = []
+    start, acc = 0, 0.0
     for k in range(len(idx)):
         if k > start and acc + est[k] > limit:
             out.append(idx[start:k].tolist())
@@ -62,17 +75,17 @@ def batches(spec: DatasetSpec, dims: np.ndarray, todo: List[int], limit: int) ->
     return out
 
 
-def _staged(pl, batch: List[int], stage: str) -> List[Tuple[str, str, int]]:
+def _staged(pl: GenPlan, batch: List[int], stage: str) -> List[Staged]:
     """(name relative to the stage, path, size) of a batch's files and their companions."""
     cut = len(stage.rstrip("/")) + 1
-    out = []
+    out: List[Staged] = []
     for i in batch:
         for p in (*pl.fmt.companions(pl.paths[i], pl.spec), pl.paths[i]):
             out.append((p[cut:], p, os.path.getsize(p)))
     return out
 
 
-def _remove(files: List[Tuple[str, str, int]]) -> None:
+def _remove(files: List[Staged]) -> None:
     for _, p, _ in files:
         try:
             os.unlink(p)
@@ -84,7 +97,7 @@ def generate_ranks(
     backend: Backend,
     root: str,
     spec: DatasetSpec,
-    comm,
+    comm: Comm,
     threads: int,
     checksum: bool = False,
     progress: Optional[Callable[[int, int], None]] = None,
@@ -96,14 +109,14 @@ def generate_ranks(
     limit = stage_bytes()
     stage = tempfile.mkdtemp(prefix="dlio-fast-s3-stage-", dir=os.environ.get("DLIO_FAST_S3_STAGING"))
     lspec = dataclasses.replace(spec, data_folder=stage)
-    up = None
-    problem = None
+    up: Optional[Uploader] = None
+    problem: Optional[str] = None
     nobj = nbytes = peak = 0
     try:
         up = backend.uploader(root, multipart_min)
         pl = plan(lspec, comm.rank, comm.size, check_space=False)
         done_b = done_f = 0
-        pending: List[Tuple[str, str, int]] = []
+        pending: List[Staged] = []
         for batch in batches(lspec, pl.dims, pl.todo, limit):
             need = int(np.ceil(estimated_sizes(lspec, pl.dims[np.asarray(batch)]).sum()))
             require_space(lspec, need, 0)
@@ -133,7 +146,9 @@ def generate_ranks(
     try:
         if problems:
             raise DlioError(problems[0])
-        parts = {}
+        assert up is not None  # (made first in the try above: failing to make it is a problem)
+        sink = up
+        parts: Dict[str, bytes] = {}
         if comm.size > 1:
             for split in ("train", "valid"):
                 if spec.num_files(split):
@@ -144,12 +159,12 @@ def generate_ranks(
 
         def upload() -> None:
             try:
-                _upload_manifests(up, lspec, gathered, comm.size)
+                _upload_manifests(sink, lspec, gathered or [], comm.size)
             except Exception as e:  # noqa: BLE001  (any failure on rank 0 must reach every rank, not hang them)
                 raise e if isinstance(e, (DlioError, OSError)) else DlioError(str(e) or type(e).__name__) from e
 
         comm.agree(upload)
-        up.close()
+        sink.close()
         return nobj, nbytes, peak
     finally:
         if up is not None:
@@ -157,7 +172,7 @@ def generate_ranks(
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def _upload_manifests(up: Any, lspec: DatasetSpec, gathered: list, size: int) -> None:
+def _upload_manifests(up: Uploader, lspec: DatasetSpec, gathered: List[Dict[str, bytes]], size: int) -> None:
     """Rank 0: the ranks' manifest parts merged into one manifest per split, PUT last."""
     d = os.path.join(lspec.data_folder, MANIFEST_DIR)
     if size > 1:

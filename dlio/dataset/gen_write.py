@@ -9,9 +9,10 @@ import errno
 import os
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, NoReturn, Optional
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dlio import _core
 from dlio.base import tmpclaim
@@ -27,7 +28,7 @@ BATCH_FILES = 512  # ... or this many files (bounds the programs held in memory)
 POLL_S = 0.25  # progress is reported this often
 
 
-def _batches(pl: GenPlan, threads: int = 1) -> List[np.ndarray]:
+def _batches(pl: GenPlan, threads: int = 1) -> List[NDArray[np.int64]]:
     """The files left, in batches of about BATCH_BYTES (by estimated size) or BATCH_FILES, largest
     files first: threads take the next batch as they finish one, so the last batches, which decide
     when the threads are all done, are the smallest (bytes, not file counts, balance the threads).
@@ -41,7 +42,8 @@ def _batches(pl: GenPlan, threads: int = 1) -> List[np.ndarray]:
     todo, est = todo[order], est[order]
     csum = np.cumsum(est)
     tail_from = csum[-1] - 2 * max(1, int(threads)) * BATCH_BYTES
-    cuts, start = [], 0
+    cuts: List[NDArray[np.int64]] = []
+    start = 0
     while start < todo.size:
         base = csum[start - 1] if start else 0
         step = BATCH_BYTES if base < tail_from else BATCH_BYTES // 8
@@ -53,21 +55,30 @@ def _batches(pl: GenPlan, threads: int = 1) -> List[np.ndarray]:
 
 
 def _write_batch(
-    pl: GenPlan, idx: np.ndarray, fsync: bool, stop: np.ndarray, counters: np.ndarray, direct: bool = False
+    pl: GenPlan,
+    idx: NDArray[np.int64],
+    fsync: bool,
+    stop: NDArray[np.int32],
+    counters: NDArray[np.uint64],
+    direct: bool = False,
 ) -> int:
     """Write one batch of files; returns the bytes written. Files whose format has a program go to
     the C core together (with O_DIRECT when direct); the others are written one by one by the
     format (buffered: h5py writes chunked/compressed hdf5 through the page cache)."""
     spec, fmt, spf = pl.spec, pl.fmt, pl.spec.num_samples_per_file
-    prog, by_python, main_of = Program(), [], {}
-    has_program = hasattr(fmt.module, "program")
-    if hasattr(fmt.module, "programs"):  # the format describes the whole batch with numpy
+    prog = Program()
+    by_python: List[int] = []  # files the format writes itself (no program for their layout)
+    main_of: Dict[int, int] = {}  # the program's file number of each data file -> the file's index
+    if fmt.programs is not None:  # the format describes the whole batch with numpy
         fmt.programs(prog, pl.dims[idx], spf, spec, mix_seeds(spec.seed_content, idx), [pl.paths[i] for i in idx])
         main_of = dict(enumerate(idx.tolist()))
         idx = idx[:0]
     for i in idx.tolist():
         dims = tuple(int(x) for x in pl.dims[i])
-        if has_program and fmt.program(prog, dims, spf, spec, mix_seed(spec.seed_content, i), pl.paths[i]) is not False:
+        if (
+            fmt.program is not None
+            and fmt.program(prog, dims, spf, spec, mix_seed(spec.seed_content, i), pl.paths[i]) is not False
+        ):
             main_of[len(prog.paths) - 1] = i  # the data file comes last, after its companions
         else:
             by_python.append(i)
@@ -108,7 +119,9 @@ def _write_batch(
     return done
 
 
-def write_all(pl: GenPlan, threads: int, progress: Optional[Callable], fsync: bool, direct: bool = False) -> int:
+def write_all(
+    pl: GenPlan, threads: int, progress: Optional[Callable[[int, int], None]], fsync: bool, direct: bool = False
+) -> int:
     """Write pl.todo on `threads` threads, each taking the next batch; progress(bytes, files) is
     called from this thread every POLL_S with the rank's running totals (skipped files included).
     Returns the bytes written."""
@@ -120,7 +133,7 @@ def write_all(pl: GenPlan, threads: int, progress: Optional[Callable], fsync: bo
     counters = np.zeros((nthreads, 2), np.uint64)  # per thread: bytes, files
     lock, it = threading.Lock(), iter(batches)
 
-    def worker(t):
+    def worker(t: int) -> int:
         total = 0
         while not stop[0]:
             with lock:
@@ -136,7 +149,7 @@ def write_all(pl: GenPlan, threads: int, progress: Optional[Callable], fsync: bo
 
     group = 1 + len(pl.fmt.companions(pl.paths[pl.todo[0]], pl.spec))  # files the C core counts per data file
 
-    def report():
+    def report() -> None:
         if progress is not None:
             progress(pl.present_bytes + int(counters[:, 0].sum()), len(pl.skipped) + int(counters[:, 1].sum()) // group)
 
@@ -151,13 +164,13 @@ def write_all(pl: GenPlan, threads: int, progress: Optional[Callable], fsync: bo
         except BaseException:
             stop[0] = 1
             raise
-    errors = [f.exception() for f in futs if f.exception() is not None]
+    errors = [e for e in (f.exception() for f in futs) if e is not None]
     if errors:
         _raise_write_error(pl, errors[0], direct)
     return sum(f.result() for f in futs)
 
 
-def _raise_write_error(pl: GenPlan, e: BaseException, direct: bool = False):
+def _raise_write_error(pl: GenPlan, e: BaseException, direct: bool = False) -> NoReturn:
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         left = np.array([j for j in pl.todo if pl.sizes[j] == 0], dtype=np.int64)
         remaining = int(np.ceil(estimated_sizes(pl.spec, pl.dims[left]).sum())) if left.size else 0

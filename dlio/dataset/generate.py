@@ -10,6 +10,7 @@ wrote files records its rate (gen_rate, for --dry-run's estimate)."""
 
 import time
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 from dlio.base.errors import DatasetError, InsufficientSpace
 from dlio.base.limits import usable_cpus
@@ -31,8 +32,16 @@ class GenerateResult:
 
 
 def generate(
-    spec, threads=None, rank=0, size=1, progress=None, checksum=False, fsync=False, barrier=None, direct=False
-):
+    spec: DatasetSpec,
+    threads: Optional[int] = None,
+    rank: int = 0,
+    size: int = 1,
+    progress: Optional[Callable[[int, int], None]] = None,
+    checksum: bool = False,
+    fsync: bool = False,
+    barrier: Optional[Callable[[], object]] = None,
+    direct: bool = False,
+) -> GenerateResult:
     """Generate this rank's files (rank_files: byte-balanced runs of train-then-eval) on `threads`
     threads (default: the CPUs); direct: write with O_DIRECT (the files of formats the C core writes).
 

@@ -12,18 +12,44 @@ import mmap
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple, TypedDict, Union
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dlio import _core
 from dlio.base.errors import DatasetError
 from dlio.dataset import ranges
-from dlio.dataset.formats import get_format
-from dlio.dataset.spec import MANIFEST_DIR, MANIFEST_VERSION, file_paths, split_folder, split_key
+from dlio.dataset.formats import Format, get_format
+from dlio.dataset.spec import MANIFEST_DIR, MANIFEST_VERSION, DatasetSpec, file_paths, split_folder, split_key
 from dlio.system.output import atomic_path
 
 # the manifest
+
+
+class ManifestMeta(TypedDict, total=False):
+    """A manifest's "meta" (JSON in its npz): how it was made, and the layout it lists (_layout_meta)."""
+
+    gen_key: Optional[str]  # DatasetSpec.generation_key() of the generation (None: made by a scan)
+    source: str  # "generate" or "scan"
+    files: Optional[List[int]]  # a rank's part: the numbers of its files within the split
+    canonical: bool  # the files have DLIO's names (file_paths); else the npz lists them
+    version: int
+    format: str
+    split: str
+    nfiles: int
+    spf: int
+    prefix: str
+    subfolders: int
+    reader_view: Optional[List[Union[str, List[str]]]]
+
+
+@dataclass
+class Saved:
+    """A saved manifest as read back: its arrays by name, and its meta."""
+
+    arrays: Dict[str, NDArray[Any]]
+    meta: ManifestMeta
 
 
 @dataclass
@@ -36,24 +62,24 @@ class Manifest:
 
     split: str
     format: str
-    paths: list
-    file_size: np.ndarray
+    paths: List[str]
+    file_size: NDArray[np.uint64]
     num_samples_per_file: int
     whole_file: bool
     table: Optional[ranges.Table] = None
-    file_crc32c: np.ndarray = None
-    range_crc32c: np.ndarray = None
-    meta: dict = field(default_factory=dict)
+    file_crc32c: Optional[NDArray[np.uint32]] = None
+    range_crc32c: Optional[NDArray[np.uint32]] = None
+    meta: ManifestMeta = field(default_factory=ManifestMeta)
 
     @property
-    def nfiles(self):
+    def nfiles(self) -> int:
         return int(self.file_size.size)
 
     @property
-    def total_bytes(self):
+    def total_bytes(self) -> int:
         return int(self.file_size.sum())
 
-    def ranges(self):
+    def ranges(self) -> Tuple[NDArray[np.uint32], NDArray[np.uint32], NDArray[np.uint64], NDArray[np.uint64]]:
         """(range_file, range_sample, range_offset, range_length) for every format: O(ranges)."""
         if self.table is not None:
             return self.table.flat(self.nfiles)
@@ -64,7 +90,8 @@ class Manifest:
         return rf, rs, np.zeros(n * spf, np.uint64), np.repeat(self.file_size.astype(np.uint64), spf)
 
 
-def manifest_path(spec, split, part=None):
+def manifest_path(spec: DatasetSpec, split: str, part: Optional[Tuple[int, int]] = None) -> str:
+    """The npz of a split's manifest, or of a rank's part of it (part: (rank, ranks))."""
     d = f"{spec.data_folder}/{MANIFEST_DIR}"
     if part is None:
         return f"{d}/manifest-{split_key(split)}.npz"
@@ -72,7 +99,7 @@ def manifest_path(spec, split, part=None):
     return f"{d}/manifest-{split_key(split)}.part-{rank}-of-{size}.npz"
 
 
-def _layout_meta(spec, split):
+def _layout_meta(spec: DatasetSpec, split: str) -> ManifestMeta:
     split = split_key(split)
     return {
         "version": MANIFEST_VERSION,
@@ -86,41 +113,42 @@ def _layout_meta(spec, split):
     }
 
 
-def _save_npz(path, arrays):
+def _save_npz(path: str, arrays: Dict[str, NDArray[Any]]) -> None:
     d, name = os.path.split(path)
     os.makedirs(d, exist_ok=True)
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+            np.savez(f, **arrays)  # type: ignore[arg-type]  # (numpy's stub: a name could be allow_pickle)
 
 
-def save_manifest(spec, m, part=None):
-    meta = dict(m.meta)
+def save_manifest(spec: DatasetSpec, m: Manifest, part: Optional[Tuple[int, int]] = None) -> None:
+    meta = m.meta.copy()
     meta.update(_layout_meta(spec, m.split))
     canonical = m.paths == file_paths(spec, m.split) if part is None else True
     meta["canonical"] = bool(canonical)
-    arrays = {"meta": np.array(json.dumps(meta)), "file_size": m.file_size.astype(np.uint64)}
+    arrays: Dict[str, NDArray[Any]] = {"meta": np.array(json.dumps(meta)), "file_size": m.file_size.astype(np.uint64)}
     if not canonical:
         root = split_folder(spec, m.split) + "/"
         arrays["names"] = np.array([p[len(root) :] if p.startswith(root) else p for p in m.paths])
     arrays.update(_table_arrays(m.table))
-    for k in ("file_crc32c", "range_crc32c"):
-        v = getattr(m, k)
-        if v is not None:
-            arrays[k] = v
+    if m.file_crc32c is not None:
+        arrays["file_crc32c"] = m.file_crc32c
+    if m.range_crc32c is not None:
+        arrays["range_crc32c"] = m.range_crc32c
     _save_npz(manifest_path(spec, m.split, part), arrays)
 
 
-def _table_arrays(t):
+def _table_arrays(t: Optional[ranges.Table]) -> Dict[str, NDArray[Any]]:
     """The npz arrays of a range table (flat: the four range_* columns of earlier versions)."""
     if t is None:
         return {}
-    if t.uniform:
+    if t.first is not None:
         return {"range_first": t.first, "range_uniform": np.array([t.stride, t.length, t.count], np.int64)}
-    return {"range_file": t.file, "range_sample": t.sample, "range_offset": t.offset, "range_length": t.size}
+    file, sample, offset, size = t.columns()
+    return {"range_file": file, "range_sample": sample, "range_offset": offset, "range_length": size}
 
 
-def _table_from_arrays(a):
+def _table_from_arrays(a: Dict[str, NDArray[Any]]) -> Optional[ranges.Table]:
     if "range_first" in a:
         stride, length, count = (int(x) for x in a["range_uniform"])
         return ranges.Table(first=a["range_first"].astype(np.uint64), stride=stride, length=length, count=count)
@@ -131,40 +159,38 @@ def _table_from_arrays(a):
     return None
 
 
-def read_manifest_file(path):
+def read_manifest_file(path: str) -> Saved:
     """A saved manifest's arrays, and its "meta" decoded from JSON."""
     with np.load(path, allow_pickle=False) as z:
-        out = {k: z[k] for k in z.files}
-    out["meta"] = json.loads(str(out["meta"]))
-    return out
+        arrays = {k: z[k] for k in z.files}
+    return Saved(arrays, json.loads(str(arrays.pop("meta"))))
 
 
-def _manifest_from_arrays(spec, split, a, paths):
+def _manifest_from_arrays(spec: DatasetSpec, split: str, saved: Saved, paths: List[str]) -> Manifest:
     fmt = get_format(spec.format)
-    m = Manifest(
+    a = saved.arrays
+    return Manifest(
         split=split_key(split),
         format=spec.format,
         paths=paths,
         file_size=a["file_size"].astype(np.uint64),
         num_samples_per_file=spec.num_samples_per_file,
         whole_file=fmt.WHOLE_FILE,
-        meta=a["meta"],
+        table=_table_from_arrays(a),
+        file_crc32c=a.get("file_crc32c"),
+        range_crc32c=a.get("range_crc32c"),
+        meta=saved.meta,
     )
-    m.table = _table_from_arrays(a)
-    for k in ("file_crc32c", "range_crc32c"):
-        if k in a:
-            setattr(m, k, a[k])
-    return m
 
 
-def load_saved(spec, split, check=True):
+def load_saved(spec: DatasetSpec, split: str, check: bool = True) -> Optional[Manifest]:
     """The saved manifest of a split when it matches the spec's layout (else None)."""
     path = manifest_path(spec, split)
     try:
         a = read_manifest_file(path)
     except (OSError, ValueError, KeyError):
         return None
-    meta = a["meta"]
+    meta = a.meta
     want = _layout_meta(spec, split)
     if any(meta.get(k) != v for k, v in want.items()):
         return None
@@ -172,8 +198,8 @@ def load_saved(spec, split, check=True):
         paths = file_paths(spec, split)
     else:
         root = split_folder(spec, split) + "/"
-        paths = [root + str(n) for n in a["names"]]
-    if len(paths) != a["file_size"].size:
+        paths = [root + str(n) for n in a.arrays["names"]]
+    if len(paths) != a.arrays["file_size"].size:
         return None
     m = _manifest_from_arrays(spec, split, a, paths)
     if check and paths:
@@ -186,7 +212,7 @@ def load_saved(spec, split, check=True):
     return m
 
 
-def resolve_paths(spec, split):
+def resolve_paths(spec: DatasetSpec, split: str) -> List[str]:
     """The files of a split: DLIO's names when they exist, else (a dataset generated with more
     files) DLIO's own listing rule: sorted names ending in the format, the first N used."""
     split = split_key(split)
@@ -212,10 +238,10 @@ def resolve_paths(spec, split):
     return listed[:n]
 
 
-def _list_like_dlio(spec, split):
+def _list_like_dlio(spec: DatasetSpec, split: str) -> List[str]:
     folder = split_folder(spec, split)
     ext = spec.format
-    out = []
+    out: List[str] = []
     if spec.num_subfolders(split) > 1:
         for sub in sorted(os.listdir(folder)):
             p = os.path.join(folder, sub)
@@ -231,7 +257,9 @@ def _list_like_dlio(spec, split):
     return out
 
 
-def scan_manifest(spec, split, paths=None, checksum=False):
+def scan_manifest(
+    spec: DatasetSpec, split: str, paths: Optional[Sequence[str]] = None, checksum: bool = False
+) -> Manifest:
     """Build a split's manifest from the files themselves (stat + the format's extents())."""
     split = split_key(split)
     fmt = get_format(spec.format)
@@ -272,7 +300,7 @@ def scan_manifest(spec, split, paths=None, checksum=False):
     return m
 
 
-def _file_ranges(fmt, path, spec):
+def _file_ranges(fmt: Format, path: str, spec: DatasetSpec) -> ranges.FileRanges:
     """One file's sample byte ranges; a file the format cannot parse, or with fewer samples than
     num_samples_per_file, is named (the reader's own error says neither the file nor what to do)."""
     spf = spec.num_samples_per_file
@@ -299,7 +327,7 @@ def _file_ranges(fmt, path, spec):
     return ranges.compact(samples, offs, lens)
 
 
-def _check_bounds(path, offs, lens):
+def _check_bounds(path: str, offs: ranges.Ints, lens: ranges.Ints) -> None:
     """Every sample's bytes lie inside the file: a malformed record (a length field of 2^64, an index
     pointing past the end) must not become a read the plan cannot do."""
     size = os.stat(path).st_size
@@ -312,7 +340,8 @@ def _check_bounds(path, offs, lens):
         )
 
 
-def file_crc(path):
+def file_crc(path: str) -> int:
+    """The CRC32C of a file's bytes."""
     crc = 0
     with open(path, "rb") as f:
         buf = bytearray(8 << 20)
@@ -325,7 +354,8 @@ def file_crc(path):
     return crc
 
 
-def range_crcs(path, offs, lens):
+def range_crcs(path: str, offs: ranges.Ints, lens: ranges.Ints) -> NDArray[np.uint32]:
+    """The CRC32C of each byte range of a file."""
     out = np.zeros(len(offs), np.uint32)
     if len(offs) == 0:
         return out
@@ -343,7 +373,7 @@ def range_crcs(path, offs, lens):
     return out
 
 
-def _add_checksums(m):
+def _add_checksums(m: Manifest) -> None:
     m.file_crc32c = np.array([file_crc(p) for p in m.paths], dtype=np.uint32)
     if m.table is not None:
         m.range_crc32c = np.concatenate(
@@ -351,7 +381,7 @@ def _add_checksums(m):
         )
 
 
-def merge_parts(spec, split):
+def merge_parts(spec: DatasetSpec, split: str) -> Optional[Manifest]:
     """Merge the per-rank parts a multi-rank generation left (None unless they cover the split)."""
     d = f"{spec.data_folder}/{MANIFEST_DIR}"
     prefix = f"manifest-{split_key(split)}.part-"
@@ -359,7 +389,7 @@ def merge_parts(spec, split):
         names = [n for n in os.listdir(d) if n.startswith(prefix) and n.endswith(".npz")]
     except OSError:
         return None
-    by_size = {}
+    by_size: Dict[int, Dict[int, str]] = {}  # ranks of the generation -> rank -> its part
     for n in names:
         try:
             r, s = n[len(prefix) : -4].split("-of-")
@@ -374,28 +404,34 @@ def merge_parts(spec, split):
             loaded = [read_manifest_file(parts[r]) for r in range(size)]
         except (OSError, ValueError, KeyError):
             continue
-        if any(any(a["meta"].get(k) != v for k, v in want.items()) for a in loaded):
+        if any(any(a.meta.get(k) != v for k, v in want.items()) for a in loaded):
             continue
-        keys = {a["meta"].get("gen_key") for a in loaded}
-        m = _combine(spec, split, [(a["meta"]["files"], a) for a in loaded], keys.pop() if len(keys) == 1 else None)
+        keys = {a.meta.get("gen_key") for a in loaded}
+        m = _combine(
+            spec, split, [(a.meta.get("files") or [], a) for a in loaded], keys.pop() if len(keys) == 1 else None
+        )
         if m is not None:
             return m
     return None
 
 
-def _combine(spec, split, parts, gen_key):
+def _combine(
+    spec: DatasetSpec, split: str, parts: List[Tuple[List[int], Saved]], gen_key: Optional[str]
+) -> Optional[Manifest]:
     """parts: (global file indices within the split, arrays) per rank. A part's flat range table
     numbers its files globally; a uniform one lists first offsets in the order of its files."""
     n = spec.num_files(split)
     fmt = get_format(spec.format)
     sizes = np.zeros(n, np.uint64)
     seen = np.zeros(n, bool)
-    tables, rc = [], []
-    have_fc = all("file_crc32c" in a for _, a in parts)
-    have_rc = all("range_crc32c" in a for _, a in parts)
+    tables: List[Tuple[NDArray[np.int64], ranges.Table]] = []
+    rc: List[NDArray[np.uint32]] = []
+    have_fc = all("file_crc32c" in a.arrays for _, a in parts)
+    have_rc = all("range_crc32c" in a.arrays for _, a in parts)
     fcs = np.zeros(n, np.uint32)
-    for files, a in parts:
-        files = np.asarray(files, dtype=np.int64)
+    for numbers, saved in parts:
+        files = np.asarray(numbers, dtype=np.int64)
+        a = saved.arrays
         sizes[files] = a["file_size"]
         seen[files] = True
         if have_fc:
@@ -420,20 +456,21 @@ def _combine(spec, split, parts, gen_key):
         m.file_crc32c = fcs
     if fmt.WHOLE_FILE:
         return m
-    shapes = {(t.stride, t.length, t.count) if t.uniform else None for _, t in tables}
-    if len(shapes) == 1 and None not in shapes:
+    uniform = [(files, t.first) for files, t in tables if t.first is not None]
+    shapes = {(t.stride, t.length, t.count) for _, t in tables}
+    if len(shapes) == 1 and len(uniform) == len(tables):
         stride, length, count = shapes.pop()
         first = np.zeros(n, np.uint64)
-        for files, t in tables:
-            first[files] = t.first
+        for files, t_first in uniform:
+            first[files] = t_first
         m.table = ranges.Table(first=first, stride=stride, length=length, count=count)
         if not (have_rc and rc):
             return m
     # flat, or checksums to put in (file, sample) order: the parts' ranges with global file numbers
-    cols = []
+    cols: List[Tuple[ranges.Ints, ...]] = []
     for files, t in tables:
-        f, smp, o, ln = t.flat(len(files))
-        cols.append((files[f.astype(np.int64)] if t.uniform else f.astype(np.int64), smp, o, ln))
+        tf, ts, to, tl = t.flat(len(files))
+        cols.append((files[tf.astype(np.int64)] if t.uniform else tf.astype(np.int64), ts, to, tl))
     f, smp, o, ln = (np.concatenate([c[k] for c in cols]) if cols else np.zeros(0, np.int64) for k in range(4))
     order = np.lexsort((o, smp, f))
     if m.table is None:
@@ -448,7 +485,7 @@ def _combine(spec, split, parts, gen_key):
     return m
 
 
-def load_manifest(spec, split, cache=True, checksum=False):
+def load_manifest(spec: DatasetSpec, split: str, cache: bool = True, checksum: bool = False) -> Manifest:
     """The manifest of one split: the saved one when it matches, else merged from per-rank parts,
     else built by scanning the files (and saved when the folder is writable and cache is True)."""
     split = split_key(split)
@@ -465,14 +502,14 @@ def load_manifest(spec, split, cache=True, checksum=False):
         if not fmt.WHOLE_FILE:
             m.table = ranges.build([])
         return m
-    m = None if _parts_newer(spec, split) else load_saved(spec, split)
-    if m is not None and (not checksum or m.file_crc32c is not None):
-        return m
-    m = merge_parts(spec, split)
-    if m is not None and (not checksum or m.file_crc32c is not None):
-        if _quick_check(m):
-            _try_save(spec, m, cache)
-            return m
+    saved = None if _parts_newer(spec, split) else load_saved(spec, split)
+    if saved is not None and (not checksum or saved.file_crc32c is not None):
+        return saved
+    merged = merge_parts(spec, split)
+    if merged is not None and (not checksum or merged.file_crc32c is not None):
+        if _quick_check(merged):
+            _try_save(spec, merged, cache)
+            return merged
     m = scan_manifest(spec, split, checksum=checksum)
     # A manifest written at generation is the record of what the files should be: a scan of files
     # that changed since must not replace it (that would make a truncated file look complete).
@@ -481,7 +518,7 @@ def load_manifest(spec, split, cache=True, checksum=False):
     return m
 
 
-def _parts_newer(spec, split):
+def _parts_newer(spec: DatasetSpec, split: str) -> bool:
     """True when a multi-rank generation left parts newer than the saved manifest."""
     d = f"{spec.data_folder}/{MANIFEST_DIR}"
     prefix = f"manifest-{split_key(split)}.part-"
@@ -495,7 +532,7 @@ def _parts_newer(spec, split):
         return False
 
 
-def _quick_check(m):
+def _quick_check(m: Manifest) -> bool:
     for i in {0, m.nfiles - 1}:
         try:
             if os.stat(m.paths[i]).st_size != int(m.file_size[i]):
@@ -505,7 +542,7 @@ def _quick_check(m):
     return True
 
 
-def _try_save(spec, m, cache):
+def _try_save(spec: DatasetSpec, m: Manifest, cache: bool) -> None:
     if not cache:
         return
     try:

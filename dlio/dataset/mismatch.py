@@ -6,11 +6,12 @@ against the file sizes the config implies."""
 import dataclasses
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import Optional
 
 from dlio.base.errors import DatasetError
-from dlio.dataset.manifest import manifest_path, read_manifest_file
-from dlio.dataset.spec import DIALECT_FORMATS, DIALECTS, estimated_sizes, file_dims, file_paths, split_key
+from dlio.dataset.manifest import ManifestMeta, manifest_path, read_manifest_file
+from dlio.dataset.section import DIALECT_FORMATS, DIALECTS
+from dlio.dataset.spec import DatasetSpec, estimated_sizes, file_dims, file_paths, split_key
 
 # What decides the bytes of a file with a given name (the format is in the name already).
 CONTENT_KEYS = (
@@ -28,9 +29,9 @@ CONTENT_KEYS = (
 SIZE_SLACK = 0.10  # headers and container overhead beside the records
 
 
-def _saved_meta(spec: Any, split: str) -> Optional[Dict[str, Any]]:
+def _saved_meta(spec: DatasetSpec, split: str) -> Optional[ManifestMeta]:
     try:
-        meta = read_manifest_file(manifest_path(spec, split))["meta"]
+        meta = read_manifest_file(manifest_path(spec, split)).meta
     except (OSError, ValueError, KeyError):
         return None
     same_files = (
@@ -42,14 +43,15 @@ def _saved_meta(spec: Any, split: str) -> Optional[Dict[str, Any]]:
     return meta if same_files else None
 
 
-def check_dataset_matches(spec: Any, split: str) -> None:
+def check_dataset_matches(spec: DatasetSpec, split: str) -> None:
     """DatasetError naming the key, the dataset's value and the config's, when they differ."""
     split = split_key(split)
     if spec.num_files(split) == 0 or spec.format == "synthetic":
         return
     meta = _saved_meta(spec, split)
-    if meta is not None and meta.get("gen_key"):
-        made = json.loads(meta["gen_key"])
+    gen_key = meta.get("gen_key") if meta is not None else None
+    if gen_key:
+        made = json.loads(gen_key)
         now = json.loads(spec.generation_key())
         for k in CONTENT_KEYS:
             if k in made and made[k] != now.get(k):
@@ -62,7 +64,7 @@ def check_dataset_matches(spec: Any, split: str) -> None:
     _check_by_size(spec, split)  # no manifest, or one made by a scan (it records no generation key)
 
 
-def _check_by_size(spec: Any, split: str) -> None:
+def _check_by_size(spec: DatasetSpec, split: str) -> None:
     """No manifest: the first file's size against what the config implies (fixed-size records only)."""
     if float(spec.record_length_bytes_stdev or 0) or spec.compression != "none":
         return

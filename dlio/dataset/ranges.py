@@ -13,11 +13,15 @@ file (`Table.first`) and planned by arithmetic (dlio.train.planner). Anything el
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
+from numpy.typing import NDArray
 
-Arrays = Tuple[np.ndarray, np.ndarray, np.ndarray]  # samples, offsets, lengths of one file
+Ints = NDArray[np.integer[Any]]  # int64 mostly; an index file's uint64 (mapped), a table's uint32/uint64
+Arrays = Tuple[Ints, Ints, Ints]  # samples (or group keys), offsets, lengths of one file
+# a flat table's columns: file, sample, offset, length
+Columns = Tuple[NDArray[np.uint32], NDArray[np.uint32], NDArray[np.uint64], NDArray[np.uint64]]
 
 
 @dataclass(frozen=True)
@@ -40,12 +44,19 @@ FileRanges = Union[Uniform, Arrays]
 CHECK_CHUNK = 1 << 22  # ranges compared at a time: bounded temporaries for 277 M-range files
 
 
-def compact(samples, offsets, lengths) -> FileRanges:
+def _int64(a: Ints) -> NDArray[np.int64]:
+    return np.asarray(a).astype(np.int64)
+
+
+def compact(samples: Ints, offsets: Ints, lengths: Ints) -> FileRanges:
     """A file's ranges as Uniform when they are regular (one equal-length range per sample, samples
     0..n-1 in order, a constant stride >= length), else as int64 arrays. The inputs may be
     memory-mapped: they are compared in chunks, never copied whole unless irregular."""
     n = len(samples)
-    irregular = lambda: tuple(np.asarray(a).astype(np.int64) for a in (samples, offsets, lengths))  # noqa: E731
+
+    def irregular() -> Arrays:
+        return _int64(samples), _int64(offsets), _int64(lengths)
+
     if n == 0 or len(offsets) != n or len(lengths) != n:
         return irregular()
     first, length = int(offsets[0]), int(lengths[0])
@@ -73,14 +84,14 @@ class Table:
     """A split's ranges: `first` (uint64 per file) with `stride`, `length`, `count` when every file
     is Uniform alike, else flat arrays sorted by (file, sample)."""
 
-    first: Optional[np.ndarray] = None
+    first: Optional[NDArray[np.uint64]] = None
     stride: int = 0
     length: int = 0
     count: int = 0
-    file: Optional[np.ndarray] = None  # uint32
-    sample: Optional[np.ndarray] = None  # uint32
-    offset: Optional[np.ndarray] = None  # uint64
-    size: Optional[np.ndarray] = None  # uint64 (range lengths)
+    file: Optional[NDArray[np.uint32]] = None
+    sample: Optional[NDArray[np.uint32]] = None
+    offset: Optional[NDArray[np.uint64]] = None
+    size: Optional[NDArray[np.uint64]] = None  # range lengths
 
     @property
     def uniform(self) -> bool:
@@ -88,15 +99,22 @@ class Table:
 
     def of_file(self, j: int) -> Arrays:
         """(samples, offsets, lengths) of file j."""
-        if self.uniform:
+        if self.first is not None:
             return Uniform(int(self.first[j]), self.stride, self.length, self.count).arrays()
-        a, b = np.searchsorted(self.file, [j, j + 1])
-        return self.sample[a:b], self.offset[a:b], self.size[a:b]
+        file, sample, offset, size = self.columns()
+        a, b = np.searchsorted(file, [j, j + 1])
+        return sample[a:b], offset[a:b], size[a:b]
 
-    def flat(self, nfiles: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def columns(self) -> Columns:
+        """A flat table's (file, sample, offset, length) columns."""
+        if self.file is None or self.sample is None or self.offset is None or self.size is None:
+            raise ValueError("a uniform range table has no columns (flat() makes them)")
+        return self.file, self.sample, self.offset, self.size
+
+    def flat(self, nfiles: int) -> Columns:
         """(file, sample, offset, length) of every range: O(ranges), for checks and small splits."""
-        if not self.uniform:
-            return self.file, self.sample, self.offset, self.size
+        if self.first is None:
+            return self.columns()
         n, c = int(nfiles), self.count
         s = np.tile(np.arange(c, dtype=np.uint64), n)
         off = np.repeat(self.first.astype(np.uint64), c) + s * np.uint64(self.stride)
@@ -108,19 +126,20 @@ class Table:
         )
 
 
-def build(per: Sequence[FileRanges], files: Optional[Sequence[int]] = None) -> Table:
+def build(per: Sequence[FileRanges], files: Union[None, Sequence[int], Ints] = None) -> Table:
     """The Table of files given in order: uniform when every file is Uniform with the same stride,
     length and count (first[k] is per[k]'s), else flat with file numbers `files` (default 0..n-1)."""
     idx = np.arange(len(per), dtype=np.int64) if files is None else np.asarray(files, np.int64)
-    shapes = {(r.stride, r.length, r.count) for r in per if isinstance(r, Uniform)}
-    if per and len(shapes) == 1 and all(isinstance(r, Uniform) for r in per):
+    uniform = [r for r in per if isinstance(r, Uniform)]
+    shapes = {(r.stride, r.length, r.count) for r in uniform}
+    if per and len(shapes) == 1 and len(uniform) == len(per):
         stride, length, count = shapes.pop()
-        return Table(first=np.array([r.first for r in per], np.uint64), stride=stride, length=length, count=count)
+        return Table(first=np.array([r.first for r in uniform], np.uint64), stride=stride, length=length, count=count)
     arrays = [as_arrays(r) for r in per]
     counts = np.array([a[0].size for a in arrays], dtype=np.int64)
     return Table(
         file=np.repeat(idx.astype(np.uint32), counts),
-        sample=np.concatenate([a[0] for a in arrays] or [np.zeros(0)]).astype(np.uint32),
-        offset=np.concatenate([a[1] for a in arrays] or [np.zeros(0)]).astype(np.uint64),
-        size=np.concatenate([a[2] for a in arrays] or [np.zeros(0)]).astype(np.uint64),
+        sample=np.concatenate([a[0] for a in arrays] or [np.zeros(0, np.int64)]).astype(np.uint32),
+        offset=np.concatenate([a[1] for a in arrays] or [np.zeros(0, np.int64)]).astype(np.uint64),
+        size=np.concatenate([a[2] for a in arrays] or [np.zeros(0, np.int64)]).astype(np.uint64),
     )

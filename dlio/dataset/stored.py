@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional
 
 from dlio.base.errors import DlioError
 from dlio.base.limits import usable_cpus
@@ -23,6 +23,10 @@ from dlio.dataset.mismatch import check_dataset_matches
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, dataset_bytes, file_paths
 from dlio.storage import backend_for, staging
 from dlio.storage.base import IN_PLACE, SCAN, Backend
+from dlio.system.mpi import Comm
+
+if TYPE_CHECKING:
+    from dlio.progress import Progress
 
 SPLITS = ("train", "valid")
 
@@ -37,11 +41,13 @@ class StoredDataset:
 
 
 def stored(cfg: Config, spec: DatasetSpec, backend: Optional[Backend] = None) -> StoredDataset:
+    """The dataset of this spec where the config's backend (or the one given) keeps it."""
     backend = backend if backend is not None else backend_for(cfg)
     return StoredDataset(backend, backend.dataset_root(cfg), spec)
 
 
 def manifest_names(spec: DatasetSpec) -> List[str]:
+    """The manifests of the splits that have files, by name relative to the data folder."""
     return [f"{MANIFEST_DIR}/manifest-{s}.npz" for s in SPLITS if spec.num_files(s)]
 
 
@@ -91,9 +97,9 @@ def complete(ds: StoredDataset) -> bool:
 
 def generate(
     ds: StoredDataset,
-    comm,
+    comm: Comm,
     echo: Callable[[str], None],
-    progress=None,
+    progress: Optional[Progress] = None,
     threads: Optional[int] = None,
     checksum: bool = False,
     direct: bool = False,
@@ -143,7 +149,7 @@ def generate(
     objects, nbytes, peak = gen_stream.generate_ranks(
         ds.backend, ds.root, spec, comm, threads, checksum=checksum, progress=cb, multipart_min=multipart_min
     )
-    if cb is not None:
+    if cb is not None and progress is not None:
         progress.done()
     totals = comm.allgather((objects, nbytes, peak))
     objects, nbytes = sum(t[0] for t in totals), sum(t[1] for t in totals)

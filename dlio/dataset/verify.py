@@ -12,28 +12,31 @@ import dataclasses
 import json
 import os
 import stat
-from typing import List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from dlio.dataset import stored
-from dlio.dataset.formats import get_format
-from dlio.dataset.manifest import file_crc, load_saved, read_manifest_file
-from dlio.dataset.spec import DIALECT_FORMATS, DIALECTS, DatasetSpec, file_dims, file_paths
+from dlio.dataset.formats import Dims, Format, get_format
+from dlio.dataset.manifest import file_crc, load_saved, manifest_path, read_manifest_file
+from dlio.dataset.section import DIALECT_FORMATS, DIALECTS
+from dlio.dataset.spec import DatasetSpec, file_dims, file_paths
 from dlio.storage import staging
 
 FETCH_BYTES = 1 << 30  # an object store's files are fetched and checked about this much at a time
+Problem = Tuple[str, str]  # (path, what is wrong with it)
 
 
 def as_generated(spec: DatasetSpec) -> Tuple[DatasetSpec, Optional[str]]:
     """The spec the dataset in spec.data_folder was generated with (its manifest's generation key), and
     a note when it differs from the config's; the spec as given when there is no manifest."""
-    from dlio.dataset.manifest import manifest_path
-
     try:
-        meta = read_manifest_file(manifest_path(spec, "train"))["meta"]
-        key = json.loads(meta["gen_key"])
+        gen_key = read_manifest_file(manifest_path(spec, "train")).meta["gen_key"]
+        key = json.loads(gen_key) if gen_key is not None else None  # None: made by a scan
     except (OSError, ValueError, KeyError, TypeError):
         return spec, None
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in key.items() if hasattr(spec, k)}
+    if key is None:
+        return spec, None
+    # the key's values as JSON gives them: DatasetSpec converts them
+    fields: Dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in key.items() if hasattr(spec, k)}
     made = dataclasses.replace(spec, **fields)
     changed = [
         f"{k} {getattr(made, k)!r} (config: {getattr(spec, k)!r})"
@@ -44,15 +47,17 @@ def as_generated(spec: DatasetSpec) -> Tuple[DatasetSpec, Optional[str]]:
     return made, note
 
 
-def verify_stored(ds: "stored.StoredDataset", checksums: bool = True, log=None) -> Tuple[int, List, Optional[str]]:
+def verify_stored(
+    ds: "stored.StoredDataset", checksums: bool = True, log: Optional[Callable[[int], None]] = None
+) -> Tuple[int, List[Problem], Optional[str]]:
     """verify() of a dataset where its backend keeps it: (files checked, problems, note)."""
     spec, note = as_generated(stored.planning_spec(ds))
     if staging.in_place(ds.backend, ds.root) is not None:  # the files are checked where they lie, no copy
-        checked, problems = verify(spec, checksums, log)
-        return checked, problems, note
+        return (*verify(spec, checksums, log), note)
     fmt = get_format(spec.format)
     batch_files = max(1, FETCH_BYTES // max(1, int(spec.record_length_bytes * spec.num_samples_per_file)))
-    checked, problems = 0, []
+    checked = 0
+    problems: List[Problem] = []
     for split in ("train", "valid"):
         n = spec.num_files(split)
         paths = file_paths(spec, split)
@@ -69,11 +74,18 @@ def verify_stored(ds: "stored.StoredDataset", checksums: bool = True, log=None) 
     return checked, problems, note
 
 
-def verify(spec, checksums=True, log=None, split=None, only=None):
+def verify(
+    spec: DatasetSpec,
+    checksums: bool = True,
+    log: Optional[Callable[[int], None]] = None,
+    split: Optional[str] = None,
+    only: Optional[Sequence[int]] = None,
+) -> Tuple[int, List[Problem]]:
     """Returns (files_checked, problems: list of (path, what)); ``split`` and ``only`` (file indices)
     restrict it to part of the dataset."""
     fmt = get_format(spec.format)
-    problems, checked = [], 0
+    problems: List[Problem] = []
+    checked = 0
     for split_ in ("train", "valid") if split is None else (split,):
         n = spec.num_files(split_)
         if n == 0:
@@ -115,7 +127,7 @@ def verify(spec, checksums=True, log=None, split=None, only=None):
     return checked, problems
 
 
-def _valid_any_dialect(fmt, path, dims, spec):
+def _valid_any_dialect(fmt: Format, path: str, dims: Dims, spec: DatasetSpec) -> bool:
     """Valid in the layout of the config's DLIO version, or of the other one (the readers take both:
     a DLIO 2.0.0 dataset is fine under a current config and the other way round)."""
     if fmt.valid(path, dims, spec.num_samples_per_file, spec):
@@ -124,6 +136,6 @@ def _valid_any_dialect(fmt, path, dims, spec):
     return any(fmt.valid(path, dims, spec.num_samples_per_file, dataclasses.replace(spec, dialect=d)) for d in others)
 
 
-def has_checksums(spec):
+def has_checksums(spec: DatasetSpec) -> bool:
     m = load_saved(spec, "train", check=False)
     return m is not None and m.file_crc32c is not None

@@ -7,6 +7,7 @@ import stat
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dlio.base.errors import DlioError
 from dlio.dataset.formats import get_format
@@ -15,7 +16,7 @@ from dlio.dataset.spec import DatasetSpec
 from dlio.train import planner
 
 
-def check_files(paths: Sequence[str], recorded_sizes: Sequence[int]) -> Tuple[np.ndarray, Optional[str]]:
+def check_files(paths: Sequence[str], recorded_sizes: NDArray[np.uint64]) -> Tuple[np.ndarray, Optional[str]]:
     """Boolean mask of files that are missing, unreadable or not the size recorded at generation
     (truncated, or changed under us), and the first problem as text. One stat per file."""
     bad = np.zeros(len(paths), dtype=bool)

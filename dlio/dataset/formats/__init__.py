@@ -33,24 +33,17 @@ or its deterministic fill).
 
 import importlib
 import os
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Tuple
 
 import numpy as np
+from numpy.typing import NDArray
 
-from dlio.base.errors import ConfigError
+from dlio.dataset.ranges import Arrays
+from dlio.dataset.section import FORMATS, DatasetSpec, check_format
 
-FORMATS = (
-    "npz",
-    "npy",
-    "hdf5",
-    "tfrecord",
-    "jpeg",
-    "png",
-    "csv",
-    "indexed_binary",
-    "mmap_indexed_binary",
-    "synthetic",
-    "parquet",
-)
+if TYPE_CHECKING:
+    from dlio.dataset.formats.program import Program
 
 _MODULES = {
     "npz": "npz",
@@ -66,36 +59,104 @@ _MODULES = {
     "parquet": "parquet",
 }
 
+Dims = Tuple[int, ...]  # one file's drawn shape
+Extents = Arrays  # (sample or group key, offset, length) of every range a reader reads
 
-class _Format:
+
+class ProgramFn(Protocol):
+    def __call__(
+        self, prog: "Program", dims: Dims, nsamples: int, spec: DatasetSpec, seed: int, final: str
+    ) -> Optional[bool]: ...
+
+
+class ProgramsFn(Protocol):
+    def __call__(
+        self,
+        prog: "Program",
+        dims: NDArray[np.int64],
+        nsamples: int,
+        spec: DatasetSpec,
+        seeds: NDArray[np.uint64],
+        finals: List[str],
+    ) -> None: ...
+
+
+class WriteFn(Protocol):
+    def __call__(
+        self,
+        path: str,
+        dims: Dims,
+        nsamples: int,
+        spec: DatasetSpec,
+        seed: int,
+        final: Optional[str] = None,
+        index: int = 0,
+    ) -> int: ...
+
+
+class LayoutFn(Protocol):
+    def __call__(self, dims: Dims, nsamples: int, spec: DatasetSpec) -> Optional[Extents]: ...
+
+
+class ExpectedSizeFn(Protocol):
+    def __call__(self, dims: Dims, nsamples: int, spec: DatasetSpec) -> Optional[int]: ...
+
+
+class EstimateSizesFn(Protocol):
+    def __call__(self, dims: NDArray[np.int64], nsamples: int, spec: DatasetSpec) -> NDArray[np.int64]: ...
+
+
+class CompanionsFn(Protocol):
+    def __call__(self, final: str, spec: DatasetSpec) -> List[str]: ...
+
+
+class ValidFn(Protocol):
+    def __call__(self, path: str, dims: Dims, nsamples: int, spec: DatasetSpec) -> bool: ...
+
+
+class ExtentsFn(Protocol):
+    def __call__(self, path: str, nsamples: int, spec: DatasetSpec) -> Extents: ...
+
+
+class Format:
     """A format module bound to a format name (jpeg/png share a module, and so do the two
-    indexed_binary flavours); attribute access falls through to the module."""
+    indexed_binary flavours): its functions (the module docstring's), None for program, programs and
+    layout_extents where the module has none; a format written only from programs has a write() that
+    raises."""
 
-    def __init__(self, name, module):
+    def __init__(self, name: str, module: ModuleType) -> None:
         self.name = name
         self.module = module
         self.EXT = name
-        self.WHOLE_FILE = bool(getattr(module, "WHOLE_FILE_BY_NAME", {}).get(name, module.WHOLE_FILE))
+        self.WHOLE_FILE = bool(module.WHOLE_FILE)
+        self.GROUPED = bool(getattr(module, "GROUPED", False))
+        self.program: Optional[ProgramFn] = getattr(module, "program", None)
+        self.programs: Optional[ProgramsFn] = getattr(module, "programs", None)
+        self.write: WriteFn = getattr(module, "write", None) or self._programs_only
+        self.layout_extents: Optional[LayoutFn] = getattr(module, "layout_extents", None)
+        self.expected_size: ExpectedSizeFn = module.expected_size
+        self.estimate_sizes: EstimateSizesFn = module.estimate_sizes
+        self.companions: CompanionsFn = module.companions
+        self.valid: ValidFn = module.valid
+        self.extents: ExtentsFn = module.extents
 
-    def __getattr__(self, attr):
-        return getattr(self.module, attr)
-
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<format {self.name}>"
 
+    def _programs_only(self, path: str, *_: object, **__: object) -> int:
+        raise TypeError(f"{self!r} has no write(): its files are written from its program")
 
-_cache = {}
+
+_cache: Dict[str, Format] = {}
 
 
-def get_format(name):
+def get_format(name: str) -> Format:
     """The format object for a DLIO format name (e.g. 'npz', 'jpeg', 'mmap_indexed_binary')."""
-    key = str(name).lower()
-    if key not in _MODULES:
-        raise ConfigError(f"unknown dataset format {name!r}; known formats: {', '.join(FORMATS)}")
+    key = check_format(name)
     f = _cache.get(key)
     if f is None:
         mod = importlib.import_module(f"dlio.dataset.formats.{_MODULES[key]}")
-        f = _cache[key] = _Format(key, mod)
+        f = _cache[key] = Format(key, mod)
     return f
 
 
@@ -105,7 +166,7 @@ def get_format(name):
 _M64 = (1 << 64) - 1
 
 
-def mix_seed(*parts):
+def mix_seed(*parts: int) -> int:
     """A 64-bit seed from integers (splitmix64 chain): distinct streams per file, chunk, record."""
     z = 0x243F6A8885A308D3
     for p in parts:
@@ -116,9 +177,12 @@ def mix_seed(*parts):
     return z
 
 
-def mix_seeds(base, index):
+def mix_seeds(base: int, index: NDArray[np.integer[Any]]) -> NDArray[np.uint64]:
     """mix_seed(base, i) for every i of an integer array, vectorised (uint64)."""
-    m = lambda v: np.uint64(v & _M64)  # noqa: E731
+
+    def m(v: int) -> np.uint64:
+        return np.uint64(v & _M64)
+
     with np.errstate(over="ignore"):
         z = np.full(np.shape(index), 0x243F6A8885A308D3, np.uint64)
         for p in (np.full(np.shape(index), int(base) & _M64, np.uint64), np.asarray(index).astype(np.uint64)):
@@ -129,18 +193,20 @@ def mix_seeds(base, index):
     return z
 
 
-def itemsize(spec):
+def itemsize(spec: DatasetSpec) -> int:
     return np.dtype(spec.record_element_type).itemsize
 
 
-def record_elems(dims):
+def record_elems(dims: Dims) -> int:
+    """Elements of a record of this shape (1 for no dimensions)."""
     n = 1
     for d in dims:
         n *= int(d)
     return n
 
 
-def whole_file_extents(path, nsamples):
+def whole_file_extents(path: str, nsamples: int) -> Extents:
+    """Every sample reads the whole file: (0, size) each."""
     size = os.stat(path).st_size
     idx = np.arange(nsamples, dtype=np.int64)
     return idx, np.zeros(nsamples, np.int64), np.full(nsamples, size, np.int64)

@@ -12,13 +12,17 @@ raw-string comparison never applies it either, and never appends a suffix).
 """
 
 import os
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dlio import _core
 from dlio.base.errors import ConfigError
-from dlio.dataset.formats import mix_seed, record_elems, whole_file_extents
+from dlio.dataset.formats import Dims, Extents, mix_seed, record_elems, whole_file_extents
 from dlio.dataset.formats import program as P
+from dlio.dataset.formats.program import Program
+from dlio.dataset.section import DatasetSpec
 
 EXT = "csv"
 WHOLE_FILE = True
@@ -26,8 +30,9 @@ WHOLE_FILE = True
 BLOCK = 64 << 10  # bytes of repeated rows held per file while a batch of files is written
 
 
-def record_values(n, dtype, seed):
-    dtype = np.dtype(dtype)
+def record_values(n: int, dtype_name: str, seed: int) -> NDArray[Any]:
+    """A record's n values of this dtype (integers: the random bytes; floats: in [0, 1))."""
+    dtype = np.dtype(dtype_name)
     raw = np.empty(n * max(dtype.itemsize, 4), np.uint8)
     _core.fill_random(raw, seed)
     if dtype.kind in "iub":
@@ -40,7 +45,7 @@ def record_values(n, dtype, seed):
     raise ConfigError(f"csv cannot hold element type {dtype}")
 
 
-def row_bytes(values):
+def row_bytes(values: NDArray[Any]) -> bytes:
     """The row's bytes: the values comma-separated, then a newline (an empty uint8 row is empty)."""
     if values.size == 0:
         return b"" if values.dtype == np.uint8 else b"\n"
@@ -49,7 +54,7 @@ def row_bytes(values):
     return (",".join(map(str, values.tolist())) + "\n").encode()
 
 
-def _numbers(n, sep):
+def _numbers(n: int, sep: str) -> Tuple[bytes, NDArray[np.int64], NDArray[np.int64]]:
     """ "0<sep>1<sep>...(n-1)<sep>" and each number's (offset, length) in it, without the separator."""
     text = np.arange(n).astype(str)
     lens = np.char.str_len(text).astype(np.int64)
@@ -57,7 +62,7 @@ def _numbers(n, sep):
     return (sep.join(text.tolist()) + sep).encode(), offs, lens
 
 
-def _program_200(prog, row, nsamples, nelems, final, seed):
+def _program_200(prog: Program, row: bytes, nsamples: int, nelems: int, final: str, seed: int) -> None:
     """DLIO 2.0.0's file: header `,0,1,...,N-1`, then row i as `i,` + the record (numpy segments)."""
     prog.begin(final, seed)
     prog.lit(lambda: b"," + _numbers(nelems, ",")[0][:-1] + b"\n", key=("csv-header", nelems))
@@ -73,7 +78,7 @@ def _program_200(prog, row, nsamples, nelems, final, seed):
     prog.block(segs, int(segs["b"].sum()))
 
 
-def program(prog, dims, nsamples, spec, seed, final):
+def program(prog: Program, dims: Dims, nsamples: int, spec: DatasetSpec, seed: int, final: str) -> None:
     """nsamples copies of the file's row: a block of rows (<= BLOCK bytes) repeated, then the rest
     (dialect 2.0.0: a header, and each row numbered)."""
     row = row_bytes(record_values(record_elems(dims), spec.record_element_type, mix_seed(seed, 0)))
@@ -89,11 +94,11 @@ def program(prog, dims, nsamples, spec, seed, final):
         prog.lit(row * (nsamples % per), key=("csv-rest", prog.paths[-1]))
 
 
-def expected_size(dims, nsamples, spec):
+def expected_size(dims: Dims, nsamples: int, spec: DatasetSpec) -> Optional[int]:
     return None
 
 
-def estimate_sizes(dims, nsamples, spec):
+def estimate_sizes(dims: NDArray[np.int64], nsamples: int, spec: DatasetSpec) -> NDArray[np.int64]:
     dims = np.asarray(dims, dtype=np.int64)
     dt = np.dtype(spec.record_element_type)
     per_value = {1: 3.6, 2: 6.0, 4: 11.0, 8: 20.0}.get(dt.itemsize, 10.0) if dt.kind in "iu" else 20.0
@@ -105,11 +110,11 @@ def estimate_sizes(dims, nsamples, spec):
     return est
 
 
-def companions(final, spec):
+def companions(final: str, spec: DatasetSpec) -> List[str]:
     return []
 
 
-def valid(path, dims, nsamples, spec):
+def valid(path: str, dims: Dims, nsamples: int, spec: DatasetSpec) -> bool:
     """Complete when the file has nsamples lines (dialect 2.0.0: a header line starting with ',' and
     nsamples lines) and ends with a newline."""
     header = spec.dialect == "2.0.0"
@@ -130,5 +135,5 @@ def valid(path, dims, nsamples, spec):
         return False
 
 
-def extents(path, nsamples, spec):
+def extents(path: str, nsamples: int, spec: DatasetSpec) -> Extents:
     return whole_file_extents(path, nsamples)

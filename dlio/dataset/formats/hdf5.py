@@ -14,37 +14,48 @@ import functools
 import os
 import tempfile
 import threading
+from types import ModuleType
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dlio import _core
 from dlio.base.errors import ConfigError, DatasetError
-from dlio.dataset.formats import itemsize, mix_seed, record_elems
+from dlio.dataset.formats import Dims, Extents, itemsize, mix_seed, record_elems
+from dlio.dataset.formats.program import Program
+from dlio.dataset.section import DatasetSpec
+
+if TYPE_CHECKING:
+    import h5py
 
 EXT = "hdf5"
 WHOLE_FILE = False
 SLAB = 4 << 20
 SPARSE_ABOVE = 1 << 20  # data bytes above which a shape's template comes from a sparse file, not memory
 
+Slab = Tuple[Union[int, slice], ...]  # an index of part of a dataset
+Template = Tuple[Tuple[bytes, ...], int]  # a file's literal pieces, and the data bytes between two of them
 
-def _h5py():
+
+def _h5py() -> ModuleType:
     import h5py  # only for hdf5 datasets: h5py takes ~0.15 s to import
 
     return h5py
 
 
-def dataset_names(spec):
+def dataset_names(spec: DatasetSpec) -> Tuple[str, ...]:
     """The record datasets the spec's dialect writes: DLIO 2.0.0 `records`; current `records_0..k-1`."""
     if spec.dialect == "2.0.0":
         return ("records",)
     return tuple(f"records_{i}" for i in range(max(1, int(spec.hdf5_num_dset_per_record or 1))))
 
 
-def _libver(spec):
+def _libver(spec: DatasetSpec) -> Optional[str]:
     return None if spec.dialect == "2.0.0" else "latest"  # 2.0.0: h5py.File(path, 'w'), its default
 
 
-def record_shape(dims, spec):
+def record_shape(dims: Dims, spec: DatasetSpec) -> Tuple[int, ...]:
     """Shape of one sample inside each records_i dataset (DLIO's division by k, and its
     dropping of a leading 1 for explicit record_dims)."""
     k = len(dataset_names(spec))
@@ -54,7 +65,7 @@ def record_shape(dims, spec):
     return tuple(d)
 
 
-def _compression(spec):
+def _compression(spec: DatasetSpec) -> Dict[str, object]:
     c = spec.compression or "none"
     c = str(c).lower()
     if c in ("none", "", "null", "false"):
@@ -66,7 +77,7 @@ def _compression(spec):
     raise ConfigError(f"hdf5 supports compression 'gzip' or 'lzf' (or none), not {spec.compression!r}")
 
 
-def _dset_kwargs(shape, spec):
+def _dset_kwargs(shape: Tuple[int, ...], spec: DatasetSpec) -> Dict[str, object]:
     kw = _compression(spec)
     if spec.hdf5_chunk_dims:
         kw["chunks"] = tuple(int(c) for c in spec.hdf5_chunk_dims)
@@ -75,7 +86,7 @@ def _dset_kwargs(shape, spec):
     return kw
 
 
-def _slabs(shape, isz):
+def _slabs(shape: Tuple[int, ...], isz: int) -> Iterator[Slab]:
     """Index tuples covering the dataset in pieces of about SLAB bytes."""
     n = shape[0]
     per_sample = record_elems(shape[1:]) * isz
@@ -91,21 +102,22 @@ def _slabs(shape, isz):
                 yield (j, slice(a, min(shape[1], a + m)))
 
 
-def _contiguous(spec):
+def _contiguous(spec: DatasetSpec) -> bool:
     return not _compression(spec) and not spec.hdf5_chunk_dims and not spec.hdf5_max_shape
 
 
-_orders = {}  # (shape, dataset names, dtype) -> dataset numbers in file order
+# (shape, dataset names, dtype) -> dataset numbers in file order
+_orders: Dict[Tuple[Tuple[int, ...], Tuple[str, ...], str], List[int]] = {}
 
 
-def _dataset_order(shape, names, spec):
+def _dataset_order(shape: Tuple[int, ...], names: Tuple[str, ...], spec: DatasetSpec) -> List[int]:
     return _orders[(shape, names, str(np.dtype(spec.record_element_type)))]
 
 
 _template_lock = threading.Lock()  # one thread builds a shape's template; the others wait for it
 
 
-def template(shape, names, dtype, libver="latest"):
+def template(shape: Tuple[int, ...], names: Tuple[str, ...], dtype: str, libver: Optional[str] = "latest") -> Template:
     """The file h5py makes for contiguous datasets `names` of this shape (storage allocated at
     creation) and labels, as (literal pieces, data lengths): the file is piece 0, data 0, piece 1, ...
     piece k. Built once per shape; the data regions are left to the C core."""
@@ -114,7 +126,7 @@ def template(shape, names, dtype, libver="latest"):
 
 
 @functools.lru_cache(maxsize=256)
-def _template(shape, names, dtype, libver):
+def _template(shape: Tuple[int, ...], names: Tuple[str, ...], dtype: str, libver: Optional[str]) -> Template:
     n = record_elems(shape) * np.dtype(dtype).itemsize
     if n * len(names) > SPARSE_ABOVE:
         try:
@@ -125,7 +137,9 @@ def _template(shape, names, dtype, libver):
     return _build(shape, names, dtype, libver, n, None)
 
 
-def _build(shape, names, dtype, libver, n, path):
+def _build(
+    shape: Tuple[int, ...], names: Tuple[str, ...], dtype: str, libver: Optional[str], n: int, path: Optional[str]
+) -> Template:
     """The template from a real, sparse file at `path` (storage allocated, never filled: only its
     metadata pieces are read back) or, with no path, from an in-memory image (which allocates and
     copies every data byte: the cheaper way for small shapes only)."""
@@ -143,18 +157,20 @@ def _build(shape, names, dtype, libver, n, path):
             fid.create_dataset(name, shape, dtype=np.dtype(dtype), dcpl=dcpl)
         fid.create_dataset("labels", data=np.zeros(shape[0], dtype=np.int64))
         fid.flush()
-        offs = [fid[name].id.get_offset() for name in names]
-        image = fid.id.get_file_image() if path is None else None
+        offs: List[int] = [fid[name].id.get_offset() for name in names]
+        # the whole file in memory, or (a file) the pieces between the data regions by offset
+        image: Union[bytes, Dict[int, bytes]] = fid.id.get_file_image() if path is None else {}
     finally:
         fid.close()
-    if image is None:
+    if path is not None:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             bounds = [0] + [x for i in sorted(offs) for x in (i, i + n)] + [size]
             image = {lo: os.pread(f.fileno(), hi - lo, lo) for lo, hi in zip(bounds[::2], bounds[1::2])}
     order = sorted(range(k), key=lambda i: offs[i])
     _orders[(shape, names, dtype)] = order
-    pieces, pos = [], 0
+    pieces: List[bytes] = []
+    pos = 0
     for i in order:
         pieces.append(image[pos] if isinstance(image, dict) else image[pos : offs[i]])
         pos = offs[i] + n
@@ -162,7 +178,9 @@ def _build(shape, names, dtype, libver, n, path):
     return tuple(pieces), n
 
 
-def _spec_template(dims, nsamples, spec):
+def _spec_template(
+    dims: Dims, nsamples: int, spec: DatasetSpec
+) -> Tuple[Tuple[int, ...], Tuple[str, ...], Tuple[bytes, ...], int]:
     """(shape, dataset names, template pieces, bytes per dataset) of a contiguous file of this spec."""
     shape = (int(nsamples), *record_shape(dims, spec))
     names = dataset_names(spec)
@@ -170,7 +188,7 @@ def _spec_template(dims, nsamples, spec):
     return shape, names, pieces, n
 
 
-def program(prog, dims, nsamples, spec, seed, final):
+def program(prog: Program, dims: Dims, nsamples: int, spec: DatasetSpec, seed: int, final: str) -> bool:
     """Contiguous, uncompressed datasets: h5py's file for the shape, copied, with stamped random
     records; other layouts go through h5py (write)."""
     if not _contiguous(spec):
@@ -186,7 +204,7 @@ def program(prog, dims, nsamples, spec, seed, final):
     return True
 
 
-def layout_extents(dims, nsamples, spec):
+def layout_extents(dims: Dims, nsamples: int, spec: DatasetSpec) -> Optional[Extents]:
     """What extents() reads back from a contiguous file this module wrote (None for other layouts):
     sample j of records_i is one slice of its dataset; ordered by sample, then dataset."""
     if not _contiguous(spec):
@@ -201,7 +219,9 @@ def layout_extents(dims, nsamples, spec):
     return s, base[d] + s * per, np.full(s.size, per, np.int64)
 
 
-def write(path, dims, nsamples, spec, seed, final=None, index=0):
+def write(
+    path: str, dims: Dims, nsamples: int, spec: DatasetSpec, seed: int, final: Optional[str] = None, index: int = 0
+) -> int:
     h5py = _h5py()
     dtype = np.dtype(spec.record_element_type)
     shape = (int(nsamples), *record_shape(dims, spec))
@@ -218,8 +238,8 @@ def write(path, dims, nsamples, spec, seed, final=None, index=0):
     return os.stat(path).st_size
 
 
-def _slab_shape(shape, sl):
-    out = []
+def _slab_shape(shape: Tuple[int, ...], sl: Slab) -> Tuple[int, ...]:
+    out: List[int] = []
     for ax, s in enumerate(sl):
         if isinstance(s, slice):
             out.append(s.stop - s.start)
@@ -227,11 +247,11 @@ def _slab_shape(shape, sl):
     return (*out, *shape[len(sl) :])
 
 
-def expected_size(dims, nsamples, spec):
+def expected_size(dims: Dims, nsamples: int, spec: DatasetSpec) -> Optional[int]:
     return None
 
 
-def estimate_sizes(dims, nsamples, spec):
+def estimate_sizes(dims: NDArray[np.int64], nsamples: int, spec: DatasetSpec) -> NDArray[np.int64]:
     dims = np.asarray(dims, dtype=np.int64)
     k = len(dataset_names(spec))
     d0 = (dims[:, 0] / k).astype(np.int64)
@@ -239,11 +259,11 @@ def estimate_sizes(dims, nsamples, spec):
     return k * per * int(nsamples) * itemsize(spec) + 8 * int(nsamples) + 2048
 
 
-def companions(final, spec):
+def companions(final: str, spec: DatasetSpec) -> List[str]:
     return []
 
 
-def valid(path, dims, nsamples, spec):
+def valid(path: str, dims: Dims, nsamples: int, spec: DatasetSpec) -> bool:
     """Complete when it opens and every record dataset of the spec's dialect and labels has the
     expected shape."""
     try:
@@ -261,14 +281,16 @@ def valid(path, dims, nsamples, spec):
         return False
 
 
-def _chunk_table(ds):
-    """(row start along axis 0, byte offset, size) of every stored chunk."""
-    rows, offs, sizes = [], [], []
+def _chunk_table(ds: "h5py.Dataset") -> Tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """(row start along axis 0, byte offset, size) of every stored chunk ."""
+    rows: List[int] = []
+    offs: List[int] = []
+    sizes: List[int] = []
     dsid = ds.id
     if hasattr(dsid, "chunk_iter"):
         try:
 
-            def cb(info):
+            def cb(info: "h5py.h5d.StoreInfo") -> None:
                 rows.append(info.chunk_offset[0])
                 offs.append(info.byte_offset)
                 sizes.append(info.size)
@@ -285,7 +307,8 @@ def _chunk_table(ds):
     return np.array(rows, np.int64), np.array(offs, np.int64), np.array(sizes, np.int64)
 
 
-def _dataset_extents(ds):
+def _dataset_extents(ds: "h5py.Dataset") -> Extents:
+    """The ranges of each sample of one h5py Dataset (its slice, or its chunks)."""
     n = ds.shape[0] if ds.shape else 0
     sample_bytes = record_elems(ds.shape[1:]) * ds.dtype.itemsize
     if ds.chunks is None:
@@ -313,7 +336,7 @@ def _dataset_extents(ds):
     return sample_idx, offs[pos], sizes[pos]
 
 
-def _names_in(hf, path, spec):
+def _names_in(hf: "h5py.File", path: str, spec: DatasetSpec) -> List[str]:
     """The record datasets a DLIO reader reads in this file, whichever DLIO wrote it: current's
     `records_0..k-1` (k = hdf5.num_dset_per_record) when the file has `records_0`, else 2.0.0's `records`."""
     k = max(1, int(spec.hdf5_num_dset_per_record or 1))
@@ -334,7 +357,7 @@ def _names_in(hf, path, spec):
     )
 
 
-def extents(path, nsamples, spec):
+def extents(path: str, nsamples: int, spec: DatasetSpec) -> Extents:
     """Per sample, the bytes h5py's `records_i[j]` (or 2.0.0's `records[j]`) reads for each dataset
     (the contiguous slice, or the stored chunks covering row j); ordered by sample, then dataset."""
     h5py = _h5py()

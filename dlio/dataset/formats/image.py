@@ -17,11 +17,15 @@ import math
 import os
 import struct
 import zlib
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+from numpy.typing import NDArray
 
+from dlio.dataset.formats import Dims, Extents, whole_file_extents
 from dlio.dataset.formats import program as P
-from dlio.dataset.formats import whole_file_extents
+from dlio.dataset.formats.program import Program
+from dlio.dataset.section import DatasetSpec
 
 EXT = None  # the format name: 'jpeg' or 'png'
 WHOLE_FILE = True
@@ -31,7 +35,7 @@ PNG_CHUNK_TYPE = b"prVt"
 SPLIT = {"JPEG": 2, "PNG": 33}  # padding goes after SOI / after signature + IHDR
 
 
-def _fmt_of(spec):
+def _fmt_of(spec: DatasetSpec) -> str:
     f = str(spec.format).lower()
     return "PNG" if f == "png" else "JPEG"
 
@@ -39,7 +43,7 @@ def _fmt_of(spec):
 GRID = 1.02  # image sides: 1..8, then a 2 % geometric progression (few shapes to encode)
 
 
-def image_sides(targets):
+def image_sides(targets: Union[Sequence[int], NDArray[np.int64]]) -> NDArray[np.int64]:
     """The square image side of files of these target sizes: the grid side nearest below
     sqrt(target), so it decodes to about DLIO's pixel count while a dataset of drawn shapes needs
     only a few dozen encoded images (vectorised; the one place the side is computed)."""
@@ -49,16 +53,16 @@ def image_sides(targets):
     return np.where(x < 9, np.maximum(1, np.floor(x)), np.maximum(8, grid)).astype(np.int64)
 
 
-def image_dims(dims):
+def image_dims(dims: Dims) -> Tuple[int, int]:
     side = int(image_sides([target_bytes(dims)])[0])
     return side, side
 
 
-def _png_chunk(kind, data):
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
-def _png(a):
+def _png(a: NDArray[np.uint8]) -> bytes:
     """A greyscale 8-bit PNG of the array a: signature, IHDR, one IDAT (each row led by filter 0), IEND.
     Written here because importing Pillow costs more than a short generation of PNGs takes to write."""
     h, w = a.shape
@@ -73,7 +77,7 @@ def _png(a):
 
 
 @functools.lru_cache(maxsize=4096)
-def base_image(fmt, h, w):
+def base_image(fmt: str, h: int, w: int) -> bytes:
     """The encoded h x w image (stripes of 0 and 255, 8 pixels wide) shared by files of that shape."""
     a = np.zeros((max(h, 1), max(w, 1)), np.uint8)
     a[:, (np.arange(a.shape[1]) // 8) % 2 == 1] = 255
@@ -86,22 +90,22 @@ def base_image(fmt, h, w):
     return out.getvalue()
 
 
-def target_bytes(dims):
+def target_bytes(dims: Dims) -> int:
     return int(dims[0]) * int(dims[1]) if len(dims) > 1 else int(dims[0])
 
 
-def _min_pad(fmt):
+def _min_pad(fmt: str) -> int:
     return 4 if fmt == "JPEG" else 12
 
 
-def plan(fmt, dims):
+def plan(fmt: str, dims: Dims) -> Tuple[bytes, int]:
     """(encoded image, padding bytes) of a file of this shape."""
     base = base_image(fmt, *image_dims(dims))
     pad = target_bytes(dims) - len(base)
     return base, (pad if pad >= _min_pad(fmt) else 0)
 
 
-def _jpeg_sizes(pad):
+def _jpeg_sizes(pad: int) -> List[int]:
     """Sizes of the COM segments totalling pad bytes (each >= 4 bytes)."""
     nseg = -(-pad // (COM_MAX + 4))
     sizes = [pad // nseg] * nseg
@@ -110,8 +114,10 @@ def _jpeg_sizes(pad):
     return sizes
 
 
-def _png_sizes(pad):
-    sizes, left = [], pad
+def _png_sizes(pad: int) -> List[int]:
+    """Payload sizes of the private chunks totalling pad bytes with their framing (12 bytes each)."""
+    sizes: List[int] = []
+    left = pad
     while left:
         body = min(left - 12, PNG_CHUNK_MAX)
         if 0 < left - 12 - body < 12:  # leave room for a valid last chunk
@@ -121,7 +127,7 @@ def _png_sizes(pad):
     return sizes
 
 
-def program(prog, dims, nsamples, spec, seed, final):
+def program(prog: Program, dims: Dims, nsamples: int, spec: DatasetSpec, seed: int, final: str) -> None:
     fmt = _fmt_of(spec)
     base, pad = plan(fmt, dims)
     key = (fmt, *image_dims(dims))
@@ -146,7 +152,14 @@ def program(prog, dims, nsamples, spec, seed, final):
     prog.lit(base[cut:], key=key + ("tail",))
 
 
-def programs(prog, dims, nsamples, spec, seeds, finals):
+def programs(
+    prog: Program,
+    dims: NDArray[np.int64],
+    nsamples: int,
+    spec: DatasetSpec,
+    seeds: NDArray[np.uint64],
+    finals: List[str],
+) -> None:
     """program() for many files at once, built with numpy (no per-file Python): the files of
     one batch of an ImageNet-like dataset are described in microseconds each."""
     fmt = _fmt_of(spec)
@@ -159,17 +172,17 @@ def programs(prog, dims, nsamples, spec, seeds, finals):
         return
     uniq, inv = np.unique(side, return_inverse=True)
     cut = SPLIT[fmt]
-    refs = []
+    pieces: List[Tuple[int, ...]] = []
     for sd in uniq.tolist():
         base, key = base_image(fmt, sd, sd), (fmt, sd, sd)
-        refs.append(
+        pieces.append(
             (
                 *prog.lit_ref(base, key),
                 *prog.lit_ref(base[:cut], key + ("head",)),
                 *prog.lit_ref(base[cut:], key + ("tail",)),
             )
         )
-    refs = np.array(refs, dtype=np.int64)[inv]  # per file: whole, head, tail as (offset, length)
+    refs = np.array(pieces, dtype=np.int64)[inv]  # per file: whole, head, tail as (offset, length)
     pad = t - refs[:, 1]
     pad[pad < _min_pad(fmt)] = 0
     per_seg = COM_MAX + 4 if fmt == "JPEG" else PNG_CHUNK_MAX + 12
@@ -207,7 +220,9 @@ def programs(prog, dims, nsamples, spec, seeds, finals):
     prog.extend(finals, seeds, segs, count, refs[:, 1] + pad)
 
 
-def write(path, dims, nsamples, spec, seed, final=None, index=0):
+def write(
+    path: str, dims: Dims, nsamples: int, spec: DatasetSpec, seed: int, final: Optional[str] = None, index: int = 0
+) -> int:
     prog = P.Program()
     program(prog, dims, nsamples, spec, seed, path)
     data = P.render(prog.finish(), 0)
@@ -216,25 +231,25 @@ def write(path, dims, nsamples, spec, seed, final=None, index=0):
     return len(data)
 
 
-def expected_size(dims, nsamples, spec, seed=None):
+def expected_size(dims: Dims, nsamples: int, spec: DatasetSpec) -> int:
     base, pad = plan(_fmt_of(spec), dims)
     return len(base) + pad
 
 
-def estimate_sizes(dims, nsamples, spec):
+def estimate_sizes(dims: NDArray[np.int64], nsamples: int, spec: DatasetSpec) -> NDArray[np.int64]:
     dims = np.asarray(dims, dtype=np.int64)
     t = dims[:, 0] * (dims[:, 1] if dims.shape[1] > 1 else 1)
     return np.maximum(t, 400)
 
 
-def companions(final, spec):
+def companions(final: str, spec: DatasetSpec) -> List[str]:
     return []
 
 
 PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the empty IEND chunk and its CRC
 
 
-def valid(path, dims, nsamples, spec):
+def valid(path: str, dims: Dims, nsamples: int, spec: DatasetSpec) -> bool:
     """The size this module writes, or (an image DLIO saved: its size is whatever the encoder made) a
     complete file: JPEG from SOI to EOI, PNG from its signature to IEND."""
     try:
@@ -252,5 +267,5 @@ def valid(path, dims, nsamples, spec):
         return False
 
 
-def extents(path, nsamples, spec):
+def extents(path: str, nsamples: int, spec: DatasetSpec) -> Extents:
     return whole_file_extents(path, nsamples)

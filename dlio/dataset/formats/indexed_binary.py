@@ -8,28 +8,32 @@ before the data file is renamed into place, so a data file under its final name 
 """
 
 import os
+from typing import List
 
 import numpy as np
+from numpy.typing import NDArray
 
-from dlio.dataset.formats import itemsize, record_elems
+from dlio.dataset.formats import Dims, Extents, itemsize, record_elems
+from dlio.dataset.formats.program import Program
+from dlio.dataset.section import DatasetSpec
 
 EXT = None  # the format name: 'indexed_binary' or 'mmap_indexed_binary'
 WHOLE_FILE = False
 
 
-def off_path(final):
+def off_path(final: str) -> str:
     return final + ".off.idx"
 
 
-def size_path(final):
+def size_path(final: str) -> str:
     return final + ".sz.idx"
 
 
-def sample_size(dims, spec):
+def sample_size(dims: Dims, spec: DatasetSpec) -> int:
     return record_elems(dims) * itemsize(spec)
 
 
-def program(prog, dims, nsamples, spec, seed, final):
+def program(prog: Program, dims: Dims, nsamples: int, spec: DatasetSpec, seed: int, final: str) -> None:
     """Both index files first, then the data file (each renamed when complete, in this order)."""
     n, ss = int(nsamples), sample_size(dims, spec)
     prog.begin(off_path(final), seed)
@@ -40,27 +44,27 @@ def program(prog, dims, nsamples, spec, seed, final):
     prog.rand(ss * n)
 
 
-def layout_extents(dims, nsamples, spec):
+def layout_extents(dims: Dims, nsamples: int, spec: DatasetSpec) -> Extents:
     """What extents() reads back from a file this module wrote, from the shape alone."""
     ss = sample_size(dims, spec)
     idx = np.arange(int(nsamples), dtype=np.int64)
     return idx, idx * ss, np.full(idx.size, ss, np.int64)
 
 
-def expected_size(dims, nsamples, spec):
+def expected_size(dims: Dims, nsamples: int, spec: DatasetSpec) -> int:
     return sample_size(dims, spec) * int(nsamples)
 
 
-def estimate_sizes(dims, nsamples, spec):
+def estimate_sizes(dims: NDArray[np.int64], nsamples: int, spec: DatasetSpec) -> NDArray[np.int64]:
     dims = np.asarray(dims, dtype=np.int64)
     return np.prod(dims, axis=1) * itemsize(spec) * int(nsamples) + 16 * int(nsamples)
 
 
-def companions(final, spec):
+def companions(final: str, spec: DatasetSpec) -> List[str]:
     return [off_path(final), size_path(final)]
 
 
-def valid(path, dims, nsamples, spec):
+def valid(path: str, dims: Dims, nsamples: int, spec: DatasetSpec) -> bool:
     try:
         n = int(nsamples)
         return (
@@ -72,14 +76,14 @@ def valid(path, dims, nsamples, spec):
         return False
 
 
-def _index(path):
+def _index(path: str) -> NDArray[np.uint64]:
     """An index file as uint64, mapped rather than read: Megatron's holds 277 M entries (2.2 GB)."""
     if os.stat(path).st_size < 8:
         return np.zeros(0, np.uint64)
     return np.memmap(path, dtype="<u8", mode="r")
 
 
-def extents(path, nsamples, spec):
+def extents(path: str, nsamples: int, spec: DatasetSpec) -> Extents:
     offs = _index(off_path(path))
     sizes = _index(size_path(path))
     n = min(offs.size, sizes.size)

@@ -14,12 +14,16 @@ import os
 import struct
 import zipfile
 import zlib
+from typing import List, Tuple
 
 import numpy as np
+from numpy.typing import NDArray
 
-from dlio.dataset.formats import itemsize, record_elems, whole_file_extents
+from dlio.dataset.formats import Dims, Extents, itemsize, record_elems, whole_file_extents
 from dlio.dataset.formats import program as P
 from dlio.dataset.formats.npy import array_shape, header_bytes
+from dlio.dataset.formats.program import Program
+from dlio.dataset.section import DatasetSpec
 
 EXT = "npz"
 WHOLE_FILE = True
@@ -30,7 +34,7 @@ CREATE_SYSTEM = 3  # unix, as zipfile on Linux
 EXTERNAL_ATTR = 0o600 << 16  # what zipfile gives a member opened for writing
 
 
-def _local_header(name, crc, size):
+def _local_header(name: bytes, crc: int, size: int) -> bytes:
     extra = struct.pack("<HHQQ", 1, 16, size, size)
     return (
         struct.pack(
@@ -53,8 +57,8 @@ def _local_header(name, crc, size):
     )
 
 
-def _central_entry(name, crc, size, offset):
-    extra = []
+def _central_entry(name: bytes, crc: int, size: int, offset: int) -> bytes:
+    extra: List[int] = []
     fsize = csize = size
     if size > ZIP64_LIMIT:
         extra += [size, size]
@@ -91,7 +95,7 @@ def _central_entry(name, crc, size, offset):
     )
 
 
-def _end_records(cd_offset, cd_size):
+def _end_records(cd_offset: int, cd_size: int) -> bytes:
     out = b""
     if cd_offset > ZIP64_LIMIT or cd_size > ZIP64_LIMIT:
         out += struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, VERSION, VERSION, 0, 0, 2, 2, cd_size, cd_offset)
@@ -101,13 +105,13 @@ def _end_records(cd_offset, cd_size):
 
 
 @functools.lru_cache(maxsize=1024)
-def _y_member(nsamples):
+def _y_member(nsamples: int) -> Tuple[bytes, int]:
     data = header_bytes((int(nsamples),), "<i8") + bytes(8 * int(nsamples))
     return data, zlib.crc32(data)
 
 
 @functools.lru_cache(maxsize=4096)
-def layout(shape, dtype):
+def layout(shape: Tuple[int, ...], dtype: str) -> Tuple[bytes, bytes, int, bytes, bytes]:
     """(local header of x, npy header of x, data bytes of x, bytes after x's data up to x's CRC in the
     central directory, the rest) for x of this shape; x's CRC goes at offset 14 and between the last
     two parts."""
@@ -126,7 +130,7 @@ def layout(shape, dtype):
     return lh_x, head, nbytes, lh_y + ydata + cd_x[:16], cd_x[20:] + cd[len(cd_x) :] + tail
 
 
-def program(prog, dims, nsamples, spec, seed, final):
+def program(prog: Program, dims: Dims, nsamples: int, spec: DatasetSpec, seed: int, final: str) -> None:
     shape = array_shape(dims, nsamples)
     lh_x, head, nbytes, mid, rest = layout(shape, spec.record_element_type)
     key = ("npz", shape, spec.record_element_type)
@@ -142,21 +146,21 @@ def program(prog, dims, nsamples, spec, seed, final):
     prog.lit(rest, key=key + (3,))
 
 
-def expected_size(dims, nsamples, spec):
+def expected_size(dims: Dims, nsamples: int, spec: DatasetSpec) -> int:
     lh_x, head, nbytes, mid, rest = layout(array_shape(dims, nsamples), spec.record_element_type)
     return len(lh_x) + len(head) + nbytes + len(mid) + 4 + len(rest)
 
 
-def estimate_sizes(dims, nsamples, spec):
+def estimate_sizes(dims: NDArray[np.int64], nsamples: int, spec: DatasetSpec) -> NDArray[np.int64]:
     dims = np.asarray(dims, dtype=np.int64)
     return np.prod(dims, axis=1) * int(nsamples) * itemsize(spec) + 8 * int(nsamples) + 500
 
 
-def companions(final, spec):
+def companions(final: str, spec: DatasetSpec) -> List[str]:
     return []
 
 
-def valid(path, dims, nsamples, spec):
+def valid(path: str, dims: Dims, nsamples: int, spec: DatasetSpec) -> bool:
     """Complete when it has the expected size and the zip directory lists x.npy and y.npy with the
     expected sizes."""
     shape = array_shape(dims, nsamples)
@@ -171,5 +175,5 @@ def valid(path, dims, nsamples, spec):
     return info.get("x.npy") == xsize and "y.npy" in info
 
 
-def extents(path, nsamples, spec):
+def extents(path: str, nsamples: int, spec: DatasetSpec) -> Extents:
     return whole_file_extents(path, nsamples)

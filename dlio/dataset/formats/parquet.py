@@ -28,15 +28,21 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any, Dict, List, NamedTuple, Tuple
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dlio import _core
 from dlio.base.errors import ConfigError, DatasetError, DlioError
 from dlio.config import Config
-from dlio.dataset.formats import mix_seed, record_elems
+from dlio.dataset.formats import Dims, Extents, mix_seed, record_elems
+from dlio.dataset.section import DatasetSpec, ParquetFields, read_columns
 from dlio.system.memcheck import check_fits
+
+if TYPE_CHECKING:
+    import pyarrow
 
 EXT = "parquet"
 WHOLE_FILE = False
@@ -55,7 +61,7 @@ class Column(NamedTuple):
     read: bool
 
 
-def _pa() -> Tuple[Any, Any]:
+def _pa() -> Tuple[ModuleType, ModuleType]:
     """pyarrow and pyarrow.parquet, imported when a parquet dataset is used (0.3 s, and an extra)."""
     try:
         import pyarrow as pa
@@ -71,7 +77,7 @@ def _pa() -> Tuple[Any, Any]:
 # the config's columns
 
 
-def _column(i: int, c: Any) -> Column:
+def _column(i: int, c: Mapping[Any, Any]) -> Column:
     where = f"{KEY}[{i}]"
     name = c.get("name")
     if not isinstance(name, str) or not name or "." in name:
@@ -96,7 +102,7 @@ def _column(i: int, c: Any) -> Column:
     return Column(name, "float32" if dtype == "list" else dtype, int(size), read)
 
 
-def spec_fields(cfg: Config) -> Dict[str, Any]:
+def spec_fields(cfg: Config) -> ParquetFields:
     """DatasetSpec's parquet fields of a config, checked: one line naming the key for a bad value."""
     p = cfg.dataset.parquet
     if p.partition_by:
@@ -127,7 +133,7 @@ def spec_fields(cfg: Config) -> Dict[str, Any]:
     elif cols and not any(c.read for c in cols):
         raise ConfigError(f"{KEY}: no column has read: true; a reader would read nothing", KEY, None)
     return {
-        "parquet_columns": tuple(tuple(c) for c in cols),
+        "parquet_columns": tuple((c.name, c.dtype, c.size, c.read) for c in cols),
         "parquet_row_group_size": p.row_group_size,
         "parquet_generation_batch_size": p.generation_batch_size,
         "parquet_read_mode": p.read_mode,
@@ -135,20 +141,11 @@ def spec_fields(cfg: Config) -> Dict[str, Any]:
     }
 
 
-def columns(spec: Any, dims: Tuple[int, ...]) -> List[Column]:
+def columns(spec: DatasetSpec, dims: Dims) -> List[Column]:
     """The file's columns: the config's, or DLIO's one `data` column of the record's uint8 bytes."""
     if spec.parquet_columns:
         return [Column(*c) for c in spec.parquet_columns]
     return [Column("data", "uint8", record_elems(dims), True)]
-
-
-def read_columns(spec: Any) -> List[str]:
-    """The names of the columns a reader reads."""
-    if spec.parquet_read:
-        return list(spec.parquet_read)
-    if spec.parquet_columns:
-        return [c[0] for c in spec.parquet_columns if c[3]]
-    return ["data"]
 
 
 def _nbytes(c: Column, rows: int) -> int:
@@ -158,7 +155,7 @@ def _nbytes(c: Column, rows: int) -> int:
     return rows * c.size * np.dtype(c.dtype).itemsize
 
 
-def row_groups(nsamples: int, spec: Any) -> np.ndarray:
+def row_groups(nsamples: int, spec: DatasetSpec) -> NDArray[np.int64]:
     """Rows of each row group as DLIO's writer makes them: write_table calls of generation_batch_size
     rows (0: row_group_size), each cut into row groups of row_group_size rows."""
     rgs = max(1, spec.parquet_row_group_size)
@@ -177,7 +174,7 @@ def row_groups(nsamples: int, spec: Any) -> np.ndarray:
 # writing
 
 
-def _compression(spec: Any) -> str:
+def _compression(spec: DatasetSpec) -> str:
     c = COMPRESSIONS.get(spec.compression)
     if c is None:
         raise ConfigError(
@@ -188,7 +185,7 @@ def _compression(spec: Any) -> str:
     return c
 
 
-def _array(pa: Any, c: Column, rows: int, seed: int) -> Any:
+def _array(pa: ModuleType, c: Column, rows: int, seed: int) -> pyarrow.Array:
     """One batch of a column: the C fill's random bytes seen as the column's type."""
     n = rows * c.size
     if c.dtype == "bool":
@@ -202,12 +199,14 @@ def _array(pa: Any, c: Column, rows: int, seed: int) -> Any:
     return flat if c.size == 1 else pa.FixedSizeListArray.from_arrays(flat, c.size)
 
 
-def _field(pa: Any, c: Column) -> Any:
+def _field(pa: ModuleType, c: Column) -> pyarrow.Field:
     t = pa.bool_() if c.dtype == "bool" else pa.from_numpy_dtype(np.dtype(c.dtype))
     return pa.field(c.name, t if c.size == 1 else pa.list_(t, c.size))
 
 
-def write(path: str, dims: tuple, nsamples: int, spec: Any, seed: int, final: Any = None, index: int = 0) -> int:
+def write(
+    path: str, dims: Dims, nsamples: int, spec: DatasetSpec, seed: int, final: Optional[str] = None, index: int = 0
+) -> int:
     """Write one file with pyarrow (a row group's rows in memory at a time); returns its bytes."""
     pa, pq = _pa()
     cols = columns(spec, dims)
@@ -228,7 +227,7 @@ def write(path: str, dims: tuple, nsamples: int, spec: Any, seed: int, final: An
     return os.stat(path).st_size
 
 
-def estimate_sizes(dims: Any, nsamples: int, spec: Any) -> np.ndarray:
+def estimate_sizes(dims: NDArray[np.int64], nsamples: int, spec: DatasetSpec) -> NDArray[np.int64]:
     """Values plus page and footer overhead (per column chunk about 1 %, at least 256 bytes)."""
     dims = np.asarray(dims, dtype=np.int64).reshape(len(dims), -1)
     ngroups = len(row_groups(int(nsamples), spec))
@@ -241,11 +240,15 @@ def estimate_sizes(dims: Any, nsamples: int, spec: Any) -> np.ndarray:
     return sizes[np.asarray(which).reshape(-1)]
 
 
-def companions(final: str, spec: Any) -> list:
+def expected_size(dims: Dims, nsamples: int, spec: DatasetSpec) -> Optional[int]:
+    return None  # pyarrow's encoding decides (dictionary pages, statistics, compression)
+
+
+def companions(final: str, spec: DatasetSpec) -> List[str]:
     return []
 
 
-def valid(path: str, dims: Tuple[int, ...], nsamples: int, spec: Any) -> bool:
+def valid(path: str, dims: Dims, nsamples: int, spec: DatasetSpec) -> bool:
     """A complete file: PAR1 at both ends, the rows and columns it should have."""
     try:
         with open(path, "rb") as f:
@@ -275,7 +278,7 @@ def footer_range(path: str, size: int) -> Tuple[int, int]:
     return size - length, length
 
 
-def extents(path: str, nsamples: int, spec: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def extents(path: str, nsamples: int, spec: DatasetSpec) -> Extents:
     """(group key, offset, length) of every range a reader reads: groups keyed by their first row (a
     row group, or 0 for the whole file in read_mode default), the footer keyed by nsamples."""
     _, pq = _pa()
@@ -310,7 +313,9 @@ def extents(path: str, nsamples: int, spec: Any) -> Tuple[np.ndarray, np.ndarray
     return np.append(k, int(nsamples)), np.append(o, fo), np.append(n, fl)
 
 
-def _merge_adjacent(keys: np.ndarray, offs: np.ndarray, lens: np.ndarray):
+def _merge_adjacent(
+    keys: NDArray[np.int64], offs: NDArray[np.int64], lens: NDArray[np.int64]
+) -> Tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
     """Ranges of one group that touch (one ends where the next begins) as one range."""
     order = np.lexsort((offs, keys))
     keys, offs, lens = keys[order], offs[order], lens[order]

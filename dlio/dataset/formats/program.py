@@ -6,9 +6,10 @@ blob, so framing computed once per shape is shared by every file of that shape; 
 writes the files with the GIL released, without per-file Python.
 """
 
-from typing import Hashable, List, Optional
+from typing import Callable, Dict, Hashable, List, Optional, Tuple, Union
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dlio import _core
 
@@ -17,6 +18,9 @@ CRC32C, CRC32 = 0, 1
 MASKED_LE, BE, LE = 0, 1, 2
 
 SEG_DTYPE = np.dtype([("kind", "<u4"), ("arg", "<u4"), ("a", "<u8"), ("b", "<u8")])
+Seg = Tuple[int, int, int, int]  # one SEG_DTYPE record: kind, arg, a, b
+Segs = NDArray[np.void]  # SEG_DTYPE records
+Literal = Union[bytes, Callable[[], bytes]]  # literal bytes, or a function making them (called once per key)
 
 
 class Program:
@@ -25,9 +29,9 @@ class Program:
 
     def __init__(self) -> None:
         self.blob = bytearray()
-        self._interned = {}
-        self.segs: List[tuple] = []  # segments since the last block added by extend()
-        self._blocks: List[np.ndarray] = []
+        self._interned: Dict[Hashable, Tuple[int, int]] = {}
+        self.segs: List[Seg] = []  # segments since the last block added by extend()
+        self._blocks: List[Segs] = []
         self._nblocked = 0
         self.paths: List[str] = []
         self.seeds: List[int] = []
@@ -52,7 +56,12 @@ class Program:
         return self
 
     def extend(
-        self, paths: List[str], seeds: np.ndarray, segs: np.ndarray, counts: np.ndarray, sizes: np.ndarray
+        self,
+        paths: List[str],
+        seeds: NDArray[np.uint64],
+        segs: Segs,
+        counts: NDArray[np.int64],
+        sizes: NDArray[np.int64],
     ) -> None:
         """Add many files at once: file k's program is the next counts[k] records of segs (built
         with numpy by a format that describes a batch of files without per-file Python)."""
@@ -66,7 +75,7 @@ class Program:
         self._blocks.append(np.asarray(segs, SEG_DTYPE))
         self._nblocked += len(segs)
 
-    def block(self, segs: np.ndarray, nbytes: int) -> None:
+    def block(self, segs: Segs, nbytes: int) -> None:
         """Segments of the file being added, built with numpy (SEG_DTYPE records), writing `nbytes`:
         for a format whose pieces vary per sample (CSV's row numbers) without per-sample Python."""
         self._block()
@@ -80,15 +89,15 @@ class Program:
             self._nblocked += len(self.segs)
             self.segs = []
 
-    def counts(self) -> np.ndarray:
+    def counts(self) -> NDArray[np.uint64]:
         first = np.array(self.first + [self._nblocked + len(self.segs)], np.uint64)
         return np.diff(first)
 
-    def seg_array(self) -> np.ndarray:
+    def seg_array(self) -> Segs:
         self._block()
         return np.concatenate(self._blocks) if self._blocks else np.zeros(0, SEG_DTYPE)
 
-    def lit_ref(self, data, key: Hashable):
+    def lit_ref(self, data: Literal, key: Hashable) -> Tuple[int, int]:
         """(offset, length) of interned literal bytes (data may be a function making them)."""
         got = self._interned.get(key)
         if got is None:
@@ -99,7 +108,7 @@ class Program:
         return got
 
     # ---- segments
-    def lit(self, data: bytes, key: Optional[Hashable] = None, mult: int = 1) -> None:
+    def lit(self, data: Literal, key: Optional[Hashable] = None, mult: int = 1) -> None:
         """Literal bytes (or a function making them); `key` names data already interned (e.g. a shape),
         else the bytes do."""
         got = self.lit_ref(data, data if key is None else key)
@@ -130,10 +139,10 @@ class Program:
     def patch(self, how: int, offset: int) -> None:
         self.segs.append((PATCH, how, int(offset), 0))
 
-    def repeat(self, count: int, body) -> None:
+    def repeat(self, count: int, body: Callable[[int], None]) -> None:
         """`body(mult)` adds the segments repeated `count` times (no nesting)."""
         at = len(self.segs)
-        self.segs.append(None)
+        self.segs.append((REPEAT, 0, 0, 0))  # its count and length once body has added the segments
         body(int(count))
         self.segs[at] = (REPEAT, 0, int(count), len(self.segs) - at - 1)
 

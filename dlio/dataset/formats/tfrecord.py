@@ -16,24 +16,28 @@ import functools
 import math
 import os
 import struct
+from typing import List, Optional, Tuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dlio import _core
-from dlio.dataset.formats import itemsize, record_elems
+from dlio.dataset.formats import Dims, Extents, itemsize, record_elems
 from dlio.dataset.formats import program as P
+from dlio.dataset.formats.program import Program
+from dlio.dataset.section import DatasetSpec
 
 EXT = "tfrecord"
 WHOLE_FILE = False
 MASK_DELTA = 0xA282EAD8
 
 
-def masked_crc(crc):
+def masked_crc(crc: int) -> int:
     crc &= 0xFFFFFFFF
     return (((crc >> 15) | (crc << 17)) + MASK_DELTA) & 0xFFFFFFFF
 
 
-def _varint(n):
+def _varint(n: int) -> bytes:
     out = bytearray()
     n = int(n)
     if n < 0:
@@ -48,19 +52,19 @@ def _varint(n):
             return bytes(out)
 
 
-def _ld(field, payload_len):
+def _ld(field: int, payload_len: int) -> bytes:
     """tag (wire type 2) + length prefix of a length-delimited field."""
     return _varint((field << 3) | 2) + _varint(payload_len)
 
 
-def size_value(nbytes, spec):
+def size_value(nbytes: int, spec: Optional[DatasetSpec]) -> int:
     """The Example's 'size': the image's byte count (current DLIO), or 2.0.0's int(sqrt(record_length))."""
     if spec is not None and spec.dialect == "2.0.0":
         return int(math.sqrt(float(spec.record_length_bytes)))
     return nbytes
 
 
-def example_parts(nbytes, size=None):
+def example_parts(nbytes: int, size: Optional[int] = None) -> Tuple[bytes, bytes]:
     """(prefix, suffix) of a serialized Example whose image payload (nbytes) sits between them;
     its 'size' feature holds `size` (default nbytes)."""
     # BytesList{value: [image]}; Feature{bytes_list: BytesList}
@@ -83,7 +87,7 @@ def example_parts(nbytes, size=None):
     return prefix, entry_size
 
 
-def record_layout(dims, spec):
+def record_layout(dims: Dims, spec: DatasetSpec) -> Tuple[int, int, int]:
     """(image bytes, proto length, framed record length) of one record of this file."""
     nbytes = record_elems(dims) * itemsize(spec)
     prefix, suffix = example_parts(nbytes, size_value(nbytes, spec))
@@ -91,7 +95,7 @@ def record_layout(dims, spec):
     return nbytes, plen, plen + 16
 
 
-def index_path(final, spec):
+def index_path(final: str, spec: DatasetSpec) -> str:
     """DLIO's index file name: {data_folder}/index/{train|valid}/{basename}.idx (the split is
     'valid' when the data file's path contains 'valid', as in DLIO)."""
     folder = "valid" if "valid" in final else "train"
@@ -100,7 +104,7 @@ def index_path(final, spec):
 
 
 @functools.lru_cache(maxsize=4096)
-def framing(nbytes, size=None):
+def framing(nbytes: int, size: Optional[int] = None) -> Tuple[bytes, bytes, bytes]:
     """(12-byte record header, Example prefix, Example suffix) of a record holding nbytes of image
     (and `size` in its 'size' feature, default nbytes)."""
     prefix, suffix = example_parts(nbytes, size)
@@ -109,11 +113,11 @@ def framing(nbytes, size=None):
     return head + struct.pack("<I", masked_crc(_crc32c(head))), prefix, suffix
 
 
-def _crc32c(data):
+def _crc32c(data: bytes) -> int:
     return _core.crc32c(data)
 
 
-def program(prog, dims, nsamples, spec, seed, final):
+def program(prog: Program, dims: Dims, nsamples: int, spec: DatasetSpec, seed: int, final: str) -> None:
     """The index first (its own temp + rename), then nsamples records whose data CRCs the C core
     computes: header | CRC32C( prefix | image | suffix ) masked."""
     nsamples = int(nsamples)
@@ -127,7 +131,7 @@ def program(prog, dims, nsamples, spec, seed, final):
     )
     prog.begin(final, seed)
 
-    def record(mult):
+    def record(mult: int) -> None:
         prog.lit(head, mult=mult)
         prog.crc_begin(P.CRC32C)
         prog.lit(prefix, mult=mult)
@@ -140,33 +144,33 @@ def program(prog, dims, nsamples, spec, seed, final):
         prog.repeat(nsamples, record)
 
 
-def _index_text(offs, rlen):
+def _index_text(offs: NDArray[np.int64], rlen: int) -> bytes:
     tail = f" {rlen}\n"
     return (tail.join(map(str, offs.tolist())) + tail).encode()
 
 
-def layout_extents(dims, nsamples, spec):
+def layout_extents(dims: Dims, nsamples: int, spec: DatasetSpec) -> Extents:
     """What extents() reads back from a file this module wrote, from the shape alone."""
     rlen = record_layout(dims, spec)[2]
     idx = np.arange(int(nsamples), dtype=np.int64)
     return idx, idx * rlen, np.full(idx.size, rlen, np.int64)
 
 
-def expected_size(dims, nsamples, spec):
+def expected_size(dims: Dims, nsamples: int, spec: DatasetSpec) -> int:
     return record_layout(dims, spec)[2] * int(nsamples)
 
 
-def estimate_sizes(dims, nsamples, spec):
+def estimate_sizes(dims: NDArray[np.int64], nsamples: int, spec: DatasetSpec) -> NDArray[np.int64]:
     dims = np.asarray(dims, dtype=np.int64)
     nbytes = np.prod(dims, axis=1) * itemsize(spec)
     return (nbytes + 48) * int(nsamples)
 
 
-def companions(final, spec):
+def companions(final: str, spec: DatasetSpec) -> List[str]:
     return [index_path(final, spec)]
 
 
-def valid(path, dims, nsamples, spec):
+def valid(path: str, dims: Dims, nsamples: int, spec: DatasetSpec) -> bool:
     try:
         if os.stat(path).st_size != expected_size(dims, nsamples, spec):
             return False
@@ -175,7 +179,8 @@ def valid(path, dims, nsamples, spec):
         return False
 
 
-def read_index(idx_path):
+def read_index(idx_path: str) -> Tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(offsets, framed lengths) from DLIO's .idx text."""
     with open(idx_path, "rb") as f:
         data = f.read()
     if not data.strip():
@@ -184,9 +189,10 @@ def read_index(idx_path):
     return a[:, 0].copy(), a[:, 1].copy()
 
 
-def scan_records(path):
+def scan_records(path: str) -> Tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(offsets, framed lengths) by walking the file's length fields (when no .idx exists)."""
-    offs, lens = [], []
+    offs: List[int] = []
+    lens: List[int] = []
     size = os.stat(path).st_size
     with open(path, "rb") as f:
         pos = 0
@@ -204,7 +210,7 @@ def scan_records(path):
     return np.array(offs, np.int64), np.array(lens, np.int64)
 
 
-def extents(path, nsamples, spec):
+def extents(path: str, nsamples: int, spec: DatasetSpec) -> Extents:
     """Record j's framed extent (12-byte header + data + 4-byte CRC), from DLIO's .idx file
     (or, without one, from the length fields in the file)."""
     idx = index_path(path, spec)

@@ -3,6 +3,7 @@
 format, CRC32C), with DLIO's shapes, names and layouts."""
 
 import csv
+import inspect
 import io
 import os
 import struct
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from dlio.base.errors import ConfigError
+from dlio.dataset import formats as fmts
 from dlio.dataset.formats import FORMATS, get_format
 from dlio.dataset.generate import generate
 from dlio.dataset.manifest import load_manifest
@@ -179,8 +181,35 @@ def test_registry():
     assert get_format("npz").WHOLE_FILE and get_format("jpeg").WHOLE_FILE and get_format("csv").WHOLE_FILE
     assert not get_format("hdf5").WHOLE_FILE and not get_format("tfrecord").WHOLE_FILE
     assert get_format("mmap_indexed_binary").module is get_format("indexed_binary").module
+    # every format answers what the module docstring lists (parquet had no expected_size)
+    assert get_format("parquet").expected_size((4, 4), 2, DatasetSpec(format="parquet")) is None
     with pytest.raises(ConfigError, match="hdf5_opt"):
         get_format("hdf5_opt")
+
+
+def test_every_format_module_has_the_functions_format_types():
+    """Each format module's functions take the parameters Format's protocols name (mypy sees the module
+    only through Format, so a module that lacks one or names a parameter otherwise fails here)."""
+    protocols = {
+        "program": fmts.ProgramFn,
+        "programs": fmts.ProgramsFn,
+        "write": fmts.WriteFn,
+        "layout_extents": fmts.LayoutFn,
+        "expected_size": fmts.ExpectedSizeFn,
+        "estimate_sizes": fmts.EstimateSizesFn,
+        "companions": fmts.CompanionsFn,
+        "valid": fmts.ValidFn,
+        "extents": fmts.ExtentsFn,
+    }
+    optional = {"program", "programs", "write", "layout_extents"}
+    for name in FORMATS:
+        module = get_format(name).module
+        assert hasattr(module, "program") or hasattr(module, "write"), name
+        for fn, protocol in protocols.items():
+            if fn in optional and not hasattr(module, fn):
+                continue
+            want = [p for p in inspect.signature(protocol.__call__).parameters if p != "self"]
+            assert list(inspect.signature(getattr(module, fn)).parameters) == want, (name, fn)
 
 
 def test_crc32c_core_matches_reference():
