@@ -114,6 +114,7 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         uint64_t ops
         uint64_t bytes
         uint64_t steps
+        uint64_t t_first_fetch
 
     enum:
         DC_TR_READ

@@ -495,6 +495,11 @@ cdef class Run:
         return (dc_load_relaxed_u64(&self.prog.ops), dc_load_relaxed_u64(&self.prog.bytes),
                 dc_load_relaxed_u64(&self.prog.steps))
 
+    def started_ns(self):
+        """now_ns() when the first step began fetching (a train run's), 0 before: where the exact
+        figures' window starts, so the live display measures over the same time."""
+        return dc_load_relaxed_u64(&self.prog.t_first_fetch)
+
     def execute(self):
         """Run the plan (GIL released throughout). Returns the result dict; raises RunError."""
         if self.executed:

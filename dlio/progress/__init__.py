@@ -198,6 +198,7 @@ class Progress:
         self.key: Any = None  # the current phase's key
         self.counts = True
         self.t0 = 0.0
+        self.t_run: Optional[float] = None  # a training phase: when its first step began fetching
         self.last: Optional[Figures] = None
         self.csv_last: Optional[Figures] = None  # the report last written to the live CSV (each once)
         self.last_status = self.last_csv = self.last_draw = 0.0
@@ -299,6 +300,7 @@ class Progress:
             return
         self._finish()
         self.key, self.t0, self.last, self.run, self.base = key, time.monotonic(), None, None, (0, 0, 0)
+        self.t_run = None
         self.counts = counts
         self.last_status = self.last_csv = self.last_draw = self.t0
         if self.live:  # rich only on a terminal: it takes ~0.3 s to import
@@ -392,11 +394,14 @@ class Progress:
                     self.base = tuple(b + x for b, x in zip(self.base, self.last_counts))
                 self.run = run
                 self.last_counts = (0, 0, 0)
+            started = run.started_ns()
+            if started and self.t_run is None:  # the window of the exact figures: from the first fetch
+                self.t_run = started / 1e9
             now_counts = tuple(int(x) for x in run.progress())
             self.last_counts = tuple(max(a, b) for a, b in zip(self.last_counts, now_counts))
             ops, nbytes, steps = (b + x for b, x in zip(self.base, self.last_counts))
             steps = min(int(steps), n)
-            dt = max(1e-6, time.monotonic() - self.t0)
+            dt = max(1e-6, time.monotonic() - (self.t_run or self.t0))
             batch = int(plan.steps["nsamples"][0]) if n else 0
             compute = float(plan.steps["compute_ns"][:steps].sum()) / 1e9 if steps else 0.0
             fig = Figures(

@@ -402,6 +402,9 @@ static void trainer(struct dc_run *r)
 		if (run_should_stop(r))
 			break;
 		st->t_fetch = dc_now_ns();
+		if (k == 0 && cfg->progress)
+			__atomic_store_n(&cfg->progress->t_first_fetch, st->t_fetch,
+					 __ATOMIC_RELAXED);
 		if (self) {
 			/* No readers (num_workers=0): the whole read is exposed wait. */
 			ready = read_step(self, k) == 0;

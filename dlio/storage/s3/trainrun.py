@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import sys
 import tempfile
 from typing import Callable, Optional, Sequence, Tuple
 
@@ -73,6 +74,7 @@ class S3Run:
         self.session: Optional[client.Session] = None
         self.stop_requested = False
         self.last = (0, 0, 0)  # progress as last seen: it stays once the worker is gone
+        self.started = 0
 
     def request_stop(self) -> None:
         """Stop the steps (Ctrl-C / SIGTERM): the worker ends its step and answers, or is killed after
@@ -87,6 +89,18 @@ class S3Run:
         if self.session is not None:
             self.last = self.session.progress()
         return self.last
+
+    def started_ns(self) -> int:
+        """now_ns() when the first step began fetching (the worker's t_fetch of step 0, in the times file
+        the parent made; 0 until that step ends): the live display's clock starts there, as the exact
+        figures' window does, not at the worker's start-up."""
+        if not self.started:
+            try:
+                with open(os.path.join(self.dir, "times.u64"), "rb") as f:
+                    self.started = int.from_bytes(f.read(8), sys.byteorder)
+            except OSError:  # not made yet, or removed with the finished run's folder
+                pass
+        return self.started
 
     def execute(self) -> dict:
         """Run the steps; the result dict of a C train run. An S3 failure (an error, a server silent past
@@ -148,6 +162,7 @@ class S3Run:
         if answer is not None:
             done = int(answer["steps_done"])
         times = np.fromfile(os.path.join(self.dir, "times.u64"), dtype=np.uint64).reshape(-1, TIMES_COLUMNS)[:done]
+        self.started = self.started or (int(times[0, 0]) if done else 0)
         log = self.task["oplog"]
         rows = oplog.read(log) if os.path.exists(log) else oplog.parse("\t".join(oplog.COLUMNS).encode())
         ok = rows["error"] == ""

@@ -22,6 +22,9 @@ class FakeRun:
     def progress(self):
         return self.ops, self.bytes, self.steps
 
+    def started_ns(self):
+        return 0  # not known: the display's clock is the phase's
+
 
 class FakePlan:
     def __init__(self, n, batch, compute_s):
