@@ -32,7 +32,7 @@ TYPES: Dict[str, str] = {
     "int": "int",
     "bytes": "int",  # coerce: a size as typed, in bytes
     "float": "float",  # coerce: float(v)
-    "num": "Union[int, float]",  # coerce keeps an int an int and a float a float
+    "num": "Number",  # coerce keeps an int an int and a float a float (Number, defined in sections.py)
     "bool": "bool",
     "str": "str",
     "ints": "Tuple[int, ...]",
@@ -142,6 +142,9 @@ def source() -> str:
         "from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Union",
         "",
         "from dlio.config.timespec import TimeSpec",
+        "",
+        "# a num row's value: an int stays an int, a float a float",
+        "Number = Union[int, float]",
     ]
     top = [k for k in schema.KEYS if not k.section]
     for k in top:

@@ -10,6 +10,9 @@ from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Union
 
 from dlio.config.timespec import TimeSpec
 
+# a num row's value: an int stays an int, a float a float
+Number = Union[int, float]
+
 # the top-level framework key
 Framework = Literal["tensorflow", "pytorch"]
 
@@ -92,9 +95,9 @@ class DatasetParquetConfig:
 class DatasetConfig:
     """The dataset section (its rows in dlio: config.keys.dlio)."""
 
-    record_length_bytes: Union[int, float]
-    record_length_bytes_stdev: Union[int, float]
-    record_length_bytes_resize: Union[int, float]
+    record_length_bytes: Number
+    record_length_bytes_stdev: Number
+    record_length_bytes_resize: Number
     num_files_train: int
     num_files_eval: int
     num_samples_per_file: int
@@ -181,8 +184,8 @@ class CheckpointKsmConfig:
     """The checkpoint.ksm section (its rows in dlio: config.keys.dlio)."""
 
     madv_mergeable_id: int
-    high_ram_trigger: Union[int, float]
-    low_ram_exit: Union[int, float]
+    high_ram_trigger: Number
+    low_ram_exit: Number
     await_time: int
 
 
@@ -197,7 +200,7 @@ class CheckpointConfig:
     type: Literal["rank_zero", "all_ranks"]
     mode: Literal["default", "subset"]
     fsync: bool
-    time_between_checkpoints: Union[int, float]
+    time_between_checkpoints: Number
     num_checkpoints_write: int
     num_checkpoints_read: int
     recovery_rank_shift: bool
@@ -270,7 +273,7 @@ class DlioFastConfig:
     results_dir: Optional[str]
     dialect: Literal["2.0.0", "current", "auto"]
     null_delay_ns: int
-    storage_timeout: Union[int, float]
+    storage_timeout: Number
     create_bucket: bool
 
 
