@@ -91,6 +91,41 @@ def on_s3(bucket):
     return {"storage.storage_type": "s3", "storage.storage_root": bucket}
 
 
+def s3_workload(path, bucket, sections, **over):
+    """A training workload on the S3 bucket `bucket` (the gateway from the environment), written as YAML to
+    `path`: npz files of one sample read by PyTorch for one epoch, no evaluation or checkpoint, then `sections`' keys
+    ({section: {key: value}}, a top-level key: value) and `over`'s (section__key=value) over those."""
+    import yaml
+
+    doc = {
+        "framework": "pytorch",
+        "workflow": {"generate_data": True, "train": True, "evaluation": False, "checkpoint": False},
+        "dataset": {"format": "npz", "num_samples_per_file": 1, "record_length_bytes_stdev": 0},
+        "storage": {"storage_type": "s3", "storage_root": bucket},
+        "reader": {"data_loader": "pytorch"},
+        "train": {"epochs": 1},
+    }
+    for sec, keys in sections.items():
+        if isinstance(keys, dict):
+            doc.setdefault(sec, {}).update(keys)
+        else:
+            doc[sec] = keys
+    for k, v in over.items():
+        sec, key = k.split("__")
+        doc.setdefault(sec, {})[key] = v
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def s3_keys(server, bucket, prefix):
+    """Every key under the prefix with its size, with boto3's paginator (independent of dlio-fast's client)."""
+    out = {}
+    for page in s3_boto(server).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", []):
+            out[o["Key"]] = o["Size"]
+    return out
+
+
 def one_line(text):
     """The error is one non-empty line with no traceback (warnings printed before it aside)."""
     assert "Traceback" not in text

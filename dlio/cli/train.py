@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import click
 
@@ -30,53 +31,72 @@ if TYPE_CHECKING:
     from dlio.progress import Progress
 
 
+class Workload(NamedTuple):
+    """A command's workload options as given: which workload, and how to change it."""
+
+    name: Optional[str]  # --workload
+    config_file: Optional[str]  # --config
+    sets: Tuple[str, ...]  # --set KEY=VALUE
+    overrides: Tuple[str, ...]  # DLIO's ++key=value words
+    scale: Optional[float]  # --scale
+
+
 def workload_options(f: Callable) -> Callable:
-    """Which workload, and how to change it: --workload / --config / --set / --scale / DLIO's ++key=value."""
-    f = click.option(
-        "--scale",
-        type=float,
-        default=None,
-        help="Shrink (or grow) the dataset: number of files x F, same sample size, batch and compute.",
-    )(f)
-    f = click.option(
-        "--set",
-        "sets",
-        multiple=True,
-        metavar="KEY=VALUE",
-        help="Override a config key, e.g. --set dataset.num_files_train=16 (repeatable).",
-    )(f)
-    f = click.option("--config", "config_file", type=click.Path(dir_okay=False), help="A DLIO workload YAML file.")(f)
-    f = click.option(
-        "--workload",
-        "-w",
-        "workload_name",
-        shell_complete=complete_workload,
-        help="A built-in workload (dlio-fast workloads).",
-    )(f)
-    f = click.argument("overrides", nargs=-1)(f)
-    return f
+    """Which workload, and how to change it: --workload / --config / --set / --scale / DLIO's ++key=value,
+    handed to the command as one argument, ``workload`` (a Workload)."""
+
+    @functools.wraps(f)
+    def command(
+        *args: Any,
+        workload_name: Optional[str],
+        config_file: Optional[str],
+        sets: Tuple[str, ...],
+        overrides: Tuple[str, ...],
+        scale: Optional[float],
+        **kw: Any,
+    ) -> Any:
+        return f(*args, workload=Workload(workload_name, config_file, sets, overrides, scale), **kw)
+
+    for option in (
+        click.option(
+            "--scale",
+            type=float,
+            default=None,
+            help="Shrink (or grow) the dataset: number of files x F, same sample size, batch and compute.",
+        ),
+        click.option(
+            "--set",
+            "sets",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Override a config key, e.g. --set dataset.num_files_train=16 (repeatable).",
+        ),
+        click.option("--config", "config_file", type=click.Path(dir_okay=False), help="A DLIO workload YAML file."),
+        click.option(
+            "--workload",
+            "-w",
+            "workload_name",
+            shell_complete=complete_workload,
+            help="A built-in workload (dlio-fast workloads).",
+        ),
+        click.argument("overrides", nargs=-1),
+    ):
+        command = option(command)
+    return command
 
 
-def load(
-    workload_name: Optional[str],
-    config_file: Optional[str],
-    sets: Sequence[str],
-    overrides: Sequence[str],
-    scale: Optional[float],
-    keys: Optional[Dict[str, Any]] = None,
-    what: str = "",
-) -> Any:
+def load(w: Workload, keys: Optional[Dict[str, Any]] = None, what: str = "") -> Any:
     """The resolved config of a command's workload options; `keys` are {dotted key: value} from key options."""
-    reject_unknown_options(overrides)
-    if workload_name is None and config_file is None and not any("workload=" in o for o in overrides):
+    reject_unknown_options(w.overrides)
+    if w.name is None and w.config_file is None and not any("workload=" in o for o in w.overrides):
         raise DlioError(f"say which workload{what}: --workload NAME (see dlio-fast workloads) or --config FILE.yaml")
     options = {k: (v, f"--{k.rpartition('.')[2].replace('_', '-')}") for k, v in (keys or {}).items()}
     cfg = config.load_config(
-        workload=workload_name,
-        config_file=config_file,
-        sets=list(sets),
-        dlio_overrides=list(overrides),
-        scale=scale,
+        workload=w.name,
+        config_file=w.config_file,
+        sets=list(w.sets),
+        dlio_overrides=list(w.overrides),
+        scale=w.scale,
         options=options,
     )
     if cfg.warnings:
@@ -168,11 +188,7 @@ CREATE_BUCKET_HELP = "S3: create the bucket (storage.storage_root) when it does 
 @click.pass_context
 def run(
     ctx: click.Context,
-    overrides: Tuple[str, ...],
-    workload_name: Optional[str],
-    config_file: Optional[str],
-    sets: Tuple[str, ...],
-    scale: Optional[float],
+    workload: Workload,
     output: Optional[str],
     dry_run: bool,
     json_path: Optional[str],
@@ -187,7 +203,7 @@ def run(
     from dlio.jobs import driver, registry
     from dlio.storage import backend_for
 
-    cfg = load(workload_name, config_file, sets, overrides, scale, key_values(keys))
+    cfg = load(workload, key_values(keys))
     comm = mpi.world()
     echo, progress = _rank0_console(ctx, comm)
     family = registry.family_of(cfg)
@@ -267,11 +283,7 @@ def _document_out(
 @click.pass_context
 def generate(
     ctx: click.Context,
-    overrides: Tuple[str, ...],
-    workload_name: Optional[str],
-    config_file: Optional[str],
-    sets: Tuple[str, ...],
-    scale: Optional[float],
+    workload: Workload,
     threads: Optional[int],
     checksum: bool,
     direct: bool,
@@ -283,7 +295,7 @@ def generate(
     from dlio.dataset.spec import dataset_spec
     from dlio.train import session
 
-    cfg = load(workload_name, config_file, sets, overrides, scale, key_values(keys))
+    cfg = load(workload, key_values(keys))
     comm = mpi.world()
     echo, progress = _rank0_console(ctx, comm)
     if dry_run:
@@ -310,14 +322,7 @@ def generate(
 )
 @workload_options
 @console_options
-def verify(
-    data_folder: Optional[str],
-    overrides: Tuple[str, ...],
-    workload_name: Optional[str],
-    config_file: Optional[str],
-    sets: Tuple[str, ...],
-    scale: Optional[float],
-) -> None:
+def verify(data_folder: Optional[str], workload: Workload) -> None:
     """Check a dataset against its format (and its checksums when generated with --checksum)."""
     # the job's modules load when the command runs: --help and completion stay fast
     from dlio.dataset import stored
@@ -327,8 +332,8 @@ def verify(
     from dlio.storage.base import SCAN
     from dlio.train import session
 
-    extra = [f"dataset.data_folder={data_folder}"] if data_folder else []
-    cfg = load(workload_name, config_file, extra + list(sets), overrides, scale, what=" the data belongs to")
+    extra = (f"dataset.data_folder={data_folder}",) if data_folder else ()
+    cfg = load(workload._replace(sets=extra + workload.sets), what=" the data belongs to")
     spec = dataset_spec(cfg)
     comm = mpi.world()
     ds = session.prepare_storage(cfg, spec, comm, _err, checkpoints=False)

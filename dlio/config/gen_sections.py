@@ -7,7 +7,8 @@ Run it after changing a row's type, choices or nullability, or adding or removin
 
 Each section (``dataset``, ``model.parallelism``, ...) is one frozen dataclass named as the loader always
 named it (``DatasetConfig``, ``ModelParallelismConfig``): its keys in ``KEYS`` order, then its child
-sections in name order, each field's metadata ``{"key": row, "help": row.help}`` or ``{"section": path}``.
+sections in name order, each field named as the last word of its row's path or of its child section's, so
+that the loader finds a field's value by ``section.name`` alone.
 A field's type is what ``dlio.config.validate.coerce`` (or ``parse_time``) makes of the row's type.
 """
 
@@ -31,7 +32,7 @@ TYPES: Dict[str, str] = {
     "int": "int",
     "bytes": "int",  # coerce: a size as typed, in bytes
     "float": "float",  # coerce: float(v)
-    "num": "Union[int, float]",  # coerce keeps an int an int and a float a float
+    "num": "Number",  # coerce keeps an int an int and a float a float (Number, defined in sections.py)
     "bool": "bool",
     "str": "str",
     "ints": "Tuple[int, ...]",
@@ -40,10 +41,6 @@ TYPES: Dict[str, str] = {
     "records": "Tuple[Mapping[Any, Any], ...]",
     "time": "TimeSpec",  # parse_time: never None (no value is a constant 0)
 }
-
-# Names a field must not take: in a class body it would hide the type of the fields after it.
-_TAKEN = {"field", "int", "float", "bool", "str", "Any", "Literal", "Mapping", "Optional", "Tuple", "Union"}
-_TAKEN.add("TimeSpec")
 
 _HOMES = (dlio, dlio_fast, *KEY_MODULES)  # every module of rows
 
@@ -83,19 +80,17 @@ def _module_rows(module: object) -> Tuple[Key, ...]:
     return rows
 
 
-def _field(name: str, annotation: str, metadata: str) -> List[str]:
+def _field(name: str, annotation: str) -> List[str]:
     """One field, wrapped the way ruff formats it when it is too long."""
-    line = f"    {name}: {annotation} = field(metadata={metadata})"
+    line = f"    {name}: {annotation}"
     if len(line) <= WIDTH:
         return [line]
     if not (annotation.startswith("Literal[") and annotation.endswith("]")):  # pragma: no cover
         raise ValueError(f"{name}: {annotation} does not fit in {WIDTH} characters")
     inner = annotation[len("Literal[") : -1]
-    return (
-        [f"    {name}: Literal["]
-        + [f"        {c}," for c in inner.split(", ")]
-        + [f"    ] = field(metadata={metadata})"]
-    )
+    if len(f"        {inner}") <= WIDTH:
+        return [f"    {name}: Literal[", f"        {inner}", "    ]"]
+    return [f"    {name}: Literal["] + [f"        {c}," for c in inner.split(", ")] + ["    ]"]
 
 
 def _class(section: str) -> List[str]:
@@ -109,14 +104,12 @@ def _class(section: str) -> List[str]:
     ]
     for k in schema.KEYS:
         if k.section == section and not k.hidden:
-            if k.name in _TAKEN:
-                raise ValueError(f"{k.path}: a field may not be named {k.name!r} (it hides a type in the class body)")
-            lines += _field(k.name, field_type(k), f'_key("{k.path}")')
+            lines += _field(k.name, field_type(k))
     for child in _children(section):
         name = child.rpartition(".")[2]
         kind = class_name(child)
         kind = f"Optional[{kind}]" if child in schema.OPTIONAL_SECTIONS else kind
-        lines += _field(name, kind, f'_section("{child}")')
+        lines += _field(name, kind)
     return lines
 
 
@@ -142,28 +135,20 @@ def source() -> str:
         f"run ``{COMMAND}``.",
         "",
         "One frozen dataclass per section, its fields typed from the rows' types (dlio.config.gen_sections.TYPES),",
-        "in the order the loader fills them; each field's metadata names its row or its child section.",
+        "in the order the loader fills them; a field is named as its row (section.name) or its child section.",
         '"""',
         "",
-        "from dataclasses import dataclass, field",
+        "from dataclasses import dataclass",
         "from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Union",
         "",
-        "from dlio.config.schema import KEYS_BY_PATH",
         "from dlio.config.timespec import TimeSpec",
+        "",
+        "# a num row's value: an int stays an int, a float a float",
+        "Number = Union[int, float]",
     ]
     top = [k for k in schema.KEYS if not k.section]
     for k in top:
         lines += ["", f"# the top-level {k.path} key", f"{class_name(k.path)[: -len('Config')]} = {field_type(k)}"]
-    lines += [
-        "",
-        "",
-        "def _key(path: str) -> Dict[str, Any]:",
-        '    return {"key": KEYS_BY_PATH[path], "help": KEYS_BY_PATH[path].help}',
-        "",
-        "",
-        "def _section(path: str) -> Dict[str, Any]:",
-        '    return {"section": path}',
-    ]
     for s in _ordered():
         lines += _class(s)
     lines += ["", "", "# section path -> its class", "CLASSES: Dict[str, type] = {"]

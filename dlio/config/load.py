@@ -252,10 +252,8 @@ def _build(values: Dict[str, Any]) -> Dict[str, Any]:
             continue
         kw = {}
         for f in dataclasses.fields(CLASSES[sec]):
-            if "key" in f.metadata:
-                kw[f.name] = values[f.metadata["key"].path]
-            else:
-                kw[f.name] = built[f.metadata["section"]]
+            path = f"{sec}.{f.name}"  # the field's row, or its child section (built before it)
+            kw[f.name] = built[path] if path in built else values[path]
         built[sec] = CLASSES[sec](**kw)
     return built
 

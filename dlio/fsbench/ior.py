@@ -25,6 +25,7 @@ merged by addition.
 The plan functions (layout_offsets, rank_plan, reorder_shift) need no MPI and are unit-tested.
 """
 
+import contextlib
 import dataclasses
 import os
 import resource
@@ -132,10 +133,8 @@ class Files:
             comm.barrier()
         for p, owner in self.created:
             if owner == comm.rank or not together:
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     os.unlink(p)
-                except FileNotFoundError:
-                    pass
         self.created = []
         if self.folder is not None:
             tmpclaim.release(self.folder)
@@ -234,10 +233,8 @@ def _check_ours_all(comm, path):
 
 def _unlink_ours(path):
     """Remove a stale test file of ours (checked by check_ours) so the new one is created O_EXCL."""
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _write_part(path, layout, part, size, bs, per_rank, seed, create):

@@ -35,10 +35,8 @@ class FileSet:
 
     def cleanup(self) -> None:
         for p in self.created:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(p)
-            except FileNotFoundError:
-                pass
         self.created = []
         if self.lock is not None:
             os.close(self.lock)  # closing the file releases its flock

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import REPO, on_s3, set_args
+from conftest import REPO, on_s3, s3_keys, set_args
 
 MiB = 1 << 20
 DELAY_NS = 20_000_000  # the null engine's busy-wait per request: a storage of known latency
@@ -154,14 +154,8 @@ def test_async_save_on_files_is_durable_after_fsync(run_cli, tmp_path):
         assert c["GiB_per_second"] == pytest.approx(c["bytes"] / 2**30 / c["duration_s"])
 
 
-def test_async_save_on_s3(run_cli, s3_server, monkeypatch, tmp_path):
+def test_async_save_on_s3(run_cli, s3env, bucket, tmp_path):
     pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
-    for k, v in s3_server.aws_env().items():
-        monkeypatch.setenv(k, v)
-    import test_s3
-    import test_s3_workloads
-
-    test_s3.make_bucket("t-async-save")
     code, out, err = run_cli(
         "run",
         "-w",
@@ -169,12 +163,12 @@ def test_async_save_on_s3(run_cli, s3_server, monkeypatch, tmp_path):
         "--output",
         tmp_path / "out",
         *sets(tmp_path, "workflow.generate_data=true", "model.model_size_bytes=70000000"),
-        *set_args(**on_s3("t-async-save"), **{"dataset.data_folder": "data", "checkpoint.checkpoint_folder": "ck"}),
+        *set_args(**on_s3(bucket), **{"dataset.data_folder": "data", "checkpoint.checkpoint_folder": "ck"}),
     )
     assert code == 0, err
     (rank,) = doc_of(tmp_path / "out")["ranks"]
     saves = [c for ep in rank["epochs"] for c in ep["checkpoints"]]
-    objects = test_s3_workloads.keys_under(s3_server, "t-async-save", "ck/")
+    objects = s3_keys(s3env, bucket, "ck/")
     assert len(saves) == 3
     for c in saves:
         assert c["async"] and c["engine"] == "s3dlio"

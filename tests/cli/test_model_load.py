@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, TINY_MODEL_LOAD, on_s3, one_line, set_args
+from conftest import REPO, TINY_MODEL_LOAD, on_s3, one_line, s3_boto, s3_keys, set_args
 
 from dlio import _core
 
@@ -196,17 +196,11 @@ def test_two_tensor_parallel_ranks_read_their_slices(tmp_path):
     assert load["GiB_per_second"] == pytest.approx(load["bytes"] / GiB / load["slowest_rank_s"])
 
 
-def test_model_on_s3_written_and_loaded_by_range_gets(run_cli, s3_server, monkeypatch, tmp_path):
+def test_model_on_s3_written_and_loaded_by_range_gets(run_cli, s3env, bucket, tmp_path):
     """The shards as objects (boto3 lists them, safetensors opens one downloaded), read back with range
     GETs (auto picks read there); mmap and prefetch are refused on S3 in one line."""
     pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
-    for k, v in s3_server.aws_env().items():
-        monkeypatch.setenv(k, v)
-    import test_s3
-    import test_s3_workloads
-
-    test_s3.make_bucket("t-model-load")
-    s3 = on_s3("t-model-load")
+    s3 = on_s3(bucket)
     code, _, err = run_cli(*args(tmp_path, "model_load.read_mode=mmap", folder="models/tiny", **s3))
     assert code == 2 and "model_load.read_mode = mmap: not available on S3" in one_line(err)
     code, _, err = run_cli(*args(tmp_path, "model_load.read_mode=prefetch", folder="models/tiny", **s3))
@@ -217,7 +211,7 @@ def test_model_on_s3_written_and_loaded_by_range_gets(run_cli, s3_server, monkey
     doc = doc_of(tmp_path / "out")
     assert doc["read_mode_choice"]["mode"] == doc["settings"]["read_mode"] == "read"
     assert "Read mode: read, chosen as vLLM chooses (auto): objects" in out
-    objects = test_s3_workloads.keys_under(s3_server, "t-model-load", "models/tiny/")
+    objects = s3_keys(s3env, bucket, "models/tiny/")
     shards = {f"models/tiny/{s['name']}": s["bytes"] for s in doc["model"]["shards"]}
     assert {k: v for k, v in objects.items() if k.endswith(".safetensors")} == shards
     assert "models/tiny/model.safetensors.index.json" in objects
@@ -226,7 +220,7 @@ def test_model_on_s3_written_and_loaded_by_range_gets(run_cli, s3_server, monkey
         assert r["cache"] == "n/a (object store)"
     name = doc["model"]["shards"][1]["name"]
     got = tmp_path / name
-    test_s3_workloads.boto(s3_server).download_file("t-model-load", f"models/tiny/{name}", str(got))
+    s3_boto(s3env).download_file(bucket, f"models/tiny/{name}", str(got))
     safetensors = pytest.importorskip("safetensors")
     with safetensors.safe_open(str(got), framework="np") as f:
         assert len(list(f.keys())) > 0

@@ -18,19 +18,6 @@ def _settings():
     return settings.resolve()
 
 
-def make_bucket(name):
-    import boto3
-
-    s = _settings()
-    boto3.client(
-        "s3",
-        endpoint_url=s.endpoint,
-        aws_access_key_id=s.access_key,
-        aws_secret_access_key=s.secret_key,
-        region_name=s.region,
-    ).create_bucket(Bucket=name)
-
-
 def count(bucket, prefix):
     return client.run_task(_settings(), {"task": "list", "bucket": bucket, "prefix": prefix})["count"]
 

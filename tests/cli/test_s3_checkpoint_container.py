@@ -9,12 +9,11 @@ import subprocess
 import sys
 
 import pytest
-from conftest import on_s3, set_args
+from conftest import on_s3, s3_boto, set_args
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 
 import test_s3  # noqa: E402  (its settings helper)
-import test_s3_workloads  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "unit", "checkpoint"))
 from dlio_installs import dlio_python  # noqa: E402
@@ -46,7 +45,7 @@ def test_s3_checkpoint_objects_are_the_pt_files(run_cli, s3env, bucket, tmp_path
     (step,) = os.listdir(files)
     names = sorted(os.listdir(files / step))
     assert names == ["model_states-0.pt", "zero_pp_rank_0_mp_rank_0_optim_states.pt"]
-    s3 = test_s3_workloads.boto(s3env)
+    s3 = s3_boto(s3env)
     for name in names:
         got = tmp_path / name
         s3.download_file(bucket, f"pt/{step}/{name}", str(got))
@@ -101,7 +100,7 @@ def test_multipart_parts_hold_the_files_bytes(run_cli, s3env, bucket, tmp_path):
     }
     assert client.run_task(test_s3._settings(), task)["bytes"] == big.nbytes
     got = tmp_path / "got"
-    test_s3_workloads.boto(s3env).download_file(bucket, f"win/{big.name}", str(got))
+    s3_boto(s3env).download_file(bucket, f"win/{big.name}", str(got))
     (step,) = os.listdir(files)
     assert got.read_bytes() == (files / step / big.name).read_bytes()
 
@@ -117,7 +116,7 @@ def test_random_objects_share_no_block(s3env, bucket, tmp_path):
     assert client.run_task(test_s3._settings(), task)["bytes"] == sum(sizes)
     seen = set()
     for i, n in enumerate(sizes):
-        data = test_s3_workloads.boto(s3env).get_object(Bucket=bucket, Key=f"uniq/{i}")["Body"].read()
+        data = s3_boto(s3env).get_object(Bucket=bucket, Key=f"uniq/{i}")["Body"].read()
         assert len(data) == n
         blocks = {data[o : o + 4096] for o in range(0, n - n % 4096, 4096)}
         assert len(blocks) == n // 4096 and not (blocks & seen), i

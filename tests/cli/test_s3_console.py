@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, s3_workload
 from test_progress_console import run_in_pty, screen_lines
 
 from dlio.report import verdict
@@ -103,29 +103,15 @@ def test_s3_run_keeps_the_counts_of_a_finished_block(s3env, bucket):  # noqa: F8
 
 
 def _tiny_config(tmp_path, bucket):  # noqa: F811
-    import yaml
-
-    doc = {
+    sections = {
         "model": {"name": "s3-cpu"},
-        "framework": "pytorch",
-        "workflow": {"generate_data": True, "train": True, "evaluation": False, "checkpoint": False},
-        "dataset": {
-            "data_folder": "tiny",
-            "format": "npz",
-            "num_files_train": 256,
-            "num_samples_per_file": 1,
-            "record_length_bytes": 1024,
-            "record_length_bytes_stdev": 0,
-        },
-        "storage": {"storage_type": "s3", "storage_root": bucket},
-        "reader": {"data_loader": "pytorch", "batch_size": 2, "read_threads": 1},
-        "train": {"epochs": 1, "computation_time": 0.0},
+        "dataset": {"data_folder": "tiny", "num_files_train": 256, "record_length_bytes": 1024},
+        "reader": {"batch_size": 2, "read_threads": 1},
+        "train": {"computation_time": 0.0},
         "dlio_fast": {"qd": 1},
         "output": {"metric": {"exclude_start_steps": 0}},
     }
-    p = tmp_path / "tiny.yaml"
-    p.write_text(yaml.safe_dump(doc))
-    return p
+    return s3_workload(tmp_path / "tiny.yaml", bucket, sections)
 
 
 def test_s3_workers_cpu_is_the_clients(s3env, bucket, tmp_path):  # noqa: F811

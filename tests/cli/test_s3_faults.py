@@ -14,8 +14,7 @@ import sys
 import time
 
 import pytest
-import yaml
-from conftest import REPO, on_s3, one_line, set_args
+from conftest import REPO, on_s3, one_line, s3_workload, set_args
 from conftest import s3_boto as boto
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
@@ -102,28 +101,13 @@ def test_io_on_a_frozen_server_ends_at_its_deadline_and_keeps_the_points(own, tm
 
 
 def _config(tmp_path, bucket, **over):
-    doc = {
+    sections = {
         "model": {"name": "s3-faults"},
-        "framework": "pytorch",
-        "workflow": {"generate_data": True, "train": True, "evaluation": False, "checkpoint": False},
-        "dataset": {
-            "data_folder": "d",
-            "format": "npz",
-            "num_files_train": 30,
-            "num_samples_per_file": 1,
-            "record_length_bytes": 4096,
-            "record_length_bytes_stdev": 0,
-        },
-        "storage": {"storage_type": "s3", "storage_root": bucket},
-        "reader": {"data_loader": "pytorch", "batch_size": 1, "read_threads": 1, "prefetch_size": 1},
+        "dataset": {"data_folder": "d", "num_files_train": 30, "record_length_bytes": 4096},
+        "reader": {"batch_size": 1, "read_threads": 1, "prefetch_size": 1},
         "train": {"epochs": 2, "computation_time": 0.1},
     }
-    for k, v in over.items():
-        sec, key = k.split("__")
-        doc.setdefault(sec, {})[key] = v
-    p = tmp_path / "w.yaml"
-    p.write_text(yaml.safe_dump(doc))
-    return p
+    return s3_workload(tmp_path / "w.yaml", bucket, sections, **over)
 
 
 def _wait_for(path, text, p, timeout=120):

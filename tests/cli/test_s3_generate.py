@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 
 import test_s3_workloads as wl  # noqa: E402
+from conftest import s3_boto, s3_keys  # noqa: E402
 
 needs_mpi = pytest.mark.skipif(
     shutil.which("mpiexec") is None or importlib.util.find_spec("mpi4py") is None,
@@ -58,9 +59,9 @@ def test_generation_spread_over_ranks_in_bounded_batches(run_cli, s3env, bucket,
     # the same config generated to a local folder: the objects are its files, byte for byte
     local = tmp_path / "local"
     files = wl.generated_locally(run_cli, cfg, local)
-    objects = wl.keys_under(s3env, bucket, "gen2/")
+    objects = s3_keys(s3env, bucket, "gen2/")
     assert sorted(k[len("gen2/") :] for k in objects if "/.dlio-fast/" not in k) == files
-    s3 = wl.boto(s3env)
+    s3 = s3_boto(s3env)
     for rel in files:
         assert s3.get_object(Bucket=bucket, Key=f"gen2/{rel}")["Body"].read() == (local / rel).read_bytes(), rel
     # one merged manifest per split, no parts left
@@ -102,8 +103,8 @@ def test_verify_on_s3_checks_the_objects_against_their_manifest(run_cli, s3env, 
     assert code == 0 and "6 files checked (tfrecord in s3://" in out and "with content checksums): 0 bad" in out, (
         out + err
     )
-    s3 = wl.boto(s3env)
-    keys = sorted(k for k in wl.keys_under(s3env, bucket, "ver/") if k.endswith(".tfrecord"))
+    s3 = s3_boto(s3env)
+    keys = sorted(k for k in s3_keys(s3env, bucket, "ver/") if k.endswith(".tfrecord"))
     s3.delete_object(Bucket=bucket, Key=keys[0])
     body = bytearray(s3.get_object(Bucket=bucket, Key=keys[1])["Body"].read())
     body[-5] ^= 0xFF  # same size, one byte changed

@@ -6,7 +6,7 @@ import json
 import shutil
 
 import pytest
-from conftest import one_line
+from conftest import one_line, s3_keys
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
 
@@ -81,7 +81,7 @@ with open(f"{out}/rank{comm.rank}.json", "w") as f:
 def test_recovery_rank_shift_on_s3(s3env, bucket, tmp_path):
     wl.two_ranks(SHIFT, bucket, tmp_path)
     recs = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
-    objects = wl.keys_under(s3env, bucket, "shift/")
+    objects = s3_keys(s3env, bucket, "shift/")
     saved = [{f["name"] for f in r["save"]["files"]} for r in recs]
     assert saved[0] and saved[0].isdisjoint(saved[1])  # each rank wrote files of its own
     assert {k.rsplit("/", 1)[1] for k in objects} == saved[0] | saved[1]

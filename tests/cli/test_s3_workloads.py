@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from conftest import REPO, on_s3, one_line, set_args
+from conftest import REPO, on_s3, one_line, s3_keys, s3_workload, set_args
 from conftest import s3_boto as boto
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
@@ -22,11 +22,12 @@ RANGED = ("hdf5", "tfrecord", "indexed_binary", "mmap_indexed_binary")  # a samp
 
 
 def config(tmp_path, fmt, bucket, folder=None, **over):
-    """A tiny workload on S3; `over` replaces top-level sections' keys (section__key=value)."""
-    doc = {
+    """A tiny workload of format `fmt` on S3, evaluated; `over` replaces sections' keys (section__key=value)."""
+    reader = "tensorflow" if fmt == "tfrecord" else "pytorch"
+    sections = {
         "model": {"name": f"s3-{fmt}"},
-        "framework": "tensorflow" if fmt == "tfrecord" else "pytorch",
-        "workflow": {"generate_data": True, "train": True, "evaluation": True, "checkpoint": False},
+        "framework": reader,
+        "workflow": {"evaluation": True},
         "dataset": {
             "data_folder": folder if folder is not None else f"data/{fmt}",
             "format": fmt,
@@ -34,27 +35,13 @@ def config(tmp_path, fmt, bucket, folder=None, **over):
             "num_files_eval": 2,
             "num_samples_per_file": 2,
             "record_length_bytes": 3000,
-            "record_length_bytes_stdev": 0,
         },
-        "storage": {"storage_type": "s3", "storage_root": bucket},
-        "reader": {
-            "data_loader": "tensorflow" if fmt == "tfrecord" else "pytorch",
-            "batch_size": 2,
-            "batch_size_eval": 2,
-            "read_threads": 2,
-        },
-        "train": {"epochs": 1, "computation_time": 0.002},
+        "reader": {"data_loader": reader, "batch_size": 2, "batch_size_eval": 2, "read_threads": 2},
+        "train": {"computation_time": 0.002},
         "dlio_fast": {"qd": 4},
         "evaluation": {"eval_time": 0.001},
     }
-    for k, v in over.items():
-        sec, key = k.split("__")
-        doc.setdefault(sec, {})[key] = v
-    import yaml
-
-    p = tmp_path / f"{fmt}.yaml"
-    p.write_text(yaml.safe_dump(doc))
-    return p
+    return s3_workload(tmp_path / f"{fmt}.yaml", bucket, sections, **over)
 
 
 def result(folder):
@@ -87,15 +74,6 @@ def generated_locally(run_cli, cfg, local):
     )
 
 
-def keys_under(server, bucket, prefix):
-    """Every key under the prefix, with boto3's paginator (independent of dlio-fast's client)."""
-    out = {}
-    for page in boto(server).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for o in page.get("Contents", []):
-            out[o["Key"]] = o["Size"]
-    return out
-
-
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_format_generated_and_trained_on_s3(run_cli, s3env, bucket, tmp_path, fmt):
     cfg = config(tmp_path, fmt, bucket)
@@ -105,7 +83,7 @@ def test_every_format_generated_and_trained_on_s3(run_cli, s3env, bucket, tmp_pa
     # the objects are the file generator's bytes: the same config generated to a local folder
     local = tmp_path / "local"
     files = generated_locally(run_cli, cfg, local)
-    objects = keys_under(s3env, bucket, f"data/{fmt}/")
+    objects = s3_keys(s3env, bucket, f"data/{fmt}/")
     data_keys = sorted(k[len(f"data/{fmt}/") :] for k in objects if "/.dlio-fast/" not in k)
     assert data_keys == files  # index files (tfrecord's .idx, indexed_binary's .off.idx / .sz.idx) included
     assert len([f for f in files if f.endswith("." + fmt)]) == 6
@@ -160,7 +138,7 @@ def test_listing_over_1000_keys_and_data_present(run_cli, s3env, bucket, tmp_pat
     code, out, err = run_cli("run", "--config", cfg, "--output", tmp_path / "o1")
     assert code == 0, err
     assert "Starting data generation: 1100 objects" in out
-    assert len([k for k in keys_under(s3env, bucket, "many/train/")]) == 1100
+    assert len([k for k in s3_keys(s3env, bucket, "many/train/")]) == 1100
     # generate_data still on: the complete dataset (found by listing 1,100 keys) is not written again
     code, out, err = run_cli("run", "--config", cfg, "--output", tmp_path / "o2")
     assert code == 0, err
@@ -190,7 +168,7 @@ def test_data_folder_as_uri_and_storage_options(run_cli, s3env, bucket, tmp_path
     )
     code, out, err = run_cli("-q", "run", "--config", cfg, "--output", tmp_path / "o")
     assert code == 0, err
-    assert any(k.startswith("uri/train/") for k in keys_under(s3env, bucket, "uri/"))
+    assert any(k.startswith("uri/train/") for k in s3_keys(s3env, bucket, "uri/"))
 
 
 def test_wrong_credentials_before_any_work(run_cli, s3env, bucket, tmp_path, monkeypatch):
@@ -202,7 +180,7 @@ def test_wrong_credentials_before_any_work(run_cli, s3env, bucket, tmp_path, mon
     assert "refused the credentials" in line and "AWS_SECRET_ACCESS_KEY" in line
     assert "data generation" not in out
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3env.aws_env()["AWS_SECRET_ACCESS_KEY"])
-    assert keys_under(s3env, bucket, "never/") == {}
+    assert s3_keys(s3env, bucket, "never/") == {}
 
 
 def test_missing_bucket(run_cli, s3env, tmp_path):
@@ -239,7 +217,7 @@ def test_checkpoints_during_training_on_s3(run_cli, s3env, bucket, tmp_path):
     assert code == 0, err
     doc = result(tmp_path / "o")
     (ck,) = doc["ranks"][0]["epochs"][0]["checkpoints"]
-    objects = keys_under(s3env, bucket, "ckpts/run1/")
+    objects = s3_keys(s3env, bucket, "ckpts/run1/")
     assert {k: v for k, v in objects.items()} == {
         f"ckpts/run1/{ck['folder'].rsplit('/', 1)[1]}/{f['name']}": f["bytes"] for f in ck["files"]
     }
@@ -266,7 +244,7 @@ def test_checkpoint_only_save_and_load_on_s3(run_cli, s3env, bucket, tmp_path):
     assert code == 0, err
     recs = result(tmp_path / "o")["ranks"][0]["checkpoints"]
     assert [r["kind"] for r in recs] == ["save", "save", "load"]
-    objects = keys_under(s3env, bucket, "only/")
+    objects = s3_keys(s3env, bucket, "only/")
     assert sorted(objects) == [
         "only/global_epoch1_step1/model_states-0.pt",
         "only/global_epoch1_step2/model_states-0.pt",

@@ -310,7 +310,7 @@ class S3Backend(Backend):
         return self._window_result(out, threads, PART_INFLIGHT, int(out["part_size"]))
 
     def upload_files(self, names: Sequence[str], paths: Sequence[str], opts: SetOptions) -> SetResult:
-        """PUTs (multipart from worker_files.MULTIPART_MIN bytes) of up to ``opts.threads`` files at once."""
+        """PUTs (multipart from shared.MULTIPART_MIN bytes) of up to ``opts.threads`` files at once."""
         threads = min(opts.threads or MAX_SET_THREADS, max(1, len(names)))
         task = {"task": "put_files", "uris": list(names), "paths": list(paths), "threads": threads}
         out = self._task(task | {"part_inflight": PART_INFLIGHT}, names, f"PUT of {len(names)} objects", opts)

@@ -9,17 +9,21 @@ worker's CPU (dlio.storage.s3.client.Session), and they outlive a worker that is
 
 from __future__ import annotations
 
+import asyncio
 import os
 import resource
 import threading
 import time
-from typing import Callable, List, Tuple, Union
+from types import ModuleType
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 OPS, BYTES, STEPS, BEAT, CPU0_USER_NS, CPU0_SYS_NS, SPIN_NS = range(7)
 WORDS = 8
 FILE = "counters.u64"
+MULTIPART_MIN = 64 << 20  # objects this large go up as multipart uploads (parts in parallel)
+PART_SIZE = 16 << 20  # a multipart upload's part
 
 
 def create(folder: str) -> str:
@@ -91,6 +95,56 @@ def threads_in_a_window(worker: Callable[[int], None], threads: int, errors: Lis
     if errors:
         raise RuntimeError(errors[0])
     return wall0, window
+
+
+def put_multipart(s3: ModuleType, uri: str, path: str, in_flight: int) -> None:
+    """PUT the local file path as the object uri in parts of PART_SIZE, in_flight parts at once."""
+    bucket, key = uri[5:].split("/", 1)
+    w = s3.MultipartUploadWriter(bucket, key, part_size=PART_SIZE, max_in_flight=in_flight)
+    try:
+        with open(path, "rb") as f:
+            while True:
+                chunk = f.read(PART_SIZE)  # a fresh buffer per part: the writer borrows it until close()
+                if not chunk:
+                    break
+                w.write(chunk)
+        w.close()
+    except BaseException:
+        w.abort()
+        raise
+
+
+def ranges_in_a_window(
+    s3: ModuleType,
+    uris: Sequence[str],
+    ops: Sequence[Sequence[int]],
+    inflight: int,
+    c: TaskCounters,
+    keep: Optional[Callable[[int, int, memoryview], None]] = None,
+) -> Tuple[int, int, int]:
+    """Range GETs of ops ([object index, offset, length] into uris), inflight at once on one event loop,
+    timed from the first request to the last completion: (bytes, wall-clock start ns, window ns).
+    keep(object index, offset, data) is handed each range as it arrives."""
+    if ops:
+        s3.list(uris[0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
+    got = [0] * inflight
+
+    async def worker(w: int) -> None:
+        for j in range(w, len(ops), inflight):
+            f, off, n = (int(x) for x in ops[j])
+            data = memoryview(await s3.get_range_async(uris[f], off, n))
+            if keep is not None:
+                keep(f, off, data)
+            got[w] += len(data)
+            c.add(1, len(data))  # bytes arrived: the task's deadline on silence starts again
+
+    async def all_workers() -> None:
+        await asyncio.gather(*(worker(w) for w in range(inflight)))
+
+    wall0 = time.time_ns()
+    m0 = time.monotonic_ns()
+    asyncio.run(all_workers())
+    return sum(got), wall0, time.monotonic_ns() - m0
 
 
 class NoCounters:

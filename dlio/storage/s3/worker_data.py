@@ -8,12 +8,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 from dlio.storage.s3 import content
+from dlio.storage.s3.shared import MULTIPART_MIN, PART_SIZE, put_multipart, ranges_in_a_window
 
 if TYPE_CHECKING:
     from dlio.storage.s3.shared import TaskCounters
 
-MULTIPART_MIN = 64 << 20  # objects this large go up as multipart uploads (parts in parallel)
-PART_SIZE = 16 << 20
 BATCH_BYTES = 256 << 20  # small objects are read and PUT in batches of about this much
 PUT_INFLIGHT = 32
 
@@ -31,21 +30,6 @@ def _files(folder: str) -> List[Tuple[str, str, int]]:
 def _read(path: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()
-
-
-def _multipart(s3: ModuleType, bucket: str, key: str, path: str) -> None:
-    w = s3.MultipartUploadWriter(bucket, key, part_size=PART_SIZE, max_in_flight=8)
-    try:
-        with open(path, "rb") as f:
-            while True:
-                chunk = f.read(PART_SIZE)
-                if not chunk:
-                    break
-                w.write(chunk)
-        w.close()
-    except BaseException:
-        w.abort()
-        raise
 
 
 def _upload(
@@ -71,7 +55,7 @@ def _upload(
 
     for rel, path, size in files:
         if size >= multipart_min:
-            _multipart(s3, bucket, prefix + rel, path)
+            put_multipart(s3, f"s3://{bucket}/{prefix}{rel}", path, in_flight=8)
             c.add(1, size)
         else:
             batch.append((rel, path))
@@ -209,26 +193,5 @@ def task_ckpt(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, A
 def task_ranges(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     """Range GETs of t['ops'] ([object index, offset, length] into t['uris']), t['inflight'] at once,
     timed here from the first request to the last completion (a model's shards: dlio.modelload)."""
-    import asyncio
-    import time
-
-    uris, ops, inflight = t["uris"], t["ops"], max(1, int(t["inflight"]))
-    if ops:
-        s3.list(uris[0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
-    got = [0] * inflight
-
-    async def worker(w: int) -> None:
-        for j in range(w, len(ops), inflight):
-            f, off, n = ops[j]
-            n = len(memoryview(await s3.get_range_async(uris[f], int(off), int(n))))
-            got[w] += n
-            c.add(1, n)  # bytes arrived: the task's deadline on silence starts again
-
-    async def all_workers() -> None:
-        await asyncio.gather(*(worker(w) for w in range(inflight)))
-
-    wall0 = time.time_ns()
-    m0 = time.monotonic_ns()
-    asyncio.run(all_workers())
-    window = time.monotonic_ns() - m0
-    return {"bytes": sum(got), "window_ns": window, "start_wall_ns": wall0}
+    nbytes, wall0, window = ranges_in_a_window(s3, t["uris"], t["ops"], max(1, int(t["inflight"])), c)
+    return {"bytes": nbytes, "window_ns": window, "start_wall_ns": wall0}

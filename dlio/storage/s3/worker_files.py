@@ -9,20 +9,16 @@ window is the object store's figure, the fsync the local disk's."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 import time
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Dict, List
 
-from dlio.storage.s3.shared import threads_in_a_window
+from dlio.storage.s3.shared import MULTIPART_MIN, PART_SIZE, put_multipart, ranges_in_a_window, threads_in_a_window
 
 if TYPE_CHECKING:
     from dlio.storage.s3.shared import TaskCounters
-
-MULTIPART_MIN = 64 << 20  # files this large go up as multipart uploads (parts in parallel)
-PART_SIZE = 16 << 20
 
 
 def _put_file(s3: ModuleType, uri: str, path: str, size: int, part_inflight: int) -> None:
@@ -30,19 +26,7 @@ def _put_file(s3: ModuleType, uri: str, path: str, size: int, part_inflight: int
         with open(path, "rb") as f:
             s3.put_bytes(uri, f.read())
         return
-    bucket, key = uri[5:].split("/", 1)
-    w = s3.MultipartUploadWriter(bucket, key, part_size=PART_SIZE, max_in_flight=part_inflight)
-    try:
-        with open(path, "rb") as f:
-            while True:
-                chunk = f.read(PART_SIZE)  # a fresh buffer per part: the writer borrows it until close()
-                if not chunk:
-                    break
-                w.write(chunk)
-        w.close()
-    except BaseException:
-        w.abort()
-        raise
+    put_multipart(s3, uri, path, part_inflight)
 
 
 def task_put_files(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
@@ -85,27 +69,14 @@ def task_get_files(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[s
             fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             fds.append(fd)
             os.ftruncate(fd, n)
-        if uris:
-            s3.list(uris[0].rsplit("/", 1)[0] + "/.dlio-fast-probe/")  # client built, connection open
-        got = [0] * inflight
 
-        async def worker(w: int) -> None:
-            for j in range(w, len(ops), inflight):
-                f, off, n = ops[j]
-                data = memoryview(await s3.get_range_async(uris[f], off, n))
-                if len(data) != n:
-                    raise RuntimeError(f"{uris[f]}: {len(data)} bytes at offset {off}, {n} asked (object changed?)")
-                os.pwrite(fds[f], data, off)
-                got[w] += n
-                c.add(1, n)  # bytes arrived: the task's deadline on silence starts again
+        def keep(f: int, off: int, data: memoryview) -> None:
+            asked = min(step, sizes[f] - off)
+            if len(data) != asked:
+                raise RuntimeError(f"{uris[f]}: {len(data)} bytes at offset {off}, {asked} asked (object changed?)")
+            os.pwrite(fds[f], data, off)
 
-        async def all_workers() -> None:
-            await asyncio.gather(*(worker(w) for w in range(inflight)))
-
-        wall0 = time.time_ns()
-        m0 = time.monotonic_ns()
-        asyncio.run(all_workers())
-        window = time.monotonic_ns() - m0
+        got, wall0, window = ranges_in_a_window(s3, uris, ops, inflight, c, keep)
         f0 = time.monotonic_ns()
         for fd in fds:
             os.fsync(fd)
@@ -113,4 +84,4 @@ def task_get_files(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[s
     finally:
         for fd in fds:
             os.close(fd)
-    return {"bytes": sum(got), "requests": len(ops), "window_ns": window, "fsync_ns": fsync, "start_wall_ns": wall0}
+    return {"bytes": got, "requests": len(ops), "window_ns": window, "fsync_ns": fsync, "start_wall_ns": wall0}

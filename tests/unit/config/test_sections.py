@@ -25,11 +25,12 @@ def test_sections_py_is_generated_from_the_schema():
 
 
 def test_every_section_has_its_class_and_every_key_its_field():
+    """A section's fields are its visible rows' names in KEYS order, then its child sections' in name order."""
     assert set(sections.CLASSES) == SECTIONS
-    for k in KEYS:
-        if k.section and not k.hidden:
-            f = {f.name: f for f in dataclasses.fields(sections.CLASSES[k.section])}[k.name]
-            assert f.metadata["key"] is k and f.metadata["help"] == k.help
+    for sec, cls in sections.CLASSES.items():
+        rows = [k.name for k in KEYS if k.section == sec and not k.hidden]
+        children = sorted(s.rpartition(".")[2] for s in SECTIONS if s.rpartition(".")[0] == sec)
+        assert [f.name for f in dataclasses.fields(cls)] == rows + children
     for cls in sections.CLASSES.values():
         assert cls.__dataclass_params__.frozen
 
