@@ -214,11 +214,12 @@ def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
         why = tgt.get("why") or "no device or network counters for the data folder"
         return _v("inconclusive", why, why)
     if foreign is not None:
+        ways = ", ".join(f"{k} {fmt_bytes(foreign[k])}" for k in ("read", "write") if k in foreign)
         return _v(
             "inconclusive",
-            f"other processes moved {fmt_bytes(foreign)} on {place} during the phase, "
-            f"{foreign / max(1, own or 0):.1f}x this run's own {fmt_bytes(own or 0)}: the storage was shared, "
-            "its times are not this run's alone; rerun with the device to itself",
+            f"other processes moved {fmt_bytes(foreign['foreign'])} on {place} during the phase ({ways}), "
+            f"{foreign['foreign'] / max(1, foreign['own']):.1f}x this run's own {fmt_bytes(foreign['own'])}: "
+            "the storage was shared, its times are not this run's alone; rerun with the device to itself",
             "other processes used the same device",
             part="other processes on the device",
             setting="the device to this run alone",
@@ -251,16 +252,28 @@ def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
     return _v("storage-bound", f"{what} moved {ratio:.2f}x the application's bytes{note}; {why}", short, ratio=ratio)
 
 
-def _own_share(c: Dict[str, Any], device: Optional[int]) -> Tuple[Optional[int], Optional[int]]:
-    """(this process's own block bytes, other processes' bytes on the device when they matter) of a phase
-    on a block device; (None, None) without task I/O accounting. Other processes matter when they moved
-    more than FOREIGN_SHARE of this run's own bytes (and FOREIGN_MIN: a journal commit is not a neighbour)."""
+def _own_share(c: Dict[str, Any], device: Optional[int]) -> Tuple[Optional[int], Optional[Dict[str, int]]]:
+    """(this process's own block bytes in the phase's direction, the device's sharing when it matters) of a
+    phase on a block device; (None, None) without task I/O accounting. Other processes' bytes are the
+    device's beyond this process's own, both ways when the counters have both (a writer beside a read phase
+    shares the device as much as a reader does); the host's dirty pages written back meanwhile are credited
+    against the device's writes (dirtied before the phase). They matter when they are more than
+    FOREIGN_SHARE of this run's own bytes (and FOREIGN_MIN: a journal commit is not a neighbour).
+    The sharing: {foreign, read, write (other processes' each way), own (this run's, both ways)}."""
     own = c.get("own_bytes")
     if own is None or device is None or c.get("device_bytes") is None:
         return None, None
-    foreign = max(0, int(device) - int(own))
-    shared = foreign > FOREIGN_SHARE * max(int(own), 1) and foreign > FOREIGN_MIN
-    return int(own), foreign if shared else None
+    d = "write" if c.get("direction") == "write" else "read"
+    moved = {d: (int(device), int(own))}
+    o = "read" if d == "write" else "write"
+    if c.get(f"device_{o}_bytes") is not None and c.get(f"own_{o}_bytes") is not None:
+        moved[o] = (int(c[f"device_{o}_bytes"]), int(c[f"own_{o}_bytes"]))
+    credit = int(c.get("written_back_bytes") or 0)
+    share = {k: max(0, dev - mine - (credit if k == "write" else 0)) for k, (dev, mine) in moved.items()}
+    foreign = sum(share.values())
+    mine = sum(m for _, m in moved.values())
+    shared = foreign > FOREIGN_SHARE * max(mine, 1) and foreign > FOREIGN_MIN
+    return int(own), {"foreign": foreign, "own": mine, **share} if shared else None
 
 
 def _cache_setting(ctx: Context, words: Dict[str, Optional[str]]) -> Optional[str]:
@@ -404,11 +417,13 @@ def combine(phases: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
         out[k] = sum(p.get(k) or 0 for p in phases)
     waits = [p.get("io_wait_s") for p in phases]
     out["io_wait_s"] = None if any(w is None for w in waits) else sum(waits)
-    for k in ("device_bytes", "device_ios", "network_bytes"):
+    for k in ("device_bytes", "device_ios", "network_bytes", "device_read_bytes", "device_write_bytes"):
         vals = [p[k] for p in phases if p.get(k) is not None]
         out[k] = max(vals) if vals else None
-    owns = [p.get("own_bytes") for p in phases]  # each rank's own: added, when every rank has it
-    out["own_bytes"] = None if any(o is None for o in owns) else sum(owns)
+    out["written_back_bytes"] = max((p.get("written_back_bytes") or 0 for p in phases), default=0)
+    for k in ("own_bytes", "own_read_bytes", "own_write_bytes"):
+        owns = [p.get(k) for p in phases]  # each rank's own: added, when every rank has it
+        out[k] = None if any(o is None for o in owns) else sum(owns)
     out["wall_s"] = max(p["wall_s"] for p in phases)
     out["cores"] = min(int(phases[0].get("host_cpus") or 1), sum(int(p.get("cores") or 1) for p in phases))
     return out
@@ -487,6 +502,8 @@ def grouped_lines(items: Sequence[Tuple[Any, ...]], names: str = "phases") -> Li
             rng = f" ({lo}{'' if hi == lo else '-' + hi} of the application's bytes)"
         summaries = {m[1].get("summary") or m[1]["reason"] for m in members}
         why = summaries.pop() if len(summaries) == 1 else members[0][1].get("summary") or members[0][1]["reason"]
+        if verd == "inconclusive":  # why, with the figures: the first phase's, to judge the rest by
+            why += f" ({members[0][0]}: {members[0][1]['reason']})"
         fix = f"; change: {setting}" if setting and verd != "storage-bound" else ""
         label = f" ({part})" if part else ""
         out.append(f"  {verd}{label}, {len(members)} {names} ({_covered(members)}): {why}{rng}{fix}")
