@@ -209,17 +209,16 @@ def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
         client = None if kept_up else _client(c, ctx, words)
     if client is not None:
         client["storage_ratio"] = ratio
+        if foreign is not None and client["verdict"] == "inconclusive":  # both reasons, each with its figures
+            client["reason"] += "; and " + _shared(foreign, place)
         return client
     if ratio is None:
         why = tgt.get("why") or "no device or network counters for the data folder"
         return _v("inconclusive", why, why)
     if foreign is not None:
-        ways = ", ".join(f"{k} {fmt_bytes(foreign[k])}" for k in ("read", "write") if k in foreign)
         return _v(
             "inconclusive",
-            f"other processes moved {fmt_bytes(foreign['foreign'])} on {place} during the phase ({ways}), "
-            f"{foreign['foreign'] / max(1, foreign['own']):.1f}x this run's own {fmt_bytes(foreign['own'])}: "
-            "the storage was shared, its times are not this run's alone; rerun with the device to itself",
+            _shared(foreign, place) + "; rerun with the device to itself",
             "other processes used the same device",
             part="other processes on the device",
             setting="the device to this run alone",
@@ -250,6 +249,16 @@ def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
         why = f"the client had headroom (readers {reader_share(c):.0%} of their cores, host {_pct(c)})"
         short = "the storage served the bytes and the client had headroom"
     return _v("storage-bound", f"{what} moved {ratio:.2f}x the application's bytes{note}; {why}", short, ratio=ratio)
+
+
+def _shared(foreign: Dict[str, int], place: str) -> str:
+    """What other processes moved on the device, against this run's own (_own_share's sharing)."""
+    ways = ", ".join(f"{k} {fmt_bytes(foreign[k])}" for k in ("read", "write") if k in foreign)
+    return (
+        f"other processes moved {fmt_bytes(foreign['foreign'])} on {place} during the phase ({ways}), "
+        f"{foreign['foreign'] / max(1, foreign['own']):.1f}x this run's own {fmt_bytes(foreign['own'])}: "
+        "the storage was shared, its times are not this run's alone"
+    )
 
 
 def _own_share(c: Dict[str, Any], device: Optional[int]) -> Tuple[Optional[int], Optional[Dict[str, int]]]:
