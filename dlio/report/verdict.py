@@ -445,19 +445,24 @@ def run_context(cfg: Config, direct: bool) -> Context:
 
 
 def annotate_run(records: Sequence[Dict[str, Any]], ctx: Context = RUN) -> List[Dict[str, Any]]:
-    """The verdict of each epoch of a run, per host: set as "verdict" in each rank's epoch record and
-    returned as [{epoch, host, verdict...}] for the result's "verdicts"."""
+    """The verdict of each epoch and each checkpoint save or load (checkpoint-only mode) of a run, per host:
+    set as "verdict" in each rank's record of it and returned as [{phase, host, (epoch), verdict...}] for the
+    result's "verdicts"."""
     groups: "OrderedDict[tuple, List[Dict[str, Any]]]" = OrderedDict()
     for r in records:
         for ep in r.get("epochs", []):
             if ep.get("counters"):
-                groups.setdefault((ep["epoch"], r.get("hostname", "")), []).append(ep)
+                groups.setdefault((f"epoch {ep['epoch']}", r.get("hostname", ""), ep["epoch"]), []).append(ep)
+        for ck in r.get("checkpoints") or []:
+            if ck.get("counters"):
+                name = f"checkpoint {ck.get('block', ck.get('step'))} {ck.get('kind')}"
+                groups.setdefault((name, r.get("hostname", ""), None), []).append(ck)
     out = []
-    for (epoch, hostname), eps in groups.items():
-        v = classify(combine([ep["counters"] for ep in eps]), ctx)
-        for ep in eps:
-            ep["verdict"] = v
-        out.append({"phase": f"epoch {epoch}", "epoch": epoch, "host": hostname, **v})
+    for (phase, hostname, epoch), parts in groups.items():
+        v = classify(combine([p["counters"] for p in parts]), ctx)
+        for p in parts:
+            p["verdict"] = v
+        out.append({"phase": phase, **({"epoch": epoch} if epoch is not None else {}), "host": hostname, **v})
     return out
 
 

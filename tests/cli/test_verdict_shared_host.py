@@ -1,8 +1,8 @@
 """Is it a storage result, on a host that is not the run's alone? A tiny run of each family, as a user runs it,
 beside real load: a spinning process on every core, or another process writing the same disk with O_DIRECT.
 Every family's verdict (its console lines and the JSON it writes) is then inconclusive and says why, with its
-figures: the same rules (dlio.report.verdict.classify) for training epochs, io points, vector-search runs, model
-loads and KV-cache trials."""
+figures: the same rules (dlio.report.verdict.classify) for training epochs, checkpoint saves and loads, io
+points, vector-search runs, model loads and KV-cache trials."""
 
 import json
 import os
@@ -77,7 +77,7 @@ def run_beside(load, args, timeout=240):
 
 def measured(doc):
     """The verdicts of a family's measured phases in its JSON: [(phase, verdict)]."""
-    if "verdicts" in doc:  # training epochs, model loads, KV-cache trials
+    if "verdicts" in doc:  # training epochs, checkpoint saves and loads, model loads, KV-cache trials
         return [(v["phase"], v) for v in doc["verdicts"]]
     if "runs" in doc:  # vector search: each timed run
         return [(f"run {r['run']}", r["verdict"]) for r in doc["runs"]]
@@ -137,7 +137,21 @@ def kv_cache(d):
     return ["run", "--config", cfg, *sets, "-o", f"{d}/out"], f"{d}/out/dlio-fast.json"
 
 
-FAMILIES = [training, io_points, vector_search, model_loading, kv_cache]
+def checkpoints(d):
+    sets = set_args(
+        "workflow.train=false",
+        "workflow.checkpoint=true",
+        "model.model_size_bytes=128000000",
+        "checkpoint.num_checkpoints_write=1",
+        "checkpoint.num_checkpoints_read=1",
+        "checkpoint.time_between_checkpoints=0",
+        "checkpoint.fsync=true",
+        f"checkpoint.checkpoint_folder={d}/ck",
+    )
+    return ["run", "-w", "default", *sets, "-o", f"{d}/out"], f"{d}/out/dlio-fast.json"
+
+
+FAMILIES = [training, checkpoints, io_points, vector_search, model_loading, kv_cache]
 
 
 # A verdict made inconclusive by other processes names them: on the host's CPUs (tried first), or on the device.
