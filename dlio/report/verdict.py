@@ -44,6 +44,7 @@ device: their application bytes, own bytes and CPU are added before the rules ru
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -84,7 +85,7 @@ class Context:
     """The command that measured a phase and what it had in effect: a verdict suggests only settings
     that command takes, in its words, and never one already in effect."""
 
-    command: str = "run"  # run | io | ceiling
+    command: str = "run"  # run | checkpoint (checkpoint-only ops of a run) | io | ceiling
     direct: bool = False  # O_DIRECT in effect
     cache: str = ""  # the page-cache step in effect: drop | drop-all | keep ("" not known)
     engine: str = ""
@@ -114,6 +115,16 @@ WORDS: Dict[str, Dict[str, Optional[str]]] = {
         "threads": "--threads",
         "deeper": "--engine io_uring with a deeper --qd",
         "bigger": "a larger --bs",
+        "hybrid": None,
+    },
+    "checkpoint": {  # a checkpoint-only save or load, in the run's words
+        "direct": "--engine odirect (O_DIRECT)",
+        "drop": None,  # a load drops its files' pages already (DLIO does)
+        "larger": "checkpoint.fsync=true (a save then waits for the device)",
+        "storage": "a checkpoint.checkpoint_folder on the storage to measure",
+        "threads": None,
+        "deeper": "--engine io_uring with a deeper --qd",
+        "bigger": None,
         "hybrid": None,
     },
     "ceiling": {
@@ -458,8 +469,9 @@ def annotate_run(records: Sequence[Dict[str, Any]], ctx: Context = RUN) -> List[
                 name = f"checkpoint {ck.get('block', ck.get('step'))} {ck.get('kind')}"
                 groups.setdefault((name, r.get("hostname", ""), None), []).append(ck)
     out = []
+    ckpt = dataclasses.replace(ctx, command="checkpoint")
     for (phase, hostname, epoch), parts in groups.items():
-        v = classify(combine([p["counters"] for p in parts]), ctx)
+        v = classify(combine([p["counters"] for p in parts]), ctx if epoch is not None else ckpt)
         for p in parts:
             p["verdict"] = v
         out.append({"phase": phase, **({"epoch": epoch} if epoch is not None else {}), "host": hostname, **v})
