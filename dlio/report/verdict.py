@@ -22,8 +22,9 @@ The rules, in the order they are tried (the thresholds are printed next to each 
      else inconclusive (other processes may have set the pace: a CPU they hold delays the readers'
      wake-ups; their share is stated);
   6. inconclusive: nothing to count the storage's bytes with (overlay, the null engine), or other
-     processes moved more than FOREIGN_SHARE of this run's own bytes on the same device (the storage
-     was shared: its times are not this run's alone);
+     processes moved more than FOREIGN_SHARE of this run's own bytes on the same device, reads and
+     writes both counted whatever the phase's direction (the storage was shared: its times are not this
+     run's alone); when rule 5 already made it inconclusive, its reason says this too;
   7. inconclusive: device bytes between CACHE_RATIO and MATCH_RATIO of the application's (partly
      cached);
   8. storage-bound: the device (or network) bytes match the application's (>= MATCH_RATIO; readahead
@@ -34,8 +35,8 @@ The CPU of a phase is split three ways wherever it is shown: the readers (their 
 core), the harness (the rest of the benchmark: Python, the trainer's wake-ups, S3 worker processes), and
 the emulated accelerator (the compute spin: it stands for a GPU, it is not the client's CPU).
 
-The device counters are the whole device's: another process reading the same disk during the phase
-adds to them. So a read phase is judged by this process's own block reads (/proc/self/io, readahead
+The device counters are the whole device's: another process reading or writing the same disk during
+the phase adds to them. So a read phase is judged by this process's own block reads (/proc/self/io, readahead
 included; rules 2, 7, 8), and the device's bytes beyond them are other processes' (rule 6); without
 task I/O accounting, by the device's count, and a shared disk can then turn `cache` into
 `inconclusive` or `storage-bound`, never the reverse. Under MPI the ranks of one host share its
