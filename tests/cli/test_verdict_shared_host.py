@@ -18,16 +18,17 @@ from conftest import TINY_KV_CONFIG, TINY_MODEL_LOAD, set_args
 from dlio.system import counters
 
 SPIN = "while True: pass"
-# Another process writing the disk the whole time: 1 MiB O_DIRECT writes over a 256 MiB file, round and round
-# (no page cache between it and the device: every byte it writes is the device's in the run's phases).
+# Other processes writing the disk the whole time: 4 MiB O_DIRECT writes over a 256 MiB file each, round and
+# round (no page cache between them and the device: every byte they write is the device's in the run's phases).
+# Two of them, so that they hold their share of the disk against a run that reads or writes it flat out.
 WRITER = """\
 import mmap, os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
-buf = mmap.mmap(-1, 1 << 20)
-buf.write(b"x" * (1 << 20))
+buf = mmap.mmap(-1, 4 << 20)
+buf.write(b"x" * (4 << 20))
 while True:
-    for i in range(256):
-        os.pwrite(fd, buf, i << 20)
+    for i in range(64):
+        os.pwrite(fd, buf, i << 22)
 """
 
 
@@ -62,7 +63,7 @@ def cpu_hogs():
 
 
 def disk_writer(folder):
-    return Load([[sys.executable, "-c", WRITER, os.path.join(folder, "neighbour")]])
+    return Load([[sys.executable, "-c", WRITER, os.path.join(folder, f"neighbour{i}")] for i in range(2)])
 
 
 def run_beside(load, args, timeout=240):
@@ -91,7 +92,7 @@ def training(d):
     data = os.path.join(d, "data")
     sets = set_args(
         f"dataset.data_folder={data}",
-        "dataset.num_files_train=24",
+        "dataset.num_files_train=16",
         "dataset.num_samples_per_file=1",
         "dataset.record_length_bytes=4194304",
         "dataset.record_length_bytes_stdev=0",
@@ -141,7 +142,7 @@ def checkpoints(d):
     sets = set_args(
         "workflow.train=false",
         "workflow.checkpoint=true",
-        "model.model_size_bytes=128000000",
+        "model.model_size_bytes=48000000",
         "checkpoint.num_checkpoints_write=1",
         "checkpoint.num_checkpoints_read=1",
         "checkpoint.time_between_checkpoints=0",
