@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import resource
 import time
@@ -64,7 +65,9 @@ class _DlInfo(ctypes.Structure):
     ]
 
 
+@functools.lru_cache(maxsize=None)
 def _libc() -> Optional[ctypes.CDLL]:
+    """libc, looked up once (find_library runs ldconfig: a stopped trial's attestation must not wait for it)."""
     name = ctypes.util.find_library("c") or "libc.so.6"
     try:
         return ctypes.CDLL(name)
@@ -169,6 +172,7 @@ class Window:
         self.ru0 = resource.getrusage(resource.RUSAGE_SELF)
         self.dev0 = _flushes(self.target.device) if self.target.kind == "block" else None
         self.own0 = counters.own_io() if self.target.kind == "block" else None
+        self.host0, self.dirty0 = counters.host_cpu(), counters.dirty_bytes()
 
     def end(self, helper_cpu_s: float = 0.0) -> Dict[str, Any]:
         """helper_cpu_s: the CPU of a helper process that issued the requests (an object store's
@@ -180,7 +184,11 @@ class Window:
             d = {k: _delta(self.dev0[k], dev1[k]) for k in dev1}
         own1 = counters.own_io() if self.target.kind == "block" else None
         own = {k: own1[k] - self.own0[k] for k in own1} if own1 and self.own0 else None
+        (busy0, total0), (busy1, total1), dirty1 = self.host0, counters.host_cpu(), counters.dirty_bytes()
         return {
+            "host_busy_share": (busy1 - busy0) / (total1 - total0) if total1 > total0 else None,
+            # the host's dirty pages written back in the trial (dlio.system.counters.device_share)
+            "written_back_bytes": None if dirty1 is None or self.dirty0 is None else max(0, self.dirty0 - dirty1),
             "own": own,  # this process's block I/O (dlio.system.counters.own_io)
             "wall_s": time.monotonic() - self.t0,
             "cpu_user_s": ru.ru_utime - self.ru0.ru_utime + helper_cpu_s,

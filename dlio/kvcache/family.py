@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -108,7 +109,7 @@ class KvRun:
         self.plan0 = plan_for(s, comm.rank, 0)
         self.lines = describe(s, self.plan0, self.root, comm.size, self.store.relayed)
         self.started = ""
-        self.uncleared = False  # a stopped trial's entries are still in the cache folder
+        self.clearing: Optional[Clearing] = None  # a stopped trial's entries, being removed
 
     def describe(self) -> List[str]:
         return self.lines
@@ -162,7 +163,8 @@ class KvRun:
                 if rec is not None:
                     recs.append(rec)
             if isinstance(failure, Interrupted):
-                self.uncleared = True  # emptied after the results are written (write, keep_partial): they come first
+                # emptied while the results are written (a stop's exit waits for both; neither waits for the other)
+                self.clearing = Clearing(self.store)
             else:
                 failure = self.store.clear(failure)
             failure = failure or idle(s.trial_gap_s)
@@ -184,10 +186,10 @@ class KvRun:
             self.clear_after_stop()
 
     def clear_after_stop(self) -> None:
-        """The cache folder emptied after a stop, once the results are written."""
-        if self.uncleared:
-            self.uncleared = False
-            failure = self.store.clear(None)
+        """After a stop, once the results are written: the cache folder emptied (Clearing), or a warning."""
+        if self.clearing is not None:
+            clearing, self.clearing = self.clearing, None
+            failure = clearing.wait()
             if failure is not None:
                 self.ctx.warn(f"warning: {failure}")
 
@@ -217,6 +219,25 @@ class KvRun:
                 self.ctx.echo(line)
         self.ctx.echo(f"Saved outputs in {folder}{'' if failure is None else ' (partial: ' + reason + ')'}")
         return doc, folder
+
+
+class Clearing:
+    """A stopped trial's cache folder emptied in a thread of its own, beside the writing of the results."""
+
+    def __init__(self, store: Any) -> None:
+        self.failure: Optional[BaseException] = None
+        self.thread = threading.Thread(target=self._clear, args=(store,), name="dlio-fast-kv-clear", daemon=True)
+        self.thread.start()
+
+    def _clear(self, store: Any) -> None:
+        try:
+            self.failure = store.clear(None)
+        except Exception as e:  # handed to wait(), said as a warning
+            self.failure = e
+
+    def wait(self) -> Optional[BaseException]:
+        self.thread.join()
+        return self.failure
 
 
 def idle(seconds: float) -> Optional[BaseException]:

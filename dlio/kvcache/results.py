@@ -35,9 +35,6 @@ def verdicts(recs: Sequence[Dict[str, Any]], workers: int) -> List[Dict[str, Any
     for (trial, host), rs in sorted(groups.items()):
         for direction in ("read", "write"):
             app = sum(x["exact"]["storage_read_bytes" if direction == "read" else "storage_write_bytes"] for x in rs)
-            devs = [x["window"]["device"] for x in rs if x["window"].get("device")]
-            dev = max((d[f"{direction}_bytes"] for d in devs), default=None) if devs else None
-            owns = [(x["window"].get("own") or {}).get(f"{direction}_bytes") for x in rs]
             w = rs[0]["window"]
             c = {
                 "wall_s": max(x["window"]["wall_s"] for x in rs),
@@ -45,8 +42,7 @@ def verdicts(recs: Sequence[Dict[str, Any]], workers: int) -> List[Dict[str, Any
                 "app_ops": 0,
                 "direction": direction,
                 "target": w["target"],
-                "device_bytes": dev,
-                "own_bytes": None if any(o is None for o in owns) else sum(int(o or 0) for o in owns),
+                **_device_share([x["window"] for x in rs], direction),
                 "network_bytes": None,
                 "resident_before": None,
                 "cpu_user_s": sum(x["window"]["cpu_user_s"] for x in rs),
@@ -55,7 +51,7 @@ def verdicts(recs: Sequence[Dict[str, Any]], workers: int) -> List[Dict[str, Any
                 "reader_threads": workers * len(rs),
                 "cores": min(os.cpu_count() or 1, sum(int(x.get("cores") or 1) for x in rs)),
                 "host_cpus": os.cpu_count() or 1,
-                "host_busy_share": None,
+                "host_busy_share": _largest(x["window"].get("host_busy_share") for x in rs),
             }
             if rs[0]["io_mode"] == "null":  # decisions only: nothing to count on a device
                 c["device_bytes"] = None
@@ -69,6 +65,26 @@ def verdicts(recs: Sequence[Dict[str, Any]], workers: int) -> List[Dict[str, Any
                     **verdict.classify(c),
                 }
             )
+    return out
+
+
+def _largest(xs: Any) -> Any:
+    """The largest of the values given (None ones left out), None when none is."""
+    given = [x for x in xs if x is not None]
+    return max(given) if given else None
+
+
+def _device_share(windows: Sequence[Dict[str, Any]], direction: str) -> Dict[str, Any]:
+    """One host's device and own bytes both ways (the fields of dlio.system.counters.device_share) from its
+    ranks' trial windows: the device's are the host's (the largest), the ranks' own are added."""
+    out: Dict[str, Any] = {}
+    for side in ("read", "write"):
+        devs = [w["device"][f"{side}_bytes"] for w in windows if w.get("device")]
+        owns = [(w.get("own") or {}).get(f"{side}_bytes") for w in windows]
+        out[f"device_{side}_bytes"] = max(devs) if devs else None
+        out[f"own_{side}_bytes"] = None if any(o is None for o in owns) else sum(int(o or 0) for o in owns)
+    out["device_bytes"], out["own_bytes"] = out[f"device_{direction}_bytes"], out[f"own_{direction}_bytes"]
+    out["written_back_bytes"] = max((w.get("written_back_bytes") or 0 for w in windows), default=0)
     return out
 
 

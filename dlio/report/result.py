@@ -125,6 +125,9 @@ class CheckpointRecord(_AsyncFlag, total=False):
     wait_s: float
     copy_s: float
     copy_GiB_per_second: float
+    # checkpoint-only mode: the kernel's counters around the op and its verdict (dlio.report.verdict.annotate_run)
+    counters: Dict[str, Any]
+    verdict: Dict[str, Any]
     blocked_start_ns: int
     blocked_s: float
     snapshot_start_ns: int

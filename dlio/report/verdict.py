@@ -22,8 +22,9 @@ The rules, in the order they are tried (the thresholds are printed next to each 
      else inconclusive (other processes may have set the pace: a CPU they hold delays the readers'
      wake-ups; their share is stated);
   6. inconclusive: nothing to count the storage's bytes with (overlay, the null engine), or other
-     processes moved more than FOREIGN_SHARE of this run's own bytes on the same device (the storage
-     was shared: its times are not this run's alone);
+     processes moved more than FOREIGN_SHARE of this run's own bytes on the same device, reads and
+     writes both counted whatever the phase's direction (the storage was shared: its times are not this
+     run's alone); when rule 5 already made it inconclusive, its reason says this too;
   7. inconclusive: device bytes between CACHE_RATIO and MATCH_RATIO of the application's (partly
      cached);
   8. storage-bound: the device (or network) bytes match the application's (>= MATCH_RATIO; readahead
@@ -34,8 +35,8 @@ The CPU of a phase is split three ways wherever it is shown: the readers (their 
 core), the harness (the rest of the benchmark: Python, the trainer's wake-ups, S3 worker processes), and
 the emulated accelerator (the compute spin: it stands for a GPU, it is not the client's CPU).
 
-The device counters are the whole device's: another process reading the same disk during the phase
-adds to them. So a read phase is judged by this process's own block reads (/proc/self/io, readahead
+The device counters are the whole device's: another process reading or writing the same disk during
+the phase adds to them. So a read phase is judged by this process's own block reads (/proc/self/io, readahead
 included; rules 2, 7, 8), and the device's bytes beyond them are other processes' (rule 6); without
 task I/O accounting, by the device's count, and a shared disk can then turn `cache` into
 `inconclusive` or `storage-bound`, never the reverse. Under MPI the ranks of one host share its
@@ -44,6 +45,7 @@ device: their application bytes, own bytes and CPU are added before the rules ru
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -84,7 +86,7 @@ class Context:
     """The command that measured a phase and what it had in effect: a verdict suggests only settings
     that command takes, in its words, and never one already in effect."""
 
-    command: str = "run"  # run | io | ceiling
+    command: str = "run"  # run | checkpoint (checkpoint-only ops of a run) | io | ceiling
     direct: bool = False  # O_DIRECT in effect
     cache: str = ""  # the page-cache step in effect: drop | drop-all | keep ("" not known)
     engine: str = ""
@@ -114,6 +116,16 @@ WORDS: Dict[str, Dict[str, Optional[str]]] = {
         "threads": "--threads",
         "deeper": "--engine io_uring with a deeper --qd",
         "bigger": "a larger --bs",
+        "hybrid": None,
+    },
+    "checkpoint": {  # a checkpoint-only save or load, in the run's words
+        "direct": "--engine odirect (O_DIRECT)",
+        "drop": None,  # a load drops its files' pages already (DLIO does)
+        "larger": "checkpoint.fsync=true (a save then waits for the device)",
+        "storage": "a checkpoint.checkpoint_folder on the storage to measure",
+        "threads": None,
+        "deeper": "--engine io_uring with a deeper --qd",
+        "bigger": None,
         "hybrid": None,
     },
     "ceiling": {
@@ -209,6 +221,8 @@ def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
         client = None if kept_up else _client(c, ctx, words)
     if client is not None:
         client["storage_ratio"] = ratio
+        if foreign is not None and client["verdict"] == "inconclusive":  # both reasons, each with its figures
+            client["reason"] += "; and " + _shared(foreign, place)
         return client
     if ratio is None:
         why = tgt.get("why") or "no device or network counters for the data folder"
@@ -216,9 +230,7 @@ def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
     if foreign is not None:
         return _v(
             "inconclusive",
-            f"other processes moved {fmt_bytes(foreign)} on {place} during the phase, "
-            f"{foreign / max(1, own or 0):.1f}x this run's own {fmt_bytes(own or 0)}: the storage was shared, "
-            "its times are not this run's alone; rerun with the device to itself",
+            _shared(foreign, place) + "; rerun with the device to itself",
             "other processes used the same device",
             part="other processes on the device",
             setting="the device to this run alone",
@@ -251,16 +263,38 @@ def classify(c: Dict[str, Any], ctx: Context = RUN) -> Dict[str, Any]:
     return _v("storage-bound", f"{what} moved {ratio:.2f}x the application's bytes{note}; {why}", short, ratio=ratio)
 
 
-def _own_share(c: Dict[str, Any], device: Optional[int]) -> Tuple[Optional[int], Optional[int]]:
-    """(this process's own block bytes, other processes' bytes on the device when they matter) of a phase
-    on a block device; (None, None) without task I/O accounting. Other processes matter when they moved
-    more than FOREIGN_SHARE of this run's own bytes (and FOREIGN_MIN: a journal commit is not a neighbour)."""
+def _shared(foreign: Dict[str, int], place: str) -> str:
+    """What other processes moved on the device, against this run's own (_own_share's sharing)."""
+    ways = ", ".join(f"{k} {fmt_bytes(foreign[k])}" for k in ("read", "write") if k in foreign)
+    return (
+        f"other processes moved {fmt_bytes(foreign['foreign'])} on {place} during the phase ({ways}), "
+        f"{foreign['foreign'] / max(1, foreign['own']):.1f}x this run's own {fmt_bytes(foreign['own'])}: "
+        "the storage was shared, its times are not this run's alone"
+    )
+
+
+def _own_share(c: Dict[str, Any], device: Optional[int]) -> Tuple[Optional[int], Optional[Dict[str, int]]]:
+    """(this process's own block bytes in the phase's direction, the device's sharing when it matters) of a
+    phase on a block device; (None, None) without task I/O accounting. Other processes' bytes are the
+    device's beyond this process's own, both ways when the counters have both (a writer beside a read phase
+    shares the device as much as a reader does); the host's dirty pages written back meanwhile are credited
+    against the device's writes (dirtied before the phase). They matter when they are more than
+    FOREIGN_SHARE of this run's own bytes (and FOREIGN_MIN: a journal commit is not a neighbour).
+    The sharing: {foreign, read, write (other processes' each way), own (this run's, both ways)}."""
     own = c.get("own_bytes")
     if own is None or device is None or c.get("device_bytes") is None:
         return None, None
-    foreign = max(0, int(device) - int(own))
-    shared = foreign > FOREIGN_SHARE * max(int(own), 1) and foreign > FOREIGN_MIN
-    return int(own), foreign if shared else None
+    d = "write" if c.get("direction") == "write" else "read"
+    moved = {d: (int(device), int(own))}
+    o = "read" if d == "write" else "write"
+    if c.get(f"device_{o}_bytes") is not None and c.get(f"own_{o}_bytes") is not None:
+        moved[o] = (int(c[f"device_{o}_bytes"]), int(c[f"own_{o}_bytes"]))
+    credit = int(c.get("written_back_bytes") or 0)
+    share = {k: max(0, dev - mine - (credit if k == "write" else 0)) for k, (dev, mine) in moved.items()}
+    foreign = sum(share.values())
+    mine = sum(m for _, m in moved.values())
+    shared = foreign > FOREIGN_SHARE * max(mine, 1) and foreign > FOREIGN_MIN
+    return int(own), {"foreign": foreign, "own": mine, **share} if shared else None
 
 
 def _cache_setting(ctx: Context, words: Dict[str, Optional[str]]) -> Optional[str]:
@@ -404,11 +438,13 @@ def combine(phases: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
         out[k] = sum(p.get(k) or 0 for p in phases)
     waits = [p.get("io_wait_s") for p in phases]
     out["io_wait_s"] = None if any(w is None for w in waits) else sum(waits)
-    for k in ("device_bytes", "device_ios", "network_bytes"):
+    for k in ("device_bytes", "device_ios", "network_bytes", "device_read_bytes", "device_write_bytes"):
         vals = [p[k] for p in phases if p.get(k) is not None]
         out[k] = max(vals) if vals else None
-    owns = [p.get("own_bytes") for p in phases]  # each rank's own: added, when every rank has it
-    out["own_bytes"] = None if any(o is None for o in owns) else sum(owns)
+    out["written_back_bytes"] = max((p.get("written_back_bytes") or 0 for p in phases), default=0)
+    for k in ("own_bytes", "own_read_bytes", "own_write_bytes"):
+        owns = [p.get(k) for p in phases]  # each rank's own: added, when every rank has it
+        out[k] = None if any(o is None for o in owns) else sum(owns)
     out["wall_s"] = max(p["wall_s"] for p in phases)
     out["cores"] = min(int(phases[0].get("host_cpus") or 1), sum(int(p.get("cores") or 1) for p in phases))
     return out
@@ -421,19 +457,25 @@ def run_context(cfg: Config, direct: bool) -> Context:
 
 
 def annotate_run(records: Sequence[Dict[str, Any]], ctx: Context = RUN) -> List[Dict[str, Any]]:
-    """The verdict of each epoch of a run, per host: set as "verdict" in each rank's epoch record and
-    returned as [{epoch, host, verdict...}] for the result's "verdicts"."""
+    """The verdict of each epoch and each checkpoint save or load (checkpoint-only mode) of a run, per host:
+    set as "verdict" in each rank's record of it and returned as [{phase, host, (epoch), verdict...}] for the
+    result's "verdicts"."""
     groups: "OrderedDict[tuple, List[Dict[str, Any]]]" = OrderedDict()
     for r in records:
         for ep in r.get("epochs", []):
             if ep.get("counters"):
-                groups.setdefault((ep["epoch"], r.get("hostname", "")), []).append(ep)
+                groups.setdefault((f"epoch {ep['epoch']}", r.get("hostname", ""), ep["epoch"]), []).append(ep)
+        for ck in r.get("checkpoints") or []:
+            if ck.get("counters"):
+                name = f"checkpoint {ck.get('block', ck.get('step'))} {ck.get('kind')}"
+                groups.setdefault((name, r.get("hostname", ""), None), []).append(ck)
     out = []
-    for (epoch, hostname), eps in groups.items():
-        v = classify(combine([ep["counters"] for ep in eps]), ctx)
-        for ep in eps:
-            ep["verdict"] = v
-        out.append({"phase": f"epoch {epoch}", "epoch": epoch, "host": hostname, **v})
+    ckpt = dataclasses.replace(ctx, command="checkpoint")
+    for (phase, hostname, epoch), parts in groups.items():
+        v = classify(combine([p["counters"] for p in parts]), ctx if epoch is not None else ckpt)
+        for p in parts:
+            p["verdict"] = v
+        out.append({"phase": phase, **({"epoch": epoch} if epoch is not None else {}), "host": hostname, **v})
     return out
 
 
@@ -487,6 +529,8 @@ def grouped_lines(items: Sequence[Tuple[Any, ...]], names: str = "phases") -> Li
             rng = f" ({lo}{'' if hi == lo else '-' + hi} of the application's bytes)"
         summaries = {m[1].get("summary") or m[1]["reason"] for m in members}
         why = summaries.pop() if len(summaries) == 1 else members[0][1].get("summary") or members[0][1]["reason"]
+        if verd == "inconclusive":  # why, with the figures: the first phase's, to judge the rest by
+            why += f" ({members[0][0]}: {members[0][1]['reason']})"
         fix = f"; change: {setting}" if setting and verd != "storage-bound" else ""
         label = f" ({part})" if part else ""
         out.append(f"  {verd}{label}, {len(members)} {names} ({_covered(members)}): {why}{rng}{fix}")

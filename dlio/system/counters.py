@@ -218,7 +218,16 @@ def resolve(path: str, mountinfo: Optional[str] = None, diskstats: Optional[str]
     return Target(m.mount_point, m.fstype, m.source, "block", dev, disks[dev]["name"], underlying(*dev))
 
 
-def _host_cpu() -> Tuple[int, int]:
+def dirty_bytes() -> Optional[int]:
+    """The host's pages waiting to reach a device (/proc/meminfo Dirty + Writeback), or None."""
+    vals = dict(line.split(":", 1) for line in (_read("/proc/meminfo") or "").splitlines() if ":" in line)
+    try:
+        return sum(int(vals[k].split()[0]) * 1024 for k in ("Dirty", "Writeback"))
+    except (KeyError, ValueError, IndexError):
+        return None
+
+
+def host_cpu() -> Tuple[int, int]:
     """(busy, total) jiffies of all CPUs from /proc/stat's first line (idle and iowait are not busy)."""
     text = _read("/proc/stat") or ""
     f = [int(x) for x in text.split("\n", 1)[0].split()[1:9]] if text.startswith("cpu ") else []
@@ -231,7 +240,7 @@ def _host_cpu() -> Tuple[int, int]:
 def snapshot(target: Target) -> Dict[str, Any]:
     """The raw counters now (cumulative values; a phase is the difference of two)."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    busy, total = _host_cpu()
+    busy, total = host_cpu()
     snap: Dict[str, Any] = {
         "t_ns": time.monotonic_ns(),
         "user_s": ru.ru_utime,
@@ -241,10 +250,12 @@ def snapshot(target: Target) -> Dict[str, Any]:
         "dev": None,
         "own": None,
         "nfs": None,
+        "dirty": None,
     }
     if target.kind == "block" and target.device is not None:
         snap["dev"] = parse_diskstats(_read("/proc/diskstats") or "").get(target.device)
         snap["own"] = own_io()
+        snap["dirty"] = dirty_bytes()
     elif target.kind == "nfs":
         snap["nfs"] = parse_mountstats(_read("/proc/self/mountstats") or "").get(target.mount)
     return snap
@@ -333,10 +344,25 @@ class Phase:
         }
         d = "write" if write else "read"
         if s0["dev"] and s1["dev"]:
-            c["device_bytes"] = s1["dev"][f"{d}_bytes"] - s0["dev"][f"{d}_bytes"]
             c["device_ios"] = s1["dev"][f"{d}_ios"] - s0["dev"][f"{d}_ios"]
-        if s0["own"] and s1["own"]:
-            c["own_bytes"] = s1["own"][f"{d}_bytes"] - s0["own"][f"{d}_bytes"]
+        c.update(device_share(s0, s1, d))
         if s0["nfs"] and s1["nfs"]:
             c["network_bytes"] = s1["nfs"][f"{d}_bytes"] - s0["nfs"][f"{d}_bytes"]
         return c
+
+
+def device_share(s0: Dict[str, Any], s1: Dict[str, Any], direction: str) -> Dict[str, Any]:
+    """Who moved the device's bytes between two snapshots: the device's and this process's own, both ways
+    (a writer beside a read phase shares the device as much as a reader does), and the host's dirty pages
+    written back meanwhile (pages dirtied before the phase, by anyone: the device's writes they explain are
+    nobody's in the phase). device_bytes / own_bytes are the phase's own direction (dlio.report.verdict)."""
+    out: Dict[str, Any] = {"device_bytes": None, "own_bytes": None}
+    for side in ("read", "write"):
+        dev = s1["dev"][f"{side}_bytes"] - s0["dev"][f"{side}_bytes"] if s0.get("dev") and s1.get("dev") else None
+        own = s1["own"][f"{side}_bytes"] - s0["own"][f"{side}_bytes"] if s0.get("own") and s1.get("own") else None
+        out[f"device_{side}_bytes"], out[f"own_{side}_bytes"] = dev, own
+        if side == direction:
+            out["device_bytes"], out["own_bytes"] = dev, own
+    d0, d1 = s0.get("dirty"), s1.get("dirty")
+    out["written_back_bytes"] = None if d0 is None or d1 is None else max(0, d0 - d1)
+    return out

@@ -141,6 +141,25 @@ def test_a_writes_own_bytes_are_pages_dirtied_so_the_device_decides():
     assert verdict.classify(w)["part"] == "other processes on the device"
 
 
+def test_a_writer_beside_a_read_phase_shares_the_device():
+    """The other direction counts: a neighbour writing while the phase reads (its own reads all the device's).
+    Pages dirtied before the phase and written back during it are nobody's in the phase (/proc/meminfo)."""
+    app = 32 * MIB
+    both = dict(device_read_bytes=app, own_read_bytes=app, own_write_bytes=0)
+    v = verdict.classify(c(app_bytes=app, device_bytes=app, own_bytes=app, device_write_bytes=3 * app, **both))
+    assert (v["verdict"], v["part"]) == ("inconclusive", "other processes on the device")
+    assert "other processes moved 96.0 MiB on device sda1 during the phase (read 0 B, write 96.0 MiB)" in v["reason"]
+    assert "3.0x this run's own 32.0 MiB" in v["reason"]
+    flushed = c(
+        app_bytes=app, device_bytes=app, own_bytes=app, device_write_bytes=3 * app, written_back_bytes=3 * app, **both
+    )
+    assert verdict.classify(flushed)["verdict"] == "storage-bound"
+    # a host's ranks: the device's bytes are the host's (the largest), the ranks' own are added, both ways
+    one = c(device_bytes=app, own_bytes=app // 2, device_write_bytes=8, own_read_bytes=app // 2, own_write_bytes=4)
+    host = verdict.combine([one, dict(one, device_write_bytes=6)])
+    assert (host["own_read_bytes"], host["own_write_bytes"], host["device_write_bytes"]) == (app, 8, 8)
+
+
 def test_combine_adds_the_ranks_own_bytes():
     a, b = c(own_bytes=300, device_bytes=1000), c(own_bytes=700, device_bytes=990)
     assert verdict.combine([a, b])["own_bytes"] == 1000
