@@ -1,12 +1,16 @@
 """A self-contained HTML5 page: the report's tables, the checks, and the plots embedded as
 base64 PNG data URIs (no external file, script or style sheet)."""
 
+from __future__ import annotations
+
 import base64
 import html
 import os
 import time
+from typing import Any, Collection, Iterable, List, Optional, Sequence, Tuple
 
 from dlio.report import tables
+from dlio.report.compare import Report
 
 STYLE = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2em; color: #222; }
@@ -26,11 +30,11 @@ p.meta { color: #555; font-size: 0.9em; }
 """
 
 
-def _e(x):
+def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _verdict_class(c):
+def _verdict_class(c: Any) -> Optional[str]:
     """A cell holding a verdict gets its colour; a page-cache result stands out (its figures are the
     page cache's, not the storage's)."""
     text = str(c)
@@ -43,7 +47,9 @@ def _verdict_class(c):
     return None
 
 
-def _table(header, rows, left, verdict_cols=()):
+def _table(
+    header: Sequence[Any], rows: Iterable[Sequence[Any]], left: int, verdict_cols: Collection[int] = ()
+) -> List[str]:
     out = ["<table>", "<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead>", "<tbody>"]
     for r in rows:
         cells = []
@@ -60,7 +66,7 @@ def _table(header, rows, left, verdict_cols=()):
     return out
 
 
-def _verdicts(rep):
+def _verdicts(rep: Report) -> List[str]:
     """The verdict of every epoch and point with its counters and reason (dlio.report.verdict)."""
     h, rows = tables.verdict_rows(rep)
     if not rows:
@@ -78,11 +84,16 @@ def _verdicts(rep):
     return out
 
 
-def png_data_uri(png_bytes):
+def png_data_uri(png_bytes: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png_bytes).decode("ascii")
 
 
-def render(rep, images=(), checks=None, title="dlio-fast report"):
+def render(
+    rep: Report,
+    images: Sequence[Tuple[str, bytes]] = (),
+    checks: Optional[Sequence[Tuple[str, Optional[bool], str]]] = None,
+    title: str = "dlio-fast report",
+) -> str:
     """The page as a string. rep: compare.build(); images: [(caption, png bytes)];
     checks: [(name, passed, figure_text)] or None."""
     out = [
@@ -156,7 +167,7 @@ CAPTIONS = {
 }
 
 
-def caption_of(path):
+def caption_of(path: str) -> str:
     """What a plot shows, from its file name: 'Comparison: ...', or '<run>: ...' (the run is the file
     name's prefix with --plots-dir, else the folder it is in). No path."""
     name = os.path.splitext(os.path.basename(path))[0]
@@ -171,7 +182,7 @@ def caption_of(path):
     return f"{run}: {name}"
 
 
-def images_from(paths):
+def images_from(paths: Iterable[str]) -> List[Tuple[str, bytes]]:
     """[(caption, bytes)] of PNG files, captioned by what they show."""
     out = []
     for p in paths:

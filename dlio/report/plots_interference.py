@@ -11,7 +11,7 @@ outside; the figures of dlio.report.interference are in the title.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
@@ -34,7 +34,7 @@ def binned(starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray, edges: np.
     return np.diff(cum) / np.diff(edges)
 
 
-def interference_plot(result: Dict[str, Any], path: str) -> Optional[str]:
+def interference_plot(result: Mapping[str, Any], path: str) -> Optional[str]:
     """The plot of rank 0's steps and saves, or None when the run has no asynchronous save."""
     ranks = result.get("ranks") or []
     if not ranks:
