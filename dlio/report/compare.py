@@ -23,6 +23,7 @@ from dlio.base.units import fmt_bytes
 from dlio.report import interference
 from dlio.report.checkpoint import checkpoint_figures, checkpoint_records_of, finite_number
 from dlio.report.family import verdict_words
+from dlio.report.incomplete import reason_of
 from dlio.report.io_table import mode
 from dlio.report.result import REPORT_SCHEMA, CheckpointRecord, IoPoint
 from dlio.report.verdict import point_name
@@ -117,6 +118,7 @@ class RunColumn(TypedDict):
     label: str
     source: str  # the absolute path it was read from
     complete: bool
+    reason: Optional[str]  # why it is not complete (dlio.report.incomplete), None when it is
     settings: Dict[str, str]
     figures: Dict[str, Any]  # key -> number, text, or None where the run has no such figure
     ratios: Dict[str, Optional[float]]
@@ -145,6 +147,8 @@ class IoSourceRef(TypedDict):
     source: str
     kind: str  # io or ceiling
     where: str  # the storage it measured (storage_path)
+    complete: bool
+    reason: Optional[str]  # why it is not complete, None when it is
 
 
 class IoComparison(TypedDict):
@@ -340,7 +344,8 @@ def compare_runs(sources: Sequence[Source]) -> RunSection:
             {
                 "label": s.label,
                 "source": os.path.abspath(s.path),
-                "complete": bool(s.doc.get("complete", True)),
+                "complete": reason_of(s.doc) is None,
+                "reason": reason_of(s.doc),
                 "settings": st,
                 "figures": {k: f[k] for k, _, _, _ in defs},
                 "ratios": ratios,
@@ -375,7 +380,8 @@ def compare_family(sources: Sequence[Source]) -> RunSection:
             {
                 "label": s.label,
                 "source": os.path.abspath(s.path),
-                "complete": bool(s.doc.get("complete", True)),
+                "complete": reason_of(s.doc) is None,
+                "reason": reason_of(s.doc),
                 "settings": st,
                 "figures": {k: f.get(k) for k, _, _, _ in defs},
                 "ratios": {k: ratio(f.get(k), figs[0].get(k)) for k, _, _, dec in defs if dec is not None},
@@ -477,7 +483,14 @@ def compare_points(sources: Sequence[Source]) -> IoComparison:
     return {
         "reference": sources[0].label,
         "sources": [
-            {"label": s.label, "source": os.path.abspath(s.path), "kind": s.kind, "where": storage_path(s)}
+            {
+                "label": s.label,
+                "source": os.path.abspath(s.path),
+                "kind": s.kind,
+                "where": storage_path(s),
+                "complete": reason_of(s.doc) is None,
+                "reason": reason_of(s.doc),
+            }
             for s in sources
         ],
         "figures": [{"key": k, "label": lab, "unit": u} for k, lab, u, _ in POINT_FIGURES],

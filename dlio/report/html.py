@@ -9,7 +9,7 @@ import os
 import time
 from typing import Any, Collection, Iterable, List, Optional, Sequence, Tuple
 
-from dlio.report import tables
+from dlio.report import incomplete, tables
 from dlio.report.compare import Report
 
 STYLE = """
@@ -23,7 +23,8 @@ td.pass { color: #1a7f37; font-weight: bold; } td.fail { color: #c62828; font-we
 td.note { color: #8a6d00; font-weight: bold; } tr.differ td { background: #fff4d6; font-weight: bold; }
 td.cache { background: #fde2e1; color: #a31515; font-weight: bold; }
 td.verdict-storage { color: #1a7f37; } td.verdict-other { color: #8a6d00; }
-p.cache-note { color: #a31515; font-weight: bold; }
+p.cache-note, p.incomplete { color: #a31515; font-weight: bold; }
+td.incomplete { background: #fde2e1; color: #a31515; font-weight: bold; }
 figure { margin: 1.5em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 0.85em; color: #555; }
 p.meta { color: #555; font-size: 0.9em; }
@@ -58,6 +59,8 @@ def _table(
             vc = _verdict_class(c) if i in verdict_cols or (r and str(r[0]).startswith("verdict")) else None
             if vc:
                 cls = [vc]
+            if r and r[0] == tables.COMPLETE_ROW and str(c).startswith("no"):  # a run that did not finish
+                cls = ["incomplete"]
             attr = f' class="{" ".join(cls)}"' if cls else ""
             cells.append(f"<td{attr}>{_e(c)}</td>")
         differ = str(r[0]).startswith("* ")  # a setting that is not the same in every run
@@ -82,6 +85,29 @@ def _verdicts(rep: Report) -> List[str]:
     out += _table(h + ["reason"], [r + [why] for r, why in zip(rows, reasons)], left=3, verdict_cols={2})
     out.append(f'<p class="meta">thresholds: {_e(tables.THRESHOLDS)}</p>')
     return out
+
+
+def _incomplete_mark(reason: Optional[str]) -> str:
+    """' (incomplete: interrupted by SIGINT)' after an incomplete result's name, escaped; '' for a complete one."""
+    return "" if reason is None else f" ({_e(incomplete.mark(reason))})"
+
+
+def _captioned(caption: str, rep: Report) -> str:
+    """A plot's caption, marked when it shows an incomplete result: a run's or io file's own plots (captioned
+    '<label>: ...', or with no label when the report has one source), and a comparison of runs among which
+    one is incomplete."""
+    shown = [(r["label"], r["reason"]) for _, sec in tables.sections(rep) for r in sec["runs"]]
+    shown += [(s["label"], s["reason"]) for s in (rep["io"]["sources"] if "io" in rep else [])]
+    stopped = [(label, why) for label, why in shown if why is not None]
+    if caption.lower().startswith("comparison"):
+        parts = [f"{label} {incomplete.mark(why)}" for label, why in stopped]
+        return f"{caption} ({'; '.join(parts)})" if parts else caption
+    for label, why in stopped:
+        if caption.startswith(f"{label}: "):
+            return f"{caption} ({incomplete.mark(why)})"
+    if len(shown) == 1 and stopped:
+        return f"{caption} ({incomplete.mark(stopped[0][1])})"
+    return caption
 
 
 def png_data_uri(png_bytes: bytes) -> str:
@@ -115,10 +141,11 @@ def render(
         out.append(
             "<ul>"
             + "".join(  # labels only: the page embeds no path of the machine that made it
-                f"<li>{_e(r['label'])}{'' if r['complete'] else ' (partial run)'}</li>" for r in runs
+                f"<li>{_e(r['label'])}{_incomplete_mark(r['reason'])}</li>" for r in runs
             )
             + "</ul>"
         )
+        out += [f'<p class="incomplete">{_e(n)}</p>' for n in tables.incomplete_notes(sec)]
         if len(runs) > 1:
             out.append(f"<p>Ratios are to {_e(runs[0]['label'])}.</p>")
         h, rows = tables.figure_rows(sec)
@@ -127,8 +154,14 @@ def render(
         srcs = rep["io"]["sources"]
         out.append("<h2>I/O points</h2>")
         out.append(
-            "<ul>" + "".join(f"<li>{_e(s['label'])} ({_e(s['kind'])}): {_e(s['where'])}</li>" for s in srcs) + "</ul>"
+            "<ul>"
+            + "".join(
+                f"<li>{_e(s['label'])} ({_e(s['kind'])}): {_e(s['where'])}{_incomplete_mark(s['reason'])}</li>"
+                for s in srcs
+            )
+            + "</ul>"
         )
+        out += [f'<p class="incomplete">{_e(n)}</p>' for n in tables.io_incomplete_notes(rep)]
         h, rows = tables.point_rows(rep)
         out += _table(h, rows, left=1, verdict_cols={i for i, x in enumerate(h) if str(x).startswith("verdict")})
     out += _verdicts(rep)
@@ -145,6 +178,7 @@ def render(
         out.append("<h2>Plots</h2>")
         # the comparison first, then each run's own plots
         for caption, data in sorted(images, key=lambda im: not im[0].lower().startswith("comparison")):
+            caption = _captioned(caption, rep)
             out.append(
                 f'<figure><img src="{png_data_uri(data)}" alt="{_e(caption)}">'
                 f"<figcaption>{_e(caption)}</figcaption></figure>"

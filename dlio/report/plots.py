@@ -34,6 +34,7 @@ from dlio.report.plotting import (
     cache_note,
     headroom,
     hist,
+    incomplete_mark,
     latency_panels,
     merged_hist,
     plt,
@@ -51,7 +52,7 @@ C_WAIT = "#d8493b"
 
 def _run_meta(result: Mapping[str, Any]) -> tuple[str, str, str]:
     return (
-        result.get("workload") or result.get("model") or "run",
+        (result.get("workload") or result.get("model") or "run") + incomplete_mark(result),
         (result.get("dataset") or {}).get("folder") or "",
         str(result.get("start") or "")[:10],
     )

@@ -11,7 +11,17 @@ import numpy as np
 
 from dlio.base.units import fmt_ns
 from dlio.report.plots import make_all
-from dlio.report.plotting import cache_epochs, headroom, hist, latency_panels, merged_hist, plt, save_figure, title
+from dlio.report.plotting import (
+    cache_epochs,
+    headroom,
+    hist,
+    incomplete_mark,
+    latency_panels,
+    merged_hist,
+    plt,
+    save_figure,
+    title,
+)
 from dlio.report.source import Source
 from dlio.system import stats
 
@@ -67,9 +77,10 @@ def compare_throughput(sources: Sequence[Source], path: str) -> Optional[str]:
 
 
 def _label(s: Source) -> str:
-    """A run's legend label, marked when some of its epochs read from the page cache."""
+    """A run's legend label, marked when it is incomplete and when some of its epochs read from the page cache."""
     n = len(cache_epochs(s.doc))
-    return f"{s.label} [{n} epoch{'s' if n > 1 else ''}: page cache, not storage]" if n else s.label
+    label = s.label + incomplete_mark(s.doc)
+    return f"{label} [{n} epoch{'s' if n > 1 else ''}: page cache, not storage]" if n else label
 
 
 def _compared_title(what: str, sources: Sequence[Source]) -> str:

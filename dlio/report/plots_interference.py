@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from dlio.report import interference
-from dlio.report.plotting import plt, save_figure, title
+from dlio.report.plotting import incomplete_mark, plt, save_figure, title
 
 C_READ = "#2a6fb0"
 C_AU = "#4878a8"
@@ -96,7 +96,7 @@ def interference_plot(result: Mapping[str, Any], path: str) -> Optional[str]:
             f"{d['read_MiB_per_second']:.1f} vs {o['read_MiB_per_second']:.1f} MiB/s; blocked "
             f"{s['blocked_s_mean']:.3f} s per save"
         )
-    wl = result.get("workload") or result.get("model") or "run"
+    wl = (result.get("workload") or result.get("model") or "run") + incomplete_mark(result)
     fig.suptitle(
         title(what, wl, (result.get("dataset") or {}).get("folder") or "", str(result.get("start") or "")[:10]),
         fontsize=10,

@@ -17,6 +17,7 @@ from dlio.report.plotting import (
     CACHE_LABEL,
     cache_note,
     headroom,
+    incomplete_mark,
     minor_log_formatter,
     plt,
     save_figure,
@@ -25,7 +26,7 @@ from dlio.report.plotting import (
 
 
 def _io_meta(doc: Mapping[str, Any]) -> Tuple[str, str, str]:
-    kind = "ceiling" if doc.get("schema", "").startswith("dlio-fast.ceiling") else "io"
+    kind = ("ceiling" if doc.get("schema", "").startswith("dlio-fast.ceiling") else "io") + incomplete_mark(doc)
     where = doc.get("path") or ", ".join(doc.get("paths") or [])
     return kind, where, str((doc.get("environment") or {}).get("created") or "")[:10]
 

@@ -21,6 +21,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullForma
 
 from dlio.base.errors import DlioError  # noqa: E402
 from dlio.base.units import fmt_ns  # noqa: E402
+from dlio.report import incomplete  # noqa: E402
 from dlio.system import stats  # noqa: E402
 from dlio.system.output import result_path  # noqa: E402
 
@@ -30,6 +31,13 @@ DPI = 110
 def _short(path: Any, n: int = 48) -> str:
     path = str(path)
     return path if len(path) <= n else "..." + path[-(n - 3) :]
+
+
+def incomplete_mark(doc: Mapping[str, Any]) -> str:
+    """What a plot's title says after the workload of a result that is not complete:
+    ' [incomplete: interrupted by SIGINT]' (dlio.report.incomplete); '' for a complete one."""
+    reason = incomplete.reason_of(doc)
+    return f" [{incomplete.mark(reason)}]" if reason else ""
 
 
 def title(what: str, workload: Optional[str], where: Optional[str], date: str) -> str:

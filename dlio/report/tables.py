@@ -10,6 +10,7 @@ import math
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from dlio.base.units import fmt_bytes, fmt_ns, fmt_size
+from dlio.report import incomplete
 from dlio.report.compare import KEY_FIELDS, POINT_FIGURES, RATIO_POINT_FIGURES, RUN_FIGURES, Report, RunSection
 from dlio.report.verdict import THRESHOLDS
 from dlio.system.output import csv_value
@@ -24,6 +25,8 @@ def _fmt(v: Any, dec: Optional[int]) -> str:
         return "-"
     return f"{v:,.{dec}f}"  # one number format in a table: thousands separated everywhere
 
+
+COMPLETE_ROW = "run complete"  # the first row of a table with an incomplete run: yes / no: the reason
 
 NS_PER = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
 
@@ -53,6 +56,8 @@ def figure_rows(sec: RunSection) -> Tuple[List[str], List[List[Any]]]:
     runs = sec["runs"]
     header = ["figure", "unit"] + [x["label"] for x in runs] + [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]]
     rows: List[List[Any]] = []
+    if any(not x["complete"] for x in runs):  # first, beside every figure: which run stopped, and why
+        rows.append([COMPLETE_ROW, ""] + [incomplete.cell(x["reason"]) for x in runs] + [""] * (len(runs) - 1))
     differ = set(sec.get("differ", []))
     for st in sec.get("settings", []):  # what each run was set to; '*': not the same in every run
         k = st["key"]
@@ -64,6 +69,17 @@ def figure_rows(sec: RunSection) -> Tuple[List[str], List[List[Any]]]:
         row += ["" if k not in x["ratios"] else _fmt_ratio(x["ratios"][k]) for x in runs[1:]]
         rows.append(row)
     return header, rows
+
+
+def incomplete_notes(sec: RunSection) -> List[str]:
+    """The note lines under a section's table, one per incomplete run."""
+    return [incomplete.note(x["label"], x["reason"] or incomplete.NO_REASON) for x in sec["runs"] if not x["complete"]]
+
+
+def io_incomplete_notes(rep: Report) -> List[str]:
+    """The note lines under the io table, one per incomplete io or ceiling file."""
+    srcs = rep["io"]["sources"] if "io" in rep else []
+    return [incomplete.note(s["label"], s["reason"] or incomplete.NO_REASON) for s in srcs if not s["complete"]]
 
 
 def sections(rep: Report) -> List[Tuple[str, RunSection]]:
@@ -138,9 +154,7 @@ def table_lines(rep: Report) -> List[str]:
             f"{title}: {', '.join(x['label'] for x in runs)}"
             + (f" (ratios to {runs[0]['label']})" if len(runs) > 1 else "")
         )
-        for x in runs:
-            if not x["complete"]:
-                out.append(f"note: {x['label']} is a partial run")
+        out += incomplete_notes(sec)
         h, rows = figure_rows(sec)
         out += _text_table(h, rows, left=2)
         if sec.get("differ"):
@@ -154,6 +168,7 @@ def table_lines(rep: Report) -> List[str]:
             + ", ".join(f"{s['label']} ({s['kind']}, {s['where']})" for s in srcs)
             + (f" (ratios to {srcs[0]['label']})" if len(srcs) > 1 else "")
         )
+        out += io_incomplete_notes(rep)
         h, rows = point_rows(rep)
         out += _text_table(h, rows, left=1)
     return out
@@ -166,14 +181,16 @@ def _md_cell(c: Any) -> str:
 def markdown_lines(rep: Report) -> List[str]:
     """GitHub-flavoured Markdown tables (one per kind of source)."""
     out: List[str] = []
-    tables = [(heading(title), figure_rows(sec), 2) for title, sec in sections(rep)]
+    tables = [(heading(title), figure_rows(sec), 2, incomplete_notes(sec)) for title, sec in sections(rep)]
     if "io" in rep:
-        tables.append(("io points", point_rows(rep), 1))
-    for title, (h, rows), left in tables:
+        tables.append(("io points", point_rows(rep), 1, io_incomplete_notes(rep)))
+    for title, (h, rows), left, notes in tables:
         if out:
             out.append("")
         out.append(f"### {title}")
         out.append("")
+        if notes:  # above the table, where a reader looks first
+            out += [f"**{_md_cell(n)}**" for n in notes] + [""]
         cols = {i for i, x in enumerate(h) if str(x).startswith("verdict")}
         out += _md_table(h, [_md_marked(r, cols) for r in rows], left)
     h, rows = verdict_rows(rep)
@@ -216,6 +233,9 @@ def csv_text(rep: Report) -> str:
         rows.append(
             ["figure", "unit"] + [x["label"] for x in runs] + [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]]
         )
+        if any(not x["complete"] for x in runs):
+            rows.append(["complete", ""] + [x["complete"] for x in runs])
+            rows.append(["incomplete_reason", ""] + [x["reason"] or "" for x in runs])
         differ = set(sec.get("differ", []))
         for st in sec.get("settings", []):
             k = st["key"]
@@ -243,6 +263,9 @@ def csv_text(rep: Report) -> str:
                 row += [_raw(v["ratios"][k]) if v else "" for k in RATIO_POINT_FIGURES]
             rows.append(row)
         blocks.append(rows)
+        if any(not s["complete"] for s in srcs):
+            blocks.append([["source", "complete", "incomplete_reason"]])
+            blocks[-1] += [[s["label"], s["complete"], s["reason"] or ""] for s in srcs]
     if rep.get("verdicts"):
         keys = list(rep["verdicts"][0])
         blocks.append([keys] + [[_raw(v.get(k)) for k in keys] for v in rep["verdicts"]])
