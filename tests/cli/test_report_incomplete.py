@@ -1,7 +1,8 @@
 """A run that was stopped says so in every output of `dlio-fast report`, as a user meets it: a KV-cache run, a
-training run and an io grid are started for real, stopped with SIGINT (Ctrl-C) mid-run, and their reports
-(console, --markdown, --html with its plots' captions, --csv, --json, a --compare beside a complete run) are
-read for the words "incomplete" and the reason the run recorded (its own dlio-fast.json or io --json file)."""
+vector-search run, a training run and an io grid are started for real, stopped with SIGINT (Ctrl-C) mid-run,
+and their reports (console, --markdown, --html with its plots' captions, --csv, --json, a --compare beside a
+complete run) are read for the words "incomplete" and the reason the run recorded (its own dlio-fast.json or
+io --json file)."""
 
 import csv
 import io
@@ -50,7 +51,8 @@ def _interrupt(p, after_s):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """{name: path} of a stopped KV-cache run, a stopped and a complete training run, a stopped io grid."""
+    """{name: path} of a stopped KV-cache run, a stopped vector-search run, a stopped and a complete training
+    run, a stopped io grid."""
     t = tmp_path_factory.mktemp("stopped")
     (t / "kv.yaml").write_text(KV)
     kv = _popen(
@@ -71,6 +73,19 @@ def runs(tmp_path_factory):
     )
     wait_for_text(t / "kv.out", "Running dlio-fast", kv, timeout=120)
     _interrupt(kv, 3)
+    vdb = _popen(
+        [
+            "run",
+            "-w",
+            "vdb_diskann_1m",
+            *set_args("vdb.vectors=4000", "vdb.runs=1", "vdb.duration=60", f"vdb.index_folder={t}/idx"),
+            "-o",
+            str(t / "vdb"),
+        ],
+        t / "vdb.out",
+    )
+    wait_for_text(t / "vdb.out", "build:", vdb, timeout=120)  # built: searching for 60 s
+    _interrupt(vdb, 2)
     deadline = time.monotonic() + 120
     while not (data / ".dlio-fast").exists() and time.monotonic() < deadline:  # the dataset is made: training
         time.sleep(0.1)
@@ -95,6 +110,7 @@ def runs(tmp_path_factory):
     assert done.wait(120) == 0, (t / "done.out").read_text()[-2000:]
     return {
         "kv": t / "kv",
+        "vdb": t / "vdb",
         "train_stopped": t / "train_stopped",
         "train_done": t / "train_done",
         "io": t / "grid.json",
@@ -173,6 +189,12 @@ def test_a_comparison_marks_the_stopped_run_and_not_the_complete_one(runs):
     assert comparison and all(c.endswith(f"(train_stopped incomplete: {why})") for c in comparison), comparison
     rows = [r for r in csv.reader(io.StringIO(report(runs["train_done"], runs["train_stopped"], "--csv", "-"))) if r]
     assert ["complete", "", "true", "false"] in rows and ["incomplete_reason", "", "", why] in rows
+
+
+def test_a_stopped_vector_search_run_is_marked_in_every_format(runs):
+    # its dlio-fast.json records the reason now (it said only "complete": false)
+    why, out = _check_every_format(runs["vdb"], "vdb")
+    assert f"| run complete |  | no: {why} |" in out["markdown"]
 
 
 def test_a_stopped_io_grid_is_marked_in_every_format(runs):
