@@ -493,14 +493,8 @@ def main(req: IoRequest, console: Console) -> Dict[str, Any]:
             "engine mpiio needs mpi4py (pip install mpi4py mpich) and is run under "
             "mpiexec: mpiexec -n N dlio-fast io --engine mpiio ..."
         )
-    paths, rws, bss, threads, collective, reorder = (
-        req.paths,
-        req.rws,
-        req.bss,
-        req.threads,
-        req.collective,
-        req.reorder,
-    )
+    paths, rws, bss, threads = req.paths, req.rws, req.bss, req.threads
+    collective, reorder = req.collective, req.reorder
     runtime_ns, ramp_ns, size, cache = req.runtime_ns or 0, req.ramp_ns, req.size or 0, req.cache or "drop"
     check_ready(comm, threads, collective)
     hint_pairs = parse_hints(req.mpiio_hints)

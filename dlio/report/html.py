@@ -10,7 +10,7 @@ import time
 from typing import Any, Collection, Iterable, List, Optional, Sequence, Tuple
 
 from dlio.report import incomplete, tables
-from dlio.report.compare import Report
+from dlio.report.document import Report
 
 STYLE = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2em; color: #222; }

@@ -11,7 +11,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from dlio.base.units import fmt_bytes, fmt_ns, fmt_size
 from dlio.report import incomplete
-from dlio.report.compare import KEY_FIELDS, POINT_FIGURES, RATIO_POINT_FIGURES, RUN_FIGURES, Report, RunSection
+from dlio.report.compare import KEY_FIELDS, POINT_FIGURES, RATIO_POINT_FIGURES, RUN_FIGURES
+from dlio.report.document import Report, RunSection
 from dlio.report.verdict import THRESHOLDS
 from dlio.system.output import csv_value
 
