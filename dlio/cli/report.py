@@ -172,8 +172,9 @@ def check(paths: Tuple[str, ...], ram: Optional[str], rules_version: Optional[st
     sources = source.load_all(paths, reports())
     for s in sources:
         if s.kind == "family":
+            title = s.family_parts()[0].title
             raise DlioError(
-                f"{s.path}: a {s.family.title} run; check applies MLPerf Storage's training and checkpoint rules "
+                f"{s.path}: a {title} run; check applies MLPerf Storage's training and checkpoint rules "
                 "(and a family's own, given only that family's runs): use `dlio-fast report` for its figures"
             )
         if s.kind != "run":

@@ -145,6 +145,9 @@ def run(req: CeilingRequest, console: Console) -> Dict[str, Any]:
             best = search(target, fileset, runtime_ns, max_threads, direct, engines, probe, max_qd)
             doc["best"][target[0]] = best
         doc["complete"] = True
+    except BaseException as e:  # the probes so far are written, with why the search ended (the report shows it)
+        doc["reason"] = str(e)
+        raise
     finally:
         if json_path:
             output.write_json(json_path, doc)

@@ -9,7 +9,7 @@ import itertools
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from dlio.base.errors import DlioError, DlioRunError, Interrupted, os_error_message
 from dlio.base.units import fmt_bytes
@@ -78,11 +78,15 @@ def combinations(*axes: Iterable[Any]) -> Iterator[tuple]:
     return itertools.product(*axes)
 
 
+# a grid's point record: an IoPoint, or one with more fields (dlio.report.result.MpiIoPoint)
+P = TypeVar("P", bound=IoPoint)
+
+
 def run_grid(
-    records: Iterable[Optional[IoPoint]],
+    records: Iterable[Optional[P]],
     doc: Dict[str, Any],
     header: str,
-    line: Callable[[IoPoint], str],
+    line: Callable[[P], str],
     sinks: Sinks,
     echo: Callable[[str], None],
     write: bool = True,
@@ -90,7 +94,7 @@ def run_grid(
     """Consume `records` (a generator that runs one point per item; None = nothing to report),
     print each, collect them in doc["points"], and write the sinks at the end whatever happens
     (`write`: this process writes them: rank 0 under MPI)."""
-    points: List[IoPoint] = doc.setdefault("points", [])
+    points: List[P] = doc.setdefault("points", [])
     echo(header)
     try:
         with stop_signals_deferred():  # a signal between points stops the next one, loses nothing

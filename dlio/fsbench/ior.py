@@ -25,12 +25,15 @@ merged by addition.
 The plan functions (layout_offsets, rank_plan, reorder_shift) need no MPI and are unit-tested.
 """
 
+from __future__ import annotations
+
 import contextlib
 import dataclasses
 import os
 import resource
 import signal
 import time
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -39,18 +42,20 @@ from dlio.base import tmpclaim
 from dlio.base.errors import DlioError, Interrupted
 from dlio.fsbench.grid import Sinks, combinations, run_grid
 from dlio.fsbench.ior_ranks import LeftAlone, VotedStop, agreed_stop, every_rank, outcome
+from dlio.fsbench.request import Console, IoRequest
 from dlio.fsbench.testfiles import check_ours, create_exclusive, writing_test_data
 from dlio.report.io_table import POINT_HEADER, point_line
-from dlio.report.result import IO_SCHEMA, new_io_doc
+from dlio.report.result import IO_SCHEMA, MpiIoPoint, MpiIoRank, new_io_doc
 from dlio.system import stats
 from dlio.system.execute import execute_partial
 from dlio.system.host import drop_cache
+from dlio.system.mpi import Comm
 
 LAYOUTS = ("fpp", "segmented", "strided")
 PREFIX = "dlio-fast-ior"
 
 
-def reorder_shift(hosts, rank_count=None):
+def reorder_shift(hosts: Sequence[str], rank_count: Optional[int] = None) -> int:
     """IOR -C: the shift of the read-back task order. hosts: hostname of every rank, in rank order.
     On several nodes a node's worth of ranks (so each rank reads data written on another node), on
     one node 1 (another rank's data at least). 0 with one rank."""
@@ -64,7 +69,7 @@ def reorder_shift(hosts, rank_count=None):
     return per_node % size or 1
 
 
-def layout_offsets(layout, part, size, bs, per_rank):
+def layout_offsets(layout: str, part: int, size: int, bs: int, per_rank: int) -> np.ndarray:
     """Offsets (uint64) of the transfers of `part` (the rank whose data it is), in order."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r} (choose from {', '.join(LAYOUTS)})")
@@ -84,7 +89,9 @@ class RankPlan:
     ops: np.ndarray  # _core.OP_DTYPE, file field 0 (the rank's path table has one file)
 
 
-def rank_plan(layout, rank, size, bs, per_rank, rw="read", shift=0, seed=42):
+def rank_plan(
+    layout: str, rank: int, size: int, bs: int, per_rank: int, rw: str = "read", shift: int = 0, seed: int = 42
+) -> RankPlan:
     """The ops of one rank. Writes always go to the rank's own part; reads to part
     (rank + shift) % size (shift from reorder_shift when --reorder, else 0)."""
     if bs <= 0 or per_rank < bs:
@@ -102,7 +109,7 @@ def rank_plan(layout, rank, size, bs, per_rank, rw="read", shift=0, seed=42):
     return RankPlan(part=part, file_index=part if layout == "fpp" else 0, ops=ops)
 
 
-def file_names(folder, layout, size):
+def file_names(folder: str, layout: str, size: int) -> List[str]:
     if layout == "fpp":
         return [os.path.join(folder, f"{PREFIX}.{r}.dat") for r in range(size)]
     return [os.path.join(folder, f"{PREFIX}.shared.dat")]
@@ -119,13 +126,15 @@ class Files:
     in the folder removes it (tmpclaim.sweep), and a half-written file never passes for a kept one.
     With --keep each is renamed to its own name once written."""
 
-    def __init__(self, paths, per_rank, created, folder=None):
+    def __init__(
+        self, paths: List[str], per_rank: int, created: List[Tuple[str, int]], folder: Optional[str] = None
+    ) -> None:
         self.paths = paths
         self.per_rank = per_rank
         self.created = created  # [(path, rank that owns and removes it)]
         self.folder = folder  # claimed by this rank while created files are under temporary names
 
-    def cleanup(self, comm, together=True):
+    def cleanup(self, comm: Comm, together: bool = True) -> None:
         """Remove the files this run created. together: every rank is here (barriers around, each file
         removed by its owner); else this rank is alone (the others hang or are gone) and removes every
         file it can, without a collective call."""
@@ -143,12 +152,14 @@ class Files:
             comm.barrier()
 
 
-def _claimed_name(folder, final):
+def _claimed_name(folder: str, final: str) -> str:
     """A temporary name for `final` in this rank's claim on folder (tmpclaim's pattern)."""
     return os.path.join(folder, f".{os.path.basename(final)}{tmpclaim.claim(folder)}-0")
 
 
-def prepare(comm, targets, layout, per_rank, bs, seed=1, keep=False):
+def prepare(
+    comm: Comm, targets: List[str], layout: str, per_rank: int, bs: int, seed: int = 1, keep: bool = False
+) -> Files:
     """Create (fully written, each part by its owner rank) or check the files. Collective."""
     size, rank = comm.size, comm.rank
     if len(targets) == 1 and os.path.isdir(targets[0]):
@@ -180,14 +191,14 @@ def prepare(comm, targets, layout, per_rank, bs, seed=1, keep=False):
                 finally:
                     os.close(fd)
             if layout == "fpp":
-                names = comm.allgather(tmp or mine)
+                names = comm.allgather(tmp or finals[rank])  # fpp: mine is finals[rank]
                 made = [(n, r) for r, n in enumerate(names) if n != finals[r]]
             else:
-                names = [comm.bcast(tmp)] if not reuse else finals
+                names = [comm.bcast(tmp or finals[0])] if not reuse else finals  # rank 0's tmp
                 made = [(names[0], 0)] if not reuse else []
             comm.barrier()
 
-            def write():
+            def write() -> None:
                 if layout == "fpp" and tmp:
                     _write_part(tmp, layout, rank, size, bs, per_rank, seed, create=True)
                 elif layout != "fpp" and not reuse:
@@ -226,18 +237,18 @@ def prepare(comm, targets, layout, per_rank, bs, seed=1, keep=False):
     return Files(list(targets), per, [])
 
 
-def _check_ours_all(comm, path):
+def _check_ours_all(comm: Comm, path: Optional[str]) -> None:
     """check_ours on every rank's file, collectively: every rank stops with the first problem."""
     comm.agree_all(lambda: check_ours(path) if path else None)
 
 
-def _unlink_ours(path):
+def _unlink_ours(path: str) -> None:
     """Remove a stale test file of ours (checked by check_ours) so the new one is created O_EXCL."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
 
 
-def _write_part(path, layout, part, size, bs, per_rank, seed, create):
+def _write_part(path: str, layout: str, part: int, size: int, bs: int, per_rank: int, seed: int, create: bool) -> None:
     """Write the bytes of `part` (the rank's own data) with the C core's fill (GIL released)."""
     if create:
         _unlink_ours(path)
@@ -266,7 +277,16 @@ class Point:
     reorder: bool
 
 
-def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cache="keep"):
+def run_point(
+    comm: Comm,
+    point: Point,
+    files: Files,
+    runtime_ns: int = 0,
+    ramp_ns: int = 0,
+    size: int = 0,
+    hints: Sequence[Tuple[str, str]] = (),
+    cache: str = "keep",
+) -> Optional[MpiIoPoint]:
     """One point on every rank; returns rank 0's reduced record (other ranks: None).
 
     Every rank makes the same collective calls whatever happens on one of them: a step that may fail
@@ -296,7 +316,7 @@ def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cac
         use = comm.comm if point.layout != "fpp" else MPI.COMM_SELF
         comm_addr = MPI._addressof(use)
 
-    def setup():
+    def setup() -> Tuple[str, Any]:
         # A shared file's pages are dropped once per host: two ranks dropping them at once leave some behind.
         first_on_host = hosts.index(hosts[comm.rank]) == comm.rank
         note = "kept (the page cache is measured)"
@@ -341,7 +361,7 @@ def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cac
         raise failure if isinstance(failure, LeftAlone) else LeftAlone(getattr(failure, "signum", signal.SIGTERM))
     if res is None and failure is not None:
         res = getattr(failure, "result", None)
-    mine = None
+    mine: Optional[MpiIoRank] = None
     if res is not None:
         window = max(1, res["t_end"] - res["t_start"])
         cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
@@ -375,10 +395,14 @@ def run_point(comm, point, files, runtime_ns=0, ramp_ns=0, size=0, hints=(), cac
         raise stop
     if comm.rank != 0:
         return None
-    return dict(reduce_ranks(point, ranks, shift, hints), cache=cache_note)
+    rec = reduce_ranks(point, ranks, shift, hints)
+    rec["cache"] = cache_note
+    return rec
 
 
-def reduce_ranks(point, ranks, shift=0, hints=()):
+def reduce_ranks(
+    point: Point, ranks: Sequence[MpiIoRank], shift: int = 0, hints: Sequence[Tuple[str, str]] = ()
+) -> MpiIoPoint:
     """IOR's reduction: bandwidth over the union of the ranks' windows; exact per-rank figures."""
     nbytes = sum(r["bytes"] for r in ranks)
     ops = sum(r["ops"] for r in ranks)
@@ -416,11 +440,18 @@ def reduce_ranks(point, ranks, shift=0, hints=()):
         "cpu_us_per_io": cpu / ops * 1e6 if ops else None,
         "engine_flags_used": 0,
         "stopped": False,
-        "per_rank": [{k: v for k, v in r.items() if k != "lat_hist"} for r in ranks],
+        "per_rank": [_without_hist(r) for r in ranks],
     }
 
 
-def parse_hints(items):
+def _without_hist(r: MpiIoRank) -> MpiIoRank:
+    """A rank's figures for the point's per_rank list: its histogram is in the point's merged one."""
+    out = r.copy()
+    out.pop("lat_hist", None)
+    return out
+
+
+def parse_hints(items: Sequence[str]) -> List[Tuple[str, str]]:
     """['key=value', ...] -> [(key, value)]."""
     out = []
     for it in items:
@@ -431,7 +462,7 @@ def parse_hints(items):
     return out
 
 
-def check_ready(comm, threads, collective):
+def check_ready(comm: Comm, threads: Sequence[int], collective: bool) -> bool:
     """Raise DlioError unless the MPI-IO engine can run here with these settings."""
     from dlio.system import mpi
 
@@ -449,7 +480,7 @@ def check_ready(comm, threads, collective):
     return True
 
 
-def main(req, console):
+def main(req: IoRequest, console: Console) -> Dict[str, Any]:
     """The `io --engine mpiio` grid on every rank (rank 0 prints and writes the sinks)."""
     from dlio.system import mpi
 
@@ -459,14 +490,8 @@ def main(req, console):
             "engine mpiio needs mpi4py (pip install mpi4py mpich) and is run under "
             "mpiexec: mpiexec -n N dlio-fast io --engine mpiio ..."
         )
-    paths, rws, bss, threads, collective, reorder = (
-        req.paths,
-        req.rws,
-        req.bss,
-        req.threads,
-        req.collective,
-        req.reorder,
-    )
+    paths, rws, bss, threads = req.paths, req.rws, req.bss, req.threads
+    collective, reorder = req.collective, req.reorder
     runtime_ns, ramp_ns, size, cache = req.runtime_ns or 0, req.ramp_ns, req.size or 0, req.cache or "drop"
     check_ready(comm, threads, collective)
     hint_pairs = parse_hints(req.mpiio_hints)
@@ -474,7 +499,7 @@ def main(req, console):
         if r in ("write", "randwrite") and not (len(paths) == 1 and os.path.isdir(paths[0])):
             raise DlioError("write tests run only on files dlio-fast creates: give a folder, not files")
 
-    def records():
+    def records() -> Iterator[Optional[MpiIoPoint]]:
         for layout in req.layouts:
             files = prepare(comm, list(paths), layout, req.file_size, max(bss), keep=req.keep)
             together = True
@@ -498,7 +523,7 @@ def main(req, console):
             finally:
                 files.cleanup(comm, together)
 
-    def line(rec):
+    def line(rec: MpiIoPoint) -> str:
         return (
             point_line(rec) + f" {rec['ranks']:>5} {rec['layout']:<10} {rec['mode']:<12} "
             f"{'shift ' + str(rec['reorder_shift']) if reorder else 'no'}"

@@ -85,6 +85,9 @@ def run(req: CeilingRequest, console: Console) -> Dict[str, Any]:
         for name, rw, size, metric in targets(object_size):
             doc["best"][name] = search(rw, size, metric, max_qd, max_threads, lambda *a: probe(bench.point(*a)))
         doc["complete"] = True
+    except BaseException as e:  # the probes so far are written, with why the search ended (the report shows it)
+        doc["reason"] = str(e)
+        raise
     finally:
         if json_path:
             output.write_json(json_path, doc)

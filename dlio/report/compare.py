@@ -9,16 +9,30 @@ its counters. Every renderer (dlio.report.tables, html) is a pure function of th
 returns, which is also what `report --json` writes: a figure never travels without its verdict.
 """
 
+from __future__ import annotations
+
 import os
-from typing import Any, Dict, List, Optional, cast
+from typing import TYPE_CHECKING, Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple, cast
 
 from dlio.base.units import fmt_bytes
 from dlio.report import interference
 from dlio.report.checkpoint import checkpoint_figures, checkpoint_records_of, finite_number
+from dlio.report.document import (
+    IoComparison,
+    Report,
+    ReportTables,
+    RunColumn,
+    RunSection,
+    VerdictRow,
+)
 from dlio.report.family import verdict_words
+from dlio.report.incomplete import reason_of
 from dlio.report.io_table import mode
-from dlio.report.result import REPORT_SCHEMA, CheckpointRecord
+from dlio.report.result import REPORT_SCHEMA, CheckpointRecord, IoPoint
 from dlio.report.verdict import point_name
+
+if TYPE_CHECKING:
+    from dlio.report.source import Source
 
 # (key, label, unit, decimals): the run figures in table order. Checkpoint rows appear only when a
 # run has them.
@@ -85,6 +99,10 @@ RUN_SETTINGS = [
 ]
 
 
+# a point of an io or ceiling source: (its key across sources, its ceiling target name or None, the point)
+KeyedPoint = Tuple[Tuple[Hashable, ...], Optional[str], IoPoint]
+
+
 # ---------------------------------------------------------------------------------------------
 # run figures
 
@@ -92,9 +110,9 @@ RUN_SETTINGS = [
 _num = finite_number
 
 
-def run_figures(src):
+def run_figures(src: Source) -> Dict[str, Any]:
     """{key: value} for the RUN_FIGURES of one run (None where the run has no such figure)."""
-    doc, summ = src.doc, src.summary
+    doc, summ = src.doc, src.summary or {}  # a run's Source always has a summary (source.load)
     x = doc["metrics"]
     m = summ.get("metric", {})
     lat = x.get("read_latency_ns") or {}
@@ -131,7 +149,7 @@ def run_figures(src):
     return f
 
 
-def run_verdict(doc):
+def run_verdict(doc: Mapping[str, Any]) -> str:
     """A run's verdicts in a few words: 'cache (epochs 1-5)', 'storage-bound (epoch 1); cache (epochs
     2-3)'; '-' for a run recorded without them (DLIO's folders, older runs)."""
     groups: Dict[str, List[Any]] = {}
@@ -143,7 +161,7 @@ def run_verdict(doc):
     return "; ".join(f"{word} ({epochs_text(eps)})" for word, eps in groups.items())
 
 
-def epochs_text(epochs):
+def epochs_text(epochs: Sequence[Any]) -> str:
     """[1, 2, 3, 5] -> 'epochs 1-3,5'; [2] -> 'epoch 2'."""
     nums = sorted({e for e in epochs if isinstance(e, int)})
     if not nums:
@@ -158,7 +176,7 @@ def epochs_text(epochs):
     return ("epoch " if len(nums) == 1 else "epochs ") + ",".join(runs)
 
 
-def async_figures(doc):
+def async_figures(doc: Mapping[str, Any]) -> Dict[str, Any]:
     """The asynchronous checkpoints' figures of a run (None where it has none). The AU and read rows
     hold 'during / outside' as text: the pair is the figure, a ratio of either alone says little."""
     s = interference.summary(cast(List[CheckpointRecord], checkpoint_records_of(doc))) or {}
@@ -175,12 +193,12 @@ def async_figures(doc):
     }
 
 
-def run_settings(src):
+def run_settings(src: Source) -> Dict[str, str]:
     """{key: text} of RUN_SETTINGS for one run (dlio-fast's or DLIO's)."""
     return settings_of(src.doc)
 
 
-def settings_of(doc):
+def settings_of(doc: Mapping[str, Any]) -> Dict[str, str]:
     """{key: text} of RUN_SETTINGS for a run document (dlio-fast.json, or a DLIO folder's)."""
     st = doc.get("settings") or {}
     ds = doc.get("dataset") or {}
@@ -207,25 +225,25 @@ def settings_of(doc):
     }
 
 
-def differing(settings):
+def differing(settings: Sequence[Mapping[str, str]]) -> List[str]:
     """Keys of RUN_SETTINGS whose text is not the same in every run."""
     return [k for k, _ in RUN_SETTINGS if len({s[k] for s in settings}) > 1]
 
 
-def ratio(value, ref):
+def ratio(value: Any, ref: Any) -> Optional[float]:
     """value / ref, or None when either is missing or ref is 0."""
     if not _num(value) or not _num(ref) or ref == 0:
         return None
     return float(value) / float(ref)
 
 
-def compare_runs(sources):
+def compare_runs(sources: Sequence[Source]) -> RunSection:
     """{'figures': [{key, label, unit}], 'runs': [{label, source, complete, figures, ratios}]}."""
     figs = [run_figures(s) for s in sources]
     sets = [run_settings(s) for s in sources]
     defs = [d for d in RUN_FIGURES if d[0] not in OPTIONAL_FIGURES or any(f[d[0]] is not None for f in figs)]
     ref = figs[0]
-    runs = []
+    runs: List[RunColumn] = []
     for s, f, st in zip(sources, figs, sets):
         ratios = {
             k: ratio(f[k], ref[k])
@@ -236,7 +254,8 @@ def compare_runs(sources):
             {
                 "label": s.label,
                 "source": os.path.abspath(s.path),
-                "complete": bool(s.doc.get("complete", True)),
+                "complete": reason_of(s.doc) is None,
+                "reason": reason_of(s.doc),
                 "settings": st,
                 "figures": {k: f[k] for k, _, _, _ in defs},
                 "ratios": ratios,
@@ -257,20 +276,22 @@ def compare_runs(sources):
 FAMILY_VERDICT = ("verdict", "verdict (is this a storage result?)", "", None)
 
 
-def compare_family(sources):
+def compare_family(sources: Sequence[Source]) -> RunSection:
     """The runs of one workload family side by side, in compare_runs' shape plus the family's title and
     schema: its settings (those that differ marked), the verdict, its figures with ratios to the first."""
-    fam = sources[0].family
-    figs = [dict(s.reading.figures, verdict=verdict_words(s.reading.verdicts)) for s in sources]
-    sets = [{k: setting_text(s.reading.settings.get(k)) for k, _ in fam.settings} for s in sources]
+    fam = sources[0].family_parts()[0]
+    readings = [s.family_parts()[1] for s in sources]
+    figs = [dict(r.figures, verdict=verdict_words(r.verdicts)) for r in readings]
+    sets = [{k: setting_text(r.settings.get(k)) for k, _ in fam.settings} for r in readings]
     defs = [FAMILY_VERDICT, *fam.figures]
-    runs = []
+    runs: List[RunColumn] = []
     for s, f, st in zip(sources, figs, sets):
         runs.append(
             {
                 "label": s.label,
                 "source": os.path.abspath(s.path),
-                "complete": bool(s.doc.get("complete", True)),
+                "complete": reason_of(s.doc) is None,
+                "reason": reason_of(s.doc),
                 "settings": st,
                 "figures": {k: f.get(k) for k, _, _, _ in defs},
                 "ratios": {k: ratio(f.get(k), figs[0].get(k)) for k, _, _, dec in defs if dec is not None},
@@ -287,7 +308,7 @@ def compare_family(sources):
     }
 
 
-def setting_text(v):
+def setting_text(v: Any) -> str:
     """A setting as the tables show it: '-' for none, yes / no, else its text."""
     if v is None:
         return "-"
@@ -300,19 +321,19 @@ def setting_text(v):
 # io / ceiling points
 
 
-def points(src):
+def points(src: Source) -> List[KeyedPoint]:
     """[(key, name, point)] of an io or ceiling source. key identifies a point across sources."""
-    out = []
+    out: List[KeyedPoint] = []
     if src.kind == "io":
         for p in src.doc["points"]:
             out.append((tuple(point_field(p, k) for k in KEY_FIELDS), None, p))
     else:
         for name, p in src.doc["best"].items():
             if isinstance(p, dict):
-                out.append((("target", name), name, p))
+                out.append((("target", name), name, cast(IoPoint, p)))
     # a key seen twice in one file (the same point measured twice) gets an occurrence number
     seen: Dict[Any, int] = {}
-    res = []
+    res: List[KeyedPoint] = []
     for key, name, p in out:
         n = seen.get(key, 0)
         seen[key] = n + 1
@@ -320,7 +341,7 @@ def points(src):
     return res
 
 
-def point_field(p, key):
+def point_field(p: IoPoint, key: str) -> Any:
     """A point's key field; 'mode' is direct / buffer (pages dropped) / cached (page cache kept)."""
     if key == "mode":
         if "direct" not in p:
@@ -329,7 +350,7 @@ def point_field(p, key):
     return p.get(key)
 
 
-def point_figures(p):
+def point_figures(p: IoPoint) -> Dict[str, Any]:
     lat = p.get("lat_ns") or {}
     cnt = lat.get("count", 1)
     v = p.get("verdict")
@@ -343,7 +364,7 @@ def point_figures(p):
     }
 
 
-def compare_points(sources):
+def compare_points(sources: Sequence[Source]) -> IoComparison:
     """{'sources': [...], 'points': [{key fields, target, per source: figures and ratios}]}.
 
     Rows follow the first source's order, then points the first source lacks."""
@@ -372,7 +393,14 @@ def compare_points(sources):
     return {
         "reference": sources[0].label,
         "sources": [
-            {"label": s.label, "source": os.path.abspath(s.path), "kind": s.kind, "where": storage_path(s)}
+            {
+                "label": s.label,
+                "source": os.path.abspath(s.path),
+                "kind": s.kind,
+                "where": storage_path(s),
+                "complete": reason_of(s.doc) is None,
+                "reason": reason_of(s.doc),
+            }
             for s in sources
         ],
         "figures": [{"key": k, "label": lab, "unit": u} for k, lab, u, _ in POINT_FIGURES],
@@ -380,7 +408,7 @@ def compare_points(sources):
     }
 
 
-def storage_path(src):
+def storage_path(src: Source) -> str:
     """The storage a source measured: the data folder, or the io / ceiling path(s)."""
     d = src.doc
     if src.kind == "run":
@@ -394,26 +422,25 @@ def storage_path(src):
 # the report document and its renderings
 
 
-def build(sources):
+def build(sources: Sequence[Source]) -> Report:
     """The report as one JSON-ready dict: runs compared among themselves, io/ceiling files likewise."""
     runs = [s for s in sources if s.kind == "run"]
     pts = [s for s in sources if s.kind in ("io", "ceiling")]
-    fams: Dict[str, List[Any]] = {}
+    fams: Dict[str, List[Source]] = {}
     for s in sources:
         if s.kind == "family":
-            fams.setdefault(s.family.schema, []).append(s)
-    doc: Dict[str, Any] = {"schema": REPORT_SCHEMA}
+            fams.setdefault(s.family_parts()[0].schema, []).append(s)
+    tables: ReportTables = {}
     if runs:
-        doc["runs"] = compare_runs(runs)
+        tables["runs"] = compare_runs(runs)
     if pts:
-        doc["io"] = compare_points(pts)
+        tables["io"] = compare_points(pts)
     if fams:
-        doc["families"] = [compare_family(group) for group in fams.values()]
-    doc["verdicts"] = verdicts(sources)
-    return doc
+        tables["families"] = [compare_family(group) for group in fams.values()]
+    return {"schema": REPORT_SCHEMA, **tables, "verdicts": verdicts(sources)}
 
 
-def verdicts(sources):
+def verdicts(sources: Sequence[Source]) -> List[VerdictRow]:
     """Every recorded verdict of the sources, with the counters it was made from: [{source, phase,
     verdict, part, reason, setting, app_bytes, device_bytes, storage_ratio, resident_before,
     reader_cores, host_busy_share}]; none for results recorded before the counters existed."""
@@ -428,7 +455,7 @@ def verdicts(sources):
                         name = f"epoch {ep.get('epoch')}" + (f" rank {r.get('rank')}" if len(ranks) > 1 else "")
                         rows.append(_verdict_row(s.label, name, ep["verdict"], ep.get("counters")))
         elif s.kind == "family":
-            rows += [_verdict_row(s.label, phase, v, c) for phase, v, c in s.reading.verdicts]
+            rows += [_verdict_row(s.label, phase, v, c) for phase, v, c in s.family_parts()[1].verdicts]
         else:
             pts = doc.get("points") or doc.get("probes") or []
             for p in pts:
@@ -437,7 +464,7 @@ def verdicts(sources):
     return rows
 
 
-def _verdict_row(label, phase, v, c):
+def _verdict_row(label: str, phase: str, v: Mapping[str, Any], c: Any) -> VerdictRow:
     c = c if isinstance(c, dict) else {}
     dev = c.get("device_bytes") if c.get("device_bytes") is not None else c.get("network_bytes")
     wall = c.get("wall_s") if _num(c.get("wall_s")) and c["wall_s"] > 0 else None

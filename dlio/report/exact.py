@@ -5,13 +5,17 @@ and the console's final table (exact_table, beside DLIO's figures from dlio.repo
 Pure functions of the Result, as DLIO's renderers are (dlio.report.dlio.files has DLIO's files).
 """
 
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, cast
+
 import numpy as np
 
 from dlio.base.units import fmt_figure, fmt_ns
 from dlio.report import checkpoint as ckpt_figures
 from dlio.report import hosts, interference, metrics, stragglers
 from dlio.report.dlio.files import summary
-from dlio.report.result import RUN_SCHEMA
+from dlio.report.result import RUN_SCHEMA, BlockFigures, RunResult
 from dlio.report.run_figures import checkpoint_records, dialect, train_figures
 from dlio.system import stats
 
@@ -19,35 +23,35 @@ from dlio.system import stats
 OVERRUN_NOTE = 0.01
 
 
-def exact(result):
+def exact(result: RunResult) -> Dict[str, Any]:
     """dlio-fast's own figures: one window per block, bytes really read, merged latency histograms."""
     au, thr, eau, esps, ebps = train_figures(result)
     lat = stats.merge([stats.from_json(ep["lat"]) for r in result["ranks"] for ep in r["epochs"]])
     slat = stats.merge([stats.from_json(ep["sample_lat"]) for r in result["ranks"] for ep in r["epochs"]])
-    blocks = [ep["train"] for r in result["ranks"] for ep in r["epochs"] if ep.get("train")]
-    waits_mean = [b["exact"]["io_wait_mean_s"] for b in blocks]
-    waits_p99 = [b["exact"]["io_wait_p99_s"] for b in blocks]
-    overrun_mean = [b["exact"].get("compute_overrun_mean_s", 0.0) for b in blocks]
-    overrun_max = [b["exact"].get("compute_overrun_max_s", 0.0) for b in blocks]
-    set_mean = [b["exact"].get("compute_set_mean_s", b["exact"]["compute_mean_s"]) for b in blocks]
+    blocks = [_exact_of(ep.get("train")) for r in result["ranks"] for ep in r["epochs"] if ep.get("train")]
+    waits_mean = [b["io_wait_mean_s"] for b in blocks]
+    waits_p99 = [b["io_wait_p99_s"] for b in blocks]
+    overrun_mean = [b.get("compute_overrun_mean_s", 0.0) for b in blocks]
+    overrun_max = [b.get("compute_overrun_max_s", 0.0) for b in blocks]
+    set_mean = [b.get("compute_set_mean_s", b["compute_mean_s"]) for b in blocks]
     # cpu_s of an epoch includes its evaluation (dlio.train.loop), so its samples count too
     bse = result["settings"].get("batch_size_eval", 0)
     samples = sum(
-        ep["samples"] + (ep["eval"]["steps"] * bse if ep.get("eval") else 0)
+        ep["samples"] + (ev["steps"] * bse if (ev := ep.get("eval")) else 0)
         for r in result["ranks"]
         for ep in r["epochs"]
     )
     cpu = sum(ep["cpu_s"] for r in result["ranks"] for ep in r["epochs"])
-    per_rank = []
+    per_rank: List[Dict[str, Any]] = []
     for r in result["ranks"]:
         eps = [ep for ep in r["epochs"] if ep.get("train")]
         per_rank.append(
             {
                 "rank": r["rank"],
                 "hostname": r["hostname"],
-                "au_percentage": [ep["train"]["exact"]["au_percentage"] for ep in eps],
-                "samples_per_second": [ep["train"]["exact"]["samples_per_second"] for ep in eps],
-                "bytes_per_second": [ep["train"]["exact"]["bytes_per_second"] for ep in eps],
+                "au_percentage": [_exact_of(ep.get("train"))["au_percentage"] for ep in eps],
+                "samples_per_second": [_exact_of(ep.get("train"))["samples_per_second"] for ep in eps],
+                "bytes_per_second": [_exact_of(ep.get("train"))["bytes_per_second"] for ep in eps],
                 "epoch_seconds": [ep["duration_s"] for ep in eps],
                 "bytes": sum(ep["bytes"] for ep in eps),
             }
@@ -99,15 +103,24 @@ def exact(result):
     return figures
 
 
-def metrics_of(doc):
+def _exact_of(block: Optional[BlockFigures]) -> Dict[str, Any]:
+    """A trained block's exact figures. A block without them is a document this version cannot read:
+    TypeError, which dlio.report.source turns into a line naming the file."""
+    x = block.get("exact") if block else None
+    if x is None:
+        raise TypeError("a training block without its exact figures")
+    return x
+
+
+def metrics_of(doc: Mapping[str, Any]) -> Dict[str, Any]:
     """dlio-fast's figures of a run document: the ones it holds (dlio-fast.json, a DLIO folder read as a
     run), else computed from its Result."""
     m = doc.get("metrics")
-    return m if isinstance(m, dict) else exact(doc)
+    return m if isinstance(m, dict) else exact(cast(RunResult, doc))  # a run document holds its Result
 
 
-def dlio_fast_doc(result):
-    doc = {k: v for k, v in result.items() if k != "ranks"}
+def dlio_fast_doc(result: RunResult) -> Dict[str, Any]:
+    doc: Dict[str, Any] = {k: v for k, v in result.items() if k != "ranks"}
     doc["schema"] = RUN_SCHEMA
     doc["metrics"] = exact(result)
     ck = checkpoint_records(result)
@@ -119,7 +132,7 @@ def dlio_fast_doc(result):
     return doc
 
 
-def exact_table(result):
+def exact_table(result: RunResult) -> List[str]:
     """dlio-fast's final table: exact figures next to DLIO's."""
     x = exact(result)
     s = summary(result)["metric"]

@@ -1,12 +1,16 @@
 """A self-contained HTML5 page: the report's tables, the checks, and the plots embedded as
 base64 PNG data URIs (no external file, script or style sheet)."""
 
+from __future__ import annotations
+
 import base64
 import html
 import os
 import time
+from typing import Any, Collection, Iterable, List, Optional, Sequence, Tuple
 
-from dlio.report import tables
+from dlio.report import incomplete, tables
+from dlio.report.document import Report
 
 STYLE = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2em; color: #222; }
@@ -19,18 +23,19 @@ td.pass { color: #1a7f37; font-weight: bold; } td.fail { color: #c62828; font-we
 td.note { color: #8a6d00; font-weight: bold; } tr.differ td { background: #fff4d6; font-weight: bold; }
 td.cache { background: #fde2e1; color: #a31515; font-weight: bold; }
 td.verdict-storage { color: #1a7f37; } td.verdict-other { color: #8a6d00; }
-p.cache-note { color: #a31515; font-weight: bold; }
+p.cache-note, p.incomplete { color: #a31515; font-weight: bold; }
+td.incomplete { background: #fde2e1; color: #a31515; font-weight: bold; }
 figure { margin: 1.5em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 0.85em; color: #555; }
 p.meta { color: #555; font-size: 0.9em; }
 """
 
 
-def _e(x):
+def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _verdict_class(c):
+def _verdict_class(c: Any) -> Optional[str]:
     """A cell holding a verdict gets its colour; a page-cache result stands out (its figures are the
     page cache's, not the storage's)."""
     text = str(c)
@@ -43,7 +48,9 @@ def _verdict_class(c):
     return None
 
 
-def _table(header, rows, left, verdict_cols=()):
+def _table(
+    header: Sequence[Any], rows: Iterable[Sequence[Any]], left: int, verdict_cols: Collection[int] = ()
+) -> List[str]:
     out = ["<table>", "<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead>", "<tbody>"]
     for r in rows:
         cells = []
@@ -52,6 +59,8 @@ def _table(header, rows, left, verdict_cols=()):
             vc = _verdict_class(c) if i in verdict_cols or (r and str(r[0]).startswith("verdict")) else None
             if vc:
                 cls = [vc]
+            if r and r[0] == tables.COMPLETE_ROW and str(c).startswith("no"):  # a run that did not finish
+                cls = ["incomplete"]
             attr = f' class="{" ".join(cls)}"' if cls else ""
             cells.append(f"<td{attr}>{_e(c)}</td>")
         differ = str(r[0]).startswith("* ")  # a setting that is not the same in every run
@@ -60,7 +69,7 @@ def _table(header, rows, left, verdict_cols=()):
     return out
 
 
-def _verdicts(rep):
+def _verdicts(rep: Report) -> List[str]:
     """The verdict of every epoch and point with its counters and reason (dlio.report.verdict)."""
     h, rows = tables.verdict_rows(rep)
     if not rows:
@@ -78,11 +87,39 @@ def _verdicts(rep):
     return out
 
 
-def png_data_uri(png_bytes):
+def _incomplete_mark(reason: Optional[str]) -> str:
+    """' (incomplete: interrupted by SIGINT)' after an incomplete result's name, escaped; '' for a complete one."""
+    return "" if reason is None else f" ({_e(incomplete.mark(reason))})"
+
+
+def _captioned(caption: str, rep: Report) -> str:
+    """A plot's caption, marked when it shows an incomplete result: a run's or io file's own plots (captioned
+    '<label>: ...', or with no label when the report has one source), and a comparison of runs among which
+    one is incomplete."""
+    shown = [(r["label"], r["reason"]) for _, sec in tables.sections(rep) for r in sec["runs"]]
+    shown += [(s["label"], s["reason"]) for s in (rep["io"]["sources"] if "io" in rep else [])]
+    stopped = [(label, why) for label, why in shown if why is not None]
+    if caption.lower().startswith("comparison"):
+        parts = [f"{label} {incomplete.mark(why)}" for label, why in stopped]
+        return f"{caption} ({'; '.join(parts)})" if parts else caption
+    for label, why in stopped:
+        if caption.startswith(f"{label}: "):
+            return f"{caption} ({incomplete.mark(why)})"
+    if len(shown) == 1 and stopped:
+        return f"{caption} ({incomplete.mark(stopped[0][1])})"
+    return caption
+
+
+def png_data_uri(png_bytes: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png_bytes).decode("ascii")
 
 
-def render(rep, images=(), checks=None, title="dlio-fast report"):
+def render(
+    rep: Report,
+    images: Sequence[Tuple[str, bytes]] = (),
+    checks: Optional[Sequence[Tuple[str, Optional[bool], str]]] = None,
+    title: str = "dlio-fast report",
+) -> str:
     """The page as a string. rep: compare.build(); images: [(caption, png bytes)];
     checks: [(name, passed, figure_text)] or None."""
     out = [
@@ -104,10 +141,11 @@ def render(rep, images=(), checks=None, title="dlio-fast report"):
         out.append(
             "<ul>"
             + "".join(  # labels only: the page embeds no path of the machine that made it
-                f"<li>{_e(r['label'])}{'' if r['complete'] else ' (partial run)'}</li>" for r in runs
+                f"<li>{_e(r['label'])}{_incomplete_mark(r['reason'])}</li>" for r in runs
             )
             + "</ul>"
         )
+        out += [f'<p class="incomplete">{_e(n)}</p>' for n in tables.incomplete_notes(sec)]
         if len(runs) > 1:
             out.append(f"<p>Ratios are to {_e(runs[0]['label'])}.</p>")
         h, rows = tables.figure_rows(sec)
@@ -116,8 +154,14 @@ def render(rep, images=(), checks=None, title="dlio-fast report"):
         srcs = rep["io"]["sources"]
         out.append("<h2>I/O points</h2>")
         out.append(
-            "<ul>" + "".join(f"<li>{_e(s['label'])} ({_e(s['kind'])}): {_e(s['where'])}</li>" for s in srcs) + "</ul>"
+            "<ul>"
+            + "".join(
+                f"<li>{_e(s['label'])} ({_e(s['kind'])}): {_e(s['where'])}{_incomplete_mark(s['reason'])}</li>"
+                for s in srcs
+            )
+            + "</ul>"
         )
+        out += [f'<p class="incomplete">{_e(n)}</p>' for n in tables.io_incomplete_notes(rep)]
         h, rows = tables.point_rows(rep)
         out += _table(h, rows, left=1, verdict_cols={i for i, x in enumerate(h) if str(x).startswith("verdict")})
     out += _verdicts(rep)
@@ -134,6 +178,7 @@ def render(rep, images=(), checks=None, title="dlio-fast report"):
         out.append("<h2>Plots</h2>")
         # the comparison first, then each run's own plots
         for caption, data in sorted(images, key=lambda im: not im[0].lower().startswith("comparison")):
+            caption = _captioned(caption, rep)
             out.append(
                 f'<figure><img src="{png_data_uri(data)}" alt="{_e(caption)}">'
                 f"<figcaption>{_e(caption)}</figcaption></figure>"
@@ -156,7 +201,7 @@ CAPTIONS = {
 }
 
 
-def caption_of(path):
+def caption_of(path: str) -> str:
     """What a plot shows, from its file name: 'Comparison: ...', or '<run>: ...' (the run is the file
     name's prefix with --plots-dir, else the folder it is in). No path."""
     name = os.path.splitext(os.path.basename(path))[0]
@@ -171,7 +216,7 @@ def caption_of(path):
     return f"{run}: {name}"
 
 
-def images_from(paths):
+def images_from(paths: Iterable[str]) -> List[Tuple[str, bytes]]:
     """[(caption, bytes)] of PNG files, captioned by what they show."""
     out = []
     for p in paths:

@@ -13,8 +13,10 @@ Every figure is titled with the workload (or 'io' / 'ceiling'), the storage path
 saved with savefig(dpi=110) and closed (dlio.report.plotting).
 """
 
+from __future__ import annotations
+
 import os
-from typing import Any, List
+from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
@@ -32,6 +34,7 @@ from dlio.report.plotting import (
     cache_note,
     headroom,
     hist,
+    incomplete_mark,
     latency_panels,
     merged_hist,
     plt,
@@ -47,19 +50,19 @@ C_COMPUTE = "#4878a8"
 C_WAIT = "#d8493b"
 
 
-def _run_meta(result):
+def _run_meta(result: Mapping[str, Any]) -> tuple[str, str, str]:
     return (
-        result.get("workload") or result.get("model") or "run",
+        (result.get("workload") or result.get("model") or "run") + incomplete_mark(result),
         (result.get("dataset") or {}).get("folder") or "",
         str(result.get("start") or "")[:10],
     )
 
 
-def _epochs_of(rank):
+def _epochs_of(rank: Mapping[str, Any]) -> List[Dict[str, Any]]:
     return [ep for ep in rank.get("epochs", []) if ep.get("train")]
 
 
-def timeline(result, path):
+def timeline(result: Mapping[str, Any], path: str) -> Optional[str]:
     """Per-step I/O wait stacked on compute, one panel per epoch (rank 0; the slowest rank's wait
     as a line when there are several)."""
     ranks = result.get("ranks") or []
@@ -140,19 +143,19 @@ def timeline(result, path):
     return save_figure(fig, path)
 
 
-def fmt_ms(seconds):
+def fmt_ms(seconds: float) -> str:
     """A wait in the plots' titles, in the console's units (dlio.base.units.fmt_ns)."""
     return fmt_ns(float(seconds) * 1e9)
 
 
-def _epoch_train(rank, e):
+def _epoch_train(rank: Mapping[str, Any], e: int) -> Optional[Dict[str, Any]]:
     for ep in rank.get("epochs", []):
         if ep.get("epoch") == e and ep.get("train"):
             return ep["train"]
     return None
 
 
-def latency_cdf(result, path):
+def latency_cdf(result: Mapping[str, Any], path: str) -> Optional[str]:
     """Read latency (and per-sample latency) over the whole run: the CDF, and the tail (1 - p, log)."""
     m = metrics_of(result)
     read = hist(m["read_latency_hist"]) if isinstance(m.get("read_latency_hist"), dict) else merged_hist(result, "lat")
@@ -167,7 +170,7 @@ def latency_cdf(result, path):
     return latency_panels(series, title(f"read latency distribution{mark}", wl, where, date), path)
 
 
-def throughput(result, path):
+def throughput(result: Mapping[str, Any], path: str) -> Optional[str]:
     """samples/s and MiB/s per epoch: each rank (min/median/max over many ranks) and all ranks."""
     m = metrics_of(result)
     per_rank = m.get("per_rank") or []
@@ -218,7 +221,7 @@ def throughput(result, path):
     return save_figure(fig, path)
 
 
-def checkpoint(result, path, summary=None):
+def checkpoint(result: Mapping[str, Any], path: str, summary: Optional[Dict[str, Any]] = None) -> Optional[str]:
     """Checkpoint save / load GB/s per checkpoint (or the means), when the run has checkpoints."""
     ck = ckpt_figures.checkpoint_figures(summary, result)
     if ck is None:
@@ -265,7 +268,9 @@ def checkpoint(result, path, summary=None):
     return save_figure(fig, path)
 
 
-def make_all(result, out_dir, prefix="", summary=None):
+def make_all(
+    result: Mapping[str, Any], out_dir: str, prefix: str = "", summary: Optional[Dict[str, Any]] = None
+) -> List[str]:
     """Every plot that applies to one Result dict (or dlio-fast.json / io / ceiling document),
     written into out_dir as PNG files. Returns the paths written."""
     try:
@@ -273,9 +278,9 @@ def make_all(result, out_dir, prefix="", summary=None):
     except OSError as e:
         raise DlioError(f"{out_dir}: cannot create the plots folder ({e.strerror or e})") from None
     schema = str(result.get("schema") or "")
-    out = []
+    out: List[Optional[str]] = []
 
-    def p(name):
+    def p(name: str) -> str:
         return os.path.join(out_dir, f"{prefix}{name}")
 
     if schema in (IO_SCHEMA, CEILING_SCHEMA):

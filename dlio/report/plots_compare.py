@@ -2,19 +2,33 @@
 of `dlio-fast report`'s sources (make_for_sources): compare_latency_cdf.png, compare_throughput.png.
 """
 
+from __future__ import annotations
+
 import os
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from dlio.base.units import fmt_ns
 from dlio.report.plots import make_all
-from dlio.report.plotting import cache_epochs, headroom, hist, latency_panels, merged_hist, plt, save_figure, title
+from dlio.report.plotting import (
+    cache_epochs,
+    headroom,
+    hist,
+    incomplete_mark,
+    latency_panels,
+    merged_hist,
+    plt,
+    save_figure,
+    title,
+)
+from dlio.report.source import Source
 from dlio.system import stats
 
 
-def compare_latency(sources, path):
+def compare_latency(sources: Sequence[Source], path: str) -> Optional[str]:
     """Read-latency CDFs of several runs on one axis."""
-    series = []
+    series: List[Tuple[stats.Hist, str, Optional[str], bool]] = []
     for s in sources:
         m = s.doc["metrics"]
         h = hist(m["read_latency_hist"]) if isinstance(m.get("read_latency_hist"), dict) else merged_hist(s.doc, "lat")
@@ -33,7 +47,7 @@ def compare_latency(sources, path):
     return latency_panels(series, _compared_title("read latency", sources), path)
 
 
-def compare_throughput(sources, path):
+def compare_throughput(sources: Sequence[Source], path: str) -> Optional[str]:
     """samples/s and MiB/s per epoch (all ranks), one line per run."""
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.6))
     drawn = 0
@@ -62,13 +76,14 @@ def compare_throughput(sources, path):
     return save_figure(fig, path)
 
 
-def _label(s):
-    """A run's legend label, marked when some of its epochs read from the page cache."""
+def _label(s: Source) -> str:
+    """A run's legend label, marked when it is incomplete and when some of its epochs read from the page cache."""
     n = len(cache_epochs(s.doc))
-    return f"{s.label} [{n} epoch{'s' if n > 1 else ''}: page cache, not storage]" if n else s.label
+    label = s.label + incomplete_mark(s.doc)
+    return f"{label} [{n} epoch{'s' if n > 1 else ''}: page cache, not storage]" if n else label
 
 
-def _compared_title(what, sources):
+def _compared_title(what: str, sources: Sequence[Source]) -> str:
     return title(
         f"{what}, runs compared",
         _common_workload(sources),
@@ -77,7 +92,7 @@ def _compared_title(what, sources):
     )
 
 
-def _common(fn, sources):
+def _common(fn: Callable[[Source], Any], sources: Sequence[Source]) -> str:
     """The one value fn gives for all sources, or the first few joined with ' / '."""
     vals = sorted({str(fn(s) or "") for s in sources} - {""})
     if len(vals) <= 1:
@@ -85,15 +100,15 @@ def _common(fn, sources):
     return " / ".join(vals[:3]) + (" ..." if len(vals) > 3 else "")
 
 
-def _common_workload(sources):
+def _common_workload(sources: Sequence[Source]) -> str:
     return _common(lambda s: s.doc.get("workload") or s.doc.get("model"), sources) or "runs"
 
 
-def make_for_sources(sources, plots_dir=None):
+def make_for_sources(sources: Sequence[Source], plots_dir: Optional[str] = None) -> List[str]:
     """Plots for loaded source.Sources: each run's into its folder (or plots_dir, prefixed with the
     run's label when there are several), io / ceiling plots beside the JSON file (or in plots_dir),
     and comparison plots when there are several runs. Returns the paths written."""
-    paths = []
+    paths: List[str] = []
     runs = [s for s in sources if s.kind == "run"]
     several = len(sources) > 1
     for s in sources:
@@ -123,5 +138,5 @@ def make_for_sources(sources, plots_dir=None):
     return paths
 
 
-def _safe(label):
+def _safe(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in label)

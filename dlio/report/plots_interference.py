@@ -11,12 +11,12 @@ outside; the figures of dlio.report.interference are in the title.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
 from dlio.report import interference
-from dlio.report.plotting import plt, save_figure, title
+from dlio.report.plotting import incomplete_mark, plt, save_figure, title
 
 C_READ = "#2a6fb0"
 C_AU = "#4878a8"
@@ -34,7 +34,7 @@ def binned(starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray, edges: np.
     return np.diff(cum) / np.diff(edges)
 
 
-def interference_plot(result: Dict[str, Any], path: str) -> Optional[str]:
+def interference_plot(result: Mapping[str, Any], path: str) -> Optional[str]:
     """The plot of rank 0's steps and saves, or None when the run has no asynchronous save."""
     ranks = result.get("ranks") or []
     if not ranks:
@@ -96,7 +96,7 @@ def interference_plot(result: Dict[str, Any], path: str) -> Optional[str]:
             f"{d['read_MiB_per_second']:.1f} vs {o['read_MiB_per_second']:.1f} MiB/s; blocked "
             f"{s['blocked_s_mean']:.3f} s per save"
         )
-    wl = result.get("workload") or result.get("model") or "run"
+    wl = (result.get("workload") or result.get("model") or "run") + incomplete_mark(result)
     fig.suptitle(
         title(what, wl, (result.get("dataset") or {}).get("folder") or "", str(result.get("start") or "")[:10]),
         fontsize=10,

@@ -3,7 +3,9 @@
 {stem}_vs_qd.png  bandwidth and IOPS against queue depth, one line per engine / threads (/ bs)
 """
 
-from typing import Any, Dict, List, Tuple
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from matplotlib.ticker import FuncFormatter
@@ -15,6 +17,7 @@ from dlio.report.plotting import (
     CACHE_LABEL,
     cache_note,
     headroom,
+    incomplete_mark,
     minor_log_formatter,
     plt,
     save_figure,
@@ -22,13 +25,13 @@ from dlio.report.plotting import (
 )
 
 
-def _io_meta(doc):
-    kind = "ceiling" if doc.get("schema", "").startswith("dlio-fast.ceiling") else "io"
+def _io_meta(doc: Mapping[str, Any]) -> Tuple[str, str, str]:
+    kind = ("ceiling" if doc.get("schema", "").startswith("dlio-fast.ceiling") else "io") + incomplete_mark(doc)
     where = doc.get("path") or ", ".join(doc.get("paths") or [])
     return kind, where, str((doc.get("environment") or {}).get("created") or "")[:10]
 
 
-def _io_points(doc):
+def _io_points(doc: Mapping[str, Any]) -> List[Dict[str, Any]]:
     if isinstance(doc.get("points"), list):
         return doc["points"]
     if isinstance(doc.get("probes"), list) and doc["probes"]:
@@ -36,12 +39,14 @@ def _io_points(doc):
     return [p for p in (doc.get("best") or {}).values() if isinstance(p, dict)]
 
 
-def _qd(p):
+def _qd(p: Mapping[str, Any]) -> int:
     """The depth a point ran at (a sync engine runs at 1 whatever was asked)."""
     return p.get("qd_used") or p["qd"]
 
 
-def _series(pts, xkey, group_keys):
+def _series(
+    pts: Sequence[Mapping[str, Any]], xkey: str, group_keys: Sequence[str]
+) -> Dict[tuple, Tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """{group tuple: (xs, bw, iops)} with duplicate x values averaged, xs sorted."""
     groups: Dict[tuple, Dict[Any, List[Tuple[float, float]]]] = {}
     for p in pts:
@@ -59,7 +64,7 @@ def _series(pts, xkey, group_keys):
     return out
 
 
-def _group_label(keys, g):
+def _group_label(keys: Sequence[str], g: Sequence[Any]) -> str:
     parts = []
     for k, v in zip(keys, g):
         if k == "engine":
@@ -75,11 +80,11 @@ def _group_label(keys, g):
     return " ".join(parts)
 
 
-def _size_formatter():
+def _size_formatter() -> FuncFormatter:
     return FuncFormatter(lambda v, _: fmt_size(int(v)) if v >= 1 and float(v).is_integer() else f"{v:g}")
 
 
-def io_vs(doc, path, xkey):
+def io_vs(doc: Mapping[str, Any], path: str, xkey: str) -> Optional[str]:
     """Bandwidth and IOPS against transfer size (xkey 'bs') or queue depth ('qd')."""
     pts = [p for p in _io_points(doc) if "bw_MiB_s" in p]
     if not pts:
@@ -100,10 +105,10 @@ def io_vs(doc, path, xkey):
         a2.plot(xs, iops, marker="o", label=lab)
     cached = [p for p in pts if (p.get("verdict") or {}).get("verdict") == "cache"]
     if cached:  # each page-cache point ringed and hatched, in the legend as such
-        xs = [_qd(p) if xkey == "qd" else p[xkey] for p in cached]
+        cx = [_qd(p) if xkey == "qd" else p[xkey] for p in cached]
         for ax, key in ((a1, "bw_MiB_s"), (a2, "iops")):
             ax.scatter(
-                xs,
+                cx,
                 [p[key] for p in cached],
                 s=160,
                 facecolors="none",

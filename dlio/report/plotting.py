@@ -5,29 +5,42 @@ The plots themselves: dlio.report.plots (a run), plots_io (io / ceiling results)
 side by side).
 """
 
+from __future__ import annotations
+
 import os
+from typing import Any, Mapping, Optional, Sequence, Set, Tuple
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from dlio.base.errors import DlioError  # noqa: E402
 from dlio.base.units import fmt_ns  # noqa: E402
+from dlio.report import incomplete  # noqa: E402
 from dlio.system import stats  # noqa: E402
 from dlio.system.output import result_path  # noqa: E402
 
 DPI = 110
 
 
-def _short(path, n=48):
+def _short(path: Any, n: int = 48) -> str:
     path = str(path)
     return path if len(path) <= n else "..." + path[-(n - 3) :]
 
 
-def title(what, workload, where, date):
+def incomplete_mark(doc: Mapping[str, Any]) -> str:
+    """What a plot's title says after the workload of a result that is not complete:
+    ' [incomplete: interrupted by SIGINT]' (dlio.report.incomplete); '' for a complete one."""
+    reason = incomplete.reason_of(doc)
+    return f" [{incomplete.mark(reason)}]" if reason else ""
+
+
+def title(what: str, workload: Optional[str], where: Optional[str], date: str) -> str:
     bits = [str(workload or "-"), what]
     tail = ", ".join(x for x in (_short(where) if where else "", date) if x)
     return f"{' - '.join(bits)}\n{tail}" if tail else " - ".join(bits)
@@ -40,7 +53,7 @@ CACHE_COLOR = "#c62828"
 CACHE_HATCH = "////"
 
 
-def cache_epochs(result):
+def cache_epochs(result: Mapping[str, Any]) -> Set[int]:
     """The epochs of a run whose verdict is cache (dlio.report.verdict), from its verdicts or its
     epochs' records."""
     out = {v.get("epoch") for v in result.get("verdicts") or [] if isinstance(v, dict) and v.get("verdict") == "cache"}
@@ -51,12 +64,12 @@ def cache_epochs(result):
     return {e for e in out if e is not None}
 
 
-def cache_note(n, total, what="epochs"):
+def cache_note(n: int, total: int, what: str = "epochs") -> str:
     """The title's mark of page-cache results: ' [3 of 5 epochs: page cache, not storage]'."""
     return f" [{n} of {total} {what}: page cache, not storage]" if n else ""
 
 
-def save_figure(fig, path):
+def save_figure(fig: Figure, path: str) -> str:
     try:
         with result_path(path) as tmp:  # atomic for a file, written through for /dev/stdout
             fig.savefig(tmp, dpi=DPI, format=os.path.splitext(str(path))[1][1:] or None)
@@ -67,13 +80,11 @@ def save_figure(fig, path):
     return path
 
 
-def headroom(ax, frac=0.25):
+def headroom(ax: Axes, frac: float = 0.25) -> None:
     """y from 0 to the highest point plus room, so that no line sits on the frame (its markers cut
     in half) and the legend has space above the data."""
-    tops = [
-        np.nanmax(np.asarray(line.get_ydata(), dtype=np.float64)) for line in ax.get_lines() if len(line.get_ydata())
-    ]
-    tops = [t for t in tops if np.isfinite(t)]
+    ys = [np.asarray(line.get_ydata(), dtype=np.float64) for line in ax.get_lines()]
+    tops = [t for t in (np.nanmax(y) for y in ys if len(y)) if np.isfinite(t)]
     if tops and max(tops) > 0:
         ax.set_ylim(0, max(tops) * (1 + frac))
     else:
@@ -81,11 +92,11 @@ def headroom(ax, frac=0.25):
     ax.margins(x=0.04)
 
 
-def hist(h):
+def hist(h: Any) -> Any:
     return stats.from_json(h) if isinstance(h, dict) and isinstance(h.get("buckets"), list) else h
 
 
-def merged_hist(result, field):
+def merged_hist(result: Mapping[str, Any], field: str) -> stats.Hist:
     return stats.merge(
         [
             hist(ep[field])
@@ -96,7 +107,7 @@ def merged_hist(result, field):
     )
 
 
-def cdf(h):
+def cdf(h: Optional[Mapping[str, Any]]) -> Tuple[np.ndarray, np.ndarray]:
     """(x in us, cumulative fraction) of a histogram; empty arrays when it has no samples."""
     if not h or not h["count"]:
         return np.array([]), np.array([])
@@ -111,7 +122,7 @@ def cdf(h):
     return x, y
 
 
-def short_time(us):
+def short_time(us: float) -> str:
     """A tick label of a time in microseconds, in its own unit: 500ns, 20us, 1.5ms, 2s."""
     ns = float(us) * 1e3
     for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
@@ -120,14 +131,14 @@ def short_time(us):
     return f"{ns:.3g}ns"
 
 
-def _us_formatter():
+def _us_formatter() -> FuncFormatter:
     return FuncFormatter(lambda v, _: short_time(v) if v > 0 else "")
 
 
-def minor_log_formatter():
+def minor_log_formatter() -> FuncFormatter:
     """Label the 2x and 5x minor ticks of a log axis plainly (matplotlib would write 2x10^0)."""
 
-    def fmt(v, _):
+    def fmt(v: float, _: Any) -> str:
         if v <= 0:
             return ""
         lead = round(v / 10 ** np.floor(np.log10(v)), 6)
@@ -138,7 +149,7 @@ def minor_log_formatter():
     return FuncFormatter(fmt)
 
 
-def log_time_axis(ax, lo_us, hi_us):
+def log_time_axis(ax: Axes, lo_us: float, hi_us: float) -> None:
     """A log x axis of latency in microseconds, labelled in its own unit (500ns, 20us, 1.5ms) on the
     decades (and 2x, 5x when it spans few decades); minor ticks unlabelled so labels never collide."""
     ax.set_xscale("log")
@@ -149,7 +160,7 @@ def log_time_axis(ax, lo_us, hi_us):
     ax.set_xlabel("latency (log scale)")
 
 
-def latency_panels(series, title_text, path):
+def latency_panels(series: Sequence[Tuple[stats.Hist, str, Optional[str], bool]], title_text: str, path: str) -> str:
     """Two panels of latency distributions: the CDF (linear y, where most operations are) and the tail
     (y = 1 - p on a log scale, labelled p90 / p99 / p99.9 ..., where the slow operations are).
     series: [(histogram, label, color or None, mark p50/p99/p99.9)]."""
@@ -189,14 +200,14 @@ def latency_panels(series, title_text, path):
     return save_figure(fig, path)
 
 
-def _pct_label(one_minus_p):
+def _pct_label(one_minus_p: float) -> str:
     """1 - p as a percentile label: 1 -> p0, 0.1 -> p90, 0.001 -> p99.9."""
     if one_minus_p >= 1:
         return "p0"
     return f"p{100 * (1 - one_minus_p):.6g}"
 
 
-def _percentile_marks(axes, h, color):
+def _percentile_marks(axes: Tuple[Axes, Axes], h: stats.Hist, color: Any) -> None:
     for p, ls in ((50.0, ":"), (99.0, "--"), (99.9, "-.")):
         v = stats.percentile(h, p)
         for ax in axes:

@@ -244,6 +244,40 @@ class IoPoint(TypedDict, total=False):
     error: str  # an S3 point's first failed request
 
 
+class MpiIoRank(TypedDict):
+    """One rank's share of an MPI-IO point (dlio.fsbench.ior.run_point): its own window, bytes and latency."""
+
+    rank: int
+    host: str
+    path: str
+    part: int  # whose data it moved (another rank's with --reorder)
+    ops: int
+    bytes: int
+    errors: int
+    runtime_s: float
+    bw_MiB_s: float
+    t_open: float  # MPI_Wtime around the run
+    t_close: float
+    cpu_s: float
+    lat_ns: Dict[str, Any]
+    lat_hist: NotRequired[Dict[str, Any]]  # merged into the point's, left out of its per_rank list
+
+
+class MpiIoPoint(IoPoint, total=False):
+    """A point of `dlio-fast io --engine mpiio` (dlio.fsbench.ior.reduce_ranks): an IoPoint reduced over
+    the ranks as IOR does, with the layout it ran in and every rank's own figures."""
+
+    ranks: int
+    layout: str  # fpp, segmented or strided
+    mode: str  # collective or independent
+    reorder: bool
+    reorder_shift: int
+    hints: Dict[str, str]  # the MPI-IO hints given (--mpiio-hint)
+    bw_sum_of_ranks_MiB_s: float
+    slowest_rank_s: float
+    per_rank: List[MpiIoRank]
+
+
 def new_rank_record(rank: int) -> RankRecord:
     return {
         "rank": rank,

@@ -8,8 +8,10 @@
 Anything else is a one-line DlioError naming the path.
 """
 
+from __future__ import annotations
+
 import os
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, cast
 
 import yaml
 
@@ -18,7 +20,7 @@ from dlio.report import exact, validate
 from dlio.report.dlio import files as dlio_files
 from dlio.report.dlio import folder as dlio_folder
 from dlio.report.family import FamilyReading, FamilyReport
-from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA, RUN_SCHEMA
+from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA, RUN_SCHEMA, RunResult
 from dlio.system.inputs import JSON_CAP, read_regular
 
 
@@ -27,20 +29,33 @@ class Source:
     document (the Result plus 'metrics') and summary is DLIO's summary.json; a family's run carries its
     FamilyReport and what it read from the document."""
 
-    def __init__(self, kind, path, doc, summary=None, family=None, reading=None):
+    def __init__(
+        self,
+        kind: str,
+        path: str,
+        doc: Dict[str, Any],
+        summary: Optional[Dict[str, Any]] = None,
+        family: Optional[FamilyReport] = None,
+        reading: Optional[FamilyReading] = None,
+    ) -> None:
         self.kind = kind
         self.path = path
-        self.doc = doc
+        self.doc = doc  # a JSON document as read (validate.check_run has checked a run's against RunResult)
         self.summary = summary
         self.family: Optional[FamilyReport] = family
         self.reading: Optional[FamilyReading] = reading
         self.label = _default_label(path)
 
-    def __repr__(self):
+    def family_parts(self) -> Tuple[FamilyReport, FamilyReading]:
+        """A family's run: its FamilyReport and what it read from the document."""
+        assert self.family is not None and self.reading is not None, f"{self.path}: not a family's run"
+        return self.family, self.reading
+
+    def __repr__(self) -> str:
         return f"Source({self.kind}, {self.path!r})"
 
 
-def _default_label(path):
+def _default_label(path: str) -> str:
     p = os.path.abspath(path).rstrip(os.sep)
     base = os.path.basename(p)
     if base == "dlio-fast.json":
@@ -50,7 +65,7 @@ def _default_label(path):
     return base or p
 
 
-def _read_json(path, what):
+def _read_json(path: str, what: str) -> Any:
     try:
         return validate.loads(read_regular(path, JSON_CAP, f"{what} JSON file"), path, what)
     except FileNotFoundError:
@@ -61,7 +76,7 @@ def _read_json(path, what):
         raise DlioError(f"{path}: not readable (permission denied)") from None
 
 
-def load(path: Any, families: Optional[Mapping[str, FamilyReport]] = None) -> "Source":
+def load(path: Any, families: Optional[Mapping[str, FamilyReport]] = None) -> Source:
     """A run folder, its dlio-fast.json, or an io / ceiling JSON file -> Source (DlioError if not);
     families: {schema: FamilyReport} of the workload families' documents this caller reads."""
     path = str(path)
@@ -87,15 +102,16 @@ def load(path: Any, families: Optional[Mapping[str, FamilyReport]] = None) -> "S
     schema = doc.get("schema") if isinstance(doc, dict) else None
     if schema == RUN_SCHEMA:
         validate.check_run(doc, doc_path)
+        run = cast(RunResult, doc)  # checked against RunResult just above
         summary = None
         sp = os.path.join(folder, "summary.json")
         if os.path.isfile(sp):
             summary = _read_json(sp, "summary")
         if summary is None or not isinstance(summary.get("metric"), dict):
-            summary = _compute_summary(doc, doc_path)
+            summary = _compute_summary(run, doc_path)
         if not isinstance(doc.get("metrics"), dict):
             doc = dict(doc)
-            doc["metrics"] = _compute_exact(doc, doc_path)
+            doc["metrics"] = _compute_exact(run, doc_path)
         cfg = _read_config(os.path.join(folder, "config.yaml"))
         if cfg is not None and "config" not in doc:  # the resolved config, for `check` (Rules 3.6.2)
             doc = dict(doc, config=cfg)
@@ -121,7 +137,7 @@ def load(path: Any, families: Optional[Mapping[str, FamilyReport]] = None) -> "S
     raise DlioError(f"{doc_path}: unknown schema {schema!r} (expected one of {known})")
 
 
-def _read_config(path):
+def _read_config(path: str) -> Optional[Dict[str, Any]]:
     """The run folder's config.yaml (the resolved config the run wrote), or None without one."""
     if not os.path.isfile(path):
         return None
@@ -132,24 +148,24 @@ def _read_config(path):
     return tree if isinstance(tree, dict) else None
 
 
-def _compute_summary(doc, where):
+def _compute_summary(doc: RunResult, where: str) -> Dict[str, Any]:
     try:
         return dlio_files.summary(doc)
     except (KeyError, TypeError, ValueError) as e:
         raise DlioError(f"{where}: cannot compute the summary from this run document (missing {e})") from None
 
 
-def _compute_exact(doc, where):
+def _compute_exact(doc: RunResult, where: str) -> Dict[str, Any]:
     try:
         return exact.exact(doc)
     except (KeyError, TypeError, ValueError) as e:
         raise DlioError(f"{where}: cannot compute the figures from this run document (missing {e})") from None
 
 
-def load_all(paths, families: Optional[Mapping[str, FamilyReport]] = None):
+def load_all(paths: Iterable[Any], families: Optional[Mapping[str, FamilyReport]] = None) -> List[Source]:
     """Sources for paths, labels made unique (a folder name seen twice gets its parent's too)."""
     srcs = [load(p, families) for p in paths]
-    seen = {}
+    seen: Dict[str, Source] = {}
     for s in srcs:
         if s.label in seen:
             parent = os.path.basename(os.path.dirname(os.path.abspath(s.path).rstrip(os.sep)))

@@ -1,19 +1,23 @@
 """The comparison report rendered: text tables, Markdown, CSV and JSON (dlio-fast report); and checks
 ((name, passed, figure) tuples, dlio.mlperf) as PASS / FAIL / NOTE lines."""
 
+from __future__ import annotations
+
 import csv
 import io
 import json
 import math
-from typing import List
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from dlio.base.units import fmt_bytes, fmt_ns, fmt_size
+from dlio.report import incomplete
 from dlio.report.compare import KEY_FIELDS, POINT_FIGURES, RATIO_POINT_FIGURES, RUN_FIGURES
+from dlio.report.document import Report, RunSection
 from dlio.report.verdict import THRESHOLDS
 from dlio.system.output import csv_value
 
 
-def _fmt(v, dec):
+def _fmt(v: Any, dec: Optional[int]) -> str:
     if v is None:
         return "-"
     if dec is None or isinstance(v, str):
@@ -23,34 +27,38 @@ def _fmt(v, dec):
     return f"{v:,.{dec}f}"  # one number format in a table: thousands separated everywhere
 
 
+COMPLETE_ROW = "run complete"  # the first row of a table with an incomplete run: yes / no: the reason
+
 NS_PER = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
-def _cell(v, dec, unit):
+def _cell(v: Any, dec: Optional[int], unit: str) -> str:
     """A table cell; a latency (unit ns/us/ms/s) is auto-scaled with its own unit (4.29ms, 422ns)."""
     if unit in NS_PER and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
         return fmt_ns(v * NS_PER[unit])
     return _fmt(v, dec)
 
 
-def _shown_unit(unit):
+def _shown_unit(unit: str) -> str:
     return "time" if unit in NS_PER else unit
 
 
-def _fmt_ratio(r):
+def _fmt_ratio(r: Optional[float]) -> str:
     return "-" if r is None else f"{r:.3f}x"
 
 
-def _decimals():
+def _decimals() -> Dict[str, Optional[int]]:
     return {k: d for k, _, _, d in RUN_FIGURES + POINT_FIGURES}
 
 
-def figure_rows(sec):
+def figure_rows(sec: RunSection) -> Tuple[List[str], List[List[Any]]]:
     """Header and rows (strings) of a section in compare_runs' shape (runs, or one family's runs): figure,
     unit, each run, each ratio to the first."""
     runs = sec["runs"]
     header = ["figure", "unit"] + [x["label"] for x in runs] + [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]]
-    rows = []
+    rows: List[List[Any]] = []
+    if any(not x["complete"] for x in runs):  # first, beside every figure: which run stopped, and why
+        rows.append([COMPLETE_ROW, ""] + [incomplete.cell(x["reason"]) for x in runs] + [""] * (len(runs) - 1))
     differ = set(sec.get("differ", []))
     for st in sec.get("settings", []):  # what each run was set to; '*': not the same in every run
         k = st["key"]
@@ -64,18 +72,29 @@ def figure_rows(sec):
     return header, rows
 
 
-def sections(rep):
+def incomplete_notes(sec: RunSection) -> List[str]:
+    """The note lines under a section's table, one per incomplete run."""
+    return [incomplete.note(x["label"], x["reason"] or incomplete.NO_REASON) for x in sec["runs"] if not x["complete"]]
+
+
+def io_incomplete_notes(rep: Report) -> List[str]:
+    """The note lines under the io table, one per incomplete io or ceiling file."""
+    srcs = rep["io"]["sources"] if "io" in rep else []
+    return [incomplete.note(s["label"], s["reason"] or incomplete.NO_REASON) for s in srcs if not s["complete"]]
+
+
+def sections(rep: Report) -> List[Tuple[str, RunSection]]:
     """(title, section) of every figure table in compare_runs' shape: the runs, then each family's."""
     out = [("runs", rep["runs"])] if "runs" in rep else []
     return out + [(f"{sec['title']} runs", sec) for sec in rep.get("families", [])]
 
 
-def heading(title):
+def heading(title: str) -> str:
     """A section's title as a heading: 'runs' -> 'Runs', 'KV cache runs' stays."""
     return title[:1].upper() + title[1:]
 
 
-def _point_name(p):
+def _point_name(p: Dict[str, Any]) -> str:
     qd = f"qd{p['qd']}"
     if p.get("qd_used") not in (None, p["qd"]):
         qd += f"(ran {p['qd_used']})"  # a sync engine runs at depth 1 whatever was asked
@@ -85,11 +104,11 @@ def _point_name(p):
     return f"{p['target']} ({name})" if p.get("target") else name
 
 
-def _size(n):
+def _size(n: Any) -> str:
     return fmt_size(n) if isinstance(n, int) else str(n)
 
 
-def point_rows(rep):
+def point_rows(rep: Report) -> Tuple[List[str], List[List[str]]]:
     """Header and rows of the io comparison: one row per point, each source's figures, ratios."""
     r = rep["io"]
     srcs = r["sources"]
@@ -103,7 +122,7 @@ def point_rows(rep):
         for k in RATIO_POINT_FIGURES:
             lab = next(f["label"] for f in r["figures"] if f["key"] == k)
             header.append(f"{lab} {s['label']}/{srcs[0]['label']}")
-    rows = []
+    rows: List[List[str]] = []
     for p in r["points"]:
         row = [_point_name(p)]
         for v in p["values"]:
@@ -114,10 +133,10 @@ def point_rows(rep):
     return header, rows
 
 
-def _text_table(header, rows, left=1):
+def _text_table(header: Sequence[Any], rows: Sequence[Sequence[Any]], left: int = 1) -> List[str]:
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
 
-    def line(cells):
+    def line(cells: Sequence[Any]) -> str:
         return "  ".join(
             str(c).ljust(w) if i < left else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
         ).rstrip()
@@ -125,7 +144,7 @@ def _text_table(header, rows, left=1):
     return [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
 
 
-def table_lines(rep):
+def table_lines(rep: Report) -> List[str]:
     """The terminal rendering."""
     out: List[str] = []
     for title, sec in sections(rep):
@@ -136,9 +155,7 @@ def table_lines(rep):
             f"{title}: {', '.join(x['label'] for x in runs)}"
             + (f" (ratios to {runs[0]['label']})" if len(runs) > 1 else "")
         )
-        for x in runs:
-            if not x["complete"]:
-                out.append(f"note: {x['label']} is a partial run")
+        out += incomplete_notes(sec)
         h, rows = figure_rows(sec)
         out += _text_table(h, rows, left=2)
         if sec.get("differ"):
@@ -152,26 +169,29 @@ def table_lines(rep):
             + ", ".join(f"{s['label']} ({s['kind']}, {s['where']})" for s in srcs)
             + (f" (ratios to {srcs[0]['label']})" if len(srcs) > 1 else "")
         )
+        out += io_incomplete_notes(rep)
         h, rows = point_rows(rep)
         out += _text_table(h, rows, left=1)
     return out
 
 
-def _md_cell(c):
+def _md_cell(c: Any) -> str:
     return str(c).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_lines(rep):
+def markdown_lines(rep: Report) -> List[str]:
     """GitHub-flavoured Markdown tables (one per kind of source)."""
     out: List[str] = []
-    tables = [(heading(title), figure_rows(sec), 2) for title, sec in sections(rep)]
+    tables = [(heading(title), figure_rows(sec), 2, incomplete_notes(sec)) for title, sec in sections(rep)]
     if "io" in rep:
-        tables.append(("io points", point_rows(rep), 1))
-    for title, (h, rows), left in tables:
+        tables.append(("io points", point_rows(rep), 1, io_incomplete_notes(rep)))
+    for title, (h, rows), left, notes in tables:
         if out:
             out.append("")
         out.append(f"### {title}")
         out.append("")
+        if notes:  # above the table, where a reader looks first
+            out += [f"**{_md_cell(n)}**" for n in notes] + [""]
         cols = {i for i, x in enumerate(h) if str(x).startswith("verdict")}
         out += _md_table(h, [_md_marked(r, cols) for r in rows], left)
     h, rows = verdict_rows(rep)
@@ -183,37 +203,40 @@ def markdown_lines(rep):
     return out
 
 
-def _md_marked(row, cols):
+def _md_marked(row: Sequence[Any], cols: Set[int]) -> List[Any]:
     """A page-cache verdict in bold (its figures are the page cache's, not the storage's): in the
     verdict columns, and across a run table's verdict row."""
     verdict_row = bool(row) and str(row[0]).startswith("verdict")
     return [f"**{c}**" if (i in cols or verdict_row) and is_cache(c) else c for i, c in enumerate(row)]
 
 
-def is_cache(cell):
+def is_cache(cell: Any) -> bool:
     """A verdict cell that says some figure came from the page cache (or memory)."""
     text = str(cell)
     return text.startswith("cache") or "; cache (" in text
 
 
-def _md_table(h, rows, left):
+def _md_table(h: Sequence[Any], rows: Iterable[Sequence[Any]], left: int) -> List[str]:
     out = ["| " + " | ".join(_md_cell(c) for c in h) + " |"]
     out.append("|" + "|".join(":---" if i < left else "---:" for i in range(len(h))) + "|")
     out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
     return out
 
 
-def csv_text(rep):
+def csv_text(rep: Report) -> str:
     """CSV with raw numbers (not formatted): the run table, each family's, the io table and the verdicts,
     a blank line between them (a '# title' line above each figure table when there are several)."""
-    blocks = []
+    blocks: List[List[List[Any]]] = []
     titled = len(sections(rep)) > 1
     for title, sec in sections(rep):
         runs = sec["runs"]
-        rows = [[f"# {heading(title)}"]] if titled else []
+        rows: List[List[Any]] = [[f"# {heading(title)}"]] if titled else []
         rows.append(
             ["figure", "unit"] + [x["label"] for x in runs] + [f"{x['label']}/{runs[0]['label']}" for x in runs[1:]]
         )
+        if any(not x["complete"] for x in runs):
+            rows.append(["complete", ""] + [x["complete"] for x in runs])
+            rows.append(["incomplete_reason", ""] + [x["reason"] or "" for x in runs])
         differ = set(sec.get("differ", []))
         for st in sec.get("settings", []):
             k = st["key"]
@@ -232,7 +255,7 @@ def csv_text(rep):
             head += [f"{f['key']}[{s['label']}]" for f in r["figures"]]
         for s in srcs[1:]:
             head += [f"{k}_ratio[{s['label']}]" for k in RATIO_POINT_FIGURES]
-        rows = [head]
+        rows = [list(head)]
         for p in r["points"]:
             row = [p.get("target") or ""] + [_raw(p[k]) for k in KEY_FIELDS]
             for v in p["values"]:
@@ -241,6 +264,9 @@ def csv_text(rep):
                 row += [_raw(v["ratios"][k]) if v else "" for k in RATIO_POINT_FIGURES]
             rows.append(row)
         blocks.append(rows)
+        if any(not s["complete"] for s in srcs):
+            blocks.append([["source", "complete", "incomplete_reason"]])
+            blocks[-1] += [[s["label"], s["complete"], s["reason"] or ""] for s in srcs]
     if rep.get("verdicts"):
         keys = list(rep["verdicts"][0])
         blocks.append([keys] + [[_raw(v.get(k)) for k in keys] for v in rep["verdicts"]])
@@ -254,7 +280,7 @@ def csv_text(rep):
     return buf.getvalue()
 
 
-def _raw(v):
+def _raw(v: Any) -> Any:
     """A CSV cell: true/false, floats rounded, formula-like text made text (dlio.system.output.csv_value)."""
     return csv_value(v)
 
@@ -262,14 +288,14 @@ def _raw(v):
 class _CellWriter:
     """A csv writer whose every cell, labels and headers included, goes through csv_value."""
 
-    def __init__(self, w):
+    def __init__(self, w: Any) -> None:  # a csv.writer (its type is private to the csv module)
         self.w = w
 
-    def writerow(self, cells):
+    def writerow(self, cells: Iterable[Any]) -> None:
         self.w.writerow([csv_value(c) for c in cells])
 
 
-def json_text(rep):
+def json_text(rep: Report) -> str:
     return json.dumps(rep, indent=2, allow_nan=False) + "\n"
 
 
@@ -286,11 +312,11 @@ VERDICT_HEAD = [
 ]
 
 
-def verdict_rows(rep):
+def verdict_rows(rep: Report) -> Tuple[List[str], List[List[Any]]]:
     """Header and rows (strings) of the report's verdicts (compare.verdicts): each epoch's or point's
     verdict next to the counters it was made from."""
     num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
-    rows = []
+    rows: List[List[Any]] = []
     for v in rep.get("verdicts") or []:
         app, dev, ratio = v.get("app_bytes"), v.get("device_bytes"), v.get("storage_ratio")
         word = str(v.get("verdict")) + (f" ({v['part']})" if v.get("part") else "")
@@ -310,7 +336,7 @@ def verdict_rows(rep):
     return VERDICT_HEAD, rows
 
 
-def verdict_lines(rep):
+def verdict_lines(rep: Report) -> List[str]:
     """The verdicts as a text table under the figures, and the thresholds; nothing for results
     recorded before the counters existed."""
     head, rows = verdict_rows(rep)
@@ -321,11 +347,11 @@ def verdict_lines(rep):
     )
 
 
-def check_verdict(ok):
+def check_verdict(ok: Optional[bool]) -> str:
     """PASS / FAIL, or NOTE for what is not a check (ok None)."""
     return "NOTE" if ok is None else ("PASS" if ok else "FAIL")
 
 
-def check_lines(checks):
+def check_lines(checks: Iterable[Tuple[str, Optional[bool], str]]) -> List[str]:
     """'PASS  name: figure' lines of (name, passed, figure) checks."""
     return [f"{check_verdict(ok)}  {name}: {text}" for name, ok, text in checks]

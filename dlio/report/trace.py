@@ -45,6 +45,7 @@ import shutil
 import tempfile
 import time
 from decimal import Decimal
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -85,8 +86,18 @@ class Tracer:
     are _core.now_ns() times. The file is
     gzip when its name ends in .gz (the default name does)."""
 
-    def __init__(self, folder, rank=0, size=1, thread_names=None, path=None, ai_root=False):
-        self.path = path or trace_path(folder, rank, size)
+    def __init__(
+        self,
+        folder: Optional[str],  # None when path is given
+        rank: int = 0,
+        size: int = 1,
+        thread_names: Optional[Callable[[int], str]] = None,
+        path: Optional[str] = None,
+        ai_root: bool = False,
+    ) -> None:
+        if path is None and folder is None:
+            raise ValueError("Tracer needs a folder or a path")
+        self.path = path or trace_path(str(folder), rank, size)
         self.compressed = self.path.endswith(".gz")
         self.pid = rank
         self.t0_ns = time.time_ns() - _core.now_ns()  # epoch ns = now_ns() + t0_ns
@@ -94,11 +105,11 @@ class Tracer:
         self.next_id = 0
         self.dropped = 0
         self.events = 0
-        self._named = set()  # output tids with a thread_name line
+        self._named: Set[int] = set()  # output tids with a thread_name line
         self._seen = np.zeros(0, dtype=np.uint32)  # file hashes with an FH line, sorted
         self._thread_names = thread_names or (lambda tid: "trainer" if tid == 0 else f"reader {tid - 1}")
-        self.failed = None  # why the trace was dropped (a full disk): the run goes on without it
-        self._gz = None
+        self.failed: Optional[str] = None  # why the trace was dropped (a full disk): the run goes on without it
+        self._gz: Optional[gzip.GzipFile] = None
         with self._guard():
             self._gz = gzip.open(self.path, "wb", compresslevel=GZIP_LEVEL) if self.compressed else None
             if self._gz is None:
@@ -109,7 +120,7 @@ class Tracer:
         self._lines([self._meta("process_name", 0, {"name": f"rank {rank}"})])
 
     @contextlib.contextmanager
-    def _guard(self):
+    def _guard(self) -> Iterator[None]:
         """A write of the trace that fails drops the trace (file removed), never the run."""
         try:
             yield
@@ -126,7 +137,7 @@ class Tracer:
             except OSError:
                 pass
 
-    def _meta(self, name, tid, args):
+    def _meta(self, name: str, tid: int, args: Dict[str, Any]) -> str:
         line = {
             "id": self.next_id,
             "name": name,
@@ -139,7 +150,7 @@ class Tracer:
         self.next_id += 1
         return json.dumps(line, separators=(",", ":"))
 
-    def _lines(self, lines):
+    def _lines(self, lines: Sequence[str]) -> None:
         if not lines or self.failed:
             return
         text = "\n".join(lines) + "\n"
@@ -150,7 +161,7 @@ class Tracer:
                 with open(self.path, "a") as f:
                     f.write(text)
 
-    def _write_events(self, ev, paths, cat):
+    def _write_events(self, ev: np.ndarray, paths: Sequence[str], cat: str) -> Tuple[int, np.ndarray, np.ndarray]:
         """The C writer formats the events; a gzip file gets them through a scratch file next to
         it (the text can be large: not held in memory), compressed by zlib in C."""
         args = (ev, paths, self.pid, self.t0_ns, self.next_id, cat, self._seen)
@@ -163,7 +174,7 @@ class Tracer:
         self._gz.flush()  # a reader sees every finished run even if the process dies later
         return out
 
-    def add_run(self, res, paths, name=None, **args):
+    def add_run(self, res: Dict[str, Any], paths: Sequence[str], name: Optional[str] = None, **args: Any) -> None:
         """Append the events of one C run (res from Run(..., trace=True).execute()), and a span
         `name` over its measured window when name is given."""
         ev = res.get("trace")
@@ -175,7 +186,7 @@ class Tracer:
                 self.next_id, new, lanes = self._write_events(ev, paths, io_category(res.get("trace_engine", "posix")))
                 self._seen = np.union1d(self._seen, new).astype(np.uint32)
                 self.events += len(ev)
-            meta = []
+            meta: List[str] = []
             for t in np.flatnonzero(lanes) if not self.failed else []:
                 base = self._thread_names(int(t))
                 for lane in range(int(lanes[t])):
@@ -189,7 +200,9 @@ class Tracer:
         if name is not None and res["t_end"] >= res["t_start"]:
             self.span(name, res["t_start"], res["t_end"] - res["t_start"], **args)
 
-    def span(self, name, t_start_ns, dur_ns, cat=None, tid=0, **args):
+    def span(
+        self, name: str, t_start_ns: int, dur_ns: int, cat: Optional[str] = None, tid: int = 0, **args: Any
+    ) -> None:
         """One complete event of a Python-side phase (times from _core.now_ns()) on thread tid's
         first lane."""
         if cat is None:
@@ -206,7 +219,7 @@ class Tracer:
         self._lines([line])
 
     @contextlib.contextmanager
-    def phase(self, name, cat=None, **args):
+    def phase(self, name: str, cat: Optional[str] = None, **args: Any) -> Iterator[None]:
         """with tracer.phase("checkpoint.save", epoch=1): ... -> one span around the block."""
         t = _core.now_ns()
         try:
@@ -214,7 +227,7 @@ class Tracer:
         finally:
             self.span(name, t, _core.now_ns() - t, cat=cat, **args)
 
-    def close(self):
+    def close(self) -> None:
         if self.dropped:
             self.span("trace_dropped", _core.now_ns(), 0, cat="dftracer", dropped=self.dropped)
         if self.t_open is not None:
@@ -232,7 +245,7 @@ class Tracer:
 
 
 @contextlib.contextmanager
-def maybe_phase(tracer, name, **args):
+def maybe_phase(tracer: Optional[Tracer], name: str, **args: Any) -> Iterator[None]:
     """tracer.phase(...) when tracing, else nothing."""
     if tracer is None:
         yield
@@ -241,7 +254,7 @@ def maybe_phase(tracer, name, **args):
             yield
 
 
-def open_pfw(path):
+def open_pfw(path: str) -> IO[str]:
     """A .pfw or .pfw.gz file as text (gzip told by its first bytes, whatever its name)."""
     with open(path, "rb") as f:
         magic = f.read(2)
@@ -250,10 +263,10 @@ def open_pfw(path):
     return open(path, encoding="utf-8")
 
 
-def read_pfw(path):
+def read_pfw(path: str) -> List[Dict[str, Any]]:
     """The events of a .pfw or .pfw.gz file (list of dicts): every line but "[" / "]", a trailing
     comma allowed. Fractional ts/dur (older files) are parsed as Decimal so that sums are exact."""
-    out = []
+    out: List[Dict[str, Any]] = []
     with open_pfw(path) as f:
         for line in f:
             line = line.strip()

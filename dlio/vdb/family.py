@@ -299,12 +299,14 @@ class VdbRun:
             "load": None,
             "runs": [],
             "complete": False,
+            "reason": None,  # why it is not complete (a stop, a failure), for the report
         }
         try:
             failure = _phases(spec, self.store, p, doc, self.ctx.echo, self.ctx.progress)
         except (Interrupted, DlioError, OSError) as e:  # OSError: the C core's RunError (a full disk)
             failure = _stopped(e, self.store, doc, self.ctx.echo)
         doc["complete"] = failure is None
+        doc["reason"] = None if failure is None else str(failure)
         doc["end"] = iso()
         return doc, failure
 
