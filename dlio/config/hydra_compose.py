@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set
 import yaml
 
 from dlio.base.errors import ConfigError
+from dlio.base.inputs import YAML_CAP, read_regular
 from dlio.config.workloads import list_workloads, workload_text
 from dlio.config.workloads import resolve as resolve_builtin
-from dlio.system.inputs import YAML_CAP, read_regular
 
 if TYPE_CHECKING:
     from dlio.config.load import Config

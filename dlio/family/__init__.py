@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from dlio.base.errors import DlioError
+from dlio.base.inputs import JSON_CAP, read_regular
 from dlio.config import Config
 from dlio.report import validate
 from dlio.report.family import FamilyReport
 from dlio.storage.base import Backend
 from dlio.storage.places import Place
-from dlio.system.inputs import JSON_CAP, read_regular
 from dlio.system.mpi import Comm
 
 Echo = Callable[[str], None]

@@ -14,12 +14,12 @@ from typing import Any, Dict, Mapping, Optional
 import yaml
 
 from dlio.base.errors import DlioError
+from dlio.base.inputs import JSON_CAP, read_regular
 from dlio.report import exact, validate
 from dlio.report.dlio import files as dlio_files
 from dlio.report.dlio import folder as dlio_folder
 from dlio.report.family import FamilyReading, FamilyReport
 from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA, RUN_SCHEMA
-from dlio.system.inputs import JSON_CAP, read_regular
 
 
 class Source:

@@ -18,8 +18,8 @@ import numpy as np
 import yaml
 
 from dlio.base.errors import DlioError
+from dlio.base.inputs import JSON_CAP, read_regular
 from dlio.report import validate
-from dlio.system.inputs import JSON_CAP, read_regular
 
 TOOL = "DLIO"
 
