@@ -104,6 +104,13 @@ def read_regular(path: str, cap: int, what: str, key: Optional[str] = None) -> b
     return b
 
 
+def read_if_there(path: str, cap: int, what: str, key: Optional[str] = None) -> Optional[bytes]:
+    """read_regular, or None when nothing is at path (a manifest not written yet)."""
+    if not os.path.lexists(path):
+        return None
+    return read_regular(path, cap, what, key)
+
+
 class _Capped(io.RawIOBase):
     """A (decompressed) byte stream that refuses to give more than `cap` bytes in all."""
 

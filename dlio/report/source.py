@@ -11,10 +11,8 @@ Anything else is a one-line DlioError naming the path.
 import os
 from typing import Any, Dict, Mapping, Optional
 
-import yaml
-
+from dlio.base import inputs
 from dlio.base.errors import DlioError
-from dlio.base.inputs import JSON_CAP, read_regular
 from dlio.report import exact, validate
 from dlio.report.dlio import files as dlio_files
 from dlio.report.dlio import folder as dlio_folder
@@ -52,7 +50,7 @@ def _default_label(path):
 
 def _read_json(path, what):
     try:
-        return validate.loads(read_regular(path, JSON_CAP, f"{what} JSON file"), path, what)
+        return validate.loads(inputs.read_regular(path, inputs.JSON_CAP, f"{what} JSON file"), path, what)
     except FileNotFoundError:
         raise DlioError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -125,10 +123,7 @@ def _read_config(path):
     """The run folder's config.yaml (the resolved config the run wrote), or None without one."""
     if not os.path.isfile(path):
         return None
-    try:
-        tree = yaml.safe_load(read_regular(path, JSON_CAP, "config YAML file"))
-    except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise DlioError(f"{path}: not a valid config YAML file ({str(e).splitlines()[0]})") from None
+    tree = inputs.loads_yaml(inputs.read_regular(path, inputs.YAML_CAP, "config YAML file"), path, "config YAML file")
     return tree if isinstance(tree, dict) else None
 
 

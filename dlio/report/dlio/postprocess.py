@@ -18,36 +18,25 @@ DLIO's `save_ckptN` / `load_ckptN` as well as 2.0.0's `ckptN`.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from datetime import datetime
 from typing import Any, Dict, List, Optional, Tuple
 
-import yaml
-
+from dlio.base import inputs
 from dlio.base.errors import DlioError
 
 
 def _json(path: str) -> Any:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except OSError as e:
-        raise DlioError(f"{path}: cannot read ({e.strerror or e})") from None
-    except ValueError as e:
-        raise DlioError(f"{path}: not a valid JSON document ({str(e).splitlines()[0]})") from None
+    """A DLIO per-rank or stats file, read within dlio.base.inputs' bounds."""
+    return inputs.loads_json(inputs.read_regular(path, inputs.JSON_CAP, "DLIO result file"), path, "DLIO result")
 
 
 def _workload(folder: str, hydra_folder: str) -> Dict[str, Any]:
     path = os.path.join(folder, hydra_folder, "config.yaml")
-    try:
-        with open(path) as f:
-            doc = yaml.safe_load(f) or {}
-    except OSError as e:
-        raise DlioError(f"{path}: cannot read ({e.strerror or e}); give the Hydra folder with --hydra-folder") from None
-    except yaml.YAMLError as e:
-        raise DlioError(f"{path}: not a YAML file ({str(e).splitlines()[0]})") from None
+    if not os.path.lexists(path):
+        raise DlioError(f"{path}: no such file; give the Hydra folder with --hydra-folder")
+    doc = inputs.loads_yaml(inputs.read_regular(path, inputs.YAML_CAP, "Hydra config (YAML)"), path, "YAML file") or {}
     w = doc.get("workload") if isinstance(doc, dict) else None
     if not isinstance(w, dict):
         raise DlioError(f"{path}: no workload: section (not a DLIO run's Hydra config)")
