@@ -41,8 +41,8 @@ class Run(Protocol):
     calls, in order: describe (--dry-run stops here), check (every rank), check_access (rank 0),
     places (every rank: the folders it writes, claimed by dlio.jobs.places before the output folder is
     made), prepare (every rank, once the output folder exists), measure (stop signals deferred), then
-    keep_partial (each rank, when a rank failed in a multi-rank job) or write (rank 0, with every
-    rank's records)."""
+    keep_partial (each rank, when a rank failed in a multi-rank job) or nothing_measured and write (rank 0,
+    with every rank's records)."""
 
     def describe(self) -> List[str]:
         """The plan in words: what --dry-run prints after the config."""
@@ -75,6 +75,12 @@ class Run(Protocol):
 
     def keep_partial(self, folder: str, records: Any, failure: BaseException) -> None:
         """This rank's records in files of its own: another rank failed, so nothing is gathered."""
+        ...
+
+    def nothing_measured(self, records: List[Any]) -> Optional[str]:
+        """Rank 0, every rank's records of a run that ended without a failure: why it measured nothing
+        (no request, read, load or step completed), else None. A run that measured nothing is no result:
+        the driver makes it a failure, so its files say so (incomplete, with this reason) and it exits 1."""
         ...
 
     # Optional: so_far() -> this rank's records measured so far, read from another thread while measure() runs
