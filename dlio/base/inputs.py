@@ -53,15 +53,18 @@ def _where(path: str, key: Optional[str]) -> str:
     return f"{key} = {path}" if key else path
 
 
-def _not_regular(path: str, mode: int, what: str, key: Optional[str]) -> DlioError:
+REGULAR = "give a regular file (links are followed)"
+
+
+def _not_regular(path: str, mode: int, what: str, key: Optional[str], hint: str) -> DlioError:
     kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
-    return DlioError(f"{_where(path, key)}: is {kind}, not a {what}: give a regular file (links are followed)")
+    return DlioError(f"{_where(path, key)}: is {kind}, not a {what}: {hint}")
 
 
-def open_regular(path: str, what: str = "file", key: Optional[str] = None) -> BinaryIO:
+def open_regular(path: str, what: str = "file", key: Optional[str] = None, hint: str = REGULAR) -> BinaryIO:
     """path opened for reading if (after links) it is a regular file; else a one-line DlioError naming
-    `key` (the config key that named the file) when given. O_NONBLOCK: opening a FIFO put there after
-    the check returns at once, and is refused by the fstat."""
+    `key` (the config key that named the file) when given, and `hint` (what to do). O_NONBLOCK: opening a
+    FIFO returns at once (no writer is waited for), and the fstat refuses it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
@@ -69,7 +72,7 @@ def open_regular(path: str, what: str = "file", key: Optional[str] = None) -> Bi
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise _not_regular(path, st.st_mode, what, key)
+            raise _not_regular(path, st.st_mode, what, key, hint)
         os.set_blocking(fd, True)  # a regular file: reads block as they should (NFS, FUSE)
     except BaseException:
         os.close(fd)
@@ -89,9 +92,9 @@ def _size(n: int) -> str:
     return f"{n >> 30} GiB" if n >= 1 << 30 and not n % (1 << 30) else f"{n >> 20} MiB"
 
 
-def read_regular(path: str, cap: int, what: str, key: Optional[str] = None) -> bytes:
+def read_regular(path: str, cap: int, what: str, key: Optional[str] = None, hint: str = REGULAR) -> bytes:
     """The bytes of `path` if it is a regular file of at most `cap` bytes, else DlioError."""
-    with open_regular(path, what, key) as f:
+    with open_regular(path, what, key, hint) as f:
         size = os.fstat(f.fileno()).st_size
         if size > cap:
             raise _too_big(path, cap, what, key, size)
@@ -104,11 +107,11 @@ def read_regular(path: str, cap: int, what: str, key: Optional[str] = None) -> b
     return b
 
 
-def read_if_there(path: str, cap: int, what: str, key: Optional[str] = None) -> Optional[bytes]:
+def read_if_there(path: str, cap: int, what: str, hint: str = REGULAR) -> Optional[bytes]:
     """read_regular, or None when nothing is at path (a manifest not written yet)."""
     if not os.path.lexists(path):
         return None
-    return read_regular(path, cap, what, key)
+    return read_regular(path, cap, what, None, hint)
 
 
 class _Capped(io.RawIOBase):

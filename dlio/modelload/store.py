@@ -39,7 +39,8 @@ class StoredModel:
             return False
         # the folder's index, within bounds: a FIFO or /dev/zero planted at its name is refused, not waited on
         path = os.path.join(folder, INDEX)
-        if inputs.read_regular(path, inputs.MANIFEST_CAP, "model index", "checkpoint.checkpoint_folder") != self.index:
+        hint = "remove it, or give another checkpoint.checkpoint_folder"
+        if inputs.read_regular(path, inputs.MANIFEST_CAP, "model index", None, hint) != self.index:
             return False
         if not self.backend.exist(self.names):
             return False

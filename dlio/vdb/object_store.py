@@ -83,7 +83,12 @@ class ObjectStore:
         if not found[0]:
             return False
         path = os.path.join(folder, MANIFEST)
-        text = inputs.read_if_there(path, inputs.MANIFEST_CAP, "vector index manifest (local copy)", "vdb.index_folder")
+        text = inputs.read_if_there(
+            path,
+            inputs.MANIFEST_CAP,
+            "vector index manifest (local copy)",
+            "remove it, or give another vdb.index_folder",
+        )
         try:
             have = None if text is None else inputs.loads_json(text, path, "manifest")
         except DlioError:
@@ -204,5 +209,7 @@ def store_for(cfg: Config, spec: VdbSpec, medoid: int) -> Any:
             "vdb.index_folder",
             folder,
         )
-    root = backend.join(backend.folder_root(cfg, "vdb.index_folder"), os.path.basename(spec.folder))
+    root = backend.join(
+        backend.folder_root(cfg, "remove it, or give another vdb.index_folder"), os.path.basename(spec.folder)
+    )
     return ObjectStore(cfg, staging.stage_and_upload(backend, root, spec.folder + COPY_SUFFIX), spec, medoid)

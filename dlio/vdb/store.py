@@ -138,7 +138,9 @@ class LocalStore:
         }
 
     def present(self) -> bool:
-        text = inputs.read_if_there(self.manifest, inputs.MANIFEST_CAP, "vector index manifest", "vdb.index_folder")
+        text = inputs.read_if_there(
+            self.manifest, inputs.MANIFEST_CAP, "vector index manifest", "remove it, or give another vdb.index_folder"
+        )
         try:
             have = None if text is None else inputs.loads_json(text, self.manifest, "manifest")
         except DlioError:

@@ -87,8 +87,11 @@ def report(
     model = w.get("model")
     name = name or (model.get("name") if isinstance(model, dict) else model) or "default"
     reader = w.get("reader") or w.get("data_reader") or {}
-    bs = batch_size or int(reader.get("batch_size", 1))
-    bs_eval = batch_size_eval or int(reader.get("batch_size_eval", 1))
+    cfg_path = os.path.join(folder, hydra_folder, "config.yaml")
+    bs = batch_size or inputs.field_int(reader.get("batch_size", 1), cfg_path, "workload.reader.batch_size", 1)
+    bs_eval = batch_size_eval or inputs.field_int(
+        reader.get("batch_size_eval", 1), cfg_path, "workload.reader.batch_size_eval", 1
+    )
     if do_eval is None:
         do_eval = bool((w.get("workflow") or {}).get("evaluation", False))
     outputs = sorted(glob.glob(os.path.join(folder, "*_output.json")))
@@ -110,8 +113,11 @@ def report(
         for e in keys:
             for kind in ("load", "proc"):
                 for phase, values in (out.get(e, {}).get(kind) or {}).items():
+                    if not isinstance(values, list):
+                        raise DlioError(f"{path}: {e}.{kind}.{phase}: not a list of times; not a DLIO rank file")
+                    field = f"{e}.{kind}.{phase}"
                     per = times[kind].setdefault(e, {})
-                    per[phase] = per.get(phase, 0.0) + float(sum(values))
+                    per[phase] = per.get(phase, 0.0) + sum(inputs.field_real(v, path, field, 0.0, 1e9) for v in values)
     start, end = per_epoch[keys[0]]["start"], per_epoch[keys[-1]]["end"]
     overall = {
         "Run name:": name,
