@@ -61,7 +61,7 @@ def _not_regular(path: str, mode: int, what: str, key: Optional[str], hint: str)
     return DlioError(f"{_where(path, key)}: is {kind}, not a {what}: {hint}")
 
 
-def open_regular(path: str, what: str = "file", key: Optional[str] = None, hint: str = REGULAR) -> BinaryIO:
+def open_regular(path: str, what: str = "file", key: Optional[str] = None, hint: Optional[str] = None) -> BinaryIO:
     """path opened for reading if (after links) it is a regular file; else a one-line DlioError naming
     `key` (the config key that named the file) when given, and `hint` (what to do). O_NONBLOCK: opening a
     FIFO returns at once (no writer is waited for), and the fstat refuses it."""
@@ -72,7 +72,7 @@ def open_regular(path: str, what: str = "file", key: Optional[str] = None, hint:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise _not_regular(path, st.st_mode, what, key, hint)
+            raise _not_regular(path, st.st_mode, what, key, hint or REGULAR)
         os.set_blocking(fd, True)  # a regular file: reads block as they should (NFS, FUSE)
     except BaseException:
         os.close(fd)
@@ -80,11 +80,13 @@ def open_regular(path: str, what: str = "file", key: Optional[str] = None, hint:
     return os.fdopen(fd, "rb", buffering=BLOCK)
 
 
-def _too_big(path: str, cap: int, what: str, key: Optional[str], size: Optional[int] = None) -> DlioError:
+def _too_big(
+    path: str, cap: int, what: str, key: Optional[str], size: Optional[int] = None, hint: Optional[str] = None
+) -> DlioError:
     have = f"{size:,} bytes is" if size is not None else "it holds"
     return DlioError(
-        f"{_where(path, key)}: {have} more than the {_size(cap)} a {what} may have "
-        "(dlio.base.inputs); check the path, or cut the file"
+        f"{_where(path, key)}: {have} more than the {_size(cap)} a {what} may have (dlio.base.inputs); "
+        + (hint or "check the path, or cut the file")
     )
 
 
@@ -92,22 +94,22 @@ def _size(n: int) -> str:
     return f"{n >> 30} GiB" if n >= 1 << 30 and not n % (1 << 30) else f"{n >> 20} MiB"
 
 
-def read_regular(path: str, cap: int, what: str, key: Optional[str] = None, hint: str = REGULAR) -> bytes:
+def read_regular(path: str, cap: int, what: str, key: Optional[str] = None, hint: Optional[str] = None) -> bytes:
     """The bytes of `path` if it is a regular file of at most `cap` bytes, else DlioError."""
     with open_regular(path, what, key, hint) as f:
         size = os.fstat(f.fileno()).st_size
         if size > cap:
-            raise _too_big(path, cap, what, key, size)
+            raise _too_big(path, cap, what, key, size, hint)
         try:
             b = f.read(cap + 1)  # to the end, not st_size: a file still being written may have grown
         except OSError as e:
             raise DlioError(os_error_message(e, _where(path, key))) from None
     if len(b) > cap:
-        raise _too_big(path, cap, what, key)
+        raise _too_big(path, cap, what, key, None, hint)
     return b
 
 
-def read_if_there(path: str, cap: int, what: str, hint: str = REGULAR) -> Optional[bytes]:
+def read_if_there(path: str, cap: int, what: str, hint: Optional[str] = None) -> Optional[bytes]:
     """read_regular, or None when nothing is at path (a manifest not written yet)."""
     if not os.path.lexists(path):
         return None
@@ -301,16 +303,22 @@ def as_real(v: Any, lo: float = 0.0, hi: float = float(LIMIT)) -> float:
 
 
 def field_int(v: Any, where: str, field: str, lo: int = 0, hi: int = LIMIT) -> int:
-    """as_int, or a one-line DlioError naming the file (or line) and the field."""
+    """A document's whole number (not text: a document that has "7" where 7 goes is not ours) in [lo, hi],
+    or a one-line DlioError naming the file (or line) and the field."""
     try:
+        if isinstance(v, str):
+            raise Bad(f"{v[:40]!r} is not an integer")
         return as_int(v, lo, hi)
     except Bad as e:
         raise DlioError(f"{where}: {field}: {e}; fix the file") from None
 
 
 def field_real(v: Any, where: str, field: str, lo: float = 0.0, hi: float = float(LIMIT)) -> float:
-    """as_real, or a one-line DlioError naming the file (or line) and the field."""
+    """A document's finite number (not text) in [lo, hi], or a one-line DlioError naming the file (or line)
+    and the field."""
     try:
+        if isinstance(v, str):
+            raise Bad(f"{v[:40]!r} is not a number")
         return as_real(v, lo, hi)
     except Bad as e:
         raise DlioError(f"{where}: {field}: {e}; fix the file") from None

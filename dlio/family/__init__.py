@@ -9,8 +9,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
+from dlio.base import inputs
 from dlio.base.errors import DlioError
-from dlio.base.inputs import JSON_CAP, read_regular
 from dlio.config import Config
 from dlio.report import validate
 from dlio.report.family import FamilyReport
@@ -111,9 +111,9 @@ class FamilyChecks:
         file, or another schema). A file of this family's that is no valid document (NaN, nested a thousand
         deep, not JSON) is a DlioError naming it."""
         where = os.path.join(path, "dlio-fast.json")
-        try:  # bounded and regular files only: a FIFO or a huge file is not a run folder's result
-            text = read_regular(where, JSON_CAP, "dlio-fast.json")
-        except DlioError:
+        # bounded and regular files only: a FIFO or a huge file at the name is refused in one line
+        text = inputs.read_if_there(where, inputs.JSON_CAP, "dlio-fast.json")
+        if text is None:
             return None
         if f'"{self.schema}"'.encode() not in text:
             return None  # another family's, or not ours at all

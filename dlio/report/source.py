@@ -73,7 +73,7 @@ def load(path: Any, families: Optional[Mapping[str, FamilyReport]] = None) -> "S
         return Source("run", path, doc, summary)
     if os.path.isdir(path):
         doc_path = os.path.join(path, "dlio-fast.json")
-        if not os.path.isfile(doc_path):
+        if not os.path.lexists(doc_path):  # something else at the name (a FIFO) is read, and refused, below
             raise DlioError(
                 f"{path}: neither a dlio-fast run folder (no dlio-fast.json) nor a DLIO output folder (no summary.json)"
             )
