@@ -93,3 +93,18 @@ def test_vdb_replay_that_reads_the_storage_stays_complete(dlio_cmd, tmp_path):
     doc = _load(out / "dlio-fast.json")
     (run,) = doc["runs"]
     assert run["iops"] > 0 and doc["complete"] is True
+
+
+def test_io_grid_with_no_io_completed_is_not_complete(dlio_cmd, tmp_path):
+    """`io --runtime 1us`: the point ends before its first read completes. The old behaviour: a complete
+    grid of a point with 0 ops, exit 0."""
+    out = tmp_path / "io.json"
+    (tmp_path / "files").mkdir()
+    code, stdout, err = dlio_cmd(
+        "io", tmp_path / "files", "--file-size", "1m", "--bs", "4k", "--runtime", "1us", "--json", out, timeout=120
+    )
+    assert code == 1, err
+    assert "the run measured nothing: no point completed an I/O" in err and "Traceback" not in err
+    doc = _load(out)
+    assert [p["ops"] for p in doc["points"]] == [0]  # what the reason says, from the point itself
+    assert doc["complete"] is False and "measured nothing" in doc["reason"]
