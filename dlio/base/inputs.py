@@ -18,7 +18,7 @@ import math
 import os
 import stat
 import zlib
-from typing import IO, Any, BinaryIO, Iterator, Optional, Union
+from typing import Any, BinaryIO, Iterator, Optional, Union
 
 from dlio.base.errors import DlioError, os_error_message
 
@@ -119,8 +119,8 @@ def read_if_there(path: str, cap: int, what: str, hint: Optional[str] = None) ->
 class _Capped(io.RawIOBase):
     """A (decompressed) byte stream that refuses to give more than `cap` bytes in all."""
 
-    def __init__(self, inner: BinaryIO, path: str, cap: int, what: str, key: Optional[str]):
-        self.inner, self.path, self.cap, self.what, self.key = inner, path, cap, what, key
+    def __init__(self, inner: BinaryIO, raw: BinaryIO, path: str, cap: int, what: str, key: Optional[str]):
+        self.inner, self.raw, self.path, self.cap, self.what, self.key = inner, raw, path, cap, what, key
         self.n = 0
 
     def readable(self) -> bool:
@@ -141,6 +141,7 @@ class _Capped(io.RawIOBase):
 
     def close(self) -> None:
         self.inner.close()
+        self.raw.close()  # a GzipFile leaves its file object open
         super().close()
 
 
@@ -162,7 +163,7 @@ def open_stream(path: str, cap: int, what: str, key: Optional[str] = None) -> Bi
     except BaseException:
         raw.close()
         raise
-    return io.BufferedReader(_Capped(inner, path, cap, what, key), BLOCK)
+    return io.BufferedReader(_Capped(inner, raw, path, cap, what, key), BLOCK)
 
 
 def read_text(path: str, cap: int, what: str, key: Optional[str] = None) -> str:
@@ -194,11 +195,6 @@ def lines(path: str, cap: int, what: str, key: Optional[str] = None) -> Iterator
                 yield b.decode("utf-8")
             except UnicodeDecodeError:
                 raise DlioError(f"{_where(path, key)}: line {n} is not UTF-8 text; give a {what}") from None
-
-
-def text_of(data: Union[str, bytes]) -> IO[str]:
-    """Already-read text as a file object (for readers that take one)."""
-    return io.StringIO(data.decode("utf-8", "replace") if isinstance(data, bytes) else data)
 
 
 # ------------------------------------------------------------------------------------ documents
