@@ -209,10 +209,12 @@ def loads_json(text: Union[str, bytes], where: str, what: str) -> Any:
     try:
         doc = json.loads(text, parse_constant=refuse)
     except RecursionError:
-        raise DlioError(f"{where}: not a valid {what} (nested too deeply: more than {MAX_DEPTH} levels)") from None
+        raise DlioError(
+            f"{where}: not a valid {what} JSON document (nested too deeply: more than {MAX_DEPTH} levels)"
+        ) from None
     except (ValueError, UnicodeDecodeError) as e:
         raise DlioError(f"{where}: not a valid {what} JSON document ({str(e).splitlines()[0]})") from None
-    _bounded(doc, where, what)
+    _bounded(doc, where, what, "JSON")
     return doc
 
 
@@ -223,16 +225,18 @@ def loads_yaml(text: Union[str, bytes], where: str, what: str) -> Any:
     try:
         doc = yaml.safe_load(text)
     except RecursionError:
-        raise DlioError(f"{where}: not a valid {what} (nested too deeply: more than {MAX_DEPTH} levels)") from None
+        raise DlioError(
+            f"{where}: not a valid {what} YAML document (nested too deeply: more than {MAX_DEPTH} levels)"
+        ) from None
     except yaml.YAMLError as e:
         raise DlioError(f"{where}: not a valid {what} ({' '.join(str(e).split())})") from None
     except UnicodeDecodeError as e:
         raise DlioError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start}); give a {what}") from None
-    _bounded(doc, where, what)
+    _bounded(doc, where, what, "YAML")
     return doc
 
 
-def _bounded(doc: Any, where: str, what: str) -> None:
+def _bounded(doc: Any, where: str, what: str, kind: str) -> None:
     """Nesting and value count, walked iteratively (a recursive walk is what a hostile file would
     overflow; YAML's aliases make a small file a huge tree, so values are counted too)."""
     stack, seen = [(doc, 1)], 0
@@ -240,7 +244,9 @@ def _bounded(doc: Any, where: str, what: str) -> None:
         node, d = stack.pop()
         seen += 1
         if d > MAX_DEPTH:
-            raise DlioError(f"{where}: not a valid {what} (nested too deeply: more than {MAX_DEPTH} levels)")
+            raise DlioError(
+                f"{where}: not a valid {what} {kind} document (nested too deeply: more than {MAX_DEPTH} levels)"
+            )
         if seen > MAX_NODES:
             raise DlioError(f"{where}: not a valid {what} (more than {MAX_NODES:,} values, aliases expanded)")
         if isinstance(node, dict):
