@@ -58,6 +58,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     except (DlioError, OSError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         sys.exit(1)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a file cut short or edited by hand
+        print(f"{PROG}: error: {args.output_folder}: not a complete DLIO output folder ({e!r})", file=sys.stderr)
+        sys.exit(1)
     print(f"Successfully wrote {path}")
 
 

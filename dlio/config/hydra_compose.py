@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set
 
 import yaml
 
-from dlio.base.errors import ConfigError
+from dlio.base import inputs
+from dlio.base.errors import ConfigError, DlioError
 from dlio.config.workloads import list_workloads, workload_text
 from dlio.config.workloads import resolve as resolve_builtin
-from dlio.system.inputs import YAML_CAP, read_regular
 
 if TYPE_CHECKING:
     from dlio.config.load import Config
@@ -146,10 +146,9 @@ def search_path(args: HydraArgs) -> List[str]:
 
 def _read_yaml(path: str) -> Any:
     try:
-        text = read_regular(path, YAML_CAP, "config (YAML) file").decode("utf-8")
-        return yaml.safe_load(text)
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: not a YAML file ({' '.join(str(e).split())[:200]})", origin=path) from None
+        return inputs.loads_yaml(inputs.read_regular(path, inputs.YAML_CAP, "config (YAML) file"), path, "YAML file")
+    except DlioError as e:
+        raise ConfigError(str(e), origin=path) from None
 
 
 def _primary(args: HydraArgs, dirs: List[str]) -> Dict[str, Any]:

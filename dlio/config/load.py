@@ -55,6 +55,7 @@ import numpy as np
 import yaml
 
 from dlio.base.errors import ConfigError, DlioError
+from dlio.base.inputs import YAML_CAP, read_regular
 from dlio.config import schema
 from dlio.config.emulation import HYDRA_HONOURED, hydra_warning, not_emulated, unknown_key_warning
 from dlio.config.families import SECTIONS as FAMILY_SECTIONS
@@ -104,7 +105,6 @@ from dlio.config.timespec import TimeSpec, is_number, parse_time, plain_number  
 from dlio.config.validate import apply_scale, check_all, coerce, dtype_name, follow_data_folder
 from dlio.config.workloads import resolve as _resolve_workload
 from dlio.config.workloads import workload_text
-from dlio.system.inputs import YAML_CAP, read_regular
 
 # --------------------------------------------------------------------------------------------------
 # the frozen config objects: the section classes are generated from the schema (dlio.config.sections)

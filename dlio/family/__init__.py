@@ -9,13 +9,13 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
+from dlio.base import inputs
 from dlio.base.errors import DlioError
 from dlio.config import Config
 from dlio.report import validate
 from dlio.report.family import FamilyReport
 from dlio.storage.base import Backend
 from dlio.storage.places import Place
-from dlio.system.inputs import JSON_CAP, read_regular
 from dlio.system.mpi import Comm
 
 Echo = Callable[[str], None]
@@ -41,8 +41,8 @@ class Run(Protocol):
     calls, in order: describe (--dry-run stops here), check (every rank), check_access (rank 0),
     places (every rank: the folders it writes, claimed by dlio.jobs.places before the output folder is
     made), prepare (every rank, once the output folder exists), measure (stop signals deferred), then
-    keep_partial (each rank, when a rank failed in a multi-rank job) or write (rank 0, with every
-    rank's records)."""
+    keep_partial (each rank, when a rank failed in a multi-rank job) or nothing_measured and write (rank 0,
+    with every rank's records)."""
 
     def describe(self) -> List[str]:
         """The plan in words: what --dry-run prints after the config."""
@@ -77,6 +77,12 @@ class Run(Protocol):
         """This rank's records in files of its own: another rank failed, so nothing is gathered."""
         ...
 
+    def nothing_measured(self, records: List[Any]) -> Optional[str]:
+        """Rank 0, every rank's records of a run that ended without a failure: why it measured nothing
+        (no request, read, load or step completed), else None. A run that measured nothing is no result:
+        the driver makes it a failure, so its files say so (incomplete, with this reason) and it exits 1."""
+        ...
+
     # Optional: so_far() -> this rank's records measured so far, read from another thread while measure() runs
     # (a host lost mid-run: dlio.jobs.driver keeps them with keep_partial). Families without it keep none then.
 
@@ -105,9 +111,9 @@ class FamilyChecks:
         file, or another schema). A file of this family's that is no valid document (NaN, nested a thousand
         deep, not JSON) is a DlioError naming it."""
         where = os.path.join(path, "dlio-fast.json")
-        try:  # bounded and regular files only: a FIFO or a huge file is not a run folder's result
-            text = read_regular(where, JSON_CAP, "dlio-fast.json")
-        except DlioError:
+        # bounded and regular files only: a FIFO or a huge file at the name is refused in one line
+        text = inputs.read_if_there(where, inputs.JSON_CAP, "dlio-fast.json")
+        if text is None:
             return None
         if f'"{self.schema}"'.encode() not in text:
             return None  # another family's, or not ours at all

@@ -102,9 +102,13 @@ def run_grid(
                 if rec is not None:
                     points.append(rec)
                     echo(line(rec))
-        doc["complete"] = True
         if pending() is not None:
             echo(late_signal_note())
+        if write and not any(p["ops"] for p in points):  # measured nothing: no result (docs/reliability.md)
+            doc["complete"] = False
+            doc["reason"] = "the run measured nothing: no point completed an I/O; give a longer --runtime or --size"
+            raise DlioRunError(doc["reason"])
+        doc["complete"] = True
     except Interrupted as e:
         rec = getattr(e, "record", None)  # the interrupted point's measured part (points.run_point)
         if rec is not None:

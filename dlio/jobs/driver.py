@@ -5,7 +5,8 @@
   rank claims the folders it writes (dlio.storage.places: a real filesystem, locked, only the run's own
   files) -> the output folder is made and locked -> prepare -> measure, with Ctrl-C / SIGTERM deferred
   to a check between steps, other ranks' stops and signs of life watched -> gather and write on rank 0
-  (or, when a rank failed in a multi-rank job, each rank keeps its own records and tells the others; when
+  (a run that measured nothing is a failure, its files marked incomplete; or, when a rank failed in a
+  multi-rank job, each rank keeps its own records and tells the others; when
   a host is lost, each survivor keeps what it measured so far and exits 1: dlio.system.liveness) -> the
   folder unlocked and the places released -> the failure re-raised (the CLI makes it the exit status).
 
@@ -114,6 +115,7 @@ def _run(ctx: RunContext, job: Run, result_doc: Optional[ResultDoc]) -> Optional
         gathered = comm.gather(records)
         if comm.rank == 0:
             assert gathered is not None  # rank 0 gathers
+            failure = failure or measured_nothing(job, gathered)
             written = job.write(folder, gathered, failure)
             if written is not None and result_doc is not None:
                 result_doc(*written)
@@ -125,6 +127,14 @@ def _run(ctx: RunContext, job: Run, result_doc: Optional[ResultDoc]) -> Optional
         if comm.rank == 0:
             unlock_output_folder(folder)  # the folder holds no lock file after the run
     return folder if comm.rank == 0 else None
+
+
+def measured_nothing(job: Run, gathered: List[Any]) -> Optional[DlioRunError]:
+    """A run that measured nothing (no request, read, load or step completed) is no result: a failure, so
+    that its files are marked incomplete with the reason and the run exits 1 (a figure of zero requests
+    or of the node cache alone reported as complete is a silent wrong result)."""
+    why = job.nothing_measured(gathered)
+    return None if why is None else DlioRunError(f"the run measured nothing: {why}")
 
 
 def keep_and_leave(ctx: RunContext, job: Any, folder: str, why: str, lost: Tuple[int, ...]) -> None:

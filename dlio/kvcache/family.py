@@ -193,6 +193,12 @@ class KvRun:
             if failure is not None:
                 self.ctx.warn(f"warning: {failure}")
 
+    def nothing_measured(self, records: List[List[Dict[str, Any]]]) -> Optional[str]:
+        done = sum(r["result"]["counts"]["requests"] for rs in records for r in rs)
+        if done:
+            return None
+        return "no request completed in any trial; give a longer kvcache.duration, or fewer users / a smaller context"
+
     def write(
         self, folder: str, records: List[List[Dict[str, Any]]], failure: Optional[BaseException], others: str = ""
     ) -> Optional[Tuple[Dict[str, Any], str]]:

@@ -8,10 +8,11 @@ import csv
 import gzip
 import io
 import os
-from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from dlio.base import inputs
 from dlio.base.errors import ConfigError, DlioError, os_error_message
 from dlio.system.output import atomic_write_text
 
@@ -20,57 +21,71 @@ HEADER = ["Timestamp", "Operation", "Object_Size_Bytes", "Tier", "Key", "Phase"]
 OPS = {"Read": 0, "Write": 1}
 PHASES = {"Prefill": 0, "Decode": 1, "Evict": 2}
 MAX_ROWS = 50_000_000
+MAX_OBJECT = 64 << 30  # an object of a trace larger than this is a broken trace
+T_MAX = inputs.LIMIT / 1e9  # a time (s) whose ns do not fit in 62 bits is not one
 
 
-def open_text(path: str) -> IO[str]:
-    """A trace file as text: plain, .gz, or .zst (the reference writes .zst with the zstandard package)."""
-    if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    if path.endswith(".zst"):
-        try:
-            import zstandard
-        except ImportError:
-            raise DlioError(f"{path}: a .zst trace needs the zstandard package (pip install zstandard)") from None
-        raw = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"))
-        return io.TextIOWrapper(raw, encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+def trace_lines(path: str, key: Optional[str] = None) -> Iterator[str]:
+    """A trace file's lines (plain, gzip or zstd, told by its first bytes) within dlio.base.inputs' bounds:
+    a regular file, KV_TRACE_CAP bytes decompressed, MAX_LINE bytes a line."""
+    return inputs.lines(path, inputs.KV_TRACE_CAP, "KV-cache trace", key)
 
 
-def read_csv(path: str) -> Tuple[np.ndarray, np.ndarray]:
-    """(ops array, key names: an array of str) of a reference --io-trace-log CSV; keys index the names."""
+def read_csv(path: str, key: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """(ops array, key names: an array of str) of a reference --io-trace-log CSV; keys index the names.
+    Every number is checked: a time finite and >= 0, a size a whole number of at most MAX_OBJECT bytes."""
+    where = f"{key} = {path}" if key else path
     cols: List[List[str]] = [[] for _ in HEADER]
-    with open_text(path) as f:
-        r = csv.reader(f)
+    r = csv.reader(trace_lines(path, key))
+    try:
         head = next(r, None)
         if head is None or [h.strip() for h in head[: len(HEADER)]] != HEADER:
-            raise DlioError(f"{path}: not a KV-cache --io-trace-log CSV (expected the header {','.join(HEADER)})")
+            raise DlioError(f"{where}: not a KV-cache --io-trace-log CSV (expected the header {','.join(HEADER)})")
         for n, row in enumerate(r, 2):
             if len(row) < len(HEADER):
-                raise DlioError(f"{path}:{n}: {len(row)} columns, expected {len(HEADER)}")
+                raise DlioError(f"{where}: line {n}: {len(row)} columns, expected {len(HEADER)}")
             for c, v in zip(cols, row):
                 c.append(v)
             if n > MAX_ROWS:
-                raise DlioError(f"{path}: more than {MAX_ROWS:,} operations; cut the trace")
+                raise DlioError(f"{where}: more than {MAX_ROWS:,} operations; cut the trace")
+    except csv.Error as e:
+        raise DlioError(f"{where}: line {r.line_num}: not a CSV row ({e}); give a --io-trace-log CSV") from None
     names, keys = np.unique(np.array(cols[4], dtype=object).astype(str), return_inverse=True)
     ops = np.zeros(len(keys), OPS_DTYPE)
-    try:
-        ops["t"] = np.array(cols[0], dtype=np.float64)
-        ops["size"] = np.array(cols[2], dtype=np.uint64)
-    except ValueError as e:
-        raise DlioError(f"{path}: a Timestamp or Object_Size_Bytes is not a number ({e})") from None
+    ops["t"] = _column(cols[0], where, "Timestamp", T_MAX, whole=False)
+    ops["size"] = _column(cols[2], where, "Object_Size_Bytes", MAX_OBJECT, whole=True)
     for col, table, what in ((1, OPS, "Operation"), (5, PHASES, "Phase")):
         vals = np.array(cols[col], dtype=object)
         bad = ~np.isin(vals, list(table))
         if bad.any():
-            raise DlioError(f"{path}: {what} {vals[bad][0]!r} unknown (expected {', '.join(table)})")
+            raise DlioError(f"{where}: {what} {vals[bad][0]!r} unknown (expected {', '.join(table)})")
         ops["op" if col == 1 else "phase"] = np.vectorize(table.get, otypes=[np.uint8])(vals) if len(vals) else 0
     tiers = np.array(cols[3], dtype=object)
     good = np.isin(tiers, ["Tier-0", "Tier-1", "Tier-2"])
     if len(tiers) and not good.all():
-        raise DlioError(f"{path}: Tier {tiers[~good][0]!r} unknown (expected Tier-0, Tier-1, Tier-2)")
+        raise DlioError(f"{where}: Tier {tiers[~good][0]!r} unknown (expected Tier-0, Tier-1, Tier-2)")
     ops["tier"] = np.array([int(x[-1]) for x in tiers], dtype=np.uint8) if len(tiers) else 0
     ops["key"] = keys
     return ops, names
+
+
+def _column(text: List[str], where: str, field: str, hi: float, whole: bool) -> np.ndarray:
+    """A CSV column of numbers, each finite, in [0, hi] and (whole) an integer; else one line naming the
+    first bad row (line numbers count the header)."""
+    try:
+        v = np.array(text, dtype=np.float64)
+    except ValueError as e:
+        raise DlioError(f"{where}: a {field} is not a number ({e}); fix the trace") from None
+    bad = ~np.isfinite(v) | (v < 0) | (v > hi)
+    if whole:
+        bad |= v != np.floor(v)
+    if bad.any():
+        i = int(np.argmax(bad))
+        kind = "a whole number " if whole else "a finite number "
+        raise DlioError(
+            f"{where}: line {i + 2}: {field} = {text[i].strip()[:40]} is not {kind}in [0, {hi:.0f}]; fix the trace"
+        )
+    return v
 
 
 def from_log(oplog: np.ndarray, n: int, t0_epoch: float = 0.0) -> np.ndarray:
@@ -163,11 +178,16 @@ def write_keys_csv(path: str, keys: np.ndarray) -> None:
 
 
 def read_keys_csv(path: str) -> np.ndarray:
-    with open_text(path) as f:
-        r = csv.reader(f)
-        if next(r, None) != KEYS_HEADER:
-            raise DlioError(f"{path}: expected the header {','.join(KEYS_HEADER)}")
-        rows = [(int(k[1:]), int(t[-1]), int(sz), int(w), int(ew), int(rd)) for k, t, sz, w, ew, rd in r]
+    r = csv.reader(trace_lines(path))
+    if next(r, None) != KEYS_HEADER:
+        raise DlioError(f"{path}: expected the header {','.join(KEYS_HEADER)}")
+    try:
+        rows = [
+            (int(k[1:]), int(t[-1]), inputs.as_int(sz), *(inputs.as_int(x, 0, 2**32 - 1) for x in (w, ew, rd)))
+            for k, t, sz, w, ew, rd in r
+        ]
+    except (ValueError, csv.Error) as e:
+        raise DlioError(f"{path}: line {r.line_num}: not a per-key row ({e})") from None
     return np.array(rows, dtype=KEYS_DTYPE)
 
 

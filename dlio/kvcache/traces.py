@@ -16,20 +16,21 @@ QoS priorities the traces lack are drawn with the configured mix.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, List, Tuple
 
 import numpy as np
 
 from dlio import _core
+from dlio.base import inputs
 from dlio.base.errors import DlioError
 from dlio.kvcache import oplog
 from dlio.kvcache.plan import MAX_REQUESTS, Plan
 from dlio.kvcache.settings import KvSettings
 
 SHAREGPT_MAX_CONTEXT, SHAREGPT_MAX_GEN = 16384, 2048
-MAX_OBJECT = 64 << 30  # an object of a trace larger than this is a broken trace
+KEY = "kvcache.trace"
+MAX_GEN = 1 << 20  # output tokens of one request: a million is past any model's generation
 
 
 def detect(path: str, given: str) -> str:
@@ -41,15 +42,14 @@ def detect(path: str, given: str) -> str:
         return "mooncake"
     if base.endswith(".csv"):
         return "csv"
-    with oplog.open_text(path) as f:
-        head = f.read(256).lstrip()
+    head = next((line.lstrip() for line in oplog.trace_lines(path, KEY) if line.strip()), "")
     if head.startswith("Timestamp,"):
         return "csv"
     if head.startswith("["):
         return "sharegpt"
     if head.startswith("{"):
         return "mooncake"
-    raise DlioError(f"{path}: not a trace dlio-fast knows; set kvcache.trace_format (csv, mooncake, sharegpt)")
+    raise DlioError(f"{KEY} = {path}: not a trace dlio-fast knows; set kvcache.trace_format (csv, mooncake, sharegpt)")
 
 
 def _prios(s: KvSettings, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -62,7 +62,7 @@ def _empty_convs(n: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def csv_plan(s: KvSettings, path: str) -> Plan:
-    ops, names = oplog.read_csv(path)
+    ops, names = oplog.read_csv(path, KEY)
     order = np.argsort(ops["t"], kind="stable")
     ops = ops[order]
     evict, write = ops["phase"] == oplog.PHASES["Evict"], ops["op"] == 1
@@ -73,8 +73,6 @@ def csv_plan(s: KvSettings, path: str) -> Plan:
     n = len(ops)
     if n > MAX_REQUESTS:
         raise DlioError(f"{path}: {n:,} operations; at most {MAX_REQUESTS:,}")
-    if len(ops) and int(ops["size"].max()) > MAX_OBJECT:
-        raise DlioError(f"{path}: an object of {int(ops['size'].max()):,} bytes; at most {MAX_OBJECT:,} (64 GiB)")
     nkeys = len(names)
     size = np.zeros(nkeys, np.uint64)
     np.maximum.at(size, ops["key"], ops["size"])
@@ -86,6 +84,8 @@ def csv_plan(s: KvSettings, path: str) -> Plan:
     if orphan.any():
         notes.append(f"{int(orphan.sum()):,} reads of entries the trace never writes: left out")
         ops, n = ops[~orphan], int((~orphan).sum())
+    if n == 0:
+        raise DlioError(f"{KEY} = {path}: no operations to replay (an empty trace measures nothing); give a trace")
     is_w, is_ev = ops["op"] == 1, ops["phase"] == oplog.PHASES["Evict"]
     steps = np.zeros(n, _core.KV_STEP_DTYPE)
     steps["entry"] = ops["key"]
@@ -121,27 +121,25 @@ def mooncake_plan(s: KvSettings, path: str) -> Plan:
     outl: List[int] = []
     ids: List[Any] = []
     counts: List[int] = []
-    with oplog.open_text(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-                ts.append(float(r["timestamp"]))
-                outl.append(int(r.get("output_length", 0)))
-                h = r["hash_ids"]
-                if not isinstance(h, list):
-                    raise TypeError("hash_ids is not a list")
-            except (ValueError, KeyError, TypeError) as e:
-                raise DlioError(
-                    f"{path}:{n}: not a Mooncake request ({e}); expected {{timestamp, input_length, "
-                    "output_length, hash_ids}"
-                ) from None
-            ids.extend(h)
-            counts.append(len(h))
-            if len(counts) > MAX_REQUESTS or len(ids) > 4 * MAX_REQUESTS:
-                raise DlioError(f"{path}: too large (more than {MAX_REQUESTS:,} requests); cut the trace")
+    where = f"{KEY} = {path}"
+    for n, line in enumerate(oplog.trace_lines(path, KEY), 1):
+        if not line.strip():
+            continue
+        at = f"{where}: line {n}"
+        r = inputs.loads_json(line, at, "Mooncake request ({timestamp, input_length, output_length, hash_ids})")
+        if not isinstance(r, dict) or "timestamp" not in r or not isinstance(r.get("hash_ids"), list):
+            raise DlioError(f"{at}: not a Mooncake request; expected {{timestamp, output_length, hash_ids}}")
+        ts.append(inputs.field_real(r["timestamp"], at, "timestamp", 0.0, inputs.LIMIT / 1e6))
+        outl.append(inputs.field_int(r.get("output_length", 0), at, "output_length", 0, MAX_GEN))
+        inputs.field_int(r.get("input_length", 0), at, "input_length")
+        h = r["hash_ids"]
+        ids.extend(inputs.field_int(x, at, "hash_ids", 0, 2**63 - 1) for x in h)
+        counts.append(len(h))
+        if len(counts) > MAX_REQUESTS or len(ids) > 4 * MAX_REQUESTS:
+            raise DlioError(f"{where}: too large (more than {MAX_REQUESTS:,} requests); cut the trace")
     n = len(counts)
+    if not sum(counts):
+        raise DlioError(f"{where}: no requests with blocks (an empty trace measures nothing); give another trace")
     blocks, step_entry = np.unique(np.array(ids, dtype=np.int64), return_inverse=True)
     order = np.argsort(np.array(ts), kind="stable")
     first = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
@@ -186,11 +184,8 @@ def mooncake_plan(s: KvSettings, path: str) -> Plan:
 
 
 def sharegpt_plan(s: KvSettings, path: str) -> Plan:
-    try:
-        with oplog.open_text(path) as f:
-            data = json.load(f)
-    except ValueError as e:
-        raise DlioError(f"{path}: not JSON ({e})") from None
+    where = f"{KEY} = {path}"
+    data = inputs.loads_json(inputs.read_text(path, inputs.KV_TRACE_CAP, "ShareGPT trace", KEY), where, "ShareGPT")
     if not isinstance(data, list):
         raise DlioError(f"{path}: expected a JSON list of conversations (ShareGPT)")
     rng = np.random.default_rng(s.seed)

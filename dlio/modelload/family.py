@@ -231,6 +231,14 @@ class LoadRun:
         name = f"dlio-fast-rank{self.comm.rank}.json"
         write_with_fallback(lambda d: write_json(os.path.join(d, name), doc), folder)
 
+    def nothing_measured(self, records: List[Any]) -> Optional[str]:
+        timed = [p for passes, _ in records for p in passes if p["kind"] == "timed"]
+        if not timed:
+            return "no timed load completed"
+        if not sum(p["bytes"] for p in timed):
+            return "the timed loads read no byte of the model's shards"
+        return None
+
     def write(
         self, folder: str, records: List[Any], failure: Optional[BaseException]
     ) -> Optional[Tuple[Dict[str, Any], str]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
+from dlio.base import inputs
 from dlio.modelload.shards import INDEX, Shard
 from dlio.storage import staging
 from dlio.storage.base import STAT, Backend, SetContent, SetOptions
@@ -36,9 +37,11 @@ class StoredModel:
         folder, found = staging.local_copy(self.backend, self.root, [INDEX])
         if not found[0]:
             return False
-        with open(os.path.join(folder, INDEX), "rb") as f:
-            if f.read() != self.index:
-                return False
+        # the folder's index, within bounds: a FIFO or /dev/zero planted at its name is refused, not waited on
+        path = os.path.join(folder, INDEX)
+        hint = "remove it, or give another checkpoint.checkpoint_folder"
+        if inputs.read_regular(path, inputs.MANIFEST_CAP, "model index", None, hint) != self.index:
+            return False
         if not self.backend.exist(self.names):
             return False
         if self.backend.has(STAT):  # sizes cost nothing to read here; an object store's listing is enough

@@ -11,15 +11,14 @@ notes say how many and where the first was, and more than MAX_MALFORMED of them 
 from __future__ import annotations
 
 import gzip
-import math
-import os
-import stat
 import zlib
 from typing import Any, BinaryIO, Iterator, List, Optional
 
 import numpy as np
 
+from dlio.base import inputs
 from dlio.base.errors import DlioError, os_error_message
+from dlio.base.inputs import LIMIT, Bad, as_int, as_real  # noqa: F401 -- profile's readers take them from here
 
 MAX_LINE = 1 << 20  # bytes of one line (a DFTracer, DXT or strace line is well under 10 KiB)
 MAX_BYTES = 64 << 30  # (decompressed) bytes read from one trace file
@@ -27,99 +26,19 @@ MAX_EVENTS = 20_000_000  # default event cap: about 1 GiB of events; `profile --
 MAX_MALFORMED = 1000  # more skipped lines than this: not a trace of this kind, or a damaged one
 MAX_PATH = 1 << 16  # a file name longer is not one (PATH_MAX bounds one call's path, not a name)
 MAX_NAME_BYTES = 256 << 20  # distinct file names kept, in bytes
-LIMIT = 1 << 62  # a time (ns), size, offset, pid beyond this is not a real value
 CHUNK = 1 << 16  # events gathered per numpy chunk
 BLOCK = 1 << 20  # bytes read at a time
 EVENT_BYTES = 64  # about what one event costs in memory (EVENT_DTYPE plus its sort)
-
-
-class Bad(ValueError):
-    """A value of one line that is not a valid number / field: the line is skipped and counted."""
 
 
 class Full(Exception):
     """The event cap is reached: the reader stops and says so in the trace's notes."""
 
 
-_KINDS = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFDIR: "a folder",
-    stat.S_IFSOCK: "a socket",
-}
-
-
-def _not_regular(path: str, mode: int) -> DlioError:
-    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
-    return DlioError(f"{path}: is {kind}, not a trace file: give a regular file (links are followed)")
-
-
 def open_regular(path: str) -> BinaryIO:
-    """path opened for reading if (after links) it is a regular file; else one-line DlioError.
-    O_NONBLOCK: a FIFO put there between the stat and the open is not waited on."""
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise DlioError(f"{path}: {os_error_message(e)}: give a trace file or folder")
-    if not stat.S_ISREG(st.st_mode):
-        raise _not_regular(path, st.st_mode)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise DlioError(f"{path}: {os_error_message(e)}")
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise _not_regular(path, st.st_mode)
-    return os.fdopen(fd, "rb", buffering=1 << 20)
-
-
-# ------------------------------------------------------------------------------------ numbers
-
-
-def as_int(v: Any, lo: int = 0, hi: int = LIMIT) -> int:
-    """v as an int in [lo, hi]: an int, an integral finite float, or a string of at most 20 digits."""
-    if type(v) is int and lo <= v <= hi:  # the common case first: this runs per field per event
-        return v
-    if isinstance(v, bool):
-        raise Bad(f"{v!r} is not a number")
-    if isinstance(v, str):
-        s = v.strip()
-        if not (0 < len(s.lstrip("-")) <= 20) or not s.lstrip("-").isdigit():
-            raise Bad(f"{v[:40]!r} is not an integer")
-        v = int(s)
-    elif isinstance(v, float):
-        if not math.isfinite(v) or v != int(v):
-            raise Bad(f"{v!r} is not an integer")
-        v = int(v)
-    elif not isinstance(v, int):
-        raise Bad(f"{v!r} is not a number")
-    if not lo <= v <= hi:
-        raise Bad(f"{v if len(str(v)) < 30 else str(v)[:24] + '...'} is out of range [{lo}, {hi}]")
-    return v
-
-
-def as_real(v: Any, lo: float = 0.0, hi: float = float(LIMIT)) -> float:
-    """v as a finite float in [lo, hi] (an int, a float, or a short decimal string)."""
-    if isinstance(v, bool):
-        raise Bad(f"{v!r} is not a number")
-    if isinstance(v, str):
-        if len(v) > 40:
-            raise Bad(f"{v[:40]!r}... is not a number")
-        try:
-            v = float(v)
-        except ValueError:
-            raise Bad(f"{v!r} is not a number")
-    elif isinstance(v, int):
-        if abs(v) > LIMIT:
-            raise Bad(f"{str(v)[:24]}... is out of range")
-        v = float(v)
-    elif not isinstance(v, float):
-        raise Bad(f"{v!r} is not a number")
-    if not math.isfinite(v) or not lo <= v <= hi:
-        raise Bad(f"{v!r} is not finite or out of range [{lo}, {hi}]")
-    return v
+    """path opened for reading if (after links) it is a regular file; else one-line DlioError
+    (dlio.base.inputs: a FIFO put there between the stat and the open is not waited on)."""
+    return inputs.open_regular(path, "trace file")
 
 
 def ns(seconds_or_units: Any, scale: float) -> int:

@@ -13,15 +13,13 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, cast
 
-import yaml
-
+from dlio.base import inputs
 from dlio.base.errors import DlioError
 from dlio.report import exact, validate
 from dlio.report.dlio import files as dlio_files
 from dlio.report.dlio import folder as dlio_folder
 from dlio.report.family import FamilyReading, FamilyReport
 from dlio.report.result import CEILING_SCHEMA, IO_SCHEMA, RUN_SCHEMA, RunResult
-from dlio.system.inputs import JSON_CAP, read_regular
 
 
 class Source:
@@ -67,7 +65,7 @@ def _default_label(path: str) -> str:
 
 def _read_json(path: str, what: str) -> Any:
     try:
-        return validate.loads(read_regular(path, JSON_CAP, f"{what} JSON file"), path, what)
+        return validate.loads(inputs.read_regular(path, inputs.JSON_CAP, f"{what} JSON file"), path, what)
     except FileNotFoundError:
         raise DlioError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -90,7 +88,7 @@ def load(path: Any, families: Optional[Mapping[str, FamilyReport]] = None) -> So
         return Source("run", path, doc, summary)
     if os.path.isdir(path):
         doc_path = os.path.join(path, "dlio-fast.json")
-        if not os.path.isfile(doc_path):
+        if not os.path.lexists(doc_path):  # something else at the name (a FIFO) is read, and refused, below
             raise DlioError(
                 f"{path}: neither a dlio-fast run folder (no dlio-fast.json) nor a DLIO output folder (no summary.json)"
             )
@@ -141,10 +139,7 @@ def _read_config(path: str) -> Optional[Dict[str, Any]]:
     """The run folder's config.yaml (the resolved config the run wrote), or None without one."""
     if not os.path.isfile(path):
         return None
-    try:
-        tree = yaml.safe_load(read_regular(path, JSON_CAP, "config YAML file"))
-    except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise DlioError(f"{path}: not a valid config YAML file ({str(e).splitlines()[0]})") from None
+    tree = inputs.loads_yaml(inputs.read_regular(path, inputs.YAML_CAP, "config YAML file"), path, "config YAML file")
     return tree if isinstance(tree, dict) else None
 
 

@@ -11,42 +11,14 @@ import math
 import typing
 from typing import Any, Dict, List, Union
 
+from dlio.base import inputs
 from dlio.base.errors import DlioError
 from dlio.report.result import IoPoint, RunResult
 
-MAX_DEPTH = 64  # our documents nest about 8 deep; a deeper one is not ours
-
 
 def loads(text: Union[str, bytes], where: str, what: str) -> Any:
-    """JSON with no NaN or Infinity (not JSON; a figure computed from one is NaN too) and bounded nesting."""
-
-    def refuse(word: str) -> Any:
-        raise ValueError(f"{word} is not a number JSON allows")
-
-    try:
-        doc = json.loads(text, parse_constant=refuse)
-    except RecursionError:
-        raise DlioError(f"{where}: not a valid {what} JSON document (nested too deeply)") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise DlioError(f"{where}: not a valid {what} JSON document ({str(e).splitlines()[0]})") from None
-    if _depth(doc) > MAX_DEPTH:
-        raise DlioError(f"{where}: not a {what} document (nested more than {MAX_DEPTH} deep)")
-    return doc
-
-
-def _depth(doc: Any) -> int:
-    """Nesting depth, iteratively (a recursive walk is what a hostile file would overflow)."""
-    deepest, stack = 0, [(doc, 1)]
-    while stack:
-        node, d = stack.pop()
-        deepest = max(deepest, d)
-        if d > MAX_DEPTH:
-            return d
-        if isinstance(node, dict):
-            stack.extend((v, d + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, d + 1) for v in node)
-    return deepest
+    """A result document read back: JSON within dlio.base.inputs' bounds (no NaN, bounded nesting)."""
+    return inputs.loads_json(text, where, what)
 
 
 def check_run(doc: Dict[str, Any], where: str) -> None:

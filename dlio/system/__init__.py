@@ -1,2 +1,2 @@
 """The host and the process: host facts, device counters, MPI glue, child processes, output folders,
-bounded input readers and memory checks, on the C bindings and dlio.base."""
+memory checks, on the C bindings and dlio.base."""

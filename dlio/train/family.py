@@ -203,6 +203,16 @@ class TrainRun:
         if lost:
             self.ctx.warn(f"warning: rank {self.comm.rank}: {lost}")
 
+    def nothing_measured(self, records: List[RankRecord]) -> Optional[str]:
+        cfg = self.cfg
+        steps = sum(e.get("steps_done", 0) for r in records for e in r["epochs"])
+        saves = sum(len(r.get("checkpoints") or []) for r in records)
+        if cfg.workflow.train and not steps and not saves:
+            return "no training step completed on any rank; check the dataset and reader.batch_size"
+        if cfg.is_checkpoint_only() and not saves:
+            return "no checkpoint was saved or loaded"
+        return None
+
     def write(
         self, folder: str, records: List[RankRecord], failure: Optional[BaseException]
     ) -> Optional[Tuple[Dict[str, Any], str]]:

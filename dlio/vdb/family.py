@@ -313,10 +313,25 @@ class VdbRun:
     def keep_partial(self, folder: str, records: Dict[str, Any], failure: BaseException) -> None:
         raise AssertionError("a vdb run is one process")  # refused in __init__ under mpiexec
 
+    def nothing_measured(self, records: List[Dict[str, Any]]) -> Optional[str]:
+        doc = records[0]
+        if doc["plan"] is None:
+            return None  # no searches planned: the build or load phase is the figure
+        if not doc["runs"]:
+            return "no timed run completed a query; give a longer vdb.duration or more vdb.queries"
+        if not sum(r["iops"] * r["seconds"] for r in doc["runs"]):
+            return (
+                "no search read the index from storage (every node read was served by the node cache: the QPS is "
+                "the CPU's); give a smaller vdb.cache_ratio or a trace of more varied searches"
+            )
+        return None
+
     def write(
         self, folder: str, records: List[Dict[str, Any]], failure: Optional[BaseException]
     ) -> Optional[Tuple[Dict[str, Any], str]]:
         doc, echo = records[0], self.ctx.echo
+        if failure is not None:  # the driver's too (nothing measured): the document says why
+            doc["complete"], doc["reason"] = False, str(failure)
         if doc["runs"]:
             s = metrics.summary(doc["runs"])
             for run in doc["runs"]:  # each run as mlpstorage lays one out: its statistics.json and summary.json

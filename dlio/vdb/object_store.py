@@ -18,11 +18,11 @@ The local copy lives beside the index's local name: ``<vdb.index_folder>/<index>
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from dlio.base import inputs
 from dlio.base.errors import ConfigError, DlioError
 from dlio.base.units import fmt_bytes
 from dlio.config import Config
@@ -82,11 +82,17 @@ class ObjectStore:
         folder, found = staging.local_copy(self.backend, self.root, [MANIFEST])
         if not found[0]:
             return False
+        path = os.path.join(folder, MANIFEST)
+        text = inputs.read_if_there(
+            path,
+            inputs.MANIFEST_CAP,
+            "vector index manifest (local copy)",
+            "remove it, or give another vdb.index_folder",
+        )
         try:
-            with open(os.path.join(folder, MANIFEST)) as f:
-                have = json.load(f)
-        except (OSError, ValueError):
-            return False
+            have = None if text is None else inputs.loads_json(text, path, "manifest")
+        except DlioError:
+            return False  # damaged: the build writes it again
         return have == self.copy.want() and self.backend.exist(self.names)
 
     def write(self, on_tick: Optional[Callable[[Any], None]] = None) -> Dict[str, Any]:
@@ -203,5 +209,7 @@ def store_for(cfg: Config, spec: VdbSpec, medoid: int) -> Any:
             "vdb.index_folder",
             folder,
         )
-    root = backend.join(backend.folder_root(cfg, "vdb.index_folder"), os.path.basename(spec.folder))
+    root = backend.join(
+        backend.folder_root(cfg, "remove it, or give another vdb.index_folder"), os.path.basename(spec.folder)
+    )
     return ObjectStore(cfg, staging.stage_and_upload(backend, root, spec.folder + COPY_SUFFIX), spec, medoid)

@@ -18,7 +18,6 @@ capabilities.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import asdict
@@ -27,6 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from dlio import _core
+from dlio.base import inputs
 from dlio.base.errors import DlioError
 from dlio.base.units import fmt_bytes
 from dlio.report.verdict import classify
@@ -138,11 +138,13 @@ class LocalStore:
         }
 
     def present(self) -> bool:
+        text = inputs.read_if_there(
+            self.manifest, inputs.MANIFEST_CAP, "vector index manifest", "remove it, or give another vdb.index_folder"
+        )
         try:
-            with open(self.manifest) as f:
-                have = json.load(f)
-        except (OSError, ValueError):
-            return False
+            have = None if text is None else inputs.loads_json(text, self.manifest, "manifest")
+        except DlioError:
+            return False  # damaged: the build writes it again
         if have != self.want():
             return False
         return all(os.path.isfile(p) and os.path.getsize(p) == n for p, n in file_sizes(self.spec))

@@ -19,12 +19,14 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from dlio.base.errors import ConfigError
+from dlio.base import inputs
+from dlio.base.errors import ConfigError, DlioError
 from dlio.vdb.layout import SECTOR, Layout, read_metadata
 
 FORMAT = "dlio-fast.vdb-trace/1"
 MARKER = "/nonexistent-vdb-capture/q"
-MAX_TRACE_BYTES = 256 << 20  # a trace file larger than this is refused (bounded input)
+MAX_NODE = 2**32 - 1  # the engine's node ids are 32-bit
+MAX_READ = 1 << 30  # one node read larger than this is no DiskANN read
 
 _OPEN = re.compile(r'openat\([^,]+, "([^"]+)", ([A-Z_|]+)[^)]*\)\s+=\s+(\d+)')
 _MARK = re.compile(re.escape(MARKER) + r"(\d+)")
@@ -154,32 +156,42 @@ def save(trace: Trace, path: str) -> None:
 
 
 def load(path: str, key: str = "vdb.trace") -> Trace:
-    """A trace file; ConfigError naming the key and the file when it is not one."""
+    """A trace file, read within dlio.base.inputs' bounds (a regular file of at most VDB_TRACE_CAP bytes, no
+    NaN, bounded nesting) and every number checked; a one-line ConfigError naming the key, the file and
+    the field when it is not one."""
+    hint = "give a trace written by bench/vdb_capture.py"
+    where = f"{key} = {path}"
     try:
-        import os
-
-        if os.path.getsize(path) > MAX_TRACE_BYTES:
-            raise ConfigError(f"{key} = {path}: larger than {MAX_TRACE_BYTES >> 20} MiB; capture fewer queries", key)
-        with open(path) as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise ConfigError(f"{key} = {path}: {e.strerror}; give a trace written by bench/vdb_capture.py", key) from e
-    except ValueError as e:
-        raise ConfigError(f"{key} = {path}: not JSON ({e}); give a trace written by bench/vdb_capture.py", key) from e
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ConfigError(f"{key} = {path}: not a {FORMAT} file; give a trace written by bench/vdb_capture.py", key)
-    try:
-        searches = [[[int(n) for n in hop] for hop in s] for s in doc["searches"]]
-        tr = from_searches(
-            searches,
-            params=dict(doc.get("params") or {}),
-            read_bytes=int(doc["read_bytes"]),
-            medoid=int(doc["medoid"]),
-            source=str(doc.get("source", "")),
-            open_flags=list(doc.get("open_flags") or []),
+        doc = inputs.loads_json(
+            inputs.read_regular(path, inputs.VDB_TRACE_CAP, "vector-search trace", key), where, FORMAT
         )
-    except (KeyError, TypeError, ValueError) as e:
-        raise ConfigError(f"{key} = {path}: malformed trace ({e!r})", key) from e
-    if tr.searches == 0 or (tr.nodes < 0).any() or np.any(np.diff(tr.read_first) == 0):
-        raise ConfigError(f"{key} = {path}: no searches, an empty hop or a negative node id", key)
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise DlioError(f"{where}: not a {FORMAT} file; {hint}")
+        searches = doc.get("searches")
+        if not isinstance(searches, list) or not all(
+            isinstance(s, list) and all(isinstance(h, list) for h in s) for s in searches
+        ):
+            raise DlioError(f"{where}: searches: not a list of searches of hops of node ids; {hint}")
+        params = doc.get("params") or {}
+        if not isinstance(params, dict):
+            raise DlioError(f"{where}: params: not an object; {hint}")
+        n0 = MAX_NODE + 1  # node ids index the captured index's vectors (32-bit in the engine)
+        if params.get("vectors") is not None:
+            n0 = inputs.field_int(params["vectors"], where, "params.vectors", 1, MAX_NODE + 1)
+        ids = [
+            [[inputs.field_int(n, where, "searches (a node id)", 0, n0 - 1) for n in hop] for hop in s]
+            for s in searches
+        ]
+        tr = from_searches(
+            ids,
+            params=dict(params),
+            read_bytes=inputs.field_int(doc.get("read_bytes"), where, "read_bytes", 1, MAX_READ),
+            medoid=inputs.field_int(doc.get("medoid"), where, "medoid", 0, n0 - 1),
+            source=str(doc.get("source", "")),
+            open_flags=[str(f) for f in doc.get("open_flags") or []],
+        )
+    except DlioError as e:
+        raise ConfigError(str(e), key, path) from None
+    if tr.searches == 0 or np.any(np.diff(tr.read_first) == 0):
+        raise ConfigError(f"{where}: no searches, or an empty hop (a replay would read nothing); {hint}", key)
     return tr

@@ -15,11 +15,10 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
-import yaml
 
+from dlio.base import inputs
 from dlio.base.errors import DlioError
 from dlio.report import validate
-from dlio.system.inputs import JSON_CAP, read_regular
 
 TOOL = "DLIO"
 
@@ -35,7 +34,7 @@ def is_dlio_folder(path: str) -> bool:
 
 def _json(path: str) -> Any:
     """A DLIO result file: a regular file of bounded size, JSON with no NaN and bounded nesting."""
-    return validate.loads(read_regular(path, JSON_CAP, "DLIO result file"), path, "DLIO result")
+    return validate.loads(inputs.read_regular(path, inputs.JSON_CAP, "DLIO result file"), path, "DLIO result")
 
 
 # Where Hydra put the run's config: its default, and MLPerf Storage's hydra.output_subdir (configs in
@@ -49,11 +48,7 @@ def _config(folder: str) -> Dict[str, Any]:
     path = next((p for p in paths if os.path.isfile(p)), None)
     if path is None:
         return {}
-    try:
-        with open(path) as f:
-            doc = yaml.safe_load(f) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise DlioError(f"{path}: not a readable YAML file ({str(e).splitlines()[0]})") from None
+    doc = inputs.loads_yaml(inputs.read_regular(path, inputs.YAML_CAP, "Hydra config (YAML)"), path, "YAML file") or {}
     return doc.get("workload", doc) if isinstance(doc, dict) else {}
 
 

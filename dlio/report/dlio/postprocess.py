@@ -18,36 +18,25 @@ DLIO's `save_ckptN` / `load_ckptN` as well as 2.0.0's `ckptN`.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from datetime import datetime
 from typing import Any, Dict, List, Optional, Tuple
 
-import yaml
-
+from dlio.base import inputs
 from dlio.base.errors import DlioError
 
 
 def _json(path: str) -> Any:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except OSError as e:
-        raise DlioError(f"{path}: cannot read ({e.strerror or e})") from None
-    except ValueError as e:
-        raise DlioError(f"{path}: not a valid JSON document ({str(e).splitlines()[0]})") from None
+    """A DLIO per-rank or stats file, read within dlio.base.inputs' bounds."""
+    return inputs.loads_json(inputs.read_regular(path, inputs.JSON_CAP, "DLIO result file"), path, "DLIO result")
 
 
 def _workload(folder: str, hydra_folder: str) -> Dict[str, Any]:
     path = os.path.join(folder, hydra_folder, "config.yaml")
-    try:
-        with open(path) as f:
-            doc = yaml.safe_load(f) or {}
-    except OSError as e:
-        raise DlioError(f"{path}: cannot read ({e.strerror or e}); give the Hydra folder with --hydra-folder") from None
-    except yaml.YAMLError as e:
-        raise DlioError(f"{path}: not a YAML file ({str(e).splitlines()[0]})") from None
+    if not os.path.lexists(path):
+        raise DlioError(f"{path}: no such file; give the Hydra folder with --hydra-folder")
+    doc = inputs.loads_yaml(inputs.read_regular(path, inputs.YAML_CAP, "Hydra config (YAML)"), path, "YAML file") or {}
     w = doc.get("workload") if isinstance(doc, dict) else None
     if not isinstance(w, dict):
         raise DlioError(f"{path}: no workload: section (not a DLIO run's Hydra config)")
@@ -98,8 +87,11 @@ def report(
     model = w.get("model")
     name = name or (model.get("name") if isinstance(model, dict) else model) or "default"
     reader = w.get("reader") or w.get("data_reader") or {}
-    bs = batch_size or int(reader.get("batch_size", 1))
-    bs_eval = batch_size_eval or int(reader.get("batch_size_eval", 1))
+    cfg_path = os.path.join(folder, hydra_folder, "config.yaml")
+    bs = batch_size or inputs.field_int(reader.get("batch_size", 1), cfg_path, "workload.reader.batch_size", 1)
+    bs_eval = batch_size_eval or inputs.field_int(
+        reader.get("batch_size_eval", 1), cfg_path, "workload.reader.batch_size_eval", 1
+    )
     if do_eval is None:
         do_eval = bool((w.get("workflow") or {}).get("evaluation", False))
     outputs = sorted(glob.glob(os.path.join(folder, "*_output.json")))
@@ -121,8 +113,11 @@ def report(
         for e in keys:
             for kind in ("load", "proc"):
                 for phase, values in (out.get(e, {}).get(kind) or {}).items():
+                    if not isinstance(values, list):
+                        raise DlioError(f"{path}: {e}.{kind}.{phase}: not a list of times; not a DLIO rank file")
+                    field = f"{e}.{kind}.{phase}"
                     per = times[kind].setdefault(e, {})
-                    per[phase] = per.get(phase, 0.0) + float(sum(values))
+                    per[phase] = per.get(phase, 0.0) + sum(inputs.field_real(v, path, field, 0.0, 1e9) for v in values)
     start, end = per_epoch[keys[0]]["start"], per_epoch[keys[-1]]["end"]
     overall = {
         "Run name:": name,

@@ -70,7 +70,7 @@ def test_the_committed_capture():
 
 @pytest.mark.parametrize(
     "content, what",
-    [("not json", "not JSON"), ('{"format": "x"}', "not a dlio-fast.vdb-trace/1"), (None, "No such file")],
+    [("not json", "not a valid"), ('{"format": "x"}', "not a dlio-fast.vdb-trace/1"), (None, "No such file")],
 )
 def test_bad_trace_files(tmp_path, content, what):
     path = tmp_path / "t.json"
