@@ -11,12 +11,13 @@ batch in hand to the next (adding the hand-over, e.g. a DataLoader's trainer unp
 batch, and any wait for data); the inferred compute must lie between the two (compute_ok).
 """
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 import yaml
 
@@ -124,6 +125,22 @@ def all_cases():
 GAPS = [Case("queue", "hdf5", "flat", 4096, "sorted")]
 
 
+class CpuHogs:
+    """Processes that keep every core of this host busy (one spinning Python per core, pinned to
+    it), as other jobs on a shared machine do: `with CpuHogs(): ...`."""
+
+    def __enter__(self):
+        cores = sorted(os.sched_getaffinity(0))
+        spin = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+        self.procs = [subprocess.Popen([sys.executable, "-c", spin, str(c)]) for c in cores]
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
 def _run(args, cwd, check=True):
     p = subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=300)
     if check and p.returncode != 0:
@@ -159,9 +176,10 @@ def make_dataset(tmp: str, case: Case) -> str:
     return os.path.join(tmp, "src", "train")
 
 
-def run_case(tmp: str, case: Case) -> Dict:
-    """Profile the case's job, replay the workload, score it. Returns the YAML, the report, the
-    job's own measures and the score."""
+def run_case(tmp: str, case: Case, job_args: Sequence[str] = (), replay: bool = True, busy: bool = False) -> Dict:
+    """Profile the case's job (with job_args added; beside CpuHogs when busy), replay the
+    workload, score it (unless not replay). Returns the YAML, the report, profile.json, the job's
+    own measures and the score."""
     data = make_dataset(tmp, case)
     out = os.path.join(tmp, "prof")
     truth_file = os.path.join(tmp, "truth.json")
@@ -170,24 +188,30 @@ def run_case(tmp: str, case: Case) -> Dict:
     job += ["--compute", str(case.compute), "--truth", truth_file]
     if case.dataset == "written":
         job += ["--write", str(NFILES), "--write-size", str(case.record)]
-    _run(["profile", "-o", out, "--data-folder", os.path.join(tmp, "replay_data"), "--", sys.executable, *job], tmp)
+    job += list(job_args)
+    with CpuHogs() if busy else contextlib.nullcontext():
+        _run(["profile", "-o", out, "--data-folder", os.path.join(tmp, "replay_data"), "--", sys.executable, *job], tmp)
     with open(os.path.join(out, "workload.yaml")) as f:
         wl = yaml.safe_load(f)
     with open(os.path.join(out, "report.txt")) as f:
         report = f.read()
+    with open(os.path.join(out, "profile.json")) as f:
+        inferred = json.load(f)
     with open(truth_file) as f:
         truth = json.load(f)
-    _run(["run", "-q", "--config", os.path.join(out, "workload.yaml"), "--trace", "-o", os.path.join(tmp, "run")], tmp)
-    score = _run(["profile", "--compare", os.path.join(out, "raw"), os.path.join(tmp, "run")], tmp, check=False)
-    return {
+    r = {
         "workload": wl,
         "report": report,
+        "inferred": inferred,
         "trainer_compute_s": _mean(truth["compute_s"]),
         "trainer_step_s": _mean(truth["step_s"]),
         "data": data,
-        "score_rc": score.returncode,
-        "score": score.stdout + score.stderr,
     }
+    if not replay:
+        return r
+    _run(["run", "-q", "--config", os.path.join(out, "workload.yaml"), "--trace", "-o", os.path.join(tmp, "run")], tmp)
+    score = _run(["profile", "--compare", os.path.join(out, "raw"), os.path.join(tmp, "run")], tmp, check=False)
+    return {**r, "score_rc": score.returncode, "score": score.stdout + score.stderr}
 
 
 def _mean(x) -> float:
