@@ -231,7 +231,10 @@ def find_steps(v: np.ndarray, epoch: Optional[np.ndarray] = None, tl: Optional[T
     step_of[o] = st["sid"]
     k, s, io, sp, ep = v["key"][ro], v["start"][ro], v["io"][ro], step_of[ro], epoch[ro]
     same = (k[1:] == k[:-1]) & (ep[1:] == ep[:-1])
-    g = _idle(tl, k[1:], s[:-1], s[1:]) - io[:-1]
+    # its work besides the read calls, in the share of the gap it was not waiting for a CPU (the
+    # calls' own time holds some of that wait: taking the whole wait out as well counts it twice)
+    gap = (s[1:] - s[:-1]).astype(np.float64)
+    g = (gap - io[:-1]) * (_idle(tl, k[1:], s[:-1], s[1:]) / np.maximum(gap, 1.0))
     within = same & (sp[1:] == sp[:-1])
     period = mean_period(st)
     deep = np.zeros(0)

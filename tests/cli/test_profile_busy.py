@@ -22,7 +22,15 @@ VERDICTS = ("confident", "uncertain", "cannot tell")
 def _busy(tmp_path, shape, *args):
     if shape == "torch":
         pytest.importorskip("torch", reason="torch is not installed: the DataLoader job needs it")
-    return pc.run_case(str(tmp_path), CASE[shape], ["--spin", *args], replay=False, busy=True)
+    r = pc.run_case(str(tmp_path), CASE[shape], ["--spin", *args], replay=False, busy=True)
+    inf = r["inferred"]
+    print(  # the figures of this try (pytest -s shows them)
+        f"{shape} {' '.join(args)}: inferred {inf['computation_time']['value'] * 1e3:.1f} ms, truth "
+        f"{r['trainer_compute_s'] * 1e3:.1f}..{r['trainer_step_s'] * 1e3:.1f} ms; "
+        f"{inf['compute_confidence']['value']}: {inf['compute_confidence']['evidence']}; "
+        f"{inf['computation_time']['evidence']}"
+    )
+    return r
 
 
 def _said_everywhere(tmp_path, r):

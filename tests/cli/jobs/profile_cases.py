@@ -14,10 +14,11 @@ batch, and any wait for data); the inferred compute must lie between the two (co
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import yaml
 
@@ -224,6 +225,20 @@ def compute_ok(inferred: float, r: Dict) -> bool:
     return 0.9 * r["trainer_compute_s"] <= inferred <= 1.1 * max(r["trainer_step_s"], r["trainer_compute_s"])
 
 
+BUSY_SHARE = 10  # % of the trainer's time waiting for a CPU beyond which its wall clock is the host's
+
+
+def host_share(r: Dict) -> int:
+    """The share (%) of the trainer's time it waited for a CPU, as the profile's verdict says."""
+    m = re.search(r"waited for a CPU (\d+)%", r["inferred"]["compute_confidence"]["evidence"])
+    return int(m.group(1)) if m else 0
+
+
+def failed_figures(score: str) -> List[str]:
+    """The figures a replay score failed."""
+    return [ln.split("  ")[0] for ln in score.strip().splitlines() if ln.endswith("FAIL")]
+
+
 def report_value(report: str, key: str) -> Optional[str]:
     """The value column of a report line."""
     for line in report.splitlines():
@@ -255,7 +270,7 @@ def table_row(case: Case, r: Dict) -> str:
     truth_order = case.order + (" (by path)" if case.order == "sorted" and case.layout == "sub" else "")
     lines = r["score"].strip().splitlines()
     score = lines[-1].split(" figures")[0] if lines else "-"
-    failed = [ln.split("  ")[0] for ln in lines if ln.endswith("FAIL")]
+    failed = failed_figures(r["score"])
     if failed:
         score += " (" + ", ".join(failed) + ")"
     threads = 0 if case.shape == "sync" else THREADS
