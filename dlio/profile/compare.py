@@ -38,10 +38,7 @@ The inter-burst gaps leave out an epoch's start because there the loaders, not t
 decide: dlio-fast's replay reads two batches per reader back to back, PyTorch one per worker and
 prefetch slot; with a few dozen steps those transients would be a quarter of the sample.
 Bytes weight the transfer sizes because they say where the bytes come from; a loader's many tiny
-metadata reads would otherwise outvote the data reads.
-The inter-burst gaps and the duration are wall-clock on both sides: a replay's trace has no thread
-timeline to take a busy host's share out with, so a job profiled on a busy host is scored against
-a replay on an equally busy one (the profile's computation_time is the idle host's: compute.py)."""
+metadata reads would otherwise outvote the data reads."""
 
 import math
 from typing import Dict, List, Optional, Tuple
@@ -52,7 +49,6 @@ from dlio.profile import signals, steps
 from dlio.profile.dataview import DataView, data_view
 from dlio.profile.events import Trace
 from dlio.profile.order import file_order
-from dlio.profile.timeline import Timeline
 
 KS_LIMITS = {
     "transfer sizes": (0.05, 0.10),
@@ -94,9 +90,7 @@ def compare(orig: Trace, replay: Trace) -> List[Dict]:
     """Rows {figure, original, replay, score, limit, ok}."""
     da, db = data_view(orig), data_view(replay)
     a, b = da.rd, db.rd
-    # the steps as the profile found them (its batch: readers' gaps less their wait for a CPU)
-    sa = steps.find_steps(da.units, da.epoch, Timeline(orig))
-    sb = steps.find_steps(db.units, db.epoch, Timeline(replay))
+    sa, sb = steps.find_steps(da.units, da.epoch), steps.find_steps(db.units, db.epoch)
     ga, gb = steps.step_period(sa), steps.step_period(sb)
     rows = []
 

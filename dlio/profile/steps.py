@@ -239,7 +239,8 @@ def find_steps(v: np.ndarray, epoch: Optional[np.ndarray] = None, tl: Optional[T
     period = mean_period(st)
     deep = np.zeros(0)
     if b > 1 and period > 0:
-        deep = depth(merged(v, epoch, only_b=b, tl=tl), v, period, view == "per reader")
+        # wall-clock gaps: the depth is read at the readers' first wait, as it was measured against
+        deep = depth(merged(v, epoch, only_b=b), v, period, view == "per reader")
     return {
         "b": b,
         "eta": best["eta"],
