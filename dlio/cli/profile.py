@@ -3,6 +3,7 @@ workload.yaml + report.txt; `--compare TRACE RUN_DIR` scores a replay against th
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -112,7 +113,7 @@ def profile(
     wl = emit.workload(inf, data_folder or os.path.join(os.path.abspath(output), "data"))
     yml = os.path.join(output, "workload.yaml")
     with atomic_path(yml) as tmp, open(tmp, "w") as f:
-        f.write(emit.to_yaml(wl))
+        f.write(emit.to_yaml(wl, inf))
     emit.validate(yml)
     rep = emit.report(inf, tr.source, job)
     if failed:
@@ -120,9 +121,14 @@ def profile(
     rep += "".join(f"  note: {n}\n" for n in tr.notes)
     with atomic_path(os.path.join(output, "report.txt")) as tmp, open(tmp, "w") as f:
         f.write(rep)
+    with atomic_path(os.path.join(output, "profile.json")) as tmp, open(tmp, "w") as f:
+        json.dump(emit.to_json(inf), f, indent=1)
     click.echo(rep, nl=False)
     if "unread" in inf:
         click.echo(f"warning: {inf['unread'].evidence.removeprefix('WARNING: ')}", err=True)
+    sure = inf.get("compute_confidence")
+    if sure is not None and sure.value != "confident":
+        click.echo(f"warning: computation_time is {sure.value}: {sure.evidence}", err=True)
     click.echo(f"Workload: {yml} (replay: dlio-fast run --config {yml} --trace)")
     if failed:
         _job_failed(failed, f"the workload above is from what was captured before, in {src}")

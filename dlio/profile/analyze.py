@@ -1,42 +1,26 @@
 """Infer a DLIO workload from a trace: dataset, access pattern, training structure, file order,
 checkpoints. Every value is an Inferred(value, confidence 0..1, evidence)."""
 
-from dataclasses import dataclass
 from typing import Any, Dict, Tuple
 
 import numpy as np
 
 from dlio.profile import signals, steps
+from dlio.profile.compute import compute, mean95, trainer_key
 from dlio.profile.dataset import guess_format, unread
 from dlio.profile.dataview import DataView, data_view
 from dlio.profile.events import OP_WRITE, Trace
+from dlio.profile.inferred import Inferred
 from dlio.profile.order import file_order
 from dlio.profile.records import record_length
+from dlio.profile.timeline import Timeline
 
 MIN_PREPROCESS_S = 1e-4  # a reader's own time per sample below this is the loader's noise
-
-
-@dataclass
-class Inferred:
-    value: Any
-    confidence: float
-    evidence: str
 
 
 def _mode(x: np.ndarray) -> Tuple[Any, float]:
     v, c = np.unique(x, return_counts=True)
     return v[np.argmax(c)], c.max() / max(len(x), 1)
-
-
-def _ms(x: Any) -> str:
-    return "/".join(f"{v / 1e6:.2f}" for v in x)
-
-
-def _mean95(x: np.ndarray) -> float:
-    """Mean of the values up to the 95th percentile (0 for none)."""
-    if not len(x):
-        return 0.0
-    return float(np.mean(x[x <= np.percentile(x, 95)]))
 
 
 def access(dv: DataView) -> Dict[str, Inferred]:
@@ -129,64 +113,11 @@ def _shape(st: Dict, sync: bool) -> Inferred:
     )
 
 
-def _compute(st: Dict, sync: bool) -> Dict[str, Inferred]:
-    """The trainer's compute per step (and its spread): with readers, its step period; without,
-    its time between batches less its time per sample."""
-    if st["b"] == 1 and not sync:
-        return {
-            "computation_time": Inferred(
-                0.0,
-                0.2,
-                "the readers never pause for the trainer: reading and decoding set the pace, and the "
-                "compute time is hidden behind them",
-            )
-        }
-    if sync:
-        sg = st["step_gaps"]
-        inner = _mean95(st["sample_gaps"])
-        if len(sg) < 3:
-            return {"computation_time": Inferred(0.0, 0.2, "too few steps to see a step period")}
-        c = max(0.0, _mean95(sg) - inner)
-        q1, q3 = np.percentile(sg, [25, 75])
-        sd = (q3 - q1) / 1.349
-        return {
-            "computation_time": Inferred(
-                c / 1e9,
-                max(0.0, 1 - sd / max(c, 1e-12)),
-                f"the trainer reads its own batches: its mean time from a batch's last sample to the next "
-                f"batch less its time per sample ({_mean95(sg) / 1e6:.2f} - {inner / 1e6:.2f} ms; the top "
-                f"5 % left out), {len(sg)} steps",
-            ),
-            "computation_time_stdev": Inferred(float(sd) / 1e9, 0.5, "interquartile spread of those times / 1.349"),
-        }
-    gaps = steps.step_period(st)
-    if len(gaps) < 3:
-        return {"computation_time": Inferred(0.0, 0.2, "too few steps to see a step period")}
-    # The mean period over each pass's steady steps, not a median: the replay must take as long as
-    # the job over all its steps, and a trainer's late steps (a loaded host, a slow batch hand-over)
-    # skew the period.
-    c = steps.mean_period(st) / 1e9
-    q1, q3 = np.percentile(gaps, [25, 75])
-    sd = (q3 - q1) / 1.349  # robust: the odd late step does not make a spread
-    cv = float(sd / max(np.median(gaps), 1e-12))
-    return {
-        "computation_time": Inferred(
-            c,
-            max(0.0, 1 - cv),
-            f"mean time between the starts of steps' reads over each pass after its fill; "
-            f"{len(gaps)} steady steps (within x0.5..x2 of their median): "
-            f"p10/p50/p90 {_ms(np.percentile(gaps, [10, 50, 90]))} ms",
-        ),
-        "computation_time_stdev": Inferred(
-            float(sd) / 1e9, 0.5, f"interquartile spread of those gaps / 1.349, cv {cv:.2f}"
-        ),
-    }
-
-
 def _structure(dv: DataView, tr: Trace) -> Dict[str, Inferred]:
     """Batch, steps, compute per step, the readers' own time per sample, readers, prefetch."""
     out = {}
-    st = steps.find_steps(dv.units, dv.epoch)
+    tl = Timeline(tr)
+    st = steps.find_steps(dv.units, dv.epoch, tl)
     uk, main, n = _readers(dv, tr)
     sync = bool(len(uk) == 1 and main[0])
     out["loader"] = _shape(st, sync)
@@ -209,7 +140,7 @@ def _structure(dv: DataView, tr: Trace) -> Dict[str, Inferred]:
         )
     # Means (the top 5 % left out), not medians: the replay must spend as long as the job over all
     # its samples and steps, and per-sample work is skewed (the odd page fault, collection, late wake).
-    pre = _mean95(st["sample_gaps"]) / 1e9
+    pre = mean95(st["sample_gaps"]) / 1e9
     out["preprocess_time"] = Inferred(
         pre if pre >= MIN_PREPROCESS_S else 0.0,
         0.6 if len(st["sample_gaps"]) >= 5 else 0.2,
@@ -222,7 +153,7 @@ def _structure(dv: DataView, tr: Trace) -> Dict[str, Inferred]:
         if len(st["sample_gaps"])
         else "no reader takes two samples of one step: its time per sample is not visible",
     )
-    out.update(_compute(st, sync))
+    out.update(compute(st, sync, tl, int(uk[0]) if sync else trainer_key(tr, tl, uk)))
     threads = 0 if sync else int(n)
     out["read_threads"] = Inferred(
         threads,

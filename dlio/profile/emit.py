@@ -7,7 +7,7 @@ import yaml
 
 from dlio.base.errors import ConfigError
 from dlio.config.load import load_config
-from dlio.profile.analyze import Inferred
+from dlio.profile.inferred import Inferred
 
 
 def workload(inf: Dict[str, Inferred], data_folder: str, name: str = "profiled") -> dict:
@@ -80,10 +80,33 @@ def validate(path: str) -> None:
             raise ConfigError(line.removeprefix("warning: "), origin=path)
 
 
-def to_yaml(wl: dict) -> str:
-    return "# Inferred by `dlio-fast profile` (see report.txt next to this file for the evidence).\n" + yaml.safe_dump(
-        wl, sort_keys=False
-    )
+def to_yaml(wl: dict, inf: Optional[Dict[str, Inferred]] = None) -> str:
+    """The workload as YAML, headed by how sure the profile is of its compute per step."""
+    head = "# Inferred by `dlio-fast profile` (see report.txt next to this file for the evidence).\n"
+    if inf and "compute_confidence" in inf:
+        v = inf["compute_confidence"]
+        head += f"# computation_time {wl['train']['computation_time']} s: {v.value} ({v.evidence})\n"
+    return head + yaml.safe_dump(wl, sort_keys=False)
+
+
+def _plain(x: Any) -> Any:
+    """A value as JSON takes it (numpy scalars as Python's; arrays: None, the report counts them)."""
+    if isinstance(x, np.ndarray):
+        return None
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def to_json(inf: Dict[str, Inferred]) -> dict:
+    """profile.json: every inferred value (arrays left out) with its confidence and evidence."""
+    return {
+        k: {"value": _plain(x.value), "confidence": round(float(x.confidence), 3), "evidence": x.evidence}
+        for k, x in inf.items()
+        if not isinstance(x.value, np.ndarray)
+    }
 
 
 def _fmt(x: Any) -> str:

@@ -23,13 +23,18 @@ From the steps: the step period (the trainer's compute when readers are not the 
 time between step starts in the steady state; for a loop without readers, its time from a batch's
 last sample to the next batch less its time per sample), a reader's own time per sample (opening,
 parsing, decoding: one sample's start to the next's within a step, less the time in read calls),
-and how many batches the readers hold ahead of the trainer once the prefetch is full (depth)."""
+and how many batches the readers hold ahead of the trainer once the prefetch is full (depth).
 
-from typing import Any, Dict, Optional
+With the job's thread timeline (timeline.py), every gap of a reader is taken less the time that
+reader waited for a CPU in it: a busy host stretches a reader's work between two samples of a step
+(runnable, off the CPU), not its waits for the trainer (blocked), so the pauses stand out again."""
+
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
 from dlio.profile.signals import steady_period
+from dlio.profile.timeline import Timeline
 
 MIN_ETA = 0.3  # below this, no split by position explains enough of the gaps to call it batches
 MAX_B = 512
@@ -54,7 +59,13 @@ def _eta(lg: np.ndarray, bnd: np.ndarray, tot: float) -> float:
     return float(ns * (len(lg) - ns) * (ms - mi) ** 2 / len(lg) / tot)
 
 
-def per_reader(v: np.ndarray) -> Dict:
+def _idle(tl: Optional[Timeline], keys: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
+    """Each thread keys[i]'s gap [t0[i], t1[i]] less the time it waited for a CPU in it (ns)."""
+    g = (t1 - t0).astype(np.float64)
+    return np.maximum(g - tl.waited(keys, t0, t1), 0.0) if tl else g
+
+
+def per_reader(v: np.ndarray, tl: Optional[Timeline] = None) -> Dict:
     """Per-reader view: visits in (reader, time) order; a gap is between a reader's consecutive
     visits, and the gap before a reader's p-th visit is a boundary for b when p % b == 0.
     Returns {'b', 'eta', 'gaps', 'order', 'pos', 'eta_at' (the score of any b)} (order: the
@@ -66,7 +77,8 @@ def per_reader(v: np.ndarray) -> Dict:
     first[1:] = k[1:] != k[:-1]
     idx = np.arange(n)
     pos = idx - np.maximum.accumulate(np.where(first, idx, 0))
-    lg = _log_gaps((s[1:] - e[:-1])[~first[1:]])
+    inner = ~first[1:]
+    lg = _log_gaps(_idle(tl, k[1:][inner], e[:-1][inner], s[1:][inner]))
     p = pos[~first]
     tot = float(((lg - lg.mean()) ** 2).sum()) if len(lg) else 0.0
     out: Dict[str, Any] = {"b": 1, "eta": 0.0, "gaps": len(lg), "order": o, "pos": pos}
@@ -80,7 +92,7 @@ def per_reader(v: np.ndarray) -> Dict:
     return out
 
 
-def merged(v: np.ndarray, epoch: np.ndarray, only_b: Optional[int] = None) -> Dict:
+def merged(v: np.ndarray, epoch: np.ndarray, only_b: Optional[int] = None, tl: Optional[Timeline] = None) -> Dict:
     """Merged view: each pass's visits in time order; the gap before a visit is the time since
     every earlier visit of the pass ended (idle readers). For each b (or only_b), each pass takes
     the phase whose gaps are longest. Returns {'b', 'eta', 'gaps', 'order', 'pos', 'pass' (index
@@ -101,7 +113,8 @@ def merged(v: np.ndarray, epoch: np.ndarray, only_b: Optional[int] = None) -> Di
         run_end[a:z] = np.maximum.accumulate(e[a:z])
     lg_all = np.full(n, np.nan)
     inner = ~first
-    lg_all[inner] = _log_gaps((s - np.r_[0, run_end[:-1]])[inner])
+    # the idle time before a visit, less what its reader waited for a CPU in it
+    lg_all[inner] = _log_gaps(_idle(tl, v["key"][o][inner], np.r_[0, run_end[:-1]][inner], s[inner]))
     out: Dict[str, Any] = {
         "b": only_b or 1,
         "eta": 0.0,
@@ -188,7 +201,7 @@ def _bursts(v: np.ndarray, order: np.ndarray, new: np.ndarray, epoch: np.ndarray
     }
 
 
-def find_steps(v: np.ndarray, epoch: Optional[np.ndarray] = None) -> Dict:
+def find_steps(v: np.ndarray, epoch: Optional[np.ndarray] = None, tl: Optional[Timeline] = None) -> Dict:
     """The steps of visits v (VISIT_DTYPE), their pass `epoch` (default: one pass). Returns
     {'b', 'eta', 'view' ('per reader' | 'merged'), 'start', 'end', 'bytes', 'units', 'readers'
     (per step, by start), 'gaps' (gaps used), 'eta_reader', 'b_reader', 'eta_merged',
@@ -196,10 +209,11 @@ def find_steps(v: np.ndarray, epoch: Optional[np.ndarray] = None) -> Dict:
     (a reader's own work from one sample of a step to the next: start to start less the time in
     read calls, ns), 'step_gaps' (the same from a step's last sample to the reader's next step),
     'depth' (per pass, batches read ahead of the trainer when the readers first wait: depth())}.
-    b is 1 when neither view explains MIN_ETA of the gaps."""
+    b is 1 when neither view explains MIN_ETA of the gaps. With a timeline tl, gaps (and the
+    sample and step gaps) are taken less the time their reader waited for a CPU."""
     if epoch is None:
         epoch = np.zeros(len(v), np.int64)
-    a, m = per_reader(v), merged(v, epoch)
+    a, m = per_reader(v, tl), merged(v, epoch, tl=tl)
     view = "merged" if m["eta"] > a["eta"] else "per reader"
     best = m if view == "merged" else a
     b = best["b"] if best["eta"] >= MIN_ETA else 1
@@ -217,11 +231,15 @@ def find_steps(v: np.ndarray, epoch: Optional[np.ndarray] = None) -> Dict:
     step_of[o] = st["sid"]
     k, s, io, sp, ep = v["key"][ro], v["start"][ro], v["io"][ro], step_of[ro], epoch[ro]
     same = (k[1:] == k[:-1]) & (ep[1:] == ep[:-1])
-    g = (s[1:] - s[:-1] - io[:-1]).astype(np.float64)
+    # its work besides the read calls, in the share of the gap it was not waiting for a CPU (the
+    # calls' own time holds some of that wait: taking the whole wait out as well counts it twice)
+    gap = (s[1:] - s[:-1]).astype(np.float64)
+    g = (gap - io[:-1]) * (_idle(tl, k[1:], s[:-1], s[1:]) / np.maximum(gap, 1.0))
     within = same & (sp[1:] == sp[:-1])
     period = mean_period(st)
     deep = np.zeros(0)
     if b > 1 and period > 0:
+        # wall-clock gaps: the depth is read at the readers' first wait, as it was measured against
         deep = depth(merged(v, epoch, only_b=b), v, period, view == "per reader")
     return {
         "b": b,
@@ -280,16 +298,26 @@ def steady_time(st: Dict, skip: Optional[list] = None) -> float:
     return total
 
 
-def mean_period(st: Dict) -> float:
-    """The trainer's mean step period (ns): per pass, from its first steady step start (after the
-    fill, whose step starts follow one another faster than half the median gap) to its last, over
-    the steps in between; passes weighted by their steps. A stall and the catch-up after it
-    average out here, where a window around the median would keep one and drop the other."""
-    span, n = 0.0, 0
+def steady_steps(st: Dict) -> Tuple[np.ndarray, np.ndarray]:
+    """(from, to) of every steady step (ns): per pass of three steps or more, each step start from
+    its first steady one (after the fill, whose step starts follow one another faster than half
+    the median gap) to the next step start."""
+    t0, t1 = [], []
     for p in np.unique(st["pass"]):
-        s = np.sort(st["start"][st["pass"] == p]).astype(np.float64)
+        s = np.sort(st["start"][st["pass"] == p])
         if len(s) < 3:
             continue
         k = _steady_start(s)
-        span, n = span + (s[-1] - s[k]), n + (len(s) - 1 - k)
-    return span / n if n else 0.0
+        t0.append(s[k:-1])
+        t1.append(s[k + 1 :])
+    if not t0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(t0), np.concatenate(t1)
+
+
+def mean_period(st: Dict) -> float:
+    """The trainer's mean step period (ns) over the steady steps of every pass (steady_steps). A
+    stall and the catch-up after it average out here, where a window around the median would keep
+    one and drop the other."""
+    t0, t1 = steady_steps(st)
+    return float((t1 - t0).sum() / len(t0)) if len(t0) else 0.0

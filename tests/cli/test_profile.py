@@ -65,6 +65,12 @@ def test_profile_recovers_the_job_and_its_replay_matches(tmp_path, case):
         assert re.search(r"^  epochs +2 .*read calls alone would say 3\.[5-9]\d passes", report, re.M), report
     if case.dataset == "written":
         assert f"the job wrote {pc.NFILES} of them before it read them" in report
+    if pc.host_share(r) > pc.BUSY_SHARE:
+        # A busy host stretched the job (the trainer waited for a CPU): the profile infers what a
+        # step takes on an idle host (test_profile_busy.py) and the compute is held to the trainer's
+        # own clock above; the replay's wall-clock times cannot match the stretched original's.
+        assert set(pc.failed_figures(r["score"])) <= {"inter-burst gaps", "duration"}, r["score"] + report
+        return
     assert r["score_rc"] == 0, r["score"] + report
     assert "8/8 figures within bounds: the replay matches" in r["score"]
 

@@ -11,12 +11,14 @@ batch in hand to the next (adding the hand-over, e.g. a DataLoader's trainer unp
 batch, and any wait for data); the inferred compute must lie between the two (compute_ok).
 """
 
+import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Sequence
 
 import yaml
 
@@ -124,6 +126,22 @@ def all_cases():
 GAPS = [Case("queue", "hdf5", "flat", 4096, "sorted")]
 
 
+class CpuHogs:
+    """Processes that keep every core of this host busy (one spinning Python per core, pinned to
+    it), as other jobs on a shared machine do: `with CpuHogs(): ...`."""
+
+    def __enter__(self):
+        cores = sorted(os.sched_getaffinity(0))
+        spin = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+        self.procs = [subprocess.Popen([sys.executable, "-c", spin, str(c)]) for c in cores]
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
 def _run(args, cwd, check=True):
     p = subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=300)
     if check and p.returncode != 0:
@@ -159,9 +177,10 @@ def make_dataset(tmp: str, case: Case) -> str:
     return os.path.join(tmp, "src", "train")
 
 
-def run_case(tmp: str, case: Case) -> Dict:
-    """Profile the case's job, replay the workload, score it. Returns the YAML, the report, the
-    job's own measures and the score."""
+def run_case(tmp: str, case: Case, job_args: Sequence[str] = (), replay: bool = True, busy: bool = False) -> Dict:
+    """Profile the case's job (with job_args added; beside CpuHogs when busy), replay the
+    workload, score it (unless not replay). Returns the YAML, the report, profile.json, the job's
+    own measures and the score."""
     data = make_dataset(tmp, case)
     out = os.path.join(tmp, "prof")
     truth_file = os.path.join(tmp, "truth.json")
@@ -170,24 +189,30 @@ def run_case(tmp: str, case: Case) -> Dict:
     job += ["--compute", str(case.compute), "--truth", truth_file]
     if case.dataset == "written":
         job += ["--write", str(NFILES), "--write-size", str(case.record)]
-    _run(["profile", "-o", out, "--data-folder", os.path.join(tmp, "replay_data"), "--", sys.executable, *job], tmp)
+    job += list(job_args)
+    with CpuHogs() if busy else contextlib.nullcontext():
+        _run(["profile", "-o", out, "--data-folder", os.path.join(tmp, "replay_data"), "--", sys.executable, *job], tmp)
     with open(os.path.join(out, "workload.yaml")) as f:
         wl = yaml.safe_load(f)
     with open(os.path.join(out, "report.txt")) as f:
         report = f.read()
+    with open(os.path.join(out, "profile.json")) as f:
+        inferred = json.load(f)
     with open(truth_file) as f:
         truth = json.load(f)
-    _run(["run", "-q", "--config", os.path.join(out, "workload.yaml"), "--trace", "-o", os.path.join(tmp, "run")], tmp)
-    score = _run(["profile", "--compare", os.path.join(out, "raw"), os.path.join(tmp, "run")], tmp, check=False)
-    return {
+    r = {
         "workload": wl,
         "report": report,
+        "inferred": inferred,
         "trainer_compute_s": _mean(truth["compute_s"]),
         "trainer_step_s": _mean(truth["step_s"]),
         "data": data,
-        "score_rc": score.returncode,
-        "score": score.stdout + score.stderr,
     }
+    if not replay:
+        return r
+    _run(["run", "-q", "--config", os.path.join(out, "workload.yaml"), "--trace", "-o", os.path.join(tmp, "run")], tmp)
+    score = _run(["profile", "--compare", os.path.join(out, "raw"), os.path.join(tmp, "run")], tmp, check=False)
+    return {**r, "score_rc": score.returncode, "score": score.stdout + score.stderr}
 
 
 def _mean(x) -> float:
@@ -198,6 +223,20 @@ def compute_ok(inferred: float, r: Dict) -> bool:
     """The inferred compute per step lies between what the trainer's steps took at least (its
     compute waits) and at most (batch in hand to batch in hand), 10 % either side."""
     return 0.9 * r["trainer_compute_s"] <= inferred <= 1.1 * max(r["trainer_step_s"], r["trainer_compute_s"])
+
+
+BUSY_SHARE = 10  # % of the trainer's time waiting for a CPU beyond which its wall clock is the host's
+
+
+def host_share(r: Dict) -> int:
+    """The share (%) of the trainer's time it waited for a CPU, as the profile's verdict says."""
+    m = re.search(r"waited for a CPU (\d+)%", r["inferred"]["compute_confidence"]["evidence"])
+    return int(m.group(1)) if m else 0
+
+
+def failed_figures(score: str) -> List[str]:
+    """The figures a replay score failed."""
+    return [ln.split("  ")[0] for ln in score.strip().splitlines() if ln.endswith("FAIL")]
 
 
 def report_value(report: str, key: str) -> Optional[str]:
@@ -231,7 +270,7 @@ def table_row(case: Case, r: Dict) -> str:
     truth_order = case.order + (" (by path)" if case.order == "sorted" and case.layout == "sub" else "")
     lines = r["score"].strip().splitlines()
     score = lines[-1].split(" figures")[0] if lines else "-"
-    failed = [ln.split("  ")[0] for ln in lines if ln.endswith("FAIL")]
+    failed = failed_figures(r["score"])
     if failed:
         score += " (" + ", ".join(failed) + ")"
     threads = 0 if case.shape == "sync" else THREADS

@@ -52,17 +52,42 @@ def load(path):
     return np.asarray(Image.open(io.BytesIO(data)))
 
 
+def waited():
+    """Seconds this thread has been runnable but waiting for a CPU (another process had it): the
+    kernel's schedstat, read once through a descriptor kept open (0 without it)."""
+    global _SCHEDSTAT
+    try:
+        if _SCHEDSTAT is None:
+            _SCHEDSTAT = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
+        return int(os.pread(_SCHEDSTAT, 128, 0).split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+_SCHEDSTAT = None
+SPIN = False  # --spin: the compute is the CPU's (a GPU-less job), not an accelerator's wait
+
+
 def accelerator_wait(seconds):
     """Wait like a trainer on its accelerator: off the CPU and outside the GIL, so that on a small
-    machine the reader threads keep the cores (a spinning wait would take one of them)."""
-    t = time.perf_counter()
-    time.sleep(seconds)
-    CLOCK.compute.append(time.perf_counter() - t)
+    machine the reader threads keep the cores (a spinning wait would take one of them). With
+    --spin, compute on the CPU instead until this thread has run `seconds` (a GPU-less job), in
+    numpy calls that release the GIL as a framework's kernels do. Either way the measure is the
+    wall time less the time the thread waited for a CPU: what the compute takes on an idle host."""
+    t, w = time.perf_counter(), waited()
+    if SPIN:
+        c0, a = time.thread_time(), np.ones(1 << 14)
+        while time.thread_time() - c0 < seconds:
+            np.sqrt(a, out=a)
+    else:
+        time.sleep(seconds)
+    CLOCK.compute.append(time.perf_counter() - t - (waited() - w))
 
 
 class TrainerClock:
-    """The trainer's own measure of its steps (--truth). compute: each accelerator wait as it
-    lasted (a sleep wakes late on a busy host). steps: from a batch in hand to the next one
+    """The trainer's own measure of its steps (--truth), each less the time it waited for a CPU
+    (schedstat: a busy host's other processes took it), as they would last on an idle host.
+    compute: each accelerator wait (or spin). steps: from a batch in hand to the next one
     (took(); with readers: the wait, plus the hand-over of the next batch, e.g. a DataLoader's
     trainer unpickling it, plus any wait for data), or to the next batch's first read (loading();
     a loop without readers). The compute is what the trainer spends at least per step, the steps
@@ -71,15 +96,19 @@ class TrainerClock:
     def __init__(self):
         self.compute, self.steps, self.t_took = [], [], None
 
+    def _step(self):
+        now, w = time.perf_counter(), waited()
+        if self.t_took is not None:
+            self.steps.append(now - self.t_took[0] - (w - self.t_took[1]))
+        return now, w
+
     def took(self, first_of_epoch=False):
-        now = time.perf_counter()
-        if self.t_took is not None and not first_of_epoch:
-            self.steps.append(now - self.t_took)
-        self.t_took = now
+        now, w = self._step() if not first_of_epoch else (time.perf_counter(), waited())
+        self.t_took = (now, w)
 
     def loading(self):
         if self.t_took is not None:
-            self.steps.append(time.perf_counter() - self.t_took)
+            self._step()
             self.t_took = None
 
     def end_epoch(self):
@@ -301,7 +330,9 @@ if __name__ == "__main__":
     ap.add_argument("--reads", type=int, default=2000)
     ap.add_argument("--torch", action="store_true", help="same as --shape torch")
     ap.add_argument("--processes", action="store_true", help="same as --shape processes")
+    ap.add_argument("--spin", action="store_true", help="compute on the CPU (a GPU-less job), not in a wait")
     a = ap.parse_args()
+    SPIN = a.spin
     # A real trainer waits on its accelerator outside the GIL, and DataLoader workers are processes:
     # without this, the trainer's step here would also hold a wait of up to 5 ms (the default
     # switch interval) for the GIL of a reader thread that is parsing a file.
