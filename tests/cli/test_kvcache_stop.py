@@ -312,7 +312,8 @@ def test_a_shipped_option_in_a_small_memory_group_fits_with_a_message(tmp_path, 
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    wait_exit(p, 120)
+    # the drain waits for its 200 workers in turn, up to 2 s each, as the reference joins its threads
+    wait_exit(p, 120 + 200 * DRAIN_S)
     log = (tmp_path / "run.out").read_text()
     assert p.returncode != -signal.SIGKILL and p.returncode != 137, "killed by the kernel's OOM killer: " + log[-2000:]
     assert p.returncode == 0, log[-3000:]
