@@ -27,7 +27,7 @@ MEMORY_SHARE = 0.75  # staging, the RAM tier and the relay's slots together: the
 # folder's free space (the reference takes 95 % of it, which on a shared disk fills the disk for everyone)
 DEFAULT_CAPACITY = 64 << 30
 DEFAULT_FREE_SHARE = 0.5
-DRAIN_S = 2.0  # after the duration, requests in flight may finish for this long (the reference's join(timeout=2))
+DRAIN_S = 2.0  # after the duration, each worker in turn is waited for this long at most (the reference's join)
 LOG_CAP = 5_000_000  # operations recorded for kvcache.io_trace_log, at most (24 B each)
 # The settings KvRun takes under their own names (the others it takes are derived in run_trial).
 ENGINE_SETTINGS = (

@@ -68,8 +68,9 @@ def describe(s: KvSettings, plan: Plan, folder: str, ranks: int, relayed: bool =
     if s.trial_gap_s:
         out.append(f"  idle {s.trial_gap_s:g} s before and after each trial (the reference's wrapper)")
     out.append(
-        f"  a trial ends at its duration; requests in flight then finish within {engine.DRAIN_S:g} s or stop between "
-        "their steps"
+        f"  a trial ends at its duration; requests in flight then finish while the workers are waited for in turn, "
+        f"each up to {engine.DRAIN_S:g} s (the reference's join(timeout=2) per thread: at most "
+        f"{s.workers * engine.DRAIN_S:g} s), or stop between their steps"
     )
     return out + engine.limit_lines(s, plan, folder, relayed) + plan_lines(s, plan)
 

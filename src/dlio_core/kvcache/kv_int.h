@@ -91,6 +91,7 @@ struct kv_worker {
 	struct dc_kv_worker *sw;
 	pthread_t th;
 	int started;
+	int busy;            /* it runs a request (under r->b.lock): the drain waits for it */
 	uint64_t arrival_ns; /* the request it runs: the time of its operations in virtual time */
 	unsigned char *scratch; /* where its RAM-tier reads copy to */
 };

@@ -221,6 +221,7 @@ static void serve(struct kv_worker *w, const uint64_t *t_enq)
 		i = q_pop(r);
 		t = t_enq[i];
 		r->active++;
+		w->busy = 1;
 		pthread_mutex_unlock(&r->b.lock);
 		if (*r->cfg->stop) { /* dequeued after the stop: not started, as in the reference */
 			pthread_mutex_lock(&r->stats_lock);
@@ -230,6 +231,7 @@ static void serve(struct kv_worker *w, const uint64_t *t_enq)
 			run_request(w, i, t);
 		}
 		pthread_mutex_lock(&r->b.lock);
+		w->busy = 0;
 		r->active--;
 		if (!r->active && !r->qlen)
 			pthread_cond_broadcast(&r->b.cond);
@@ -271,25 +273,42 @@ static void sleep_until(uint64_t t)
 		;
 }
 
-/* After the stop: the requests in flight may finish for drain_ns (not at all after the caller's
- * stop or an error); then they stop between their steps and transfers (halt), and every wait a
- * worker may be in is woken to see it. */
-static void drain(struct kv_run *r)
+static int worker_busy(struct kv_run *r, const struct kv_worker *w)
 {
-	uint64_t end = r->res->stop_ns + r->cfg->drain_ns;
+	int busy;
 
-	for (;;) {
-		int busy;
+	pthread_mutex_lock(&r->b.lock);
+	busy = w->busy;
+	pthread_mutex_unlock(&r->b.lock);
+	return busy;
+}
 
-		pthread_mutex_lock(&r->b.lock);
-		busy = r->active != 0;
-		pthread_mutex_unlock(&r->b.lock);
-		if (!busy)
-			return;
-		if (*r->cfg->stop || run_failed(&r->b) || dc_now_ns() >= end)
+/* After the stop: the requests in flight may finish as in the reference, which joins its worker
+ * threads one after the other, each for up to 2 s (benchmark.py run: thread.join(timeout=2.0)), and
+ * takes its figures when the last join returns: here each worker in turn is waited for until it is
+ * idle or drain_ns have passed since its wait began, while every worker goes on. A saturated run
+ * has every worker busy at the stop, so its drain lasts up to workers x drain_ns, and most requests
+ * in flight finish their reads (one drain_ns for the whole run cut them after their write). Not at
+ * all after the caller's stop or an error. Then requests still in flight stop between their steps
+ * and transfers (halt), and every wait a worker may be in is woken to see it. */
+static void drain(struct kv_run *r, const struct kv_worker *ws, unsigned nws)
+{
+	int busy;
+
+	for (unsigned i = 0; i < nws; i++) {
+		uint64_t end = dc_now_ns() + r->cfg->drain_ns;
+
+		while (worker_busy(r, &ws[i]) && !*r->cfg->stop && !run_failed(&r->b) &&
+		       dc_now_ns() < end)
+			sleep_until(end);
+		if (*r->cfg->stop || run_failed(&r->b))
 			break;
-		sleep_until(end);
 	}
+	pthread_mutex_lock(&r->b.lock);
+	busy = r->active != 0;
+	pthread_mutex_unlock(&r->b.lock);
+	if (!busy && !*r->cfg->stop && !run_failed(&r->b))
+		return; /* every request in flight finished */
 	__atomic_store_n(&r->halt, 1, __ATOMIC_RELAXED);
 	r->res->halt_ns = dc_now_ns();
 	pthread_mutex_lock(&r->slot_lock);
@@ -507,7 +526,7 @@ int dc_kv_run(const struct dc_kv_config *cfg, struct dc_kv_result *res)
 		r.b.t0 = dc_now_ns(); /* it never started: its times still in order */
 	res->start_ns = r.b.t0;
 	set_stopping(&r);
-	drain(&r);
+	drain(&r, ws, cfg->workers);
 	for (unsigned i = 0; i < cfg->workers; i++)
 		if (ws[i].started)
 			pthread_join(ws[i].th, NULL);

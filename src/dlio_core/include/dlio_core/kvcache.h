@@ -262,8 +262,9 @@ struct dc_kv_config {
 	unsigned workers;     /* request-processing threads, >= 1 */
 	unsigned alloc_slots; /* concurrent allocations (writes, demotions, evictions), >= 1 */
 	uint64_t duration_ns; /* no request starts after this */
-	uint64_t drain_ns; /* then requests in flight may finish for this long; after it (or at once
-			    * on *stop) they stop between steps and transfers */
+	uint64_t drain_ns; /* then requests in flight may finish: each worker in turn is waited for
+			    * this long at most (the reference's join(timeout)); after the last (or
+			    * at once on *stop) they stop between steps and transfers */
 	uint64_t bytes_per_token;
 	uint32_t decode_batch;     /* tokens per decode read */
 	uint64_t chunk_bytes;      /* chunked layout: bytes per stored object (0: one per entry) */
