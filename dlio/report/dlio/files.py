@@ -34,7 +34,7 @@ def data_size_per_host_bytes(result: RunResult) -> float:
     )
 
 
-def _per_host_gib(result: RunResult) -> float:
+def per_host_gib(result: RunResult) -> float:
     return data_size_per_host_bytes(result) / 1024**3
 
 
@@ -98,6 +98,7 @@ def summary(result: RunResult) -> Dict[str, Any]:
     nhosts = len(set(result["hostnames"]))
     mem_gib = host.get("memory_GiB", host["memory_GB"])  # DLIO's field: GiB
     cpus, mems = _per_host(result, "host_cpu_count", host["cpu_count"]), _per_host(result, "host_memory_GiB", mem_gib)
+    data_gib = per_host_gib(result)
     out = {
         "start": result["start"],
         "num_accelerators": result["comm_size"],
@@ -110,7 +111,7 @@ def summary(result: RunResult) -> Dict[str, Any]:
         "host_cpu_count": cpus,
         "host_processor_name": host.get("platform_processor", host["processor_name"]),
         # DLIO: 1 where the host's memory is larger than what its ranks read in an epoch
-        "potential_caching": [int(m > _per_host_gib(result)) for m in mems],
+        "potential_caching": [int(m > data_gib) for m in mems],
     }
     for key in ("cpuinfo", "meminfo"):  # DLIO leaves them out without /proc
         if key in host:
@@ -118,7 +119,7 @@ def summary(result: RunResult) -> Dict[str, Any]:
     out.update(
         {
             "host_memory_GB": mems,
-            "data_size_per_host_GB": _per_host_gib(result),
+            "data_size_per_host_GB": data_gib,
             "epochs": len(au),
             "end": result["end"],
         }
@@ -126,15 +127,17 @@ def summary(result: RunResult) -> Dict[str, Any]:
     return out
 
 
-def rank_output(result: RunResult, r: int) -> Dict[str, Any]:
-    """DLIO's {rank}_output.json: per epoch the per-step load/proc/compute lists, AU, throughput."""
+def rank_output(result: RunResult, r: int, data_gib: Optional[float] = None) -> Dict[str, Any]:
+    """DLIO's {rank}_output.json: per epoch the per-step load/proc/compute lists, AU, throughput. data_gib:
+    per_host_gib(result), computed once by a caller writing every rank's file (it counts every rank's host)."""
+    data_gib = per_host_gib(result) if data_gib is None else data_gib
     rank = result["ranks"][r]
     host = result["host"]
     out = {
         "host_memory_GB": host.get("memory_GiB", host["memory_GB"]),  # GiB
         "host_cpu_count": host["cpu_count"],
         "host_processor_name": host.get("platform_processor", host["processor_name"]),
-        "potential_caching": int(_per_host_gib(result) <= host.get("memory_GiB", host["memory_GB"])),
+        "potential_caching": int(data_gib <= host.get("memory_GiB", host["memory_GB"])),
     }
     for key in ("cpuinfo", "meminfo"):
         if key in host:
