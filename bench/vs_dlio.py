@@ -178,6 +178,7 @@ def run_dlio(dlio_cmd, workload, case_over, folder, epochs, tmp, i):
 
 def run_fast(workload, case_over, folder, epochs, tmp, i):
     out = os.path.join(tmp, f"fast-{i}")
+    shutil.rmtree(out, ignore_errors=True)  # a run never writes over a finished run's folder: each its own
     cmd = [sys.executable, "-m", "dlio", "-q", "run"] + overrides(workload, case_over, folder, epochs, out)
     wall = run(cmd, ROOT)
     m = json.load(open(os.path.join(out, "summary.json")))["metric"]

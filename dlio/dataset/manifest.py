@@ -24,8 +24,6 @@ from dlio.dataset.formats import Format, get_format
 from dlio.dataset.spec import MANIFEST_DIR, MANIFEST_VERSION, DatasetSpec, file_paths, split_folder, split_key
 from dlio.system.output import atomic_path
 
-# the manifest
-
 
 class ManifestMeta(TypedDict, total=False):
     """A manifest's "meta" (JSON in its npz): how it was made, and the layout it lists (_layout_meta)."""

@@ -16,7 +16,7 @@ from dlio import _core
 from dlio.base.limits import usable_cpus
 from dlio.base.units import fmt_figure, fmt_ns
 from dlio.fsbench import grid, points, testfiles
-from dlio.report import verdict
+from dlio.report import verdict, verdict_lines
 from dlio.report.io_table import VERDICT_HEADER, verdict_line
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
 from dlio.system import counters, output
@@ -161,7 +161,7 @@ def run(req: CeilingRequest, console: Console) -> Dict[str, Any]:
             f"{name:<13} {fig:>16}   engine {b['engine']}, qd {b['qd']}, threads {b['threads']}, "
             f"p99 {fmt_ns(b['lat_ns']['p99'])}; verdict {_verdict_word(b)}"
         )
-    for line in verdict.point_lines([doc["best"][name] for name, _, _, _ in TARGETS]):
+    for line in verdict_lines.point_lines([doc["best"][name] for name, _, _, _ in TARGETS]):
         echo(line)
     return doc
 

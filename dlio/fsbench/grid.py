@@ -252,7 +252,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
     """`dlio-fast io` on this host: check what the grid needs, prepare the test files, run the grid."""
     from dlio import _core
     from dlio.fsbench import points, testfiles
-    from dlio.report import verdict
+    from dlio.report import verdict, verdict_lines
     from dlio.report.io_table import VERDICT_HEADER, verdict_line
     from dlio.report.result import IO_SCHEMA, new_io_doc
     from dlio.system import counters
@@ -318,7 +318,7 @@ def run_local(req: Any, console: Any) -> Dict[str, Any]:
     doc = new_io_doc(IO_SCHEMA, paths=paths, files=fileset.paths)
     try:
         run_grid(records(), doc, VERDICT_HEADER, verdict_line, sinks, echo)
-        for v in verdict.point_lines(doc["points"]):
+        for v in verdict_lines.point_lines(doc["points"]):
             echo(v)
         return doc
     finally:

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Sequence
 from dlio.base.units import fmt_size
 from dlio.config import Config
 from dlio.kvcache import attest, metrics
-from dlio.report import verdict
+from dlio.report import verdict, verdict_lines
 from dlio.report.family import FamilyReading, FamilyReport, Figure
 from dlio.system import output
 
@@ -230,7 +230,7 @@ def lines(doc: Dict[str, Any]) -> List[str]:
             f"    note: {split:,} of {writes:,} storage writes were larger than the {stage / 2**20:.0f} MiB staging "
             "buffer and went out in pieces (the reference: one write() per entry; kvcache.stage_bytes)"
         )
-    out += verdict.run_lines(doc["verdicts"])
+    out += verdict_lines.run_lines(doc["verdicts"])
     seen = set()
     for r in recs:
         a_ = r.get("attestation")

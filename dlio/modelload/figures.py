@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import numpy as np
 
 from dlio.base.units import fmt_size
-from dlio.report import verdict
+from dlio.report import verdict, verdict_lines
 from dlio.report.family import FamilyReading, Figure
 
 GiB = float(1 << 30)
@@ -99,7 +99,7 @@ def summary_lines(result: Dict[str, Any]) -> List[str]:
     if vs:
         hosts = len({v["host"] for v in vs})
         out.append("Verdict (is this a storage result?):")
-        out += ["  " + verdict.line(v["phase"] + (f" [{v['host']}]" if hosts > 1 else ""), v) for v in vs]
+        out += ["  " + verdict_lines.line(v["phase"] + (f" [{v['host']}]" if hosts > 1 else ""), v) for v in vs]
         out.append(f"  thresholds: {verdict.THRESHOLDS}")
     return out
 

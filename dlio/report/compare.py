@@ -29,7 +29,7 @@ from dlio.report.family import verdict_words
 from dlio.report.incomplete import reason_of
 from dlio.report.io_table import mode
 from dlio.report.result import REPORT_SCHEMA, CheckpointRecord, IoPoint
-from dlio.report.verdict import point_name
+from dlio.report.verdict_lines import point_name
 
 if TYPE_CHECKING:
     from dlio.report.source import Source

@@ -6,7 +6,7 @@ from typing import Any, Dict, Mapping
 
 from dlio.base.units import fmt_figure, fmt_ns, fmt_size
 from dlio.report.result import IoPoint
-from dlio.report.verdict import short
+from dlio.report.verdict_lines import short
 
 IO_COLUMNS = [
     "rw",
@@ -95,7 +95,7 @@ POINT_HEADER = (
     f"{'cpu_us/io':>8}"
 )
 # The local io grid's and ceiling's table: each row ends with its point's verdict in a word
-# (dlio.report.verdict.short; the verdict lines under the table say why).
+# (dlio.report.verdict_lines.short; the verdict lines under the table say why).
 VERDICT_HEADER = POINT_HEADER + "  verdict"
 
 

@@ -217,7 +217,7 @@ class TrainRun:
         self, folder: str, records: List[RankRecord], failure: Optional[BaseException]
     ) -> Optional[Tuple[Dict[str, Any], str]]:
         cfg, echo = self.cfg, self.ctx.echo
-        from dlio.report import verdict
+        from dlio.report import verdict, verdict_lines
         from dlio.report.dlio import hydra as hydra_files
 
         direct = self.data.backend.engine_spec(cfg)[1]  # the verdicts' advice leaves out what is in effect
@@ -253,7 +253,7 @@ class TrainRun:
         )
         lines += exact.exact_table(result) if any(r["epochs"] for r in records) else []
         lines += interference.lines(dlio_files.checkpoint_records(result))  # checkpoint.async_save
-        for line in lines + verdict.run_lines(verdicts):
+        for line in lines + verdict_lines.run_lines(verdicts):
             echo(line)
         reason = "" if failure is None else f" (partial: {failure})"
         echo(f"Saved outputs in {where}{reason}")

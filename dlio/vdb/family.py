@@ -18,7 +18,7 @@ from dlio.config.sections import VdbConfig
 from dlio.family import Family, FamilyChecks, RunContext
 from dlio.progress import phase_of
 from dlio.report.family import FamilyReading, FamilyReport, Figure
-from dlio.report.verdict import line as verdict_line
+from dlio.report.verdict_lines import line as verdict_line
 from dlio.storage.places import Place
 from dlio.system.host import host_info, iso
 from dlio.system.output import write_json

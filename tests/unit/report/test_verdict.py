@@ -2,7 +2,7 @@
 
 import pytest
 
-from dlio.report import verdict
+from dlio.report import verdict, verdict_lines
 from dlio.system import counters
 
 MOUNTINFO = """\
@@ -343,7 +343,7 @@ def test_memory_filesystem_is_named_and_is_cache():
     v = verdict.classify(c(device_bytes=None, target=dict(t), host_busy_share=0.99, reader_cpu_s=40.0))
     assert (v["verdict"], v["part"]) == ("cache", "memory filesystem (tmpfs)")  # before the CPU rules
     assert "tmpfs at /dev/shm, a memory-backed filesystem" in v["reason"]
-    assert verdict.short(v) == "memory"
+    assert verdict_lines.short(v) == "memory"
     io = verdict.classify(c(device_bytes=None, target=dict(t)), verdict.Context("io"))
     assert io["setting"] == "a PATH on the storage to measure"
 
@@ -376,13 +376,15 @@ def test_a_grid_prints_one_line_per_distinct_verdict():
             for e, qd in (("posix", 1), ("io_uring", 1), ("io_uring", 8)):
                 v = verdict.classify(c(device_bytes=100 if bs > 4096 else 1000), verdict.Context("io", cache="drop"))
                 pts.append({"rw": rw, "bs": bs, "engine": e, "qd": qd, "threads": 1, "verdict": v})
-    lines = verdict.point_lines(pts)
+    lines = verdict_lines.point_lines(pts)
     assert len(lines) == 4  # the title, cache, storage-bound, the thresholds
     cache = next(x for x in lines if x.startswith("  cache"))
     assert cache.startswith("  cache, 6 points (read,randread 128KiB (posix qd1 t1 | io_uring qd1,qd8 t1)): ")
     assert "131072" not in "\n".join(lines) and "(0.10x of the application's bytes)" in cache
     assert cache.endswith("; change: --direct, or --file-size larger than RAM")
-    one = verdict.point_lines(pts[:1])[1]  # a point alone keeps its whole reason
+    one = verdict_lines.point_lines(pts[:1])[1]  # a point alone keeps its whole reason
     assert one.startswith("  read 4KiB posix qd1 t1: storage-bound: device sda1 moved 1.00x")
-    runs = verdict.run_lines([{"phase": f"epoch {e}", "epoch": e, "host": "h", **pts[3]["verdict"]} for e in (1, 2, 3)])
+    runs = verdict_lines.run_lines(
+        [{"phase": f"epoch {e}", "epoch": e, "host": "h", **pts[3]["verdict"]} for e in (1, 2, 3)]
+    )
     assert runs[1].startswith("  cache, 3 epochs (epoch 1,2,3): the page cache served the reads")
