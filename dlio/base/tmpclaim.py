@@ -22,6 +22,7 @@ from typing import Dict, Iterable, Iterator, List
 
 TMP_MARK = ".tmp-"
 CLAIM = ".dlio-fast-claim-"
+MAKING = ".dlio-fast-claiming-"  # a claim until it is locked (never swept: its holder is at work)
 TOKEN = secrets.token_hex(6)  # this process's
 _HELD: Dict[str, List[int]] = {}  # claimed folder -> [the claim's open, locked fd, users]
 _LOCK = threading.Lock()
@@ -33,9 +34,12 @@ def claim(folder: str) -> str:
     folder = os.path.abspath(folder)
     with _LOCK:
         if folder not in _HELD:
-            path = os.path.join(folder, CLAIM + TOKEN)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            # made under another name and locked before it is named a claim: another process's sweep would
+            # take a claim not locked yet for a dead one (64 ranks claiming and sweeping one folder at once)
+            making = os.path.join(folder, MAKING + TOKEN)
+            fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX)
+            os.rename(making, os.path.join(folder, CLAIM + TOKEN))
             _HELD[folder] = [fd, 0]
         _HELD[folder][1] += 1
     return TMP_MARK + TOKEN
@@ -102,13 +106,24 @@ def sweep(folder: str, dirs: Iterable[str] = ()) -> List[str]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: its process is gone
             except OSError:
                 continue
+            if not _still_named(path, fd):  # released meanwhile (its holder unlinks it, then unlocks), and
+                continue  # perhaps claimed anew under the same token: its files are a live process's
             mark = TMP_MARK + e[len(CLAIM) :] + "-"
             for d in dict.fromkeys([folder, *dirs]):
                 removed += _remove_marked(d, mark)
-            os.unlink(path)
+            with contextlib.suppress(FileNotFoundError):  # another process swept it meanwhile
+                os.unlink(path)
         finally:
             os.close(fd)
     return removed
+
+
+def _still_named(path: str, fd: int) -> bool:
+    try:
+        st, named = os.fstat(fd), os.lstat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (named.st_dev, named.st_ino)
 
 
 def _remove_marked(folder: str, mark: str) -> List[str]:
