@@ -1,5 +1,5 @@
-"""Types of the C core's binding (dlio/_core.pyx and the files it includes, _core_vdb.pxi and
-_kvcache.pxi), for the type checker; tests/unit/test_core_stub.py checks it names what the module has.
+"""Types of the C core's binding (dlio/_core.pyx and the files it includes, dlio/_core_parts/*.pxi), for the
+type checker; tests/unit/test_core_stub.py checks it names what the module has.
 
 A Run's result and the histograms are plain dicts (their keys are listed in the .pyx docstrings and
 dlio.report.result); they are typed as Dict[str, Any] here."""
@@ -178,7 +178,7 @@ class VdbRun:
     def progress(self) -> Tuple[int, int, int]: ...  # (reads, bytes, queries)
     def execute(self) -> Dict[str, Any]: ...
 
-# The KV-cache request engine (_kvcache.pxi): the plan's dtypes, its enum values, and the names of the
+# The KV-cache request engine (_core_parts/kvcache.pxi): the plan's dtypes, its enum values, and the names of the
 # result's counters and histograms in kvcache.h's order.
 KV_REQ_DTYPE: np.dtype
 KV_STEP_DTYPE: np.dtype

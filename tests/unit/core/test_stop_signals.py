@@ -109,12 +109,12 @@ def test_io_grid_keeps_its_points_when_a_signal_falls_between_two(tmp_path):
 
 def test_a_signal_after_the_last_point_keeps_the_grid_complete(tmp_path):
     def records():
-        yield {"point": 1}
+        yield {"point": 1, "ops": 1}  # a point that measured something
         os.kill(os.getpid(), signal.SIGINT)
 
     lines = []
     doc = run_grid(records(), {}, "header", str, Sinks(), lines.append)
-    assert doc["complete"] is True and doc["points"] == [{"point": 1}]
+    assert doc["complete"] is True and doc["points"] == [{"point": 1, "ops": 1}]
     assert "SIGINT arrived after the last measurement" in lines[-1]
 
 
