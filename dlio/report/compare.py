@@ -65,10 +65,17 @@ RUN_FIGURES = [
     ("async_durable_s", "async checkpoint: snapshot to durable", "s", 3),
     ("async_au_during_pct", "AU during checkpoint writes / outside", "%", 2),
     ("async_read_during_MiB_s", "read MiB/s during checkpoint writes / outside", "MiB/s", 2),
+    # a run on several hosts (dlio.report.hosts, dlio.report.stragglers)
+    ("per_host", "per host: AU (exact), read MiB/s", "", None),
+    ("straggler", "straggler (own time per step)", "", None),
 ]
 ASYNC_FIGURES = ("async_blocked_s", "async_durable_s", "async_au_during_pct", "async_read_during_MiB_s")
-OPTIONAL_FIGURES = ("ckpt_save_GiB_s", "ckpt_save_GB_s", "ckpt_load_GiB_s", "ckpt_load_GB_s") + ASYNC_FIGURES
+HOST_FIGURES = ("per_host", "straggler")
+OPTIONAL_FIGURES = (
+    ("ckpt_save_GiB_s", "ckpt_save_GB_s", "ckpt_load_GiB_s", "ckpt_load_GB_s") + ASYNC_FIGURES + HOST_FIGURES
+)
 TEXT_FIGURES = ("workload", "data_folder", "start", "verdict", "async_au_during_pct", "async_read_during_MiB_s")
+TEXT_FIGURES += HOST_FIGURES
 
 # (key, label, unit, decimals) of an io / ceiling point; ratios for the first three.
 POINT_FIGURES = [
@@ -146,7 +153,34 @@ def run_figures(src: Source) -> Dict[str, Any]:
         f[f"ckpt_{kind}_GiB_s"] = ck.get(f"{kind}_GiB_s")
         f[f"ckpt_{kind}_GB_s"] = ck.get(f"{kind}_GB_s")
     f.update(async_figures(doc))
+    f.update(host_figures(x))
     return f
+
+
+def host_figures(metrics: Mapping[str, Any]) -> Dict[str, Optional[str]]:
+    """A run on several hosts: each host's AU and read MiB/s (means over the epochs), and the straggler the
+    others waited for (or that the hosts agree); None for a run on one host."""
+    hosts = metrics.get("per_host") or []
+    if len(hosts) < 2:
+        return {"per_host": None, "straggler": None}
+
+    def mean(h: Mapping[str, Any], key: str) -> float:
+        eps = h.get("epochs") or []
+        return sum(float(e[key]) for e in eps) / len(eps) if eps else 0.0
+
+    per_host = "; ".join(
+        f"{h['host']}: {mean(h, 'au_percentage'):.2f} %, {mean(h, 'bytes_per_second') / 2**20:.1f} MiB/s" for h in hosts
+    )
+    held = metrics.get("stragglers") or {}
+    if not held:
+        return {"per_host": per_host, "straggler": None}
+    named = held.get("named") or []
+    straggler = (
+        "; ".join(f"{n['host']}, {n['slower_percentage']:.0f} % slower ({n['cause']})" for n in named)
+        if named
+        else "none: the hosts agree"
+    )
+    return {"per_host": per_host, "straggler": straggler}
 
 
 def run_verdict(doc: Mapping[str, Any]) -> str:

@@ -84,6 +84,30 @@ def test_a_host_with_a_quarter_of_the_cpu_is_named_the_straggler(tmp_path):
     p = subprocess.run(dlio_argv("report", out), env=run_env(), cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert s["summary"][0] in p.stdout.splitlines() and s["rule"] in p.stdout
+    # every format carries the per-host figures and the straggler (its own row of the run's table)
+    per_host = {h["host"]: h for h in doc["metrics"]["per_host"]}
+
+    def host_text(h):
+        eps = per_host[h]["epochs"]
+        au = sum(e["au_percentage"] for e in eps) / len(eps)
+        return f"{h}: {au:.2f} %, {sum(e['bytes_per_second'] for e in eps) / len(eps) / 2**20:.1f} MiB/s"
+
+    want = {
+        "per_host": f"{host_text('hA')}; {host_text('hB')}",
+        "straggler": f"hB, {n['slower_percentage']:.0f} % slower (compute)",
+    }
+    args = ["--json", tmp_path / "r.json", "--markdown", tmp_path / "r.md", "--csv", tmp_path / "r.csv"]
+    args += ["--html", tmp_path / "r.html"]
+    p = subprocess.run(
+        dlio_argv("report", out, *args), env=run_env(), cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 0, p.stderr
+    figures = json.loads((tmp_path / "r.json").read_text())["runs"]["runs"][0]["figures"]
+    assert {k: figures[k] for k in want} == want
+    for name in ("r.md", "r.csv", "r.html"):
+        text = (tmp_path / name).read_text()
+        assert all(v in text for v in want.values()), (name, want)
+    assert want["per_host"] in p.stdout and want["straggler"] in p.stdout
 
 
 def test_hosts_alike_agree(tmp_path):
