@@ -74,8 +74,9 @@ HOST_FIGURES = ("per_host", "straggler")
 OPTIONAL_FIGURES = (
     ("ckpt_save_GiB_s", "ckpt_save_GB_s", "ckpt_load_GiB_s", "ckpt_load_GB_s") + ASYNC_FIGURES + HOST_FIGURES
 )
-TEXT_FIGURES = ("workload", "data_folder", "start", "verdict", "async_au_during_pct", "async_read_during_MiB_s")
-TEXT_FIGURES += HOST_FIGURES
+TEXT_FIGURES = ("workload", "data_folder", "start", "verdict", "async_au_during_pct", "async_read_during_MiB_s") + (
+    HOST_FIGURES
+)
 
 # (key, label, unit, decimals) of an io / ceiling point; ratios for the first three.
 POINT_FIGURES = [
