@@ -183,10 +183,11 @@ def check(paths: Tuple[str, ...], ram: Optional[str], rules_version: Optional[st
         from dlio.mlperf.rules import claimed
 
         rules_version = "v3.0" if all(claimed(s.doc.get("workload")) for s in sources) else "v2.0"
-    res = checks.run_checks([s.doc for s in sources], rules_version, ram_bytes, [s.label for s in sources])
+    labels = [s.label for s in sources]
+    res = checks.run_checks([s.doc for s in sources], rules_version, ram_bytes, labels)
     if rules_version == "v3.0":
         click.echo(f"MLPerf Storage {rules_version} rules")
-    for line in checks.lines(res, rules_version):
+    for line in checks.lines(res, rules_version, labels):
         click.echo(line)
     real = [ok for _, ok, _ in res if ok is not None]  # notes (ok None) are not checks
     failed = sum(not ok for ok in real)

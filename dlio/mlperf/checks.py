@@ -23,6 +23,9 @@ def run_checks(
     return checks_v2.run_checks(docs, ram_bytes, labels)
 
 
-def lines(checks: Sequence[Check], version: str) -> List[str]:
-    """The checks as printed: v3.0's table with the rules' numbers, v2.0's 'PASS  name: figure' lines."""
-    return checks_v3.table(checks) if rules.check_version(version) == "v3.0" else check_lines(checks)
+def lines(checks: Sequence[Check], version: str, labels: Sequence[str] = ()) -> List[str]:
+    """The checks as printed: v3.0's table with the rules' numbers and its roll-up per rule (labels:
+    the results' names, as given to run_checks), v2.0's 'PASS  name: figure' lines."""
+    if rules.check_version(version) == "v3.0":
+        return checks_v3.table(checks, labels)
+    return check_lines(checks)

@@ -252,9 +252,36 @@ def run_checks(
     return out
 
 
-def table(checks: Sequence[Check]) -> List[str]:
-    """A PASS/FAIL table: result, rule and check, figure."""
+def table(checks: Sequence[Check], labels: Sequence[str] = ()) -> List[str]:
+    """A PASS/FAIL table: result, rule and check, figure; then the roll-up per rule (rollup)."""
     w = max((len(n) for n, _, _ in checks), default=5)
     rows = [f"{'result':<6}  {'rule / check':<{w}}  figure"]
     rows += [f"{'PASS' if ok else 'FAIL':<6}  {n:<{w}}  {t}" for n, ok, t in checks]
+    return rows + ["", *rollup(checks, labels)]
+
+
+def rollup(checks: Sequence[Check], labels: Sequence[str] = ()) -> List[str]:
+    """One line per rule / check over every result (the 'label: ' prefix of a per-result check taken
+    off, `labels` being the results' names), in the order first met: PASS or FAIL, how many of the
+    results passed it, and the results that failed. Notes (passed None) are not rules."""
+    groups: Dict[str, List[Tuple[str, bool]]] = {}
+    for name, ok, _ in checks:
+        if ok is None:
+            continue
+        who, rule = "", name
+        for label in labels:
+            if name.startswith(f"{label}: "):
+                who, rule = label, name[len(label) + 2 :]
+                break
+        groups.setdefault(rule, []).append((who, ok))
+    if not groups:
+        return []
+    w = max(len(r) for r in groups)
+    rows = [f"per rule ({len(groups)})", f"{'result':<6}  {'rule / check':<{w}}  passed   failed by"]
+    for rule, results in groups.items():
+        failed = [who for who, ok in results if not ok and who]
+        passed = sum(ok for _, ok in results)
+        count = f"{passed} of {len(results)}"
+        verdict = "PASS" if passed == len(results) else "FAIL"
+        rows.append(f"{verdict:<6}  {rule:<{w}}  {count:<8} {', '.join(failed)}".rstrip())
     return rows

@@ -3,6 +3,7 @@ right reason (hand-made dlio-fast.json documents with known figures, and real ch
 
 import glob
 import os
+import re
 import shutil
 import tempfile
 
@@ -56,9 +57,9 @@ def series(tmp_path, n=6, change=None):
 
 
 def by_rule(stdout):
-    """{rule name: (result, figure)} from the table."""
+    """{rule name: (result, figure)} from the table (up to the roll-up per rule)."""
     rows = {}
-    for line in stdout.splitlines()[2:]:
+    for line in stdout.split("\n\n")[0].splitlines()[2:]:
         if line.startswith(("PASS", "FAIL")):
             res, rest = line[:6].strip(), line[8:]
             name, _, fig = rest.partition("  ")
@@ -75,6 +76,38 @@ def test_six_run_series_passes_every_rule(tmp_path, run_cli):
     assert "the rule gives 20480 files = max(2000 by steps, 20480 by" in rows["r0: 3.1.2 dataset size"][1]
     assert rows["r0: 3.3.4 clients"][0] == "PASS"
     assert out.splitlines()[0] == "MLPerf Storage v3.0 rules"
+
+
+def rollup_rows(stdout):
+    """{rule: (result, passed, failed by)} from the roll-up per rule after the table."""
+    lines = stdout.split("\n\n")[1].splitlines()
+    assert lines[1].split() == ["result", "rule", "/", "check", "passed", "failed", "by"]
+    rows = {}
+    for line in lines[2:]:
+        if line.startswith(("PASS", "FAIL")):
+            rule, count, failed = re.match(r"\S+\s+(.+?)\s{2,}(\d+ of \d+)\s*(.*)$", line).groups()
+            rows[rule] = (line[:4], count, failed)
+    return rows
+
+
+def test_rollup_per_rule_counts_each_rule_over_the_results(tmp_path, run_cli):
+    """After the per-check lines, one line per rule: PASS/FAIL, how many results passed it, which failed."""
+
+    def two_from_cache(i, r):
+        if i in (2, 4):  # r2 and r4 read one epoch from the page cache: 6.6 fails for them only
+            r["verdicts"][0]["verdict"] = "cache"
+
+    code, out, _ = run_cli("check", "--rules", "v3.0", *series(tmp_path, change=two_from_cache))
+    assert code == 1
+    rows = rollup_rows(out)
+    assert rows["6.6 reads from storage, not the page cache"] == ("FAIL", "4 of 6", "r2, r4")
+    assert rows["Table 1 AU (exact) >= 90 %"] == ("PASS", "6 of 6", "")
+    assert rows["run complete"] == ("PASS", "6 of 6", "")
+    assert rows["2.1.17 unet3d_b200: 1 warm-up + 5 consecutive runs"] == ("PASS", "1 of 1", "")
+    # every check of the table is counted once in its rule
+    table = by_rule(out)
+    assert sum(int(c.split(" of ")[1]) for _, c, _ in rows.values()) == len(table)
+    assert out.split("\n\n")[1].startswith(f"per rule ({len(rows)})")
 
 
 def test_default_rules_follow_the_runs_workload(tmp_path, run_cli):
