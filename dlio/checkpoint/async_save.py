@@ -102,6 +102,7 @@ class AsyncSaver:
         self.inflight: Optional[Dict[str, Any]] = None
         self.error: Optional[BaseException] = None
         self.records: List[Dict[str, Any]] = []
+        self.snapshot_cpu_s = 0.0  # this thread's CPU in the snapshots: the checkpoint's, not the benchmark's
 
     def start(self, point: Any) -> Dict[str, Any]:
         """The snapshot of checkpoint ``point`` (training blocks for it), then its write in the
@@ -109,9 +110,10 @@ class AsyncSaver:
         t0 = time.monotonic_ns()
         busy = self.thread is not None and self.thread.is_alive()
         wait_s = self.wait()
-        s0 = time.monotonic_ns()
+        s0, c0 = time.monotonic_ns(), time.thread_time()
         copy_ns = self.buffer.snapshot()
         s1 = time.monotonic_ns()
+        self.snapshot_cpu_s += time.thread_time() - c0
         b = self.buffer
         rec: Dict[str, Any] = {
             "kind": "save",
@@ -223,11 +225,6 @@ class AsyncSaver:
             failure = failure or e
         interference.annotate(rank_rec)
         return failure
-
-
-def blocked_s(rec: Dict[str, Any]) -> float:
-    """The training time a checkpoint took: a synchronous save's window, an asynchronous one's block."""
-    return rec["blocked_s"] if rec.get("async") else rec["duration_s"]
 
 
 def step_arrays(res: Dict[str, Any]) -> Dict[str, List[int]]:
