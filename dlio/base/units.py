@@ -68,6 +68,11 @@ DLIO_MB = "[DLIO's MB = MiB]"
 DLIO_FORMULA = "[DLIO formula]"
 
 
+def fmt_rate(bytes_per_s: float) -> str:
+    """A rate in binary units scaled to it: '812 B/s', '71.7 MiB/s', '1.5 GiB/s' (fmt_bytes per second)."""
+    return f"{fmt_bytes(bytes_per_s)}/s"
+
+
 def dlio_line(line: str) -> str:
     """One of DLIO's console lines (its words and numbers kept), with what its figure is said after it:
     the formula of an AU or samples/s, the unit DLIO calls GB or MB. dlio.log keeps DLIO's lines bare."""

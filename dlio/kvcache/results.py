@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any, Dict, List, Sequence
 
-from dlio.base.units import fmt_size
+from dlio.base.units import fmt_figure, fmt_ns, fmt_rate, fmt_size
 from dlio.config import Config
 from dlio.kvcache import attest, metrics
 from dlio.report import verdict, verdict_lines
@@ -187,6 +187,21 @@ def _f(x: Any, fmt: str = ".2f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def _fig(x: Any) -> str:
+    """The rules' figure in its own unit, three significant digits below 1 (0.00412, never 0.00)."""
+    return "-" if x is None else fmt_figure(x, 2)
+
+
+def _ms(ms: Any) -> str:
+    """The reference's milliseconds in the console's unit family (fmt_ns: 73.2us, 1.25ms, 13.35s)."""
+    return "-" if ms is None else fmt_ns(ms * 1e6)
+
+
+def _gibps(gibps: Any) -> str:
+    """dlio-fast's own GiB/s in the console's scale (fmt_rate: 71.7 MiB/s, not 0.07 GiB/s)."""
+    return "-" if gibps is None else fmt_rate(gibps * 2**30)
+
+
 def lines(doc: Dict[str, Any]) -> List[str]:
     """The end of a run on the console: the rules' figures, dlio-fast's, the verdicts, the attestation."""
     a, x = doc["aggregate"]["reference"], doc["aggregate"]["exact"]
@@ -196,19 +211,19 @@ def lines(doc: Dict[str, Any]) -> List[str]:
         f"io_mode {doc['settings']['io_mode']}" + ("" if doc["complete"] else f"  [incomplete: {doc['reason']}]"),
         f"    client: {doc['settings'].get('client') or CLIENT}",
         "  as the rules aggregate the reference's figures (summary.json):",
-        f"    storage read {_f(a['aggregated_read_bandwidth_gbps'])} GiB/s, write "
-        f"{_f(a['aggregated_write_bandwidth_gbps'])} GiB/s (demotions left out, as the reference does)",
-        f"    device P95 read {_f(a['aggregated_device_read_p95_ms'])} ms, write "
-        f"{_f(a['aggregated_device_write_p95_ms'])} ms (max over ranks and trials)",
+        f"    storage read {_fig(a['aggregated_read_bandwidth_gbps'])} GiB/s, write "
+        f"{_fig(a['aggregated_write_bandwidth_gbps'])} GiB/s (demotions left out, as the reference does)",
+        f"    device P95 read {_ms(a['aggregated_device_read_p95_ms'])}, write "
+        f"{_ms(a['aggregated_device_write_p95_ms'])} (max over ranks and trials)",
         f"    storage throughput {_f(a['aggregated_storage_throughput_tokens_per_sec'], ',.1f')} tokens/s (tokens / "
         f"sum of request storage time); average throughput "
         f"{_f(a['aggregated_avg_throughput_tokens_per_sec'], ',.1f')} tokens/s (tokens / the trial's duration)",
         *overrun_lines(x),
         "  dlio-fast (bytes that moved over the wall-clock window, start to the last request's end; dlio-fast.json):",
-        f"    storage read {_f(x['storage_read_gibps'])} GiB/s, write {_f(x['storage_write_gibps'])} GiB/s, of which "
-        f"demotions {_f(x['demotion_gibps'])} GiB/s ({x['demotion_writes']} writes)",
-        f"    device read P95 {_f(x['device_read_p95_ms_pooled'])} P99 {_f(x['device_read_p99_ms_pooled'])} ms, "
-        f"write P95 {_f(x['device_write_p95_ms_pooled'])} P99 {_f(x['device_write_p99_ms_pooled'])} ms (pooled)",
+        f"    storage read {_gibps(x['storage_read_gibps'])}, write {_gibps(x['storage_write_gibps'])}, of which "
+        f"demotions {_gibps(x['demotion_gibps'])} ({x['demotion_writes']} writes)",
+        f"    device read P95 {_ms(x['device_read_p95_ms_pooled'])} P99 {_ms(x['device_read_p99_ms_pooled'])}, "
+        f"write P95 {_ms(x['device_write_p95_ms_pooled'])} P99 {_ms(x['device_write_p99_ms_pooled'])} (pooled)",
         f"    tokens/s over the wall-clock window {_f(x['tokens_per_s_wall'], ',.1f')}; {x['requests']:,} requests",
     ]
     recs = doc["records"]

@@ -117,12 +117,12 @@ def plan_lines(
     mode = choice.mode
     lines = [
         f"model               {model.name}: {model.parameters / 1e9:.3f} B parameters, {ml.dtype}, "
-        f"{model.nbytes / 1e9:.3f} GB in {len(model.tensors)} tensors",
-        f"shards              {len(shards)} safetensors file(s) (at most {ml.shard_size / 1e9:g} GB each, the "
-        f"largest {big / 1e9:.3f} GB) + {INDEX} at {root}",
+        f"{fmt_bytes(model.nbytes)} in {len(model.tensors)} tensors",
+        f"shards              {len(shards)} safetensors file(s) (at most {fmt_bytes(ml.shard_size)} each, the "
+        f"largest {fmt_bytes(big)}) + {INDEX} at {root}",
         f"ranks               {size}: tensor-parallel groups of {tp} ({size // tp} replica(s)), spread {ml.spread}",
-        f"per rank            tensor-parallel rank 0 reads {p.bytes / 1e9:.3f} GB of {len(p.files)} file(s) in "
-        f"{len(p.ops):,} request(s) ({p.wanted_bytes / 1e9:.3f} GB wanted"
+        f"per rank            tensor-parallel rank 0 reads {fmt_bytes(p.bytes)} of {len(p.files)} file(s) in "
+        f"{len(p.ops):,} request(s) ({fmt_bytes(p.wanted_bytes)} wanted"
         + (f", {p.pages:,} pages touched)" if MODES[mode][0] == "mmap" else ")"),
         f"read mode           {mode}" + (f" (auto: {choice.why})" if choice.configured == "auto" else ""),
     ]

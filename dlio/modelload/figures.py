@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from dlio.base.units import fmt_size
+from dlio.base.units import fmt_bytes, fmt_size
 from dlio.report import verdict, verdict_lines
 from dlio.report.family import FamilyReading, Figure
 
@@ -80,7 +80,7 @@ def pass_line(p: Dict[str, Any], cache: str, nranks: int) -> str:
     ranks = f" (rank {p['slowest_rank']}; fastest {p['fastest_rank_s']:.3f} s)" if nranks > 1 else ""
     return (
         f"Load {p['pass']} [{kind}]: ready in {p['slowest_rank_s']:.3f} s{ranks}, "
-        f"{p['bytes'] / 1e9:.3f} GB read, {p['GiB_per_second']:.3f} GiB/s{faults}"
+        f"{fmt_bytes(p['bytes'])} read, {p['GiB_per_second']:.3f} GiB/s{faults}"
     )
 
 

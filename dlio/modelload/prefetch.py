@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from dlio.base.units import fmt_size
+from dlio.base.units import fmt_bytes, fmt_size
 from dlio.modelload.figures import GiB
 from dlio.modelload.plan import RankPlan
 from dlio.modelload.shards import Shard
@@ -110,7 +110,7 @@ def plan_line(pre: RankPlan, nshards: int, world: int, threads: int, block: int)
     """The banner's line of the prefetch (rank 0's share)."""
     return (
         f"prefetch            shards dealt over the {world} rank(s) as vLLM deals them (files[rank::{world}]): "
-        f"rank 0 reads {len(pre.files)} of {nshards} whole ({pre.bytes / 1e9:.3f} GB) in {len(pre.ops):,} "
+        f"rank 0 reads {len(pre.files)} of {nshards} whole ({fmt_bytes(pre.bytes)}) in {len(pre.ops):,} "
         f"read(s) of {fmt_size(block)} on up to {threads} thread(s), beside its mmap pass"
     )
 
@@ -125,7 +125,7 @@ def summary_line(ranks: List[Dict[str, Any]]) -> Optional[str]:
     ready = max(r["time_to_ready_s"] for r in last)
     nbytes = sum(r["prefetch"]["bytes"] for r in last)
     return (
-        f"Prefetch (vLLM's), load {last[0]['pass']}: {nbytes / 1e9:.3f} GB read whole by the {len(last)} rank(s) in "
+        f"Prefetch (vLLM's), load {last[0]['pass']}: {fmt_bytes(nbytes)} read whole by the {len(last)} rank(s) in "
         f"{fmt_size(last[0]['prefetch']['block_size'])} reads, the last ending at {done:.3f} s; the last mmap pass "
         f"ended at {ready:.3f} s (time to ready)"
     )

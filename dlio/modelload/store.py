@@ -14,6 +14,7 @@ import os
 from typing import Any, Sequence
 
 from dlio.base import inputs
+from dlio.base.units import fmt_bytes
 from dlio.modelload.shards import INDEX, Shard
 from dlio.storage import staging
 from dlio.storage.base import STAT, Backend, SetContent, SetOptions
@@ -52,7 +53,7 @@ class StoredModel:
         """Every rank writes its shards (i mod size == rank); then rank 0 the index."""
         mine = [i for i in range(len(self.shards)) if i % comm.size == comm.rank]
         total = sum(self.sizes)
-        echo(f"Writing the model's {len(self.shards)} shard(s), {total / 1e9:.2f} GB, at {self.root}")
+        echo(f"Writing the model's {len(self.shards)} shard(s), {fmt_bytes(total)}, at {self.root}")
         if mine:
             self.backend.write_set(
                 [self.names[i] for i in mine],

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from dlio.base.errors import DlioError, DlioRunError, Interrupted, os_error_message
-from dlio.base.units import fmt_bytes
+from dlio.base.units import fmt_bytes, fmt_ns, fmt_rate
 from dlio.config import Config
 from dlio.config.sections import VdbConfig
 from dlio.family import Family, FamilyChecks, RunContext
@@ -128,11 +128,22 @@ def assumptions(spec: VdbSpec, p: Optional[search.Plan]) -> List[str]:
     return out
 
 
+def _ms(ms: float) -> str:
+    """vdbbench's milliseconds in the console's unit family (fmt_ns: 850ns, 73.2us, 1.25ms, 13.35s)."""
+    return fmt_ns(ms * 1e6)
+
+
+def _latencies(m: Dict[str, Any]) -> str:
+    return ", ".join(
+        f"{k} {_ms(m[f'{key}_latency_ms'])}"
+        for k, key in (("mean", "mean"), ("p95", "p95"), ("p99", "p99"), ("p99.9", "p999"))
+    )
+
+
 def _run_line(i: int, m: Dict[str, Any]) -> str:
     return (
-        f"run {i + 1}: {m['throughput_qps']:.1f} QPS, latency (vdbbench's) mean {m['mean_latency_ms']:.2f} ms, "
-        f"p95 {m['p95_latency_ms']:.2f}, p99 {m['p99_latency_ms']:.2f}, p99.9 {m['p999_latency_ms']:.2f}; "
-        f"a query's completion in its batch p99 {m['query_completion_p99_ms']:.2f} ms; "
+        f"run {i + 1}: {m['throughput_qps']:.1f} QPS, latency (vdbbench's) {_latencies(m)}; "
+        f"a query's completion in its batch p99 {_ms(m['query_completion_p99_ms'])}; "
         f"{m['reads_per_query']:.1f} reads and {m['hops_per_query']:.1f} hops per query, {m['iops']:.0f} IOPS"
     )
 
@@ -150,14 +161,14 @@ def _phases(
         doc["build"] = store.write()
         echo(
             f"build: {fmt_bytes(doc['build']['bytes'])} in {doc['build']['seconds']:.1f} s "
-            f"({doc['build']['mb_per_s']:.0f} MB/s); {verdict_line('build', doc['build']['verdict'])}"
+            f"({fmt_rate(doc['build']['mb_per_s'] * 1e6)}); {verdict_line('build', doc['build']['verdict'])}"
         )
     index_paths, pq_paths, doc["load"] = _fetch(store, progress)
     if not doc["load"].get("in_place"):
         ld = doc["load"]
         echo(
             f"load: {ld['objects']} objects, {fmt_bytes(ld['bytes'])} downloaded in {ld['seconds']:.2f} s "
-            f"({ld['mb_per_s']:.0f} MB/s, the object store's figure; fsync of the copy {ld['fsync_s']:.2f} s); "
+            f"({fmt_rate(ld['mb_per_s'] * 1e6)}, the object store's figure; fsync of the copy {ld['fsync_s']:.2f} s); "
             f"{verdict_line('load', ld['verdict'])}"
         )
         if not spec.searches:  # HNSW: the query node's load is the download (then read into memory)
@@ -168,7 +179,7 @@ def _phases(
         doc["load"] = io_pass(spec, file_sizes(spec), False)
         echo(
             f"load: {fmt_bytes(doc['load']['bytes'])} in {doc['load']['seconds']:.2f} s "
-            f"({doc['load']['mb_per_s']:.0f} MB/s); {verdict_line('load', doc['load']['verdict'])}"
+            f"({fmt_rate(doc['load']['mb_per_s'] * 1e6)}); {verdict_line('load', doc['load']['verdict'])}"
         )
         return None
     assert p is not None  # a run with searches has a plan (VdbRun)
@@ -344,8 +355,7 @@ class VdbRun:
         if doc["runs"]:
             echo(
                 f"summary ({len(doc['runs'])} runs' batches): {s['throughput_qps']:.1f} QPS, latency (vdbbench's) "
-                f"mean {s['mean_latency_ms']:.2f} ms, p95 {s['p95_latency_ms']:.2f}, p99 {s['p99_latency_ms']:.2f}, "
-                f"p99.9 {s['p999_latency_ms']:.2f}"
+                + _latencies(s)
             )
         echo(f"results in {folder}" + ("" if failure is None else f" (partial: {failure})"))
         return doc, folder

@@ -7,6 +7,7 @@ GiB / MiB), latencies past 10,000 us in ms, and every AU saying which it is (exa
 import re
 
 import pytest
+from conftest import TINY_KV_CONFIG, TINY_MODEL_LOAD
 
 from dlio.base import units
 
@@ -14,7 +15,9 @@ RULES = [
     (re.compile(r"(?<![\d.,])0\.0+ ?[KMGTP]i?B\b"), "a size rounded to zero"),
     (re.compile(r"\d(?:\.\d+)?e[+-]\d+"), "scientific notation"),
     (re.compile(r"(?<![\d.,])(?:\d{5,}|\d{1,3}(?:,\d{3})+)(?:\.\d+)? ?us\b"), "10,000 us or more not in ms"),
+    (re.compile(r"(?<![\d.,])(?:\d{5,}|\d{1,3}(?:,\d{3})+)(?:\.\d+)? ?ms\b"), "10,000 ms or more not in s"),
 ]
+FMT_NS = r"\d+(?:\.\d+)?(?:ns|us|ms|s)"  # units.fmt_ns: 850ns, 73.2us, 1.25ms, 13.35s
 DECIMAL = re.compile(r"\b[GMT]B\b")  # a decimal unit: DLIO's own lines only, labelled
 AU = re.compile(r"\bAU\b")
 
@@ -37,6 +40,7 @@ def test_the_rules_catch_what_the_review_found():
         "read latency p50 / p99 / p99.9  59.1 / 8028.2 / 55836.7 us",
         "Throughput: 0.3196 GB/s",
         "[status] epoch 1 train: 8/16 steps  63.5 samples/s  14.0 MiB/s  AU 88.9 %",
+        "    device P95 read 13354.66 ms, write 2.10 ms (max over ranks and trials)",
     ]
     assert [why for _, why in violations("\n".join(bad))] == [
         "a size rounded to zero",
@@ -44,6 +48,7 @@ def test_the_rules_catch_what_the_review_found():
         "10,000 us or more not in ms",
         "a decimal unit (GB, MB) that is not DLIO's, labelled",
         "an AU that does not say which (exact or DLIO's formula)",
+        "10,000 ms or more not in s",
     ]
     assert units.dlio_line("Throughput: 0.3196 GB/s") == f"Throughput: 0.3196 GB/s {units.DLIO_GB}"
     assert units.fmt_bytes(4096 * 72) == "288.0 KiB" and units.fmt_num(146600628) == "146,600,628"
@@ -57,6 +62,8 @@ def walk(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("walk")
     (d / "iot").mkdir()
+    kv = d / "kv.yaml"
+    kv.write_text(TINY_KV_CONFIG)
     small = ["--set", f"dataset.data_folder={d / 'data'}", "--set", "workflow.evaluation=false"]
     ckpt = [
         "--scale", "0.001", "--set", "checkpoint.num_checkpoints_write=1", "--set", "checkpoint.num_checkpoints_read=1",
@@ -80,6 +87,16 @@ def walk(tmp_path_factory):
         "report": ["report", str(d / "run")],
         "check": ["check", str(d / "run")],
         "datasize": ["datasize", "-w", "unet3d_b200", "-n", "8", "--host-memory", "512g"],
+        "model load": [
+            "run", "-w", "load_llama3_8b", "-o", str(d / "ml"),
+            *[a for kv in (*TINY_MODEL_LOAD, f"checkpoint.checkpoint_folder={d / 'model'}") for a in ("--set", kv)],
+        ],
+        "kv cache": ["run", "--config", str(kv), "--set", f"kvcache.cache_dir={d / 'kvc'}", "-o", str(d / "kv")],
+        "vector search": [
+            "run", "-w", "vdb_diskann_1m", "-o", str(d / "vdb"),
+            *[a for kv in ("vdb.vectors=4000", "vdb.processes=2", "vdb.batch=3", "vdb.runs=1", "vdb.queries=40",
+                           "vdb.search_list=48", f"vdb.index_folder={d / 'idx'}") for a in ("--set", kv)],
+        ],
     }  # fmt: skip
     out = {}
     for name, args in commands.items():
@@ -110,3 +127,7 @@ def test_every_console_line_keeps_to_one_unit_system(walk):
     assert "[status] epoch 1 train:" in walk["run"] and "exact AU" in walk["run"]
     assert "Accelerator Utilization [AU] (%): " in walk["run"] and units.DLIO_FORMULA in walk["run"]
     assert f"GB/s {units.DLIO_GB}" in walk["checkpoints"] and "by memory" in walk["datasize"]
+    # the families: binary sizes beside their GiB/s, latencies in fmt_ns's scale (not "13354.66 ms")
+    assert re.search(r"Load \d+ \[.*\]: ready in [\d.]+ s, [\d.]+ [KMG]iB read, [\d.]+ GiB/s", walk["model load"])
+    assert re.search(rf"device read P95 {FMT_NS} P99 {FMT_NS}, write P95 {FMT_NS} P99 {FMT_NS}", walk["kv cache"])
+    assert re.search(rf"latency \(vdbbench's\) mean {FMT_NS}, p95 {FMT_NS}, p99 {FMT_NS}", walk["vector search"])
