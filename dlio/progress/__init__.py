@@ -21,7 +21,8 @@ The generic phase API, for any job (checkpoints, the workload families, S3 point
 `progress` may be None (ranks other than 0, or -q without --live-csv): `phase_of` then returns a phase
 that does nothing, and `pause` still sleeps. `update(done, nbytes=, ops=, samples=, au_pct=)` gives what is
 done so far in the phase's unit ("steps", "files", "B" for bytes, "s", "%", any noun) and the totals for
-the rates (MiB/s, IOPS, samples/s); the ETA is elapsed x remaining / done. A phase with `counts=True`
+the rates (MiB/s, IOPS, samples/s); the ETA is the rate since the phase's first completion x what is
+left ('?' until a second, figures.EtaClock: the start-up is not spread over the rest). A phase with `counts=True`
 (the default) moves the run line: the run's ETA is run elapsed x (1 - f) / f with
 f = (unit - 1 + the counting phase's fraction) / units (without a counting phase: the units done so far,
 each as long as their mean). `transient=True` erases the phase's bar at its end
@@ -45,7 +46,7 @@ from typing import Any, Callable, Optional, TextIO, Tuple
 import click
 
 from dlio.base.units import fmt_size
-from dlio.progress.figures import CSV_COLUMNS, Figures, RunFigures, eta, fmt_eta
+from dlio.progress.figures import CSV_COLUMNS, EtaClock, Figures, RunFigures, eta, fmt_eta
 from dlio.progress.sink import CsvSink, LineSink
 
 __all__ = ["CSV_COLUMNS", "Figures", "Phase", "Progress", "fmt_eta", "pause", "phase_of"]
@@ -199,6 +200,7 @@ class Progress:
         self.counts = True
         self.t0 = 0.0
         self.t_run: Optional[float] = None  # a training phase: when its first step began fetching
+        self.eta = EtaClock()  # the current phase's time left
         self.last: Optional[Figures] = None
         self.csv_last: Optional[Figures] = None  # the report last written to the live CSV (each once)
         self.last_status = self.last_csv = self.last_draw = 0.0
@@ -284,7 +286,7 @@ class Progress:
                 samples_s=None if samples is None else samples / dt,
                 iops=None if ops is None else ops / dt,
                 au_pct=au_pct,
-                eta_s=eta(dt, frac),
+                eta_s=self.eta(now, frac),
             )
             self._update(fig)
 
@@ -301,6 +303,7 @@ class Progress:
         self._finish()
         self.key, self.t0, self.last, self.run, self.base = key, time.monotonic(), None, None, (0, 0, 0)
         self.t_run = None
+        self.eta = EtaClock()
         self.counts = counts
         self.last_status = self.last_csv = self.last_draw = self.t0
         if self.live:  # rich only on a terminal: it takes ~0.3 s to import
@@ -363,7 +366,8 @@ class Progress:
         """Generation's callback (from the writer threads): bytes and files so far, of the totals."""
         with self.lock:
             self._begin("gen", "generating")
-            dt = max(1e-6, time.monotonic() - self.t0)
+            now = time.monotonic()
+            dt = max(1e-6, now - self.t0)
             frac = nbytes / total_bytes if total_bytes else 1.0
             self._update(
                 Figures(
@@ -374,7 +378,7 @@ class Progress:
                     "files",
                     dt,
                     nbytes / 2**20 / dt,
-                    eta_s=eta(dt, frac),
+                    eta_s=self.eta(now, frac),
                 )
             )
 
@@ -401,7 +405,8 @@ class Progress:
             self.last_counts = tuple(max(a, b) for a, b in zip(self.last_counts, now_counts))
             ops, nbytes, steps = (b + x for b, x in zip(self.base, self.last_counts))
             steps = min(int(steps), n)
-            dt = max(1e-6, time.monotonic() - (self.t_run or self.t0))
+            now = time.monotonic()
+            dt = max(1e-6, now - (self.t_run or self.t0))
             batch = int(plan.steps["nsamples"][0]) if n else 0
             compute = float(plan.steps["compute_ns"][:steps].sum()) / 1e9 if steps else 0.0
             fig = Figures(
@@ -414,7 +419,7 @@ class Progress:
                 nbytes / 2**20 / dt,
                 samples_s=steps * batch / dt,
                 au_pct=min(100.0, 100.0 * compute / dt),
-                eta_s=eta(dt, steps / n if n else 1.0),
+                eta_s=self.eta(now, steps / n if n else 1.0),
             )
             self._update(fig, final=steps >= n)
             if steps >= n:  # the last step is drawn now, before the epoch's log lines

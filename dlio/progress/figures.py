@@ -57,6 +57,31 @@ def eta(elapsed: float, fraction: float) -> Optional[float]:
     return max(0.0, elapsed * (1.0 - min(fraction, 1.0)) / fraction)
 
 
+class EtaClock:
+    """The time left of one phase, from its rate since its first completion: the phase's start-up (files
+    opened, threads started, a cold cache, a slow first step) is not spread over the rest, which took
+    elapsed x (1 - f) / f from the phase's start far off at the first report. None ('?') until the
+    phase has moved on from its first completion for at least MIN_S seconds."""
+
+    MIN_S = 1.0
+
+    def __init__(self) -> None:
+        self.first: Optional[Tuple[float, float]] = None  # (time, fraction) of the first completion
+
+    def __call__(self, now: float, fraction: float) -> Optional[float]:
+        if fraction >= 1.0:
+            return 0.0
+        if fraction <= 0.0:
+            return None
+        if self.first is None:
+            self.first = (now, fraction)
+            return None
+        t1, f1 = self.first
+        if fraction <= f1 or now - t1 < self.MIN_S:
+            return None
+        return (now - t1) / (fraction - f1) * (1.0 - fraction)
+
+
 @dataclass
 class RunFigures:
     """The whole job's line: which unit of how many, since when, and when it should end."""
