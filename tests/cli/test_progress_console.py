@@ -15,7 +15,7 @@ import termios
 import time
 
 import pytest
-from conftest import set_args, wait_for_text
+from conftest import TINY_KV_CONFIG, set_args, wait_for_text
 
 FAST = [
     "--workload",
@@ -418,3 +418,16 @@ def test_ctrl_c_ends_a_long_checkpoint_pause(tmp_path):
                 p.wait()
     assert code == 130 and time.monotonic() - t0 < 5
     assert json.load(open(tmp_path / "o" / "dlio-fast.json"))["complete"] is False
+
+
+def test_kvcache_trial_has_a_live_bar_on_a_terminal(tmp_path):
+    """A KV-cache trial on a terminal (issue 39: 'no bar'): a live bar of the trial's time of its
+    duration, with the requests done and the bytes moved, reaching the duration."""
+    cfg = tmp_path / "kv.yaml"
+    cfg.write_text(TINY_KV_CONFIG.replace("duration: 1.5", "duration: 2"))
+    code, raw = run_in_pty(["run", "--config", cfg, "--set", f"kvcache.cache_dir={tmp_path}/c", "-o", tmp_path / "o"])
+    assert code == 0, raw[-2000:]
+    bars = [s for s in screen_lines(raw) if re.match(r"trial 0: [\d,]+ requests ━", s)]
+    assert len(bars) >= 3, screen_lines(raw)
+    assert all(re.search(r"[\d.]+/2 s  [\d.]+ \w?i?B/s  elapsed \S+  ETA \S+$", s) for s in bars), bars
+    assert bars[-1].split("━")[0] != bars[0].split("━")[0] and " 2/2 s " in bars[-1], bars
