@@ -14,21 +14,32 @@ so a run of many ranks and events never holds them in memory; the first pass rea
 import gzip
 import json
 import os
+import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from dlio.report.trace import CLOCK_META, GZIP_LEVEL, open_pfw, trace_path
 
 MERGED_NAME = "trace-merged.json.gz"
 TID_SPAN = 1 << 16  # a rank's tids (thread * TRACE_LANES + lane) stay below this
+CHUNK_LINES = 8192  # lines per write to the compressor
 HEADER_LINES = 8  # the clock_offset line is among a file's first lines (after "[" and process_name)
 
 
-def _events(path: str) -> Iterator[Dict[str, Any]]:
+# An event line as the trace writers write it (dlio.report.trace, the C writer): its pid, tid and ts rewritten
+# in place, without parsing the line (~10x faster than json); any other line is parsed
+_FAST = re.compile(r'(\{"id":\d+,"name":"[^"\\]*","cat":"[^"\\]*",)"pid":\d+,"tid":(\d+),"ts":(\d+),')
+
+
+def _lines(path: str) -> Iterator[str]:
     with open_pfw(path) as f:
         for line in f:
-            line = line.strip()
+            line = line.strip().rstrip(",")
             if line and line not in ("[", "]"):
-                yield json.loads(line.rstrip(","))
+                yield line
+
+
+def _events(path: str) -> Iterator[Dict[str, Any]]:
+    return (json.loads(line) for line in _lines(path))
 
 
 def clock_of(path: str) -> Optional[Dict[str, Any]]:
@@ -42,8 +53,13 @@ def clock_of(path: str) -> Optional[Dict[str, Any]]:
     return None
 
 
-def _shifted(ev: Dict[str, Any], rank: int, pid: int, shift_us: int) -> Optional[Dict[str, Any]]:
-    """One event of rank `rank` as the merged file has it, or None for a line it replaces (process_name)."""
+def _shifted(line: str, rank: int, pid: int, shift_us: int) -> Optional[str]:
+    """One event line of rank `rank` as the merged file has it, or None for a line it replaces (process_name)."""
+    m = _FAST.match(line)
+    if m is not None:
+        tid, ts = rank * TID_SPAN + int(m.group(2)), int(m.group(3)) + shift_us
+        return f'{m.group(1)}"pid":{pid},"tid":{tid},"ts":{ts},{line[m.end() :]}'
+    ev = json.loads(line)
     name = ev.get("name")
     if ev.get("ph") == "M":
         if name == "process_name":
@@ -54,7 +70,7 @@ def _shifted(ev: Dict[str, Any], rank: int, pid: int, shift_us: int) -> Optional
         ev["ts"] = ev["ts"] + shift_us
     ev["pid"] = pid
     ev["tid"] = rank * TID_SPAN + int(ev.get("tid", 0))
-    return ev
+    return json.dumps(ev, separators=(",", ":"))
 
 
 def merge(folder: str, size: int, out_name: str = MERGED_NAME) -> Tuple[str, int, List[str]]:
@@ -70,20 +86,21 @@ def merge(folder: str, size: int, out_name: str = MERGED_NAME) -> Tuple[str, int
         else:
             ranks.append((rank, path, clock))
     hosts = list(dict.fromkeys(c["host"] for _, _, c in ranks))  # in rank order: rank 0's host is pid 0
+    pids = {host: pid for pid, host in enumerate(hosts)}
     out = os.path.join(folder, out_name)
     n = 0
-    with gzip.open(out, "wt", encoding="utf-8", compresslevel=GZIP_LEVEL) as f:
-        f.write("[\n")
-        sep = ""
-        for pid, host in enumerate(hosts):
-            f.write(sep + json.dumps({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": host}}))
-            sep = ",\n"
+    with gzip.open(out, "wb", compresslevel=GZIP_LEVEL) as f:
+        # the lines go to zlib in chunks (one write per line costs a compress call each)
+        chunk = [json.dumps({"name": "process_name", "ph": "M", "pid": pids[h], "args": {"name": h}}) for h in hosts]
         for rank, path, clock in ranks:
-            pid, shift_us = hosts.index(clock["host"]), round(int(clock["offset_ns"]) / 1000)
-            for ev in _events(path):
-                merged = _shifted(ev, rank, pid, shift_us)
+            pid, shift_us = pids[clock["host"]], round(int(clock["offset_ns"]) / 1000)
+            for line in _lines(path):
+                merged = _shifted(line, rank, pid, shift_us)
                 if merged is not None:
-                    f.write(sep + json.dumps(merged, separators=(",", ":")))
+                    chunk.append(merged)
                     n += 1
-        f.write("\n]\n")
+                    if len(chunk) >= CHUNK_LINES:
+                        f.write((("[\n" if f.tell() == 0 else ",\n") + ",\n".join(chunk)).encode())
+                        chunk = []
+        f.write((("[\n" if f.tell() == 0 else ",\n" if chunk else "") + ",\n".join(chunk) + "\n]\n").encode())
     return out, n, left_out

@@ -8,6 +8,7 @@ with its round trip as the uncertainty. Hosts' clocks differ (NTP keeps them wit
 per-rank traces of many hosts need this shift to land on one timeline (dlio.report.trace_merge).
 """
 
+import threading
 import time
 from typing import Callable, Dict, List, Tuple
 
@@ -39,9 +40,10 @@ def estimate(ping: Callable[[], int], clock: Callable[[], int] = time.time_ns, r
 
 
 def measure(comm: Comm) -> Dict[str, int]:
-    """Collective: every rank's {"offset_ns", "rtt_ns"} against rank 0 (rank 0: 0, 0). Rank 0 takes the ranks in
-    turn; a rank waiting for its turn sleeps between polls rather than spin in MPI, so that where ranks share
-    CPUs (oversubscribed, simulated hosts) the two in a ping-pong have them, and the round trips stay short."""
+    """Collective: every rank's {"offset_ns", "rtt_ns"} against rank 0 (rank 0: 0, 0). Rank 0 takes the ranks
+    in turn; a rank waiting for its turn, or for the others after it, sleeps between polls rather than spin in
+    MPI, so that where ranks share CPUs (oversubscribed, simulated hosts) the two in a ping-pong have them, and
+    the round trips stay short."""
     if not comm.is_mpi:
         return {"offset_ns": 0, "rtt_ns": 0}
     mpi = comm.comm
@@ -51,6 +53,7 @@ def measure(comm: Comm) -> Dict[str, int]:
             for _ in range(ROUNDS):
                 mpi.recv(source=r, tag=TAG)
                 mpi.send(time.time_ns(), dest=r, tag=TAG)
+        _sleeping_barrier(comm)
         return {"offset_ns": 0, "rtt_ns": 0}
     turn = mpi.irecv(source=0, tag=TAG)
     while not turn.test()[0]:
@@ -62,4 +65,11 @@ def measure(comm: Comm) -> Dict[str, int]:
         return answer
 
     offset, rtt = estimate(ping)
+    _sleeping_barrier(comm)
     return {"offset_ns": offset, "rtt_ns": rtt}
+
+
+def _sleeping_barrier(comm: Comm) -> None:
+    """The ranks done wait for the others without spinning (a blocking MPI call busy-polls: done ranks would
+    take the CPUs of the ranks still measuring)."""
+    comm.barrier_or_stop(threading.Event(), poll_s=TURN_POLL_S)
