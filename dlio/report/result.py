@@ -186,6 +186,10 @@ class RankRecord(TypedDict):
     bad_files: NotRequired[List[str]]
     checkpoints: NotRequired[List[CheckpointRecord]]  # checkpoint-only runs
     checkpoint_phase: NotRequired[Dict[str, str]]  # checkpoint-only runs: {"start", "end"} of the phase
+    # a traced run of many ranks: this rank's wall clock's offset against rank 0's (add it to be on rank 0's
+    # clock) and the round trip of that estimate (the true offset is within half of it: dlio.system.clock_offset)
+    clock_offset_ns: NotRequired[int]
+    clock_rtt_ns: NotRequired[int]
 
 
 class RunResult(TypedDict):

@@ -20,7 +20,9 @@ give them, so that DFAnalyzer's AI views read a dlio-fast trace as a DLIO one), 
   cat checkpoint    "capture" / "restart": a checkpoint's save / load
   cat ai_root       "ai_root": the whole run, from the trace's start to its close
   cat dlio_benchmark  "generate": generating the dataset (no dft_ai event of DLIO's covers it)
-  "ph":"M" lines    FH (file hash -> name, as DFTracer: once per file), process_name / thread_name
+  "ph":"M" lines    FH (file hash -> name, as DFTracer: once per file), process_name / thread_name,
+                    clock_offset (a run of many ranks: the rank's host, and its wall clock's offset
+                    against rank 0's with that estimate's round trip: dlio.report.trace_merge uses it)
 DLIO's `data.preprocess` (its per-sample preprocess sleep) and `checkpoint.init` (allocating the
 checkpoint's tensors) have nothing to time here and are not written.
 The code names phases by what they are (AI_EVENTS maps "train", "eval", "epoch", "checkpoint.save",
@@ -61,6 +63,7 @@ AI_EVENTS = {
     "checkpoint.load": ("checkpoint", "restart"),
 }
 ROOT_EVENT = ("ai_root", "ai_root")
+CLOCK_META = "clock_offset"
 TRACE_LANES = _core.TRACE_LANES
 GZIP_LEVEL = 6  # zlib's default: ~10x smaller than the text here, at ~100 MB/s of text
 
@@ -94,6 +97,7 @@ class Tracer:
         thread_names: Optional[Callable[[int], str]] = None,
         path: Optional[str] = None,
         ai_root: bool = False,
+        clock: Optional[Dict[str, Any]] = None,
     ) -> None:
         if path is None and folder is None:
             raise ValueError("Tracer needs a folder or a path")
@@ -118,6 +122,8 @@ class Tracer:
             else:
                 self._gz.write(b"[\n")
         self._lines([self._meta("process_name", 0, {"name": f"rank {rank}"})])
+        if clock is not None:  # this rank's host and clock offset against rank 0 (dlio.system.clock_offset)
+            self._lines([self._meta(CLOCK_META, 0, {"rank": rank, **clock})])
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:

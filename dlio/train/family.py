@@ -95,7 +95,15 @@ class TrainRun:
         if cfg.dlio_fast.trace:
             from dlio.report.trace import Tracer
 
-            self.tracer = Tracer(folder, comm.rank, comm.size, ai_root=True)
+            clock = None
+            if comm.size > 1:  # the traces of many hosts go onto rank 0's clock (dlio.report.trace_merge)
+                from dlio.system import clock_offset
+
+                offset = clock_offset.measure(comm)
+                self.rank_rec["clock_offset_ns"] = offset["offset_ns"]
+                self.rank_rec["clock_rtt_ns"] = offset["rtt_ns"]
+                clock = {"host": self.rank_rec["hostname"], **offset}
+            self.tracer = Tracer(folder, comm.rank, comm.size, ai_root=True, clock=clock)
         phases = [
             name
             for name, on in (
@@ -179,6 +187,19 @@ class TrainRun:
         rec["epochs"] = list(self.rank_rec["epochs"])
         return rec
 
+    def _merge_traces(self, folder: str) -> None:
+        """Rank 0, after every rank closed its trace: the ranks' traces on one timeline (a failure costs it
+        only)."""
+        from dlio.report import trace_merge
+
+        try:
+            path, n, left_out = trace_merge.merge(folder, self.comm.size)
+        except (OSError, ValueError) as e:
+            self.ctx.warn(f"warning: the merged trace was not written ({e}); the per-rank traces are kept")
+            return
+        missing = f"; left out (missing or without a clock offset): {', '.join(left_out)}" if left_out else ""
+        self.ctx.echo(f"Merged trace: {path} ({n} events on rank 0's clock{missing})")
+
     def _close_trace(self) -> None:
         t = self.tracer
         if t is None:
@@ -255,6 +276,8 @@ class TrainRun:
         lines += interference.lines(dlio_files.checkpoint_records(result))  # checkpoint.async_save
         for line in lines + verdict_lines.run_lines(verdicts):
             echo(line)
+        if cfg.dlio_fast.trace and self.comm.size > 1:
+            self._merge_traces(folder)
         reason = "" if failure is None else f" (partial: {failure})"
         echo(f"Saved outputs in {where}{reason}")
         if lost:
