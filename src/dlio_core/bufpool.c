@@ -100,8 +100,14 @@ uint64_t dc_bufpool_slot_cap(uint64_t max_len, uint32_t dio_align)
 		dio_align = DC_DIO_DEFAULT_ALIGN;
 	if (max_len == 0)
 		max_len = 1;
-	/* Round the extra up to the page too, so every slot buffer stays page aligned. */
-	return (max_len + a - 1) / a * a + ((2ull * dio_align + a - 1) / a * a);
+	/* Round the extra up to the page too, so every slot buffer stays page aligned; a slot of a
+	 * huge page or more to whole huge pages, so every slot starts on one, as the first does: an
+	 * O_DIRECT read into a slot that starts 8 KiB into a huge page was split into more device
+	 * requests (183 vs fio's 157 for 512 MiB in 16 MiB reads on virtio; fio --iomem_align=2m). */
+	uint64_t cap = (max_len + a - 1) / a * a + ((2ull * dio_align + a - 1) / a * a);
+
+	return max_len >= DC_HUGE_PAGE ? (cap + DC_HUGE_PAGE - 1) / DC_HUGE_PAGE * DC_HUGE_PAGE
+				       : cap;
 }
 
 int dc_bufpool_init(struct dc_bufpool *bp, struct dc_io *slots, unsigned n, uint64_t max_len,
