@@ -13,7 +13,8 @@ struct dc_bufpool {
 };
 
 /* Capacity of one slot buffer for requests up to max_len bytes at O_DIRECT alignment dio_align:
- * max_len rounded up to the page plus 2 * dio_align (the aligned superset of an unaligned read). */
+ * max_len rounded up to the page plus 2 * dio_align (the aligned superset of an unaligned read);
+ * from a huge page up, rounded up to whole huge pages (every slot starts on one). */
 uint64_t dc_bufpool_slot_cap(uint64_t max_len, uint32_t dio_align);
 
 /* Allocate n buffers of dc_bufpool_slot_cap() bytes, aligned to DC_BUF_ALIGN, and hang them on
