@@ -31,6 +31,9 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
     int dc_drop_files_cache(const char *const *paths, size_t n, int durable, size_t *failed)
     int dc_drop_all_caches()
 
+    uint64_t dc_bufpool_reused()
+    void dc_bufpool_trim()
+
     enum:
         DC_CAP_ASYNC
         DC_CAP_DIRECT

@@ -192,6 +192,17 @@ def drop_all_caches():
     _check(rc, "drop_caches", "/proc/sys/vm/drop_caches")
 
 
+def buffers_reused():
+    """Request-buffer pools the C core's runs took from the ones earlier runs of this process left
+    parked (dlio_core/run.h), instead of faulting fresh pages in."""
+    return dc_bufpool_reused()
+
+
+def trim_buffers():
+    """Free the request buffers parked for the next run."""
+    dc_bufpool_trim()
+
+
 def engines():
     """[(name, caps, available, why)] for every engine the registry knows, compiled in or not."""
     cdef char why[256]

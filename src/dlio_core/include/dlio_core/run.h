@@ -167,6 +167,13 @@ struct dc_run_result {
 /* Both return 0, or -errno (with result->error filled) on the first failure. Results up to the
  * failure are kept in result. */
 DC_MUST_CHECK int dc_run_io(const struct dc_run_config *cfg, struct dc_run_result *result);
+
+/* A run's threads leave their request buffers parked (up to 1 GiB in all) for the process's next
+ * run, which takes a pool of its size instead of having fresh pages faulted in before it starts
+ * (a model load's repeats: qd 8 x 16 MiB is 128 MiB the kernel would zero every load).
+ * dc_bufpool_reused: pools taken from the park so far; dc_bufpool_trim: free what is parked. */
+uint64_t dc_bufpool_reused(void);
+void dc_bufpool_trim(void);
 DC_MUST_CHECK int dc_run_train(const struct dc_run_config *cfg, struct dc_run_result *result);
 
 #endif
