@@ -2,6 +2,8 @@
 the benchmark's own CPU, DLIO's per-step lines."""
 
 import resource
+import time
+from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -153,6 +155,33 @@ def epoch_record(
 def cpu_seconds() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+@dataclass
+class EpochCpu:
+    """The benchmark's CPU over an epoch, the checkpoints' left out. A synchronous save's window is left
+    out of the process's CPU; asynchronous saves write from their own threads during the steps (the
+    process's CPU counts them, and their blocked time is mostly waiting), so the benchmark's is then its own
+    threads': this one (the harness, less the snapshots), the C trainer's and the C readers' (cpu_accounts
+    takes the spin off)."""
+
+    process0: float
+    thread0: float
+    snapshot0: float
+
+    @classmethod
+    def start(cls, saver: Any) -> "EpochCpu":
+        return cls(cpu_seconds(), time.thread_time(), saver.snapshot_cpu_s if saver is not None else 0.0)
+
+    def benchmark_s(self, saver: Any, res: Dict[str, Any], saves: Sequence[Dict[str, Any]], read_threads: int) -> float:
+        if saver is None:
+            return cpu_seconds() - self.process0 - sum(c["duration_s"] for c in saves)
+        cpu = time.thread_time() - self.thread0 - (saver.snapshot_cpu_s - self.snapshot0)
+        if res.get("trainer_cpu_ns") is not None:  # else S3 workers: cpu_accounts adds their reading CPU
+            cpu += res["trainer_cpu_ns"] / 1e9
+            if read_threads > 0:  # without reader threads the trainer read: counted above
+                cpu += sum(t["cpu_ns"] for t in res["threads"]) / 1e9
+        return float(cpu)
 
 
 def step_lines(rank: int, block: BlockFigures, batch: int) -> Iterator[str]:

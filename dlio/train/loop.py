@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -35,6 +34,7 @@ from dlio.system.host import iso
 from dlio.system.mpi import Comm
 from dlio.train import planner
 from dlio.train.epoch_record import (
+    EpochCpu,
     benchmark_cpu,
     cpu_accounts,
     cpu_seconds,
@@ -328,8 +328,7 @@ def _train_epoch(tr: Trainer, sp: _Splits, epoch: int) -> Tuple[Any, Optional[Ba
     cfg = tr.cfg
     start_iso = iso()
     meminfo = dlio_host.meminfo()  # DLIO's per-epoch host_meminfo, taken at start_train
-    cpu0, thread_cpu0 = cpu_seconds(), time.thread_time()
-    snapshot_cpu0 = tr.saver.snapshot_cpu_s if tr.saver is not None else 0.0
+    cpu = EpochCpu.start(tr.saver)
     plan, st = tr.plan_split("train", sp.layout, epoch, sp.random_seed)
     if epoch == 1:
         _check_steps(tr, len(plan.steps), st)
@@ -344,25 +343,14 @@ def _train_epoch(tr: Trainer, sp: _Splits, epoch: int) -> Tuple[Any, Optional[Ba
         if tr.saver is not None:
             rec["steps"] = async_save.step_arrays(res)
         return rec, failure
-    # the checkpoints' CPU is not the benchmark's: a synchronous save's window is left out; asynchronous
-    # saves write from their own threads during the steps (the process's CPU counts them, and their
-    # blocked time is mostly waiting), so the benchmark's is then its own threads': this one (the
-    # harness, less the snapshots), the C trainer's and the C readers' (cpu_accounts takes the spin off)
-    if tr.saver is not None:
-        cpu = time.thread_time() - thread_cpu0 - (tr.saver.snapshot_cpu_s - snapshot_cpu0)
-        if res.get("trainer_cpu_ns") is not None:  # else S3 workers: cpu_accounts adds their reading CPU
-            cpu += res["trainer_cpu_ns"] / 1e9
-            if cfg.reader.read_threads > 0:  # without reader threads the trainer read: counted above
-                cpu += sum(t["cpu_ns"] for t in res["threads"]) / 1e9
-    else:
-        cpu = cpu_seconds() - cpu0 - sum(c["duration_s"] for c in saves)
+    cpu_s = cpu.benchmark_s(tr.saver, res, saves, cfg.reader.read_threads)
     rec = epoch_record(
         epoch,
         res,
         plan,
         st,
         sp.excl,
-        cpu_accounts(cpu, res, sp.compute_mode, cfg.reader.read_threads, plan.steps["compute_ns"]),
+        cpu_accounts(cpu_s, res, sp.compute_mode, cfg.reader.read_threads, plan.steps["compute_ns"]),
         start_iso,
         blocks,
     )
