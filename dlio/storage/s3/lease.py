@@ -7,8 +7,9 @@ Released (deleted) at the end of the run, also on Ctrl-C (dlio.storage.places.Cl
 
 A stale lease is taken over by deleting it, then the conditional PUT: two runs taking over the same
 expired lease in the same instant could both delete and both PUT (RGW 16 refuses ``If-Match`` on PUT,
-so the takeover cannot be made conditional on the stale object); each then reads the lock back and the
-one that does not find itself named is refused.
+so the takeover cannot be made conditional on the stale object); each then reads the lock back and is
+refused when it does not find itself named, which catches most such races, not all. A run paused longer
+than the lease loses the lock to the next run and rewrites it when it goes on (not checked).
 """
 
 from __future__ import annotations
