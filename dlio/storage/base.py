@@ -227,7 +227,7 @@ class Backend:
         raise NotImplementedError
 
     def remove(self, names: Sequence[str]) -> None:
-        """Only the objects ``names`` removed (an object store's; files are removed where they are)."""
+        """Only ``names`` removed (the objects or files), nothing else under their prefix or folder."""
         raise NotImplementedError
 
     def lease(self, name: str, what: str, key: str) -> Any:
