@@ -81,6 +81,8 @@ def claim_places(ctx: RunContext, job: Run) -> Claimed:
     except BaseException:
         held.release()
         raise
+    for line in held.notes:  # a stale lock taken over (dlio.storage.s3.lease)
+        ctx.warn(line)
     return held
 
 

@@ -23,7 +23,7 @@ from dlio.kvcache.check import OPTIONS
 from dlio.kvcache.models import resolve_model
 from dlio.kvcache.plan import Plan, client_seed, plan_lines, synthetic_plan
 from dlio.kvcache.settings import KvSettings, settings
-from dlio.kvcache.store import ENTRIES, store_for
+from dlio.kvcache.store import ENTRIES, OBJECTS, store_for
 from dlio.kvcache.traces import trace_plan
 from dlio.storage.base import DIRECT
 from dlio.storage.places import Place
@@ -125,11 +125,11 @@ class KvRun:
         self.backend.check_access([self.root], create=self.cfg.dlio_fast.create_bucket)
 
     def places(self) -> List[Place]:
-        """This rank's cache folder (rank_N, made by the run): its entries are the run's own."""
+        """This rank's cache folder or prefix (rank_N, made by the run): its entries are the run's own."""
         if self.store.relayed:
-            # an object prefix: the relay store empties it whole (RelayPlace), a marker object with it, so
-            # there is no marker to prove its entries the run's (not done: remove only the run's objects)
-            return []
+            if self.s.io_mode == "null":
+                return []  # the null store makes no request
+            return [Place(self.store.where.rstrip("/"), "kvcache.cache_dir", "KV cache prefix", (OBJECTS,), made=True)]
         return [Place(self.store.where, "kvcache.cache_dir", "KV cache folder", (ENTRIES,), made=True)]
 
     def prepare(self, folder: str) -> None:

@@ -22,6 +22,7 @@ from dlio.storage.base import Backend
 from dlio.system import counters
 
 ENTRIES = "kv_*.npy"  # the files a run leaves: the reference empties its folder the same way
+OBJECTS = "kv_*.bin"  # the relay's objects (dlio.storage.s3.worker_kv.object_key)
 
 
 class FolderStore:
@@ -69,11 +70,11 @@ class RelayStore:
         self.backend, self.place, self.where = backend, place, place.where
 
     def prepare(self, s: KvSettings, largest: int) -> None:
-        """Before any trial: the relay's slots fit in memory, and the prefix holds no object."""
+        """Before any trial: the relay's slots fit in memory, and the prefix holds none of the run's objects."""
         engine.check_ram_tier(s)
         if s.io_mode != "null":
             engine.check_relay(s, largest)
-            self.place.claim(ENTRIES)
+            self.place.claim(OBJECTS)
 
     def capacity(self, s: KvSettings) -> Optional[int]:
         """As configured, else unlimited (an object store has no free space to read)."""
@@ -89,7 +90,7 @@ class RelayStore:
     def clear(self, failure: Optional[BaseException]) -> Optional[BaseException]:
         """After a trial: its objects removed. A failure to remove them is the run's, unless it failed already."""
         try:
-            self.place.empty(ENTRIES)
+            self.place.empty(OBJECTS)
         except (DlioError, DlioRunError) as e:
             return failure or DlioRunError(f"{self.where}: the trial's objects were not removed ({e})")
         return failure

@@ -226,6 +226,15 @@ class Backend:
     def remove_tree(self, root: str) -> None:
         raise NotImplementedError
 
+    def remove(self, names: Sequence[str]) -> None:
+        """Only ``names`` removed (the objects or files), nothing else under their prefix or folder."""
+        raise NotImplementedError
+
+    def lease(self, name: str, what: str, key: str) -> Any:
+        """A lock on an object store's place, held by this process until its ``release()`` (the object
+        ``name``: dlio.storage.s3.lease), or DlioError naming its holder; None where there is none to take."""
+        return None
+
     def uploader(self, root: str, multipart_min: Optional[int] = None) -> Any:
         """Backends without IN_PLACE: a sink that PUTs staged files under ``root`` batch by batch."""
         raise NotImplementedError

@@ -95,6 +95,13 @@ class FileBackend(Backend):
     def remove_tree(self, root: str) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
+    def remove(self, names: Sequence[str]) -> None:
+        for name in names:
+            try:
+                os.unlink(name)
+            except FileNotFoundError:
+                pass
+
     def train_run(
         self, names: Sequence[str], sizes: np.ndarray, ops: np.ndarray, steps: np.ndarray, opts: TrainOptions
     ) -> RunLike:

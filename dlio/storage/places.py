@@ -11,7 +11,9 @@ model's shards), claimed here by the driver before the run prepares, so that no 
     folder it claims, first; a folder holding files of the run's names but no marker holds someone
     else's files (a Hugging Face model with the standard shard names) and is refused.
 
-A place on an object store (S3) has no lock or filesystem to check; the marker rule holds there too.
+On an object store (S3) the marker rule holds too (a marker object under the prefix), and the lock is a
+lease: an object made with a conditional PUT that names its holder and is refreshed while the run goes,
+so that a run that died leaves a lock that ends (dlio.storage.s3.lease).
 The driver (dlio.jobs.driver) claims every family's places (dlio.family.Run.places).
 """
 
@@ -24,7 +26,7 @@ import fnmatch
 import os
 import stat
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from dlio.base.errors import DlioError, os_error_message
 from dlio.storage.base import Backend, SetContent, SetOptions
@@ -100,6 +102,9 @@ class Claimed:
     def __init__(self) -> None:
         self.fds: List[Tuple[str, int]] = []
         self.marked: List[Tuple[str, Tuple[str, ...]]] = []
+        self.marked_objects: List[Tuple[Backend, str, Tuple[str, ...]]] = []
+        self.leases: List[Any] = []
+        self.notes: List[str] = []  # said by the driver: a stale lease taken over
 
     def release(self) -> None:
         for folder, names in self.marked:
@@ -108,6 +113,14 @@ class Claimed:
                     os.unlink(os.path.join(folder, MARKER))
             except OSError:
                 pass
+        for backend, prefix, names in self.marked_objects:
+            try:
+                if not _matching_objects(_listed(backend, prefix), names):
+                    backend.remove([backend.join(prefix, MARKER)])
+            except Exception:  # the gateway's failure is the run's already; the marker only proves
+                pass
+        for lease in self.leases:
+            lease.release()
         for folder, fd in self.fds:
             try:
                 os.unlink(os.path.join(folder, LOCK))
@@ -121,6 +134,23 @@ def _matching(folder: str, names: Sequence[str]) -> List[str]:
     return [n for n in os.listdir(folder) if any(fnmatch.fnmatch(n, g) for g in names)]
 
 
+def _listed(backend: Backend, path: str) -> List[str]:
+    """The keys under the prefix ``path``, relative to it."""
+    prefix = backend.join(path, "")
+    return [u[len(prefix) :] for u in backend.list(prefix) if u.startswith(prefix)]
+
+
+def _matching_objects(listed: Sequence[str], names: Sequence[str]) -> List[str]:
+    """The run's names among ``listed``: directly under the prefix (a glob's * would match a '/')."""
+    return [n for n in listed if "/" not in n and any(fnmatch.fnmatch(n, g) for g in names)]
+
+
+def own_objects(backend: Backend, path: str, names: Sequence[str]) -> List[str]:
+    """The objects of the run's names under the prefix ``path`` (claimed: its marker proves them the
+    runs' own), as full names: what a run may remove there, and nothing else under the prefix."""
+    return [backend.join(path, n) for n in _matching_objects(_listed(backend, path), names)]
+
+
 def claim(backend: Backend, places: Sequence[Place], held: Optional[Claimed] = None) -> Claimed:
     """Claim this rank's places (see the module's docstring) into ``held`` (a new Claimed when None), or
     raise DlioError naming the place, its key and what to do. On failure nothing stays locked."""
@@ -129,7 +159,7 @@ def claim(backend: Backend, places: Sequence[Place], held: Optional[Claimed] = N
         for p in places:
             local = p.path if p.on_host else backend.local_path(p.path)
             if local is None:
-                _claim_objects(backend, p)
+                _claim_objects(backend, p, held)
             else:
                 _claim_folder(local, p, held)
     except BaseException:
@@ -186,15 +216,21 @@ def _lock(folder: str, p: Place, held: Claimed) -> None:
     held.fds.append((folder, fd))
 
 
-def _claim_objects(backend: Backend, p: Place) -> None:
-    """An object prefix: the marker rule only (an object store has no lock and no pseudo filesystem)."""
+def _claim_objects(backend: Backend, p: Place, held: Claimed) -> None:
+    """An object prefix: a lease for the lock (dlio.storage.s3.lease), then the marker rule."""
+    if p.lock:
+        lease = backend.lease(backend.join(p.path, LOCK), p.what, p.key)
+        if lease is not None:
+            held.leases.append(lease)
+            if lease.note:
+                held.notes.append(lease.note)
     if not p.names:
         return
-    prefix = backend.join(p.path, "")
-    listed = [u[len(prefix) :] for u in backend.list(prefix) if u.startswith(prefix)]
+    listed = _listed(backend, p.path)
+    held.marked_objects.append((backend, p.path, p.names))
     if MARKER in listed:
         return
-    _refuse_foreign(p.path, p, [n for n in listed if any(fnmatch.fnmatch(n, g) for g in p.names)])
+    _refuse_foreign(p.path, p, _matching_objects(listed, p.names))
     marker = backend.join(p.path, MARKER)
     opts = SetOptions(engine=backend.engine_for("posix")[0], direct=False, qd=1, transfer=len(MARKER_TEXT))
     backend.write_set([marker], [len(MARKER_TEXT)], SetContent(overlays=[[(0, MARKER_TEXT)]]), opts)

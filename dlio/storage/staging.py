@@ -136,8 +136,11 @@ class RelayPlace:
         self.empty(entries)
 
     def empty(self, entries: str) -> None:
-        """Every object under the prefix removed (it holds only the run's entries)."""
-        self.backend.remove_tree(self.where)
+        """The objects of the run's names (``entries``, a glob) directly under the prefix removed, and
+        nothing else: the prefix is claimed (dlio.storage.places), its marker and lock stay."""
+        from dlio.storage.places import own_objects
+
+        self.backend.remove(own_objects(self.backend, self.where, (entries,)))
 
     def free_bytes(self) -> Optional[int]:
         return None  # an object store has no free space to read

@@ -209,7 +209,5 @@ def store_for(cfg: Config, spec: VdbSpec, medoid: int) -> Any:
             "vdb.index_folder",
             folder,
         )
-    root = backend.join(
-        backend.folder_root(cfg, "remove it, or give another vdb.index_folder"), os.path.basename(spec.folder)
-    )
+    root = backend.join(backend.folder_root(cfg, "vdb.index_folder"), os.path.basename(spec.folder))
     return ObjectStore(cfg, staging.stage_and_upload(backend, root, spec.folder + COPY_SUFFIX), spec, medoid)

@@ -234,6 +234,15 @@ class S3Backend(Backend):
         bucket, prefix = parse_uri(root)
         client.run_task(self.settings, {"task": "delete", "bucket": bucket, "prefix": prefix})
 
+    def remove(self, names: Sequence[str]) -> None:
+        if names:
+            client.run_task(self.settings, {"task": "delete_keys", "uris": list(names)})
+
+    def lease(self, name: str, what: str, key: str) -> Any:
+        from dlio.storage.s3 import lease
+
+        return lease.take(self.settings, name, what, key)
+
     def io_bench(self, root: str) -> Any:
         from dlio.storage.s3.bench import S3Bench  # only the io and ceiling commands measure points
 

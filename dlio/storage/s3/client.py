@@ -44,6 +44,7 @@ TASK_WORDS = {
     "create_bucket": "creating the bucket",
     "put_objects": "creating the test objects",
     "delete": "removing the test objects",
+    "delete_keys": "removing the run's objects",
     "list": "listing the prefix",
     "list_all": "listing the prefix",
     "point": "measuring an io point",

@@ -95,6 +95,16 @@ def task_delete(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str,
     return {}
 
 
+def task_delete_keys(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
+    """Only the objects named (a KV run's own entries), several at once (s3dlio deletes one per call)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        for _ in pool.map(s3.delete, t["uris"]):
+            c.beat()
+    return {}
+
+
 def task_list(s3: ModuleType, t: Dict[str, Any], c: TaskCounters) -> Dict[str, Any]:
     uris = s3.list(f"s3://{t['bucket']}/{t['prefix']}", recursive=True)
     return {"count": len(uris), "first": uris[:3]}
@@ -234,6 +244,7 @@ TASKS: Dict[str, Task] = {
     "create_bucket": task_create_bucket,
     "put_objects": task_put_objects,
     "delete": task_delete,
+    "delete_keys": task_delete_keys,
     "list": task_list,
     "point": task_point,
 }

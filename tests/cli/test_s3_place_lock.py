@@ -1,0 +1,97 @@
+"""The KV cache's prefix on S3 is claimed as a folder is (issue 40), against a real Ceph RADOS Gateway:
+a prefix holding objects of the run's names that no dlio-fast run made is refused before anything is
+written or deleted; the relay removes only the run's own objects; the prefix is locked by a lease object
+(a conditional PUT), so a second run on it at once is refused naming the first, and a stale lease (its
+holder gone) is taken over with a note."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import TINY_KV_CONFIG, on_s3, one_line, s3_keys, set_args
+from conftest import s3_boto as boto
+
+pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
+
+LOCK = "kvc/rank_0/.dlio-fast-place.lock"
+
+
+def kv_args(tmp_path, bucket, *more, out="out"):
+    cfg = tmp_path / "kv.yaml"
+    cfg.write_text(TINY_KV_CONFIG)
+    return ["run", "--config", cfg, "-o", tmp_path / out, *set_args("kvcache.cache_dir=kvc", *more, **on_s3(bucket))]
+
+
+def test_a_kv_run_refuses_a_prefix_holding_a_users_object_and_leaves_it(run_cli, s3env, bucket, tmp_path):
+    s3 = boto(s3env)
+    mine = os.urandom(5000)
+    s3.put_object(Bucket=bucket, Key="kvc/rank_0/kv_00000000.bin", Body=mine)
+    code, out, err = run_cli(*kv_args(tmp_path, bucket))
+    assert code != 0
+    line = one_line(err)
+    assert "kvc/rank_0" in line and "kv_00000000.bin" in line and "no dlio-fast run made" in line, err
+    assert "kvcache.cache_dir" in line and "Traceback" not in err
+    # the user's object byte for byte, and nothing of the run's (no marker, no lock, no entry)
+    assert s3.get_object(Bucket=bucket, Key="kvc/rank_0/kv_00000000.bin")["Body"].read() == mine
+    assert sorted(s3_keys(s3env, bucket, "")) == ["kvc/rank_0/kv_00000000.bin"]
+
+
+def test_a_kv_run_removes_only_its_own_objects(run_cli, s3env, bucket, tmp_path):
+    s3 = boto(s3env)
+    notes = b"my notes, not a KV entry\n"
+    s3.put_object(Bucket=bucket, Key="kvc/rank_0/notes.txt", Body=notes)
+    s3.put_object(Bucket=bucket, Key="kvc/rank_0/sub/kv_00000001.bin", Body=b"deeper: not the run's")
+    code, out, err = run_cli(*kv_args(tmp_path, bucket))
+    assert code == 0, err
+    with open(tmp_path / "out" / "dlio-fast.json") as f:
+        (rec,) = json.load(f)["records"]
+    assert rec["result"]["counts"]["storage_writes"] > 0  # the run wrote entries there, and removed them
+    assert sorted(s3_keys(s3env, bucket, "")) == ["kvc/rank_0/notes.txt", "kvc/rank_0/sub/kv_00000001.bin"]
+    assert s3.get_object(Bucket=bucket, Key="kvc/rank_0/notes.txt")["Body"].read() == notes
+
+
+def test_a_second_run_on_the_prefix_is_refused_naming_the_first(dlio_cmd, s3env, bucket, tmp_path):
+    s3 = boto(s3env)
+    log = open(tmp_path / "first.err", "w")
+    first = subprocess.Popen(
+        [sys.executable, "-m", "dlio", *map(str, kv_args(tmp_path, bucket, "kvcache.duration=60", out="one"))],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        env=dict(os.environ),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while LOCK not in s3_keys(s3env, bucket, "kvc/"):
+            assert first.poll() is None, open(tmp_path / "first.err").read()
+            assert time.monotonic() < deadline, "the first run never took its lock"
+            time.sleep(0.1)
+        held = json.loads(s3.get_object(Bucket=bucket, Key=LOCK)["Body"].read())
+        assert held["pid"] == first.pid and held["expires"] > time.time()
+        code, out, err = dlio_cmd(*kv_args(tmp_path, bucket, out="two"), timeout=120)
+        assert code != 0
+        line = one_line(err)
+        assert f"pid {first.pid}" in line and "another dlio-fast run" in line and "lease ends at" in line, err
+        assert "kvcache.cache_dir" in line and not os.path.exists(tmp_path / "two" / "dlio-fast.json")
+        assert first.poll() is None  # the first goes on
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=60)
+        log.close()
+    # Ctrl-C released the lock
+    assert LOCK not in s3_keys(s3env, bucket, "kvc/")
+
+
+def test_a_stale_lease_is_taken_over_with_a_note(run_cli, s3env, bucket, tmp_path):
+    s3 = boto(s3env)
+    ended = time.time() - 5
+    gone = {"host": "gone-host", "pid": 4194301, "started": ended - 100, "expires": ended}
+    s3.put_object(Bucket=bucket, Key=LOCK, Body=json.dumps(gone).encode())
+    code, out, err = run_cli(*kv_args(tmp_path, bucket))
+    assert code == 0, err
+    said = out + err
+    assert "host gone-host, pid 4194301" in said and "is taken over" in said, said
+    assert LOCK not in s3_keys(s3env, bucket, "kvc/")  # released at the end
