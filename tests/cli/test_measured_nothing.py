@@ -38,27 +38,18 @@ def test_kv_run_with_no_request_completed_is_not_complete(dlio_cmd, tmp_path):
     assert summary["complete"] is False and "measured nothing" in summary["reason"]
 
 
+def _vdb_replay(dlio_cmd, tmp_path, out, cache_ratio):
+    """The captured vector search replayed on 5,000 vectors, 20 queries, with this share of nodes cached."""
+    sets = ["vdb.vectors=5000", "vdb.runs=1", "vdb.queries=20", "vdb.processes=1", f"vdb.cache_ratio={cache_ratio}"]
+    sets += [f"vdb.trace={VDB_CAPTURE}", f"vdb.index_folder={tmp_path / 'idx'}"]
+    return dlio_cmd("run", "-w", "vdb_diskann_1m", *set_args(*sets), "-o", out, timeout=300)
+
+
 def test_vdb_replay_served_by_the_node_cache_is_not_complete(dlio_cmd, tmp_path):
     """Every node of the capture in the node cache (vdb.cache_ratio=1): the searches ran, the storage read
     nothing. The QPS is the CPU's, not the storage's: not a complete result."""
     out = tmp_path / "out"
-    code, stdout, err = dlio_cmd(
-        "run",
-        "-w",
-        "vdb_diskann_1m",
-        *set_args(
-            f"vdb.trace={VDB_CAPTURE}",
-            "vdb.vectors=5000",
-            "vdb.runs=1",
-            "vdb.queries=20",
-            "vdb.processes=1",
-            "vdb.cache_ratio=1",
-            f"vdb.index_folder={tmp_path / 'idx'}",
-        ),
-        "-o",
-        out,
-        timeout=300,
-    )
+    code, stdout, err = _vdb_replay(dlio_cmd, tmp_path, out, cache_ratio=1)
     assert code == 1, err
     assert "the run measured nothing: no search read the index from storage" in err and "Traceback" not in err
     doc, summary = _load(out / "dlio-fast.json"), _load(out / "summary.json")
@@ -72,23 +63,7 @@ def test_vdb_replay_that_reads_the_storage_stays_complete(dlio_cmd, tmp_path):
     """The same replay with no node cache reads the index: complete, exit 0 (the check above is no blanket
     refusal of traces)."""
     out = tmp_path / "out"
-    code, stdout, err = dlio_cmd(
-        "run",
-        "-w",
-        "vdb_diskann_1m",
-        *set_args(
-            f"vdb.trace={VDB_CAPTURE}",
-            "vdb.vectors=5000",
-            "vdb.runs=1",
-            "vdb.queries=20",
-            "vdb.processes=1",
-            "vdb.cache_ratio=0",
-            f"vdb.index_folder={tmp_path / 'idx'}",
-        ),
-        "-o",
-        out,
-        timeout=300,
-    )
+    code, stdout, err = _vdb_replay(dlio_cmd, tmp_path, out, cache_ratio=0)
     assert code == 0, err
     doc = _load(out / "dlio-fast.json")
     (run,) = doc["runs"]
