@@ -229,3 +229,10 @@ def _remove(folders: List[str]) -> None:
                 break
             except OSError:
                 time.sleep(0.1)
+
+
+def run_on_limited_hosts(argv: Sequence[str], limits: Dict[str, Dict[str, float]], timeout: int = 240):
+    """argv on HOSTS, one rank each, under Open MPI, each host in its control groups of `limits` (host_groups)."""
+    with host_groups(limits) as env:
+        cmd = launcher_command("openmpi", HOSTS, 1, argv)
+        return subprocess.run(cmd, env=run_env(**env), cwd=REPO, capture_output=True, text=True, timeout=timeout)

@@ -8,7 +8,7 @@ import math
 import subprocess
 
 from conftest import REPO, set_args
-from multihost import AGENT, HOSTS, dlio_argv, host_groups, launcher_command, run_env
+from multihost import AGENT, HOSTS, dlio_argv, host_groups, launcher_command, run_env, run_on_limited_hosts
 
 from dlio.config import load_config
 
@@ -93,9 +93,7 @@ def test_check_sums_the_memory_each_host_measured(tmp_path):
         "-o",
         out,
     )
-    with host_groups(LIMITS) as env:
-        cmd = launcher_command("openmpi", HOSTS, 1, argv)
-        p = subprocess.run(cmd, env=run_env(**env), cwd=REPO, capture_output=True, text=True, timeout=240)
+    p = run_on_limited_hosts(argv, LIMITS)
     assert p.returncode == 0, p.stderr[-2000:]
     ranks = json.loads((out / "dlio-fast.json").read_text())["ranks"]
     assert [(r["hostname"], r["host_memory_usable_bytes"]) for r in ranks] == [("hA", GiB), ("hB", 3 * GiB)]

@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 from conftest import REPO, set_args
-from multihost import HOSTS, dlio_argv, host_groups, launcher_command, run_env
+from multihost import dlio_argv, run_env, run_on_limited_hosts
 
 QUARTER = 0.25
 
@@ -35,9 +35,7 @@ def train_on_hosts(tmp_path, limits, compute_mode):
         "-o",
         out,
     )
-    with host_groups(limits) as env:
-        cmd = launcher_command("openmpi", HOSTS, 1, argv)
-        p = subprocess.run(cmd, env=run_env(**env), cwd=REPO, capture_output=True, text=True, timeout=240)
+    p = run_on_limited_hosts(argv, limits)
     assert p.returncode == 0, p.stderr[-3000:]
     with open(out / "dlio-fast.json") as f:
         return json.load(f), p.stdout, out
