@@ -16,6 +16,7 @@ from typing import Any, Dict, List
 
 from dlio.family import Check
 from dlio.vdb import metrics
+from dlio.vdb.ranks import run_verdicts
 
 RUNS = 5  # Rules 5.3: five runs of each index
 CLOSED_INDEXES = {"diskann": "DISKANN", "aisaq_perf": "AISAQ", "aisaq_scale": "AISAQ", "hnsw": "HNSW"}
@@ -39,9 +40,9 @@ def checks(doc: Dict[str, Any]) -> List[Check]:
     index = CLOSED_INDEXES.get(kind or "")
     out.append(("index type CLOSED allows", index is not None, f"{kind} ({index or 'not DISKANN, HNSW or AISAQ'})"))
     for r in runs:
-        v = r.get("verdict") or {}
-        if v.get("verdict") == "cache":
-            out.append((f"storage, not the page cache (run {r.get('run')})", False, v.get("reason", "")))
+        for phase, v, _ in run_verdicts(r):
+            if v.get("verdict") == "cache":
+                out.append((f"storage, not the page cache ({phase})", False, v.get("reason", "")))
     out.append(
         (
             "what ran",

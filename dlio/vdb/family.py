@@ -6,12 +6,13 @@ verdicts)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from dataclasses import asdict
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from dlio.base.errors import DlioError, DlioRunError, Interrupted, os_error_message
+from dlio.base.errors import ConfigError, DlioError, DlioRunError, Interrupted, os_error_message
 from dlio.base.units import fmt_bytes, fmt_ns, fmt_rate
 from dlio.config import Config
 from dlio.config.sections import VdbConfig
@@ -20,9 +21,11 @@ from dlio.progress import phase_of
 from dlio.report.family import FamilyReading, FamilyReport, Figure
 from dlio.report.verdict_lines import line as verdict_line
 from dlio.storage.places import Place
+from dlio.system.execute import interruptible, pending
 from dlio.system.host import host_info, iso
+from dlio.system.mpi import Comm
 from dlio.system.output import write_json
-from dlio.vdb import check, metrics, model, search
+from dlio.vdb import check, metrics, model, ranks, search
 from dlio.vdb.config import VdbSpec, vdb_spec
 from dlio.vdb.object_store import store_for
 from dlio.vdb.store import file_sizes, io_pass
@@ -149,20 +152,21 @@ def _run_line(i: int, m: Dict[str, Any]) -> str:
 
 
 def _phases(
-    spec: VdbSpec, store: Any, p: Optional[search.Plan], doc: Dict[str, Any], echo: Callable, progress: Any = None
+    spec: VdbSpec,
+    store: Any,
+    p: Optional[search.Plan],
+    doc: Dict[str, Any],
+    echo: Callable,
+    progress: Any,
+    comm: Comm,
 ) -> Any:
-    """Build (or keep) the index, load it, and the timed runs (HNSW: its load instead), recorded in doc.
-    Returns the failure (Interrupted, RunError) that ended the runs, or None."""
-    if store.present():
-        echo(f"index present in {store.describe()}: kept")
-        doc["build"] = {"phase": "build", "kept": True}
+    """Build (or keep) the index, load it, and the timed runs (HNSW: its load instead), recorded in doc
+    (rank 0's: every rank's runs merged). Returns the failure (Interrupted, RunError) that ended the runs, or
+    None. p is this rank's plan (its share of the query stream)."""
+    if comm.size == 1:
+        _build_or_keep(store, doc, echo)
     else:
-        echo(f"building the index in {store.describe()} ...")
-        doc["build"] = store.write()
-        echo(
-            f"build: {fmt_bytes(doc['build']['bytes'])} in {doc['build']['seconds']:.1f} s "
-            f"({fmt_rate(doc['build']['mb_per_s'] * 1e6)}); {verdict_line('build', doc['build']['verdict'])}"
-        )
+        _build_once(store, doc, echo, comm)
     index_paths, pq_paths, doc["load"] = _fetch(store, progress)
     if not doc["load"].get("in_place"):
         ld = doc["load"]
@@ -188,17 +192,62 @@ def _phases(
     for i in range(spec.runs):
         if progress is not None:
             progress.run_at(i + 1)
+        if comm.size > 1:  # the ranks start each run together (vdbbench's clients); Ctrl-C ends the wait
+            stopped = interruptible(lambda stop: comm.barrier_or_stop(stop, poll_s=0.001))
+            if stopped is not None:
+                return stopped
         with _run_phase(spec, progress, i) as tick:
-            res, failure, counters = search.timed_run(spec, p, index_paths, pq_paths, i, tick)
-        if res is not None and res["queries"]:
-            m = metrics.run_metrics(res, counters)
-            v = metrics.verdict(m, counters)
-            doc["runs"].append({"run": i + 1, **m, "counters": counters, "verdict": v})
-            echo(_run_line(i, m))
-            echo("  " + verdict_line("verdict", v))
+            res, failure, counters = search.timed_run(spec, p, index_paths, pq_paths, i, tick, comm.rank, comm.size)
+        rec = ranks.rank_record(res, counters, comm.rank) if res is not None and res["queries"] else None
+        recs = comm.gather(rec) if comm.size > 1 else [rec]
+        if recs is not None and any(recs):
+            fig = ranks.run_figures([r for r in recs if r is not None])
+            doc["runs"].append({"run": i + 1, **fig})
+            echo(_run_line(i, fig))
+            for line in ranks.host_lines(fig):
+                echo("  " + line)
+            for phase, v, _ in ranks.run_verdicts(doc["runs"][-1]):
+                echo("  " + verdict_line("verdict" + phase[len(f"run {i + 1}") :], v))
+        failed = comm.allgather(failure is not None) if comm.size > 1 else [failure is not None]
         if failure is not None:
             return failure
+        if any(failed):  # another rank's run failed or was stopped: this one stops too, its run kept
+            return pending() or DlioRunError(f"rank {failed.index(True)} stopped in run {i + 1}")
     return None
+
+
+def _build_or_keep(store: Any, doc: Dict[str, Any], echo: Callable) -> None:
+    """The index kept when present, else built (doc["build"] stays None while the build is under way)."""
+    if store.present():
+        echo(f"index present in {store.describe()}: kept")
+        doc["build"] = {"phase": "build", "kept": True}
+    else:
+        echo(f"building the index in {store.describe()} ...")
+        doc["build"] = store.write()
+        echo(
+            f"build: {fmt_bytes(doc['build']['bytes'])} in {doc['build']['seconds']:.1f} s "
+            f"({fmt_rate(doc['build']['mb_per_s'] * 1e6)}); {verdict_line('build', doc['build']['verdict'])}"
+        )
+
+
+def _build_once(store: Any, doc: Dict[str, Any], echo: Callable, comm: Comm) -> None:
+    """Many ranks, one index: rank 0 keeps or builds it (comm.agree: its failure is every rank's) while the
+    others wait, then every rank opens it. No rank reads a file another is writing."""
+    stop: List[Interrupted] = []
+
+    def on_rank0() -> Optional[Dict[str, Any]]:
+        try:
+            _build_or_keep(store, doc, echo)
+        except Interrupted as e:  # said to the others as no record (they stop too), raised here below
+            stop.append(e)
+        return doc["build"]
+
+    built = comm.agree(on_rank0)
+    if stop:
+        raise stop[0]
+    if built is None:
+        raise pending() or DlioRunError("rank 0 was stopped while building the index")
+    doc["build"] = built
 
 
 def _fetch(store: Any, progress: Any) -> Any:
@@ -240,20 +289,54 @@ def _stopped(e: BaseException, store: Any, doc: Dict[str, Any], echo: Callable) 
     return failure
 
 
+def many_ranks(spec: VdbSpec, p: Optional[search.Plan], store: Any, rank: int, size: int) -> search.Plan:
+    """This rank's plan in a run of `size` ranks on one index (dlio.vdb.ranks), or a ConfigError naming what
+    cannot be shared."""
+    if p is None:
+        raise ConfigError(
+            f"vdb.index = hnsw searches in memory: its run is the index's write and load, one process ({size} ranks "
+            "here); run it without mpiexec",
+            "vdb.index",
+            "hnsw",
+        )
+    if store.remote:
+        raise ConfigError(
+            f"vdb.index_folder on {store.describe()}: many ranks ({size} here) search one index in a shared "
+            "folder; on an object store each host would need its own downloaded copy, which is not done yet: "
+            "run one process, or put the index in a shared folder",
+            "vdb.index_folder",
+            spec.folder,
+        )
+    if spec.queries and spec.queries < size:
+        raise ConfigError(
+            f"vdb.queries = {spec.queries} is the run's total, dealt to the ranks: give at least one per rank ({size})",
+            "vdb.queries",
+            spec.queries,
+        )
+    if p.chains.searches < size:
+        raise ConfigError(
+            f"the plan has {p.chains.searches} segment searches for {size} ranks (each searches a share of its "
+            "own): give a trace of more searches (vdb.trace), or fewer ranks",
+            "vdb.trace",
+            spec.trace,
+        )
+    return dataclasses.replace(p, chains=ranks.share(p.chains, rank, size))
+
+
 class VdbRun:
-    """The vector-search run (dlio.family.Run): one process, its query processes threads."""
+    """The vector-search run (dlio.family.Run): each rank's query processes are threads; many ranks (on many
+    hosts) search one index, rank 0 builds it and writes the one result (dlio.vdb.ranks)."""
 
     def __init__(self, ctx: RunContext) -> None:
         cfg, comm = ctx.cfg, ctx.comm
         self.ctx, self.cfg = ctx, cfg
         self.spec = spec = vdb_spec(cfg)
-        if comm.size > 1:
-            raise DlioError(
-                f"vdb workloads run as one process ({comm.size} ranks here): its query processes are threads "
-                "(vdb.processes); run without mpiexec"
-            )
+        self.comm = comm
         self.plan = p = search.plan(spec) if spec.searches else None
         self.store = store_for(cfg, spec, p.chains.medoid if p else 0)
+        self.mine = p  # this rank's share of the query stream
+        if comm.size > 1:
+            self.mine = many_ranks(spec, p, self.store, comm.rank, comm.size)
 
     def describe(self) -> List[str]:
         present = None if self.store.remote else self.store.present()
@@ -270,7 +353,8 @@ class VdbRun:
         """Nothing of the host's to check before the folder exists: the plan's checks are the config's."""
 
     def places(self) -> List[Place]:
-        return self.store.places()
+        """Rank 0's: it builds the index, the other ranks only read it."""
+        return self.store.places() if self.comm.rank == 0 else []
 
     def check_access(self) -> None:
         self.store.check()  # a missing bucket or a wrong endpoint: one line before anything else
@@ -281,8 +365,9 @@ class VdbRun:
                 "note: engine posix reads a hop's nodes one after another (DiskANN submits them together): "
                 "use io_uring for DiskANN's beam"
             )
-        for text in self.describe():
-            self.ctx.echo(text)
+        if self.comm.rank == 0:  # the plan asks for the manifest: only rank 0 looks at the index before the build
+            for text in self.describe():
+                self.ctx.echo(text)
 
     def measure(self) -> Tuple[Dict[str, Any], Optional[BaseException]]:
         spec, p, cfg = self.spec, self.plan, self.cfg
@@ -313,7 +398,7 @@ class VdbRun:
             "reason": None,  # why it is not complete (a stop, a failure), for the report
         }
         try:
-            failure = _phases(spec, self.store, p, doc, self.ctx.echo, self.ctx.progress)
+            failure = _phases(spec, self.store, self.mine, doc, self.ctx.echo, self.ctx.progress, self.comm)
         except (Interrupted, DlioError, OSError) as e:  # OSError: the C core's RunError (a full disk)
             failure = _stopped(e, self.store, doc, self.ctx.echo)
         doc["complete"] = failure is None
@@ -322,7 +407,10 @@ class VdbRun:
         return doc, failure
 
     def keep_partial(self, folder: str, records: Dict[str, Any], failure: BaseException) -> None:
-        raise AssertionError("a vdb run is one process")  # refused in __init__ under mpiexec
+        """A rank failed or was stopped (no gather): rank 0's document holds every run the ranks finished
+        (gathered run by run), written marked partial; the other ranks have nothing of their own to keep."""
+        if self.comm.rank == 0:
+            self.write(folder, [records], failure)
 
     def nothing_measured(self, records: List[Dict[str, Any]]) -> Optional[str]:
         doc = records[0]
@@ -372,9 +460,9 @@ def reading(doc: Dict[str, Any]) -> FamilyReading:
         vals = [r[key] for r in runs if r.get(key) is not None]
         return sum(vals) / len(vals) if vals else None
 
-    def pass_mb_s(name: str) -> Optional[float]:
-        p = doc.get(name) or {}
-        return p.get("mb_per_s")
+    def mib_s(mb_s: Optional[float]) -> Optional[float]:
+        """The document's decimal MB/s in MiB/s, the unit of every other family's report."""
+        return None if mb_s is None else mb_s * 1e6 / 2**20
 
     figs = {
         "workload": doc.get("workload") or "-",
@@ -382,10 +470,12 @@ def reading(doc: Dict[str, Any]) -> FamilyReading:
         "runs": len(runs),
         **{k: s.get(k) for k in metrics.RULE_FIELDS},
         "query_completion_p99_ms": max((r.get("query_completion_p99_ms") or 0.0 for r in runs), default=None),
-        **{k: mean(k) for k in ("iops", "read_mb_per_s", "reads_per_query", "device_bytes_per_query")},
+        **{k: mean(k) for k in ("iops", "reads_per_query", "device_bytes_per_query")},
+        "read_MiB_s": mib_s(mean("read_mb_per_s")),
         "client_cpu_per_query_us": mean("client_cpu_per_query_us"),
-        "build_mb_per_s": pass_mb_s("build"),
-        "load_mb_per_s": pass_mb_s("load"),
+        "build_MiB_s": mib_s((doc.get("build") or {}).get("mb_per_s")),
+        "load_MiB_s": mib_s((doc.get("load") or {}).get("mb_per_s")),
+        "per_host": ranks.hosts_text(runs),
     }
     cfg = doc.get("config") or {}
     v = cfg.get("vdb") or {}
@@ -408,9 +498,7 @@ def reading(doc: Dict[str, Any]) -> FamilyReading:
         for name in ("build", "load")
         if isinstance(doc.get(name), dict) and isinstance(doc[name].get("verdict"), dict)
     ]
-    verdicts += [
-        (f"run {r['run']}", r["verdict"], r.get("counters")) for r in runs if isinstance(r.get("verdict"), dict)
-    ]
+    verdicts += [v for r in runs for v in ranks.run_verdicts(r)]
     return FamilyReading(settings, figs, verdicts)
 
 
@@ -428,8 +516,6 @@ REPORT_SETTINGS = [
     ("storage_type", "storage"),
 ]
 REPORT_FIGURES: List[Figure] = [
-    ("workload", "workload", "", None),
-    ("start", "start", "", None),
     ("runs", "timed runs", "", 0),
     ("throughput_qps", "throughput (all runs)", "QPS", 1),
     ("mean_latency_ms", "latency mean (vdbbench: batch time / batch size)", "ms", 3),
@@ -438,12 +524,13 @@ REPORT_FIGURES: List[Figure] = [
     ("p999_latency_ms", "latency p99.9 (vdbbench)", "ms", 3),
     ("query_completion_p99_ms", "a query's completion in its batch, p99 (worst run)", "ms", 3),
     ("iops", "read IOPS", "1/s", 0),
-    ("read_mb_per_s", "read MB/s", "MB/s", 1),
+    ("read_MiB_s", "read MiB/s", "MiB/s", 1),
     ("reads_per_query", "reads per query", "", 1),
     ("device_bytes_per_query", "device bytes per query", "B", 0),
     ("client_cpu_per_query_us", "client CPU per query", "us", 1),
-    ("build_mb_per_s", "index build write MB/s", "MB/s", 1),
-    ("load_mb_per_s", "index load MB/s", "MB/s", 1),
+    ("build_MiB_s", "index build write MiB/s", "MiB/s", 1),
+    ("load_MiB_s", "index load MiB/s", "MiB/s", 1),
+    ("per_host", "per host (all runs): QPS, mean latency (vdbbench), MiB read", "", None),
 ]
 REPORT = FamilyReport(SCHEMA, "vector search", REPORT_SETTINGS, REPORT_FIGURES, reading)
 FAMILY = Family(

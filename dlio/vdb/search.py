@@ -68,9 +68,14 @@ def timed_run(
     pq_paths: List[str],
     run: int,
     on_tick: Optional[Callable[[Any], None]] = None,
+    rank: int = 0,
+    size: int = 1,
 ) -> Tuple[Optional[Dict[str, Any]], Optional[BaseException], Dict[str, Any]]:
-    """One timed run: (C result, failure, the phase's counters). Runs start at different chains of the pool."""
+    """One timed run: (C result, failure, the phase's counters). Runs start at different chains of the pool
+    (p: this rank's share of it, dlio.vdb.ranks.share); rank `rank` of `size` searches its part of a query
+    budget, its clients seeded apart from every other rank's and run's."""
     from dlio.system.execute import execute_partial
+    from dlio.vdb.ranks import queries_of
 
     lay = spec.layout
     c = p.chains
@@ -94,11 +99,11 @@ def timed_run(
         first_search=(run * 7919) % c.searches,
         cpu_per_hop_ns=spec.cpu_per_hop_ns,
         compute_mode=spec.compute_mode,
-        seed=spec.seed + run,
+        seed=spec.seed + run + rank * spec.runs,
         clients=spec.processes,
         batch=spec.batch,
         search_threads=spec.search_threads,
-        queries=spec.queries,
+        queries=queries_of(spec.queries, rank, size),
         runtime_ns=int(spec.duration_s * 1e9) if not spec.queries else 0,
         delay_ns=spec.null_delay_ns,
         # registered buffers and files: no page pinning or file lookup per read

@@ -3,7 +3,6 @@ hydra (tests/multihost.py, tools/simhost-agent): every rank sees its host's name
 per host, per-host figures) runs as on a cluster. Tiny workloads: a few seconds each."""
 
 import json
-import os
 import subprocess
 
 import pytest
@@ -145,14 +144,70 @@ def test_model_loading(launcher, tmp_path):
     assert verdict_hosts(doc) == ["hA", "hB"]
 
 
+VDB = ("vdb.vectors=4000", "vdb.processes=2", "vdb.batch=3", "vdb.runs=1", "vdb.duration=2", "vdb.search_list=48")
+
+
+def between(x, values, rel=0.01):
+    """x within the values' extremes (rel: a histogram bucket's width, where percentiles come from buckets)."""
+    return min(values) * (1 - rel) <= x <= max(values) * (1 + rel)
+
+
 @pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_vector_search_refuses_many_ranks(launcher, tmp_path):
-    code, so, se = launch(launcher, "-q", "run", "-w", "vdb_diskann_1m", *set_args(f"vdb.index_folder={tmp_path}"))
-    assert code != 0
-    lines = [line for line in se.splitlines() if line.startswith("dlio-fast:")]
-    assert len(lines) == 1 and "vdb workloads run as one process (4 ranks here)" in lines[0], se
-    assert "Traceback" not in se
-    assert not os.listdir(tmp_path)  # refused before it wrote anything
+def test_vector_search(launcher, tmp_path):
+    """Four ranks on two hosts search one index: rank 0 builds it once, each rank its own share of the queries,
+    and the one result's totals are every rank's: the hosts' and ranks' queries and bytes add up to them, the
+    QPS is all queries over the run's wall (its slowest rank's), the latencies are over every rank's batches."""
+    out = tmp_path / "out"
+    sets = set_args(*VDB, f"vdb.index_folder={tmp_path / 'idx'}")
+    code, so, se = launch(launcher, "run", "-w", "vdb_diskann_1m", *sets, "-o", out)
+    assert code == 0, se
+    doc = load(out / "dlio-fast.json")
+    assert doc["complete"] and "kept" not in doc["build"]  # built once, by rank 0
+    (run,) = doc["runs"]
+    hosts, ranks = run["per_host"], run["per_rank"]
+    assert [(h["host"], h["ranks"]) for h in hosts] == [("hA", [0, 1]), ("hB", [2, 3])]
+    assert [(r["rank"], r["host"]) for r in ranks] == [(0, "hA"), (1, "hA"), (2, "hB"), (3, "hB")]
+    for key in ("queries", "bytes", "reads"):
+        assert all(r[key] > 0 for r in ranks), key  # every rank searched
+        assert sum(h[key] for h in hosts) == sum(r[key] for r in ranks) == run[key], key
+    for h in hosts:  # a host's are its ranks'
+        assert h["queries"] == sum(r["queries"] for r in ranks if r["host"] == h["host"])
+    wall = max(r["seconds"] for r in ranks)
+    assert run["seconds"] == pytest.approx(wall, rel=1e-9) and wall >= 2.0  # the same duration on every rank
+    assert run["throughput_qps"] == pytest.approx(run["queries"] / wall, rel=1e-9)
+    assert run["total_queries"] == run["queries"]
+    # each query is given its batch's time / 3 (vdbbench's): the run's mean is the query-weighted mean of the ranks'
+    weighted = sum(r["mean_latency_ms"] * r["queries"] for r in ranks) / run["queries"]
+    assert run["mean_latency_ms"] == pytest.approx(weighted, rel=1e-9)
+    for key in ("p95_latency_ms", "p99_latency_ms", "p999_latency_ms", "query_completion_p99_ms"):
+        assert between(run[key], [r[key] for r in ranks]), key
+    assert run["min_latency_ms"] == pytest.approx(min(r["min_latency_ms"] for r in ranks))
+    assert run["max_latency_ms"] == pytest.approx(max(r["max_latency_ms"] for r in ranks))
+    assert sorted(h["host"] for h in hosts if h["verdict"].get("verdict")) == ["hA", "hB"]  # a verdict per host
+    summary = load(out / "summary.json")
+    assert summary["total_queries"] == run["queries"] and "recall" in summary  # null: no neighbours returned
+    assert "host hA (ranks 0,1):" in so and "host hB (ranks 2,3):" in so and "verdict [hB]:" in so, so
+    # the report (every format reads the same rows) shows the hosts and their verdicts
+    p = subprocess.run(dlio_argv("report", out), env=run_env(), cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "run 1 [hA]" in p.stdout and "run 1 [hB]" in p.stdout
+    assert f"hA: {hosts[0]['throughput_qps']:.1f} QPS" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_vector_search_keeps_the_index_and_deals_a_query_budget(launcher, tmp_path):
+    """A second run on the same index keeps it (rank 0 validates it, nobody rebuilds), and vdb.queries is the
+    run's total: dealt to the four ranks, 10 each of 40."""
+    sets = set_args(*VDB, f"vdb.index_folder={tmp_path / 'idx'}")
+    code, _, se = launch(launcher, "-q", "run", "-w", "vdb_diskann_1m", *sets, "-o", tmp_path / "first")
+    assert code == 0, se
+    queries = set_args("vdb.queries=40", "vdb.duration=0")
+    code, _, se = launch(launcher, "-q", "run", "-w", "vdb_diskann_1m", *sets, *queries, "-o", tmp_path / "out")
+    assert code == 0, se
+    doc = load(tmp_path / "out" / "dlio-fast.json")
+    assert doc["build"] == {"phase": "build", "kept": True}
+    (run,) = doc["runs"]
+    assert [r["queries"] for r in run["per_rank"]] == [10, 10, 10, 10] and run["queries"] == 40
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)

@@ -198,3 +198,33 @@ def test_the_plan_states_what_it_assumes(run_cli, workload, said):
     code, out, err = run_cli("run", "-w", workload, "--dry-run")
     assert code == 0, err
     assert any(line.startswith("assumed") and said in line for line in out.splitlines()), out
+
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")  # the mpich wheel's (hydra)
+
+
+@pytest.mark.parametrize(
+    "workload, sets, said",
+    [
+        (
+            "vdb_hnsw",
+            ("vdb.vectors=2000",),
+            "vdb.index = hnsw searches in memory: its run is the index's write and load, one process (2 ranks here)",
+        ),
+        (
+            "vdb_diskann_1m",
+            ("vdb.queries=1", "vdb.vectors=4000"),
+            "vdb.queries = 1 is the run's total, dealt to the ranks: give at least one per rank (2)",
+        ),
+    ],
+)
+def test_what_many_ranks_cannot_share_is_one_line(tmp_path, workload, sets, said):
+    """Under mpiexec -n 2: HNSW (a write and a load, one process) and a query budget of fewer queries than
+    ranks are refused in one line, before anything is written."""
+    argv = [MPIEXEC, "-n", "2", sys.executable, "-m", "dlio", "run", "-w", workload, "-o", str(tmp_path / "out")]
+    argv += set_args(*sets, f"vdb.index_folder={tmp_path / 'idx'}")
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0
+    lines = [line for line in p.stderr.splitlines() if line.startswith("dlio-fast:")]
+    assert len(lines) == 1 and said in lines[0], p.stderr
+    assert "Traceback" not in p.stderr and not os.listdir(tmp_path)

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import on_s3, one_line, set_args
+from conftest import on_s3, one_line, s3_keys, set_args
 from conftest import s3_boto as boto
 
 pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
@@ -164,3 +164,17 @@ def test_an_s3_uri_as_index_folder_is_refused(s3env, bucket, tmp_path):
     line = one_line("\n".join(x for x in err.splitlines() if not x.startswith(POSIX_NOTE)))
     assert code == 2 and f"vdb.index_folder = s3://{bucket}/x: it is both the prefix" in line
     assert not os.listdir(tmp_path)
+
+
+def test_many_ranks_on_s3_are_one_line(s3env, bucket, tmp_path):
+    """Many ranks search one index from a shared folder; on an object store each host would need its own
+    downloaded copy (not done): refused in one line before a request, nothing written to the bucket."""
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    args = [mpiexec, "-n", "2", sys.executable, "-m", "dlio", "run", "-w", "vdb_diskann_1m", "-o", "out"]
+    args += set_args(**(SMALL | on_s3(bucket)))
+    p = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0
+    said = [line for line in p.stderr.splitlines() if line.startswith("dlio-fast:")]
+    assert len(said) == 1 and "many ranks (2 here)" in said[0] and "vdb.index_folder" in said[0], p.stderr
+    assert "Traceback" not in p.stderr
+    assert not s3_keys(s3env, bucket, "")  # no object, no marker, no lock
