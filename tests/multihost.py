@@ -13,6 +13,15 @@ What it takes here, found by trying:
   Open MPI uses shared memory only between ranks of one daemon);
 - MPICH (hydra): -launcher ssh -launcher-exec AGENT; hydra passes ssh's `-x` first, which the agent skips;
 - root, or unprivileged user namespaces, for unshare --uts (the agent adds --user --map-root-user when not root).
+
+Hosts of different speed (host_groups, root): each host's processes in control groups of its own, with a memory
+limit, a CPU quota, and an I/O throttle on the disk of the run's data folder (bytes/s or operations/s, reads and
+writes). What an I/O throttle holds back depends on the cgroup version (IO_KEYS below): under v1 (blkio), reads
+that reach the device, buffered or O_DIRECT, and O_DIRECT writes, but not buffered writes (their writeback is the
+flusher threads', outside the host's group, unless its own fsync starts it); v2 (io.max) throttles buffered
+writeback too. A read served from the page cache passes any throttle, and the simulated hosts share one page
+cache: read with O_DIRECT (dlio_fast.engine=odirect) or drop the dataset's pages (--cache drop) for a throttle to
+show. A memory filesystem (tmpfs, /dev/shm) has no device to throttle.
 """
 
 import contextlib
@@ -127,13 +136,24 @@ def run_env(**more: str) -> dict:
     return env
 
 
-# --- each simulated host's own control group: its memory limit and CPU quota --------------------------------------
+# --- each simulated host's own control group: its memory limit, CPU quota and I/O throttle -------------------------
 
 CPU_PERIOD_US = 100_000  # the CPU quota's period: a host of 0.25 CPUs runs 25 ms of every 100 ms
 # Each host's group weighs as this many ordinary processes against the rest of the machine: on a busy machine
 # (CI, other tests) a host without a quota still gets the CPU its ranks ask for, so the hosts differ by their
 # quotas, not by the machine's load (the tests' runs last seconds)
 CPU_WEIGHT = 8
+# A host's I/O throttle, on the block device of the run's data folder (io_device): bytes/s and operations/s,
+# each direction. What they hold back (the kernel's blk-throttle, at the device's queue):
+# - cgroup v1 (blkio.throttle.*): reads, buffered or O_DIRECT, that reach the device (not those the page cache
+#   serves: drop the dataset's pages, `--cache drop`, or read with O_DIRECT), and O_DIRECT writes. Not buffered
+#   writes: the kernel's flusher threads write them back, outside the host's group (only the writeback its own
+#   fsync starts is throttled), so they go at the device's speed; writing with O_DIRECT is what throttles them.
+# - cgroup v2 (io.max): the same, and buffered writeback too (v2 charges the dirty pages to the group that wrote
+#   them, with the memory controller on beside io).
+# Neither can throttle a memory filesystem (tmpfs, /dev/shm): there is no block device (io_device skips).
+IO_KEYS = {"read_bps": "rbps", "write_bps": "wbps", "read_iops": "riops", "write_iops": "wiops"}
+V1_IO_FILES = {k: f"blkio.throttle.{k}_device" for k in IO_KEYS}
 
 
 def _v2_root() -> Optional[str]:
@@ -156,16 +176,50 @@ def _v1_own(controller: str) -> str:
     raise OSError(f"no cgroup v1 {controller} controller here")
 
 
+def io_controller_missing(v2: Optional[str]) -> Optional[str]:
+    """Why a host's I/O cannot be throttled here (no io controller under v2, no blkio under v1), or None."""
+    if v2:
+        with open(os.path.join(v2, "cgroup.subtree_control")) as f:
+            return None if "io" in f.read().split() else f"cgroup v2 without the io controller in {v2}"
+    try:
+        own = _v1_own("blkio")
+    except OSError:
+        return "no blkio controller (cgroup v1) or io controller (v2) here"
+    return None if os.path.exists(os.path.join(own, V1_IO_FILES["read_bps"])) else f"{own}: no blkio.throttle files"
+
+
+def io_device(folder: str) -> str:
+    """'MAJ:MIN' of the whole disk that holds `folder` (a partition's parent: the kernel throttles a disk's queue,
+    and takes no partition), as the throttle files key it; pytest.skip where the folder is on no block device
+    (tmpfs, NFS, an overlay without one)."""
+    import pytest
+
+    from dlio.system import counters
+
+    t = counters.resolve(folder)
+    if t.kind != "block" or t.device is None:
+        pytest.skip(
+            f"{folder} is on no block device to throttle ({t.fstype} at {t.mount}{': ' + t.why if t.why else ''})"
+        )
+    sysfs = os.path.realpath(f"/sys/dev/block/{t.device[0]}:{t.device[1]}")
+    if os.path.exists(os.path.join(sysfs, "partition")):
+        with open(os.path.join(os.path.dirname(sysfs), "dev")) as f:
+            return f.read().strip()
+    return f"{t.device[0]}:{t.device[1]}"
+
+
 def _write(folder: str, name: str, value: str) -> None:
     with open(os.path.join(folder, name), "w") as f:
         f.write(value)
 
 
-def _limit(folder: str, v2: bool, memory: Optional[int], cpus: Optional[float]) -> None:
-    """Set one host's group: memory (bytes) and cpus (a quota of CPU_PERIOD_US periods) in the files of the
-    group's version (v1: a folder per controller, so only the controller's own files exist in each)."""
+def _limit(folder: str, v2: bool, lim: Dict[str, float], device: Optional[str]) -> None:
+    """Set one host's group: memory (bytes), cpus (a quota of CPU_PERIOD_US periods) and its I/O throttle
+    (IO_KEYS on `device`) in the files of the group's version (v1: a folder per controller, so only the
+    controller's own files exist in each)."""
+    memory, cpus = lim.get("memory"), lim.get("cpus")
     if memory is not None and (v2 or os.path.exists(os.path.join(folder, "memory.limit_in_bytes"))):
-        _write(folder, "memory.max" if v2 else "memory.limit_in_bytes", str(memory))
+        _write(folder, "memory.max" if v2 else "memory.limit_in_bytes", str(int(memory)))
     if v2 or os.path.exists(os.path.join(folder, "cpu.shares")):
         _write(folder, "cpu.weight" if v2 else "cpu.shares", str(CPU_WEIGHT * (100 if v2 else 1024)))
     if cpus is not None and (v2 or os.path.exists(os.path.join(folder, "cpu.cfs_quota_us"))):
@@ -175,40 +229,56 @@ def _limit(folder: str, v2: bool, memory: Optional[int], cpus: Optional[float]) 
         else:
             _write(folder, "cpu.cfs_period_us", str(CPU_PERIOD_US))
             _write(folder, "cpu.cfs_quota_us", str(quota))
+    io = {k: int(lim[k]) for k in IO_KEYS if lim.get(k) is not None}
+    if io and v2:
+        _write(folder, "io.max", f"{device} " + " ".join(f"{IO_KEYS[k]}={v}" for k, v in io.items()))
+    elif io and os.path.exists(os.path.join(folder, V1_IO_FILES["read_bps"])):
+        for k, v in io.items():
+            _write(folder, V1_IO_FILES[k], f"{device} {v}")
 
 
 @contextlib.contextmanager
-def host_groups(limits: Dict[str, Dict[str, float]]) -> Iterator[Dict[str, str]]:
-    """Control groups for simulated hosts, {host: {"memory": bytes, "cpus": CPUs}} (either optional), made
+def host_groups(limits: Dict[str, Dict[str, float]], io_folder: Optional[str] = None) -> Iterator[Dict[str, str]]:
+    """Control groups for simulated hosts, {host: {"memory": bytes, "cpus": CPUs, "read_bps": bytes/s, ...}}
+    (each optional; the I/O throttles of IO_KEYS apply to the disk of io_folder, the run's data folder), made
     here and removed after: yields the environment that has tools/simhost-agent put each host's processes
     (its launcher daemon and its ranks) in its group. pytest.skip, with the reason, where groups cannot be made
-    (not root, no cgroup filesystem)."""
+    (not root, no cgroup filesystem, no io/blkio controller, a data folder on no block device)."""
     import pytest
 
     if os.geteuid() != 0:
         pytest.skip("making a control group per simulated host needs root")
+    throttled = any(lim.get(k) is not None for lim in limits.values() for k in IO_KEYS)
+    if throttled and io_folder is None:
+        raise ValueError("an I/O throttle needs io_folder: the folder whose disk it throttles")
     name = f"simhost-{uuid.uuid4().hex[:8]}"
     v2 = _v2_root()
+    device = None
+    if throttled:
+        why = io_controller_missing(v2)
+        if why:
+            pytest.skip(f"cannot throttle a simulated host's I/O: {why}")
+        device = io_device(str(io_folder))
     made: List[str] = []
     try:
         if v2:
             roots = [os.path.join(v2, name)]
             os.mkdir(roots[0])
             made.append(roots[0])
-            _write(roots[0], "cgroup.subtree_control", "+cpu +memory")
+            _write(roots[0], "cgroup.subtree_control", "+cpu +memory" + (" +io" if throttled else ""))
         else:
-            roots = [os.path.join(_v1_own(c), name) for c in ("cpu", "memory")]
+            controllers = ("cpu", "memory", "blkio") if throttled else ("cpu", "memory")
+            roots = [os.path.join(_v1_own(c), name) for c in controllers]
             for r in roots:
                 os.mkdir(r)
                 made.append(r)
         for root in roots:
-            _limit(root, bool(v2), None, None)  # the weight: the hosts' parent is what competes with the machine
+            _limit(root, bool(v2), {}, None)  # the weight: the hosts' parent is what competes with the machine
             for host, lim in limits.items():
                 folder = os.path.join(root, host)
                 os.mkdir(folder)
                 made.append(folder)
-                memory = lim.get("memory")
-                _limit(folder, bool(v2), int(memory) if memory is not None else None, lim.get("cpus"))
+                _limit(folder, bool(v2), lim, device)
     except OSError as e:
         _remove(made)
         pytest.skip(f"cannot make a control group per simulated host here: {e}")
@@ -231,8 +301,15 @@ def _remove(folders: List[str]) -> None:
                 time.sleep(0.1)
 
 
-def run_on_limited_hosts(argv: Sequence[str], limits: Dict[str, Dict[str, float]], timeout: int = 240):
-    """argv on HOSTS, one rank each, under Open MPI, each host in its control groups of `limits` (host_groups)."""
-    with host_groups(limits) as env:
-        cmd = launcher_command("openmpi", HOSTS, 1, argv)
+def run_on_limited_hosts(
+    argv: Sequence[str],
+    limits: Dict[str, Dict[str, float]],
+    timeout: int = 240,
+    per_host: int = 1,
+    io_folder: Optional[str] = None,
+):
+    """argv on HOSTS, per_host ranks each, under Open MPI, each host in its control groups of `limits`
+    (host_groups; io_folder: the folder whose disk an I/O throttle holds back)."""
+    with host_groups(limits, io_folder) as env:
+        cmd = launcher_command("openmpi", HOSTS, per_host, argv)
         return subprocess.run(cmd, env=run_env(**env), cwd=REPO, capture_output=True, text=True, timeout=timeout)

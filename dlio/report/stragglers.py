@@ -6,6 +6,9 @@ host's own time per step, before the barrier: the wait for its batch (I/O wait) 
 step it waits at the barrier for the others. A host's own time is, per step, its slowest rank's (that rank is when
 the host arrives), averaged over the steps of the epochs every rank trained. A mean, not a median: a CPU quota
 throttles in bursts (a host of 0.25 CPUs runs 25 ms, then waits 75 ms), a few long steps among many short ones.
+The evidence, its I/O wait and compute, is that same rank's at each step, so the two add up to the host's own time:
+the ranks of a host whose reads are throttled share its device's rate and take turns (one rank's read waits behind
+the other's), so an average over the host's ranks would understate the I/O wait that held the host back.
 
 The rule: a host is a straggler when its own time per step is at least STRAGGLER_SLOWER above the median of the
 other hosts' and the difference is at least STRAGGLER_STEP_SHARE of the run's step. What it costs: per step, the
@@ -43,7 +46,8 @@ def _ms(s: float) -> str:
 
 
 def stragglers(result: RunResult, au_percentage: float) -> Optional[Dict[str, Any]]:
-    """{rule, per_host: [{host, ranks, own_s, io_wait_s, compute_s, compute_set_s, barrier_wait_s, cpus}],
+    """{rule, per_host: [{host, ranks, own_s, io_wait_s, compute_s, compute_set_s, barrier_wait_s, cpus}] (I/O
+    wait and compute: the host's last rank's at each step, averaged as its own time),
     step_s, named: [{host, ranks, slower_percentage, own_s, others_own_s, cause, wait_for_it_s,
     au_without_percentage, au_points_explained, au_loss_points, loss_share}], summary}; None for a run on one
     host, without trained epochs or whose ranks' steps do not line up (an interrupted run). au_percentage: the
@@ -74,13 +78,16 @@ def stragglers(result: RunResult, au_percentage: float) -> Optional[Dict[str, An
         sets = [x["compute_set_mean_s"] for x in exacts if "compute_set_mean_s" in x]  # not in a merged epoch's
         cpus = [float(r["host_cpus_usable"]) for r in rs if r.get("host_cpus_usable")]
         own = float(arrival([r["rank"] for r in rs]).mean())
+        last = np.argmax([proc[r["rank"]] for r in rs], axis=0)  # per step, the host's rank that arrived last
+        load, compute = (np.asarray([_steps(r, epochs, k) for r in rs]) for k in ("load", "compute"))
+        at_last = (last, np.arange(len(last)))  # that rank's figure at each step
         rows.append(
             {
                 "host": h,
                 "ranks": [r["rank"] for r in rs],
                 "own_s": own,
-                "io_wait_s": float(np.mean([_steps(r, epochs, "load").mean() for r in rs])),
-                "compute_s": float(np.mean([_steps(r, epochs, "compute").mean() for r in rs])),
+                "io_wait_s": float(load[at_last].mean()),
+                "compute_s": float(compute[at_last].mean()),
                 "compute_set_s": float(np.mean(sets)) if len(sets) == len(exacts) else None,
                 "barrier_wait_s": max(0.0, step_s - own),
                 "cpus": min(cpus) if cpus else None,  # its ranks' usable CPUs (affinity, control group's quota)
