@@ -12,7 +12,7 @@ from dlio.base.errors import DlioError, DlioRunError, Interrupted
 from dlio.base.units import dlio_line, fmt_bytes
 from dlio.checkpoint.layout import CheckpointPlan, plan_checkpoint
 from dlio.checkpoint.load import load, ranks_per_node
-from dlio.checkpoint.record import extend_window
+from dlio.checkpoint.record import counted, extend_window
 from dlio.checkpoint.save import save
 from dlio.checkpoint.summary import size_lines
 from dlio.checkpoint.transfers import TransferOptions
@@ -100,10 +100,7 @@ def run_checkpoint_only(
             raise pending() or Interrupted(signal.SIGINT)
         verb = "saving" if kind == "save" else "loading"
         say(f"Starting {verb} checkpoint {i} after total step {i} for epoch 1")
-        # the kernel's counters around the op, for its verdict (dlio.report.verdict.annotate_run, per host)
-        phase = backend.phase([backend.checkpoint_root(cfg)], str(cfg.dlio_fast.engine or ""))
-        rec = op()
-        rec["counters"] = phase.end(rec["bytes"], len(rec["files"]), None, rec["threads"], write=kind == "save")
+        rec = counted(cfg, backend, kind, op)
         if c.rank_sync:
             t = time.monotonic_ns()
             comm.barrier()

@@ -14,11 +14,12 @@ A plain JSON-ready dict (``dlio.report.result.CheckpointRecord``; every backend'
 
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence
+from typing import Any, Callable, Dict, Sequence
 
 from dlio.base.units import GiB
 from dlio.checkpoint.layout import CkptFile
-from dlio.storage.base import SetResult
+from dlio.config import Config
+from dlio.storage.base import Backend, SetResult
 from dlio.system.host import iso
 from dlio.system.mpi import Comm
 
@@ -88,4 +89,13 @@ def extend_window(rec: Dict[str, Any], extra_s: float, what: str = "sync_s") -> 
     _set_duration(rec, m)
     rec["end"] = iso(w0 + m)
     rec["wall_end_ns"] = rec["wall_start_ns"] + int(m * 1e9)
+    return rec
+
+
+def counted(cfg: Config, backend: Backend, kind: str, op: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
+    """A save's or load's record with the kernel's counters around it as "counters", for its verdict
+    (dlio.report.verdict.annotate_run, per host): in checkpoint-only mode and between training's steps."""
+    phase = backend.phase([backend.checkpoint_root(cfg)], str(cfg.dlio_fast.engine or ""))
+    rec = op()
+    rec["counters"] = phase.end(rec["bytes"], len(rec["files"]), None, rec["threads"], write=kind == "save")
     return rec

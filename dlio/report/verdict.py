@@ -70,14 +70,18 @@ HOST_BUSY = 0.9
 ACCEL_PACED = 0.9  # the emulated accelerator computed at least this share of the steps' time
 OVERRUN_MAX = 0.1  # above: the emulated compute ran that much over its set time (its CPU was taken)
 EXTRA_RATIO = 1.5  # above: the device moved more than the application read (said, not judged)
-FOREIGN_SHARE = 0.5  # above: other processes' bytes on the device, as a share of this run's own
+# above: other processes' bytes on the device, as a share of this run's own. A neighbour that moved a quarter
+# as much as the run had the device for about a fifth of the phase: more than the spread of a storage figure.
+# (At 0.5, a 50 ms checkpoint load beside two O_DIRECT writers, 20 MiB of theirs to its 46 MiB, passed as its own.)
+FOREIGN_SHARE = 0.25
 FOREIGN_MIN = 8 << 20  # and at least this many bytes
 
 THRESHOLDS = (
     f"cache < {CACHE_RATIO:g}x app bytes <= partly cached < {MATCH_RATIO:g}x <= storage; "
     f"client-bound: readers >= {READER_BUSY:.0%} of their cores, process >= {PROCESS_BUSY:.0%}, "
     f"host >= {HOST_BUSY:.0%} busy, unless the accelerator computed >= {ACCEL_PACED:.0%} of the steps "
-    f"within {OVERRUN_MAX:.0%} of its set time"
+    f"within {OVERRUN_MAX:.0%} of its set time; shared: other processes moved > {FOREIGN_SHARE:g}x the run's "
+    f"own bytes on its device"
 )
 
 
@@ -457,7 +461,8 @@ def run_context(cfg: Config, direct: bool) -> Context:
 
 
 def annotate_run(records: Sequence[Dict[str, Any]], ctx: Context = RUN) -> List[Dict[str, Any]]:
-    """The verdict of each epoch and each checkpoint save or load (checkpoint-only mode) of a run, per host:
+    """The verdict of each epoch and each checkpoint save or load (saved during training, or in
+    checkpoint-only mode) of a run, per host:
     set as "verdict" in each rank's record of it and returned as [{phase, host, (epoch), verdict...}] for the
     result's "verdicts"."""
     groups: "OrderedDict[tuple, List[Dict[str, Any]]]" = OrderedDict()
@@ -465,7 +470,8 @@ def annotate_run(records: Sequence[Dict[str, Any]], ctx: Context = RUN) -> List[
         for ep in r.get("epochs", []):
             if ep.get("counters"):
                 groups.setdefault((f"epoch {ep['epoch']}", r.get("hostname", ""), ep["epoch"]), []).append(ep)
-        for ck in r.get("checkpoints") or []:
+        saved = [ck for ep in r.get("epochs", []) for ck in ep.get("checkpoints") or []]  # between the steps
+        for ck in saved + list(r.get("checkpoints") or []):  # + checkpoint-only mode's
             if ck.get("counters"):
                 name = f"checkpoint {ck.get('block', ck.get('step'))} {ck.get('kind')}"
                 groups.setdefault((name, r.get("hostname", ""), None), []).append(ck)

@@ -99,18 +99,20 @@ def _factor(tuples: List[Tuple[str, ...]], top: bool = False) -> str:
     return "; ".join(parts) if top else "(" + " | ".join(parts) + ")"
 
 
+def phase_names(verdicts: Sequence[Dict[str, Any]]) -> List[str]:
+    """Each verdict's phase, with its host in brackets when the verdicts come from more than one host."""
+    hosts = len({v["host"] for v in verdicts})
+    return [str(v["phase"]) + (f" [{v['host']}]" if hosts > 1 else "") for v in verdicts]
+
+
 def run_lines(verdicts: Sequence[Dict[str, Any]]) -> List[str]:
     """The verdict lines printed at the end of a run (epochs with one verdict grouped) and the thresholds."""
     if not verdicts:
         return []
     hosts = len({v["host"] for v in verdicts})
     items = [
-        (
-            v["phase"] + (f" [{v['host']}]" if hosts > 1 else ""),
-            v,
-            ("epoch", str(v.get("epoch")), *((v["host"],) if hosts > 1 else ())) if "epoch" in v else None,
-        )
-        for v in verdicts
+        (name, v, ("epoch", str(v.get("epoch")), *((v["host"],) if hosts > 1 else ())) if "epoch" in v else None)
+        for name, v in zip(phase_names(verdicts), verdicts)
     ]
     what = "epochs" if all("epoch" in v for v in verdicts) else "phases"
     return ["Verdict (is this a storage result?):", *grouped_lines(items, what), f"  thresholds: {THRESHOLDS}"]

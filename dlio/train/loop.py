@@ -10,6 +10,7 @@ ended it, if any: a stopped or failed run keeps the epochs and steps it measured
 from __future__ import annotations
 
 import dataclasses
+import functools
 import socket
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -20,6 +21,7 @@ from dlio.base.errors import DlioError, DlioRunError, Interrupted
 from dlio.base.units import dlio_line
 from dlio.checkpoint import async_save
 from dlio.checkpoint import save as ckpt_save
+from dlio.checkpoint.record import counted
 from dlio.checkpoint.schedule import CkptPoint, checkpoint_schedule
 from dlio.config import Config
 from dlio.config.sections import ReaderConfig
@@ -213,7 +215,9 @@ def save_checkpoint(tr: Trainer, cfg: Config, comm: Comm, point: CkptPoint) -> A
         return tr.saver.start(point)
     tr.echo(f"Starting saving checkpoint {point.block} after total step {point.after_step} for epoch {point.epoch}")
     t0 = _core.now_ns()
-    rec = ckpt_save.save(cfg, comm, point.epoch, point.step, backend=tr.backend, progress=tr.progress)
+    at = (cfg, comm, point.epoch, point.step)
+    save = functools.partial(ckpt_save.save, *at, backend=tr.backend, progress=tr.progress)
+    rec = counted(cfg, tr.backend, "save", save)  # its verdict beside the epochs'
     rec["block"] = point.block
     if tr.tracer is not None:
         tr.tracer.span("checkpoint.save", t0, _core.now_ns() - t0, epoch=point.epoch, step=point.step)

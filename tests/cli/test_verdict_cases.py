@@ -48,12 +48,15 @@ def no_headroom(c):
 
 
 def device_shared(c):
-    """Other processes read the same device during the phase (rule 6 of dlio.report.verdict): beyond
-    FOREIGN_SHARE of this run's own bytes (and FOREIGN_MIN). A test machine running other jobs gets here."""
-    own, dev = c.get("own_bytes"), c.get("device_bytes")
-    if own is None or dev is None:
+    """Other processes used the same device during the phase (rule 6 of dlio.report.verdict): their bytes,
+    both ways, beyond FOREIGN_SHARE of this run's own (and FOREIGN_MIN). A test machine running other jobs
+    gets here."""
+    ways = [(c.get(f"device_{d}_bytes"), c.get(f"own_{d}_bytes")) for d in ("read", "write")]
+    if c.get("own_bytes") is None or any(dev is None or own is None for dev, own in ways):
         return False
-    foreign = dev - own
+    credit = [0, c.get("written_back_bytes") or 0]  # pages dirtied before the phase, written back in it
+    foreign = sum(max(0, dev - own - k) for (dev, own), k in zip(ways, credit))
+    own = sum(own for _, own in ways)
     return foreign > verdict.FOREIGN_SHARE * max(own, 1) and foreign > verdict.FOREIGN_MIN
 
 
@@ -380,3 +383,35 @@ def test_storage_reads_beside_a_neighbour_on_the_device_are_inconclusive(run_cli
         assert v["part"] == "other processes on the device" and "other processes moved" in v["reason"], v
     else:  # the client's rules come first (a busy host, or this run's readers full)
         assert v["verdict"] in ("client-bound", "inconclusive"), v
+
+
+@pytest.mark.parametrize("fsync", [False, True])
+def test_a_checkpoint_saved_during_training_has_its_verdict(run_cli, tmp_path, fsync):
+    """A save between training's steps is judged as checkpoint-only mode's are (before, it had no verdict):
+    without fsync (DLIO's default) its bytes stay in the page cache; with checkpoint.fsync they reach the device."""
+    block_tmp(tmp_path)
+    ck = tmp_path / "ck"
+    sets = set_args(
+        "workflow.checkpoint=true",
+        "checkpoint.checkpoint_after_epoch=1",
+        "checkpoint.epochs_between_checkpoints=1",
+        f"checkpoint.checkpoint_folder={ck}",
+        "model.model_size=33554432",
+        f"checkpoint.fsync={str(fsync).lower()}",
+    )
+    so = run(run_cli, tmp_path / "data", tmp_path / "out", *BIG, *sets, epochs_=1)
+    doc = load(tmp_path / "out")
+    (save,) = [c for ep in epochs(doc) for c in ep["checkpoints"]]
+    on_disk = sum(f.stat().st_size for f in ck.rglob("*") if f.is_file())
+    c, v = save["counters"], save["verdict"]
+    assert c["direction"] == "write" and c["app_bytes"] == save["bytes"] == on_disk
+    (top,) = [x for x in doc["verdicts"] if x["phase"] == "checkpoint 1 save"]
+    assert top["verdict"] == v["verdict"] and re.search(r"^  checkpoint 1 save: ", so, re.M), so
+    if others_set_the_pace(c):
+        assert (v["verdict"], v["part"]) == ("inconclusive", "other processes on the host")
+    elif device_shared(c):
+        assert (v["verdict"], v["part"]) == ("inconclusive", "other processes on the device")
+    elif fsync:
+        assert c["device_bytes"] >= verdict.MATCH_RATIO * c["app_bytes"] and v["verdict"] == "storage-bound", v
+    else:
+        assert c["device_bytes"] < verdict.CACHE_RATIO * c["app_bytes"] and v["verdict"] == "cache", v

@@ -181,7 +181,7 @@ def check_inconclusive(out, path, why, parts=(ON_CPUS, ON_DEVICE)):
         phases = measured(json.load(f))
     assert phases, out[-2000:]
     for name, v in phases:
-        assert v["verdict"] == "inconclusive", (name, v, out[-3000:])
+        assert v["verdict"] == "inconclusive", (name, json.dumps(v), out[-3000:])
         assert v["part"] in parts, (name, v)
         assert why in v["reason"], (name, v)
     assert "inconclusive (other processes on the " in out, out[-3000:]

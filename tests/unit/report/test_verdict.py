@@ -127,8 +127,11 @@ def test_own_block_reads_decide_when_another_process_shares_the_device():
     # a little foreign I/O (a journal commit) is below both thresholds
     small = c(app_bytes=app, device_bytes=app + 4 * MIB, own_bytes=app)
     assert verdict.classify(small)["verdict"] == "storage-bound"
-    big = c(app_bytes=4 * app, device_bytes=4 * app + 40 * MIB, own_bytes=4 * app)  # 40 MiB < half of 128
+    big = c(app_bytes=4 * app, device_bytes=4 * app + 24 * MIB, own_bytes=4 * app)  # 24 MiB < a quarter of 128
     assert verdict.classify(big)["verdict"] == "storage-bound"
+    # a checkpoint load of 46 MiB in 50 ms beside two O_DIRECT writers that moved 20 MiB: shared
+    load = c(app_bytes=46 * MIB, device_bytes=66 * MIB, own_bytes=46 * MIB)
+    assert verdict.classify(load)["part"] == "other processes on the device"
 
 
 def test_a_writes_own_bytes_are_pages_dirtied_so_the_device_decides():
@@ -234,6 +237,29 @@ def test_combine_adds_the_ranks_of_a_host():
     assert recs[0]["epochs"][0]["verdict"]["verdict"] == recs[1]["epochs"][0]["verdict"]["verdict"] == "storage-bound"
 
 
+def test_a_save_between_training_steps_has_its_own_verdict_per_host():
+    """Saves recorded inside an epoch (training's) are judged as checkpoint-only mode's: one verdict per
+    save and host, from their combined counters, as a write; the epoch keeps its own."""
+    read = c()
+    kept = c(direction="write", app_bytes=1000, device_bytes=0, own_bytes=1000)  # not written back
+    synced = c(direction="write", app_bytes=1000, device_bytes=1000, own_bytes=1000)
+    recs = [
+        {
+            "hostname": h,
+            "epochs": [{"epoch": 1, "counters": read, "checkpoints": [{"kind": "save", "block": 1, "counters": w}]}],
+        }
+        for h, w in (("a", kept), ("b", synced))
+    ]
+    out = {(v["phase"], v["host"]): v["verdict"] for v in verdict.annotate_run(recs)}
+    assert out == {
+        ("epoch 1", "a"): "storage-bound",
+        ("checkpoint 1 save", "a"): "cache",
+        ("epoch 1", "b"): "storage-bound",
+        ("checkpoint 1 save", "b"): "storage-bound",
+    }
+    assert recs[0]["epochs"][0]["checkpoints"][0]["verdict"]["verdict"] == "cache"
+
+
 def test_report_table_and_check_read_the_recorded_verdicts(tmp_path):
     """verdict_lines puts each epoch's verdict next to its counters; check_not_cache fails on cache."""
     from dlio.mlperf import checks_v2
@@ -252,6 +278,10 @@ def test_report_table_and_check_read_the_recorded_verdicts(tmp_path):
     name, ok, text = checks_v2.check_not_cache(doc)
     assert not ok and "1 of 1 epoch verdict(s) are cache" in text
     assert checks_v2.check_not_cache({"verdicts": []}) is None  # a run recorded before the counters
+    # a save left in the page cache (no checkpoint.fsync, as DLIO's) is not an epoch's reads
+    saved = {"phase": "checkpoint 1 save", "host": "h", "verdict": "cache"}
+    stored = {"phase": "epoch 1", "host": "h", "epoch": 1, "verdict": "storage-bound"}
+    assert checks_v2.check_not_cache({"verdicts": [stored, saved]})[1] is True
     old = [Source("run", "old", {"ranks": [{"epochs": [{"epoch": 1}]}]})]
     assert tables.verdict_lines({"verdicts": compare.verdicts(old)}) == []
 
