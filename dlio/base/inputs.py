@@ -18,7 +18,7 @@ import math
 import os
 import stat
 import zlib
-from typing import Any, BinaryIO, Iterator, Optional, Union
+from typing import Any, BinaryIO, Callable, Iterator, Optional, TypeVar, Union
 
 from dlio.base.errors import DlioError, os_error_message
 
@@ -34,6 +34,7 @@ MAX_NODES = 1 << 24  # values in one YAML document, aliases expanded
 LIMIT = 1 << 62  # a count, size, id or time (ns) beyond this is not a real value
 
 BLOCK = 1 << 20  # bytes read at a time
+N = TypeVar("N", int, float)  # a checked number
 GZIP_MAGIC, ZSTD_MAGIC = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
 
 _KINDS = {
@@ -304,23 +305,22 @@ def as_real(v: Any, lo: float = 0.0, hi: float = float(LIMIT)) -> float:
     return v
 
 
-def field_int(v: Any, where: str, field: str, lo: int = 0, hi: int = LIMIT) -> int:
-    """A document's whole number (not text: a document that has "7" where 7 goes is not ours) in [lo, hi],
+def _field(v: Any, where: str, field: str, what: str, check: Callable[[Any], N]) -> N:
+    """check(v) of a document's value that is not text (a document that has "7" where 7 goes is not ours),
     or a one-line DlioError naming the file (or line) and the field."""
     try:
         if isinstance(v, str):
-            raise Bad(f"{v[:40]!r} is not an integer")
-        return as_int(v, lo, hi)
+            raise Bad(f"{v[:40]!r} is not {what}")
+        return check(v)
     except Bad as e:
         raise DlioError(f"{where}: {field}: {e}; fix the file") from None
+
+
+def field_int(v: Any, where: str, field: str, lo: int = 0, hi: int = LIMIT) -> int:
+    """A document's whole number (not text) in [lo, hi], or a one-line DlioError naming the field."""
+    return _field(v, where, field, "an integer", lambda x: as_int(x, lo, hi))
 
 
 def field_real(v: Any, where: str, field: str, lo: float = 0.0, hi: float = float(LIMIT)) -> float:
-    """A document's finite number (not text) in [lo, hi], or a one-line DlioError naming the file (or line)
-    and the field."""
-    try:
-        if isinstance(v, str):
-            raise Bad(f"{v[:40]!r} is not a number")
-        return as_real(v, lo, hi)
-    except Bad as e:
-        raise DlioError(f"{where}: {field}: {e}; fix the file") from None
+    """A document's finite number (not text) in [lo, hi], or a one-line DlioError naming the field."""
+    return _field(v, where, field, "a number", lambda x: as_real(x, lo, hi))

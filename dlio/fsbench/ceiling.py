@@ -10,7 +10,8 @@ allows it, else by dropping the files' pages before every probe.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Mapping, Optional, Tuple, TypeVar
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Tuple, TypeVar
 
 from dlio import _core
 from dlio.base.limits import usable_cpus
@@ -82,6 +83,21 @@ def search(
     return best
 
 
+@contextmanager
+def kept(doc: Dict[str, Any], json_path: Optional[str]) -> Iterator[None]:
+    """A search's document, written to json_path however the search ends: complete, or with the probes so far
+    and why it ended (the report shows it)."""
+    try:
+        yield
+        doc["complete"] = True
+    except BaseException as e:
+        doc["reason"] = str(e)
+        raise
+    finally:
+        if json_path:
+            output.write_json(json_path, doc)
+
+
 def run(req: CeilingRequest, console: Console) -> Dict[str, Any]:
     """The search on the filesystem of req.path (dlio.fsbench.request.CeilingRequest)."""
     path, runtime_ns, json_path, warn = req.path, req.runtime_ns, req.json_path, console.warn
@@ -137,20 +153,15 @@ def run(req: CeilingRequest, console: Console) -> Dict[str, Any]:
     doc = new_io_doc(CEILING_SCHEMA, path=path, direct=direct, best={}, probes=probes, engines_unavailable=missing)
     echo(VERDICT_HEADER)
     try:
-        if progress:  # the run line: which of the three figures is being searched, and the search's ETA
-            progress.run_begin("search", "target", len(TARGETS))
-        for k, target in enumerate(TARGETS, 1):
-            if progress:
-                progress.run_at(k, target[0])
-            best = search(target, fileset, runtime_ns, max_threads, direct, engines, probe, max_qd)
-            doc["best"][target[0]] = best
-        doc["complete"] = True
-    except BaseException as e:  # the probes so far are written, with why the search ended (the report shows it)
-        doc["reason"] = str(e)
-        raise
+        with kept(doc, json_path):
+            if progress:  # the run line: which of the three figures is being searched, and the search's ETA
+                progress.run_begin("search", "target", len(TARGETS))
+            for k, target in enumerate(TARGETS, 1):
+                if progress:
+                    progress.run_at(k, target[0])
+                best = search(target, fileset, runtime_ns, max_threads, direct, engines, probe, max_qd)
+                doc["best"][target[0]] = best
     finally:
-        if json_path:
-            output.write_json(json_path, doc)
         if not req.keep:
             fileset.cleanup()
     echo("")

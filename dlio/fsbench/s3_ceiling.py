@@ -16,7 +16,7 @@ from dlio.base.errors import DlioError, DlioRunError
 from dlio.base.limits import usable_cpus
 from dlio.base.units import fmt_ns, fmt_size
 from dlio.config.engines import S3_ENGINE
-from dlio.fsbench.ceiling import climb
+from dlio.fsbench.ceiling import climb, kept
 from dlio.fsbench.points import Budget
 from dlio.fsbench.s3_io import HEADER, point_line, timeout_s
 from dlio.report.result import CEILING_SCHEMA, new_io_doc
@@ -82,15 +82,10 @@ def run(req: CeilingRequest, console: Console) -> Dict[str, Any]:
     )
     echo(HEADER)
     try:
-        for name, rw, size, metric in targets(object_size):
-            doc["best"][name] = search(rw, size, metric, max_qd, max_threads, lambda *a: probe(bench.point(*a)))
-        doc["complete"] = True
-    except BaseException as e:  # the probes so far are written, with why the search ended (the report shows it)
-        doc["reason"] = str(e)
-        raise
+        with kept(doc, json_path):
+            for name, rw, size, metric in targets(object_size):
+                doc["best"][name] = search(rw, size, metric, max_qd, max_threads, lambda *a: probe(bench.point(*a)))
     finally:
-        if json_path:
-            output.write_json(json_path, doc)
         bench.close(remove=not keep and bool(doc.get("complete")))  # a server that failed a probe is not asked again
     echo("")
     for line in summary_lines(doc["best"], object_size):

@@ -19,7 +19,7 @@ PhaseVerdict = Tuple[str, Dict[str, Any], Optional[Dict[str, Any]]]
 
 class FamilyReading(NamedTuple):
     settings: Dict[str, Any]  # key -> value (shown as text)
-    figures: Dict[str, Any]  # key -> number, or None where the run has no such figure
+    figures: Dict[str, Any]  # key -> number, or None where the run has no such figure; and "workload", "start"
     verdicts: List[PhaseVerdict]
 
 
@@ -27,7 +27,7 @@ class FamilyReport(NamedTuple):
     schema: str  # the document's schema id
     title: str  # "model load", shown above the family's table
     settings: Sequence[Tuple[str, str]]  # (key, label)
-    figures: Sequence[Figure]
+    figures: Sequence[Figure]  # its own; the report puts the verdict, workload and start before them
     read: Callable[[Dict[str, Any]], FamilyReading]  # may raise KeyError / TypeError / ValueError
 
 

@@ -28,6 +28,7 @@ from dlio.base import tmpclaim
 from dlio.base.errors import DlioError, DlioRunError, os_error_message
 from dlio.base.units import fmt_bytes
 from dlio.storage.base import MAX_SET_THREADS, SetContent, SetOptions, SetResult
+from dlio.storage.places import lstat_or_none, remove_name
 from dlio.system.execute import execute
 from dlio.system.host import drop_cache
 
@@ -205,19 +206,13 @@ def own_names(paths: Sequence[str]) -> None:
     so the write makes a file of its own and never writes through into something elsewhere; a regular
     file of one name is truncated in place, as a framework's save does."""
     for p in paths:
-        try:
-            st = os.lstat(p)
-        except FileNotFoundError:
+        st = lstat_or_none(p, DlioRunError)
+        if st is None:
             continue
-        except OSError as e:
-            raise DlioRunError(os_error_message(e, p)) from None
         if stat.S_ISDIR(st.st_mode):
             raise DlioRunError(f"{p}: a folder where a checkpoint file goes; remove it or use another folder")
         if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
-            try:
-                os.unlink(p)
-            except OSError as e:
-                raise DlioRunError(os_error_message(e, p)) from None
+            remove_name(p, DlioRunError)
 
 
 def _fsync_one(p: str) -> None:

@@ -26,7 +26,7 @@ import fnmatch
 import os
 import stat
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, Type
 
 from dlio.base.errors import DlioError, os_error_message
 from dlio.storage.base import Backend, SetContent, SetOptions
@@ -246,6 +246,25 @@ def _refuse_foreign(where: str, p: Place, found: Sequence[str]) -> None:
         )
 
 
+def lstat_or_none(path: str, error: Type[DlioError] = DlioError) -> Optional[os.stat_result]:
+    """What ``path`` names itself (a link is not followed), None when nothing has that name; any other
+    failure is one line naming the path."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise error(os_error_message(e, path)) from None
+
+
+def remove_name(path: str, error: Type[DlioError] = DlioError) -> None:
+    """Remove the name ``path`` (a link, never what it points to); a failure is one line naming the path."""
+    try:
+        os.unlink(path)
+    except OSError as e:
+        raise error(os_error_message(e, path)) from None
+
+
 def own_files(folder: str, paths: Sequence[str]) -> None:
     """Before the run writes ``paths`` (under its claimed ``folder``): a symbolic link at a name on the way
     (a file's or a subfolder's) or a file with other names (hard links) is removed, so that the write
@@ -258,16 +277,10 @@ def own_files(folder: str, paths: Sequence[str]) -> None:
         at = top
         for part in rel.split(os.sep):
             at = os.path.join(at, part)
-            try:
-                st = os.lstat(at)
-            except FileNotFoundError:
+            st = lstat_or_none(at)
+            if st is None:
                 break
-            except OSError as e:
-                raise DlioError(os_error_message(e, at)) from None
             last = at == os.path.join(top, rel)
             if stat.S_ISLNK(st.st_mode) or (last and stat.S_ISREG(st.st_mode) and st.st_nlink > 1):
-                try:
-                    os.unlink(at)
-                except OSError as e:
-                    raise DlioError(os_error_message(e, at)) from None
+                remove_name(at)
                 break
