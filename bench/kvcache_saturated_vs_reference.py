@@ -28,6 +28,11 @@ or russfellows/mlc-storage) with the Python of --ref-venv, made with numpy and p
 installer of bench/kvcache_vs_reference.py); it is never a dependency of dlio-fast.
 Usage: python bench/kvcache_saturated_vs_reference.py --reference /path/to/kv_cache_benchmark
        [--dir /var/tmp/kvsat] [--users 12] [--duration 40] [--repeats 2] [--max-conversations 24]
+       [--read-mibps 200]
+--read-mibps holds both tools' reads of the disk to one rate (cgroup v1 blkio throttle): the storage, not the
+reference's slower client, then bounds both, as on the slower storage the benchmark is meant for. The passing
+figures in bench/README.md: --users 4 --duration 60 --read-mibps 150 (with 12 users each run serves about 15
+requests, 12 of them first turns, and lookups per request vary 4x between the reference's own runs).
 """
 
 import argparse
@@ -59,6 +64,34 @@ def ref_config(a, d):
     return path
 
 
+def whole_disk(folder):
+    """'MAJ:MIN' of the block device (the whole disk, not a partition) holding folder, for a throttle."""
+    st = os.stat(folder)
+    dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    sysfs = f"/sys/dev/block/{dev}"
+    if not os.path.exists(sysfs):
+        sys.exit(f"--read-mibps: {folder} is not on a block device ({dev}): give a --dir on a disk")
+    if os.path.exists(os.path.join(sysfs, "partition")):  # a partition: its disk is the folder above it
+        with open(os.path.join(os.path.realpath(sysfs), "..", "dev")) as f:
+            dev = f.read().strip()
+    return dev
+
+
+def throttled(cmd, folder, mibps):
+    """cmd in a blkio control group (cgroup v1) whose reads of folder's disk are held to mibps MiB/s, so
+    that the storage, not either tool's client, bounds both (v1 throttles the reads a process issues; its
+    buffered writes are written back unthrottled). None: cmd as it is."""
+    if not mibps:
+        return cmd
+    group = "/sys/fs/cgroup/blkio/dlio-kvsat"
+    if not os.path.exists(os.path.dirname(group)):
+        sys.exit("--read-mibps needs cgroup v1's blkio controller at /sys/fs/cgroup/blkio (and root)")
+    os.makedirs(group, exist_ok=True)
+    with open(os.path.join(group, "blkio.throttle.read_bps_device"), "w") as f:
+        f.write(f"{whole_disk(folder)} {int(mibps * 2**20)}")
+    return ["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$@"', "sh", *cmd]
+
+
 def figures(doc):
     """(read:write bytes, multi-turn lookups per request, requests, storage GiB/s read + written) of a
     reference-format results file."""
@@ -79,7 +112,7 @@ def run_reference(a, py, d):
     cmd += ["--model", a.model or model, "--num-users", str(a.users), "--duration", str(a.duration)]
     cmd += ["--gpu-mem-gb", "0", "--cpu-mem-gb", str(cpu_gb), "--max-concurrent-allocs", str(allocs)]
     cmd += ["--generation-mode", "none", "--seed", "42", "--cache-dir", cache, "--output", out]
-    timed(cmd, os.path.join(d, "ref.log"))
+    timed(throttled(cmd, d, a.read_mibps), os.path.join(d, "ref.log"))
     shutil.rmtree(cache, ignore_errors=True)
     with open(out) as f:
         doc = json.load(f)
@@ -104,7 +137,7 @@ def run_ours(a, d):
     cmd = [sys.executable, "-m", "dlio", "run", "-w", OPTIONS[a.option][3], "-o", out]
     for k, v in sets.items():
         cmd += ["--set", f"kvcache.{k}={v}"]
-    timed(cmd, os.path.join(d, "ours.log"))
+    timed(throttled(cmd, d, a.read_mibps), os.path.join(d, "ours.log"))
     (path,) = glob.glob(os.path.join(out, "trial_0", "rank_0", "kvcache_results_*.json"))
     with open(path) as f:
         return figures(json.load(f))
@@ -128,6 +161,12 @@ def main():
     p.add_argument("--duration", type=int, default=40)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--max-conversations", type=int, default=0, help="the window (default: 2 per user)")
+    p.add_argument(
+        "--read-mibps",
+        type=float,
+        default=0,
+        help="hold both tools' reads of --dir's disk to this rate (a blkio throttle) so the storage bounds both",
+    )
     a = p.parse_args()
     a.max_conversations = a.max_conversations or 2 * a.users
     if not os.path.exists(os.path.join(a.reference, "kv-cache.py")):
@@ -136,7 +175,8 @@ def main():
     py = ref_python(a.ref_venv)
     print(
         f"{a.option} saturated: {a.model}, {a.users} users, {a.duration} s, window of {a.max_conversations} "
-        f"conversations, {a.repeats} pair(s) in {a.dir}",
+        f"conversations, {a.repeats} pair(s) in {a.dir}"
+        + (f", reads held to {a.read_mibps:g} MiB/s" if a.read_mibps else ""),
         flush=True,
     )
     rw_ratio, lk_ratio = [], []

@@ -318,8 +318,7 @@ def reading(doc: Dict[str, Any]) -> FamilyReading:
         "hit_rate_pct": 100.0 * hits / lookups if lookups else None,
     }
     vs = doc.get("verdicts") or []
-    hosts = len({v["host"] for v in vs})
-    verdicts = [(str(v["phase"]) + (f" [{v['host']}]" if hosts > 1 else ""), v, v.get("counters")) for v in vs]
+    verdicts = [(name, v, v.get("counters")) for name, v in zip(verdict_lines.phase_names(vs), vs)]
     settings = {k: st.get(k) for k, _ in REPORT_SETTINGS}
     settings["cpu_bytes"] = fmt_size(int(st["cpu_bytes"])) if st.get("cpu_bytes") else st.get("cpu_bytes")
     return FamilyReading(settings, figs, verdicts)
@@ -353,8 +352,6 @@ REPORT_SETTINGS = [
     ("trace", "trace"),
 ]
 REPORT_FIGURES: List[Figure] = [
-    ("workload", "workload", "", None),
-    ("start", "start", "", None),
     ("trials", "trials", "", 0),
     ("aggregated_read_bandwidth_gbps", "storage read (rules' formula)", "GiB/s", 3),
     ("aggregated_write_bandwidth_gbps", "storage write, demotions left out (rules' formula)", "GiB/s", 3),

@@ -97,9 +97,8 @@ def summary_lines(result: Dict[str, Any]) -> List[str]:
         )
     vs = result.get("verdicts") or []
     if vs:
-        hosts = len({v["host"] for v in vs})
         out.append("Verdict (is this a storage result?):")
-        out += ["  " + verdict_lines.line(v["phase"] + (f" [{v['host']}]" if hosts > 1 else ""), v) for v in vs]
+        out += ["  " + verdict_lines.line(name, v) for name, v in zip(verdict_lines.phase_names(vs), vs)]
         out.append(f"  thresholds: {verdict.THRESHOLDS}")
     return out
 
@@ -115,7 +114,7 @@ def reading(doc: Dict[str, Any]) -> FamilyReading:
         "workload": doc.get("workload") or "-",
         "start": doc.get("start") or "-",
         "ranks": doc.get("comm_size"),
-        "model_GB": int(model["bytes"]) / 1e9,
+        "model_GiB": int(model["bytes"]) / 2**30,  # binary, as the GiB/s beside it
         "shards": len(model.get("shards") or []),
         "loads": o.get("loads"),
         "ready_mean_s": t.get("mean"),
@@ -133,14 +132,9 @@ def reading(doc: Dict[str, Any]) -> FamilyReading:
         if r.get("counters"):
             counters.setdefault((f"load {r['pass']}", r["hostname"]), []).append(r["counters"])
     vs = doc.get("verdicts") or []
-    hosts = len({v["host"] for v in vs})
     verdicts = [
-        (
-            str(v["phase"]) + (f" [{v['host']}]" if hosts > 1 else ""),
-            v,
-            verdict.combine(counters[(v["phase"], v["host"])]) if (v["phase"], v["host"]) in counters else None,
-        )
-        for v in vs
+        (name, v, verdict.combine(counters[(v["phase"], v["host"])]) if (v["phase"], v["host"]) in counters else None)
+        for name, v in zip(verdict_lines.phase_names(vs), vs)
     ]
     return FamilyReading(settings, figs, verdicts)
 
@@ -156,10 +150,8 @@ REPORT_SETTINGS = [
     ("storage_type", "storage"),
 ]
 REPORT_FIGURES: List[Figure] = [
-    ("workload", "workload", "", None),
-    ("start", "start", "", None),
     ("ranks", "ranks", "", 0),
-    ("model_GB", "model size", "GB", 2),
+    ("model_GiB", "model size", "GiB", 2),
     ("shards", "shards", "", 0),
     ("loads", "timed loads", "", 0),
     ("ready_mean_s", "time to ready (slowest rank), mean", "s", 3),

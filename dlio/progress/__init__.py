@@ -23,7 +23,8 @@ that does nothing, and `pause` still sleeps. `update(done, nbytes=, ops=, sample
 done so far in the phase's unit ("steps", "files", "B" for bytes, "s", "%", any noun) and the totals for
 the rates (MiB/s, IOPS, samples/s); the ETA is the rate since the phase's first completion x what is
 left ('?' until a second, figures.EtaClock: the start-up is not spread over the rest). A phase with `counts=True`
-(the default) moves the run line: the run's ETA is run elapsed x (1 - f) / f with
+(the default) moves the run line: the run's ETA is the rate of f since the run's first completion
+(EtaClock again: the first unit's start-up is not spread over the run) x what is left, with
 f = (unit - 1 + the counting phase's fraction) / units (without a counting phase: the units done so far,
 each as long as their mean). `transient=True` erases the phase's bar at its end
 (an io point's result row takes its place). `Progress.io_point` and `Progress.training` are this API fed
@@ -46,7 +47,7 @@ from typing import Any, Callable, Optional, TextIO, Tuple
 import click
 
 from dlio.base.units import fmt_size
-from dlio.progress.figures import CSV_COLUMNS, EtaClock, Figures, RunFigures, eta, fmt_eta
+from dlio.progress.figures import CSV_COLUMNS, EtaClock, Figures, RunFigures, fmt_eta
 from dlio.progress.sink import CsvSink, LineSink
 
 __all__ = ["CSV_COLUMNS", "Figures", "Phase", "Progress", "fmt_eta", "pause", "phase_of"]
@@ -162,13 +163,14 @@ class _Run:
         self.index = 0
         self.note = ""
         self.unit_fraction = 0.0  # of the current unit, from its counting phase
+        self.clock = EtaClock()  # the run's time left from its rate since its first completion
 
     def figures(self, now: float) -> RunFigures:
         elapsed = now - self.t0
         done = max(0, self.index - 1)
         left: Optional[float] = None
         if self.total and self.unit_fraction > 0:  # a counting phase says how far the unit is
-            left = eta(elapsed, (done + self.unit_fraction) / self.total)
+            left = self.clock(now, (done + self.unit_fraction) / self.total)
         elif self.total and done:  # else the units done so far, each as long as their mean
             left = max(0.0, (self.t_unit - self.t0) / done * (self.total - done) - (now - self.t_unit))
         return RunFigures(self.scope, self.noun, self.index, self.total, elapsed, left, self.note)

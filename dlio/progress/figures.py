@@ -50,13 +50,6 @@ def fmt_eta(s: Optional[float]) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
-def eta(elapsed: float, fraction: float) -> Optional[float]:
-    """The time left when `fraction` of the work took `elapsed` seconds (None before any is done)."""
-    if fraction <= 0:
-        return None
-    return max(0.0, elapsed * (1.0 - min(fraction, 1.0)) / fraction)
-
-
 class EtaClock:
     """The time left of one phase, from its rate since its first completion: the phase's start-up (files
     opened, threads started, a cold cache, a slow first step) is not spread over the rest, which took

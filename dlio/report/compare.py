@@ -71,6 +71,7 @@ RUN_FIGURES = [
 ]
 ASYNC_FIGURES = ("async_blocked_s", "async_durable_s", "async_au_during_pct", "async_read_during_MiB_s")
 HOST_FIGURES = ("per_host", "straggler")
+CAUSES = {"io_wait": "I/O wait", "compute": "compute"}  # a straggler's cause (report.stragglers), in words
 OPTIONAL_FIGURES = (
     ("ckpt_save_GiB_s", "ckpt_save_GB_s", "ckpt_load_GiB_s", "ckpt_load_GB_s") + ASYNC_FIGURES + HOST_FIGURES
 )
@@ -177,7 +178,7 @@ def host_figures(metrics: Mapping[str, Any]) -> Dict[str, Optional[str]]:
         return {"per_host": per_host, "straggler": None}
     named = held.get("named") or []
     straggler = (
-        "; ".join(f"{n['host']}, {n['slower_percentage']:.0f} % slower ({n['cause']})" for n in named)
+        "; ".join(f"{n['host']}, {n['slower_percentage']:.0f} % slower ({CAUSES[n['cause']]})" for n in named)
         if named
         else "none: the hosts agree"
     )
@@ -272,30 +273,40 @@ def ratio(value: Any, ref: Any) -> Optional[float]:
     return float(value) / float(ref)
 
 
+def run_column(
+    src: Source, settings: Dict[str, str], figures: Dict[str, Any], ratios: Dict[str, Optional[float]]
+) -> RunColumn:
+    """One run's column of a RunSection: where it came from, whether it finished, its values."""
+    return {
+        "label": src.label,
+        "source": os.path.abspath(src.path),
+        "complete": reason_of(src.doc) is None,
+        "reason": reason_of(src.doc),
+        "settings": settings,
+        "figures": figures,
+        "ratios": ratios,
+    }
+
+
 def compare_runs(sources: Sequence[Source]) -> RunSection:
     """{'figures': [{key, label, unit}], 'runs': [{label, source, complete, figures, ratios}]}."""
     figs = [run_figures(s) for s in sources]
     sets = [run_settings(s) for s in sources]
     defs = [d for d in RUN_FIGURES if d[0] not in OPTIONAL_FIGURES or any(f[d[0]] is not None for f in figs)]
     ref = figs[0]
-    runs: List[RunColumn] = []
-    for s, f, st in zip(sources, figs, sets):
-        ratios = {
-            k: ratio(f[k], ref[k])
-            for k, _, _, _ in defs
-            if k not in TEXT_FIGURES and k not in ("ranks", "hosts", "epochs")
-        }
-        runs.append(
+    runs = [
+        run_column(
+            s,
+            st,
+            {k: f[k] for k, _, _, _ in defs},
             {
-                "label": s.label,
-                "source": os.path.abspath(s.path),
-                "complete": reason_of(s.doc) is None,
-                "reason": reason_of(s.doc),
-                "settings": st,
-                "figures": {k: f[k] for k, _, _, _ in defs},
-                "ratios": ratios,
-            }
+                k: ratio(f[k], ref[k])
+                for k, _, _, _ in defs
+                if k not in TEXT_FIGURES and k not in ("ranks", "hosts", "epochs")
+            },
         )
+        for s, f, st in zip(sources, figs, sets)
+    ]
     return {
         "reference": sources[0].label,
         "settings": [{"key": k, "label": lab} for k, lab in RUN_SETTINGS],
@@ -309,6 +320,8 @@ def compare_runs(sources: Sequence[Source]) -> RunSection:
 # a workload family's runs (dlio.report.family)
 
 FAMILY_VERDICT = ("verdict", "verdict (is this a storage result?)", "", None)
+# every family's table opens with what ran and when (its reading gives both); the family's own figures follow
+FAMILY_HEAD = [("workload", "workload", "", None), ("start", "start", "", None)]
 
 
 def compare_family(sources: Sequence[Source]) -> RunSection:
@@ -318,20 +331,16 @@ def compare_family(sources: Sequence[Source]) -> RunSection:
     readings = [s.family_parts()[1] for s in sources]
     figs = [dict(r.figures, verdict=verdict_words(r.verdicts)) for r in readings]
     sets = [{k: setting_text(r.settings.get(k)) for k, _ in fam.settings} for r in readings]
-    defs = [FAMILY_VERDICT, *fam.figures]
-    runs: List[RunColumn] = []
-    for s, f, st in zip(sources, figs, sets):
-        runs.append(
-            {
-                "label": s.label,
-                "source": os.path.abspath(s.path),
-                "complete": reason_of(s.doc) is None,
-                "reason": reason_of(s.doc),
-                "settings": st,
-                "figures": {k: f.get(k) for k, _, _, _ in defs},
-                "ratios": {k: ratio(f.get(k), figs[0].get(k)) for k, _, _, dec in defs if dec is not None},
-            }
+    defs = [FAMILY_VERDICT, *FAMILY_HEAD, *fam.figures]
+    runs = [
+        run_column(
+            s,
+            st,
+            {k: f.get(k) for k, _, _, _ in defs},
+            {k: ratio(f.get(k), figs[0].get(k)) for k, _, _, dec in defs if dec is not None},
         )
+        for s, f, st in zip(sources, figs, sets)
+    ]
     return {
         "title": fam.title,
         "schema": fam.schema,

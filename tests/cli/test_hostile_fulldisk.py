@@ -194,7 +194,7 @@ def test_a_stop_signal_between_checkpoints_keeps_the_saves_done(tmp_path):
     """SIGTERM during the pause before save 2: save 1 is in the results, exit 143, within the grace."""
     out = tmp_path / "out"
     args = [*CKPT_ONLY, "--set", f"checkpoint.checkpoint_folder={tmp_path / 'ck'}", "--output", out]
-    args[args.index("checkpoint.time_between_checkpoints=0.01")] = "checkpoint.time_between_checkpoints=3"
+    args[args.index("checkpoint.time_between_checkpoints=0.01")] = "checkpoint.time_between_checkpoints=10"
     p = subprocess.Popen([sys.executable, "-m", "dlio", "run", *map(str, args)], stdout=subprocess.PIPE, text=True)
     lines = []
     for line in p.stdout:  # the first save is done when its line is printed
@@ -205,6 +205,6 @@ def test_a_stop_signal_between_checkpoints_keeps_the_saves_done(tmp_path):
     t0 = time.monotonic()
     rest = p.communicate(timeout=30)[0]
     assert p.returncode == 143, "".join(lines) + rest
-    assert time.monotonic() - t0 < 2.5
+    assert time.monotonic() - t0 < 7  # well within the 10 s pause (0.1 s on an idle host; a loaded CI took 2.5)
     doc, saves = _saves(out)
     assert doc["complete"] is False and [s["block"] for s in saves] == [1]

@@ -7,6 +7,7 @@ search of one hostile query (2 M hops) stops between hops on SIGTERM."""
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -275,7 +276,11 @@ def test_the_default_capacity_leaves_the_disk_room(tmp_path, run_cli):
     assert code == 0, err
     line = next(l for l in out.splitlines() if "disk per rank" in l)
     cap = min(64 * GiB, free // 2)
-    assert f"the storage tier's {_fmt(cap)}" in line, line
+    if cap == 64 * GiB:
+        assert f"the storage tier's {_fmt(cap)}" in line, line
+    else:  # half the free space: other tests' files may come and go between our look and the run's
+        said = re.search(r"the storage tier's ([0-9.]+) GiB", line)
+        assert said and abs(float(said.group(1)) * GiB - cap) < 0.05 * cap, (line, _fmt(cap))
     assert "largest entry" in out and "staging" in out and "this rank may use" in out
 
 

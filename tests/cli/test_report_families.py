@@ -84,7 +84,7 @@ def test_model_load_figures_are_the_records_own(run_cli, runs):
     assert f["ready_max_s"] == pytest.approx(max(slowest), rel=1e-9)
     assert f["GiB_s_mean"] == pytest.approx(sum(gibs) / len(gibs), rel=1e-9)
     shard_bytes = sum(os.path.getsize(os.path.join(doc["model"]["root"], s["name"])) for s in doc["model"]["shards"])
-    assert f["model_GB"] == pytest.approx(doc["model"]["bytes"] / 1e9) and shard_bytes >= doc["model"]["bytes"]
+    assert f["model_GiB"] == pytest.approx(doc["model"]["bytes"] / 2**30) and shard_bytes >= doc["model"]["bytes"]
     assert f["faults_per_load"] > 0  # mmap faults its pages in
     # whichever the counters said (a shared device or a busy host: inconclusive), the figure is a verdict
     assert f["verdict"].startswith(("storage-bound", "client-bound", "partly cached", "cache", "inconclusive"))
@@ -137,6 +137,9 @@ def test_kvcache_and_vdb_figures(run_cli, runs):
     batch_ns = sum(r["batch_time_hist"]["sum"] for r in vd["runs"])
     assert vdb["mean_latency_ms"] == pytest.approx(batch_ns / queries / 1e6, rel=1e-9)
     assert vdb["runs"] == len(vd["runs"]) == 2
+    # read rate in MiB/s, as every other family's: each run's bytes (reads x mean size) over its time, averaged
+    rates = [r["iops"] * r["read_bytes_mean"] / 2**20 for r in vd["runs"]]
+    assert vdb["read_MiB_s"] == pytest.approx(sum(rates) / len(rates), rel=1e-6)
     # every setting that changes the figures is shown, as the run resolved it (not the config's 0)
     st = section(rep, "vector search")["runs"][0]["settings"]
     assert st["search_list"] == "48" and st["beam_width"] == str(vd["plan"]["beam_width"])  # as shown
