@@ -20,7 +20,9 @@ The rules, in the order they are tried (the thresholds are printed next to each 
   5. the host's CPUs were >= HOST_BUSY busy: the client had no headroom. client-bound when the client
      (the readers and the harness, not the spin) used most of the CPU the run did not leave to others,
      else inconclusive (other processes may have set the pace: a CPU they hold delays the readers'
-     wake-ups; their share is stated);
+     wake-ups; their share is stated): they took as much as the client, or OTHERS_CPU_SHARE of the busy
+     host (a run of many threads beside fewer busy processes gets the larger part of the cores, yet the
+     others' part is what it would have had on an idle client);
   6. inconclusive: nothing to count the storage's bytes with (overlay, the null engine), or other
      processes moved more than FOREIGN_SHARE of this run's own bytes on the same device, reads and
      writes both counted whatever the phase's direction (the storage was shared: its times are not this
@@ -75,12 +77,14 @@ EXTRA_RATIO = 1.5  # above: the device moved more than the application read (sai
 # (At 0.5, a 50 ms checkpoint load beside two O_DIRECT writers, 20 MiB of theirs to its 46 MiB, passed as its own.)
 FOREIGN_SHARE = 0.25
 FOREIGN_MIN = 8 << 20  # and at least this many bytes
+OTHERS_CPU_SHARE = 0.25  # other processes took this share of a busy host's CPU: the run's pace was theirs too
 
 THRESHOLDS = (
     f"cache < {CACHE_RATIO:g}x app bytes <= partly cached < {MATCH_RATIO:g}x <= storage; "
     f"client-bound: readers >= {READER_BUSY:.0%} of their cores, process >= {PROCESS_BUSY:.0%}, "
     f"host >= {HOST_BUSY:.0%} busy, unless the accelerator computed >= {ACCEL_PACED:.0%} of the steps "
-    f"within {OVERRUN_MAX:.0%} of its set time; shared: other processes moved > {FOREIGN_SHARE:g}x the run's "
+    f"within {OVERRUN_MAX:.0%} of its set time; other processes' if they took >= {OTHERS_CPU_SHARE:.0%} of a busy "
+    f"host or as much as the client; shared: other processes moved > {FOREIGN_SHARE:g}x the run's "
     f"own bytes on its device"
 )
 
@@ -332,7 +336,7 @@ def _slowed(
         f"computed {paced:.1%} of the steps' time): the exact AU and samples/s are the CPU's, not the storage's; "
         f"host {_pct(c)} ({cpu_text(c)}, other processes {others:.2f})"
     )
-    if host is not None and host >= HOST_BUSY and others >= s["client"]:
+    if host is not None and host >= HOST_BUSY and _others_took_it(others, s["client"], total):
         return _v(
             "inconclusive",
             f"{why}; other processes took the CPU: rerun on an idle client",
@@ -407,7 +411,7 @@ def _client(c: Dict[str, Any], ctx: Context, words: Dict[str, Optional[str]]) ->
             f"the host's CPUs were {host:.0%} busy ({total:.2f} cores: {cpu_text(c)}, other processes "
             f"{others:.2f}): no headroom"
         )
-        if others >= s["client"]:  # not a part of the client the run's settings control
+        if _others_took_it(others, s["client"], total):  # not a part of the client the run's settings control
             return _v(
                 "inconclusive",
                 f"{why}; the other processes may have set the pace: rerun on an idle client",
@@ -418,6 +422,11 @@ def _client(c: Dict[str, Any], ctx: Context, words: Dict[str, Optional[str]]) ->
             "client-bound", why, "the host's CPUs were full, mostly with this run", part="this process", setting=side
         )
     return None
+
+
+def _others_took_it(others: float, client: float, total: float) -> bool:
+    """Rule 5: did other processes take enough of a busy host's CPU (cores) to have set the run's pace?"""
+    return others >= min(client, OTHERS_CPU_SHARE * total)
 
 
 def combine(phases: Sequence[Dict[str, Any]]) -> Dict[str, Any]:

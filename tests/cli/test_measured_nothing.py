@@ -83,3 +83,28 @@ def test_io_grid_with_no_io_completed_is_not_complete(dlio_cmd, tmp_path):
     doc = _load(out)
     assert [p["ops"] for p in doc["points"]] == [0]  # what the reason says, from the point itself
     assert doc["complete"] is False and "measured nothing" in doc["reason"]
+
+
+CKPT_ONLY = """\
+model: tiny
+framework: pytorch
+workflow:
+  generate_data: false
+  train: false
+  checkpoint: true
+checkpoint:
+  checkpoint_folder: {ck}
+  model_size: 65536
+  num_checkpoints_write: 0
+  num_checkpoints_read: 0
+"""
+
+
+def test_checkpoint_only_run_that_saves_and_loads_nothing_is_refused(dlio_cmd, tmp_path):
+    # the old behaviour: exit 0 with a result of no checkpoint at all
+    cfg = tmp_path / "ck.yaml"
+    cfg.write_text(CKPT_ONLY.format(ck=tmp_path / "ck"))
+    code, _, err = dlio_cmd("run", "--config", cfg, "-o", tmp_path / "out", timeout=60)
+    assert code != 0 and "Traceback" not in err
+    assert "checkpoint.num_checkpoints_write" in err and "at least one checkpoint" in err
+    assert not (tmp_path / "out" / "dlio-fast.json").exists()

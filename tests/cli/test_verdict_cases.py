@@ -61,10 +61,20 @@ def device_shared(c):
 
 
 def others_set_the_pace(c):
-    """The host was saturated, mostly by other processes (rule 5 of dlio.report.verdict)."""
+    """The host was saturated, and other processes took as much of it as the run or a quarter of it (rule 5
+    of dlio.report.verdict)."""
     proc = (c["cpu_user_s"] + c["cpu_sys_s"]) / c["wall_s"]
     host = c["host_busy_share"]
-    return host is not None and host >= verdict.HOST_BUSY and host * c["host_cpus"] - proc >= proc
+    if host is None or host < verdict.HOST_BUSY:
+        return False
+    total = host * c["host_cpus"]
+    return total - proc >= min(proc, verdict.OTHERS_CPU_SHARE * total)
+
+
+def readers_full(c):
+    """The run's own reader (or save) threads left no headroom (rule 3, the client's first, after the cache's):
+    on a loaded test machine a short buffered save can be its thread's CPU more than the device's time."""
+    return verdict.reader_share(c) >= verdict.READER_BUSY
 
 
 @pytest.fixture
@@ -412,6 +422,7 @@ def test_a_checkpoint_saved_during_training_has_its_verdict(run_cli, tmp_path, f
     elif device_shared(c):
         assert (v["verdict"], v["part"]) == ("inconclusive", "other processes on the device")
     elif fsync:
-        assert c["device_bytes"] >= verdict.MATCH_RATIO * c["app_bytes"] and v["verdict"] == "storage-bound", v
+        assert c["device_bytes"] >= verdict.MATCH_RATIO * c["app_bytes"], c
+        assert v["verdict"] == ("client-bound" if readers_full(c) else "storage-bound"), v
     else:
         assert c["device_bytes"] < verdict.CACHE_RATIO * c["app_bytes"] and v["verdict"] == "cache", v

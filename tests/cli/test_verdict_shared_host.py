@@ -20,7 +20,8 @@ from dlio.system import counters
 SPIN = "while True: pass"
 # Other processes writing the disk the whole time: 4 MiB O_DIRECT writes over a 256 MiB file each, round and
 # round (no page cache between them and the device: every byte they write is the device's in the run's phases).
-# Two of them, so that they hold their share of the disk against a run that reads or writes it flat out.
+# Three of them, so that they hold their share of the disk against a run that reads or writes it flat out (with two,
+# a 50 ms checkpoint load on an idle CI machine once had them at under half its bytes).
 WRITER = """\
 import mmap, os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
@@ -63,7 +64,7 @@ def cpu_hogs():
 
 
 def disk_writer(folder):
-    return Load([[sys.executable, "-c", WRITER, os.path.join(folder, f"neighbour{i}")] for i in range(2)])
+    return Load([[sys.executable, "-c", WRITER, os.path.join(folder, f"neighbour{i}")] for i in range(3)])
 
 
 def run_beside(load, args, timeout=240):

@@ -199,8 +199,11 @@ def test_client_bound_reader_threads_and_the_setting():
 def test_client_bound_process_and_host():
     v = verdict.classify(c(reader_cpu_s=5.0, cpu_user_s=70.0, cpu_sys_s=5.0))  # 7.5 of 8 cores
     assert (v["verdict"], v["part"]) == ("client-bound", "process")
+    v = verdict.classify(c(reader_cpu_s=5.0, cpu_user_s=50.0, cpu_sys_s=20.0, host_busy_share=0.95))
+    assert (v["verdict"], v["part"]) == ("client-bound", "this process")  # 7.0 of 7.6 busy cores
+    # 5.0 of 7.6: the others' 2.6 cores (over a quarter of the host) are what the run would have had on an idle one
     v = verdict.classify(c(reader_cpu_s=5.0, cpu_user_s=30.0, cpu_sys_s=20.0, host_busy_share=0.95))
-    assert (v["verdict"], v["part"]) == ("client-bound", "this process")  # 5.0 of 7.6 busy cores
+    assert (v["verdict"], v["part"]) == ("inconclusive", "other processes on the host")
     v = verdict.classify(c(host_busy_share=0.95))  # 0.2 of 7.6: others
     assert (v["verdict"], v["part"]) == ("inconclusive", "other processes on the host")
 
