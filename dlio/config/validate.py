@@ -319,13 +319,6 @@ def check_all(values: Dict[str, Any], sources: Dict[str, str]) -> None:
             "checkpoints on files beside a dataset on S3 are not supported yet (one storage per run)",
         )
     w, r = v("checkpoint.num_checkpoints_write"), v("checkpoint.num_checkpoints_read")
-    if w <= 0 and r <= 0 and v("workflow.checkpoint") and not v("workflow.train"):
-        # a checkpoint-only run that saves and loads nothing would measure nothing (issue 40)
-        raise err2(
-            "checkpoint.num_checkpoints_write",
-            "checkpoint.num_checkpoints_read",
-            "a checkpoint-only run (workflow.train=False) must write or read at least one checkpoint",
-        )
     if w > 0 and r > w:
         raise err2(
             "checkpoint.num_checkpoints_read",

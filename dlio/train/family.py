@@ -58,6 +58,14 @@ class TrainRun:
             check_qd(backend.engine_spec(cfg)[0], cfg.dlio_fast.qd)
         check_buffers(cfg, self.spec)
         check_plan(cfg, self.spec, comm.size)
+        ck = cfg.checkpoint
+        if cfg.is_checkpoint_only() and ck.num_checkpoints_write <= 0 and ck.num_checkpoints_read <= 0:
+            # it would measure nothing (issue 40); checked here, not at load, so a config can still plan a layout
+            raise DlioError(
+                f"checkpoint.num_checkpoints_write = {ck.num_checkpoints_write} and checkpoint.num_checkpoints_read "
+                f"= {ck.num_checkpoints_read}: a checkpoint-only run (workflow.train=False) must write or read at "
+                "least one checkpoint; set checkpoint.num_checkpoints_write to 1 or more"
+            )
         if cfg.dlio_fast.cache == "drop-all" and os.geteuid() != 0:
             raise DlioError(
                 "dlio_fast.cache = drop-all drops the whole host's page cache and needs root; use "
