@@ -118,6 +118,7 @@ cdef extern from "dlio_core/dlio_core.h" nogil:
         uint64_t bytes
         uint64_t steps
         uint64_t t_first_fetch
+        uint64_t t_last_end
 
     enum:
         DC_TR_READ

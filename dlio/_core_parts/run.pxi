@@ -239,6 +239,11 @@ cdef class Run:
         figures' window starts, so the live display measures over the same time."""
         return dc_load_relaxed_u64(&self.prog.t_first_fetch)
 
+    def last_end_ns(self):
+        """now_ns() when the latest step ended, 0 before: where the exact figures' window ends once the
+        last step is done (a display tick comes later)."""
+        return dc_load_relaxed_u64(&self.prog.t_last_end)
+
     def execute(self):
         """Run the plan (GIL released throughout). Returns the result dict; raises RunError."""
         if self.executed:

@@ -408,7 +408,9 @@ class Progress:
             ops, nbytes, steps = (b + x for b, x in zip(self.base, self.last_counts))
             steps = min(int(steps), n)
             now = time.monotonic()
-            dt = max(1e-6, now - (self.t_run or self.t0))
+            ended = run.last_end_ns() / 1e9 if steps >= n else 0.0
+            # the last step's end, not this later tick, closes the window of the epoch's final row
+            dt = max(1e-6, (ended if ended > (self.t_run or 0) else now) - (self.t_run or self.t0))
             batch = int(plan.steps["nsamples"][0]) if n else 0
             compute = float(plan.steps["compute_ns"][:steps].sum()) / 1e9 if steps else 0.0
             fig = Figures(

@@ -449,8 +449,10 @@ static void trainer(struct dc_run *r)
 		}
 		st->t_end = dc_now_ns();
 		res->steps_done++;
-		if (cfg->progress)
-			__atomic_fetch_add(&cfg->progress->steps, 1, __ATOMIC_RELAXED);
+		if (cfg->progress) {
+			__atomic_store_n(&cfg->progress->t_last_end, st->t_end, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&cfg->progress->steps, 1, __ATOMIC_RELEASE);
+		}
 	}
 	/* Readers still waiting for room or reading ahead leave now. */
 	pthread_mutex_lock(&r->b.lock);

@@ -102,6 +102,19 @@ class S3Run:
                 pass
         return self.started
 
+    def last_end_ns(self) -> int:
+        """now_ns() when the latest step counted in progress() ended (its t_end in the times file), 0
+        before the first: the live display's final row ends its window there, as the exact figures do."""
+        steps = self.last[2]
+        if not steps:
+            return 0
+        try:
+            with open(os.path.join(self.dir, "times.u64"), "rb") as f:
+                f.seek(((steps - 1) * TIMES_COLUMNS + 2) * 8)
+                return int.from_bytes(f.read(8), sys.byteorder)
+        except OSError:  # removed with the finished run's folder
+            return 0
+
     def execute(self) -> dict:
         """Run the steps; the result dict of a C train run. An S3 failure (an error, a server silent past
         the timeout) raises _core.RunError carrying what was measured up to it."""

@@ -60,6 +60,8 @@ struct dc_progress {
 	uint64_t steps;
 	uint64_t
 		t_first_fetch; /* dc_now_ns() when a train run's first step began fetching; 0 before */
+	uint64_t
+		t_last_end; /* dc_now_ns() when its latest step ended (stored before steps counts it) */
 };
 
 /* A literal byte range of a written file: overlay_data[data .. data + len) goes to [offset, offset + len). */
