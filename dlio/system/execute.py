@@ -60,7 +60,12 @@ def watch_peers(poll: Callable[[], Optional[Tuple[int, str]]]) -> Callable[[], N
     """Poll ``poll`` (-> (signum, what the other rank said) or None) wherever stop signals are looked
     for; returns the function that stops watching."""
     _PEERS.append(poll)
-    return lambda: _PEERS.remove(poll)
+
+    def unwatch() -> None:  # idempotent: a claim released on refusal and again at the run's end
+        if poll in _PEERS:
+            _PEERS.remove(poll)
+
+    return unwatch
 
 
 def peer_stop() -> Optional[Interrupted]:

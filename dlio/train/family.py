@@ -238,6 +238,12 @@ class TrainRun:
         saves = sum(len(r.get("checkpoints") or []) for r in records)
         if cfg.workflow.train and not steps and not saves:
             return "no training step completed on any rank; check the dataset and reader.batch_size"
+        epochs = [e for r in records for e in r["epochs"]]
+        planned = sum(int(e.get("plan_bytes") or 0) for e in epochs)
+        if steps and planned and not sum(int(e.get("bytes") or 0) for e in epochs):
+            # steps of skipped samples (--skip-bad-files over files all bad) time the compute alone
+            skipped = sum(int(e.get("skipped_samples") or 0) for e in epochs)
+            return f"the training steps read no byte of the dataset ({skipped:,} samples skipped as bad files)"
         if cfg.is_checkpoint_only() and not saves:
             return "no checkpoint was saved or loaded"
         return None

@@ -61,6 +61,11 @@ def layout_for(
         raise DlioError(
             f"{problem}; regenerate with dlio-fast generate, check with dlio-fast verify, or run with --skip-bad-files"
         )
+    if len(bad) and bad.all():  # --skip-bad-files would leave steps that read nothing: no storage figure
+        raise DlioError(
+            f"every one of the {len(bad):,} {split} files is bad (e.g. {problem}); there is nothing left to read: "
+            "regenerate with dlio-fast generate or check with dlio-fast verify"
+        )
     table = m.table if not fmt.WHOLE_FILE and spec.format != "synthetic" else None
     layout = planner.Layout(
         nfiles=nfiles,

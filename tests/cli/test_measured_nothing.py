@@ -108,3 +108,49 @@ def test_checkpoint_only_run_that_saves_and_loads_nothing_is_refused(dlio_cmd, t
     assert code != 0 and "Traceback" not in err
     assert "checkpoint.num_checkpoints_write" in err and "at least one checkpoint" in err
     assert not (tmp_path / "out" / "dlio-fast.json").exists()
+
+
+TRAIN = """\
+framework: pytorch
+workflow: {{generate_data: true, train: true}}
+dataset: {{data_folder: {data}, format: npz, num_files_train: 8, num_samples_per_file: 1, record_length_bytes: 4096}}
+reader: {{batch_size: 2, read_threads: 1}}
+train: {{epochs: 1, computation_time: 0.001}}
+"""
+
+
+def _emptied_dataset(dlio_cmd, tmp_path, emptied):
+    """A generated 8-file dataset with the first `emptied` files truncated to 0 bytes (bad files)."""
+    cfg = tmp_path / "t.yaml"
+    cfg.write_text(TRAIN.format(data=tmp_path / "data"))
+    code, _, err = dlio_cmd("run", "--config", cfg, "-o", tmp_path / "gen", timeout=300)
+    assert code == 0, err
+    files = sorted(p for p in (tmp_path / "data" / "train").rglob("*.npz"))
+    assert len(files) == 8
+    for p in files[:emptied]:
+        os.truncate(p, 0)
+    return cfg
+
+
+def test_training_over_files_that_are_all_bad_is_refused(dlio_cmd, tmp_path):
+    """--skip-bad-files over a dataset whose every file is bad left steps that read nothing: the compute
+    timed alone, reported as a training result. Refused before anything is measured."""
+    cfg = _emptied_dataset(dlio_cmd, tmp_path, emptied=8)
+    out = tmp_path / "out"
+    sets = set_args("workflow.generate_data=false")
+    code, _, err = dlio_cmd("run", "--config", cfg, *sets, "--skip-bad-files", "-o", out, timeout=300)
+    assert code == 2 and "Traceback" not in err, err
+    assert "every one of the 8 train files is bad" in err and "nothing left to read" in err
+    assert not (out / "dlio-fast.json").exists()
+
+
+def test_training_with_some_bad_files_skipped_is_a_result(dlio_cmd, tmp_path):
+    cfg = _emptied_dataset(dlio_cmd, tmp_path, emptied=3)
+    out = tmp_path / "out"
+    sets = set_args("workflow.generate_data=false")
+    code, _, err = dlio_cmd("run", "--config", cfg, *sets, "--skip-bad-files", "-o", out, timeout=300)
+    assert code == 0, err
+    doc = _load(out / "dlio-fast.json")
+    (ep,) = doc["ranks"][0]["epochs"]
+    assert doc["complete"] is not False and ep["bytes"] > 0
+    assert len(doc["ranks"][0]["bad_files"]) == 3

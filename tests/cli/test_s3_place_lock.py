@@ -95,3 +95,53 @@ def test_a_stale_lease_is_taken_over_with_a_note(run_cli, s3env, bucket, tmp_pat
     said = out + err
     assert "host gone-host, pid 4194301" in said and "is taken over" in said, said
     assert LOCK not in s3_keys(s3env, bucket, "kvc/")  # released at the end
+
+
+def test_a_run_paused_past_its_lease_stops_when_its_lock_was_taken_over(s3env, bucket, tmp_path):
+    """A run frozen (SIGSTOP) longer than its lease has lost the lock: another run took it over meanwhile.
+    When it goes on it stops at its next refresh as a stop signal would, keeps what it measured marked
+    incomplete with the reason, and leaves the other run's lock alone (it used to rewrite and delete it)."""
+    s3 = boto(s3env)
+    log = open(tmp_path / "first.err", "w")
+    first = subprocess.Popen(
+        [sys.executable, "-m", "dlio", *map(str, kv_args(tmp_path, bucket, "kvcache.duration=60", out="one"))],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        env=dict(os.environ, DLIO_FAST_LEASE_S="3"),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "one").exists() or LOCK not in s3_keys(s3env, bucket, "kvc/"):
+            assert first.poll() is None, open(tmp_path / "first.err").read()
+            assert time.monotonic() < deadline, "the first run never took its lock"
+            time.sleep(0.1)
+        time.sleep(2)  # measuring
+        first.send_signal(signal.SIGSTOP)
+        time.sleep(3.5)  # past its lease: the next run takes the lock over
+        other = {"host": "other-host", "pid": 4194302, "started": time.time(), "expires": time.time() + 60}
+        s3.put_object(Bucket=bucket, Key=LOCK, Body=json.dumps(other).encode())
+        resumed = time.monotonic()
+        first.send_signal(signal.SIGCONT)
+        code = first.wait(timeout=30)
+        stopped_s = time.monotonic() - resumed
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+        log.close()
+    err = open(tmp_path / "first.err").read()
+    assert code == 128 + signal.SIGTERM and "Traceback" not in err, err
+    assert stopped_s < 3.0 + 1.5, stopped_s  # its refresh (lease / 6) and the stop within a tick
+    assert "taken over by another run (host other-host, pid 4194302" in err, err
+    with open(tmp_path / "one" / "dlio-fast.json") as f:
+        doc = json.load(f)
+    assert doc["complete"] is False and "taken over by another run" in json.dumps(doc)
+    assert json.loads(s3.get_object(Bucket=bucket, Key=LOCK)["Body"].read())["host"] == "other-host"
+
+
+@pytest.mark.parametrize("value", ["0", "nan", "1e9", "soon"])
+def test_a_bad_lease_length_is_refused_by_name(dlio_cmd, s3env, bucket, tmp_path, value):
+    code, _, err = dlio_cmd(*kv_args(tmp_path, bucket), env={"DLIO_FAST_LEASE_S": value}, timeout=120)
+    assert code == 2 and "Traceback" not in err, err
+    assert "DLIO_FAST_LEASE_S" in one_line(err) and value in err
+    assert LOCK not in s3_keys(s3env, bucket, "kvc/") and not (tmp_path / "out" / "dlio-fast.json").exists()
