@@ -75,6 +75,7 @@ class S3Run:
         self.stop_requested = False
         self.last = (0, 0, 0)  # progress as last seen: it stays once the worker is gone
         self.started = 0
+        self.ended = 0  # the last step's t_end, kept once the run is over (its folder is then removed)
 
     def request_stop(self) -> None:
         """Stop the steps (Ctrl-C / SIGTERM): the worker ends its step and answers, or is killed after
@@ -106,8 +107,8 @@ class S3Run:
         """now_ns() when the latest step counted in progress() ended (its t_end in the times file), 0
         before the first: the live display's final row ends its window there, as the exact figures do."""
         steps = self.last[2]
-        if not steps:
-            return 0
+        if self.ended or not steps:
+            return self.ended
         try:
             with open(os.path.join(self.dir, "times.u64"), "rb") as f:
                 f.seek(((steps - 1) * TIMES_COLUMNS + 2) * 8)
@@ -176,6 +177,7 @@ class S3Run:
             done = int(answer["steps_done"])
         times = np.fromfile(os.path.join(self.dir, "times.u64"), dtype=np.uint64).reshape(-1, TIMES_COLUMNS)[:done]
         self.started = self.started or (int(times[0, 0]) if done else 0)
+        self.ended = int(times[done - 1, 2]) if done else 0
         log = self.task["oplog"]
         rows = oplog.read(log) if os.path.exists(log) else oplog.parse("\t".join(oplog.COLUMNS).encode())
         ok = rows["error"] == ""
