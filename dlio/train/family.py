@@ -234,11 +234,11 @@ class TrainRun:
 
     def nothing_measured(self, records: List[RankRecord]) -> Optional[str]:
         cfg = self.cfg
-        steps = sum(e.get("steps_done", 0) for r in records for e in r["epochs"])
+        epochs = [e for r in records for e in r["epochs"]]
+        steps = sum(e.get("steps_done", 0) for e in epochs)
         saves = sum(len(r.get("checkpoints") or []) for r in records)
         if cfg.workflow.train and not steps and not saves:
             return "no training step completed on any rank; check the dataset and reader.batch_size"
-        epochs = [e for r in records for e in r["epochs"]]
         planned = sum(int(e.get("plan_bytes") or 0) for e in epochs)
         if steps and planned and not sum(int(e.get("bytes") or 0) for e in epochs):
             # steps of skipped samples (--skip-bad-files over files all bad) time the compute alone

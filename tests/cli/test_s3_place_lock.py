@@ -26,6 +26,24 @@ def kv_args(tmp_path, bucket, *more, out="out"):
     return ["run", "--config", cfg, "-o", tmp_path / out, *set_args("kvcache.cache_dir=kvc", *more, **on_s3(bucket))]
 
 
+def _first_run(s3env, bucket, tmp_path, log, **env):
+    """A 60 s KV run on the prefix, started in the background and waited for until it holds its lock and has
+    made its output folder."""
+    first = subprocess.Popen(
+        [sys.executable, "-m", "dlio", *map(str, kv_args(tmp_path, bucket, "kvcache.duration=60", out="one"))],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        env=dict(os.environ, **env),
+    )
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "one").exists() or LOCK not in s3_keys(s3env, bucket, "kvc/"):
+        if first.poll() is not None or time.monotonic() > deadline:
+            first.kill()
+            pytest.fail("the first run never took its lock: " + open(tmp_path / "first.err").read())
+        time.sleep(0.1)
+    return first
+
+
 def test_a_kv_run_refuses_a_prefix_holding_a_users_object_and_leaves_it(run_cli, s3env, bucket, tmp_path):
     s3 = boto(s3env)
     mine = os.urandom(5000)
@@ -57,18 +75,8 @@ def test_a_kv_run_removes_only_its_own_objects(run_cli, s3env, bucket, tmp_path)
 def test_a_second_run_on_the_prefix_is_refused_naming_the_first(dlio_cmd, s3env, bucket, tmp_path):
     s3 = boto(s3env)
     log = open(tmp_path / "first.err", "w")
-    first = subprocess.Popen(
-        [sys.executable, "-m", "dlio", *map(str, kv_args(tmp_path, bucket, "kvcache.duration=60", out="one"))],
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        env=dict(os.environ),
-    )
+    first = _first_run(s3env, bucket, tmp_path, log)
     try:
-        deadline = time.monotonic() + 120
-        while LOCK not in s3_keys(s3env, bucket, "kvc/"):
-            assert first.poll() is None, open(tmp_path / "first.err").read()
-            assert time.monotonic() < deadline, "the first run never took its lock"
-            time.sleep(0.1)
         held = json.loads(s3.get_object(Bucket=bucket, Key=LOCK)["Body"].read())
         assert held["pid"] == first.pid and held["expires"] > time.time()
         code, out, err = dlio_cmd(*kv_args(tmp_path, bucket, out="two"), timeout=120)
@@ -103,18 +111,8 @@ def test_a_run_paused_past_its_lease_stops_when_its_lock_was_taken_over(s3env, b
     incomplete with the reason, and leaves the other run's lock alone (it used to rewrite and delete it)."""
     s3 = boto(s3env)
     log = open(tmp_path / "first.err", "w")
-    first = subprocess.Popen(
-        [sys.executable, "-m", "dlio", *map(str, kv_args(tmp_path, bucket, "kvcache.duration=60", out="one"))],
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        env=dict(os.environ, DLIO_FAST_LEASE_S="3"),
-    )
+    first = _first_run(s3env, bucket, tmp_path, log, DLIO_FAST_LEASE_S="3")
     try:
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "one").exists() or LOCK not in s3_keys(s3env, bucket, "kvc/"):
-            assert first.poll() is None, open(tmp_path / "first.err").read()
-            assert time.monotonic() < deadline, "the first run never took its lock"
-            time.sleep(0.1)
         time.sleep(2)  # measuring
         first.send_signal(signal.SIGSTOP)
         time.sleep(3.5)  # past its lease: the next run takes the lock over

@@ -48,7 +48,7 @@ def lease_seconds(env: Optional[Dict[str, str]] = None) -> float:
     if not lo <= s <= hi:  # NaN fails too
         raise DlioError(
             f"DLIO_FAST_LEASE_S = {word!r}: expected seconds from {lo:g} to {hi:g} (how long an S3 lock outlives "
-            "its holder); unset it for the default of 30"
+            f"its holder); unset it for the default of {LEASE_S:g}"
         )
     return s
 
