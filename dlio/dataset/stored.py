@@ -13,12 +13,15 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Callable, List, Optional
 
+import numpy as np
+
 from dlio.base.errors import DlioError
 from dlio.base.limits import usable_cpus
 from dlio.base.units import fmt_bytes
 from dlio.config import Config
 from dlio.dataset import gen_stream
 from dlio.dataset.generate import generate as generate_in_place
+from dlio.dataset.manifest import load_manifest, load_saved
 from dlio.dataset.mismatch import check_dataset_matches
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, dataset_bytes, file_paths
 from dlio.storage import backend_for, staging
@@ -83,8 +86,21 @@ def check_matches(ds: StoredDataset, split: str, planning: Optional[DatasetSpec]
         raise type(e)(str(e).replace(planning.data_folder, ds.root.rstrip("/"))) from None
 
 
+def sized(ds: StoredDataset) -> bool:
+    """Every file has the size its manifest recorded (on an object store: one listing per split). Written
+    in place, a file is checked as it is generated; an object cut short or replaced is only seen here."""
+    planning = planning_spec(ds)
+    for split in SPLITS:
+        if ds.spec.num_files(split):
+            saved = load_saved(planning, split, check=False)
+            recorded = (saved if saved is not None else load_manifest(planning, split)).file_size
+            if not np.array_equal(ds.backend.sizes(names(ds, planning, split)), recorded):
+                return False
+    return True
+
+
 def complete(ds: StoredDataset) -> bool:
-    """Every file is there and the manifests say it was generated with this config's content."""
+    """Every file is there at its size and the manifests say it was generated with this config's content."""
     if not present(ds):
         return False
     try:
@@ -92,7 +108,7 @@ def complete(ds: StoredDataset) -> bool:
             check_matches(ds, split)
     except DlioError:
         return False
-    return True
+    return ds.backend.has(IN_PLACE) or sized(ds)
 
 
 def generate(

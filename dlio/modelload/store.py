@@ -13,11 +13,13 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
+import numpy as np
+
 from dlio.base import inputs
 from dlio.base.units import fmt_bytes
 from dlio.modelload.shards import INDEX, Shard
 from dlio.storage import staging
-from dlio.storage.base import STAT, Backend, SetContent, SetOptions
+from dlio.storage.base import Backend, SetContent, SetOptions
 
 WRITE_TRANSFER = 16 << 20
 
@@ -34,7 +36,7 @@ class StoredModel:
         self.sizes = [s.size for s in self.shards]
 
     def present(self) -> bool:
-        """The index is there with this model's text, and so is every shard (of its size on files)."""
+        """The index is there with this model's text, and so is every shard at its size."""
         folder, found = staging.local_copy(self.backend, self.root, [INDEX])
         if not found[0]:
             return False
@@ -43,11 +45,7 @@ class StoredModel:
         hint = "remove it, or give another checkpoint.checkpoint_folder"
         if inputs.read_regular(path, inputs.MANIFEST_CAP, "model index", None, hint) != self.index:
             return False
-        if not self.backend.exist(self.names):
-            return False
-        if self.backend.has(STAT):  # sizes cost nothing to read here; an object store's listing is enough
-            return all(os.path.getsize(p) == n for p, n in zip(self.names, self.sizes))
-        return True
+        return bool(np.array_equal(self.backend.sizes(self.names), self.sizes))  # on S3: one listing
 
     def write(self, comm: Any, echo: Any) -> None:
         """Every rank writes its shards (i mod size == rank); then rank 0 the index."""

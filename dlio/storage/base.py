@@ -219,6 +219,11 @@ class Backend:
         """Every one of ``names`` is there (a cheap check: a dataset is written in order)."""
         raise NotImplementedError
 
+    def sizes(self, names: Sequence[str]) -> np.ndarray:
+        """Each name's size in bytes (int64), -1 where it is not there: what was made is there only
+        at the size it was made with."""
+        raise NotImplementedError
+
     def list(self, root: str) -> List[str]:
         """Every name under ``root``."""
         raise NotImplementedError

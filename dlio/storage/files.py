@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import time
 from typing import Any, List, Optional, Sequence, Tuple
 
@@ -86,6 +87,17 @@ class FileBackend(Backend):
     def exist(self, names: Sequence[str]) -> bool:
         # a dataset is written in order (and each file atomically): its first and last files stand for it
         return not len(names) or (os.path.exists(names[0]) and os.path.exists(names[-1]))
+
+    def sizes(self, names: Sequence[str]) -> np.ndarray:
+        out = np.full(len(names), -1, dtype=np.int64)
+        for i, name in enumerate(names):
+            try:
+                st = os.stat(name)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):  # a FIFO or a device at the name is not what was made
+                out[i] = st.st_size
+        return out
 
     def list(self, root: str) -> List[str]:
         if not os.path.isdir(root):

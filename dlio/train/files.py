@@ -13,6 +13,8 @@ from dlio.base.errors import DlioError
 from dlio.dataset.formats import get_format
 from dlio.dataset.manifest import load_manifest, load_saved
 from dlio.dataset.spec import DatasetSpec
+from dlio.storage.base import STAT, Backend
+from dlio.system.mpi import Comm
 from dlio.train import planner
 
 
@@ -44,19 +46,55 @@ def check_files(paths: Sequence[str], recorded_sizes: NDArray[np.uint64]) -> Tup
     return bad, first
 
 
+def check_listed(
+    names: Sequence[str], recorded_sizes: NDArray[np.uint64], listed: NDArray[np.int64]
+) -> Tuple[np.ndarray, Optional[str]]:
+    """check_files for objects: their sizes from a listing (-1: not listed) against those recorded."""
+    recorded = np.asarray(recorded_sizes, dtype=np.int64)
+    bad = listed != recorded
+    first: Optional[str] = None
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        first = (
+            f"{names[i]}: not there"
+            if listed[i] < 0
+            else f"{names[i]}: {int(listed[i])} bytes, but {int(recorded[i])} were recorded when the dataset was made "
+            "(truncated or replaced)"
+        )
+    return bad, first
+
+
+def listed_sizes(backend: Backend, comm: Comm, names: Sequence[str]) -> Optional[Tuple[Sequence[str], np.ndarray]]:
+    """For layout_for: objects' names and sizes from rank 0's one listing; None on files (stat'ed instead)."""
+    if backend.has(STAT):
+        return None
+    sizes: Optional[np.ndarray] = backend.sizes(names) if comm.rank == 0 else None
+    sizes = comm.bcast(sizes)
+    assert sizes is not None  # rank 0's
+    return names, sizes
+
+
 def layout_for(
-    spec: DatasetSpec, split: str, no_io: bool = False, skip_bad_files: bool = False, stat_files: bool = True
+    spec: DatasetSpec,
+    split: str,
+    no_io: bool = False,
+    skip_bad_files: bool = False,
+    listed: Optional[Tuple[Sequence[str], NDArray[np.int64]]] = None,
 ) -> Tuple[planner.Layout, np.ndarray]:
     """The planner's view of one split, from the dataset manifest (made at generation or by scan).
 
     The files on disk are checked against the sizes recorded when the dataset was made: a bad file
     stops the run with its path, or with skip_bad_files its samples are left out of every epoch
-    (and counted in the results). stat_files False: objects on S3, checked by listing instead."""
+    (and counted in the results). listed: objects (S3), their names and the sizes a listing gave,
+    checked instead of stat'ing the manifest's local paths."""
     fmt = get_format(spec.format)
     saved = load_saved(spec, split, check=False)
     m = saved if saved is not None else load_manifest(spec, split)
     nfiles = spec.num_files_train if split == "train" else spec.num_files_eval
-    bad, problem = check_files(m.paths, m.file_size) if stat_files else (np.zeros(len(m.paths), dtype=bool), None)
+    if listed is None:
+        bad, problem = check_files(m.paths, m.file_size)
+    else:
+        bad, problem = check_listed(listed[0], m.file_size, listed[1])
     if problem and not skip_bad_files:
         raise DlioError(
             f"{problem}; regenerate with dlio-fast generate, check with dlio-fast verify, or run with --skip-bad-files"

@@ -30,7 +30,7 @@ from dlio.dataset.spec import dataset_spec
 from dlio.report import metrics
 from dlio.report.dlio import host as dlio_host
 from dlio.report.result import BlockFigures, CheckpointRecord, RankRecord, new_rank_record
-from dlio.storage.base import C_STEP_HOOK, PAGE_CACHE, SPLIT_READS, STAT, TrainOptions
+from dlio.storage.base import C_STEP_HOOK, PAGE_CACHE, SPLIT_READS, TrainOptions
 from dlio.system.execute import execute_partial, interruptible
 from dlio.system.host import iso
 from dlio.system.mpi import Comm
@@ -46,7 +46,7 @@ from dlio.train.epoch_record import (
     phase_cpu,
     step_lines,
 )
-from dlio.train.files import layout_for
+from dlio.train.files import layout_for, listed_sizes
 
 
 def batches_in_flight(reader: ReaderConfig) -> int:
@@ -287,13 +287,12 @@ def _prepare(tr: Trainer, rank_rec: RankRecord) -> _Splits:
     skip = cfg.dlio_fast.skip_bad_files
     # the manifests in a local view (the data folder itself on files); names are the backend's
     spec = stored.planning_spec(data)
-    local = tr.backend.has(STAT)  # files are stat'ed against the manifest; objects were listed
-    layout, bad = layout_for(spec, "train", no_io, skip, stat_files=local)
     paths = stored.names(data, spec, "train")
+    layout, bad = layout_for(spec, "train", no_io, skip, listed=listed_sizes(tr.backend, tr.comm, paths))
     layout_eval, paths_eval = None, []
     if cfg.workflow.evaluation and spec.num_files_eval > 0:
-        layout_eval, _ = layout_for(spec, "valid", no_io, skip, stat_files=local)
         paths_eval = stored.names(data, spec, "valid")
+        layout_eval, _ = layout_for(spec, "valid", no_io, skip, listed=listed_sizes(tr.backend, tr.comm, paths_eval))
     tr.sizes = {"train": layout.file_size, "valid": layout_eval.file_size if layout_eval else None}
     rank_rec["bad_files"] = [paths[i] for i in np.flatnonzero(bad)]
     if bad.any():

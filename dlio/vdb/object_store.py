@@ -76,8 +76,8 @@ class ObjectStore:
         )
 
     def present(self) -> bool:
-        """The manifest object says this very index (layout, medoid, sizes) and every object is there. The
-        manifest is PUT after every index object, so a cut-short upload has none."""
+        """The manifest object says this very index (layout, medoid, sizes) and every object is there at its
+        size. The manifest is PUT after every index object, so a cut-short upload has none."""
         self.check()
         folder, found = staging.local_copy(self.backend, self.root, [MANIFEST])
         if not found[0]:
@@ -93,7 +93,7 @@ class ObjectStore:
             have = None if text is None else inputs.loads_json(text, path, "manifest")
         except DlioError:
             return False  # damaged: the build writes it again
-        return have == self.copy.want() and self.backend.exist(self.names)
+        return have == self.copy.want() and list(self.backend.sizes(self.names)) == [n for _, n in self.files]
 
     def write(self, on_tick: Optional[Callable[[Any], None]] = None) -> Dict[str, Any]:
         """The build phase: staged by LocalStore in the local copy's folder (its own record: the local

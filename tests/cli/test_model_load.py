@@ -225,6 +225,13 @@ def test_model_on_s3_written_and_loaded_by_range_gets(run_cli, s3env, bucket, tm
     with safetensors.safe_open(str(got), framework="np") as f:
         assert len(list(f.keys())) > 0
 
+    # a shard cut short is not the model (the listing was enough before, whatever the sizes): written again
+    key, body = f"models/tiny/{name}", got.read_bytes()
+    s3_boto(s3env).put_object(Bucket=bucket, Key=key, Body=body[:4096])
+    code, out, err = run_cli(*args(tmp_path, out="again", folder="models/tiny", **s3))
+    assert code == 0 and "Writing the model's" in out, out + err
+    assert s3_keys(s3env, bucket, "models/tiny/")[key] == len(body)
+
 
 def test_a_stopped_run_keeps_the_loads_measured(tmp_path):
     from conftest import wait_for_text

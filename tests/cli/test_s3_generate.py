@@ -115,3 +115,33 @@ def test_verify_on_s3_checks_the_objects_against_their_manifest(run_cli, s3env, 
     assert f"BAD  s3://{bucket}/{keys[0]}: missing" in bad, bad
     assert any(line.startswith(f"BAD  s3://{bucket}/{keys[1]}:") for line in bad), bad
     assert not os.path.exists(tmp_path / "ver")  # nothing local of that name was consulted or made
+
+
+def test_objects_of_the_wrong_size_are_not_taken_as_the_dataset(run_cli, s3env, bucket, tmp_path):
+    """An object cut short (or replaced by another upload) was taken as present: the run read it as the
+    planned one, and generate said the dataset was complete. Now the listing's sizes are checked against
+    the manifest: the run names the object and both sizes, --skip-bad-files leaves it out (counted), and
+    generate writes the dataset again."""
+    cfg = wl.config(tmp_path, "npz", bucket, folder="sized", dataset__num_files_train=6, dataset__num_files_eval=0)
+    code, _, err = run_cli("generate", "--config", cfg)
+    assert code == 0, err
+    s3 = s3_boto(s3env)
+    keys = sorted(k for k in s3_keys(s3env, bucket, "sized/") if k.endswith(".npz"))
+    want = s3_keys(s3env, bucket, "sized/")[keys[2]]
+    body = s3.get_object(Bucket=bucket, Key=keys[2])["Body"].read()
+    s3.put_object(Bucket=bucket, Key=keys[2], Body=body[: len(body) // 2])
+    sets = ["--set", "workflow.generate_data=false"]
+
+    code, _, err = run_cli("run", "--config", cfg, *sets, "-o", tmp_path / "refused")
+    assert code != 0 and "Traceback" not in err, err
+    assert f"s3://{bucket}/{keys[2]}: {len(body) // 2} bytes, but {want} were recorded" in err, err
+    assert "--skip-bad-files" in err and not (tmp_path / "refused" / "dlio-fast.json").exists()
+
+    code, _, err = run_cli("run", "--config", cfg, *sets, "--skip-bad-files", "-o", tmp_path / "skipped")
+    assert code == 0, err
+    doc = wl.result(tmp_path / "skipped")
+    assert doc["ranks"][0]["bad_files"] == [f"s3://{bucket}/{keys[2]}"]
+
+    code, out, err = run_cli("generate", "--config", cfg)
+    assert code == 0 and "nothing written" not in out + err, out + err
+    assert s3_keys(s3env, bucket, "sized/")[keys[2]] == want

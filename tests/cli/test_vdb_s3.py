@@ -115,6 +115,13 @@ def test_index_on_s3_built_downloaded_searched_and_kept(s3env, bucket, tmp_path)
     for k, o in keys.items():
         assert (again[k]["LastModified"], again[k]["ETag"]) == (o["LastModified"], o["ETag"]), k
 
+    # the index object cut short is not the index (its name in the listing was enough before): built again
+    s3.put_object(Bucket=bucket, Key=f"idx/{INDEX}/{SEGMENT}", Body=body[: size // 2])
+    code, out3, err = run(s3dir, "-o", "out3", **on_s3(bucket))
+    assert code == 0, err
+    assert "building the index" in out3 and load(s3dir / "out3" / "dlio-fast.json")["build"]["bytes"] == size
+    assert s3_keys(s3env, bucket, f"idx/{INDEX}/")[f"idx/{INDEX}/{SEGMENT}"] == size
+
 
 def test_missing_bucket_is_one_line(s3env, tmp_path):
     code, out, err = run(tmp_path, "-o", "out", **on_s3("no-such-vdb"))

@@ -36,7 +36,7 @@ from dlio.storage.base import (
     SetResult,
     TrainOptions,
 )
-from dlio.storage.s3 import client, limits
+from dlio.storage.s3 import client, limits, listing
 from dlio.storage.s3.settings import S3Settings, parse_uri, resolve
 from dlio.system import counters
 
@@ -229,6 +229,9 @@ class S3Backend(Backend):
         root = common[: common.rfind("/") + 1]
         listed = np.array(sorted(self.list(root)) or [""])
         return bool(np.isin(np.asarray(names), listed).all())
+
+    def sizes(self, names: Sequence[str]) -> np.ndarray:
+        return listing.object_sizes(self.settings, names)
 
     def remove_tree(self, root: str) -> None:
         bucket, prefix = parse_uri(root)

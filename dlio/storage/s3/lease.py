@@ -27,6 +27,7 @@ import time
 from typing import Any, Dict, Optional, Tuple
 
 from dlio.base.errors import DlioError
+from dlio.storage.s3.listing import boto_client
 from dlio.storage.s3.settings import S3Settings, parse_uri
 from dlio.system.execute import watch_peers
 
@@ -53,26 +54,6 @@ def lease_seconds(env: Optional[Dict[str, str]] = None) -> float:
     return s
 
 
-def _client(settings: S3Settings) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    cfg = Config(
-        s3={"addressing_style": "path"},
-        connect_timeout=min(settings.timeout_s, 10),
-        read_timeout=settings.timeout_s,
-        retries={"max_attempts": settings.max_attempts or 3, "mode": "standard"},
-    )
-    return boto3.client(
-        "s3",
-        endpoint_url=settings.endpoint,
-        aws_access_key_id=settings.access_key,
-        aws_secret_access_key=settings.secret_key,
-        region_name=settings.region,
-        config=cfg,
-    )
-
-
 def _when(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
@@ -88,7 +69,7 @@ class Lease:
         self.uri, self.what, self.key = uri, what, key
         self.bucket, name = parse_uri(uri)
         self.name = name.rstrip("/")  # an object's key, not a prefix
-        self.s3 = _client(settings)
+        self.s3 = boto_client(settings)
         self.started = time.time()
         self.me = {"host": socket.gethostname(), "pid": os.getpid(), "started": self.started}
         self.lease_s = lease_seconds()
