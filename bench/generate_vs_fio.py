@@ -52,7 +52,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoint_vs_fio import warm_free_memory  # noqa: E402  (touch then free memory: see the docstring)
-from paired import Paired, add_repeat_args, warn_few  # noqa: E402
+from paired import Paired, add_repeat_args, compiled_like_an_install, warn_few  # noqa: E402
 
 MiB = 1 << 20
 # format: (record_length_bytes, num_samples_per_file, what it is like)
@@ -191,6 +191,7 @@ def main():
         if f not in POINTS:
             sys.exit(f"--formats: unknown format {f!r}; known: {', '.join(POINTS)}")
     warn_few(a.repeats)
+    compiled_like_an_install()  # the whole command is timed as an installed copy starts
     dl_dir, fio_dir = os.path.join(a.dir, "dlio"), os.path.join(a.dir, "fio")
     total = int(a.gib * (1 << 30))
 

@@ -23,6 +23,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paired import compiled_like_an_install  # noqa: E402
+
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEAVY = ("numpy", "dlio._core", "yaml", "matplotlib", "h5py", "mpi4py", "rich")
 # run a command as `python -m dlio` does, then write the names of the modules it imported (not timed)
@@ -84,6 +87,8 @@ def main():
     a = ap.parse_args()
     trees = [("after", HERE)] + ([("before", os.path.abspath(a.before))] if a.before else [])
     envs = {name: {**os.environ, "PYTHONPATH": tree} for name, tree in trees}
+    for _, tree in trees:
+        compiled_like_an_install(tree)
     print(
         "load average before: %.2f %.2f %.2f (%d CPUs; other work on the machine skews timings)"
         % (*os.getloadavg(), os.cpu_count())

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
+from dlio import user_env
 from dlio.base.errors import DlioError
 
 STOP_GRACE = 10.0  # seconds a stopped job gets to end on its own before SIGKILL
@@ -52,7 +53,7 @@ def interposer_path() -> str:
 
 def capture_env(raw_dir: str, env: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """The environment that records into raw_dir (LD_PRELOAD first, so it wraps libc)."""
-    env = dict(os.environ if env is None else env)
+    env = dict(user_env() if env is None else env)
     pre = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = interposer_path() + (" " + pre if pre else "")
     env["DLIO_PROFILE_DIR"] = os.path.abspath(raw_dir)

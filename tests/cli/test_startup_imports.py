@@ -46,3 +46,30 @@ def test_light_commands_load_no_plotting_hdf5_mpi_or_rich(tmp_path, args):
     mods = imported(tmp_path, *args)
     assert "dlio.config.load" in mods or args == ["--version"]  # they did their work
     assert not [m for m in NEVER if m in mods]
+
+
+BLAS_THREADS = (
+    "import os, sys, dlio, numpy\n"
+    "from dlio.profile.capture import capture_env\n"
+    "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'),\n"
+    "      capture_env(sys.argv[1]).get('OPENBLAS_NUM_THREADS'))\n"
+)
+
+
+@pytest.mark.parametrize("user", [None, "2"])
+def test_numpy_blas_helpers_not_started_unless_the_user_asks(tmp_path, user):
+    """OpenBLAS's helper threads spin beside the writers (5 % of a generation's samples on 2 cores): dlio-fast,
+    which does no linear algebra, loads numpy with one thread; a number the user set is theirs, and a job run
+    under profile gets the user's environment, not dlio-fast's setting."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if user:
+        env["OPENBLAS_NUM_THREADS"] = user
+    p = subprocess.run(
+        [sys.executable, "-c", BLAS_THREADS, str(tmp_path)], capture_output=True, text=True, env=env, cwd=REPO
+    )
+    assert p.returncode == 0, p.stderr
+    threads, ours, childs = p.stdout.split()
+    if user is None:
+        assert (threads, ours, childs) == ("1", "1", "None")  # no helper thread; the job's environment untouched
+    else:
+        assert (ours, childs) == (user, user)
