@@ -20,7 +20,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import REPO, set_args, wait_for_text
+from conftest import REPO, on_s3, set_args, wait_for_text
 from multihost import HOSTS, dlio_argv, launcher_command, run_env
 
 LOST_WITHIN_S = 10.0
@@ -60,10 +60,10 @@ def exits_recorded(argv, folder):
     return ["sh", "-c", script, "sh", *argv]
 
 
-def lose_host_b(launcher, tmp_path, keep_survivors=False):
-    """Start a long training on hA and hB, kill hB's ranks once epoch 2 ended: (exit status, seconds from the
-    kill to the launcher's exit, stderr, output folder, {rank: (exit status, seconds from the kill)} of the ranks
-    that exited)."""
+def lose_host_b(launcher, tmp_path, keep_survivors=False, **storage):
+    """Start a long training on hA and hB (storage: keys of another storage than files), kill hB's ranks once
+    epoch 2 ended: (exit status, seconds from the kill to the launcher's exit, stderr, output folder, {rank: (exit
+    status, seconds from the kill)} of the ranks that exited)."""
     out, log, exits = tmp_path / "out", tmp_path / "stdout", tmp_path / "exits"
     exits.mkdir()
     argv = dlio_argv(
@@ -71,10 +71,11 @@ def lose_host_b(launcher, tmp_path, keep_survivors=False):
         "--workload",
         "default",
         *set_args(
-            f"dataset.data_folder={tmp_path / 'data'}",
+            f"dataset.data_folder={'lost-host' if storage else tmp_path / 'data'}",
             "train.epochs=1000",
             "train.computation_time=0.01",
             "workflow.evaluation=False",
+            **storage,
         ),
         "-o",
         out,
@@ -119,9 +120,8 @@ def test_a_lost_host_ends_the_run_within_seconds(launcher, tmp_path):
 LAUNCHER_GONE_S = 2 * 10 + 10
 
 
-@pytest.mark.parametrize("launcher", ["openmpi", "mpich"])
-def test_a_lost_host_leaves_the_survivors_results_naming_it(launcher, tmp_path):
-    code, took, stderr, out, exits = lose_host_b(launcher, tmp_path, keep_survivors=True)
+def survivors_results_name_host_b(launcher, tmp_path, **storage):
+    code, took, stderr, out, exits = lose_host_b(launcher, tmp_path, keep_survivors=True, **storage)
     assert took < LAUNCHER_GONE_S, (took, stderr[-2000:])
     assert code != 0  # the launcher's own, from the killed ranks' 137 passed on by their shells (both say 137)
     # each survivor ended by itself within 10 s of the loss, exit 1
@@ -136,3 +136,16 @@ def test_a_lost_host_leaves_the_survivors_results_naming_it(launcher, tmp_path):
     said = [line for line in stderr.splitlines() if line.startswith("dlio-fast:")]
     assert len(said) == 1, stderr[-2000:]  # said once, by the first survivor
     assert "host hB (ranks 2, 3) was lost" in said[0] and "marked incomplete" in said[0], said
+
+
+@pytest.mark.parametrize("launcher", ["openmpi", "mpich"])
+def test_a_lost_host_leaves_the_survivors_results_naming_it(launcher, tmp_path):
+    survivors_results_name_host_b(launcher, tmp_path)
+
+
+def test_a_lost_host_on_s3_under_hydra_leaves_the_survivors_results(s3env, bucket, tmp_path):
+    """On S3 each rank's GETs are made by worker processes it starts. Hydra sends SIGUSR1 to every process group
+    it started each time a rank exits; the workers run in a session of their own, so that it does not reach
+    them (they would die of it, and the survivors' last block with them)."""
+    pytest.importorskip("s3dlio", reason="pip install 'dlio-fast[s3]' (s3dlio needs Python >= 3.11)")
+    survivors_results_name_host_b("mpich", tmp_path, **on_s3(bucket))
