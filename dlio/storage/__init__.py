@@ -12,18 +12,28 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
 from dlio.base.errors import ConfigError
 from dlio.storage.base import Backend
 from dlio.storage.files import FileBackend
-from dlio.storage.s3.backend import S3Backend
 
 if TYPE_CHECKING:  # the loader (YAML, numpy) only where a config is loaded: not for `io` or --version
     from dlio.config import Config
 
 TIMEOUT_KEY = "dlio_fast.storage_timeout"
+
+
+def _s3(options: Optional[Mapping[str, Any]], endpoint: Optional[str], timeout: Tuple[Optional[float], str]) -> Backend:
+    """The S3 backend, imported when a run asks for it: its client's modules are 30 ms of every start."""
+    from dlio.storage.s3.backend import S3Backend
+
+    return S3Backend(options, endpoint, *timeout)
+
+
 # storage.storage_type -> its backend, made from the config's storage_options or a command line's --endpoint,
 # and the deadline of its requests (seconds, and the key or option that sets it; files have none)
 BACKENDS: Dict[str, Callable[..., Backend]] = {
     "local_fs": lambda options, endpoint, timeout: FileBackend(),
-    "s3": lambda options, endpoint, timeout: S3Backend(options, endpoint, *timeout),
+    "s3": _s3,
 }
+
+
 # storage.storage_type words the config accepts (DLIO's) that no backend emulates -> why, and what to use
 # instead: the one place such a word is refused (a unit test checks that BACKENDS and NOT_EMULATED together
 # are the config's STORAGE_TYPES)
