@@ -483,6 +483,13 @@ def _combine(
     return m
 
 
+def recorded(spec: DatasetSpec, split: str) -> Manifest:
+    """The manifest a run reads a split by: the saved one (its files not stat'ed here: the caller checks them all), else
+    load_manifest's."""
+    saved = load_saved(spec, split, check=False)
+    return saved if saved is not None else load_manifest(spec, split)
+
+
 def load_manifest(spec: DatasetSpec, split: str, cache: bool = True, checksum: bool = False) -> Manifest:
     """The manifest of one split: the saved one when it matches, else merged from per-rank parts,
     else built by scanning the files (and saved when the folder is writable and cache is True)."""

@@ -21,7 +21,7 @@ from dlio.base.units import fmt_bytes
 from dlio.config import Config
 from dlio.dataset import gen_stream
 from dlio.dataset.generate import generate as generate_in_place
-from dlio.dataset.manifest import load_manifest, load_saved
+from dlio.dataset.manifest import recorded
 from dlio.dataset.mismatch import check_dataset_matches
 from dlio.dataset.spec import MANIFEST_DIR, DatasetSpec, dataset_bytes, file_paths
 from dlio.storage import backend_for, staging
@@ -92,9 +92,8 @@ def sized(ds: StoredDataset) -> bool:
     planning = planning_spec(ds)
     for split in SPLITS:
         if ds.spec.num_files(split):
-            saved = load_saved(planning, split, check=False)
-            recorded = (saved if saved is not None else load_manifest(planning, split)).file_size
-            if not np.array_equal(ds.backend.sizes(names(ds, planning, split)), recorded):
+            made = recorded(planning, split).file_size
+            if not np.array_equal(ds.backend.sizes(names(ds, planning, split)), made):
                 return False
     return True
 

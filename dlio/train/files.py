@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from dlio.base.errors import DlioError
 from dlio.dataset.formats import get_format
-from dlio.dataset.manifest import load_manifest, load_saved
+from dlio.dataset.manifest import recorded
 from dlio.dataset.spec import DatasetSpec
 from dlio.storage.base import STAT, Backend
 from dlio.system.mpi import Comm
@@ -88,8 +88,7 @@ def layout_for(
     (and counted in the results). listed: objects (S3), their names and the sizes a listing gave,
     checked instead of stat'ing the manifest's local paths."""
     fmt = get_format(spec.format)
-    saved = load_saved(spec, split, check=False)
-    m = saved if saved is not None else load_manifest(spec, split)
+    m = recorded(spec, split)
     nfiles = spec.num_files_train if split == "train" else spec.num_files_eval
     if listed is None:
         bad, problem = check_files(m.paths, m.file_size)
