@@ -62,7 +62,8 @@ def workload_options(f: Callable) -> Callable:
             "--scale",
             type=float,
             default=None,
-            help="Shrink (or grow) the dataset: number of files x F, same sample size, batch and compute.",
+            help="Shrink (or grow) the dataset: number of files x F, same sample size, batch and compute "
+            "(a checkpoint's model and a vector collection too; the KV cache and model loading refuse it).",
         ),
         click.option(
             "--set",

@@ -102,7 +102,7 @@ from dlio.config.sections import (
     WorkflowConfig,
 )
 from dlio.config.timespec import TimeSpec, is_number, parse_time, plain_number  # noqa: F401
-from dlio.config.validate import apply_scale, check_all, coerce, dtype_name, follow_data_folder
+from dlio.config.validate import apply_scale, check_all, coerce, dtype_name, follow_data_folder, scale_refused
 from dlio.config.workloads import resolve as _resolve_workload
 from dlio.config.workloads import workload_text
 
@@ -369,6 +369,9 @@ def _resolve(
         if not is_number(scale) or not math.isfinite(scale) or scale <= 0:
             raise problem("scale", scale, scale_origin, "expected a number > 0 (1 keeps the dataset as configured)")
         factor = float(scale)
+        refused = scale_refused(values) if factor != 1.0 else None
+        if refused:
+            raise problem("scale", scale, scale_origin, refused)
         if factor != 1.0:
             apply_scale(values, sources, factor, f"{scale_origin} {plain_number(factor)}")
 

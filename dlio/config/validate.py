@@ -245,6 +245,20 @@ def apply_scale(values: Dict[str, Any], sources: Dict[str, str], factor: float, 
 
 VDB_MIN_VECTORS = 1000  # a scaled collection keeps a graph worth searching (the medoid and its hops)
 
+# Families whose workload --scale has nothing to shrink in (no dataset or checkpoint model): refused, not
+# ignored (a KV run at --scale 0.01 was the full 300 s x 3 trials of 200 users), with what to set instead
+NOT_SCALED = {
+    "workflow.kvcache": "the KV cache has no dataset to shrink: shorten it with kvcache.duration, "
+    "kvcache.trials or kvcache.users",
+    "workflow.model_load": "the model's size is what a load measures: pick a smaller one with "
+    "model_load.model=generic and model_load.model_bytes",
+}
+
+
+def scale_refused(values: Dict[str, Any]) -> Optional[str]:
+    """Why --scale cannot apply to this workload's family, or None."""
+    return next((why for flag, why in NOT_SCALED.items() if values.get(flag)), None)
+
 
 # A family's data folder key, and the folder it takes inside dataset.data_folder
 FAMILY_FOLDERS = {

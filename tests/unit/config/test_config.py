@@ -457,6 +457,20 @@ def test_scale_up_and_env():
     assert load_config("unet3d", scale=1.0, env={"DLIO_FAST_SCALE": "0.5"}).dataset.num_files_train == 168
 
 
+@pytest.mark.parametrize(
+    "workload, instead",
+    [("kvcache_llama3_8b_opt1", "kvcache.duration"), ("load_llama3_8b", "model_load.model_bytes")],
+)
+def test_scale_refused_where_a_family_has_nothing_to_shrink(workload, instead):
+    """--scale was ignored by the KV cache and model loading (a KV run at 0.01 was the full 300 s x 3 trials):
+    refused with what to set instead, from the argument and from the environment alike; 1 changes nothing."""
+    with pytest.raises(ConfigError, match=instead):
+        load_config(workload, scale=0.01, env=NOENV)
+    with pytest.raises(ConfigError, match="DLIO_FAST_SCALE"):
+        load_config(workload, env={"DLIO_FAST_SCALE": "0.5"})
+    assert load_config(workload, scale=1.0, env=NOENV).scale == 1.0
+
+
 @pytest.mark.parametrize("bad", [0, -1, "abc", float("nan")])
 def test_scale_invalid(bad):
     with pytest.raises(ConfigError) as e:
