@@ -1,4 +1,4 @@
-"""dlio-fast's vector search against real DiskANN (diskannpy) on the same device, side by side in one run.
+"""dlio-fast's vector search against real DiskANN (diskannpy) on the same device, side by side, paired repeats.
 
 Both search an index of the same shape (N x 1536-d, R, built by diskannpy for the real one and written by
 dlio-fast for the emulation, in folders on the same filesystem), at the same L, W and thread count, with no node
@@ -14,10 +14,21 @@ device reads/s should be >= the real index's and its CPU per query well below: i
 (plus vdb.cpu_per_hop_us; none here: vdb.storage_only), where DiskANN computes distances; the real CPU per hop is
 printed as a value for vdb.cpu_per_hop_us.
 
-    python bench/vdb_vs_diskann.py --python /tmp/dkvenv/bin/python [--vectors 10000 --search-list 100 \\
-        --beam-width 8 --threads 2 --queries 1000] [--out result.json]
+Both indexes are built once, before the repeats (diskannpy's by bench/vdb_capture.py, kept when its parameters
+match; dlio-fast's by an untimed one-query run, kept by every later run). The real index is loaded once, in one
+diskannpy process that searches on demand. Each of --repeats repeats (5 by default) runs, for each mode, both
+sides back to back, alternating who goes first (real first in runs 1, 3, 5..., dlio-fast in 2, 4...), and
+gives one ratio per verdict: emulated / real device reads/s (goal >= 1) and emulated / real user CPU per query
+(goal < 0.5). The verdicts are the medians of these per-repeat ratios, printed with the pairs' spread (min-max,
+IQR); the table shows each figure's median over the repeats. --quick: 250 queries (50 serial), the same pairs.
 
-The machine should be quiet: another process on the disk or the CPUs changes both sides.
+    python bench/vdb_vs_diskann.py --python /tmp/dkvenv/bin/python [--vectors 10000 --search-list 100 \\
+        --beam-width 8 --threads 2 --queries 1000] [--repeats 5] [--quick] [--out result.json]
+
+--out writes the median rows ("rows"), the real side's median raw figures ("real"), every repeat's rows and raw
+real figures ("repeats") and each verdict's ratios, median and spread ("verdicts").
+
+The machine should be quiet: another process on the disk or the CPUs changes both sides (the spread says how much).
 """
 
 from __future__ import annotations
@@ -26,11 +37,17 @@ import argparse
 import json
 import os
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from paired import Paired, add_repeat_args, warn_few  # noqa: E402
+
+MODES = ("serial", "threads")
 
 
 def child(a):
@@ -51,11 +68,12 @@ def child(a):
     rng = np.random.default_rng(3)
     q = rng.random((a["queries"], a["dimension"]), dtype=np.float32)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
-    out = {}
-    for mode in ("serial", "threads"):
+    while True:
         sys.stdout.write("ready\n")
         sys.stdout.flush()
-        sys.stdin.readline()
+        mode = sys.stdin.readline().strip()
+        if mode not in MODES:  # "quit" or the parent gone
+            return
         r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
         lat = []
         if mode == "serial":
@@ -70,7 +88,7 @@ def child(a):
         wall = time.monotonic() - t0
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         user, cpu = r1.ru_utime - r0.ru_utime, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-        out[mode] = {
+        out = {
             "queries": n,
             "seconds": wall,
             "qps": n / wall,
@@ -79,58 +97,70 @@ def child(a):
             "p50_ms": float(np.percentile(lat, 50) * 1e3) if lat else None,
             "p99_ms": float(np.percentile(lat, 99) * 1e3) if lat else None,
         }
-    sys.stdout.write(json.dumps(out) + "\n")
-    sys.stdout.flush()
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
 
 
-def real(args, folder, counters_of):
-    """The real index's two phases, each bracketed by the device counters."""
-    a = {
-        "folder": folder,
-        "dimension": args.dimension,
-        "queries": args.queries,
-        "serial_queries": args.serial,
-        "search_list": args.search_list,
-        "beam_width": args.beam_width,
-        "threads": args.threads,
-    }
-    p = subprocess.Popen(
-        [args.python, __file__, "--child", json.dumps(a)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+class Real:
+    """The real index, loaded once in a diskannpy process that searches one mode on demand; each search is
+    bracketed by the device counters."""
 
-    def ready():
-        while p.stdout.readline().strip() != "ready":
+    def __init__(self, args, folder, counters_of):
+        a = {
+            "folder": folder,
+            "dimension": args.dimension,
+            "queries": args.queries,
+            "serial_queries": args.serial,
+            "search_list": args.search_list,
+            "beam_width": args.beam_width,
+            "threads": args.threads,
+        }
+        self.counters_of = counters_of
+        self.p = subprocess.Popen(
+            [args.python, __file__, "--child", json.dumps(a)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+
+    def _line(self, want):
+        """The child's next line that `want` accepts (anything else diskannpy prints is skipped)."""
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the diskannpy process ended (exit {self.p.wait()})")
+            if want(line.strip()):
+                return line.strip()
+
+    def search(self, mode):
+        self._line(lambda x: x == "ready")  # loaded, or done with the previous search
+        b = self.counters_of()
+        self.p.stdin.write(mode + "\n")
+        self.p.stdin.flush()
+        res = json.loads(self._line(lambda x: x.startswith("{")))
+        e = self.counters_of()
+        res["device_reads"] = e["read_ios"] - b["read_ios"]
+        res["device_bytes"] = e["read_bytes"] - b["read_bytes"]
+        return res
+
+    def close(self):
+        try:
+            self.p.stdin.write("quit\n")
+            self.p.stdin.close()
+        except OSError:
             pass
-
-    def go():
-        p.stdin.write("go\n")
-        p.stdin.flush()
-
-    ready()
-    b = counters_of()
-    go()
-    ready()  # the serial phase is over when the child is ready for the next one
-    dev = {"serial": (b, counters_of())}
-    b = counters_of()
-    go()
-    res = json.loads(p.stdout.readline())
-    dev["threads"] = (b, counters_of())
-    p.wait()
-    for mode in res:
-        b, e = dev[mode]
-        res[mode]["device_reads"] = e["read_ios"] - b["read_ios"]
-        res[mode]["device_bytes"] = e["read_bytes"] - b["read_bytes"]
-    return res
+        self.p.wait()
 
 
-def emulated(args, folder, mode):
-    """dlio-fast's run of the same shape (the CLI, as a user runs it), its dlio-fast.json."""
+def emulated(args, folder, mode, tag, queries=None):
+    """dlio-fast's run of the same shape (the CLI, as a user runs it), its dlio-fast.json: (the timed run, whether
+    the index was kept, not built)."""
     threads = 1 if mode == "serial" else args.threads
-    out = os.path.join(folder, f"out-{mode}")
+    out = os.path.join(folder, f"out-{mode}-{tag}")
+    shutil.rmtree(out, ignore_errors=True)  # each run its own output folder
+    if queries is None:
+        queries = args.serial if mode == "serial" else args.queries
     sets = {
         "vdb.vectors": args.vectors,
         "vdb.dimension": args.dimension,
@@ -143,7 +173,7 @@ def emulated(args, folder, mode):
         "vdb.batch": 1,
         "vdb.search_threads": threads,
         "vdb.storage_only": True,  # no CPU per hop: the emulation's own cost, against which DiskANN's is measured
-        "vdb.queries": args.serial if mode == "serial" else args.queries,
+        "vdb.queries": queries,
         "vdb.runs": 1,
         "vdb.index_folder": folder,
         "dlio_fast.engine": "io_uring",
@@ -153,7 +183,50 @@ def emulated(args, folder, mode):
         cmd += ["--set", f"{k}={v}"]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(os.path.join(out, "dlio-fast.json")) as f:
-        return json.load(f)["runs"][0]
+        doc = json.load(f)
+    shutil.rmtree(out, ignore_errors=True)
+    return doc["runs"][0], bool((doc.get("build") or {}).get("kept"))
+
+
+def row(args, mode, rr, ee):
+    """One mode's figures of one repeat, both sides."""
+    c = ee["counters"]
+    q = ee["queries"]
+    return {
+        "mode": mode,
+        "threads": 1 if mode == "serial" else args.threads,
+        "real_qps": rr["qps"],
+        "emulated_qps": ee["throughput_qps"],
+        "real_p99_ms": rr["p99_ms"],
+        "emulated_p99_ms": ee["query_completion_p99_ms"],
+        "real_device_reads_per_s": rr["device_reads"] / rr["seconds"],
+        "emulated_device_reads_per_s": (c["device_ios"] or 0) / c["wall_s"],
+        "real_reads_per_query": rr["device_reads"] / rr["queries"],
+        "emulated_reads_per_query": ee["reads_per_query"],
+        "real_cpu_ms_per_query": rr["cpu_s"] / rr["queries"] * 1e3,
+        "emulated_cpu_ms_per_query": (c["cpu_user_s"] + c["cpu_sys_s"]) / q * 1e3,
+        "real_user_ms_per_query": rr["user_s"] / rr["queries"] * 1e3,
+        "emulated_user_ms_per_query": c["cpu_user_s"] / q * 1e3,
+        "emulated_hops_per_query": ee["hops_per_query"],
+    }
+
+
+def medians(dicts):
+    """Each numeric key's median over the repeats (None where a repeat has none); other keys from the first."""
+    out = {}
+    for k, v in dicts[0].items():
+        vals = [d[k] for d in dicts]
+        if all(x == v for x in vals):  # the same in every repeat (mode, threads, queries...)
+            out[k] = v
+        elif all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vals):
+            out[k] = statistics.median(vals)
+        else:
+            out[k] = None
+    return out
+
+
+def ratios(num, den):
+    return Paired(n / d if d else float("inf") for n, d in zip(num, den))
 
 
 def main():
@@ -168,16 +241,25 @@ def main():
     p.add_argument("--search-list", type=int, default=100)
     p.add_argument("--beam-width", type=int, default=8)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--queries", type=int, default=1000)
-    p.add_argument("--serial", type=int, default=200, help="queries of the serial phase")
+    p.add_argument("--queries", type=int, default=None, help="queries of the threads phase (1000; --quick: 250)")
+    p.add_argument("--serial", type=int, default=None, help="queries of the serial phase (200; --quick: 50)")
+    add_repeat_args(p)
     p.add_argument("--out")
     args = p.parse_args()
+    if args.queries is None:
+        args.queries = 250 if args.quick else 1000
+    if args.serial is None:
+        args.serial = 50 if args.quick else 200
+    if args.repeats < 1:
+        sys.exit("--repeats must be >= 1")
     sys.path.insert(0, os.path.dirname(HERE))
     from vdb_capture import build
 
     from dlio.system import counters
 
+    warn_few(args.repeats)
     real_folder = os.path.join(args.workdir, "diskann")
+    emu_folder = os.path.join(args.workdir, "emulated")
     cap = argparse.Namespace(
         vectors=args.vectors, dimension=args.dimension, degree=args.degree, build_list=64, pq_bytes=32
     )
@@ -185,39 +267,44 @@ def main():
     tgt = counters.resolve(real_folder)
     if tgt.kind != "block":
         sys.exit(f"{real_folder}: {tgt.why or 'no block device'}: device reads cannot be counted here")
+    emulated(args, emu_folder, "serial", "build", queries=1)  # builds dlio-fast's index (or keeps it): untimed
 
     def dev():
         return counters.snapshot(tgt)["dev"]
 
-    r = real(args, real_folder, dev)
-    e = {m: emulated(args, os.path.join(args.workdir, "emulated"), m) for m in ("serial", "threads")}
-    rows = []
-    for mode in ("serial", "threads"):
-        rr, ee = r[mode], e[mode]
-        c = ee["counters"]
-        q = ee["queries"]
-        rows.append(
-            {
-                "mode": mode,
-                "threads": 1 if mode == "serial" else args.threads,
-                "real_qps": rr["qps"],
-                "emulated_qps": ee["throughput_qps"],
-                "real_p99_ms": rr["p99_ms"],
-                "emulated_p99_ms": ee["query_completion_p99_ms"],
-                "real_device_reads_per_s": rr["device_reads"] / rr["seconds"],
-                "emulated_device_reads_per_s": (c["device_ios"] or 0) / c["wall_s"],
-                "real_reads_per_query": rr["device_reads"] / rr["queries"],
-                "emulated_reads_per_query": ee["reads_per_query"],
-                "real_cpu_ms_per_query": rr["cpu_s"] / rr["queries"] * 1e3,
-                "emulated_cpu_ms_per_query": (c["cpu_user_s"] + c["cpu_sys_s"]) / q * 1e3,
-                "real_user_ms_per_query": rr["user_s"] / rr["queries"] * 1e3,
-                "emulated_user_ms_per_query": c["cpu_user_s"] / q * 1e3,
-                "emulated_hops_per_query": ee["hops_per_query"],
-            }
-        )
+    reps = []
+    real = Real(args, real_folder, dev)
+    try:
+        for i in range(args.repeats):
+            first = "real" if i % 2 == 0 else "emulated"  # alternate who goes first
+            rr, ee = {}, {}
+            for mode in MODES:
+                for side in ("real", "emulated") if first == "real" else ("emulated", "real"):
+                    if side == "real":
+                        rr[mode] = real.search(mode)
+                    else:
+                        ee[mode], kept = emulated(args, emu_folder, mode, i)
+                        if not kept:
+                            sys.exit("dlio-fast built its index again inside a repeat: the figures are not comparable")
+            rows_i = [row(args, m, rr[m], ee[m]) for m in MODES]
+            reps.append({"repeat": i + 1, "first": first, "rows": rows_i, "real": rr})
+            print(
+                f"  run {i + 1} ({first} first): "
+                + "; ".join(
+                    f"{x['mode']} dev reads/s real/emu {x['real_device_reads_per_s']:.0f}/"
+                    f"{x['emulated_device_reads_per_s']:.0f}, user ms/q real/emu {x['real_user_ms_per_query']:.3f}/"
+                    f"{x['emulated_user_ms_per_query']:.3f}"
+                    for x in rows_i
+                ),
+                flush=True,
+            )
+    finally:
+        real.close()
+    rows = [medians([r["rows"][k] for r in reps]) for k in range(len(MODES))]
+    r = {m: medians([rep["real"][m] for rep in reps]) for m in MODES}
     print(
         f"index {args.vectors} x {args.dimension}-d, R={args.degree}, L={args.search_list}, W={args.beam_width}, "
-        f"no node cache, O_DIRECT; device {tgt.name}"
+        f"no node cache, O_DIRECT; device {tgt.name}; {args.repeats} paired repeats, medians"
     )
     print(
         f"{'':8} {'QPS real/emu':>14} {'p99 ms real/emu':>16} {'dev reads/s real/emu':>21} "
@@ -232,20 +319,40 @@ def main():
             f"{x['real_cpu_ms_per_query']:>8.3f}/{x['emulated_cpu_ms_per_query']:<9.3f} "
             f"{x['real_user_ms_per_query']:>8.3f}/{x['emulated_user_ms_per_query']:<9.3f}"
         )
-    s = rows[0]
-    hop_us = (s["real_user_ms_per_query"] - s["emulated_user_ms_per_query"]) * 1e3 / s["emulated_hops_per_query"]
-    print(f"real DiskANN's user CPU per hop beyond the emulation's: ~{max(0.0, hop_us):.0f} us (vdb.cpu_per_hop_us)")
+    hops = [
+        (s["real_user_ms_per_query"] - s["emulated_user_ms_per_query"]) * 1e3 / s["emulated_hops_per_query"]
+        for s in (rep["rows"][0] for rep in reps)
+    ]
+    print(
+        f"real DiskANN's user CPU per hop beyond the emulation's: ~{max(0.0, statistics.median(hops)):.0f} us "
+        f"(vdb.cpu_per_hop_us; median of the repeats' serial runs, {min(hops):.0f}-{max(hops):.0f})"
+    )
     print("(system CPU is the kernel's cost of the reads: the same per read on both sides)")
-    for x in rows:
-        ok_io = x["emulated_device_reads_per_s"] >= x["real_device_reads_per_s"]
-        ok_cpu = x["emulated_user_ms_per_query"] < 0.5 * x["real_user_ms_per_query"]
+    print("verdicts: the median of the per-repeat ratios emulated / real, the pairs' spread beside it")
+    verdicts = {}
+    for k, mode in enumerate(MODES):
+        per = [rep["rows"][k] for rep in reps]
+        io = ratios([x["emulated_device_reads_per_s"] for x in per], [x["real_device_reads_per_s"] for x in per])
+        cpu = ratios([x["emulated_user_ms_per_query"] for x in per], [x["real_user_ms_per_query"] for x in per])
+        ok_io, ok_cpu = io.median >= 1.0, cpu.median < 0.5
         print(
-            f"{x['mode']}: device reads/s emulated >= real: {'yes' if ok_io else 'NO'}; "
-            f"user CPU per query emulated < half of real: {'yes' if ok_cpu else 'NO'}"
+            f"{mode}: device reads/s emulated >= real: {'yes' if ok_io else 'NO'} "
+            f"(emulated/real {io.median:.3f}, pairs {io.spread()})"
         )
+        print(
+            f"{mode}: user CPU per query emulated < half of real: {'yes' if ok_cpu else 'NO'} "
+            f"(emulated/real {cpu.median:.3f}, pairs {cpu.spread()})"
+        )
+        verdicts[mode] = {
+            name: {"goal": goal, "ratios": pr.ratios, "median": pr.median, "spread": pr.spread(), "ok": ok}
+            for name, goal, pr, ok in (
+                ("device_reads_per_s", ">= 1", io, ok_io),
+                ("user_cpu_per_query", "< 0.5", cpu, ok_cpu),
+            )
+        }
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"args": vars(args), "rows": rows, "real": r}, f, indent=2)
+            json.dump({"args": vars(args), "rows": rows, "real": r, "repeats": reps, "verdicts": verdicts}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@
 Each case's dataset is generated once by dlio-fast (DLIO's layout and npz format) in --dir
 (tmpfs by default); then DLIO (`dlio_benchmark ... ++workload.dataset.data_folder=DIR
 ++workload.workflow.generate_data=False`) and dlio-fast (`python -m dlio run` with the very same
-DLIO-style overrides) train on it, alternately, --repeats times each; medians are compared.
+DLIO-style overrides) train on it. Each of --repeats repeats (5 by default) runs both back to back,
+alternating who goes first, and gives one ratio (dlio-fast / DLIO samples/s); the verdict is the median
+of these per-repeat ratios (not the ratio of the medians: a pair sees the same minute of this shared
+machine), printed with the pairs' spread (min-max, IQR). --quick: 1 epoch per run, the same pairs.
 computation_time is 0 everywhere, so both measure only their own read path.
 
 Cases (npz / pytorch: what DLIO 2.0.0 reads without DALI or TensorFlow trouble):
@@ -14,7 +17,11 @@ Cases (npz / pytorch: what DLIO 2.0.0 reads without DALI or TensorFlow trouble):
 
 Goal: dlio-fast >= 10x DLIO's samples/s on small samples and where DLIO is CPU-bound. Where the
 files' own read ceiling (`dlio-fast io` on the same files, 4 MiB sequential, same threads) is less
-than 10x DLIO (big files on tmpfs: memory bandwidth), the goal there is 0.9x that ceiling.
+than 10x DLIO (big files on tmpfs: memory bandwidth), the goal there is 0.9x that ceiling. That
+ceiling is measured in every repeat too, next to dlio-fast (a repeat runs DLIO, dlio-fast, ceiling or
+ceiling, dlio-fast, DLIO); whether it sits below 10x DLIO is the median of the per-repeat ceiling / DLIO
+read MiB/s, and the verdict there is the median of the per-repeat dlio-fast / ceiling read MiB/s
+(dlio-fast's read MiB/s as DLIO's: samples/s x the mean file size), printed with those pairs' spread.
 
 Left of the bar: what each writes to summary.json (DLIO's formulas: samples/s, "MB/s" = samples/s x
 the nominal record length / 2^20, AU; the ratio uses these samples/s, the same formula on both
@@ -25,8 +32,8 @@ samples/s x the mean file size (npz: numpy reads the whole file per sample).
 
 Needs DLIO: uses --dlio-bin, else /tmp/dlio-venv/bin/dlio_benchmark, else dlio_benchmark on PATH;
 if none runs, prints how to install it (../shared/reference/dlio-measured.md) and exits 0.
-Usage: python bench/vs_dlio.py [--cases bert-like,npz-64k,unet3d-like] [--epochs 2] [--repeats 1]
-                               [--dir /dev/shm/dlio-fast-vs-dlio] [--keep]
+Usage: python bench/vs_dlio.py [--cases bert-like,npz-64k,unet3d-like] [--epochs 2] [--repeats 5]
+                               [--quick] [--dir /dev/shm/dlio-fast-vs-dlio] [--keep]
 """
 
 import argparse
@@ -41,6 +48,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from paired import Paired, add_repeat_args, warn_few  # noqa: E402
 
 INSTALL = """DLIO (dlio_benchmark 2.0.0) is not installed. To install it for this bench (never as a dependency):
   python3 -m venv /tmp/dlio-venv
@@ -93,6 +102,7 @@ COMMON = {
     "train.computation_time": 0,
     "checkpoint.model_size": 1024,  # DLIO allocates the model tensor even with checkpointing off
 }
+SIDES = {"dlio": "DLIO", "fast": "dlio-fast", "ceiling": "ceiling"}
 
 
 def find_dlio(given):
@@ -241,12 +251,16 @@ def med(runs, k):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=",".join(CASES), help="comma list of: " + ", ".join(CASES))
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=1, help="alternating DLIO / dlio-fast runs per case")
+    ap.add_argument("--epochs", type=int, default=None, help="epochs per run (2; --quick: 1)")
+    add_repeat_args(ap)
     ap.add_argument("--dir", default="/dev/shm/dlio-fast-vs-dlio", help="where the datasets go (tmpfs)")
     ap.add_argument("--dlio-bin", default=None, help="path of DLIO's dlio_benchmark script")
     ap.add_argument("--keep", action="store_true", help="keep the datasets")
     a = ap.parse_args()
+    if a.epochs is None:
+        a.epochs = 1 if a.quick else 2
+    if a.repeats < 1:
+        sys.exit("--repeats must be >= 1")
     cases = [c.strip() for c in a.cases.split(",") if c.strip()]
     for c in cases:
         if c not in CASES:
@@ -264,27 +278,51 @@ def main():
         "load average before: %.2f %.2f %.2f (%d CPUs; other work on the machine skews timings)"
         % (*os.getloadavg(), os.cpu_count())
     )
+    warn_few(a.repeats)
     print(f"DLIO: {' '.join(dlio_cmd)}; dlio-fast: {sys.executable} -m dlio (from {ROOT})")
-    print(f"data in {a.dir}; computation_time 0; {a.epochs} epochs; {a.repeats} alternating repeat(s), medians")
+    print(
+        f"data in {a.dir}; computation_time 0; {a.epochs} epochs; {a.repeats} paired repeats "
+        "(both tools back to back, alternating who goes first)"
+    )
     rows = []
     with tempfile.TemporaryDirectory(prefix="vs_dlio-") as tmp:
         for name in cases:
             workload, over, bw_bound = CASES[name]
+            threads = over["reader.read_threads"]
             folder = os.path.join(a.dir, name)
             gtime, sizes = generate(workload, over, folder, a.epochs, tmp)
             mean_file = statistics.fmean(sizes)
             print(
                 f"\n== {name}: {len(sizes)} npz files, mean {mean_file / 2**20:.3f} MiB, "
-                f"batch {over['reader.batch_size']}, {over['reader.read_threads']} reader(s)  "
+                f"batch {over['reader.batch_size']}, {threads} reader(s)  "
                 f"(generated/checked in {gtime:.1f} s)"
             )
-            d_runs, f_runs = [], []
+            d_runs, f_runs, c_runs = [], [], []
             for i in range(a.repeats):
-                d_runs.append(run_dlio(dlio_cmd, workload, over, folder, a.epochs, tmp, i))
-                f_runs.append(run_fast(workload, over, folder, a.epochs, tmp, i))
+                # dlio-fast in the middle when the ceiling runs too: it is then next to both of its peers
+                order = ["dlio", "fast"] + (["ceiling"] if bw_bound else [])
+                if i % 2:
+                    order.reverse()  # alternate who goes first
+                for side in order:
+                    if side == "dlio":
+                        d_runs.append(run_dlio(dlio_cmd, workload, over, folder, a.epochs, tmp, i))
+                    elif side == "fast":
+                        f_runs.append(run_fast(workload, over, folder, a.epochs, tmp, i))
+                    else:
+                        c_runs.append(ceiling(folder, threads, tmp))
+                d, f = d_runs[-1]["sps"], f_runs[-1]["sps"]
+                print(
+                    f"  run {i + 1} ({SIDES[order[0]]} first): DLIO {d:.1f}, "
+                    f"dlio-fast {f:.1f} samples/s, {f / d if d else float('inf'):.1f}x"
+                    + (
+                        f"; ceiling {c_runs[-1]:.0f} MiB/s, dlio-fast {f * mean_file / 2**20:.0f} MiB/s"
+                        if bw_bound
+                        else ""
+                    )
+                )
             d_sps, f_sps = med(d_runs, "sps"), med(f_runs, "sps")
             print(
-                f"{'tool':<11} {'samples/s':>11} {'per epoch':>20} {'MB/s':>9} {'AU %':>6} | "
+                f"{'median of':<11} {'samples/s':>11} {'per epoch, run 1':>20} {'MB/s':>9} {'AU %':>6} | "
                 f"{'epoch samples/s':>15} {'read MiB/s':>11} {'CPU us/sample':>13} {'wall s':>7}"
             )
             ep = lambda r: "/".join(f"{x:.0f}" for x in r["epochs"])  # noqa: E731
@@ -298,22 +336,35 @@ def main():
                 f"{med(f_runs, 'au'):>6.2f} | {med(f_runs, 'x_sps'):>15.1f} {med(f_runs, 'x_MiBps'):>11.1f} "
                 f"{med(f_runs, 'cpu_us'):>13.2f} {med(f_runs, 'wall'):>7.1f}"
             )
-            ratio = f_sps / d_sps if d_sps else float("inf")
-            goal, note = 10.0, ">= 10x"
+            # the verdict's figure: the median of the per-repeat ratios (inf where DLIO read nothing)
+            pairs = Paired(f["sps"] / d["sps"] if d["sps"] else float("inf") for f, d in zip(f_runs, d_runs))
+            goal, note, verdict = 10.0, ">= 10x", pairs
             if bw_bound:
-                ceil = ceiling(folder, over["reader.read_threads"], tmp)
-                ceil_ratio = ceil / (d_sps * mean_file / 2**20)
+                # read MiB/s of both tools as DLIO counts it: samples/s x the mean file size
+                d_read = [r["sps"] * mean_file / 2**20 for r in d_runs]
+                f_read = [r["sps"] * mean_file / 2**20 for r in f_runs]
+                ceil_dlio = Paired.of(c_runs, d_read)
                 print(
-                    f"read ceiling of these files (dlio-fast io, 4 MiB seq, {over['reader.read_threads']} threads): "
-                    f"{ceil:.0f} MiB/s = {ceil_ratio:.1f}x DLIO's read MiB/s"
+                    f"read ceiling of these files (dlio-fast io, 4 MiB seq, {threads} threads): "
+                    f"median {statistics.median(c_runs):.0f} MiB/s; ceiling / DLIO's read MiB/s "
+                    f"{ceil_dlio.median:.1f}x, pairs {ceil_dlio.spread()}"
                 )
-                if ceil_ratio < 10 / 0.9:
-                    goal, note = 0.9 * ceil_ratio, f">= {0.9 * ceil_ratio:.1f}x (0.9x ceiling)"
-            rows.append((name, d_sps, f_sps, ratio, note, ratio >= goal))
-        print("\nsamples/s, dlio-fast / DLIO (medians)")
-        print(f"{'case':<13} {'DLIO':>10} {'dlio-fast':>11} {'ratio':>8}  {'goal':<26} verdict")
-        for name, d, f, r, note, ok in rows:
-            print(f"{name:<13} {d:>10.1f} {f:>11.1f} {r:>7.1f}x  {note:<26} {'ok' if ok else 'MISSED'}")
+                if ceil_dlio.median < 10 / 0.9:
+                    goal, verdict = 0.9, Paired.of(f_read, c_runs)
+                    note = f">= 0.9x ceiling (~{0.9 * ceil_dlio.median:.1f}x DLIO)"
+            rows.append((name, d_sps, f_sps, pairs, note, verdict, goal))
+        print(
+            "\nsamples/s, dlio-fast / DLIO: the median of the per-repeat ratios (DLIO, dlio-fast: medians); "
+            "the verdict's pairs' spread beside it"
+        )
+        print(f"{'case':<13} {'DLIO':>10} {'dlio-fast':>11} {'ratio':>8}  {'goal':<30} {'verdict':<7} spread of pairs")
+        for name, d, f, pairs, note, verdict, goal in rows:
+            on = "" if verdict is pairs else f"dlio-fast/ceiling {verdict.median:.3f}, "
+            also = "" if verdict is pairs else f"; dlio-fast/DLIO pairs {pairs.spread()}"
+            print(
+                f"{name:<13} {d:>10.1f} {f:>11.1f} {pairs.median:>7.1f}x  {note:<30} "
+                f"{'ok' if verdict.median >= goal else 'MISSED':<7} {on}pairs {verdict.spread()}{also}"
+            )
     if not a.keep:
         shutil.rmtree(a.dir, ignore_errors=True)
     return 0
