@@ -53,12 +53,13 @@ struct dc_file {
 
 /* One request slot. The runner owns slots and buffers; index is the slot number. */
 /* Where a buffered read lands in its (page-aligned) buffer when the buffer has the room:
- * dc_buffered_land() is 0 or DC_BUFFERED_LAND, whichever the kernel's copy out of the page cache is
- * faster into on this CPU, measured once per process (land.c). It matters: on the Xeons measured
- * earlier (FSRM rep movsb) a destination 16 bytes into its page, where malloc'd buffers begin, was
- * ~10 % faster than a cache-line-aligned one (1 MiB cached reads 9.6 vs 8.7 GiB/s); on an AMD EPYC
- * (FSRM too) the same 16-byte offset is 6x slower (1 MiB: 2.1 vs 13 GiB/s). Either way that cost
- * is the harness's buffer, not the storage. */
+ * dc_buffered_land() is DC_BUFFERED_LAND, where glibc's malloc puts a large buffer, unless the
+ * kernel's copy out of the page cache is far slower there on this CPU (0 then), probed once per
+ * process (land.c). It matters: on the Xeons measured (FSRM rep movsb) a destination 16 bytes into
+ * its page is 7-10 % faster than a cache-line-aligned one when the file's pages stream from memory
+ * (1 MiB cached reads 9.6 vs 8.7 GiB/s; 128 KiB 8.7 vs 8.0); on an AMD EPYC (FSRM too) the same
+ * 16-byte offset is 6x slower (1 MiB: 2.1 vs 13 GiB/s). Either way that cost is the harness's
+ * buffer, not the storage. */
 #define DC_BUFFERED_LAND 16u
 uint32_t dc_buffered_land(void);
 
