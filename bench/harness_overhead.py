@@ -15,8 +15,11 @@ is left), with computation_time 0:
   fio        fio psync, bs 4m (2 MiB for 2.8 MB files: fio reads only whole blocks, nothing of a
              file smaller than bs), numjobs T, buffered, on the same files (--opendir of hard
              links, read one after the other, each job reads every file once), group bandwidth
-with T = the workload's read_threads. The three run alternately --repeats times; ratios are
-medians of the per-repeat ratios, the wl/fio pairs' spread printed beside the verdict.
+with T = the workload's read_threads. Each of --repeats repeats (5 by default) runs the three back
+to back, workload, io, fio in runs 1, 3, 5 and fio, io, workload in runs 2, 4 (a drift over the run
+then favours no side); ratios are medians of the per-repeat ratios, the wl/fio pairs' spread printed beside
+the verdict. --quick: 1 epoch per workload run, 128 cosmoflow files, the same pairs (unet3d keeps 16
+files: at batch 7 fewer leave one step per epoch).
 Cases:
   unet3d      unet3d_h100: npz, 16 files of ~140 MB (its size spread), 4 readers, batch 7
   cosmoflow   cosmoflow_h100: 256 one-sample files of 2.8 MB, 4 readers, batch 1 (tfrecord:
@@ -24,7 +27,7 @@ Cases:
               whole files in up to 4 MiB pieces instead)
 Goal: workload bandwidth >= 0.9x fio's.
 Needs fio on the PATH for the fio column (apt-get install fio); without it that column is skipped.
-Usage: python bench/harness_overhead.py [--cases unet3d,cosmoflow] [--epochs 3] [--repeats 5]
+Usage: python bench/harness_overhead.py [--cases unet3d,cosmoflow] [--epochs 3] [--repeats 5] [--quick]
                                         [--unet3d-files 16] [--cosmo-files 256] [--dir /dev/shm/...]
 
 fio runs with --iomem_align=2m: its buffers then get transparent huge pages, as dlio-fast's
@@ -43,7 +46,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from paired import Paired  # noqa: E402
+from paired import Paired, add_repeat_args, warn_few  # noqa: E402
 
 
 def dlio(args, check=True):
@@ -170,15 +173,20 @@ def run_fio(files, threads, tmp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="unet3d,cosmoflow")
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--epochs", type=int, default=None, help="epochs per workload run (3; --quick: 1)")
+    add_repeat_args(ap)
     ap.add_argument("--prefetch", type=int, default=16, help="reader.prefetch_size of the workload runs")
     ap.add_argument("--unet3d-files", type=int, default=16)
-    ap.add_argument("--cosmo-files", type=int, default=256)
+    ap.add_argument("--cosmo-files", type=int, default=None, help="256 (--quick: 128)")
     ap.add_argument("--cosmo-format", default="tfrecord", choices=["tfrecord", "npz", "hdf5"])
     ap.add_argument("--dir", default="/dev/shm/dlio-fast-harness")
     ap.add_argument("--keep", action="store_true", help="keep the datasets")
     a = ap.parse_args()
+    for k, full, quick in (("epochs", 3, 1), ("cosmo_files", 256, 128)):
+        if getattr(a, k) is None:
+            setattr(a, k, quick if a.quick else full)
+    if a.repeats < 1:
+        sys.exit("--repeats must be >= 1")
     print(
         "load average before: %.2f %.2f %.2f (%d CPUs; other work on the machine skews timings)"
         % (*os.getloadavg(), os.cpu_count())
@@ -186,12 +194,15 @@ def main():
     have_fio = shutil.which("fio") is not None
     if not have_fio:
         print("fio is not on the PATH (apt-get install fio): the fio column is skipped")
+    warn_few(a.repeats)
     rows = []
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         for name in [c.strip() for c in a.cases.split(",") if c.strip()]:
             if name not in ("unet3d", "cosmoflow"):
                 sys.exit(f"unknown case {name!r} (unet3d, cosmoflow)")
-            folder = os.path.join(a.dir, name if name == "unet3d" else f"{name}-{a.cosmo_format}")
+            # the file count in the name: a kept folder of another count (--quick's) is not read by io and fio
+            sub = f"unet3d-{a.unet3d_files}" if name == "unet3d" else f"{name}-{a.cosmo_format}-{a.cosmo_files}"
+            folder = os.path.join(a.dir, sub)
             wl_args = case_sets(name, a, folder)
             dlio(["generate"] + wl_args)
             ext = "npz" if name == "unet3d" else a.cosmo_format.replace("hdf5", "hdf5")
@@ -200,18 +211,33 @@ def main():
             subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)  # warm (tmpfs: no-op)
             w, i, f, wm_rep = [], [], [], []
             threads = None
+            links = os.path.join(a.dir, f".fio-links-{name}-{os.getpid()}")
             for r in range(a.repeats):
-                bw, threads, rep = run_workload(wl_args, os.path.join(tmp, f"{name}-{r}"))
-                w.append(bw)
-                wm_rep.append(rep)
-                i.append(run_io(files, threads, total, os.path.join(tmp, "io.json")))
-                if have_fio:
-                    f.append(run_fio(files, threads, os.path.join(a.dir, f".fio-links-{name}-{os.getpid()}")))
-            shutil.rmtree(os.path.join(a.dir, f".fio-links-{name}-{os.getpid()}"), ignore_errors=True)
+                # workload, io, fio, then reversed: the first repeat starts with the workload, whose run
+                # tells io and fio the thread count (the same in every repeat: the same configuration)
+                order = ["workload", "io"] + (["fio"] if have_fio else [])
+                if r % 2:
+                    order.reverse()
+                for side in order:
+                    if side == "workload":
+                        bw, threads, rep = run_workload(wl_args, os.path.join(tmp, f"{name}-{r}"))
+                        w.append(bw)
+                        wm_rep.append(rep)
+                    elif side == "io":
+                        i.append(run_io(files, threads, total, os.path.join(tmp, "io.json")))
+                    else:
+                        f.append(run_fio(files, threads, links))
+                print(
+                    f"  {name} run {r + 1} ({order[0]} first): workload {w[-1]:.0f}, io {i[-1]:.0f}"
+                    + (f", fio {f[-1]:.0f} MiB/s, wl/fio {w[-1] / f[-1]:.2f}" if have_fio else " MiB/s"),
+                    flush=True,
+                )
+            shutil.rmtree(links, ignore_errors=True)
             rows.append((name, len(files), total, threads, w, i, f, io_bs(files), wm_rep))
     print(
         f"tmpfs {a.dir}, computation_time 0, {a.epochs} epochs per workload run, "
-        f"{a.repeats} alternating repeats, medians (MiB/s); ratios: medians of the per-repeat ratios"
+        f"{a.repeats} paired repeats (the order reversed every other repeat), medians (MiB/s); "
+        "ratios: medians of the per-repeat ratios"
     )
     print(
         f"{'case':<10} {'files':>6} {'GiB':>6} {'thr':>4} {'workload':>9} {'io':>8} {'fio':>8} "
