@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Optional
 
+from dlio.base import tmpclaim
 from dlio.report.dlio import files as dlio_files
 from dlio.report.dlio import log as dlio_log
 from dlio.report.exact import dlio_fast_doc
@@ -37,19 +38,20 @@ def write_all(
     hydra_subdir (Hydra's hydra.output_subdir: MLPerf Storage's benchmark.sh sets it to "configs";
     None writes none, as hydra.output_subdir=null does)."""
     os.makedirs(folder, exist_ok=True)
-    output.write_json(os.path.join(folder, "summary.json"), dlio_files.summary(result))
-    data_gib = dlio_files.per_host_gib(result)  # once: it counts every rank's host (N^2 per rank at 8,192 ranks)
-    for r in range(len(result["ranks"])):
-        rank = result["ranks"][r]["rank"]
-        output.write_json(os.path.join(folder, f"{rank}_output.json"), dlio_files.rank_output(result, r, data_gib))
-        name = dlio_files.per_epoch_file(result, rank)
-        if name:
-            output.write_json(os.path.join(folder, name), dlio_files.per_epoch_stats(result, r))
-    output.write_json(os.path.join(folder, "dlio-fast.json"), dlio_fast_doc(result))
-    if resolved_config_yaml is not None:
-        output.atomic_write_text(os.path.join(folder, "config.yaml"), resolved_config_yaml)
-    if hydra and hydra_subdir:
-        os.makedirs(os.path.join(folder, hydra_subdir), exist_ok=True)
-        for name, text in hydra.items():
-            output.atomic_write_text(os.path.join(folder, hydra_subdir, name), text)
-    output.atomic_write_text(os.path.join(folder, "dlio.log"), dlio_log.render(result, folder))
+    with tmpclaim.claimed(folder):  # one claim for every file (made and removed once, not once per rank file)
+        output.write_json(os.path.join(folder, "summary.json"), dlio_files.summary(result))
+        data_gib = dlio_files.per_host_gib(result)  # once: it counts every rank's host (N^2 per rank at 8,192 ranks)
+        for r in range(len(result["ranks"])):
+            rank = result["ranks"][r]["rank"]
+            output.write_json(os.path.join(folder, f"{rank}_output.json"), dlio_files.rank_output(result, r, data_gib))
+            name = dlio_files.per_epoch_file(result, rank)
+            if name:
+                output.write_json(os.path.join(folder, name), dlio_files.per_epoch_stats(result, r))
+        output.write_json(os.path.join(folder, "dlio-fast.json"), dlio_fast_doc(result))
+        if resolved_config_yaml is not None:
+            output.atomic_write_text(os.path.join(folder, "config.yaml"), resolved_config_yaml)
+        if hydra and hydra_subdir:
+            os.makedirs(os.path.join(folder, hydra_subdir), exist_ok=True)
+            for name, text in hydra.items():
+                output.atomic_write_text(os.path.join(folder, hydra_subdir, name), text)
+        output.atomic_write_text(os.path.join(folder, "dlio.log"), dlio_log.render(result, folder))

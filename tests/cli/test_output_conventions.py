@@ -9,10 +9,11 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from dlio.system.host import host_info
-from dlio.system.output import csv_value
+from dlio.system.output import csv_value, json_text
 
 IO = ["--file-size", "4m", "--runtime", "0.2s", "-q"]
 
@@ -27,6 +28,44 @@ def test_csv_value():
         3,
         "a",
     ]
+
+
+def test_json_text_is_jsons_document_with_plain_lists_on_one_line():
+    """Result files' JSON (json_text) reads back as json.dumps's would, keys turned to text as json does,
+    nan refused as json.dumps(allow_nan=False) does; lists of plain values (the per-step arrays) on one
+    line, everything else indented by two."""
+    doc = {
+        "load": {"block1": [0.5, 1e-300, 3], "eval": []},
+        "epochs": [{"n": 1, "ok": True}, {"n": 2, "ok": None}],
+        "grid": [[1, 2], [3]],
+        "np": np.arange(3),
+        "f32": np.float32(1.5),
+        "text": 'é"\n',
+        "keys": {1: "int", 2.5: "float", None: "null", False: "bool"},
+        "empty": {},
+        "huge": 10**30,
+    }
+    expect = json.dumps(doc, default=lambda o: o.tolist())
+    text = json_text(doc)
+    assert json.loads(text) == json.loads(expect)
+    assert text.endswith("}\n") and '\n  "load": {\n    "block1": [0.5, 1e-300, 3],\n' in text
+    assert '"epochs": [\n    {\n      "n": 1,' in text and '"grid": [\n    [1, 2],\n    [3]\n  ]' in text
+    for bad in (float("nan"), [float("inf")], {"x": float("-inf")}):
+        with pytest.raises(ValueError):
+            json_text(bad)
+
+
+def test_a_folder_is_swept_for_leftovers_once_per_process(tmp_path, monkeypatch):
+    """Rank 0 writes a file per rank into one folder: sweeping it (a listing) per file was N^2."""
+    from dlio.base import tmpclaim
+    from dlio.system import output
+
+    swept = []
+    monkeypatch.setattr(tmpclaim, "sweep", lambda folder, dirs=(): swept.append(folder) or [])
+    for i in range(3):
+        output.write_json(str(tmp_path / f"{i}_output.json"), {"rank": i})
+    assert swept == [str(tmp_path)]
+    assert sorted(os.listdir(tmp_path)) == ["0_output.json", "1_output.json", "2_output.json"]
 
 
 def test_io_json_to_stdout(tmp_path, dlio_cmd):
