@@ -45,9 +45,6 @@ static inline void dc_hist_add_inline(struct dc_hist *h, uint64_t ns)
 	h->bucket[dc_hist_index_inline(ns)]++;
 }
 
-/* fsutil.c: size and O_DIRECT alignment of an open file with one statx (AT_EMPTY_PATH). */
-int dc_fd_info(int fd, uint64_t *size, uint32_t *mem_align, uint32_t *off_align);
-
 /* fsutil.c: open and close for the fd-based engines (posix, io_uring, mmap). Fills fd, size and
  * the alignments; write opens O_RDWR|O_CREAT. 0 or -errno. */
 int dc_fd_open(struct dc_file *f, int write);

@@ -32,15 +32,15 @@ static void statx_dio(const struct statx *stx, uint32_t *mem, uint32_t *off)
 #endif
 }
 
-static int from_statx(int dirfd, const char *path, int flags, uint64_t *size, uint32_t *mem_align,
-		      uint32_t *off_align)
+static int from_statx(int dirfd, const char *path, int flags, uint64_t *size, mode_t *mode,
+		      uint32_t *mem_align, uint32_t *off_align)
 {
 	struct statx stx;
 	uint32_t m = 0, o = 0;
 	int got = 0;
 
 	memset(&stx, 0, sizeof(stx));
-	if (statx(dirfd, path, flags, STATX_SIZE | STATX_DIOALIGN, &stx) < 0) {
+	if (statx(dirfd, path, flags, STATX_TYPE | STATX_SIZE | STATX_DIOALIGN, &stx) < 0) {
 		struct stat st;
 
 		if (errno != ENOSYS)
@@ -50,9 +50,22 @@ static int from_statx(int dirfd, const char *path, int flags, uint64_t *size, ui
 			return -errno;
 		if (size)
 			*size = (uint64_t)st.st_size;
+		if (mode)
+			*mode = st.st_mode;
 	} else {
 		if (size)
 			*size = stx.stx_size;
+		if (mode) {
+			struct stat st;
+
+			/* a filesystem that leaves the type out of statx: ask fstat/stat */
+			if (stx.stx_mask & STATX_TYPE)
+				*mode = stx.stx_mode;
+			else if ((flags & AT_EMPTY_PATH ? fstat(dirfd, &st) : stat(path, &st)) == 0)
+				*mode = st.st_mode;
+			else
+				return -errno;
+		}
 		if (stx.stx_mask & STATX_DIOALIGN)
 			statx_dio(&stx, &m, &o);
 	}
@@ -72,7 +85,7 @@ int dc_dio_align(const char *path, uint32_t *mem_align, uint32_t *offset_align, 
 
 	if (!path)
 		return -EINVAL;
-	ret = from_statx(AT_FDCWD, path, 0, NULL, &m, &o);
+	ret = from_statx(AT_FDCWD, path, 0, NULL, NULL, &m, &o);
 	if (ret < 0)
 		return ret;
 	if (mem_align)
@@ -82,13 +95,6 @@ int dc_dio_align(const char *path, uint32_t *mem_align, uint32_t *offset_align, 
 	if (from)
 		*from = ret;
 	return 0;
-}
-
-int dc_fd_info(int fd, uint64_t *size, uint32_t *mem_align, uint32_t *off_align)
-{
-	int ret = from_statx(fd, "", AT_EMPTY_PATH, size, mem_align, off_align);
-
-	return ret < 0 ? ret : 0;
 }
 
 /*
@@ -158,44 +164,34 @@ int dc_drop_all_caches(void)
 	return w == 1 ? 0 : -EIO;
 }
 
-/* 0 for a regular file (made blocking again), -ESPIPE for a FIFO, socket or device: not data. */
-static int dc_fd_regular(int fd)
-{
-	struct stat st;
-	int fl;
-
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -ESPIPE;
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
-		return -errno;
-	return 0;
-}
-
-/* The open and close of the fd-based engines (posix, io_uring, mmap). */
+/* The open and close of the fd-based engines (posix, io_uring, mmap). Every sample of a small-file
+ * dataset opens its file, so the open costs three calls: open, one statx (type, size, O_DIRECT
+ * alignment) and the F_SETFL that clears O_NONBLOCK (it had an fstat and F_GETFL more). */
 int dc_fd_open(struct dc_file *f, int write)
 {
 	int flags = (write ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC;
+	uint64_t size = 0;
 	uint32_t mem = 1, off = 1;
+	mode_t mode = 0;
 	int fd, ret;
 
 	if (f->direct)
 		flags |= O_DIRECT;
 	/* O_NONBLOCK: a FIFO (or a device that waits) in a dataset must not block the open forever; it is
-	 * refused below, and O_NONBLOCK is cleared again for the regular file we keep. */
+	 * refused below, and O_NONBLOCK is cleared again for the regular file we keep (io_uring would
+	 * answer -EAGAIN for a read of it). F_SETFL changes only the status flags among these. */
 	fd = open(f->path, flags | O_NONBLOCK, 0644);
 	if (fd < 0)
 		return -errno;
-	ret = dc_fd_regular(fd);
-	if (ret == 0)
-		ret = dc_fd_info(fd, &f->size, &mem, &off);
+	ret = from_statx(fd, "", AT_EMPTY_PATH, &size, &mode, &mem, &off);
+	if (ret >= 0)
+		ret = !S_ISREG(mode) ? -ESPIPE : fcntl(fd, F_SETFL, flags) < 0 ? -errno : 0;
 	if (ret < 0) {
 		close(fd);
 		return ret;
 	}
 	f->fd = fd;
+	f->size = size;
 	f->map = NULL;
 	f->reg_index = -1;
 	f->mem_align = f->direct ? mem : 1;
