@@ -12,22 +12,27 @@ The ceiling: fio reading one file of the dataset's size at 112 KiB random, 8 job
 (invalidate=1), each job over its own eighth of the file once (as an epoch reads each byte once); the
 higher of the two is the bar. Beside the verdict, for where the time goes: the same run with
 `--engine odirect` against fio O_DIRECT (the harness on the device's own path), the README's run against
-fio buffered (the same reads through the page cache), and the io_uring engine (8 threads x qd 4: more in
-flight across files).
+fio buffered (the same reads through the page cache), the io_uring engine (8 threads x qd 4: more in
+flight across files), and the README's run against 8 plain readers of the same files (8 `cat` processes,
+each over its own eighth of the files in a shuffled order, the files' pages dropped first as `--cache drop`
+drops them: posix_fadvise DONTNEED per file): the harness's own part, with the files' layout on the disk
+the same for both, where the one-file ceiling has one contiguous file read at one block size.
 
-Each repeat runs the tools back to back (paired.py); the verdict is the median of the paired ratios, with
-their spread. Goal (issue 42): >= 0.8x the ceiling. Needs fio (apt-get install fio) and a folder on a real
-disk (not tmpfs). Usage:
+Each repeat runs the tools back to back (paired.py), in reverse order every other repeat; the verdict is
+the median of the paired ratios, with their spread. Goal (issue 42): >= 0.8x the ceiling. Needs fio
+(apt-get install fio) and a folder on a real disk (not tmpfs). Usage:
   python bench/imagenet_drop_vs_ceiling.py [--dir /var/tmp/dlio-fast-imagenet] [--repeats 5]
 """
 
 import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from paired import Paired, add_repeat_args, warn_few  # noqa: E402
@@ -82,6 +87,29 @@ def fio_point(folder, size, direct):
     return job["read"]["bw_bytes"] / 2**20
 
 
+def drop_pages(files):
+    """The files' cached pages dropped, as dlio-fast's --cache drop does before an epoch (metadata kept)."""
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def cat_readers(data):
+    """READERS `cat` processes reading the dataset's files, each its own share in a shuffled order, once:
+    MiB/s over the wall time from their start to the last one's end (their starts included)."""
+    files = [os.path.join(d, n) for d, _, names in os.walk(os.path.join(data, "train")) for n in names]
+    random.shuffle(files)
+    drop_pages(files)
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen(["cat", *files[i::READERS]], stdout=subprocess.DEVNULL) for i in range(READERS)]
+    if any(p.wait() for p in procs):
+        sys.exit("cat failed reading the dataset")
+    return dataset_bytes(data) / (time.perf_counter() - t0) / 2**20
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default="/var/tmp/dlio-fast-imagenet", help="a folder on the real disk")
@@ -106,11 +134,13 @@ def main():
             ),
             "fio direct": (lambda out: (fio_point(tmp, size, True), set()), None),
             "fio buffered": (lambda out: (fio_point(tmp, size, False), set()), None),
+            "cat x8 same files": (lambda out: (cat_readers(data), set()), None),
         }
         rows = {name: [] for name in runs}
         verdicts = set()
         for i in range(a.repeats):
-            for n, (name, (one, _)) in enumerate(runs.items()):
+            order = list(runs.items())[:: 1 if i % 2 == 0 else -1]  # who goes first alternates
+            for n, (name, (one, _)) in enumerate(order):
                 mib, v = one(os.path.join(tmp, f"r{i}-{n}"))
                 rows[name].append(mib)
                 verdicts |= v
@@ -118,9 +148,10 @@ def main():
         rows["ceiling"] = [max(d, b) for d, b in zip(rows["fio direct"], rows["fio buffered"])]
         pairs = [(name, against) for name, (_, against) in runs.items() if against]
         pairs += [("dlio-fast psync x8", "fio buffered"), ("fio buffered", "fio direct")]  # the page cache's cost
+        pairs += [("dlio-fast psync x8", "cat x8 same files")]  # the harness against plain readers, same layout
         for name, against in pairs:
             pr = Paired.of(rows[name], rows[against])
-            line = f"{name:<26} / {against:<12}: {pr.median:.3f}  spread {pr.spread()}"
+            line = f"{name:<26} / {against:<17}: {pr.median:.3f}  spread {pr.spread()}"
             if (name, against) == pairs[0]:  # the verdict is on the README's command against the ceiling
                 ok = pr.median >= GOAL
                 line += f"  goal >= {GOAL}: {'PASS' if ok else 'FAIL'}"
