@@ -91,9 +91,13 @@ def file_paths(spec: DatasetSpec, split: str) -> List[str]:
 
 def all_dims(spec: DatasetSpec) -> NDArray[np.int64]:
     """Drawn shape of every file of the combined train-then-eval list: int64 (total, ndim)."""
-    n = spec.total_files
     for split in ("train", "eval"):
         check_names_fit(spec, split, spec.num_files(split), 64, per_sample=False)
+    return _first_dims(spec, spec.total_files)
+
+
+def _first_dims(spec: DatasetSpec, n: int) -> NDArray[np.int64]:
+    """The drawn shapes of the list's first n files (the draws are sequential: the same as all_dims')."""
     L = float(spec.record_length_bytes)
     stdev = float(spec.record_length_bytes_stdev or 0)
     if spec.record_dims:
@@ -133,6 +137,18 @@ def estimated_sizes(spec: DatasetSpec, dims: NDArray[np.int64]) -> NDArray[np.fl
 def dataset_bytes(spec: DatasetSpec) -> int:
     """Estimated bytes on disk of the whole dataset (train + eval), index files included."""
     return int(np.ceil(estimated_sizes(spec, all_dims(spec)).sum()))
+
+
+LISTED_FROM = 16384  # files whose drawn shapes give a listing's dataset size (all of ImageNet's 1.3 M: 0.16 s)
+
+
+def listed_dataset_bytes(spec: DatasetSpec) -> int:
+    """dataset_bytes for a listing: from the first LISTED_FROM files' shapes (i.i.d. draws) times the
+    file count, within a fraction of a percent of the whole sum."""
+    n = spec.total_files
+    if n <= LISTED_FROM:
+        return dataset_bytes(spec)
+    return int(np.ceil(estimated_sizes(spec, _first_dims(spec, LISTED_FROM)).mean() * n))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -303,7 +303,7 @@ class TrainRun:
 
 def listing(cfg: Config) -> Dict[str, str]:
     """`dlio-fast workloads`' columns: the dataset's format, files, samples and sizes, batch, compute."""
-    from dlio.dataset.spec import dataset_bytes as size_of
+    from dlio.dataset.spec import listed_dataset_bytes as size_of
 
     if cfg.is_checkpoint_only():
         return {"format": "(checkpoint only)"}
