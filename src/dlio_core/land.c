@@ -38,8 +38,8 @@ static uint64_t best_copy(int fd, unsigned char *buf, uint32_t off)
  * while they sit in the CPU's caches, which is the only regime a probe this short can time; it tells
  * the two CPUs measured apart (engine.h): on AMD EPYC the offset copy is 6x slower in any regime,
  * while on Intel FSRM it is ~7 % slower in cache yet 7-10 % faster streaming from memory, as a
- * cached read of a file larger than the caches does (128 KiB from a 128 MiB-1 GiB file: 8.7 vs
- * 8.0 GiB/s; a 32 MiB file: equal). Any failure keeps the page-aligned landing. */
+ * cached read of a file larger than the caches does (128 KiB from a 128 MiB-1 GiB file: 8.5 vs
+ * 7.8 GiB/s; a 32 MiB file: equal). Any failure keeps the page-aligned landing. */
 static void probe(void)
 {
 	unsigned char *buf = NULL;

@@ -57,7 +57,7 @@ struct dc_file {
  * kernel's copy out of the page cache is far slower there on this CPU (0 then), probed once per
  * process (land.c). It matters: on the Xeons measured (FSRM rep movsb) a destination 16 bytes into
  * its page is 7-10 % faster than a cache-line-aligned one when the file's pages stream from memory
- * (1 MiB cached reads 9.6 vs 8.7 GiB/s; 128 KiB 8.7 vs 8.0); on an AMD EPYC (FSRM too) the same
+ * (1 MiB cached reads 9.6 vs 8.7 GiB/s; 128 KiB 8.5 vs 7.8); on an AMD EPYC (FSRM too) the same
  * 16-byte offset is 6x slower (1 MiB: 2.1 vs 13 GiB/s). Either way that cost is the harness's
  * buffer, not the storage. */
 #define DC_BUFFERED_LAND 16u
