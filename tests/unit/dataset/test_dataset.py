@@ -530,3 +530,19 @@ def test_a_dataset_made_elsewhere_with_malformed_records_is_named(tmp_path, fmt,
     with pytest.raises(DatasetError) as e:
         scan_manifest(s, "train")
     assert os.path.basename(victim) in str(e.value) and "regenerate" in str(e.value)
+
+
+def test_a_threads_batch_of_files_is_written_folder_by_folder(tmp_path):
+    """Files go round-robin over a split's folders; a batch is handed to the C core folder by folder
+    (it keeps the last file's folder open), with every file of the plan in exactly one batch."""
+    from dlio.dataset.gen_plan import plan
+    from dlio.dataset.gen_write import _batches
+
+    s = spec_of(tmp_path, "jpeg", num_files_train=600, num_files_eval=60, num_subfolders_train=7, num_subfolders_eval=3)
+    pl = plan(s, 0, 1)
+    batches = _batches(pl, threads=2)
+    assert sorted(np.concatenate(batches).tolist()) == sorted(pl.todo)
+    for b in batches:
+        folders = [os.path.dirname(pl.paths[i]) for i in b]
+        runs = [f for k, f in enumerate(folders) if k == 0 or f != folders[k - 1]]
+        assert len(runs) == len(set(folders)), "a folder's files are split within one batch"
