@@ -5,7 +5,7 @@ Hydra's folder. Every file is written atomically (dlio.system.output)."""
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from dlio.base import tmpclaim
 from dlio.report.dlio import files as dlio_files
@@ -32,11 +32,13 @@ def write_all(
     resolved_config_yaml: Optional[str] = None,
     hydra: Optional[Dict[str, str]] = None,
     hydra_subdir: Optional[str] = ".hydra",
+    doc: Optional[Dict[str, Any]] = None,
 ) -> None:
     """Write every output file of a run into folder (each atomically). Rank 0 calls this.
     hydra: dlio.report.dlio.hydra.documents(cfg) ({file name: text}), written into the folder's
     hydra_subdir (Hydra's hydra.output_subdir: MLPerf Storage's benchmark.sh sets it to "configs";
-    None writes none, as hydra.output_subdir=null does)."""
+    None writes none, as hydra.output_subdir=null does). doc: dlio-fast.json's document when the caller
+    made it already (exact.dlio_fast_doc(result))."""
     os.makedirs(folder, exist_ok=True)
     with tmpclaim.claimed(folder):  # one claim for every file (made and removed once, not once per rank file)
         output.write_json(os.path.join(folder, "summary.json"), dlio_files.summary(result))
@@ -47,7 +49,7 @@ def write_all(
             name = dlio_files.per_epoch_file(result, rank)
             if name:
                 output.write_json(os.path.join(folder, name), dlio_files.per_epoch_stats(result, r))
-        output.write_json(os.path.join(folder, "dlio-fast.json"), dlio_fast_doc(result))
+        output.write_json(os.path.join(folder, "dlio-fast.json"), doc if doc is not None else dlio_fast_doc(result))
         if resolved_config_yaml is not None:
             output.atomic_write_text(os.path.join(folder, "config.yaml"), resolved_config_yaml)
         if hydra and hydra_subdir:

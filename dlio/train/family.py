@@ -263,9 +263,10 @@ class TrainRun:
         # + DLIO's host_cpuinfo / host_meminfo / host_processor_name, read at the start (dlio.report.dlio.host)
         result["host"].update(self.proc_info or dlio_host.proc_info())
         result["verdicts"] = verdicts
+        doc = exact.dlio_fast_doc(result)  # once: dlio-fast.json, the console's table and --json's document
         where, lost = write_with_fallback(
             lambda d: run_files.write_all(
-                result, d, cfg.to_yaml(), hydra_files.documents(cfg, d), hydra_files.subdir(cfg)
+                result, d, cfg.to_yaml(), hydra_files.documents(cfg, d), hydra_files.subdir(cfg), doc
             ),
             folder,
         )
@@ -286,7 +287,7 @@ class TrainRun:
             if any(r["epochs"] or r.get("checkpoints") for r in records)
             else []
         )
-        lines += exact.exact_table(result) if any(r["epochs"] for r in records) else []
+        lines += exact.exact_table(result, doc["metrics"]) if any(r["epochs"] for r in records) else []
         lines += interference.lines(dlio_files.checkpoint_records(result))  # checkpoint.async_save
         for line in lines + verdict_lines.run_lines(verdicts):
             echo(line)
@@ -298,7 +299,7 @@ class TrainRun:
             if failure is None:
                 raise DlioRunError(lost)
             self.ctx.warn(f"warning: {lost}")
-        return exact.dlio_fast_doc(result), where
+        return doc, where
 
 
 def listing(cfg: Config) -> Dict[str, str]:
