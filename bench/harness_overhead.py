@@ -13,8 +13,11 @@ is left), with computation_time 0:
              thread t reads only file t (files past T are not read; it cycles its file) and a file
              smaller than --bs is refused, so for 2.8 MB files --bs drops to 2 MiB (tails unread)
   fio        fio psync, bs 4m (2 MiB for 2.8 MB files: fio reads only whole blocks, nothing of a
-             file smaller than bs), numjobs T, buffered, on the same files (--opendir of hard
-             links, read one after the other, each job reads every file once), group bandwidth
+             file smaller than bs), T jobs, buffered, on the same files, each read once: job k
+             reads files k, k + T, ... one after the other (--opendir of a folder of hard links of
+             its own; with one folder for all, every job read every file, the T jobs side by side
+             on the same pages: T times the bytes, all but the first read from the CPU's caches,
+             which made fio's figure 5-8 % too high on tmpfs), group bandwidth
 with T = the workload's read_threads. Each of --repeats repeats (5 by default) runs the three back
 to back, workload, io, fio in runs 1, 3, 5 and fio, io, workload in runs 2, 4 (a drift over the run
 then favours no side); ratios are medians of the per-repeat ratios, the wl/fio pairs' spread printed beside
@@ -138,28 +141,29 @@ def run_io(files, threads, total, js):
 
 
 def run_fio(files, threads, tmp):
-    """fio reads exactly these files: a folder of hard links to them (same filesystem), given as
-    --opendir (a --filename list this long is refused; fio does not size symlinks)."""
-    links = tmp
-    if not os.path.isdir(links):
-        os.makedirs(links)
-        for k, f in enumerate(files):
-            os.link(f, os.path.join(links, f"{k:06d}-{os.path.basename(f)}"))
+    """fio reads exactly these files, each once: job k a folder of hard links to files k, k + threads,
+    ... (same filesystem), given as its --opendir (a --filename list this long is refused; fio does not
+    size symlinks). One folder for all jobs would have every job read every file, side by side: 4x the
+    bytes, each page read by the jobs within moments, from the CPU's caches for all but the first."""
+    if not os.path.isdir(tmp):
+        for j in range(threads):
+            os.makedirs(os.path.join(tmp, f"j{j}"))
+            for k, f in enumerate(files[j::threads]):
+                os.link(f, os.path.join(tmp, f"j{j}", f"{k:06d}-{os.path.basename(f)}"))
     cmd = [
         "fio",
         "--iomem_align=2m",
-        "--name=seq",
-        f"--opendir={links}",
         "--rw=read",
         f"--bs={io_bs(files)}",
         "--ioengine=psync",
-        f"--numjobs={threads}",
         "--direct=0",
         "--invalidate=0",
         "--file_service_type=sequential",
         "--group_reporting",
         "--output-format=json",
     ]
+    for j in range(threads):  # options before the first --name are every job's
+        cmd += [f"--name=seq{j}", f"--opendir={os.path.join(tmp, f'j{j}')}"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"fio exited {p.returncode}: {(p.stderr or p.stdout).strip()[-1500:]}")
