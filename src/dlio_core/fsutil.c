@@ -32,6 +32,12 @@ static void statx_dio(const struct statx *stx, uint32_t *mem, uint32_t *off)
 #endif
 }
 
+/* stat(2) of what from_statx names: the open file dirfd (AT_EMPTY_PATH) or path. */
+static int plain_stat(int dirfd, const char *path, int flags, struct stat *st)
+{
+	return flags & AT_EMPTY_PATH ? fstat(dirfd, st) : stat(path, st);
+}
+
 static int from_statx(int dirfd, const char *path, int flags, uint64_t *size, mode_t *mode,
 		      uint32_t *mem_align, uint32_t *off_align)
 {
@@ -46,7 +52,7 @@ static int from_statx(int dirfd, const char *path, int flags, uint64_t *size, mo
 		if (errno != ENOSYS)
 			return -errno;
 		/* Pre-4.11 kernel: no statx at all. */
-		if ((flags & AT_EMPTY_PATH ? fstat(dirfd, &st) : stat(path, &st)) < 0)
+		if (plain_stat(dirfd, path, flags, &st) < 0)
 			return -errno;
 		if (size)
 			*size = (uint64_t)st.st_size;
@@ -61,7 +67,7 @@ static int from_statx(int dirfd, const char *path, int flags, uint64_t *size, mo
 			/* a filesystem that leaves the type out of statx: ask fstat/stat */
 			if (stx.stx_mask & STATX_TYPE)
 				*mode = stx.stx_mode;
-			else if ((flags & AT_EMPTY_PATH ? fstat(dirfd, &st) : stat(path, &st)) == 0)
+			else if (plain_stat(dirfd, path, flags, &st) == 0)
 				*mode = st.st_mode;
 			else
 				return -errno;
