@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from typing import Any, Dict, List, Optional, Sequence
 
 try:  # Python >= 3.11
@@ -45,10 +44,9 @@ try:  # Python >= 3.11
 except ImportError:  # pragma: no cover - older Pythons
     from typing_extensions import NotRequired, TypedDict
 
-from dlio import _core
 from dlio.base.limits import usable_cpus
 from dlio.config import Config
-from dlio.system import output
+from dlio.system import clock_offset, output
 from dlio.system.host import usable_memory
 
 # Schema ids, declared once. Bump the number when a field changes meaning.
@@ -287,7 +285,7 @@ def new_rank_record(rank: int) -> RankRecord:
         "rank": rank,
         "hostname": socket.gethostname(),
         "epochs": [],
-        "wall_minus_mono_ns": time.time_ns() - _core.now_ns(),
+        "wall_minus_mono_ns": clock_offset.wall_minus_mono_ns(),
         "host_cpu_count": os.cpu_count() or 0,
         "host_memory_GiB": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
         "host_cpus_usable": usable_cpus(),  # its affinity capped by its control group's quota (a straggler's evidence)

@@ -45,7 +45,6 @@ import os
 import re
 import shutil
 import tempfile
-import time
 from decimal import Decimal
 from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -53,6 +52,7 @@ import numpy as np
 
 from dlio import _core
 from dlio.base.errors import os_error_message
+from dlio.system import clock_offset
 
 # A phase the code names -> the (cat, name) of DFTracer's AI event for it (pydftracer's dft_ai).
 AI_EVENTS = {
@@ -104,7 +104,7 @@ class Tracer:
         self.path = path or trace_path(str(folder), rank, size)
         self.compressed = self.path.endswith(".gz")
         self.pid = rank
-        self.t0_ns = time.time_ns() - _core.now_ns()  # epoch ns = now_ns() + t0_ns
+        self.t0_ns = clock_offset.wall_minus_mono_ns()  # epoch ns = now_ns() + t0_ns
         self.t_open = _core.now_ns() if ai_root else None  # a training run's ai_root event starts here
         self.next_id = 0
         self.dropped = 0

@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Tuple
 
+from dlio import _core
 from dlio.system.mpi import Comm
 
 ROUNDS = 16  # pings per rank: cheap (rank 0 serves the ranks in turn, ~50 us a round on a LAN)
@@ -20,6 +21,21 @@ TAG = 29  # the pings' MPI tag
 
 # one round: (t0, rank 0's clock, t3), the rank's clock at the send and at the answer's arrival
 Round = Tuple[int, int, int]
+
+
+def wall_minus_mono_ns(rounds: int = 8) -> int:
+    """The wall clock (time.time_ns) minus the core's monotonic clock (_core.now_ns): what turns the core's
+    times into a trace's or a result's epoch times. Read as a bracket (now_ns, time_ns, now_ns), the tightest
+    of `rounds` kept: two reads in a row are apart by however long the process was descheduled between them
+    (milliseconds on a busy host), and every time of a rank's trace was shifted by that much, off the
+    offset measured against rank 0."""
+    best = (1 << 62, 0)
+    for _ in range(rounds):
+        a = _core.now_ns()
+        w = time.time_ns()
+        b = _core.now_ns()
+        best = min(best, (b - a, w - (a + b) // 2))
+    return best[1]
 
 
 def best_offset(rounds: List[Round]) -> Tuple[int, int]:

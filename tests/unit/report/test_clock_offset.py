@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from dlio.system import clock_offset
 from dlio.system.clock_offset import best_offset, estimate
 
 
@@ -54,3 +55,13 @@ def test_best_offset_of_recorded_rounds():
     # (t0, rank 0's clock, t3) on a rank 1 s behind rank 0: the round of 10 us wins over the one of 1 ms
     rounds = [(100, 1_000_000_000 + 600, 1_100), (5_000, 1_000_000_000 + 5_005, 5_010)]
     assert best_offset(rounds) == (1_000_000_000, 10)
+
+
+def test_the_epoch_anchor_is_read_in_the_tightest_bracket(monkeypatch):
+    """wall_minus_mono_ns reads now_ns, time_ns, now_ns and keeps the tightest bracket: a process descheduled
+    between two reads (here 5 ms, in the first bracket) no longer shifts every time of its trace by that much."""
+    mono = iter([1_000, 5_001_000, 6_000_000, 6_000_100] + [9_000_000, 9_000_300] * 6)
+    wall = iter([10**18 + 1_000, 10**18 + 6_000_050] + [10**18 + 9_000_150] * 6)  # wall = mono + 1e18 throughout
+    monkeypatch.setattr(clock_offset._core, "now_ns", lambda: next(mono))
+    monkeypatch.setattr(clock_offset.time, "time_ns", lambda: next(wall))
+    assert clock_offset.wall_minus_mono_ns() == 10**18
