@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Callable, List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 import numpy as np
 
@@ -65,11 +65,18 @@ def names(ds: StoredDataset, planning: DatasetSpec, split: str) -> List[str]:
     return ds.backend.names(ds.root, planning.data_folder, file_paths(planning, split))
 
 
+def _local_view(ds: StoredDataset) -> Tuple[str, bool]:
+    """The local folder of the dataset's manifests, and whether they are all there (none are needed where a
+    dataset can be scanned in place)."""
+    folder, found = staging.local_copy(ds.backend, ds.root, [] if ds.backend.has(SCAN) else manifest_names(ds.spec))
+    return folder, all(found)
+
+
 def present(ds: StoredDataset) -> bool:
     """Every file of both splits is there (a cheap check: the first and last of each split on files, one
     listing on an object store); where a dataset cannot be scanned in place, its manifests too."""
-    folder, found = staging.local_copy(ds.backend, ds.root, [] if ds.backend.has(SCAN) else manifest_names(ds.spec))
-    if not all(found):
+    folder, found = _local_view(ds)
+    if not found:
         return False
     planning = dataclasses.replace(ds.spec, data_folder=folder)
     return all(ds.backend.exist(names(ds, planning, s)) for s in SPLITS if ds.spec.num_files(s))
@@ -103,7 +110,7 @@ def complete(ds: StoredDataset) -> bool:
     if ds.backend.has(IN_PLACE):
         if not present(ds):
             return False
-    elif not all(staging.local_copy(ds.backend, ds.root, manifest_names(ds.spec))[1]):
+    elif not _local_view(ds)[1]:
         return False  # objects: sized() below lists each split once, and a listed size is presence too
     try:
         for split in SPLITS:
